@@ -1,0 +1,83 @@
+//! The seam between port-probing logic and ibverbs.
+//!
+//! Detection asks a [`Verbs`] for what the kernel's verbs layer says about a port; the real
+//! implementation (rdma-core, linked statically) lives in `verbs.rs`, and tests hand in a fake.
+//! This module holds plain data only and must never touch FFI.
+
+use serde::Serialize;
+
+/// What `ibv_query_port` (and `ibv_query_gid` for the chosen index) said about one port.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VerbsPort {
+    /// `ibv_port_state` as NCCL names it: "ACTIVE", "DOWN", ...
+    pub state: String,
+    /// "InfiniBand", "Ethernet" or "Unspecified".
+    pub link_layer: String,
+    pub gid_tbl_len: u32,
+    /// The GID at the index detection chose, in sysfs's colon-separated form, if one was asked for.
+    pub gid: Option<String>,
+}
+
+/// Outcome of the loopback self-test on one port.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SelftestResult {
+    pub passed: bool,
+    /// Which step failed ("open", "reg_mr", "modify_qp", "post_send", "poll", "verify", "timeout").
+    pub step: Option<String>,
+    /// Completion status by name (`IBV_WC_LOC_PROT_ERR`) or the OS error.
+    pub status: Option<String>,
+    /// Likely causes and fixes, in words.
+    pub hint: Option<String>,
+    pub micros: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SelftestOptions {
+    pub buffer_bytes: usize,
+    pub timeout_ms: u64,
+}
+
+/// Why verbs could not answer for a device.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum VerbsError {
+    #[error("libibverbs lists no device named {0} (is /dev/infiniband/uverbsN for it mounted in the container?)")]
+    NotListed(String),
+    #[error("ibv_open_device({device}) failed: {errno}")]
+    Open { device: String, errno: String },
+    #[error("ibv_query_port({device}, {port}) failed: {errno}")]
+    QueryPort { device: String, port: u8, errno: String },
+    #[error("verbs support is not built into this binary")]
+    Unsupported,
+}
+
+/// What port-probing logic needs from ibverbs.
+pub trait Verbs {
+    /// Names of the devices `ibv_get_device_list` returns (only those whose uverbs character device
+    /// exists in this container).
+    fn device_names(&self) -> Result<Vec<String>, VerbsError>;
+    /// Open `device`, query `port`, and read the GID at `gid_index` when given.
+    fn query_port(&self, device: &str, port: u8, gid_index: Option<u32>) -> Result<VerbsPort, VerbsError>;
+    /// Loopback RC self-test through `gid_index` (RoCE) or the LID (InfiniBand, `None`).
+    fn selftest(&self, device: &str, port: u8, gid_index: Option<u32>, opts: &SelftestOptions) -> SelftestResult;
+}
+
+/// Stands in where verbs are not available; every query says so.
+pub struct NoVerbs;
+
+impl Verbs for NoVerbs {
+    fn device_names(&self) -> Result<Vec<String>, VerbsError> {
+        Err(VerbsError::Unsupported)
+    }
+    fn query_port(&self, _: &str, _: u8, _: Option<u32>) -> Result<VerbsPort, VerbsError> {
+        Err(VerbsError::Unsupported)
+    }
+    fn selftest(&self, _: &str, _: u8, _: Option<u32>, _: &SelftestOptions) -> SelftestResult {
+        SelftestResult {
+            passed: false,
+            step: Some("open".into()),
+            status: Some("unsupported".into()),
+            hint: Some("this build has no verbs support".into()),
+            micros: 0,
+        }
+    }
+}
