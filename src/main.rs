@@ -1,3 +1,130 @@
-fn main() {
-    println!("nccl-wrap");
+//! nccl-wrap: the container entrypoint that makes NCCL use this pod's RDMA ports.
+//!
+//! One visible pipeline: detect (pure reads of the environment and sysfs) -> plan (pure
+//! decisions) -> apply (memlock, environment) -> run (execve). Each step lives in its own module;
+//! this file only wires them and turns outcomes into exit codes.
+
+#![deny(unsafe_code)]
+
+mod annotation;
+mod cli;
+mod detect;
+mod exec;
+mod gid;
+mod memlock;
+mod names;
+mod nccl_env;
+mod plan;
+mod report;
+mod sriov;
+mod sysfs;
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use cli::{Cli, Sub, EXIT_REFUSED, EXIT_USAGE};
+use report::PREFIX;
+
+fn main() -> ExitCode {
+    let raw: Vec<OsString> = std::env::args_os().collect();
+    let cli = match Cli::try_parse_from(&raw) {
+        Ok(cli) => cli,
+        Err(e) => return bad_usage(&e, &raw),
+    };
+    init_logging();
+    if cli.sub.is_none() && cli.command.is_empty() {
+        eprintln!("{PREFIX} no command given: usage is nccl-wrap [OPTIONS] -- COMMAND [ARGS]... (see --help)");
+        return ExitCode::from(EXIT_USAGE);
+    }
+
+    // Detect
+    let env_list: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    let vars: detect::Vars = env_list.iter().cloned().collect();
+    let (prefs, pref_warnings) = plan::gid_prefs(&vars);
+    let sysfs = sysfs::Sysfs::new(&cli.opts.sysfs_root);
+    let inputs = detect::Inputs { vars: &vars, sysfs: &sysfs, annotations: &cli.opts.annotations, prefs: &prefs };
+    let detection = detect::detect(&inputs);
+    log::debug!("detection: {detection:?}");
+
+    // Plan
+    let mut plan = plan::plan(detection, &vars, &prefs, cli.opts.override_user);
+    plan.warnings.extend(pref_warnings);
+
+    // Apply: memlock is raised for `env` too, so that it reports the limit a run would get.
+    let memlock = memlock::raise(&cli.opts.proc_root);
+
+    match cli.sub {
+        Some(Sub::Env { json }) => {
+            let text = if json {
+                report::json(&plan, &memlock) + "\n"
+            } else {
+                nccl_env::export_lines(plan.exports())
+            };
+            print_or_fail(&text)
+        }
+        None => run(&cli, &plan, &memlock, &env_list),
+    }
+}
+
+/// Apply the environment and run the command.
+fn run(cli: &Cli, plan: &plan::Plan, memlock: &memlock::Memlock, env_list: &[(OsString, OsString)]) -> ExitCode {
+    eprint!("{}", report::summary(plan, memlock, cli.opts.quiet));
+    if cli.opts.require_rdma && !plan.rdma {
+        eprintln!("{PREFIX} refusing to start {:?}: --require-rdma (NCCL_WRAP_REQUIRE_RDMA) is set and no usable RDMA port was found; see the warnings above, or run `nccl-wrap env --json`", cli.command[0]);
+        return ExitCode::from(EXIT_REFUSED);
+    }
+    if cli.opts.require_memlock && !memlock.sufficient() {
+        eprintln!("{PREFIX} refusing to start {:?}: --require-memlock (NCCL_WRAP_REQUIRE_MEMLOCK) is set and {}", cli.command[0], memlock.describe());
+        return ExitCode::from(EXIT_REFUSED);
+    }
+    let env = nccl_env::child_env(env_list, &plan.exports());
+    exec_or_report(&cli.command, &env)
+}
+
+fn exec_or_report(argv: &[OsString], env: &[(OsString, OsString)]) -> ExitCode {
+    let err = match exec::prepare(argv, env) {
+        Ok(prepared) => exec::exec(&prepared),
+        Err(e) => e,
+    };
+    eprintln!("{PREFIX} {err}");
+    ExitCode::from(err.exit_code())
+}
+
+/// Bad options never cost the job: when a command follows `--`, it runs untouched.
+fn bad_usage(e: &clap::Error, raw: &[OsString]) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        let _ = e.print();
+        return ExitCode::SUCCESS;
+    }
+    let text = e.render().to_string();
+    eprint!("{PREFIX} {}", text.strip_prefix("error: ").unwrap_or(&text));
+    match cli::command_after_dashes(raw) {
+        Some(cmd) => {
+            eprintln!("{PREFIX} warning: options not understood; running the command without nccl-wrap's settings");
+            let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+            exec_or_report(cmd, &env)
+        }
+        None => ExitCode::from(EXIT_USAGE),
+    }
+}
+
+fn init_logging() {
+    if let Some(filter) = std::env::var_os("NCCL_WRAP_LOG") {
+        env_logger::Builder::new().parse_filters(&filter.to_string_lossy()).target(env_logger::Target::Stderr).init();
+    }
+}
+
+fn print_or_fail(text: &str) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{PREFIX} cannot write to stdout: {e}");
+            ExitCode::from(1)
+        }
+    }
 }

@@ -1,0 +1,112 @@
+//! Command-line options. Every option also reads an `NCCL_WRAP_*` variable, because a pod spec
+//! sets environment more easily than arguments. Parsing only: nothing here does I/O.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::builder::BoolishValueParser;
+use clap::{Args, Parser, Subcommand};
+
+/// Exit code of the wrapper's own refusals (`--require-*`), as `timeout` and `env` use 125 for
+/// their own failures: never a code the training command's 0-124 or 126+ could be mistaken for.
+pub const EXIT_REFUSED: u8 = 125;
+/// Usage errors (bad options, no command).
+pub const EXIT_USAGE: u8 = 2;
+
+const AFTER_HELP: &str = "\
+Sources of devices, in order: PCIDEVICE_*_INFO / PCIDEVICE_* (SR-IOV device plugin), the
+network-status annotation file, then sysfs (devices whose net device is in this namespace).
+
+Exit status: the command's own; 128+N when it died of signal N; 126 when it cannot be executed;
+127 when it is not found; 125 when a --require-* option refuses to start it; 2 on usage errors.
+
+Logging detail: NCCL_WRAP_LOG=debug (env_logger syntax).";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "nccl-wrap",
+    version,
+    about = "Find this pod's RDMA ports, export NCCL settings, raise memlock, run the command",
+    override_usage = "nccl-wrap [OPTIONS] -- COMMAND [ARGS]...\n       nccl-wrap env [--json] [OPTIONS]",
+    after_help = AFTER_HELP
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub sub: Option<Sub>,
+    #[command(flatten)]
+    pub opts: Opts,
+    /// The training command and its arguments (after `--`).
+    #[arg(trailing_var_arg = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Sub {
+    /// Print what a run would set, as `export NAME='value'` lines safe to eval.
+    Env {
+        /// Print the whole plan as JSON instead.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct Opts {
+    /// Refuse to start the command (exit 125) when no usable RDMA port is found.
+    #[arg(long, global = true, env = "NCCL_WRAP_REQUIRE_RDMA", value_parser = BoolishValueParser::new(),
+          num_args = 0..=1, default_value = "false", default_missing_value = "true", hide_possible_values = true)]
+    pub require_rdma: bool,
+
+    /// Refuse to start the command (exit 125) when memlock stays limited and CAP_IPC_LOCK is missing.
+    #[arg(long, global = true, env = "NCCL_WRAP_REQUIRE_MEMLOCK", value_parser = BoolishValueParser::new(),
+          num_args = 0..=1, default_value = "false", default_missing_value = "true", hide_possible_values = true)]
+    pub require_memlock: bool,
+
+    /// Replace NCCL variables the user already set (by default they are kept and reported).
+    #[arg(long = "override", global = true, env = "NCCL_WRAP_OVERRIDE", value_parser = BoolishValueParser::new(),
+          num_args = 0..=1, default_value = "false", default_missing_value = "true", hide_possible_values = true)]
+    pub override_user: bool,
+
+    /// Print only warnings, not the summary.
+    #[arg(long, short, global = true, env = "NCCL_WRAP_QUIET", value_parser = BoolishValueParser::new(),
+          num_args = 0..=1, default_value = "false", default_missing_value = "true", hide_possible_values = true)]
+    pub quiet: bool,
+
+    /// Root of the sysfs tree to read (for tests and chroots).
+    #[arg(long, global = true, env = "NCCL_WRAP_SYSFS_ROOT", default_value = "/sys", value_name = "DIR")]
+    pub sysfs_root: PathBuf,
+
+    /// Root of procfs (capabilities, kernel command line).
+    #[arg(long, global = true, env = "NCCL_WRAP_PROC_ROOT", default_value = "/proc", value_name = "DIR")]
+    pub proc_root: PathBuf,
+
+    /// Downward-API annotations file holding k8s.v1.cni.cncf.io/network-status.
+    #[arg(long, global = true, env = "NCCL_WRAP_ANNOTATIONS", default_value = "/etc/podnetinfo/annotations", value_name = "FILE")]
+    pub annotations: PathBuf,
+}
+
+/// Finds the command after a literal `--`, for running it untouched when the options are bad.
+pub fn command_after_dashes(raw: &[OsString]) -> Option<&[OsString]> {
+    let pos = raw.iter().position(|a| a == "--")?;
+    let cmd = &raw[pos + 1..];
+    (!cmd.is_empty()).then_some(cmd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_after_double_dash() {
+        let raw: Vec<OsString> = ["nccl-wrap", "--bogus", "--", "torchrun", "--", "x"].iter().map(OsString::from).collect();
+        assert_eq!(command_after_dashes(&raw).map(<[OsString]>::len), Some(3));
+        let raw: Vec<OsString> = ["nccl-wrap", "--"].iter().map(OsString::from).collect();
+        assert!(command_after_dashes(&raw).is_none());
+    }
+
+    #[test]
+    fn cli_is_well_formed() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

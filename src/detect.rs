@@ -1,0 +1,273 @@
+//! Detect: find the RDMA devices that are this pod's and read their ports. Pure reads of the
+//! environment (handed in as a map), the annotations file and sysfs; no decisions about what to
+//! export, and nothing written anywhere.
+//!
+//! Sources are tried in order (SR-IOV device plugin variables, the network-status annotation,
+//! sysfs), and the first that names at least one device is the one used; the others are reported
+//! as not needed. A device a source names that does not exist is reported and skipped.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::annotation;
+use crate::gid::GidPrefs;
+use crate::names;
+use crate::sriov;
+use crate::sysfs::{Attachment, NetDevs, PortFacts, Sysfs};
+
+/// The process environment as detection sees it.
+pub type Vars = BTreeMap<OsString, OsString>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// `PCIDEVICE_*` variables of the SR-IOV network device plugin.
+    Sriov,
+    /// The network-status annotation (downward API file).
+    Annotation,
+    /// Walking `class/infiniband` and matching net devices of this namespace.
+    Sysfs,
+    None,
+}
+
+impl Source {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Source::Sriov => "SR-IOV device plugin",
+            Source::Annotation => "network-status annotation",
+            Source::Sysfs => "sysfs",
+            Source::None => "no source",
+        }
+    }
+}
+
+/// What one source said.
+#[derive(Debug, Clone, Serialize)]
+pub struct SourceReport {
+    pub source: Source,
+    /// `used`, `no devices`, `not needed`, `absent`.
+    pub status: &'static str,
+    /// The variables or file read.
+    pub inputs: Vec<String>,
+    pub problems: Vec<String>,
+}
+
+/// A device this pod will consider, with where it came from and what sysfs says of it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Device {
+    pub name: String,
+    /// The variable, network or rule that named it.
+    pub origin: String,
+    #[serde(flatten)]
+    pub attachment: Attachment,
+    pub ports: Vec<PortFacts>,
+    pub problems: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Detection {
+    pub source: Source,
+    pub sources: Vec<SourceReport>,
+    pub devices: Vec<Device>,
+    /// Devices visible in this namespace that are not the pod's (a privileged pod sees the host's).
+    pub not_ours: Vec<String>,
+    /// Devices a source named that do not exist, and other detection warnings.
+    pub warnings: Vec<String>,
+}
+
+pub struct Inputs<'a> {
+    pub vars: &'a Vars,
+    pub sysfs: &'a Sysfs,
+    pub annotations: &'a Path,
+    pub prefs: &'a GidPrefs,
+}
+
+/// A device name a source gave, before its ports are read.
+struct Named {
+    name: String,
+    origin: String,
+}
+
+pub fn detect(inp: &Inputs) -> Detection {
+    let mut warnings = Vec::new();
+    let mut sources = Vec::new();
+    let mut visible_problems = Vec::new();
+    let visible = inp.sysfs.rdma_devices(&mut visible_problems);
+    warnings.extend(visible_problems.iter().map(ToString::to_string));
+
+    let mut chosen: Option<(Source, Vec<Named>)> = None;
+    for source in [Source::Sriov, Source::Annotation, Source::Sysfs] {
+        if chosen.is_some() {
+            sources.push(SourceReport { source, status: "not needed", inputs: Vec::new(), problems: Vec::new() });
+            continue;
+        }
+        let (report, named) = match source {
+            Source::Sriov => from_sriov(inp),
+            Source::Annotation => from_annotation(inp),
+            _ => from_sysfs(inp, &visible),
+        };
+        let (report, named) = (report, dedupe(named));
+        if !named.is_empty() {
+            chosen = Some((source, named));
+        }
+        sources.push(SourceReport { status: if chosen.is_some() { "used" } else { report.status }, ..report });
+    }
+
+    let (source, named) = chosen.unwrap_or((Source::None, Vec::new()));
+    let mut devices = Vec::new();
+    for n in named {
+        if !inp.sysfs.has_rdma_device(&n.name) {
+            warnings.push(format!(
+                "{} names RDMA device {} but {} has no such device; skipped",
+                n.origin,
+                n.name,
+                inp.sysfs.path("class/infiniband").display()
+            ));
+            continue;
+        }
+        let mut problems = Vec::new();
+        let (attachment, _) = inp.sysfs.attachment(&n.name);
+        let ports = inp.sysfs.ports(&n.name, inp.prefs, &mut problems);
+        let mut problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        problems.extend(ports.iter().flat_map(|p| p.problems.iter().cloned()));
+        devices.push(Device { name: n.name, origin: n.origin, attachment, ports, problems });
+    }
+    let not_ours = visible.into_iter().filter(|v| !devices.iter().any(|d| &d.name == v)).collect();
+    Detection { source, sources, devices, not_ours, warnings }
+}
+
+fn dedupe(mut named: Vec<Named>) -> Vec<Named> {
+    named.sort_by(|a, b| names::natural_cmp(&a.name, &b.name));
+    named.dedup_by(|a, b| a.name == b.name);
+    named
+}
+
+fn report(source: Source, inputs: Vec<String>, problems: Vec<String>, found: bool) -> SourceReport {
+    let status = match (found, inputs.is_empty()) {
+        (true, _) => "used",
+        (false, true) => "absent",
+        (false, false) => "no devices",
+    };
+    SourceReport { source, status, inputs, problems }
+}
+
+/// Resolves a device ID to its RDMA devices through sysfs, or says why it could not.
+fn resolve_id(inp: &Inputs, id: &str, origin: &str, out: &mut Vec<Named>, problems: &mut Vec<String>) {
+    let mut errs = Vec::new();
+    let found = inp.sysfs.rdma_devices_of(id, &mut errs);
+    problems.extend(errs.iter().map(ToString::to_string));
+    if found.is_empty() {
+        let bus = if crate::sysfs::looks_like_pci(id) { "pci" } else { "auxiliary" };
+        problems.push(format!(
+            "{origin}: device {id} has no RDMA device ({} is empty or missing): is it an RDMA-capable function, and is the resource pool marked isRdma?",
+            inp.sysfs.path(&format!("bus/{bus}/devices/{id}/infiniband")).display()
+        ));
+    }
+    out.extend(found.into_iter().map(|name| Named { name, origin: origin.to_string() }));
+}
+
+fn from_sriov(inp: &Inputs) -> (SourceReport, Vec<Named>) {
+    let scan = sriov::scan(inp.vars);
+    let mut problems: Vec<String> = scan.problems.iter().map(ToString::to_string).collect();
+    let mut named = Vec::new();
+    for dev in &scan.devices {
+        match &dev.rdma_dev {
+            Some(name) if inp.sysfs.has_rdma_device(name) => {
+                named.push(Named { name: name.clone(), origin: dev.variable.clone() });
+            }
+            Some(name) => {
+                problems.push(format!(
+                    "{}: rdma_dev {name} of {} is not in this namespace's RDMA devices; trying the device ID",
+                    dev.variable, dev.device_id
+                ));
+                resolve_id(inp, &dev.device_id, &dev.variable, &mut named, &mut problems);
+            }
+            None => resolve_id(inp, &dev.device_id, &dev.variable, &mut named, &mut problems),
+        }
+    }
+    (report(Source::Sriov, scan.variables, problems, !named.is_empty()), named)
+}
+
+fn from_annotation(inp: &Inputs) -> (SourceReport, Vec<Named>) {
+    let path = inp.annotations.display().to_string();
+    let text = match std::fs::metadata(inp.annotations) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return (report(Source::Annotation, Vec::new(), Vec::new(), false), Vec::new());
+        }
+        Err(e) => Err(format!("cannot read {path}: {e}")),
+        Ok(m) if m.len() > annotation::MAX_FILE_BYTES => {
+            Err(format!("{path} is {} bytes, over the {}-byte bound; ignored", m.len(), annotation::MAX_FILE_BYTES))
+        }
+        Ok(_) => std::fs::read(inp.annotations)
+            .map_err(|e| format!("cannot read {path}: {e}"))
+            .map(|b| String::from_utf8_lossy(&b).into_owned()),
+    };
+    let text = match text {
+        Ok(t) => t,
+        Err(msg) => return (report(Source::Annotation, vec![path], vec![msg], false), Vec::new()),
+    };
+    let scan = annotation::scan(&path, &text);
+    let mut problems: Vec<String> = scan.problems.iter().map(ToString::to_string).collect();
+    let mut named = Vec::new();
+    for dev in &scan.devices {
+        let origin = format!("network {}", dev.network);
+        match (&dev.rdma_dev, &dev.pci_address) {
+            (Some(name), _) if inp.sysfs.has_rdma_device(name) => named.push(Named { name: name.clone(), origin }),
+            (_, Some(addr)) => resolve_id(inp, addr, &origin, &mut named, &mut problems),
+            (Some(name), None) => problems.push(format!("{origin}: rdma-device {name} is not in this namespace's RDMA devices")),
+            (None, None) => {}
+        }
+    }
+    let inputs = if scan.found { vec![path] } else { Vec::new() };
+    (report(Source::Annotation, inputs, problems, !named.is_empty()), named)
+}
+
+/// The fallback: which of the visible devices are this pod's?
+///
+/// - exclusive RDMA netns mode: the kernel shows a namespace only its own devices, so all are;
+/// - a PCI function (VF, PF) or scalable function is the pod's when one of this namespace's net
+///   devices sits on the same function (sysfs shows only this namespace's net devices);
+/// - a software device (rxe, siw) is the pod's when its `parent` net device is in this namespace;
+/// - when that matches nothing (no net device maps to any RDMA device: InfiniBand without IPoIB,
+///   or a pod with only virtual interfaces), we cannot tell, and use every visible device, which
+///   is what NCCL would do without us, with a warning that says so.
+fn from_sysfs(inp: &Inputs, visible: &[String]) -> (SourceReport, Vec<Named>) {
+    let class = inp.sysfs.path("class/infiniband").display().to_string();
+    if visible.is_empty() {
+        return (report(Source::Sysfs, Vec::new(), Vec::new(), false), Vec::new());
+    }
+    let mut problems = Vec::new();
+    let inputs = vec![class.clone()];
+    if inp.sysfs.netns_exclusive() == Some(true) {
+        let named = visible.iter().map(|n| Named { name: n.clone(), origin: "sysfs (exclusive RDMA netns mode)".into() });
+        return (report(Source::Sysfs, inputs, problems, true), named.collect());
+    }
+    let mut errs = Vec::new();
+    let netdevs = inp.sysfs.netdevs(&mut errs);
+    problems.extend(errs.iter().map(ToString::to_string));
+    let mut named = Vec::new();
+    for dev in visible {
+        if let Some(ifname) = owning_netdev(inp.sysfs, dev, &netdevs) {
+            named.push(Named { name: dev.clone(), origin: format!("sysfs (net device {ifname} is in this namespace)") });
+        }
+    }
+    if named.is_empty() {
+        problems.push(format!(
+            "cannot tell which of the {} RDMA devices in {class} are this pod's: no net device in this namespace sits on any of them (InfiniBand without IPoIB?); using all of them, as NCCL would by default. Name the pod's devices with the SR-IOV device plugin or the network-status annotation.",
+            visible.len()
+        ));
+        named = visible.iter().map(|n| Named { name: n.clone(), origin: "sysfs (ownership unknown)".into() }).collect();
+    }
+    (report(Source::Sysfs, inputs, problems, true), named)
+}
+
+fn owning_netdev(sysfs: &Sysfs, dev: &str, netdevs: &NetDevs) -> Option<String> {
+    match sysfs.attachment(dev) {
+        (Attachment::Software { parent }, _) => netdevs.contains_key(&parent).then_some(parent),
+        (_, Some(func)) => netdevs.iter().find(|(_, d)| d.as_deref() == Some(func.as_path())).map(|(n, _)| n.clone()),
+        _ => None,
+    }
+}

@@ -1,0 +1,102 @@
+//! Run: replace this process with the training command (execve with a PATH search), passing
+//! argv and the environment byte for byte. Exit codes follow tini and POSIX shells: 127 when
+//! the command is not found, 126 when it is found but cannot be executed.
+//!
+//! The `program`/`argv`/`envp` preparation is shared with process supervision, which execs the
+//! same way from its forked child. Nothing here ever runs a shell.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::PathBuf;
+
+use nix::errno::Errno;
+
+pub const EXIT_NOT_EXECUTABLE: u8 = 126;
+pub const EXIT_NOT_FOUND: u8 = 127;
+
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("{0:?}: command not found in PATH ({1})")]
+    NotFound(OsString, String),
+    #[error("{path}: cannot execute: {errno}")]
+    Exec { path: PathBuf, errno: Errno },
+    #[error("argument or environment entry holds a NUL byte")]
+    Nul,
+}
+
+impl ExecError {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ExecError::NotFound(..) => EXIT_NOT_FOUND,
+            ExecError::Exec { errno: Errno::ENOENT | Errno::ENOTDIR, .. } => EXIT_NOT_FOUND,
+            _ => EXIT_NOT_EXECUTABLE,
+        }
+    }
+}
+
+/// Everything execve needs, converted before any fork so the child only makes the syscall.
+pub struct Prepared {
+    candidates: Vec<CString>,
+    argv: Vec<CString>,
+    envp: Vec<CString>,
+    name: OsString,
+    path_var: String,
+    /// Whether the candidates come from a PATH search (a name without `/`).
+    searched: bool,
+}
+
+pub fn prepare(argv: &[OsString], env: &[(OsString, OsString)]) -> Result<Prepared, ExecError> {
+    let cstr = |b: Vec<u8>| CString::new(b).map_err(|_| ExecError::Nul);
+    let name = argv.first().cloned().unwrap_or_default();
+    let path_var = env
+        .iter()
+        .find(|(n, _)| n.as_bytes() == b"PATH")
+        .map(|(_, v)| v.to_string_lossy().into_owned())
+        .unwrap_or_else(|| DEFAULT_PATH.to_string());
+    let searched = !name.as_bytes().contains(&b'/');
+    let candidates = if !searched {
+        vec![cstr(name.clone().into_vec())?]
+    } else {
+        path_var
+            .split(':')
+            .map(|dir| {
+                let dir = if dir.is_empty() { "." } else { dir };
+                let mut p = PathBuf::from(dir);
+                p.push(OsStr::from_bytes(name.as_bytes()));
+                cstr(p.into_os_string().into_vec())
+            })
+            .collect::<Result<_, _>>()?
+    };
+    let argv = argv.iter().map(|a| cstr(a.clone().into_vec())).collect::<Result<_, _>>()?;
+    let envp = env
+        .iter()
+        .map(|(n, v)| {
+            let mut kv = n.clone().into_vec();
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            cstr(kv)
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(Prepared { candidates, argv, envp, name, path_var, searched })
+}
+
+/// Tries each PATH candidate like execvp, but never falls back to running a file through a
+/// shell. Returns only on failure.
+pub fn exec(p: &Prepared) -> ExecError {
+    let mut denied: Option<(PathBuf, Errno)> = None;
+    for path in &p.candidates {
+        let Err(errno) = nix::unistd::execve(path, &p.argv, &p.envp);
+        let path_buf = PathBuf::from(OsStr::from_bytes(path.as_bytes()));
+        match errno {
+            Errno::ENOENT | Errno::ENOTDIR | Errno::ESTALE | Errno::ENODEV | Errno::ETIMEDOUT if p.searched => {}
+            Errno::EACCES if p.searched => denied = Some((path_buf, errno)),
+            _ => return ExecError::Exec { path: path_buf, errno },
+        }
+    }
+    match denied {
+        Some((path, errno)) => ExecError::Exec { path, errno },
+        None => ExecError::NotFound(p.name.clone(), format!("PATH={}", p.path_var)),
+    }
+}

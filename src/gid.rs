@@ -1,0 +1,293 @@
+//! GID parsing and the choice of GID index, done the way NCCL does it on its own.
+//!
+//! NCCL (`ncclIbGetGidIndex` / `ncclUpdateGidIndex` in `src/transport/net_ib.cc`, 2.21.5 and
+//! later) walks the table from index 0 and replaces its current pick by a candidate when the
+//! candidate is of the wanted address family while the pick is not, or when the candidate is a
+//! valid (configured, not link-local) GID of the wanted family and RoCE version while the pick is
+//! not. We reproduce that rule exactly, so the index we export is the one NCCL would have chosen,
+//! and we can tell when every port agrees. This module is pure: the table is read elsewhere.
+
+use std::net::Ipv6Addr;
+
+use serde::Serialize;
+
+/// Address family NCCL wants (`NCCL_IB_ADDR_FAMILY`, default AF_INET).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Family {
+    #[serde(rename = "AF_INET")]
+    Inet,
+    #[serde(rename = "AF_INET6")]
+    Inet6,
+}
+
+/// RoCE version as `gid_attrs/types/<i>` states it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum RoceType {
+    #[serde(rename = "IB/RoCE v1")]
+    V1,
+    #[serde(rename = "RoCE v2")]
+    V2,
+}
+
+impl RoceType {
+    pub fn parse(text: &str) -> Option<RoceType> {
+        let t = text.trim();
+        if t.starts_with("IB/RoCE v1") || t.starts_with("RoCE v1") {
+            Some(RoceType::V1)
+        } else if t.starts_with("RoCE v2") {
+            Some(RoceType::V2)
+        } else {
+            None
+        }
+    }
+    pub fn number(self) -> u8 {
+        match self {
+            RoceType::V1 => 1,
+            RoceType::V2 => 2,
+        }
+    }
+}
+
+/// `NCCL_IB_ADDR_RANGE`: a prefix in CIDR form, e.g. `10.0.0.0/8` or `fd00::/8`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AddrRange {
+    pub base: Ipv6Addr,
+    pub family: Family,
+    pub prefix_len: u8,
+}
+
+impl AddrRange {
+    /// Parses `a.b.c.d/n` or `x:y::z/n`; `None` when it is not one.
+    pub fn parse(text: &str) -> Option<AddrRange> {
+        let (addr, len) = text.trim().split_once('/')?;
+        let prefix_len: u8 = len.parse().ok()?;
+        if let Ok(v4) = addr.parse::<std::net::Ipv4Addr>() {
+            (prefix_len <= 32).then_some(AddrRange { base: v4.to_ipv6_mapped(), family: Family::Inet, prefix_len })
+        } else {
+            let v6: Ipv6Addr = addr.parse().ok()?;
+            (prefix_len <= 128).then_some(AddrRange { base: v6, family: Family::Inet6, prefix_len })
+        }
+    }
+
+    fn contains(&self, gid: &Ipv6Addr) -> bool {
+        let (base, addr, bits) = match self.family {
+            // For IPv4 NCCL compares the last 32 bits only.
+            Family::Inet => (self.base.octets()[12..].to_vec(), gid.octets()[12..].to_vec(), self.prefix_len),
+            Family::Inet6 => (self.base.octets().to_vec(), gid.octets().to_vec(), self.prefix_len),
+        };
+        let full = usize::from(bits / 8);
+        if base[..full] != addr[..full] {
+            return false;
+        }
+        let rest = bits % 8;
+        rest == 0 || {
+            let mask = 0xffu8 << (8 - rest);
+            base[full] & mask == addr[full] & mask
+        }
+    }
+}
+
+/// What NCCL would be told by the environment about GID choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GidPrefs {
+    pub family: Family,
+    pub roce_version: u8,
+    pub range: Option<AddrRange>,
+}
+
+impl Default for GidPrefs {
+    fn default() -> Self {
+        GidPrefs { family: Family::Inet, roce_version: 2, range: None }
+    }
+}
+
+/// One table entry as read from sysfs. `roce` is `None` where the type could not be read
+/// (the kernel answers EINVAL for empty entries).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GidEntry {
+    pub index: u32,
+    pub gid: Ipv6Addr,
+    pub roce: Option<RoceType>,
+}
+
+/// Parses sysfs's colon-separated GID form (`fe80:0000:...`), which is an IPv6 address.
+pub fn parse_gid(text: &str) -> Option<Ipv6Addr> {
+    text.trim().parse().ok()
+}
+
+pub fn family_of(gid: &Ipv6Addr) -> Family {
+    let o = gid.octets();
+    let mapped = o[..10].iter().all(|&b| b == 0) && o[10] == 0xff && o[11] == 0xff;
+    let mapped_multicast = o[..4] == [0xff, 0x0e, 0, 0] && o[4..10].iter().all(|&b| b == 0) && o[10] == 0xff && o[11] == 0xff;
+    if mapped || mapped_multicast {
+        Family::Inet
+    } else {
+        Family::Inet6
+    }
+}
+
+/// Not all zeros, and not a bare `fe80::` without an interface id.
+fn configured(gid: &Ipv6Addr) -> bool {
+    let s = gid.segments();
+    let trailer = s[2..].iter().any(|&x| x != 0);
+    let first_zero = s[0] == 0 && s[1] == 0;
+    !((first_zero && !trailer) || (s[0] == 0xfe80 && s[1] == 0 && !trailer))
+}
+
+fn link_local(gid: &Ipv6Addr) -> bool {
+    let s = gid.segments();
+    s[0] == 0xfe80 && s[1] == 0 && s[2] == 0 && s[3] == 0
+}
+
+/// Configured and not link-local: a GID NCCL is willing to use.
+pub fn valid(gid: &Ipv6Addr) -> bool {
+    configured(gid) && !link_local(gid)
+}
+
+/// Whether `entry` is exactly what NCCL looks for: valid, right family, in range, right version.
+pub fn is_full_match(entry: &GidEntry, prefs: &GidPrefs) -> bool {
+    valid(&entry.gid)
+        && family_of(&entry.gid) == prefs.family
+        && prefs.range.is_none_or(|r| r.contains(&entry.gid))
+        && entry.roce.map(RoceType::number) == Some(prefs.roce_version)
+}
+
+/// Runs NCCL's selection over a table read in index order; `read` yields entry `i` (`None`:
+/// unreadable, taken as empty).
+///
+/// Stops early once the pick is a full match: from there NCCL's rule can never replace it, so the
+/// rest of a 255-entry table need not be read (this is what keeps start-up cheap).
+pub fn choose_with<F>(table_len: u32, read: &mut F, prefs: &GidPrefs) -> Option<GidEntry>
+where
+    F: FnMut(u32) -> Option<GidEntry>,
+{
+    let empty = |index| GidEntry { index, gid: Ipv6Addr::UNSPECIFIED, roce: None };
+    let mut pick = read(0).unwrap_or(empty(0));
+    for i in 1..table_len {
+        if is_full_match(&pick, prefs) {
+            break;
+        }
+        let cand = read(i).unwrap_or(empty(i));
+        if better(&pick, &cand, prefs) {
+            pick = cand;
+        }
+    }
+    Some(pick)
+}
+
+/// NCCL's `ncclUpdateGidIndex` decision: does `cand` replace `pick`?
+fn better(pick: &GidEntry, cand: &GidEntry, prefs: &GidPrefs) -> bool {
+    let cand_family = family_of(&cand.gid);
+    let in_range = prefs.range.is_none_or(|r| r.contains(&cand.gid));
+    if cand_family != family_of(&pick.gid) && cand_family == prefs.family && in_range {
+        return true;
+    }
+    if cand_family != prefs.family || !valid(&cand.gid) || !in_range {
+        return false;
+    }
+    let ver = |e: &GidEntry| e.roce.map(|r| i32::from(r.number())).unwrap_or(-1);
+    (ver(pick) != ver(cand) || !valid(&pick.gid)) && ver(cand) == i32::from(prefs.roce_version)
+}
+
+/// Human form of a GID: the IPv4 address for mapped entries, else the IPv6 text.
+pub fn display(gid: &Ipv6Addr) -> String {
+    match gid.to_ipv4_mapped() {
+        Some(v4) => v4.to_string(),
+        None => gid.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(index: u32, text: &str, roce: Option<RoceType>) -> GidEntry {
+        GidEntry { index, gid: parse_gid(text).expect("test gid"), roce }
+    }
+
+    fn mlx5_table() -> Vec<GidEntry> {
+        vec![
+            e(0, "fe80:0000:0000:0000:0ac0:ebff:fe3d:ca54", Some(RoceType::V1)),
+            e(1, "fe80:0000:0000:0000:0ac0:ebff:fe3d:ca54", Some(RoceType::V2)),
+            e(2, "0000:0000:0000:0000:0000:ffff:0a6e:0021", Some(RoceType::V1)),
+            e(3, "0000:0000:0000:0000:0000:ffff:0a6e:0021", Some(RoceType::V2)),
+        ]
+    }
+
+    fn pick(table: &[GidEntry], len: u32, prefs: GidPrefs) -> Option<u32> {
+        let mut read = |i: u32| table.iter().find(|x| x.index == i).copied();
+        choose_with(len, &mut read, &prefs).map(|g| g.index)
+    }
+
+    #[test]
+    fn typical_mlx5_table_picks_roce_v2_ipv4_at_3() {
+        assert_eq!(pick(&mlx5_table(), 4, GidPrefs::default()), Some(3));
+    }
+
+    #[test]
+    fn sparse_255_table_finds_entry_at_201() {
+        let t = vec![
+            e(0, "fe80::1", Some(RoceType::V1)),
+            e(1, "fe80::1", Some(RoceType::V2)),
+            e(200, "::ffff:10.0.0.7", Some(RoceType::V1)),
+            e(201, "::ffff:10.0.0.7", Some(RoceType::V2)),
+        ];
+        assert_eq!(pick(&t, 255, GidPrefs::default()), Some(201));
+    }
+
+    #[test]
+    fn without_v2_ipv4_nccl_settles_on_the_v1_ipv4_entry() {
+        let t = &mlx5_table()[..3];
+        assert_eq!(pick(t, 3, GidPrefs::default()), Some(2));
+    }
+
+    #[test]
+    fn rxe_table_picks_index_1() {
+        let t = vec![e(0, "fe80::5054:ff:fe12:3456", Some(RoceType::V2)), e(1, "::ffff:192.168.7.1", Some(RoceType::V2))];
+        assert_eq!(pick(&t, 2, GidPrefs::default()), Some(1));
+    }
+
+    #[test]
+    fn ipv6_family_and_roce_v1_preferences_are_honoured() {
+        let mut t = mlx5_table();
+        t.push(e(4, "fd00::7", Some(RoceType::V1)));
+        t.push(e(5, "fd00::7", Some(RoceType::V2)));
+        let v6 = GidPrefs { family: Family::Inet6, ..GidPrefs::default() };
+        assert_eq!(pick(&t, 6, v6), Some(5));
+        let v1 = GidPrefs { roce_version: 1, ..GidPrefs::default() };
+        assert_eq!(pick(&t, 6, v1), Some(2));
+    }
+
+    #[test]
+    fn addr_range_excludes_entries_outside_it() {
+        let mut t = mlx5_table();
+        t.push(e(4, "::ffff:192.168.1.9", Some(RoceType::V1)));
+        t.push(e(5, "::ffff:192.168.1.9", Some(RoceType::V2)));
+        let r = GidPrefs { range: AddrRange::parse("192.168.0.0/16"), ..GidPrefs::default() };
+        assert_eq!(pick(&t, 6, r), Some(5));
+    }
+
+    #[test]
+    fn unreadable_type_counts_as_unknown_version() {
+        let t = vec![e(0, "fe80::1", None), e(1, "::ffff:10.0.0.1", None)];
+        // Family switch alone moves NCCL to index 1, but it is not a full match.
+        assert_eq!(pick(&t, 2, GidPrefs::default()), Some(1));
+        assert!(!is_full_match(&t[1], &GidPrefs::default()));
+    }
+
+    #[test]
+    fn family_and_validity() {
+        assert_eq!(family_of(&parse_gid("0000:0000:0000:0000:0000:ffff:0a00:6a07").expect("gid")), Family::Inet);
+        assert!(!valid(&Ipv6Addr::UNSPECIFIED));
+        assert!(!valid(&parse_gid("fe80::1").expect("gid")));
+        assert_eq!(display(&parse_gid("0000:0000:0000:0000:0000:ffff:0a00:6a07").expect("gid")), "10.0.106.7");
+    }
+
+    #[test]
+    fn addr_range_parse_rejects_junk() {
+        assert!(AddrRange::parse("10.0.0.0").is_none());
+        assert!(AddrRange::parse("10.0.0.0/33").is_none());
+        assert!(AddrRange::parse("fd00::/129").is_none());
+        assert!(AddrRange::parse("fd00::/8").is_some());
+    }
+}

@@ -1,0 +1,162 @@
+//! Apply: raise RLIMIT_MEMLOCK for the training command, which inherits it.
+//!
+//! RDMA memory registration pins pages and is bounded by RLIMIT_MEMLOCK unless the process has
+//! CAP_IPC_LOCK. We ask for unlimited soft and hard; without CAP_SYS_RESOURCE the hard limit
+//! cannot rise (EPERM), so we raise the soft limit to the hard one. This module never asks for a
+//! capability it does not have: it reads the effective set to explain the outcome.
+
+use std::path::Path;
+
+use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+use serde::Serialize;
+
+const CAP_IPC_LOCK: u32 = 14;
+const CAP_SYS_RESOURCE: u32 = 24;
+
+/// A limit in bytes; `None` is unlimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Limits {
+    pub soft: Option<u64>,
+    pub hard: Option<u64>,
+}
+
+impl From<Rlimit> for Limits {
+    fn from(r: Rlimit) -> Limits {
+        Limits { soft: r.current, hard: r.maximum }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    AlreadyUnlimited,
+    RaisedToUnlimited,
+    /// Hard limit could not be raised; soft now equals hard.
+    SoftRaisedToHard,
+    /// Soft already equals a hard limit that cannot be raised.
+    CappedAtHard,
+    Failed,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Memlock {
+    pub before: Limits,
+    pub after: Limits,
+    pub outcome: Outcome,
+    /// Whether CAP_IPC_LOCK is effective (`None`: could not read the capability set).
+    pub cap_ipc_lock: Option<bool>,
+    pub cap_sys_resource: Option<bool>,
+    pub error: Option<String>,
+}
+
+impl Memlock {
+    /// Whether memory registration of large buffers can be expected to work.
+    pub fn sufficient(&self) -> bool {
+        self.after.soft.is_none() || self.cap_ipc_lock == Some(true)
+    }
+
+    /// One sentence for people.
+    pub fn describe(&self) -> String {
+        let l = |v: Option<u64>| v.map_or("unlimited".to_string(), human);
+        let limits = match self.outcome {
+            Outcome::AlreadyUnlimited => "already unlimited".to_string(),
+            Outcome::RaisedToUnlimited => format!("raised from {} to unlimited", l(self.before.soft)),
+            Outcome::SoftRaisedToHard | Outcome::CappedAtHard => format!(
+                "soft {} -> {}, hard limit {} cannot be raised without CAP_SYS_RESOURCE",
+                l(self.before.soft),
+                l(self.after.soft),
+                l(self.after.hard)
+            ),
+            Outcome::Failed => format!("left at {} ({})", l(self.after.soft), self.error.as_deref().unwrap_or("?")),
+        };
+        let caps = match (self.after.soft.is_none(), self.cap_ipc_lock) {
+            (true, _) => String::new(),
+            (false, Some(true)) => "; CAP_IPC_LOCK is effective, so RDMA memory registration is not bound by it".into(),
+            (false, Some(false)) => "; CAP_IPC_LOCK is not effective either, so RDMA registrations over this limit fail: add CAP_IPC_LOCK to the container's securityContext capabilities, or raise the runtime's memlock ulimit (containerd/CRI-O default_ulimits)".into(),
+            (false, None) => "; could not read the capability set".into(),
+        };
+        format!("RLIMIT_MEMLOCK {limits}{caps}")
+    }
+}
+
+fn human(bytes: u64) -> String {
+    if bytes >= 1 << 30 && bytes % (1 << 30) == 0 {
+        format!("{} GiB", bytes >> 30)
+    } else if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
+        format!("{} MiB", bytes >> 20)
+    } else if bytes >= 1 << 10 && bytes % (1 << 10) == 0 {
+        format!("{} KiB", bytes >> 10)
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
+/// Raises the limit of this process (and so of what it execs or forks).
+pub fn raise(proc_root: &Path) -> Memlock {
+    let before: Limits = getrlimit(Resource::Memlock).into();
+    let (cap_ipc_lock, cap_sys_resource) = effective_caps(proc_root);
+    let mut error = None;
+    let outcome = if before.soft.is_none() && before.hard.is_none() {
+        Outcome::AlreadyUnlimited
+    } else if setrlimit(Resource::Memlock, Rlimit { current: None, maximum: None }).is_ok() {
+        Outcome::RaisedToUnlimited
+    } else if before.soft == before.hard {
+        Outcome::CappedAtHard
+    } else {
+        match setrlimit(Resource::Memlock, Rlimit { current: before.hard, maximum: before.hard }) {
+            Ok(()) => Outcome::SoftRaisedToHard,
+            Err(e) => {
+                error = Some(format!("setrlimit(RLIMIT_MEMLOCK): {e}"));
+                Outcome::Failed
+            }
+        }
+    };
+    let after = getrlimit(Resource::Memlock).into();
+    Memlock { before, after, outcome, cap_ipc_lock, cap_sys_resource, error }
+}
+
+/// Reads CapEff from `<proc>/self/status`.
+fn effective_caps(proc_root: &Path) -> (Option<bool>, Option<bool>) {
+    let caps = std::fs::read_to_string(proc_root.join("self/status")).ok().and_then(|s| parse_cap_eff(&s));
+    (caps.map(|c| c >> CAP_IPC_LOCK & 1 == 1), caps.map(|c| c >> CAP_SYS_RESOURCE & 1 == 1))
+}
+
+fn parse_cap_eff(status: &str) -> Option<u64> {
+    let line = status.lines().find_map(|l| l.strip_prefix("CapEff:"))?;
+    u64::from_str_radix(line.trim(), 16).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cap_eff_of_this_machines_shape() {
+        // CAP_SYS_RESOURCE (24) dropped, CAP_IPC_LOCK (14) kept.
+        let c = parse_cap_eff("Name:\tx\nCapEff:\t000001fffeffffff\n").expect("caps");
+        assert_eq!(c >> CAP_IPC_LOCK & 1, 1);
+        assert_eq!(c >> CAP_SYS_RESOURCE & 1, 0);
+        assert_eq!(parse_cap_eff("CapEff:\tzz"), None);
+    }
+
+    #[test]
+    fn human_sizes() {
+        assert_eq!(human(8 << 20), "8 MiB");
+        assert_eq!(human(64 << 10), "64 KiB");
+        assert_eq!(human(1000), "1000 bytes");
+    }
+
+    #[test]
+    fn describe_names_the_fix_without_ipc_lock() {
+        let m = Memlock {
+            before: Limits { soft: Some(8 << 20), hard: Some(8 << 20) },
+            after: Limits { soft: Some(8 << 20), hard: Some(8 << 20) },
+            outcome: Outcome::CappedAtHard,
+            cap_ipc_lock: Some(false),
+            cap_sys_resource: Some(false),
+            error: None,
+        };
+        assert!(!m.sufficient());
+        assert!(m.describe().contains("add CAP_IPC_LOCK"), "{}", m.describe());
+    }
+}

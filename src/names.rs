@@ -1,0 +1,112 @@
+//! Names that come from outside (device names, PCI and auxiliary device IDs) and their order.
+//!
+//! Anything that reaches NCCL or becomes part of a sysfs path goes through here first. A name
+//! outside `[A-Za-z0-9_.-]` never leaves this module as valid: NCCL parses `,` `:` `^` `=` in
+//! `NCCL_IB_HCA`, and `/` or `..` would walk out of the sysfs tree.
+
+use std::cmp::Ordering;
+
+/// Longest RDMA device name the kernel allows (IB_DEVICE_NAME_MAX - 1).
+pub const MAX_DEVICE_NAME: usize = 63;
+
+/// Why a name from outside was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    #[error("empty name")]
+    Empty,
+    #[error("name is {0} bytes long; at most {MAX_DEVICE_NAME} are allowed")]
+    TooLong(usize),
+    #[error("name {0:?} has characters outside [A-Za-z0-9_.-]")]
+    BadChars(String),
+    #[error("name {0:?} is a path component that would leave the directory")]
+    DotName(String),
+}
+
+/// Checks an RDMA device name, a network interface name or a device ID (`0000:3b:02.6`,
+/// `mlx5_core.sf.2`): `allow_colon` admits the `:` of PCI addresses.
+pub fn check(name: &str, allow_colon: bool) -> Result<&str, NameError> {
+    if name.is_empty() {
+        return Err(NameError::Empty);
+    }
+    if name.len() > MAX_DEVICE_NAME {
+        return Err(NameError::TooLong(name.len()));
+    }
+    let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') || (allow_colon && c == ':');
+    if !name.chars().all(ok) {
+        return Err(NameError::BadChars(name.chars().take(80).collect()));
+    }
+    if name == "." || name == ".." {
+        return Err(NameError::DotName(name.to_string()));
+    }
+    Ok(name)
+}
+
+pub fn device_name(name: &str) -> Result<&str, NameError> {
+    check(name, false)
+}
+
+pub fn device_id(id: &str) -> Result<&str, NameError> {
+    check(id, true)
+}
+
+/// Natural order: `mlx5_2` before `mlx5_10`. Runs of digits compare by value.
+pub fn natural_cmp(a: &str, b: &str) -> Ordering {
+    let (mut x, mut y) = (a.as_bytes(), b.as_bytes());
+    loop {
+        match (x.first(), y.first()) {
+            (None, None) => return a.cmp(b),
+            (None, Some(_)) => return Ordering::Less,
+            (Some(_), None) => return Ordering::Greater,
+            (Some(c), Some(d)) if c.is_ascii_digit() && d.is_ascii_digit() => {
+                let n = x.iter().take_while(|c| c.is_ascii_digit()).count();
+                let m = y.iter().take_while(|c| c.is_ascii_digit()).count();
+                let (p, q) = (trim_zeros(&x[..n]), trim_zeros(&y[..m]));
+                let ord = p.len().cmp(&q.len()).then_with(|| p.cmp(q));
+                if ord != Ordering::Equal {
+                    return ord;
+                }
+                x = &x[n..];
+                y = &y[m..];
+            }
+            (Some(c), Some(d)) => {
+                if c != d {
+                    return c.cmp(d);
+                }
+                x = &x[1..];
+                y = &y[1..];
+            }
+        }
+    }
+}
+
+fn trim_zeros(digits: &[u8]) -> &[u8] {
+    let z = digits.iter().take_while(|&&c| c == b'0').count();
+    &digits[z.min(digits.len().saturating_sub(1))..]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn natural_order_of_hca_names() {
+        let mut v = vec!["mlx5_11", "mlx5_6", "mlx5_10", "mlx5_7", "mlx5_1", "bnxt_re0"];
+        v.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(v, ["bnxt_re0", "mlx5_1", "mlx5_6", "mlx5_7", "mlx5_10", "mlx5_11"]);
+        assert_eq!(natural_cmp("mlx5_01", "mlx5_1"), Ordering::Less);
+    }
+
+    #[test]
+    fn hostile_names_are_refused() {
+        assert!(device_name("mlx5_1;rm -rf /").is_err());
+        assert!(device_name("mlx5_1,mlx5_2").is_err());
+        assert!(device_name("=mlx5_1").is_err());
+        assert!(device_name("mlx5_1:1").is_err());
+        assert!(device_name("..").is_err());
+        assert!(device_name("").is_err());
+        assert!(device_name(&"a".repeat(64)).is_err());
+        assert!(device_id("../../etc").is_err());
+        assert_eq!(device_id("0000:3b:02.6"), Ok("0000:3b:02.6"));
+        assert_eq!(device_id("mlx5_core.sf.2"), Ok("mlx5_core.sf.2"));
+    }
+}

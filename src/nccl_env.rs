@@ -1,0 +1,90 @@
+//! NCCL variable rendering: the exact `NCCL_IB_HCA` form, shell quoting for `nccl-wrap env`, and
+//! the child's environment. Values that reach here were validated by `names`; this module still
+//! quotes everything it prints, because `env` output is meant to be `eval`ed.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+
+/// NCCL reads at most this many `NCCL_IB_HCA` entries (MAX_IB_DEVS).
+pub const MAX_HCA_ENTRIES: usize = 32;
+
+pub const IB_HCA: &str = "NCCL_IB_HCA";
+pub const IB_GID_INDEX: &str = "NCCL_IB_GID_INDEX";
+pub const IB_DISABLE: &str = "NCCL_IB_DISABLE";
+
+/// `=dev:port,dev:port`: the leading `=` makes NCCL match names exactly, so `mlx5_1` does not
+/// also select `mlx5_10`..`mlx5_19` as a bare prefix would.
+pub fn hca_value<'a>(ports: impl IntoIterator<Item = (&'a str, u32)>) -> String {
+    let list: Vec<String> = ports.into_iter().map(|(dev, port)| format!("{dev}:{port}")).collect();
+    format!("={}", list.join(","))
+}
+
+/// POSIX single-quoting: safe for `eval` whatever the value holds.
+pub fn shell_quote(value: &str) -> String {
+    format!("'{}'", value.replace('\'', r"'\''"))
+}
+
+/// `export NAME='value'` lines.
+pub fn export_lines<'a>(vars: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
+    vars.into_iter().map(|(n, v)| format!("export {n}={}\n", shell_quote(v))).collect()
+}
+
+/// The child's environment: ours in its original order, byte for byte, with `set` applied
+/// (replacing a variable in place, or appending it).
+pub fn child_env(base: &[(OsString, OsString)], set: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+    let mut env = base.to_vec();
+    for (name, value) in set {
+        match env.iter_mut().find(|(n, _)| n.as_bytes() == name.as_bytes()) {
+            Some(slot) => slot.1 = OsString::from(value),
+            None => env.push((OsString::from(name), OsString::from(value))),
+        }
+    }
+    env
+}
+
+/// How a user-set `NCCL_IB_HCA` will be read by NCCL, for warnings: returns the entries that are
+/// bare prefixes (no `=`) and so may select more devices than named.
+pub fn prefix_entries(value: &OsStr) -> Vec<String> {
+    let text = String::from_utf8_lossy(value.as_bytes());
+    let rest = text.strip_prefix('^').unwrap_or(&text);
+    if rest.starts_with('=') {
+        return Vec::new();
+    }
+    rest.split(',').map(|e| e.split(':').next().unwrap_or("").trim().to_string()).filter(|e| !e.is_empty()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_hca_form() {
+        assert_eq!(hca_value([("mlx5_6", 1), ("mlx5_10", 1)]), "=mlx5_6:1,mlx5_10:1");
+    }
+
+    #[test]
+    fn quoting_survives_eval() {
+        assert_eq!(shell_quote("=a:1"), "'=a:1'");
+        assert_eq!(shell_quote("it's $(x)"), r"'it'\''s $(x)'");
+        assert_eq!(export_lines([("A", "b c")]), "export A='b c'\n");
+    }
+
+    #[test]
+    fn child_env_keeps_order_and_bytes() {
+        use std::os::unix::ffi::OsStringExt;
+        let raw = OsString::from_vec(vec![0xff, b'x']);
+        let base = vec![(OsString::from("Z"), raw.clone()), (OsString::from("NCCL_IB_HCA"), OsString::from("mlx5"))];
+        let env = child_env(&base, &[("NCCL_IB_HCA", "=a:1"), ("NCCL_IB_GID_INDEX", "3")]);
+        assert_eq!(env[0], (OsString::from("Z"), raw));
+        assert_eq!(env[1].1, OsString::from("=a:1"));
+        assert_eq!(env[2].0, OsString::from("NCCL_IB_GID_INDEX"));
+    }
+
+    #[test]
+    fn prefix_entries_of_user_values() {
+        assert_eq!(prefix_entries(OsStr::new("mlx5_1:1,mlx5_2")), ["mlx5_1", "mlx5_2"]);
+        assert!(prefix_entries(OsStr::new("=mlx5_1")).is_empty());
+        assert!(prefix_entries(OsStr::new("^=mlx5_1")).is_empty());
+        assert_eq!(prefix_entries(OsStr::new("^mlx5_1")), ["mlx5_1"]);
+    }
+}

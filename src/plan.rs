@@ -1,0 +1,208 @@
+//! Plan: pure decisions over what detection found. Which ports are used (and why each other one
+//! is not), which GID index to export, and which variables to set, keep or override. The plan is
+//! a plain value, so `nccl-wrap env --json` shows exactly what a run would do. No I/O here.
+
+use std::ffi::OsStr;
+
+use serde::Serialize;
+
+use crate::detect::{Detection, Source, Vars};
+use crate::gid::{Family, GidPrefs};
+use crate::nccl_env::{self, IB_DISABLE, IB_GID_INDEX, IB_HCA, MAX_HCA_ENTRIES};
+use crate::sysfs::PortFacts;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PortDecision {
+    pub device: String,
+    pub port: u32,
+    pub used: bool,
+    /// Why it is not used; `None` when it is.
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// We set it.
+    Set,
+    /// The user had set it; we leave it as it is (`--override` not given).
+    Kept,
+    /// The user had set it; `--override` replaces it.
+    Override,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Var {
+    pub name: &'static str,
+    /// The value we would set.
+    pub value: String,
+    pub action: Action,
+    /// The value already in the environment, if any.
+    pub previous: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    #[serde(flatten)]
+    pub detection: Detection,
+    pub decisions: Vec<PortDecision>,
+    /// `dev:port` of the ports handed to NCCL, in natural name order.
+    pub hca: Vec<String>,
+    pub gid_index: Option<u32>,
+    pub rdma: bool,
+    pub vars: Vec<Var>,
+    pub warnings: Vec<String>,
+}
+
+impl Plan {
+    /// The variables a run actually changes: (name, value).
+    pub fn exports(&self) -> Vec<(&str, &str)> {
+        self.vars.iter().filter(|v| v.action != Action::Kept).map(|v| (v.name, v.value.as_str())).collect()
+    }
+}
+
+/// NCCL's GID preferences as the environment sets them.
+pub fn gid_prefs(vars: &Vars) -> (GidPrefs, Vec<String>) {
+    let mut prefs = GidPrefs::default();
+    let mut warnings = Vec::new();
+    let get = |n: &str| vars.get(OsStr::new(n)).map(|v| v.to_string_lossy().trim().to_string());
+    if let Some(f) = get("NCCL_IB_ADDR_FAMILY") {
+        match f.as_str() {
+            "AF_INET" => prefs.family = Family::Inet,
+            "AF_INET6" => prefs.family = Family::Inet6,
+            other => warnings.push(format!("NCCL_IB_ADDR_FAMILY={other:?} is neither AF_INET nor AF_INET6; assuming AF_INET as NCCL does")),
+        }
+    }
+    if let Some(v) = get("NCCL_IB_ROCE_VERSION_NUM") {
+        match v.parse::<u8>() {
+            Ok(n @ (1 | 2)) => prefs.roce_version = n,
+            _ => warnings.push(format!("NCCL_IB_ROCE_VERSION_NUM={v:?} is not 1 or 2; assuming 2")),
+        }
+    }
+    if let Some(r) = get("NCCL_IB_ADDR_RANGE") {
+        match crate::gid::AddrRange::parse(&r) {
+            Some(range) => prefs.range = Some(range),
+            None => warnings.push(format!("NCCL_IB_ADDR_RANGE={r:?} is not an address/prefix-length; ignored")),
+        }
+    }
+    (prefs, warnings)
+}
+
+/// Why a port cannot carry NCCL traffic, or `None` when it can.
+fn port_problem(p: &PortFacts, prefs: &GidPrefs) -> Option<String> {
+    let state = p.state_name().unwrap_or("unreadable");
+    let phys = p.phys_state_name().unwrap_or("unreadable");
+    if state != "ACTIVE" {
+        return Some(format!("port state is {state} (physical state {phys}), not ACTIVE"));
+    }
+    if phys != "LinkUp" {
+        return Some(format!("physical state is {phys}, not LinkUp"));
+    }
+    match p.link_layer.as_deref() {
+        Some("InfiniBand") => None,
+        Some("Ethernet") => match &p.gid {
+            Some(g) if g.full_match => None,
+            Some(g) => Some(format!(
+                "no usable RoCE v{} {} GID (NCCL would fall back to index {}, {} {}): give its net device {} an address",
+                prefs.roce_version,
+                if prefs.family == Family::Inet { "IPv4" } else { "IPv6" },
+                g.index,
+                g.address,
+                g.roce.map_or("of unknown type", |r| if r.number() == 1 { "RoCE v1" } else { "RoCE v2" }),
+                g.ndev.as_deref().unwrap_or("?"),
+            )),
+            None => Some("GID table unreadable or empty".into()),
+        },
+        Some(other) => Some(format!("link layer is {other}, not InfiniBand or Ethernet")),
+        None => Some("link layer unreadable".into()),
+    }
+}
+
+pub fn plan(detection: Detection, vars: &Vars, prefs: &GidPrefs, override_user: bool) -> Plan {
+    let mut warnings = Vec::new();
+    let mut decisions = Vec::new();
+    let mut used: Vec<(&str, &PortFacts)> = Vec::new();
+    for dev in &detection.devices {
+        if dev.ports.is_empty() {
+            warnings.push(format!("{}: no ports readable in sysfs", dev.name));
+        }
+        for p in &dev.ports {
+            let reason = port_problem(p, prefs);
+            if reason.is_none() {
+                used.push((&dev.name, p));
+            }
+            decisions.push(PortDecision { device: dev.name.clone(), port: p.port, used: reason.is_none(), reason });
+        }
+    }
+    if used.len() > MAX_HCA_ENTRIES {
+        warnings.push(format!(
+            "{} usable ports, but NCCL reads at most {MAX_HCA_ENTRIES} NCCL_IB_HCA entries; using the first {MAX_HCA_ENTRIES}",
+            used.len()
+        ));
+        used.truncate(MAX_HCA_ENTRIES);
+    }
+
+    let gid_indices: Vec<(String, u32)> =
+        used.iter().filter_map(|(d, p)| p.gid.as_ref().map(|g| (format!("{d}:{}", p.port), g.index))).collect();
+    let gid_index = match gid_indices.split_first() {
+        Some(((_, first), rest)) if rest.iter().all(|(_, i)| i == first) => Some(*first),
+        Some(_) => {
+            let list: Vec<String> = gid_indices.iter().map(|(p, i)| format!("{p}={i}")).collect();
+            warnings.push(format!(
+                "RoCE ports disagree on the GID index ({}); NCCL_IB_GID_INDEX is one value for all ports, so it is left unset and NCCL 2.21.5+ picks per port (older NCCL would use index 0 and fail)",
+                list.join(", ")
+            ));
+            None
+        }
+        None => None,
+    };
+
+    let mut wanted: Vec<(&'static str, String)> = Vec::new();
+    let hca: Vec<String> = used.iter().map(|(d, p)| format!("{d}:{}", p.port)).collect();
+    let rdma = !used.is_empty();
+    if rdma {
+        wanted.push((IB_HCA, nccl_env::hca_value(used.iter().map(|(d, p)| (*d, p.port)))));
+        if let Some(i) = gid_index {
+            wanted.push((IB_GID_INDEX, i.to_string()));
+        }
+    } else {
+        wanted.push((IB_DISABLE, "1".into()));
+        warnings.push(match detection.source {
+            Source::None => "no RDMA device found: NCCL will run over TCP sockets (about 1 GiB/s instead of 80+ on RDMA); NCCL_IB_DISABLE=1 is set so it does not try".into(),
+            _ => "no usable RDMA port among this pod's devices: NCCL will run over TCP sockets (about 1 GiB/s instead of 80+ on RDMA); NCCL_IB_DISABLE=1 is set".into(),
+        });
+    }
+
+    let vars_out = wanted
+        .into_iter()
+        .map(|(name, value)| {
+            let previous = vars.get(OsStr::new(name)).map(|v| v.to_string_lossy().into_owned());
+            let action = match (&previous, override_user) {
+                (None, _) => Action::Set,
+                (Some(p), _) if *p == value => Action::Kept,
+                (Some(_), true) => Action::Override,
+                (Some(_), false) => Action::Kept,
+            };
+            Var { name, value, action, previous }
+        })
+        .collect::<Vec<_>>();
+    for v in vars_out.iter().filter(|v| v.action == Action::Kept && v.previous.as_deref() != Some(v.value.as_str())) {
+        warnings.push(format!(
+            "{} is already set to {:?}; kept (nccl-wrap would set {:?}; pass --override or NCCL_WRAP_OVERRIDE=1 to replace it)",
+            v.name,
+            v.previous.as_deref().unwrap_or(""),
+            v.value
+        ));
+    }
+    if let Some(user) = vars.get(OsStr::new(IB_HCA)) {
+        let prefixes = nccl_env::prefix_entries(user);
+        if !prefixes.is_empty() && !(override_user && rdma) {
+            warnings.push(format!(
+                "NCCL_IB_HCA={:?} is a prefix match: {} also selects devices whose names merely start with it (mlx5_1 selects mlx5_10..mlx5_19); put '=' before the list",
+                user.to_string_lossy(),
+                prefixes.join(", ")
+            ));
+        }
+    }
+    Plan { detection, decisions, hca, gid_index, rdma, vars: vars_out, warnings }
+}

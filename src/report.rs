@@ -1,0 +1,118 @@
+//! The report: what nccl-wrap found, from where, what it set, and what it could not do and why.
+//! A short, stable block on stderr for people (`nccl-wrap:` prefix), and the whole plan as JSON.
+//! Detail for debugging goes through `log` instead.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::memlock::Memlock;
+use crate::plan::{Action, Plan};
+
+pub const PREFIX: &str = "nccl-wrap:";
+
+/// The summary printed before the command runs. `quiet` keeps only warnings.
+pub fn summary(plan: &Plan, memlock: &Memlock, quiet: bool) -> String {
+    let mut out = String::new();
+    let mut line = |s: &str| {
+        let _ = writeln!(out, "{PREFIX} {s}");
+    };
+    if !quiet {
+        let d = &plan.detection;
+        let used = plan.decisions.iter().filter(|x| x.used).count();
+        line(&format!(
+            "{} of {} RDMA port(s) usable, from {}{}",
+            used,
+            plan.decisions.len(),
+            d.source.describe(),
+            d.sources
+                .iter()
+                .find(|s| s.status == "used")
+                .filter(|s| !s.inputs.is_empty())
+                .map(|s| format!(" ({})", s.inputs.join(", ")))
+                .unwrap_or_default()
+        ));
+        for dev in &d.devices {
+            for p in &dev.ports {
+                let decision = plan.decisions.iter().find(|x| x.device == dev.name && x.port == p.port);
+                let mut s = format!("  {}:{} ", dev.name, p.port);
+                match decision.and_then(|x| x.reason.as_deref()) {
+                    None => {
+                        let _ = write!(
+                            s,
+                            "{} {}",
+                            p.link_layer.as_deref().unwrap_or("?"),
+                            p.rate.as_deref().unwrap_or("rate unknown")
+                        );
+                        if let Some(g) = &p.gid {
+                            let _ = write!(s, ", GID {} ({})", g.index, g.address);
+                            if let Some(n) = &g.ndev {
+                                let _ = write!(s, " on {n}");
+                            }
+                        }
+                    }
+                    Some(reason) => {
+                        let _ = write!(s, "not used: {reason}");
+                    }
+                }
+                line(&s);
+            }
+        }
+        if !d.not_ours.is_empty() {
+            line(&format!(
+                "  {} other RDMA device(s) visible but not this pod's: {}",
+                d.not_ours.len(),
+                abbreviate(&d.not_ours, 8)
+            ));
+        }
+        for v in &plan.vars {
+            match v.action {
+                Action::Set => line(&format!("set {}={}", v.name, v.value)),
+                Action::Override => {
+                    line(&format!("set {}={} (overriding {:?})", v.name, v.value, v.previous.as_deref().unwrap_or("")))
+                }
+                Action::Kept => line(&format!("kept {}={}", v.name, v.previous.as_deref().unwrap_or(""))),
+            }
+        }
+        line(&memlock.describe());
+    } else if !memlock.sufficient() {
+        line(&memlock.describe());
+    }
+    for w in all_warnings(plan) {
+        line(&format!("warning: {w}"));
+    }
+    out
+}
+
+/// Every warning of the plan, detection's and the sources' included, in one list.
+pub fn all_warnings(plan: &Plan) -> Vec<String> {
+    let d = &plan.detection;
+    let mut w: Vec<String> = d.sources.iter().flat_map(|s| s.problems.iter().cloned()).collect();
+    w.extend(d.warnings.iter().cloned());
+    for dev in &d.devices {
+        w.extend(dev.problems.iter().map(|p| format!("{}: {p}", dev.name)));
+    }
+    w.extend(plan.warnings.iter().cloned());
+    w
+}
+
+fn abbreviate(names: &[String], n: usize) -> String {
+    let mut s = names.iter().take(n).cloned().collect::<Vec<_>>().join(", ");
+    if names.len() > n {
+        let _ = write!(s, ", ... ({} more)", names.len() - n);
+    }
+    s
+}
+
+#[derive(Serialize)]
+struct Whole<'a> {
+    #[serde(flatten)]
+    plan: &'a Plan,
+    memlock: &'a Memlock,
+    all_warnings: Vec<String>,
+}
+
+pub fn json(plan: &Plan, memlock: &Memlock) -> String {
+    let whole = Whole { plan, memlock, all_warnings: all_warnings(plan) };
+    serde_json::to_string_pretty(&whole).unwrap_or_else(|e| format!("{{\"error\":\"cannot serialise plan: {e}\"}}"))
+}

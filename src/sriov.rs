@@ -1,0 +1,231 @@
+//! Source 1: the SR-IOV network device plugin's `PCIDEVICE_*` variables.
+//!
+//! `PCIDEVICE_<PREFIX>_<RESOURCE>_INFO` (plugin v3.6+) is a JSON object keyed by device ID; from
+//! v3.10 its `rdma.rdma_dev` names the RDMA device. Older plugins give only the plain
+//! `PCIDEVICE_<PREFIX>_<RESOURCE>` comma list of device IDs. This module only parses: it never
+//! touches sysfs, and it never lets a name it has not validated out.
+
+use std::ffi::{OsStr, OsString};
+
+use serde_json::Value;
+
+use crate::names::{self, NameError};
+
+/// Largest value we parse. Real values are a few hundred bytes per device.
+pub const MAX_VALUE_BYTES: usize = 64 * 1024;
+
+const PREFIX: &str = "PCIDEVICE_";
+const INFO_SUFFIX: &str = "_INFO";
+
+/// One device the plugin allocated to this container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Allocated {
+    /// Variable it came from.
+    pub variable: String,
+    /// PCI address or auxiliary device ID.
+    pub device_id: String,
+    /// The RDMA device name, where the plugin (v3.10+) says it.
+    pub rdma_dev: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SriovError {
+    #[error("{variable}: value is not UTF-8; ignored")]
+    NotUtf8 { variable: String },
+    #[error("{variable}: value is {len} bytes, over the {MAX_VALUE_BYTES}-byte bound; ignored")]
+    TooLarge { variable: String, len: usize },
+    #[error("{variable}: invalid JSON at line {}, column {}: {source}", source.line(), source.column())]
+    Json { variable: String, source: serde_json::Error },
+    #[error("{variable}: expected a JSON object keyed by device ID, found {found}")]
+    NotAnObject { variable: String, found: &'static str },
+    #[error("{variable}: device ID refused: {source}")]
+    BadDeviceId { variable: String, source: NameError },
+    #[error("{variable}: rdma.rdma_dev of {device_id} refused: {source}")]
+    BadRdmaDev { variable: String, device_id: String, source: NameError },
+}
+
+/// What the plugin's variables say, and what was wrong with them.
+#[derive(Debug, Default)]
+pub struct Scan {
+    pub devices: Vec<Allocated>,
+    pub variables: Vec<String>,
+    pub problems: Vec<SriovError>,
+}
+
+/// Reads every `PCIDEVICE_*` variable of `vars`. A plain list is used only where its `_INFO`
+/// twin is missing or unusable, so a truncated JSON value still leaves the devices known.
+pub fn scan<'a, I>(vars: I) -> Scan
+where
+    I: IntoIterator<Item = (&'a OsString, &'a OsString)>,
+{
+    let mut scan = Scan::default();
+    let mut plain = Vec::new();
+    let mut info_ok = Vec::new();
+    for (name, value) in vars {
+        let Some(name) = name.to_str().filter(|n| n.starts_with(PREFIX)) else { continue };
+        let Some(text) = checked_value(name, value, &mut scan.problems) else {
+            continue;
+        };
+        if let Some(base) = name.strip_suffix(INFO_SUFFIX) {
+            match parse_info(name, text) {
+                Ok(found) => {
+                    scan.variables.push(name.to_string());
+                    info_ok.push(base.to_string());
+                    for item in found {
+                        match item {
+                            Ok(dev) => scan.devices.push(dev),
+                            Err(e) => scan.problems.push(e),
+                        }
+                    }
+                }
+                Err(e) => scan.problems.push(e),
+            }
+        } else {
+            plain.push((name.to_string(), text.to_string()));
+        }
+    }
+    for (name, text) in plain {
+        if info_ok.contains(&name) {
+            continue;
+        }
+        scan.variables.push(name.clone());
+        for id in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            match names::device_id(id) {
+                Ok(id) => scan.devices.push(Allocated { variable: name.clone(), device_id: id.to_string(), rdma_dev: None }),
+                Err(source) => scan.problems.push(SriovError::BadDeviceId { variable: name.clone(), source }),
+            }
+        }
+    }
+    scan
+}
+
+fn checked_value<'v>(name: &str, value: &'v OsStr, problems: &mut Vec<SriovError>) -> Option<&'v str> {
+    if value.len() > MAX_VALUE_BYTES {
+        problems.push(SriovError::TooLarge { variable: name.to_string(), len: value.len() });
+        return None;
+    }
+    match value.to_str() {
+        Some(t) => Some(t),
+        None => {
+            problems.push(SriovError::NotUtf8 { variable: name.to_string() });
+            None
+        }
+    }
+}
+
+/// Parses one `_INFO` value. The outer error means the whole value is unusable; inner ones
+/// refuse single devices.
+fn parse_info(variable: &str, text: &str) -> Result<Vec<Result<Allocated, SriovError>>, SriovError> {
+    let value: Value =
+        serde_json::from_str(text).map_err(|source| SriovError::Json { variable: variable.to_string(), source })?;
+    let Value::Object(map) = value else {
+        return Err(SriovError::NotAnObject { variable: variable.to_string(), found: kind(&value) });
+    };
+    Ok(map
+        .iter()
+        .map(|(id, providers)| {
+            let device_id = names::device_id(id)
+                .map_err(|source| SriovError::BadDeviceId { variable: variable.to_string(), source })?
+                .to_string();
+            let rdma_dev = match providers.pointer("/rdma/rdma_dev").and_then(Value::as_str) {
+                None => None,
+                Some(dev) => Some(
+                    names::device_name(dev)
+                        .map_err(|source| SriovError::BadRdmaDev {
+                            variable: variable.to_string(),
+                            device_id: device_id.clone(),
+                            source,
+                        })?
+                        .to_string(),
+                ),
+            };
+            Ok(Allocated { variable: variable.to_string(), device_id, rdma_dev })
+        })
+        .collect())
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn vars(pairs: &[(&str, &str)]) -> BTreeMap<OsString, OsString> {
+        pairs.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))).collect()
+    }
+
+    const V310: &str = r#"{"0000:3b:02.6":{"generic":{"deviceID":"0000:3b:02.6"},"rdma":{"issm":"/dev/infiniband/issm4","rdma_cm":"/dev/infiniband/rdma_cm","rdma_dev":"mlx5_3","umad":"/dev/infiniband/umad4","uverbs":"/dev/infiniband/uverbs4"}}}"#;
+
+    #[test]
+    fn v3_10_info_names_the_rdma_device() {
+        let v = vars(&[("PCIDEVICE_OPENSHIFT_IO_MLX_RDMA", "0000:3b:02.6"), ("PCIDEVICE_OPENSHIFT_IO_MLX_RDMA_INFO", V310)]);
+        let s = scan(&v);
+        assert!(s.problems.is_empty(), "{:?}", s.problems);
+        assert_eq!(
+            s.devices,
+            [Allocated {
+                variable: "PCIDEVICE_OPENSHIFT_IO_MLX_RDMA_INFO".into(),
+                device_id: "0000:3b:02.6".into(),
+                rdma_dev: Some("mlx5_3".into())
+            }]
+        );
+    }
+
+    #[test]
+    fn truncated_info_falls_back_to_the_plain_list_and_names_the_position() {
+        let v = vars(&[
+            ("PCIDEVICE_INTEL_COM_SRIOV_RDMA", "0000:3b:02.6,0000:3b:02.7"),
+            ("PCIDEVICE_INTEL_COM_SRIOV_RDMA_INFO", &V310[..60]),
+        ]);
+        let s = scan(&v);
+        assert_eq!(s.devices.len(), 2);
+        assert!(s.devices.iter().all(|d| d.rdma_dev.is_none()));
+        let msg = s.problems[0].to_string();
+        assert!(msg.starts_with("PCIDEVICE_INTEL_COM_SRIOV_RDMA_INFO: invalid JSON at line 1, column 60"), "{msg}");
+    }
+
+    #[test]
+    fn hostile_rdma_dev_is_refused_not_passed_on() {
+        let bad = V310.replace("mlx5_3", "mlx5_3;rm -rf /");
+        let v = vars(&[("PCIDEVICE_X_INFO", &bad)]);
+        let s = scan(&v);
+        assert!(s.devices.is_empty());
+        assert!(s.problems[0].to_string().contains("refused"));
+    }
+
+    #[test]
+    fn non_object_and_oversized_values_are_reported() {
+        let big = "0".repeat(MAX_VALUE_BYTES + 1);
+        let v = vars(&[("PCIDEVICE_A_INFO", "[1,2]"), ("PCIDEVICE_B", &big)]);
+        let s = scan(&v);
+        let msgs: Vec<String> = s.problems.iter().map(ToString::to_string).collect();
+        assert!(msgs.iter().any(|m| m.contains("found an array")), "{msgs:?}");
+        assert!(msgs.iter().any(|m| m.contains("over the 65536-byte bound")), "{msgs:?}");
+    }
+
+    #[test]
+    fn unrelated_variables_are_ignored() {
+        let v = vars(&[("PATH", "/bin"), ("PCIDEVICEX", "y")]);
+        let s = scan(&v);
+        assert!(s.devices.is_empty() && s.problems.is_empty());
+    }
+
+    #[test]
+    fn non_utf8_value_is_reported() {
+        use std::os::unix::ffi::OsStringExt;
+        let mut v = BTreeMap::new();
+        v.insert(OsString::from("PCIDEVICE_A"), OsString::from_vec(vec![0xff, 0xfe]));
+        let s = scan(&v);
+        assert!(s.problems[0].to_string().contains("not UTF-8"));
+    }
+}

@@ -1,0 +1,360 @@
+//! Source 3 and the port facts behind every source: a walker over an RDMA node's sysfs.
+//!
+//! The root is a parameter (`/sys` in production, a fixture tree in tests), so the same code
+//! reads both. Every read is bounded (one sysfs page) and every failure is returned with its path;
+//! the walker never follows a name it has not validated and never panics on what it finds.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::Ipv6Addr;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{Mode, OFlags};
+use serde::Serialize;
+
+use crate::gid::{self, GidEntry, GidPrefs, RoceType};
+use crate::names;
+
+/// A sysfs attribute is at most one page.
+const ATTR_MAX: usize = 4096;
+/// A GID table never has more entries than this (the RoCE maximum).
+const GID_TABLE_MAX: u32 = 256;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SysfsError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: io::Error },
+    #[error("{path}: unexpected content {content:?}")]
+    Content { path: PathBuf, content: String },
+    #[error("{path}: entry {name:?} refused: {source}")]
+    Name { path: PathBuf, name: String, source: names::NameError },
+}
+
+/// How an RDMA device is attached, which decides how we tell whether it is the pod's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Attachment {
+    /// An SR-IOV virtual function; `pf` is its physical function's address.
+    Vf { pci: String, pf: String },
+    /// A PCI function without `physfn`: a PF (or a VF passed through to a VM).
+    Pf { pci: String },
+    /// A scalable function on the auxiliary bus.
+    Sf { id: String },
+    /// A software device (rxe, siw) bound to the net device `parent`.
+    Software { parent: String },
+    /// `device` could not be resolved.
+    Unknown,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PortFacts {
+    pub port: u32,
+    pub state: Option<String>,
+    pub phys_state: Option<String>,
+    pub link_layer: Option<String>,
+    pub rate: Option<String>,
+    pub gid_table_len: Option<u32>,
+    /// The index NCCL would pick on its own, for Ethernet (RoCE) ports.
+    pub gid: Option<GidPick>,
+    /// Reads that failed; reported with the device.
+    #[serde(skip)]
+    pub problems: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GidPick {
+    pub index: u32,
+    pub gid: String,
+    pub address: String,
+    #[serde(rename = "type")]
+    pub roce: Option<RoceType>,
+    pub ndev: Option<String>,
+    /// Valid, right family, right RoCE version and in range: what NCCL is looking for.
+    pub full_match: bool,
+}
+
+/// The state names of `ports/<n>/state` (`4: ACTIVE`) without the number.
+fn state_name(raw: &str) -> &str {
+    raw.split_once(": ").map_or(raw, |(_, name)| name).trim()
+}
+
+impl PortFacts {
+    pub fn state_name(&self) -> Option<&str> {
+        self.state.as_deref().map(state_name)
+    }
+    pub fn phys_state_name(&self) -> Option<&str> {
+        self.phys_state.as_deref().map(state_name)
+    }
+}
+
+/// A sysfs tree rooted at `root`.
+pub struct Sysfs {
+    root: PathBuf,
+}
+
+/// Net devices of this network namespace: interface name -> the device path its `device` link
+/// resolves to (none for virtual devices).
+pub type NetDevs = BTreeMap<String, Option<PathBuf>>;
+
+impl Sysfs {
+    pub fn new(root: impl Into<PathBuf>) -> Sysfs {
+        Sysfs { root: root.into() }
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    /// Reads one attribute, without its trailing newline.
+    pub fn attr(&self, rel: &str) -> Result<String, SysfsError> {
+        read_attr(&self.path(rel))
+    }
+
+    /// Names under `rel`, validated; invalid ones are reported, not returned. A missing directory
+    /// is an empty list.
+    pub fn list(&self, rel: &str, problems: &mut Vec<SysfsError>) -> Vec<String> {
+        let path = self.path(rel);
+        let entries = match std::fs::read_dir(&path) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Vec::new(),
+            Err(source) => {
+                problems.push(SysfsError::Read { path, source });
+                return Vec::new();
+            }
+        };
+        let mut out = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            match names::device_id(&name) {
+                Ok(n) => out.push(n.to_string()),
+                Err(source) => problems.push(SysfsError::Name { path: path.clone(), name, source }),
+            }
+        }
+        out.sort_by(|a, b| names::natural_cmp(a, b));
+        out
+    }
+
+    /// Every RDMA device this namespace shows in `class/infiniband`.
+    pub fn rdma_devices(&self, problems: &mut Vec<SysfsError>) -> Vec<String> {
+        self.list("class/infiniband", problems)
+    }
+
+    pub fn has_rdma_device(&self, name: &str) -> bool {
+        self.path(&format!("class/infiniband/{name}")).exists()
+    }
+
+    /// RDMA devices behind a device ID from the device plugin: a PCI address
+    /// (`bus/pci/devices/<id>/infiniband/`) or an auxiliary ID (`bus/auxiliary/devices/<id>/infiniband/`).
+    pub fn rdma_devices_of(&self, device_id: &str, problems: &mut Vec<SysfsError>) -> Vec<String> {
+        let Ok(id) = names::device_id(device_id) else { return Vec::new() };
+        let bus = if looks_like_pci(id) { "pci" } else { "auxiliary" };
+        self.list(&format!("bus/{bus}/devices/{id}/infiniband"), problems)
+    }
+
+    /// How `dev` is attached: follows `class/infiniband/<dev>/device`, `physfn` and `parent`.
+    pub fn attachment(&self, dev: &str) -> (Attachment, Option<PathBuf>) {
+        let base = format!("class/infiniband/{dev}");
+        match std::fs::canonicalize(self.path(&format!("{base}/device"))) {
+            Ok(func) => {
+                let name = func.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                let att = if !looks_like_pci(&name) {
+                    Attachment::Sf { id: name }
+                } else if let Ok(pf) = std::fs::canonicalize(func.join("physfn")) {
+                    let pf = pf.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                    Attachment::Vf { pci: name, pf }
+                } else {
+                    Attachment::Pf { pci: name }
+                };
+                (att, Some(func))
+            }
+            Err(_) => match self.attr(&format!("{base}/parent")) {
+                Ok(parent) if names::device_name(&parent).is_ok() => (Attachment::Software { parent }, None),
+                _ => (Attachment::Unknown, None),
+            },
+        }
+    }
+
+    /// Net devices of this network namespace. Real sysfs shows only the namespace's own
+    /// interfaces in `class/net`, which is what tells a pod's VFs from the host's.
+    pub fn netdevs(&self, problems: &mut Vec<SysfsError>) -> NetDevs {
+        self.list("class/net", problems)
+            .into_iter()
+            .map(|name| {
+                let dev = std::fs::canonicalize(self.path(&format!("class/net/{name}/device"))).ok();
+                (name, dev)
+            })
+            .collect()
+    }
+
+    /// `Y` (shared, the default) or `N` (exclusive) from ib_core's `netns_mode` parameter.
+    pub fn netns_exclusive(&self) -> Option<bool> {
+        match self.attr("module/ib_core/parameters/netns_mode").ok()?.as_str() {
+            "N" | "0" => Some(true),
+            "Y" | "1" => Some(false),
+            _ => None,
+        }
+    }
+
+    /// Reads every port of `dev`; for Ethernet ports, runs NCCL's GID choice over the table.
+    pub fn ports(&self, dev: &str, prefs: &GidPrefs, problems: &mut Vec<SysfsError>) -> Vec<PortFacts> {
+        let base = format!("class/infiniband/{dev}/ports");
+        let mut nums: Vec<u32> = Vec::new();
+        for name in self.list(&base, problems) {
+            match name.parse() {
+                Ok(n) => nums.push(n),
+                Err(_) => problems.push(SysfsError::Content { path: self.path(&base), content: name }),
+            }
+        }
+        nums.sort_unstable();
+        nums.into_iter().map(|n| self.port(&format!("{base}/{n}"), n, prefs)).collect()
+    }
+
+    fn port(&self, rel: &str, port: u32, prefs: &GidPrefs) -> PortFacts {
+        let dir = self.path(rel);
+        let mut problems = Vec::new();
+        let handle = match open_dir(&dir) {
+            Ok(fd) => Some(fd),
+            Err(source) => {
+                problems.push(SysfsError::Read { path: dir.clone(), source });
+                None
+            }
+        };
+        let get = |name: &str, problems: &mut Vec<SysfsError>| {
+            let fd = handle.as_ref()?;
+            read_at(fd, name).map_err(|source| problems.push(SysfsError::Read { path: dir.join(name), source })).ok()
+        };
+        let state = get("state", &mut problems);
+        let phys_state = get("phys_state", &mut problems);
+        let link_layer = get("link_layer", &mut problems);
+        let rate = get("rate", &mut problems);
+        let mut facts =
+            PortFacts { port, state, phys_state, link_layer, rate, gid_table_len: None, gid: None, problems: Vec::new() };
+        if facts.link_layer.as_deref() == Some("Ethernet") {
+            if let Some(fd) = handle.as_ref() {
+                let (len, pick) = choose_gid(fd, &dir, prefs, &mut problems);
+                facts.gid_table_len = Some(len);
+                facts.gid = pick;
+            }
+        }
+        facts.problems = problems.iter().map(ToString::to_string).collect();
+        facts
+    }
+}
+
+/// Runs `gid::choose_with` over `gids/<i>` and `gid_attrs/types/<i>`, reading lazily.
+fn choose_gid(port: &OwnedFd, dir: &Path, prefs: &GidPrefs, problems: &mut Vec<SysfsError>) -> (u32, Option<GidPick>) {
+    let len = match count_entries(&dir.join("gids")) {
+        Ok(n) => n.min(GID_TABLE_MAX),
+        Err(source) => {
+            problems.push(SysfsError::Read { path: dir.join("gids"), source });
+            return (0, None);
+        }
+    };
+    let mut read = |i: u32| -> Option<GidEntry> {
+        let text = match read_at(port, &format!("gids/{i}")) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
+            Err(source) => {
+                problems.push(SysfsError::Read { path: dir.join(format!("gids/{i}")), source });
+                return None;
+            }
+        };
+        let Some(gid) = gid::parse_gid(&text) else {
+            problems.push(SysfsError::Content { path: dir.join(format!("gids/{i}")), content: text });
+            return None;
+        };
+        // The kernel answers EINVAL for the type of an empty entry, as NCCL expects; skip the read.
+        let roce = if gid == Ipv6Addr::UNSPECIFIED {
+            None
+        } else {
+            read_at(port, &format!("gid_attrs/types/{i}")).ok().as_deref().and_then(RoceType::parse)
+        };
+        Some(GidEntry { index: i, gid, roce })
+    };
+    let pick = gid::choose_with(len, &mut read, prefs).map(|e| GidPick {
+        index: e.index,
+        gid: format_gid(&e.gid),
+        address: gid::display(&e.gid),
+        roce: e.roce,
+        ndev: read_at(port, &format!("gid_attrs/ndevs/{}", e.index)).ok(),
+        full_match: gid::is_full_match(&e, prefs),
+    });
+    (len, pick)
+}
+
+/// sysfs's form: eight groups of four hex digits.
+pub fn format_gid(gid: &Ipv6Addr) -> String {
+    gid.segments().iter().map(|s| format!("{s:04x}")).collect::<Vec<_>>().join(":")
+}
+
+pub fn looks_like_pci(id: &str) -> bool {
+    // dddd:bb:dd.f
+    let b = id.as_bytes();
+    b.len() == 12 && b[4] == b':' && b[7] == b':' && b[10] == b'.' && {
+        let hex = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_hexdigit);
+        hex(0..4) && hex(5..7) && hex(8..10) && b[11].is_ascii_digit()
+    }
+}
+
+fn count_entries(dir: &Path) -> io::Result<u32> {
+    let n = std::fs::read_dir(dir)?.count();
+    Ok(u32::try_from(n).unwrap_or(u32::MAX))
+}
+
+fn open_dir(path: &Path) -> io::Result<OwnedFd> {
+    Ok(rustix::fs::open(path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?)
+}
+
+/// Reads a small attribute relative to an open directory: one open, one or two reads, no stat.
+fn read_at(dir: &OwnedFd, name: &str) -> io::Result<String> {
+    let fd = rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
+    read_fd(&fd)
+}
+
+/// Reads a small attribute by path.
+pub fn read_attr(path: &Path) -> Result<String, SysfsError> {
+    let res = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+        .map_err(io::Error::from)
+        .and_then(|fd| read_fd(&fd));
+    res.map_err(|source| SysfsError::Read { path: path.to_path_buf(), source })
+}
+
+fn read_fd(fd: &OwnedFd) -> io::Result<String> {
+    let mut buf = [0u8; ATTR_MAX];
+    let mut len = 0;
+    while len < buf.len() {
+        let n = rustix::io::read(fd, &mut buf[len..])?;
+        if n == 0 {
+            break;
+        }
+        len += n;
+    }
+    let text = std::str::from_utf8(&buf[..len]).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    Ok(text.trim_end_matches(['\n', '\0']).trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pci_address_shape() {
+        assert!(looks_like_pci("0000:3b:02.6"));
+        assert!(!looks_like_pci("mlx5_core.sf.2"));
+        assert!(!looks_like_pci("0000:3b:02.x"));
+    }
+
+    #[test]
+    fn state_names() {
+        assert_eq!(state_name("4: ACTIVE"), "ACTIVE");
+        assert_eq!(state_name("5: LinkUp"), "LinkUp");
+        assert_eq!(state_name("garbage"), "garbage");
+    }
+
+    #[test]
+    fn gid_format_matches_sysfs() {
+        let g = gid::parse_gid("0000:0000:0000:0000:0000:ffff:0a00:6a07").expect("gid");
+        assert_eq!(format_gid(&g), "0000:0000:0000:0000:0000:ffff:0a00:6a07");
+    }
+}
