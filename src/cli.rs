@@ -54,22 +54,22 @@ pub enum Sub {
 pub struct Opts {
     /// Refuse to start the command (exit 125) when no usable RDMA port is found.
     #[arg(long, global = true, env = "NCCL_WRAP_REQUIRE_RDMA", value_parser = BoolishValueParser::new(),
-          num_args = 0..=1, default_value = "false", default_missing_value = "true", hide_possible_values = true)]
+          num_args = 0..=1, require_equals = true, default_value = "false", default_missing_value = "true", hide_possible_values = true)]
     pub require_rdma: bool,
 
     /// Refuse to start the command (exit 125) when memlock stays limited and CAP_IPC_LOCK is missing.
     #[arg(long, global = true, env = "NCCL_WRAP_REQUIRE_MEMLOCK", value_parser = BoolishValueParser::new(),
-          num_args = 0..=1, default_value = "false", default_missing_value = "true", hide_possible_values = true)]
+          num_args = 0..=1, require_equals = true, default_value = "false", default_missing_value = "true", hide_possible_values = true)]
     pub require_memlock: bool,
 
     /// Replace NCCL variables the user already set (by default they are kept and reported).
     #[arg(long = "override", global = true, env = "NCCL_WRAP_OVERRIDE", value_parser = BoolishValueParser::new(),
-          num_args = 0..=1, default_value = "false", default_missing_value = "true", hide_possible_values = true)]
+          num_args = 0..=1, require_equals = true, default_value = "false", default_missing_value = "true", hide_possible_values = true)]
     pub override_user: bool,
 
     /// Print only warnings, not the summary.
     #[arg(long, short, global = true, env = "NCCL_WRAP_QUIET", value_parser = BoolishValueParser::new(),
-          num_args = 0..=1, default_value = "false", default_missing_value = "true", hide_possible_values = true)]
+          num_args = 0..=1, require_equals = true, default_value = "false", default_missing_value = "true", hide_possible_values = true)]
     pub quiet: bool,
 
     /// Root of the sysfs tree to read (for tests and chroots).
