@@ -70,7 +70,9 @@ pub fn gid_prefs(vars: &Vars) -> (GidPrefs, Vec<String>) {
         match f.as_str() {
             "AF_INET" => prefs.family = Family::Inet,
             "AF_INET6" => prefs.family = Family::Inet6,
-            other => warnings.push(format!("NCCL_IB_ADDR_FAMILY={other:?} is neither AF_INET nor AF_INET6; assuming AF_INET as NCCL does")),
+            other => warnings.push(format!(
+                "NCCL_IB_ADDR_FAMILY={other:?} is neither AF_INET nor AF_INET6; assuming AF_INET as NCCL does"
+            )),
         }
     }
     if let Some(v) = get("NCCL_IB_ROCE_VERSION_NUM") {
