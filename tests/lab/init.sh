@@ -17,6 +17,8 @@ echo 1 >/proc/sys/kernel/printk
 ip_=/usr/sbin/ip
 $ip_ link set lo up
 
+# The firmware leaves a partial line on the console; start ours on a fresh one.
+echo
 uptime_s() { cut -d' ' -f1 /proc/uptime; }
 echo "LAB-TIME boot $(uptime_s)"
 

@@ -44,6 +44,7 @@ fi
 # --- initramfs ---------------------------------------------------------------------------------
 root=$(mktemp -d "${TMPDIR:-/tmp}/nccl-wrap-lab.XXXXXX")
 trap 'rm -rf "$root"' EXIT
+chmod 0755 "$root"  # mktemp makes it 0700, which would lock non-root users out of the guest's /
 mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,lib/modules/lab,etc,proc,sys,dev,tmp,run,root,lab}
 
 # copy_with_libs SRC DEST: copy an executable or library to DEST inside the root, with every
@@ -138,7 +139,8 @@ set +e
 timeout -k 10 "$boot_timeout" qemu-system-x86_64 -accel tcg -m 1024 -nographic -no-reboot \
     -nic none -kernel "$vmlinuz" -initrd "$initrd" \
     -append 'console=ttyS0 quiet panic=-1' </dev/null 2>&1 |
-    sed -u -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/\x1bc//g' -e 's/\r//g' |
+    sed -u -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/\x1bc//g' -e 's/\r//g' \
+        -e 's/^.*\(LAB-\(TIME\|START\|RESULT\|DONE\) \)/\1/' |
     while IFS= read -r line; do
         case $line in
             LAB-TIME\ boot\ *) echo "first-init-line $(elapsed)" >>"$log.times" ;;

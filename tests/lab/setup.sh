@@ -67,6 +67,9 @@ else
     mkdir -p "$kdir"
     log "unpacking $(basename "$deb")"
     dpkg -x "$deb" "$kdir"
+    # The package ships no modules.dep (depmod runs at install time); build it in the cache.
+    kv=$(ls "$kdir/lib/modules" | head -n1)
+    depmod -b "$kdir" "$kv"
     touch "$kdir/.unpacked"
 fi
 ln -sfn "kernel/$kpkg" "$cache/current-kernel"

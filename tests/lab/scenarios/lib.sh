@@ -7,7 +7,7 @@ NCCL_WRAP=${NCCL_WRAP:-/usr/bin/nccl-wrap}
 LAB_FAILED=
 LAB_FIRST_FAILURE=
 
-say() { echo "  [$LAB_SCENARIO] $*"; }
+say() { echo "  [$LAB_SCENARIO $(cut -d" " -f1 /proc/uptime)] $*"; }
 
 # --- state ---------------------------------------------------------------------------------------
 
