@@ -132,13 +132,16 @@ echo "lab: kernel $kver, initramfs $(du -h "$initrd" | cut -f1), modules: $(tr '
 # --- boot --------------------------------------------------------------------------------------
 log="$cache/last-run.log"
 echo "lab: booting (timeout ${boot_timeout}s), console log in $log" >&2
+# Unknown key=value words on the kernel command line reach /init as environment variables.
+append='console=ttyS0 quiet panic=-1'
+[ -z "${LAB_SCENARIO_TIMEOUT:-}" ] || append+=" LAB_SCENARIO_TIMEOUT=$LAB_SCENARIO_TIMEOUT"
 elapsed() { awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
 : >"$log.times"
 start=$(date +%s.%N)
 set +e
 timeout -k 10 "$boot_timeout" qemu-system-x86_64 -accel tcg -m 1024 -nographic -no-reboot \
     -nic none -kernel "$vmlinuz" -initrd "$initrd" \
-    -append 'console=ttyS0 quiet panic=-1' </dev/null 2>&1 |
+    -append "$append" </dev/null 2>&1 |
     sed -u -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/\x1bc//g' -e 's/\r//g' \
         -e 's/^.*\(LAB-\(TIME\|START\|RESULT\|DONE\) \)/\1/' |
     while IFS= read -r line; do
@@ -182,7 +185,7 @@ fi
 grep -a -q '^LAB-DONE' "$log" || { echo "FAIL guest did not finish (no LAB-DONE)"; failed=$((failed + 1)); }
 boot=$(grep -a -m1 '^LAB-TIME boot ' "$log" | cut -d' ' -f3 || true)
 [ "$qemu_rc" -eq 0 ] || echo "qemu exit $qemu_rc$([ "$qemu_rc" -ne 124 ] || echo " (timed out after ${boot_timeout}s)")"
-echo "timing: kernel to /init ${boot:-?}s guest uptime; qemu start to first scenario $(grep -v '^first-init-line' "$log.times" | head -n1 | awk '{print $3}')s; whole boot ${total}s"
+echo "timing: kernel to /init ${boot:-?}s guest uptime; qemu start to first scenario $(grep -v '^first-init-line' "$log.times" | head -n1 | awk '{print $3}' | grep . || echo '?')s; whole boot ${total}s"
 [ "$skipped" -eq 0 ] || echo "$skipped skipped"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
