@@ -14,5 +14,11 @@ assert_eq "nccl-wrap env exit" 0 "$WRAP_RC"
 assert_eq "NCCL_IB_HCA" "=rxe1:1" "$(plan_var NCCL_IB_HCA)"
 assert_eq "NCCL_IB_GID_INDEX" "1" "$(plan_var NCCL_IB_GID_INDEX)"
 assert_eq "NCCL_IB_DISABLE" "<unset>" "$(plan_var NCCL_IB_DISABLE)"
-assert "summary on stderr prefixed nccl-wrap:" grep -q '^nccl-wrap:' "$ERR_FILE"
+
+# A run applies the same choice, and says what it did on stderr.
+wrap -- /bin/busybox env
+assert_eq "run exit (the command's own)" 0 "$WRAP_RC"
+assert_eq "exec'd NCCL_IB_HCA" "=rxe1:1" "$(exec_env_var NCCL_IB_HCA "$OUT_FILE")"
+assert_eq "exec'd NCCL_IB_GID_INDEX" "1" "$(exec_env_var NCCL_IB_GID_INDEX "$OUT_FILE")"
+assert "run summary on stderr, prefixed nccl-wrap:" grep -q '^nccl-wrap:' "$ERR_FILE"
 finish "only live rxe1:1 used, GID index 1"

@@ -16,6 +16,7 @@ assert "env exports NCCL_IB_GID_INDEX" sh -c "echo '$names' | grep -qx NCCL_IB_G
 wrap -- /bin/busybox env
 require "exec (env) exit 0" [ "$WRAP_RC" -eq 0 ]
 cp "$OUT_FILE" /tmp/exec-env.txt
+assert "run: every stderr line is prefixed nccl-wrap:" sh -c "! grep -v -e '^nccl-wrap:' -e '^\$' '$ERR_FILE'"
 "$NCCL_WRAP" -- /bin/cat /proc/self/environ 2>/dev/null | tr '\0' '\n' >/tmp/exec-environ.txt
 
 wrap env --json
