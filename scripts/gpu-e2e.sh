@@ -32,7 +32,7 @@ run() { # name cmd...: runs one variant, keeps its log, rc and wall time
   "$@" --variant "$name" --outdir "$work" >"$work/$name.log" 2>&1
   rc[$name]=$?
   t1=$(date +%s.%N)
-  wall[$name]=$(echo "$t1 - $t0" | bc)
+  wall[$name]=$("$py" -c "print(round($t1 - $t0, 2))")
   echo "gpu-e2e: $name: exit ${rc[$name]}, ${wall[$name]} s"
 }
 
@@ -70,7 +70,7 @@ ranks_before=$(pgrep -f "allreduce.py --variant sigterm" | wc -l)
 echo "gpu-e2e: sigterm: unshare $ushare, wrapper (PID 1 inside) $wrapper, $ranks_before processes of the job"
 kill -TERM "$wrapper"
 wait "$ushare"; rc[sigterm]=$?
-wall[sigterm]=$(echo "$(date +%s.%N) - $t0" | bc)
+wall[sigterm]=$("$py" -c "print(round($(date +%s.%N) - $t0, 2))")
 sleep 1
 left=$(pgrep -f "allreduce.py --variant sigterm" | wc -l)
 echo "gpu-e2e: sigterm: exit ${rc[sigterm]}, processes left: $left"
