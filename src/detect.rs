@@ -119,15 +119,11 @@ pub fn detect(inp: &Inputs) -> Detection {
     let (source, named) = chosen.unwrap_or((Source::None, Vec::new()));
     let mut present = Vec::new();
     for n in named {
-        if inp.sysfs.has_rdma_device(&n.name) {
-            present.push(n);
-        } else {
-            warnings.push(format!(
-                "{} names RDMA device {} but {} has no such device; skipped",
-                n.origin,
-                n.name,
-                inp.sysfs.path("class/infiniband").display()
-            ));
+        match inp.sysfs.rdma_device_status(&n.name) {
+            Ok(()) => present.push(n),
+            Err(e) => {
+                warnings.push(format!("{} names RDMA device {}, which cannot be used ({e}); skipped", n.origin, n.name))
+            }
         }
     }
     let devices = par_map(present, |n| read_device(inp, n));
