@@ -49,7 +49,7 @@ fn symlink_loop_and_missing_state_in_sysfs_fallback_are_reported_not_fatal() {
         .env("PCIDEVICE_X_INFO", r#"{"0000:1a:00.9":{"rdma":{"rdma_dev":"mlx5_9"}}}"#)
         .args(["--", "true"]);
     r.success()
-        .stderr_has("names RDMA device mlx5_9, which cannot be used")
+        .stderr_has("rdma_dev mlx5_9 of 0000:1a:00.9 cannot be used")
         .stderr_has("Too many levels of symbolic links");
 }
 
