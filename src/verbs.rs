@@ -482,9 +482,10 @@ impl<'p> Mr<'p> {
 
 impl Drop for Mr<'_> {
     fn drop(&mut self) {
-        // SAFETY: `mr` came from ibv_reg_mr and is deregistered only here. QPs that used it
-        // are destroyed first (they are declared after it), so no DMA is in flight; `buf` is
-        // freed after this returns.
+        // SAFETY: `mr` came from ibv_reg_mr and is deregistered only here. Once ibv_dereg_mr
+        // returns the adapter can no longer reach `buf` through this MR (a work request still
+        // naming it would complete in error), so `buf`, freed after this returns, is never
+        // touched by DMA after it is freed.
         unsafe {
             ffi::ibv_dereg_mr(self.mr.as_ptr());
         }
@@ -597,9 +598,9 @@ impl<'a> Qp<'a> {
         };
         let mut bad: *mut ffi::ibv_recv_wr = ptr::null_mut();
         // SAFETY: `qp` is live; `wr` and `sge` are valid for this call (the provider copies
-        // them into its queue before returning). The SGE points into `mr`'s registered
-        // buffer, which the caller keeps alive until the completion is polled or the QP is
-        // destroyed (the QP drops before the MR).
+        // them into its queue before returning). The SGE names `mr`'s buffer by address and
+        // lkey: the adapter reaches it only through the MR, and the buffer is freed only after
+        // ibv_dereg_mr (see Mr's Drop), so DMA cannot land in freed memory.
         let ret = unsafe { ffi::ibv_post_recv(self.qp.as_ptr(), &mut wr, &mut bad) };
         check_ret(ret)
     }
@@ -698,6 +699,7 @@ fn loopback(
     opts: &SelftestOptions,
     start: Instant,
 ) -> Result<(), Failure> {
+    let mut phases = Phases::new(device, port, start);
     let deadline = start + Duration::from_millis(opts.timeout_ms);
     let ctx = Context::open(device)?;
     let attr = ctx.query_port(port)?;
@@ -753,19 +755,23 @@ fn loopback(
         ));
     }
 
+    phases.lap("open+query_port+query_gid");
     let pd = Pd::alloc(&ctx).map_err(|e| Failure::os("alloc_pd", &e, None))?;
     let mut buf = DmaBuf::new(opts.buffer_bytes).map_err(|e| Failure::os("reg_mr", &e, None))?;
     let pattern = test_pattern(half, start);
     buf.write(0, &pattern);
+    phases.lap("alloc+pattern");
     let mr = Mr::register(&pd, buf)
         .map_err(|e| Failure::os("reg_mr", &e, reg_mr_hint(&e, opts.buffer_bytes)))?;
     let recv_buf = DmaBuf::new(MSG_BYTES).map_err(|e| Failure::os("reg_mr", &e, None))?;
     let recv_mr = Mr::register(&pd, recv_buf)
         .map_err(|e| Failure::os("reg_mr", &e, reg_mr_hint(&e, opts.buffer_bytes + MSG_BYTES)))?;
+    phases.lap("reg_mr");
     let cq = Cq::create(&ctx, 8).map_err(|e| Failure::os("create_cq", &e, None))?;
     let qp = Qp::create_rc(&pd, &cq).map_err(|e| Failure::os("create_qp", &e, None))?;
 
     connect_to_self(&qp, port, attr.active_mtu, &route)?;
+    phases.lap("create_cq+create_qp+modify_qp");
 
     // RDMA WRITE: first half -> second half, split where the port's message limit demands.
     let max_msg = (attr.max_msg_sz as usize).clamp(MSG_BYTES, 1 << 30);
@@ -783,6 +789,7 @@ fn loopback(
         wait_for(&cq, &[WR_WRITE], deadline, "RDMA WRITE")?;
         off += len;
     }
+    phases.lap("rdma_write");
     if mr.buf.read(half, half) != pattern {
         return Err(Failure::new(
             "verify",
@@ -791,12 +798,14 @@ fn loopback(
         ));
     }
 
+    phases.lap("verify_write");
     // SEND/RECV: first MSG_BYTES of the pattern -> the separate receive region.
     qp.post_recv(WR_RECV, &recv_mr, 0, MSG_BYTES as u32)
         .map_err(|e| Failure::os("post_recv", &e, None))?;
     qp.post_send(WR_SEND, &mr, 0, MSG_BYTES as u32, None)
         .map_err(|e| Failure::os("post_send", &e, None))?;
     wait_for(&cq, &[WR_SEND, WR_RECV], deadline, "SEND/RECV")?;
+    phases.lap("send_recv");
     if recv_mr.buf.read(0, MSG_BYTES) != pattern[..MSG_BYTES] {
         return Err(Failure::new(
             "verify",
@@ -806,6 +815,33 @@ fn loopback(
     }
     Ok(())
     // Drop order: qp, cq, recv_mr, mr, pd, ctx.
+}
+
+/// Per-phase times of the self-test, logged at debug level (NCCL_WRAP_LOG=debug).
+struct Phases<'a> {
+    device: &'a str,
+    port: u8,
+    last: Instant,
+}
+
+impl<'a> Phases<'a> {
+    fn new(device: &'a str, port: u8, start: Instant) -> Self {
+        Phases {
+            device,
+            port,
+            last: start,
+        }
+    }
+    fn lap(&mut self, what: &str) {
+        let now = Instant::now();
+        log::debug!(
+            "selftest {}/{}: {what} {} us",
+            self.device,
+            self.port,
+            now.duration_since(self.last).as_micros()
+        );
+        self.last = now;
+    }
 }
 
 enum Route {
@@ -999,6 +1035,9 @@ fn test_pattern(len: usize, start: Instant) -> Vec<u8> {
 /// `list` | `port DEV PORT [GID]` | `selftest DEV PORT GID|- [BYTES] [TIMEOUT_MS]`. Exit 0 when
 /// the answer is good (device listed, port queried, self-test passed), 1 otherwise, 2 on usage.
 pub fn debug_main(args: Vec<String>) -> i32 {
+    // main owns logging setup; this entry runs before it, so it sets up the same filter itself.
+    let _ =
+        env_logger::Builder::from_env(env_logger::Env::new().filter("NCCL_WRAP_LOG")).try_init();
     let v = IbVerbs::new();
     let start = Instant::now();
     let micros = |s: Instant| u64::try_from(s.elapsed().as_micros()).unwrap_or(u64::MAX);
