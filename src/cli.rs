@@ -72,6 +72,24 @@ pub struct Opts {
           num_args = 0..=1, require_equals = true, default_value = "false", default_missing_value = "true", hide_possible_values = true)]
     pub quiet: bool,
 
+    /// Open each port through ibverbs and run a loopback RDMA WRITE and SEND on it before starting.
+    #[arg(long, global = true, env = "NCCL_WRAP_SELFTEST", value_parser = BoolishValueParser::new(),
+          num_args = 0..=1, require_equals = true, default_value = "false", default_missing_value = "true", hide_possible_values = true)]
+    pub selftest: bool,
+
+    /// Buffer the self-test registers, in bytes.
+    #[arg(long, global = true, env = "NCCL_WRAP_SELFTEST_BYTES", default_value_t = 64 << 20, value_name = "BYTES")]
+    pub selftest_bytes: usize,
+
+    /// Deadline for each port's self-test, in milliseconds.
+    #[arg(long, global = true, env = "NCCL_WRAP_SELFTEST_TIMEOUT_MS", default_value_t = 2000, value_name = "MS")]
+    pub selftest_timeout_ms: u64,
+
+    /// Do not check ports through ibverbs (trust sysfs alone).
+    #[arg(long, global = true, env = "NCCL_WRAP_SKIP_VERBS", value_parser = BoolishValueParser::new(),
+          num_args = 0..=1, require_equals = true, default_value = "false", default_missing_value = "true", hide_possible_values = true)]
+    pub skip_verbs: bool,
+
     /// Root of the sysfs tree to read (for tests and chroots).
     #[arg(long, global = true, env = "NCCL_WRAP_SYSFS_ROOT", default_value = "/sys", value_name = "DIR")]
     pub sysfs_root: PathBuf,

@@ -126,7 +126,7 @@ pub fn detect(inp: &Inputs) -> Detection {
             }
         }
     }
-    let devices = present.into_iter().map(|n| read_device(inp, n)).collect();
+    let devices: Vec<Device> = present.into_iter().map(|n| read_device(inp, n)).collect();
     let not_ours = visible.into_iter().filter(|v| !devices.iter().any(|d| &d.name == v)).collect();
     Detection { source, sources, devices, not_ours, warnings }
 }

@@ -15,12 +15,16 @@ mod memlock;
 mod names;
 mod nccl_env;
 mod plan;
+mod probe;
 mod report;
 mod sriov;
 mod sysfs;
+mod verbs;
+mod verify;
 
 use std::ffi::OsString;
 use std::io::Write;
+use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -29,6 +33,10 @@ use cli::{Cli, Sub, EXIT_REFUSED, EXIT_USAGE};
 use report::PREFIX;
 
 fn main() -> ExitCode {
+    // Hidden entry for the Soft-RoCE lab and debugging: `nccl-wrap __verbs list|port|selftest ...`.
+    if std::env::args_os().nth(1).is_some_and(|a| a == "__verbs") {
+        return ExitCode::from(u8::try_from(verbs::debug_main(std::env::args().skip(2).collect())).unwrap_or(1));
+    }
     let raw: Vec<OsString> = std::env::args_os().collect();
     let cli = match Cli::try_parse_from(&raw) {
         Ok(cli) => cli,
@@ -46,15 +54,33 @@ fn main() -> ExitCode {
     let (prefs, pref_warnings) = plan::gid_prefs(&vars);
     let sysfs = sysfs::Sysfs::new(&cli.opts.sysfs_root);
     let inputs = detect::Inputs { vars: &vars, sysfs: &sysfs, annotations: &cli.opts.annotations, prefs: &prefs };
-    let detection = detect::detect(&inputs);
+    let mut detection = detect::detect(&inputs);
+    let verbs = verbs::IbVerbs::new();
+    if cli.opts.skip_verbs {
+        verify::skip(&mut detection, "--skip-verbs (NCCL_WRAP_SKIP_VERBS) is set");
+    } else if cli.opts.sysfs_root != Path::new("/sys") {
+        // libibverbs reads the kernel's /sys: its answers would not be about this tree's devices.
+        verify::skip(&mut detection, "the sysfs root is not /sys");
+    } else {
+        verify::probe(&mut detection, &verbs);
+    }
     log::debug!("detection: {detection:?}");
 
-    // Plan
-    let mut plan = plan::plan(detection, &vars, &prefs, cli.opts.override_user);
-    plan.warnings.extend(pref_warnings);
-
-    // Apply: memlock is raised for `env` too, so that it reports the limit a run would get.
+    // Apply, first part: memlock, before the self-test registers memory. Raised for `env` too,
+    // so that it reports the limit a run would get.
     let memlock = memlock::raise(&cli.opts.proc_root);
+
+    // Verify by moving bytes, when asked.
+    if cli.opts.selftest {
+        let opts =
+            probe::SelftestOptions { buffer_bytes: cli.opts.selftest_bytes, timeout_ms: cli.opts.selftest_timeout_ms };
+        verify::selftest(&mut detection, &verbs, &opts, |p| plan::port_problem(p, &prefs).is_none());
+    }
+
+    // Plan
+    let choices = plan::Choices { override_user: cli.opts.override_user, require_rdma: cli.opts.require_rdma };
+    let mut plan = plan::plan(detection, &vars, &prefs, choices);
+    plan.warnings.extend(pref_warnings);
 
     match cli.sub {
         Some(Sub::Env { json }) => {

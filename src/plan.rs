@@ -10,6 +10,7 @@ use crate::detect::{Detection, Source, Vars};
 use crate::gid::{Family, GidPrefs};
 use crate::nccl_env::{self, IB_DISABLE, IB_GID_INDEX, IB_HCA, MAX_HCA_ENTRIES};
 use crate::sysfs::PortFacts;
+use crate::verify::{self, VerbsCheck};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct PortDecision {
@@ -90,8 +91,23 @@ pub fn gid_prefs(vars: &Vars) -> (GidPrefs, Vec<String>) {
     (prefs, warnings)
 }
 
-/// Why a port cannot carry NCCL traffic, or `None` when it can.
-fn port_problem(p: &PortFacts, prefs: &GidPrefs) -> Option<String> {
+/// Why a port cannot carry NCCL traffic by what sysfs and ibverbs say, or `None` when it can.
+/// (The self-test is weighed in `plan`, since `--require-rdma` decides what a failure means.)
+pub fn port_problem(p: &PortFacts, prefs: &GidPrefs) -> Option<String> {
+    sysfs_problem(p, prefs).or_else(|| verbs_problem(p))
+}
+
+fn verbs_problem(p: &PortFacts) -> Option<String> {
+    match &p.verbs {
+        Some(VerbsCheck::Unusable { error }) => Some(format!("ibverbs cannot use it: {error}")),
+        Some(VerbsCheck::Port(v)) if v.state != "ACTIVE" => {
+            Some(format!("sysfs reads ACTIVE but ibverbs reports {}; trusting ibverbs, as NCCL does", v.state))
+        }
+        _ => None,
+    }
+}
+
+fn sysfs_problem(p: &PortFacts, prefs: &GidPrefs) -> Option<String> {
     let state = p.state_name().unwrap_or("unreadable");
     let phys = p.phys_state_name().unwrap_or("unreadable");
     if state != "ACTIVE" {
@@ -120,7 +136,17 @@ fn port_problem(p: &PortFacts, prefs: &GidPrefs) -> Option<String> {
     }
 }
 
-pub fn plan(detection: Detection, vars: &Vars, prefs: &GidPrefs, override_user: bool) -> Plan {
+/// What the user asked for that bears on decisions.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Choices {
+    /// Replace variables the user already set.
+    pub override_user: bool,
+    /// A failed self-test drops the port (otherwise it warns).
+    pub require_rdma: bool,
+}
+
+pub fn plan(detection: Detection, vars: &Vars, prefs: &GidPrefs, choices: Choices) -> Plan {
+    let override_user = choices.override_user;
     let mut warnings = Vec::new();
     let mut decisions = Vec::new();
     let mut used: Vec<(&str, &PortFacts)> = Vec::new();
@@ -129,7 +155,29 @@ pub fn plan(detection: Detection, vars: &Vars, prefs: &GidPrefs, override_user: 
             warnings.push(format!("{}: no ports readable in sysfs", dev.name));
         }
         for p in &dev.ports {
-            let reason = port_problem(p, prefs);
+            let mut reason = port_problem(p, prefs);
+            if let (None, Some(VerbsCheck::Port(v)), Some(g)) = (&reason, &p.verbs, &p.gid) {
+                if v.gid.as_deref().is_some_and(|vg| vg != g.gid) {
+                    warnings.push(format!(
+                        "{}:{}: GID {} reads {} in sysfs but {} through ibverbs",
+                        dev.name,
+                        p.port,
+                        g.index,
+                        g.gid,
+                        v.gid.as_deref().unwrap_or("")
+                    ));
+                }
+            }
+            if let (None, Some(t)) = (&reason, &p.selftest) {
+                if !t.passed {
+                    let line = verify::describe_failure(&dev.name, p.port, t);
+                    if choices.require_rdma {
+                        reason = Some(line);
+                    } else {
+                        warnings.push(format!("{line}; the port is kept (--require-rdma would drop it)"));
+                    }
+                }
+            }
             if reason.is_none() {
                 used.push((&dev.name, p));
             }

@@ -22,9 +22,11 @@ pub struct VerbsPort {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SelftestResult {
     pub passed: bool,
-    /// Which step failed ("open", "reg_mr", "modify_qp", "post_send", "poll", "verify", "timeout").
+    /// Which step failed: "open", "query_port", "query_gid", "alloc_pd", "reg_mr", "create_cq",
+    /// "create_qp", "modify_qp", "post_recv", "post_send", "poll", "timeout" or "verify".
     pub step: Option<String>,
-    /// Completion status by name (`IBV_WC_LOC_PROT_ERR`) or the OS error.
+    /// Completion status by name with vendor_err (`IBV_WC_LOC_PROT_ERR (vendor_err 0x51) on RDMA
+    /// WRITE`), or the OS error (`ENOMEM: Cannot allocate memory (os error 12)`).
     pub status: Option<String>,
     /// Likely causes and fixes, in words.
     pub hint: Option<String>,
@@ -33,7 +35,9 @@ pub struct SelftestResult {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SelftestOptions {
+    /// Registered as one MR; the RDMA WRITE copies its first half to its second half.
     pub buffer_bytes: usize,
+    /// Deadline for the whole test, opening the device included.
     pub timeout_ms: u64,
 }
 
@@ -46,8 +50,10 @@ pub enum VerbsError {
     Open { device: String, errno: String },
     #[error("ibv_query_port({device}, {port}) failed: {errno}")]
     QueryPort { device: String, port: u8, errno: String },
-    #[error("verbs support is not built into this binary")]
-    Unsupported,
+    #[error("ibv_get_device_list failed: {errno} (no RDMA support in this kernel, or /sys/class/infiniband_verbs not visible)")]
+    DeviceList { errno: String },
+    #[error("ibv_query_gid({device}, {port}, {index}) failed: {errno}")]
+    QueryGid { device: String, port: u8, index: u32, errno: String },
 }
 
 /// What port-probing logic needs from ibverbs.
@@ -59,25 +65,4 @@ pub trait Verbs {
     fn query_port(&self, device: &str, port: u8, gid_index: Option<u32>) -> Result<VerbsPort, VerbsError>;
     /// Loopback RC self-test through `gid_index` (RoCE) or the LID (InfiniBand, `None`).
     fn selftest(&self, device: &str, port: u8, gid_index: Option<u32>, opts: &SelftestOptions) -> SelftestResult;
-}
-
-/// Stands in where verbs are not available; every query says so.
-pub struct NoVerbs;
-
-impl Verbs for NoVerbs {
-    fn device_names(&self) -> Result<Vec<String>, VerbsError> {
-        Err(VerbsError::Unsupported)
-    }
-    fn query_port(&self, _: &str, _: u8, _: Option<u32>) -> Result<VerbsPort, VerbsError> {
-        Err(VerbsError::Unsupported)
-    }
-    fn selftest(&self, _: &str, _: u8, _: Option<u32>, _: &SelftestOptions) -> SelftestResult {
-        SelftestResult {
-            passed: false,
-            step: Some("open".into()),
-            status: Some("unsupported".into()),
-            hint: Some("this build has no verbs support".into()),
-            micros: 0,
-        }
-    }
 }

@@ -54,6 +54,12 @@ pub struct PortFacts {
     pub rate: Option<String>,
     /// The index NCCL would pick on its own, for Ethernet (RoCE) ports.
     pub gid: Option<GidPick>,
+    /// What ibverbs says of the port (filled by `verify`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verbs: Option<crate::verify::VerbsCheck>,
+    /// The loopback self-test, when asked for (filled by `verify`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub selftest: Option<crate::probe::SelftestResult>,
     /// Reads that failed; reported with the device.
     #[serde(skip)]
     pub problems: Vec<String>,
@@ -238,7 +244,17 @@ impl Sysfs {
         let phys_state = get("phys_state", &mut problems);
         let link_layer = get("link_layer", &mut problems);
         let rate = get("rate", &mut problems);
-        let mut facts = PortFacts { port, state, phys_state, link_layer, rate, gid: None, problems: Vec::new() };
+        let mut facts = PortFacts {
+            port,
+            state,
+            phys_state,
+            link_layer,
+            rate,
+            gid: None,
+            verbs: None,
+            selftest: None,
+            problems: Vec::new(),
+        };
         if facts.link_layer.as_deref() == Some("Ethernet") {
             if let Some(fd) = handle.as_ref() {
                 facts.gid = choose_gid(fd, &dir, prefs, &mut problems);

@@ -1,0 +1,181 @@
+//! Verify: check what sysfs says of the pod's ports through ibverbs, and optionally move bytes.
+//!
+//! Sysfs can say a port is ACTIVE while this container cannot open the device (uverbs not
+//! mounted) or register memory (memlock, IOMMU). NCCL would find out minutes into the job, or
+//! fall back to TCP silently; here it takes milliseconds at start. Works through the `Verbs`
+//! trait only, so the logic is tested with a fake and the real thing in the Soft-RoCE lab. It
+//! records facts on the ports; what to do about them is the plan's decision.
+
+use serde::Serialize;
+
+use crate::detect::Detection;
+use crate::probe::{SelftestOptions, SelftestResult, Verbs, VerbsError, VerbsPort};
+use crate::sysfs::PortFacts;
+
+/// What ibverbs said of one port.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "result")]
+pub enum VerbsCheck {
+    /// Opened and queried.
+    Port(VerbsPort),
+    /// Verbs cannot use it, so neither can NCCL (which uses the same library calls).
+    Unusable { error: String },
+    /// Not checked (verbs not available, or reading a sysfs tree other than the kernel's).
+    NotChecked { reason: String },
+}
+
+/// Queries every port that sysfs reads as ACTIVE on the detected devices.
+pub fn probe(detection: &mut Detection, verbs: &dyn Verbs) {
+    let listed = verbs.device_names();
+    for dev in &mut detection.devices {
+        for port in dev.ports.iter_mut().filter(|p| p.state_name() == Some("ACTIVE")) {
+            port.verbs = Some(check(verbs, &listed, &dev.name, port));
+        }
+    }
+}
+
+/// Marks ports as not checked, with the reason, where the probe is skipped.
+pub fn skip(detection: &mut Detection, reason: &str) {
+    for port in detection.devices.iter_mut().flat_map(|d| d.ports.iter_mut()) {
+        port.verbs = Some(VerbsCheck::NotChecked { reason: reason.to_string() });
+    }
+}
+
+fn check(verbs: &dyn Verbs, listed: &Result<Vec<String>, VerbsError>, dev: &str, port: &PortFacts) -> VerbsCheck {
+    match listed {
+        Err(e) => return VerbsCheck::Unusable { error: e.to_string() },
+        Ok(names) if !names.iter().any(|n| n == dev) => {
+            return VerbsCheck::Unusable { error: VerbsError::NotListed(dev.to_string()).to_string() };
+        }
+        Ok(_) => {}
+    }
+    let Ok(num) = u8::try_from(port.port) else {
+        return VerbsCheck::Unusable { error: format!("port number {} is out of range", port.port) };
+    };
+    match verbs.query_port(dev, num, port.gid.as_ref().map(|g| g.index)) {
+        Ok(v) => VerbsCheck::Port(v),
+        Err(e) => VerbsCheck::Unusable { error: e.to_string() },
+    }
+}
+
+/// Runs the loopback self-test on every port that is usable so far (`usable` decides).
+pub fn selftest(
+    detection: &mut Detection,
+    verbs: &dyn Verbs,
+    opts: &SelftestOptions,
+    usable: impl Fn(&PortFacts) -> bool,
+) {
+    for dev in &mut detection.devices {
+        for port in dev.ports.iter_mut().filter(|p| usable(p)) {
+            let Ok(num) = u8::try_from(port.port) else { continue };
+            let gid = port.gid.as_ref().map(|g| g.index);
+            port.selftest = Some(verbs.selftest(&dev.name, num, gid, opts));
+        }
+    }
+}
+
+/// One line for people about a failed self-test.
+pub fn describe_failure(dev: &str, port: u32, r: &SelftestResult) -> String {
+    let mut s = format!(
+        "{dev}:{port}: loopback self-test failed at {} ({})",
+        r.step.as_deref().unwrap_or("?"),
+        r.status.as_deref().unwrap_or("no status")
+    );
+    if let Some(h) = &r.hint {
+        s.push_str(": ");
+        s.push_str(h);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sysfs::GidPick;
+
+    /// A fake verbs layer: lists `listed`, reports `state` for every port, fails self-tests when
+    /// `selftest_fails`.
+    struct Fake {
+        listed: Result<Vec<String>, VerbsError>,
+        state: &'static str,
+        selftest_fails: bool,
+    }
+
+    impl Verbs for Fake {
+        fn device_names(&self) -> Result<Vec<String>, VerbsError> {
+            self.listed.clone()
+        }
+        fn query_port(&self, _: &str, _: u8, gid: Option<u32>) -> Result<VerbsPort, VerbsError> {
+            Ok(VerbsPort {
+                state: self.state.into(),
+                link_layer: "Ethernet".into(),
+                gid_tbl_len: 16,
+                gid: gid.map(|_| "0000:0000:0000:0000:0000:ffff:0a00:0001".into()),
+            })
+        }
+        fn selftest(&self, _: &str, _: u8, _: Option<u32>, _: &SelftestOptions) -> SelftestResult {
+            SelftestResult {
+                passed: !self.selftest_fails,
+                step: self.selftest_fails.then(|| "reg_mr".into()),
+                status: self.selftest_fails.then(|| "ENOMEM".into()),
+                hint: None,
+                micros: 5,
+            }
+        }
+    }
+
+    fn port(state: &str) -> PortFacts {
+        PortFacts {
+            port: 1,
+            state: Some(format!("4: {state}")),
+            phys_state: Some("5: LinkUp".into()),
+            link_layer: Some("Ethernet".into()),
+            rate: None,
+            gid: Some(GidPick {
+                index: 1,
+                gid: "0000:0000:0000:0000:0000:ffff:0a00:0001".into(),
+                address: "10.0.0.1".into(),
+                roce: None,
+                ndev: None,
+                full_match: true,
+            }),
+            verbs: None,
+            selftest: None,
+            problems: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn unlisted_device_is_unusable_and_names_uverbs() {
+        let f = Fake { listed: Ok(vec!["rxe1".into()]), state: "ACTIVE", selftest_fails: false };
+        let c = check(&f, &f.device_names(), "rxe0", &port("ACTIVE"));
+        assert!(matches!(&c, VerbsCheck::Unusable { error } if error.contains("uverbsN")), "{c:?}");
+    }
+
+    #[test]
+    fn failed_device_list_makes_ports_unusable_with_the_errno() {
+        let f = Fake {
+            listed: Err(VerbsError::DeviceList { errno: "ENOSYS".into() }),
+            state: "ACTIVE",
+            selftest_fails: false,
+        };
+        let c = check(&f, &f.device_names(), "rxe0", &port("ACTIVE"));
+        assert!(matches!(&c, VerbsCheck::Unusable { error } if error.contains("ENOSYS")), "{c:?}");
+    }
+
+    #[test]
+    fn listed_device_reports_what_verbs_says() {
+        let f = Fake { listed: Ok(vec!["rxe0".into()]), state: "DOWN", selftest_fails: false };
+        match check(&f, &f.device_names(), "rxe0", &port("ACTIVE")) {
+            VerbsCheck::Port(v) => assert_eq!(v.state, "DOWN"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn failure_line_names_step_and_status() {
+        let f = Fake { listed: Ok(vec![]), state: "ACTIVE", selftest_fails: true };
+        let r = f.selftest("rxe0", 1, Some(1), &SelftestOptions { buffer_bytes: 1, timeout_ms: 1 });
+        assert_eq!(describe_failure("rxe0", 1, &r), "rxe0:1: loopback self-test failed at reg_mr (ENOMEM)");
+    }
+}
