@@ -27,7 +27,7 @@ pub struct Attached {
 pub enum AnnotationError {
     #[error("{path}: line {line}: value of {key} is not a valid Go-quoted string")]
     Quoting { path: String, line: usize, key: String },
-    #[error("{path}: {NETWORK_STATUS} is not valid JSON at line {}, column {}: {source}", source.line(), source.column())]
+    #[error("{path}: {NETWORK_STATUS} is not valid JSON: {source}")]
     Json { path: String, source: serde_json::Error },
     #[error("{path}: {NETWORK_STATUS} is not a JSON list")]
     NotAList { path: String },
@@ -69,7 +69,8 @@ fn attachment(path: &str, entry: &Value, scan: &mut Scan) {
     let network = entry.get("name").and_then(Value::as_str).unwrap_or("?").chars().take(100).collect::<String>();
     let Some(pci) = entry.pointer("/device-info/pci") else { return };
     let field = |f: &str| pci.get(f).and_then(Value::as_str).map(str::trim).filter(|s| !s.is_empty());
-    let interface = entry.get("interface").and_then(Value::as_str).and_then(|i| names::device_name(i).ok()).map(String::from);
+    let interface =
+        entry.get("interface").and_then(Value::as_str).and_then(|i| names::device_name(i).ok()).map(String::from);
     let mut bad = |field: &'static str, source| {
         scan.problems.push(AnnotationError::BadName { path: path.into(), network: network.clone(), field, source })
     };

@@ -101,7 +101,13 @@ pub struct Opts {
     pub grace: u64,
 
     /// Downward-API annotations file holding k8s.v1.cni.cncf.io/network-status.
-    #[arg(long, global = true, env = "NCCL_WRAP_ANNOTATIONS", default_value = "/etc/podnetinfo/annotations", value_name = "FILE")]
+    #[arg(
+        long,
+        global = true,
+        env = "NCCL_WRAP_ANNOTATIONS",
+        default_value = "/etc/podnetinfo/annotations",
+        value_name = "FILE"
+    )]
     pub annotations: PathBuf,
 }
 
@@ -118,7 +124,8 @@ mod tests {
 
     #[test]
     fn command_after_double_dash() {
-        let raw: Vec<OsString> = ["nccl-wrap", "--bogus", "--", "torchrun", "--", "x"].iter().map(OsString::from).collect();
+        let raw: Vec<OsString> =
+            ["nccl-wrap", "--bogus", "--", "torchrun", "--", "x"].iter().map(OsString::from).collect();
         assert_eq!(command_after_dashes(&raw).map(<[OsString]>::len), Some(3));
         let raw: Vec<OsString> = ["nccl-wrap", "--"].iter().map(OsString::from).collect();
         assert!(command_after_dashes(&raw).is_none());

@@ -217,7 +217,9 @@ fn from_annotation(inp: &Inputs) -> (SourceReport, Vec<Named>) {
         match (&dev.rdma_dev, &dev.pci_address) {
             (Some(name), _) if inp.sysfs.has_rdma_device(name) => named.push(Named { name: name.clone(), origin }),
             (_, Some(addr)) => resolve_id(inp, addr, &origin, &mut named, &mut problems),
-            (Some(name), None) => problems.push(format!("{origin}: rdma-device {name} is not in this namespace's RDMA devices")),
+            (Some(name), None) => {
+                problems.push(format!("{origin}: rdma-device {name} is not in this namespace's RDMA devices"))
+            }
             (None, None) => {}
         }
     }
@@ -242,7 +244,8 @@ fn from_sysfs(inp: &Inputs, visible: &[String]) -> (SourceReport, Vec<Named>) {
     let mut problems = Vec::new();
     let inputs = vec![class.clone()];
     if inp.sysfs.netns_exclusive() == Some(true) {
-        let named = visible.iter().map(|n| Named { name: n.clone(), origin: "sysfs (exclusive RDMA netns mode)".into() });
+        let named =
+            visible.iter().map(|n| Named { name: n.clone(), origin: "sysfs (exclusive RDMA netns mode)".into() });
         return (report(Source::Sysfs, inputs, problems, true), named.collect());
     }
     let mut errs = Vec::new();
@@ -251,7 +254,8 @@ fn from_sysfs(inp: &Inputs, visible: &[String]) -> (SourceReport, Vec<Named>) {
     let mut named = Vec::new();
     for dev in visible {
         if let Some(ifname) = owning_netdev(inp.sysfs, dev, &netdevs) {
-            named.push(Named { name: dev.clone(), origin: format!("sysfs (net device {ifname} is in this namespace)") });
+            named
+                .push(Named { name: dev.clone(), origin: format!("sysfs (net device {ifname} is in this namespace)") });
         }
     }
     if named.is_empty() {

@@ -118,7 +118,8 @@ pub fn parse_gid(text: &str) -> Option<Ipv6Addr> {
 pub fn family_of(gid: &Ipv6Addr) -> Family {
     let o = gid.octets();
     let mapped = o[..10].iter().all(|&b| b == 0) && o[10] == 0xff && o[11] == 0xff;
-    let mapped_multicast = o[..4] == [0xff, 0x0e, 0, 0] && o[4..10].iter().all(|&b| b == 0) && o[10] == 0xff && o[11] == 0xff;
+    let mapped_multicast =
+        o[..4] == [0xff, 0x0e, 0, 0] && o[4..10].iter().all(|&b| b == 0) && o[10] == 0xff && o[11] == 0xff;
     if mapped || mapped_multicast {
         Family::Inet
     } else {
@@ -243,7 +244,8 @@ mod tests {
 
     #[test]
     fn rxe_table_picks_index_1() {
-        let t = vec![e(0, "fe80::5054:ff:fe12:3456", Some(RoceType::V2)), e(1, "::ffff:192.168.7.1", Some(RoceType::V2))];
+        let t =
+            vec![e(0, "fe80::5054:ff:fe12:3456", Some(RoceType::V2)), e(1, "::ffff:192.168.7.1", Some(RoceType::V2))];
         assert_eq!(pick(&t, 2, GidPrefs::default()), Some(1));
     }
 

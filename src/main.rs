@@ -63,6 +63,8 @@ fn main() -> ExitCode {
             let text = if json {
                 report::json(&plan, &memlock) + "\n"
             } else {
+                // Warnings still reach the person running `eval "$(nccl-wrap env)"`.
+                eprint!("{}", report::summary(&plan, &memlock, true));
                 nccl_env::export_lines(plan.exports())
             };
             print_or_fail(&text)
@@ -79,7 +81,11 @@ fn run(cli: &Cli, plan: &plan::Plan, memlock: &memlock::Memlock, env_list: &[(Os
         return ExitCode::from(EXIT_REFUSED);
     }
     if cli.opts.require_memlock && !memlock.sufficient() {
-        eprintln!("{PREFIX} refusing to start {:?}: --require-memlock (NCCL_WRAP_REQUIRE_MEMLOCK) is set and {}", cli.command[0], memlock.describe());
+        eprintln!(
+            "{PREFIX} refusing to start {:?}: --require-memlock (NCCL_WRAP_REQUIRE_MEMLOCK) is set and {}",
+            cli.command[0],
+            memlock.describe()
+        );
         return ExitCode::from(EXIT_REFUSED);
     }
     let env = nccl_env::child_env(env_list, &plan.exports());

@@ -70,7 +70,9 @@ pub fn gid_prefs(vars: &Vars) -> (GidPrefs, Vec<String>) {
         match f.as_str() {
             "AF_INET" => prefs.family = Family::Inet,
             "AF_INET6" => prefs.family = Family::Inet6,
-            other => warnings.push(format!("NCCL_IB_ADDR_FAMILY={other:?} is neither AF_INET nor AF_INET6; assuming AF_INET as NCCL does")),
+            other => warnings.push(format!(
+                "NCCL_IB_ADDR_FAMILY={other:?} is neither AF_INET nor AF_INET6; assuming AF_INET as NCCL does"
+            )),
         }
     }
     if let Some(v) = get("NCCL_IB_ROCE_VERSION_NUM") {
@@ -196,7 +198,8 @@ pub fn plan(detection: Detection, vars: &Vars, prefs: &GidPrefs, override_user: 
     }
     if let Some(user) = vars.get(OsStr::new(IB_HCA)) {
         let prefixes = nccl_env::prefix_entries(user);
-        if !prefixes.is_empty() && !(override_user && rdma) {
+        let replaced = override_user && rdma;
+        if !prefixes.is_empty() && !replaced {
             warnings.push(format!(
                 "NCCL_IB_HCA={:?} is a prefix match: {} also selects devices whose names merely start with it (mlx5_1 selects mlx5_10..mlx5_19); put '=' before the list",
                 user.to_string_lossy(),

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::memlock::Memlock;
+use crate::nccl_env::shell_quote;
 use crate::plan::{Action, Plan};
 
 pub const PREFIX: &str = "nccl-wrap:";
@@ -67,11 +68,14 @@ pub fn summary(plan: &Plan, memlock: &Memlock, quiet: bool) -> String {
         }
         for v in &plan.vars {
             match v.action {
-                Action::Set => line(&format!("set {}={}", v.name, v.value)),
-                Action::Override => {
-                    line(&format!("set {}={} (overriding {:?})", v.name, v.value, v.previous.as_deref().unwrap_or("")))
-                }
-                Action::Kept => line(&format!("kept {}={}", v.name, v.previous.as_deref().unwrap_or(""))),
+                Action::Set => line(&format!("set {}={}", v.name, shell_quote(&v.value))),
+                Action::Override => line(&format!(
+                    "set {}={} (overriding {:?})",
+                    v.name,
+                    shell_quote(&v.value),
+                    v.previous.as_deref().unwrap_or("")
+                )),
+                Action::Kept => line(&format!("kept {}={}", v.name, shell_quote(v.previous.as_deref().unwrap_or("")))),
             }
         }
         line(&memlock.describe());

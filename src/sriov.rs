@@ -34,13 +34,13 @@ pub enum SriovError {
     NotUtf8 { variable: String },
     #[error("{variable}: value is {len} bytes, over the {MAX_VALUE_BYTES}-byte bound; ignored")]
     TooLarge { variable: String, len: usize },
-    #[error("{variable}: invalid JSON at line {}, column {}: {source}", source.line(), source.column())]
+    #[error("{variable}: invalid JSON: {source}")]
     Json { variable: String, source: serde_json::Error },
     #[error("{variable}: expected a JSON object keyed by device ID, found {found}")]
     NotAnObject { variable: String, found: &'static str },
     #[error("{variable}: device ID refused: {source}")]
     BadDeviceId { variable: String, source: NameError },
-    #[error("{variable}: rdma.rdma_dev of {device_id} refused: {source}")]
+    #[error("{variable}: rdma.rdma_dev of {device_id} refused ({source}); finding its RDMA device from the device ID instead")]
     BadRdmaDev { variable: String, device_id: String, source: NameError },
 }
 
@@ -67,16 +67,11 @@ where
             continue;
         };
         if let Some(base) = name.strip_suffix(INFO_SUFFIX) {
-            match parse_info(name, text) {
+            match parse_info(name, text, &mut scan.problems) {
                 Ok(found) => {
                     scan.variables.push(name.to_string());
                     info_ok.push(base.to_string());
-                    for item in found {
-                        match item {
-                            Ok(dev) => scan.devices.push(dev),
-                            Err(e) => scan.problems.push(e),
-                        }
-                    }
+                    scan.devices.extend(found);
                 }
                 Err(e) => scan.problems.push(e),
             }
@@ -91,7 +86,9 @@ where
         scan.variables.push(name.clone());
         for id in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             match names::device_id(id) {
-                Ok(id) => scan.devices.push(Allocated { variable: name.clone(), device_id: id.to_string(), rdma_dev: None }),
+                Ok(id) => {
+                    scan.devices.push(Allocated { variable: name.clone(), device_id: id.to_string(), rdma_dev: None })
+                }
                 Err(source) => scan.problems.push(SriovError::BadDeviceId { variable: name.clone(), source }),
             }
         }
@@ -113,35 +110,38 @@ fn checked_value<'v>(name: &str, value: &'v OsStr, problems: &mut Vec<SriovError
     }
 }
 
-/// Parses one `_INFO` value. The outer error means the whole value is unusable; inner ones
-/// refuse single devices.
-fn parse_info(variable: &str, text: &str) -> Result<Vec<Result<Allocated, SriovError>>, SriovError> {
+/// Parses one `_INFO` value. The error means the whole value is unusable; problems with single
+/// entries go to `problems`. A refused `rdma_dev` keeps its device, to be resolved by its ID.
+fn parse_info(variable: &str, text: &str, problems: &mut Vec<SriovError>) -> Result<Vec<Allocated>, SriovError> {
     let value: Value =
         serde_json::from_str(text).map_err(|source| SriovError::Json { variable: variable.to_string(), source })?;
     let Value::Object(map) = value else {
         return Err(SriovError::NotAnObject { variable: variable.to_string(), found: kind(&value) });
     };
-    Ok(map
-        .iter()
-        .map(|(id, providers)| {
-            let device_id = names::device_id(id)
-                .map_err(|source| SriovError::BadDeviceId { variable: variable.to_string(), source })?
-                .to_string();
-            let rdma_dev = match providers.pointer("/rdma/rdma_dev").and_then(Value::as_str) {
-                None => None,
-                Some(dev) => Some(
-                    names::device_name(dev)
-                        .map_err(|source| SriovError::BadRdmaDev {
-                            variable: variable.to_string(),
-                            device_id: device_id.clone(),
-                            source,
-                        })?
-                        .to_string(),
-                ),
-            };
-            Ok(Allocated { variable: variable.to_string(), device_id, rdma_dev })
-        })
-        .collect())
+    let mut out = Vec::new();
+    for (id, providers) in &map {
+        let device_id = match names::device_id(id) {
+            Ok(id) => id.to_string(),
+            Err(source) => {
+                problems.push(SriovError::BadDeviceId { variable: variable.to_string(), source });
+                continue;
+            }
+        };
+        let rdma_dev = providers.pointer("/rdma/rdma_dev").and_then(Value::as_str).and_then(|dev| {
+            names::device_name(dev)
+                .map_err(|source| {
+                    problems.push(SriovError::BadRdmaDev {
+                        variable: variable.to_string(),
+                        device_id: device_id.clone(),
+                        source,
+                    })
+                })
+                .ok()
+                .map(String::from)
+        });
+        out.push(Allocated { variable: variable.to_string(), device_id, rdma_dev });
+    }
+    Ok(out)
 }
 
 fn kind(v: &Value) -> &'static str {
@@ -168,7 +168,10 @@ mod tests {
 
     #[test]
     fn v3_10_info_names_the_rdma_device() {
-        let v = vars(&[("PCIDEVICE_OPENSHIFT_IO_MLX_RDMA", "0000:3b:02.6"), ("PCIDEVICE_OPENSHIFT_IO_MLX_RDMA_INFO", V310)]);
+        let v = vars(&[
+            ("PCIDEVICE_OPENSHIFT_IO_MLX_RDMA", "0000:3b:02.6"),
+            ("PCIDEVICE_OPENSHIFT_IO_MLX_RDMA_INFO", V310),
+        ]);
         let s = scan(&v);
         assert!(s.problems.is_empty(), "{:?}", s.problems);
         assert_eq!(
@@ -191,7 +194,8 @@ mod tests {
         assert_eq!(s.devices.len(), 2);
         assert!(s.devices.iter().all(|d| d.rdma_dev.is_none()));
         let msg = s.problems[0].to_string();
-        assert!(msg.starts_with("PCIDEVICE_INTEL_COM_SRIOV_RDMA_INFO: invalid JSON at line 1, column 60"), "{msg}");
+        assert!(msg.starts_with("PCIDEVICE_INTEL_COM_SRIOV_RDMA_INFO: invalid JSON: EOF while parsing"), "{msg}");
+        assert!(msg.ends_with("at line 1 column 60"), "{msg}");
     }
 
     #[test]
@@ -199,7 +203,8 @@ mod tests {
         let bad = V310.replace("mlx5_3", "mlx5_3;rm -rf /");
         let v = vars(&[("PCIDEVICE_X_INFO", &bad)]);
         let s = scan(&v);
-        assert!(s.devices.is_empty());
+        assert_eq!(s.devices.len(), 1);
+        assert_eq!(s.devices[0].rdma_dev, None);
         assert!(s.problems[0].to_string().contains("refused"));
     }
 

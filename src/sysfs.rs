@@ -228,8 +228,16 @@ impl Sysfs {
         let phys_state = get("phys_state", &mut problems);
         let link_layer = get("link_layer", &mut problems);
         let rate = get("rate", &mut problems);
-        let mut facts =
-            PortFacts { port, state, phys_state, link_layer, rate, gid_table_len: None, gid: None, problems: Vec::new() };
+        let mut facts = PortFacts {
+            port,
+            state,
+            phys_state,
+            link_layer,
+            rate,
+            gid_table_len: None,
+            gid: None,
+            problems: Vec::new(),
+        };
         if facts.link_layer.as_deref() == Some("Ethernet") {
             if let Some(fd) = handle.as_ref() {
                 let (len, pick) = choose_gid(fd, &dir, prefs, &mut problems);

@@ -1,0 +1,132 @@
+//! Runs the real nccl-wrap binary against fixture nodes with a clean, explicit environment, and
+//! shows output readably when an assertion fails.
+#![allow(dead_code)]
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_nccl-wrap");
+
+pub fn fixture(node: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/nodes").join(node)
+}
+
+/// Reads a fixture `env` file: `NAME=VALUE` lines, the value raw to the end of the line.
+pub fn env_file(node: &str, file: &str) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(fixture(node).join(file)).unwrap_or_default();
+    text.lines().filter_map(|l| l.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+/// A run of the binary on one node: roots point into the fixture, the environment holds only
+/// PATH and what the test adds.
+pub struct Run {
+    cmd: Command,
+}
+
+impl Run {
+    pub fn node(node: &str) -> Run {
+        let root = fixture(node);
+        let mut cmd = Command::new(BIN);
+        cmd.env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("NCCL_WRAP_SYSFS_ROOT", root.join("sys"))
+            .env("NCCL_WRAP_ANNOTATIONS", root.join("podnetinfo/annotations"));
+        Run { cmd }
+    }
+
+    /// Loads the node's device-plugin variables from `file` (`env`, `env.v3.6`, ...).
+    pub fn with_env_file(mut self, node: &str, file: &str) -> Run {
+        for (k, v) in env_file(node, file) {
+            self.cmd.env(k, v);
+        }
+        self
+    }
+
+    pub fn no_annotations(mut self) -> Run {
+        self.cmd.env("NCCL_WRAP_ANNOTATIONS", "/nonexistent/annotations");
+        self
+    }
+
+    pub fn env(mut self, k: impl AsRef<std::ffi::OsStr>, v: impl AsRef<std::ffi::OsStr>) -> Run {
+        self.cmd.env(k, v);
+        self
+    }
+
+    pub fn args<I, S>(mut self, args: I) -> Done
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        self.cmd.args(args);
+        let out = self.cmd.output().expect("spawn nccl-wrap");
+        Done { out }
+    }
+}
+
+pub struct Done {
+    pub out: Output,
+}
+
+impl Done {
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.out.stdout).into_owned()
+    }
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.out.stderr).into_owned()
+    }
+    pub fn code(&self) -> Option<i32> {
+        self.out.status.code()
+    }
+    fn show(&self) -> String {
+        format!("--- exit {:?}\n--- stdout\n{}--- stderr\n{}", self.code(), self.stdout(), self.stderr())
+    }
+    #[track_caller]
+    pub fn success(&self) -> &Done {
+        assert_eq!(self.code(), Some(0), "expected success\n{}", self.show());
+        self
+    }
+    #[track_caller]
+    pub fn code_is(&self, code: i32) -> &Done {
+        assert_eq!(self.code(), Some(code), "expected exit {code}\n{}", self.show());
+        self
+    }
+    #[track_caller]
+    pub fn stdout_is(&self, want: &str) -> &Done {
+        assert_eq!(self.stdout(), want, "stdout differs\n{}", self.show());
+        self
+    }
+    #[track_caller]
+    pub fn stderr_has(&self, needle: &str) -> &Done {
+        assert!(self.stderr().contains(needle), "stderr lacks {needle:?}\n{}", self.show());
+        self
+    }
+    #[track_caller]
+    pub fn stderr_lacks(&self, needle: &str) -> &Done {
+        assert!(!self.stderr().contains(needle), "stderr has {needle:?}\n{}", self.show());
+        self
+    }
+    #[track_caller]
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.out.stdout).unwrap_or_else(|e| panic!("stdout is not JSON: {e}\n{}", self.show()))
+    }
+    /// The child's environment when the command was `/usr/bin/env -0`.
+    pub fn child_env(&self) -> Vec<(OsString, OsString)> {
+        use std::os::unix::ffi::OsStrExt;
+        self.out
+            .stdout
+            .split(|&b| b == 0)
+            .filter(|e| !e.is_empty())
+            .filter_map(|e| {
+                let pos = e.iter().position(|&b| b == b'=')?;
+                Some((
+                    std::ffi::OsStr::from_bytes(&e[..pos]).to_os_string(),
+                    std::ffi::OsStr::from_bytes(&e[pos + 1..]).to_os_string(),
+                ))
+            })
+            .collect()
+    }
+    pub fn child_var(&self, name: &str) -> Option<String> {
+        self.child_env().into_iter().find(|(k, _)| k == name).map(|(_, v)| v.to_string_lossy().into_owned())
+    }
+}

@@ -1,0 +1,129 @@
+//! The real binary on fixture nodes: which ports, which GID, which variables, from which source.
+
+mod common;
+use common::Run;
+
+const H100: &str = "h100-roce-sriov";
+const H100_HCA: &str = "export NCCL_IB_HCA='=mlx5_6:1,mlx5_7:1,mlx5_10:1,mlx5_11:1'\nexport NCCL_IB_GID_INDEX='3'\n";
+
+#[test]
+fn sriov_plugin_v3_10_names_the_pods_four_vfs() {
+    let r = Run::node(H100).with_env_file(H100, "env").args(["env"]);
+    r.success().stdout_is(H100_HCA);
+}
+
+#[test]
+fn sriov_plugin_before_v3_10_resolves_devices_through_bus_pci() {
+    Run::node(H100).with_env_file(H100, "env.v3.6").args(["env"]).success().stdout_is(H100_HCA);
+}
+
+#[test]
+fn plain_pcidevice_list_from_old_plugins() {
+    Run::node(H100).with_env_file(H100, "env.plain").args(["env"]).success().stdout_is(H100_HCA);
+}
+
+#[test]
+fn network_status_annotation_when_no_plugin_variables() {
+    let r = Run::node(H100).args(["env", "--json"]);
+    let j = r.success().json();
+    assert_eq!(j["source"], "annotation");
+    assert_eq!(j["hca"], serde_json::json!(["mlx5_6:1", "mlx5_7:1", "mlx5_10:1", "mlx5_11:1"]));
+}
+
+#[test]
+fn privileged_pod_sysfs_fallback_keeps_only_vfs_with_a_net_device_here() {
+    let r = Run::node(H100).no_annotations().args(["env", "--json"]);
+    let j = r.success().json();
+    assert_eq!(j["source"], "sysfs");
+    assert_eq!(j["hca"], serde_json::json!(["mlx5_6:1", "mlx5_7:1", "mlx5_10:1", "mlx5_11:1"]));
+    let not_ours = j["not_ours"].as_array().expect("not_ours").len();
+    assert_eq!(not_ours, 8, "{j}");
+    assert_eq!(j["gid_index"], 3);
+}
+
+#[test]
+fn infiniband_node_skips_the_down_port_and_sets_no_gid_index() {
+    let r = Run::node("h200-ib").args(["env"]);
+    r.success().stdout_is("export NCCL_IB_HCA='=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1'\n");
+    let r = Run::node("h200-ib").args(["-q", "--", "true"]);
+    r.success();
+    let r = Run::node("h200-ib").args(["--", "true"]);
+    r.success().stderr_has("mlx5_3:1 not used: port state is DOWN (physical state Disabled), not ACTIVE");
+}
+
+#[test]
+fn sparse_255_entry_gid_tables_and_disagreeing_ports() {
+    let node = "roce-sparse-gid";
+    let r = Run::node(node).with_env_file(node, "env").args(["env", "--json"]);
+    let j = r.success().json();
+    assert_eq!(j["hca"], serde_json::json!(["mlx5_2:1", "mlx5_3:1"]));
+    assert_eq!(j["gid_index"], serde_json::Value::Null);
+    let ports: Vec<_> = j["devices"].as_array().expect("devices").iter().map(|d| d["ports"][0]["gid"]["index"].clone()).collect();
+    assert_eq!(ports, [serde_json::json!(3), serde_json::json!(201), serde_json::json!(0)]);
+    let warnings = j["all_warnings"].to_string();
+    assert!(warnings.contains("disagree on the GID index (mlx5_2:1=3, mlx5_3:1=201)"), "{warnings}");
+    let dropped = j["decisions"][2]["reason"].as_str().expect("reason");
+    assert!(dropped.starts_with("no usable RoCE v2 IPv4 GID"), "{dropped}");
+    Run::node(node).with_env_file(node, "env").args(["env"]).success().stdout_is("export NCCL_IB_HCA='=mlx5_2:1,mlx5_3:1'\n");
+}
+
+#[test]
+fn scalable_functions_resolve_through_the_auxiliary_bus() {
+    let node = "sf-roce";
+    let r = Run::node(node).with_env_file(node, "env").args(["env"]);
+    r.success().stdout_is("export NCCL_IB_HCA='=mlx5_2:1,mlx5_3:1'\nexport NCCL_IB_GID_INDEX='3'\n");
+}
+
+#[test]
+fn soft_roce_shared_mode_picks_the_device_on_this_namespaces_veth() {
+    let r = Run::node("rxe-shared").args(["env"]);
+    r.success().stdout_is("export NCCL_IB_HCA='=rxe0:1'\nexport NCCL_IB_GID_INDEX='1'\n");
+}
+
+#[test]
+fn exclusive_netns_mode_takes_every_visible_device() {
+    let r = Run::node("exclusive-netns").args(["env", "--json"]);
+    let j = r.success().json();
+    assert_eq!(j["hca"], serde_json::json!(["mlx5_4:1", "mlx5_5:1"]));
+    assert!(j["devices"][0]["origin"].as_str().expect("origin").contains("exclusive"));
+}
+
+#[test]
+fn no_rdma_node_disables_ib_and_says_tcp_loudly() {
+    let r = Run::node("no-rdma").args(["--", "/usr/bin/env", "-0"]);
+    r.success().stderr_has("warning: no RDMA device found: NCCL will run over TCP sockets");
+    assert_eq!(r.child_var("NCCL_IB_DISABLE").as_deref(), Some("1"));
+    assert_eq!(r.child_var("NCCL_IB_HCA"), None);
+}
+
+#[test]
+fn require_rdma_refuses_with_125_and_does_not_run_the_command() {
+    let marker = std::env::temp_dir().join(format!("nccl-wrap-require-{}", std::process::id()));
+    Run::node("no-rdma").args(["--require-rdma", "--", "true"]).code_is(125).stderr_has("refusing to start \"true\"");
+    let r = Run::node("no-rdma").env("NCCL_WRAP_REQUIRE_RDMA", "1").args([std::ffi::OsStr::new("--"), "touch".as_ref(), marker.as_os_str()]);
+    r.code_is(125).stderr_has("--require-rdma (NCCL_WRAP_REQUIRE_RDMA)");
+    assert!(!marker.exists());
+}
+
+#[test]
+fn summary_names_source_ports_gids_and_privileged_visibility() {
+    let r = Run::node(H100).with_env_file(H100, "env").args(["--", "true"]);
+    r.success()
+        .stderr_has("nccl-wrap: 4 of 4 RDMA port(s) usable, from SR-IOV device plugin (PCIDEVICE_OPENSHIFT_IO_MLX_RDMA_INFO)")
+        .stderr_has("nccl-wrap:   mlx5_6:1 Ethernet 400 Gb/sec (4X NDR), GID 3 (10.0.106.7) on net1")
+        .stderr_has("8 other RDMA device(s) visible but not this pod's")
+        .stderr_has("nccl-wrap: set NCCL_IB_HCA='=mlx5_6:1,mlx5_7:1,mlx5_10:1,mlx5_11:1'");
+}
+
+#[test]
+fn nccl_addr_family_and_range_steer_the_gid_choice() {
+    let node = "roce-sparse-gid";
+    // mlx5_4 has only IPv6 GIDs: with AF_INET6 it becomes usable, the IPv4-only ports do not.
+    let r = Run::node(node).with_env_file(node, "env").env("NCCL_IB_ADDR_FAMILY", "AF_INET6").args(["env", "--json"]);
+    let j = r.success().json();
+    assert_eq!(j["hca"], serde_json::json!(["mlx5_4:1"]), "{j}");
+    let r = Run::node(node).with_env_file(node, "env").env("NCCL_IB_ADDR_RANGE", "10.20.1.0/24").args(["env", "--json"]);
+    let j = r.success().json();
+    assert_eq!(j["hca"], serde_json::json!(["mlx5_3:1"]), "{j}");
+    assert_eq!(j["gid_index"], 201);
+}
