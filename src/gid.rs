@@ -101,13 +101,21 @@ impl Default for GidPrefs {
     }
 }
 
-/// One table entry as read from sysfs. `roce` is `None` where the type could not be read
-/// (the kernel answers EINVAL for empty entries).
+/// One table entry. `roce` is `None` where the type could not be read (the kernel answers
+/// EINVAL for empty entries).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GidEntry {
     pub index: u32,
     pub gid: Ipv6Addr,
     pub roce: Option<RoceType>,
+}
+
+/// A GID table read lazily: the choice below asks only for what NCCL's rule needs.
+pub trait GidTable {
+    /// Entry `i`; `None` past the end of the table. An unreadable entry reads as all zeros.
+    fn gid(&mut self, i: u32) -> Option<Ipv6Addr>;
+    /// The RoCE type of entry `i`, `None` when it cannot be read.
+    fn roce(&mut self, i: u32) -> Option<RoceType>;
 }
 
 /// Parses sysfs's colon-separated GID form (`fe80:0000:...`), which is an IPv6 address.
@@ -145,49 +153,79 @@ pub fn valid(gid: &Ipv6Addr) -> bool {
     configured(gid) && !link_local(gid)
 }
 
+fn in_range(gid: &Ipv6Addr, prefs: &GidPrefs) -> bool {
+    prefs.range.is_none_or(|r| r.contains(gid))
+}
+
 /// Whether `entry` is exactly what NCCL looks for: valid, right family, in range, right version.
 pub fn is_full_match(entry: &GidEntry, prefs: &GidPrefs) -> bool {
     valid(&entry.gid)
         && family_of(&entry.gid) == prefs.family
-        && prefs.range.is_none_or(|r| r.contains(&entry.gid))
+        && in_range(&entry.gid, prefs)
         && entry.roce.map(RoceType::number) == Some(prefs.roce_version)
 }
 
-/// Runs NCCL's selection over a table read in index order; `read` yields entry `i` (`None`:
-/// unreadable, taken as empty).
-///
-/// Stops early once the pick is a full match: from there NCCL's rule can never replace it, so the
-/// rest of a 255-entry table need not be read (this is what keeps start-up cheap).
-pub fn choose_with<F>(table_len: u32, read: &mut F, prefs: &GidPrefs) -> Option<GidEntry>
-where
-    F: FnMut(u32) -> Option<GidEntry>,
-{
-    let empty = |index| GidEntry { index, gid: Ipv6Addr::UNSPECIFIED, roce: None };
-    let mut pick = read(0).unwrap_or(empty(0));
-    for i in 1..table_len {
-        if is_full_match(&pick, prefs) {
-            break;
-        }
-        let cand = read(i).unwrap_or(empty(i));
-        if better(&pick, &cand, prefs) {
-            pick = cand;
-        }
-    }
-    Some(pick)
+/// Memoises type reads: NCCL's rule may ask for the same entry's type several times.
+struct Types<'t, T: GidTable> {
+    table: &'t mut T,
+    seen: Vec<(u32, Option<RoceType>)>,
 }
 
+impl<T: GidTable> Types<'_, T> {
+    fn get(&mut self, i: u32) -> Option<RoceType> {
+        if let Some(&(_, r)) = self.seen.iter().find(|(j, _)| *j == i) {
+            return r;
+        }
+        let r = self.table.roce(i);
+        self.seen.push((i, r));
+        r
+    }
+    fn version(&mut self, i: u32) -> i32 {
+        self.get(i).map_or(-1, |r| i32::from(r.number()))
+    }
+}
+
+/// NCCL's choice over `table`: `None` when the table is empty.
+///
+/// Types are read only where NCCL's rule looks at them, and the walk stops once the pick is a
+/// full match: from there the rule can never replace it, so the rest of a 255-entry table need
+/// not be read (this is what keeps start-up cheap).
+pub fn choose<T: GidTable>(table: &mut T, prefs: &GidPrefs) -> Option<GidEntry> {
+    let mut pick = (0, table.gid(0)?);
+    let mut types = Types { table, seen: Vec::new() };
+    let full = |(i, g): (u32, Ipv6Addr), types: &mut Types<T>| {
+        valid(&g)
+            && family_of(&g) == prefs.family
+            && in_range(&g, prefs)
+            && types.version(i) == i32::from(prefs.roce_version)
+    };
+    for i in 1..GID_TABLE_MAX {
+        if full(pick, &mut types) {
+            break;
+        }
+        let Some(cand) = types.table.gid(i) else { break };
+        if better(pick, (i, cand), prefs, &mut types) {
+            pick = (i, cand);
+        }
+    }
+    Some(GidEntry { index: pick.0, gid: pick.1, roce: types.get(pick.0) })
+}
+
+/// No GID table is longer than this (RoCE's maximum is 255 entries).
+pub const GID_TABLE_MAX: u32 = 256;
+
 /// NCCL's `ncclUpdateGidIndex` decision: does `cand` replace `pick`?
-fn better(pick: &GidEntry, cand: &GidEntry, prefs: &GidPrefs) -> bool {
-    let cand_family = family_of(&cand.gid);
-    let in_range = prefs.range.is_none_or(|r| r.contains(&cand.gid));
-    if cand_family != family_of(&pick.gid) && cand_family == prefs.family && in_range {
+fn better<T: GidTable>(pick: (u32, Ipv6Addr), cand: (u32, Ipv6Addr), prefs: &GidPrefs, types: &mut Types<T>) -> bool {
+    let cand_family = family_of(&cand.1);
+    let cand_in_range = in_range(&cand.1, prefs);
+    if cand_family != family_of(&pick.1) && cand_family == prefs.family && cand_in_range {
         return true;
     }
-    if cand_family != prefs.family || !valid(&cand.gid) || !in_range {
+    if cand_family != prefs.family || !valid(&cand.1) || !cand_in_range {
         return false;
     }
-    let ver = |e: &GidEntry| e.roce.map(|r| i32::from(r.number())).unwrap_or(-1);
-    (ver(pick) != ver(cand) || !valid(&pick.gid)) && ver(cand) == i32::from(prefs.roce_version)
+    let (pv, cv) = (types.version(pick.0), types.version(cand.0));
+    (pv != cv || !valid(&pick.1)) && cv == i32::from(prefs.roce_version)
 }
 
 /// Human form of a GID: the IPv4 address for mapped entries, else the IPv6 text.
@@ -215,9 +253,39 @@ mod tests {
         ]
     }
 
+    /// A table of `len` entries; those not listed are empty. Counts reads.
+    struct Table<'a> {
+        entries: &'a [GidEntry],
+        len: u32,
+        reads: u32,
+    }
+
+    impl GidTable for Table<'_> {
+        fn gid(&mut self, i: u32) -> Option<Ipv6Addr> {
+            self.reads += 1;
+            (i < self.len).then(|| self.entries.iter().find(|x| x.index == i).map_or(Ipv6Addr::UNSPECIFIED, |e| e.gid))
+        }
+        fn roce(&mut self, i: u32) -> Option<RoceType> {
+            self.entries.iter().find(|x| x.index == i).and_then(|e| e.roce)
+        }
+    }
+
     fn pick(table: &[GidEntry], len: u32, prefs: GidPrefs) -> Option<u32> {
-        let mut read = |i: u32| table.iter().find(|x| x.index == i).copied();
-        choose_with(len, &mut read, &prefs).map(|g| g.index)
+        choose(&mut Table { entries: table, len, reads: 0 }, &prefs).map(|g| g.index)
+    }
+
+    #[test]
+    fn walk_stops_at_the_first_full_match() {
+        let mut big = mlx5_table();
+        big.push(e(254, "::ffff:10.9.9.9", Some(RoceType::V2)));
+        let mut t = Table { entries: &big, len: 255, reads: 0 };
+        assert_eq!(choose(&mut t, &GidPrefs::default()).map(|g| g.index), Some(3));
+        assert_eq!(t.reads, 4);
+    }
+
+    #[test]
+    fn empty_table_has_no_pick() {
+        assert_eq!(pick(&[], 0, GidPrefs::default()), None);
     }
 
     #[test]

@@ -13,13 +13,11 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{Mode, OFlags};
 use serde::Serialize;
 
-use crate::gid::{self, GidEntry, GidPrefs, RoceType};
+use crate::gid::{self, GidPrefs, GidTable, RoceType};
 use crate::names;
 
 /// A sysfs attribute is at most one page.
 const ATTR_MAX: usize = 4096;
-/// A GID table never has more entries than this (the RoCE maximum).
-const GID_TABLE_MAX: u32 = 256;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SysfsError {
@@ -54,7 +52,6 @@ pub struct PortFacts {
     pub phys_state: Option<String>,
     pub link_layer: Option<String>,
     pub rate: Option<String>,
-    pub gid_table_len: Option<u32>,
     /// The index NCCL would pick on its own, for Ethernet (RoCE) ports.
     pub gid: Option<GidPick>,
     /// Reads that failed; reported with the device.
@@ -93,9 +90,9 @@ pub struct Sysfs {
     root: PathBuf,
 }
 
-/// Net devices of this network namespace: interface name -> the device path its `device` link
-/// resolves to (none for virtual devices).
-pub type NetDevs = BTreeMap<String, Option<PathBuf>>;
+/// Net devices of this network namespace: interface name -> the function its `device` link
+/// names (none for virtual devices).
+pub type NetDevs = BTreeMap<String, Option<String>>;
 
 impl Sysfs {
     pub fn new(root: impl Into<PathBuf>) -> Sysfs {
@@ -152,23 +149,30 @@ impl Sysfs {
         self.list(&format!("bus/{bus}/devices/{id}/infiniband"), problems)
     }
 
-    /// How `dev` is attached: follows `class/infiniband/<dev>/device`, `physfn` and `parent`.
-    pub fn attachment(&self, dev: &str) -> (Attachment, Option<PathBuf>) {
+    /// The last component of the symlink at `rel` (`../../../0000:3b:02.6` -> `0000:3b:02.6`).
+    /// One readlink: PCI addresses and auxiliary IDs are unique, so the name identifies the
+    /// function without resolving the whole path.
+    fn link_name(&self, rel: &str) -> Option<String> {
+        let target = std::fs::read_link(self.path(rel)).ok()?;
+        let name = target.file_name()?.to_str()?;
+        names::device_id(name).ok().map(String::from)
+    }
+
+    /// How `dev` is attached, and the name of its function (PCI address or auxiliary ID).
+    pub fn attachment(&self, dev: &str) -> (Attachment, Option<String>) {
         let base = format!("class/infiniband/{dev}");
-        match std::fs::canonicalize(self.path(&format!("{base}/device"))) {
-            Ok(func) => {
-                let name = func.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-                let att = if !looks_like_pci(&name) {
-                    Attachment::Sf { id: name }
-                } else if let Ok(pf) = std::fs::canonicalize(func.join("physfn")) {
-                    let pf = pf.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-                    Attachment::Vf { pci: name, pf }
+        match self.link_name(&format!("{base}/device")) {
+            Some(func) => {
+                let att = if !looks_like_pci(&func) {
+                    Attachment::Sf { id: func.clone() }
+                } else if let Some(pf) = self.link_name(&format!("{base}/device/physfn")) {
+                    Attachment::Vf { pci: func.clone(), pf }
                 } else {
-                    Attachment::Pf { pci: name }
+                    Attachment::Pf { pci: func.clone() }
                 };
                 (att, Some(func))
             }
-            Err(_) => match self.attr(&format!("{base}/parent")) {
+            None => match self.attr(&format!("{base}/parent")) {
                 Ok(parent) if names::device_name(&parent).is_ok() => (Attachment::Software { parent }, None),
                 _ => (Attachment::Unknown, None),
             },
@@ -181,8 +185,8 @@ impl Sysfs {
         self.list("class/net", problems)
             .into_iter()
             .map(|name| {
-                let dev = std::fs::canonicalize(self.path(&format!("class/net/{name}/device"))).ok();
-                (name, dev)
+                let func = self.link_name(&format!("class/net/{name}/device"));
+                (name, func)
             })
             .collect()
     }
@@ -228,21 +232,10 @@ impl Sysfs {
         let phys_state = get("phys_state", &mut problems);
         let link_layer = get("link_layer", &mut problems);
         let rate = get("rate", &mut problems);
-        let mut facts = PortFacts {
-            port,
-            state,
-            phys_state,
-            link_layer,
-            rate,
-            gid_table_len: None,
-            gid: None,
-            problems: Vec::new(),
-        };
+        let mut facts = PortFacts { port, state, phys_state, link_layer, rate, gid: None, problems: Vec::new() };
         if facts.link_layer.as_deref() == Some("Ethernet") {
             if let Some(fd) = handle.as_ref() {
-                let (len, pick) = choose_gid(fd, &dir, prefs, &mut problems);
-                facts.gid_table_len = Some(len);
-                facts.gid = pick;
+                facts.gid = choose_gid(fd, &dir, prefs, &mut problems);
             }
         }
         facts.problems = problems.iter().map(ToString::to_string).collect();
@@ -250,45 +243,46 @@ impl Sysfs {
     }
 }
 
-/// Runs `gid::choose_with` over `gids/<i>` and `gid_attrs/types/<i>`, reading lazily.
-fn choose_gid(port: &OwnedFd, dir: &Path, prefs: &GidPrefs, problems: &mut Vec<SysfsError>) -> (u32, Option<GidPick>) {
-    let len = match count_entries(&dir.join("gids")) {
-        Ok(n) => n.min(GID_TABLE_MAX),
-        Err(source) => {
-            problems.push(SysfsError::Read { path: dir.join("gids"), source });
-            return (0, None);
-        }
-    };
-    let mut read = |i: u32| -> Option<GidEntry> {
-        let text = match read_at(port, &format!("gids/{i}")) {
-            Ok(t) => t,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
+/// A port's GID table in sysfs: `gids/<i>` and `gid_attrs/types/<i>`, read on demand.
+struct SysfsGids<'a> {
+    port: &'a OwnedFd,
+    dir: &'a Path,
+    problems: &'a mut Vec<SysfsError>,
+}
+
+impl GidTable for SysfsGids<'_> {
+    fn gid(&mut self, i: u32) -> Option<Ipv6Addr> {
+        let name = format!("gids/{i}");
+        match read_at(self.port, &name) {
+            Ok(text) => Some(gid::parse_gid(&text).unwrap_or_else(|| {
+                self.problems.push(SysfsError::Content { path: self.dir.join(&name), content: text });
+                Ipv6Addr::UNSPECIFIED
+            })),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(source) => {
-                problems.push(SysfsError::Read { path: dir.join(format!("gids/{i}")), source });
-                return None;
+                self.problems.push(SysfsError::Read { path: self.dir.join(name), source });
+                Some(Ipv6Addr::UNSPECIFIED)
             }
-        };
-        let Some(gid) = gid::parse_gid(&text) else {
-            problems.push(SysfsError::Content { path: dir.join(format!("gids/{i}")), content: text });
-            return None;
-        };
-        // The kernel answers EINVAL for the type of an empty entry, as NCCL expects; skip the read.
-        let roce = if gid == Ipv6Addr::UNSPECIFIED {
-            None
-        } else {
-            read_at(port, &format!("gid_attrs/types/{i}")).ok().as_deref().and_then(RoceType::parse)
-        };
-        Some(GidEntry { index: i, gid, roce })
-    };
-    let pick = gid::choose_with(len, &mut read, prefs).map(|e| GidPick {
+        }
+    }
+
+    fn roce(&mut self, i: u32) -> Option<RoceType> {
+        // The kernel answers EINVAL for empty entries, as NCCL expects: not a problem to report.
+        read_at(self.port, &format!("gid_attrs/types/{i}")).ok().as_deref().and_then(RoceType::parse)
+    }
+}
+
+/// NCCL's GID choice over the port's table, with the chosen entry's net device.
+fn choose_gid(port: &OwnedFd, dir: &Path, prefs: &GidPrefs, problems: &mut Vec<SysfsError>) -> Option<GidPick> {
+    let e = gid::choose(&mut SysfsGids { port, dir, problems }, prefs)?;
+    Some(GidPick {
         index: e.index,
         gid: format_gid(&e.gid),
         address: gid::display(&e.gid),
         roce: e.roce,
         ndev: read_at(port, &format!("gid_attrs/ndevs/{}", e.index)).ok(),
         full_match: gid::is_full_match(&e, prefs),
-    });
-    (len, pick)
+    })
 }
 
 /// sysfs's form: eight groups of four hex digits.
@@ -303,11 +297,6 @@ pub fn looks_like_pci(id: &str) -> bool {
         let hex = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_hexdigit);
         hex(0..4) && hex(5..7) && hex(8..10) && b[11].is_ascii_digit()
     }
-}
-
-fn count_entries(dir: &Path) -> io::Result<u32> {
-    let n = std::fs::read_dir(dir)?.count();
-    Ok(u32::try_from(n).unwrap_or(u32::MAX))
 }
 
 fn open_dir(path: &Path) -> io::Result<OwnedFd> {
@@ -329,15 +318,9 @@ pub fn read_attr(path: &Path) -> Result<String, SysfsError> {
 }
 
 fn read_fd(fd: &OwnedFd) -> io::Result<String> {
+    // sysfs hands over a whole attribute (at most a page) in one read: no second read for EOF.
     let mut buf = [0u8; ATTR_MAX];
-    let mut len = 0;
-    while len < buf.len() {
-        let n = rustix::io::read(fd, &mut buf[len..])?;
-        if n == 0 {
-            break;
-        }
-        len += n;
-    }
+    let len = rustix::io::read(fd, &mut buf)?;
     let text = std::str::from_utf8(&buf[..len]).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     Ok(text.trim_end_matches(['\n', '\0']).trim().to_string())
 }

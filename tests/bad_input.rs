@@ -32,7 +32,8 @@ fn truncated_json_names_the_variable_and_position_and_falls_back_to_the_plain_li
 fn junk_gid_and_unknown_gid_type_are_never_chosen() {
     let r = Run::node(NODE).with_env_file(NODE, "env").args(["env", "--json"]);
     let j = r.success().json();
-    let mlx5_3 = j["devices"].as_array().expect("devices").iter().find(|d| d["name"] == "mlx5_3").expect("mlx5_3").clone();
+    let mlx5_3 =
+        j["devices"].as_array().expect("devices").iter().find(|d| d["name"] == "mlx5_3").expect("mlx5_3").clone();
     assert_eq!(mlx5_3["ports"][0]["gid"]["index"], 3, "{mlx5_3}");
     assert!(mlx5_3["problems"].to_string().contains("gids/2: unexpected content"), "{mlx5_3}");
 }
@@ -44,13 +45,17 @@ fn symlink_loop_and_missing_state_in_sysfs_fallback_are_reported_not_fatal() {
     assert_eq!(j["source"], "sysfs");
     assert_eq!(j["hca"], serde_json::json!(["mlx5_3:1", "mlx5_5:1"]), "{j}");
     // And with the loop named directly by a source:
-    let r = Run::node(NODE).env("PCIDEVICE_X_INFO", r#"{"0000:1a:00.9":{"rdma":{"rdma_dev":"mlx5_9"}}}"#).args(["--", "true"]);
+    let r = Run::node(NODE)
+        .env("PCIDEVICE_X_INFO", r#"{"0000:1a:00.9":{"rdma":{"rdma_dev":"mlx5_9"}}}"#)
+        .args(["--", "true"]);
     r.success().stderr_has("mlx5_9");
 }
 
 #[test]
 fn port_without_state_file_is_listed_with_its_reason() {
-    let r = Run::node(NODE).env("PCIDEVICE_X_INFO", r#"{"0000:1a:00.1":{"rdma":{"rdma_dev":"mlx5_1"}}}"#).args(["--", "true"]);
+    let r = Run::node(NODE)
+        .env("PCIDEVICE_X_INFO", r#"{"0000:1a:00.1":{"rdma":{"rdma_dev":"mlx5_1"}}}"#)
+        .args(["--", "true"]);
     r.success().stderr_has("mlx5_1:1 not used: port state is unreadable").stderr_has("ports/1/state");
 }
 
@@ -61,13 +66,17 @@ fn non_utf8_and_oversized_variables_are_reported() {
         .env("PCIDEVICE_A_INFO", std::ffi::OsStr::from_bytes(b"{\"\xff\":1}"))
         .env("PCIDEVICE_B", "0".repeat(70_000))
         .args(["--", "true"]);
-    r.success().stderr_has("PCIDEVICE_A_INFO: value is not UTF-8; ignored").stderr_has("PCIDEVICE_B: value is 70000 bytes, over the 65536-byte bound");
+    r.success()
+        .stderr_has("PCIDEVICE_A_INFO: value is not UTF-8; ignored")
+        .stderr_has("PCIDEVICE_B: value is 70000 bytes, over the 65536-byte bound");
 }
 
 #[test]
 fn path_traversal_in_a_device_id_is_refused() {
     let r = Run::node(NODE).env("PCIDEVICE_EVIL", "../../../etc,0000:1a:00.3").args(["env"]);
-    r.success().stderr_has("PCIDEVICE_EVIL: device ID refused").stdout_is("export NCCL_IB_HCA='=mlx5_3:1'\nexport NCCL_IB_GID_INDEX='3'\n");
+    r.success()
+        .stderr_has("PCIDEVICE_EVIL: device ID refused")
+        .stdout_is("export NCCL_IB_HCA='=mlx5_3:1'\nexport NCCL_IB_GID_INDEX='3'\n");
 }
 
 #[test]
@@ -86,7 +95,9 @@ fn broken_annotation_file_is_reported_and_sysfs_used() {
 #[test]
 fn bad_options_with_a_command_still_run_it_untouched() {
     let r = Run::node(NODE).args(["--no-such-option", "--", "/usr/bin/env", "-0"]);
-    r.success().stderr_has("unexpected argument '--no-such-option'").stderr_has("running the command without nccl-wrap's settings");
+    r.success()
+        .stderr_has("unexpected argument '--no-such-option'")
+        .stderr_has("running the command without nccl-wrap's settings");
     assert_eq!(r.child_var("NCCL_IB_HCA"), None);
 }
 

@@ -58,13 +58,18 @@ fn sparse_255_entry_gid_tables_and_disagreeing_ports() {
     let j = r.success().json();
     assert_eq!(j["hca"], serde_json::json!(["mlx5_2:1", "mlx5_3:1"]));
     assert_eq!(j["gid_index"], serde_json::Value::Null);
-    let ports: Vec<_> = j["devices"].as_array().expect("devices").iter().map(|d| d["ports"][0]["gid"]["index"].clone()).collect();
+    let ports: Vec<_> =
+        j["devices"].as_array().expect("devices").iter().map(|d| d["ports"][0]["gid"]["index"].clone()).collect();
     assert_eq!(ports, [serde_json::json!(3), serde_json::json!(201), serde_json::json!(0)]);
     let warnings = j["all_warnings"].to_string();
     assert!(warnings.contains("disagree on the GID index (mlx5_2:1=3, mlx5_3:1=201)"), "{warnings}");
     let dropped = j["decisions"][2]["reason"].as_str().expect("reason");
     assert!(dropped.starts_with("no usable RoCE v2 IPv4 GID"), "{dropped}");
-    Run::node(node).with_env_file(node, "env").args(["env"]).success().stdout_is("export NCCL_IB_HCA='=mlx5_2:1,mlx5_3:1'\n");
+    Run::node(node)
+        .with_env_file(node, "env")
+        .args(["env"])
+        .success()
+        .stdout_is("export NCCL_IB_HCA='=mlx5_2:1,mlx5_3:1'\n");
 }
 
 #[test]
@@ -100,7 +105,11 @@ fn no_rdma_node_disables_ib_and_says_tcp_loudly() {
 fn require_rdma_refuses_with_125_and_does_not_run_the_command() {
     let marker = std::env::temp_dir().join(format!("nccl-wrap-require-{}", std::process::id()));
     Run::node("no-rdma").args(["--require-rdma", "--", "true"]).code_is(125).stderr_has("refusing to start \"true\"");
-    let r = Run::node("no-rdma").env("NCCL_WRAP_REQUIRE_RDMA", "1").args([std::ffi::OsStr::new("--"), "touch".as_ref(), marker.as_os_str()]);
+    let r = Run::node("no-rdma").env("NCCL_WRAP_REQUIRE_RDMA", "1").args([
+        std::ffi::OsStr::new("--"),
+        "touch".as_ref(),
+        marker.as_os_str(),
+    ]);
     r.code_is(125).stderr_has("--require-rdma (NCCL_WRAP_REQUIRE_RDMA)");
     assert!(!marker.exists());
 }
@@ -109,7 +118,9 @@ fn require_rdma_refuses_with_125_and_does_not_run_the_command() {
 fn summary_names_source_ports_gids_and_privileged_visibility() {
     let r = Run::node(H100).with_env_file(H100, "env").args(["--", "true"]);
     r.success()
-        .stderr_has("nccl-wrap: 4 of 4 RDMA port(s) usable, from SR-IOV device plugin (PCIDEVICE_OPENSHIFT_IO_MLX_RDMA_INFO)")
+        .stderr_has(
+            "nccl-wrap: 4 of 4 RDMA port(s) usable, from SR-IOV device plugin (PCIDEVICE_OPENSHIFT_IO_MLX_RDMA_INFO)",
+        )
         .stderr_has("nccl-wrap:   mlx5_6:1 Ethernet 400 Gb/sec (4X NDR), GID 3 (10.0.106.7) on net1")
         .stderr_has("8 other RDMA device(s) visible but not this pod's")
         .stderr_has("nccl-wrap: set NCCL_IB_HCA='=mlx5_6:1,mlx5_7:1,mlx5_10:1,mlx5_11:1'");
@@ -122,7 +133,8 @@ fn nccl_addr_family_and_range_steer_the_gid_choice() {
     let r = Run::node(node).with_env_file(node, "env").env("NCCL_IB_ADDR_FAMILY", "AF_INET6").args(["env", "--json"]);
     let j = r.success().json();
     assert_eq!(j["hca"], serde_json::json!(["mlx5_4:1"]), "{j}");
-    let r = Run::node(node).with_env_file(node, "env").env("NCCL_IB_ADDR_RANGE", "10.20.1.0/24").args(["env", "--json"]);
+    let r =
+        Run::node(node).with_env_file(node, "env").env("NCCL_IB_ADDR_RANGE", "10.20.1.0/24").args(["env", "--json"]);
     let j = r.success().json();
     assert_eq!(j["hca"], serde_json::json!(["mlx5_3:1"]), "{j}");
     assert_eq!(j["gid_index"], 201);

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Runs every test: formatting and lints, unit and integration tests (fixture nodes, real memlock
+# limits, real PID namespaces), the fixture trees' consistency, the container image, and the
+# Soft-RoCE lab under QEMU. Needs root (namespaces, podman, apt for the lab).
+#
+#   bash scripts/test.sh          # everything
+#   SKIP_LAB=1 bash scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+step() { echo; echo "== $*"; }
+
+step "setup"
+bash scripts/setup.sh
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+step "cargo clippy"
+cargo clippy --all-targets -q -- -D warnings
+step "cargo test"
+cargo test -q 2>&1 | tee /tmp/nccl-wrap-cargo-test.log
+step "fixtures are what mknode.py generates"
+python3 fixtures/mknode.py --check
+
+step "static release binary"
+cargo build --release -q
+bin=target/x86_64-unknown-linux-gnu/release/nccl-wrap
+file "$bin" | tee /dev/stderr | grep -q "static" || { echo "not statically linked" >&2; exit 1; }
+
+step "container image"
+export CONTAINERS_CONF=$PWD/ci/containers.conf
+podman --storage-driver vfs build -q -t localhost/nccl-wrap:test -f Containerfile . >/dev/null
+out=$(podman --storage-driver vfs run --rm -v "$PWD/fixtures/nodes/h200-ib/sys:/fixture-sys:ro" \
+  localhost/nccl-wrap:test env --sysfs-root /fixture-sys)
+echo "$out"
+[ "$out" = "export NCCL_IB_HCA='=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1'" ] \
+  || { echo "unexpected output from the image" >&2; exit 1; }
+podman --storage-driver vfs rmi -f localhost/nccl-wrap:test >/dev/null
+
+if [ -z "${SKIP_LAB:-}" ]; then
+  step "Soft-RoCE lab"
+  bash tests/lab/setup.sh
+  bash tests/lab/run.sh "$bin"
+fi
+step "all tests passed"
