@@ -102,19 +102,23 @@ fn supervise(prepared: &exec::Prepared, opts: &Options, pid1: bool) -> Result<u8
     };
     let pid = child.pid;
     log::debug!("supervising {pid} (PID 1: {pid1}, own group: {own_group}, terminal: {foreground})");
+    // Take the terminal back once the command has ended, for the grace period and for a shell
+    // that waits on us; SIGTTOU is blocked, so doing it from the background does not stop us.
+    let take_back_terminal = || {
+        if foreground {
+            let _ = nix::unistd::tcsetpgrp(std::io::stdin(), nix::unistd::getpgrp());
+        }
+    };
     if let Err(failure) = child.exec_result() {
         let _ = until_exit(pid, Target::Process(pid), &blocked);
+        take_back_terminal();
         let err = exec::error(prepared, failure);
         eprintln!("{PREFIX} {err}");
         return Ok(err.exit_code());
     }
     let target = if opts.kill_group { Target::Group(pid) } else { Target::Process(pid) };
     let code = until_exit(pid, target, &blocked);
-    if foreground {
-        // Take the terminal back for the grace period and for a shell that waits on us; SIGTTOU
-        // is blocked, so doing it from the background does not stop us.
-        let _ = nix::unistd::tcsetpgrp(std::io::stdin(), nix::unistd::getpgrp());
-    }
+    take_back_terminal();
     let rest = if pid1 {
         Rest::Namespace
     } else if own_group {
