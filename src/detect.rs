@@ -119,15 +119,11 @@ pub fn detect(inp: &Inputs) -> Detection {
     let (source, named) = chosen.unwrap_or((Source::None, Vec::new()));
     let mut present = Vec::new();
     for n in named {
-        if inp.sysfs.has_rdma_device(&n.name) {
-            present.push(n);
-        } else {
-            warnings.push(format!(
-                "{} names RDMA device {} but {} has no such device; skipped",
-                n.origin,
-                n.name,
-                inp.sysfs.path("class/infiniband").display()
-            ));
+        match inp.sysfs.rdma_device_status(&n.name) {
+            Ok(()) => present.push(n),
+            Err(e) => {
+                warnings.push(format!("{} names RDMA device {}, which cannot be used ({e}); skipped", n.origin, n.name))
+            }
         }
     }
     let devices = par_map(present, |n| read_device(inp, n));
@@ -210,13 +206,11 @@ fn from_sriov(inp: &Inputs) -> (SourceReport, Vec<Named>) {
     let mut problems: Vec<String> = scan.problems.iter().map(ToString::to_string).collect();
     let mut named = Vec::new();
     for dev in &scan.devices {
-        match &dev.rdma_dev {
-            Some(name) if inp.sysfs.has_rdma_device(name) => {
-                named.push(Named { name: name.clone(), origin: dev.variable.clone() });
-            }
-            Some(name) => {
+        match dev.rdma_dev.as_ref().map(|name| (name, inp.sysfs.rdma_device_status(name))) {
+            Some((name, Ok(()))) => named.push(Named { name: name.clone(), origin: dev.variable.clone() }),
+            Some((name, Err(e))) => {
                 problems.push(format!(
-                    "{}: rdma_dev {name} of {} is not in this namespace's RDMA devices; trying the device ID",
+                    "{}: rdma_dev {name} of {} cannot be used ({e}); trying the device ID",
                     dev.variable, dev.device_id
                 ));
                 resolve_id(inp, &dev.device_id, &dev.variable, &mut named, &mut problems);

@@ -138,7 +138,13 @@ impl Sysfs {
     }
 
     pub fn has_rdma_device(&self, name: &str) -> bool {
-        self.path(&format!("class/infiniband/{name}")).exists()
+        self.rdma_device_status(name).is_ok()
+    }
+
+    /// Whether `class/infiniband/<name>` leads to a device, and if not, why (absent, a loop...).
+    pub fn rdma_device_status(&self, name: &str) -> Result<(), SysfsError> {
+        let path = self.path(&format!("class/infiniband/{name}"));
+        std::fs::metadata(&path).map(drop).map_err(|source| SysfsError::Read { path, source })
     }
 
     /// RDMA devices behind a device ID from the device plugin: a PCI address

@@ -83,7 +83,7 @@ else
 fi
 
 # nccl-wrap. A static binary needs nothing else; a dynamic one still gets its libraries.
-if ldd "$binary" >/dev/null 2>&1; then
+if ! file -b "$binary" | grep -q "static"; then
     echo "lab: warning: $binary is not statically linked; copying its libraries too" >&2
 fi
 copy_with_libs "$binary" /usr/bin/nccl-wrap
