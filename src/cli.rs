@@ -20,6 +20,9 @@ network-status annotation file, then sysfs (devices whose net device is in this 
 Exit status: the command's own; 128+N when it died of signal N; 126 when it cannot be executed;
 127 when it is not found; 125 when a --require-* option refuses to start it; 2 on usage errors.
 
+As PID 1 (or with --init) the command runs as a child: signals are forwarded to it, zombies are
+reaped, and the exit status is the command's as above.
+
 Logging detail: NCCL_WRAP_LOG=debug (env_logger syntax).";
 
 #[derive(Debug, Parser)]
@@ -97,6 +100,23 @@ pub struct Opts {
     /// Root of procfs (capabilities, kernel command line).
     #[arg(long, global = true, env = "NCCL_WRAP_PROC_ROOT", default_value = "/proc", value_name = "DIR")]
     pub proc_root: PathBuf,
+
+    /// Run the command as a supervised child (forward signals, reap zombies), the default as PID 1;
+    /// when not PID 1 nccl-wrap also becomes a child subreaper. --init=false always execs.
+    #[arg(long, env = "NCCL_WRAP_INIT", value_parser = BoolishValueParser::new(),
+          num_args = 0..=1, require_equals = true, default_missing_value = "true", hide_possible_values = true)]
+    pub init: Option<bool>,
+
+    /// When supervising, start the command in its own process group and forward signals to the
+    /// whole group (for launchers that leave workers behind).
+    #[arg(long, env = "NCCL_WRAP_KILL_GROUP", value_parser = BoolishValueParser::new(),
+          num_args = 0..=1, require_equals = true, default_value = "false", default_missing_value = "true", hide_possible_values = true)]
+    pub kill_group: bool,
+
+    /// When supervising, after the command exits: SIGTERM the processes it left (as PID 1 all
+    /// others in the namespace, else its process group), SIGKILL them SECONDS later. 0: exit at once.
+    #[arg(long, env = "NCCL_WRAP_GRACE", default_value = "0", value_name = "SECONDS")]
+    pub grace: u64,
 
     /// Downward-API annotations file holding k8s.v1.cni.cncf.io/network-status.
     #[arg(

@@ -5,7 +5,7 @@
 //! The `program`/`argv`/`envp` preparation is shared with process supervision, which execs the
 //! same way from its forked child. Nothing here ever runs a shell.
 
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::{CStr, CString, OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 
@@ -85,18 +85,58 @@ pub fn prepare(argv: &[OsString], env: &[(OsString, OsString)]) -> Result<Prepar
 /// Tries each PATH candidate like execvp, but never falls back to running a file through a
 /// shell. Returns only on failure.
 pub fn exec(p: &Prepared) -> ExecError {
-    let mut denied: Option<(PathBuf, Errno)> = None;
-    for path in &p.candidates {
-        let Err(errno) = nix::unistd::execve(path, &p.argv, &p.envp);
-        let path_buf = PathBuf::from(OsStr::from_bytes(path.as_bytes()));
+    crate::sys::restore_inherited_sigpipe();
+    error(
+        p,
+        attempt(p, |path| {
+            let Err(errno) = nix::unistd::execve(path, &p.argv, &p.envp);
+            errno
+        }),
+    )
+}
+
+/// How the execve attempts ended: a plain value, so a forked child can compute it without
+/// allocating and hand it to its parent, which turns it into an [`ExecError`] with [`error`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// The candidate at this index failed with this errno, and that ends the search.
+    Candidate(usize, Errno),
+    /// No candidate exists.
+    NotFound,
+}
+
+/// The PATH search itself, given the execve to call; allocation-free, because it also runs in a
+/// forked child. Returns only on failure.
+pub fn attempt(p: &Prepared, mut execve: impl FnMut(&CStr) -> Errno) -> Failure {
+    let mut denied: Option<Failure> = None;
+    for (index, path) in p.candidates.iter().enumerate() {
+        let errno = execve(path);
         match errno {
             Errno::ENOENT | Errno::ENOTDIR | Errno::ESTALE | Errno::ENODEV | Errno::ETIMEDOUT if p.searched => {}
-            Errno::EACCES if p.searched => denied = Some((path_buf, errno)),
-            _ => return ExecError::Exec { path: path_buf, errno },
+            Errno::EACCES if p.searched => denied = Some(Failure::Candidate(index, errno)),
+            _ => return Failure::Candidate(index, errno),
         }
     }
-    match denied {
-        Some((path, errno)) => ExecError::Exec { path, errno },
-        None => ExecError::NotFound(p.name.clone(), format!("PATH={}", p.path_var)),
+    denied.unwrap_or(Failure::NotFound)
+}
+
+/// The error a [`Failure`] of these candidates means, worded the same whichever process saw it.
+pub fn error(p: &Prepared, failure: Failure) -> ExecError {
+    match failure {
+        Failure::Candidate(index, errno) => match p.candidates.get(index) {
+            Some(path) => ExecError::Exec { path: PathBuf::from(OsStr::from_bytes(path.as_bytes())), errno },
+            None => ExecError::NotFound(p.name.clone(), format!("PATH={}", p.path_var)),
+        },
+        Failure::NotFound => ExecError::NotFound(p.name.clone(), format!("PATH={}", p.path_var)),
+    }
+}
+
+impl Prepared {
+    pub fn argv(&self) -> &[CString] {
+        &self.argv
+    }
+
+    pub fn envp(&self) -> &[CString] {
+        &self.envp
     }
 }

@@ -1,8 +1,8 @@
 //! nccl-wrap: the container entrypoint that makes NCCL use this pod's RDMA ports.
 //!
 //! One visible pipeline: detect (pure reads of the environment and sysfs) -> plan (pure
-//! decisions) -> apply (memlock, environment) -> run (execve). Each step lives in its own module;
-//! this file only wires them and turns outcomes into exit codes.
+//! decisions) -> apply (memlock, environment) -> run (execve, or supervise as PID 1). Each step
+//! lives in its own module; this file only wires them and turns outcomes into exit codes.
 
 #![deny(unsafe_code)]
 
@@ -18,6 +18,8 @@ mod plan;
 mod probe;
 mod report;
 mod sriov;
+mod supervise;
+mod sys;
 mod sysfs;
 mod verbs;
 mod verify;
@@ -113,6 +115,9 @@ fn run(cli: &Cli, plan: &plan::Plan, memlock: &memlock::Memlock, env_list: &[(Os
         return ExitCode::from(EXIT_REFUSED);
     }
     let env = nccl_env::child_env(env_list, &plan.exports());
+    if supervise::wanted(cli.opts.init) {
+        return supervise::run(&cli.command, &env, &supervise::Options::from(&cli.opts));
+    }
     exec_or_report(&cli.command, &env)
 }
 

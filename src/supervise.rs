@@ -1,0 +1,286 @@
+//! Process supervision: nccl-wrap as the container's init. As PID 1 (or with `--init`) it runs
+//! the command as a child instead of becoming it, forwards the signals it receives, reaps every
+//! zombie, and exits with the command's status, as tini does.
+//!
+//! Why at all: the kernel drops a signal sent to PID 1 from inside its namespace when PID 1 has
+//! the default disposition for it, and re-parents every orphan to PID 1; a launcher that is PID 1
+//! and neither handles TERM nor reaps leaves a pod that ignores `kill 1` and fills with zombies.
+//!
+//! It must never forward SIGCHLD (it only says that one of our children ended) or the
+//! synchronous fault signals, never lose the main child's status to the reaping loop (every
+//! reaped status is checked against the main child), and never outlive the command by more than
+//! the grace period. The raw system calls live in `sys`.
+
+use std::ffi::{c_int, OsString};
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::libc;
+use nix::unistd::Pid;
+
+use crate::exec;
+use crate::report::PREFIX;
+use crate::sys::{self, Blocked, ChildSetup};
+
+/// How long to wait for the last processes after SIGKILL before exiting anyway.
+const AFTER_KILL: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Forward signals to the command's process group rather than to the command alone.
+    pub kill_group: bool,
+    /// After the command exits: how long the processes it left get between SIGTERM and SIGKILL.
+    /// Zero: none are signalled, nccl-wrap exits at once.
+    pub grace: Duration,
+}
+
+impl From<&crate::cli::Opts> for Options {
+    fn from(o: &crate::cli::Opts) -> Options {
+        Options { kill_group: o.kill_group, grace: Duration::from_secs(o.grace) }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SuperviseError {
+    #[error("cannot block signals before starting the command: {source}")]
+    Block { source: Errno },
+    #[error("cannot fork to start the command: {source}")]
+    Fork { source: Errno },
+}
+
+/// Whether to supervise: as asked, or by default when this process is PID 1.
+pub fn wanted(init: Option<bool>) -> bool {
+    init.unwrap_or_else(is_pid1)
+}
+
+fn is_pid1() -> bool {
+    nix::unistd::getpid().as_raw() == 1
+}
+
+/// Runs the command as a supervised child; returns the exit status nccl-wrap should end with.
+pub fn run(argv: &[OsString], env: &[(OsString, OsString)], opts: &Options) -> ExitCode {
+    let prepared = match exec::prepare(argv, env) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{PREFIX} {e}");
+            return ExitCode::from(e.exit_code());
+        }
+    };
+    let pid1 = is_pid1();
+    if !pid1 {
+        if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+            eprintln!("{PREFIX} warning: cannot become a child subreaper ({e}): orphans of the command are reaped by the real init instead");
+        }
+    }
+    match supervise(&prepared, opts, pid1) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            // A supervisor that cannot start must not cost the job: run the command as exec would.
+            eprintln!("{PREFIX} warning: {e}; running the command without supervision");
+            let err = exec::exec(&prepared);
+            eprintln!("{PREFIX} {err}");
+            ExitCode::from(err.exit_code())
+        }
+    }
+}
+
+fn supervise(prepared: &exec::Prepared, opts: &Options, pid1: bool) -> Result<u8, SuperviseError> {
+    let blocked = Blocked::block().map_err(|source| SuperviseError::Block { source })?;
+    let foreground = holds_terminal();
+    // On a terminal the command gets a group of its own, made the foreground group: Ctrl-C then
+    // reaches the command once, from the terminal, and not a second time through us.
+    let own_group = opts.kill_group || foreground;
+    let setup = ChildSetup { prepared, own_group, foreground };
+    let child = match sys::spawn(&setup, &blocked) {
+        Ok(child) => child,
+        Err(source) => {
+            blocked.restore();
+            return Err(SuperviseError::Fork { source });
+        }
+    };
+    let pid = child.pid;
+    log::debug!("supervising {pid} (PID 1: {pid1}, own group: {own_group}, terminal: {foreground})");
+    // Take the terminal back once the command has ended, for the grace period and for a shell
+    // that waits on us; SIGTTOU is blocked, so doing it from the background does not stop us.
+    let take_back_terminal = || {
+        if foreground {
+            let _ = nix::unistd::tcsetpgrp(std::io::stdin(), nix::unistd::getpgrp());
+        }
+    };
+    if let Err(failure) = child.exec_result() {
+        let _ = until_exit(pid, Target::Process(pid), &blocked);
+        take_back_terminal();
+        let err = exec::error(prepared, failure);
+        eprintln!("{PREFIX} {err}");
+        return Ok(err.exit_code());
+    }
+    let target = if opts.kill_group { Target::Group(pid) } else { Target::Process(pid) };
+    let code = until_exit(pid, target, &blocked);
+    take_back_terminal();
+    let rest = if pid1 {
+        Rest::Namespace
+    } else if own_group {
+        Rest::Group(pid)
+    } else {
+        Rest::Unknown
+    };
+    finish(pid, opts.grace, rest, &blocked);
+    Ok(code)
+}
+
+/// stdin is a terminal whose foreground group is ours (not a job started in the background).
+fn holds_terminal() -> bool {
+    let stdin = std::io::stdin();
+    stdin.is_terminal() && nix::unistd::tcgetpgrp(&stdin) == Ok(nix::unistd::getpgrp())
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Target {
+    Process(Pid),
+    Group(Pid),
+}
+
+/// Forwards signals and reaps every zombie until the main child has ended; returns its code.
+fn until_exit(main: Pid, target: Target, blocked: &Blocked) -> u8 {
+    loop {
+        if let (Some(code), _) = reap(main) {
+            return code;
+        }
+        match blocked.wait(None) {
+            Ok(Some(libc::SIGCHLD) | None) | Err(Errno::EINTR) => {}
+            Ok(Some(sig)) => forward(target, sig),
+            Err(e) => {
+                log::warn!("sigtimedwait failed: {e}");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+}
+
+fn forward(target: Target, sig: c_int) {
+    let pid = match target {
+        Target::Process(p) => p.as_raw(),
+        Target::Group(p) => -p.as_raw(),
+    };
+    log::debug!("forwarding signal {sig} to {pid}");
+    match sys::kill(pid, sig) {
+        // The command (or its whole group) is already gone; its SIGCHLD is on the way.
+        Ok(()) | Err(Errno::ESRCH) => {}
+        Err(e) => log::warn!("cannot forward signal {sig} to {pid}: {e}"),
+    }
+}
+
+/// Reaps every child that has ended, whatever its origin: the main child's code if it was among
+/// them, and whether any children are left.
+fn reap(main: Pid) -> (Option<u8>, bool) {
+    let mut code = None;
+    loop {
+        match sys::reap_one() {
+            Ok(Some((pid, status))) if pid == main => code = exit_code(status),
+            Ok(Some((pid, _))) => log::trace!("reaped {pid}"),
+            Ok(None) => return (code, true),
+            Err(Errno::EINTR) => {}
+            Err(_) => return (code, false),
+        }
+    }
+}
+
+/// The child's code, or 128+N when signal N ended it (what a shell reports).
+fn exit_code(status: c_int) -> Option<u8> {
+    if libc::WIFEXITED(status) {
+        u8::try_from(libc::WEXITSTATUS(status) & 0xff).ok()
+    } else if libc::WIFSIGNALED(status) {
+        u8::try_from(128 + libc::WTERMSIG(status)).ok()
+    } else {
+        None
+    }
+}
+
+/// The processes the command may have left behind, that the grace period applies to.
+#[derive(Debug, Clone, Copy)]
+enum Rest {
+    /// As PID 1, every other process of the namespace (all are our descendants).
+    Namespace,
+    /// The command's own process group.
+    Group(Pid),
+    /// Not PID 1 and no group of its own: nothing we may signal without hitting others.
+    Unknown,
+}
+
+impl Rest {
+    fn kill_arg(self) -> Option<libc::pid_t> {
+        match self {
+            Rest::Namespace => Some(-1),
+            Rest::Group(pg) => Some(-pg.as_raw()),
+            Rest::Unknown => None,
+        }
+    }
+
+    fn remains(self, children_left: bool) -> bool {
+        match self {
+            Rest::Namespace => children_left,
+            Rest::Group(pg) => sys::kill(-pg.as_raw(), 0) != Err(Errno::ESRCH),
+            Rest::Unknown => false,
+        }
+    }
+}
+
+/// After the command exits: reap what has ended; with a grace period, SIGTERM the rest, wait up
+/// to `grace` for them, then SIGKILL. Signals received meanwhile are not forwarded: the command is
+/// gone. As PID 1 with no grace, exiting makes the kernel SIGKILL the rest of the namespace.
+fn finish(main: Pid, grace: Duration, rest: Rest, blocked: &Blocked) {
+    let (_, left) = reap(main);
+    let Some(who) = rest.kill_arg() else { return };
+    if grace.is_zero() || !rest.remains(left) {
+        return;
+    }
+    log::debug!("command exited; sending SIGTERM to {who}, SIGKILL in {grace:?}");
+    let _ = sys::kill(who, libc::SIGTERM);
+    if reap_until(main, rest, Instant::now() + grace, blocked) {
+        eprintln!(
+            "{PREFIX} processes left by the command did not end within {}s of SIGTERM (--grace); sending SIGKILL",
+            grace.as_secs_f64()
+        );
+        let _ = sys::kill(who, libc::SIGKILL);
+        let _ = reap_until(main, rest, Instant::now() + AFTER_KILL, blocked);
+    }
+}
+
+/// Reaps until none of `rest` remains (false) or the deadline passes (true).
+fn reap_until(main: Pid, rest: Rest, deadline: Instant, blocked: &Blocked) -> bool {
+    loop {
+        let (_, left) = reap(main);
+        if !rest.remains(left) {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return true;
+        }
+        // Woken by SIGCHLD, or after a short while for group members that are not our children.
+        let _ = blocked.wait(Some((deadline - now).min(Duration::from_millis(100))));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_follow_the_shell() {
+        assert_eq!(exit_code(0), Some(0));
+        assert_eq!(exit_code(3 << 8), Some(3));
+        assert_eq!(exit_code(255 << 8), Some(255));
+        assert_eq!(exit_code(libc::SIGTERM), Some(143));
+        assert_eq!(exit_code(libc::SIGKILL | 0x80), Some(137), "core dump flag");
+        assert_eq!(exit_code(libc::SIGRTMAX()), u8::try_from(128 + libc::SIGRTMAX()).ok());
+    }
+
+    #[test]
+    fn explicit_init_wins_over_pid() {
+        assert!(wanted(Some(true)));
+        assert!(!wanted(Some(false)));
+    }
+}

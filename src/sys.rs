@@ -1,0 +1,324 @@
+//! The one module that makes raw system calls for process supervision: fork and the forked
+//! child's steps up to execve, sigtimedwait, waitpid and kill on raw signal numbers (nix's
+//! `Signal` has no real-time signals, and its `waitpid` fails after reaping a child killed by
+//! one, which would lose that child's status), and reading or resetting signal dispositions.
+//!
+//! It must never allocate, lock or print between fork and execve in the child (only
+//! async-signal-safe calls there), and never install an asynchronous signal handler: signals
+//! are blocked and taken synchronously with `sigtimedwait`.
+
+#![allow(unsafe_code)]
+
+use std::ffi::{c_char, c_int, CStr};
+use std::marker::PhantomData;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::ptr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::libc;
+use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+use nix::unistd::{ForkResult, Pid};
+
+use crate::exec::{self, Failure, Prepared};
+
+/// Signals raised by faults of the process itself. They stay unblocked (blocking them would
+/// turn a crash into a hang, as the kernel delivers them regardless) and are never forwarded.
+const SYNCHRONOUS: [Signal; 7] =
+    [Signal::SIGSEGV, Signal::SIGBUS, Signal::SIGILL, Signal::SIGFPE, Signal::SIGTRAP, Signal::SIGSYS, Signal::SIGABRT];
+
+static SIGPIPE_IGNORED_AT_START: AtomicBool = AtomicBool::new(false);
+
+/// Runs from `.init_array`, before Rust's runtime sets SIGPIPE to SIG_IGN for its own writes:
+/// the only moment the disposition nccl-wrap inherited can still be seen.
+extern "C" fn capture_sigpipe() {
+    SIGPIPE_IGNORED_AT_START.store(is_ignored(libc::SIGPIPE), Ordering::Relaxed);
+}
+
+#[used]
+#[link_section = ".init_array"]
+static CAPTURE_SIGPIPE: extern "C" fn() = capture_sigpipe;
+
+/// Gives SIGPIPE back the disposition nccl-wrap inherited, as `std::process::Command` does for
+/// its children: a command must not start with SIGPIPE ignored only because nccl-wrap is written
+/// in Rust. Async-signal-safe.
+pub fn restore_inherited_sigpipe() {
+    if !SIGPIPE_IGNORED_AT_START.load(Ordering::Relaxed) {
+        set_handler(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+fn is_ignored(sig: c_int) -> bool {
+    let mut old = MaybeUninit::<libc::sigaction>::zeroed();
+    // SAFETY: with a null new action, sigaction only writes the current one into `old`, a valid,
+    // writable sigaction; all-zero bytes are already a valid sigaction, so reading it is sound
+    // whether or not the call succeeded.
+    let (rc, old) = unsafe { (libc::sigaction(sig, ptr::null(), old.as_mut_ptr()), old.assume_init()) };
+    rc == 0 && old.sa_sigaction == libc::SIG_IGN
+}
+
+/// Sets SIG_DFL or SIG_IGN (never a function). Async-signal-safe.
+fn set_handler(sig: c_int, handler: libc::sighandler_t) {
+    // SAFETY: all-zero bytes are a valid sigaction (empty mask, no flags); `handler` is SIG_DFL
+    // or SIG_IGN, never a function pointer, so no code of ours can run as a handler. The old
+    // action is not asked for (null).
+    unsafe {
+        let mut act = MaybeUninit::<libc::sigaction>::zeroed().assume_init();
+        act.sa_sigaction = handler;
+        libc::sigaction(sig, &act, ptr::null_mut());
+    }
+}
+
+/// The signals nccl-wrap holds blocked while it supervises, and what to give back to the child.
+pub struct Blocked {
+    set: SigSet,
+    original: SigSet,
+    /// SIGCHLD was SIG_IGN when nccl-wrap started: the kernel would then reap children itself
+    /// and their status would be lost, so it is set to default here and back in the child.
+    sigchld_ignored: bool,
+}
+
+impl Blocked {
+    /// Blocks every signal but the synchronous ones. Done before fork, so a SIGCHLD from a child
+    /// that exits at once stays pending instead of being lost.
+    pub fn block() -> Result<Blocked, Errno> {
+        let set = blocked_set();
+        let mut original = SigSet::empty();
+        nix::sys::signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&set), Some(&mut original))?;
+        let sigchld_ignored = is_ignored(libc::SIGCHLD);
+        if sigchld_ignored {
+            set_handler(libc::SIGCHLD, libc::SIG_DFL);
+        }
+        Ok(Blocked { set, original, sigchld_ignored })
+    }
+
+    /// Undoes [`Blocked::block`] in this process, for running the command without supervision.
+    pub fn restore(self) {
+        if self.sigchld_ignored {
+            set_handler(libc::SIGCHLD, libc::SIG_IGN);
+        }
+        let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&self.original), None);
+    }
+
+    /// Takes the next pending blocked signal: `Ok(None)` when `timeout` passed first; no timeout
+    /// waits for ever.
+    pub fn wait(&self, timeout: Option<Duration>) -> Result<Option<c_int>, Errno> {
+        let ts = timeout.map(|d| libc::timespec {
+            tv_sec: libc::time_t::try_from(d.as_secs()).unwrap_or(libc::time_t::MAX),
+            tv_nsec: libc::c_long::from(d.subsec_nanos()),
+        });
+        let ts_ptr = ts.as_ref().map_or(ptr::null(), |t| t as *const libc::timespec);
+        // SAFETY: `self.set` is a valid sigset_t owned by self; the siginfo pointer may be null;
+        // `ts_ptr` is null or points to `ts`, which lives until after the call.
+        let rc = unsafe { libc::sigtimedwait(self.set.as_ref(), ptr::null_mut(), ts_ptr) };
+        if rc >= 0 {
+            return Ok(Some(rc));
+        }
+        match Errno::last() {
+            Errno::EAGAIN => Ok(None),
+            errno => Err(errno),
+        }
+    }
+}
+
+/// Every signal but the synchronous ones (SIGKILL and SIGSTOP cannot be blocked; glibc keeps
+/// its two internal real-time signals out of any set).
+fn blocked_set() -> SigSet {
+    let mut set = SigSet::all();
+    for sig in SYNCHRONOUS {
+        set.remove(sig);
+    }
+    set
+}
+
+/// What the child does between fork and execve.
+pub struct ChildSetup<'a> {
+    pub prepared: &'a Prepared,
+    /// Put the child in a process group of its own (`--kill-group`, or to give it the terminal).
+    pub own_group: bool,
+    /// Make that group the terminal's foreground group (stdin is a terminal whose foreground
+    /// group is nccl-wrap's), so that Ctrl-C reaches the command, and only once.
+    pub foreground: bool,
+}
+
+/// A started child whose execve may still fail.
+pub struct Child {
+    pub pid: Pid,
+    /// Read end of a CLOEXEC pipe: end-of-file once the execve succeeded, or the encoded
+    /// [`Failure`] when every attempt failed.
+    report: OwnedFd,
+}
+
+/// Argument and environment pointer arrays for a raw execve, built before fork (nix's execve
+/// builds them with an allocation on each call).
+struct ExecArgs<'a> {
+    argv: Vec<*const c_char>,
+    envp: Vec<*const c_char>,
+    _strings: PhantomData<&'a Prepared>,
+}
+
+impl<'a> ExecArgs<'a> {
+    fn new(p: &'a Prepared) -> ExecArgs<'a> {
+        let array = |v: &[std::ffi::CString]| v.iter().map(|s| s.as_ptr()).chain([ptr::null()]).collect();
+        ExecArgs { argv: array(p.argv()), envp: array(p.envp()), _strings: PhantomData }
+    }
+
+    /// Async-signal-safe; returns only on failure.
+    fn execve(&self, path: &CStr) -> Errno {
+        // SAFETY: `path` is NUL-terminated; `argv` and `envp` are NULL-terminated arrays of
+        // pointers into the CStrings of the `Prepared` borrowed for 'a, which outlives self and
+        // cannot be changed while borrowed.
+        unsafe { libc::execve(path.as_ptr(), self.argv.as_ptr(), self.envp.as_ptr()) };
+        Errno::last()
+    }
+}
+
+/// Forks the child, which prepares itself (group, terminal, signal state) and execs the command.
+/// Must be called with [`Blocked`] in force.
+pub fn spawn(setup: &ChildSetup, blocked: &Blocked) -> Result<Child, Errno> {
+    let args = ExecArgs::new(setup.prepared);
+    let (report, report_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+    // SAFETY: after fork the child may only run async-signal-safe code, as any lock another
+    // thread held (the allocator's among them) stays locked in the copy. nccl-wrap runs no other
+    // threads (detection and planning are single-threaded, and nothing is spawned), and the
+    // child runs `child_until_exec`, which makes only async-signal-safe calls (setpgid,
+    // tcsetpgrp, sigaction, sigprocmask, execve, write, _exit) on memory prepared before the
+    // fork (`args`, the candidates in `prepared`, `blocked.original`), and never allocates,
+    // prints or returns.
+    match unsafe { nix::unistd::fork() }? {
+        ForkResult::Child => child_until_exec(setup, &args, blocked, report_w.as_raw_fd()),
+        ForkResult::Parent { child } => {
+            drop(report_w);
+            if setup.own_group {
+                // Also done here, so that the group exists before the parent may signal it;
+                // EACCES once the child has exec'd is harmless, it did the same.
+                let _ = nix::unistd::setpgid(child, child);
+            }
+            Ok(Child { pid: child, report })
+        }
+    }
+}
+
+fn child_until_exec(setup: &ChildSetup, args: &ExecArgs, blocked: &Blocked, report: RawFd) -> ! {
+    // SAFETY: each call below is async-signal-safe and takes plain integers or pointers to
+    // memory owned by the caller for the whole call (`blocked.original`); failures are ignored
+    // on purpose: a child outside its own group, or without the terminal, still runs the command.
+    unsafe {
+        if setup.own_group {
+            libc::setpgid(0, 0);
+            if setup.foreground {
+                // The new group is in the background until this call; SIGTTOU is still blocked
+                // here, so the kernel lets it take the terminal instead of stopping it.
+                libc::tcsetpgrp(libc::STDIN_FILENO, libc::getpid());
+            }
+        }
+        if blocked.sigchld_ignored {
+            set_handler(libc::SIGCHLD, libc::SIG_IGN);
+        }
+        restore_inherited_sigpipe();
+        libc::sigprocmask(libc::SIG_SETMASK, blocked.original.as_ref(), ptr::null_mut());
+    }
+    let failure = exec::attempt(setup.prepared, |path| args.execve(path));
+    let bytes = encode(failure);
+    // SAFETY: `bytes` is a live local array of the given length; `report` is the pipe's write end,
+    // open in this process; _exit ends the child without running any of the parent's cleanup.
+    unsafe {
+        libc::write(report, bytes.as_ptr().cast(), bytes.len());
+        libc::_exit(i32::from(exec::EXIT_NOT_FOUND))
+    }
+}
+
+const REPORT_LEN: usize = 12;
+
+fn encode(failure: Failure) -> [u8; REPORT_LEN] {
+    let (index, errno) = match failure {
+        Failure::Candidate(index, errno) => (index as u64, errno as i32),
+        Failure::NotFound => (u64::MAX, 0),
+    };
+    let mut out = [0u8; REPORT_LEN];
+    out[..8].copy_from_slice(&index.to_le_bytes());
+    out[8..].copy_from_slice(&errno.to_le_bytes());
+    out
+}
+
+fn decode(bytes: &[u8; REPORT_LEN]) -> Failure {
+    let mut index = [0u8; 8];
+    index.copy_from_slice(&bytes[..8]);
+    let mut errno = [0u8; 4];
+    errno.copy_from_slice(&bytes[8..]);
+    match u64::from_le_bytes(index) {
+        u64::MAX => Failure::NotFound,
+        index => {
+            Failure::Candidate(usize::try_from(index).unwrap_or(usize::MAX), Errno::from_raw(i32::from_le_bytes(errno)))
+        }
+    }
+}
+
+impl Child {
+    /// Waits until the child has exec'd the command (`Ok`) or given up (`Err` with why).
+    /// Signals stay blocked meanwhile, so none is forwarded into the child's pre-exec window.
+    pub fn exec_result(self) -> Result<(), Failure> {
+        let mut buf = [0u8; REPORT_LEN];
+        let mut got = 0;
+        while got < REPORT_LEN {
+            match nix::unistd::read(self.report.as_raw_fd(), &mut buf[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(Errno::EINTR) => {}
+                Err(_) => break,
+            }
+        }
+        if got == REPORT_LEN {
+            Err(decode(&buf))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// One `waitpid(-1, WNOHANG | __WALL)`: a reaped child and its raw status, or `None` while
+/// children remain and none has ended. `__WALL` also reaps clone children whose exit signal is
+/// not SIGCHLD, so nothing is left a zombie.
+pub fn reap_one() -> Result<Option<(Pid, c_int)>, Errno> {
+    let mut status: c_int = 0;
+    // SAFETY: `status` is a valid, writable c_int for the call.
+    let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG | libc::__WALL) };
+    match pid {
+        0 => Ok(None),
+        p if p > 0 => Ok(Some((Pid::from_raw(p), status))),
+        _ => Err(Errno::last()),
+    }
+}
+
+/// `kill(2)` with a raw signal number (real-time signals included): `pid` as kill reads it
+/// (negative for a process group, -1 for every process this one may signal).
+pub fn kill(pid: libc::pid_t, sig: c_int) -> Result<(), Errno> {
+    // SAFETY: kill takes two integers and touches no memory of ours.
+    Errno::result(unsafe { libc::kill(pid, sig) }).map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_stay_unblocked_and_the_rest_is_blocked() {
+        let set = blocked_set();
+        for sig in SYNCHRONOUS {
+            assert!(!set.contains(sig), "{sig}");
+        }
+        for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGCHLD, Signal::SIGWINCH, Signal::SIGTTOU] {
+            assert!(set.contains(sig), "{sig}");
+        }
+    }
+
+    #[test]
+    fn failure_report_round_trips() {
+        for f in [Failure::NotFound, Failure::Candidate(0, Errno::EACCES), Failure::Candidate(7, Errno::ENOEXEC)] {
+            assert_eq!(decode(&encode(f)), f);
+        }
+    }
+}
