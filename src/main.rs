@@ -45,6 +45,7 @@ fn main() -> ExitCode {
         Err(e) => return bad_usage(&e, &raw),
     };
     init_logging();
+    let early_block = supervise::block_early(cli.opts.init);
     if cli.sub.is_none() && cli.command.is_empty() {
         eprintln!("{PREFIX} no command given: usage is nccl-wrap [OPTIONS] -- COMMAND [ARGS]... (see --help)");
         return ExitCode::from(EXIT_USAGE);
@@ -95,12 +96,18 @@ fn main() -> ExitCode {
             };
             print_or_fail(&text)
         }
-        None => run(&cli, &plan, &memlock, &env_list),
+        None => run(&cli, &plan, &memlock, &env_list, early_block),
     }
 }
 
 /// Apply the environment and run the command.
-fn run(cli: &Cli, plan: &plan::Plan, memlock: &memlock::Memlock, env_list: &[(OsString, OsString)]) -> ExitCode {
+fn run(
+    cli: &Cli,
+    plan: &plan::Plan,
+    memlock: &memlock::Memlock,
+    env_list: &[(OsString, OsString)],
+    blocked: Option<sys::Blocked>,
+) -> ExitCode {
     eprint!("{}", report::summary(plan, memlock, cli.opts.quiet));
     if cli.opts.require_rdma && !plan.rdma {
         eprintln!("{PREFIX} refusing to start {:?}: --require-rdma (NCCL_WRAP_REQUIRE_RDMA) is set and no usable RDMA port was found; see the warnings above, or run `nccl-wrap env --json`", cli.command[0]);
@@ -116,7 +123,7 @@ fn run(cli: &Cli, plan: &plan::Plan, memlock: &memlock::Memlock, env_list: &[(Os
     }
     let env = nccl_env::child_env(env_list, &plan.exports());
     if supervise::wanted(cli.opts.init) {
-        return supervise::run(&cli.command, &env, &supervise::Options::from(&cli.opts));
+        return supervise::run(&cli.command, &env, &supervise::Options::from(&cli.opts), blocked);
     }
     exec_or_report(&cli.command, &env)
 }

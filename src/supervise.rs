@@ -59,8 +59,20 @@ fn is_pid1() -> bool {
     nix::unistd::getpid().as_raw() == 1
 }
 
+/// Blocks signals as early as possible when supervision is wanted: a PID 1 with default
+/// dispositions loses a SIGTERM that arrives while detection runs; blocked, it stays pending and
+/// is forwarded once the command runs.
+pub fn block_early(init: Option<bool>) -> Option<sys::Blocked> {
+    if wanted(init) {
+        sys::Blocked::block().ok()
+    } else {
+        None
+    }
+}
+
 /// Runs the command as a supervised child; returns the exit status nccl-wrap should end with.
-pub fn run(argv: &[OsString], env: &[(OsString, OsString)], opts: &Options) -> ExitCode {
+/// `blocked` is the early block, if [`block_early`] made one.
+pub fn run(argv: &[OsString], env: &[(OsString, OsString)], opts: &Options, blocked: Option<sys::Blocked>) -> ExitCode {
     let prepared = match exec::prepare(argv, env) {
         Ok(p) => p,
         Err(e) => {
@@ -74,7 +86,7 @@ pub fn run(argv: &[OsString], env: &[(OsString, OsString)], opts: &Options) -> E
             eprintln!("{PREFIX} warning: cannot become a child subreaper ({e}): orphans of the command are reaped by the real init instead");
         }
     }
-    match supervise(&prepared, opts, pid1) {
+    match supervise(&prepared, opts, pid1, blocked) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             // A supervisor that cannot start must not cost the job: run the command as exec would.
@@ -86,8 +98,16 @@ pub fn run(argv: &[OsString], env: &[(OsString, OsString)], opts: &Options) -> E
     }
 }
 
-fn supervise(prepared: &exec::Prepared, opts: &Options, pid1: bool) -> Result<u8, SuperviseError> {
-    let blocked = Blocked::block().map_err(|source| SuperviseError::Block { source })?;
+fn supervise(
+    prepared: &exec::Prepared,
+    opts: &Options,
+    pid1: bool,
+    early: Option<Blocked>,
+) -> Result<u8, SuperviseError> {
+    let blocked = match early {
+        Some(b) => b,
+        None => Blocked::block().map_err(|source| SuperviseError::Block { source })?,
+    };
     let foreground = holds_terminal();
     // On a terminal the command gets a group of its own, made the foreground group: Ctrl-C then
     // reaches the command once, from the terminal, and not a second time through us.
