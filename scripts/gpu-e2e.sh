@@ -78,7 +78,7 @@ echo "gpu-e2e: sigterm: exit ${rc[sigterm]}, processes left: $left"
 # What NCCL and the ranks say they received.
 proof() { grep -hE "$2" "$work/$1.log" | sed -E 's/^[^ ]+ +//' | sort -u | head -${3:-3}; }
 res() { grep -h '^E2E-RESULT' "$work/$1.log" | tail -1 | sed 's/^E2E-RESULT //'; }
-field() { echo "$1" | "$py" -c "import json,sys; d=json.loads(sys.stdin.read() or '{}'); print(d.get('$2', 'n/a'))"; }
+field() { echo "$1" | "$py" -c "import json,sys; d=json.loads(sys.stdin.read().strip() or '{}'); print(d.get('$2', 'n/a'))"; }
 base=$(res baseline)
 {
   echo "Host: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x$ngpu; $("$py" -c 'import torch; print("PyTorch", torch.__version__, "NCCL", ".".join(map(str, torch.cuda.nccl.version())))'); $(uname -r)"
@@ -92,7 +92,10 @@ base=$(res baseline)
   done
   echo "| sigterm (PID 1, TERM after ~5 s of all_reduce) | ${rc[sigterm]} | $(field "$(res sigterm)" correct) | - | - | - | ${wall[sigterm]} |"
   echo
-  echo "Processes of the SIGTERM job left afterwards: $left (of $ranks_before before)."
+  echo "Processes of the SIGTERM job left afterwards: $left (of $ranks_before before). What the launcher said:"
+  echo '```'
+  grep -hE "death signal|closing signal|got signal" "$work/sigterm.log" | sed -E 's/^[^]]*\] //' | head -4
+  echo '```'
   echo
   echo "NCCL's own log lines (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=ENV,NET,INIT):"
   echo '```'
