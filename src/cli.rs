@@ -27,7 +27,7 @@ Logging detail: NCCL_WRAP_LOG=debug (env_logger syntax).";
     name = "nccl-wrap",
     version,
     about = "Find this pod's RDMA ports, export NCCL settings, raise memlock, run the command",
-    override_usage = "nccl-wrap [OPTIONS] -- COMMAND [ARGS]...\n       nccl-wrap env [--json] [OPTIONS]",
+    override_usage = "nccl-wrap [OPTIONS] -- COMMAND [ARGS]...\n       nccl-wrap env [--json] [OPTIONS]\n       nccl-wrap doctor [--json] [OPTIONS]",
     after_help = AFTER_HELP
 )]
 pub struct Cli {
@@ -47,6 +47,16 @@ pub enum Sub {
         /// Print the whole plan as JSON instead.
         #[arg(long)]
         json: bool,
+    },
+    /// Check this pod's RDMA setup and name what would make NCCL hang or fall back to sockets.
+    /// Exit status: 0 nothing fails, 1 a check fails, 2 doctor itself could not run.
+    Doctor {
+        /// Print the checks as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Do not run the loopback self-test through verbs.
+        #[arg(long)]
+        no_selftest: bool,
     },
 }
 
@@ -79,6 +89,10 @@ pub struct Opts {
     /// Root of procfs (capabilities, kernel command line).
     #[arg(long, global = true, env = "NCCL_WRAP_PROC_ROOT", default_value = "/proc", value_name = "DIR")]
     pub proc_root: PathBuf,
+
+    /// Root of the device tree holding infiniband/uverbsN (doctor).
+    #[arg(long, global = true, env = "NCCL_WRAP_DEV_ROOT", default_value = "/dev", value_name = "DIR")]
+    pub dev_root: PathBuf,
 
     /// Downward-API annotations file holding k8s.v1.cni.cncf.io/network-status.
     #[arg(

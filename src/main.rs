@@ -9,15 +9,21 @@
 mod annotation;
 mod cli;
 mod detect;
+mod doctor;
 mod exec;
 mod gid;
 mod memlock;
 mod names;
 mod nccl_env;
+mod nccl_list;
 mod plan;
+// The real verbs implementation (verbs.rs) constructs the error variants doctor only reads.
+#[allow(dead_code)]
+mod probe;
 mod report;
 mod sriov;
 mod sysfs;
+mod topology;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -67,6 +73,19 @@ fn main() -> ExitCode {
             };
             print_or_fail(&text)
         }
+        Some(Sub::Doctor { json, no_selftest }) => doctor::main(
+            &doctor::Inputs {
+                plan: &plan,
+                memlock: &memlock,
+                vars: &vars,
+                sysfs: &sysfs,
+                proc_root: &cli.opts.proc_root,
+                dev_root: &cli.opts.dev_root,
+                verbs: &probe::NoVerbs,
+                selftest: !no_selftest,
+            },
+            json,
+        ),
         None => run(&cli, &plan, &memlock, &env_list),
     }
 }
