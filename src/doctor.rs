@@ -310,7 +310,8 @@ fn ports(inp: &Inputs) -> Vec<Check> {
         }
     }
     if out.is_empty() {
-        out.push(Check::new("ports", Status::Fail, "no RDMA port to check: this pod has no RDMA device"));
+        // The devices check already fails for this; one failure per cause.
+        out.push(Check::new("ports", Status::Warn, "no RDMA port to check: this pod has no RDMA device"));
     }
     out
 }
@@ -828,7 +829,11 @@ fn cmdline_iommu(proc_root: &Path) -> (PathBuf, Option<String>, Vec<String>, boo
 
 fn iommu(inp: &Inputs) -> Vec<Check> {
     let (cmd_path, cmd_text, tokens, pt) = cmdline_iommu(inp.proc_root);
-    let cmd = json!({"file": cmd_path.display().to_string(), "read": cmd_text.is_some(), "iommu_options": tokens, "iommu_pt": pt});
+    let cmd = json!({
+        "kernel_cmdline": file(&cmd_path, cmd_text.as_deref()),
+        "iommu_options": tokens,
+        "iommu_pt": pt,
+    });
     let fix = "boot with iommu=pt (next to intel_iommu=on / amd_iommu=on) so devices get identity (passthrough) domains, or switch the group to identity (unbind the device, write `identity` to /sys/kernel/iommu_groups/<N>/type, rebind); if errors persist in passthrough, check PCIe ACS on the switches between GPU and NIC (ACS sends peer-to-peer traffic up through the root complex: disable it in the BIOS or with setpci)";
     let mut out = Vec::new();
     for dev in &inp.plan.detection.devices {
@@ -1187,27 +1192,30 @@ pub fn human(inp: &Inputs, report: &Report) -> String {
     out
 }
 
-/// Evidence as people read it: `file = value` for each file read, `key: value` for the rest.
+/// Evidence as people read it: `file = value` for each file read (at any depth), `key: value`
+/// for the rest.
 fn evidence_lines(ev: &Map<String, Value>) -> Vec<String> {
     let mut out = Vec::new();
     for (k, v) in ev {
-        match v {
-            Value::Object(o) if o.contains_key("file") => out.push(file_line(o)),
-            Value::Object(o) if o.values().any(|x| x.get("file").is_some()) => {
-                for x in o.values() {
-                    if let Some(f) = x.as_object().filter(|f| f.contains_key("file")) {
-                        out.push(file_line(f));
-                    }
-                }
-            }
-            Value::Array(a) if a.iter().any(Value::is_object) => {
-                out.push(format!("{k}: {} entries (--json shows them)", a.len()))
-            }
-            Value::String(s) => out.push(format!("{k}: {s}")),
-            other => out.push(format!("{k}: {other}")),
-        }
+        evidence_walk(k, v, &mut out);
     }
     out
+}
+
+fn evidence_walk(key: &str, v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Object(o) if o.contains_key("file") => out.push(file_line(o)),
+        Value::Object(o) => {
+            for (k, x) in o {
+                evidence_walk(&format!("{key}.{k}"), x, out);
+            }
+        }
+        Value::Array(a) if a.iter().any(Value::is_object) => {
+            out.push(format!("{key}: {} entries (--json shows them)", a.len()));
+        }
+        Value::String(s) => out.push(format!("{key}: {s}")),
+        other => out.push(format!("{key}: {other}")),
+    }
 }
 
 fn file_line(o: &Map<String, Value>) -> String {
@@ -1286,6 +1294,91 @@ mod tests {
         assert!(lines.contains(&"/sys/x/state = \"1: DOWN\"".to_string()), "{lines:?}");
         assert!(lines.contains(&"/sys/y/type: unreadable".to_string()), "{lines:?}");
         assert!(lines.contains(&"device: mlx5_3".to_string()), "{lines:?}");
+    }
+
+    use crate::memlock::Limits;
+    use crate::probe::{SelftestResult, VerbsPort};
+
+    /// Answers like a real verbs build would: mlx5_6 passes, the rest fail the send as a
+    /// translated IOMMU makes them fail.
+    struct FakeVerbs;
+
+    impl Verbs for FakeVerbs {
+        fn device_names(&self) -> Result<Vec<String>, VerbsError> {
+            Ok(vec!["mlx5_6".into(), "mlx5_7".into(), "mlx5_10".into()])
+        }
+        fn query_port(&self, _: &str, _: u8, _: Option<u32>) -> Result<VerbsPort, VerbsError> {
+            Ok(VerbsPort { state: "ACTIVE".into(), link_layer: "Ethernet".into(), gid_tbl_len: 8, gid: None })
+        }
+        fn selftest(&self, device: &str, _: u8, gid: Option<u32>, _: &SelftestOptions) -> SelftestResult {
+            let ok = device == "mlx5_6" && gid == Some(3);
+            SelftestResult {
+                passed: ok,
+                step: (!ok).then(|| "poll".into()),
+                status: (!ok).then(|| "IBV_WC_LOC_PROT_ERR".into()),
+                hint: (!ok).then(|| "check the IOMMU mode".into()),
+                micros: 120,
+            }
+        }
+    }
+
+    #[test]
+    fn a_real_verbs_implementation_plugs_into_the_selftest_check() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/nodes/h100-roce-sriov");
+        let vars = Vars::new();
+        let sysfs = Sysfs::new(root.join("sys"));
+        let (prefs, _) = crate::plan::gid_prefs(&vars);
+        let annotations = root.join("podnetinfo/annotations");
+        let det = crate::detect::detect(&crate::detect::Inputs {
+            vars: &vars,
+            sysfs: &sysfs,
+            annotations: &annotations,
+            prefs: &prefs,
+        });
+        let plan = crate::plan::plan(det, &vars, &prefs, false);
+        let lim = Limits { soft: None, hard: None };
+        let memlock = Memlock {
+            before: lim,
+            after: lim,
+            outcome: Outcome::AlreadyUnlimited,
+            cap_ipc_lock: Some(false),
+            cap_sys_resource: Some(false),
+            error: None,
+        };
+        let inp = Inputs {
+            plan: &plan,
+            memlock: &memlock,
+            vars: &vars,
+            sysfs: &sysfs,
+            proc_root: &root.join("proc"),
+            dev_root: &root.join("dev"),
+            verbs: &FakeVerbs,
+            selftest: true,
+        };
+        let report = run(&inp).expect("doctor runs");
+        let st: Vec<(String, Status)> = report
+            .checks
+            .iter()
+            .filter(|c| c.id == "selftest")
+            .map(|c| (c.summary.split(':').next().unwrap_or("").to_string(), c.status))
+            .collect();
+        assert_eq!(
+            st,
+            [
+                ("mlx5_6".to_string(), Status::Pass),
+                ("mlx5_7".to_string(), Status::Fail),
+                ("mlx5_10".to_string(), Status::Fail),
+                ("mlx5_11".to_string(), Status::Fail),
+            ]
+        );
+        let mlx5_11 = report.checks.iter().find(|c| c.id == "selftest" && c.summary.starts_with("mlx5_11"));
+        assert!(mlx5_11.is_some_and(|c| c.summary.contains("lists no device named mlx5_11")), "{mlx5_11:?}");
+        assert_eq!(report.exit, 1);
+        assert_eq!(memlock_status(&inp), Status::Pass);
+    }
+
+    fn memlock_status(inp: &Inputs) -> Status {
+        memlock(inp).status
     }
 
     #[test]
