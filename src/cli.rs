@@ -30,7 +30,7 @@ Logging detail: NCCL_WRAP_LOG=debug (env_logger syntax).";
     name = "nccl-wrap",
     version,
     about = "Find this pod's RDMA ports, export NCCL settings, raise memlock, run the command",
-    override_usage = "nccl-wrap [OPTIONS] -- COMMAND [ARGS]...\n       nccl-wrap env [--json] [OPTIONS]",
+    override_usage = "nccl-wrap [OPTIONS] -- COMMAND [ARGS]...\n       nccl-wrap env [--json] [OPTIONS]\n       nccl-wrap doctor [--json] [OPTIONS]",
     after_help = AFTER_HELP
 )]
 pub struct Cli {
@@ -50,6 +50,16 @@ pub enum Sub {
         /// Print the whole plan as JSON instead.
         #[arg(long)]
         json: bool,
+    },
+    /// Check this pod's RDMA setup and name what would make NCCL hang or fall back to sockets.
+    /// Exit status: 0 nothing fails, 1 a check fails, 2 doctor itself could not run.
+    Doctor {
+        /// Print the checks as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Do not run the loopback self-test through verbs.
+        #[arg(long)]
+        no_selftest: bool,
     },
 }
 
@@ -117,6 +127,10 @@ pub struct Opts {
     /// others in the namespace, else its process group), SIGKILL them SECONDS later. 0: exit at once.
     #[arg(long, env = "NCCL_WRAP_GRACE", default_value = "0", value_name = "SECONDS")]
     pub grace: u64,
+
+    /// Root of the device tree holding infiniband/uverbsN (doctor).
+    #[arg(long, global = true, env = "NCCL_WRAP_DEV_ROOT", default_value = "/dev", value_name = "DIR")]
+    pub dev_root: PathBuf,
 
     /// Downward-API annotations file holding k8s.v1.cni.cncf.io/network-status.
     #[arg(

@@ -9,11 +9,13 @@
 mod annotation;
 mod cli;
 mod detect;
+mod doctor;
 mod exec;
 mod gid;
 mod memlock;
 mod names;
 mod nccl_env;
+mod nccl_list;
 mod plan;
 mod probe;
 mod report;
@@ -21,6 +23,7 @@ mod sriov;
 mod supervise;
 mod sys;
 mod sysfs;
+mod topology;
 mod verbs;
 mod verify;
 
@@ -58,15 +61,20 @@ fn main() -> ExitCode {
     let sysfs = sysfs::Sysfs::new(&cli.opts.sysfs_root);
     let inputs = detect::Inputs { vars: &vars, sysfs: &sysfs, annotations: &cli.opts.annotations, prefs: &prefs };
     let mut detection = detect::detect(&inputs);
-    let verbs = verbs::IbVerbs::new();
-    if cli.opts.skip_verbs {
-        verify::skip(&mut detection, "--skip-verbs (NCCL_WRAP_SKIP_VERBS) is set");
+    let no_verbs = |reason: &str| probe::NoVerbs { reason: reason.to_string() };
+    let (ib, skipped);
+    let verbs: &dyn probe::Verbs = if cli.opts.skip_verbs {
+        skipped = no_verbs("--skip-verbs (NCCL_WRAP_SKIP_VERBS) is set");
+        &skipped
     } else if cli.opts.sysfs_root != Path::new("/sys") {
         // libibverbs reads the kernel's /sys: its answers would not be about this tree's devices.
-        verify::skip(&mut detection, "the sysfs root is not /sys");
+        skipped = no_verbs("the sysfs root is not /sys, and libibverbs reads the kernel's");
+        &skipped
     } else {
-        verify::probe(&mut detection, &verbs);
-    }
+        ib = verbs::IbVerbs::new();
+        &ib
+    };
+    verify::probe(&mut detection, verbs);
     log::debug!("detection: {detection:?}");
 
     // Apply, first part: memlock, before the self-test registers memory. Raised for `env` too,
@@ -74,10 +82,10 @@ fn main() -> ExitCode {
     let memlock = memlock::raise(&cli.opts.proc_root);
 
     // Verify by moving bytes, when asked.
+    let selftest_opts =
+        probe::SelftestOptions { buffer_bytes: cli.opts.selftest_bytes, timeout_ms: cli.opts.selftest_timeout_ms };
     if cli.opts.selftest {
-        let opts =
-            probe::SelftestOptions { buffer_bytes: cli.opts.selftest_bytes, timeout_ms: cli.opts.selftest_timeout_ms };
-        verify::selftest(&mut detection, &verbs, &opts, |p| plan::port_problem(p, &prefs).is_none());
+        verify::selftest(&mut detection, verbs, &selftest_opts, |p| plan::port_problem(p, &prefs).is_none());
     }
 
     // Plan
@@ -96,6 +104,19 @@ fn main() -> ExitCode {
             };
             print_or_fail(&text)
         }
+        Some(Sub::Doctor { json, no_selftest }) => doctor::main(
+            &doctor::Inputs {
+                plan: &plan,
+                memlock: &memlock,
+                vars: &vars,
+                sysfs: &sysfs,
+                proc_root: &cli.opts.proc_root,
+                dev_root: &cli.opts.dev_root,
+                verbs,
+                selftest: (!no_selftest).then_some(&selftest_opts),
+            },
+            json,
+        ),
         None => run(&cli, &plan, &memlock, &env_list, early_block),
     }
 }

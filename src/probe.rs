@@ -52,6 +52,8 @@ pub enum VerbsError {
     QueryPort { device: String, port: u8, errno: String },
     #[error("ibv_get_device_list failed: {errno} (no RDMA support in this kernel, or /sys/class/infiniband_verbs not visible)")]
     DeviceList { errno: String },
+    #[error("ibverbs not consulted: {0}")]
+    Unavailable(String),
     #[error("ibv_query_gid({device}, {port}, {index}) failed: {errno}")]
     QueryGid { device: String, port: u8, index: u32, errno: String },
 }
@@ -65,4 +67,28 @@ pub trait Verbs {
     fn query_port(&self, device: &str, port: u8, gid_index: Option<u32>) -> Result<VerbsPort, VerbsError>;
     /// Loopback RC self-test through `gid_index` (RoCE) or the LID (InfiniBand, `None`).
     fn selftest(&self, device: &str, port: u8, gid_index: Option<u32>, opts: &SelftestOptions) -> SelftestResult;
+}
+
+/// Stands in where ibverbs must not be asked (`--skip-verbs`, or a sysfs tree that is not the
+/// kernel's); every answer says why.
+pub struct NoVerbs {
+    pub reason: String,
+}
+
+impl Verbs for NoVerbs {
+    fn device_names(&self) -> Result<Vec<String>, VerbsError> {
+        Err(VerbsError::Unavailable(self.reason.clone()))
+    }
+    fn query_port(&self, _: &str, _: u8, _: Option<u32>) -> Result<VerbsPort, VerbsError> {
+        Err(VerbsError::Unavailable(self.reason.clone()))
+    }
+    fn selftest(&self, _: &str, _: u8, _: Option<u32>, _: &SelftestOptions) -> SelftestResult {
+        SelftestResult {
+            passed: false,
+            step: None,
+            status: Some(VerbsError::Unavailable(self.reason.clone()).to_string()),
+            hint: None,
+            micros: 0,
+        }
+    }
 }

@@ -34,15 +34,9 @@ pub fn probe(detection: &mut Detection, verbs: &dyn Verbs) {
     }
 }
 
-/// Marks ports as not checked, with the reason, where the probe is skipped.
-pub fn skip(detection: &mut Detection, reason: &str) {
-    for port in detection.devices.iter_mut().flat_map(|d| d.ports.iter_mut()) {
-        port.verbs = Some(VerbsCheck::NotChecked { reason: reason.to_string() });
-    }
-}
-
 fn check(verbs: &dyn Verbs, listed: &Result<Vec<String>, VerbsError>, dev: &str, port: &PortFacts) -> VerbsCheck {
     match listed {
+        Err(VerbsError::Unavailable(reason)) => return VerbsCheck::NotChecked { reason: reason.clone() },
         Err(e) => return VerbsCheck::Unusable { error: e.to_string() },
         Ok(names) if !names.iter().any(|n| n == dev) => {
             return VerbsCheck::Unusable { error: VerbsError::NotListed(dev.to_string()).to_string() };
@@ -54,6 +48,7 @@ fn check(verbs: &dyn Verbs, listed: &Result<Vec<String>, VerbsError>, dev: &str,
     };
     match verbs.query_port(dev, num, port.gid.as_ref().map(|g| g.index)) {
         Ok(v) => VerbsCheck::Port(v),
+        Err(VerbsError::Unavailable(reason)) => VerbsCheck::NotChecked { reason },
         Err(e) => VerbsCheck::Unusable { error: e.to_string() },
     }
 }
@@ -150,6 +145,13 @@ mod tests {
         let f = Fake { listed: Ok(vec!["rxe1".into()]), state: "ACTIVE", selftest_fails: false };
         let c = check(&f, &f.device_names(), "rxe0", &port("ACTIVE"));
         assert!(matches!(&c, VerbsCheck::Unusable { error } if error.contains("uverbsN")), "{c:?}");
+    }
+
+    #[test]
+    fn skipped_verbs_are_not_checked_rather_than_unusable() {
+        let f = crate::probe::NoVerbs { reason: "--skip-verbs".into() };
+        let c = check(&f, &f.device_names(), "rxe0", &port("ACTIVE"));
+        assert_eq!(c, VerbsCheck::NotChecked { reason: "--skip-verbs".into() });
     }
 
     #[test]

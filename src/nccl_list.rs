@@ -1,0 +1,187 @@
+//! NCCL's device-list syntax (`NCCL_IB_HCA`, `NCCL_SOCKET_IFNAME`), read the way NCCL reads it,
+//! so doctor can say which devices a user-set value actually selects.
+//!
+//! Mirrors `parseStringList` / `matchIfList` in NCCL's `src/misc/utils.cc` and their callers: a
+//! leading `^` excludes, then a leading `=` makes names exact; otherwise every entry is a prefix
+//! (`mlx5_1` also selects `mlx5_10`). `:<port>` is read with `atoi` (junk reads as 0), and no
+//! more than `MAX_ENTRIES` entries are kept. Pure: no I/O, no environment.
+
+/// NCCL keeps at most this many entries (MAX_IB_DEVS / MAX_IFS).
+pub const MAX_ENTRIES: usize = 32;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub name: String,
+    /// `None`: any port (NCCL's -1).
+    pub port: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct List {
+    pub exclude: bool,
+    pub exact: bool,
+    pub entries: Vec<Entry>,
+}
+
+impl List {
+    pub fn parse(value: &str) -> List {
+        let rest = value.strip_prefix('^');
+        let exclude = rest.is_some();
+        let rest = rest.unwrap_or(value);
+        let stripped = rest.strip_prefix('=');
+        let exact = stripped.is_some();
+        let rest = stripped.unwrap_or(rest);
+        let mut entries = Vec::new();
+        for item in rest.split(',') {
+            if entries.len() == MAX_ENTRIES {
+                break;
+            }
+            // NCCL copies characters up to ':' or ','; an empty name is dropped.
+            let (name, port) = match item.split_once(':') {
+                Some((n, p)) => (n, Some(atoi(p))),
+                None => (item, None),
+            };
+            if !name.is_empty() {
+                entries.push(Entry { name: name.to_string(), port });
+            }
+        }
+        List { exclude, exact, entries }
+    }
+
+    /// Whether NCCL uses `name` port `port` (`None` for interfaces, which have no port).
+    pub fn selects(&self, name: &str, port: Option<i64>) -> bool {
+        // No entries: NCCL treats the list as unset and takes everything.
+        if self.entries.is_empty() {
+            return true;
+        }
+        self.matches_any(name, port) != self.exclude
+    }
+
+    fn matches_any(&self, name: &str, port: Option<i64>) -> bool {
+        self.entries.iter().any(|e| self.name_matches(e, name) && port_matches(e.port, port))
+    }
+
+    fn name_matches(&self, e: &Entry, name: &str) -> bool {
+        if self.exact {
+            name == e.name
+        } else {
+            name.starts_with(&e.name)
+        }
+    }
+
+    /// For each bare-prefix entry that is itself one of `names` but also selects other, longer
+    /// names: (entry, the other names). `mlx5_1` with `mlx5_10` visible is the classic case; an
+    /// entry like `eth`, which names nothing by itself, is a deliberate prefix and not reported.
+    pub fn over_matches<'a>(&self, names: &[&'a str]) -> Vec<(String, Vec<&'a str>)> {
+        if self.exact {
+            return Vec::new();
+        }
+        self.entries
+            .iter()
+            .filter(|e| names.contains(&e.name.as_str()))
+            .filter_map(|e| {
+                let extra: Vec<&str> =
+                    names.iter().copied().filter(|n| *n != e.name && n.starts_with(e.name.as_str())).collect();
+                (!extra.is_empty()).then(|| (e.name.clone(), extra))
+            })
+            .collect()
+    }
+
+    /// Entries whose name matches none of `names`.
+    pub fn unmatched(&self, names: &[&str]) -> Vec<String> {
+        self.entries.iter().filter(|e| !names.iter().any(|n| self.name_matches(e, n))).map(|e| e.name.clone()).collect()
+    }
+}
+
+fn port_matches(want: Option<i64>, have: Option<i64>) -> bool {
+    match (want, have) {
+        (Some(w), Some(h)) => w == h,
+        _ => true,
+    }
+}
+
+/// C's `atoi`: optional sign and leading digits; anything else reads as 0.
+fn atoi(text: &str) -> i64 {
+    let t = text.trim_start();
+    let (neg, digits) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let mut v: i64 = 0;
+    for b in digits.bytes().take_while(u8::is_ascii_digit) {
+        v = v.saturating_mul(10).saturating_add(i64::from(b - b'0'));
+    }
+    if neg {
+        -v
+    } else {
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H100: [&str; 12] = [
+        "mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7", "mlx5_8", "mlx5_9", "mlx5_10",
+        "mlx5_11",
+    ];
+
+    fn selected(value: &str, names: &[&str]) -> Vec<String> {
+        let l = List::parse(value);
+        names.iter().filter(|n| l.selects(n, Some(1))).map(|n| n.to_string()).collect()
+    }
+
+    #[test]
+    fn bare_prefix_mlx5_1_also_selects_mlx5_10_and_11() {
+        assert_eq!(selected("mlx5_1", &H100), ["mlx5_1", "mlx5_10", "mlx5_11"]);
+        assert_eq!(List::parse("mlx5_1").over_matches(&H100), [("mlx5_1".to_string(), vec!["mlx5_10", "mlx5_11"])]);
+    }
+
+    #[test]
+    fn equals_makes_names_exact() {
+        assert_eq!(selected("=mlx5_1", &H100), ["mlx5_1"]);
+        assert!(List::parse("=mlx5_1").over_matches(&H100).is_empty());
+    }
+
+    #[test]
+    fn caret_excludes_and_goes_before_equals() {
+        let all_but = selected("^=mlx5_1,mlx5_0", &H100);
+        assert_eq!(all_but.len(), 10);
+        assert!(!all_but.contains(&"mlx5_1".to_string()));
+        // `^mlx5_1` excludes the prefix, so mlx5_10/11 go too.
+        assert_eq!(selected("^mlx5_1", &H100).len(), 9);
+        // `=^x` is not an exclusion: '^' must come first.
+        let l = List::parse("=^mlx5_1");
+        assert!(!l.exclude && l.exact);
+        assert_eq!(l.entries[0].name, "^mlx5_1");
+    }
+
+    #[test]
+    fn ports_are_read_with_atoi() {
+        let l = List::parse("mlx5_6:1,mlx5_7:2,mlx5_8:x");
+        assert_eq!(l.entries[0].port, Some(1));
+        assert!(l.selects("mlx5_6", Some(1)));
+        assert!(!l.selects("mlx5_7", Some(1)));
+        assert_eq!(l.entries[2].port, Some(0));
+        assert!(!l.selects("mlx5_8", Some(1)));
+        // Interfaces have no port: any entry port matches.
+        assert!(l.selects("mlx5_7", None));
+    }
+
+    #[test]
+    fn empty_and_unmatched_entries() {
+        let l = List::parse(",,");
+        assert!(l.entries.is_empty());
+        assert!(l.selects("anything", Some(1)));
+        assert_eq!(List::parse("mlx5_6,mlx9").unmatched(&H100), ["mlx9"]);
+        assert!(List::parse("eth").over_matches(&["eth0", "eth1"]).is_empty());
+    }
+
+    #[test]
+    fn at_most_32_entries() {
+        let v: Vec<String> = (0..40).map(|i| format!("d{i}")).collect();
+        assert_eq!(List::parse(&v.join(",")).entries.len(), MAX_ENTRIES);
+    }
+}
