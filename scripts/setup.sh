@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what building and testing nccl-wrap needs on a Debian 12 machine (as root), beyond a
 # Rust toolchain (rustup's stable; Debian's own cargo is too old):
-#   - static rdma-core and libnl for the verbs probe, clang for its bindings;
+#   - static rdma-core (and librdmacm headers, which rdma-sys binds) and libnl for the verbs
+#     probe, clang for the bindings;
 #   - podman and runc to build and run the image;
 #   - util-linux (unshare, setpriv), hyperfine and GNU time for tests and benchmarks.
 # The Soft-RoCE lab installs its own packages (tests/lab/setup.sh).
 set -euo pipefail
 command -v cargo >/dev/null || { echo "setup: cargo not found: install Rust with rustup first" >&2; exit 1; }
-pkgs=(pkg-config libibverbs-dev ibverbs-providers libnl-3-dev libnl-route-3-dev libclang-dev clang
+pkgs=(pkg-config libibverbs-dev ibverbs-providers librdmacm-dev libnl-3-dev libnl-route-3-dev libclang-dev clang
       podman runc util-linux hyperfine time file python3)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
