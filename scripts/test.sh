@@ -8,6 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { echo; echo "== $*"; }
+logs=$(mktemp -d); trap 'rm -rf "$logs"' EXIT
 
 step "setup"
 bash scripts/setup.sh
@@ -17,7 +18,7 @@ cargo fmt --all -- --check
 step "cargo clippy"
 cargo clippy --all-targets -q -- -D warnings
 step "cargo test"
-cargo test -q 2>&1
+cargo test -q 2>&1 | tee "$logs/cargo-test"
 step "fixtures are what mknode.py generates"
 python3 fixtures/mknode.py --check
 
@@ -41,6 +42,9 @@ podman --storage-driver vfs rmi -f localhost/nccl-wrap:test >/dev/null
 if [ -z "${SKIP_LAB:-}" ]; then
   step "Soft-RoCE lab"
   bash tests/lab/setup.sh
-  bash tests/lab/run.sh "$bin"
+  bash tests/lab/run.sh "$bin" 2>&1 | tee "$logs/lab"
 fi
 step "all tests passed"
+# One closing count over cargo's test binaries and the lab's scenarios.
+passed=$(cat "$logs"/* | sed -nE 's/^test result: ok\. ([0-9]+) passed.*/\1/p; s/^([0-9]+) passed, 0 failed$/\1/p' | awk '{s += $1} END {print s + 0}')
+echo "total: ${passed:-0} passed, 0 failed"
