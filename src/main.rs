@@ -1,8 +1,9 @@
 //! nccl-wrap: the container entrypoint that makes NCCL use this pod's RDMA ports.
 //!
-//! One visible pipeline: detect (pure reads of the environment and sysfs) -> plan (pure
-//! decisions) -> apply (memlock, environment) -> run (execve, or supervise as PID 1). Each step
-//! lives in its own module; this file only wires them and turns outcomes into exit codes.
+//! One visible pipeline: detect (reads of the environment, sysfs and ibverbs) -> apply limits
+//! (memlock, which the optional self-test needs) -> plan (pure decisions) -> apply the
+//! environment -> run (execve, or supervise as PID 1). Each step lives in its own module; this
+//! file only wires them and turns outcomes into exit codes.
 
 #![deny(unsafe_code)]
 
@@ -61,31 +62,17 @@ fn main() -> ExitCode {
     let sysfs = sysfs::Sysfs::new(&cli.opts.sysfs_root);
     let inputs = detect::Inputs { vars: &vars, sysfs: &sysfs, annotations: &cli.opts.annotations, prefs: &prefs };
     let mut detection = detect::detect(&inputs);
-    let no_verbs = |reason: &str| probe::NoVerbs { reason: reason.to_string() };
-    let (ib, skipped);
-    let verbs: &dyn probe::Verbs = if cli.opts.skip_verbs {
-        skipped = no_verbs("--skip-verbs (NCCL_WRAP_SKIP_VERBS) is set");
-        &skipped
-    } else if cli.opts.sysfs_root != Path::new("/sys") {
-        // libibverbs reads the kernel's /sys: its answers would not be about this tree's devices.
-        skipped = no_verbs("the sysfs root is not /sys, and libibverbs reads the kernel's");
-        &skipped
-    } else {
-        ib = verbs::IbVerbs::new();
-        &ib
-    };
-    verify::probe(&mut detection, verbs);
+    let verbs = verbs_for(&cli.opts);
+    verify::probe(&mut detection, verbs.as_ref());
     log::debug!("detection: {detection:?}");
 
-    // Apply, first part: memlock, before the self-test registers memory. Raised for `env` too,
-    // so that it reports the limit a run would get.
+    // Apply limits: memlock, before the self-test registers memory. Raised for `env` and
+    // `doctor` too, so that they report the limit a run would get.
     let memlock = memlock::raise(&cli.opts.proc_root);
-
-    // Verify by moving bytes, when asked.
     let selftest_opts =
         probe::SelftestOptions { buffer_bytes: cli.opts.selftest_bytes, timeout_ms: cli.opts.selftest_timeout_ms };
     if cli.opts.selftest {
-        verify::selftest(&mut detection, verbs, &selftest_opts, |p| plan::port_problem(p, &prefs).is_none());
+        verify::selftest(&mut detection, verbs.as_ref(), &selftest_opts, |p| plan::port_problem(p, &prefs).is_none());
     }
 
     // Plan
@@ -112,12 +99,25 @@ fn main() -> ExitCode {
                 sysfs: &sysfs,
                 proc_root: &cli.opts.proc_root,
                 dev_root: &cli.opts.dev_root,
-                verbs,
+                verbs: verbs.as_ref(),
                 selftest: (!no_selftest).then_some(&selftest_opts),
             },
             json,
         ),
         None => run(&cli, &plan, &memlock, &env_list, early_block),
+    }
+}
+
+/// The real ibverbs, or a stand-in that says why they are not consulted.
+fn verbs_for(opts: &cli::Opts) -> Box<dyn probe::Verbs> {
+    let skipped = |reason: &str| Box::new(probe::NoVerbs { reason: reason.to_string() });
+    if opts.skip_verbs {
+        skipped("--skip-verbs (NCCL_WRAP_SKIP_VERBS) is set")
+    } else if opts.sysfs_root != Path::new("/sys") {
+        // libibverbs reads the kernel's /sys: its answers would not be about this tree's devices.
+        skipped("the sysfs root is not /sys, and libibverbs reads the kernel's")
+    } else {
+        Box::new(verbs::IbVerbs::new())
     }
 }
 
