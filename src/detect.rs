@@ -75,6 +75,7 @@ pub struct Detection {
     /// Devices visible in this namespace that are not the pod's (a privileged pod sees the host's).
     pub not_ours: Vec<String>,
     /// Devices a source named that do not exist, and other detection warnings.
+    #[serde(rename = "detection_warnings")]
     pub warnings: Vec<String>,
 }
 

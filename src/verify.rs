@@ -25,11 +25,13 @@ pub enum VerbsCheck {
 }
 
 /// Queries every port that sysfs reads as ACTIVE on the detected devices.
+/// Nothing is asked of ibverbs when no port needs checking (a node without RDMA pays nothing).
 pub fn probe(detection: &mut Detection, verbs: &dyn Verbs) {
-    let listed = verbs.device_names();
+    let mut listed = None;
     for dev in &mut detection.devices {
         for port in dev.ports.iter_mut().filter(|p| p.state_name() == Some("ACTIVE")) {
-            port.verbs = Some(check(verbs, &listed, &dev.name, port));
+            let listed = listed.get_or_insert_with(|| verbs.device_names());
+            port.verbs = Some(check(verbs, listed, &dev.name, port));
         }
     }
 }

@@ -107,3 +107,12 @@ fn bad_options_with_a_command_still_run_it_untouched() {
 fn empty_double_dash_is_a_usage_error() {
     Run::node(NODE).args(["--"]).code_is(2).stderr_has("no command given");
 }
+
+#[test]
+fn json_plan_has_no_duplicate_keys_regression() {
+    // Detection and plan were both flattened with a `warnings` key; a JSON reader kept only one.
+    let r = Run::node(NODE).with_env_file(NODE, "env").args(["env", "--json"]);
+    let text = r.success().stdout();
+    assert_eq!(text.matches("\"warnings\":").count(), 1, "{text}");
+    assert_eq!(text.matches("\"detection_warnings\":").count(), 1, "{text}");
+}
