@@ -140,7 +140,21 @@ impl Sysfs {
 
     /// Every RDMA device this namespace shows in `class/infiniband`.
     pub fn rdma_devices(&self, problems: &mut Vec<SysfsError>) -> Vec<String> {
-        self.list("class/infiniband", problems)
+        self.rdma_names("class/infiniband", problems)
+    }
+
+    /// RDMA device names under `rel`: device names, so stricter than `list` (no `:`, which
+    /// NCCL_IB_HCA reads as a port separator).
+    fn rdma_names(&self, rel: &str, problems: &mut Vec<SysfsError>) -> Vec<String> {
+        let mut out = self.list(rel, problems);
+        out.retain(|name| match names::device_name(name) {
+            Ok(_) => true,
+            Err(source) => {
+                problems.push(SysfsError::Name { path: self.path(rel), name: name.clone(), source });
+                false
+            }
+        });
+        out
     }
 
     pub fn has_rdma_device(&self, name: &str) -> bool {
@@ -158,7 +172,7 @@ impl Sysfs {
     pub fn rdma_devices_of(&self, device_id: &str, problems: &mut Vec<SysfsError>) -> Vec<String> {
         let Ok(id) = names::device_id(device_id) else { return Vec::new() };
         let bus = if looks_like_pci(id) { "pci" } else { "auxiliary" };
-        self.list(&format!("bus/{bus}/devices/{id}/infiniband"), problems)
+        self.rdma_names(&format!("bus/{bus}/devices/{id}/infiniband"), problems)
     }
 
     /// The last component of the symlink at `rel` (`../../../0000:3b:02.6` -> `0000:3b:02.6`).
@@ -350,6 +364,19 @@ fn read_fd(fd: &OwnedFd) -> io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rdma_device_names_with_a_colon_never_leave_the_walker() {
+        let root = std::env::temp_dir().join(format!("nccl-wrap-colon-{}", std::process::id()));
+        for name in ["mlx5_0", "mlx5:1", "bad name"] {
+            std::fs::create_dir_all(root.join("class/infiniband").join(name)).expect("mkdir");
+        }
+        let mut problems = Vec::new();
+        let names = Sysfs::new(&root).rdma_devices(&mut problems);
+        let _ = std::fs::remove_dir_all(&root);
+        assert_eq!(names, ["mlx5_0"]);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+    }
 
     #[test]
     fn pci_address_shape() {
