@@ -107,7 +107,7 @@ pub struct Opts {
     #[arg(long, global = true, env = "NCCL_WRAP_SYSFS_ROOT", default_value = "/sys", value_name = "DIR")]
     pub sysfs_root: PathBuf,
 
-    /// Root of procfs (capabilities, kernel command line).
+    /// Root of procfs (kernel command line, NVIDIA driver version; read by doctor).
     #[arg(long, global = true, env = "NCCL_WRAP_PROC_ROOT", default_value = "/proc", value_name = "DIR")]
     pub proc_root: PathBuf,
 

@@ -68,7 +68,7 @@ fn main() -> ExitCode {
 
     // Apply limits: memlock, before the self-test registers memory. Raised for `env` and
     // `doctor` too, so that they report the limit a run would get.
-    let memlock = memlock::raise(&cli.opts.proc_root);
+    let memlock = memlock::raise();
     let selftest_opts =
         probe::SelftestOptions { buffer_bytes: cli.opts.selftest_bytes, timeout_ms: cli.opts.selftest_timeout_ms };
     if cli.opts.selftest {

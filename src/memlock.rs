@@ -5,13 +5,9 @@
 //! cannot rise (EPERM), so we raise the soft limit to the hard one. This module never asks for a
 //! capability it does not have: it reads the effective set to explain the outcome.
 
-use std::path::Path;
-
 use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+use rustix::thread::CapabilityFlags;
 use serde::Serialize;
-
-const CAP_IPC_LOCK: u32 = 14;
-const CAP_SYS_RESOURCE: u32 = 24;
 
 /// A limit in bytes; `None` is unlimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -92,9 +88,9 @@ fn human(bytes: u64) -> String {
 }
 
 /// Raises the limit of this process (and so of what it execs or forks).
-pub fn raise(proc_root: &Path) -> Memlock {
+pub fn raise() -> Memlock {
     let before: Limits = getrlimit(Resource::Memlock).into();
-    let (cap_ipc_lock, cap_sys_resource) = effective_caps(proc_root);
+    let (cap_ipc_lock, cap_sys_resource) = effective_caps();
     let mut error = None;
     let outcome = if before.soft.is_none() && before.hard.is_none() {
         Outcome::AlreadyUnlimited
@@ -115,29 +111,23 @@ pub fn raise(proc_root: &Path) -> Memlock {
     Memlock { before, after, outcome, cap_ipc_lock, cap_sys_resource, error }
 }
 
-/// Reads CapEff from `<proc>/self/status`.
-fn effective_caps(proc_root: &Path) -> (Option<bool>, Option<bool>) {
-    let caps = std::fs::read_to_string(proc_root.join("self/status")).ok().and_then(|s| parse_cap_eff(&s));
-    (caps.map(|c| c >> CAP_IPC_LOCK & 1 == 1), caps.map(|c| c >> CAP_SYS_RESOURCE & 1 == 1))
-}
-
-fn parse_cap_eff(status: &str) -> Option<u64> {
-    let line = status.lines().find_map(|l| l.strip_prefix("CapEff:"))?;
-    u64::from_str_radix(line.trim(), 16).ok()
+/// CAP_IPC_LOCK and CAP_SYS_RESOURCE in this thread's effective set (one capget).
+fn effective_caps() -> (Option<bool>, Option<bool>) {
+    match rustix::thread::capabilities(None) {
+        Ok(sets) => (
+            Some(sets.effective.contains(CapabilityFlags::IPC_LOCK)),
+            Some(sets.effective.contains(CapabilityFlags::SYS_RESOURCE)),
+        ),
+        Err(e) => {
+            log::debug!("capget: {e}");
+            (None, None)
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cap_eff_of_this_machines_shape() {
-        // CAP_SYS_RESOURCE (24) dropped, CAP_IPC_LOCK (14) kept.
-        let c = parse_cap_eff("Name:\tx\nCapEff:\t000001fffeffffff\n").expect("caps");
-        assert_eq!(c >> CAP_IPC_LOCK & 1, 1);
-        assert_eq!(c >> CAP_SYS_RESOURCE & 1, 0);
-        assert_eq!(parse_cap_eff("CapEff:\tzz"), None);
-    }
 
     #[test]
     fn human_sizes() {
