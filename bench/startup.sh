@@ -40,6 +40,8 @@ PY
 
 echo "| node | /bin/true median ms | nccl-wrap -- /bin/true median ms | added ms | ratio | peak RSS MiB |"
 echo "|---|---|---|---|---|---|"
+mkdir -p "$tmp/empty"
+measure "empty tree (the cost of exec'ing a second program)" "$tmp/empty"
 load_env fixtures/nodes/h100-roce-sriov/env
 measure "4-HCA fixture h100-roce-sriov (SR-IOV env)" fixtures/nodes/h100-roce-sriov/sys
 unset_env
