@@ -248,23 +248,6 @@ fn devices(inp: &Inputs) -> Check {
     c
 }
 
-/// A port can carry NCCL traffic as far as its link goes: ACTIVE, LinkUp, IB or Ethernet.
-fn link_problem(p: &PortFacts) -> Option<String> {
-    let state = p.state_name().unwrap_or("unreadable");
-    let phys = p.phys_state_name().unwrap_or("unreadable");
-    if state != "ACTIVE" {
-        return Some(format!("state is {state} (physical state {phys}), not ACTIVE"));
-    }
-    if phys != "LinkUp" {
-        return Some(format!("physical state is {phys}, not LinkUp"));
-    }
-    match p.link_layer.as_deref() {
-        Some("InfiniBand" | "Ethernet") => None,
-        Some(other) => Some(format!("link layer is {other}, not InfiniBand or Ethernet")),
-        None => Some("link layer unreadable".into()),
-    }
-}
-
 fn ports(inp: &Inputs) -> Vec<Check> {
     let mut out = Vec::new();
     for dev in &inp.plan.detection.devices {
@@ -290,7 +273,7 @@ fn ports(inp: &Inputs) -> Vec<Check> {
                 p.link_layer.as_deref().unwrap_or("link layer unreadable"),
                 p.rate.as_deref().unwrap_or("rate unreadable")
             );
-            let mut c = match link_problem(p) {
+            let mut c = match crate::plan::link_problem(p) {
                 None => Check::new("ports", Status::Pass, what),
                 Some(why) => Check::new("ports", Status::Fail, format!("{what}: not usable, {why}")).hint(
                     "check the cable and the switch port (ibstat, `ip link` on its net device); for a VF, the PF's link and the VF's link state (`ip link set <pf> vf <n> state auto`); physical state Disabled means the port was disabled administratively (ibportstate, switch configuration)",

@@ -107,7 +107,8 @@ fn verbs_problem(p: &PortFacts) -> Option<String> {
     }
 }
 
-fn sysfs_problem(p: &PortFacts, prefs: &GidPrefs) -> Option<String> {
+/// Whether the link can carry NCCL traffic at all: ACTIVE, LinkUp, InfiniBand or Ethernet.
+pub fn link_problem(p: &PortFacts) -> Option<String> {
     let state = p.state_name().unwrap_or("unreadable");
     let phys = p.phys_state_name().unwrap_or("unreadable");
     if state != "ACTIVE" {
@@ -117,22 +118,32 @@ fn sysfs_problem(p: &PortFacts, prefs: &GidPrefs) -> Option<String> {
         return Some(format!("physical state is {phys}, not LinkUp"));
     }
     match p.link_layer.as_deref() {
-        Some("InfiniBand") => None,
-        Some("Ethernet") => match &p.gid {
-            Some(g) if g.full_match => None,
-            Some(g) => Some(format!(
-                "no usable RoCE v{} {} GID (NCCL would fall back to index {}, {} {}): give its net device {} an address",
-                prefs.roce_version,
-                if prefs.family == Family::Inet { "IPv4" } else { "IPv6" },
-                g.index,
-                g.address,
-                g.roce.map_or("of unknown type", |r| if r.number() == 1 { "RoCE v1" } else { "RoCE v2" }),
-                g.ndev.as_deref().unwrap_or("?"),
-            )),
-            None => Some("GID table unreadable or empty".into()),
-        },
+        Some("InfiniBand" | "Ethernet") => None,
         Some(other) => Some(format!("link layer is {other}, not InfiniBand or Ethernet")),
         None => Some("link layer unreadable".into()),
+    }
+}
+
+/// The link, then for RoCE the GID NCCL would pick.
+fn sysfs_problem(p: &PortFacts, prefs: &GidPrefs) -> Option<String> {
+    if let Some(problem) = link_problem(p) {
+        return Some(problem);
+    }
+    if p.link_layer.as_deref() != Some("Ethernet") {
+        return None;
+    }
+    match &p.gid {
+        Some(g) if g.full_match => None,
+        Some(g) => Some(format!(
+            "no usable RoCE v{} {} GID (NCCL would fall back to index {}, {} {}): give its net device {} an address",
+            prefs.roce_version,
+            if prefs.family == Family::Inet { "IPv4" } else { "IPv6" },
+            g.index,
+            g.address,
+            g.roce.map_or("of unknown type", |r| if r.number() == 1 { "RoCE v1" } else { "RoCE v2" }),
+            g.ndev.as_deref().unwrap_or("?"),
+        )),
+        None => Some("GID table unreadable or empty".into()),
     }
 }
 
