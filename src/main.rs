@@ -171,6 +171,11 @@ fn bad_usage(e: &clap::Error, raw: &[OsString]) -> ExitCode {
         Some(cmd) => {
             eprintln!("{PREFIX} warning: options not understood; running the command without nccl-wrap's settings");
             let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+            if supervise::wanted(None) {
+                // As PID 1 the command still needs an init: supervise it with the defaults.
+                let defaults = supervise::Options { kill_group: false, grace: std::time::Duration::ZERO };
+                return supervise::run(cmd, &env, &defaults, None);
+            }
             exec_or_report(cmd, &env)
         }
         None => ExitCode::from(EXIT_USAGE),

@@ -457,3 +457,14 @@ sys.exit(os.waitstatus_to_exitcode(status))
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(s.read("got"), "INT\n", "Ctrl-C must reach the command exactly once");
 }
+
+#[test]
+fn bad_options_as_pid_1_still_supervise_the_command() {
+    need_namespaces!();
+    let s = Scratch::new();
+    // The command reports its own PID: 2 means nccl-wrap stayed PID 1 and forked it.
+    let r = run(s.in_namespace(&["--no-such-option"], &["sh", "-c", "echo $$; sleep 0.05 & wait; exit 7"]), &s);
+    assert_eq!(r.code, 7, "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "2", "{}", r.stderr);
+    assert!(r.stderr.contains("running the command without nccl-wrap's settings"), "{}", r.stderr);
+}
