@@ -3,15 +3,20 @@
 # `/bin/true` alone (hyperfine, no shell, medians), peak RSS, and the stripped binary size.
 #
 #   bash bench/startup.sh [RUNS]
+#   NCCL_WRAP_BIN=/path/to/nccl-wrap bash bench/startup.sh [RUNS]   # a prebuilt binary, no cargo
 #
 # Nodes: the 4-HCA fixture h100-roce-sriov (SR-IOV env), and a generated node of 16 HCAs x 2 RoCE
 # ports with 255-entry GID tables, read once through the SR-IOV env and once by the sysfs fallback.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-1000}
-command -v hyperfine >/dev/null && [ -x /usr/bin/time ] || { apt-get update -qq && apt-get install -y -qq hyperfine time; }
-cargo build --release -q
-bin=$PWD/target/x86_64-unknown-linux-gnu/release/nccl-wrap
+command -v hyperfine >/dev/null || { apt-get update -qq && apt-get install -y -qq hyperfine time; }
+if [ -n "${NCCL_WRAP_BIN:-}" ]; then
+  bin=$(realpath "$NCCL_WRAP_BIN")
+else
+  cargo build --release -q
+  bin=$PWD/target/x86_64-unknown-linux-gnu/release/nccl-wrap
+fi
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 python3 fixtures/mknode.py synthetic "$tmp/big" --hcas 16 --ports 2 --gids 255 --gid-at 3 >/dev/null
 truebin=$(command -v true)
@@ -27,9 +32,11 @@ measure() { # name sysfs-root
   hyperfine -N --warmup 100 --runs "$runs" --export-json "$tmp/$name.json" \
     "$truebin" "$bin -q --sysfs-root $root --annotations /nonexistent -- $truebin" >/dev/null 2>&1
   # Peak RSS (KiB) by GNU time, whose fork() copies its own ~1 MiB: /bin/true shows that floor.
-  local rss base_rss
-  base_rss=$(/usr/bin/time -f %M "$truebin" 2>&1 >/dev/null)
-  rss=$(/usr/bin/time -f %M "$bin" -q --sysfs-root "$root" --annotations /nonexistent env 2>&1 >/dev/null | tail -1)
+  local rss=0 base_rss=0
+  if [ -x /usr/bin/time ]; then
+    base_rss=$(/usr/bin/time -f %M "$truebin" 2>&1 >/dev/null)
+    rss=$(/usr/bin/time -f %M "$bin" -q --sysfs-root "$root" --annotations /nonexistent env 2>&1 >/dev/null | tail -1)
+  fi
   python3 - "$tmp/$name.json" "$name" "$rss" "$base_rss" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))["results"]
@@ -50,5 +57,5 @@ measure "16 HCAs x 2 ports, 255 GIDs (SR-IOV env)" "$tmp/big/sys"
 unset_env
 measure "16 HCAs x 2 ports, 255 GIDs (sysfs fallback)" "$tmp/big/sys"
 echo
-echo "stripped binary: $(stat -c %s "$bin") bytes ($(file -b "$bin" | cut -d, -f1-2,5))"
+echo "stripped binary: $(stat -c %s "$bin") bytes"
 echo "runs per command: $runs; machine: $(nproc) cores, $(uname -r)"
