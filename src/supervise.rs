@@ -248,8 +248,9 @@ impl Rest {
 }
 
 /// After the command exits: reap what has ended; with a grace period, SIGTERM the rest, wait up
-/// to `grace` for them, then SIGKILL. Signals received meanwhile are not forwarded: the command is
-/// gone. As PID 1 with no grace, exiting makes the kernel SIGKILL the rest of the namespace.
+/// to `grace` for them, then SIGKILL. A signal received meanwhile goes to the rest, and a second
+/// SIGTERM or SIGINT (the kubelet or a person asking again) ends the wait at once. As PID 1 with
+/// no grace, exiting makes the kernel SIGKILL the rest of the namespace.
 fn finish(main: Pid, grace: Duration, rest: Rest, blocked: &Blocked) {
     let (_, left) = reap(main);
     let Some(who) = rest.kill_arg() else { return };
@@ -258,18 +259,19 @@ fn finish(main: Pid, grace: Duration, rest: Rest, blocked: &Blocked) {
     }
     log::debug!("command exited; sending SIGTERM to {who}, SIGKILL in {grace:?}");
     let _ = sys::kill(who, libc::SIGTERM);
-    if reap_until(main, rest, Instant::now() + grace, blocked) {
+    if reap_until(main, rest, who, Instant::now() + grace, blocked) {
         eprintln!(
             "{PREFIX} processes left by the command did not end within {}s of SIGTERM (--grace); sending SIGKILL",
             grace.as_secs_f64()
         );
         let _ = sys::kill(who, libc::SIGKILL);
-        let _ = reap_until(main, rest, Instant::now() + AFTER_KILL, blocked);
+        let _ = reap_until(main, rest, who, Instant::now() + AFTER_KILL, blocked);
     }
 }
 
-/// Reaps until none of `rest` remains (false) or the deadline passes (true).
-fn reap_until(main: Pid, rest: Rest, deadline: Instant, blocked: &Blocked) -> bool {
+/// Reaps until none of `rest` remains (false), or the deadline passes or SIGTERM/SIGINT arrives
+/// (true); other signals are passed on to `who`.
+fn reap_until(main: Pid, rest: Rest, who: libc::pid_t, deadline: Instant, blocked: &Blocked) -> bool {
     loop {
         let (_, left) = reap(main);
         if !rest.remains(left) {
@@ -280,7 +282,13 @@ fn reap_until(main: Pid, rest: Rest, deadline: Instant, blocked: &Blocked) -> bo
             return true;
         }
         // Woken by SIGCHLD, or after a short while for group members that are not our children.
-        let _ = blocked.wait(Some((deadline - now).min(Duration::from_millis(100))));
+        match blocked.wait(Some((deadline - now).min(Duration::from_millis(100)))) {
+            Ok(Some(libc::SIGTERM | libc::SIGINT)) => return true,
+            Ok(Some(sig)) if sig != libc::SIGCHLD => {
+                let _ = sys::kill(who, sig);
+            }
+            _ => {}
+        }
     }
 }
 

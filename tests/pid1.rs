@@ -468,3 +468,25 @@ fn bad_options_as_pid_1_still_supervise_the_command() {
     assert_eq!(r.stdout.trim(), "2", "{}", r.stderr);
     assert!(r.stderr.contains("running the command without nccl-wrap's settings"), "{}", r.stderr);
 }
+
+#[test]
+fn a_second_term_during_the_grace_period_ends_it_at_once() {
+    need_namespaces!();
+    let s = Scratch::new();
+    // The command leaves a process that ignores TERM; the grace period is long.
+    let script = "(trap '' TERM; exec sleep 1000) & sleep 0.2; exit 3";
+    let running = start(s.in_namespace(&["--grace", "60"], &["sh", "-c", script]), &s, "grace2");
+    let wrapper = running.supervising();
+    // Once the command has exited (nccl-wrap then has only the leftover), ask again.
+    let path = format!("/proc/{wrapper}/task/{wrapper}/children");
+    wait_for("the command to exit", || {
+        std::fs::read_to_string(&path).unwrap_or_default().split_whitespace().count() == 1
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let asked = Instant::now();
+    kill(wrapper, Signal::SIGTERM).expect("kill");
+    let r = running.finish(Duration::from_secs(10));
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(asked.elapsed() < Duration::from_secs(5), "the grace period was waited out: {:?}", asked.elapsed());
+    assert!(r.stderr.contains("sending SIGKILL"), "{}", r.stderr);
+}
