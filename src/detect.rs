@@ -90,6 +90,8 @@ pub struct Inputs<'a> {
 struct Named {
     name: String,
     origin: String,
+    /// The source already found `class/infiniband/<name>` usable; no need to look again.
+    checked: bool,
 }
 
 pub fn detect(inp: &Inputs) -> Detection {
@@ -120,7 +122,7 @@ pub fn detect(inp: &Inputs) -> Detection {
     let (source, named) = chosen.unwrap_or((Source::None, Vec::new()));
     let mut present = Vec::new();
     for n in named {
-        match inp.sysfs.rdma_device_status(&n.name) {
+        match if n.checked { Ok(()) } else { inp.sysfs.rdma_device_status(&n.name) } {
             Ok(()) => present.push(n),
             Err(e) => {
                 warnings.push(format!("{} names RDMA device {}, which cannot be used ({e}); skipped", n.origin, n.name))
@@ -169,7 +171,7 @@ fn resolve_id(inp: &Inputs, id: &str, origin: &str, out: &mut Vec<Named>, proble
             inp.sysfs.path(&format!("bus/{bus}/devices/{id}/infiniband")).display()
         ));
     }
-    out.extend(found.into_iter().map(|name| Named { name, origin: origin.to_string() }));
+    out.extend(found.into_iter().map(|name| Named { name, origin: origin.to_string(), checked: false }));
 }
 
 fn from_sriov(inp: &Inputs) -> (SourceReport, Vec<Named>) {
@@ -178,7 +180,9 @@ fn from_sriov(inp: &Inputs) -> (SourceReport, Vec<Named>) {
     let mut named = Vec::new();
     for dev in &scan.devices {
         match dev.rdma_dev.as_ref().map(|name| (name, inp.sysfs.rdma_device_status(name))) {
-            Some((name, Ok(()))) => named.push(Named { name: name.clone(), origin: dev.variable.clone() }),
+            Some((name, Ok(()))) => {
+                named.push(Named { name: name.clone(), origin: dev.variable.clone(), checked: true })
+            }
             Some((name, Err(e))) => {
                 problems.push(format!(
                     "{}: rdma_dev {name} of {} cannot be used ({e}); trying the device ID",
@@ -216,7 +220,9 @@ fn from_annotation(inp: &Inputs) -> (SourceReport, Vec<Named>) {
     for dev in &scan.devices {
         let origin = format!("network {}", dev.network);
         match (&dev.rdma_dev, &dev.pci_address) {
-            (Some(name), _) if inp.sysfs.has_rdma_device(name) => named.push(Named { name: name.clone(), origin }),
+            (Some(name), _) if inp.sysfs.has_rdma_device(name) => {
+                named.push(Named { name: name.clone(), origin, checked: true })
+            }
             (_, Some(addr)) => resolve_id(inp, addr, &origin, &mut named, &mut problems),
             (Some(name), None) => {
                 problems.push(format!("{origin}: rdma-device {name} is not in this namespace's RDMA devices"))
@@ -245,8 +251,11 @@ fn from_sysfs(inp: &Inputs, visible: &[String]) -> (SourceReport, Vec<Named>) {
     let mut problems = Vec::new();
     let inputs = vec![class.clone()];
     if inp.sysfs.netns_exclusive() == Some(true) {
-        let named =
-            visible.iter().map(|n| Named { name: n.clone(), origin: "sysfs (exclusive RDMA netns mode)".into() });
+        let named = visible.iter().map(|n| Named {
+            name: n.clone(),
+            origin: "sysfs (exclusive RDMA netns mode)".into(),
+            checked: false,
+        });
         return (report(Source::Sysfs, inputs, problems, true), named.collect());
     }
     let mut errs = Vec::new();
@@ -255,8 +264,11 @@ fn from_sysfs(inp: &Inputs, visible: &[String]) -> (SourceReport, Vec<Named>) {
     let mut named = Vec::new();
     for dev in visible {
         if let Some(ifname) = owning_netdev(inp.sysfs, dev, &netdevs) {
-            named
-                .push(Named { name: dev.clone(), origin: format!("sysfs (net device {ifname} is in this namespace)") });
+            named.push(Named {
+                name: dev.clone(),
+                origin: format!("sysfs (net device {ifname} is in this namespace)"),
+                checked: false,
+            });
         }
     }
     if named.is_empty() {
@@ -264,7 +276,10 @@ fn from_sysfs(inp: &Inputs, visible: &[String]) -> (SourceReport, Vec<Named>) {
             "cannot tell which of the {} RDMA devices in {class} are this pod's: no net device in this namespace sits on any of them (InfiniBand without IPoIB?); using all of them, as NCCL would by default. Name the pod's devices with the SR-IOV device plugin or the network-status annotation.",
             visible.len()
         ));
-        named = visible.iter().map(|n| Named { name: n.clone(), origin: "sysfs (ownership unknown)".into() }).collect();
+        named = visible
+            .iter()
+            .map(|n| Named { name: n.clone(), origin: "sysfs (ownership unknown)".into(), checked: false })
+            .collect();
     }
     (report(Source::Sysfs, inputs, problems, true), named)
 }
