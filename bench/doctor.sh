@@ -7,12 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-200}
-command -v hyperfine >/dev/null || { apt-get update -qq && apt-get install -y -qq hyperfine; }
-cargo build --release -q
-bin=$PWD/target/x86_64-unknown-linux-gnu/release/nccl-wrap
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-python3 fixtures/mknode.py synthetic "$tmp/big" --hcas 16 --ports 2 --gids 255 --gid-at 3 >/dev/null
-while IFS= read -r line; do export "${line%%=*}=${line#*=}"; done < "$tmp/big/env"
+. bench/lib.sh
+synthetic_node "$tmp/big"
+load_env "$tmp/big/env"
 export NCCL_WRAP_SYSFS_ROOT=$tmp/big/sys NCCL_WRAP_PROC_ROOT=$tmp/big/proc NCCL_WRAP_DEV_ROOT=$tmp/big/dev
 export NCCL_WRAP_ANNOTATIONS=/nonexistent
 checks=$("$bin" doctor --json --no-selftest | python3 -c 'import json,sys; j=json.load(sys.stdin); print(len(j["checks"]), j["counts"])') || true

@@ -11,13 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-100}
-command -v hyperfine >/dev/null || { apt-get update -qq && apt-get install -y -qq hyperfine; }
-cargo build --release -q
-bin=$PWD/target/x86_64-unknown-linux-gnu/release/nccl-wrap
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+. bench/lib.sh
 mkdir "$tmp/sys"
-truebin=$(command -v true)
-[ -x /bin/true ] && truebin=/bin/true
 wrap="$bin -q --sysfs-root $tmp/sys --annotations /nonexistent"
 
 hyperfine -N --warmup 20 --runs 300 --export-json "$tmp/startup.json" \

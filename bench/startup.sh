@@ -10,21 +10,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-1000}
-command -v hyperfine >/dev/null || { apt-get update -qq && apt-get install -y -qq hyperfine time; }
-if [ -n "${NCCL_WRAP_BIN:-}" ]; then
-  bin=$(realpath "$NCCL_WRAP_BIN")
-else
-  cargo build --release -q
-  bin=$PWD/target/x86_64-unknown-linux-gnu/release/nccl-wrap
-fi
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-python3 fixtures/mknode.py synthetic "$tmp/big" --hcas 16 --ports 2 --gids 255 --gid-at 3 >/dev/null
-truebin=$(command -v true)
-[ -x /bin/true ] && truebin=/bin/true
+. bench/lib.sh
+synthetic_node "$tmp/big"
 
-load_env() { # export a node's device-plugin variables (raw NAME=VALUE lines)
-  while IFS= read -r line; do export "${line%%=*}=${line#*=}"; done < "$1"
-}
 unset_env() { for v in $(env | grep -o '^PCIDEVICE_[A-Za-z0-9_]*'); do unset "$v"; done; }
 
 measure() { # name sysfs-root

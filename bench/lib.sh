@@ -1,0 +1,23 @@
+# Shared set-up of the benchmark scripts (sourced, run from the repository root):
+#   bin      the release binary (built here, or NCCL_WRAP_BIN for a prebuilt one)
+#   tmp      a scratch directory, removed on exit
+#   truebin  /bin/true (the baseline)
+# and `synthetic_node DIR` (16 HCAs x 2 RoCE ports, 255-entry GID tables), `load_env FILE`.
+command -v hyperfine >/dev/null || { apt-get update -qq && apt-get install -y -qq hyperfine time; }
+if [ -n "${NCCL_WRAP_BIN:-}" ]; then
+  bin=$(realpath "$NCCL_WRAP_BIN")
+else
+  cargo build --release -q
+  bin=$PWD/target/x86_64-unknown-linux-gnu/release/nccl-wrap
+fi
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+truebin=$(command -v true)
+[ -x /bin/true ] && truebin=/bin/true
+
+synthetic_node() { # DIR: the benchmark node
+  python3 fixtures/mknode.py synthetic "$1" --hcas 16 --ports 2 --gids 255 --gid-at 3 >/dev/null
+}
+
+load_env() { # FILE: export a node's device-plugin variables (raw NAME=VALUE lines)
+  while IFS= read -r line; do export "${line%%=*}=${line#*=}"; done < "$1"
+}
