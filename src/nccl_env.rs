@@ -2,7 +2,7 @@
 //! the child's environment. Values that reach here were validated by `names`; this module still
 //! quotes everything it prints, because `env` output is meant to be `eval`ed.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 
 /// NCCL reads at most this many `NCCL_IB_HCA` entries (MAX_IB_DEVS).
@@ -42,17 +42,6 @@ pub fn child_env(base: &[(OsString, OsString)], set: &[(&str, &str)]) -> Vec<(Os
     env
 }
 
-/// How a user-set `NCCL_IB_HCA` will be read by NCCL, for warnings: returns the entries that are
-/// bare prefixes (no `=`) and so may select more devices than named.
-pub fn prefix_entries(value: &OsStr) -> Vec<String> {
-    let text = String::from_utf8_lossy(value.as_bytes());
-    let rest = text.strip_prefix('^').unwrap_or(&text);
-    if rest.starts_with('=') {
-        return Vec::new();
-    }
-    rest.split(',').map(|e| e.split(':').next().unwrap_or("").trim().to_string()).filter(|e| !e.is_empty()).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,13 +67,5 @@ mod tests {
         assert_eq!(env[0], (OsString::from("Z"), raw));
         assert_eq!(env[1].1, OsString::from("=a:1"));
         assert_eq!(env[2].0, OsString::from("NCCL_IB_GID_INDEX"));
-    }
-
-    #[test]
-    fn prefix_entries_of_user_values() {
-        assert_eq!(prefix_entries(OsStr::new("mlx5_1:1,mlx5_2")), ["mlx5_1", "mlx5_2"]);
-        assert!(prefix_entries(OsStr::new("=mlx5_1")).is_empty());
-        assert!(prefix_entries(OsStr::new("^=mlx5_1")).is_empty());
-        assert_eq!(prefix_entries(OsStr::new("^mlx5_1")), ["mlx5_1"]);
     }
 }

@@ -1,5 +1,5 @@
 //! NCCL's device-list syntax (`NCCL_IB_HCA`, `NCCL_SOCKET_IFNAME`), read the way NCCL reads it,
-//! so doctor can say which devices a user-set value actually selects.
+//! so the plan can flag a prefix value and doctor can say which devices it actually selects.
 //!
 //! Mirrors `parseStringList` / `matchIfList` in NCCL's `src/misc/utils.cc` and their callers: a
 //! leading `^` excludes, then a leading `=` makes names exact; otherwise every entry is a prefix
@@ -46,6 +46,15 @@ impl List {
             }
         }
         List { exclude, exact, entries }
+    }
+
+    /// Entries NCCL reads as prefixes (no `=`): each may select more devices than it names.
+    pub fn prefix_names(&self) -> Vec<&str> {
+        if self.exact {
+            Vec::new()
+        } else {
+            self.entries.iter().map(|e| e.name.as_str()).collect()
+        }
     }
 
     /// Whether NCCL uses `name` port `port` (`None` for interfaces, which have no port).
@@ -122,6 +131,14 @@ fn atoi(text: &str) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prefix_names_of_user_values() {
+        assert_eq!(List::parse("mlx5_1:1,mlx5_2").prefix_names(), ["mlx5_1", "mlx5_2"]);
+        assert!(List::parse("=mlx5_1").prefix_names().is_empty());
+        assert!(List::parse("^=mlx5_1").prefix_names().is_empty());
+        assert_eq!(List::parse("^mlx5_1").prefix_names(), ["mlx5_1"]);
+    }
 
     const H100: [&str; 12] = [
         "mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7", "mlx5_8", "mlx5_9", "mlx5_10",

@@ -256,7 +256,8 @@ pub fn plan(detection: Detection, vars: &Vars, prefs: &GidPrefs, choices: Choice
         ));
     }
     if let Some(user) = vars.get(OsStr::new(IB_HCA)) {
-        let prefixes = nccl_env::prefix_entries(user);
+        let list = crate::nccl_list::List::parse(&user.to_string_lossy());
+        let prefixes = list.prefix_names();
         let replaced = override_user && rdma;
         if !prefixes.is_empty() && !replaced {
             warnings.push(format!(
