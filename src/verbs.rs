@@ -141,9 +141,9 @@ pub fn wc_status_name(status: u32) -> String {
     }
 }
 
-/// A GID as sysfs prints it: 8 colon-separated groups of 4 lowercase hex digits.
+/// A GID as sysfs prints it, so the two can be compared (one formatter, in `sysfs`).
 pub fn format_gid(raw: &[u8; 16]) -> String {
-    raw.chunks_exact(2).map(|g| format!("{:02x}{:02x}", g[0], g[1])).collect::<Vec<_>>().join(":")
+    crate::sysfs::format_gid(&std::net::Ipv6Addr::from(*raw))
 }
 
 /// The OS error text, with the errno name people grep for.
