@@ -143,6 +143,12 @@ pub struct Opts {
     pub annotations: PathBuf,
 }
 
+impl From<&Opts> for crate::process::supervise::Options {
+    fn from(o: &Opts) -> Self {
+        crate::process::supervise::Options { kill_group: o.kill_group, grace: std::time::Duration::from_secs(o.grace) }
+    }
+}
+
 /// Finds the command after a literal `--`, for running it untouched when the options are bad.
 pub fn command_after_dashes(raw: &[OsString]) -> Option<&[OsString]> {
     let pos = raw.iter().position(|a| a == "--")?;

@@ -5,28 +5,20 @@
 //! environment -> run (execve, or supervise as PID 1). Each step lives in its own module; this
 //! file only wires them and turns outcomes into exit codes.
 
+// `unsafe` is denied in the whole crate (also by Cargo.toml's [lints]). Exactly two modules opt
+// back in, each at its `mod` line: `verbs::ffi` (ibverbs handles, in owner types) and
+// `process::sys` (fork, execve and signal calls). tests/layout.rs fails on any other.
 #![deny(unsafe_code)]
 
-mod annotation;
 mod cli;
 mod detect;
 mod doctor;
-mod exec;
-mod gid;
-mod memlock;
-mod names;
-mod nccl_env;
-mod nccl_list;
+mod msg;
+mod nccl;
 mod plan;
-mod probe;
+mod process;
 mod report;
-mod sriov;
-mod supervise;
-mod sys;
-mod sysfs;
-mod topology;
 mod verbs;
-mod verify;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -36,12 +28,13 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use cli::{Cli, Sub, EXIT_REFUSED, EXIT_USAGE};
-use report::PREFIX;
+use msg::PREFIX;
+use process::{exec, memlock, supervise};
 
 fn main() -> ExitCode {
     // Hidden entry for the Soft-RoCE lab and debugging: `nccl-wrap __verbs list|port|selftest ...`.
     if std::env::args_os().nth(1).is_some_and(|a| a == "__verbs") {
-        return ExitCode::from(u8::try_from(verbs::debug_main(std::env::args().skip(2).collect())).unwrap_or(1));
+        return ExitCode::from(u8::try_from(verbs::debug::debug_main(std::env::args().skip(2).collect())).unwrap_or(1));
     }
     let raw: Vec<OsString> = std::env::args_os().collect();
     let cli = match Cli::try_parse_from(&raw) {
@@ -59,20 +52,22 @@ fn main() -> ExitCode {
     let env_list: Vec<(OsString, OsString)> = std::env::vars_os().collect();
     let vars: detect::Vars = env_list.iter().cloned().collect();
     let (prefs, pref_warnings) = plan::gid_prefs(&vars);
-    let sysfs = sysfs::Sysfs::new(&cli.opts.sysfs_root);
+    let sysfs = detect::sysfs::Sysfs::new(&cli.opts.sysfs_root);
     let inputs = detect::Inputs { vars: &vars, sysfs: &sysfs, annotations: &cli.opts.annotations, prefs: &prefs };
     let mut detection = detect::detect(&inputs);
     let verbs = verbs_for(&cli.opts);
-    verify::probe(&mut detection, verbs.as_ref());
+    verbs::verify::probe(&mut detection, verbs.as_ref());
     log::debug!("detection: {detection:?}");
 
     // Apply limits: memlock, before the self-test registers memory. Raised for `env` and
     // `doctor` too, so that they report the limit a run would get.
     let memlock = memlock::raise();
     let selftest_opts =
-        probe::SelftestOptions { buffer_bytes: cli.opts.selftest_bytes, timeout_ms: cli.opts.selftest_timeout_ms };
+        verbs::SelftestOptions { buffer_bytes: cli.opts.selftest_bytes, timeout_ms: cli.opts.selftest_timeout_ms };
     if cli.opts.selftest {
-        verify::selftest(&mut detection, verbs.as_ref(), &selftest_opts, |p| plan::port_problem(p, &prefs).is_none());
+        verbs::verify::selftest(&mut detection, verbs.as_ref(), &selftest_opts, |p| {
+            plan::port_problem(p, &prefs).is_none()
+        });
     }
 
     // Plan
@@ -87,7 +82,7 @@ fn main() -> ExitCode {
             } else {
                 // Warnings still reach the person running `eval "$(nccl-wrap env)"`.
                 eprint!("{}", report::summary(&plan, &memlock, true));
-                nccl_env::export_lines(plan.exports())
+                nccl::env::export_lines(plan.exports())
             };
             print_or_fail(&text)
         }
@@ -109,8 +104,8 @@ fn main() -> ExitCode {
 }
 
 /// The real ibverbs, or a stand-in that says why they are not consulted.
-fn verbs_for(opts: &cli::Opts) -> Box<dyn probe::Verbs> {
-    let skipped = |reason: &str| Box::new(probe::NoVerbs { reason: reason.to_string() });
+fn verbs_for(opts: &cli::Opts) -> Box<dyn verbs::Verbs> {
+    let skipped = |reason: &str| Box::new(verbs::NoVerbs { reason: reason.to_string() });
     if opts.skip_verbs {
         skipped("--skip-verbs (NCCL_WRAP_SKIP_VERBS) is set")
     } else if opts.sysfs_root != Path::new("/sys") {
@@ -127,7 +122,7 @@ fn run(
     plan: &plan::Plan,
     memlock: &memlock::Memlock,
     env_list: &[(OsString, OsString)],
-    blocked: Option<sys::Blocked>,
+    blocked: Option<process::sys::Blocked>,
 ) -> ExitCode {
     eprint!("{}", report::summary(plan, memlock, cli.opts.quiet));
     if cli.opts.require_rdma && !plan.rdma {
@@ -142,7 +137,7 @@ fn run(
         );
         return ExitCode::from(EXIT_REFUSED);
     }
-    let env = nccl_env::child_env(env_list, &plan.exports());
+    let env = nccl::env::child_env(env_list, &plan.exports());
     if supervise::wanted(cli.opts.init) {
         return supervise::run(&cli.command, &env, &supervise::Options::from(&cli.opts), blocked);
     }

@@ -6,11 +6,11 @@ use std::ffi::OsStr;
 
 use serde::Serialize;
 
+use crate::detect::port::{PortFacts, VerbsCheck};
 use crate::detect::{Detection, Source, Vars};
-use crate::gid::{Family, GidPrefs};
-use crate::nccl_env::{self, IB_DISABLE, IB_GID_INDEX, IB_HCA, MAX_HCA_ENTRIES};
-use crate::sysfs::PortFacts;
-use crate::verify::{self, VerbsCheck};
+use crate::nccl::env::{self, IB_DISABLE, IB_GID_INDEX, IB_HCA, MAX_HCA_ENTRIES};
+use crate::nccl::gid::{Family, GidPrefs};
+use crate::verbs::verify;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct PortDecision {
@@ -83,7 +83,7 @@ pub fn gid_prefs(vars: &Vars) -> (GidPrefs, Vec<String>) {
         }
     }
     if let Some(r) = get("NCCL_IB_ADDR_RANGE") {
-        match crate::gid::AddrRange::parse(&r) {
+        match crate::nccl::gid::AddrRange::parse(&r) {
             Some(range) => prefs.range = Some(range),
             None => warnings.push(format!("NCCL_IB_ADDR_RANGE={r:?} is not an address/prefix-length; ignored")),
         }
@@ -222,7 +222,7 @@ pub fn plan(detection: Detection, vars: &Vars, prefs: &GidPrefs, choices: Choice
     let hca: Vec<String> = used.iter().map(|(d, p)| format!("{d}:{}", p.port)).collect();
     let rdma = !used.is_empty();
     if rdma {
-        wanted.push((IB_HCA, nccl_env::hca_value(used.iter().map(|(d, p)| (*d, p.port)))));
+        wanted.push((IB_HCA, env::hca_value(used.iter().map(|(d, p)| (*d, p.port)))));
         if let Some(i) = gid_index {
             wanted.push((IB_GID_INDEX, i.to_string()));
         }
@@ -256,7 +256,7 @@ pub fn plan(detection: Detection, vars: &Vars, prefs: &GidPrefs, choices: Choice
         ));
     }
     if let Some(user) = vars.get(OsStr::new(IB_HCA)) {
-        let list = crate::nccl_list::List::parse(&user.to_string_lossy());
+        let list = crate::nccl::list::List::parse(&user.to_string_lossy());
         let prefixes = list.prefix_names();
         let replaced = override_user && rdma;
         if !prefixes.is_empty() && !replaced {

@@ -6,11 +6,10 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::memlock::Memlock;
-use crate::nccl_env::shell_quote;
+use crate::msg::PREFIX;
+use crate::nccl::env::shell_quote;
 use crate::plan::{Action, Plan};
-
-pub const PREFIX: &str = "nccl-wrap:";
+use crate::process::memlock::Memlock;
 
 /// The summary printed before the command runs. `quiet` keeps only warnings.
 pub fn summary(plan: &Plan, memlock: &Memlock, quiet: bool) -> String {

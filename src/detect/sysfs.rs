@@ -1,4 +1,5 @@
-//! Source 3 and the port facts behind every source: a walker over an RDMA node's sysfs.
+//! Source 3, and the reader behind every source: a walker over an RDMA node's sysfs that fills
+//! the port facts (`port.rs`).
 //!
 //! The root is a parameter (`/sys` in production, a fixture tree in tests), so the same code
 //! reads both. Every read is bounded (one sysfs page) and every failure is returned with its path;
@@ -13,8 +14,9 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{Mode, OFlags};
 use serde::Serialize;
 
-use crate::gid::{self, GidPrefs, GidTable, RoceType};
-use crate::names;
+use crate::detect::names;
+use crate::detect::port::{GidPick, PortFacts};
+use crate::nccl::gid::{self, GidPrefs, GidTable, RoceType};
 
 /// A sysfs attribute is at most one page.
 const ATTR_MAX: usize = 4096;
@@ -43,52 +45,6 @@ pub enum Attachment {
     Software { parent: String },
     /// `device` could not be resolved.
     Unknown,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct PortFacts {
-    pub port: u32,
-    pub state: Option<String>,
-    pub phys_state: Option<String>,
-    pub link_layer: Option<String>,
-    pub rate: Option<String>,
-    /// The index NCCL would pick on its own, for Ethernet (RoCE) ports.
-    pub gid: Option<GidPick>,
-    /// What ibverbs says of the port (filled by `verify`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub verbs: Option<crate::verify::VerbsCheck>,
-    /// The loopback self-test, when asked for (filled by `verify`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub selftest: Option<crate::probe::SelftestResult>,
-    /// Reads that failed; reported with the device.
-    #[serde(skip)]
-    pub problems: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct GidPick {
-    pub index: u32,
-    pub gid: String,
-    pub address: String,
-    #[serde(rename = "type")]
-    pub roce: Option<RoceType>,
-    pub ndev: Option<String>,
-    /// Valid, right family, right RoCE version and in range: what NCCL is looking for.
-    pub full_match: bool,
-}
-
-/// The state names of `ports/<n>/state` (`4: ACTIVE`) without the number.
-fn state_name(raw: &str) -> &str {
-    raw.split_once(": ").map_or(raw, |(_, name)| name).trim()
-}
-
-impl PortFacts {
-    pub fn state_name(&self) -> Option<&str> {
-        self.state.as_deref().map(state_name)
-    }
-    pub fn phys_state_name(&self) -> Option<&str> {
-        self.phys_state.as_deref().map(state_name)
-    }
 }
 
 /// A sysfs tree rooted at `root`.
@@ -383,13 +339,6 @@ mod tests {
         assert!(looks_like_pci("0000:3b:02.6"));
         assert!(!looks_like_pci("mlx5_core.sf.2"));
         assert!(!looks_like_pci("0000:3b:02.x"));
-    }
-
-    #[test]
-    fn state_names() {
-        assert_eq!(state_name("4: ACTIVE"), "ACTIVE");
-        assert_eq!(state_name("5: LinkUp"), "LinkUp");
-        assert_eq!(state_name("garbage"), "garbage");
     }
 
     #[test]

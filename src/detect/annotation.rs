@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use crate::names::{self, NameError};
+use crate::detect::names::{self, NameError};
 
 pub const NETWORK_STATUS: &str = "k8s.v1.cni.cncf.io/network-status";
 /// Largest annotations file we read.

@@ -11,6 +11,8 @@ use std::path::PathBuf;
 
 use nix::errno::Errno;
 
+use super::sys::Failure;
+
 pub const EXIT_NOT_EXECUTABLE: u8 = 126;
 pub const EXIT_NOT_FOUND: u8 = 127;
 
@@ -85,7 +87,7 @@ pub fn prepare(argv: &[OsString], env: &[(OsString, OsString)]) -> Result<Prepar
 /// Tries each PATH candidate like execvp, but never falls back to running a file through a
 /// shell. Returns only on failure.
 pub fn exec(p: &Prepared) -> ExecError {
-    crate::sys::restore_inherited_sigpipe();
+    super::sys::restore_inherited_sigpipe();
     error(
         p,
         attempt(p, |path| {
@@ -93,16 +95,6 @@ pub fn exec(p: &Prepared) -> ExecError {
             errno
         }),
     )
-}
-
-/// How the execve attempts ended: a plain value, so a forked child can compute it without
-/// allocating and hand it to its parent, which turns it into an [`ExecError`] with [`error`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Failure {
-    /// The candidate at this index failed with this errno, and that ends the search.
-    Candidate(usize, Errno),
-    /// No candidate exists.
-    NotFound,
 }
 
 /// The PATH search itself, given the execve to call; allocation-free, because it also runs in a

@@ -1,37 +1,10 @@
 //! The seam between port-probing logic and ibverbs.
 //!
-//! Detection asks a [`Verbs`] for what the kernel's verbs layer says about a port; the real
-//! implementation (rdma-core, linked statically) lives in `verbs.rs`, and tests hand in a fake.
+//! Verification asks a [`Verbs`] for what the kernel's verbs layer says about a port; the real
+//! implementation (rdma-core, linked statically) is `ibverbs.rs`, and tests hand in a fake.
 //! This module holds plain data only and must never touch FFI.
 
-use serde::Serialize;
-
-/// What `ibv_query_port` (and `ibv_query_gid` for the chosen index) said about one port.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct VerbsPort {
-    /// `ibv_port_state` as NCCL names it: "ACTIVE", "DOWN", ...
-    pub state: String,
-    /// "InfiniBand", "Ethernet" or "Unspecified".
-    pub link_layer: String,
-    pub gid_tbl_len: u32,
-    /// The GID at the index detection chose, in sysfs's colon-separated form, if one was asked for.
-    pub gid: Option<String>,
-}
-
-/// Outcome of the loopback self-test on one port.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SelftestResult {
-    pub passed: bool,
-    /// Which step failed: "open", "query_port", "query_gid", "alloc_pd", "reg_mr", "create_cq",
-    /// "create_qp", "modify_qp", "post_recv", "post_send", "poll", "timeout" or "verify".
-    pub step: Option<String>,
-    /// Completion status by name with vendor_err (`IBV_WC_LOC_PROT_ERR (vendor_err 0x51) on RDMA
-    /// WRITE`), or the OS error (`ENOMEM: Cannot allocate memory (os error 12)`).
-    pub status: Option<String>,
-    /// Likely causes and fixes, in words.
-    pub hint: Option<String>,
-    pub micros: u64,
-}
+use crate::detect::port::{SelftestResult, VerbsPort};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SelftestOptions {
@@ -39,6 +12,12 @@ pub struct SelftestOptions {
     pub buffer_bytes: usize,
     /// Deadline for the whole test, opening the device included.
     pub timeout_ms: u64,
+}
+
+impl Default for SelftestOptions {
+    fn default() -> Self {
+        SelftestOptions { buffer_bytes: 64 << 20, timeout_ms: 2000 }
+    }
 }
 
 /// Why verbs could not answer for a device.

@@ -20,9 +20,9 @@ use nix::errno::Errno;
 use nix::libc;
 use nix::unistd::Pid;
 
-use crate::exec;
-use crate::report::PREFIX;
-use crate::sys::{self, Blocked, ChildSetup};
+use crate::msg::PREFIX;
+use crate::process::exec;
+use crate::process::sys::{self, Blocked, ChildSetup};
 
 /// How long to wait for the last processes after SIGKILL before exiting anyway.
 const AFTER_KILL: Duration = Duration::from_secs(1);
@@ -34,12 +34,6 @@ pub struct Options {
     /// After the command exits: how long the processes it left get between SIGTERM and SIGKILL.
     /// Zero: none are signalled, nccl-wrap exits at once.
     pub grace: Duration,
-}
-
-impl From<&crate::cli::Opts> for Options {
-    fn from(o: &crate::cli::Opts) -> Options {
-        Options { kill_group: o.kill_group, grace: Duration::from_secs(o.grace) }
-    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -112,7 +106,8 @@ fn supervise(
     // On a terminal the command gets a group of its own, made the foreground group: Ctrl-C then
     // reaches the command once, from the terminal, and not a second time through us.
     let own_group = opts.kill_group || foreground;
-    let setup = ChildSetup { prepared, own_group, foreground };
+    let attempt = |execve: &dyn Fn(&std::ffi::CStr) -> nix::errno::Errno| exec::attempt(prepared, execve);
+    let setup = ChildSetup { argv: prepared.argv(), envp: prepared.envp(), attempt: &attempt, own_group, foreground };
     let child = match sys::spawn(&setup, &blocked) {
         Ok(child) => child,
         Err(source) => {

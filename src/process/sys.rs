@@ -7,9 +7,7 @@
 //! async-signal-safe calls there), and never install an asynchronous signal handler: signals
 //! are blocked and taken synchronously with `sigtimedwait`.
 
-#![allow(unsafe_code)]
-
-use std::ffi::{c_char, c_int, CStr};
+use std::ffi::{c_char, c_int, CStr, CString};
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -22,8 +20,6 @@ use nix::fcntl::OFlag;
 use nix::libc;
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 use nix::unistd::{ForkResult, Pid};
-
-use crate::exec::{self, Failure, Prepared};
 
 /// Signals raised by faults of the process itself. They stay unblocked (blocking them would
 /// turn a crash into a hang, as the kernel delivers them regardless) and are never forwarded.
@@ -134,9 +130,26 @@ fn blocked_set() -> SigSet {
     set
 }
 
+/// How the execve attempts of a forked child ended: a plain value, so the child can compute it
+/// without allocating and hand it to its parent through a pipe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// The candidate at this index failed with this errno, and that ends the search.
+    Candidate(usize, Errno),
+    /// No candidate exists.
+    NotFound,
+}
+
+/// Runs the PATH search given the raw execve to call; returns only when every attempt failed.
+/// Must be async-signal-safe: it runs in the forked child.
+pub type Attempt<'a> = &'a dyn Fn(&dyn Fn(&CStr) -> Errno) -> Failure;
+
 /// What the child does between fork and execve.
 pub struct ChildSetup<'a> {
-    pub prepared: &'a Prepared,
+    /// NUL-terminated strings, turned into pointer arrays before the fork.
+    pub argv: &'a [CString],
+    pub envp: &'a [CString],
+    pub attempt: Attempt<'a>,
     /// Put the child in a process group of its own (`--kill-group`, or to give it the terminal).
     pub own_group: bool,
     /// Make that group the terminal's foreground group (stdin is a terminal whose foreground
@@ -157,19 +170,19 @@ pub struct Child {
 struct ExecArgs<'a> {
     argv: Vec<*const c_char>,
     envp: Vec<*const c_char>,
-    _strings: PhantomData<&'a Prepared>,
+    _strings: PhantomData<&'a [CString]>,
 }
 
 impl<'a> ExecArgs<'a> {
-    fn new(p: &'a Prepared) -> ExecArgs<'a> {
-        let array = |v: &[std::ffi::CString]| v.iter().map(|s| s.as_ptr()).chain([ptr::null()]).collect();
-        ExecArgs { argv: array(p.argv()), envp: array(p.envp()), _strings: PhantomData }
+    fn new(argv: &'a [CString], envp: &'a [CString]) -> ExecArgs<'a> {
+        let array = |v: &[CString]| v.iter().map(|s| s.as_ptr()).chain([ptr::null()]).collect();
+        ExecArgs { argv: array(argv), envp: array(envp), _strings: PhantomData }
     }
 
     /// Async-signal-safe; returns only on failure.
     fn execve(&self, path: &CStr) -> Errno {
         // SAFETY: `path` is NUL-terminated; `argv` and `envp` are NULL-terminated arrays of
-        // pointers into the CStrings of the `Prepared` borrowed for 'a, which outlives self and
+        // pointers into the CStrings borrowed for 'a, which outlives self and
         // cannot be changed while borrowed.
         unsafe { libc::execve(path.as_ptr(), self.argv.as_ptr(), self.envp.as_ptr()) };
         Errno::last()
@@ -179,14 +192,14 @@ impl<'a> ExecArgs<'a> {
 /// Forks the child, which prepares itself (group, terminal, signal state) and execs the command.
 /// Must be called with [`Blocked`] in force.
 pub fn spawn(setup: &ChildSetup, blocked: &Blocked) -> Result<Child, Errno> {
-    let args = ExecArgs::new(setup.prepared);
+    let args = ExecArgs::new(setup.argv, setup.envp);
     let (report, report_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
     // SAFETY: after fork the child may only run async-signal-safe code, as any lock another
     // thread held (the allocator's among them) stays locked in the copy. nccl-wrap runs no other
     // threads (detection and planning are single-threaded, and nothing is spawned), and the
     // child runs `child_until_exec`, which makes only async-signal-safe calls (setpgid,
     // tcsetpgrp, sigaction, sigprocmask, execve, write, _exit) on memory prepared before the
-    // fork (`args`, the candidates in `prepared`, `blocked.original`), and never allocates,
+    // fork (`args`, what `setup.attempt` reads, `blocked.original`), and never allocates,
     // prints or returns.
     match unsafe { nix::unistd::fork() }? {
         ForkResult::Child => child_until_exec(setup, &args, blocked, report_w.as_raw_fd()),
@@ -221,13 +234,14 @@ fn child_until_exec(setup: &ChildSetup, args: &ExecArgs, blocked: &Blocked, repo
         restore_inherited_sigpipe();
         libc::sigprocmask(libc::SIG_SETMASK, blocked.original.as_ref(), ptr::null_mut());
     }
-    let failure = exec::attempt(setup.prepared, |path| args.execve(path));
+    let failure = (setup.attempt)(&|path| args.execve(path));
     let bytes = encode(failure);
     // SAFETY: `bytes` is a live local array of the given length; `report` is the pipe's write end,
     // open in this process; _exit ends the child without running any of the parent's cleanup.
     unsafe {
         libc::write(report, bytes.as_ptr().cast(), bytes.len());
-        libc::_exit(i32::from(exec::EXIT_NOT_FOUND))
+        // The status is never read (the parent reads the pipe); 127 is what a shell would say.
+        libc::_exit(127)
     }
 }
 

@@ -9,7 +9,7 @@ use std::ffi::{OsStr, OsString};
 
 use serde_json::Value;
 
-use crate::names::{self, NameError};
+use crate::detect::names::{self, NameError};
 
 /// Largest value we parse. Real values are a few hundred bytes per device.
 pub const MAX_VALUE_BYTES: usize = 64 * 1024;

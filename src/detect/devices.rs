@@ -12,11 +12,12 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::annotation;
-use crate::gid::GidPrefs;
-use crate::names;
-use crate::sriov;
-use crate::sysfs::{Attachment, NetDevs, PortFacts, Sysfs};
+use crate::detect::annotation;
+use crate::detect::names;
+use crate::detect::port::PortFacts;
+use crate::detect::sriov;
+use crate::detect::sysfs::{Attachment, NetDevs, Sysfs};
+use crate::nccl::gid::GidPrefs;
 
 /// The process environment as detection sees it.
 pub type Vars = BTreeMap<OsString, OsString>;
@@ -165,7 +166,7 @@ fn resolve_id(inp: &Inputs, id: &str, origin: &str, out: &mut Vec<Named>, proble
     let found = inp.sysfs.rdma_devices_of(id, &mut errs);
     problems.extend(errs.iter().map(ToString::to_string));
     if found.is_empty() {
-        let bus = if crate::sysfs::looks_like_pci(id) { "pci" } else { "auxiliary" };
+        let bus = if crate::detect::sysfs::looks_like_pci(id) { "pci" } else { "auxiliary" };
         problems.push(format!(
             "{origin}: device {id} has no RDMA device ({} is empty or missing): is it an RDMA-capable function, and is the resource pool marked isRdma?",
             inp.sysfs.path(&format!("bus/{bus}/devices/{id}/infiniband")).display()

@@ -6,23 +6,9 @@
 //! trait only, so the logic is tested with a fake and the real thing in the Soft-RoCE lab. It
 //! records facts on the ports; what to do about them is the plan's decision.
 
-use serde::Serialize;
-
+use crate::detect::port::{PortFacts, SelftestResult, VerbsCheck};
 use crate::detect::Detection;
-use crate::probe::{SelftestOptions, SelftestResult, Verbs, VerbsError, VerbsPort};
-use crate::sysfs::PortFacts;
-
-/// What ibverbs said of one port.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case", tag = "result")]
-pub enum VerbsCheck {
-    /// Opened and queried.
-    Port(VerbsPort),
-    /// Verbs cannot use it, so neither can NCCL (which uses the same library calls).
-    Unusable { error: String },
-    /// Not checked (verbs not available, or reading a sysfs tree other than the kernel's).
-    NotChecked { reason: String },
-}
+use crate::verbs::probe::{SelftestOptions, Verbs, VerbsError};
 
 /// Queries every port that sysfs reads as ACTIVE on the detected devices.
 /// Nothing is asked of ibverbs when no port needs checking (a node without RDMA pays nothing).
@@ -88,7 +74,7 @@ pub fn describe_failure(dev: &str, port: u32, r: &SelftestResult) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sysfs::GidPick;
+    use crate::detect::port::{GidPick, VerbsPort};
 
     /// A fake verbs layer: lists `listed`, reports `state` for every port, fails self-tests when
     /// `selftest_fails`.
@@ -151,7 +137,7 @@ mod tests {
 
     #[test]
     fn skipped_verbs_are_not_checked_rather_than_unusable() {
-        let f = crate::probe::NoVerbs { reason: "--skip-verbs".into() };
+        let f = crate::verbs::probe::NoVerbs { reason: "--skip-verbs".into() };
         let c = check(&f, &f.device_names(), "rxe0", &port("ACTIVE"));
         assert_eq!(c, VerbsCheck::NotChecked { reason: "--skip-verbs".into() });
     }

@@ -1,0 +1,22 @@
+//! Detect, the first stage: which RDMA devices are this pod's, and what their ports are.
+//!
+//! Takes the environment (a map, never `std::env`), the annotations file and a sysfs root, and
+//! returns a [`Detection`]: the devices a source named (each with its ports' facts), which source
+//! that was and what the others said, the devices visible but not ours, and warnings. Pure reads:
+//! no decisions about what to export, and nothing written anywhere.
+//!
+//! - `devices`: tries the sources in order and reads the chosen devices' ports;
+//! - `sriov`: source 1, the SR-IOV device plugin's `PCIDEVICE_*` variables;
+//! - `annotation`: source 2, the network-status annotation (downward-API file);
+//! - `sysfs`: source 3, and the bounded reader under a root that every source goes through;
+//! - `port`: the per-port facts that later stages read and fill;
+//! - `names`: validation of every name that comes from outside.
+
+pub mod annotation;
+pub mod devices;
+pub mod names;
+pub mod port;
+pub mod sriov;
+pub mod sysfs;
+
+pub use devices::{detect, Detection, Device, Inputs, Source, Vars};

@@ -1,0 +1,122 @@
+//! devices and ports: does the pod have RDMA devices, and is each port usable as NCCL requires.
+
+use super::*;
+
+pub(super) fn check(inp: &Inputs) -> Check {
+    let d = &inp.plan.detection;
+    let class = inp.sysfs.path("class/infiniband");
+    let sources: Vec<Value> = d
+        .sources
+        .iter()
+        .map(|s| json!({"source": s.source, "status": s.status, "inputs": s.inputs, "problems": s.problems}))
+        .collect();
+    let devs: Vec<Value> =
+        d.devices.iter().map(|x| json!({"name": x.name, "origin": x.origin, "attachment": x.attachment})).collect();
+    let mut problems: Vec<String> = d.sources.iter().flat_map(|s| s.problems.iter().cloned()).collect();
+    problems.extend(d.warnings.iter().cloned());
+    let names: Vec<&str> = d.devices.iter().map(|x| x.name.as_str()).collect();
+    let others = if d.not_ours.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; {} other RDMA device(s) visible that are not this pod's ({}): a privileged pod, or shared RDMA netns mode",
+            d.not_ours.len(),
+            abbreviate(&d.not_ours, 6)
+        )
+    };
+    let (status, summary, hint) = if d.devices.is_empty() {
+        (
+            Status::Fail,
+            format!(
+                "no RDMA device of this pod found{}: NCCL would run over TCP sockets (about 1 GiB/s instead of 80+)",
+                if d.not_ours.is_empty() { String::new() } else { format!(" among the {} visible", d.not_ours.len()) }
+            ),
+            Some("request an RDMA resource for the pod (an SR-IOV pool with isRdma: true, or an RDMA shared device plugin resource) and attach its network; `nccl-wrap env --json` shows what each source said".to_string()),
+        )
+    } else if !problems.is_empty() {
+        (
+            Status::Warn,
+            format!(
+                "{} RDMA device(s) of this pod from {} ({}), with {} problem(s) in the sources{others}",
+                names.len(),
+                d.source.describe(),
+                names.join(", "),
+                problems.len()
+            ),
+            Some("fix what the problems name; the devices listed were still found".to_string()),
+        )
+    } else {
+        (
+            Status::Pass,
+            format!(
+                "{} RDMA device(s) of this pod from {}: {}{others}",
+                names.len(),
+                d.source.describe(),
+                names.join(", ")
+            ),
+            None,
+        )
+    };
+    let mut c = Check::new("devices", status, summary)
+        .ev("source", json!(d.source))
+        .ev("sources", sources)
+        .ev("devices", devs)
+        .ev("not_ours", json!(d.not_ours))
+        .ev("class_infiniband", class.display().to_string());
+    if !problems.is_empty() {
+        c = c.ev("problems", json!(problems));
+    }
+    c.hint = hint;
+    c
+}
+
+pub(super) fn ports(inp: &Inputs) -> Vec<Check> {
+    let mut out = Vec::new();
+    for dev in &inp.plan.detection.devices {
+        let base = format!("class/infiniband/{}/ports", dev.name);
+        if dev.ports.is_empty() {
+            out.push(
+                Check::new("ports", Status::Fail, format!("{}: no port readable in sysfs", dev.name))
+                    .ev("device", dev.name.as_str())
+                    .ev("ports_dir", inp.sysfs.path(&base).display().to_string())
+                    .ev("problems", json!(dev.problems))
+                    .hint("check that the device's driver is bound and its sysfs directory is readable"),
+            );
+            continue;
+        }
+        for p in &dev.ports {
+            let at = |attr: &str| inp.sysfs.path(&format!("{base}/{}/{attr}", p.port));
+            let what = format!(
+                "{}:{} {} ({}), {}, {}",
+                dev.name,
+                p.port,
+                p.state_name().unwrap_or("state unreadable"),
+                p.phys_state_name().unwrap_or("physical state unreadable"),
+                p.link_layer.as_deref().unwrap_or("link layer unreadable"),
+                p.rate.as_deref().unwrap_or("rate unreadable")
+            );
+            let mut c = match crate::plan::link_problem(p) {
+                None => Check::new("ports", Status::Pass, what),
+                Some(why) => Check::new("ports", Status::Fail, format!("{what}: not usable, {why}")).hint(
+                    "check the cable and the switch port (ibstat, `ip link` on its net device); for a VF, the PF's link and the VF's link state (`ip link set <pf> vf <n> state auto`); physical state Disabled means the port was disabled administratively (ibportstate, switch configuration)",
+                ),
+            };
+            c = c
+                .ev("device", dev.name.as_str())
+                .ev("port", p.port)
+                .ev("state", file(&at("state"), p.state.as_deref()))
+                .ev("phys_state", file(&at("phys_state"), p.phys_state.as_deref()))
+                .ev("link_layer", file(&at("link_layer"), p.link_layer.as_deref()))
+                .ev("rate", file(&at("rate"), p.rate.as_deref()));
+            if !p.problems.is_empty() {
+                c = c.ev("problems", json!(p.problems));
+            }
+            out.push(c);
+        }
+    }
+    if out.is_empty() {
+        // The devices check already fails for this; one failure per cause.
+        out.push(Check::new("ports", Status::Warn, "no RDMA port to check: this pod has no RDMA device"));
+    }
+    out
+}

@@ -1,0 +1,155 @@
+//! gid: does each RoCE port have the GID NCCL wants, and do the ports agree on one index.
+
+use super::*;
+use crate::nccl::gid as nccl_gid;
+
+pub(super) fn roce_ports(plan: &Plan) -> Vec<(&Device, &PortFacts)> {
+    plan.detection
+        .devices
+        .iter()
+        .flat_map(|d| d.ports.iter().map(move |p| (d, p)))
+        .filter(|(_, p)| p.link_layer.as_deref() == Some("Ethernet"))
+        .collect()
+}
+
+/// What `gids/<i>` and `gid_attrs/types/<i>` of one port hold.
+pub(super) fn gid_entry(
+    sysfs: &Sysfs,
+    dev: &str,
+    port: u32,
+    i: u32,
+) -> (PathBuf, Option<String>, PathBuf, Option<String>) {
+    let g = format!("class/infiniband/{dev}/ports/{port}/gids/{i}");
+    let t = format!("class/infiniband/{dev}/ports/{port}/gid_attrs/types/{i}");
+    (sysfs.path(&g), sysfs.attr(&g).ok(), sysfs.path(&t), sysfs.attr(&t).ok())
+}
+
+pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
+    let roce = roce_ports(inp.plan);
+    let mut out = Vec::new();
+    let user_index = user_var(inp.vars, IB_GID_INDEX);
+    let user_kept = inp.plan.vars.iter().all(|v| v.name != IB_GID_INDEX || v.action == Action::Kept);
+    let mut agree: Vec<(String, u32)> = Vec::new();
+    for (dev, p) in &roce {
+        let label = format!("{}:{}", dev.name, p.port);
+        let mut c = match &p.gid {
+            None => Check::new("gid", Status::Fail, format!("{label}: GID table unreadable or empty")).hint(
+                "check that the port's net device exists and is up; the kernel fills the GID table from its addresses",
+            ),
+            Some(g) => {
+                let (gp, gv, tp, tv) = gid_entry(inp.sysfs, &dev.name, p.port, g.index);
+                let ndev = g.ndev.as_deref().unwrap_or("?");
+                let c = if g.full_match {
+                    agree.push((label.clone(), g.index));
+                    Check::new(
+                        "gid",
+                        Status::Pass,
+                        format!("{label}: RoCE v2 {} at GID index {} ({ndev})", g.address, g.index),
+                    )
+                } else {
+                    Check::new(
+                        "gid",
+                        Status::Fail,
+                        format!(
+                            "{label}: no RoCE v2 IPv4 GID; NCCL would settle on index {} ({}, {}), which cannot reach IPv4 RoCE v2 peers",
+                            g.index,
+                            g.address,
+                            g.roce.map_or("type unknown", |r| if r.number() == 1 { "RoCE v1" } else { "RoCE v2" })
+                        ),
+                    )
+                    .hint(format!(
+                        "give net device {ndev} an IPv4 address (the kernel adds RoCE v1 and v2 GIDs for each address), or set NCCL_IB_ADDR_FAMILY=AF_INET6 if the fabric is IPv6"
+                    ))
+                };
+                c.ev("index", g.index)
+                    .ev("gid", file(&gp, gv.as_deref()))
+                    .ev("type", file(&tp, tv.as_deref()))
+                    .ev("ndev", json!(g.ndev))
+            }
+        };
+        if let (Some(ui), true) = (&user_index, user_kept) {
+            c = user_gid_index(inp, c, dev, p, ui);
+        }
+        out.push(c.ev("device", dev.name.as_str()).ev("port", p.port));
+    }
+    if !agree.is_empty() {
+        out.push(gid_agreement(inp, &roce, &agree));
+    }
+    if out.is_empty() {
+        let ib = inp.plan.detection.devices.iter().any(|d| !d.ports.is_empty());
+        let (status, summary) = if ib {
+            (Status::Pass, "no RoCE port: InfiniBand ports need no GID index")
+        } else {
+            (Status::Warn, "no RDMA port of this pod: no GID table to check")
+        };
+        out.push(Check::new("gid", status, summary));
+    }
+    out
+}
+
+/// A user-set `NCCL_IB_GID_INDEX` that nccl-wrap keeps: does it point at a usable entry here?
+pub(super) fn user_gid_index(inp: &Inputs, mut c: Check, dev: &Device, p: &PortFacts, value: &str) -> Check {
+    let Ok(i) = value.trim().parse::<u32>() else {
+        c.status = c.status.max(Status::Warn);
+        c.summary += &format!("; NCCL_IB_GID_INDEX={value:?} is not an index");
+        return c;
+    };
+    let (gp, gv, tp, tv) = gid_entry(inp.sysfs, &dev.name, p.port, i);
+    let ok = gv.as_deref().and_then(nccl_gid::parse_gid).is_some_and(|g| {
+        let entry = nccl_gid::GidEntry { index: i, gid: g, roce: tv.as_deref().and_then(nccl_gid::RoceType::parse) };
+        nccl_gid::is_full_match(&entry, &crate::plan::gid_prefs(inp.vars).0)
+    });
+    if !ok {
+        c.status = Status::Fail;
+        c.summary += &format!(
+            "; NCCL_IB_GID_INDEX={i} (set in the environment, kept) points at {} ({}) on this port",
+            gv.as_deref().unwrap_or("no entry"),
+            tv.as_deref().unwrap_or("no type")
+        );
+        c.hint = Some(format!(
+            "unset NCCL_IB_GID_INDEX (NCCL 2.21.5+ and nccl-wrap pick the right entry per port) or pass --override{}",
+            p.gid.as_ref().map(|g| format!("; this port wants {}", g.index)).unwrap_or_default()
+        ));
+    }
+    c.ev("user_gid_index", json!({"value": value, "gid": file(&gp, gv.as_deref()), "type": file(&tp, tv.as_deref())}))
+}
+
+pub(super) fn gid_agreement(inp: &Inputs, roce: &[(&Device, &PortFacts)], agree: &[(String, u32)]) -> Check {
+    let index0: Map<String, Value> = roce
+        .iter()
+        .map(|(d, p)| {
+            let (gp, gv, tp, tv) = gid_entry(inp.sysfs, &d.name, p.port, 0);
+            (
+                format!("{}:{}", d.name, p.port),
+                json!({"gid": file(&gp, gv.as_deref()), "type": file(&tp, tv.as_deref())}),
+            )
+        })
+        .collect();
+    let indices: Map<String, Value> = agree.iter().map(|(l, i)| (l.clone(), json!(i))).collect();
+    let old_nccl = "NCCL older than 2.21.5 defaults to NCCL_IB_GID_INDEX=0, the fe80 link-local entry (RoCE v1 on mlx5), on every port, and its RDMA connections fail across subnets";
+    let first = agree[0].1;
+    let c = if agree.iter().all(|(_, i)| *i == first) {
+        let set = match inp.plan.gid_index {
+            Some(i) => format!("; nccl-wrap exports NCCL_IB_GID_INDEX={i}"),
+            None => String::new(),
+        };
+        let note = if first == 0 { String::new() } else { format!(" ({old_nccl}; the export prevents that)") };
+        Check::new(
+            "gid",
+            Status::Pass,
+            format!("all {} usable RoCE port(s) agree on GID index {first}{set}{note}", agree.len()),
+        )
+    } else {
+        let list: Vec<String> = agree.iter().map(|(l, i)| format!("{l}={i}")).collect();
+        Check::new(
+            "gid",
+            Status::Warn,
+            format!(
+                "RoCE ports disagree on the GID index ({}): NCCL_IB_GID_INDEX is one value for all ports, so none is exported; NCCL 2.21.5+ picks per port, but {old_nccl}",
+                list.join(", ")
+            ),
+        )
+        .hint("use NCCL 2.21.5 or later, or give every port's net device the same address layout so the tables agree")
+    };
+    c.ev("indices", indices).ev("exported", json!(inp.plan.gid_index)).ev("index_0", index0)
+}

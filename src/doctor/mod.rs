@@ -1,0 +1,336 @@
+//! `nccl-wrap doctor`: names the cause before NCCL hangs or silently falls back to TCP.
+//!
+//! Takes what the pipeline already decided (the [`Plan`] and the memlock outcome) and reads a
+//! little more (uverbs nodes, IOMMU groups, GPU placement, the kernel command line), then turns
+//! each concern into a check with a stable id, a status, the evidence read and the fix. Every
+//! root is a parameter and verbs come in through the [`Verbs`] seam, so fixture nodes and the
+//! real machine go through the same code. It only reads: it never writes to sysfs or /dev, and
+//! opens character devices only to see whether this container may.
+//!
+//! Check ids (documented in `docs/doctor.md`), one file per family: `devices` (devices, ports),
+//! `uverbs`, `gid`, `nccl_env` (nccl-env), `memlock`, `iommu`, `gpu` (gpudirect, topology, with
+//! the PCI placement reader `topology`), `netns`, `selftest`; `human` renders the report. This
+//! file holds the check type, the inputs, and the order the families run in.
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use rustix::fs::{Mode, OFlags};
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+use crate::detect::port::PortFacts;
+use crate::detect::sysfs::{read_attr, Attachment, Sysfs};
+use crate::detect::{Device, Vars};
+use crate::msg::PREFIX;
+use crate::nccl::env::{IB_DISABLE, IB_GID_INDEX, IB_HCA};
+use crate::nccl::list::List;
+use crate::plan::{Action, Plan};
+use crate::process::memlock::{Memlock, Outcome};
+use crate::verbs::{SelftestOptions, Verbs, VerbsError};
+
+mod devices;
+mod gid;
+mod gpu;
+mod human;
+mod iommu;
+mod memlock;
+mod nccl_env;
+mod netns;
+mod selftest;
+mod topology;
+mod uverbs;
+
+pub use human::human;
+use topology::{Place, Relation};
+
+/// NCCL registers at least its own communication buffers; a limit below this refuses them.
+pub const REGISTER_BYTES: u64 = 64 << 20;
+/// Exit status when doctor itself cannot run.
+pub const EXIT_CANNOT_RUN: u8 = 2;
+
+const SOCKET_IFNAME: &str = "NCCL_SOCKET_IFNAME";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Pass,
+    Warn,
+    Fail,
+}
+
+impl Status {
+    fn label(self) -> &'static str {
+        match self {
+            Status::Pass => "PASS",
+            Status::Warn => "WARN",
+            Status::Fail => "FAIL",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub id: &'static str,
+    pub status: Status,
+    pub summary: String,
+    pub evidence: Map<String, Value>,
+    pub hint: Option<String>,
+}
+
+impl Check {
+    fn new(id: &'static str, status: Status, summary: impl Into<String>) -> Check {
+        Check { id, status, summary: summary.into(), evidence: Map::new(), hint: None }
+    }
+    fn ev(mut self, key: &str, value: impl Into<Value>) -> Check {
+        self.evidence.insert(key.to_string(), value.into());
+        self
+    }
+    fn hint(mut self, hint: impl Into<String>) -> Check {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
+/// A file that was read and what it held (`None`: it could not be read).
+fn file(path: &Path, value: Option<&str>) -> Value {
+    json!({ "file": path.display().to_string(), "value": value })
+}
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub checks: Vec<Check>,
+    pub counts: BTreeMap<&'static str, usize>,
+    /// 0 when nothing fails, 1 when something does.
+    pub exit: u8,
+}
+
+/// Everything doctor reads, as parameters.
+pub struct Inputs<'a> {
+    pub plan: &'a Plan,
+    pub memlock: &'a Memlock,
+    pub vars: &'a Vars,
+    pub sysfs: &'a Sysfs,
+    pub proc_root: &'a Path,
+    pub dev_root: &'a Path,
+    pub verbs: &'a dyn Verbs,
+    /// Run the loopback self-test through `verbs`, with these options (`None`: --no-selftest).
+    pub selftest: Option<&'a SelftestOptions>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DoctorError {
+    #[error("cannot read the sysfs root {path}: {source}")]
+    SysfsRoot { path: PathBuf, source: std::io::Error },
+    #[error("{path} is not a directory; is --sysfs-root (NCCL_WRAP_SYSFS_ROOT) right?")]
+    NotADirectory { path: PathBuf },
+}
+
+/// Runs doctor and prints its report; the exit status says whether anything failed.
+pub fn main(inp: &Inputs, json_out: bool) -> ExitCode {
+    let report = match run(inp) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{PREFIX} doctor cannot run: {e}");
+            return ExitCode::from(EXIT_CANNOT_RUN);
+        }
+    };
+    let text = if json_out {
+        match serde_json::to_string_pretty(&report) {
+            Ok(t) => t + "\n",
+            Err(e) => {
+                eprintln!("{PREFIX} doctor cannot serialise its report: {e}");
+                return ExitCode::from(EXIT_CANNOT_RUN);
+            }
+        }
+    } else {
+        human(inp, &report)
+    };
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::from(report.exit),
+        Err(e) => {
+            eprintln!("{PREFIX} cannot write to stdout: {e}");
+            ExitCode::from(EXIT_CANNOT_RUN)
+        }
+    }
+}
+
+pub fn run(inp: &Inputs) -> Result<Report, DoctorError> {
+    let root = inp.sysfs.path("");
+    match std::fs::metadata(&root) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Err(DoctorError::NotADirectory { path: root }),
+        Err(source) => return Err(DoctorError::SysfsRoot { path: root, source }),
+    }
+    let gpus = topology::gpus(inp.sysfs);
+    let mut checks = vec![devices::check(inp)];
+    checks.extend(devices::ports(inp));
+    checks.extend(uverbs::checks(inp));
+    checks.extend(gid::checks(inp));
+    checks.extend(nccl_env::checks(inp));
+    checks.push(memlock::check(inp));
+    checks.extend(iommu::checks(inp));
+    checks.push(gpu::gpudirect(inp, &gpus));
+    checks.push(gpu::placement(inp, &gpus));
+    checks.push(netns::check(inp));
+    checks.extend(selftest::checks(inp));
+    let mut counts = BTreeMap::from([("pass", 0), ("warn", 0), ("fail", 0)]);
+    for c in &checks {
+        let key = match c.status {
+            Status::Pass => "pass",
+            Status::Warn => "warn",
+            Status::Fail => "fail",
+        };
+        *counts.entry(key).or_default() += 1;
+    }
+    let exit = u8::from(checks.iter().any(|c| c.status == Status::Fail));
+    Ok(Report { checks, counts, exit })
+}
+
+// Helpers more than one check family uses.
+
+fn user_var(vars: &Vars, name: &str) -> Option<String> {
+    vars.get(OsStr::new(name)).map(|v| v.to_string_lossy().into_owned())
+}
+
+fn abbreviate(names: &[String], n: usize) -> String {
+    let mut s = names.iter().take(n).cloned().collect::<Vec<_>>().join(", ");
+    if names.len() > n {
+        let _ = write!(s, ", ... ({} more)", names.len() - n);
+    }
+    s
+}
+
+/// The PCI function behind a device: its own for PFs and VFs, the parent PF for a scalable
+/// function (the SF's directory sits inside the PF's).
+fn pci_function(sysfs: &Sysfs, att: &Attachment) -> Option<String> {
+    match att {
+        Attachment::Vf { pci, .. } | Attachment::Pf { pci } => Some(pci.clone()),
+        Attachment::Sf { id } => {
+            let link = std::fs::read_link(sysfs.path(&format!("bus/auxiliary/devices/{id}"))).ok()?;
+            let parts: Vec<&str> = link.iter().filter_map(|c| c.to_str()).collect();
+            parts.iter().rev().find(|c| crate::detect::sysfs::looks_like_pci(c)).map(|s| s.to_string())
+        }
+        Attachment::Software { .. } | Attachment::Unknown => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_versions() {
+        assert_eq!(gpu::kernel_version("5.14.0-284.73.1.el9_2.x86_64"), Some((5, 14)));
+        assert_eq!(gpu::kernel_version("6.1.0-21-amd64"), Some((6, 1)));
+        assert_eq!(gpu::kernel_version("garbage"), None);
+    }
+
+    #[test]
+    fn evidence_reads_as_file_equals_value() {
+        let mut m = Map::new();
+        m.insert("state".into(), file(Path::new("/sys/x/state"), Some("1: DOWN")));
+        m.insert("type".into(), file(Path::new("/sys/y/type"), None));
+        m.insert("device".into(), json!("mlx5_3"));
+        let lines = human::evidence_lines(&m);
+        assert!(lines.contains(&"/sys/x/state = \"1: DOWN\"".to_string()), "{lines:?}");
+        assert!(lines.contains(&"/sys/y/type: unreadable".to_string()), "{lines:?}");
+        assert!(lines.contains(&"device: mlx5_3".to_string()), "{lines:?}");
+    }
+
+    use crate::detect::port::{SelftestResult, VerbsPort};
+    use crate::process::memlock::Limits;
+
+    /// Answers like a real verbs build would: mlx5_6 passes, the rest fail the send as a
+    /// translated IOMMU makes them fail.
+    struct FakeVerbs;
+
+    impl Verbs for FakeVerbs {
+        fn device_names(&self) -> Result<Vec<String>, VerbsError> {
+            Ok(vec!["mlx5_6".into(), "mlx5_7".into(), "mlx5_10".into()])
+        }
+        fn query_port(&self, _: &str, _: u8, _: Option<u32>) -> Result<VerbsPort, VerbsError> {
+            Ok(VerbsPort { state: "ACTIVE".into(), link_layer: "Ethernet".into(), gid_tbl_len: 8, gid: None })
+        }
+        fn selftest(&self, device: &str, _: u8, gid: Option<u32>, _: &SelftestOptions) -> SelftestResult {
+            let ok = device == "mlx5_6" && gid == Some(3);
+            SelftestResult {
+                passed: ok,
+                step: (!ok).then(|| "poll".into()),
+                status: (!ok).then(|| "IBV_WC_LOC_PROT_ERR".into()),
+                hint: (!ok).then(|| "check the IOMMU mode".into()),
+                micros: 120,
+            }
+        }
+    }
+
+    #[test]
+    fn a_real_verbs_implementation_plugs_into_the_selftest_check() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/nodes/h100-roce-sriov");
+        let vars = Vars::new();
+        let sysfs = Sysfs::new(root.join("sys"));
+        let (prefs, _) = crate::plan::gid_prefs(&vars);
+        let annotations = root.join("podnetinfo/annotations");
+        let det = crate::detect::detect(&crate::detect::Inputs {
+            vars: &vars,
+            sysfs: &sysfs,
+            annotations: &annotations,
+            prefs: &prefs,
+        });
+        let plan = crate::plan::plan(det, &vars, &prefs, crate::plan::Choices::default());
+        let lim = Limits { soft: None, hard: None };
+        let memlock = Memlock {
+            before: lim,
+            after: lim,
+            outcome: Outcome::AlreadyUnlimited,
+            cap_ipc_lock: Some(false),
+            cap_sys_resource: Some(false),
+            error: None,
+        };
+        let inp = Inputs {
+            plan: &plan,
+            memlock: &memlock,
+            vars: &vars,
+            sysfs: &sysfs,
+            proc_root: &root.join("proc"),
+            dev_root: &root.join("dev"),
+            verbs: &FakeVerbs,
+            selftest: Some(&SelftestOptions { buffer_bytes: 1 << 20, timeout_ms: 2000 }),
+        };
+        let report = run(&inp).expect("doctor runs");
+        let st: Vec<(String, Status)> = report
+            .checks
+            .iter()
+            .filter(|c| c.id == "selftest")
+            .map(|c| (c.summary.split(':').next().unwrap_or("").to_string(), c.status))
+            .collect();
+        assert_eq!(
+            st,
+            [
+                ("mlx5_6".to_string(), Status::Pass),
+                ("mlx5_7".to_string(), Status::Fail),
+                ("mlx5_10".to_string(), Status::Fail),
+                ("mlx5_11".to_string(), Status::Fail),
+            ]
+        );
+        let mlx5_11 = report.checks.iter().find(|c| c.id == "selftest" && c.summary.starts_with("mlx5_11"));
+        assert!(mlx5_11.is_some_and(|c| c.summary.contains("lists no device named mlx5_11")), "{mlx5_11:?}");
+        assert_eq!(report.exit, 1);
+        assert_eq!(memlock_status(&inp), Status::Pass);
+    }
+
+    fn memlock_status(inp: &Inputs) -> Status {
+        memlock::check(inp).status
+    }
+
+    #[test]
+    fn status_order_makes_fail_the_worst() {
+        assert!(Status::Fail > Status::Warn && Status::Warn > Status::Pass);
+    }
+}

@@ -1,0 +1,100 @@
+//! uverbs: can libibverbs in this container reach each device (the `/dev/infiniband/uverbsN` node).
+
+use super::*;
+
+/// RDMA device name -> `uverbsN`, from `class/infiniband_verbs/uverbs*/ibdev`.
+pub(super) fn uverbs_map(sysfs: &Sysfs) -> BTreeMap<String, String> {
+    let mut problems = Vec::new();
+    sysfs
+        .list("class/infiniband_verbs", &mut problems)
+        .into_iter()
+        .filter(|n| n.starts_with("uverbs"))
+        .filter_map(|n| sysfs.attr(&format!("class/infiniband_verbs/{n}/ibdev")).ok().map(|dev| (dev, n)))
+        .collect()
+}
+
+pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
+    let map = uverbs_map(inp.sysfs);
+    let mut out = Vec::new();
+    for dev in &inp.plan.detection.devices {
+        let Some(uv) = map.get(&dev.name) else {
+            out.push(
+                Check::new(
+                    "uverbs",
+                    Status::Fail,
+                    format!(
+                        "{}: no uverbs device names it in class/infiniband_verbs: libibverbs cannot open it",
+                        dev.name
+                    ),
+                )
+                .ev("device", dev.name.as_str())
+                .ev("class_infiniband_verbs", inp.sysfs.path("class/infiniband_verbs").display().to_string())
+                .hint("load ib_uverbs on the host (modprobe ib_uverbs)"),
+            );
+            continue;
+        };
+        let ibdev = inp.sysfs.path(&format!("class/infiniband_verbs/{uv}/ibdev"));
+        let sys_dev = inp.sysfs.attr(&format!("class/infiniband_verbs/{uv}/dev")).ok();
+        let node = inp.dev_root.join("infiniband").join(uv);
+        let base = Check::new("uverbs", Status::Pass, String::new())
+            .ev("device", dev.name.as_str())
+            .ev("uverbs", uv.as_str())
+            .ev("ibdev", file(&ibdev, Some(&dev.name)))
+            .ev("dev", node.display().to_string());
+        let (status, summary, kind, hint) = match std::fs::metadata(&node) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (
+                Status::Fail,
+                format!("{}: {} is not in this container: libibverbs will not list {} and NCCL cannot use it", dev.name, node.display(), dev.name),
+                None,
+                Some("the device plugin must mount it: set isRdma: true in the SR-IOV resource pool (or request the RDMA shared device plugin's resource); a privileged pod needs /dev/infiniband mounted"),
+            ),
+            Err(e) => (Status::Fail, format!("{}: cannot stat {}: {e}", dev.name, node.display()), None, None),
+            Ok(m) => {
+                let kind = if m.file_type().is_char_device() {
+                    use std::os::unix::fs::MetadataExt;
+                    let rdev = m.rdev();
+                    format!("character device {}:{}", rustix::fs::major(rdev), rustix::fs::minor(rdev))
+                } else if m.is_file() {
+                    "regular file".to_string()
+                } else {
+                    "neither a character device nor a file".to_string()
+                };
+                let mismatch = m.file_type().is_char_device()
+                    && sys_dev.as_deref().is_some_and(|s| !kind.ends_with(&format!(" {s}")));
+                match open_rw(&node) {
+                    Err(e) => (
+                        Status::Fail,
+                        format!("{}: {} is present but cannot be opened read-write: {e}", dev.name, node.display()),
+                        Some(kind),
+                        Some("the container's device cgroup or file mode refuses it: the device plugin must add it to the container's devices (or run privileged)"),
+                    ),
+                    Ok(()) if mismatch => (
+                        Status::Fail,
+                        format!("{}: {} is {kind}, but sysfs says {uv} is {}", dev.name, node.display(), sys_dev.as_deref().unwrap_or("?")),
+                        Some(kind),
+                        Some("the node under /dev/infiniband points at another device: remount /dev/infiniband from the host"),
+                    ),
+                    Ok(()) => (Status::Pass, format!("{}: {} present and opens read-write", dev.name, node.display()), Some(kind), None),
+                }
+            }
+        };
+        let mut c = base.ev("kind", json!(kind));
+        if let Some(s) = &sys_dev {
+            c = c.ev("sysfs_dev", file(&inp.sysfs.path(&format!("class/infiniband_verbs/{uv}/dev")), Some(s)));
+        }
+        c.status = status;
+        c.summary = summary;
+        c.hint = hint.map(String::from);
+        out.push(c);
+    }
+    if out.is_empty() {
+        out.push(Check::new("uverbs", Status::Warn, "no RDMA device of this pod: no uverbs node to check"));
+    }
+    out
+}
+
+/// Opens read-write as libibverbs does, without creating, blocking or taking a terminal.
+pub(super) fn open_rw(path: &Path) -> std::io::Result<()> {
+    let flags = OFlags::RDWR | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
+    rustix::fs::open(path, flags, Mode::empty()).map(drop).map_err(std::io::Error::from)
+}

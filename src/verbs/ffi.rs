@@ -1,0 +1,615 @@
+//! The FFI fence: the only file under `verbs/` that may use `unsafe`. It owns every ibverbs
+//! object through one type each, which frees it exactly once in `Drop`; lifetimes tie each object
+//! to the one it was created from, so the compiler enforces the teardown order (QP, CQ, MR, PD,
+//! then the device context). What leaves this module is safe to use: plain values (`PortAttr`,
+//! `Completion`) and methods whose preconditions the types themselves guarantee.
+//!
+//! It must never block (completions are polled, there is no completion channel), never panic when
+//! the machine has no RDMA (an absent or empty device list is an ordinary answer), and never hand
+//! out a raw pointer.
+//!
+//! Over 600 lines: every owner type and the SAFETY argument of each call stay behind this one
+//! fence, so the whole unsafe surface of the verbs layer is reviewed in one file.
+
+use std::alloc::{self, Layout};
+use std::ffi::{c_int, CStr};
+use std::io;
+use std::marker::PhantomData;
+use std::ptr::{self, NonNull};
+use std::sync::Once;
+
+use rdma_sys as ffi;
+
+use super::probe::VerbsError;
+use super::status::errno_text;
+
+mod providers {
+    include!(concat!(env!("OUT_DIR"), "/static_providers.rs"));
+}
+
+pub(crate) use providers::STATIC_PROVIDERS;
+
+/// `IBV_PORT_ACTIVE`.
+pub const PORT_ACTIVE: u32 = ffi::ibv_port_state::IBV_PORT_ACTIVE;
+/// `IBV_LINK_LAYER_ETHERNET`: RoCE, routed by GID.
+pub const LINK_LAYER_ETHERNET: u8 = 2;
+/// `IBV_WC_SUCCESS`.
+pub const WC_SUCCESS: u32 = ffi::ibv_wc_status::IBV_WC_SUCCESS;
+
+/// What `ibv_query_port` says, as plain values.
+#[derive(Debug, Clone, Copy)]
+pub struct PortAttr {
+    pub state: u32,
+    pub link_layer: u8,
+    pub lid: u16,
+    /// `enum ibv_mtu`: 1 = 256 bytes ... 5 = 4096 bytes.
+    pub active_mtu: u32,
+    pub max_msg_sz: u32,
+    pub gid_tbl_len: i32,
+}
+
+/// One work completion, as plain values.
+#[derive(Debug, Clone, Copy)]
+pub struct Completion {
+    pub wr_id: u64,
+    pub status: u32,
+    pub vendor_err: u32,
+}
+
+/// Where a queue pair's packets go: to an InfiniBand LID, or (RoCE) to the peer's GID through
+/// this port's GID at `sgid_index`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    Lid(u16),
+    Gid { dgid: [u8; 16], sgid_index: u8 },
+}
+
+/// INIT -> RTR: the remote end of the connection.
+#[derive(Debug, Clone, Copy)]
+pub struct RtrAttrs {
+    pub port: u8,
+    /// `enum ibv_mtu` of the path: the smaller of both ends' active MTU.
+    pub path_mtu: u32,
+    pub dest_qpn: u32,
+    pub rq_psn: u32,
+    pub route: Route,
+}
+
+/// RTR -> RTS: our send side.
+#[derive(Debug, Clone, Copy)]
+pub struct RtsAttrs {
+    pub sq_psn: u32,
+    /// Local ACK timeout, 4.096 us * 2^timeout per try.
+    pub timeout: u8,
+    /// Tries before `IBV_WC_RETRY_EXC_ERR`.
+    pub retry_cnt: u8,
+}
+
+/// Verbs calls that return an errno value (0 on success) rather than setting `errno`. Some
+/// providers return `-errno` or plain `-1`; the latter leaves the answer in `errno`.
+fn check_ret(ret: c_int) -> io::Result<()> {
+    match ret {
+        0 => Ok(()),
+        -1 => Err(io::Error::last_os_error()),
+        r => Err(io::Error::from_raw_os_error(r.abs())),
+    }
+}
+
+static REGISTER_PROVIDERS: Once = Once::new();
+
+/// The array `ibv_get_device_list` returns; the device pointers in it are valid while it lives.
+pub struct DeviceList {
+    list: NonNull<*mut ffi::ibv_device>,
+    len: usize,
+}
+
+impl DeviceList {
+    pub fn get() -> io::Result<Self> {
+        // In a static link no provider is loaded from disk; see build.rs.
+        REGISTER_PROVIDERS.call_once(providers::register_static_providers);
+        let mut n: c_int = 0;
+        // SAFETY: `n` is a valid place for the count. The returned array is owned by this
+        // `DeviceList` and released once, in Drop, with ibv_free_device_list.
+        let list = unsafe { ffi::ibv_get_device_list(&mut n) };
+        match NonNull::new(list) {
+            // NULL with errno set: ENOSYS when the kernel has no uverbs, ENOMEM.
+            None => Err(io::Error::last_os_error()),
+            Some(list) => Ok(DeviceList { list, len: usize::try_from(n).unwrap_or(0) }),
+        }
+    }
+
+    fn devices(&self) -> impl Iterator<Item = *mut ffi::ibv_device> + '_ {
+        // SAFETY: ibv_get_device_list returned an array of `len` device pointers (NULL
+        // terminated after them) that stays valid until ibv_free_device_list in our Drop; `self`
+        // is borrowed for as long as the iterator lives.
+        (0..self.len).map(move |i| unsafe { *self.list.as_ptr().add(i) })
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.devices().filter_map(device_name).collect()
+    }
+
+    fn find(&self, name: &str) -> Option<*mut ffi::ibv_device> {
+        self.devices().find(|&d| device_name(d).as_deref() == Some(name))
+    }
+}
+
+impl Drop for DeviceList {
+    fn drop(&mut self) {
+        // SAFETY: `list` came from ibv_get_device_list and is freed only here, once. Contexts
+        // opened from its devices stay valid after this (verbs.h: open, then free the list).
+        unsafe { ffi::ibv_free_device_list(self.list.as_ptr()) }
+    }
+}
+
+fn device_name(dev: *mut ffi::ibv_device) -> Option<String> {
+    if dev.is_null() {
+        return None;
+    }
+    // SAFETY: `dev` is a non-NULL entry of a live device list (callers borrow the DeviceList);
+    // ibv_get_device_name returns a pointer into the device, a NUL-terminated kernel name
+    // (IBV_SYSFS_NAME_MAX) that lives as long as the device, and we copy it out at once.
+    unsafe {
+        let name = ffi::ibv_get_device_name(dev);
+        (!name.is_null()).then(|| CStr::from_ptr(name).to_string_lossy().into_owned())
+    }
+}
+
+/// An open device (`ibv_open_device`), closed in Drop.
+pub struct Context {
+    ctx: NonNull<ffi::ibv_context>,
+    name: String,
+}
+
+impl Context {
+    /// Opens `name` if libibverbs lists it. Listing failures (no uverbs at all) read as "not
+    /// listed": from the caller's side the device is just not there.
+    pub fn open(name: &str) -> Result<Self, VerbsError> {
+        let list = DeviceList::get().map_err(|_| VerbsError::NotListed(name.to_owned()))?;
+        let dev = list.find(name).ok_or_else(|| VerbsError::NotListed(name.to_owned()))?;
+        // SAFETY: `dev` is an entry of `list`, which is alive for this call. The context
+        // returned is owned by this `Context` and closed once in Drop; it does not depend on
+        // the list staying alive.
+        let ctx = unsafe { ffi::ibv_open_device(dev) };
+        let ctx = NonNull::new(ctx).ok_or_else(|| VerbsError::Open {
+            device: name.to_owned(),
+            errno: errno_text(&io::Error::last_os_error()),
+        })?;
+        Ok(Context { ctx, name: name.to_owned() })
+    }
+
+    pub fn query_port(&self, port: u8) -> Result<PortAttr, VerbsError> {
+        // SAFETY: ibv_port_attr is plain C data (integers only); all-zero is a valid value.
+        let mut attr: ffi::ibv_port_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: `ctx` is an open context owned by self; `attr` is a writable ibv_port_attr.
+        // The inline ___ibv_query_port passes sizeof(attr) to the provider, so a newer struct
+        // is never overrun.
+        let ret = unsafe { ffi::___ibv_query_port(self.ctx.as_ptr(), port, &mut attr) };
+        check_ret(ret).map_err(|e| VerbsError::QueryPort { device: self.name.clone(), port, errno: errno_text(&e) })?;
+        Ok(PortAttr {
+            state: attr.state,
+            link_layer: attr.link_layer,
+            lid: attr.lid,
+            active_mtu: attr.active_mtu,
+            max_msg_sz: attr.max_msg_sz,
+            gid_tbl_len: attr.gid_tbl_len,
+        })
+    }
+
+    pub fn query_gid(&self, port: u8, index: u32) -> Result<[u8; 16], VerbsError> {
+        let err = |e: io::Error| VerbsError::QueryGid { device: self.name.clone(), port, index, errno: errno_text(&e) };
+        let idx = c_int::try_from(index).map_err(|_| err(io::Error::from_raw_os_error(22)))?;
+        let mut gid = ffi::ibv_gid { raw: [0; 16] };
+        // SAFETY: `ctx` is an open context owned by self; `gid` is a writable 16-byte union.
+        let ret = unsafe { ffi::ibv_query_gid(self.ctx.as_ptr(), port, idx, &mut gid) };
+        check_ret(ret).map_err(err)?;
+        // SAFETY: every bit pattern of the union is a valid `[u8; 16]`.
+        Ok(unsafe { gid.raw })
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        // SAFETY: `ctx` came from ibv_open_device and is closed only here; every object
+        // created from it borrows this Context, so all of them were destroyed already.
+        unsafe {
+            ffi::ibv_close_device(self.ctx.as_ptr());
+        }
+    }
+}
+
+/// A protection domain, deallocated in Drop; cannot outlive its context.
+pub struct Pd<'c> {
+    pd: NonNull<ffi::ibv_pd>,
+    _ctx: PhantomData<&'c Context>,
+}
+
+impl<'c> Pd<'c> {
+    pub fn alloc(ctx: &'c Context) -> io::Result<Self> {
+        // SAFETY: `ctx` is an open context that outlives the returned Pd ('c). The PD is owned
+        // by the Pd and deallocated once in Drop.
+        let pd = unsafe { ffi::ibv_alloc_pd(ctx.ctx.as_ptr()) };
+        let pd = NonNull::new(pd).ok_or_else(io::Error::last_os_error)?;
+        Ok(Pd { pd, _ctx: PhantomData })
+    }
+}
+
+impl Drop for Pd<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `pd` came from ibv_alloc_pd and is freed only here; MRs and QPs borrow the
+        // Pd, so they were destroyed first.
+        unsafe {
+            ffi::ibv_dealloc_pd(self.pd.as_ptr());
+        }
+    }
+}
+
+/// Page-aligned, zeroed heap memory for the adapter to read and write. Held as a raw pointer,
+/// never as a Rust reference, while it is registered: the device writes it behind the
+/// compiler's back.
+pub struct DmaBuf {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
+
+impl DmaBuf {
+    pub fn new(len: usize) -> io::Result<Self> {
+        let layout = Layout::from_size_align(len.max(1), 4096).map_err(|_| io::Error::from_raw_os_error(22))?;
+        // SAFETY: `layout` has a non-zero size. The memory is freed once in Drop with the same
+        // layout.
+        let ptr = unsafe { alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(ptr).ok_or_else(|| io::Error::from_raw_os_error(12))?;
+        Ok(DmaBuf { ptr, layout })
+    }
+
+    #[allow(clippy::len_without_is_empty)] // never empty: at least one byte is allocated
+    pub fn len(&self) -> usize {
+        self.layout.size()
+    }
+
+    pub fn addr(&self, offset: usize) -> u64 {
+        self.ptr.as_ptr() as u64 + offset as u64
+    }
+
+    /// Copies out `len` bytes at `offset`. Only called when no work request on this memory is
+    /// outstanding (after its completion was polled), so the device is not writing it.
+    pub fn read(&self, offset: usize, len: usize) -> Vec<u8> {
+        assert!(offset.checked_add(len).is_some_and(|end| end <= self.len()));
+        let mut out = vec![0u8; len];
+        // SAFETY: the range is inside the allocation (asserted above); `out` is a distinct
+        // allocation of `len` bytes. No DMA into the range is in flight (see above).
+        unsafe { ptr::copy_nonoverlapping(self.ptr.as_ptr().add(offset), out.as_mut_ptr(), len) };
+        out
+    }
+
+    /// Copies `data` in at `offset`, before any work request uses the range.
+    pub fn write(&mut self, offset: usize, data: &[u8]) {
+        assert!(offset.checked_add(data.len()).is_some_and(|end| end <= self.len()));
+        // SAFETY: the range is inside the allocation (asserted above); `data` is a different
+        // allocation. No DMA on the range is in flight when this is called.
+        unsafe { ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(offset), data.len()) };
+    }
+}
+
+impl Drop for DmaBuf {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from alloc_zeroed with `layout` and is freed only here. The MR
+        // that registered it owns this DmaBuf and deregisters before its fields drop.
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+/// A registered memory region that owns its buffer: deregistration (Drop) happens before the
+/// buffer is freed (fields drop after `drop` returns).
+pub struct Mr<'p> {
+    mr: NonNull<ffi::ibv_mr>,
+    buf: DmaBuf,
+    _pd: PhantomData<&'p Pd<'p>>,
+}
+
+impl<'p> Mr<'p> {
+    pub fn register(pd: &'p Pd<'_>, buf: DmaBuf) -> io::Result<Self> {
+        let access = ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE
+            | ffi::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE
+            | ffi::ibv_access_flags::IBV_ACCESS_REMOTE_READ;
+        // SAFETY: `pd` outlives the Mr ('p). `buf` is a live allocation of `buf.len()` bytes
+        // that the Mr takes ownership of, so it stays allocated until after ibv_dereg_mr in
+        // Drop. None of these flags is an optional-access flag, so the exported ibv_reg_mr is
+        // what the verbs.h macro would pick.
+        let mr = unsafe { ffi::ibv_reg_mr(pd.pd.as_ptr(), buf.ptr.as_ptr().cast(), buf.len(), access.0 as c_int) };
+        let mr = NonNull::new(mr).ok_or_else(io::Error::last_os_error)?;
+        Ok(Mr { mr, buf, _pd: PhantomData })
+    }
+
+    fn lkey(&self) -> u32 {
+        // SAFETY: `mr` is a registered MR owned by self; lkey is set once by ibv_reg_mr.
+        unsafe { (*self.mr.as_ptr()).lkey }
+    }
+
+    pub fn rkey(&self) -> u32 {
+        // SAFETY: as for lkey.
+        unsafe { (*self.mr.as_ptr()).rkey }
+    }
+
+    /// The address the adapter (and a peer holding the rkey) uses for `offset` in the buffer.
+    pub fn addr(&self, offset: usize) -> u64 {
+        self.buf.addr(offset)
+    }
+
+    /// Copies out `len` bytes at `offset`; see [`DmaBuf::read`] for when that is allowed.
+    pub fn read(&self, offset: usize, len: usize) -> Vec<u8> {
+        self.buf.read(offset, len)
+    }
+}
+
+impl Drop for Mr<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `mr` came from ibv_reg_mr and is deregistered only here. Once ibv_dereg_mr
+        // returns the adapter can no longer reach `buf` through this MR (a work request still
+        // naming it would complete in error), so `buf`, freed after this returns, is never
+        // touched by DMA after it is freed.
+        unsafe {
+            ffi::ibv_dereg_mr(self.mr.as_ptr());
+        }
+    }
+}
+
+/// A completion queue without a completion channel: we only ever poll it.
+pub struct Cq<'c> {
+    cq: NonNull<ffi::ibv_cq>,
+    _ctx: PhantomData<&'c Context>,
+}
+
+impl<'c> Cq<'c> {
+    pub fn create(ctx: &'c Context, entries: c_int) -> io::Result<Self> {
+        // SAFETY: `ctx` is open and outlives the Cq ('c). No channel or user context pointer is
+        // passed. The CQ is destroyed once in Drop.
+        let cq = unsafe { ffi::ibv_create_cq(ctx.ctx.as_ptr(), entries, ptr::null_mut(), ptr::null_mut(), 0) };
+        let cq = NonNull::new(cq).ok_or_else(io::Error::last_os_error)?;
+        Ok(Cq { cq, _ctx: PhantomData })
+    }
+
+    /// One non-blocking poll; `Ok(None)` when the queue is empty.
+    pub fn poll_one(&self) -> io::Result<Option<Completion>> {
+        // SAFETY: ibv_wc is plain C data; all-zero is a valid value.
+        let mut wc: ffi::ibv_wc = unsafe { std::mem::zeroed() };
+        // SAFETY: `cq` is a live CQ owned by self; `wc` has room for the one entry asked for.
+        // The provider's poll_cq never blocks.
+        let n = unsafe { ffi::ibv_poll_cq(self.cq.as_ptr(), 1, &mut wc) };
+        match n {
+            0 => Ok(None),
+            n if n > 0 => Ok(Some(Completion { wr_id: wc.wr_id, status: wc.status, vendor_err: wc.vendor_err })),
+            n => Err(io::Error::from_raw_os_error(n.abs())),
+        }
+    }
+}
+
+impl Drop for Cq<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `cq` came from ibv_create_cq and is destroyed only here; the QP using it
+        // borrows the Cq and was destroyed first.
+        unsafe {
+            ffi::ibv_destroy_cq(self.cq.as_ptr());
+        }
+    }
+}
+
+/// A reliable-connected queue pair, destroyed in Drop before its CQ and PD.
+pub struct Qp<'a> {
+    qp: NonNull<ffi::ibv_qp>,
+    _deps: PhantomData<(&'a Pd<'a>, &'a Cq<'a>)>,
+}
+
+impl<'a> Qp<'a> {
+    /// `depth` work requests may be outstanding on each of the send and receive queues.
+    pub fn create_rc(pd: &'a Pd<'_>, cq: &'a Cq<'_>, depth: u32) -> io::Result<Self> {
+        // SAFETY: ibv_qp_init_attr is plain C data (pointers and integers); zero is valid.
+        let mut init: ffi::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+        init.send_cq = cq.cq.as_ptr();
+        init.recv_cq = cq.cq.as_ptr();
+        init.qp_type = ffi::ibv_qp_type::IBV_QPT_RC;
+        init.sq_sig_all = 1;
+        init.cap.max_send_wr = depth;
+        init.cap.max_recv_wr = depth;
+        init.cap.max_send_sge = 1;
+        init.cap.max_recv_sge = 1;
+        // SAFETY: `pd` and `cq` are live and outlive the Qp ('a); `init` is a valid
+        // ibv_qp_init_attr that libibverbs only reads (and updates cap in place). The QP is
+        // destroyed once in Drop.
+        let qp = unsafe { ffi::ibv_create_qp(pd.pd.as_ptr(), &mut init) };
+        let qp = NonNull::new(qp).ok_or_else(io::Error::last_os_error)?;
+        Ok(Qp { qp, _deps: PhantomData })
+    }
+
+    pub fn qp_num(&self) -> u32 {
+        // SAFETY: `qp` is a live QP owned by self; qp_num is fixed at creation.
+        unsafe { (*self.qp.as_ptr()).qp_num }
+    }
+
+    fn modify(&self, attr: &mut ffi::ibv_qp_attr, mask: ffi::ibv_qp_attr_mask) -> io::Result<()> {
+        // SAFETY: `qp` is live; `attr` is a valid ibv_qp_attr with every field named in `mask`
+        // set by the caller. libibverbs does not keep the pointer.
+        let ret = unsafe { ffi::ibv_modify_qp(self.qp.as_ptr(), attr, mask.0 as c_int) };
+        check_ret(ret)
+    }
+
+    /// RESET -> INIT on `port`, pkey index 0, remote write/read allowed.
+    pub fn to_init(&self, port: u8) -> io::Result<()> {
+        use ffi::ibv_qp_attr_mask as M;
+        let mut a = zeroed_qp_attr();
+        a.qp_state = ffi::ibv_qp_state::IBV_QPS_INIT;
+        a.pkey_index = 0;
+        a.port_num = port;
+        a.qp_access_flags = (ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE
+            | ffi::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE
+            | ffi::ibv_access_flags::IBV_ACCESS_REMOTE_READ)
+            .0;
+        self.modify(&mut a, M::IBV_QP_STATE | M::IBV_QP_PKEY_INDEX | M::IBV_QP_PORT | M::IBV_QP_ACCESS_FLAGS)
+    }
+
+    /// INIT -> RTR towards the peer `r` describes.
+    pub fn to_rtr(&self, r: &RtrAttrs) -> io::Result<()> {
+        use ffi::ibv_qp_attr_mask as M;
+        let mut a = zeroed_qp_attr();
+        a.qp_state = ffi::ibv_qp_state::IBV_QPS_RTR;
+        a.path_mtu = r.path_mtu;
+        a.dest_qp_num = r.dest_qpn;
+        a.rq_psn = r.rq_psn;
+        a.max_dest_rd_atomic = 1;
+        a.min_rnr_timer = 12;
+        a.ah_attr.port_num = r.port;
+        match r.route {
+            Route::Lid(lid) => a.ah_attr.dlid = lid,
+            Route::Gid { dgid, sgid_index } => {
+                a.ah_attr.is_global = 1;
+                a.ah_attr.grh.dgid = ffi::ibv_gid { raw: dgid };
+                a.ah_attr.grh.sgid_index = sgid_index;
+                a.ah_attr.grh.hop_limit = 64;
+            }
+        }
+        self.modify(
+            &mut a,
+            M::IBV_QP_STATE
+                | M::IBV_QP_AV
+                | M::IBV_QP_PATH_MTU
+                | M::IBV_QP_DEST_QPN
+                | M::IBV_QP_RQ_PSN
+                | M::IBV_QP_MAX_DEST_RD_ATOMIC
+                | M::IBV_QP_MIN_RNR_TIMER,
+        )
+    }
+
+    /// RTR -> RTS.
+    pub fn to_rts(&self, r: &RtsAttrs) -> io::Result<()> {
+        use ffi::ibv_qp_attr_mask as M;
+        let mut a = zeroed_qp_attr();
+        a.qp_state = ffi::ibv_qp_state::IBV_QPS_RTS;
+        a.sq_psn = r.sq_psn;
+        a.timeout = r.timeout;
+        a.retry_cnt = r.retry_cnt;
+        a.rnr_retry = 7;
+        a.max_rd_atomic = 1;
+        self.modify(
+            &mut a,
+            M::IBV_QP_STATE
+                | M::IBV_QP_TIMEOUT
+                | M::IBV_QP_RETRY_CNT
+                | M::IBV_QP_RNR_RETRY
+                | M::IBV_QP_SQ_PSN
+                | M::IBV_QP_MAX_QP_RD_ATOMIC,
+        )
+    }
+
+    pub fn post_recv(&self, wr_id: u64, mr: &Mr<'_>, offset: usize, len: u32) -> io::Result<()> {
+        let mut sge = ffi::ibv_sge { addr: mr.buf.addr(offset), length: len, lkey: mr.lkey() };
+        let mut wr = ffi::ibv_recv_wr { wr_id, next: ptr::null_mut(), sg_list: &mut sge, num_sge: 1 };
+        let mut bad: *mut ffi::ibv_recv_wr = ptr::null_mut();
+        // SAFETY: `qp` is live; `wr` and `sge` are valid for this call (the provider copies
+        // them into its queue before returning). The SGE names `mr`'s buffer by address and
+        // lkey: the adapter reaches it only through the MR, and the buffer is freed only after
+        // ibv_dereg_mr (see Mr's Drop), so DMA cannot land in freed memory.
+        let ret = unsafe { ffi::ibv_post_recv(self.qp.as_ptr(), &mut wr, &mut bad) };
+        check_ret(ret)
+    }
+
+    /// Posts one signaled SEND (`remote == None`) or RDMA WRITE to `remote` = (addr, rkey).
+    pub fn post_send(
+        &self,
+        wr_id: u64,
+        mr: &Mr<'_>,
+        offset: usize,
+        len: u32,
+        remote: Option<(u64, u32)>,
+    ) -> io::Result<()> {
+        let mut sge = ffi::ibv_sge { addr: mr.buf.addr(offset), length: len, lkey: mr.lkey() };
+        // SAFETY: ibv_send_wr is plain C data (pointers, integers, unions of them); zero is
+        // valid.
+        let mut wr: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
+        wr.wr_id = wr_id;
+        wr.sg_list = &mut sge;
+        wr.num_sge = 1;
+        wr.send_flags = ffi::ibv_send_flags::IBV_SEND_SIGNALED.0;
+        match remote {
+            None => wr.opcode = ffi::ibv_wr_opcode::IBV_WR_SEND,
+            Some((remote_addr, rkey)) => {
+                wr.opcode = ffi::ibv_wr_opcode::IBV_WR_RDMA_WRITE;
+                wr.wr.rdma = ffi::rdma_t { remote_addr, rkey };
+            }
+        }
+        let mut bad: *mut ffi::ibv_send_wr = ptr::null_mut();
+        // SAFETY: as for post_recv: `qp` is live, `wr`/`sge` are valid for the call and copied
+        // by the provider, and the buffer they name outlives any DMA on it.
+        let ret = unsafe { ffi::ibv_post_send(self.qp.as_ptr(), &mut wr, &mut bad) };
+        check_ret(ret)
+    }
+}
+
+impl Drop for Qp<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `qp` came from ibv_create_qp and is destroyed only here, before the CQ, MRs
+        // and PD it uses (they are borrowed by, or declared before, the Qp). Destroying it
+        // stops any DMA it still had queued.
+        unsafe {
+            ffi::ibv_destroy_qp(self.qp.as_ptr());
+        }
+    }
+}
+
+fn zeroed_qp_attr() -> ffi::ibv_qp_attr {
+    // SAFETY: ibv_qp_attr is plain C data (integers and an address vector of integers); all-zero
+    // is a valid value.
+    unsafe { std::mem::zeroed() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::status::{port_state_name, wc_status_name};
+    use super::*;
+
+    #[test]
+    fn wc_status_names_match_verbs_h() {
+        use ffi::ibv_wc_status as S;
+        assert_eq!(wc_status_name(S::IBV_WC_SUCCESS), "IBV_WC_SUCCESS");
+        assert_eq!(wc_status_name(S::IBV_WC_LOC_PROT_ERR), "IBV_WC_LOC_PROT_ERR");
+        assert_eq!(wc_status_name(S::IBV_WC_WR_FLUSH_ERR), "IBV_WC_WR_FLUSH_ERR");
+        assert_eq!(wc_status_name(S::IBV_WC_RETRY_EXC_ERR), "IBV_WC_RETRY_EXC_ERR");
+        assert_eq!(wc_status_name(S::IBV_WC_GENERAL_ERR), "IBV_WC_GENERAL_ERR");
+        assert_eq!(wc_status_name(S::IBV_WC_TM_RNDV_INCOMPLETE), "IBV_WC_TM_RNDV_INCOMPLETE");
+        assert_eq!(wc_status_name(99), "IBV_WC_STATUS_99");
+        // Our table covers exactly the statuses this libibverbs knows: it has text for 0..=23
+        // and calls 24 "unknown".
+        let text = |s: u32| {
+            // SAFETY: ibv_wc_status_str returns a pointer to a static NUL-terminated string for
+            // any value, "unknown" outside the enum.
+            unsafe { CStr::from_ptr(ffi::ibv_wc_status_str(s)) }.to_string_lossy().into_owned()
+        };
+        for s in 0..24 {
+            assert_ne!(text(s), "unknown", "status {s}");
+            assert!(!wc_status_name(s).starts_with("IBV_WC_STATUS_"), "status {s}");
+        }
+        assert_eq!(text(24), "unknown");
+        use super::super::status::wc;
+        assert_eq!(wc::LOC_PROT_ERR, S::IBV_WC_LOC_PROT_ERR);
+        assert_eq!(wc::LOC_ACCESS_ERR, S::IBV_WC_LOC_ACCESS_ERR);
+        assert_eq!(wc::REM_ACCESS_ERR, S::IBV_WC_REM_ACCESS_ERR);
+        assert_eq!(wc::RETRY_EXC_ERR, S::IBV_WC_RETRY_EXC_ERR);
+        assert_eq!(wc::RNR_RETRY_EXC_ERR, S::IBV_WC_RNR_RETRY_EXC_ERR);
+    }
+
+    #[test]
+    fn port_state_numbers_match_verbs_h() {
+        use ffi::ibv_port_state as P;
+        assert_eq!(port_state_name(P::IBV_PORT_DOWN), "DOWN");
+        assert_eq!(port_state_name(P::IBV_PORT_ACTIVE), "ACTIVE");
+        assert_eq!(port_state_name(P::IBV_PORT_ACTIVE_DEFER), "ACTIVE_DEFER");
+        assert_eq!(PORT_ACTIVE, 4);
+        assert_eq!(ffi::ibv_port_state::IBV_PORT_ACTIVE, 4);
+    }
+
+    #[test]
+    fn every_debian_provider_is_linked() {
+        for p in ["mlx5", "mlx4", "efa", "mana", "rxe", "siw", "bnxt_re", "irdma", "hns", "erdma"] {
+            assert!(STATIC_PROVIDERS.contains(&p), "{p} missing from {STATIC_PROVIDERS:?}");
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! The real [`Verbs`]: rdma-core through the FFI fence (`ffi`), as NCCL itself will call it.
+
+use std::time::Instant;
+
+use super::ffi::{Context, DeviceList};
+use super::probe::SelftestOptions;
+use super::probe::{Verbs, VerbsError};
+use super::selftest;
+use super::status::{errno_text, format_gid, link_layer_name, port_state_name};
+use crate::detect::port::{SelftestResult, VerbsPort};
+
+/// The real ibverbs, through the statically linked rdma-core.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct IbVerbs;
+
+impl IbVerbs {
+    pub fn new() -> Self {
+        IbVerbs
+    }
+}
+
+impl Verbs for IbVerbs {
+    fn device_names(&self) -> Result<Vec<String>, VerbsError> {
+        let list = DeviceList::get().map_err(|e| VerbsError::DeviceList { errno: errno_text(&e) })?;
+        Ok(list.names())
+    }
+
+    fn query_port(&self, device: &str, port: u8, gid_index: Option<u32>) -> Result<VerbsPort, VerbsError> {
+        let ctx = Context::open(device)?;
+        let attr = ctx.query_port(port)?;
+        let gid = match gid_index {
+            Some(index) => Some(format_gid(&ctx.query_gid(port, index)?)),
+            None => None,
+        };
+        Ok(VerbsPort {
+            state: port_state_name(attr.state),
+            link_layer: link_layer_name(attr.link_layer).to_owned(),
+            gid_tbl_len: u32::try_from(attr.gid_tbl_len).unwrap_or(0),
+            gid,
+        })
+    }
+
+    fn selftest(&self, device: &str, port: u8, gid_index: Option<u32>, opts: &SelftestOptions) -> SelftestResult {
+        let start = Instant::now();
+        let outcome = selftest::loopback(device, port, gid_index, opts, start);
+        let micros = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+        match outcome {
+            Ok(()) => SelftestResult { passed: true, step: None, status: None, hint: None, micros },
+            Err(f) => SelftestResult {
+                passed: false,
+                step: Some(f.step.to_owned()),
+                status: Some(f.status),
+                hint: f.hint,
+                micros,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On a machine without RDMA (this build host, CI) the real verbs must answer cleanly.
+    #[test]
+    fn no_rdma_is_a_clean_answer() {
+        let v = IbVerbs::new();
+        match v.device_names() {
+            Ok(names) => {
+                assert!(!names.iter().any(|n| n == "mlx5_0") || std::path::Path::new("/dev/infiniband").exists())
+            }
+            Err(e) => assert!(matches!(e, VerbsError::DeviceList { .. }), "{e}"),
+        }
+        if !std::path::Path::new("/dev/infiniband").exists() {
+            assert_eq!(v.query_port("mlx5_0", 1, None), Err(VerbsError::NotListed("mlx5_0".into())));
+            let r = v.selftest("mlx5_0", 1, Some(3), &SelftestOptions::default());
+            assert!(!r.passed);
+            assert_eq!(r.step.as_deref(), Some("open"));
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! Verify, the second stage: ask ibverbs what sysfs already told us, as NCCL will ask it.
+//!
+//! Takes the [`Detection`](crate::detect::Detection) and a [`Verbs`]; records on each port what
+//! ibverbs says (`detect::port::VerbsCheck`) and, with `--selftest`, how a loopback RDMA WRITE and
+//! SEND went. What to do about it is the plan's decision.
+//!
+//! - `probe`: the seam (the `Verbs` trait, its errors, the stand-in `NoVerbs`): plain data;
+//! - `verify`: the logic over the seam, tested with a fake;
+//! - `ibverbs`: the real `Verbs`; `selftest`: the loopback test; `status`: ibverbs' numbers by name;
+//! - `ffi`: the FFI fence, the only module here allowed `unsafe` (owner types of every handle);
+//! - `debug`: the hidden `nccl-wrap __verbs` entry the Soft-RoCE lab uses.
+
+pub mod debug;
+#[allow(unsafe_code)] // The FFI fence; see main.rs for the crate's two unsafe modules.
+pub mod ffi;
+pub mod ibverbs;
+pub mod probe;
+pub mod selftest;
+pub mod status;
+pub mod verify;
+
+pub use ibverbs::IbVerbs;
+pub use probe::{NoVerbs, SelftestOptions, Verbs, VerbsError};
