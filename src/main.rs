@@ -5,20 +5,7 @@
 //! environment -> run (execve, or supervise as PID 1). Each step lives in its own module; this
 //! file only wires them and turns outcomes into exit codes.
 
-// `unsafe` is denied in the whole crate (also by Cargo.toml's [lints]). Exactly two modules opt
-// back in, each at its `mod` line: `verbs::ffi` (ibverbs handles, in owner types) and
-// `process::sys` (fork, execve and signal calls). tests/layout.rs fails on any other.
 #![deny(unsafe_code)]
-
-mod cli;
-mod detect;
-mod doctor;
-mod msg;
-mod nccl;
-mod plan;
-mod process;
-mod report;
-mod verbs;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -27,9 +14,10 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use cli::{Cli, Sub, EXIT_REFUSED, EXIT_USAGE};
-use msg::PREFIX;
-use process::{exec, memlock, supervise};
+use nccl_wrap::cli::{self, Cli, Sub, EXIT_REFUSED, EXIT_USAGE};
+use nccl_wrap::msg::PREFIX;
+use nccl_wrap::process::{self, exec, memlock, supervise};
+use nccl_wrap::{detect, doctor, nccl, plan, report, verbs};
 
 fn main() -> ExitCode {
     // Hidden entry for the Soft-RoCE lab and debugging: `nccl-wrap __verbs list|port|selftest ...`.

@@ -10,5 +10,5 @@
 pub mod exec;
 pub mod memlock;
 pub mod supervise;
-#[allow(unsafe_code)] // Raw fork/exec/signal calls; see main.rs for the crate's two unsafe modules.
+#[allow(unsafe_code)] // Raw fork/exec/signal calls; see lib.rs for the crate's two unsafe modules.
 pub mod sys;

@@ -11,7 +11,7 @@
 //! - `debug`: the hidden `nccl-wrap __verbs` entry the Soft-RoCE lab uses.
 
 pub mod debug;
-#[allow(unsafe_code)] // The FFI fence; see main.rs for the crate's two unsafe modules.
+#[allow(unsafe_code)] // The FFI fence; see lib.rs for the crate's two unsafe modules.
 pub mod ffi;
 pub mod ibverbs;
 pub mod probe;
