@@ -12,8 +12,6 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
-use clap::Parser;
-
 use nccl_wrap::cli::{self, Cli, Sub, EXIT_REFUSED, EXIT_USAGE};
 use nccl_wrap::msg::PREFIX;
 use nccl_wrap::process::{self, exec, memlock, supervise};
@@ -25,9 +23,11 @@ fn main() -> ExitCode {
         return ExitCode::from(u8::try_from(verbs::debug::debug_main(std::env::args().skip(2).collect())).unwrap_or(1));
     }
     let raw: Vec<OsString> = std::env::args_os().collect();
-    let cli = match Cli::try_parse_from(&raw) {
+    let env_list: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    let vars: detect::Vars = env_list.iter().cloned().collect();
+    let cli = match Cli::parse(&raw, |name| vars.get(std::ffi::OsStr::new(name)).cloned()) {
         Ok(cli) => cli,
-        Err(e) => return bad_usage(&e, &raw),
+        Err(e) => return bad_usage(&e, &raw, &env_list),
     };
     init_logging();
     let early_block = supervise::block_early(cli.opts.init);
@@ -37,8 +37,6 @@ fn main() -> ExitCode {
     }
 
     // Detect
-    let env_list: Vec<(OsString, OsString)> = std::env::vars_os().collect();
-    let vars: detect::Vars = env_list.iter().cloned().collect();
     let (prefs, pref_warnings) = plan::gid_prefs(&vars);
     let sysfs = detect::sysfs::Sysfs::new(&cli.opts.sysfs_root);
     let inputs = detect::Inputs { vars: &vars, sysfs: &sysfs, annotations: &cli.opts.annotations, prefs: &prefs };
@@ -142,26 +140,25 @@ fn exec_or_report(argv: &[OsString], env: &[(OsString, OsString)]) -> ExitCode {
 }
 
 /// Bad options never cost the job: when a command follows `--`, it runs untouched.
-fn bad_usage(e: &clap::Error, raw: &[OsString]) -> ExitCode {
-    use clap::error::ErrorKind;
-    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-        let _ = e.print();
-        return ExitCode::SUCCESS;
+fn bad_usage(e: &cli::CliError, raw: &[OsString], env: &[(OsString, OsString)]) -> ExitCode {
+    if e.is_answer() {
+        return print_or_fail(&format!("{e}\n"));
     }
-    let text = e.render().to_string();
-    eprint!("{PREFIX} {}", text.strip_prefix("error: ").unwrap_or(&text));
+    eprintln!("{PREFIX} {e}");
     match cli::command_after_dashes(raw) {
         Some(cmd) => {
             eprintln!("{PREFIX} warning: options not understood; running the command without nccl-wrap's settings");
-            let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
             if supervise::wanted(None) {
                 // As PID 1 the command still needs an init: supervise it with the defaults.
                 let defaults = supervise::Options { kill_group: false, grace: std::time::Duration::ZERO };
-                return supervise::run(cmd, &env, &defaults, None);
+                return supervise::run(cmd, env, &defaults, None);
             }
-            exec_or_report(cmd, &env)
+            exec_or_report(cmd, env)
         }
-        None => ExitCode::from(EXIT_USAGE),
+        None => {
+            eprintln!("{PREFIX} usage: nccl-wrap [OPTIONS] -- COMMAND [ARGS]... (see --help)");
+            ExitCode::from(EXIT_USAGE)
+        }
     }
 }
 

@@ -1,0 +1,64 @@
+//! `--help` text, rendered from the option table so that no option goes undocumented.
+
+use std::fmt::Write as _;
+
+use super::options::{Kind, SPECS};
+use super::SubName;
+
+pub(super) const ABOUT: &str = "Find this pod's RDMA ports, export NCCL settings, raise memlock, run the command";
+
+pub(super) const USAGE: &str = "\
+Usage: nccl-wrap [OPTIONS] -- COMMAND [ARGS]...
+       nccl-wrap env [--json] [OPTIONS]
+       nccl-wrap doctor [--json] [--no-selftest] [OPTIONS]";
+
+pub(super) const AFTER_HELP: &str = "\
+Sources of devices, in order: PCIDEVICE_*_INFO / PCIDEVICE_* (SR-IOV device plugin), the
+network-status annotation file, then sysfs (devices whose net device is in this namespace).
+
+Exit status: the command's own; 128+N when it died of signal N; 126 when it cannot be executed;
+127 when it is not found; 125 when a --require-* option refuses to start it; 2 on usage errors.
+
+As PID 1 (or with --init) the command runs as a child: signals are forwarded to it, zombies are
+reaped, and the exit status is the command's as above.
+
+Boolean options take no value (true), or =VALUE: true/false, yes/no, on/off, 1/0.
+Logging detail: NCCL_WRAP_LOG=debug (env_logger syntax).";
+
+/// `--help`, for the top level or one subcommand.
+pub(super) fn help(sub: Option<SubName>) -> String {
+    let mut out = String::new();
+    match sub {
+        None => {
+            let _ = writeln!(out, "{ABOUT}\n\n{USAGE}\n\nCommands:");
+            for s in SubName::ALL {
+                let _ = writeln!(out, "  {:<8}{}", s.name(), s.about());
+            }
+            let _ = writeln!(out, "\nArguments:\n  [COMMAND]...  The training command and its arguments (after `--`)");
+        }
+        Some(s) => {
+            let _ = writeln!(out, "{}\n\nUsage: nccl-wrap {} [OPTIONS]", s.about(), s.name());
+        }
+    }
+    let _ = writeln!(out, "\nOptions:");
+    for spec in SPECS.iter().filter(|spec| spec.only.is_none() || spec.only == sub) {
+        let short = spec.short.map_or("    ".to_string(), |c| format!("-{c}, "));
+        let value = match spec.kind {
+            Kind::Flag => "[=BOOL]".to_string(),
+            Kind::Value(name) => format!(" <{name}>"),
+        };
+        let _ = write!(out, "  {short}--{}{value}\n          {}", spec.long, spec.help);
+        if !spec.env.is_empty() {
+            let _ = write!(out, " [env: {}]", spec.env);
+        }
+        if let Some(d) = spec.default {
+            let _ = write!(out, " [default: {d}]");
+        }
+        out.push('\n');
+    }
+    out.push_str("  -h, --help\n          Print help\n  -V, --version\n          Print version\n");
+    if sub.is_none() {
+        let _ = writeln!(out, "\n{AFTER_HELP}");
+    }
+    out
+}

@@ -1,0 +1,405 @@
+//! Command-line options. Every option also reads an `NCCL_WRAP_*` variable, because a pod spec
+//! sets environment more easily than arguments. Parsing only: nothing here does I/O, and the
+//! environment comes in as a lookup, so tests and fuzz targets hand in their own.
+//!
+//! Hand-written over one table of options ([`SPECS`]) rather than a parser library: every pod
+//! pays this parse at start, and a general parser cost about a third of nccl-wrap's own
+//! instructions there (bench/startup.sh). The table also renders `--help`, so an option cannot
+//! exist without its variable and its help line.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+
+mod help;
+mod options;
+
+use help::help;
+use options::{Kind, Spec, SPECS};
+
+/// Exit code of the wrapper's own refusals (`--require-*`), as `timeout` and `env` use 125 for
+/// their own failures: never a code the training command's 0-124 or 126+ could be mistaken for.
+pub const EXIT_REFUSED: u8 = 125;
+/// Usage errors (bad options, no command).
+pub const EXIT_USAGE: u8 = 2;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubName {
+    Env,
+    Doctor,
+}
+
+impl SubName {
+    const ALL: [SubName; 2] = [SubName::Env, SubName::Doctor];
+
+    fn name(self) -> &'static str {
+        match self {
+            SubName::Env => "env",
+            SubName::Doctor => "doctor",
+        }
+    }
+
+    fn about(self) -> &'static str {
+        match self {
+            SubName::Env => "Print what a run would set, as `export NAME='value'` lines safe to eval",
+            SubName::Doctor => "Check this pod's RDMA setup and name what would make NCCL hang or fall back to sockets. Exit status: 0 nothing fails, 1 a check fails, 2 doctor itself could not run",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sub {
+    /// Print what a run would set, as `export NAME='value'` lines safe to eval.
+    Env {
+        /// Print the whole plan as JSON instead.
+        json: bool,
+    },
+    /// Check this pod's RDMA setup.
+    Doctor {
+        /// Print the checks as JSON.
+        json: bool,
+        /// Do not run the loopback self-test through verbs.
+        no_selftest: bool,
+    },
+}
+
+impl Sub {
+    fn new(name: SubName) -> Sub {
+        match name {
+            SubName::Env => Sub::Env { json: false },
+            SubName::Doctor => Sub::Doctor { json: false, no_selftest: false },
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Opts {
+    pub require_rdma: bool,
+    pub require_memlock: bool,
+    pub override_user: bool,
+    pub quiet: bool,
+    pub selftest: bool,
+    pub selftest_bytes: usize,
+    pub selftest_timeout_ms: u64,
+    pub skip_verbs: bool,
+    pub sysfs_root: PathBuf,
+    pub proc_root: PathBuf,
+    /// `None`: decide by whether nccl-wrap is PID 1.
+    pub init: Option<bool>,
+    pub kill_group: bool,
+    pub grace: u64,
+    pub dev_root: PathBuf,
+    pub annotations: PathBuf,
+}
+
+impl Default for Opts {
+    fn default() -> Self {
+        Opts {
+            require_rdma: false,
+            require_memlock: false,
+            override_user: false,
+            quiet: false,
+            selftest: false,
+            selftest_bytes: 64 << 20,
+            selftest_timeout_ms: 2000,
+            skip_verbs: false,
+            sysfs_root: PathBuf::from("/sys"),
+            proc_root: PathBuf::from("/proc"),
+            init: None,
+            kill_group: false,
+            grace: 0,
+            dev_root: PathBuf::from("/dev"),
+            annotations: PathBuf::from("/etc/podnetinfo/annotations"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cli {
+    pub sub: Option<Sub>,
+    pub opts: Opts,
+    /// The training command and its arguments (after `--`, or from the first word that is not
+    /// an option or a subcommand).
+    pub command: Vec<OsString>,
+}
+
+/// What the parse ended in instead of a [`Cli`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CliError {
+    /// `--help`: the text to print on stdout, exit 0.
+    #[error("{0}")]
+    Help(String),
+    /// `--version`: the line to print on stdout, exit 0.
+    #[error("{0}")]
+    Version(String),
+    #[error("unexpected argument '{0}' found (to pass it to the command, put it after `--`)")]
+    Unexpected(String),
+    #[error("option '{0}' needs a value")]
+    MissingValue(String),
+    #[error("option '{0}' takes no value")]
+    NoValueWanted(String),
+    #[error("invalid value '{value}' for {source_name}: {why}")]
+    BadValue { source_name: String, value: String, why: String },
+}
+
+impl CliError {
+    /// Help and version are answers, not errors.
+    pub fn is_answer(&self) -> bool {
+        matches!(self, CliError::Help(_) | CliError::Version(_))
+    }
+}
+
+impl Cli {
+    /// Parses `args` (the program name first) with `env` looked up for every option not given.
+    /// Options may come before or after the subcommand; a subcommand's own options only after it.
+    pub fn parse(args: &[OsString], env: impl Fn(&str) -> Option<OsString>) -> Result<Cli, CliError> {
+        let mut cli = Cli { sub: None, opts: Opts::default(), command: Vec::new() };
+        let mut given = vec![false; SPECS.len()];
+        let mut rest = args.iter().skip(1);
+        while let Some(arg) = rest.next() {
+            let bytes = arg.as_bytes();
+            if bytes == b"--" {
+                cli.command.extend(rest.by_ref().cloned());
+                break;
+            }
+            if bytes == b"-h" || bytes == b"--help" {
+                return Err(CliError::Help(help(cli.sub.as_ref().map(sub_name))));
+            }
+            if bytes == b"-V" || bytes == b"--version" {
+                return Err(CliError::Version(format!("nccl-wrap {}", env!("CARGO_PKG_VERSION"))));
+            }
+            if bytes.starts_with(b"-") && bytes.len() > 1 {
+                let text = arg.to_str().ok_or_else(|| CliError::Unexpected(arg.to_string_lossy().into_owned()))?;
+                let (name, inline) = match text.split_once('=') {
+                    Some((n, v)) => (n, Some(v)),
+                    None => (text, None),
+                };
+                let index =
+                    find(name, cli.sub.as_ref().map(sub_name)).ok_or_else(|| CliError::Unexpected(text.into()))?;
+                let spec = &SPECS[index];
+                let value = match (spec.kind, inline) {
+                    (Kind::Flag, v) => v.unwrap_or("true").to_owned(),
+                    (Kind::Value(_), Some(v)) => v.to_owned(),
+                    (Kind::Value(_), None) => match rest.next() {
+                        Some(v) => {
+                            v.to_str().ok_or_else(|| bad(name, &v.to_string_lossy(), "not valid UTF-8"))?.to_owned()
+                        }
+                        None => return Err(CliError::MissingValue(name.into())),
+                    },
+                };
+                (spec.set)(&mut cli, &value).map_err(|why| bad(&format!("'--{}'", spec.long), &value, &why))?;
+                given[index] = true;
+                continue;
+            }
+            if cli.sub.is_none() && cli.command.is_empty() {
+                if let Some(name) = SubName::ALL.into_iter().find(|s| OsStr::new(s.name()) == arg.as_os_str()) {
+                    cli.sub = Some(Sub::new(name));
+                    continue;
+                }
+                if arg == "help" {
+                    return Err(CliError::Help(help(
+                        rest.next().and_then(|a| SubName::ALL.into_iter().find(|s| a == s.name())),
+                    )));
+                }
+            }
+            if cli.sub.is_some() {
+                return Err(CliError::Unexpected(arg.to_string_lossy().into_owned()));
+            }
+            // The first word that is neither an option nor a subcommand starts the command.
+            cli.command.push(arg.clone());
+            cli.command.extend(rest.by_ref().cloned());
+            break;
+        }
+        for (index, spec) in SPECS.iter().enumerate() {
+            if given[index] || spec.env.is_empty() {
+                continue;
+            }
+            let Some(value) = env(spec.env).filter(|v| !v.is_empty()) else { continue };
+            let text = value.to_str().ok_or_else(|| bad(spec.env, &value.to_string_lossy(), "not valid UTF-8"))?;
+            (spec.set)(&mut cli, text).map_err(|why| bad(spec.env, text, &why))?;
+        }
+        Ok(cli)
+    }
+}
+
+fn bad(source_name: &str, value: &str, why: &str) -> CliError {
+    CliError::BadValue { source_name: source_name.into(), value: value.into(), why: why.into() }
+}
+
+fn sub_name(sub: &Sub) -> SubName {
+    match sub {
+        Sub::Env { .. } => SubName::Env,
+        Sub::Doctor { .. } => SubName::Doctor,
+    }
+}
+
+/// The option `name` (`--long` or `-s`) means here: a subcommand's own options first.
+fn find(name: &str, sub: Option<SubName>) -> Option<usize> {
+    let matches = |s: &Spec| match name.strip_prefix("--") {
+        Some(long) => s.long == long,
+        None => name.len() == 2 && s.short.is_some_and(|c| name.ends_with(c)),
+    };
+    SPECS
+        .iter()
+        .position(|s| s.only.is_some() && s.only == sub && matches(s))
+        .or_else(|| SPECS.iter().position(|s| s.only.is_none() && matches(s)))
+}
+
+impl From<&Opts> for crate::process::supervise::Options {
+    fn from(o: &Opts) -> Self {
+        crate::process::supervise::Options { kill_group: o.kill_group, grace: std::time::Duration::from_secs(o.grace) }
+    }
+}
+
+/// Finds the command after a literal `--`, for running it untouched when the options are bad.
+pub fn command_after_dashes(raw: &[OsString]) -> Option<&[OsString]> {
+    let pos = raw.iter().position(|a| a == "--")?;
+    let cmd = &raw[pos + 1..];
+    (!cmd.is_empty()).then_some(cmd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<OsString> {
+        std::iter::once("nccl-wrap").chain(a.iter().copied()).map(OsString::from).collect()
+    }
+
+    fn parse(a: &[&str]) -> Result<Cli, CliError> {
+        Cli::parse(&args(a), |_| None)
+    }
+
+    fn parse_env(a: &[&str], env: &[(&str, &str)]) -> Result<Cli, CliError> {
+        let env: Vec<(String, OsString)> = env.iter().map(|(k, v)| (k.to_string(), OsString::from(v))).collect();
+        Cli::parse(&args(a), |name| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+    }
+
+    fn ok(r: Result<Cli, CliError>) -> Cli {
+        match r {
+            Ok(c) => c,
+            Err(e) => panic!("parse failed: {e}"),
+        }
+    }
+
+    #[test]
+    fn command_after_double_dash() {
+        let raw: Vec<OsString> =
+            ["nccl-wrap", "--bogus", "--", "torchrun", "--", "x"].iter().map(OsString::from).collect();
+        assert_eq!(command_after_dashes(&raw).map(<[OsString]>::len), Some(3));
+        let raw: Vec<OsString> = ["nccl-wrap", "--"].iter().map(OsString::from).collect();
+        assert!(command_after_dashes(&raw).is_none());
+    }
+
+    #[test]
+    fn defaults_and_the_command_after_dashes() {
+        let c = ok(parse(&["--", "torchrun", "--nnodes=2", "--", "-q"]));
+        assert_eq!(c.opts, Opts::default());
+        assert_eq!(c.sub, None);
+        assert_eq!(c.command, args(&["torchrun", "--nnodes=2", "--", "-q"])[1..]);
+    }
+
+    #[test]
+    fn the_first_plain_word_starts_the_command_and_keeps_its_options() {
+        let c = ok(parse(&["-q", "/bin/echo", "--require-rdma", "hi"]));
+        assert!(c.opts.quiet);
+        assert!(!c.opts.require_rdma, "options after the command are the command's");
+        assert_eq!(c.command, args(&["/bin/echo", "--require-rdma", "hi"])[1..]);
+    }
+
+    #[test]
+    fn flags_take_no_value_or_an_inline_boolean() {
+        let c = ok(parse(&["--require-rdma", "--quiet=no", "--override=ON", "--init=false", "--", "x"]));
+        assert!(c.opts.require_rdma);
+        assert!(!c.opts.quiet);
+        assert!(c.opts.override_user);
+        assert_eq!(c.opts.init, Some(false));
+        // A flag never takes the next word as its value.
+        let c = ok(parse(&["--selftest", "true"]));
+        assert!(c.opts.selftest);
+        assert_eq!(c.command, args(&["true"])[1..]);
+    }
+
+    #[test]
+    fn values_inline_or_next_and_typed() {
+        let c = ok(parse(&["--sysfs-root", "/x/sys", "--grace=5", "--selftest-bytes", "1048576", "--", "y"]));
+        assert_eq!(c.opts.sysfs_root, PathBuf::from("/x/sys"));
+        assert_eq!(c.opts.grace, 5);
+        assert_eq!(c.opts.selftest_bytes, 1 << 20);
+        assert!(matches!(parse(&["--grace=-1"]), Err(CliError::BadValue { .. })));
+        assert_eq!(parse(&["--sysfs-root"]), Err(CliError::MissingValue("--sysfs-root".into())));
+        assert!(matches!(parse(&["--require-rdma=maybe", "--", "x"]), Err(CliError::BadValue { .. })));
+    }
+
+    #[test]
+    fn variables_fill_what_the_command_line_leaves_out() {
+        let c = ok(parse_env(
+            &["--quiet=false"],
+            &[
+                ("NCCL_WRAP_QUIET", "1"),
+                ("NCCL_WRAP_REQUIRE_RDMA", "yes"),
+                ("NCCL_WRAP_GRACE", "3"),
+                ("NCCL_WRAP_INIT", ""),
+            ],
+        ));
+        assert!(!c.opts.quiet, "the command line wins over the variable");
+        assert!(c.opts.require_rdma);
+        assert_eq!(c.opts.grace, 3);
+        assert_eq!(c.opts.init, None, "an empty variable is unset");
+        let e = parse_env(&[], &[("NCCL_WRAP_SELFTEST_BYTES", "lots")]).expect_err("bad variable");
+        assert!(e.to_string().contains("NCCL_WRAP_SELFTEST_BYTES"), "{e}");
+    }
+
+    #[test]
+    fn subcommands_and_their_own_options() {
+        let c = ok(parse(&["--quiet", "env", "--json", "--sysfs-root=/s"]));
+        assert_eq!(c.sub, Some(Sub::Env { json: true }));
+        assert!(c.opts.quiet);
+        assert_eq!(c.opts.sysfs_root, PathBuf::from("/s"));
+        let c = ok(parse(&["doctor", "--no-selftest", "--json"]));
+        assert_eq!(c.sub, Some(Sub::Doctor { json: true, no_selftest: true }));
+        // A subcommand's option is not the top level's, and a subcommand takes no command.
+        assert_eq!(parse(&["--json", "env"]), Err(CliError::Unexpected("--json".into())));
+        assert_eq!(parse(&["env", "--no-selftest"]), Err(CliError::Unexpected("--no-selftest".into())));
+        assert_eq!(parse(&["env", "extra"]), Err(CliError::Unexpected("extra".into())));
+        // After `--`, a word named like a subcommand is the command.
+        let c = ok(parse(&["--", "env"]));
+        assert_eq!(c.sub, None);
+        assert_eq!(c.command, args(&["env"])[1..]);
+    }
+
+    #[test]
+    fn unknown_options_are_named() {
+        let e = parse(&["--no-such-option", "--", "x"]).expect_err("unknown");
+        assert_eq!(
+            e.to_string(),
+            "unexpected argument '--no-such-option' found (to pass it to the command, put it after `--`)"
+        );
+        assert!(matches!(parse(&["-z"]), Err(CliError::Unexpected(_))));
+    }
+
+    #[test]
+    fn help_lists_every_option_with_its_variable() {
+        let Err(CliError::Help(text)) = parse(&["--help"]) else { panic!("no help") };
+        for spec in SPECS.iter().filter(|s| s.only.is_none()) {
+            assert!(text.contains(&format!("--{}", spec.long)), "{}", spec.long);
+            assert!(text.contains(spec.env), "{}", spec.env);
+        }
+        let Err(CliError::Help(text)) = parse(&["doctor", "--help"]) else { panic!("no help") };
+        assert!(text.contains("--no-selftest") && text.contains("Usage: nccl-wrap doctor"), "{text}");
+        let Err(CliError::Help(text)) = parse(&["help", "env"]) else { panic!("no help") };
+        assert!(text.contains("Usage: nccl-wrap env"), "{text}");
+        assert!(matches!(parse(&["-V"]), Err(CliError::Version(_))));
+    }
+
+    #[test]
+    fn every_option_has_a_unique_name_where_it_applies() {
+        for (i, a) in SPECS.iter().enumerate() {
+            for b in &SPECS[i + 1..] {
+                let overlap = a.only.is_none() || b.only.is_none() || a.only == b.only;
+                assert!(!(overlap && a.long == b.long), "--{} twice", a.long);
+            }
+            assert!(a.env.is_empty() || a.env.starts_with("NCCL_WRAP_"), "{}", a.env);
+        }
+    }
+}

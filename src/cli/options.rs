@@ -1,0 +1,280 @@
+//! The option table: every option's names, variable, scope, default, help line and setter.
+//! Adding an option is one entry here; `--help` and the variable lookup follow from it.
+
+use std::path::PathBuf;
+
+use super::{Cli, Sub, SubName};
+
+/// How an option takes its value.
+#[derive(Clone, Copy)]
+pub(super) enum Kind {
+    /// `--flag` (true) or `--flag=BOOL`; the variable holds a BOOL.
+    Flag,
+    /// `--opt VALUE` or `--opt=VALUE`.
+    Value(&'static str),
+}
+
+/// One option: its names, its variable, where it applies, and how it is stored.
+pub(super) struct Spec {
+    pub long: &'static str,
+    pub short: Option<char>,
+    /// The variable read when the option is not given (empty: none).
+    pub env: &'static str,
+    pub kind: Kind,
+    /// `None`: everywhere; `Some(sub)`: only after that subcommand.
+    pub only: Option<SubName>,
+    pub default: Option<&'static str>,
+    pub help: &'static str,
+    pub set: fn(&mut Cli, &str) -> Result<(), String>,
+}
+
+pub(super) fn boolish(v: &str) -> Result<bool, String> {
+    match v.to_ascii_lowercase().as_str() {
+        "y" | "yes" | "t" | "true" | "on" | "1" => Ok(true),
+        "n" | "no" | "f" | "false" | "off" | "0" => Ok(false),
+        _ => Err("not a boolean (true/false, yes/no, on/off, 1/0)".into()),
+    }
+}
+
+fn number<T: std::str::FromStr>(v: &str) -> Result<T, String> {
+    v.parse().map_err(|_| "not a non-negative whole number".to_string())
+}
+
+fn path(v: &str) -> Result<PathBuf, String> {
+    if v.is_empty() {
+        return Err("an empty path".into());
+    }
+    Ok(PathBuf::from(v))
+}
+
+macro_rules! flag {
+    ($field:ident) => {
+        |c: &mut Cli, v: &str| {
+            c.opts.$field = boolish(v)?;
+            Ok(())
+        }
+    };
+}
+
+/// Every option. `--help` lists them in this order.
+pub(super) const SPECS: &[Spec] = &[
+    Spec {
+        long: "require-rdma",
+        short: None,
+        env: "NCCL_WRAP_REQUIRE_RDMA",
+        kind: Kind::Flag,
+        only: None,
+        default: Some("false"),
+        help: "Refuse to start the command (exit 125) when no usable RDMA port is found",
+        set: flag!(require_rdma),
+    },
+    Spec {
+        long: "require-memlock",
+        short: None,
+        env: "NCCL_WRAP_REQUIRE_MEMLOCK",
+        kind: Kind::Flag,
+        only: None,
+        default: Some("false"),
+        help: "Refuse to start the command (exit 125) when memlock stays limited and CAP_IPC_LOCK is missing",
+        set: flag!(require_memlock),
+    },
+    Spec {
+        long: "override",
+        short: None,
+        env: "NCCL_WRAP_OVERRIDE",
+        kind: Kind::Flag,
+        only: None,
+        default: Some("false"),
+        help: "Replace NCCL variables the user already set (by default they are kept and reported)",
+        set: flag!(override_user),
+    },
+    Spec {
+        long: "quiet",
+        short: Some('q'),
+        env: "NCCL_WRAP_QUIET",
+        kind: Kind::Flag,
+        only: None,
+        default: Some("false"),
+        help: "Print only warnings, not the summary",
+        set: flag!(quiet),
+    },
+    Spec {
+        long: "selftest",
+        short: None,
+        env: "NCCL_WRAP_SELFTEST",
+        kind: Kind::Flag,
+        only: None,
+        default: Some("false"),
+        help: "Open each port through ibverbs and run a loopback RDMA WRITE and SEND on it before starting",
+        set: flag!(selftest),
+    },
+    Spec {
+        long: "selftest-bytes",
+        short: None,
+        env: "NCCL_WRAP_SELFTEST_BYTES",
+        kind: Kind::Value("BYTES"),
+        only: None,
+        default: Some("67108864"),
+        help: "Buffer the self-test registers, in bytes",
+        set: |c, v| {
+            c.opts.selftest_bytes = number(v)?;
+            Ok(())
+        },
+    },
+    Spec {
+        long: "selftest-timeout-ms",
+        short: None,
+        env: "NCCL_WRAP_SELFTEST_TIMEOUT_MS",
+        kind: Kind::Value("MS"),
+        only: None,
+        default: Some("2000"),
+        help: "Deadline for each port's self-test, in milliseconds",
+        set: |c, v| {
+            c.opts.selftest_timeout_ms = number(v)?;
+            Ok(())
+        },
+    },
+    Spec {
+        long: "skip-verbs",
+        short: None,
+        env: "NCCL_WRAP_SKIP_VERBS",
+        kind: Kind::Flag,
+        only: None,
+        default: Some("false"),
+        help: "Do not check ports through ibverbs (trust sysfs alone)",
+        set: flag!(skip_verbs),
+    },
+    Spec {
+        long: "sysfs-root",
+        short: None,
+        env: "NCCL_WRAP_SYSFS_ROOT",
+        kind: Kind::Value("DIR"),
+        only: None,
+        default: Some("/sys"),
+        help: "Root of the sysfs tree to read (for tests and chroots)",
+        set: |c, v| {
+            c.opts.sysfs_root = path(v)?;
+            Ok(())
+        },
+    },
+    Spec {
+        long: "proc-root",
+        short: None,
+        env: "NCCL_WRAP_PROC_ROOT",
+        kind: Kind::Value("DIR"),
+        only: None,
+        default: Some("/proc"),
+        help: "Root of procfs (kernel command line, NVIDIA driver version; read by doctor)",
+        set: |c, v| {
+            c.opts.proc_root = path(v)?;
+            Ok(())
+        },
+    },
+    Spec {
+        long: "init",
+        short: None,
+        env: "NCCL_WRAP_INIT",
+        kind: Kind::Flag,
+        only: None,
+        default: None,
+        help: "Run the command as a supervised child (forward signals, reap zombies), the default as PID 1; when not PID 1 nccl-wrap also becomes a child subreaper. --init=false always execs",
+        set: |c, v| {
+            c.opts.init = Some(boolish(v)?);
+            Ok(())
+        },
+    },
+    Spec {
+        long: "kill-group",
+        short: None,
+        env: "NCCL_WRAP_KILL_GROUP",
+        kind: Kind::Flag,
+        only: None,
+        default: Some("false"),
+        help: "When supervising, start the command in its own process group and forward signals to the whole group (for launchers that leave workers behind)",
+        set: flag!(kill_group),
+    },
+    Spec {
+        long: "grace",
+        short: None,
+        env: "NCCL_WRAP_GRACE",
+        kind: Kind::Value("SECONDS"),
+        only: None,
+        default: Some("0"),
+        help: "When supervising, after the command exits: SIGTERM the processes it left (as PID 1 all others in the namespace, else its process group), SIGKILL them SECONDS later. 0: exit at once",
+        set: |c, v| {
+            c.opts.grace = number(v)?;
+            Ok(())
+        },
+    },
+    Spec {
+        long: "dev-root",
+        short: None,
+        env: "NCCL_WRAP_DEV_ROOT",
+        kind: Kind::Value("DIR"),
+        only: None,
+        default: Some("/dev"),
+        help: "Root of the device tree holding infiniband/uverbsN (doctor)",
+        set: |c, v| {
+            c.opts.dev_root = path(v)?;
+            Ok(())
+        },
+    },
+    Spec {
+        long: "annotations",
+        short: None,
+        env: "NCCL_WRAP_ANNOTATIONS",
+        kind: Kind::Value("FILE"),
+        only: None,
+        default: Some("/etc/podnetinfo/annotations"),
+        help: "Downward-API annotations file holding k8s.v1.cni.cncf.io/network-status",
+        set: |c, v| {
+            c.opts.annotations = path(v)?;
+            Ok(())
+        },
+    },
+    Spec {
+        long: "json",
+        short: None,
+        env: "",
+        kind: Kind::Flag,
+        only: Some(SubName::Env),
+        default: None,
+        help: "Print the whole plan as JSON instead",
+        set: |c, v| {
+            if let Some(Sub::Env { json }) = &mut c.sub {
+                *json = boolish(v)?;
+            }
+            Ok(())
+        },
+    },
+    Spec {
+        long: "json",
+        short: None,
+        env: "",
+        kind: Kind::Flag,
+        only: Some(SubName::Doctor),
+        default: None,
+        help: "Print the checks as JSON",
+        set: |c, v| {
+            if let Some(Sub::Doctor { json, .. }) = &mut c.sub {
+                *json = boolish(v)?;
+            }
+            Ok(())
+        },
+    },
+    Spec {
+        long: "no-selftest",
+        short: None,
+        env: "",
+        kind: Kind::Flag,
+        only: Some(SubName::Doctor),
+        default: None,
+        help: "Do not run the loopback self-test through verbs",
+        set: |c, v| {
+            if let Some(Sub::Doctor { no_selftest, .. }) = &mut c.sub {
+                *no_selftest = boolish(v)?;
+            }
+            Ok(())
+        },
+    },
+];
