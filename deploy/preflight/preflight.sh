@@ -18,7 +18,7 @@ wrap=${NCCL_WRAP:-/opt/nccl-wrap/nccl-wrap}
 node=${NODE_NAME:?NODE_NAME must come from the downward API (spec.nodeName)}
 pod=${POD_NAME:?POD_NAME must come from the downward API (metadata.name)}
 index=${JOB_COMPLETION_INDEX:?JOB_COMPLETION_INDEX is set by an Indexed Job}
-peers=${NCCL_WRAP_PING_PEERS:?NCCL_WRAP_PING_PEERS: the peer address template, e.g. job-{index}.svc:18515}
+peers=${NCCL_WRAP_PING_PEERS:?NCCL_WRAP_PING_PEERS: the address template of ring peers}
 listen=${NCCL_WRAP_PING_LISTEN:-0.0.0.0:18515}
 case $index in *[!0-9]*|'') echo "preflight: JOB_COMPLETION_INDEX is not a number: $index" >&2; exit 2 ;; esac
 # Kubernetes names (node and pod) hold only [a-z0-9.-], so they need no JSON escaping.
