@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: formatting and lints, unit and integration tests (fixture nodes, real memlock
-# limits, real PID namespaces), the fixture trees' consistency, the container image, and the
-# Soft-RoCE lab under QEMU. Needs root (namespaces, podman, apt for the lab).
+# limits, real PID namespaces), the fixture trees' consistency, the deploy kit's manifests and
+# report, the container image, and the Soft-RoCE lab under QEMU. Needs root (namespaces, podman,
+# apt for the lab).
 #
 #   bash scripts/test.sh          # everything
 #   SKIP_LAB=1 bash scripts/test.sh
@@ -21,6 +22,8 @@ step "cargo test"
 cargo test -q 2>&1 | tee "$logs/cargo-test"
 step "fixtures are what mknode.py generates"
 python3 fixtures/mknode.py --check
+step "deploy kit: render, schema-validate, policy and report tests"
+bash tests/deploy/validate.sh 2>&1 | tee "$logs/deploy"
 
 step "static release binary"
 cargo build --release -q
