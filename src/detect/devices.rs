@@ -199,17 +199,12 @@ fn from_sriov(inp: &Inputs) -> (SourceReport, Vec<Named>) {
 
 fn from_annotation(inp: &Inputs) -> (SourceReport, Vec<Named>) {
     let path = inp.annotations.display().to_string();
-    let text = match std::fs::metadata(inp.annotations) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+    let text = match crate::detect::file::read(inp.annotations, annotation::MAX_FILE_BYTES) {
+        Err(e) if e.is_not_found() => {
             return (report(Source::Annotation, Vec::new(), Vec::new(), false), Vec::new());
         }
-        Err(e) => Err(format!("cannot read {path}: {e}")),
-        Ok(m) if m.len() > annotation::MAX_FILE_BYTES => {
-            Err(format!("{path} is {} bytes, over the {}-byte bound; ignored", m.len(), annotation::MAX_FILE_BYTES))
-        }
-        Ok(_) => std::fs::read(inp.annotations)
-            .map_err(|e| format!("cannot read {path}: {e}"))
-            .map(|b| String::from_utf8_lossy(&b).into_owned()),
+        Err(e) => Err(format!("{e}; the annotation is not used")),
+        Ok(b) => Ok(String::from_utf8_lossy(&b).into_owned()),
     };
     let text = match text {
         Ok(t) => t,

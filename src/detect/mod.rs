@@ -10,10 +10,12 @@
 //! - `annotation`: source 2, the network-status annotation (downward-API file);
 //! - `sysfs`: source 3, and the bounded reader under a root that every source goes through;
 //! - `port`: the per-port facts that later stages read and fill;
+//! - `file`: the one bounded, non-blocking way to read a file (regular files only);
 //! - `names`: validation of every name that comes from outside.
 
 pub mod annotation;
 pub mod devices;
+pub mod file;
 pub mod names;
 pub mod port;
 pub mod sriov;

@@ -14,12 +14,10 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{Mode, OFlags};
 use serde::Serialize;
 
+use crate::detect::file::{self, FileError};
 use crate::detect::names;
 use crate::detect::port::{GidPick, PortFacts};
 use crate::nccl::gid::{self, GidPrefs, GidTable, RoceType};
-
-/// A sysfs attribute is at most one page.
-const ATTR_MAX: usize = 4096;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SysfsError {
@@ -29,6 +27,8 @@ pub enum SysfsError {
     Content { path: PathBuf, content: String },
     #[error("{path}: entry {name:?} refused: {source}")]
     Name { path: PathBuf, name: String, source: names::NameError },
+    #[error(transparent)]
+    File(#[from] FileError),
 }
 
 /// How an RDMA device is attached, which decides how we tell whether it is the pod's.
@@ -208,7 +208,7 @@ impl Sysfs {
         };
         let get = |name: &str, problems: &mut Vec<SysfsError>| {
             let fd = handle.as_ref()?;
-            read_at(fd, name).map_err(|source| problems.push(SysfsError::Read { path: dir.join(name), source })).ok()
+            file::read_attr_at(fd, &dir, name).map_err(|e| problems.push(e.into())).ok()
         };
         let state = get("state", &mut problems);
         let phys_state = get("phys_state", &mut problems);
@@ -245,14 +245,14 @@ struct SysfsGids<'a> {
 impl GidTable for SysfsGids<'_> {
     fn gid(&mut self, i: u32) -> Option<Ipv6Addr> {
         let name = format!("gids/{i}");
-        match read_at(self.port, &name) {
+        match file::read_attr_at(self.port, self.dir, &name) {
             Ok(text) => Some(gid::parse_gid(&text).unwrap_or_else(|| {
                 self.problems.push(SysfsError::Content { path: self.dir.join(&name), content: text });
                 Ipv6Addr::UNSPECIFIED
             })),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(source) => {
-                self.problems.push(SysfsError::Read { path: self.dir.join(name), source });
+            Err(e) if e.is_not_found() => None,
+            Err(e) => {
+                self.problems.push(e.into());
                 Some(Ipv6Addr::UNSPECIFIED)
             }
         }
@@ -260,7 +260,10 @@ impl GidTable for SysfsGids<'_> {
 
     fn roce(&mut self, i: u32) -> Option<RoceType> {
         // The kernel answers EINVAL for empty entries, as NCCL expects: not a problem to report.
-        read_at(self.port, &format!("gid_attrs/types/{i}")).ok().as_deref().and_then(RoceType::parse)
+        file::read_attr_at(self.port, self.dir, &format!("gid_attrs/types/{i}"))
+            .ok()
+            .as_deref()
+            .and_then(RoceType::parse)
     }
 }
 
@@ -272,7 +275,7 @@ fn choose_gid(port: &OwnedFd, dir: &Path, prefs: &GidPrefs, problems: &mut Vec<S
         gid: format_gid(&e.gid),
         address: gid::display(&e.gid),
         roce: e.roce,
-        ndev: read_at(port, &format!("gid_attrs/ndevs/{}", e.index)).ok(),
+        ndev: file::read_attr_at(port, dir, &format!("gid_attrs/ndevs/{}", e.index)).ok(),
         full_match: gid::is_full_match(&e, prefs),
     })
 }
@@ -295,26 +298,9 @@ fn open_dir(path: &Path) -> io::Result<OwnedFd> {
     Ok(rustix::fs::open(path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?)
 }
 
-/// Reads a small attribute relative to an open directory: one open, one or two reads, no stat.
-fn read_at(dir: &OwnedFd, name: &str) -> io::Result<String> {
-    let fd = rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
-    read_fd(&fd)
-}
-
-/// Reads a small attribute by path.
+/// Reads a small attribute by path (bounded, non-blocking, regular files only: see `file`).
 pub fn read_attr(path: &Path) -> Result<String, SysfsError> {
-    let res = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
-        .map_err(io::Error::from)
-        .and_then(|fd| read_fd(&fd));
-    res.map_err(|source| SysfsError::Read { path: path.to_path_buf(), source })
-}
-
-fn read_fd(fd: &OwnedFd) -> io::Result<String> {
-    // sysfs hands over a whole attribute (at most a page) in one read: no second read for EOF.
-    let mut buf = [0u8; ATTR_MAX];
-    let len = rustix::io::read(fd, &mut buf)?;
-    let text = std::str::from_utf8(&buf[..len]).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-    Ok(text.trim_end_matches(['\n', '\0']).trim().to_string())
+    Ok(file::read_attr(path)?)
 }
 
 #[cfg(test)]

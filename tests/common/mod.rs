@@ -59,9 +59,45 @@ impl Run {
         S: AsRef<std::ffi::OsStr>,
     {
         self.cmd.args(args);
-        let out = self.cmd.output().expect("spawn nccl-wrap");
-        Done { out }
+        Done { out: output_within(&mut self.cmd, DEADLINE) }
     }
+}
+
+/// No run of the binary may take longer: a test that would hang fails instead, naming the hang.
+pub const DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Runs `cmd` to completion, or kills it at `deadline` and fails the test.
+#[track_caller]
+pub fn output_within(cmd: &mut Command, deadline: std::time::Duration) -> Output {
+    use std::process::Stdio;
+    let mut child =
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn nccl-wrap");
+    // Drain both pipes on threads, so a chatty child cannot block on a full pipe meanwhile.
+    let mut out = child.stdout.take().expect("stdout");
+    let mut err = child.stderr.take().expect("stderr");
+    let t_out = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut out, &mut b);
+        b
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut err, &mut b);
+        b
+    });
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if start.elapsed() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{cmd:?} did not finish within {deadline:?}: it hung");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    Output { status, stdout: t_out.join().unwrap_or_default(), stderr: t_err.join().unwrap_or_default() }
 }
 
 pub struct Done {

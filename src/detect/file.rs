@@ -1,0 +1,232 @@
+//! The one way nccl-wrap reads a file from outside: sysfs attributes, the annotations file,
+//! procfs, anything a root option points at.
+//!
+//! A container entrypoint that hangs before printing anything is the worst failure it can have:
+//! the pod never starts and nothing says why. So every open is non-blocking (`O_NONBLOCK`, and
+//! `O_NOCTTY` so a terminal is never taken), every opened file is checked to be a regular file
+//! (a FIFO, socket, character or block device, or directory is refused, naming the path and what
+//! it is), and every read takes at most one bounded buffer: a file larger than its bound is refused,
+//! never read on. A regular file's read returns short only at its end, so one read suffices.
+//!
+//! It must never block, never read past a bound, and never follow a name it was not given.
+
+use std::fmt;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{FileType, Mode, OFlags};
+
+/// A sysfs attribute is at most one page.
+pub const ATTR_MAX: usize = 4096;
+
+const OPEN_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::NONBLOCK).union(OFlags::NOCTTY).union(OFlags::CLOEXEC);
+
+/// What a path is when it is not a regular file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Fifo,
+    Socket,
+    CharDevice,
+    BlockDevice,
+    Directory,
+    Other,
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Kind::Fifo => "a FIFO (named pipe)",
+            Kind::Socket => "a socket",
+            Kind::CharDevice => "a character device",
+            Kind::BlockDevice => "a block device",
+            Kind::Directory => "a directory",
+            Kind::Other => "not a regular file",
+        })
+    }
+}
+
+impl Kind {
+    fn of(t: FileType) -> Option<Kind> {
+        match t {
+            FileType::RegularFile => None,
+            FileType::Fifo => Some(Kind::Fifo),
+            FileType::Socket => Some(Kind::Socket),
+            FileType::CharacterDevice => Some(Kind::CharDevice),
+            FileType::BlockDevice => Some(Kind::BlockDevice),
+            FileType::Directory => Some(Kind::Directory),
+            _ => Some(Kind::Other),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("cannot read {path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{path} is {kind}, not a regular file: refused, so that reading it cannot block or run unbounded")]
+    NotRegular { path: PathBuf, kind: Kind },
+    #[error("{path} is larger than {limit} bytes: refused, not read")]
+    TooLarge { path: PathBuf, limit: usize },
+}
+
+impl FileError {
+    /// The file is not there (a missing attribute or an absent optional file).
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, FileError::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
+    }
+
+    /// The OS error, if the failure was one (EINVAL from an empty GID entry, ENOENT...).
+    pub fn os_error(&self) -> Option<&io::Error> {
+        match self {
+            FileError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// Reads the file at `path`, at most `limit` bytes.
+pub fn read(path: &Path, limit: usize) -> Result<Vec<u8>, FileError> {
+    let fd = rustix::fs::open(path, OPEN_FLAGS, Mode::empty()).map_err(|e| open_error(path, None, e))?;
+    read_open(&fd, path, limit)
+}
+
+/// Reads `name` relative to the open directory `dir` (whose path is `dir_path`, for messages).
+pub fn read_at(dir: &OwnedFd, dir_path: &Path, name: &str, limit: usize) -> Result<Vec<u8>, FileError> {
+    let path = || dir_path.join(name);
+    let fd = rustix::fs::openat(dir, name, OPEN_FLAGS, Mode::empty())
+        .map_err(|e| open_error(&path(), Some((dir, name)), e))?;
+    read_open(&fd, &path(), limit)
+}
+
+/// A small text attribute: at most one page, UTF-8, without trailing newlines or NULs.
+pub fn read_attr(path: &Path) -> Result<String, FileError> {
+    read(path, ATTR_MAX).and_then(|b| text(path, b))
+}
+
+/// [`read_attr`] relative to an open directory.
+pub fn read_attr_at(dir: &OwnedFd, dir_path: &Path, name: &str) -> Result<String, FileError> {
+    read_at(dir, dir_path, name, ATTR_MAX).and_then(|b| text(&dir_path.join(name), b))
+}
+
+fn text(path: &Path, bytes: Vec<u8>) -> Result<String, FileError> {
+    match String::from_utf8(bytes) {
+        Ok(t) => Ok(t.trim_end_matches(['\n', '\0']).trim().to_string()),
+        Err(e) => {
+            Err(FileError::Io { path: path.to_path_buf(), source: io::Error::new(io::ErrorKind::InvalidData, e) })
+        }
+    }
+}
+
+fn read_open(fd: &OwnedFd, path: &Path, limit: usize) -> Result<Vec<u8>, FileError> {
+    let st = rustix::fs::fstat(fd).map_err(|e| FileError::Io { path: path.to_path_buf(), source: e.into() })?;
+    if let Some(kind) = Kind::of(FileType::from_raw_mode(st.st_mode)) {
+        return Err(FileError::NotRegular { path: path.to_path_buf(), kind });
+    }
+    // One byte more than the bound tells a file that is exactly `limit` from a larger one.
+    let mut buf = vec![0u8; limit + 1];
+    let mut len = 0;
+    loop {
+        match rustix::io::read(fd.as_fd(), &mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => {
+                len += n;
+                if len > limit {
+                    return Err(FileError::TooLarge { path: path.to_path_buf(), limit });
+                }
+                // A regular file ends where fstat says; sysfs reports every attribute as one
+                // page and hands it over whole in the first read. procfs reports 0: read to EOF.
+                let size = u64::try_from(st.st_size).unwrap_or(0);
+                if size > 0 && (len as u64 >= size || size == ATTR_MAX as u64) {
+                    break;
+                }
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(FileError::Io { path: path.to_path_buf(), source: e.into() }),
+        }
+    }
+    buf.truncate(len);
+    Ok(buf)
+}
+
+/// Why an open failed; a socket (ENXIO) or a FIFO (ENXIO on write-only, never here) is named.
+fn open_error(path: &Path, at: Option<(&OwnedFd, &str)>, e: rustix::io::Errno) -> FileError {
+    if e == rustix::io::Errno::NXIO {
+        let st = match at {
+            Some((dir, name)) => rustix::fs::statat(dir, name, rustix::fs::AtFlags::empty()),
+            None => rustix::fs::stat(path),
+        };
+        if let Some(kind) = st.ok().and_then(|st| Kind::of(FileType::from_raw_mode(st.st_mode))) {
+            return FileError::NotRegular { path: path.to_path_buf(), kind };
+        }
+    }
+    FileError::Io { path: path.to_path_buf(), source: e.into() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(tag: &str) -> TempDir {
+            let p = std::env::temp_dir().join(format!("nccl-wrap-file-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&p);
+            std::fs::create_dir_all(&p).expect("mkdir");
+            TempDir(p)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn a_fifo_is_refused_at_once_not_waited_on() {
+        let d = TempDir::new("fifo");
+        let fifo = d.0.join("state");
+        rustix::fs::mknodat(rustix::fs::CWD, &fifo, FileType::Fifo, Mode::RUSR | Mode::WUSR, 0).expect("mkfifo");
+        let e = read_attr(&fifo).expect_err("a FIFO is not an attribute");
+        assert!(matches!(e, FileError::NotRegular { kind: Kind::Fifo, .. }), "{e}");
+        assert!(e.to_string().contains("is a FIFO") && e.to_string().contains("state"), "{e}");
+    }
+
+    #[test]
+    fn char_devices_directories_and_sockets_are_named() {
+        let e = read_attr(Path::new("/dev/zero")).expect_err("/dev/zero");
+        assert!(matches!(e, FileError::NotRegular { kind: Kind::CharDevice, .. }), "{e}");
+        let d = TempDir::new("kinds");
+        let e = read_attr(&d.0).expect_err("a directory");
+        assert!(matches!(e, FileError::NotRegular { kind: Kind::Directory, .. }), "{e}");
+        let sock = d.0.join("sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).expect("bind");
+        let e = read_attr(&sock).expect_err("a socket");
+        assert!(matches!(e, FileError::NotRegular { kind: Kind::Socket, .. }), "{e}");
+    }
+
+    #[test]
+    fn files_over_the_bound_are_refused_and_at_the_bound_read() {
+        let d = TempDir::new("bound");
+        std::fs::write(d.0.join("big"), vec![b'a'; ATTR_MAX + 1]).expect("write");
+        std::fs::write(d.0.join("page"), vec![b'b'; ATTR_MAX]).expect("write");
+        assert!(matches!(read_attr(&d.0.join("big")), Err(FileError::TooLarge { limit: ATTR_MAX, .. })));
+        assert_eq!(read_attr(&d.0.join("page")).expect("one page").len(), ATTR_MAX);
+        std::fs::write(d.0.join("empty"), b"").expect("write");
+        assert_eq!(read_attr(&d.0.join("empty")).expect("empty"), "");
+    }
+
+    #[test]
+    fn attributes_lose_their_newline_and_relative_reads_name_the_full_path() {
+        let d = TempDir::new("rel");
+        std::fs::write(d.0.join("state"), b"4: ACTIVE\n").expect("write");
+        let dir =
+            rustix::fs::open(&d.0, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).expect("dir");
+        assert_eq!(read_attr_at(&dir, &d.0, "state").expect("state"), "4: ACTIVE");
+        let e = read_attr_at(&dir, &d.0, "missing").expect_err("missing");
+        assert!(e.is_not_found());
+        assert!(e.to_string().contains(&d.0.join("missing").display().to_string()), "{e}");
+    }
+}

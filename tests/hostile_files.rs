@@ -1,0 +1,129 @@
+//! Files that could block or never end a read: FIFOs, character devices, sockets, directories
+//! and oversized files where nccl-wrap expects a small regular file. Every run must finish
+//! (common::DEADLINE turns a hang into a failure), say which path was refused and what it is,
+//! and still run the command.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{fixture, Run};
+
+const NODE: &str = "h100-roce-sriov";
+
+/// A copy of a fixture node that a test may vandalise; removed on drop, failures included.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn node(tag: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("nccl-wrap-hostile-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let st = Command::new("cp").arg("-a").arg(fixture(NODE)).arg(dir.join("node")).status().expect("cp");
+        assert!(st.success(), "cp -a fixture");
+        Scratch(dir)
+    }
+    fn root(&self) -> PathBuf {
+        self.0.join("node")
+    }
+    /// Replaces the file at `rel` (symlinks resolved) by a FIFO; returns the real path.
+    fn fifo(&self, rel: &str) -> PathBuf {
+        let real = std::fs::canonicalize(self.root().join(rel)).expect("resolve");
+        std::fs::remove_file(&real).expect("rm");
+        mkfifo(&real);
+        real
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn mkfifo(path: &Path) {
+    let st = Command::new("mkfifo").arg(path).status().expect("mkfifo");
+    assert!(st.success(), "mkfifo {path:?}");
+}
+
+fn run_on(s: &Scratch) -> Run {
+    Run::node(NODE).env("NCCL_WRAP_SYSFS_ROOT", s.root().join("sys")).with_env_file(NODE, "env")
+}
+
+#[test]
+fn fifo_port_state_is_refused_and_the_command_still_runs() {
+    let s = Scratch::node("state");
+    s.fifo("sys/class/infiniband/mlx5_6/ports/1/state");
+    let named = s.root().join("sys/class/infiniband/mlx5_6/ports/1/state");
+    let r = run_on(&s).no_annotations().args(["--", "/usr/bin/env", "-0"]);
+    r.success();
+    let j = run_on(&s).no_annotations().args(["env", "--json"]).success().json();
+    let problems = j.to_string();
+    assert!(
+        problems.contains(&format!("{} is a FIFO (named pipe), not a regular file", named.display())),
+        "{problems}"
+    );
+    // The port whose state cannot be read is not used; the other three are.
+    assert_eq!(r.child_var("NCCL_IB_HCA").as_deref(), Some("=mlx5_7:1,mlx5_10:1,mlx5_11:1"));
+}
+
+#[test]
+fn fifo_gid_entry_is_refused_in_doctor_too() {
+    let s = Scratch::node("gid");
+    s.fifo("sys/class/infiniband/mlx5_7/ports/1/gids/3");
+    let r = run_on(&s).no_annotations().args(["doctor", "--json", "--no-selftest"]);
+    assert!(matches!(r.code(), Some(0 | 1)), "doctor ran to the end: {:?}\n{}", r.code(), r.stderr());
+    assert!(r.stdout().contains("gids/3 is a FIFO (named pipe)"), "{}\n{}", r.stdout(), r.stderr());
+}
+
+#[test]
+fn annotations_that_are_not_regular_files_are_refused_by_kind() {
+    let s = Scratch::node("ann");
+    let fifo = s.0.join("annotations.fifo");
+    mkfifo(&fifo);
+    let dir = s.0.join("annotations.dir");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    for (path, kind) in [
+        (fifo.as_path(), "is a FIFO (named pipe)"),
+        (Path::new("/dev/zero"), "is a character device"),
+        (dir.as_path(), "is a directory"),
+    ] {
+        // No device-plugin variables: the annotation is the source nccl-wrap would use.
+        let r = Run::node(NODE).env("NCCL_WRAP_SYSFS_ROOT", s.root().join("sys")).env("NCCL_WRAP_ANNOTATIONS", path);
+        let r = r.args(["--", "/usr/bin/env", "-0"]);
+        r.success().stderr_lacks("panicked");
+        let j = Run::node(NODE)
+            .env("NCCL_WRAP_SYSFS_ROOT", s.root().join("sys"))
+            .env("NCCL_WRAP_ANNOTATIONS", path)
+            .args(["env", "--json"]);
+        let text = j.success().stdout();
+        assert!(text.contains(&format!("{} {kind}", path.display())), "{kind}: {text}");
+    }
+}
+
+#[test]
+fn oversized_annotations_are_refused_not_read() {
+    let s = Scratch::node("big");
+    let big = s.0.join("annotations");
+    std::fs::write(&big, vec![b'x'; 2 << 20]).expect("write");
+    let r = Run::node(NODE).env("NCCL_WRAP_SYSFS_ROOT", s.root().join("sys")).env("NCCL_WRAP_ANNOTATIONS", &big);
+    let text = r.args(["env", "--json"]).success().stdout();
+    assert!(text.contains("is larger than 1048576 bytes: refused, not read"), "{text}");
+}
+
+#[test]
+fn fifo_proc_files_do_not_hang_doctor() {
+    let s = Scratch::node("proc");
+    let proc_root = s.0.join("proc");
+    std::fs::create_dir_all(proc_root.join("driver/nvidia")).expect("mkdir");
+    std::fs::create_dir_all(proc_root.join("sys/kernel")).expect("mkdir");
+    mkfifo(&proc_root.join("cmdline"));
+    mkfifo(&proc_root.join("driver/nvidia/version"));
+    mkfifo(&proc_root.join("sys/kernel/osrelease"));
+    let r =
+        run_on(&s).no_annotations().env("NCCL_WRAP_PROC_ROOT", &proc_root).args(["doctor", "--json", "--no-selftest"]);
+    assert!(matches!(r.code(), Some(0 | 1)), "{:?}\n{}", r.code(), r.stderr());
+    let text = r.stdout();
+    assert!(text.contains("cmdline"), "{text}");
+}
