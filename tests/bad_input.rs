@@ -116,3 +116,26 @@ fn json_plan_has_no_duplicate_keys_regression() {
     assert_eq!(text.matches("\"warnings\":").count(), 1, "{text}");
     assert_eq!(text.matches("\"detection_warnings\":").count(), 1, "{text}");
 }
+
+#[test]
+fn a_device_named_differently_by_its_id_and_its_rdma_dev_is_reported_and_the_id_wins() {
+    // 0000:3c:00.2 is mlx5_6 in sysfs; the variable says mlx5_7 (which sits on 0000:3c:00.3).
+    let info = r#"{"0000:3c:00.2":{"generic":{"deviceID":"0000:3c:00.2"},"rdma":{"rdma_dev":"mlx5_7"}}}"#;
+    let r = Run::node("h100-roce-sriov").env("PCIDEVICE_OPENSHIFT_IO_MLX_RDMA_INFO", info).args(["env", "--json"]);
+    let j = r.success().json();
+    assert_eq!(j["hca"], serde_json::json!(["mlx5_6:1"]), "{j}");
+    let w = j["all_warnings"].to_string();
+    assert!(w.contains("names mlx5_7 for device 0000:3c:00.2, but sysfs puts mlx5_7 on 0000:3c:00.3 and finds mlx5_6 on 0000:3c:00.2; using mlx5_6"), "{w}");
+}
+
+#[test]
+fn a_device_id_twice_in_one_info_object_names_both_values() {
+    let info = r#"{"0000:3c:00.2":{"rdma":{"rdma_dev":"mlx5_6"}},"0000:3c:00.2":{"rdma":{"rdma_dev":"mlx5_7"}}}"#;
+    let r = Run::node("h100-roce-sriov").env("PCIDEVICE_OPENSHIFT_IO_MLX_RDMA_INFO", info).args(["env", "--json"]);
+    let j = r.success().json();
+    let w = j["all_warnings"].to_string();
+    assert!(w.contains("device 0000:3c:00.2 appears twice"), "{w}");
+    assert!(w.contains("mlx5_6") && w.contains("mlx5_7") && w.contains("using the second"), "{w}");
+    // The second names mlx5_7, which does not sit on that ID: that is reported too, and the ID wins.
+    assert_eq!(j["hca"], serde_json::json!(["mlx5_6:1"]), "{j}");
+}

@@ -86,6 +86,34 @@ fn soft_roce_shared_mode_picks_the_device_on_this_namespaces_veth() {
 }
 
 #[test]
+fn soft_roce_rails_named_alike_in_two_pods_are_told_apart_by_mac() {
+    // Regression: rxe0 and rxe1 both have parent `net1` (two pods' rails); matching by name
+    // claimed both. Only rxe0's link-local GID comes from this namespace's net1 MAC.
+    let r = Run::node("rxe-same-name").args(["env", "--json"]);
+    let j = r.success().json();
+    let names: Vec<&str> =
+        j["devices"].as_array().expect("devices").iter().filter_map(|d| d["name"].as_str()).collect();
+    assert_eq!(names, ["rxe0"], "{j}");
+    assert_eq!(j["hca"], serde_json::json!(["rxe0:1"]));
+    assert!(j["not_ours"].to_string().contains("rxe1"), "{j}");
+    assert!(j["devices"][0]["origin"].to_string().contains("same MAC"), "{j}");
+}
+
+#[test]
+fn soft_roce_ownership_that_cannot_be_told_is_said_not_guessed_silently() {
+    // This namespace's net1 has no readable MAC: the name alone decides, with a warning naming why.
+    let s = common::Scratch::node("rxe-same-name", "rxe-unknown");
+    let addr = std::fs::canonicalize(s.root().join("sys/class/net/net1/address")).expect("address");
+    std::fs::write(&addr, "not-a-mac\n").expect("write");
+    let r = Run::node("rxe-same-name").env("NCCL_WRAP_SYSFS_ROOT", s.root().join("sys")).args(["env", "--json"]);
+    let j = r.success().json();
+    assert_eq!(j["hca"], serde_json::json!(["rxe0:1", "rxe1:1"]), "{j}");
+    let warnings = j["all_warnings"].to_string();
+    assert!(warnings.contains("cannot tell whether rxe1 is this pod's"), "{warnings}");
+    assert!(warnings.contains("not a MAC address"), "{warnings}");
+}
+
+#[test]
 fn exclusive_netns_mode_takes_every_visible_device() {
     let r = Run::node("exclusive-netns").args(["env", "--json"]);
     let j = r.success().json();

@@ -5,41 +5,18 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-use common::{fixture, Run};
+use common::{Run, Scratch};
 
 const NODE: &str = "h100-roce-sriov";
 
-/// A copy of a fixture node that a test may vandalise; removed on drop, failures included.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn node(tag: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("nccl-wrap-hostile-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("mkdir");
-        let st = Command::new("cp").arg("-a").arg(fixture(NODE)).arg(dir.join("node")).status().expect("cp");
-        assert!(st.success(), "cp -a fixture");
-        Scratch(dir)
-    }
-    fn root(&self) -> PathBuf {
-        self.0.join("node")
-    }
-    /// Replaces the file at `rel` (symlinks resolved) by a FIFO; returns the real path.
-    fn fifo(&self, rel: &str) -> PathBuf {
-        let real = std::fs::canonicalize(self.root().join(rel)).expect("resolve");
-        std::fs::remove_file(&real).expect("rm");
-        mkfifo(&real);
-        real
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// Replaces the file at `rel` of a scratch node (symlinks resolved) by a FIFO.
+fn fifo(s: &Scratch, rel: &str) {
+    let real = std::fs::canonicalize(s.root().join(rel)).expect("resolve");
+    std::fs::remove_file(&real).expect("rm");
+    mkfifo(&real);
 }
 
 fn mkfifo(path: &Path) {
@@ -53,8 +30,8 @@ fn run_on(s: &Scratch) -> Run {
 
 #[test]
 fn fifo_port_state_is_refused_and_the_command_still_runs() {
-    let s = Scratch::node("state");
-    s.fifo("sys/class/infiniband/mlx5_6/ports/1/state");
+    let s = Scratch::node(NODE, "hostile-state");
+    fifo(&s, "sys/class/infiniband/mlx5_6/ports/1/state");
     let named = s.root().join("sys/class/infiniband/mlx5_6/ports/1/state");
     let r = run_on(&s).no_annotations().args(["--", "/usr/bin/env", "-0"]);
     r.success();
@@ -70,8 +47,8 @@ fn fifo_port_state_is_refused_and_the_command_still_runs() {
 
 #[test]
 fn fifo_gid_entry_is_refused_in_doctor_too() {
-    let s = Scratch::node("gid");
-    s.fifo("sys/class/infiniband/mlx5_7/ports/1/gids/3");
+    let s = Scratch::node(NODE, "hostile-gid");
+    fifo(&s, "sys/class/infiniband/mlx5_7/ports/1/gids/3");
     let r = run_on(&s).no_annotations().args(["doctor", "--json", "--no-selftest"]);
     assert!(matches!(r.code(), Some(0 | 1)), "doctor ran to the end: {:?}\n{}", r.code(), r.stderr());
     assert!(r.stdout().contains("gids/3 is a FIFO (named pipe)"), "{}\n{}", r.stdout(), r.stderr());
@@ -79,7 +56,7 @@ fn fifo_gid_entry_is_refused_in_doctor_too() {
 
 #[test]
 fn annotations_that_are_not_regular_files_are_refused_by_kind() {
-    let s = Scratch::node("ann");
+    let s = Scratch::node(NODE, "hostile-ann");
     let fifo = s.0.join("annotations.fifo");
     mkfifo(&fifo);
     let dir = s.0.join("annotations.dir");
@@ -104,7 +81,7 @@ fn annotations_that_are_not_regular_files_are_refused_by_kind() {
 
 #[test]
 fn oversized_annotations_are_refused_not_read() {
-    let s = Scratch::node("big");
+    let s = Scratch::node(NODE, "hostile-big");
     let big = s.0.join("annotations");
     std::fs::write(&big, vec![b'x'; 2 << 20]).expect("write");
     let r = Run::node(NODE).env("NCCL_WRAP_SYSFS_ROOT", s.root().join("sys")).env("NCCL_WRAP_ANNOTATIONS", &big);
@@ -114,7 +91,7 @@ fn oversized_annotations_are_refused_not_read() {
 
 #[test]
 fn fifo_proc_files_do_not_hang_doctor() {
-    let s = Scratch::node("proc");
+    let s = Scratch::node(NODE, "hostile-proc");
     let proc_root = s.0.join("proc");
     std::fs::create_dir_all(proc_root.join("driver/nvidia")).expect("mkdir");
     std::fs::create_dir_all(proc_root.join("sys/kernel")).expect("mkdir");

@@ -16,7 +16,7 @@ use crate::detect::annotation;
 use crate::detect::names;
 use crate::detect::port::PortFacts;
 use crate::detect::sriov;
-use crate::detect::sysfs::{Attachment, NetDevs, Sysfs};
+use crate::detect::sysfs::{Attachment, Identity, NetDevs, Sysfs};
 use crate::nccl::gid::GidPrefs;
 
 /// The process environment as detection sees it.
@@ -93,6 +93,9 @@ struct Named {
     origin: String,
     /// The source already found `class/infiniband/<name>` usable; no need to look again.
     checked: bool,
+    /// The device ID (PCI address, auxiliary ID) the source gave along with the name: the
+    /// name is checked against it once the device's attachment is read.
+    claimed_id: Option<String>,
 }
 
 pub fn detect(inp: &Inputs) -> Detection {
@@ -130,9 +133,54 @@ pub fn detect(inp: &Inputs) -> Detection {
             }
         }
     }
-    let devices: Vec<Device> = present.into_iter().map(|n| read_device(inp, n)).collect();
+    let mut devices: Vec<Device> = Vec::new();
+    for n in present {
+        let claimed = n.claimed_id.clone();
+        let dev = read_device(inp, n);
+        match (claimed, function(&dev.attachment)) {
+            (Some(id), Some(func)) if id != func => {
+                // Two names for one device disagree: the device ID is what was allocated to the
+                // pod (its uverbs node is the one mounted), so the device sysfs finds there wins.
+                let mut found = Vec::new();
+                let mut problems = Vec::new();
+                resolve_id(inp, &id, &dev.origin, &mut found, &mut problems);
+                let others: Vec<String> = found.iter().map(|f| f.name.clone()).collect();
+                if others.is_empty() {
+                    warnings.push(format!(
+                        "{}: names {} for device {id}, but sysfs puts {} on {func}, and {id} has no RDMA device; using {}",
+                        dev.origin, dev.name, dev.name, dev.name
+                    ));
+                    devices.push(dev);
+                } else {
+                    warnings.push(format!(
+                        "{}: names {} for device {id}, but sysfs puts {} on {func} and finds {} on {id}; using {} (the device at the allocated ID)",
+                        dev.origin, dev.name, dev.name, others.join(","), others.join(",")
+                    ));
+                    for f in found {
+                        if !devices.iter().any(|d| d.name == f.name) && inp.sysfs.has_rdma_device(&f.name) {
+                            devices.push(read_device(inp, f));
+                        }
+                    }
+                }
+            }
+            _ => {
+                if !devices.iter().any(|d| d.name == dev.name) {
+                    devices.push(dev);
+                }
+            }
+        }
+    }
     let not_ours = visible.into_iter().filter(|v| !devices.iter().any(|d| &d.name == v)).collect();
     Detection { source, sources, devices, not_ours, warnings }
+}
+
+/// The function a device sits on (PCI address, auxiliary ID), if any.
+fn function(a: &Attachment) -> Option<&str> {
+    match a {
+        Attachment::Vf { pci, .. } | Attachment::Pf { pci } => Some(pci),
+        Attachment::Sf { id } => Some(id),
+        Attachment::Software { .. } | Attachment::Unknown => None,
+    }
 }
 
 /// Reads one device's attachment and ports.
@@ -172,7 +220,12 @@ fn resolve_id(inp: &Inputs, id: &str, origin: &str, out: &mut Vec<Named>, proble
             inp.sysfs.path(&format!("bus/{bus}/devices/{id}/infiniband")).display()
         ));
     }
-    out.extend(found.into_iter().map(|name| Named { name, origin: origin.to_string(), checked: false }));
+    out.extend(found.into_iter().map(|name| Named {
+        name,
+        origin: origin.to_string(),
+        checked: false,
+        claimed_id: None,
+    }));
 }
 
 fn from_sriov(inp: &Inputs) -> (SourceReport, Vec<Named>) {
@@ -181,9 +234,12 @@ fn from_sriov(inp: &Inputs) -> (SourceReport, Vec<Named>) {
     let mut named = Vec::new();
     for dev in &scan.devices {
         match dev.rdma_dev.as_ref().map(|name| (name, inp.sysfs.rdma_device_status(name))) {
-            Some((name, Ok(()))) => {
-                named.push(Named { name: name.clone(), origin: dev.variable.clone(), checked: true })
-            }
+            Some((name, Ok(()))) => named.push(Named {
+                name: name.clone(),
+                origin: dev.variable.clone(),
+                checked: true,
+                claimed_id: Some(dev.device_id.clone()),
+            }),
             Some((name, Err(e))) => {
                 problems.push(format!(
                     "{}: rdma_dev {name} of {} cannot be used ({e}); trying the device ID",
@@ -217,7 +273,7 @@ fn from_annotation(inp: &Inputs) -> (SourceReport, Vec<Named>) {
         let origin = format!("network {}", dev.network);
         match (&dev.rdma_dev, &dev.pci_address) {
             (Some(name), _) if inp.sysfs.has_rdma_device(name) => {
-                named.push(Named { name: name.clone(), origin, checked: true })
+                named.push(Named { name: name.clone(), origin, checked: true, claimed_id: dev.pci_address.clone() })
             }
             (_, Some(addr)) => resolve_id(inp, addr, &origin, &mut named, &mut problems),
             (Some(name), None) => {
@@ -235,7 +291,8 @@ fn from_annotation(inp: &Inputs) -> (SourceReport, Vec<Named>) {
 /// - exclusive RDMA netns mode: the kernel shows a namespace only its own devices, so all are;
 /// - a PCI function (VF, PF) or scalable function is the pod's when one of this namespace's net
 ///   devices sits on the same function (sysfs shows only this namespace's net devices);
-/// - a software device (rxe, siw) is the pod's when its `parent` net device is in this namespace;
+/// - a software device (rxe, siw) is the pod's when its `parent` net device is in this namespace,
+///   told by the MAC behind the device's identifiers, not by the name (see `software_identity`);
 /// - when that matches nothing (no net device maps to any RDMA device: InfiniBand without IPoIB,
 ///   or a pod with only virtual interfaces), we cannot tell, and use every visible device, which
 ///   is what NCCL would do without us, with a warning that says so.
@@ -251,6 +308,7 @@ fn from_sysfs(inp: &Inputs, visible: &[String]) -> (SourceReport, Vec<Named>) {
             name: n.clone(),
             origin: "sysfs (exclusive RDMA netns mode)".into(),
             checked: false,
+            claimed_id: None,
         });
         return (report(Source::Sysfs, inputs, problems, true), named.collect());
     }
@@ -259,12 +317,8 @@ fn from_sysfs(inp: &Inputs, visible: &[String]) -> (SourceReport, Vec<Named>) {
     problems.extend(errs.iter().map(ToString::to_string));
     let mut named = Vec::new();
     for dev in visible {
-        if let Some(ifname) = owning_netdev(inp.sysfs, dev, &netdevs) {
-            named.push(Named {
-                name: dev.clone(),
-                origin: format!("sysfs (net device {ifname} is in this namespace)"),
-                checked: false,
-            });
+        if let Some(how) = owning_netdev(inp.sysfs, dev, &netdevs, &mut problems) {
+            named.push(Named { name: dev.clone(), origin: format!("sysfs ({how})"), checked: false, claimed_id: None });
         }
     }
     if named.is_empty() {
@@ -274,16 +328,40 @@ fn from_sysfs(inp: &Inputs, visible: &[String]) -> (SourceReport, Vec<Named>) {
         ));
         named = visible
             .iter()
-            .map(|n| Named { name: n.clone(), origin: "sysfs (ownership unknown)".into(), checked: false })
+            .map(|n| Named {
+                name: n.clone(),
+                origin: "sysfs (ownership unknown)".into(),
+                checked: false,
+                claimed_id: None,
+            })
             .collect();
     }
     (report(Source::Sysfs, inputs, problems, true), named)
 }
 
-fn owning_netdev(sysfs: &Sysfs, dev: &str, netdevs: &NetDevs) -> Option<String> {
+/// Which net device of this namespace makes `dev` the pod's, and how that was told.
+fn owning_netdev(sysfs: &Sysfs, dev: &str, netdevs: &NetDevs, problems: &mut Vec<String>) -> Option<String> {
     match sysfs.attachment(dev) {
-        (Attachment::Software { parent }, _) => netdevs.contains_key(&parent).then_some(parent),
-        (_, Some(func)) => netdevs.iter().find(|(_, f)| f.as_ref() == Some(&func)).map(|(n, _)| n.clone()),
+        (Attachment::Software { parent }, _) if netdevs.contains_key(&parent) => {
+            match sysfs.software_identity(dev, &parent) {
+                Identity::Same => Some(format!("its parent net device {parent} is in this namespace, same MAC")),
+                Identity::Different { mac, id } => {
+                    log::debug!("{dev}: parent {parent} is another namespace's {parent}: identifier {id} is not from this {parent}'s MAC {mac}");
+                    None
+                }
+                Identity::Unknown(why) => {
+                    problems.push(format!(
+                        "cannot tell whether {dev} is this pod's: its parent is named {parent}, as a net device here, but {why}; using it on the name alone (another pod's rail may have the same name)"
+                    ));
+                    Some(format!("a net device named like its parent, {parent}, is in this namespace"))
+                }
+            }
+        }
+        (Attachment::Software { .. }, _) => None,
+        (_, Some(func)) => netdevs
+            .iter()
+            .find(|(_, f)| f.as_ref() == Some(&func))
+            .map(|(n, _)| format!("net device {n} is in this namespace")),
         _ => None,
     }
 }

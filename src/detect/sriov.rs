@@ -42,6 +42,10 @@ pub enum SriovError {
     BadDeviceId { variable: String, source: NameError },
     #[error("{variable}: rdma.rdma_dev of {device_id} refused ({source}); finding its RDMA device from the device ID instead")]
     BadRdmaDev { variable: String, device_id: String, source: NameError },
+    #[error("{variable}: device {device_id} appears twice (first {first}, then {second}); using the second, as JSON decoders (the plugin's Go among them) do")]
+    DuplicateId { variable: String, device_id: String, first: String, second: String },
+    #[error("{info} and {plain} disagree: {detail}; using {info}")]
+    TwinsDisagree { info: String, plain: String, detail: String },
 }
 
 /// What the plugin's variables say, and what was wrong with them.
@@ -81,6 +85,9 @@ where
     }
     for (name, text) in plain {
         if info_ok.contains(&name) {
+            if let Some(e) = twins_disagree(&name, &text, &scan.devices) {
+                scan.problems.push(e);
+            }
             continue;
         }
         scan.variables.push(name.clone());
@@ -94,6 +101,26 @@ where
         }
     }
     scan
+}
+
+/// The plain list and its `_INFO` twin should name the same device IDs; say so when they do not.
+fn twins_disagree(plain: &str, text: &str, from_info: &[Allocated]) -> Option<SriovError> {
+    let info = format!("{plain}{INFO_SUFFIX}");
+    let listed: Vec<&str> = text.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+    let in_info: Vec<&str> = from_info.iter().filter(|d| d.variable == info).map(|d| d.device_id.as_str()).collect();
+    let only_plain: Vec<&str> = listed.iter().copied().filter(|id| !in_info.contains(id)).collect();
+    let only_info: Vec<&str> = in_info.iter().copied().filter(|id| !listed.contains(id)).collect();
+    if only_plain.is_empty() && only_info.is_empty() {
+        return None;
+    }
+    let mut detail = Vec::new();
+    if !only_plain.is_empty() {
+        detail.push(format!("only {plain} lists {}", only_plain.join(",")));
+    }
+    if !only_info.is_empty() {
+        detail.push(format!("only {info} has {}", only_info.join(",")));
+    }
+    Some(SriovError::TwinsDisagree { info, plain: plain.to_string(), detail: detail.join("; ") })
 }
 
 fn checked_value<'v>(name: &str, value: &'v OsStr, problems: &mut Vec<SriovError>) -> Option<&'v str> {
@@ -113,11 +140,27 @@ fn checked_value<'v>(name: &str, value: &'v OsStr, problems: &mut Vec<SriovError
 /// Parses one `_INFO` value. The error means the whole value is unusable; problems with single
 /// entries go to `problems`. A refused `rdma_dev` keeps its device, to be resolved by its ID.
 fn parse_info(variable: &str, text: &str, problems: &mut Vec<SriovError>) -> Result<Vec<Allocated>, SriovError> {
-    let value: Value =
+    let value: Entries =
         serde_json::from_str(text).map_err(|source| SriovError::Json { variable: variable.to_string(), source })?;
-    let Value::Object(map) = value else {
-        return Err(SriovError::NotAnObject { variable: variable.to_string(), found: kind(&value) });
+    let entries = match value {
+        Entries::Object(entries) => entries,
+        Entries::Other(v) => return Err(SriovError::NotAnObject { variable: variable.to_string(), found: kind(&v) }),
     };
+    let mut map: Vec<(String, Value)> = Vec::with_capacity(entries.len());
+    for (id, providers) in entries {
+        match map.iter_mut().find(|(k, _)| *k == id) {
+            Some((_, old)) => {
+                problems.push(SriovError::DuplicateId {
+                    variable: variable.to_string(),
+                    device_id: id.clone(),
+                    first: old.to_string(),
+                    second: providers.to_string(),
+                });
+                *old = providers;
+            }
+            None => map.push((id, providers)),
+        }
+    }
     let mut out = Vec::new();
     for (id, providers) in &map {
         let device_id = match names::device_id(id) {
@@ -144,6 +187,58 @@ fn parse_info(variable: &str, text: &str, problems: &mut Vec<SriovError>) -> Res
     Ok(out)
 }
 
+/// A JSON value whose top-level object keeps every entry in order, duplicates included
+/// (`serde_json::Value` keeps only the last of a repeated key, silently).
+enum Entries {
+    Object(Vec<(String, Value)>),
+    Other(Value),
+}
+
+impl<'de> serde::Deserialize<'de> for Entries {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Entries;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Entries, A::Error> {
+                let mut out = Vec::new();
+                while let Some(entry) = m.next_entry::<String, Value>()? {
+                    out.push(entry);
+                }
+                Ok(Entries::Object(out))
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Entries, E> {
+                Ok(Entries::Other(Value::Bool(v)))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Entries, E> {
+                Ok(Entries::Other(Value::from(v)))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Entries, E> {
+                Ok(Entries::Other(Value::from(v)))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Entries, E> {
+                Ok(Entries::Other(Value::from(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Entries, E> {
+                Ok(Entries::Other(Value::from(v)))
+            }
+            fn visit_unit<E>(self) -> Result<Entries, E> {
+                Ok(Entries::Other(Value::Null))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Entries, A::Error> {
+                let mut out = Vec::new();
+                while let Some(v) = s.next_element::<Value>()? {
+                    out.push(v);
+                }
+                Ok(Entries::Other(Value::Array(out)))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
@@ -165,6 +260,29 @@ mod tests {
     }
 
     const V310: &str = r#"{"0000:3b:02.6":{"generic":{"deviceID":"0000:3b:02.6"},"rdma":{"issm":"/dev/infiniband/issm4","rdma_cm":"/dev/infiniband/rdma_cm","rdma_dev":"mlx5_3","umad":"/dev/infiniband/umad4","uverbs":"/dev/infiniband/uverbs4"}}}"#;
+
+    #[test]
+    fn a_device_listed_twice_is_reported_with_both_values() {
+        let info = r#"{"0000:3b:02.6":{"rdma":{"rdma_dev":"mlx5_3"}},"0000:3b:02.6":{"rdma":{"rdma_dev":"mlx5_4"}}}"#;
+        let v = vars(&[("PCIDEVICE_X_INFO", info)]);
+        let scan = scan(&v);
+        assert_eq!(scan.devices.len(), 1);
+        assert_eq!(scan.devices[0].rdma_dev.as_deref(), Some("mlx5_4"));
+        let msg = scan.problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n");
+        assert!(msg.contains("device 0000:3b:02.6 appears twice"), "{msg}");
+        assert!(msg.contains("mlx5_3") && msg.contains("mlx5_4") && msg.contains("using the second"), "{msg}");
+    }
+
+    #[test]
+    fn a_plain_list_that_disagrees_with_its_info_twin_is_reported() {
+        let v = vars(&[("PCIDEVICE_X_INFO", V310), ("PCIDEVICE_X", "0000:3b:02.6,0000:3b:02.7")]);
+        let scan = scan(&v);
+        assert_eq!(scan.devices.len(), 1, "the _INFO twin wins");
+        let msg = scan.problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n");
+        assert!(msg.contains("only PCIDEVICE_X lists 0000:3b:02.7; using PCIDEVICE_X_INFO"), "{msg}");
+        let agree = vars(&[("PCIDEVICE_X_INFO", V310), ("PCIDEVICE_X", "0000:3b:02.6")]);
+        assert!(super::scan(&agree).problems.is_empty());
+    }
 
     #[test]
     fn v3_10_info_names_the_rdma_device() {

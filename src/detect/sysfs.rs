@@ -47,6 +47,60 @@ pub enum Attachment {
     Unknown,
 }
 
+/// Whether a software RDMA device sits on a given net device of this namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Identity {
+    Same,
+    /// The device's identifier (`id`, EUI-64) is not derived from this net device's `mac`.
+    Different {
+        mac: String,
+        id: String,
+    },
+    /// Cannot be told, and why.
+    Unknown(String),
+}
+
+fn parse_mac(text: &str) -> Option<[u8; 6]> {
+    let mut out = [0u8; 6];
+    let mut parts = text.split(':');
+    for b in &mut out {
+        let p = parts.next()?;
+        if p.len() != 2 {
+            return None;
+        }
+        *b = u8::from_str_radix(p, 16).ok()?;
+    }
+    parts.next().is_none().then_some(out)
+}
+
+/// `node_guid` as sysfs prints it: `0858:0aff:fe64:0007`.
+fn parse_guid(text: &str) -> Option<[u8; 8]> {
+    let mut out = [0u8; 8];
+    let mut parts = text.split(':');
+    for pair in out.chunks_mut(2) {
+        let p = parts.next()?;
+        if p.len() != 4 {
+            return None;
+        }
+        let v = u16::from_str_radix(p, 16).ok()?;
+        pair.copy_from_slice(&v.to_be_bytes());
+    }
+    parts.next().is_none().then_some(out)
+}
+
+/// Modified EUI-64 of a MAC, as the kernel builds link-local GIDs and rxe's node GUID from it.
+fn eui64(mac: &[u8; 6]) -> [u8; 8] {
+    [mac[0] ^ 0x02, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]]
+}
+
+fn format_mac(mac: &[u8; 6]) -> String {
+    mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+}
+
+fn format_guid(id: &[u8; 8]) -> String {
+    id.chunks(2).map(|p| format!("{:02x}{:02x}", p[0], p[1])).collect::<Vec<_>>().join(":")
+}
+
 /// A sysfs tree rooted at `root`.
 pub struct Sysfs {
     root: PathBuf,
@@ -171,6 +225,39 @@ impl Sysfs {
                 (name, func)
             })
             .collect()
+    }
+
+    /// Whether the software RDMA device `dev` is bound to this namespace's net device `ifname`,
+    /// told by identity, not by name: every Multus pod calls its rails `net1`, `net2`..., and in
+    /// shared RDMA netns mode a pod sees every rxe/siw device of the node, so a name match would
+    /// claim another pod's device. The port's default GID (entry 0, the link-local address the
+    /// kernel derives from the parent's MAC) and the device's `node_guid` (the same EUI-64 at
+    /// creation) are compared with the modified EUI-64 of this namespace's `ifname` MAC.
+    pub fn software_identity(&self, dev: &str, ifname: &str) -> Identity {
+        let mac = match self.attr(&format!("class/net/{ifname}/address")) {
+            Ok(text) => match parse_mac(&text) {
+                Some(mac) => mac,
+                None => {
+                    return Identity::Unknown(format!("class/net/{ifname}/address reads {text:?}, not a MAC address"))
+                }
+            },
+            Err(e) => return Identity::Unknown(e.to_string()),
+        };
+        let want = eui64(&mac);
+        let base = format!("class/infiniband/{dev}");
+        let gid0 = self.attr(&format!("{base}/ports/1/gids/0")).ok().and_then(|t| gid::parse_gid(&t));
+        let from_gid = gid0.filter(|g| g.segments()[0] == 0xfe80).map(|g| {
+            let o = g.octets();
+            [o[8], o[9], o[10], o[11], o[12], o[13], o[14], o[15]]
+        });
+        let from_guid = || self.attr(&format!("{base}/node_guid")).ok().and_then(|t| parse_guid(&t));
+        match from_gid.or_else(from_guid) {
+            Some(id) if id == want => Identity::Same,
+            Some(id) => Identity::Different { mac: format_mac(&mac), id: format_guid(&id) },
+            None => Identity::Unknown(format!(
+                "neither {base}/ports/1/gids/0 nor {base}/node_guid holds an identifier derived from a MAC"
+            )),
+        }
     }
 
     /// `Y` (shared, the default) or `N` (exclusive) from ib_core's `netns_mode` parameter.
@@ -318,6 +405,16 @@ mod tests {
         let _ = std::fs::remove_dir_all(&root);
         assert_eq!(names, ["mlx5_0"]);
         assert_eq!(problems.len(), 2, "{problems:?}");
+    }
+
+    #[test]
+    fn eui64_matches_the_kernels_link_local_form() {
+        let mac = parse_mac("0a:58:0a:64:00:07").expect("mac");
+        assert_eq!(format_guid(&eui64(&mac)), "0858:0aff:fe64:0007");
+        assert_eq!(parse_guid("0858:0aff:fe64:0007"), Some(eui64(&mac)));
+        assert_eq!(parse_mac("0a:58:0a:64:00"), None);
+        assert_eq!(parse_mac("0a:58:0a:64:00:07:09"), None);
+        assert_eq!(parse_guid("0858:0aff:fe64"), None);
     }
 
     #[test]

@@ -166,3 +166,28 @@ impl Done {
         self.child_env().into_iter().find(|(k, _)| k == name).map(|(_, v)| v.to_string_lossy().into_owned())
     }
 }
+
+/// A copy of a fixture node (symlinks kept) that a test may change; removed on drop, so on a
+/// failing assertion too.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn node(node: &str, tag: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("nccl-wrap-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let st = Command::new("cp").arg("-a").arg(fixture(node)).arg(dir.join("node")).status().expect("cp");
+        assert!(st.success(), "cp -a {node}");
+        Scratch(dir)
+    }
+    /// The copied node's root (holding `sys/`, `env`...).
+    pub fn root(&self) -> PathBuf {
+        self.0.join("node")
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
