@@ -117,5 +117,5 @@ struct Whole<'a> {
 
 pub fn json(plan: &Plan, memlock: &Memlock) -> String {
     let whole = Whole { plan, memlock, all_warnings: all_warnings(plan) };
-    serde_json::to_string_pretty(&whole).unwrap_or_else(|e| format!("{{\"error\":\"cannot serialise plan: {e}\"}}"))
+    serde_json::to_string(&whole).unwrap_or_else(|e| format!("{{\"error\":\"cannot serialise plan: {e}\"}}"))
 }

@@ -285,9 +285,9 @@ fn memlock_on_this_machine() {
     assert_eq!(c["evidence"]["cap_sys_resource"], sys_resource);
     match hard_bytes {
         Some(h) if !sys_resource => {
-            assert_eq!(c["evidence"]["hard"], h, "{c:#}");
-            assert_eq!(c["evidence"]["soft"], h, "soft is raised to the hard limit\n{c:#}");
+            assert_eq!(c["evidence"]["hard_bytes"], h, "{c:#}");
+            assert_eq!(c["evidence"]["soft_bytes"], h, "soft is raised to the hard limit\n{c:#}");
         }
-        _ => assert_eq!(c["evidence"]["soft"], "unlimited", "{c:#}"),
+        _ => assert_eq!(c["evidence"]["soft_bytes"], "unlimited", "{c:#}"),
     }
 }

@@ -78,6 +78,8 @@ pub struct SelftestResult {
     pub status: Option<String>,
     /// Likely causes and fixes, in words.
     pub hint: Option<String>,
+    /// Wall time of the whole test, opening the device included.
+    #[serde(rename = "elapsed_us")]
     pub micros: u64,
 }
 

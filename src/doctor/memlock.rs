@@ -30,10 +30,10 @@ pub(super) fn check(inp: &Inputs) -> Check {
         ),
     };
     let mut c = Check::new("memlock", status, summary)
-        .ev("soft_before", lim(m.before.soft))
-        .ev("hard_before", lim(m.before.hard))
-        .ev("soft", lim(m.after.soft))
-        .ev("hard", lim(m.after.hard))
+        .ev("soft_before_bytes", lim(m.before.soft))
+        .ev("hard_before_bytes", lim(m.before.hard))
+        .ev("soft_bytes", lim(m.after.soft))
+        .ev("hard_bytes", lim(m.after.hard))
         .ev("raised", !matches!(m.outcome, Outcome::CappedAtHard | Outcome::Failed))
         .ev("cap_ipc_lock", json!(m.cap_ipc_lock))
         .ev("cap_sys_resource", json!(m.cap_sys_resource))

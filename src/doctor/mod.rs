@@ -141,7 +141,7 @@ pub fn main(inp: &Inputs, json_out: bool) -> ExitCode {
         }
     };
     let text = if json_out {
-        match serde_json::to_string_pretty(&report) {
+        match serde_json::to_string(&report) {
             Ok(t) => t + "\n",
             Err(e) => {
                 eprintln!("{PREFIX} doctor cannot serialise its report: {e}");

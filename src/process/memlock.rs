@@ -10,10 +10,21 @@ use rustix::thread::CapabilityFlags;
 use serde::Serialize;
 
 /// A limit in bytes; `None` is unlimited.
+/// Soft and hard RLIMIT_MEMLOCK, in bytes; `None` is unlimited (`RLIM_INFINITY`). In JSON each
+/// is a number of bytes or the string `"unlimited"`, never `null` (which would read as unknown).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Limits {
+    #[serde(rename = "soft_bytes", serialize_with = "bytes_or_unlimited")]
     pub soft: Option<u64>,
+    #[serde(rename = "hard_bytes", serialize_with = "bytes_or_unlimited")]
     pub hard: Option<u64>,
+}
+
+fn bytes_or_unlimited<S: serde::Serializer>(v: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(b) => s.serialize_u64(*b),
+        None => s.serialize_str("unlimited"),
+    }
 }
 
 impl From<Rlimit> for Limits {

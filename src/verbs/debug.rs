@@ -19,17 +19,19 @@ pub fn debug_main(args: Vec<String>) -> i32 {
     let gid = |i: usize| arg(i).filter(|s| *s != "-").and_then(|s| s.parse::<u32>().ok());
     let (ok, out) = match (arg(0), arg(1), num(2)) {
         (Some("list"), _, _) => match v.device_names() {
-            Ok(d) => (true, serde_json::json!({"providers": STATIC_PROVIDERS, "devices": d, "micros": micros(start)})),
+            Ok(d) => {
+                (true, serde_json::json!({"providers": STATIC_PROVIDERS, "devices": d, "elapsed_us": micros(start)}))
+            }
             Err(e) => (
                 false,
-                serde_json::json!({"providers": STATIC_PROVIDERS, "error": e.to_string(), "micros": micros(start)}),
+                serde_json::json!({"providers": STATIC_PROVIDERS, "error": e.to_string(), "elapsed_us": micros(start)}),
             ),
         },
         (Some("port"), Some(dev), Some(port)) => match v.query_port(dev, port as u8, gid(3)) {
-            Ok(p) => (true, serde_json::json!({"device": dev, "port": port, "attr": p, "micros": micros(start)})),
+            Ok(p) => (true, serde_json::json!({"device": dev, "port": port, "attr": p, "elapsed_us": micros(start)})),
             Err(e) => (
                 false,
-                serde_json::json!({"device": dev, "port": port, "error": e.to_string(), "micros": micros(start)}),
+                serde_json::json!({"device": dev, "port": port, "error": e.to_string(), "elapsed_us": micros(start)}),
             ),
         },
         (Some("selftest"), Some(dev), Some(port)) => {

@@ -21,7 +21,7 @@ mv /etc/libibverbs.d /tmp/libibverbs.d.hidden 2>/dev/null
 wrap __verbs list
 assert_eq "__verbs list exit" 0 "$WRAP_RC"
 assert "rxe0 listed" grep -q '"devices":\[[^]]*"rxe0"' "$OUT_FILE"
-say "list: $(field micros "$OUT_FILE") us"
+say "list: $(field elapsed_us "$OUT_FILE") us"
 
 wrap __verbs port rxe0 1 1
 assert_eq "__verbs port exit" 0 "$WRAP_RC"
@@ -32,13 +32,13 @@ assert_eq "GID 1 (IPv4-mapped 10.25.0.1)" "0000:0000:0000:0000:0000:ffff:0a19:00
 assert_eq "GID 1 as sysfs has it" "$(cat /sys/class/infiniband/rxe0/ports/1/gids/1)" \
     "$(grep -o '"gid":"[^"]*"' "$OUT_FILE" | cut -d'"' -f4)"
 assert_eq "gid_tbl_len" "$(ls /sys/class/infiniband/rxe0/ports/1/gids | wc -l)" "$(field gid_tbl_len "$OUT_FILE")"
-say "probe (list+open+query_port+query_gid): $(field micros "$OUT_FILE") us"
+say "probe (list+open+query_port+query_gid): $(field elapsed_us "$OUT_FILE") us"
 
 # Timing runs: 64 KiB, 1 MiB, then the default 64 MiB with the default 2 s deadline and with a
 # generous one (TCG makes rxe slow; the result says which step ran out of time).
 for args in "65536 30000" "1048576 30000" "" "67108864 60000"; do
     wrap __verbs selftest rxe0 1 1 $args
-    say "selftest ${args:-default}: passed=$(field passed "$OUT_FILE") step=$(field step "$OUT_FILE") $(field micros "$OUT_FILE") us"
+    say "selftest ${args:-default}: passed=$(field passed "$OUT_FILE") step=$(field step "$OUT_FILE") $(field elapsed_us "$OUT_FILE") us"
 done
 wrap __verbs selftest rxe0 1 1 1048576 30000
 assert_eq "root: selftest 1 MiB exit" 0 "$WRAP_RC"
