@@ -4,3 +4,6 @@ pub mod exchange;
 pub mod ring;
 pub mod route;
 pub mod wire;
+pub mod pair;
+pub mod session;
+pub mod output;

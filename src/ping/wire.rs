@@ -107,7 +107,21 @@ pub struct QpInfo {
 pub struct PairState {
     pub pair: u16,
     pub fault: Option<Fault>,
+    /// The initiator's figures, so the listener can print them too (`done` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub figures: Option<Figures>,
 }
+
+/// What a pair measured.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Figures {
+    pub median_us: Option<f64>,
+    pub p99_us: Option<f64>,
+    pub gbps: Option<f64>,
+}
+
+impl Eq for Figures {}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Message {
@@ -267,6 +281,13 @@ fn validate(msg: &Message) -> Result<(), WireError> {
                 order("pair", i, s.pair)?;
                 if let Some(f) = &s.fault {
                     validate_fault(f)?;
+                }
+                if let Some(f) = &s.figures {
+                    for v in [f.median_us, f.p99_us, f.gbps].into_iter().flatten() {
+                        if !(v.is_finite() && (0.0..1e9).contains(&v)) {
+                            return Err(field("figures", format!("{v} is not a measurement")));
+                        }
+                    }
                 }
             }
             Ok(())
@@ -450,8 +471,12 @@ mod tests {
                 QpInfo { pair: 0, qpn: 0x11, psn: 0xabcdef, addr: 0x7f00_0000_1000, rkey: 7, fault: None },
                 QpInfo { pair: 1, qpn: 0, psn: 0, addr: 0, rkey: 0, fault: Some(fault.clone()) },
             ]),
-            Message::Ready(vec![PairState { pair: 0, fault: None }, PairState { pair: 1, fault: Some(fault) }]),
-            Message::Done(vec![PairState { pair: 0, fault: None }]),
+            Message::Ready(vec![PairState { pair: 0, fault: None, figures: None }, PairState { pair: 1, fault: Some(fault), figures: None }]),
+            Message::Done(vec![PairState {
+                pair: 0,
+                fault: None,
+                figures: Some(Figures { median_us: Some(5.1), p99_us: Some(7.0), gbps: Some(46.2) }),
+            }]),
             Message::Refuse("busy".into()),
         ];
         for m in msgs {
@@ -543,11 +568,17 @@ mod tests {
         check(Message::Setup(vec![qp(0, 1 << 24, 0)]), "setup.qpn");
         check(Message::Setup(vec![qp(0, 1, 1 << 24)]), "setup.psn");
         check(Message::Setup(vec![qp(1, 1, 1)]), "setup.pair");
-        check(Message::Ready(vec![PairState { pair: 0, fault: None }, PairState { pair: 0, fault: None }]), "pair");
-        check(Message::Done(vec![PairState { pair: 0, fault: None }; MAX_PAIRS + 1]), "pairs");
+        check(Message::Ready(vec![PairState { pair: 0, fault: None, figures: None }, PairState { pair: 0, fault: None, figures: None }]), "pair");
+        check(Message::Done(vec![PairState { pair: 0, fault: None, figures: None }; MAX_PAIRS + 1]), "pairs");
         check(Message::Refuse("x".repeat(MAX_TEXT + 1)), "refuse");
+        let nan = Figures { median_us: Some(f64::NAN), p99_us: None, gbps: None };
+        // NaN is not JSON: serde writes null, which decodes as no figure; a negative one is refused.
+        let neg = Figures { median_us: None, p99_us: None, gbps: Some(-1.0) };
+        check(Message::Done(vec![PairState { pair: 0, fault: None, figures: Some(neg) }]), "figures");
+        let m = Message::Done(vec![PairState { pair: 0, fault: None, figures: Some(nan) }]);
+        assert!(matches!(decode(&frame(4, &payload_of(&m))), Ok(Message::Done(_))));
         let long = Fault { step: "x".into(), error: "e".repeat(MAX_TEXT + 1), wc_status: None, errno: None };
-        check(Message::Ready(vec![PairState { pair: 0, fault: Some(long) }]), "fault.error");
+        check(Message::Ready(vec![PairState { pair: 0, fault: Some(long), figures: None }]), "fault.error");
     }
 
     fn payload_of(m: &Message) -> Vec<u8> {
