@@ -30,7 +30,7 @@ Logging detail: NCCL_WRAP_LOG=debug (env_logger syntax).";
     name = "nccl-wrap",
     version,
     about = "Find this pod's RDMA ports, export NCCL settings, raise memlock, run the command",
-    override_usage = "nccl-wrap [OPTIONS] -- COMMAND [ARGS]...\n       nccl-wrap env [--json] [OPTIONS]\n       nccl-wrap doctor [--json] [OPTIONS]",
+    override_usage = "nccl-wrap [OPTIONS] -- COMMAND [ARGS]...\n       nccl-wrap env [--json] [OPTIONS]\n       nccl-wrap doctor [--json] [OPTIONS]\n       nccl-wrap ping [HOST:PORT | --listen [ADDR:]PORT | --ring] [--json] [OPTIONS]",
     after_help = AFTER_HELP
 )]
 pub struct Cli {
@@ -61,6 +61,75 @@ pub enum Sub {
         #[arg(long)]
         no_selftest: bool,
     },
+    /// Test RDMA between this pod and another over the ports a run would use: a latency
+    /// ping-pong and a bandwidth run per rail pair. Exit status: 0 every pair passes, 1 a pair
+    /// fails, 2 the check could not run (usage, no RDMA port, the peer never came).
+    #[command(after_help = PING_AFTER_HELP)]
+    Ping(PingArgs),
+}
+
+const PING_AFTER_HELP: &str = "\
+Two pods:   nccl-wrap ping --listen 18515        (pod A)
+            nccl-wrap ping train-0.train:18515   (pod B)
+A ring:     nccl-wrap ping --ring --peer-template 'train-{index}.train' --size 4
+            (each pod listens on --port and tests the next index; its own index from --index,
+            JOB_COMPLETION_INDEX, or the hostname's -N)
+See docs/ping.md for the protocol and every cause.";
+
+const BOOL: fn() -> BoolishValueParser = BoolishValueParser::new;
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("mode").required(true).args(["target", "listen", "ring"])))]
+pub struct PingArgs {
+    /// The peer's listener, HOST:PORT.
+    #[arg(env = "NCCL_WRAP_PING_TARGET", value_name = "HOST:PORT", conflicts_with_all = ["listen", "ring"])]
+    pub target: Option<String>,
+    /// Wait for a peer on [ADDR:]PORT (one peer, unless --keep).
+    #[arg(long, env = "NCCL_WRAP_PING_LISTEN", value_name = "[ADDR:]PORT", conflicts_with = "ring")]
+    pub listen: Option<String>,
+    /// With --listen: serve peer after peer until stopped.
+    #[arg(long, env = "NCCL_WRAP_PING_KEEP", value_parser = BOOL(), num_args = 0..=1, require_equals = true,
+          default_value = "false", default_missing_value = "true", hide_possible_values = true)]
+    pub keep: bool,
+    /// Test every local x remote port pair, not only rail i with rail i.
+    #[arg(long, env = "NCCL_WRAP_PING_ALL_PAIRS", value_parser = BOOL(), num_args = 0..=1, require_equals = true,
+          default_value = "false", default_missing_value = "true", hide_possible_values = true)]
+    pub all_pairs: bool,
+    /// Ring mode (Indexed Job, JobSet, StatefulSet): listen on --port and test the next index.
+    #[arg(long, env = "NCCL_WRAP_PING_RING", value_parser = BOOL(), num_args = 0..=1, require_equals = true,
+          default_value = "false", default_missing_value = "true", hide_possible_values = true)]
+    pub ring: bool,
+    /// Ring mode: the peer's host name, with {index} for its index (e.g. 'train-{index}.train').
+    #[arg(long, env = "NCCL_WRAP_PING_PEER_TEMPLATE", value_name = "TEMPLATE")]
+    pub peer_template: Option<String>,
+    /// Ring mode: this pod's index (default: JOB_COMPLETION_INDEX, else the hostname's -N).
+    #[arg(long, env = "NCCL_WRAP_PING_INDEX", value_name = "N")]
+    pub index: Option<u32>,
+    /// Ring mode: the number of pods.
+    #[arg(long, env = "NCCL_WRAP_PING_SIZE", value_name = "N")]
+    pub size: Option<u32>,
+    /// Ring mode: the TCP port every pod listens on and connects to.
+    #[arg(long, env = "NCCL_WRAP_PING_PORT", default_value_t = 18515, value_name = "PORT")]
+    pub port: u16,
+    /// Print one JSON object per line: one per pair, then a summary.
+    #[arg(long, env = "NCCL_WRAP_PING_JSON", value_parser = BOOL(), num_args = 0..=1, require_equals = true,
+          default_value = "false", default_missing_value = "true", hide_possible_values = true)]
+    pub json: bool,
+    /// Bandwidth message size in bytes (also the buffer each pair exposes to the peer).
+    #[arg(long, env = "NCCL_WRAP_PING_BYTES", default_value_t = 1 << 20, value_name = "N")]
+    pub bytes: u32,
+    /// Length of the bandwidth run, in milliseconds (0: no bandwidth run).
+    #[arg(long, env = "NCCL_WRAP_PING_DURATION_MS", default_value_t = 1000, value_name = "MS")]
+    pub duration_ms: u32,
+    /// Latency round trips per pair.
+    #[arg(long, env = "NCCL_WRAP_PING_ITERS", default_value_t = 1000, value_name = "N")]
+    pub iters: u32,
+    /// Deadline of each phase of each pair (and of each message), in milliseconds.
+    #[arg(long, env = "NCCL_WRAP_PING_TIMEOUT_MS", default_value_t = 3000, value_name = "MS")]
+    pub timeout_ms: u64,
+    /// How long to wait for the peer (to connect, or to come), in milliseconds.
+    #[arg(long, env = "NCCL_WRAP_PING_WAIT_MS", default_value_t = 60000, value_name = "MS")]
+    pub wait_ms: u64,
 }
 
 #[derive(Debug, Args)]

@@ -108,14 +108,20 @@ impl Session {
         let (kind, len) = wire::header(&head).map_err(wire)?;
         let mut payload = vec![0u8; len];
         self.read_full(&mut payload, "a message body")?;
-        match wire::decode_payload(kind, &payload).map_err(|source| ExchangeError::Wire { peer: self.peer.clone(), source })? {
+        match wire::decode_payload(kind, &payload)
+            .map_err(|source| ExchangeError::Wire { peer: self.peer.clone(), source })?
+        {
             Message::Refuse(reason) => Err(ExchangeError::Refused { peer: self.peer.clone(), reason }),
             m => Ok(m),
         }
     }
 
     /// Reads one message and checks it is of the kind `want` names.
-    pub fn expect<T>(&mut self, want: &'static str, pick: impl FnOnce(Message) -> Result<T, Message>) -> Result<T, ExchangeError> {
+    pub fn expect<T>(
+        &mut self,
+        want: &'static str,
+        pick: impl FnOnce(Message) -> Result<T, Message>,
+    ) -> Result<T, ExchangeError> {
         let m = self.recv()?;
         pick(m).map_err(|m| ExchangeError::Unexpected { peer: self.peer.clone(), want, got: m.name() })
     }
@@ -128,7 +134,12 @@ impl Session {
         self.stream.set_write_timeout(Some(left)).map_err(|e| self.io(e))?;
         self.stream.write_all(&bytes).map_err(|e| {
             if timed_out(&e) {
-                ExchangeError::Timeout { peer: self.peer.clone(), what: "sending (the peer does not read)", got: 0, want: bytes.len() }
+                ExchangeError::Timeout {
+                    peer: self.peer.clone(),
+                    what: "sending (the peer does not read)",
+                    got: 0,
+                    want: bytes.len(),
+                }
             } else {
                 self.io(e)
             }

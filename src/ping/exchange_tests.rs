@@ -97,7 +97,8 @@ fn bad_then_good(bad: impl FnOnce(&str) -> thread::JoinHandle<()>) -> Vec<String
 
 #[test]
 fn garbage_is_refused_and_the_next_peer_served() {
-    let errors = bad_then_good(|a| raw_peer(a, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), Duration::from_millis(100)));
+    let errors =
+        bad_then_good(|a| raw_peer(a, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), Duration::from_millis(100)));
     assert_eq!(errors.len(), 1);
     assert!(errors[0].contains("not a nccl-wrap ping message"), "{errors:?}");
 }

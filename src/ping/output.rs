@@ -120,7 +120,8 @@ pub fn unopened(index: usize, peer: &str, device: &str, port: u8, cause: Cause) 
 }
 
 pub fn json_line(r: &PairResult) -> String {
-    serde_json::to_string(r).unwrap_or_else(|e| format!("{{\"kind\":\"ping-pair\",\"error\":{:?}}}", e.to_string())) + "\n"
+    serde_json::to_string(r).unwrap_or_else(|e| format!("{{\"kind\":\"ping-pair\",\"error\":{:?}}}", e.to_string()))
+        + "\n"
 }
 
 #[derive(Serialize)]
@@ -162,7 +163,13 @@ fn evidence_lines(c: &Cause, out: &mut String) {
 /// `PASS pair 0 mlx5_6:1 -> peer mlx5_6:1  latency median 5.1 us p99 7.0 us, 92.3 GB/s`
 pub fn human(r: &PairResult) -> String {
     let ring = r.node_index.map(|n| format!(" (node {n} -> {})", r.peer_index.unwrap_or(0))).unwrap_or_default();
-    let mut out = format!("{} pair {}{ring} {} -> peer {}", r.status.label(), r.index, r.local.name(), r.remote.as_ref().map_or("?".into(), PortOut::name));
+    let mut out = format!(
+        "{} pair {}{ring} {} -> peer {}",
+        r.status.label(),
+        r.index,
+        r.local.name(),
+        r.remote.as_ref().map_or("?".into(), PortOut::name)
+    );
     let lat = r.latency_us.as_ref().and_then(|l| Some((l["median"].as_f64()?, l["p99"].as_f64()?)));
     match (lat, r.bandwidth_gbps) {
         (Some((m, p)), Some(g)) => out.push_str(&format!("  latency median {m:.1} us p99 {p:.1} us, {g:.1} GB/s")),
@@ -231,16 +238,14 @@ mod tests {
         assert_eq!(v["status"], "pass");
         assert_eq!(v["latency_us"]["median"], 5.12);
         assert_eq!(v["cause"], Value::Null);
-        assert_eq!(
-            human(&r),
-            "PASS pair 0 mlx5_6:1 -> peer mlx5_6:1  latency median 5.1 us p99 7.0 us, 46.2 GB/s\n"
-        );
+        assert_eq!(human(&r), "PASS pair 0 mlx5_6:1 -> peer mlx5_6:1  latency median 5.1 us p99 7.0 us, 46.2 GB/s\n");
         assert_eq!(summary_json(4, 1, 1), "{\"kind\":\"ping-summary\",\"pairs\":4,\"failed\":1,\"exit\":1}\n");
     }
 
     #[test]
     fn a_failing_pair_prints_evidence_and_a_fix() {
-        let f = Fault { step: "latency".into(), error: "IBV_WC_RETRY_EXC_ERR".into(), wc_status: Some(12), errno: None };
+        let f =
+            Fault { step: "latency".into(), error: "IBV_WC_RETRY_EXC_ERR".into(), wc_status: Some(12), errno: None };
         let r = result(1, "h:1", &run(Some(f)), None);
         assert_eq!(r.status, Status::Fail);
         assert!(r.latency_us.is_none() && r.bandwidth_gbps.is_none());

@@ -166,7 +166,9 @@ impl Res<'_> {
     }
 
     fn post_recv(&self, slot: usize) -> Result<(), Fault> {
-        self.qp.post_recv(WR_RECV + slot as u64, self.mr, self.recv_offset(slot), MSG as u32).map_err(|e| os_fault("post_recv", &e))
+        self.qp
+            .post_recv(WR_RECV + slot as u64, self.mr, self.recv_offset(slot), MSG as u32)
+            .map_err(|e| os_fault("post_recv", &e))
     }
 
     fn send_msg(&self, step: &str) -> Result<(), Fault> {
@@ -371,7 +373,9 @@ pub fn with_pairs<R>(
         .collect();
     let cqs: Vec<Result<Cq<'_>, Fault>> = local_of
         .iter()
-        .map(|&l| Cq::create(&ctxs[l], (SEND_DEPTH as usize + RECV_SLOTS + 8) as i32).map_err(|e| os_fault("create_cq", &e)))
+        .map(|&l| {
+            Cq::create(&ctxs[l], (SEND_DEPTH as usize + RECV_SLOTS + 8) as i32).map_err(|e| os_fault("create_cq", &e))
+        })
         .collect();
     let caps = QpCaps { send_wr: SEND_DEPTH, recv_wr: RECV_SLOTS as u32, inline: 64 };
     let qps: Vec<Result<(Qp<'_>, u32), Fault>> = local_of

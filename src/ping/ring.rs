@@ -121,11 +121,17 @@ mod tests {
         let t = Some("train-{index}.train");
         let v = vars(&[("JOB_COMPLETION_INDEX", "2")]);
         let r = resolve(Some(1), Some(4), t, &v, "train-3").expect("ring");
-        assert_eq!((r.index, r.source, r.peer_index, r.peer_host.as_str()), (1, IndexSource::Option, 2, "train-2.train"));
+        assert_eq!(
+            (r.index, r.source, r.peer_index, r.peer_host.as_str()),
+            (1, IndexSource::Option, 2, "train-2.train")
+        );
         let r = resolve(None, Some(4), t, &v, "train-3").expect("ring");
         assert_eq!((r.index, r.source, r.peer_index), (2, IndexSource::JobCompletionIndex, 3));
         let r = resolve(None, Some(4), t, &vars(&[]), "train-3").expect("ring");
-        assert_eq!((r.index, r.source, r.peer_index, r.peer_host.as_str()), (3, IndexSource::Hostname, 0, "train-0.train"));
+        assert_eq!(
+            (r.index, r.source, r.peer_index, r.peer_host.as_str()),
+            (3, IndexSource::Hostname, 0, "train-0.train")
+        );
     }
 
     #[test]

@@ -94,7 +94,11 @@ fn first(a: &mut Option<Fault>, f: Fault) {
 
 fn peer_count<T>(s: &Session, got: &[T], want: usize, what: &'static str) -> Result<(), ExchangeError> {
     if got.len() != want {
-        return Err(ExchangeError::Unexpected { peer: s.peer.clone(), want: what, got: "message with another pair count" });
+        return Err(ExchangeError::Unexpected {
+            peer: s.peer.clone(),
+            want: what,
+            got: "message with another pair count",
+        });
     }
     Ok(())
 }
@@ -161,7 +165,8 @@ pub fn initiate(s: &mut Session, opened: &Opened, host: &str, limits: &Limits) -
     pair::with_pairs(&opened.ctxs, &local_of, limits.bytes, |res| {
         let (mut local, mut remote, qps) = connect(s, &res, &ends)?;
         let mut figures: Vec<Figures> = vec![Figures { median_us: None, p99_us: None, gbps: None }; pairs.len()];
-        let ok = |k: usize, local: &[Option<Fault>], remote: &[Option<Fault>]| local[k].is_none() && remote[k].is_none();
+        let ok =
+            |k: usize, local: &[Option<Fault>], remote: &[Option<Fault>]| local[k].is_none() && remote[k].is_none();
         for (k, r) in res.iter().enumerate() {
             let Ok(r) = r else { continue };
             if !ok(k, &local, &remote) {
@@ -187,7 +192,9 @@ pub fn initiate(s: &mut Session, opened: &Opened, host: &str, limits: &Limits) -
             let mut streams: Vec<(usize, Stream<'_, '_>)> = round
                 .iter()
                 .filter(|&&k| ok(k, &local, &remote))
-                .filter_map(|&k| res[k].as_ref().ok().map(|r| (k, Stream::new(r, &qps[k], opened.max_msg[local_of[k]]))))
+                .filter_map(|&k| {
+                    res[k].as_ref().ok().map(|r| (k, Stream::new(r, &qps[k], opened.max_msg[local_of[k]])))
+                })
                 .collect();
             if streams.is_empty() || duration.is_zero() {
                 continue;
@@ -275,7 +282,12 @@ pub fn answer(
                     break;
                 }
                 if Instant::now() >= s.deadline {
-                    return Err(ExchangeError::Timeout { peer: s.peer.clone(), what: "the end of the run", got: 0, want: 1 });
+                    return Err(ExchangeError::Timeout {
+                        peer: s.peer.clone(),
+                        what: "the end of the run",
+                        got: 0,
+                        want: 1,
+                    });
                 }
                 std::thread::yield_now();
             }
@@ -334,7 +346,13 @@ mod tests {
 
     #[test]
     fn the_budget_grows_with_pairs_and_rounds() {
-        let l = Limits { all_pairs: false, bytes: 1 << 20, iters: 1000, duration_ms: 1000, timeout: Duration::from_secs(2) };
+        let l = Limits {
+            all_pairs: false,
+            bytes: 1 << 20,
+            iters: 1000,
+            duration_ms: 1000,
+            timeout: Duration::from_secs(2),
+        };
         assert_eq!(budget(4, 1, &l), Duration::from_secs(13));
     }
 }

@@ -471,7 +471,10 @@ mod tests {
                 QpInfo { pair: 0, qpn: 0x11, psn: 0xabcdef, addr: 0x7f00_0000_1000, rkey: 7, fault: None },
                 QpInfo { pair: 1, qpn: 0, psn: 0, addr: 0, rkey: 0, fault: Some(fault.clone()) },
             ]),
-            Message::Ready(vec![PairState { pair: 0, fault: None, figures: None }, PairState { pair: 1, fault: Some(fault), figures: None }]),
+            Message::Ready(vec![
+                PairState { pair: 0, fault: None, figures: None },
+                PairState { pair: 1, fault: Some(fault), figures: None },
+            ]),
             Message::Done(vec![PairState {
                 pair: 0,
                 fault: None,
@@ -568,7 +571,13 @@ mod tests {
         check(Message::Setup(vec![qp(0, 1 << 24, 0)]), "setup.qpn");
         check(Message::Setup(vec![qp(0, 1, 1 << 24)]), "setup.psn");
         check(Message::Setup(vec![qp(1, 1, 1)]), "setup.pair");
-        check(Message::Ready(vec![PairState { pair: 0, fault: None, figures: None }, PairState { pair: 0, fault: None, figures: None }]), "pair");
+        check(
+            Message::Ready(vec![
+                PairState { pair: 0, fault: None, figures: None },
+                PairState { pair: 0, fault: None, figures: None },
+            ]),
+            "pair",
+        );
         check(Message::Done(vec![PairState { pair: 0, fault: None, figures: None }; MAX_PAIRS + 1]), "pairs");
         check(Message::Refuse("x".repeat(MAX_TEXT + 1)), "refuse");
         let nan = Figures { median_us: Some(f64::NAN), p99_us: None, gbps: None };
