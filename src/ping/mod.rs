@@ -200,6 +200,24 @@ fn limits(opts: &Options) -> Limits {
 fn run(inp: &Inputs, opts: &Options, out: &mut Printer) -> Result<(), Cause> {
     wire::check_params(opts.bytes, opts.iters, opts.duration_ms)
         .map_err(|e| cannot("peer", format!("bad test size: {e}"), "see nccl-wrap ping --help for the ranges"))?;
+    let host = hostname(inp.proc_root, inp.vars);
+    // Usage first: a wrong address or ring setting is named before anything is opened.
+    let usage = |e: String, hint: &str| cannot("peer", e, hint);
+    let ring = match &opts.mode {
+        Mode::Connect(target) => {
+            exchange::split_target(target).map_err(|e| usage(e.to_string(), "the peer is HOST:PORT"))?;
+            None
+        }
+        Mode::Listen { addr, .. } => {
+            exchange::listen_addr(addr).map_err(|e| usage(e.to_string(), "--listen takes PORT or ADDR:PORT"))?;
+            None
+        }
+        Mode::Ring { template, index, size, port } => Some((
+            ring::resolve(*index, *size, template.as_deref(), inp.vars, &host)
+                .map_err(|e| usage(e.to_string(), "see nccl-wrap ping --help (ring mode)"))?,
+            *port,
+        )),
+    };
     if let Err(VerbsError::Unavailable(reason)) = inp.verbs.device_names() {
         return Err(cannot(
             "no-port",
@@ -215,7 +233,6 @@ fn run(inp: &Inputs, opts: &Options, out: &mut Printer) -> Result<(), Cause> {
             "run `nccl-wrap doctor` to see why each port is not used",
         ));
     }
-    let host = hostname(inp.proc_root, inp.vars);
     let routes = route::read(inp.proc_root);
     match &opts.mode {
         Mode::Connect(target) => {
@@ -256,11 +273,10 @@ fn run(inp: &Inputs, opts: &Options, out: &mut Printer) -> Result<(), Cause> {
             );
             served.map(|_| ()).map_err(|e| peer_cause(&e))
         }
-        Mode::Ring { template, index, size, port } => {
-            let r = ring::resolve(*index, *size, template.as_deref(), inp.vars, &host)
-                .map_err(|e| cannot("peer", e.to_string(), "see nccl-wrap ping --help (ring mode)"))?;
-            ring_run(&r, *port, &planned, &host, opts, routes.as_deref(), out)
-        }
+        Mode::Ring { .. } => match &ring {
+            Some((r, port)) => ring_run(r, *port, &planned, &host, opts, routes.as_deref(), out),
+            None => Ok(()),
+        },
     }
 }
 
