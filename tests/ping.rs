@@ -67,9 +67,12 @@ fn bad_addresses_and_sizes_are_named() {
     }
 }
 
+/// (arguments, variables, what stderr must say)
+type Case = (&'static [&'static str], &'static [(&'static str, &'static str)], &'static str);
+
 #[test]
 fn ring_settings_are_checked_before_anything_runs() {
-    let cases: [(&[&str], &[(&str, &str)], &str); 5] = [
+    let cases: [Case; 5] = [
         (&["--size", "4", "--peer-template", "train-{index}.train"], &[], "needs this pod's index"),
         (&["--index", "1", "--peer-template", "t-{index}"], &[], "--size"),
         (&["--index", "4", "--size", "4", "--peer-template", "t-{index}"], &[], "not below the ring size"),

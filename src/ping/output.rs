@@ -172,9 +172,9 @@ pub fn human(r: &PairResult) -> String {
     );
     let lat = r.latency_us.as_ref().and_then(|l| Some((l["median"].as_f64()?, l["p99"].as_f64()?)));
     match (lat, r.bandwidth_gbps) {
-        (Some((m, p)), Some(g)) => out.push_str(&format!("  latency median {m:.1} us p99 {p:.1} us, {g:.1} GB/s")),
+        (Some((m, p)), Some(g)) => out.push_str(&format!("  latency median {m:.1} us p99 {p:.1} us, {}", gbs(g))),
         (Some((m, p)), None) => out.push_str(&format!("  latency median {m:.1} us p99 {p:.1} us")),
-        (None, Some(g)) => out.push_str(&format!("  {g:.1} GB/s")),
+        (None, Some(g)) => out.push_str(&format!("  {}", gbs(g))),
         (None, None) => {}
     }
     out.push('\n');
@@ -182,6 +182,15 @@ pub fn human(r: &PairResult) -> String {
         evidence_lines(c, &mut out);
     }
     out
+}
+
+/// GB/s with one decimal, or three below 1 GB/s (software RoCE).
+fn gbs(g: f64) -> String {
+    if g < 1.0 {
+        format!("{g:.3} GB/s")
+    } else {
+        format!("{g:.1} GB/s")
+    }
 }
 
 pub fn summary_human(pairs: usize, failed: usize, peer: &str) -> String {

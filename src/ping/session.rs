@@ -103,13 +103,16 @@ fn peer_count<T>(s: &Session, got: &[T], want: usize, what: &'static str) -> Res
     Ok(())
 }
 
+/// Each pair's first fault on this end and on the peer's, and the peer's queue pairs.
+type Connected = (Vec<Option<Fault>>, Vec<Option<Fault>>, Vec<QpInfo>);
+
 /// The steps both ends share: setup and ready. Returns each pair's faults (local, remote) and
 /// the peer's queue pairs.
 fn connect(
     s: &mut Session,
     res: &[Result<Res<'_>, Fault>],
     ends: &[(PortInfo, PortInfo)],
-) -> Result<(Vec<Option<Fault>>, Vec<Option<Fault>>, Vec<QpInfo>), ExchangeError> {
+) -> Result<Connected, ExchangeError> {
     let n = res.len();
     let psns: Vec<u32> = (0..n).map(|k| pair::psn(k as u64 + 1)).collect();
     let mine: Vec<QpInfo> = res
