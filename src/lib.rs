@@ -9,6 +9,7 @@
 //! - `process`: stages 4-5, memlock, then exec or supervision as PID 1;
 //! - `report`: the summary on stderr and the JSON plan;
 //! - `doctor`: checks that name what would make NCCL hang or fall back to TCP;
+//! - `ping`: an RDMA test between two pods (or a ring of them) over the ports a run would use;
 //! - `cli`: options, each also an `NCCL_WRAP_*` variable.
 
 // `unsafe` is denied in the whole crate (also by Cargo.toml's [lints]). Exactly two modules opt
@@ -21,6 +22,7 @@ pub mod detect;
 pub mod doctor;
 pub mod msg;
 pub mod nccl;
+pub mod ping;
 pub mod plan;
 pub mod process;
 pub mod report;

@@ -12,10 +12,10 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
-use nccl_wrap::cli::{self, Cli, Sub, EXIT_REFUSED, EXIT_USAGE};
+use nccl_wrap::cli::{self, Cli, PingArgs, Sub, EXIT_REFUSED, EXIT_USAGE};
 use nccl_wrap::msg::PREFIX;
 use nccl_wrap::process::{self, exec, memlock, supervise};
-use nccl_wrap::{detect, doctor, nccl, plan, report, verbs};
+use nccl_wrap::{detect, doctor, nccl, ping, plan, report, verbs};
 
 fn main() -> ExitCode {
     // Hidden entry for the Soft-RoCE lab and debugging: `nccl-wrap __verbs list|port|selftest ...`.
@@ -85,7 +85,32 @@ fn main() -> ExitCode {
             },
             json,
         ),
+        Some(Sub::Ping(ref p)) => {
+            let inputs =
+                ping::Inputs { plan: &plan, vars: &vars, proc_root: &cli.opts.proc_root, verbs: verbs.as_ref() };
+            ExitCode::from(ping::main(&inputs, &ping_options(p)))
+        }
         None => run(&cli, &plan, &memlock, &env_list, early_block),
+    }
+}
+
+fn ping_options(p: &PingArgs) -> ping::Options {
+    let mode = match (&p.target, &p.listen) {
+        (Some(t), _) => ping::Mode::Connect(t.clone()),
+        (None, Some(l)) => ping::Mode::Listen { addr: l.clone(), keep: p.keep },
+        (None, None) => {
+            ping::Mode::Ring { template: p.peer_template.clone(), index: p.index, size: p.size, port: p.port }
+        }
+    };
+    ping::Options {
+        mode,
+        json: p.json,
+        all_pairs: p.all_pairs,
+        bytes: p.bytes,
+        iters: p.iters,
+        duration_ms: p.duration_ms,
+        timeout_ms: p.timeout_ms,
+        wait_ms: p.wait_ms,
     }
 }
 

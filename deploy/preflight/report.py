@@ -188,8 +188,8 @@ def measurement(pair):
         parts.append(f"{latency['median']:g} us median")
         if latency.get("p99") is not None:
             parts[-1] += f", {latency['p99']:g} us p99"
-    if pair.get("bandwidth_gbps") is not None:
-        parts.append(f"{pair['bandwidth_gbps']:g} Gb/s")
+    if pair.get("bandwidth_gbytes_per_s") is not None:
+        parts.append(f"{pair['bandwidth_gbytes_per_s']:g} Gb/s")
     return ", ".join(parts)
 
 

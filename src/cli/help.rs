@@ -10,7 +10,8 @@ pub(super) const ABOUT: &str = "Find this pod's RDMA ports, export NCCL settings
 pub(super) const USAGE: &str = "\
 Usage: nccl-wrap [OPTIONS] -- COMMAND [ARGS]...
        nccl-wrap env [--json] [OPTIONS]
-       nccl-wrap doctor [--json] [--no-selftest] [OPTIONS]";
+       nccl-wrap doctor [--json] [--no-selftest] [OPTIONS]
+       nccl-wrap ping [HOST:PORT | --listen [ADDR:]PORT | --ring] [--json] [OPTIONS]";
 
 pub(super) const AFTER_HELP: &str = "\
 Sources of devices, in order: PCIDEVICE_*_INFO / PCIDEVICE_* (SR-IOV device plugin), the
@@ -26,6 +27,14 @@ Boolean options take no value (true), or =VALUE: true/false, yes/no, on/off, 1/0
 Logging detail: NCCL_WRAP_LOG=debug (env_logger syntax).";
 
 /// `--help`, for the top level or one subcommand.
+const PING_AFTER_HELP: &str = "\
+Two pods:   nccl-wrap ping --listen 18515        (pod A)
+            nccl-wrap ping train-0.train:18515   (pod B)
+A ring:     nccl-wrap ping --ring --peer-template 'train-{index}.train' --size 4
+            (each pod listens on --port and tests the next index; its own index from --index,
+            JOB_COMPLETION_INDEX, or the hostname's -N)
+See docs/ping.md for the protocol and every cause.";
+
 pub(super) fn help(sub: Option<SubName>) -> String {
     let mut out = String::new();
     match sub {
@@ -57,8 +66,14 @@ pub(super) fn help(sub: Option<SubName>) -> String {
         out.push('\n');
     }
     out.push_str("  -h, --help\n          Print help\n  -V, --version\n          Print version\n");
-    if sub.is_none() {
-        let _ = writeln!(out, "\n{AFTER_HELP}");
+    match sub {
+        None => {
+            let _ = writeln!(out, "\n{AFTER_HELP}");
+        }
+        Some(SubName::Ping) => {
+            let _ = writeln!(out, "\n{PING_AFTER_HELP}");
+        }
+        Some(_) => {}
     }
     out
 }

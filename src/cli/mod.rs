@@ -15,7 +15,7 @@ mod help;
 mod options;
 
 use help::help;
-use options::{Kind, Spec, SPECS};
+use options::{Kind, Spec, SPECS, TARGET};
 
 /// Exit code of the wrapper's own refusals (`--require-*`), as `timeout` and `env` use 125 for
 /// their own failures: never a code the training command's 0-124 or 126+ could be mistaken for.
@@ -27,15 +27,17 @@ pub const EXIT_USAGE: u8 = 2;
 pub enum SubName {
     Env,
     Doctor,
+    Ping,
 }
 
 impl SubName {
-    const ALL: [SubName; 2] = [SubName::Env, SubName::Doctor];
+    const ALL: [SubName; 3] = [SubName::Env, SubName::Doctor, SubName::Ping];
 
     fn name(self) -> &'static str {
         match self {
             SubName::Env => "env",
             SubName::Doctor => "doctor",
+            SubName::Ping => "ping",
         }
     }
 
@@ -43,6 +45,7 @@ impl SubName {
         match self {
             SubName::Env => "Print what a run would set, as `export NAME='value'` lines safe to eval",
             SubName::Doctor => "Check this pod's RDMA setup and name what would make NCCL hang or fall back to sockets. Exit status: 0 nothing fails, 1 a check fails, 2 doctor itself could not run",
+            SubName::Ping => "Test RDMA between this pod and another over the ports a run would use: a latency ping-pong and a bandwidth run per rail pair. Exit status: 0 every pair passes, 1 a pair fails, 2 the check could not run (usage, no RDMA port, the peer never came)",
         }
     }
 }
@@ -61,6 +64,56 @@ pub enum Sub {
         /// Do not run the loopback self-test through verbs.
         no_selftest: bool,
     },
+    /// Test RDMA with another pod (or a ring of pods).
+    Ping(PingArgs),
+}
+
+/// `nccl-wrap ping`'s own options; exactly one of `target`, `listen` and `ring` is given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PingArgs {
+    /// The peer's listener, HOST:PORT.
+    pub target: Option<String>,
+    /// Wait for a peer on [ADDR:]PORT.
+    pub listen: Option<String>,
+    /// With --listen: serve peer after peer.
+    pub keep: bool,
+    /// Every local x remote port pair, not only rail i with rail i.
+    pub all_pairs: bool,
+    /// Ring mode: listen on `port` and test the next index.
+    pub ring: bool,
+    pub peer_template: Option<String>,
+    pub index: Option<u32>,
+    pub size: Option<u32>,
+    pub port: u16,
+    pub json: bool,
+    /// Bandwidth message size in bytes (also the buffer each pair exposes to the peer).
+    pub bytes: u32,
+    pub duration_ms: u32,
+    pub iters: u32,
+    pub timeout_ms: u64,
+    pub wait_ms: u64,
+}
+
+impl Default for PingArgs {
+    fn default() -> Self {
+        PingArgs {
+            target: None,
+            listen: None,
+            keep: false,
+            all_pairs: false,
+            ring: false,
+            peer_template: None,
+            index: None,
+            size: None,
+            port: 18515,
+            json: false,
+            bytes: 1 << 20,
+            duration_ms: 1000,
+            iters: 1000,
+            timeout_ms: 3000,
+            wait_ms: 60000,
+        }
+    }
 }
 
 impl Sub {
@@ -68,6 +121,7 @@ impl Sub {
         match name {
             SubName::Env => Sub::Env { json: false },
             SubName::Doctor => Sub::Doctor { json: false, no_selftest: false },
+            SubName::Ping => Sub::Ping(PingArgs::default()),
         }
     }
 }
@@ -140,6 +194,8 @@ pub enum CliError {
     NoValueWanted(String),
     #[error("invalid value '{value}' for {source_name}: {why}")]
     BadValue { source_name: String, value: String, why: String },
+    #[error("{0}")]
+    Usage(String),
 }
 
 impl CliError {
@@ -202,6 +258,15 @@ impl Cli {
                     )));
                 }
             }
+            if let Some(Sub::Ping(p)) = &mut cli.sub {
+                if p.target.is_none() {
+                    let text =
+                        arg.to_str().ok_or_else(|| bad("HOST:PORT", &arg.to_string_lossy(), "not valid UTF-8"))?;
+                    p.target = Some(text.to_owned());
+                    given[TARGET] = true;
+                    continue;
+                }
+            }
             if cli.sub.is_some() {
                 return Err(CliError::Unexpected(arg.to_string_lossy().into_owned()));
             }
@@ -210,13 +275,22 @@ impl Cli {
             cli.command.extend(rest.by_ref().cloned());
             break;
         }
+        let sub = cli.sub.as_ref().map(sub_name);
         for (index, spec) in SPECS.iter().enumerate() {
-            if given[index] || spec.env.is_empty() {
+            if given[index] || spec.env.is_empty() || (spec.only.is_some() && spec.only != sub) {
                 continue;
             }
             let Some(value) = env(spec.env).filter(|v| !v.is_empty()) else { continue };
             let text = value.to_str().ok_or_else(|| bad(spec.env, &value.to_string_lossy(), "not valid UTF-8"))?;
             (spec.set)(&mut cli, text).map_err(|why| bad(spec.env, text, &why))?;
+        }
+        if let Some(Sub::Ping(p)) = &cli.sub {
+            let modes = [p.target.is_some(), p.listen.is_some(), p.ring].iter().filter(|m| **m).count();
+            if modes != 1 {
+                return Err(CliError::Usage(
+                    "ping needs exactly one of HOST:PORT (connect), --listen [ADDR:]PORT, or --ring (see nccl-wrap ping --help)".into(),
+                ));
+            }
         }
         Ok(cli)
     }
@@ -230,6 +304,7 @@ fn sub_name(sub: &Sub) -> SubName {
     match sub {
         Sub::Env { .. } => SubName::Env,
         Sub::Doctor { .. } => SubName::Doctor,
+        Sub::Ping(_) => SubName::Ping,
     }
 }
 
@@ -366,6 +441,30 @@ mod tests {
         let c = ok(parse(&["--", "env"]));
         assert_eq!(c.sub, None);
         assert_eq!(c.command, args(&["env"])[1..]);
+    }
+
+    #[test]
+    fn ping_takes_a_target_or_listen_or_ring_and_its_variables() {
+        let c = ok(parse(&["ping", "train-0.train:18515", "--json", "--iters=10"]));
+        let Some(Sub::Ping(p)) = c.sub else { panic!("not ping") };
+        assert_eq!(p.target.as_deref(), Some("train-0.train:18515"));
+        assert!(p.json);
+        assert_eq!(p.iters, 10);
+        assert_eq!(p.port, 18515);
+        let c = ok(parse_env(
+            &["ping", "--ring"],
+            &[("NCCL_WRAP_PING_SIZE", "4"), ("NCCL_WRAP_PING_PEER_TEMPLATE", "t-{index}.t")],
+        ));
+        let Some(Sub::Ping(p)) = c.sub else { panic!("not ping") };
+        assert_eq!((p.ring, p.size, p.peer_template.as_deref()), (true, Some(4), Some("t-{index}.t")));
+        let c = ok(parse_env(&["ping"], &[("NCCL_WRAP_PING_LISTEN", "0.0.0.0:18515")]));
+        assert!(matches!(c.sub, Some(Sub::Ping(PingArgs { listen: Some(_), .. }))));
+        assert!(matches!(parse(&["ping"]), Err(CliError::Usage(_))));
+        assert!(matches!(parse(&["ping", "h:1", "--listen", "2"]), Err(CliError::Usage(_))));
+        assert_eq!(parse(&["ping", "a:1", "b:2"]), Err(CliError::Unexpected("b:2".into())));
+        // ping's variables are ping's alone.
+        let c = ok(parse_env(&["env"], &[("NCCL_WRAP_PING_SIZE", "not a number")]));
+        assert_eq!(c.sub, Some(Sub::Env { json: false }));
     }
 
     #[test]

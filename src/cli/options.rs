@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::{Cli, Sub, SubName};
+use super::{Cli, PingArgs, Sub, SubName};
 
 /// How an option takes its value.
 #[derive(Clone, Copy)]
@@ -277,4 +277,207 @@ pub(super) const SPECS: &[Spec] = &[
             Ok(())
         },
     },
+    Spec {
+        long: "target",
+        short: None,
+        env: "NCCL_WRAP_PING_TARGET",
+        kind: Kind::Value("HOST:PORT"),
+        only: Some(SubName::Ping),
+        default: None,
+        help: "The peer's listener (also the first word after `ping`)",
+        set: |c, v| ping(c, |p| p.target = Some(v.to_owned())),
+    },
+    Spec {
+        long: "listen",
+        short: None,
+        env: "NCCL_WRAP_PING_LISTEN",
+        kind: Kind::Value("[ADDR:]PORT"),
+        only: Some(SubName::Ping),
+        default: None,
+        help: "Wait for a peer on [ADDR:]PORT (one peer, unless --keep)",
+        set: |c, v| ping(c, |p| p.listen = Some(v.to_owned())),
+    },
+    Spec {
+        long: "keep",
+        short: None,
+        env: "NCCL_WRAP_PING_KEEP",
+        kind: Kind::Flag,
+        only: Some(SubName::Ping),
+        default: Some("false"),
+        help: "With --listen: serve peer after peer until stopped",
+        set: |c, v| {
+            let b = boolish(v)?;
+            ping(c, |p| p.keep = b)
+        },
+    },
+    Spec {
+        long: "all-pairs",
+        short: None,
+        env: "NCCL_WRAP_PING_ALL_PAIRS",
+        kind: Kind::Flag,
+        only: Some(SubName::Ping),
+        default: Some("false"),
+        help: "Test every local x remote port pair, not only rail i with rail i",
+        set: |c, v| {
+            let b = boolish(v)?;
+            ping(c, |p| p.all_pairs = b)
+        },
+    },
+    Spec {
+        long: "ring",
+        short: None,
+        env: "NCCL_WRAP_PING_RING",
+        kind: Kind::Flag,
+        only: Some(SubName::Ping),
+        default: Some("false"),
+        help: "Ring mode (Indexed Job, JobSet, StatefulSet): listen on --port and test the next index",
+        set: |c, v| {
+            let b = boolish(v)?;
+            ping(c, |p| p.ring = b)
+        },
+    },
+    Spec {
+        long: "peer-template",
+        short: None,
+        env: "NCCL_WRAP_PING_PEER_TEMPLATE",
+        kind: Kind::Value("TEMPLATE"),
+        only: Some(SubName::Ping),
+        default: None,
+        help: "Ring mode: the peer's host name, {index} for its index (e.g. 'train-{index}.train')",
+        set: |c, v| ping(c, |p| p.peer_template = Some(v.to_owned())),
+    },
+    Spec {
+        long: "index",
+        short: None,
+        env: "NCCL_WRAP_PING_INDEX",
+        kind: Kind::Value("N"),
+        only: Some(SubName::Ping),
+        default: None,
+        help: "Ring mode: this pod's index (default: JOB_COMPLETION_INDEX, else the hostname's -N)",
+        set: |c, v| {
+            let n = number(v)?;
+            ping(c, |p| p.index = Some(n))
+        },
+    },
+    Spec {
+        long: "size",
+        short: None,
+        env: "NCCL_WRAP_PING_SIZE",
+        kind: Kind::Value("N"),
+        only: Some(SubName::Ping),
+        default: None,
+        help: "Ring mode: the number of pods",
+        set: |c, v| {
+            let n = number(v)?;
+            ping(c, |p| p.size = Some(n))
+        },
+    },
+    Spec {
+        long: "port",
+        short: None,
+        env: "NCCL_WRAP_PING_PORT",
+        kind: Kind::Value("PORT"),
+        only: Some(SubName::Ping),
+        default: Some("18515"),
+        help: "Ring mode: the TCP port every pod listens on and connects to",
+        set: |c, v| {
+            let n = number(v)?;
+            ping(c, |p| p.port = n)
+        },
+    },
+    Spec {
+        long: "json",
+        short: None,
+        env: "NCCL_WRAP_PING_JSON",
+        kind: Kind::Flag,
+        only: Some(SubName::Ping),
+        default: Some("false"),
+        help: "Print one JSON object per line: one per pair, then a summary",
+        set: |c, v| {
+            let b = boolish(v)?;
+            ping(c, |p| p.json = b)
+        },
+    },
+    Spec {
+        long: "bytes",
+        short: None,
+        env: "NCCL_WRAP_PING_BYTES",
+        kind: Kind::Value("N"),
+        only: Some(SubName::Ping),
+        default: Some("1048576"),
+        help: "Bandwidth message size in bytes (also the buffer each pair exposes to the peer)",
+        set: |c, v| {
+            let n = number(v)?;
+            ping(c, |p| p.bytes = n)
+        },
+    },
+    Spec {
+        long: "duration-ms",
+        short: None,
+        env: "NCCL_WRAP_PING_DURATION_MS",
+        kind: Kind::Value("MS"),
+        only: Some(SubName::Ping),
+        default: Some("1000"),
+        help: "Length of the bandwidth run, in milliseconds (0: no bandwidth run)",
+        set: |c, v| {
+            let n = number(v)?;
+            ping(c, |p| p.duration_ms = n)
+        },
+    },
+    Spec {
+        long: "iters",
+        short: None,
+        env: "NCCL_WRAP_PING_ITERS",
+        kind: Kind::Value("N"),
+        only: Some(SubName::Ping),
+        default: Some("1000"),
+        help: "Latency round trips per pair",
+        set: |c, v| {
+            let n = number(v)?;
+            ping(c, |p| p.iters = n)
+        },
+    },
+    Spec {
+        long: "timeout-ms",
+        short: None,
+        env: "NCCL_WRAP_PING_TIMEOUT_MS",
+        kind: Kind::Value("MS"),
+        only: Some(SubName::Ping),
+        default: Some("3000"),
+        help: "Deadline of each phase of each pair (and of each message), in milliseconds",
+        set: |c, v| {
+            let n = number(v)?;
+            ping(c, |p| p.timeout_ms = n)
+        },
+    },
+    Spec {
+        long: "wait-ms",
+        short: None,
+        env: "NCCL_WRAP_PING_WAIT_MS",
+        kind: Kind::Value("MS"),
+        only: Some(SubName::Ping),
+        default: Some("60000"),
+        help: "How long to wait for the peer (to connect, or to come), in milliseconds",
+        set: |c, v| {
+            let n = number(v)?;
+            ping(c, |p| p.wait_ms = n)
+        },
+    },
 ];
+
+/// Index of the `target` entry: the positional HOST:PORT of `ping` counts as giving it.
+pub(super) const TARGET: usize = {
+    let mut i = 0;
+    while !matches!(SPECS[i].only, Some(SubName::Ping)) {
+        i += 1;
+    }
+    i
+};
+
+/// Applies `f` to ping's options (a no-op outside `ping`, where these options are not found).
+fn ping(c: &mut Cli, f: impl FnOnce(&mut PingArgs)) -> Result<(), String> {
+    if let Some(Sub::Ping(p)) = &mut c.sub {
+        f(p);
+    }
+    Ok(())
+}

@@ -49,7 +49,7 @@ pub struct PortAttr {
 }
 
 /// One work completion, as plain values.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Completion {
     pub wr_id: u64,
     pub status: u32,
@@ -83,6 +83,28 @@ pub struct RtsAttrs {
     pub timeout: u8,
     /// Tries before `IBV_WC_RETRY_EXC_ERR`.
     pub retry_cnt: u8,
+}
+
+/// Sizes of a queue pair made by [`Qp::create_rc_with`].
+#[derive(Debug, Clone, Copy)]
+pub struct QpCaps {
+    pub send_wr: u32,
+    pub recv_wr: u32,
+    /// Bytes a SEND may carry inline (0: none).
+    pub inline: u32,
+}
+
+/// One send-queue work request for [`Qp::post`].
+#[derive(Debug, Clone, Copy)]
+pub struct SendWr {
+    pub wr_id: u64,
+    pub offset: usize,
+    pub len: u32,
+    /// `None`: a SEND; otherwise an RDMA WRITE to (address, rkey).
+    pub remote: Option<(u64, u32)>,
+    pub signaled: bool,
+    /// Copy the bytes into the work request (small SENDs; needs the QP's inline size).
+    pub inline: bool,
 }
 
 /// Verbs calls that return an errno value (0 on success) rather than setting `errno`. Some
@@ -205,6 +227,16 @@ impl Context {
         check_ret(ret).map_err(err)?;
         // SAFETY: every bit pattern of the union is a valid `[u8; 16]`.
         Ok(unsafe { gid.raw })
+    }
+
+    /// The partition key at `index` of `port`, in host order (`ibv_query_pkey`).
+    pub fn query_pkey(&self, port: u8, index: u16) -> io::Result<u16> {
+        let mut pkey: ffi::__be16 = 0;
+        // SAFETY: `ctx` is an open context owned by self; `pkey` is a writable u16 the library
+        // fills (network order) and does not keep.
+        let ret = unsafe { ffi::ibv_query_pkey(self.ctx.as_ptr(), port, c_int::from(index), &mut pkey) };
+        check_ret(ret)?;
+        Ok(u16::from_be(pkey))
     }
 }
 
@@ -384,6 +416,25 @@ impl<'c> Cq<'c> {
     }
 }
 
+impl Cq<'_> {
+    /// Polls up to `out.len()` completions (at most 32) without waiting; returns how many.
+    pub fn poll_many(&self, out: &mut [Completion]) -> io::Result<usize> {
+        // SAFETY: ibv_wc is plain C data; all-zero is a valid value.
+        let mut wcs: [ffi::ibv_wc; 32] = unsafe { std::mem::zeroed() };
+        let want = c_int::try_from(out.len().min(wcs.len())).unwrap_or(1);
+        // SAFETY: `cq` is a live CQ owned by self; `wcs` has room for `want` <= 32 entries.
+        let n = unsafe { ffi::ibv_poll_cq(self.cq.as_ptr(), want, wcs.as_mut_ptr()) };
+        if n < 0 {
+            return Err(io::Error::from_raw_os_error(n.abs()));
+        }
+        let n = n as usize;
+        for (o, wc) in out.iter_mut().zip(&wcs[..n]) {
+            *o = Completion { wr_id: wc.wr_id, status: wc.status, vendor_err: wc.vendor_err };
+        }
+        Ok(n)
+    }
+}
+
 impl Drop for Cq<'_> {
     fn drop(&mut self) {
         // SAFETY: `cq` came from ibv_create_cq and is destroyed only here; the QP using it
@@ -419,6 +470,62 @@ impl<'a> Qp<'a> {
         let qp = unsafe { ffi::ibv_create_qp(pd.pd.as_ptr(), &mut init) };
         let qp = NonNull::new(qp).ok_or_else(io::Error::last_os_error)?;
         Ok(Qp { qp, _deps: PhantomData })
+    }
+
+    /// A queue pair whose sends are signaled only when asked (`SendWr::signaled`), with room
+    /// for `caps`. Returns it with the inline size the provider granted.
+    pub fn create_rc_with(pd: &'a Pd<'_>, cq: &'a Cq<'_>, caps: QpCaps) -> io::Result<(Self, u32)> {
+        // SAFETY: ibv_qp_init_attr is plain C data (pointers and integers); zero is valid.
+        let mut init: ffi::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+        init.send_cq = cq.cq.as_ptr();
+        init.recv_cq = cq.cq.as_ptr();
+        init.qp_type = ffi::ibv_qp_type::IBV_QPT_RC;
+        init.sq_sig_all = 0;
+        init.cap.max_send_wr = caps.send_wr;
+        init.cap.max_recv_wr = caps.recv_wr;
+        init.cap.max_send_sge = 1;
+        init.cap.max_recv_sge = 1;
+        init.cap.max_inline_data = caps.inline;
+        // SAFETY: as in create_rc: `pd` and `cq` are live and outlive the Qp ('a); `init` is
+        // valid and only read (cap updated in place). The QP is destroyed once in Drop.
+        let qp = unsafe { ffi::ibv_create_qp(pd.pd.as_ptr(), &mut init) };
+        let qp = NonNull::new(qp).ok_or_else(io::Error::last_os_error)?;
+        Ok((Qp { qp, _deps: PhantomData }, init.cap.max_inline_data))
+    }
+
+    /// Posts one SEND (`remote == None`) or RDMA WRITE as `w` describes.
+    pub fn post(&self, mr: &Mr<'_>, w: &SendWr) -> io::Result<()> {
+        let mut sge = ffi::ibv_sge { addr: mr.buf.addr(w.offset), length: w.len, lkey: mr.lkey() };
+        // SAFETY: ibv_send_wr is plain C data; zero is valid.
+        let mut wr: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
+        wr.wr_id = w.wr_id;
+        wr.sg_list = &mut sge;
+        wr.num_sge = 1;
+        let mut flags = 0;
+        if w.signaled {
+            flags |= ffi::ibv_send_flags::IBV_SEND_SIGNALED.0;
+        }
+        if w.inline {
+            flags |= ffi::ibv_send_flags::IBV_SEND_INLINE.0;
+        }
+        wr.send_flags = flags;
+        match w.remote {
+            None => wr.opcode = ffi::ibv_wr_opcode::IBV_WR_SEND,
+            Some((remote_addr, rkey)) => {
+                wr.opcode = ffi::ibv_wr_opcode::IBV_WR_RDMA_WRITE;
+                wr.wr.rdma = ffi::rdma_t { remote_addr, rkey };
+            }
+        }
+        let end = w.offset.checked_add(w.len as usize);
+        if end.is_none_or(|e| e > mr.buf.len()) {
+            return Err(io::Error::from_raw_os_error(22));
+        }
+        let mut bad: *mut ffi::ibv_send_wr = ptr::null_mut();
+        // SAFETY: as for post_send: `qp` is live, `wr`/`sge` are valid for the call and copied
+        // by the provider (inline data is copied out of the buffer before it returns), and the
+        // range they name lies inside `mr`'s buffer (checked above), which outlives any DMA.
+        let ret = unsafe { ffi::ibv_post_send(self.qp.as_ptr(), &mut wr, &mut bad) };
+        check_ret(ret)
     }
 
     pub fn qp_num(&self) -> u32 {

@@ -23,9 +23,9 @@ import report  # noqa: E402
 DOCTOR = {"checks": [{"id": "memlock", "status": "pass", "summary": "CAP_IPC_LOCK effective",
                       "evidence": {}, "hint": None}],
           "counts": {"fail": 0, "pass": 1, "warn": 0}, "exit": 0}
-SIDE = {"device": "mlx5_6", "port": 1, "gid_index": 3, "gid": "::ffff:10.10.1.11", "mtu": 4096}
+SIDE = {"device": "mlx5_6", "port": 1, "gid_index": 3, "gid": "::ffff:10.10.1.11", "mtu_bytes": 4096}
 PAIR = {"kind": "ping-pair", "index": 0, "peer": "nccl-preflight-1.nccl-preflight:18515", "local": SIDE,
-        "remote": SIDE, "status": "pass", "latency_us": {"median": 4.0, "p99": 6.0}, "bandwidth_gbps": 390.0,
+        "remote": SIDE, "status": "pass", "latency_us": {"median": 4.0, "p99": 6.0}, "bandwidth_gbytes_per_s": 390.0,
         "cause": None}
 SUMMARY = {"kind": "ping-summary", "pairs": 1, "failed": 0, "exit": 0}
 
@@ -89,7 +89,7 @@ class PreflightScript(unittest.TestCase):
 
     def test_failures_still_exit_0_and_reach_the_report(self):
         failing = dict(DOCTOR, checks=[dict(DOCTOR["checks"][0], status="fail", hint="add IPC_LOCK")], exit=1)
-        pair = dict(PAIR, status="fail", latency_us=None, bandwidth_gbps=None,
+        pair = dict(PAIR, status="fail", latency_us=None, bandwidth_gbytes_per_s=None,
                     cause={"id": "retry-exceeded", "summary": "no ACK", "evidence": {}, "hint": "check routes"})
         ping = json.dumps(pair) + "\n" + json.dumps(dict(SUMMARY, failed=1, exit=1)) + "\n"
         proc = self.run_pod(json.dumps(failing) + "\n", 1, ping, 1)

@@ -1,0 +1,315 @@
+//! The out-of-band exchange over TCP (the pod network): connecting, accepting, and reading and
+//! writing [`wire`](super::wire) frames, every one bounded by a deadline.
+//!
+//! A peer is not trusted: a read never blocks past its deadline (socket timeouts recomputed on
+//! every read, so a peer trickling bytes is stopped too), a frame longer than the limit is
+//! refused before anything is allocated for it, and every way a peer can go wrong (garbage, a
+//! huge length, silence, a disconnect half way) is a typed error naming what happened. The
+//! listener serves one peer, or with `keep` one after another, and a bad peer never stops it
+//! from serving the next. Nothing here touches RDMA.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use super::wire::{self, Hello, Message, WireError, HEADER_LEN};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExchangeError {
+    #[error("cannot listen on {addr}: {source}; is another nccl-wrap ping (or anything else) using the port?")]
+    Bind { addr: String, source: io::Error },
+    #[error("{addr} is not HOST:PORT or [ADDR]:PORT ({detail})")]
+    Address { addr: String, detail: String },
+    #[error("cannot resolve {host}: {source}; is the name right, and does this image resolve names (static binaries need the glibc NSS libraries)?")]
+    Resolve { host: String, source: io::Error },
+    #[error("no peer connected to {addr} within {waited_ms} ms: start `nccl-wrap ping HOST:PORT` on the other pod, or raise --wait-ms")]
+    NoPeer { addr: String, waited_ms: u128 },
+    #[error("cannot reach {addr} within {waited_ms} ms (last error: {source}): is `nccl-wrap ping --listen` running there, and is the port open between the pods?")]
+    Connect { addr: String, waited_ms: u128, source: io::Error },
+    #[error("{peer} sent nothing for {what} before the deadline ({got} of {want} bytes arrived)")]
+    Timeout { peer: String, what: &'static str, got: usize, want: usize },
+    #[error("{peer} closed the connection half way through {what} ({got} of {want} bytes)")]
+    Closed { peer: String, what: &'static str, got: usize, want: usize },
+    #[error("{peer} sent a bad message: {source}")]
+    Wire { peer: String, source: WireError },
+    #[error("{peer} sent a {got} message where a {want} message belongs")]
+    Unexpected { peer: String, want: &'static str, got: &'static str },
+    #[error("{peer} refused the run: {reason}")]
+    Refused { peer: String, reason: String },
+    #[error("talking to {peer}: {source}")]
+    Io { peer: String, source: io::Error },
+}
+
+impl ExchangeError {
+    /// The peer never came (as opposed to a peer that came and misbehaved).
+    pub fn no_peer(&self) -> bool {
+        matches!(self, ExchangeError::NoPeer { .. } | ExchangeError::Connect { .. } | ExchangeError::Resolve { .. })
+    }
+}
+
+/// One connection with a peer and the deadline of the whole run with it.
+#[derive(Debug)]
+pub struct Session {
+    stream: TcpStream,
+    pub peer: String,
+    pub deadline: Instant,
+}
+
+fn timed_out(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
+}
+
+impl Session {
+    pub fn new(stream: TcpStream, peer: String, deadline: Instant) -> Session {
+        // Small frames, each answered at once: do not wait to coalesce them.
+        let _ = stream.set_nodelay(true);
+        Session { stream, peer, deadline }
+    }
+
+    /// Pushes the deadline to `deadline` (the run's phases are bounded one by one).
+    pub fn extend(&mut self, deadline: Instant) {
+        self.deadline = self.deadline.max(deadline);
+    }
+
+    fn remaining(&self) -> Option<Duration> {
+        self.deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero())
+    }
+
+    fn read_full(&mut self, buf: &mut [u8], what: &'static str) -> Result<(), ExchangeError> {
+        let mut got = 0;
+        while got < buf.len() {
+            let timeout = |got| ExchangeError::Timeout { peer: self.peer.clone(), what, got, want: buf.len() };
+            let Some(left) = self.remaining() else { return Err(timeout(got)) };
+            self.stream.set_read_timeout(Some(left)).map_err(|e| self.io(e))?;
+            match self.stream.read(&mut buf[got..]) {
+                Ok(0) => return Err(ExchangeError::Closed { peer: self.peer.clone(), what, got, want: buf.len() }),
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if timed_out(&e) => {}
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
+                    return Err(ExchangeError::Closed { peer: self.peer.clone(), what, got, want: buf.len() })
+                }
+                Err(e) => return Err(self.io(e)),
+            }
+        }
+        Ok(())
+    }
+
+    fn io(&self, source: io::Error) -> ExchangeError {
+        ExchangeError::Io { peer: self.peer.clone(), source }
+    }
+
+    /// Reads one message before the deadline. A header declaring more than the limit is
+    /// refused before the payload is read or allocated.
+    pub fn recv(&mut self) -> Result<Message, ExchangeError> {
+        let mut head = [0u8; HEADER_LEN];
+        self.read_full(&mut head, "a message header")?;
+        let wire = |source| ExchangeError::Wire { peer: self.peer.clone(), source };
+        let (kind, len) = wire::header(&head).map_err(wire)?;
+        let mut payload = vec![0u8; len];
+        self.read_full(&mut payload, "a message body")?;
+        match wire::decode_payload(kind, &payload)
+            .map_err(|source| ExchangeError::Wire { peer: self.peer.clone(), source })?
+        {
+            Message::Refuse(reason) => Err(ExchangeError::Refused { peer: self.peer.clone(), reason }),
+            m => Ok(m),
+        }
+    }
+
+    /// Reads one message and checks it is of the kind `want` names.
+    pub fn expect<T>(
+        &mut self,
+        want: &'static str,
+        pick: impl FnOnce(Message) -> Result<T, Message>,
+    ) -> Result<T, ExchangeError> {
+        let m = self.recv()?;
+        pick(m).map_err(|m| ExchangeError::Unexpected { peer: self.peer.clone(), want, got: m.name() })
+    }
+
+    pub fn send(&mut self, msg: &Message) -> Result<(), ExchangeError> {
+        let bytes = wire::encode(msg).map_err(|source| ExchangeError::Wire { peer: "this end".into(), source })?;
+        let Some(left) = self.remaining() else {
+            return Err(ExchangeError::Timeout { peer: self.peer.clone(), what: "sending", got: 0, want: bytes.len() });
+        };
+        self.stream.set_write_timeout(Some(left)).map_err(|e| self.io(e))?;
+        self.stream.write_all(&bytes).map_err(|e| {
+            if timed_out(&e) {
+                ExchangeError::Timeout {
+                    peer: self.peer.clone(),
+                    what: "sending (the peer does not read)",
+                    got: 0,
+                    want: bytes.len(),
+                }
+            } else {
+                self.io(e)
+            }
+        })
+    }
+
+    /// Whether anything (a message, or the end of the connection) has arrived, without waiting.
+    pub fn readable(&self) -> Result<bool, ExchangeError> {
+        self.stream.set_nonblocking(true).map_err(|e| self.io(e))?;
+        let mut b = [0u8; 1];
+        let r = self.stream.peek(&mut b);
+        self.stream.set_nonblocking(false).map_err(|e| self.io(e))?;
+        match r {
+            Ok(_) => Ok(true),
+            Err(e) if timed_out(&e) || e.kind() == io::ErrorKind::Interrupted => Ok(false),
+            Err(_) => Ok(true),
+        }
+    }
+
+    /// Best effort: tell the peer why, with a short bound, then close.
+    pub fn refuse(mut self, reason: &str) {
+        let mut text: String = reason.chars().take(wire::MAX_TEXT / 4).collect();
+        text.truncate(wire::MAX_TEXT);
+        self.deadline = Instant::now() + Duration::from_millis(200);
+        let _ = self.send(&Message::Refuse(text));
+        let _ = self.stream.shutdown(Shutdown::Both);
+    }
+}
+
+/// Splits `[ADDR:]PORT` for `--listen` (`18515`, `0.0.0.0:18515`, `[::]:18515`).
+pub fn listen_addr(spec: &str) -> Result<SocketAddr, ExchangeError> {
+    let bad = |detail: &str| ExchangeError::Address { addr: spec.to_owned(), detail: detail.to_owned() };
+    if let Ok(port) = spec.parse::<u16>() {
+        return Ok(SocketAddr::from(([0, 0, 0, 0], port)));
+    }
+    spec.parse::<SocketAddr>().map_err(|_| bad("a port, or an IP address and a port"))
+}
+
+/// Splits `HOST:PORT` (`[v6]:PORT` too) and checks the host is a name or an address.
+pub fn split_target(spec: &str) -> Result<(String, u16), ExchangeError> {
+    let bad = |detail: &str| ExchangeError::Address { addr: spec.to_owned(), detail: detail.to_owned() };
+    let (host, port) = spec.rsplit_once(':').ok_or_else(|| bad("no :PORT"))?;
+    let port: u16 = port.parse().map_err(|_| bad("the port is not a number in 1..=65535"))?;
+    if port == 0 {
+        return Err(bad("port 0"));
+    }
+    let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+    let ok = !host.is_empty()
+        && host.len() <= 253
+        && host.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.:".contains(&b))
+        && !host.starts_with('-');
+    if !ok {
+        return Err(bad("the host is not a host name or an IP address"));
+    }
+    Ok((host.to_owned(), port))
+}
+
+/// Connects to `HOST:PORT`, retrying (the peer may not be up yet, its name not yet in DNS)
+/// until `wait_until`; the session's deadline is then `run` from the connection.
+pub fn connect(target: &str, wait_until: Instant, run: Duration) -> Result<Session, ExchangeError> {
+    let (host, port) = split_target(target)?;
+    let start = Instant::now();
+    loop {
+        let attempt = (host.as_str(), port).to_socket_addrs().map_err(|e| (true, e)).and_then(|addrs| {
+            let mut last = io::Error::new(io::ErrorKind::NotFound, "the name has no address");
+            for a in addrs {
+                let left = wait_until.saturating_duration_since(Instant::now()).max(Duration::from_millis(100));
+                match TcpStream::connect_timeout(&a, left.min(Duration::from_secs(5))) {
+                    Ok(s) => return Ok(s),
+                    Err(e) => last = e,
+                }
+            }
+            Err((false, last))
+        });
+        match attempt {
+            Ok(stream) => return Ok(Session::new(stream, target.to_owned(), Instant::now() + run)),
+            Err((resolve, e)) if Instant::now() >= wait_until => {
+                let waited_ms = start.elapsed().as_millis();
+                return Err(if resolve {
+                    ExchangeError::Resolve { host, source: e }
+                } else {
+                    ExchangeError::Connect { addr: target.to_owned(), waited_ms, source: e }
+                });
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(200).min(wait_until - Instant::now())),
+        }
+    }
+}
+
+pub fn bind(addr: SocketAddr) -> Result<TcpListener, ExchangeError> {
+    let l = TcpListener::bind(addr).map_err(|source| ExchangeError::Bind { addr: addr.to_string(), source })?;
+    l.set_nonblocking(true).map_err(|source| ExchangeError::Bind { addr: addr.to_string(), source })?;
+    Ok(l)
+}
+
+/// Waits for one connection until `until` (`None`: for ever).
+pub fn accept(l: &TcpListener, until: Option<Instant>) -> Result<(TcpStream, SocketAddr), ExchangeError> {
+    let start = Instant::now();
+    let addr = l.local_addr().map_or_else(|_| "the listener".to_owned(), |a| a.to_string());
+    loop {
+        match l.accept() {
+            Ok((s, peer)) => {
+                s.set_nonblocking(false).map_err(|source| ExchangeError::Io { peer: peer.to_string(), source })?;
+                return Ok((s, peer));
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {}
+            // A connection reset before it was accepted is that peer's problem, not ours.
+            Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}
+            Err(source) => return Err(ExchangeError::Bind { addr, source }),
+        }
+        if until.is_some_and(|u| Instant::now() >= u) {
+            return Err(ExchangeError::NoPeer { addr, waited_ms: start.elapsed().as_millis() });
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// How the listener serves.
+#[derive(Debug, Clone, Copy)]
+pub struct Serve {
+    /// Serve peer after peer (otherwise one, good or bad).
+    pub keep: bool,
+    /// How long to wait for the first peer (`None`: for ever).
+    pub wait: Option<Duration>,
+    /// Deadline of the hello, counted from the connection; the handler extends it.
+    pub hello: Duration,
+    /// Stop after this many connections (tests; `None` in the binary).
+    pub max_peers: Option<usize>,
+}
+
+/// Accepts peers and hands each valid hello to `on_peer`. A peer that fails (before or after its
+/// hello) is reported to `on_error` and told why; without `keep` its error ends the serving,
+/// with `keep` the next peer is served. Returns how many peers `on_peer` completed.
+pub fn serve(
+    l: &TcpListener,
+    opts: Serve,
+    mut on_peer: impl FnMut(Session, Hello) -> Result<(), ExchangeError>,
+    mut on_error: impl FnMut(&ExchangeError),
+) -> Result<usize, ExchangeError> {
+    let first_until = opts.wait.map(|w| Instant::now() + w);
+    let (mut seen, mut served) = (0usize, 0usize);
+    loop {
+        let until = if seen == 0 { first_until } else { None };
+        let (stream, addr) = accept(l, until)?;
+        seen += 1;
+        let mut session = Session::new(stream, addr.to_string(), Instant::now() + opts.hello);
+        let outcome = match session.expect("hello", |m| if let Message::Hello(h) = m { Ok(h) } else { Err(m) }) {
+            Ok(hello) => on_peer(session, hello),
+            Err(e) => {
+                if !matches!(e, ExchangeError::Closed { .. } | ExchangeError::Refused { .. }) {
+                    session.refuse(&e.to_string());
+                }
+                Err(e)
+            }
+        };
+        match outcome {
+            Ok(()) => served += 1,
+            Err(e) => {
+                on_error(&e);
+                if !opts.keep {
+                    return Err(e);
+                }
+            }
+        }
+        if !opts.keep || opts.max_peers.is_some_and(|m| seen >= m) {
+            return Ok(served);
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "exchange_tests.rs"]
+mod tests;

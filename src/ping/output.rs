@@ -1,0 +1,272 @@
+//! What ping prints: one result per pair and a summary, as compact JSON lines (`--json`) or a
+//! short doctor-like form for people. Pure: builds strings, the caller writes them.
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use super::cause::{self, Cause, PairFacts, Status};
+use super::route::{self, Reach, Route};
+use super::session::PairRun;
+use super::wire::{parse_gid, PortInfo};
+
+/// One pair's result, in the form `--json` prints.
+#[derive(Debug, Clone, Serialize)]
+pub struct PairResult {
+    pub kind: &'static str,
+    pub index: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_index: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peer_index: Option<u32>,
+    pub peer: String,
+    pub local: PortOut,
+    pub remote: Option<PortOut>,
+    pub status: Status,
+    pub latency_us: Option<Value>,
+    pub bandwidth_gbytes_per_s: Option<f64>,
+    pub cause: Option<Cause>,
+}
+
+/// The keys of a port in a result (the wire carries more; these are the contract's), in order.
+#[derive(Debug, Clone, Serialize)]
+pub struct PortOut {
+    pub device: String,
+    pub port: u8,
+    pub link_layer: Option<&'static str>,
+    pub gid_index: Option<u8>,
+    pub gid: Option<String>,
+    pub lid: Option<u16>,
+    /// The port's active MTU.
+    #[serde(rename = "mtu_bytes")]
+    pub mtu: Option<u32>,
+}
+
+impl PortOut {
+    fn of(p: &PortInfo) -> PortOut {
+        PortOut {
+            device: p.device.clone(),
+            port: p.port,
+            link_layer: Some(p.link_layer.name()),
+            gid_index: p.gid_index,
+            gid: p.gid.clone(),
+            lid: p.lid,
+            mtu: Some(p.mtu),
+        }
+    }
+    fn name(&self) -> String {
+        format!("{}:{}", self.device, self.port)
+    }
+}
+
+fn round(v: f64, places: i32) -> f64 {
+    let m = 10f64.powi(places);
+    (v * m).round() / m
+}
+
+/// A pair's result from what both ends said, with its cause.
+pub fn result(index: usize, peer: &str, run: &PairRun, routes: Option<&[Route]>) -> PairResult {
+    let reach: Option<Reach> = match (routes, &run.local.netdev, run.remote.gid.as_deref().and_then(parse_gid)) {
+        (Some(r), Some(dev), Some(gid)) => route::gid_ipv4(&gid).map(|a| route::reach(r, dev, a)),
+        _ => None,
+    };
+    let facts = PairFacts {
+        local: &run.local,
+        remote: &run.remote,
+        local_fault: run.local_fault.as_ref(),
+        remote_fault: run.remote_fault.as_ref(),
+        reach: reach.as_ref(),
+        path_mtu: run.local.mtu.min(run.remote.mtu),
+    };
+    let cause = cause::classify(&facts);
+    let status = cause.as_ref().map_or(Status::Pass, |c| c.status);
+    let fig = run.figures.filter(|_| status != Status::Fail);
+    let latency_us = fig.and_then(|f| Some(json!({"median": round(f.median_us?, 2), "p99": round(f.p99_us?, 2)})));
+    PairResult {
+        kind: "ping-pair",
+        index,
+        node_index: None,
+        peer_index: None,
+        peer: peer.to_owned(),
+        local: PortOut::of(&run.local),
+        remote: Some(PortOut::of(&run.remote)),
+        status,
+        latency_us,
+        bandwidth_gbytes_per_s: fig.and_then(|f| f.gbps).map(|g| round(g, 3)),
+        cause,
+    }
+}
+
+/// A pair that never ran because this end's port could not be opened.
+pub fn unopened(index: usize, peer: &str, device: &str, port: u8, cause: Cause) -> PairResult {
+    PairResult {
+        kind: "ping-pair",
+        index,
+        node_index: None,
+        peer_index: None,
+        peer: peer.to_owned(),
+        local: PortOut {
+            device: device.to_owned(),
+            port,
+            link_layer: None,
+            gid_index: None,
+            gid: None,
+            lid: None,
+            mtu: None,
+        },
+        remote: None,
+        status: Status::Fail,
+        latency_us: None,
+        bandwidth_gbytes_per_s: None,
+        cause: Some(cause),
+    }
+}
+
+pub fn json_line(r: &PairResult) -> String {
+    serde_json::to_string(r).unwrap_or_else(|e| format!("{{\"kind\":\"ping-pair\",\"error\":{:?}}}", e.to_string()))
+        + "\n"
+}
+
+#[derive(Serialize)]
+struct Summary {
+    kind: &'static str,
+    pairs: usize,
+    failed: usize,
+    exit: u8,
+}
+
+pub fn summary_json(pairs: usize, failed: usize, exit: u8) -> String {
+    let s = Summary { kind: "ping-summary", pairs, failed, exit };
+    serde_json::to_string(&s).unwrap_or_default() + "\n"
+}
+
+/// Why the check could not run, as a line before the summary.
+pub fn error_json(cause: &Cause) -> String {
+    json!({"kind": "ping-error", "cause": cause}).to_string() + "\n"
+}
+
+fn evidence_lines(c: &Cause, out: &mut String) {
+    out.push_str(&format!("  {}: {}\n", c.id, c.summary));
+    for (k, v) in &c.evidence {
+        let text = match v {
+            Value::String(s) => s.clone(),
+            Value::Object(o) => o
+                .iter()
+                .filter(|(_, x)| !x.is_null())
+                .map(|(k, x)| format!("{k}={}", x.as_str().map_or_else(|| x.to_string(), str::to_owned)))
+                .collect::<Vec<_>>()
+                .join(" "),
+            other => other.to_string(),
+        };
+        out.push_str(&format!("  evidence: {k}: {text}\n"));
+    }
+    out.push_str(&format!("  fix: {}\n", c.hint));
+}
+
+/// `PASS pair 0 mlx5_6:1 -> peer mlx5_6:1  latency median 5.1 us p99 7.0 us, 92.3 GB/s`
+pub fn human(r: &PairResult) -> String {
+    let ring = r.node_index.map(|n| format!(" (node {n} -> {})", r.peer_index.unwrap_or(0))).unwrap_or_default();
+    let mut out = format!(
+        "{} pair {}{ring} {} -> peer {}",
+        r.status.label(),
+        r.index,
+        r.local.name(),
+        r.remote.as_ref().map_or("?".into(), PortOut::name)
+    );
+    let lat = r.latency_us.as_ref().and_then(|l| Some((l["median"].as_f64()?, l["p99"].as_f64()?)));
+    match (lat, r.bandwidth_gbytes_per_s) {
+        (Some((m, p)), Some(g)) => out.push_str(&format!("  latency median {m:.1} us p99 {p:.1} us, {}", gbs(g))),
+        (Some((m, p)), None) => out.push_str(&format!("  latency median {m:.1} us p99 {p:.1} us")),
+        (None, Some(g)) => out.push_str(&format!("  {}", gbs(g))),
+        (None, None) => {}
+    }
+    out.push('\n');
+    if let Some(c) = &r.cause {
+        evidence_lines(c, &mut out);
+    }
+    out
+}
+
+/// GB/s with one decimal, or three below 1 GB/s (software RoCE).
+fn gbs(g: f64) -> String {
+    if g < 1.0 {
+        format!("{g:.3} GB/s")
+    } else {
+        format!("{g:.1} GB/s")
+    }
+}
+
+pub fn summary_human(pairs: usize, failed: usize, peer: &str) -> String {
+    format!("{pairs} pair(s) with {peer}, {failed} failed\n")
+}
+
+pub fn error_human(c: &Cause) -> String {
+    let mut out = String::from("FAIL the check could not run\n");
+    evidence_lines(c, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::wire::{Fault, Figures, LinkLayer};
+    use super::*;
+
+    fn port(dev: &str, last: u8) -> PortInfo {
+        PortInfo {
+            device: dev.into(),
+            port: 1,
+            link_layer: LinkLayer::Ethernet,
+            gid_index: Some(3),
+            gid: Some(format!("0000:0000:0000:0000:0000:ffff:0a00:6a{last:02x}")),
+            gid_type: Some("RoCE v2".into()),
+            lid: None,
+            mtu: 4096,
+            pkey: None,
+            netdev: Some("net1".into()),
+        }
+    }
+
+    fn run(fault: Option<Fault>) -> PairRun {
+        PairRun {
+            local: port("mlx5_6", 7),
+            remote: port("mlx5_6", 8),
+            local_fault: fault,
+            remote_fault: None,
+            figures: Some(Figures { median_us: Some(5.123), p99_us: Some(7.04), gbps: Some(46.2049) }),
+        }
+    }
+
+    #[test]
+    fn a_passing_pair_prints_the_contract_keys_and_one_line() {
+        let r = result(0, "train-1.train:18515", &run(None), None);
+        let v: Value = serde_json::from_str(&json_line(&r)).expect("json");
+        let keys: Vec<&str> = v.as_object().expect("obj").keys().map(String::as_str).collect();
+        for k in ["kind", "index", "peer", "local", "remote", "status", "latency_us", "bandwidth_gbytes_per_s", "cause"]
+        {
+            assert!(keys.contains(&k), "{k} missing from {keys:?}");
+        }
+        assert!(!keys.contains(&"node_index"));
+        let line = json_line(&r);
+        assert!(line.contains(r#""local":{"device":"mlx5_6","port":1,"link_layer":"Ethernet","gid_index":3,"gid":"0000:0000:0000:0000:0000:ffff:0a00:6a07","lid":null,"mtu_bytes":4096}"#), "{line}");
+        assert_eq!(v["status"], "pass");
+        assert_eq!(v["latency_us"]["median"], 5.12);
+        assert_eq!(v["cause"], Value::Null);
+        assert_eq!(human(&r), "PASS pair 0 mlx5_6:1 -> peer mlx5_6:1  latency median 5.1 us p99 7.0 us, 46.2 GB/s\n");
+        assert_eq!(summary_json(4, 1, 1), "{\"kind\":\"ping-summary\",\"pairs\":4,\"failed\":1,\"exit\":1}\n");
+    }
+
+    #[test]
+    fn a_failing_pair_prints_evidence_and_a_fix() {
+        let f =
+            Fault { step: "latency".into(), error: "IBV_WC_RETRY_EXC_ERR".into(), wc_status: Some(12), errno: None };
+        let r = result(1, "h:1", &run(Some(f)), None);
+        assert_eq!(r.status, Status::Fail);
+        assert!(r.latency_us.is_none() && r.bandwidth_gbytes_per_s.is_none());
+        let text = human(&r);
+        assert!(text.starts_with("FAIL pair 1 mlx5_6:1 -> peer mlx5_6:1\n  retry-exceeded: "), "{text}");
+        assert!(text.contains("  evidence: error: IBV_WC_RETRY_EXC_ERR\n"), "{text}");
+        assert!(text.contains("  fix: "), "{text}");
+        let v: Value = serde_json::from_str(&json_line(&r)).expect("json");
+        assert_eq!(v["cause"]["id"], "retry-exceeded");
+        assert!(v["cause"]["evidence"].is_object() && v["cause"]["hint"].is_string());
+    }
+}

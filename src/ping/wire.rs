@@ -1,0 +1,427 @@
+//! The ping protocol's messages and their framing: pure encode and decode, no I/O.
+//!
+//! A frame is `NCWPING` (7 bytes), the version (1 byte), the kind (1 byte), the payload length
+//! (4 bytes, big-endian), then a JSON payload of at most [`MAX_PAYLOAD`] bytes. Decoding checks
+//! every field's range (names, port numbers, GIDs, MTUs, QPNs, PSNs, counts) before anything else
+//! sees it, so the rest of `ping` only ever holds values a real peer could have sent. It must
+//! never panic or allocate more than the frame's declared (and bounded) length, whatever the
+//! bytes: a fuzz target calls [`decode`].
+
+use serde::{Deserialize, Serialize};
+
+pub const MAGIC: &[u8; 7] = b"NCWPING";
+pub const VERSION: u8 = 1;
+/// Magic, version, kind, length.
+pub const HEADER_LEN: usize = 13;
+/// Hard limit of one payload: a description of 32 ports is about 8 KiB.
+pub const MAX_PAYLOAD: usize = 64 << 10;
+/// NCCL reads at most 32 `NCCL_IB_HCA` entries; no pod has more rails.
+pub const MAX_PORTS: usize = 32;
+/// Every local x remote pair of two 32-port pods.
+pub const MAX_PAIRS: usize = MAX_PORTS * MAX_PORTS;
+/// Longest text a peer may send (a failure's detail, a refusal's reason).
+pub const MAX_TEXT: usize = 1024;
+/// Largest bandwidth message (1 GiB, what most adapters allow in one work request).
+pub const MAX_BYTES: u32 = 1 << 30;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LinkLayer {
+    InfiniBand,
+    Ethernet,
+}
+
+impl LinkLayer {
+    pub fn name(self) -> &'static str {
+        match self {
+            LinkLayer::InfiniBand => "InfiniBand",
+            LinkLayer::Ethernet => "Ethernet",
+        }
+    }
+}
+
+/// One RDMA port as its owner describes it: what a connection to it needs, and what a failed
+/// one is explained by.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortInfo {
+    pub device: String,
+    pub port: u8,
+    pub link_layer: LinkLayer,
+    /// RoCE: the GID index NCCL would use, and that GID in sysfs's form.
+    pub gid_index: Option<u8>,
+    pub gid: Option<String>,
+    /// RoCE: `RoCE v2` or `IB/RoCE v1`, as `gid_attrs/types` says.
+    pub gid_type: Option<String>,
+    /// InfiniBand: the port's LID.
+    pub lid: Option<u16>,
+    /// Active MTU in bytes (256 ... 4096).
+    pub mtu: u32,
+    /// The partition key at index 0 (what the QP uses), InfiniBand.
+    pub pkey: Option<u16>,
+    /// The GID's net device (RoCE), for the route check and the evidence.
+    pub netdev: Option<String>,
+}
+
+/// The opening message of each side. The client's choices (pairing, sizes) rule the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hello {
+    pub host: String,
+    pub ports: Vec<PortInfo>,
+    pub all_pairs: bool,
+    pub bytes: u32,
+    pub iters: u32,
+    pub duration_ms: u32,
+}
+
+/// Why one side could not go on with a pair: a cause id and what it saw.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fault {
+    /// The step: `open`, `reg_mr`, `create_qp`, `INIT`, `RTR`, `RTS`, `latency`, `bandwidth`...
+    pub step: String,
+    /// The verbs error: `IBV_WC_RETRY_EXC_ERR`, `ENOMEM: ...`, or what was missing.
+    pub error: String,
+    /// The completion status number, when the error was a completion.
+    pub wc_status: Option<u32>,
+    /// The errno, when the error was a call's.
+    pub errno: Option<i32>,
+}
+
+/// One side's queue pair for one pair, or why it has none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QpInfo {
+    pub pair: u16,
+    pub qpn: u32,
+    pub psn: u32,
+    /// The test buffer the peer may RDMA WRITE into, for this run only.
+    pub addr: u64,
+    pub rkey: u32,
+    pub fault: Option<Fault>,
+}
+
+/// How one pair went on one side (after connecting, and after the run).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PairState {
+    pub pair: u16,
+    pub fault: Option<Fault>,
+    /// The initiator's figures, so the listener can print them too (`done` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub figures: Option<Figures>,
+}
+
+/// What a pair measured.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Figures {
+    pub median_us: Option<f64>,
+    pub p99_us: Option<f64>,
+    pub gbps: Option<f64>,
+}
+
+impl Eq for Figures {}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    Hello(Hello),
+    /// Every pair's queue pair, in pair order.
+    Setup(Vec<QpInfo>),
+    /// Every pair connected (RTS, receives posted) or not.
+    Ready(Vec<PairState>),
+    /// The end of the run: each pair as this side saw it.
+    Done(Vec<PairState>),
+    /// The listener will not run with this peer (busy, bad hello).
+    Refuse(String),
+}
+
+impl Message {
+    fn kind(&self) -> u8 {
+        match self {
+            Message::Hello(_) => 1,
+            Message::Setup(_) => 2,
+            Message::Ready(_) => 3,
+            Message::Done(_) => 4,
+            Message::Refuse(_) => 5,
+        }
+    }
+    pub fn name(&self) -> &'static str {
+        kind_name(self.kind())
+    }
+}
+
+pub fn kind_name(kind: u8) -> &'static str {
+    match kind {
+        1 => "hello",
+        2 => "setup",
+        3 => "ready",
+        4 => "done",
+        5 => "refuse",
+        _ => "unknown",
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    #[error("{got} bytes is shorter than a ping header ({HEADER_LEN} bytes)")]
+    Short { got: usize },
+    #[error("not a nccl-wrap ping message (first bytes {0:?}); is the peer nccl-wrap ping on this port?")]
+    Magic(String),
+    #[error("protocol version {got}, this nccl-wrap speaks {VERSION}: run the same nccl-wrap on both ends")]
+    Version { got: u8 },
+    #[error("unknown message kind {0}")]
+    Kind(u8),
+    #[error("declared payload of {0} bytes is over the {MAX_PAYLOAD}-byte limit")]
+    TooLong(u64),
+    #[error("frame holds {got} payload bytes but declares {declared}")]
+    Length { declared: usize, got: usize },
+    #[error("payload is not valid JSON for a {kind} message: {detail}")]
+    Json { kind: &'static str, detail: String },
+    #[error("{field} is out of range: {detail}")]
+    Field { field: &'static str, detail: String },
+}
+
+fn field(field: &'static str, detail: impl Into<String>) -> WireError {
+    WireError::Field { field, detail: detail.into() }
+}
+
+/// Checks a frame header and returns (kind, payload length) without reading further: the
+/// reader refuses an over-long frame before allocating for it.
+pub fn header(h: &[u8]) -> Result<(u8, usize), WireError> {
+    if h.len() < HEADER_LEN {
+        return Err(WireError::Short { got: h.len() });
+    }
+    if &h[..7] != MAGIC {
+        return Err(WireError::Magic(String::from_utf8_lossy(&h[..7]).escape_debug().to_string()));
+    }
+    if h[7] != VERSION {
+        return Err(WireError::Version { got: h[7] });
+    }
+    let kind = h[8];
+    if !(1..=5).contains(&kind) {
+        return Err(WireError::Kind(kind));
+    }
+    let len = u32::from_be_bytes([h[9], h[10], h[11], h[12]]);
+    if len as usize > MAX_PAYLOAD {
+        return Err(WireError::TooLong(u64::from(len)));
+    }
+    Ok((kind, len as usize))
+}
+
+/// One whole frame to a message, every field checked.
+pub fn decode(bytes: &[u8]) -> Result<Message, WireError> {
+    let (kind, len) = header(bytes)?;
+    let payload = &bytes[HEADER_LEN..];
+    if payload.len() != len {
+        return Err(WireError::Length { declared: len, got: payload.len() });
+    }
+    decode_payload(kind, payload)
+}
+
+pub fn decode_payload(kind: u8, payload: &[u8]) -> Result<Message, WireError> {
+    let name = kind_name(kind);
+    let json = |e: serde_json::Error| WireError::Json { kind: name, detail: e.to_string() };
+    let msg = match kind {
+        1 => Message::Hello(serde_json::from_slice(payload).map_err(json)?),
+        2 => Message::Setup(serde_json::from_slice(payload).map_err(json)?),
+        3 => Message::Ready(serde_json::from_slice(payload).map_err(json)?),
+        4 => Message::Done(serde_json::from_slice(payload).map_err(json)?),
+        5 => Message::Refuse(serde_json::from_slice(payload).map_err(json)?),
+        other => return Err(WireError::Kind(other)),
+    };
+    validate(&msg)?;
+    Ok(msg)
+}
+
+/// A message to one frame. Fails only on a message that `decode` would refuse.
+pub fn encode(msg: &Message) -> Result<Vec<u8>, WireError> {
+    validate(msg)?;
+    let payload = match msg {
+        Message::Hello(h) => serde_json::to_vec(h),
+        Message::Setup(q) => serde_json::to_vec(q),
+        Message::Ready(s) | Message::Done(s) => serde_json::to_vec(s),
+        Message::Refuse(r) => serde_json::to_vec(r),
+    }
+    .map_err(|e| WireError::Json { kind: msg.name(), detail: e.to_string() })?;
+    if payload.len() > MAX_PAYLOAD {
+        return Err(WireError::TooLong(payload.len() as u64));
+    }
+    let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
+    out.extend_from_slice(MAGIC);
+    out.push(VERSION);
+    out.push(msg.kind());
+    out.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    out.extend_from_slice(&payload);
+    Ok(out)
+}
+
+fn validate(msg: &Message) -> Result<(), WireError> {
+    match msg {
+        Message::Hello(h) => validate_hello(h),
+        Message::Setup(qps) => {
+            count("setup", qps.len())?;
+            for (i, q) in qps.iter().enumerate() {
+                order("setup.pair", i, q.pair)?;
+                if q.qpn >= 1 << 24 {
+                    return Err(field("setup.qpn", format!("{} is not a 24-bit queue pair number", q.qpn)));
+                }
+                if q.psn >= 1 << 24 {
+                    return Err(field("setup.psn", format!("{} is not a 24-bit packet sequence number", q.psn)));
+                }
+                if let Some(f) = &q.fault {
+                    validate_fault(f)?;
+                }
+            }
+            Ok(())
+        }
+        Message::Ready(states) | Message::Done(states) => {
+            count("pairs", states.len())?;
+            for (i, s) in states.iter().enumerate() {
+                order("pair", i, s.pair)?;
+                if let Some(f) = &s.fault {
+                    validate_fault(f)?;
+                }
+                if let Some(f) = &s.figures {
+                    for v in [f.median_us, f.p99_us, f.gbps].into_iter().flatten() {
+                        if !(v.is_finite() && (0.0..1e9).contains(&v)) {
+                            return Err(field("figures", format!("{v} is not a measurement")));
+                        }
+                    }
+                }
+            }
+            Ok(())
+        }
+        Message::Refuse(reason) => text("refuse", reason),
+    }
+}
+
+fn count(what: &'static str, n: usize) -> Result<(), WireError> {
+    if n > MAX_PAIRS {
+        return Err(field(what, format!("{n} pairs, more than {MAX_PAIRS}")));
+    }
+    Ok(())
+}
+
+/// Pairs come in order 0, 1, 2...: a peer cannot name a pair twice or skip one.
+fn order(what: &'static str, i: usize, pair: u16) -> Result<(), WireError> {
+    if usize::from(pair) != i {
+        return Err(field(what, format!("entry {i} names pair {pair}")));
+    }
+    Ok(())
+}
+
+fn text(what: &'static str, s: &str) -> Result<(), WireError> {
+    if s.len() > MAX_TEXT {
+        return Err(field(what, format!("{} bytes, more than {MAX_TEXT}", s.len())));
+    }
+    Ok(())
+}
+
+/// Device and net-device names: what the kernel allows, and never anything a terminal or a
+/// shell would read specially.
+fn name(what: &'static str, s: &str) -> Result<(), WireError> {
+    let ok = !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-@:".contains(&b));
+    if !ok {
+        return Err(field(what, format!("{:?} is not a device name", s.escape_debug().to_string())));
+    }
+    Ok(())
+}
+
+fn validate_fault(f: &Fault) -> Result<(), WireError> {
+    if f.step.is_empty() || f.step.len() > 32 || !f.step.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(field("fault.step", format!("{:?}", f.step.escape_debug().to_string())));
+    }
+    text("fault.error", &f.error)
+}
+
+/// Range of `--bytes`, `--iters` and `--duration-ms` a listener accepts from a client.
+pub fn check_params(bytes: u32, iters: u32, duration_ms: u32) -> Result<(), WireError> {
+    if !(8..=MAX_BYTES).contains(&bytes) {
+        return Err(field("bytes", format!("{bytes} is not in 8..={MAX_BYTES}")));
+    }
+    if !(1..=1_000_000).contains(&iters) {
+        return Err(field("iters", format!("{iters} is not in 1..=1000000")));
+    }
+    if duration_ms > 60_000 {
+        return Err(field("duration_ms", format!("{duration_ms} is over 60000")));
+    }
+    Ok(())
+}
+
+fn validate_hello(h: &Hello) -> Result<(), WireError> {
+    let host_ok = !h.host.is_empty()
+        && h.host.len() <= 253
+        && h.host.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b));
+    if !host_ok {
+        return Err(field("hello.host", format!("{:?}", h.host.escape_debug().to_string())));
+    }
+    if h.ports.is_empty() || h.ports.len() > MAX_PORTS {
+        return Err(field("hello.ports", format!("{} ports, not 1..={MAX_PORTS}", h.ports.len())));
+    }
+    check_params(h.bytes, h.iters, h.duration_ms)?;
+    for p in &h.ports {
+        validate_port(p)?;
+    }
+    Ok(())
+}
+
+fn validate_port(p: &PortInfo) -> Result<(), WireError> {
+    name("port.device", &p.device)?;
+    if let Some(n) = &p.netdev {
+        name("port.netdev", n)?;
+    }
+    if p.port == 0 {
+        return Err(field("port.port", "port numbers start at 1"));
+    }
+    if ![256, 512, 1024, 2048, 4096].contains(&p.mtu) {
+        return Err(field("port.mtu", format!("{} is not an IB MTU (256..4096)", p.mtu)));
+    }
+    match p.link_layer {
+        LinkLayer::Ethernet => {
+            let gid = p.gid.as_deref().ok_or_else(|| field("port.gid", "a RoCE port without a GID"))?;
+            if parse_gid(gid).is_none() {
+                return Err(field("port.gid", format!("{:?} is not a GID", gid.escape_debug().to_string())));
+            }
+            if p.gid_index.is_none() {
+                return Err(field("port.gid_index", "a RoCE port without a GID index"));
+            }
+            if let Some(t) = &p.gid_type {
+                if !matches!(t.as_str(), "RoCE v2" | "IB/RoCE v1") {
+                    return Err(field("port.gid_type", format!("{:?}", t.escape_debug().to_string())));
+                }
+            }
+        }
+        LinkLayer::InfiniBand => match p.lid {
+            Some(0) | None => return Err(field("port.lid", "an InfiniBand port without a LID")),
+            Some(lid) if lid >= 0xc000 => {
+                return Err(field("port.lid", format!("{lid:#x} is a multicast LID, not a port's")));
+            }
+            Some(_) => {}
+        },
+    }
+    if let Some(g) = &p.gid {
+        if parse_gid(g).is_none() {
+            return Err(field("port.gid", format!("{:?} is not a GID", g.escape_debug().to_string())));
+        }
+    }
+    Ok(())
+}
+
+/// A GID in sysfs's form (eight groups of four hex digits) to its 16 bytes.
+pub fn parse_gid(text: &str) -> Option<[u8; 16]> {
+    let groups: Vec<&str> = text.split(':').collect();
+    if groups.len() != 8 || groups.iter().any(|g| g.len() != 4 || !g.bytes().all(|b| b.is_ascii_hexdigit())) {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    for (i, g) in groups.iter().enumerate() {
+        let v = u16::from_str_radix(g, 16).ok()?;
+        out[2 * i..2 * i + 2].copy_from_slice(&v.to_be_bytes());
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+#[path = "wire_tests.rs"]
+mod tests;
