@@ -6,9 +6,15 @@
 
 #![no_main]
 
+use std::fmt::Write;
+
 use libfuzzer_sys::fuzz_target;
 use nccl_wrap::detect::annotation::{self, go_unquote, NETWORK_STATUS};
 use nccl_wrap::detect::names;
+
+fn put(out: &mut String, args: std::fmt::Arguments) {
+    out.write_fmt(args).expect("writing to a String cannot fail");
+}
 
 /// Go's `strconv.Quote`, with the escape chosen per character by `seed` so that every form the
 /// unquoter accepts is exercised.
@@ -29,15 +35,15 @@ fn go_quote(s: &str, seed: u8) -> String {
             c if pick == 0 && c != '\'' => out.push(c),
             c if pick == 1 || u32::from(c) < 0x20 => {
                 let mut buf = [0u8; 4];
-                c.encode_utf8(&mut buf).bytes().for_each(|b| out.push_str(&format!("\\x{b:02x}")));
+                c.encode_utf8(&mut buf).bytes().for_each(|b| put(&mut out, format_args!("\\x{b:02x}")));
             }
             c if pick == 2 => {
                 let mut buf = [0u8; 4];
-                c.encode_utf8(&mut buf).bytes().for_each(|b| out.push_str(&format!("\\{b:03o}")));
+                c.encode_utf8(&mut buf).bytes().for_each(|b| put(&mut out, format_args!("\\{b:03o}")));
             }
-            c if pick == 3 && u32::from(c) <= 0xffff => out.push_str(&format!("\\u{:04X}", u32::from(c))),
+            c if pick == 3 && u32::from(c) <= 0xffff => put(&mut out, format_args!("\\u{:04X}", u32::from(c))),
             '\'' => out.push_str("\\'"),
-            c => out.push_str(&format!("\\U{:08x}", u32::from(c))),
+            c => put(&mut out, format_args!("\\U{:08x}", u32::from(c))),
         }
     }
     out.push('"');
