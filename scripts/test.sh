@@ -5,6 +5,7 @@
 #
 #   bash scripts/test.sh          # everything
 #   SKIP_LAB=1 bash scripts/test.sh
+#   SKIP_FUZZ=1 bash scripts/test.sh  # without the fuzz targets (FUZZ_SECONDS: time per target)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { echo; echo "== $*"; }
@@ -21,6 +22,11 @@ step "cargo test"
 cargo test -q 2>&1 | tee "$logs/cargo-test"
 step "fixtures are what mknode.py generates"
 python3 fixtures/mknode.py --check
+
+if [ -z "${SKIP_FUZZ:-}" ]; then
+  step "fuzz targets, ${FUZZ_SECONDS:-30} s each"
+  bash fuzz/run.sh "${FUZZ_SECONDS:-30}" 2>&1 | tee "$logs/fuzz"
+fi
 
 step "static release binary"
 cargo build --release -q
