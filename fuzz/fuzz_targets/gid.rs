@@ -74,14 +74,14 @@ fn nccl_choose(t: &[(Ipv6Addr, Option<RoceType>)], p: &GidPrefs) -> Option<u32> 
     for cand in 1..t.len().min(GID_TABLE_MAX as usize) {
         let (g, c) = (t[pick].0, t[cand].0);
         let (gf, cf) = (gid::family_of(&g), gid::family_of(&c));
-        if cf != gf && cf == p.family && in_range(&c) {
-            pick = cand;
-        } else if cf == p.family
+        // The family switch, else a valid in-range candidate of the wanted version.
+        let switch = cf != gf && cf == p.family && in_range(&c);
+        let better = cf == p.family
             && gid::valid(&c)
             && in_range(&c)
             && (ver(pick) != ver(cand) || !gid::valid(&g))
-            && ver(cand) == want
-        {
+            && ver(cand) == want;
+        if switch || better {
             pick = cand;
         }
     }

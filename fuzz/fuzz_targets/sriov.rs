@@ -13,7 +13,10 @@ use std::os::unix::ffi::OsStringExt;
 use libfuzzer_sys::fuzz_target;
 use nccl_wrap::detect::{names, sriov};
 
-fn summary(s: &sriov::Scan) -> (Vec<(String, String, Option<String>)>, Vec<String>, usize) {
+/// Devices (variable, ID, RDMA device), variables and the number of problems, in a fixed order.
+type Summary = (Vec<(String, String, Option<String>)>, Vec<String>, usize);
+
+fn summary(s: &sriov::Scan) -> Summary {
     let mut devices: Vec<_> =
         s.devices.iter().map(|d| (d.variable.clone(), d.device_id.clone(), d.rdma_dev.clone())).collect();
     devices.sort();
