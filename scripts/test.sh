@@ -6,6 +6,7 @@
 #
 #   bash scripts/test.sh          # everything
 #   SKIP_LAB=1 bash scripts/test.sh
+#   SKIP_FUZZ=1 bash scripts/test.sh  # without the fuzz targets (FUZZ_SECONDS: time per target)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { echo; echo "== $*"; }
@@ -24,6 +25,11 @@ step "fixtures are what mknode.py generates"
 python3 fixtures/mknode.py --check
 step "deploy kit: render, schema-validate, policy and report tests"
 bash tests/deploy/validate.sh 2>&1 | tee "$logs/deploy"
+
+if [ -z "${SKIP_FUZZ:-}" ]; then
+  step "fuzz targets, ${FUZZ_SECONDS:-30} s each"
+  bash fuzz/run.sh "${FUZZ_SECONDS:-30}" 2>&1 | tee "$logs/fuzz"
+fi
 
 step "static release binary"
 cargo build --release -q

@@ -154,7 +154,9 @@ pub fn valid(gid: &Ipv6Addr) -> bool {
 }
 
 fn in_range(gid: &Ipv6Addr, prefs: &GidPrefs) -> bool {
-    prefs.range.is_none_or(|r| r.contains(gid))
+    // NCCL parses NCCL_IB_ADDR_RANGE with inet_pton in the wanted family: a range of the other
+    // family fails to parse there and restricts nothing.
+    prefs.range.filter(|r| r.family == prefs.family).is_none_or(|r| r.contains(gid))
 }
 
 /// Whether `entry` is exactly what NCCL looks for: valid, right family, in range, right version.
@@ -351,6 +353,18 @@ mod tests {
         assert!(!valid(&Ipv6Addr::UNSPECIFIED));
         assert!(!valid(&parse_gid("fe80::1").expect("gid")));
         assert_eq!(display(&parse_gid("0000:0000:0000:0000:0000:ffff:0a00:6a07").expect("gid")), "10.0.106.7");
+    }
+
+    #[test]
+    fn addr_range_of_the_other_family_is_ignored_as_in_nccl() {
+        // Found by fuzz/gid: with AF_INET wanted, `fd00::/8` excluded every IPv4 GID, where NCCL
+        // cannot parse it as AF_INET and ignores it.
+        let t = mlx5_table();
+        let v4 = GidPrefs { range: AddrRange::parse("fd00::/8"), ..GidPrefs::default() };
+        assert_eq!(pick(&t, 4, v4), Some(3));
+        assert!(is_full_match(&t[3], &v4));
+        let v6 = GidPrefs { family: Family::Inet6, roce_version: 2, range: AddrRange::parse("10.0.0.0/8") };
+        assert!(is_full_match(&e(5, "fd00::7", Some(RoceType::V2)), &v6));
     }
 
     #[test]

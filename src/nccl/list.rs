@@ -37,8 +37,9 @@ impl List {
                 break;
             }
             // NCCL copies characters up to ':' or ','; an empty name is dropped.
+            // A port that reads as -1 is NCCL's "any port", as if none were given.
             let (name, port) = match item.split_once(':') {
-                Some((n, p)) => (n, Some(atoi(p))),
+                Some((n, p)) => (n, Some(atoi(p)).filter(|&p| p != -1)),
                 None => (item, None),
             };
             if !name.is_empty() {
@@ -59,11 +60,9 @@ impl List {
 
     /// Whether NCCL uses `name` port `port` (`None` for interfaces, which have no port).
     pub fn selects(&self, name: &str, port: Option<i64>) -> bool {
-        // No entries: NCCL treats the list as unset and takes everything.
-        if self.entries.is_empty() {
-            return true;
-        }
-        self.matches_any(name, port) != self.exclude
+        // No entries: NCCL's matchIfList matches everything, and `^` still inverts that, so `^`
+        // (or `^,`) alone selects nothing at all.
+        (self.entries.is_empty() || self.matches_any(name, port)) != self.exclude
     }
 
     fn matches_any(&self, name: &str, port: Option<i64>) -> bool {
@@ -109,23 +108,23 @@ fn port_matches(want: Option<i64>, have: Option<i64>) -> bool {
     }
 }
 
-/// C's `atoi`: optional sign and leading digits; anything else reads as 0.
+/// glibc's `atoi`, which is `(int) strtol(text, NULL, 10)`: C-locale white space, an optional
+/// sign and leading digits (anything else reads as 0), saturated to a `long`, then cut to the low
+/// 32 bits of an `int`.
 fn atoi(text: &str) -> i64 {
-    let t = text.trim_start();
+    let t = text.trim_start_matches([' ', '\t', '\n', '\u{b}', '\u{c}', '\r']);
     let (neg, digits) = match t.as_bytes().first() {
         Some(b'-') => (true, &t[1..]),
         Some(b'+') => (false, &t[1..]),
         _ => (false, t),
     };
-    let mut v: i64 = 0;
+    let mut v: i128 = 0;
     for b in digits.bytes().take_while(u8::is_ascii_digit) {
-        v = v.saturating_mul(10).saturating_add(i64::from(b - b'0'));
+        v = (v * 10 + i128::from(b - b'0')).min(1 << 63);
     }
-    if neg {
-        -v
-    } else {
-        v
-    }
+    let long = if neg { (-v).max(i128::from(i64::MIN)) } else { v.min(i128::from(i64::MAX)) };
+    let int = long as i64 as i32;
+    i64::from(int)
 }
 
 #[cfg(test)]
@@ -194,6 +193,30 @@ mod tests {
         assert!(l.selects("anything", Some(1)));
         assert_eq!(List::parse("mlx5_6,mlx9").unmatched(&H100), ["mlx9"]);
         assert!(List::parse("eth").over_matches(&["eth0", "eth1"]).is_empty());
+    }
+
+    #[test]
+    fn caret_alone_selects_nothing_as_in_nccl() {
+        // Found by fuzz/nccl_list: an empty list under `^` was read as "everything".
+        for v in ["^", "^,", "^=", "^=,:1"] {
+            let l = List::parse(v);
+            assert!(l.entries.is_empty());
+            assert!(!l.selects("mlx5_0", Some(1)), "{v}");
+            assert!(!l.selects("eth0", None), "{v}");
+        }
+    }
+
+    #[test]
+    fn port_minus_one_is_any_port_as_in_nccl() {
+        // Found by fuzz/nccl_list: NCCL's matchPort takes -1 as "any port"; so does a port that
+        // glibc's atoi cuts to -1, and the cut also wraps 2^32+1 to port 1.
+        let l = List::parse("mlx5_0:-1,mlx5_1:4294967297,mlx5_2:99999999999999999999,mlx5_3:\u{a0}1");
+        assert_eq!(l.entries[0].port, None);
+        assert!(l.selects("mlx5_0", Some(1)) && l.selects("mlx5_0", Some(2)));
+        assert_eq!(l.entries[1].port, Some(1));
+        assert_eq!(l.entries[2].port, None);
+        // A non-breaking space is not C white space: atoi reads 0.
+        assert_eq!(l.entries[3].port, Some(0));
     }
 
     #[test]

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Regenerates the seed inputs of every fuzz target in fuzz/corpus/<target>/ from the fixture
+# nodes, plus hand-written tricky ones. Deterministic: the same fixtures give the same files.
+# Rewrites only `seed-*` and `hand-*` files; what fuzz/merge.sh adds (hash-named) is kept.
+#
+#   bash fuzz/seed.sh
+set -euo pipefail
+cd "$(dirname "$0")"
+fx=../fixtures/nodes
+export LC_ALL=C
+for t in sriov annotations nccl_list gid cli; do
+  mkdir -p "corpus/$t"
+  rm -f "corpus/$t"/seed-* "corpus/$t"/hand-*
+done
+
+# sriov: every node's plugin environment, each variant.
+for f in "$fx"/*/env "$fx"/*/env.*; do
+  [ -f "$f" ] || continue
+  node=$(basename "$(dirname "$f")")
+  cp "$f" "corpus/sriov/seed-$node-$(basename "$f")"
+done
+
+# annotations: every downward-API file.
+for f in "$fx"/*/podnetinfo/annotations; do
+  [ -f "$f" ] || continue
+  cp "$f" "corpus/annotations/seed-$(basename "$(dirname "$(dirname "$f")")")"
+done
+
+# nccl_list: for each node, the value nccl-wrap would export (exact), a bare prefix and an
+# exclusion, over the node's RDMA devices (port 1) and its interfaces (no port).
+for d in "$fx"/*/; do
+  node=$(basename "$d")
+  devs=$(ls "$d/sys/class/infiniband" 2>/dev/null | sort -V || true)
+  ifs=$(ls "$d/sys/class/net" 2>/dev/null | sort -V || true)
+  names=$( { for n in $devs; do echo "$n 1"; done; for n in $ifs; do echo "$n"; done; } )
+  first=$(echo $devs $ifs | awk '{print $1}')
+  [ -n "$first" ] || continue
+  exact="=$(for n in $devs; do printf '%s:1,' "$n"; done | sed 's/,$//')"
+  [ "$exact" = "=" ] && exact="=$(echo $ifs | tr ' ' ,)"
+  printf '%s\n%s\n' "$exact" "$names" > "corpus/nccl_list/seed-$node-exact"
+  printf '%s\n%s\n' "$first" "$names" > "corpus/nccl_list/seed-$node-prefix"
+  printf '^%s\n%s\n' "$first" "$names" > "corpus/nccl_list/seed-$node-exclude"
+done
+
+# gid: every distinct GID table of the fixtures (one line per index: `GID TYPE`, an empty line
+# for an empty entry), after the last non-empty entry's GID and type, no range, default prefs.
+find "$fx" -path '*/ports/*/gids' -type d | sort | while read -r g; do
+  port=$(dirname "$g")
+  table=$(ls "$g" | sort -n | while read -r i; do
+    gid=$(tr -d '\n' < "$g/$i")
+    type=""; [ -f "$port/gid_attrs/types/$i" ] && type=$(tr -d "\n" < "$port/gid_attrs/types/$i")
+    if [ "$gid" = "0000:0000:0000:0000:0000:0000:0000:0000" ] && [ -z "$type" ]; then echo; else echo "$gid $type"; fi
+  done)
+  last=$(printf '%s\n' "$table" | grep -v '^$' | tail -1)
+  out=$(printf '%s\n%s\n\n\n%s\n' "${last%% *}" "${last#* }" "$table")
+  sum=$(printf '%s' "$out" | sha1sum | cut -c1-12)
+  node=${g#"$fx"/}; node=${node%%/*}
+  printf '%s' "$out" > "corpus/gid/seed-$node-$sum"
+done
+
+# Hand-written: shapes the fixtures do not have.
+h() { printf '%b' "$2" > "corpus/$1/hand-$3"; }
+h sriov 'PCIDEVICE_A_INFO={"0000:3b:02.6":{"rdma":{"rdma_dev":"mlx5_3"}},"mlx5_core.sf.2":{}}\nPCIDEVICE_A=0000:3b:02.6\n' two-forms
+h sriov 'PCIDEVICE_A_INFO={"0000:3b:02.6":{"rdma":\nPCIDEVICE_A=0000:3b:02.6, 0000:3b:02.7,,\n' truncated-info
+h sriov 'PCIDEVICE_A_INFO=[1,2]\nPCIDEVICE_B_INFO="x"\nPCIDEVICE_C_INFO=null\nPCIDEVICE_D=..\nPCIDEVICE_E=\xff\xfe\n' not-objects
+h sriov 'PCIDEVICE_A_INFO={"../../etc":{"rdma":{"rdma_dev":".."}},"0000:3b:02.6":{"rdma":{"rdma_dev":"mlx5_1,mlx5_2"}}}\n' hostile
+h sriov 'PCIDEVICE_A_INFO={"0000:3b:02.6":{"rdma":{"rdma_dev":"mlx5_\\u0033"}},"0000:3b:02.6":{"rdma":{"rdma_dev":7}}}\n' dup-keys
+h annotations 'k8s.v1.cni.cncf.io/network-status="[{\\"name\\":\\"a\\",\\"interface\\":\\"net1\\",\\"device-info\\":{\\"type\\":\\"pci\\",\\"pci\\":{\\"rdma-device\\":\\"mlx5_4, mlx5_5,\\",\\"pci-address\\":\\"0000:03:00.3\\"}}}]"\n' comma-list
+h annotations 'k8s.v1.cni.cncf.io/network-status="[{\\"name\\": \\"' broken-json
+h annotations 'k8s.v1.cni.cncf.io/network-status="[\\q]"\nk8s.v1.cni.cncf.io/network-status = "{}"\n' bad-quoting
+h annotations 'k8s.v1.cni.cncf.io/network-status="\\x5b\\x5d\\303\\251\\u00e9\\U0001F600\\a\\b\\f\\v\\t\\r\\n\\\\\\"\\x27"\n' escapes
+h annotations 'k8s.v1.cni.cncf.io/network-status="[{\\"name\\":\\"n\\",\\"device-info\\":{\\"pci\\":{\\"rdma-device\\":\\"../x\\",\\"pci-address\\":\\"a/b\\"}}},{\\"device-info\\":{\\"pci\\":7}}]"\n' hostile
+h nccl_list 'mlx5_1\nmlx5_0 1\nmlx5_1 1\nmlx5_10 1\nmlx5_11 1\n' prefix-mlx5_1
+h nccl_list '^=mlx5_1,mlx5_0\nmlx5_0 1\nmlx5_1 1\nmlx5_10 1\n' exclude-exact
+h nccl_list '=^mlx5_1\n^mlx5_1 1\nmlx5_1 1\n' caret-after-equals
+h nccl_list 'mlx5_6:1,mlx5_7:2,mlx5_8:x,mlx5_9:-1,mlx5_10: +3\nmlx5_6 1\nmlx5_7 1\nmlx5_8 1\nmlx5_9 1\nmlx5_10 3\n' ports
+h nccl_list ',,:1,\nmlx5_0 1\n' empty-entries
+h nccl_list '^\nmlx5_0 1\neth0\n' caret-only
+h nccl_list 'eth,ib\neth0\neth1\nib0\nlo\n' interfaces
+h nccl_list "$(seq -s, -f 'd%g' 0 40)\nd0\nd31\nd32\n" over-32
+h gid 'fe80:0000:0000:0000:0ac0:ebff:fe3d:ca54\nRoCE v2\n10.0.0.0/8\n\nfe80:0000:0000:0000:0ac0:ebff:fe3d:ca54 IB/RoCE v1\nfe80:0000:0000:0000:0ac0:ebff:fe3d:ca54 RoCE v2\n0000:0000:0000:0000:0000:ffff:0a6e:0021 IB/RoCE v1\n0000:0000:0000:0000:0000:ffff:0a6e:0021 RoCE v2\n' mlx5-range
+h gid '::ffff:10.0.0.7\n  RoCE v1\n192.168.0.0/16\n6 1\nfe80::1 RoCE v2\n\nfd00::7 IB/RoCE v1\nfd00::7 RoCE v2\n::ffff:192.168.1.9 RoCE v2\n' v6-prefs
+h gid 'ff0e::ffff:1.2.3.4\nRoCE v3\nfd00::/129\n\n::ffff:10.0.0.1\n' mapped-multicast
+h gid '::\nIB/RoCE v1\n::ffff:0.0.0.0/96\n6\n::\n' unspecified
+h gid '::ffff:10.1.2.3\n\nfd00::/8\n\nfe80::1 RoCE v2\n::ffff:10.1.2.3 RoCE v2\n' range-other-family
+h gid '1:2:3:4:5:6:7:8\nRoCE v2\n0.0.0.0/0\n\n' range-all
+h cli 'env\n--json\n' env-json
+h cli 'doctor\n--json\n--no-selftest\n--sysfs-root\nfixtures/nodes/h200-ib/sys\n' doctor
+h cli '-q\n--require-rdma=yes\n--init=false\n--grace\n5\n--\ntorchrun\n--nproc-per-node=8\ntrain.py\n' run
+h cli 'NCCL_WRAP_REQUIRE_RDMA=1\nNCCL_WRAP_SELFTEST_BYTES=1048576\nNCCL_WRAP_INIT=off\nNCCL_WRAP_GRACE=x\n--\npython\n' env-vars
+h cli '--bogus\n--\ntorchrun\n--\nx\n' bad-option
+h cli '--selftest-timeout-ms=18446744073709551616\n--selftest-bytes\n-1\n--\n\xff\xfe\n' overflow
+h cli 'env\n--\ntorchrun\n' env-with-command
