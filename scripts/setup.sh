@@ -3,13 +3,13 @@
 # Rust toolchain (rustup's stable; Debian's own cargo is too old):
 #   - static rdma-core (and librdmacm headers, which rdma-sys binds) and libnl for the verbs
 #     probe, clang for the bindings;
-#   - podman and runc to build and run the image;
+#   - podman and runc to build and run the image, busybox-static for the static-shell test image;
 #   - util-linux (unshare, setpriv), hyperfine and GNU time for tests and benchmarks.
 # The Soft-RoCE lab installs its own packages (tests/lab/setup.sh).
 set -euo pipefail
 command -v cargo >/dev/null || { echo "setup: cargo not found: install Rust with rustup first" >&2; exit 1; }
 pkgs=(pkg-config libibverbs-dev ibverbs-providers librdmacm-dev libnl-3-dev libnl-route-3-dev libclang-dev clang
-      podman runc util-linux hyperfine time file python3)
+      podman runc util-linux hyperfine time file python3 busybox-static)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

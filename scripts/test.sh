@@ -46,7 +46,33 @@ out=$(podman --storage-driver vfs run --rm -v "$PWD/fixtures/nodes/h200-ib/sys:/
 echo "$out"
 [ "$out" = "export NCCL_IB_HCA='=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1'" ] \
   || { echo "unexpected output from the image" >&2; exit 1; }
-podman --storage-driver vfs rmi -f localhost/nccl-wrap:test >/dev/null
+
+step "container image: install into a volume (init container), run from a static-shell image"
+# The training side: a FROM scratch image holding only Debian's static busybox as /bin/sh, the
+# smallest image with a shell (registry images cannot be pulled here).
+ctx=$(mktemp -d)
+cleanup_images() {
+  podman --storage-driver vfs volume rm -f nccl-wrap-test-vol >/dev/null 2>&1 || true
+  podman --storage-driver vfs rmi -f localhost/nccl-wrap:test localhost/static-shell:test >/dev/null 2>&1 || true
+  rm -rf "$ctx"
+}
+trap 'cleanup_images; rm -rf "$logs"' EXIT
+cp /bin/busybox "$ctx/busybox"
+printf 'FROM scratch\nCOPY busybox /bin/sh\n' >"$ctx/Containerfile"
+podman --storage-driver vfs build -q -t localhost/static-shell:test -f "$ctx/Containerfile" "$ctx" >/dev/null
+podman --storage-driver vfs volume create nccl-wrap-test-vol >/dev/null
+installed=$(podman --storage-driver vfs run --rm -v nccl-wrap-test-vol:/opt/nccl-wrap localhost/nccl-wrap:test install /opt/nccl-wrap)
+echo "init container: $installed"
+[ "$installed" = /opt/nccl-wrap/nccl-wrap ] || { echo "install printed $installed" >&2; exit 1; }
+# Running it again is harmless.
+podman --storage-driver vfs run --rm -v nccl-wrap-test-vol:/opt/nccl-wrap localhost/nccl-wrap:test install /opt/nccl-wrap >/dev/null
+out=$(podman --storage-driver vfs run --rm -v nccl-wrap-test-vol:/opt/nccl-wrap:ro \
+  -v "$PWD/fixtures/nodes/h200-ib/sys:/fixture-sys:ro" localhost/static-shell:test \
+  /opt/nccl-wrap/nccl-wrap -q --sysfs-root /fixture-sys -- sh -c 'echo "trainer sees NCCL_IB_HCA=$NCCL_IB_HCA"')
+echo "$out"
+[ "$out" = "trainer sees NCCL_IB_HCA==mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1" ] \
+  || { echo "unexpected output from the trainer image" >&2; exit 1; }
+cleanup_images
 
 if [ -z "${SKIP_LAB:-}" ]; then
   step "Soft-RoCE lab"

@@ -10,6 +10,7 @@
 //! - `report`: the summary on stderr and the JSON plan;
 //! - `doctor`: checks that name what would make NCCL hang or fall back to TCP;
 //! - `ping`: an RDMA test between two pods (or a ring of them) over the ports a run would use;
+//! - `install`: copies the binary into a shared volume, for an init container;
 //! - `cli`: options, each also an `NCCL_WRAP_*` variable.
 
 // `unsafe` is denied in the whole crate (also by Cargo.toml's [lints]). Exactly two modules opt
@@ -20,6 +21,7 @@
 pub mod cli;
 pub mod detect;
 pub mod doctor;
+pub mod install;
 pub mod msg;
 pub mod nccl;
 pub mod ping;

@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use nccl_wrap::cli::{self, Cli, PingArgs, Sub, EXIT_REFUSED, EXIT_USAGE};
 use nccl_wrap::msg::PREFIX;
 use nccl_wrap::process::{self, exec, memlock, supervise};
-use nccl_wrap::{detect, doctor, nccl, ping, plan, report, verbs};
+use nccl_wrap::{detect, doctor, install, nccl, ping, plan, report, verbs};
 
 fn main() -> ExitCode {
     // Hidden entry for the Soft-RoCE lab and debugging: `nccl-wrap __verbs list|port|selftest ...`.
@@ -29,6 +29,10 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return bad_usage(&e, &raw, &env_list),
     };
+    if let Some(Sub::Install { dir }) = &cli.sub {
+        // The init container's job: no detection, nothing but the copy.
+        return ExitCode::from(install::main(dir));
+    }
     init_logging();
     let early_block = supervise::block_early(cli.opts.init);
     if cli.sub.is_none() && cli.command.is_empty() {
@@ -91,6 +95,7 @@ fn main() -> ExitCode {
             ExitCode::from(ping::main(&inputs, &ping_options(p)))
         }
         None => run(&cli, &plan, &memlock, &env_list, early_block),
+        Some(Sub::Install { .. }) => unreachable!("install returns before detection"),
     }
 }
 

@@ -11,7 +11,8 @@ pub(super) const USAGE: &str = "\
 Usage: nccl-wrap [OPTIONS] -- COMMAND [ARGS]...
        nccl-wrap env [--json] [OPTIONS]
        nccl-wrap doctor [--json] [--no-selftest] [OPTIONS]
-       nccl-wrap ping [HOST:PORT | --listen [ADDR:]PORT | --ring] [--json] [OPTIONS]";
+       nccl-wrap ping [HOST:PORT | --listen [ADDR:]PORT | --ring] [--json] [OPTIONS]
+       nccl-wrap install DIR";
 
 pub(super) const AFTER_HELP: &str = "\
 Sources of devices, in order: PCIDEVICE_*_INFO / PCIDEVICE_* (SR-IOV device plugin), the

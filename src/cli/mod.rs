@@ -28,16 +28,18 @@ pub enum SubName {
     Env,
     Doctor,
     Ping,
+    Install,
 }
 
 impl SubName {
-    const ALL: [SubName; 3] = [SubName::Env, SubName::Doctor, SubName::Ping];
+    const ALL: [SubName; 4] = [SubName::Env, SubName::Doctor, SubName::Ping, SubName::Install];
 
     fn name(self) -> &'static str {
         match self {
             SubName::Env => "env",
             SubName::Doctor => "doctor",
             SubName::Ping => "ping",
+            SubName::Install => "install",
         }
     }
 
@@ -45,6 +47,7 @@ impl SubName {
         match self {
             SubName::Env => "Print what a run would set, as `export NAME='value'` lines safe to eval",
             SubName::Doctor => "Check this pod's RDMA setup and name what would make NCCL hang or fall back to sockets. Exit status: 0 nothing fails, 1 a check fails, 2 doctor itself could not run",
+            SubName::Install => "Copy this binary into DIR (atomically, mode 0755) and print its path: for an init container, since the image holds nothing else. Exit status: 0 installed, 1 it could not be, 2 usage",
             SubName::Ping => "Test RDMA between this pod and another over the ports a run would use: a latency ping-pong and a bandwidth run per rail pair. Exit status: 0 every pair passes, 1 a pair fails, 2 the check could not run (usage, no RDMA port, the peer never came)",
         }
     }
@@ -66,6 +69,8 @@ pub enum Sub {
     },
     /// Test RDMA with another pod (or a ring of pods).
     Ping(PingArgs),
+    /// Copy this binary into `dir`.
+    Install { dir: PathBuf },
 }
 
 /// `nccl-wrap ping`'s own options; exactly one of `target`, `listen` and `ring` is given.
@@ -122,6 +127,7 @@ impl Sub {
             SubName::Env => Sub::Env { json: false },
             SubName::Doctor => Sub::Doctor { json: false, no_selftest: false },
             SubName::Ping => Sub::Ping(PingArgs::default()),
+            SubName::Install => Sub::Install { dir: PathBuf::new() },
         }
     }
 }
@@ -216,6 +222,15 @@ impl Cli {
             let bytes = arg.as_bytes();
             if bytes == b"--" {
                 cli.command.extend(rest.by_ref().cloned());
+                if let (Some(sub), Some(first)) = (&cli.sub, cli.command.first()) {
+                    // A subcommand runs no command: dropping it silently would hide a mistake.
+                    return Err(CliError::Usage(format!(
+                        "{} takes no command, but {:?} follows `--`: drop `{}` to run the command",
+                        sub_name(sub).name(),
+                        first.to_string_lossy(),
+                        sub_name(sub).name()
+                    )));
+                }
                 break;
             }
             if bytes == b"-h" || bytes == b"--help" {
@@ -267,6 +282,12 @@ impl Cli {
                     continue;
                 }
             }
+            if let Some(Sub::Install { dir }) = &mut cli.sub {
+                if dir.as_os_str().is_empty() && !arg.is_empty() {
+                    *dir = PathBuf::from(arg);
+                    continue;
+                }
+            }
             if cli.sub.is_some() {
                 return Err(CliError::Unexpected(arg.to_string_lossy().into_owned()));
             }
@@ -283,6 +304,11 @@ impl Cli {
             let Some(value) = env(spec.env).filter(|v| !v.is_empty()) else { continue };
             let text = value.to_str().ok_or_else(|| bad(spec.env, &value.to_string_lossy(), "not valid UTF-8"))?;
             (spec.set)(&mut cli, text).map_err(|why| bad(spec.env, text, &why))?;
+        }
+        if let Some(Sub::Install { dir }) = &cli.sub {
+            if dir.as_os_str().is_empty() {
+                return Err(CliError::Usage("install needs a directory: nccl-wrap install DIR".into()));
+            }
         }
         if let Some(Sub::Ping(p)) = &cli.sub {
             let modes = [p.target.is_some(), p.listen.is_some(), p.ring].iter().filter(|m| **m).count();
@@ -305,6 +331,7 @@ fn sub_name(sub: &Sub) -> SubName {
         Sub::Env { .. } => SubName::Env,
         Sub::Doctor { .. } => SubName::Doctor,
         Sub::Ping(_) => SubName::Ping,
+        Sub::Install { .. } => SubName::Install,
     }
 }
 
@@ -437,6 +464,9 @@ mod tests {
         assert_eq!(parse(&["--json", "env"]), Err(CliError::Unexpected("--json".into())));
         assert_eq!(parse(&["env", "--no-selftest"]), Err(CliError::Unexpected("--no-selftest".into())));
         assert_eq!(parse(&["env", "extra"]), Err(CliError::Unexpected("extra".into())));
+        // Regression (found by fuzz/cli): `env -- cmd` dropped the command silently.
+        assert!(matches!(parse(&["env", "--", "torchrun"]), Err(CliError::Usage(_))));
+        assert!(ok(parse(&["env", "--"])).command.is_empty());
         // After `--`, a word named like a subcommand is the command.
         let c = ok(parse(&["--", "env"]));
         assert_eq!(c.sub, None);
@@ -465,6 +495,16 @@ mod tests {
         // ping's variables are ping's alone.
         let c = ok(parse_env(&["env"], &[("NCCL_WRAP_PING_SIZE", "not a number")]));
         assert_eq!(c.sub, Some(Sub::Env { json: false }));
+    }
+
+    #[test]
+    fn install_takes_one_directory() {
+        let c = ok(parse(&["install", "/opt/nccl-wrap"]));
+        assert_eq!(c.sub, Some(Sub::Install { dir: PathBuf::from("/opt/nccl-wrap") }));
+        assert!(matches!(parse(&["install"]), Err(CliError::Usage(_))));
+        assert_eq!(parse(&["install", "/a", "/b"]), Err(CliError::Unexpected("/b".into())));
+        // After `--`, `install` is a command like any other.
+        assert_eq!(ok(parse(&["--", "install", "x"])).command, args(&["install", "x"])[1..]);
     }
 
     #[test]

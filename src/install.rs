@@ -1,0 +1,152 @@
+//! `nccl-wrap install DIR`: put this very binary into DIR, for an init container.
+//!
+//! The image is `FROM scratch` with nothing but nccl-wrap, so an init container cannot `cp` it
+//! into the shared volume the training container runs it from: nccl-wrap copies itself. The copy
+//! is atomic (a temporary file in DIR, written, fsync'ed, made 0755, renamed over `DIR/nccl-wrap`,
+//! and the directory fsync'ed), so a training container never sees half a binary, and running it
+//! again is harmless. A DIR that is missing, not a directory, read-only or full is named with the
+//! cause and the fix; the temporary file never stays behind.
+//!
+//! It runs no detection and touches nothing but DIR.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::msg::PREFIX;
+
+/// The installed file's name in DIR.
+pub const NAME: &str = "nccl-wrap";
+/// Exit status when the copy failed (usage errors are 2, as everywhere).
+pub const EXIT_FAILED: u8 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    #[error("cannot read the running binary {path}: {source}")]
+    Source { path: PathBuf, source: io::Error },
+    #[error("{dir} does not exist: create it, or mount the shared volume (an emptyDir) there")]
+    Missing { dir: PathBuf },
+    #[error("{dir} is not a directory")]
+    NotADirectory { dir: PathBuf },
+    #[error("{dir} is read-only ({source}): mount the shared volume writable in the init container")]
+    ReadOnly { dir: PathBuf, source: io::Error },
+    #[error("{dir} is full ({source}): nccl-wrap needs {bytes} bytes there")]
+    Full { dir: PathBuf, bytes: u64, source: io::Error },
+    #[error("cannot write {path}: {source}")]
+    Write { path: PathBuf, source: io::Error },
+}
+
+/// Copies `source` (the running binary, `/proc/self/exe`) to `dir/nccl-wrap` atomically and
+/// returns the installed path.
+pub fn install(source: &Path, dir: &Path) -> Result<PathBuf, InstallError> {
+    match fs::metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Err(InstallError::NotADirectory { dir: dir.to_path_buf() }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(InstallError::Missing { dir: dir.to_path_buf() }),
+        Err(e) => return Err(InstallError::Write { path: dir.to_path_buf(), source: e }),
+    }
+    let mut src = File::open(source).map_err(|e| InstallError::Source { path: source.to_path_buf(), source: e })?;
+    let bytes = src.metadata().map(|m| m.len()).unwrap_or(0);
+    let target = dir.join(NAME);
+    let tmp = dir.join(format!(".{NAME}.tmp.{}", std::process::id()));
+    let classify = |path: &Path, e: io::Error| {
+        use rustix::io::Errno;
+        match e.raw_os_error().map(Errno::from_raw_os_error) {
+            Some(Errno::ROFS | Errno::ACCESS | Errno::PERM) => {
+                InstallError::ReadOnly { dir: dir.to_path_buf(), source: e }
+            }
+            Some(Errno::NOSPC | Errno::DQUOT) => InstallError::Full { dir: dir.to_path_buf(), bytes, source: e },
+            _ => InstallError::Write { path: path.to_path_buf(), source: e },
+        }
+    };
+    // A temporary file left by an install that was killed has our name pattern but another pid;
+    // ours is created exclusively, so two installs into one volume never share one.
+    let mut out =
+        OpenOptions::new().write(true).create_new(true).mode(0o700).open(&tmp).map_err(|e| classify(&tmp, e))?;
+    let result = (|| {
+        io::copy(&mut src, &mut out).map_err(|e| classify(&tmp, e))?;
+        out.flush().map_err(|e| classify(&tmp, e))?;
+        out.sync_all().map_err(|e| classify(&tmp, e))?;
+        fs::set_permissions(&tmp, fs::Permissions::from_mode(0o755)).map_err(|e| classify(&tmp, e))?;
+        fs::rename(&tmp, &target).map_err(|e| classify(&target, e))?;
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result?;
+    // The rename is durable once the directory is: a node crash right after an init container
+    // exits must not leave an empty name behind.
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(target)
+}
+
+/// `nccl-wrap install DIR`: prints the installed path, or why it could not.
+pub fn main(dir: &Path) -> u8 {
+    match install(Path::new("/proc/self/exe"), dir) {
+        Ok(path) => {
+            println!("{}", path.display());
+            0
+        }
+        Err(e) => {
+            eprintln!("{PREFIX} install failed: {e}");
+            EXIT_FAILED
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Tmp(PathBuf);
+
+    impl Tmp {
+        fn new(tag: &str) -> Tmp {
+            let p = std::env::temp_dir().join(format!("nccl-wrap-install-{tag}-{}", std::process::id()));
+            let _ = fs::remove_dir_all(&p);
+            fs::create_dir_all(&p).expect("mkdir");
+            Tmp(p)
+        }
+    }
+
+    impl Drop for Tmp {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn copies_atomically_with_mode_0755_and_again_harmlessly() {
+        let t = Tmp::new("copy");
+        let src = t.0.join("src");
+        fs::write(&src, b"\x7fELF pretend binary").expect("write");
+        let dir = t.0.join("vol");
+        fs::create_dir(&dir).expect("mkdir");
+        for _ in 0..2 {
+            let path = install(&src, &dir).expect("install");
+            assert_eq!(path, dir.join(NAME));
+            assert_eq!(fs::read(&path).expect("read"), b"\x7fELF pretend binary");
+            assert_eq!(fs::metadata(&path).expect("stat").permissions().mode() & 0o777, 0o755);
+            let names: Vec<_> = fs::read_dir(&dir).expect("ls").map(|e| e.expect("entry").file_name()).collect();
+            assert_eq!(names, [NAME], "no temporary file stays behind");
+        }
+    }
+
+    #[test]
+    fn a_missing_dir_or_a_file_is_named_with_the_fix() {
+        let t = Tmp::new("missing");
+        let src = t.0.join("src");
+        fs::write(&src, b"x").expect("write");
+        let e = install(&src, &t.0.join("nope")).expect_err("missing");
+        assert!(matches!(e, InstallError::Missing { .. }), "{e}");
+        assert!(e.to_string().contains("mount the shared volume"), "{e}");
+        let e = install(&src, &src).expect_err("a file");
+        assert!(matches!(e, InstallError::NotADirectory { .. }), "{e}");
+        let e = install(&t.0.join("no-source"), &t.0).expect_err("no source");
+        assert!(matches!(e, InstallError::Source { .. }), "{e}");
+    }
+}
