@@ -98,6 +98,18 @@ lab_build_root() {
         fi
     done
 
+    # rc_probe (tools/rc_probe.c): an RC ping-pong whose QP timeout and retry_cnt are options.
+    if command -v cc >/dev/null && [ -f /usr/include/infiniband/verbs.h ]; then
+        mkdir -p "$cache/tools"
+        if [ ! -x "$cache/tools/rc_probe" ] || [ "$here/tools/rc_probe.c" -nt "$cache/tools/rc_probe" ]; then
+            cc -O2 -Wall -o "$cache/tools/rc_probe" "$here/tools/rc_probe.c" -libverbs ||
+                die "cannot build tools/rc_probe.c"
+        fi
+        copy_with_libs "$cache/tools/rc_probe" /usr/bin/rc_probe
+    else
+        echo "lab: cc or libibverbs-dev missing on the host (setup.sh installs them); no rc_probe" >&2
+    fi
+
     # nccl-wrap. A static binary needs nothing else; a dynamic one still gets its libraries.
     if ! file -b "$binary" | grep -q "static"; then
         echo "lab: warning: $binary is not statically linked; copying its libraries too" >&2

@@ -122,6 +122,16 @@ gid_table() {
 # active_mtu DEV: the port's active MTU in bytes as ibv_devinfo reports it.
 active_mtu() { ibv_devinfo -d "$1" 2>/dev/null | sed -n 's/^[ \t]*active_mtu:[ \t]*\([0-9]*\).*/\1/p' | head -n1; }
 
+# hw_counters DEV: rxe's non-zero port counters as "name=value ..." (sent_pkts, rcvd_pkts,
+# retry_exceeded_err, send_err, ...).
+hw_counters() {
+    for f in /sys/class/infiniband/$1/ports/1/hw_counters/*; do
+        [ -f "$f" ] || continue
+        _v=$(cat "$f" 2>/dev/null)
+        [ "${_v:-0}" = 0 ] || printf '%s=%s ' "${f##*/}" "$_v"
+    done
+}
+
 # --- client/server pairs -------------------------------------------------------------------------
 
 # wait_listen PORT [TENTHS]: until a TCP socket of this node listens on PORT (IPv4 or IPv6).
@@ -185,6 +195,10 @@ fab_client() {
     timeout "$_to" "$@" >"/tmp/fab.$_tag.cli" 2>&1
     CLI_RC=$?
     CLI_SECS=$(since "$_t0")
+    # busybox timeout ends the program with SIGTERM and passes on its status (143), not 124.
+    if [ "$CLI_RC" = 143 ] && awk -v a="$CLI_SECS" -v t="$_to" 'BEGIN{exit !(a >= t - 0.5)}'; then
+        CLI_RC=124
+    fi
     fab_post "$_tag.done" "$CLI_RC"
     say "client $1 -> exit $CLI_RC after ${CLI_SECS}s"
     sed 's/^/      cli| /' "/tmp/fab.$_tag.cli" | head -n 40
@@ -196,5 +210,26 @@ first_error() {
         sed 's/^[ \t]*//'
 }
 
+# probe_status FILE: the completion status number rc_probe reported ("" when none).
+probe_status() { sed -n 's/^completion error: status \([0-9]*\) .*/\1/p' "$1" | head -n1; }
+# probe_line FILE: rc_probe's result line (ok ... or completion error ...), or its first error.
+probe_line() { grep -m1 -E '^(ok |completion error|error:)' "$1" 2>/dev/null || first_error "$1"; }
+
 # pp_iters FILE: "N iters in S seconds = U usec/iter" line of ibv_rc_pingpong, as "N U".
 pp_iters() { sed -n 's/^\([0-9]*\) iters in [0-9.]* seconds = \([0-9.]*\) usec\/iter.*/\1 \2/p' "$1" | head -n1; }
+
+# pair SERVER CLIENT TAG PORT SECONDS CMD...: CMD as the server on node SERVER (CMD -p PORT) and as
+# the client on node CLIENT (CMD -p PORT <SERVER's pod address>, at most SECONDS); any other node
+# does nothing. Sets RC (this node's exit status), OUT (its output file), SECS (client's time).
+pair() {
+    _ps=$1 _pc=$2 _pt=$3 _pp=$4 _pto=$5
+    shift 5
+    RC= OUT= SECS=
+    if [ "$LAB_NODE" = "$_ps" ]; then
+        fab_serve "$_pc" "$_pt" "$_pp" "$@" -p "$_pp"
+        RC=$SRV_RC OUT=/tmp/fab.$_pt.srv
+    elif [ "$LAB_NODE" = "$_pc" ]; then
+        fab_client "$_ps" "$_pt" "$_pto" "$@" -p "$_pp" "$(pod_addr "$_ps")"
+        RC=$CLI_RC OUT=/tmp/fab.$_pt.cli SECS=$CLI_SECS
+    fi
+}
