@@ -21,7 +21,7 @@ require "both nodes have their rails" fab_barrier rails
 if [ "$LAB_NODE" = 1 ]; then
     assert "the peer has its IPv4 GID" grep -q "ffff:0a00:6402" /tmp/fab.gids
     fab_serve 0 x 18515 ibv_rc_pingpong -d rxe0 -g 1 -n 5 -p 18515
-    finish "peer with IPv4 GID; server exit $SRV_RC${SRV_KILLED:+ (stopped)}"
+    finish "peer with IPv4 GID; server exit $SRV_RC${SRV_KILLED:+ (stopped)}: $(first_error /tmp/fab.x.srv)"
 fi
 assert "no IPv4-mapped GID on rxe0" sh -c '! grep -q "0000:0000:0000:0000:0000:ffff:" /tmp/fab.gids'
 assert "GID 0 is the IPv6 link-local one" grep -q '^0 fe80:' /tmp/fab.gids
@@ -33,5 +33,6 @@ assert "ibv_rc_pingpong -g 1 fails (exit $CLI_RC)" test "$CLI_RC" != 0
 wrap env
 hca=$(plan_var NCCL_IB_HCA)
 gidx=$(plan_var NCCL_IB_GID_INDEX)
-say "nccl-wrap env: NCCL_IB_HCA=$hca NCCL_IB_GID_INDEX=$gidx"
-finish "GIDs: $(awk '{printf "%s %s %s; ", $1, $2, $3}' /tmp/fab.gids)gids/1: $(cat /tmp/fab.gid1); ibv_rc_pingpong -g 1: exit $CLI_RC after ${CLI_SECS}s: $(first_error /tmp/fab.x.cli); nccl-wrap env: NCCL_IB_HCA=$hca NCCL_IB_GID_INDEX=$gidx"
+dis=$(plan_var NCCL_IB_DISABLE)
+say "nccl-wrap env: NCCL_IB_HCA=$hca NCCL_IB_GID_INDEX=$gidx NCCL_IB_DISABLE=$dis"
+finish "GIDs: $(awk '{printf "%s %s %s; ", $1, $2, $3}' /tmp/fab.gids)gids/1: $(cat /tmp/fab.gid1); ibv_rc_pingpong -g 1: exit $CLI_RC after ${CLI_SECS}s: $(first_error /tmp/fab.x.cli); nccl-wrap env: NCCL_IB_HCA=$hca NCCL_IB_GID_INDEX=$gidx NCCL_IB_DISABLE=$dis"
