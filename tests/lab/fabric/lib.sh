@@ -213,7 +213,11 @@ first_error() {
 # probe_status FILE: the completion status number rc_probe reported ("" when none).
 probe_status() { sed -n 's/^completion error: status \([0-9]*\) .*/\1/p' "$1" | head -n1; }
 # probe_line FILE: rc_probe's result line (ok ... or completion error ...), or its first error.
-probe_line() { grep -m1 -E '^(ok |completion error|error:)' "$1" 2>/dev/null || first_error "$1"; }
+probe_line() {
+    _l=$(grep -m1 -E '^(ok |completion error|error:)' "$1" 2>/dev/null)
+    [ -n "$_l" ] || _l=$(first_error "$1")
+    echo "${_l:-no completion}"
+}
 
 # pp_iters FILE: "N iters in S seconds = U usec/iter" line of ibv_rc_pingpong, as "N U".
 pp_iters() { sed -n 's/^\([0-9]*\) iters in [0-9.]* seconds = \([0-9.]*\) usec\/iter.*/\1 \2/p' "$1" | head -n1; }
