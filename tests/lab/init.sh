@@ -2,6 +2,8 @@
 # /init of the lab guest: bring up a minimal system, load the Soft-RoCE modules, run every scenario
 # once in a clean RDMA/network state, print one LAB-RESULT line per scenario on the serial console,
 # then power off. The host side (run.sh) only trusts LAB-* lines; everything else is for people.
+# With LAB_NODE on the kernel command line the guest is one node of a fabric run (fabric.sh):
+# after the common start it runs /lab/fabric/node.sh instead of the single-guest scenarios.
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/root
 umask 022
@@ -33,6 +35,12 @@ if [ -n "$modfail" ]; then
     echo "LAB-RESULT modules FAIL insmod failed:$modfail"
 else
     echo "lab: modules loaded: $(tr '\n' ' ' </lab/modules.order)"
+fi
+
+if [ -n "${LAB_NODE:-}" ]; then
+    . /lab/fabric/node.sh
+    sync
+    poweroff -f
 fi
 
 . /lab/scenarios/lib.sh

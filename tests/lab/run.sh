@@ -10,24 +10,14 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-cache="$here/.cache"
+. "$here/host-lib.sh"
 boot_timeout=${LAB_BOOT_TIMEOUT:-420}
-
-die() { echo "lab: $*" >&2; exit 2; }
 
 [ $# -ge 1 ] || die "usage: $0 NCCL_WRAP_BINARY [SCENARIO ...]"
 binary=$1
 shift
 [ -f "$binary" ] || die "no such file: $binary"
-
-kdir="$cache/current-kernel"
-[ -d "$kdir" ] || die "no kernel in $kdir: run tests/lab/setup.sh first"
-vmlinuz=$(ls "$kdir"/boot/vmlinuz-* 2>/dev/null | head -n1)
-[ -n "$vmlinuz" ] || die "no vmlinuz in $kdir/boot"
-kver=${vmlinuz##*/vmlinuz-}
-moddir="$kdir/lib/modules/$kver"
-command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 missing: run setup.sh"
-[ -x /bin/busybox ] || die "/bin/busybox missing: run setup.sh"
+lab_kernel
 
 # --- scenarios ---------------------------------------------------------------------------------
 scenarios=()
@@ -42,92 +32,11 @@ else
 fi
 
 # --- initramfs ---------------------------------------------------------------------------------
-root=$(mktemp -d "${TMPDIR:-/tmp}/nccl-wrap-lab.XXXXXX")
-trap 'rm -rf "$root"' EXIT
-chmod 0755 "$root"  # mktemp makes it 0700, which would lock non-root users out of the guest's /
-mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,lib/modules/lab,etc,proc,sys,dev,tmp,run,root,lab}
-
-# copy_with_libs SRC DEST: copy an executable or library to DEST inside the root, with every
-# shared library ldd resolves for it, each at its own path (the loader's path included).
-copy_with_libs() {
-    install -D -m 0755 "$1" "$root$2"
-    { ldd "$1" 2>/dev/null || true; } | awk '/=> \// {print $3} /^[ \t]*\/[^ ]+ \(0x/ {print $1}' |
-        while read -r lib; do
-            [ -e "$root$lib" ] || install -D -m 0755 "$(readlink -f "$lib")" "$root$lib"
-        done
-}
-
-cp /bin/busybox "$root/bin/busybox"
-# Every busybox applet as a link, except ones that real tools below provide.
-for a in $(/bin/busybox --list); do
-    case $a in busybox|ip|init|linuxrc) continue ;; esac
-    ln -sf busybox "$root/bin/$a"
-done
-
-# iproute2, named ip and rdma (ip picks its sub-command from argv[0]).
-ipbin=$(command -v ip) || die "iproute2 ip missing"
-rdmabin=$(command -v rdma) || die "iproute2 rdma missing"
-copy_with_libs "$(readlink -f "$ipbin")" /usr/sbin/ip
-copy_with_libs "$(readlink -f "$rdmabin")" /usr/sbin/rdma
-
-# Userspace verbs tools and the rxe provider, for the smoke test's ibv_rc_pingpong.
-provdir=/usr/lib/x86_64-linux-gnu/libibverbs
-if [ -x /usr/bin/ibv_rc_pingpong ] && [ -f "$provdir/librxe-rdmav34.so" ]; then
-    copy_with_libs /usr/bin/ibv_devices /usr/bin/ibv_devices
-    copy_with_libs /usr/bin/ibv_devinfo /usr/bin/ibv_devinfo
-    copy_with_libs /usr/bin/ibv_rc_pingpong /usr/bin/ibv_rc_pingpong
-    copy_with_libs "$provdir/librxe-rdmav34.so" "$provdir/librxe-rdmav34.so"
-    install -D -m 0644 /etc/libibverbs.d/rxe.driver "$root/etc/libibverbs.d/rxe.driver"
-else
-    echo "lab: ibverbs-utils or the rxe provider missing on the host; smoke test skips verbs" >&2
-fi
-
-# nccl-wrap. A static binary needs nothing else; a dynamic one still gets its libraries.
-if ! file -b "$binary" | grep -q "static"; then
-    echo "lab: warning: $binary is not statically linked; copying its libraries too" >&2
-fi
-copy_with_libs "$binary" /usr/bin/nccl-wrap
-
-# Kernel modules: each target with its modules.dep dependencies, deepest first, uncompressed
-# (busybox insmod cannot read .ko.xz/.ko.zst).
-[ -f "$moddir/modules.dep" ] || depmod -b "$kdir" "$kver"
-order=()
-add_module() {  # add_module RELPATH: deps (listed nearest-first in modules.dep) before the module
-    local rel=$1 line deps d i
-    for d in "${order[@]}"; do [ "$d" = "$rel" ] && return 0; done
-    line=$(grep -m1 "^$rel:" "$moddir/modules.dep") || die "module $rel not in modules.dep"
-    read -r -a deps <<<"${line#*:}"
-    for ((i = ${#deps[@]} - 1; i >= 0; i--)); do add_module "${deps[$i]}"; done
-    order+=("$rel")
-}
-for m in crc32_generic veth rdma_rxe; do
-    rel=$(grep -m1 -E "(^|/)$m\.ko(\.xz|\.zst|\.gz)?:" "$moddir/modules.dep" | cut -d: -f1) ||
-        die "module $m not found for $kver"
-    add_module "$rel"
-done
-: >"$root/lab/modules.order"
-for rel in "${order[@]}"; do
-    base=$(basename "$rel"); name=${base%%.ko*}
-    case $rel in
-        *.ko.xz) xz -dc "$moddir/$rel" ;;
-        *.ko.zst) zstd -qdc "$moddir/$rel" ;;
-        *.ko.gz) gzip -dc "$moddir/$rel" ;;
-        *) cat "$moddir/$rel" ;;
-    esac >"$root/lib/modules/lab/$name.ko"
-    echo "$name" >>"$root/lab/modules.order"
-done
-
-# Scenarios, helpers and init.
-cp -r "$here/scenarios" "$root/lab/scenarios"
+trap 'rm -rf "${root:-}"' EXIT
+lab_build_root "$binary" crc32_generic veth rdma_rxe
 printf '%s\n' "${scenarios[@]}" >"$root/lab/scenarios.list"
-install -m 0755 "$here/init.sh" "$root/init"
-printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n' >"$root/etc/passwd"
-printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
-chmod 1777 "$root/tmp"
-
 initrd="$cache/initrd.cpio.gz"
-(cd "$root" && find . -print0 | cpio --null -o -H newc --quiet --owner=0:0) | gzip -1 >"$initrd"
-echo "lab: kernel $kver, initramfs $(du -h "$initrd" | cut -f1), modules: $(tr '\n' ' ' <"$root/lab/modules.order")" >&2
+lab_pack "$initrd"
 
 # --- boot --------------------------------------------------------------------------------------
 log="$cache/last-run.log"
@@ -142,8 +51,7 @@ set +e
 timeout -k 10 "$boot_timeout" qemu-system-x86_64 -accel tcg -m 1024 -nographic -no-reboot \
     -nic none -kernel "$vmlinuz" -initrd "$initrd" \
     -append "$append" </dev/null 2>&1 |
-    sed -u -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/\x1bc//g' -e 's/\r//g' \
-        -e 's/^.*\(LAB-\(TIME\|START\|RESULT\|DONE\) \)/\1/' |
+    lab_console_filter |
     while IFS= read -r line; do
         case $line in
             LAB-TIME\ boot\ *) echo "first-init-line $(elapsed)" >>"$log.times" ;;

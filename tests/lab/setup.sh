@@ -23,9 +23,11 @@ lists_fresh() {
 }
 
 # Host tools. iproute2 gives `ip` and `rdma`; rdma-core/ibverbs-* give ibv_devices,
-# ibv_rc_pingpong and the rxe provider; kmod gives modinfo; xz/zstd decompress modules.
+# ibv_rc_pingpong and the rxe provider; perftest gives ib_write_bw and ib_send_lat (fabric.sh);
+# gcc, libc6-dev and libibverbs-dev build tools/rc_probe.c; kmod gives modinfo; xz/zstd
+# decompress modules; iproute2 also gives tc.
 pkgs=(qemu-system-x86 busybox-static iproute2 rdma-core ibverbs-utils ibverbs-providers
-      libibverbs1 cpio kmod xz-utils zstd)
+      libibverbs1 perftest gcc libc6-dev libibverbs-dev cpio kmod xz-utils zstd)
 missing=()
 for p in "${pkgs[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
