@@ -69,7 +69,7 @@ impl Scratch {
 
     /// `unshare ... nccl-wrap -q --sysfs-root EMPTY OPTS -- CMD...`, nccl-wrap as PID 1.
     fn in_namespace(&self, opts: &[&str], cmd: &[&str]) -> Command {
-        let mut c = Command::new("unshare");
+        let mut c = command("unshare");
         c.args(["--pid", "--fork", "--kill-child", "--mount-proc"])
             .args(self.wrap_args())
             .args(opts)
@@ -90,11 +90,33 @@ fn clean_env(c: &mut Command) {
     c.env_clear().env("PATH", PATH);
 }
 
+/// A command that starts in the standard signal state whatever this test runner inherited, so
+/// that a test fails only for a real reason: std resets the signal mask (and SIGPIPE) in the
+/// child, and `env --default-signal` every disposition the runner left ignored (a runner started
+/// under `nohup` ignores SIGHUP, and ignored dispositions survive exec: nccl-wrap would never see
+/// the SIGHUP a test sends, and a shell cannot trap a signal ignored at its start).
+fn command(program: &str) -> Command {
+    let mut c = Command::new("env");
+    c.args(["--default-signal", program]);
+    c
+}
+
 /// A started run, its output going to files so a hung one can still be read.
 struct Running {
     child: Child,
     out: PathBuf,
     err: PathBuf,
+}
+
+impl Drop for Running {
+    /// A test that fails mid-way must not leave its namespace behind: killing unshare makes the
+    /// kernel kill nccl-wrap (`--kill-child`), and with PID 1 gone every process of the namespace.
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
 }
 
 struct Finished {
@@ -139,7 +161,7 @@ impl Running {
         w
     }
 
-    /// Waits up to `timeout`; on timeout kills the whole namespace and fails.
+    /// Waits up to `timeout`; on timeout kills the whole namespace (Drop) and fails.
     fn finish(mut self, timeout: Duration) -> Finished {
         let deadline = Instant::now() + timeout;
         let status = loop {
@@ -147,8 +169,6 @@ impl Running {
                 break status;
             }
             if Instant::now() >= deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
                 panic!(
                     "still running after {timeout:?}\nstdout: {}\nstderr: {}",
                     std::fs::read_to_string(&self.out).unwrap_or_default(),
@@ -332,7 +352,7 @@ fn kill_group_ends_a_child_that_ignores_the_signal_through_its_worker() {
 
 /// SigBlk and SigIgn of `grep` run as `prefix... grep`, through `sh` that ignores HUP and CHLD.
 fn signal_state(prefix: &[String], launcher: &[&str], s: &Scratch) -> String {
-    let mut c = Command::new(launcher.first().copied().unwrap_or("unshare"));
+    let mut c = command(launcher.first().copied().unwrap_or("unshare"));
     let mut args: Vec<String> = launcher.iter().skip(1).map(|a| a.to_string()).collect();
     args.extend(["sh", "-c", r#"trap '' HUP CHLD; exec "$@""#, "sh"].map(String::from));
     args.extend(prefix.iter().cloned());
@@ -388,7 +408,7 @@ fn exec_failure_as_pid_1_exits_126_or_127_with_the_exec_mode_message() {
     let s = Scratch::new();
     for (cmd, code) in [("/nonexistent/command", 127), ("no-such-command-anywhere", 127), ("/etc/passwd", 126)] {
         let supervised = run(s.in_namespace(&[], &[cmd]), &s);
-        let mut exec_mode = Command::new(BIN);
+        let mut exec_mode = command(BIN);
         exec_mode.args(&s.wrap_args()[1..]).args(["--init=false", "--", cmd]);
         clean_env(&mut exec_mode);
         let plain = run(exec_mode, &s);
@@ -450,7 +470,7 @@ while True:
 _, status = os.waitpid(pid, 0)
 sys.exit(os.waitstatus_to_exitcode(status))
 "#;
-    let mut c = Command::new("python3");
+    let mut c = command("python3");
     c.args(["-c", py, &ready]).args(s.wrap_args()).args(["--init", "--", "sh", "-c", &child]);
     clean_env(&mut c);
     let r = run(c, &s);
@@ -489,4 +509,54 @@ fn a_second_term_during_the_grace_period_ends_it_at_once() {
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(asked.elapsed() < Duration::from_secs(5), "the grace period was waited out: {:?}", asked.elapsed());
     assert!(r.stderr.contains("sending SIGKILL"), "{}", r.stderr);
+}
+
+/// Every process whose command line names `dir` (the scratch directory of one test).
+fn processes_naming(dir: &Path) -> Vec<String> {
+    let needle = dir.to_string_lossy().into_owned();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if text.contains(&needle) && entry.file_name().to_string_lossy() != std::process::id().to_string() {
+            found.push(format!("{}: {text}", entry.file_name().to_string_lossy()));
+        }
+    }
+    found
+}
+
+#[test]
+fn forwarding_holds_when_the_test_runner_ignores_sighup() {
+    // Regression: a runner under `nohup` ignores SIGHUP; unshare, nccl-wrap and the shell inherited
+    // it, so SIGHUP was never forwarded nor trapped, and the HUP tests failed for no real reason.
+    need_namespaces!();
+    let s = Scratch::new();
+    let inner = s.in_namespace(&[], &["sh", "-c", &recorder(&s)]);
+    let mut c = Command::new("sh");
+    c.args(["-c", r#"trap '' HUP; exec "$@""#, "sh"]).arg(inner.get_program()).args(inner.get_args());
+    clean_env(&mut c);
+    let running = start(c, &s, "nohup");
+    // sh execs env, which execs unshare: the same process, whose child is nccl-wrap.
+    let wrapper = running.wrapper();
+    wait_for("the child to set its traps", || Path::new(&s.path("ready")).exists());
+    kill(wrapper, Signal::SIGHUP).expect("kill");
+    wait_for("SIGHUP to reach the child", || s.read("got").lines().any(|l| l == "HUP"));
+    std::fs::write(s.path("stop"), "").expect("stop file");
+    assert_eq!(running.finish(LONG).code, 0);
+}
+
+#[test]
+fn a_test_that_fails_mid_way_leaves_no_process_behind() {
+    need_namespaces!();
+    let s = Scratch::new();
+    let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let running = start(s.in_namespace(&[], &["sh", "-c", &recorder(&s)]), &s, "leak");
+        let _ = running.wrapper();
+        wait_for("the child to set its traps", || Path::new(&s.path("ready")).exists());
+        panic!("deliberate failure with the namespace running (part of this test)");
+    }));
+    assert!(failed.is_err());
+    // The looping recorder and nccl-wrap are gone with the namespace; nothing names this test's
+    // scratch directory any more (zombies have an empty command line).
+    wait_for("the namespace to be torn down", || processes_naming(&s.0).is_empty());
 }
