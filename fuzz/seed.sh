@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 fx=../fixtures/nodes
 export LC_ALL=C
-for t in sriov annotations nccl_list gid cli; do
+for t in sriov annotations nccl_list gid cli ping_wire; do
   mkdir -p "corpus/$t"
   rm -f "corpus/$t"/seed-* "corpus/$t"/hand-*
 done
@@ -91,3 +91,37 @@ h cli 'NCCL_WRAP_REQUIRE_RDMA=1\nNCCL_WRAP_SELFTEST_BYTES=1048576\nNCCL_WRAP_INI
 h cli '--bogus\n--\ntorchrun\n--\nx\n' bad-option
 h cli '--selftest-timeout-ms=18446744073709551616\n--selftest-bytes\n-1\n--\n\xff\xfe\n' overflow
 h cli 'env\n--\ntorchrun\n' env-with-command
+h cli 'ping\ntrain-0.train:18515\n--json\n--iters=10\n' ping-connect
+h cli 'ping\n--ring\n--peer-template\ntrain-{index}.train\n--size\n4\n' ping-ring
+h cli 'install\n/opt/nccl-wrap\n' install
+
+# ping_wire: exchange frames as a peer sends them (magic, version, kind, big-endian length, JSON).
+python3 - <<'PY'
+import json, struct
+def frame(kind, payload, version=1, magic=b"NCWPING", length=None):
+    body = json.dumps(payload, separators=(",", ":")).encode() if not isinstance(payload, bytes) else payload
+    return magic + bytes([version, kind]) + struct.pack(">I", len(body) if length is None else length) + body
+port = lambda dev, last, mtu=4096: {"device": dev, "port": 1, "link_layer": "Ethernet", "gid_index": 3,
+    "gid": "0000:0000:0000:0000:0000:ffff:0a00:6a%02x" % last, "gid_type": "RoCE v2", "lid": None,
+    "mtu": mtu, "pkey": None, "netdev": "net1"}
+ib = {"device": "mlx5_0", "port": 1, "link_layer": "InfiniBand", "gid_index": None, "gid": None,
+      "gid_type": None, "lid": 17, "mtu": 4096, "pkey": 65535, "netdev": None}
+hello = {"host": "train-0.train", "ports": [port("mlx5_6", 7), port("mlx5_7", 7, 1024), ib], "all_pairs": False,
+         "bytes": 1 << 20, "iters": 1000, "duration_ms": 1000}
+fault = {"step": "RTR", "error": "ETIMEDOUT: Connection timed out", "wc_status": None, "errno": 110}
+seeds = {
+    "hello": frame(1, hello),
+    "setup": frame(2, [{"pair": 0, "qpn": 17, "psn": 4242, "addr": 140737488355328, "rkey": 4660, "fault": None},
+                       {"pair": 1, "qpn": 0, "psn": 0, "addr": 0, "rkey": 0, "fault": fault}]),
+    "ready": frame(3, [{"pair": 0, "fault": None}]),
+    "done": frame(4, [{"pair": 0, "fault": None, "figures": {"median_us": 4.1, "p99_us": 6.8, "gbps": 48.7}},
+                      {"pair": 1, "fault": {"step": "bandwidth", "error": "IBV_WC_RETRY_EXC_ERR", "wc_status": 12, "errno": None}}]),
+    "refuse": frame(5, "busy: serving another peer"),
+    "oversized": frame(1, b"{}", length=0xFFFFFFFF),
+    "magic": frame(1, hello, magic=b"GARBAGE"),
+    "version": frame(1, hello, version=9),
+    "truncated": frame(1, hello)[:40],
+}
+for name, data in seeds.items():
+    open(f"corpus/ping_wire/hand-{name}", "wb").write(data)
+PY

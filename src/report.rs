@@ -11,6 +11,26 @@ use crate::nccl::env::shell_quote;
 use crate::plan::{Action, Plan};
 use crate::process::memlock::Memlock;
 
+/// How a check (doctor) or a pair (ping) came out; `Fail` sorts last, as the worst.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Pass,
+    Warn,
+    Fail,
+}
+
+impl Status {
+    /// The word people read in the human form.
+    pub fn label(self) -> &'static str {
+        match self {
+            Status::Pass => "PASS",
+            Status::Warn => "WARN",
+            Status::Fail => "FAIL",
+        }
+    }
+}
+
 /// The summary printed before the command runs. `quiet` keeps only warnings.
 pub fn summary(plan: &Plan, memlock: &Memlock, quiet: bool) -> String {
     let mut out = String::new();

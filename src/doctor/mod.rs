@@ -56,23 +56,7 @@ pub const EXIT_CANNOT_RUN: u8 = 2;
 
 const SOCKET_IFNAME: &str = "NCCL_SOCKET_IFNAME";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    Pass,
-    Warn,
-    Fail,
-}
-
-impl Status {
-    fn label(self) -> &'static str {
-        match self {
-            Status::Pass => "PASS",
-            Status::Warn => "WARN",
-            Status::Fail => "FAIL",
-        }
-    }
-}
+pub use crate::report::Status;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Check {

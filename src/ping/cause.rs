@@ -13,23 +13,7 @@ use super::route::{gid_ipv4, Reach};
 use super::wire::{parse_gid, Fault, LinkLayer, PortInfo};
 use crate::verbs::status::wc;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    Pass,
-    Warn,
-    Fail,
-}
-
-impl Status {
-    pub fn label(self) -> &'static str {
-        match self {
-            Status::Pass => "PASS",
-            Status::Warn => "WARN",
-            Status::Fail => "FAIL",
-        }
-    }
-}
+pub use crate::report::Status;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Cause {

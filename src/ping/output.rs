@@ -207,28 +207,14 @@ pub fn error_human(c: &Cause) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::wire::{Fault, Figures, LinkLayer};
+    use super::super::wire::tests::roce_port;
+    use super::super::wire::{Fault, Figures};
     use super::*;
-
-    fn port(dev: &str, last: u8) -> PortInfo {
-        PortInfo {
-            device: dev.into(),
-            port: 1,
-            link_layer: LinkLayer::Ethernet,
-            gid_index: Some(3),
-            gid: Some(format!("0000:0000:0000:0000:0000:ffff:0a00:6a{last:02x}")),
-            gid_type: Some("RoCE v2".into()),
-            lid: None,
-            mtu: 4096,
-            pkey: None,
-            netdev: Some("net1".into()),
-        }
-    }
 
     fn run(fault: Option<Fault>) -> PairRun {
         PairRun {
-            local: port("mlx5_6", 7),
-            remote: port("mlx5_6", 8),
+            local: roce_port("mlx5_6", 7),
+            remote: roce_port("mlx5_6", 8),
             local_fault: fault,
             remote_fault: None,
             figures: Some(Figures { median_us: Some(5.123), p99_us: Some(7.04), gbps: Some(46.2049) }),

@@ -424,4 +424,4 @@ pub fn parse_gid(text: &str) -> Option<[u8; 16]> {
 
 #[cfg(test)]
 #[path = "wire_tests.rs"]
-mod tests;
+pub(crate) mod tests;
