@@ -18,8 +18,10 @@ wrap=${NCCL_WRAP:-/opt/nccl-wrap/nccl-wrap}
 node=${NODE_NAME:?NODE_NAME must come from the downward API (spec.nodeName)}
 pod=${POD_NAME:?POD_NAME must come from the downward API (metadata.name)}
 index=${JOB_COMPLETION_INDEX:?JOB_COMPLETION_INDEX is set by an Indexed Job}
-peers=${NCCL_WRAP_PING_PEERS:?NCCL_WRAP_PING_PEERS: the address template of ring peers}
-listen=${NCCL_WRAP_PING_LISTEN:-0.0.0.0:18515}
+# ping reads its ring settings from the environment (NCCL_WRAP_PING_SIZE, _PEER_TEMPLATE, _PORT);
+# checked here too, so that a pod spec without them says so before anything runs.
+: "${NCCL_WRAP_PING_PEER_TEMPLATE:?NCCL_WRAP_PING_PEER_TEMPLATE: the host name of ring peers, with {index}}"
+: "${NCCL_WRAP_PING_SIZE:?NCCL_WRAP_PING_SIZE: the number of preflight pods}"
 case $index in *[!0-9]*|'') echo "preflight: JOB_COMPLETION_INDEX is not a number: $index" >&2; exit 2 ;; esac
 # Kubernetes names (node and pod) hold only [a-z0-9.-], so they need no JSON escaping.
 head='{"node":"'$node'","pod":"'$pod'","index":'$index
@@ -39,8 +41,8 @@ while IFS= read -r line || [ -n "$line" ]; do
 done <"$tmp/doctor"
 printf '%s,"source":"doctor","exit":%d,"result":%s}\n' "$head" "$doctor_exit" "$result"
 
-# The ring size comes from NCCL_WRAP_PING_SIZE (set beside completions in the Job).
-"$wrap" ping --ring --json --listen "$listen" --peer-template "$peers" >"$tmp/ping"
+# Each pod listens on NCCL_WRAP_PING_PORT and tests its successor, index + 1 mod size.
+"$wrap" ping --ring --json >"$tmp/ping"
 ping_exit=$?
 while IFS= read -r line || [ -n "$line" ]; do
   case $line in

@@ -270,9 +270,13 @@ def check_preflight_job(objects):
             selector = service["spec"].get("selector") or {}
             if not selector or any(labels.get(k) != v for k, v in selector.items()):
                 bad.append(f"Service/{subdomain}: selector {selector} does not select the preflight pods")
-        want = f"{name}-{{index}}.{subdomain}:"
-        if not (env.get("NCCL_WRAP_PING_PEERS") or "").startswith(want):
-            bad.append(f"Job/{name}: NCCL_WRAP_PING_PEERS {env.get('NCCL_WRAP_PING_PEERS')} does not start with {want}")
+        want = f"{name}-{{index}}.{subdomain}"
+        if env.get("NCCL_WRAP_PING_PEER_TEMPLATE") != want:
+            bad.append(f"Job/{name}: NCCL_WRAP_PING_PEER_TEMPLATE {env.get('NCCL_WRAP_PING_PEER_TEMPLATE')} is not {want}")
+        port = env.get("NCCL_WRAP_PING_PORT") or "18515"
+        ports = {str(p.get("containerPort")) for p in container.get("ports") or []}
+        if port not in ports:
+            bad.append(f"Job/{name}: ping listens on {port}, which the container does not declare ({sorted(ports)})")
         for wanted in ("NODE_NAME", "POD_NAME"):
             if wanted not in {e.get("name") for e in container.get("env") or []}:
                 bad.append(f"Job/{name}: {wanted} is not set (the report tells nodes apart by it)")
