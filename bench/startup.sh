@@ -7,6 +7,7 @@
 #
 #   bash bench/startup.sh [RUNS]
 #   NCCL_WRAP_BIN=/path/to/nccl-wrap bash bench/startup.sh [RUNS]   # a prebuilt binary, no cargo
+#   NCCL_WRAP_FLOOR=/path/to/floor ...                               # a prebuilt floor (no cc -static)
 #
 # Nodes: an empty sysfs tree (the binary's own start), the 12-HCA fixture h100-roce-sriov (the
 # pod's 4 VFs named by the SR-IOV env), and a generated node of 16 HCAs x 2 RoCE ports with
@@ -18,8 +19,8 @@ cd "$(dirname "$0")/.."
 runs=${1:-1000}
 . bench/lib.sh
 synthetic_node "$tmp/big"
-floor=$tmp/floor
-cc -static -O2 -o "$floor" bench/floor.c
+floor=${NCCL_WRAP_FLOOR:-$tmp/floor}   # a prebuilt floor, for hosts without a static libc
+[ -n "${NCCL_WRAP_FLOOR:-}" ] || cc -static -O2 -o "$floor" bench/floor.c
 
 unset_env() { for v in $(env | grep -o '^PCIDEVICE_[A-Za-z0-9_]*'); do unset "$v"; done; }
 

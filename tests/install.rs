@@ -40,7 +40,10 @@ fn in_mount_ns(script: &str) -> Option<std::process::Output> {
         return None;
     }
     let mut cmd = Command::new("unshare");
-    cmd.args(["-m", "--propagation", "private", "sh", "-euc", script]).env_clear().env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin").env("BIN", BIN);
+    cmd.args(["-m", "--propagation", "private", "sh", "-euc", script])
+        .env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .env("BIN", BIN);
     Some(output_within(&mut cmd, DEADLINE))
 }
 
@@ -78,7 +81,10 @@ fn a_read_only_volume_is_named_and_left_untouched() {
     let t = Tmp::new("ro");
     let dir = t.0.join("vol");
     std::fs::create_dir(&dir).expect("mkdir");
-    let script = format!("mount --bind '{d}' '{d}'; mount -o remount,bind,ro '{d}'; exec \"$BIN\" install '{d}'", d = dir.display());
+    let script = format!(
+        "mount --bind '{d}' '{d}'; mount -o remount,bind,ro '{d}'; exec \"$BIN\" install '{d}'",
+        d = dir.display()
+    );
     let Some(out) = in_mount_ns(&script) else { return };
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     let err = String::from_utf8_lossy(&out.stderr);
