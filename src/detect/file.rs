@@ -3,10 +3,12 @@
 //!
 //! A container entrypoint that hangs before printing anything is the worst failure it can have:
 //! the pod never starts and nothing says why. So every open is non-blocking (`O_NONBLOCK`, and
-//! `O_NOCTTY` so a terminal is never taken), every opened file is checked to be a regular file
-//! (a FIFO, socket, character or block device, or directory is refused, naming the path and what
-//! it is), and every read takes at most one bounded buffer: a file larger than its bound is refused,
-//! never read on. A regular file's read returns short only at its end, so one read suffices.
+//! `O_NOCTTY` so a terminal is never taken), a file that is not a regular file (a FIFO, socket,
+//! character or block device, or directory) is refused, naming the path and what it is, and every
+//! read takes at most one bounded buffer: a file larger than its bound is refused, never read on.
+//! A regular file's read returns short only at its end, so one read suffices. One-off files are
+//! checked (`fstat`) before they are read; sysfs attributes, read ten to a port on every start,
+//! only when the read is not a clean value (see [`read_attr_at`]).
 //!
 //! It must never block, never read past a bound, and never follow a name it was not given.
 
@@ -104,9 +106,35 @@ pub fn read_attr(path: &Path) -> Result<String, FileError> {
     read(path, ATTR_MAX).and_then(|b| text(path, b))
 }
 
-/// [`read_attr`] relative to an open directory.
+/// [`read_attr`] relative to an open directory: detection's hot path, about ten reads per port
+/// that every pod pays at start. The open is as non-blocking and the read as bounded as
+/// everywhere, but the file's type is asked (`fstat`) only when the read is not a clean value
+/// (an error, nothing, a NUL, more than a page): exactly what a FIFO without a writer, a
+/// character device such as `/dev/zero`, or a directory gives, so each is still refused by kind,
+/// at no cost for the real attribute. A socket fails the open and is named there.
 pub fn read_attr_at(dir: &OwnedFd, dir_path: &Path, name: &str) -> Result<String, FileError> {
-    read_at(dir, dir_path, name, ATTR_MAX).and_then(|b| text(&dir_path.join(name), b))
+    let path = || dir_path.join(name);
+    let fd = rustix::fs::openat(dir, name, OPEN_FLAGS, Mode::empty())
+        .map_err(|e| open_error(&path(), Some((dir, name)), e))?;
+    let mut buf = [0u8; ATTR_MAX + 1];
+    let read = loop {
+        match rustix::io::read(&fd, &mut buf) {
+            Err(rustix::io::Errno::INTR) => {}
+            other => break other,
+        }
+    };
+    let clean = matches!(read, Ok(n) if n > 0 && n <= ATTR_MAX && !buf[..n].contains(&0));
+    if !clean {
+        let st = rustix::fs::fstat(&fd).map_err(|e| FileError::Io { path: path(), source: e.into() })?;
+        if let Some(kind) = Kind::of(FileType::from_raw_mode(st.st_mode)) {
+            return Err(FileError::NotRegular { path: path(), kind });
+        }
+    }
+    let n = read.map_err(|e| FileError::Io { path: path(), source: e.into() })?;
+    if n > ATTR_MAX {
+        return Err(FileError::TooLarge { path: path(), limit: ATTR_MAX });
+    }
+    text(&path(), buf[..n].to_vec())
 }
 
 fn text(path: &Path, bytes: Vec<u8>) -> Result<String, FileError> {
@@ -205,6 +233,30 @@ mod tests {
         let _listener = std::os::unix::net::UnixListener::bind(&sock).expect("bind");
         let e = read_attr(&sock).expect_err("a socket");
         assert!(matches!(e, FileError::NotRegular { kind: Kind::Socket, .. }), "{e}");
+    }
+
+    #[test]
+    fn the_hot_path_names_every_kind_too() {
+        let d = TempDir::new("hot");
+        rustix::fs::mknodat(rustix::fs::CWD, d.0.join("fifo"), FileType::Fifo, Mode::RUSR | Mode::WUSR, 0)
+            .expect("mkfifo");
+        std::os::unix::fs::symlink("/dev/zero", d.0.join("zero")).expect("symlink");
+        std::fs::create_dir(d.0.join("dir")).expect("mkdir");
+        let _l = std::os::unix::net::UnixListener::bind(d.0.join("sock")).expect("bind");
+        std::fs::write(d.0.join("big"), vec![b'a'; ATTR_MAX + 1]).expect("write");
+        std::fs::write(d.0.join("empty"), b"").expect("write");
+        let dir =
+            rustix::fs::open(&d.0, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).expect("dir");
+        let kind = |name| match read_attr_at(&dir, &d.0, name) {
+            Err(FileError::NotRegular { kind, .. }) => Some(kind),
+            _ => None,
+        };
+        assert_eq!(kind("fifo"), Some(Kind::Fifo));
+        assert_eq!(kind("zero"), Some(Kind::CharDevice));
+        assert_eq!(kind("dir"), Some(Kind::Directory));
+        assert_eq!(kind("sock"), Some(Kind::Socket));
+        assert!(matches!(read_attr_at(&dir, &d.0, "big"), Err(FileError::TooLarge { .. })));
+        assert_eq!(read_attr_at(&dir, &d.0, "empty").expect("an empty regular file"), "");
     }
 
     #[test]
