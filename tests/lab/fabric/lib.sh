@@ -241,8 +241,8 @@ pair() {
 # --- nccl-wrap ping ------------------------------------------------------------------------------
 
 # Sizes for TCG (a round trip costs 25-60 ms): 20 round trips, 64 KiB writes for 2 s, a 20 s
-# phase deadline (ACK timeout 17, 0.54 s a try). LAB_FABRIC_PING_ARGS replaces them (commas for
-# spaces: the kernel command line carries it).
+# phase deadline (ACK timeout 17, 0.54 s a try). LAB_FABRIC_PING_ARGS replaces them, commas for
+# spaces and no "=" (the kernel command line carries it): --iters,50,--timeout-ms,30000.
 FAB_PING_ARGS=$(echo "${LAB_FABRIC_PING_ARGS:-}" | tr ',' ' ')
 FAB_PING_ARGS=${FAB_PING_ARGS:---iters=20 --bytes=65536 --duration-ms=2000 --timeout-ms=20000 --wait-ms=60000}
 
