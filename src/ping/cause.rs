@@ -81,7 +81,8 @@ pub fn classify(f: &PairFacts) -> Option<Cause> {
     Some(with_ends(cause, f).ev("side", side.name()).ev("step", fault.step.clone()).ev("error", fault.error.clone()))
 }
 
-fn describe(p: &PortInfo) -> Value {
+/// A port as the evidence shows it.
+pub fn describe(p: &PortInfo) -> Value {
     json!({
         "device": format!("{}:{}", p.device, p.port),
         "link_layer": p.link_layer.name(),

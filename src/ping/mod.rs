@@ -169,6 +169,30 @@ pub fn planned(plan: &Plan) -> Vec<Planned> {
     out
 }
 
+/// The RoCE ports the plan leaves out only for their GID (up and ACTIVE, but no GID of NCCL's
+/// family and RoCE version: a rail without its IPv4 address), with the plan's reason. A port
+/// left out for anything else (down, not this pod's) is not a rail of this pod.
+pub fn dropped_for_gid(plan: &Plan) -> Vec<output::Dropped> {
+    let mut out = Vec::new();
+    for d in plan.decisions.iter().filter(|d| !d.used) {
+        let (Some(reason), Ok(port)) = (&d.reason, u8::try_from(d.port)) else { continue };
+        let facts = plan
+            .detection
+            .devices
+            .iter()
+            .find(|x| x.name == d.device)
+            .and_then(|x| x.ports.iter().find(|p| p.port == d.port));
+        let Some(f) = facts else { continue };
+        let gid_only = f.link_layer.as_deref() == Some("Ethernet")
+            && crate::plan::link_problem(f).is_none()
+            && f.gid.as_ref().is_some_and(|g| !g.full_match);
+        if gid_only {
+            out.push(output::Dropped { device: d.device.clone(), port, reason: reason.clone() });
+        }
+    }
+    out
+}
+
 /// This pod's name: the kernel's hostname under the proc root, else `HOSTNAME`.
 fn hostname(proc_root: &Path, vars: &Vars) -> String {
     let from_proc = std::fs::read_to_string(proc_root.join("sys/kernel/hostname")).ok();
@@ -234,6 +258,7 @@ fn run(inp: &Inputs, opts: &Options, out: &mut Printer) -> Result<(), Cause> {
         ));
     }
     let routes = route::read(inp.proc_root);
+    let dropped = dropped_for_gid(inp.plan);
     match &opts.mode {
         Mode::Connect(target) => {
             let opened = open(&planned)?;
@@ -241,9 +266,13 @@ fn run(inp: &Inputs, opts: &Options, out: &mut Printer) -> Result<(), Cause> {
             let mut s = exchange::connect(target, wait_until, Duration::from_millis(opts.timeout_ms))
                 .map_err(|e| peer_cause(&e))?;
             report_unopened(&opened, target, out);
-            let runs = session::initiate(&mut s, &opened, &host, &limits(opts)).map_err(|e| peer_cause(&e))?;
+            let (runs, theirs) =
+                session::initiate(&mut s, &opened, &host, &limits(opts)).map_err(|e| peer_cause(&e))?;
             for (k, r) in runs.iter().enumerate() {
                 out.pair(&output::result(k, target, r, routes.as_deref()));
+            }
+            for r in output::unpaired(runs.len(), target, &opened.infos, &theirs, opts.all_pairs, &dropped) {
+                out.pair(&r);
             }
             Ok(())
         }
@@ -267,6 +296,11 @@ fn run(inp: &Inputs, opts: &Options, out: &mut Printer) -> Result<(), Cause> {
                     for (k, r) in runs.iter().enumerate() {
                         out.pair(&output::result(k, &peer, r, routes.as_deref()));
                     }
+                    let extra =
+                        output::unpaired(runs.len(), &peer, &opened.infos, &hello.ports, hello.all_pairs, &dropped);
+                    for r in extra {
+                        out.pair(&r);
+                    }
                     Ok(())
                 },
                 |e| eprintln!("{PREFIX} ping: {e}"),
@@ -274,7 +308,9 @@ fn run(inp: &Inputs, opts: &Options, out: &mut Printer) -> Result<(), Cause> {
             served.map(|_| ()).map_err(|e| peer_cause(&e))
         }
         Mode::Ring { .. } => match &ring {
-            Some((r, port)) => ring_run(r, *port, &planned, &host, opts, routes.as_deref(), out),
+            Some((r, port)) => {
+                ring_run(r, *port, &planned, &host, opts, Here { routes: routes.as_deref(), dropped: &dropped }, out)
+            }
             None => Ok(()),
         },
     }
@@ -305,6 +341,13 @@ fn report_unopened(opened: &Opened, peer: &str, out: &mut Printer) {
     }
 }
 
+/// What this pod knows besides its ports: its routes and the ports its plan dropped.
+#[derive(Clone, Copy)]
+struct Here<'a> {
+    routes: Option<&'a [route::Route]>,
+    dropped: &'a [output::Dropped],
+}
+
 /// Ring mode: serve the predecessor on a thread, test the successor here; print only the pairs
 /// towards the successor.
 fn ring_run(
@@ -313,9 +356,10 @@ fn ring_run(
     planned: &[Planned],
     host: &str,
     opts: &Options,
-    routes: Option<&[route::Route]>,
+    here: Here<'_>,
     out: &mut Printer,
 ) -> Result<(), Cause> {
+    let Here { routes, dropped } = here;
     let l = exchange::bind(std::net::SocketAddr::from(([0, 0, 0, 0], port)))
         .map_err(|e| cannot("peer", e.to_string(), "pick a free --port (NCCL_WRAP_PING_PORT)"))?;
     let target = format!("{}:{port}", r.peer_host);
@@ -334,9 +378,15 @@ fn ring_run(
             let wait_until = Instant::now() + Duration::from_millis(opts.wait_ms);
             let mut s = exchange::connect(&target, wait_until, timeout).map_err(|e| peer_cause(&e))?;
             report_unopened(&opened, &target, out);
-            let runs = session::initiate(&mut s, &opened, host, &limits(opts)).map_err(|e| peer_cause(&e))?;
+            let (runs, theirs) = session::initiate(&mut s, &opened, host, &limits(opts)).map_err(|e| peer_cause(&e))?;
+            let extra = output::unpaired(runs.len(), &target, &opened.infos, &theirs, opts.all_pairs, dropped);
             for (k, run) in runs.iter().enumerate() {
                 let mut res = output::result(k, &target, run, routes);
+                res.node_index = Some(r.index);
+                res.peer_index = Some(r.peer_index);
+                out.pair(&res);
+            }
+            for mut res in extra {
                 res.node_index = Some(r.index);
                 res.peer_index = Some(r.peer_index);
                 out.pair(&res);

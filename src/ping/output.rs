@@ -4,7 +4,7 @@
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::cause::{self, Cause, PairFacts, Status};
+use super::cause::{self, describe, Cause, PairFacts, Status};
 use super::route::{self, Reach, Route};
 use super::session::PairRun;
 use super::wire::{parse_gid, PortInfo};
@@ -63,6 +63,12 @@ fn round(v: f64, places: i32) -> f64 {
     (v * m).round() / m
 }
 
+/// GB/s as printed: three decimals, six below 1 GB/s (software RoCE moves a few MB/s, which
+/// three decimals would round to nothing).
+fn gbytes(g: f64) -> f64 {
+    round(g, if g < 1.0 { 6 } else { 3 })
+}
+
 /// A pair's result from what both ends said, with its cause.
 pub fn result(index: usize, peer: &str, run: &PairRun, routes: Option<&[Route]>) -> PairResult {
     let reach: Option<Reach> = match (routes, &run.local.netdev, run.remote.gid.as_deref().and_then(parse_gid)) {
@@ -91,7 +97,7 @@ pub fn result(index: usize, peer: &str, run: &PairRun, routes: Option<&[Route]>)
         remote: Some(PortOut::of(&run.remote)),
         status,
         latency_us,
-        bandwidth_gbytes_per_s: fig.and_then(|f| f.gbps).map(|g| round(g, 3)),
+        bandwidth_gbytes_per_s: fig.and_then(|f| f.gbps).map(gbytes),
         cause,
     }
 }
@@ -119,6 +125,98 @@ pub fn unopened(index: usize, peer: &str, device: &str, port: u8, cause: Cause) 
         bandwidth_gbytes_per_s: None,
         cause: Some(cause),
     }
+}
+
+/// A port of this end that the plan leaves out for its GID (a rail without its IPv4 address):
+/// NCCL will not use it, so its rail cannot be paired, and ping says so rather than test one
+/// rail fewer without a word.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dropped {
+    pub device: String,
+    pub port: u8,
+    pub reason: String,
+}
+
+fn bare(device: &str, port: u8) -> PortOut {
+    PortOut { device: device.to_owned(), port, link_layer: None, gid_index: None, gid: None, lid: None, mtu: None }
+}
+
+fn fail(index: usize, peer: &str, local: PortOut, remote: Option<PortOut>, cause: Cause) -> PairResult {
+    PairResult {
+        kind: "ping-pair",
+        index,
+        node_index: None,
+        peer_index: None,
+        peer: peer.to_owned(),
+        local,
+        remote,
+        status: Status::Fail,
+        latency_us: None,
+        bandwidth_gbytes_per_s: None,
+        cause: Some(cause),
+    }
+}
+
+/// The rails that rail pairing leaves without a partner (the ends offer different numbers of
+/// usable ports) and this end's ports the plan dropped for their GID, each as a failed pair with
+/// cause `no-port`, numbered from `first`. With `--all-pairs` every port meets every port, so only
+/// the dropped ports are reported.
+pub fn unpaired(
+    first: usize,
+    peer: &str,
+    local: &[PortInfo],
+    remote: &[PortInfo],
+    all_pairs: bool,
+    dropped: &[Dropped],
+) -> Vec<PairResult> {
+    let (nl, nr) = (local.len(), remote.len());
+    let counts = |c: Cause| c.ev("local_ports", nl).ev("peer_ports", nr);
+    let mut out = Vec::new();
+    let mut dropped = dropped.iter();
+    if !all_pairs {
+        for (i, p) in local.iter().enumerate().skip(nr) {
+            let c = Cause::new(
+                "no-port",
+                Status::Fail,
+                format!(
+                    "rail {i} ({}:{}) has no partner: the peer offers {nr} usable port(s), this end {nl}; the peer's rail {i} is missing or unusable there",
+                    p.device, p.port
+                ),
+                "every pod must offer the same rails: run `nccl-wrap doctor` (or look at `nccl-wrap ping` there) on the peer: a rail without its IPv4 address, a port down, a missing uverbs node",
+            );
+            out.push(fail(first + out.len(), peer, PortOut::of(p), None, counts(c).ev("local", describe(p))));
+        }
+        for (i, p) in remote.iter().enumerate().skip(nl) {
+            let d = dropped.next();
+            let mut summary = format!(
+                "the peer's rail {i} ({}:{}) has no partner here: this end offers {nl} usable port(s), the peer {nr}",
+                p.device, p.port
+            );
+            let mut c = Cause::new("no-port", Status::Fail, "", "");
+            let local = match d {
+                Some(d) => {
+                    summary.push_str(&format!("; {}:{} is not used here: {}", d.device, d.port, d.reason));
+                    c = c.ev("not_used", format!("{}:{}: {}", d.device, d.port, d.reason));
+                    bare(&d.device, d.port)
+                }
+                None => bare("none", 0),
+            };
+            c.summary = summary;
+            c.hint = "every pod must offer the same rails: fix this end's missing rail (`nccl-wrap doctor` names why a port is not used; a RoCE rail needs its IPv4 address for NCCL's RoCE v2 IPv4 GID)".into();
+            out.push(fail(first + out.len(), peer, local, Some(PortOut::of(p)), counts(c).ev("remote", describe(p))));
+        }
+    }
+    for d in dropped {
+        let c = Cause::new(
+            "no-port",
+            Status::Fail,
+            format!("{}:{} is not used here, so its rail is not tested: {}", d.device, d.port, d.reason),
+            "fix the port as the reason says (`nccl-wrap doctor` on this pod), then run ping again",
+        )
+        .ev("not_used", format!("{}:{}: {}", d.device, d.port, d.reason));
+        out.push(fail(first + out.len(), peer, bare(&d.device, d.port), None, counts(c)));
+    }
+    out
 }
 
 pub fn json_line(r: &PairResult) -> String {
@@ -254,5 +352,43 @@ mod tests {
         let v: Value = serde_json::from_str(&json_line(&r)).expect("json");
         assert_eq!(v["cause"]["id"], "retry-exceeded");
         assert!(v["cause"]["evidence"].is_object() && v["cause"]["hint"].is_string());
+    }
+
+    #[test]
+    fn small_bandwidths_keep_their_digits() {
+        assert_eq!(gbytes(46.2049), 46.205);
+        assert_eq!(gbytes(0.006_254_9), 0.006255);
+        assert_eq!(gbytes(0.000_000_4), 0.0);
+    }
+
+    #[test]
+    fn rails_without_a_partner_fail_as_no_port_on_both_ends() {
+        let two = [port("rxe0", 1), port("rxe1", 2)];
+        let one = [port("rxe0", 1)];
+        // The end with both rails: its rail 1 has no partner.
+        let r = unpaired(1, "n0:1", &two, &one, false, &[]);
+        assert_eq!(r.len(), 1);
+        assert_eq!((r[0].index, r[0].status), (1, Status::Fail));
+        let c = r[0].cause.as_ref().expect("cause");
+        assert_eq!(c.id, "no-port");
+        assert!(c.summary.starts_with("rail 1 (rxe1:1) has no partner: the peer offers 1"), "{}", c.summary);
+        assert_eq!(c.evidence["peer_ports"], 1);
+        // The end whose rail 1 lost its address: the peer's rail 1 is named with the reason.
+        let d = Dropped { device: "rxe1".into(), port: 1, reason: "no usable RoCE v2 IPv4 GID".into() };
+        let r = unpaired(1, "n1:1", &one, &two, false, std::slice::from_ref(&d));
+        assert_eq!(r.len(), 1);
+        let c = r[0].cause.as_ref().expect("cause");
+        assert_eq!(c.id, "no-port");
+        assert!(c.summary.contains("the peer's rail 1 (rxe1:1) has no partner here"), "{}", c.summary);
+        assert!(c.summary.ends_with("rxe1:1 is not used here: no usable RoCE v2 IPv4 GID"), "{}", c.summary);
+        assert_eq!(r[0].local.device, "rxe1");
+        assert_eq!(r[0].remote.as_ref().map(|p| p.device.as_str()), Some("rxe1"));
+        // Same counts, nothing dropped: nothing to say; all pairs: only the dropped port.
+        assert!(unpaired(2, "p", &two, &two, false, &[]).is_empty());
+        assert!(unpaired(2, "p", &two, &one, true, &[]).is_empty());
+        let r = unpaired(2, "p", &one, &one, true, &[d]);
+        assert_eq!(r.len(), 1);
+        assert!(r[0].cause.as_ref().expect("cause").summary.starts_with("rxe1:1 is not used here"));
+        assert!(human(&r[0]).starts_with("FAIL pair 2 rxe1:1 -> peer ?\n  no-port: "), "{}", human(&r[0]));
     }
 }

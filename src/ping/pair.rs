@@ -32,6 +32,30 @@ const SEND_DEPTH: u32 = (BATCH * BATCHES + 8) as u32;
 const WR_SEND: u64 = 1;
 const WR_WRITE: u64 = 2;
 const WR_RECV: u64 = 0x100;
+/// Retries of an unacknowledged packet before `IBV_WC_RETRY_EXC_ERR`. Not 7: the spec reserves
+/// 7 for "retry for ever" on the RNR count only, but rxe (and perhaps others) treats a
+/// `retry_cnt` of 7 the same way, so a path that drops RoCE would never complete there.
+pub const RETRY_CNT: u8 = 6;
+/// Bounds of the ACK timeout exponent: 4.096 us x 2^8 = 1 ms, x 2^20 = 4.3 s per try.
+const ACK_TIMEOUT_MIN: u8 = 8;
+const ACK_TIMEOUT_MAX: u8 = 20;
+
+/// The queue pair's ACK timeout exponent for a phase deadline of `phase` (`--timeout-ms`): the
+/// largest (within 8..=20) with which the first try and [`RETRY_CNT`] retries, each of 4.096 us x
+/// 2^timeout, fit in a quarter of the deadline, so that a path dropping RoCE ends in
+/// `IBV_WC_RETRY_EXC_ERR` well before the phase gives up. The default 3000 ms gives 14 (67 ms a
+/// try, 0.47 s in all).
+pub fn ack_timeout(phase: Duration) -> u8 {
+    let budget_ns = phase.as_nanos() / 4;
+    let per_try_ns = |t: u8| 4096u128 << t;
+    let tries = u128::from(RETRY_CNT) + 1;
+    (ACK_TIMEOUT_MIN..=ACK_TIMEOUT_MAX).rev().find(|&t| tries * per_try_ns(t) <= budget_ns).unwrap_or(ACK_TIMEOUT_MIN)
+}
+
+/// How long a queue pair with ACK timeout `t` and [`RETRY_CNT`] retries takes to give up.
+pub fn retry_span(t: u8) -> Duration {
+    Duration::from_nanos((u64::from(RETRY_CNT) + 1) * (4096u64 << t))
+}
 
 /// A port of the plan, as the run will use it.
 #[derive(Debug, Clone)]
@@ -144,7 +168,15 @@ impl Res<'_> {
     }
 
     /// RESET -> INIT -> RTR -> RTS towards the peer, then every receive posted.
-    pub fn connect(&self, local: &PortInfo, remote: &PortInfo, peer: &QpInfo, psn: u32) -> Result<(), Fault> {
+    /// `ack_timeout` is the exponent [`ack_timeout`] derives from the phase deadline.
+    pub fn connect(
+        &self,
+        local: &PortInfo,
+        remote: &PortInfo,
+        peer: &QpInfo,
+        psn: u32,
+        ack_timeout: u8,
+    ) -> Result<(), Fault> {
         self.qp.to_init(local.port).map_err(|e| os_fault("INIT", &e))?;
         let route = match (local.link_layer, local.gid_index, remote.gid.as_deref().and_then(super::wire::parse_gid)) {
             (LinkLayer::Ethernet, Some(sgid_index), Some(dgid)) => Route::Gid { dgid, sgid_index },
@@ -157,8 +189,10 @@ impl Res<'_> {
         let path_mtu = mtu_enum(local.mtu.min(remote.mtu));
         let rtr = RtrAttrs { port: local.port, path_mtu, dest_qpn: peer.qpn, rq_psn: peer.psn, route };
         self.qp.to_rtr(&rtr).map_err(|e| os_fault("RTR", &e))?;
-        // 4.096 us * 2^14 = 67 ms per try, 7 tries: a path that drops RoCE fails in about 0.5 s.
-        self.qp.to_rts(&RtsAttrs { sq_psn: psn, timeout: 14, retry_cnt: 7 }).map_err(|e| os_fault("RTS", &e))?;
+        // A finite retry count and an ACK timeout under the phase deadline: a path that drops
+        // RoCE ends in IBV_WC_RETRY_EXC_ERR (0.47 s with the default 3 s deadline).
+        let rts = RtsAttrs { sq_psn: psn, timeout: ack_timeout, retry_cnt: RETRY_CNT };
+        self.qp.to_rts(&rts).map_err(|e| os_fault("RTS", &e))?;
         for slot in 0..RECV_SLOTS {
             self.post_recv(slot)?;
         }
@@ -427,6 +461,29 @@ mod tests {
         assert_eq!(percentiles(&v), Some((51.0, 99.0)));
         assert_eq!(percentiles(&[3.0]), Some((3.0, 3.0)));
         assert_eq!(percentiles(&[]), None);
+    }
+
+    #[test]
+    fn retries_end_within_a_quarter_of_the_deadline() {
+        // The default --timeout-ms keeps the usual 14 (67 ms a try).
+        assert_eq!(ack_timeout(Duration::from_millis(3000)), 14);
+        assert!(retry_span(14) < Duration::from_millis(500));
+        for ms in [100, 1000, 3000, 6000, 20_000, 60_000, 600_000] {
+            let d = Duration::from_millis(ms);
+            let t = ack_timeout(d);
+            assert!((8..=20).contains(&t), "{ms} ms: {t}");
+            if t > 8 {
+                assert!(retry_span(t) <= d / 4, "{ms} ms: timeout {t} takes {:?}", retry_span(t));
+            }
+            if t < 20 {
+                assert!(retry_span(t + 1) > d / 4, "{ms} ms: {t} is not the largest");
+            }
+        }
+        assert_eq!(ack_timeout(Duration::from_millis(6000)), 15);
+        assert_eq!(ack_timeout(Duration::ZERO), 8);
+        assert_eq!(ack_timeout(Duration::from_secs(3600)), 20);
+        // Never 7: rxe retries for ever with 7.
+        assert_eq!(RETRY_CNT, 6);
     }
 
     #[test]

@@ -112,7 +112,9 @@ fn connect(
     s: &mut Session,
     res: &[Result<Res<'_>, Fault>],
     ends: &[(PortInfo, PortInfo)],
+    timeout: Duration,
 ) -> Result<Connected, ExchangeError> {
+    let ack_timeout = pair::ack_timeout(timeout);
     let n = res.len();
     let psns: Vec<u32> = (0..n).map(|k| pair::psn(k as u64 + 1)).collect();
     let mine: Vec<QpInfo> = res
@@ -130,7 +132,7 @@ fn connect(
     let mut remote: Vec<Option<Fault>> = theirs.iter().map(|q| q.fault.clone()).collect();
     for (k, r) in res.iter().enumerate() {
         if let (Ok(r), None, None) = (r, &local[k], &remote[k]) {
-            if let Err(f) = r.connect(&ends[k].0, &ends[k].1, &theirs[k], psns[k]) {
+            if let Err(f) = r.connect(&ends[k].0, &ends[k].1, &theirs[k], psns[k], ack_timeout) {
                 local[k] = Some(f);
             }
         }
@@ -147,8 +149,14 @@ fn connect(
     Ok((local, remote, theirs))
 }
 
-/// The initiating end: hello, then every pair's tests; returns the pairs as this end saw them.
-pub fn initiate(s: &mut Session, opened: &Opened, host: &str, limits: &Limits) -> Result<Vec<PairRun>, ExchangeError> {
+/// The initiating end: hello, then every pair's tests; returns the pairs as this end saw them
+/// and the peer's ports.
+pub fn initiate(
+    s: &mut Session,
+    opened: &Opened,
+    host: &str,
+    limits: &Limits,
+) -> Result<(Vec<PairRun>, Vec<PortInfo>), ExchangeError> {
     let hello = Hello {
         host: host.to_owned(),
         ports: opened.infos.clone(),
@@ -165,8 +173,8 @@ pub fn initiate(s: &mut Session, opened: &Opened, host: &str, limits: &Limits) -
     let ends: Vec<(PortInfo, PortInfo)> =
         pairs.iter().map(|&(l, r)| (opened.infos[l].clone(), theirs.ports[r].clone())).collect();
     let local_of: Vec<usize> = pairs.iter().map(|p| p.0).collect();
-    pair::with_pairs(&opened.ctxs, &local_of, limits.bytes, |res| {
-        let (mut local, mut remote, qps) = connect(s, &res, &ends)?;
+    let runs = pair::with_pairs(&opened.ctxs, &local_of, limits.bytes, |res| {
+        let (mut local, mut remote, qps) = connect(s, &res, &ends, limits.timeout)?;
         let mut figures: Vec<Figures> = vec![Figures { median_us: None, p99_us: None, gbps: None }; pairs.len()];
         let ok =
             |k: usize, local: &[Option<Fault>], remote: &[Option<Fault>]| local[k].is_none() && remote[k].is_none();
@@ -235,7 +243,8 @@ pub fn initiate(s: &mut Session, opened: &Opened, host: &str, limits: &Limits) -
                 figures: Some(figures[k]),
             })
             .collect())
-    })
+    })?;
+    Ok((runs, theirs.ports))
 }
 
 /// The listening end, after the initiator's hello: answer it, then serve every pair until the
@@ -262,7 +271,7 @@ pub fn answer(
         pairs.iter().map(|&(r, l)| (opened.infos[l].clone(), hello.ports[r].clone())).collect();
     let local_of: Vec<usize> = pairs.iter().map(|p| p.1).collect();
     pair::with_pairs(&opened.ctxs, &local_of, hello.bytes, |res| {
-        let (mut local, mut remote, _) = connect(s, &res, &ends)?;
+        let (mut local, mut remote, _) = connect(s, &res, &ends, limits.timeout)?;
         // Answer every ready pair's messages until the initiator's `done` arrives.
         let mut polls = 0u32;
         let mut last_check = Instant::now();

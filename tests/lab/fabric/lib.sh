@@ -237,3 +237,55 @@ pair() {
         RC=$CLI_RC OUT=/tmp/fab.$_pt.cli SECS=$CLI_SECS
     fi
 }
+
+# --- nccl-wrap ping ------------------------------------------------------------------------------
+
+# Sizes for TCG (a round trip costs 25-60 ms): 20 round trips, 64 KiB writes for 2 s, a 20 s
+# phase deadline (ACK timeout 17, 0.54 s a try). LAB_FABRIC_PING_ARGS replaces them, commas for
+# spaces and no "=" (the kernel command line carries it): --iters,50,--timeout-ms,30000.
+FAB_PING_ARGS=$(echo "${LAB_FABRIC_PING_ARGS:-}" | tr ',' ' ')
+FAB_PING_ARGS=${FAB_PING_ARGS:---iters=20 --bytes=65536 --duration-ms=2000 --timeout-ms=20000 --wait-ms=60000}
+
+# ping_pair SERVER CLIENT TAG PORT SECONDS [ARGS...]: `nccl-wrap ping --listen PORT --json` on
+# SERVER, `nccl-wrap ping <SERVER's pod address>:PORT --json` on CLIENT (at most SECONDS), both with
+# $FAB_PING_ARGS then ARGS (the client's choices rule the run). Sets RC, OUT (this node's stdout
+# and stderr; stderr alone in OUT.err) and SECS as `pair` does.
+ping_pair() {
+    _qs=$1 _qc=$2 _qt=$3 _qp=$4 _qto=$5
+    shift 5
+    RC= OUT= SECS=
+    if [ "$LAB_NODE" = "$_qs" ]; then
+        fab_serve "$_qc" "$_qt" "$_qp" sh -c "exec $NCCL_WRAP ping --listen $_qp --json $FAB_PING_ARGS $* 2>/tmp/fab.$_qt.srv.err"
+        RC=$SRV_RC OUT=/tmp/fab.$_qt.srv
+    elif [ "$LAB_NODE" = "$_qc" ]; then
+        fab_client "$_qs" "$_qt" "$_qto" sh -c "exec $NCCL_WRAP ping $(pod_addr "$_qs"):$_qp --json $FAB_PING_ARGS $* 2>/tmp/fab.$_qt.cli.err"
+        RC=$CLI_RC OUT=/tmp/fab.$_qt.cli SECS=$CLI_SECS
+    fi
+    [ -z "$OUT" ] || sed 's/^/      err| /' "$OUT.err" 2>/dev/null | head -n 20
+}
+
+# pj_pair FILE INDEX: the ping-pair line of pair INDEX (the first one, in ring mode too).
+pj_pair() { grep "^{\"kind\":\"ping-pair\",\"index\":$2," "$1" | head -n1; }
+# pj_count FILE: how many ping-pair lines.
+pj_count() { grep -c '^{"kind":"ping-pair"' "$1"; }
+# pj_status LINE / pj_cause LINE: a pair's status and cause id ("" when none).
+pj_status() { echo "$1" | sed -n 's/.*"status":"\([a-z]*\)","latency_us".*/\1/p'; }
+pj_cause() { echo "$1" | sed -n 's/.*"cause":{"id":"\([a-z-]*\)".*/\1/p'; }
+# pj_summary_of LINE: the cause summary text.
+pj_summary_of() { echo "$1" | sed -n 's/.*"cause":{"id":"[a-z-]*","summary":"\(\([^"\\]\|\\.\)*\)".*/\1/p'; }
+# pj_median LINE / pj_p99 LINE / pj_gbps LINE: the figures ("" when null).
+pj_median() { echo "$1" | sed -n 's/.*"latency_us":{"median":\([0-9.e+-]*\),.*/\1/p'; }
+pj_p99() { echo "$1" | sed -n 's/.*"latency_us":{"median":[0-9.e+-]*,"p99":\([0-9.e+-]*\)}.*/\1/p'; }
+pj_gbps() { echo "$1" | sed -n 's/.*"bandwidth_gbytes_per_s":\([0-9.e+-]*\),.*/\1/p'; }
+# pj_remote_gid LINE: the peer port's GID.
+pj_remote_gid() { echo "$1" | sed -n 's/.*"remote":{[^}]*"gid":"\([0-9a-f:]*\)".*/\1/p'; }
+# pj_summary FILE: "pairs failed exit" of the ping-summary line (the last line).
+pj_summary() {
+    tail -n1 "$1" | sed -n 's/^{"kind":"ping-summary","pairs":\([0-9]*\),"failed":\([0-9]*\),"exit":\([0-9]*\)}$/\1 \2 \3/p'
+}
+# positive NUMBER: NUMBER is a number above 0.
+positive() { [ -n "$1" ] && awk -v v="$1" 'BEGIN{exit !(v + 0 > 0)}'; }
+# gid_hex_of ADDR: the last two groups of the IPv4-mapped GID of ADDR (10.0.100.1 -> 0a00:6401).
+gid_hex_of() { echo "$1" | awk -F. '{printf "%02x%02x:%02x%02x\n", $1, $2, $3, $4}'; }
+# has TEXT PATTERN: TEXT (a JSON line, say) matches the grep PATTERN.
+has() { printf '%s\n' "$1" | grep -q -e "$2"; }
