@@ -363,8 +363,8 @@ mod tests {
 
     #[test]
     fn rails_without_a_partner_fail_as_no_port_on_both_ends() {
-        let two = [port("rxe0", 1), port("rxe1", 2)];
-        let one = [port("rxe0", 1)];
+        let two = [roce_port("rxe0", 1), roce_port("rxe1", 2)];
+        let one = [roce_port("rxe0", 1)];
         // The end with both rails: its rail 1 has no partner.
         let r = unpaired(1, "n0:1", &two, &one, false, &[]);
         assert_eq!(r.len(), 1);
