@@ -5,7 +5,7 @@
 # apt for the lab).
 #
 #   bash scripts/test.sh          # everything
-#   SKIP_LAB=1 bash scripts/test.sh
+#   SKIP_LAB=1 bash scripts/test.sh     # without the QEMU labs (SKIP_FABRIC=1: without the multi-node one)
 #   SKIP_FUZZ=1 bash scripts/test.sh  # without the fuzz targets (FUZZ_SECONDS: time per target)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -78,6 +78,10 @@ if [ -z "${SKIP_LAB:-}" ]; then
   step "Soft-RoCE lab"
   bash tests/lab/setup.sh
   bash tests/lab/run.sh "$bin" 2>&1 | tee "$logs/lab"
+  if [ -z "${SKIP_FABRIC:-}" ]; then
+    step "Soft-RoCE fabric: two and three QEMU nodes, perftest and nccl-wrap ping between them"
+    bash tests/lab/fabric.sh "$bin" 2>&1 | tee "$logs/fabric"
+  fi
 fi
 step "all tests passed"
 # One closing count over cargo's test binaries and the lab's scenarios.
