@@ -9,7 +9,7 @@
 //! references its `verbs_provider_<name>` symbol. So this script also writes
 //! `$OUT_DIR/static_providers.rs`, which names every provider it linked and calls
 //! `ibv_static_providers(NULL, &verbs_provider_x, ..., NULL)` (what verbs.h does under
-//! RDMA_STATIC_PROVIDERS). `src/verbs.rs` includes it.
+//! RDMA_STATIC_PROVIDERS). `src/verbs/ffi.rs` includes it.
 //!
 //! Build needs: libibverbs-dev, ibverbs-providers, librdmacm-dev (rdma-sys's bindings),
 //! libnl-3-dev, libnl-route-3-dev, pkg-config, clang and libclang-dev (bindgen).
