@@ -13,6 +13,13 @@
 //!
 //! Build needs: libibverbs-dev, ibverbs-providers, librdmacm-dev (rdma-sys's bindings),
 //! libnl-3-dev, libnl-route-3-dev, pkg-config, clang and libclang-dev (bindgen).
+//!
+//! Cross builds (`--target aarch64-unknown-linux-gnu`) read the target's Debian multiarch
+//! libraries: the same packages as `:arm64` (`dpkg --add-architecture arm64`). pkg-config is asked
+//! with `PKG_CONFIG_LIBDIR` pointing at `/usr/lib/<multiarch>/pkgconfig` unless the environment
+//! names one for the target (`PKG_CONFIG_LIBDIR_<target>`, as the pkg-config crate reads it for
+//! rdma-sys; `.cargo/config.toml` sets it), and only that multiarch directory is searched: the
+//! host's `/usr/lib` holds archives of the wrong architecture.
 
 use std::env;
 use std::fmt::Write as _;
@@ -30,8 +37,24 @@ fn main() {
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_LIBDIR");
 
-    let out = Command::new("pkg-config")
-        .args(["--static", "--libs", "libibverbs"])
+    let target = env::var("TARGET").expect("cargo sets TARGET");
+    let cross = env::var("HOST").expect("cargo sets HOST") != target;
+    let arch = env::var("CARGO_CFG_TARGET_ARCH").expect("cargo sets CARGO_CFG_TARGET_ARCH");
+    // Debian's multiarch tuple: x86_64-linux-gnu, aarch64-linux-gnu.
+    let multiarch = PathBuf::from(format!("/usr/lib/{arch}-linux-gnu"));
+
+    let mut pkg_config = Command::new("pkg-config");
+    pkg_config.args(["--static", "--libs", "libibverbs"]);
+    if let Some(dir) = target_var("PKG_CONFIG_LIBDIR", &target) {
+        pkg_config.env("PKG_CONFIG_LIBDIR", dir);
+    } else if cross && env::var_os("PKG_CONFIG_LIBDIR").is_none() {
+        // The host's own .pc files would name the host's libraries.
+        pkg_config.env("PKG_CONFIG_LIBDIR", format!("{}/pkgconfig:/usr/share/pkgconfig", multiarch.display()));
+    }
+    if let Some(dirs) = target_var("PKG_CONFIG_PATH", &target) {
+        pkg_config.env("PKG_CONFIG_PATH", dirs);
+    }
+    let out = pkg_config
         .output()
         .unwrap_or_else(|e| panic!("running pkg-config: {e} (install pkg-config and libibverbs-dev)"));
     if !out.status.success() {
@@ -58,9 +81,11 @@ fn main() {
         }
     }
     // The multiarch directory is a default pkg-config leaves out; the static archives live there.
-    search.push(PathBuf::from("/usr/lib/x86_64-linux-gnu"));
-    search.push(PathBuf::from("/usr/lib64"));
-    search.push(PathBuf::from("/usr/lib"));
+    search.push(multiarch);
+    if !cross {
+        search.push(PathBuf::from("/usr/lib64"));
+        search.push(PathBuf::from("/usr/lib"));
+    }
 
     for dir in &search {
         if dir.is_dir() {
@@ -85,6 +110,18 @@ fn main() {
 
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     write_provider_table(&out_dir.join("static_providers.rs"), &providers);
+}
+
+/// `NAME_<target>`, then `NAME_<target with underscores>`: the per-target variables the pkg-config
+/// crate reads, so this script and rdma-sys's ask the same pkg-config.
+fn target_var(name: &str, target: &str) -> Option<std::ffi::OsString> {
+    for key in [format!("{name}_{target}"), format!("{name}_{}", target.replace('-', "_"))] {
+        println!("cargo:rerun-if-env-changed={key}");
+        if let Some(v) = env::var_os(&key) {
+            return Some(v);
+        }
+    }
+    None
 }
 
 /// `bnxt_re-rdmav34` -> `bnxt_re`, `mlx5` -> `mlx5`: the `verbs_provider_<name>` suffix.

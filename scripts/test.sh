@@ -5,8 +5,14 @@
 # apt for the lab).
 #
 #   bash scripts/test.sh          # everything
-#   SKIP_LAB=1 bash scripts/test.sh     # without the QEMU labs (SKIP_FABRIC=1: without the multi-node one)
-#   SKIP_FUZZ=1 bash scripts/test.sh  # without the fuzz targets (FUZZ_SECONDS: time per target)
+#   SKIP_LAB=1 bash scripts/test.sh       # without the QEMU labs (SKIP_FABRIC=1: without the multi-node one)
+#   SKIP_FUZZ=1 bash scripts/test.sh      # without the fuzz targets (FUZZ_SECONDS: time per target)
+#   SKIP_AARCH64=1 bash scripts/test.sh   # without the aarch64 (Grace) build and its tests
+#
+# The aarch64 steps: the cross build (scripts/build-aarch64.sh), rdma-sys's binding layouts and
+# the cargo test suite under qemu-user, the same-plan check against x86_64, the arm64 image in the
+# manifest list, and the lab's 00-smoke, 20-selftest, 25-verbs and 30-netns-shared on Debian's
+# arm64 kernel (qemu-system-aarch64, TCG). SKIP_AARCH64_LAB=1 leaves out only that lab subset.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { echo; echo "== $*"; }
@@ -40,7 +46,7 @@ case "$kind" in *static*) ;; *) echo "not statically linked" >&2; exit 1 ;; esac
 
 step "container image"
 export CONTAINERS_CONF=$PWD/ci/containers.conf
-podman --storage-driver vfs build -q -t localhost/nccl-wrap:test -f Containerfile . >/dev/null
+podman --storage-driver vfs build -q --platform linux/amd64 -t localhost/nccl-wrap:test -f Containerfile . >/dev/null
 out=$(podman --storage-driver vfs run --rm -v "$PWD/fixtures/nodes/h200-ib/sys:/fixture-sys:ro" \
   localhost/nccl-wrap:test env --sysfs-root /fixture-sys)
 echo "$out"
@@ -74,6 +80,20 @@ echo "$out"
   || { echo "unexpected output from the trainer image" >&2; exit 1; }
 cleanup_images
 
+if [ -z "${SKIP_AARCH64:-}" ]; then
+  a64=target/aarch64-unknown-linux-gnu/release/nccl-wrap
+  step "aarch64: static build, images and manifest list"
+  bash scripts/build-aarch64.sh --image
+  step "aarch64: rdma-sys binding layouts under qemu-user"
+  cargo test -q --release -p rdma-sys --lib --target aarch64-unknown-linux-gnu 2>&1 | tee "$logs/aarch64-bindings"
+  step "aarch64: cargo test under qemu-user"
+  cargo test -q --target aarch64-unknown-linux-gnu 2>&1 | tee "$logs/aarch64-cargo-test"
+  step "aarch64: same env plan as x86_64 on every fixture node"
+  bash scripts/same-plan.sh "$bin" "$a64"
+  podman --storage-driver vfs manifest rm localhost/nccl-wrap:latest >/dev/null
+  for t in amd64 arm64; do podman --storage-driver vfs rmi -f "localhost/nccl-wrap:$t" >/dev/null; done
+fi
+
 if [ -z "${SKIP_LAB:-}" ]; then
   step "Soft-RoCE lab"
   bash tests/lab/setup.sh
@@ -81,6 +101,11 @@ if [ -z "${SKIP_LAB:-}" ]; then
   if [ -z "${SKIP_FABRIC:-}" ]; then
     step "Soft-RoCE fabric: two and three QEMU nodes, perftest and nccl-wrap ping between them"
     bash tests/lab/fabric.sh "$bin" 2>&1 | tee "$logs/fabric"
+  fi
+  if [ -z "${SKIP_AARCH64:-}${SKIP_AARCH64_LAB:-}" ]; then
+    step "Soft-RoCE lab, arm64 (emulated)"
+    LAB_ARCH=arm64 bash tests/lab/setup.sh
+    LAB_ARCH=arm64 bash tests/lab/run.sh "$a64" 00-smoke 20-selftest 25-verbs 30-netns-shared 2>&1 | tee "$logs/lab-arm64"
   fi
 fi
 step "all tests passed"

@@ -216,7 +216,7 @@ fn human_form_shows_evidence_fix_and_the_gpu_nic_table() {
 fn bad_input_never_hangs_or_panics() {
     let root = fixture("bad-input");
     for args in [&["doctor", "--json"][..], &["doctor"][..]] {
-        let mut cmd = Command::new(common::BIN);
+        let mut cmd = common::bin_command();
         cmd.env_clear()
             .env("NCCL_WRAP_SYSFS_ROOT", root.join("sys"))
             .env("NCCL_WRAP_PROC_ROOT", root.join("proc"))

@@ -2,6 +2,8 @@
 //! (`unshare --pid --fork --mount-proc`), where nccl-wrap is PID 1 as in a container. Each test
 //! that needs a namespace says SKIPPED and why where this machine cannot make one.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -11,7 +13,6 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-const BIN: &str = env!("CARGO_BIN_EXE_nccl-wrap");
 const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 const LONG: Duration = Duration::from_secs(20);
 
@@ -62,9 +63,11 @@ impl Scratch {
         std::fs::read_to_string(self.0.join(name)).unwrap_or_default()
     }
 
-    /// nccl-wrap's own arguments: quiet, empty sysfs.
+    /// nccl-wrap's command line (through the emulator under qemu-user): quiet, empty sysfs.
     fn wrap_args(&self) -> Vec<String> {
-        vec![BIN.into(), "-q".into(), "--sysfs-root".into(), self.path("sys")]
+        let mut argv = common::bin_argv();
+        argv.extend(["-q".into(), "--sysfs-root".into(), self.path("sys")]);
+        argv
     }
 
     /// `unshare ... nccl-wrap -q --sysfs-root EMPTY OPTS -- CMD...`, nccl-wrap as PID 1.
@@ -220,8 +223,16 @@ fn every_exit_code_0_to_255_passes_through() {
     let s = Scratch::new();
     // One namespace; nccl-wrap as PID 1 runs a shell that runs 256 nested nccl-wrap --init.
     let wrap = s.wrap_args().join(" ");
+    // Under qemu-user each start costs about 130 ms, 256 of them more than the deadline: every
+    // 15th code and the edges around 126-129 and 255 instead.
+    let codes = if common::runner().is_empty() {
+        "$(seq 0 255)"
+    } else {
+        eprintln!("SKIPPED part: emulated, so exit codes 0, 15, .., 255 and 124-129 only, not all 256");
+        "$(seq 0 15 255) 124 125 126 127 128 129"
+    };
     let script = format!(
-        r#"for i in $(seq 0 255); do {wrap} --init -- sh -c "exit $i" 2>/dev/null; r=$?; [ "$r" = "$i" ] || echo "exit $i gave $r"; done; echo done"#
+        r#"for i in {codes}; do {wrap} --init -- sh -c "exit $i" 2>/dev/null; r=$?; [ "$r" = "$i" ] || echo "exit $i gave $r"; done; echo done"#
     );
     let r = run(s.in_namespace(&[], &["sh", "-c", &script]), &s);
     assert_eq!((r.code, r.stdout.as_str()), (0, "done\n"), "{}", r.stderr);
@@ -367,6 +378,13 @@ fn signal_state(prefix: &[String], launcher: &[&str], s: &Scratch) -> String {
 #[test]
 fn the_child_sees_the_signal_mask_and_ignored_set_it_would_see_without_the_wrapper() {
     need_namespaces!();
+    if !common::runner().is_empty() {
+        // qemu-user puts its own host handler on every default-fatal signal the emulated process
+        // inherited as ignored (SIGHUP here); the guest still sees SIG_IGN, but a native program
+        // it execs gets SIG_DFL. On aarch64 hardware there is no such layer.
+        eprintln!("SKIPPED: under qemu-user an inherited ignored SIGHUP does not reach native children (emulator, not nccl-wrap)");
+        return;
+    }
     let s = Scratch::new();
     let ns = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc"];
     let mut wrapped = s.wrap_args();
@@ -408,8 +426,9 @@ fn exec_failure_as_pid_1_exits_126_or_127_with_the_exec_mode_message() {
     let s = Scratch::new();
     for (cmd, code) in [("/nonexistent/command", 127), ("no-such-command-anywhere", 127), ("/etc/passwd", 126)] {
         let supervised = run(s.in_namespace(&[], &[cmd]), &s);
-        let mut exec_mode = command(BIN);
-        exec_mode.args(&s.wrap_args()[1..]).args(["--init=false", "--", cmd]);
+        let argv = s.wrap_args();
+        let mut exec_mode = command(&argv[0]);
+        exec_mode.args(&argv[1..]).args(["--init=false", "--", cmd]);
         clean_env(&mut exec_mode);
         let plain = run(exec_mode, &s);
         assert_eq!((supervised.code, plain.code), (code, code), "{cmd}: {}", supervised.stderr);
@@ -453,7 +472,7 @@ import os, pty, sys, time
 ready = sys.argv[1]
 pid, fd = pty.fork()
 if pid == 0:
-    os.execv(sys.argv[2], sys.argv[2:])
+    os.execvp(sys.argv[2], sys.argv[2:])
 deadline = time.time() + 10
 while not os.path.exists(ready) and time.time() < deadline:
     time.sleep(0.01)
@@ -485,7 +504,12 @@ fn bad_options_as_pid_1_still_supervise_the_command() {
     // The command reports its own PID: 2 means nccl-wrap stayed PID 1 and forked it.
     let r = run(s.in_namespace(&["--no-such-option"], &["sh", "-c", "echo $$; sleep 0.05 & wait; exit 7"]), &s);
     assert_eq!(r.code, 7, "{}", r.stderr);
-    assert_eq!(r.stdout.trim(), "2", "{}", r.stderr);
+    if common::runner().is_empty() {
+        assert_eq!(r.stdout.trim(), "2", "{}", r.stderr);
+    } else {
+        // qemu-user starts a thread of its own (RCU) before the guest runs, which takes PID 2.
+        eprintln!("SKIPPED part: emulated, the command's PID is not 2 (qemu-user's own thread takes it)");
+    }
     assert!(r.stderr.contains("running the command without nccl-wrap's settings"), "{}", r.stderr);
 }
 

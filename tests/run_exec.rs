@@ -18,7 +18,7 @@ fn hard_memlock_kib() -> String {
 fn memlock_soft_limit_is_raised_to_the_hard_limit_for_the_command() {
     let hard = hard_memlock_kib();
     // Start with a soft limit of 64 KiB under the real hard limit; the command must see the hard one.
-    let script = format!("ulimit -S -l 64 && exec {} -q -- sh -c 'ulimit -S -l'", common::BIN);
+    let script = format!("ulimit -S -l 64 && exec {} -q -- sh -c 'ulimit -S -l'", common::bin_argv().join(" "));
     let out = Command::new("sh")
         .args(["-c", &script])
         .env("NCCL_WRAP_SYSFS_ROOT", common::fixture("no-rdma").join("sys"))
@@ -63,14 +63,9 @@ fn without_cap_ipc_lock_the_summary_names_the_fix() {
         return;
     }
     let out = Command::new("setpriv")
-        .args([
-            "--bounding-set=-ipc_lock,-sys_resource",
-            "--inh-caps=-ipc_lock,-sys_resource",
-            common::BIN,
-            "--require-memlock",
-            "--",
-            "true",
-        ])
+        .args(["--bounding-set=-ipc_lock,-sys_resource", "--inh-caps=-ipc_lock,-sys_resource"])
+        .args(common::bin_argv())
+        .args(["--require-memlock", "--", "true"])
         .env("NCCL_WRAP_SYSFS_ROOT", common::fixture("no-rdma").join("sys"))
         .output()
         .expect("setpriv");

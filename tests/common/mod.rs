@@ -8,6 +8,29 @@ use std::process::{Command, Output};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_nccl-wrap");
 
+/// The emulator these tests run under, from `NCCL_WRAP_TEST_RUNNER` (set by the aarch64 runner in
+/// `.cargo/config.toml`), split into words; empty when they run natively.
+pub fn runner() -> Vec<String> {
+    std::env::var("NCCL_WRAP_TEST_RUNNER").map(|r| r.split_whitespace().map(String::from).collect()).unwrap_or_default()
+}
+
+/// The binary as a command line: `BIN`, or the emulator and `BIN`. A process that an emulated one
+/// starts runs natively, so without binfmt_misc the kernel cannot exec an aarch64 BIN from here
+/// (ENOEXEC); naming the emulator gives the same process binfmt_misc would (`qemu-aarch64 BIN`).
+pub fn bin_argv() -> Vec<String> {
+    let mut argv = runner();
+    argv.push(BIN.to_string());
+    argv
+}
+
+/// A `Command` that runs the binary, through the emulator where there is one.
+pub fn bin_command() -> Command {
+    let argv = bin_argv();
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]);
+    cmd
+}
+
 pub fn fixture(node: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/nodes").join(node)
 }
@@ -27,7 +50,7 @@ pub struct Run {
 impl Run {
     pub fn node(node: &str) -> Run {
         let root = fixture(node);
-        let mut cmd = Command::new(BIN);
+        let mut cmd = bin_command();
         cmd.env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
             .env("NCCL_WRAP_SYSFS_ROOT", root.join("sys"))

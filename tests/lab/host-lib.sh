@@ -3,29 +3,67 @@
 # one initramfs both runners boot, and filters a guest console into plain lines.
 
 cache="$here/.cache"
+arch=${LAB_ARCH:-amd64}
+sfx=$([ "$arch" = amd64 ] || echo "-$arch")  # arm64 files beside the amd64 ones
 
 die() { echo "lab: $*" >&2; exit 2; }
 
-# lab_kernel: sets kdir, vmlinuz, kver, moddir from the kernel setup.sh unpacked; checks the tools.
+# lab_kernel: sets kdir, vmlinuz, kernel (what QEMU boots), kver, moddir from the kernel setup.sh
+# unpacked, and qemu, console and sysroot for LAB_ARCH (amd64, the default, or arm64); checks the
+# tools. sysroot is where the guest's programs and libraries come from (empty: the host's own).
 lab_kernel() {
-    kdir="$cache/current-kernel"
-    [ -d "$kdir" ] || die "no kernel in $kdir: run tests/lab/setup.sh first"
+    kdir="$cache/current-kernel" sysroot=
+    case $arch in
+        amd64) qemu=(qemu-system-x86_64) console=ttyS0 ;;
+        arm64)
+            kdir="$cache/current-kernel-arm64" sysroot="$cache/arm64-root"
+            qemu=(qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on) console=ttyAMA0
+            [ -f "$sysroot/.complete" ] || die "no arm64 programs in $sysroot: run LAB_ARCH=arm64 tests/lab/setup.sh" ;;
+        *) die "LAB_ARCH must be amd64 or arm64, not $arch" ;;
+    esac
+    [ -d "$kdir" ] || die "no kernel in $kdir: run ${LAB_ARCH:+LAB_ARCH=$arch }tests/lab/setup.sh first"
     vmlinuz=$(ls "$kdir"/boot/vmlinuz-* 2>/dev/null | head -n1)
     [ -n "$vmlinuz" ] || die "no vmlinuz in $kdir/boot"
+    kernel=$vmlinuz
+    if file -b "$vmlinuz" | grep -q gzip; then  # an arm64 vmlinuz may be a gzip'd Image
+        kernel="$cache/Image-${vmlinuz##*/vmlinuz-}"
+        [ -f "$kernel" ] || gzip -dc "$vmlinuz" >"$kernel"
+    fi
     kver=${vmlinuz##*/vmlinuz-}
     moddir="$kdir/lib/modules/$kver"
-    command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 missing: run setup.sh"
-    [ -x /bin/busybox ] || die "/bin/busybox missing: run setup.sh"
+    command -v "${qemu[0]}" >/dev/null || die "${qemu[0]} missing: run setup.sh"
+    [ -x "$sysroot/bin/busybox" ] || die "$sysroot/bin/busybox missing: run setup.sh"
 }
 
 # copy_with_libs SRC DEST: copy an executable or library to DEST inside $root, with every
 # shared library ldd resolves for it, each at its own path (the loader's path included).
 copy_with_libs() {
     install -D -m 0755 "$1" "$root$2"
+    [ -z "$sysroot" ] || { copy_arm64_libs "$1"; return; }
     { ldd "$1" 2>/dev/null || true; } | awk '/=> \// {print $3} /^[ \t]*\/[^ ]+ \(0x/ {print $1}' |
         while read -r lib; do
             [ -e "$root$lib" ] || install -D -m 0755 "$(readlink -f "$lib")" "$root$lib"
         done
+}
+
+# copy_arm64_libs FILE: ldd cannot run an arm64 program here; the loader and every NEEDED library
+# (recursively) come from the sysroot, each at its own path.
+copy_arm64_libs() {
+    local f=$1 interp so path
+    interp=$(aarch64-linux-gnu-readelf -l "$f" | sed -n 's/.*Requesting program interpreter: \(.*\)\]/\1/p')
+    if [ -n "$interp" ] && [ ! -e "$root$interp" ]; then
+        install -D -m 0755 "$(readlink -f "$sysroot$interp")" "$root$interp"
+    fi
+    for so in $(aarch64-linux-gnu-readelf -d "$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+        for path in /lib/aarch64-linux-gnu/$so /usr/lib/aarch64-linux-gnu/$so; do
+            [ -e "$sysroot$path" ] || continue
+            if [ ! -e "$root$path" ]; then
+                install -D -m 0755 "$(readlink -f "$sysroot$path")" "$root$path"
+                copy_arm64_libs "$sysroot$path"
+            fi
+            break
+        done
+    done
 }
 
 # lab_add_module NAME...: each module with its modules.dep dependencies (deepest first) appended to
@@ -59,20 +97,28 @@ lab_build_root() {
     chmod 0755 "$root"  # mktemp makes it 0700, which would lock non-root users out of the guest's /
     mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,lib/modules/lab,etc,proc,sys,dev,tmp,run,root,lab}
 
-    cp /bin/busybox "$root/bin/busybox"
+    cp "$sysroot/bin/busybox" "$root/bin/busybox"
     # Every busybox applet as a link, except ones that real tools below provide.
-    for a in $(/bin/busybox --list); do
+    local applets
+    applets=$(if [ -n "$sysroot" ]; then qemu-aarch64-static "$sysroot/bin/busybox" --list; else /bin/busybox --list; fi)
+    for a in $applets; do
         case $a in busybox|ip|tc|init|linuxrc) continue ;; esac
         ln -sf busybox "$root/bin/$a"
     done
 
     # iproute2, named ip, rdma and tc (ip picks its sub-command from argv[0]).
     local ipbin rdmabin tcbin
-    ipbin=$(command -v ip) || die "iproute2 ip missing"
-    rdmabin=$(command -v rdma) || die "iproute2 rdma missing"
+    if [ -n "$sysroot" ]; then
+        ipbin=$sysroot/bin/ip rdmabin=$sysroot/usr/bin/rdma
+    else
+        ipbin=$(command -v ip) || die "iproute2 ip missing"
+        rdmabin=$(command -v rdma) || die "iproute2 rdma missing"
+    fi
     copy_with_libs "$(readlink -f "$ipbin")" /usr/sbin/ip
     copy_with_libs "$(readlink -f "$rdmabin")" /usr/sbin/rdma
-    if tcbin=$(command -v tc); then
+    if [ -n "$sysroot" ]; then
+        :  # the fabric (tc, perftest, rc_probe) runs on amd64 guests only
+    elif tcbin=$(command -v tc); then
         copy_with_libs "$(readlink -f "$tcbin")" /usr/sbin/tc
     else
         echo "lab: iproute2 tc missing on the host; fabric tc scenarios fail" >&2
@@ -80,18 +126,21 @@ lab_build_root() {
 
     # Userspace verbs tools and the rxe provider (ibv_rc_pingpong for the smoke test and the
     # fabric), perftest (ib_write_bw, ib_send_lat) for the fabric.
-    local provdir=/usr/lib/x86_64-linux-gnu/libibverbs t
-    if [ -x /usr/bin/ibv_rc_pingpong ] && [ -f "$provdir/librxe-rdmav34.so" ]; then
+    local provdir t
+    provdir=/usr/lib/$([ -n "$sysroot" ] && echo aarch64 || echo x86_64)-linux-gnu/libibverbs
+    if [ -x "$sysroot/usr/bin/ibv_rc_pingpong" ] && [ -f "$sysroot$provdir/librxe-rdmav34.so" ]; then
         for t in ibv_devices ibv_devinfo ibv_rc_pingpong; do
-            copy_with_libs "/usr/bin/$t" "/usr/bin/$t"
+            copy_with_libs "$sysroot/usr/bin/$t" "/usr/bin/$t"
         done
-        copy_with_libs "$provdir/librxe-rdmav34.so" "$provdir/librxe-rdmav34.so"
-        install -D -m 0644 /etc/libibverbs.d/rxe.driver "$root/etc/libibverbs.d/rxe.driver"
+        copy_with_libs "$sysroot$provdir/librxe-rdmav34.so" "$provdir/librxe-rdmav34.so"
+        install -D -m 0644 "$sysroot/etc/libibverbs.d/rxe.driver" "$root/etc/libibverbs.d/rxe.driver"
     else
         echo "lab: ibverbs-utils or the rxe provider missing on the host; smoke test skips verbs" >&2
     fi
     for t in ib_write_bw ib_send_lat; do
-        if [ -x "/usr/bin/$t" ]; then
+        if [ -n "$sysroot" ]; then
+            break  # the fabric runs on amd64 guests only
+        elif [ -x "/usr/bin/$t" ]; then
             copy_with_libs "/usr/bin/$t" "/usr/bin/$t"
         else
             echo "lab: perftest $t missing on the host (setup.sh installs perftest)" >&2
@@ -99,7 +148,9 @@ lab_build_root() {
     done
 
     # rc_probe (tools/rc_probe.c): an RC ping-pong whose QP timeout and retry_cnt are options.
-    if command -v cc >/dev/null && [ -f /usr/include/infiniband/verbs.h ]; then
+    if [ -n "$sysroot" ]; then
+        :
+    elif command -v cc >/dev/null && [ -f /usr/include/infiniband/verbs.h ]; then
         mkdir -p "$cache/tools"
         if [ ! -x "$cache/tools/rc_probe" ] || [ "$here/tools/rc_probe.c" -nt "$cache/tools/rc_probe" ]; then
             cc -O2 -Wall -o "$cache/tools/rc_probe" "$here/tools/rc_probe.c" -libverbs ||
@@ -115,6 +166,9 @@ lab_build_root() {
         echo "lab: warning: $binary is not statically linked; copying its libraries too" >&2
     fi
     copy_with_libs "$binary" /usr/bin/nccl-wrap
+    local want
+    want=$([ "$arch" = arm64 ] && echo "ARM aarch64" || echo "x86-64")
+    file -b "$binary" | grep -q "$want" || die "$binary is not an $want program (LAB_ARCH=$arch)"
 
     # Kernel modules, uncompressed (busybox insmod cannot read .ko.xz/.ko.zst).
     [ -f "$moddir/modules.dep" ] || depmod -b "$kdir" "$kver"

@@ -7,6 +7,9 @@
 #
 # Prints the guest console, then one line per scenario and "N passed, N failed" alone on the last
 # line. Exits non-zero on any failure or missing result. Needs setup.sh to have run.
+#
+# LAB_ARCH=arm64 boots Debian's arm64 kernel under qemu-system-aarch64 (-M virt, TCG) with arm64
+# programs from .cache/arm64-root (LAB_ARCH=arm64 setup.sh), for an aarch64 nccl-wrap binary.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -35,21 +38,21 @@ fi
 trap 'rm -rf "${root:-}"' EXIT
 lab_build_root "$binary" crc32_generic veth rdma_rxe
 printf '%s\n' "${scenarios[@]}" >"$root/lab/scenarios.list"
-initrd="$cache/initrd.cpio.gz"
+initrd="$cache/initrd$sfx.cpio.gz"
 lab_pack "$initrd"
 
 # --- boot --------------------------------------------------------------------------------------
-log="$cache/last-run.log"
+log="$cache/last-run$sfx.log"
 echo "lab: booting (timeout ${boot_timeout}s), console log in $log" >&2
 # Unknown key=value words on the kernel command line reach /init as environment variables.
-append='console=ttyS0 quiet panic=-1'
+append="console=$console quiet panic=-1"
 [ -z "${LAB_SCENARIO_TIMEOUT:-}" ] || append+=" LAB_SCENARIO_TIMEOUT=$LAB_SCENARIO_TIMEOUT"
 elapsed() { awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
 : >"$log.times"
 start=$(date +%s.%N)
 set +e
-timeout -k 10 "$boot_timeout" qemu-system-x86_64 -accel tcg -m 1024 -nographic -no-reboot \
-    -nic none -kernel "$vmlinuz" -initrd "$initrd" \
+timeout -k 10 "$boot_timeout" "${qemu[@]}" -accel tcg -m 1024 -nographic -no-reboot \
+    -nic none -kernel "$kernel" -initrd "$initrd" \
     -append "$append" </dev/null 2>&1 |
     lab_console_filter |
     while IFS= read -r line; do
@@ -67,7 +70,7 @@ cat "$log"
 
 # --- results -----------------------------------------------------------------------------------
 echo
-echo "=== lab results (kernel $kver) ==="
+echo "=== lab results (kernel $kver, $arch) ==="
 passed=0 failed=0 skipped=0
 for s in "${scenarios[@]}"; do
     line=$(grep -a -m1 "^LAB-RESULT $s " "$log" || true)
