@@ -9,7 +9,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::{output_within, BIN, DEADLINE};
+use common::{bin_argv, bin_command, output_within, BIN, DEADLINE};
 
 struct Tmp(PathBuf);
 
@@ -29,7 +29,23 @@ impl Drop for Tmp {
 }
 
 fn install(dir: &std::path::Path) -> std::process::Output {
-    output_within(Command::new(BIN).env_clear().arg("install").arg(dir), DEADLINE)
+    output_within(bin_command().env_clear().arg("install").arg(dir), DEADLINE)
+}
+
+/// `program` as a command line, through the emulator the tests run under, if any.
+fn command_for(program: &std::path::Path) -> Command {
+    let mut argv = bin_argv();
+    argv.pop();
+    let mut cmd = match argv.first() {
+        Some(emulator) => {
+            let mut c = Command::new(emulator);
+            c.args(&argv[1..]).arg(program);
+            c
+        }
+        None => Command::new(program),
+    };
+    cmd.env_clear();
+    cmd
 }
 
 /// Runs `script` as root in a private mount namespace, or says why it cannot.
@@ -43,7 +59,7 @@ fn in_mount_ns(script: &str) -> Option<std::process::Output> {
     cmd.args(["-m", "--propagation", "private", "sh", "-euc", script])
         .env_clear()
         .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-        .env("BIN", BIN);
+        .env("WRAP", bin_argv().join(" "));
     Some(output_within(&mut cmd, DEADLINE))
 }
 
@@ -61,7 +77,7 @@ fn installs_itself_byte_for_byte_and_again_harmlessly() {
     }
     // The installed copy runs, and installs over itself while running.
     let copy = t.0.join("nccl-wrap");
-    let out = output_within(Command::new(&copy).env_clear().arg("install").arg(&t.0), DEADLINE);
+    let out = output_within(command_for(&copy).arg("install").arg(&t.0), DEADLINE);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
@@ -72,7 +88,7 @@ fn a_missing_directory_is_named_with_the_fix() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("not-there does not exist: create it, or mount the shared volume"), "{err}");
-    let out = output_within(Command::new(BIN).env_clear().arg("install"), DEADLINE);
+    let out = output_within(bin_command().env_clear().arg("install"), DEADLINE);
     assert_eq!(out.status.code(), Some(2), "no DIR is a usage error");
 }
 
@@ -82,7 +98,7 @@ fn a_read_only_volume_is_named_and_left_untouched() {
     let dir = t.0.join("vol");
     std::fs::create_dir(&dir).expect("mkdir");
     let script = format!(
-        "mount --bind '{d}' '{d}'; mount -o remount,bind,ro '{d}'; exec \"$BIN\" install '{d}'",
+        "mount --bind '{d}' '{d}'; mount -o remount,bind,ro '{d}'; exec $WRAP install '{d}'",
         d = dir.display()
     );
     let Some(out) = in_mount_ns(&script) else { return };
@@ -98,7 +114,7 @@ fn a_full_volume_is_named_and_no_partial_file_stays() {
     let dir = t.0.join("vol");
     std::fs::create_dir(&dir).expect("mkdir");
     let script = format!(
-        "mount -t tmpfs -o size=64k tmpfs '{d}'; \"$BIN\" install '{d}' && exit 0; rc=$?; ls -A '{d}' >&2; exit $rc",
+        "mount -t tmpfs -o size=64k tmpfs '{d}'; $WRAP install '{d}' && exit 0; rc=$?; ls -A '{d}' >&2; exit $rc",
         d = dir.display()
     );
     let Some(out) = in_mount_ns(&script) else { return };

@@ -8,6 +8,13 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 cache="$here/.cache"
+# The downloads (two kernels, the arm64 userland: a few minutes) are kept once per machine, not
+# once per checkout: .cache links to LAB_CACHE_DIR where that can be made, so a fresh clone on
+# the same machine (CI's) reuses them. Nothing there is installed; delete it to start over.
+shared=${LAB_CACHE_DIR:-/var/cache/nccl-wrap-lab}
+if [ ! -e "$cache" ] && [ ! -L "$cache" ] && mkdir -p "$shared" 2>/dev/null; then
+    ln -s "$shared" "$cache"
+fi
 mkdir -p "$cache/debs"
 
 log() { echo "lab-setup: $*" >&2; }
