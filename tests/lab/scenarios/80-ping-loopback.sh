@@ -16,6 +16,14 @@ require "rxe1 ACTIVE" wait_port_state rxe1 4
 only() { # only DEV: the SR-IOV plugin variable naming DEV alone
     echo "PCIDEVICE_LAB_RXE_INFO={\"$1\":{\"generic\":{\"deviceID\":\"$1\"},\"rdma\":{\"rdma_dev\":\"$1\"}}}"
 }
+# wrap_on DEV ARGS...: `wrap` with the plugin variable naming DEV alone (both ends then plan one
+# rail: a client that also planned rxe1 would rightly report that rail's missing partner).
+wrap_on() {
+    export "$(only "$1")"
+    shift
+    wrap "$@"
+    unset PCIDEVICE_LAB_RXE_INFO
+}
 # wait_listen PORT: until a socket listens on PORT (the listener detects and opens ports first).
 wait_listen() {
     _n=100
@@ -32,12 +40,9 @@ SMALL="--bytes=65536 --iters=200 --duration-ms=1000 --timeout-ms=20000 --wait-ms
 env "$(only rxe0)" "$NCCL_WRAP" ping --listen 10.80.0.1:18515 --json $SMALL >/tmp/ping.listen 2>/tmp/ping.listen.err &
 lpid=$!
 require "listener up on 18515" wait_listen 18515
-# The client is limited to rxe0 too: both ends then plan one rail, and the pair is two queue pairs
-# of one device (a client that also planned rxe1 would rightly report that rail's missing partner).
-export "$(only rxe0)"
-wrap ping 10.80.0.1:18515 --json $SMALL
+# The client is limited to rxe0 too: the pair is two queue pairs of one device.
+wrap_on rxe0 ping 10.80.0.1:18515 --json $SMALL
 crc=$WRAP_RC
-unset PCIDEVICE_LAB_RXE_INFO
 wait $lpid
 lrc=$?
 sed 's/^/      listener| /' /tmp/ping.listen /tmp/ping.listen.err | head -n 20
@@ -69,7 +74,7 @@ env "$(only rxe0)" "$NCCL_WRAP" ping --listen 10.80.0.1:18517 --keep $SMALL >/tm
 kpid=$!
 require "listener up on 18517" wait_listen 18517
 echo "GET / HTTP/1.1" | nc -w 2 10.80.0.1 18517 >/dev/null 2>&1
-wrap ping 10.80.0.1:18517 $SMALL
+wrap_on rxe0 ping 10.80.0.1:18517 $SMALL
 kill $kpid 2>/dev/null
 wait $kpid 2>/dev/null
 sed 's/^/      keep| /' /tmp/ping.keep /tmp/ping.keep.err | head -n 12
