@@ -56,6 +56,37 @@ macro_rules! flag {
     };
 }
 
+/// Setters of `ping`'s own options: a no-op outside `ping`, where these options are not found.
+macro_rules! ping_flag {
+    ($field:ident) => {
+        |c: &mut Cli, v: &str| {
+            let b = boolish(v)?;
+            ping(c, |p| p.$field = b)
+        }
+    };
+}
+macro_rules! ping_number {
+    ($field:ident) => {
+        |c: &mut Cli, v: &str| {
+            let n = number(v)?;
+            ping(c, |p| p.$field = n)
+        }
+    };
+}
+macro_rules! ping_some_number {
+    ($field:ident) => {
+        |c: &mut Cli, v: &str| {
+            let n = number(v)?;
+            ping(c, |p| p.$field = Some(n))
+        }
+    };
+}
+macro_rules! ping_text {
+    ($field:ident) => {
+        |c: &mut Cli, v: &str| ping(c, |p| p.$field = Some(v.to_owned()))
+    };
+}
+
 /// Every option. `--help` lists them in this order.
 pub(super) const SPECS: &[Spec] = &[
     Spec {
@@ -285,7 +316,7 @@ pub(super) const SPECS: &[Spec] = &[
         only: Some(SubName::Ping),
         default: None,
         help: "The peer's listener (also the first word after `ping`)",
-        set: |c, v| ping(c, |p| p.target = Some(v.to_owned())),
+        set: ping_text!(target),
     },
     Spec {
         long: "listen",
@@ -295,7 +326,7 @@ pub(super) const SPECS: &[Spec] = &[
         only: Some(SubName::Ping),
         default: None,
         help: "Wait for a peer on [ADDR:]PORT (one peer, unless --keep)",
-        set: |c, v| ping(c, |p| p.listen = Some(v.to_owned())),
+        set: ping_text!(listen),
     },
     Spec {
         long: "keep",
@@ -305,10 +336,7 @@ pub(super) const SPECS: &[Spec] = &[
         only: Some(SubName::Ping),
         default: Some("false"),
         help: "With --listen: serve peer after peer until stopped",
-        set: |c, v| {
-            let b = boolish(v)?;
-            ping(c, |p| p.keep = b)
-        },
+        set: ping_flag!(keep),
     },
     Spec {
         long: "all-pairs",
@@ -318,10 +346,7 @@ pub(super) const SPECS: &[Spec] = &[
         only: Some(SubName::Ping),
         default: Some("false"),
         help: "Test every local x remote port pair, not only rail i with rail i",
-        set: |c, v| {
-            let b = boolish(v)?;
-            ping(c, |p| p.all_pairs = b)
-        },
+        set: ping_flag!(all_pairs),
     },
     Spec {
         long: "ring",
@@ -331,10 +356,7 @@ pub(super) const SPECS: &[Spec] = &[
         only: Some(SubName::Ping),
         default: Some("false"),
         help: "Ring mode (Indexed Job, JobSet, StatefulSet): listen on --port and test the next index",
-        set: |c, v| {
-            let b = boolish(v)?;
-            ping(c, |p| p.ring = b)
-        },
+        set: ping_flag!(ring),
     },
     Spec {
         long: "peer-template",
@@ -344,7 +366,7 @@ pub(super) const SPECS: &[Spec] = &[
         only: Some(SubName::Ping),
         default: None,
         help: "Ring mode: the peer's host name, {index} for its index (e.g. 'train-{index}.train')",
-        set: |c, v| ping(c, |p| p.peer_template = Some(v.to_owned())),
+        set: ping_text!(peer_template),
     },
     Spec {
         long: "index",
@@ -354,10 +376,7 @@ pub(super) const SPECS: &[Spec] = &[
         only: Some(SubName::Ping),
         default: None,
         help: "Ring mode: this pod's index (default: JOB_COMPLETION_INDEX, else the hostname's -N)",
-        set: |c, v| {
-            let n = number(v)?;
-            ping(c, |p| p.index = Some(n))
-        },
+        set: ping_some_number!(index),
     },
     Spec {
         long: "size",
@@ -367,10 +386,7 @@ pub(super) const SPECS: &[Spec] = &[
         only: Some(SubName::Ping),
         default: None,
         help: "Ring mode: the number of pods",
-        set: |c, v| {
-            let n = number(v)?;
-            ping(c, |p| p.size = Some(n))
-        },
+        set: ping_some_number!(size),
     },
     Spec {
         long: "port",
@@ -380,10 +396,7 @@ pub(super) const SPECS: &[Spec] = &[
         only: Some(SubName::Ping),
         default: Some("18515"),
         help: "Ring mode: the TCP port every pod listens on and connects to",
-        set: |c, v| {
-            let n = number(v)?;
-            ping(c, |p| p.port = n)
-        },
+        set: ping_number!(port),
     },
     Spec {
         long: "json",
@@ -393,10 +406,7 @@ pub(super) const SPECS: &[Spec] = &[
         only: Some(SubName::Ping),
         default: Some("false"),
         help: "Print one JSON object per line: one per pair, then a summary",
-        set: |c, v| {
-            let b = boolish(v)?;
-            ping(c, |p| p.json = b)
-        },
+        set: ping_flag!(json),
     },
     Spec {
         long: "bytes",
@@ -406,10 +416,7 @@ pub(super) const SPECS: &[Spec] = &[
         only: Some(SubName::Ping),
         default: Some("1048576"),
         help: "Bandwidth message size in bytes (also the buffer each pair exposes to the peer)",
-        set: |c, v| {
-            let n = number(v)?;
-            ping(c, |p| p.bytes = n)
-        },
+        set: ping_number!(bytes),
     },
     Spec {
         long: "duration-ms",
@@ -419,10 +426,7 @@ pub(super) const SPECS: &[Spec] = &[
         only: Some(SubName::Ping),
         default: Some("1000"),
         help: "Length of the bandwidth run, in milliseconds (0: no bandwidth run)",
-        set: |c, v| {
-            let n = number(v)?;
-            ping(c, |p| p.duration_ms = n)
-        },
+        set: ping_number!(duration_ms),
     },
     Spec {
         long: "iters",
@@ -432,10 +436,7 @@ pub(super) const SPECS: &[Spec] = &[
         only: Some(SubName::Ping),
         default: Some("1000"),
         help: "Latency round trips per pair",
-        set: |c, v| {
-            let n = number(v)?;
-            ping(c, |p| p.iters = n)
-        },
+        set: ping_number!(iters),
     },
     Spec {
         long: "timeout-ms",
@@ -445,10 +446,7 @@ pub(super) const SPECS: &[Spec] = &[
         only: Some(SubName::Ping),
         default: Some("3000"),
         help: "Deadline of each phase of each pair (and of each message), in milliseconds",
-        set: |c, v| {
-            let n = number(v)?;
-            ping(c, |p| p.timeout_ms = n)
-        },
+        set: ping_number!(timeout_ms),
     },
     Spec {
         long: "wait-ms",
@@ -458,10 +456,7 @@ pub(super) const SPECS: &[Spec] = &[
         only: Some(SubName::Ping),
         default: Some("60000"),
         help: "How long to wait for the peer (to connect, or to come), in milliseconds",
-        set: |c, v| {
-            let n = number(v)?;
-            ping(c, |p| p.wait_ms = n)
-        },
+        set: ping_number!(wait_ms),
     },
 ];
 

@@ -104,27 +104,7 @@ pub fn result(index: usize, peer: &str, run: &PairRun, routes: Option<&[Route]>)
 
 /// A pair that never ran because this end's port could not be opened.
 pub fn unopened(index: usize, peer: &str, device: &str, port: u8, cause: Cause) -> PairResult {
-    PairResult {
-        kind: "ping-pair",
-        index,
-        node_index: None,
-        peer_index: None,
-        peer: peer.to_owned(),
-        local: PortOut {
-            device: device.to_owned(),
-            port,
-            link_layer: None,
-            gid_index: None,
-            gid: None,
-            lid: None,
-            mtu: None,
-        },
-        remote: None,
-        status: Status::Fail,
-        latency_us: None,
-        bandwidth_gbytes_per_s: None,
-        cause: Some(cause),
-    }
+    fail(index, peer, bare(device, port), None, cause)
 }
 
 /// A port of this end that the plan leaves out for its GID (a rail without its IPv4 address):
