@@ -16,7 +16,7 @@
 #
 # Prints one `PASS|FAIL|SKIP name: detail` line per scenario, the LAB-BENCH lines, a timing line
 # and, last, `N passed, N failed` alone on a line. Exits non-zero on any failure, missing result
-# or timeout. Every QEMU it started is killed on every way out. Consoles: .cache/fabric/.
+# or timeout. Every QEMU it started is killed on every way out. Consoles: .out/fabric/.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -80,10 +80,10 @@ trap 'echo "lab: interrupted" >&2; exit 130' INT TERM HUP
 # --- initramfs (the same builder as run.sh; more modules) --------------------------------------
 lab_build_root "$binary" crc32_generic veth rdma_rxe \
     virtio_pci virtio_net sch_ingress cls_flower act_gact
-initrd="$cache/fabric-initrd.cpio.gz"
+initrd="$out/fabric-initrd.cpio.gz"
 lab_pack "$initrd"
 
-logdir="$cache/fabric"
+logdir="$out/fabric"
 rm -rf "$logdir"
 mkdir -p "$logdir"
 

@@ -3,6 +3,10 @@
 # one initramfs both runners boot, and filters a guest console into plain lines.
 
 cache="$here/.cache"
+# What a run writes (initramfs, consoles) stays with the checkout, so that two checkouts on one
+# machine can run labs at once while sharing the downloads in .cache.
+out="$here/.out"
+mkdir -p "$out"
 arch=${LAB_ARCH:-amd64}
 sfx=$([ "$arch" = amd64 ] || echo "-$arch")  # arm64 files beside the amd64 ones
 

@@ -38,11 +38,11 @@ fi
 trap 'rm -rf "${root:-}"' EXIT
 lab_build_root "$binary" crc32_generic veth rdma_rxe
 printf '%s\n' "${scenarios[@]}" >"$root/lab/scenarios.list"
-initrd="$cache/initrd$sfx.cpio.gz"
+initrd="$out/initrd$sfx.cpio.gz"
 lab_pack "$initrd"
 
 # --- boot --------------------------------------------------------------------------------------
-log="$cache/last-run$sfx.log"
+log="$out/last-run$sfx.log"
 echo "lab: booting (timeout ${boot_timeout}s), console log in $log" >&2
 # Unknown key=value words on the kernel command line reach /init as environment variables.
 append="console=$console quiet panic=-1"
