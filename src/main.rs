@@ -43,7 +43,13 @@ fn main() -> ExitCode {
     // Detect
     let (prefs, pref_warnings) = plan::gid_prefs(&vars);
     let sysfs = detect::sysfs::Sysfs::new(&cli.opts.sysfs_root);
-    let inputs = detect::Inputs { vars: &vars, sysfs: &sysfs, annotations: &cli.opts.annotations, prefs: &prefs };
+    let inputs = detect::Inputs {
+        vars: &vars,
+        sysfs: &sysfs,
+        annotations: &cli.opts.annotations,
+        prefs: &prefs,
+        addrs: &detect::netif::read,
+    };
     let mut detection = detect::detect(&inputs);
     let verbs = verbs_for(&cli.opts);
     verbs::verify::probe(&mut detection, verbs.as_ref());

@@ -6,10 +6,11 @@ use std::ffi::OsStr;
 
 use serde::Serialize;
 
-use crate::detect::port::{PortFacts, VerbsCheck};
+use crate::detect::netif::Owner;
+use crate::detect::port::{GidPick, PortFacts, VerbsCheck};
 use crate::detect::{Detection, Source, Vars};
-use crate::nccl::env::{self, IB_DISABLE, IB_GID_INDEX, IB_HCA, MAX_HCA_ENTRIES};
-use crate::nccl::gid::{Family, GidPrefs};
+use crate::nccl::env::{self, IB_ADDR_RANGE, IB_DISABLE, IB_GID_INDEX, IB_HCA, IB_PKEY, MAX_HCA_ENTRIES};
+use crate::nccl::gid::{self, AddrRange, Family, GidEntry, GidPrefs, RowTable};
 use crate::verbs::verify;
 
 #[derive(Debug, Clone, Serialize)]
@@ -50,6 +51,9 @@ pub struct Plan {
     /// `dev:port` of the ports handed to NCCL, in natural name order.
     pub hca: Vec<String>,
     pub gid_index: Option<u32>,
+    /// `NCCL_IB_ADDR_RANGE` to export where the ports' own entries differ in index but NCCL's
+    /// rule, narrowed to this range, lands on each of them.
+    pub addr_range: Option<String>,
     pub rdma: bool,
     pub vars: Vec<Var>,
     pub warnings: Vec<String>,
@@ -133,6 +137,12 @@ fn sysfs_problem(p: &PortFacts, prefs: &GidPrefs) -> Option<String> {
         return None;
     }
     match &p.gid {
+        Some(g) if g.owner == Some(Owner::Other) => Some(format!(
+            "no GID entry of this pod's addresses (shared device): NCCL would take index {}, {} on {}, another namespace's address, and its connections would fail",
+            g.index,
+            g.address,
+            g.ndev.as_deref().unwrap_or("?")
+        )),
         Some(g) if g.full_match => None,
         Some(g) => Some(format!(
             "no usable RoCE v{} {} GID (NCCL would fall back to index {}, {} {}): give its net device {} an address",
@@ -203,21 +213,8 @@ pub fn plan(detection: Detection, vars: &Vars, prefs: &GidPrefs, choices: Choice
         used.truncate(MAX_HCA_ENTRIES);
     }
 
-    let gid_indices: Vec<(String, u32)> =
-        used.iter().filter_map(|(d, p)| p.gid.as_ref().map(|g| (format!("{d}:{}", p.port), g.index))).collect();
-    let gid_index = match gid_indices.split_first() {
-        Some(((_, first), rest)) if rest.iter().all(|(_, i)| i == first) => Some(*first),
-        Some(_) => {
-            let list: Vec<String> = gid_indices.iter().map(|(p, i)| format!("{p}={i}")).collect();
-            warnings.push(format!(
-                "RoCE ports disagree on the GID index ({}); NCCL_IB_GID_INDEX is one value for all ports, so it is left unset and NCCL 2.21.5+ picks per port (older NCCL would use index 0 and fail)",
-                list.join(", ")
-            ));
-            None
-        }
-        None => None,
-    };
-
+    let (gid_index, addr_range) = gid_choice(&used, prefs, &mut warnings);
+    let pkey = pkey_choice(&used, &mut warnings);
     let mut wanted: Vec<(&'static str, String)> = Vec::new();
     let hca: Vec<String> = used.iter().map(|(d, p)| format!("{d}:{}", p.port)).collect();
     let rdma = !used.is_empty();
@@ -225,6 +222,12 @@ pub fn plan(detection: Detection, vars: &Vars, prefs: &GidPrefs, choices: Choice
         wanted.push((IB_HCA, env::hca_value(used.iter().map(|(d, p)| (*d, p.port)))));
         if let Some(i) = gid_index {
             wanted.push((IB_GID_INDEX, i.to_string()));
+        }
+        if let Some(r) = &addr_range {
+            wanted.push((IB_ADDR_RANGE, r.clone()));
+        }
+        if let Some(k) = pkey {
+            wanted.push((IB_PKEY, k.to_string()));
         }
     } else {
         wanted.push((IB_DISABLE, "1".into()));
@@ -267,5 +270,103 @@ pub fn plan(detection: Detection, vars: &Vars, prefs: &GidPrefs, choices: Choice
             ));
         }
     }
-    Plan { detection, decisions, hca, gid_index, rdma, vars: vars_out, warnings }
+    for g in used.iter().filter_map(|(d, p)| p.gid.as_ref().filter(|g| g.owner == Some(Owner::Host)).map(|g| (d, p, g)))
+    {
+        warnings.push(format!(
+            "{}:{}: the GID NCCL will use, index {} ({}), is the host's address, not one of this pod's; RDMA from the pod sourced from it may fail: give the pod an address on this device (a macvlan or ipvlan rail)",
+            g.0, g.1.port, g.2.index, g.2.address
+        ));
+    }
+    Plan { detection, decisions, hca, gid_index, addr_range, rdma, vars: vars_out, warnings }
+}
+
+/// The GID index to export (every port's entry at one index), or else an address range that
+/// makes NCCL's own rule land on each port's entry, or neither, with a warning that says why.
+/// Each port's entry is this pod's own address where the table holds one (a shared device), else
+/// NCCL's pick; nothing exported here may land on another pod's or the host's address while the
+/// pod has its own.
+fn gid_choice(
+    used: &[(&str, &PortFacts)],
+    prefs: &GidPrefs,
+    warnings: &mut Vec<String>,
+) -> (Option<u32>, Option<String>) {
+    let roce: Vec<(String, &PortFacts, &GidPick)> =
+        used.iter().filter_map(|(d, p)| p.gid.as_ref().map(|g| (format!("{d}:{}", p.port), *p, g))).collect();
+    let Some(((_, _, first), rest)) = roce.split_first() else { return (None, None) };
+    if rest.iter().all(|(_, _, g)| g.index == first.index) {
+        return (Some(first.index), None);
+    }
+    let list: Vec<String> = roce.iter().map(|(l, _, g)| format!("{l}={}", g.index)).collect();
+    if !roce.iter().any(|(_, p, _)| p.nccl_pick.is_some()) {
+        // NCCL's own per-port pick is each port's entry already.
+        warnings.push(format!(
+            "RoCE ports disagree on the GID index ({}); NCCL_IB_GID_INDEX is one value for all ports, so it is left unset and NCCL 2.21.5+ picks per port (older NCCL would use index 0 and fail)",
+            list.join(", ")
+        ));
+        return (None, None);
+    }
+    let addrs: Vec<_> = roce.iter().filter_map(|(_, _, g)| gid::parse_gid(&g.gid)).collect();
+    let range = gid::covering_range(&addrs, prefs.family).filter(|r| {
+        let narrowed = GidPrefs { range: Some(*r), ..*prefs };
+        roce.iter().all(|(_, p, g)| nccl_lands_on(p, g, &narrowed))
+    });
+    if let Some(r) = range {
+        return (None, Some(r.to_string()));
+    }
+    let rows: Vec<String> = roce
+        .iter()
+        .map(|(l, p, g)| {
+            let nccl = p.nccl_pick.as_ref().unwrap_or(g);
+            let whose = nccl.owner.map_or("owner unknown", Owner::describe);
+            format!(
+                "{l}: own index {} ({}), NCCL would take {} ({}, {whose})",
+                g.index, g.address, nccl.index, nccl.address
+            )
+        })
+        .collect();
+    warnings.push(format!(
+        "this pod's GID entries sit at different indices on its ports, and NCCL_IB_GID_INDEX is one index for all ports (NVIDIA/nccl#890); no NCCL_IB_ADDR_RANGE makes NCCL's rule land on them either, so neither is exported and NCCL will take other pods' or the host's entries: {}. Fix: give each pod its rails in the same order on every device (the kernel numbers entries in the order addresses appear), or put pods' rail addresses in a subnet of their own (then NCCL_IB_ADDR_RANGE selects them), or use one rail",
+        rows.join("; ")
+    ));
+    (None, None)
+}
+
+/// Whether NCCL's rule under `prefs` picks `want` on port `p`: simulated over the table when it
+/// was read; otherwise `want` is NCCL's unnarrowed pick, a full match, so a range that holds it
+/// keeps it (entries before it were no full match without the range, and are none with it).
+fn nccl_lands_on(p: &PortFacts, want: &GidPick, prefs: &GidPrefs) -> bool {
+    if p.table.is_empty() {
+        return want.full_match
+            && gid::parse_gid(&want.gid).is_some_and(|g| prefs.range.is_none_or(|r: AddrRange| r.contains(&g)));
+    }
+    let entries: Vec<GidEntry> = p
+        .table
+        .iter()
+        .filter_map(|r| gid::parse_gid(&r.gid).map(|g| GidEntry { index: r.index, gid: g, roce: r.roce }))
+        .collect();
+    gid::choose(&mut RowTable { entries: &entries, len: p.table_len }, prefs).is_some_and(|e| e.index == want.index)
+}
+
+/// `NCCL_IB_PKEY`: the pkey index of the pod's IPoIB partition, when it is not the default
+/// index 0 and every InfiniBand port agrees.
+fn pkey_choice(used: &[(&str, &PortFacts)], warnings: &mut Vec<String>) -> Option<u32> {
+    let picks: Vec<(String, &crate::detect::port::PkeyPick)> =
+        used.iter().filter_map(|(d, p)| p.pkey.as_ref().map(|k| (format!("{d}:{}", p.port), k))).collect();
+    for (l, k) in picks.iter().filter(|(_, k)| k.index.is_none()) {
+        warnings.push(format!(
+            "{l}: IPoIB interface {} is in partition 0x{:04x}, which the port's pkey table does not hold; NCCL's queue pairs use pkey index 0: check the subnet manager's partition configuration",
+            k.netdev, k.pkey
+        ));
+    }
+    let indices: Vec<(&String, u32)> = picks.iter().filter_map(|(l, k)| k.index.map(|i| (l, i))).collect();
+    let (_, first) = *indices.first()?;
+    if indices.iter().any(|(_, i)| *i != first) {
+        let list: Vec<String> = indices.iter().map(|(l, i)| format!("{l}={i}")).collect();
+        warnings.push(format!(
+            "the pod's IPoIB partitions sit at different pkey indices ({}); NCCL_IB_PKEY is one index for all ports, so it is not set",
+            list.join(", ")
+        ));
+        return None;
+    }
+    (first != 0).then_some(first)
 }

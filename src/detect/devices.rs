@@ -8,12 +8,15 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
+use std::net::Ipv6Addr;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use crate::detect::annotation;
 use crate::detect::names;
+use crate::detect::netif::{OwnAddr, Owner};
 use crate::detect::port::PortFacts;
 use crate::detect::sriov;
 use crate::detect::sysfs::{Attachment, Identity, NetDevs, Sysfs};
@@ -78,13 +81,36 @@ pub struct Detection {
     /// Devices a source named that do not exist, and other detection warnings.
     #[serde(rename = "detection_warnings")]
     pub warnings: Vec<String>,
+    /// This namespace's addresses (loopback left out), read only when RDMA devices are visible:
+    /// on a shared device they tell the pod's GID entries from the host's and other pods'.
+    #[serde(rename = "pod_addresses")]
+    pub addresses: Vec<OwnAddr>,
 }
+
+/// Reads this namespace's addresses (`netif::read` in production; tests hand in their own).
+pub type AddrSource<'a> = &'a dyn Fn() -> Result<Vec<OwnAddr>, String>;
 
 pub struct Inputs<'a> {
     pub vars: &'a Vars,
     pub sysfs: &'a Sysfs,
     pub annotations: &'a Path,
     pub prefs: &'a GidPrefs,
+    pub addrs: AddrSource<'a>,
+}
+
+/// How long detection waits, in all, for the kernel to add a pod address's GID entry: CNI gives
+/// the address a moment before the kernel's GID work adds its entries. Measured in the lab
+/// (`tests/lab/scenarios/34-shared-gid-timing.sh`): the entries follow within milliseconds.
+pub const GID_WAIT: Duration = Duration::from_millis(2000);
+const GID_POLL: Duration = Duration::from_millis(10);
+
+/// What detection knows of this pod's addresses while it reads ports.
+struct Own<'a> {
+    addrs: &'a [OwnAddr],
+    gids: Vec<Ipv6Addr>,
+    prefs: &'a GidPrefs,
+    /// When waiting for missing entries stops, for every device together.
+    deadline: Instant,
 }
 
 /// A device name a source gave, before its ports are read.
@@ -96,6 +122,8 @@ struct Named {
     /// The device ID (PCI address, auxiliary ID) the source gave along with the name: the
     /// name is checked against it once the device's attachment is read.
     claimed_id: Option<String>,
+    /// Ports the source already read (with their problems), to be used as they are.
+    ports: Option<(Vec<PortFacts>, Vec<String>)>,
 }
 
 pub fn detect(inp: &Inputs) -> Detection {
@@ -104,6 +132,20 @@ pub fn detect(inp: &Inputs) -> Detection {
     let mut visible_problems = Vec::new();
     let visible = inp.sysfs.rdma_devices(&mut visible_problems);
     warnings.extend(visible_problems.iter().map(ToString::to_string));
+    let addresses = if visible.is_empty() {
+        Vec::new()
+    } else {
+        (inp.addrs)().unwrap_or_else(|e| {
+            warnings.push(format!("{e}; GID entries cannot be told from other pods' on a shared device"));
+            Vec::new()
+        })
+    };
+    let own = Own {
+        addrs: &addresses,
+        gids: addresses.iter().map(OwnAddr::gid).collect(),
+        prefs: inp.prefs,
+        deadline: Instant::now() + GID_WAIT,
+    };
 
     let mut chosen: Option<(Source, Vec<Named>)> = None;
     for source in [Source::Sriov, Source::Annotation, Source::Sysfs] {
@@ -114,7 +156,7 @@ pub fn detect(inp: &Inputs) -> Detection {
         let (report, named) = match source {
             Source::Sriov => from_sriov(inp),
             Source::Annotation => from_annotation(inp),
-            _ => from_sysfs(inp, &visible),
+            _ => from_sysfs(inp, &visible, &own, &mut warnings),
         };
         let (report, named) = (report, dedupe(named));
         if !named.is_empty() {
@@ -136,7 +178,7 @@ pub fn detect(inp: &Inputs) -> Detection {
     let mut devices: Vec<Device> = Vec::new();
     for n in present {
         let claimed = n.claimed_id.clone();
-        let dev = read_device(inp, n);
+        let dev = read_device(inp, &own, n, &mut warnings);
         match (claimed, function(&dev.attachment)) {
             (Some(id), Some(func)) if id != func => {
                 // Two names for one device disagree: the device ID is what was allocated to the
@@ -158,7 +200,7 @@ pub fn detect(inp: &Inputs) -> Detection {
                     ));
                     for f in found {
                         if !devices.iter().any(|d| d.name == f.name) && inp.sysfs.has_rdma_device(&f.name) {
-                            devices.push(read_device(inp, f));
+                            devices.push(read_device(inp, &own, f, &mut warnings));
                         }
                     }
                 }
@@ -171,7 +213,7 @@ pub fn detect(inp: &Inputs) -> Detection {
         }
     }
     let not_ours = visible.into_iter().filter(|v| !devices.iter().any(|d| &d.name == v)).collect();
-    Detection { source, sources, devices, not_ours, warnings }
+    Detection { source, sources, devices, not_ours, warnings, addresses }
 }
 
 /// The function a device sits on (PCI address, auxiliary ID), if any.
@@ -183,14 +225,86 @@ fn function(a: &Attachment) -> Option<&str> {
     }
 }
 
-/// Reads one device's attachment and ports.
-fn read_device(inp: &Inputs, n: Named) -> Device {
-    let mut problems = Vec::new();
-    let (attachment, _) = inp.sysfs.attachment(&n.name);
-    let ports = inp.sysfs.ports(&n.name, inp.prefs, &mut problems);
-    let mut problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
-    problems.extend(ports.iter().flat_map(|p| p.problems.iter().cloned()));
+/// Reads one device's attachment and ports (unless the source already read them).
+fn read_device(inp: &Inputs, own: &Own, n: Named, warnings: &mut Vec<String>) -> Device {
+    let (attachment, func) = inp.sysfs.attachment(&n.name);
+    let (mut ports, mut problems) = match n.ports {
+        Some(read) => read,
+        None => read_ports(inp.sysfs, &n.name, own, warnings),
+    };
+    if ports.iter().any(|p| p.link_layer.as_deref() == Some("InfiniBand")) {
+        ipoib_pkeys(inp.sysfs, &n.name, func.as_deref(), &mut ports, &mut problems);
+    }
     Device { name: n.name, origin: n.origin, attachment, ports, problems }
+}
+
+/// Reads a device's ports. Where a port's table already holds an address of one of the pod's
+/// interfaces (its link-local entry, which the kernel adds when the link comes up) but not yet
+/// that interface's address of NCCL's family, the kernel is still adding entries: read again
+/// until they appear or the shared deadline passes, and say which never came.
+fn read_ports(sysfs: &Sysfs, dev: &str, own: &Own, warnings: &mut Vec<String>) -> (Vec<PortFacts>, Vec<String>) {
+    let start = Instant::now();
+    loop {
+        let mut errs = Vec::new();
+        let ports = sysfs.ports(dev, own.prefs, &own.gids, &mut errs);
+        let missing: Vec<String> = ports.iter().flat_map(|p| missing_entries(dev, p, own)).collect();
+        if missing.is_empty() || Instant::now() >= own.deadline {
+            if !missing.is_empty() {
+                warnings.push(format!(
+                    "{}: not in the GID table after waiting {} ms; the kernel adds an address's entries when it is configured: if the address came later, NCCL will still use another entry, so start nccl-wrap after the network is ready (a CNI that finished), or check that the interface sits on this device",
+                    missing.join("; "),
+                    start.elapsed().as_millis()
+                ));
+            } else if start.elapsed() >= GID_POLL {
+                log::info!("{dev}: waited {} ms for the pod's GID entries", start.elapsed().as_millis());
+            }
+            let mut problems: Vec<String> = errs.iter().map(ToString::to_string).collect();
+            problems.extend(ports.iter().flat_map(|p| p.problems.iter().cloned()));
+            return (ports, problems);
+        }
+        std::thread::sleep(GID_POLL);
+    }
+}
+
+/// The pod's addresses of NCCL's family on interfaces that already have an entry in this port's
+/// table, whose own entry is not there yet.
+fn missing_entries(dev: &str, p: &PortFacts, own: &Own) -> Vec<String> {
+    if p.table.is_empty() || p.gid.as_ref().is_some_and(|g| g.owner == Some(Owner::Pod)) {
+        return Vec::new();
+    }
+    let present: Vec<Ipv6Addr> = p.table.iter().filter_map(|r| crate::nccl::gid::parse_gid(&r.gid)).collect();
+    let on_device: Vec<&str> =
+        own.addrs.iter().filter(|a| present.contains(&a.gid())).map(|a| a.ifname.as_str()).collect();
+    own.addrs
+        .iter()
+        .filter(|a| on_device.contains(&a.ifname.as_str()) && !present.contains(&a.gid()))
+        .filter(|a| crate::nccl::gid::valid(&a.gid()) && crate::nccl::gid::family_of(&a.gid()) == own.prefs.family)
+        .map(|a| format!("{} {} on {dev}:{}", a.ifname, a.addr, p.port))
+        .collect()
+}
+
+/// Fills each InfiniBand port's partition from the pod's IPoIB child on it.
+fn ipoib_pkeys(sysfs: &Sysfs, dev: &str, func: Option<&str>, ports: &mut [PortFacts], problems: &mut Vec<String>) {
+    let Some(func) = func else { return };
+    let mut errs = Vec::new();
+    for (ifname, _) in sysfs.netdevs(&mut errs).iter().filter(|(_, f)| f.as_deref() == Some(func)) {
+        if let Some((port, pick)) = sysfs.ipoib_pkey(dev, ifname, &mut errs) {
+            if let Some(p) = ports.iter_mut().find(|p| p.port == port && p.pkey.is_none()) {
+                p.pkey = Some(pick);
+            }
+        }
+    }
+    problems.extend(errs.iter().map(ToString::to_string));
+}
+
+/// Whether a device's ports hold this pod's address, and the first such entry as `net1 10.9.0.52`.
+fn own_entry(ports: &[PortFacts]) -> Option<String> {
+    ports.iter().find_map(|p| {
+        let g = p.gid.as_ref().filter(|g| g.owner == Some(Owner::Pod));
+        g.map(|g| (g.ndev.clone(), g.address.clone()))
+            .or_else(|| p.table.iter().find(|r| r.owner == Owner::Pod).map(|r| (r.ndev.clone(), r.address.clone())))
+            .map(|(ndev, addr)| format!("{} {addr}", ndev.as_deref().unwrap_or("?")))
+    })
 }
 
 fn dedupe(mut named: Vec<Named>) -> Vec<Named> {
@@ -225,6 +339,7 @@ fn resolve_id(inp: &Inputs, id: &str, origin: &str, out: &mut Vec<Named>, proble
         origin: origin.to_string(),
         checked: false,
         claimed_id: None,
+        ports: None,
     }));
 }
 
@@ -239,6 +354,7 @@ fn from_sriov(inp: &Inputs) -> (SourceReport, Vec<Named>) {
                 origin: dev.variable.clone(),
                 checked: true,
                 claimed_id: Some(dev.device_id.clone()),
+                ports: None,
             }),
             Some((name, Err(e))) => {
                 problems.push(format!(
@@ -272,9 +388,13 @@ fn from_annotation(inp: &Inputs) -> (SourceReport, Vec<Named>) {
     for dev in &scan.devices {
         let origin = format!("network {}", dev.network);
         match (&dev.rdma_dev, &dev.pci_address) {
-            (Some(name), _) if inp.sysfs.has_rdma_device(name) => {
-                named.push(Named { name: name.clone(), origin, checked: true, claimed_id: dev.pci_address.clone() })
-            }
+            (Some(name), _) if inp.sysfs.has_rdma_device(name) => named.push(Named {
+                name: name.clone(),
+                origin,
+                checked: true,
+                claimed_id: dev.pci_address.clone(),
+                ports: None,
+            }),
             (_, Some(addr)) => resolve_id(inp, addr, &origin, &mut named, &mut problems),
             (Some(name), None) => {
                 problems.push(format!("{origin}: rdma-device {name} is not in this namespace's RDMA devices"))
@@ -290,53 +410,56 @@ fn from_annotation(inp: &Inputs) -> (SourceReport, Vec<Named>) {
 ///
 /// - exclusive RDMA netns mode: the kernel shows a namespace only its own devices, so all are;
 /// - a PCI function (VF, PF) or scalable function is the pod's when one of this namespace's net
-///   devices sits on the same function (sysfs shows only this namespace's net devices);
+///   devices sits on the same function (sysfs shows only this namespace's net devices; an IPoIB
+///   child of a shared InfiniBand device sits on its function too);
 /// - a software device (rxe, siw) is the pod's when its `parent` net device is in this namespace,
 ///   told by the MAC behind the device's identifiers, not by the name (see `software_identity`);
+/// - a shared device (macvlan or ipvlan children of its net device, one per pod) is the pod's
+///   when its GID table holds one of the pod's addresses: by address, never by name, since every
+///   pod's child is `net1`;
 /// - when that matches nothing (no net device maps to any RDMA device: InfiniBand without IPoIB,
 ///   or a pod with only virtual interfaces), we cannot tell, and use every visible device, which
 ///   is what NCCL would do without us, with a warning that says so.
-fn from_sysfs(inp: &Inputs, visible: &[String]) -> (SourceReport, Vec<Named>) {
+fn from_sysfs(inp: &Inputs, visible: &[String], own: &Own, warnings: &mut Vec<String>) -> (SourceReport, Vec<Named>) {
     let class = inp.sysfs.path("class/infiniband").display().to_string();
     if visible.is_empty() {
         return (report(Source::Sysfs, Vec::new(), Vec::new(), false), Vec::new());
     }
     let mut problems = Vec::new();
     let inputs = vec![class.clone()];
+    let named = |name: &String, origin: String, ports| Named {
+        name: name.clone(),
+        origin,
+        checked: false,
+        claimed_id: None,
+        ports,
+    };
     if inp.sysfs.netns_exclusive() == Some(true) {
-        let named = visible.iter().map(|n| Named {
-            name: n.clone(),
-            origin: "sysfs (exclusive RDMA netns mode)".into(),
-            checked: false,
-            claimed_id: None,
-        });
-        return (report(Source::Sysfs, inputs, problems, true), named.collect());
+        let all = visible.iter().map(|n| named(n, "sysfs (exclusive RDMA netns mode)".into(), None));
+        return (report(Source::Sysfs, inputs, problems, true), all.collect());
     }
     let mut errs = Vec::new();
     let netdevs = inp.sysfs.netdevs(&mut errs);
     problems.extend(errs.iter().map(ToString::to_string));
-    let mut named = Vec::new();
+    let mut found = Vec::new();
     for dev in visible {
         if let Some(how) = owning_netdev(inp.sysfs, dev, &netdevs, &mut problems) {
-            named.push(Named { name: dev.clone(), origin: format!("sysfs ({how})"), checked: false, claimed_id: None });
+            found.push(named(dev, format!("sysfs ({how})"), None));
+        } else if !own.gids.is_empty() {
+            let (ports, port_problems) = read_ports(inp.sysfs, dev, own, warnings);
+            if let Some(entry) = own_entry(&ports) {
+                found.push(named(dev, format!("sysfs (shared device, via {entry})"), Some((ports, port_problems))));
+            }
         }
     }
-    if named.is_empty() {
+    if found.is_empty() {
         problems.push(format!(
-            "cannot tell which of the {} RDMA devices in {class} are this pod's: no net device in this namespace sits on any of them (InfiniBand without IPoIB?); using all of them, as NCCL would by default. Name the pod's devices with the SR-IOV device plugin or the network-status annotation.",
+            "cannot tell which of the {} RDMA devices in {class} are this pod's: no net device in this namespace sits on any of them, and no GID table holds an address of this pod (InfiniBand without IPoIB?); using all of them, as NCCL would by default. Name the pod's devices with the SR-IOV device plugin or the network-status annotation.",
             visible.len()
         ));
-        named = visible
-            .iter()
-            .map(|n| Named {
-                name: n.clone(),
-                origin: "sysfs (ownership unknown)".into(),
-                checked: false,
-                claimed_id: None,
-            })
-            .collect();
+        found = visible.iter().map(|n| named(n, "sysfs (ownership unknown)".into(), None)).collect();
     }
-    (report(Source::Sysfs, inputs, problems, true), named)
+    (report(Source::Sysfs, inputs, problems, true), found)
 }
 
 /// Which net device of this namespace makes `dev` the pod's, and how that was told.
@@ -358,10 +481,15 @@ fn owning_netdev(sysfs: &Sysfs, dev: &str, netdevs: &NetDevs, problems: &mut Vec
             }
         }
         (Attachment::Software { .. }, _) => None,
-        (_, Some(func)) => netdevs
-            .iter()
-            .find(|(_, f)| f.as_ref() == Some(&func))
-            .map(|(n, _)| format!("net device {n} is in this namespace")),
+        (_, Some(func)) => netdevs.iter().find(|(_, f)| f.as_ref() == Some(&func)).map(|(n, _)| {
+            match sysfs.attr(&format!("class/net/{n}/pkey")) {
+                // IPoIB: the pod's child interface of a shared InfiniBand device, or its VF's ib0.
+                Ok(pkey) if sysfs.attr(&format!("class/net/{n}/parent")).is_ok() => {
+                    format!("shared device, via IPoIB child {n}, pkey {pkey}")
+                }
+                _ => format!("net device {n} is in this namespace"),
+            }
+        }),
         _ => None,
     }
 }

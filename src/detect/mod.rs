@@ -11,12 +11,14 @@
 //! - `sysfs`: source 3, and the bounded reader under a root that every source goes through;
 //! - `port`: the per-port facts that later stages read and fill;
 //! - `file`: the one bounded, non-blocking way to read a file (regular files only);
-//! - `names`: validation of every name that comes from outside.
+//! - `names`: validation of every name that comes from outside;
+//! - `netif`: this namespace's own addresses, and whose address a GID entry holds.
 
 pub mod annotation;
 pub mod devices;
 pub mod file;
 pub mod names;
+pub mod netif;
 pub mod port;
 pub mod sriov;
 pub mod sysfs;

@@ -6,6 +6,7 @@
 
 use serde::Serialize;
 
+use crate::detect::netif::Owner;
 use crate::nccl::gid::RoceType;
 
 #[derive(Debug, Clone, Serialize)]
@@ -15,8 +16,23 @@ pub struct PortFacts {
     pub phys_state: Option<String>,
     pub link_layer: Option<String>,
     pub rate: Option<String>,
-    /// The index NCCL would pick on its own, for Ethernet (RoCE) ports.
+    /// The entry a run uses, for Ethernet (RoCE) ports: this pod's own address where the table
+    /// holds one of NCCL's family and RoCE version, else the index NCCL would pick on its own.
     pub gid: Option<GidPick>,
+    /// NCCL's own pick where it differs from `gid`: on a shared device, the first valid entry is
+    /// the host's or another pod's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nccl_pick: Option<GidPick>,
+    /// The table's non-empty entries, read whole when NCCL's pick is not this pod's address
+    /// (a shared device): what the plan weighs and what doctor shows.
+    #[serde(skip_serializing_if = "Vec::is_empty", rename = "gid_table")]
+    pub table: Vec<GidRow>,
+    /// How many entries the table has, empty ones included (when `table` was read).
+    #[serde(skip)]
+    pub table_len: u32,
+    /// The InfiniBand partition of this pod's IPoIB child on this port, and its pkey index.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pkey: Option<PkeyPick>,
     /// What ibverbs says of the port (filled by `verify`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verbs: Option<VerbsCheck>,
@@ -38,6 +54,33 @@ pub struct GidPick {
     pub ndev: Option<String>,
     /// Valid, right family, right RoCE version and in range: what NCCL is looking for.
     pub full_match: bool,
+    /// Whose address the entry holds, where this pod's addresses tell (see `netif`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<Owner>,
+}
+
+/// One non-empty entry of a port's GID table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GidRow {
+    pub index: u32,
+    pub gid: String,
+    pub address: String,
+    #[serde(rename = "type")]
+    pub roce: Option<RoceType>,
+    pub ndev: Option<String>,
+    pub owner: Owner,
+}
+
+/// The partition an IPoIB child interface of this pod carries, and where the port's pkey table
+/// holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PkeyPick {
+    /// The child interface (`class/net/<if>`).
+    pub netdev: String,
+    /// Its `pkey` attribute, e.g. `0x8001`.
+    pub pkey: u16,
+    /// Index of that partition in `ports/<n>/pkeys/`, `None` when the table lacks it.
+    pub index: Option<u32>,
 }
 
 /// The state names of `ports/<n>/state` (`4: ACTIVE`) without the number.

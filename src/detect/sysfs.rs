@@ -16,8 +16,9 @@ use serde::Serialize;
 
 use crate::detect::file::{self, FileError};
 use crate::detect::names;
-use crate::detect::port::{GidPick, PortFacts};
-use crate::nccl::gid::{self, GidPrefs, GidTable, RoceType};
+use crate::detect::netif::{self, Owner};
+use crate::detect::port::{GidPick, GidRow, PkeyPick, PortFacts};
+use crate::nccl::gid::{self, GidEntry, GidPrefs, GidTable, RoceType};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SysfsError {
@@ -277,13 +278,22 @@ impl Sysfs {
     /// Ports are numbered 1, 2, ... without gaps (IBTA; the kernel's `ports/` holds exactly
     /// those), so they are opened in turn until one is missing, rather than listing the directory:
     /// one failed open instead of four calls, on a path every pod pays.
-    pub fn ports(&self, dev: &str, prefs: &GidPrefs, problems: &mut Vec<SysfsError>) -> Vec<PortFacts> {
+    ///
+    /// `own` holds this pod's addresses in GID form: where NCCL's pick is not one of them, the
+    /// table is read whole and the pod's own entry is used instead (see `shared_gid`).
+    pub fn ports(
+        &self,
+        dev: &str,
+        prefs: &GidPrefs,
+        own: &[Ipv6Addr],
+        problems: &mut Vec<SysfsError>,
+    ) -> Vec<PortFacts> {
         let base = format!("class/infiniband/{dev}/ports");
         let mut ports = Vec::new();
         for n in 1..=MAX_PORTS {
             let dir = self.path(&format!("{base}/{n}"));
             match open_dir(&dir) {
-                Ok(fd) => ports.push(self.port(fd, dir, n, prefs)),
+                Ok(fd) => ports.push(self.port(fd, dir, n, prefs, own)),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => break,
                 Err(source) => {
                     problems.push(SysfsError::Read { path: dir, source });
@@ -297,7 +307,7 @@ impl Sysfs {
         ports
     }
 
-    fn port(&self, fd: OwnedFd, dir: PathBuf, port: u32, prefs: &GidPrefs) -> PortFacts {
+    fn port(&self, fd: OwnedFd, dir: PathBuf, port: u32, prefs: &GidPrefs, own: &[Ipv6Addr]) -> PortFacts {
         let mut problems = Vec::new();
         let handle = Some(fd);
         let get = |name: &str, problems: &mut Vec<SysfsError>| {
@@ -315,6 +325,10 @@ impl Sysfs {
             link_layer,
             rate,
             gid: None,
+            nccl_pick: None,
+            table: Vec::new(),
+            table_len: 0,
+            pkey: None,
             verbs: None,
             selftest: None,
             problems: Vec::new(),
@@ -322,6 +336,9 @@ impl Sysfs {
         if facts.link_layer.as_deref() == Some("Ethernet") {
             if let Some(fd) = handle.as_ref() {
                 facts.gid = choose_gid(fd, &dir, prefs, &mut problems);
+                if !own.is_empty() {
+                    shared_gid(&mut facts, fd, &dir, prefs, own, &mut problems);
+                }
             }
         }
         facts.problems = problems.iter().map(ToString::to_string).collect();
@@ -371,8 +388,120 @@ fn choose_gid(port: &OwnedFd, dir: &Path, prefs: &GidPrefs, problems: &mut Vec<S
         roce: e.roce,
         ndev: file::read_attr_at(port, dir, &format!("gid_attrs/ndevs/{}", e.index)).ok(),
         full_match: gid::is_full_match(&e, prefs),
+        owner: None,
     })
 }
+
+/// On a shared device NCCL's pick may be the host's or another pod's address: when it is not one
+/// of `own`, read the whole table, say whose each entry is, and use the first entry of this pod's
+/// own address that NCCL's rule accepts (family, RoCE version, range). NCCL's pick is kept beside
+/// it. A table that holds none of the pod's addresses tells nothing about whose entries are.
+fn shared_gid(
+    facts: &mut PortFacts,
+    fd: &OwnedFd,
+    dir: &Path,
+    prefs: &GidPrefs,
+    own: &[Ipv6Addr],
+    problems: &mut Vec<SysfsError>,
+) {
+    let Some(pick) = facts.gid.as_mut() else { return };
+    if gid::parse_gid(&pick.gid).is_some_and(|g| own.contains(&g)) {
+        pick.owner = Some(Owner::Pod);
+        return;
+    }
+    let (rows, len) = gid_rows(fd, dir, own, problems);
+    if !rows.iter().any(|r| r.owner == Owner::Pod) {
+        return;
+    }
+    pick.owner = rows.iter().find(|r| r.index == pick.index).map(|r| r.owner);
+    let mine = rows.iter().find(|r| {
+        let entry =
+            GidEntry { index: r.index, gid: gid::parse_gid(&r.gid).unwrap_or(Ipv6Addr::UNSPECIFIED), roce: r.roce };
+        r.owner == Owner::Pod && gid::is_full_match(&entry, prefs)
+    });
+    if let Some(m) = mine {
+        let own_pick = GidPick {
+            index: m.index,
+            gid: m.gid.clone(),
+            address: m.address.clone(),
+            roce: m.roce,
+            ndev: m.ndev.clone(),
+            full_match: true,
+            owner: Some(Owner::Pod),
+        };
+        facts.nccl_pick = facts.gid.replace(own_pick);
+    }
+    facts.table = rows;
+    facts.table_len = len;
+}
+
+/// Every non-empty entry of a port's GID table, with whose address it holds.
+/// Also returns the table's length, empty entries included.
+fn gid_rows(fd: &OwnedFd, dir: &Path, own: &[Ipv6Addr], problems: &mut Vec<SysfsError>) -> (Vec<GidRow>, u32) {
+    let mut table = SysfsGids { port: fd, dir, problems };
+    let mut raw = Vec::new();
+    let mut len = 0;
+    for i in 0..gid::GID_TABLE_MAX {
+        let Some(g) = table.gid(i) else { break };
+        len = i + 1;
+        if !g.is_unspecified() {
+            raw.push((i, g));
+        }
+    }
+    let ndev = |i: u32| file::read_attr_at(fd, dir, &format!("gid_attrs/ndevs/{i}")).ok();
+    // The port's default entry (index 0) belongs to the device's own net device: the host's.
+    let host_ndev = raw.first().filter(|(i, _)| *i == 0).and_then(|_| ndev(0));
+    let rows = raw
+        .into_iter()
+        .map(|(i, g)| {
+            let dev = ndev(i);
+            GidRow {
+                index: i,
+                gid: format_gid(&g),
+                address: gid::display(&g),
+                roce: table.roce(i),
+                owner: netif::owner(&g, dev.as_deref(), host_ndev.as_deref(), own),
+                ndev: dev,
+            }
+        })
+        .collect();
+    (rows, len)
+}
+
+impl Sysfs {
+    /// The partition of an IPoIB child interface `ifname` (its `pkey` attribute) on `dev`'s port
+    /// (`dev_port` + 1), and where that port's pkey table holds it. `None` when `ifname` is not
+    /// an IPoIB interface.
+    pub fn ipoib_pkey(&self, dev: &str, ifname: &str, problems: &mut Vec<SysfsError>) -> Option<(u32, PkeyPick)> {
+        let raw = self.attr(&format!("class/net/{ifname}/pkey")).ok()?;
+        let Some(pkey) = raw.strip_prefix("0x").and_then(|h| u16::from_str_radix(h, 16).ok()) else {
+            problems.push(SysfsError::Content { path: self.path(&format!("class/net/{ifname}/pkey")), content: raw });
+            return None;
+        };
+        let port =
+            self.attr(&format!("class/net/{ifname}/dev_port")).ok().and_then(|p| p.parse::<u32>().ok()).unwrap_or(0)
+                + 1;
+        let mut found = None;
+        for i in 0..MAX_PKEYS {
+            let Ok(text) = self.attr(&format!("class/infiniband/{dev}/ports/{port}/pkeys/{i}")) else { break };
+            let Some(v) = text.strip_prefix("0x").and_then(|h| u16::from_str_radix(h, 16).ok()) else { continue };
+            // The low 15 bits name the partition; the top bit is full membership. An exact
+            // match (same membership) wins over a partition match.
+            if v == pkey {
+                found = Some(i);
+                break;
+            }
+            if v & 0x7fff == pkey & 0x7fff && v & 0x7fff != 0 && found.is_none() {
+                found = Some(i);
+            }
+        }
+        Some((port, PkeyPick { netdev: ifname.to_string(), pkey, index: found }))
+    }
+}
+
+/// The pkey table's length bound (mlx5 ports have 128 entries; IBTA allows up to 65536, kernels
+/// expose far fewer).
+const MAX_PKEYS: u32 = 256;
 
 /// sysfs's form: eight groups of four hex digits.
 pub fn format_gid(gid: &Ipv6Addr) -> String {

@@ -266,6 +266,7 @@ mod tests {
             sysfs: &sysfs,
             annotations: &annotations,
             prefs: &prefs,
+            addrs: &|| Ok(Vec::new()),
         });
         let plan = crate::plan::plan(det, &vars, &prefs, crate::plan::Choices::default());
         let lim = Limits { soft: None, hard: None };

@@ -11,6 +11,8 @@ pub const MAX_HCA_ENTRIES: usize = 32;
 pub const IB_HCA: &str = "NCCL_IB_HCA";
 pub const IB_GID_INDEX: &str = "NCCL_IB_GID_INDEX";
 pub const IB_DISABLE: &str = "NCCL_IB_DISABLE";
+pub const IB_ADDR_RANGE: &str = "NCCL_IB_ADDR_RANGE";
+pub const IB_PKEY: &str = "NCCL_IB_PKEY";
 
 /// `=dev:port,dev:port`: the leading `=` makes NCCL match names exactly, so `mlx5_1` does not
 /// also select `mlx5_10`..`mlx5_19` as a bare prefix would.

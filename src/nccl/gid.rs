@@ -69,7 +69,7 @@ impl AddrRange {
         }
     }
 
-    fn contains(&self, gid: &Ipv6Addr) -> bool {
+    pub fn contains(&self, gid: &Ipv6Addr) -> bool {
         let (base, addr, bits) = match self.family {
             // For IPv4 NCCL compares the last 32 bits only.
             Family::Inet => (self.base.octets()[12..].to_vec(), gid.octets()[12..].to_vec(), self.prefix_len),
@@ -84,6 +84,55 @@ impl AddrRange {
             let mask = 0xffu8 << (8 - rest);
             base[full] & mask == addr[full] & mask
         }
+    }
+}
+
+impl std::fmt::Display for AddrRange {
+    /// The form NCCL parses: `10.9.0.0/24`, `fd00::/8`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.family, self.base.to_ipv4_mapped()) {
+            (Family::Inet, Some(v4)) => write!(f, "{v4}/{}", self.prefix_len),
+            _ => write!(f, "{}/{}", self.base, self.prefix_len),
+        }
+    }
+}
+
+/// The narrowest range of `family` that holds every one of `addrs` (GID form), with the bits
+/// past the prefix cleared: what `NCCL_IB_ADDR_RANGE` would need to admit them all. `None` when
+/// `addrs` is empty or holds an address of the other family.
+pub fn covering_range(addrs: &[Ipv6Addr], family: Family) -> Option<AddrRange> {
+    let first = addrs.first()?;
+    if addrs.iter().any(|a| family_of(a) != family) {
+        return None;
+    }
+    let (skip, bits) = if family == Family::Inet { (96u32, 32u32) } else { (0, 128) };
+    let val = |a: &Ipv6Addr| u128::from_be_bytes(a.octets()) << skip;
+    let base = val(first);
+    let differ = addrs.iter().fold(0u128, |acc, a| acc | (val(a) ^ base));
+    let prefix_len = differ.leading_zeros().min(bits);
+    let mask = if prefix_len == 0 { 0 } else { u128::MAX << (128 - prefix_len) };
+    let kept = (base & mask) >> skip;
+    let base = if family == Family::Inet {
+        let v4 = std::net::Ipv4Addr::from(u32::try_from(kept & 0xffff_ffff).unwrap_or(0));
+        v4.to_ipv6_mapped()
+    } else {
+        Ipv6Addr::from(kept)
+    };
+    Some(AddrRange { base, family, prefix_len: u8::try_from(prefix_len).unwrap_or(128) })
+}
+
+/// A table held in memory: the non-empty entries, by index, and the table's length.
+pub struct RowTable<'a> {
+    pub entries: &'a [GidEntry],
+    pub len: u32,
+}
+
+impl GidTable for RowTable<'_> {
+    fn gid(&mut self, i: u32) -> Option<Ipv6Addr> {
+        (i < self.len).then(|| self.entries.iter().find(|e| e.index == i).map_or(Ipv6Addr::UNSPECIFIED, |e| e.gid))
+    }
+    fn roce(&mut self, i: u32) -> Option<RoceType> {
+        self.entries.iter().find(|e| e.index == i).and_then(|e| e.roce)
     }
 }
 
@@ -365,6 +414,50 @@ mod tests {
         assert!(is_full_match(&t[3], &v4));
         let v6 = GidPrefs { family: Family::Inet6, roce_version: 2, range: AddrRange::parse("10.0.0.0/8") };
         assert!(is_full_match(&e(5, "fd00::7", Some(RoceType::V2)), &v6));
+    }
+
+    #[test]
+    fn covering_range_is_the_narrowest_prefix_of_all() {
+        let g = |s: &str| as_gid(s);
+        let r = covering_range(&[g("10.9.0.52"), g("10.9.1.52")], Family::Inet).expect("range");
+        assert_eq!(r.to_string(), "10.9.0.0/23");
+        assert!(r.contains(&g("10.9.1.200")) && !r.contains(&g("10.9.2.1")));
+        assert_eq!(covering_range(&[g("10.9.0.52")], Family::Inet).expect("range").to_string(), "10.9.0.52/32");
+        assert_eq!(
+            covering_range(&[g("10.9.0.52"), g("192.168.0.1")], Family::Inet).expect("range").to_string(),
+            "0.0.0.0/0"
+        );
+        let v6 = covering_range(&[g("fd00::1:5"), g("fd00::2:5")], Family::Inet6).expect("range");
+        assert_eq!(v6.to_string(), "fd00::/110");
+        assert!(covering_range(&[g("fd00::1"), g("10.0.0.1")], Family::Inet).is_none());
+        assert!(covering_range(&[], Family::Inet).is_none());
+        // The printed form parses back to the same range, as NCCL will read it.
+        assert_eq!(AddrRange::parse(&r.to_string()), Some(r));
+    }
+
+    /// A row table NCCL's rule walks like sysfs's: with a range, the shared-device tables land on
+    /// the pod's own entry where it is the first in range, and not otherwise.
+    #[test]
+    fn nccl_rule_with_a_range_over_a_shared_table() {
+        let rows = [
+            e(0, "fe80::1", Some(RoceType::V2)),
+            e(1, "::ffff:10.9.0.51", Some(RoceType::V2)),
+            e(2, "fe80::2", Some(RoceType::V2)),
+            e(3, "::ffff:10.9.0.52", Some(RoceType::V2)),
+        ];
+        let mut t = RowTable { entries: &rows, len: 4 };
+        assert_eq!(choose(&mut t, &GidPrefs::default()).map(|g| g.index), Some(1));
+        let only_mine = GidPrefs { range: covering_range(&[as_gid("10.9.0.52")], Family::Inet), ..GidPrefs::default() };
+        assert_eq!(choose(&mut t, &only_mine).map(|g| g.index), Some(3));
+        let both = GidPrefs { range: AddrRange::parse("10.9.0.0/24"), ..GidPrefs::default() };
+        assert_eq!(choose(&mut t, &both).map(|g| g.index), Some(1));
+    }
+
+    fn as_gid(s: &str) -> Ipv6Addr {
+        match s.parse::<std::net::IpAddr>().expect("ip") {
+            std::net::IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+            std::net::IpAddr::V6(v6) => v6,
+        }
     }
 
     #[test]
