@@ -1,6 +1,8 @@
 //! gid: does each RoCE port have the GID NCCL wants, and do the ports agree on one index.
 
 use super::*;
+use crate::detect::netif::Owner;
+use crate::nccl::env::IB_ADDR_RANGE;
 use crate::nccl::gid as nccl_gid;
 
 pub(super) fn roce_ports(plan: &Plan) -> Vec<(&Device, &PortFacts)> {
@@ -152,4 +154,93 @@ pub(super) fn gid_agreement(inp: &Inputs, roce: &[(&Device, &PortFacts)], agree:
         .hint("use NCCL 2.21.5 or later, or give every port's net device the same address layout so the tables agree")
     };
     c.ev("indices", indices).ev("exported", json!(inp.plan.gid_index)).ev("index_0", index0)
+}
+
+/// `gid-owner`: for each chosen RoCE port, whose address the GID entry NCCL will use holds, as the
+/// run sets it up: the exported or user-kept `NCCL_IB_GID_INDEX`, else NCCL's own rule (narrowed
+/// by the exported or user-kept `NCCL_IB_ADDR_RANGE`) over the table as it is now. This pod's:
+/// pass; the host's: warn; another namespace's: fail; an empty entry: fail. Where none of the
+/// pod's addresses is in the table, whose an entry is cannot be told, and the check says so.
+pub(super) fn owner_checks(inp: &Inputs) -> Vec<Check> {
+    let effective = |name: &str| {
+        inp.plan.vars.iter().find(|v| v.name == name).map_or_else(
+            || user_var(inp.vars, name),
+            |v| if v.action == Action::Kept { v.previous.clone() } else { Some(v.value.clone()) },
+        )
+    };
+    let forced = effective(IB_GID_INDEX);
+    let range = effective(IB_ADDR_RANGE);
+    let (mut prefs, _) = crate::plan::gid_prefs(inp.vars);
+    if let Some(r) = range.as_deref().and_then(nccl_gid::AddrRange::parse) {
+        prefs.range = Some(r);
+    }
+    let own: Vec<std::net::Ipv6Addr> = inp.plan.detection.addresses.iter().map(|a| a.gid()).collect();
+    let mut out = Vec::new();
+    for (dev, p) in roce_ports(inp.plan) {
+        let label = format!("{}:{}", dev.name, p.port);
+        if !inp.plan.hca.contains(&label) {
+            continue;
+        }
+        let mut problems = Vec::new();
+        let Some((rows, len)) = inp.sysfs.gid_table(&dev.name, p.port, &own, &mut problems) else {
+            let why = problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+            out.push(Check::new("gid-owner", Status::Fail, format!("{label}: GID table unreadable: {why}")));
+            continue;
+        };
+        let (index, how) = match forced.as_deref().map(|v| (v, v.trim().parse::<u32>())) {
+            Some((_, Ok(i))) => (Some(i), format!("NCCL_IB_GID_INDEX={i}")),
+            Some((v, Err(_))) => (None, format!("NCCL_IB_GID_INDEX={v:?}, not an index")),
+            None => {
+                let entries: Vec<nccl_gid::GidEntry> = rows
+                    .iter()
+                    .filter_map(|r| {
+                        nccl_gid::parse_gid(&r.gid).map(|g| nccl_gid::GidEntry { index: r.index, gid: g, roce: r.roce })
+                    })
+                    .collect();
+                let pick = nccl_gid::choose(&mut nccl_gid::RowTable { entries: &entries, len }, &prefs);
+                let how = match &range {
+                    Some(r) => format!("NCCL's own rule within NCCL_IB_ADDR_RANGE={r}"),
+                    None => "NCCL's own rule (no NCCL_IB_GID_INDEX)".to_string(),
+                };
+                (pick.map(|e| e.index), how)
+            }
+        };
+        let tells = rows.iter().any(|r| r.owner == Owner::Pod);
+        let row = index.and_then(|i| rows.iter().find(|r| r.index == i));
+        let (status, whose) = match (row, tells) {
+            (None, _) => (Status::Fail, "an empty entry: no address at all".to_string()),
+            (Some(r), _) if r.owner == Owner::Pod => (Status::Pass, format!("{} on {}, this pod's address", r.address, r.ndev.as_deref().unwrap_or("?"))),
+            (Some(r), true) if r.owner == Owner::Host => {
+                (Status::Warn, format!("{} on {}, the host's address, not this pod's", r.address, r.ndev.as_deref().unwrap_or("?")))
+            }
+            (Some(r), true) => (
+                Status::Fail,
+                format!("{} on {}, another namespace's address (another pod's), not this pod's", r.address, r.ndev.as_deref().unwrap_or("?")),
+            ),
+            (Some(r), false) => (
+                Status::Pass,
+                format!("{} on {}; none of this pod's addresses is in this table (not a shared device), so whose it is is not told", r.address, r.ndev.as_deref().unwrap_or("?")),
+            ),
+        };
+        let idx = index.map_or("none".to_string(), |i| i.to_string());
+        let mut c = Check::new("gid-owner", status, format!("{label}: {how} points at index {idx}: {whose}"));
+        if status != Status::Pass {
+            let mine = rows.iter().find(|r| {
+                r.owner == Owner::Pod
+                    && nccl_gid::parse_gid(&r.gid).is_some_and(|g| {
+                        nccl_gid::is_full_match(&nccl_gid::GidEntry { index: r.index, gid: g, roce: r.roce }, &prefs)
+                    })
+            });
+            c = c.hint(match mine {
+                Some(m) => format!(
+                    "this pod's own entry on {label} is index {} ({}): unset NCCL_IB_GID_INDEX and NCCL_IB_ADDR_RANGE and let nccl-wrap set them, or pass --override",
+                    m.index, m.address
+                ),
+                None => format!("no entry of {label} holds an address of this pod: give the pod an address on this device (its macvlan, ipvlan or IPoIB rail)"),
+            });
+        }
+        let table: Vec<Value> = rows.iter().map(|r| json!(r)).collect();
+        out.push(c.ev("device", dev.name.as_str()).ev("port", p.port).ev("index", json!(index)).ev("gid_table", table));
+    }
+    out
 }

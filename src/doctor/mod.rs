@@ -157,6 +157,7 @@ pub fn run(inp: &Inputs) -> Result<Report, DoctorError> {
     checks.extend(devices::ports(inp));
     checks.extend(uverbs::checks(inp));
     checks.extend(gid::checks(inp));
+    checks.extend(gid::owner_checks(inp));
     checks.extend(nccl_env::checks(inp));
     checks.push(memlock::check(inp));
     checks.extend(iommu::checks(inp));

@@ -36,7 +36,7 @@ fi
 
 # --- initramfs ---------------------------------------------------------------------------------
 trap 'rm -rf "${root:-}"' EXIT
-lab_build_root "$binary" crc32_generic veth rdma_rxe
+lab_build_root "$binary" crc32_generic veth rdma_rxe macvlan ipvlan
 printf '%s\n' "${scenarios[@]}" >"$root/lab/scenarios.list"
 initrd="$out/initrd$sfx.cpio.gz"
 lab_pack "$initrd"

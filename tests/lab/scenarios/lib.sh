@@ -171,3 +171,70 @@ finish() {
         result PASS "${1:-all assertions held}"
     fi
 }
+
+# --- shared RDMA devices (macvlan / ipvlan children of an rxe device's net device) ------------------
+
+# lab_shared_pod NS PARENT KIND ADDR: a pod namespace NS (made if missing) with a KIND (macvlan or
+# ipvlan) child of PARENT, named net1 inside as Multus names every pod's first rail, with ADDR/24.
+# A second call for the same NS adds net2, and so on.
+lab_shared_pod() {
+    $IP netns list 2>/dev/null | grep -q "^$1\( \|$\)" || { $IP netns add "$1" && $IP -n "$1" link set lo up; } || return 1
+    _n=1
+    while $IP -n "$1" link show "net$_n" >/dev/null 2>&1; do _n=$((_n + 1)); done
+    case $3 in
+        macvlan) $IP link add "tmp$$" link "$2" type macvlan mode bridge || return 1 ;;
+        ipvlan) $IP link add "tmp$$" link "$2" type ipvlan mode l2 || return 1 ;;
+        *) say "lab_shared_pod: kind $3?"; return 1 ;;
+    esac
+    $IP link set "tmp$$" netns "$1" || return 1
+    $IP -n "$1" link set "tmp$$" name "net$_n" || return 1
+    $IP -n "$1" link set "net$_n" up || return 1
+    [ -z "$4" ] || $IP -n "$1" addr add "$4/24" dev "net$_n" || return 1
+}
+
+# gid_hex ADDR: an IPv4 address as the GID sysfs shows (0000:...:ffff:0a09:0034).
+gid_hex() {
+    _o=$(echo "$1" | tr . ' ')
+    # shellcheck disable=SC2086
+    printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n' $_o
+}
+
+# gid_index_of DEV ADDR [PORT]: the index of ADDR's entry in DEV's GID table, empty if none.
+gid_index_of() {
+    _want=$(gid_hex "$2")
+    for _g in /sys/class/infiniband/$1/ports/${3:-1}/gids/*; do
+        [ "$(cat "$_g" 2>/dev/null)" = "$_want" ] && { echo "${_g##*/}"; return 0; }
+    done
+}
+
+# wait_gid DEV ADDR: poll (up to 5 s) until ADDR has an entry in DEV's table.
+wait_gid() {
+    _n=50
+    while [ "$_n" -gt 0 ]; do
+        [ -n "$(gid_index_of "$1" "$2")" ] && return 0
+        usleep 100000
+        _n=$((_n - 1))
+    done
+    say "no GID entry for $2 on $1"
+    return 1
+}
+
+# in_pod NS ARGS...: nccl-wrap ARGS in namespace NS, output kept as `wrap` keeps it.
+in_pod() {
+    _ns=$1
+    shift
+    $IP netns exec "$_ns" "$NCCL_WRAP" "$@" >"$OUT_FILE" 2>"$ERR_FILE"
+    WRAP_RC=$?
+    say "[$_ns] nccl-wrap $* -> exit $WRAP_RC"
+    sed 's/^/      out| /' "$OUT_FILE" | head -n 40
+    sed 's/^/      err| /' "$ERR_FILE" | head -n 40
+    return 0
+}
+
+# rxe_on DEV NETDEV: an rxe device on NETDEV (a veth end brought up, no address), ACTIVE.
+rxe_on() {
+    $IP link show "$2" >/dev/null 2>&1 || { $IP link add "$2" type veth peer name "$2p" && $IP link set "$2p" up; } || return 1
+    $IP link set "$2" up || return 1
+    $RDMA link add "$1" type rxe netdev "$2" || return 1
+    wait_port_state "$1" 4
+}
