@@ -193,30 +193,83 @@ def _by_kind(objects, kind):
     return [o for o in objects if o.get("kind") == kind]
 
 
+# The RDMA shared device plugin's default resource prefix (k8s-rdma-shared-dev-plugin).
+SHARED_PREFIX = "rdma"
+# The Network Operator's networks that give a pod a child of a host net device (`master`) on a
+# shared HCA: macvlan for RoCE, IPoIB for InfiniBand. Their NetworkAttachmentDefinitions name no
+# device-plugin resource, so the pod must request the HCA's resource itself.
+SHARED_NETWORK_KINDS = ("MacvlanNetwork", "IPoIBNetwork")
+
+
+def shared_device_config(ncp):
+    """The RDMA shared device plugin's configList entries of a NicClusterPolicy ([] without the
+    plugin or its config)."""
+    plugin = (ncp.get("spec") or {}).get("rdmaSharedDevicePlugin") or {}
+    if not plugin.get("config"):
+        return []
+    return json.loads(plugin["config"]).get("configList") or []
+
+
+def shared_resources_by_ifname(cluster):
+    """{net device name: rdma/<resourceName>} from the ifNames selectors (or the older `devices`
+    list) of the shared device plugin's resources."""
+    by_ifname = {}
+    for ncp in _by_kind(cluster, "NicClusterPolicy"):
+        for r in shared_device_config(ncp):
+            names = ((r.get("selectors") or {}).get("ifNames") or []) + (r.get("devices") or [])
+            for name in names:
+                by_ifname[name] = f"{r.get('resourcePrefix', SHARED_PREFIX)}/{r['resourceName']}"
+    return by_ifname
+
+
+def network_resources(cluster):
+    """{network name: the device-plugin resource a pod attaching it must hold} for every network
+    an overlay defines that is tied to a resource the overlay advertises and, for nv-ipam, to an
+    existing pool. SR-IOV and host-device networks name their resource; a macvlan or IPoIB
+    network is tied to the shared resource that selects its master."""
+    out = {}
+    policy_resources = {p["spec"]["resourceName"] for p in _by_kind(cluster, "SriovNetworkNodePolicy")}
+    for n in _by_kind(cluster, "SriovNetwork"):
+        if n["spec"]["resourceName"] in policy_resources:
+            out[n["metadata"]["name"]] = f"openshift.io/{n['spec']['resourceName']}"
+    plugin = {}
+    for ncp in _by_kind(cluster, "NicClusterPolicy"):
+        sriov = (ncp.get("spec") or {}).get("sriovDevicePlugin") or {}
+        for r in (json.loads(sriov["config"]).get("resourceList") or []) if sriov.get("config") else []:
+            plugin[r["resourceName"]] = r.get("resourcePrefix", "nvidia.com")
+    pools = {p["metadata"]["name"] for p in _by_kind(cluster, "IPPool")}
+
+    def pool_ok(n):
+        ipam = json.loads(n["spec"].get("ipam") or "{}")
+        return ipam.get("type") != "nv-ipam" or ipam.get("poolName") in pools
+
+    for n in _by_kind(cluster, "HostDeviceNetwork"):
+        if n["spec"]["resourceName"] in plugin and pool_ok(n):
+            out[n["metadata"]["name"]] = f"{plugin[n['spec']['resourceName']]}/{n['spec']['resourceName']}"
+    by_ifname = shared_resources_by_ifname(cluster)
+    for kind in SHARED_NETWORK_KINDS:
+        for n in _by_kind(cluster, kind):
+            if n["spec"].get("master") in by_ifname and pool_ok(n):
+                out[n["metadata"]["name"]] = by_ifname[n["spec"]["master"]]
+    return out
+
+
 def cluster_names(cluster):
     """(resource names pods may request, network names pods may attach, namespace the networks
     are rendered into) that an overlay's cluster objects provide."""
-    resources, networks, namespaces = set(), set(), set()
-    policy_resources = {p["spec"]["resourceName"] for p in _by_kind(cluster, "SriovNetworkNodePolicy")}
-    for p in policy_resources:
-        resources.add(f"openshift.io/{p}")
-    for n in _by_kind(cluster, "SriovNetwork"):
-        if n["spec"]["resourceName"] in policy_resources:
-            networks.add(n["metadata"]["name"])
-        namespaces.add(n["spec"].get("networkNamespace"))
-    plugin = {}
+    resources, namespaces = set(), set()
+    for p in _by_kind(cluster, "SriovNetworkNodePolicy"):
+        resources.add(f"openshift.io/{p['spec']['resourceName']}")
     for ncp in _by_kind(cluster, "NicClusterPolicy"):
-        config = json.loads(ncp["spec"]["sriovDevicePlugin"]["config"])
-        for r in config["resourceList"]:
-            plugin[r["resourceName"]] = r.get("resourcePrefix", "nvidia.com")
+        sriov = (ncp.get("spec") or {}).get("sriovDevicePlugin") or {}
+        for r in (json.loads(sriov["config"]).get("resourceList") or []) if sriov.get("config") else []:
             resources.add(f"{r.get('resourcePrefix', 'nvidia.com')}/{r['resourceName']}")
-    pools = {p["metadata"]["name"] for p in _by_kind(cluster, "IPPool")}
-    for n in _by_kind(cluster, "HostDeviceNetwork"):
-        pool = json.loads(n["spec"]["ipam"]).get("poolName")
-        if n["spec"]["resourceName"] in plugin and pool in pools:
-            networks.add(n["metadata"]["name"])
-        namespaces.add(n["spec"].get("networkNamespace"))
-    return resources, networks, namespaces
+        for r in shared_device_config(ncp):
+            resources.add(f"{r.get('resourcePrefix', SHARED_PREFIX)}/{r['resourceName']}")
+    for kind in ("SriovNetwork", "HostDeviceNetwork") + SHARED_NETWORK_KINDS:
+        for n in _by_kind(cluster, kind):
+            namespaces.add(n["spec"].get("networkNamespace"))
+    return resources, set(network_resources(cluster)), namespaces
 
 
 def check_overlay_consistency(cluster, workloads):
@@ -238,6 +291,122 @@ def check_overlay_consistency(cluster, workloads):
         if training_pods([obj]) and obj.get("metadata", {}).get("namespace") not in namespaces:
             bad.append(f"{kit.name_of(obj)}: namespace {obj.get('metadata', {}).get('namespace')} "
                        f"is not where the networks are rendered ({sorted(namespaces)})")
+    return bad
+
+
+def pod_networks(template):
+    annotations = (template.get("metadata") or {}).get("annotations") or {}
+    return [n.strip() for n in (annotations.get(NETWORKS_ANNOTATION) or "").split(",") if n.strip()]
+
+
+def check_networks_pair_with_resources(cluster, workloads):
+    """Each network a training pod attaches comes with its device: the pod holds the resource the
+    network is tied to (for a macvlan or IPoIB network, the shared resource selecting its master;
+    nothing adds it for the pod), and holds no RDMA resource that none of its networks uses. A
+    pod that attaches rail 3's network but holds rail 2's HCA twice has an address on a device it
+    cannot open."""
+    bad = []
+    needs = network_resources(cluster)
+    for label, template, trainers in training_pods(workloads):
+        held = {}
+        for c in trainers:
+            for r, v in rdma_resources(c).items():
+                held[r] = held.get(r, 0) + int(v)
+        wanted = {}
+        for n in pod_networks(template):
+            if n in needs:
+                wanted[needs[n]] = wanted.get(needs[n], 0) + 1
+        for r, count in sorted(wanted.items()):
+            if held.get(r, 0) < count:
+                bad.append(f"{label}: attaches {count} network(s) on {r} but holds {held.get(r, 0)} of it")
+        for r in sorted(set(held) - set(wanted)):
+            bad.append(f"{label}: holds {r}, which none of its networks uses")
+    return bad
+
+
+def check_shared_devices(cluster, workloads):
+    """The shared-device variant: the NicClusterPolicy runs the RDMA shared device plugin and not
+    the SR-IOV one; each of its resources selects one HCA by net device name (a unit is then one
+    HCA, one rail) and admits at most as many pods per node as the rail's pool gives a node
+    addresses; each macvlan or IPoIB network sits on the net device of one such resource, and
+    the CNI it needs is deployed; no SR-IOV or host-device object is rendered; training pods hold
+    one unit of each shared resource they use and no other RDMA resource."""
+    bad = []
+    policies = _by_kind(cluster, "NicClusterPolicy")
+    if len(policies) != 1:
+        return [f"{len(policies)} NicClusterPolicy objects, not 1"]
+    spec = policies[0].get("spec") or {}
+    if "sriovDevicePlugin" in spec:
+        bad.append("NicClusterPolicy: deploys sriovDevicePlugin: SR-IOV, not shared devices")
+    if not (spec.get("rdmaSharedDevicePlugin") or {}).get("config"):
+        bad.append("NicClusterPolicy: no rdmaSharedDevicePlugin with a config")
+    for kind in ("SriovNetworkNodePolicy", "SriovNetwork", "HostDeviceNetwork"):
+        for o in _by_kind(cluster, kind):
+            bad.append(f"{kit.name_of(o)}: an SR-IOV or host-device object in the shared-device variant")
+    entries = shared_device_config(policies[0])
+    if not entries:
+        bad.append("NicClusterPolicy: the shared device plugin's configList is empty")
+    names, ifnames, max_pods = set(), {}, {}
+    for r in entries:
+        name = r.get("resourceName")
+        if not name or name in names:
+            bad.append(f"rdmaSharedDevicePlugin: resourceName {name!r} is missing or repeated")
+        names.add(name)
+        selectors = r.get("selectors") or {}
+        devices = (selectors.get("ifNames") or []) + (r.get("devices") or [])
+        if len(devices) != 1:
+            bad.append(f"rdmaSharedDevicePlugin {name}: selects {len(devices)} net devices {devices}, "
+                       f"not one (a unit would not be one HCA, one rail)")
+        for d in devices:
+            if d in ifnames:
+                bad.append(f"rdmaSharedDevicePlugin {name}: {d} is also {ifnames[d]}'s device")
+            ifnames[d] = name
+        if "15b3" not in (selectors.get("vendors") or ["15b3"]):
+            bad.append(f"rdmaSharedDevicePlugin {name}: vendors {selectors.get('vendors')} leave out 15b3 (NVIDIA/Mellanox)")
+        hca_max = r.get("rdmaHcaMax")
+        if not isinstance(hca_max, int) or isinstance(hca_max, bool) or hca_max < 1:
+            bad.append(f"rdmaSharedDevicePlugin {name}: rdmaHcaMax {hca_max!r} is not a positive integer")
+        else:
+            max_pods[f"{r.get('resourcePrefix', SHARED_PREFIX)}/{name}"] = hca_max
+    secondary = spec.get("secondaryNetwork") or {}
+    if not secondary.get("multus"):
+        bad.append("NicClusterPolicy: no secondaryNetwork.multus: nothing attaches the pods' networks")
+    pools = {p["metadata"]["name"]: p for p in _by_kind(cluster, "IPPool")}
+    by_ifname = shared_resources_by_ifname(cluster)
+    shared_networks = [n for kind in SHARED_NETWORK_KINDS for n in _by_kind(cluster, kind)]
+    if not shared_networks:
+        bad.append("no MacvlanNetwork or IPoIBNetwork: the pods have no rail networks")
+    for n in shared_networks:
+        label, nspec = kit.name_of(n), n.get("spec") or {}
+        if n["kind"] == "MacvlanNetwork":
+            if not secondary.get("cniPlugins"):
+                bad.append(f"{label}: no secondaryNetwork.cniPlugins, which ships the macvlan CNI")
+            if nspec.get("mode") == "passthru":
+                bad.append(f"{label}: passthru mode hands the PF to one pod: nothing is shared")
+        if n["kind"] == "IPoIBNetwork" and not secondary.get("ipoib"):
+            bad.append(f"{label}: no secondaryNetwork.ipoib, which ships the IPoIB CNI")
+        master = nspec.get("master")
+        if master not in by_ifname:
+            bad.append(f"{label}: master {master!r} is the device of no shared resource ({sorted(by_ifname)})")
+        ipam = json.loads(nspec.get("ipam") or "{}")
+        if ipam.get("type") == "nv-ipam":
+            if not spec.get("nvIpam"):
+                bad.append(f"{label}: uses nv-ipam, which the NicClusterPolicy does not deploy")
+            pool = pools.get(ipam.get("poolName"))
+            if pool is None:
+                bad.append(f"{label}: nv-ipam pool {ipam.get('poolName')} is not defined")
+            elif master in by_ifname and pool["spec"].get("perNodeBlockSize", 0) < max_pods.get(by_ifname[master], 0):
+                bad.append(f"{label}: pool {ipam.get('poolName')} gives a node {pool['spec'].get('perNodeBlockSize')} "
+                           f"addresses for the {max_pods[by_ifname[master]]} pods {by_ifname[master]} admits (rdmaHcaMax)")
+        elif not ipam:
+            bad.append(f"{label}: no ipam: the pods' rail interfaces would have no address, and RoCE no GID")
+    for label, _, trainers in training_pods(workloads):
+        for c in trainers:
+            for r, v in rdma_resources(c).items():
+                if not r.startswith(SHARED_PREFIX + "/"):
+                    bad.append(f"{label} {c['name']}: requests {r}, not a shared rdma/ resource")
+                elif int(v) != 1:
+                    bad.append(f"{label} {c['name']}: requests {v} of {r}; one unit is the whole HCA")
     return bad
 
 

@@ -5,7 +5,10 @@ custom resources against the core schemas too. One test per kustomization, named
 """
 
 import copy
+import os
 import unittest
+
+import yaml
 
 import kit
 
@@ -55,6 +58,42 @@ class Schemas(unittest.TestCase):
         template = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
         template["spec"]["containers"][0]["securityContext"]["capabilites"] = {"add": ["IPC_LOCK"]}
         self.assertTrue(kit.validate_pod_template(template, "1.31", "Worker"))
+
+    def test_macvlan_network_fields_are_checked(self):
+        # resourceName belongs to HostDeviceNetwork; a MacvlanNetwork has none (the pods request
+        # the shared resource themselves), and the API server would reject it.
+        net = [o for o in kit.render("overlays/network-operator-shared") if o["kind"] == "MacvlanNetwork"][0]
+        net = copy.deepcopy(net)
+        net["spec"]["resourceName"] = "rdma_shared_rail1"
+        net["spec"]["mode"] = "l2"
+        errors = " ".join(kit.validate_custom(net))
+        self.assertIn("resourceName", errors)
+        self.assertIn("mode", errors)
+
+    def test_ipoib_network_fields_are_checked(self):
+        net = [o for o in kit.render("overlays/network-operator-shared-ib") if o["kind"] == "IPoIBNetwork"][0]
+        net = copy.deepcopy(net)
+        net["spec"]["pkey"] = "0x8001"  # no such field: the child takes its master's partition
+        self.assertTrue(any("pkey" in e for e in kit.validate_custom(net)))
+
+    def test_every_vendored_crd_has_its_source_row(self):
+        # deploy/schemas/README.md names each file's kind, source repository, path, release and
+        # commit; a file without its row (or a row for a missing file, or the wrong kind) fails.
+        with open(os.path.join(kit.SCHEMAS, "README.md")) as f:
+            rows = [line.split("|")[1:-1] for line in f if line.startswith("| `")]
+        table = {r[0].strip().strip("`"): [c.strip() for c in r[1:]] for r in rows}
+        files = sorted(n for n in os.listdir(kit.SCHEMAS) if n.endswith(".yaml"))
+        self.assertEqual(sorted(table), files)
+        for name in files:
+            with open(os.path.join(kit.SCHEMAS, name)) as f:
+                crd = [d for d in yaml.safe_load_all(f) if d and d.get("kind") == "CustomResourceDefinition"][0]
+            spec = crd["spec"]
+            kind, repo, path, release, commit = table[name][:5]
+            versions = [v["name"] for v in spec["versions"] if v.get("served", True)]
+            self.assertTrue(any(kind == f"{spec['names']['kind']} ({spec['group']}/{v})" for v in versions),
+                            f"{name}: row says {kind}")
+            self.assertTrue(repo and path and release, name)
+            self.assertRegex(commit, r"^[0-9a-f]{40}$", name)
 
     def test_unknown_custom_kind_is_an_error(self):
         obj = {"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "x"}}
