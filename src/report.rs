@@ -53,6 +53,9 @@ pub fn summary(plan: &Plan, memlock: &Memlock, quiet: bool) -> String {
                 .unwrap_or_default()
         ));
         for dev in &d.devices {
+            if dev.origin.contains("shared device") {
+                line(&format!("  {}: {}", dev.name, dev.origin));
+            }
             for p in &dev.ports {
                 let decision = plan.decisions.iter().find(|x| x.device == dev.name && x.port == p.port);
                 let mut s = format!("  {}:{} ", dev.name, p.port);
@@ -68,6 +71,14 @@ pub fn summary(plan: &Plan, memlock: &Memlock, quiet: bool) -> String {
                             let _ = write!(s, ", GID {} ({})", g.index, g.address);
                             if let Some(n) = &g.ndev {
                                 let _ = write!(s, " on {n}");
+                            }
+                            if let Some(n) = &p.nccl_pick {
+                                let whose = n.owner.map_or("owner unknown", |o| o.describe());
+                                let _ = write!(
+                                    s,
+                                    ", this pod's (NCCL alone would take {}, {}, {whose})",
+                                    n.index, n.address
+                                );
                             }
                         }
                     }

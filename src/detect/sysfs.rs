@@ -471,7 +471,13 @@ fn gid_rows(fd: &OwnedFd, dir: &Path, own: &[Ipv6Addr], problems: &mut Vec<Sysfs
 impl Sysfs {
     /// Every non-empty entry of `dev`'s port `port`, with whose address it holds (given this
     /// pod's addresses in GID form), and the table's length; `None` when the port cannot be opened.
-    pub fn gid_table(&self, dev: &str, port: u32, own: &[Ipv6Addr], problems: &mut Vec<SysfsError>) -> Option<(Vec<GidRow>, u32)> {
+    pub fn gid_table(
+        &self,
+        dev: &str,
+        port: u32,
+        own: &[Ipv6Addr],
+        problems: &mut Vec<SysfsError>,
+    ) -> Option<(Vec<GidRow>, u32)> {
         let dir = self.path(&format!("class/infiniband/{dev}/ports/{port}"));
         let fd = open_dir(&dir).map_err(|source| problems.push(SysfsError::Read { path: dir.clone(), source })).ok()?;
         Some(gid_rows(&fd, &dir, own, problems))

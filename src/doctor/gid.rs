@@ -141,6 +141,27 @@ pub(super) fn gid_agreement(inp: &Inputs, roce: &[(&Device, &PortFacts)], agree:
             Status::Pass,
             format!("all {} usable RoCE port(s) agree on GID index {first}{set}{note}", agree.len()),
         )
+    } else if let Some(range) = &inp.plan.addr_range {
+        let list: Vec<String> = agree.iter().map(|(l, i)| format!("{l}={i}")).collect();
+        Check::new(
+            "gid",
+            Status::Pass,
+            format!(
+                "this pod's own GID entries sit at different indices ({}), so no NCCL_IB_GID_INDEX; nccl-wrap exports NCCL_IB_ADDR_RANGE={range}, within which NCCL's own rule lands on each of them",
+                list.join(", ")
+            ),
+        )
+    } else if roce.iter().any(|(_, p)| p.nccl_pick.is_some()) {
+        let list: Vec<String> = agree.iter().map(|(l, i)| format!("{l}={i}")).collect();
+        Check::new(
+            "gid",
+            Status::Warn,
+            format!(
+                "this pod's own GID entries sit at different indices ({}) on a shared device: NCCL_IB_GID_INDEX is one value for all ports, and NCCL's own per-port pick is another namespace's or the host's entry on some of them (see gid-owner)",
+                list.join(", ")
+            ),
+        )
+        .hint("create the pod's rails in the same order on every device, or give pods' rail addresses a subnet of their own so NCCL_IB_ADDR_RANGE can select them")
     } else {
         let list: Vec<String> = agree.iter().map(|(l, i)| format!("{l}={i}")).collect();
         Check::new(
@@ -153,7 +174,10 @@ pub(super) fn gid_agreement(inp: &Inputs, roce: &[(&Device, &PortFacts)], agree:
         )
         .hint("use NCCL 2.21.5 or later, or give every port's net device the same address layout so the tables agree")
     };
-    c.ev("indices", indices).ev("exported", json!(inp.plan.gid_index)).ev("index_0", index0)
+    c.ev("indices", indices)
+        .ev("exported", json!(inp.plan.gid_index))
+        .ev("addr_range", json!(inp.plan.addr_range))
+        .ev("index_0", index0)
 }
 
 /// `gid-owner`: for each chosen RoCE port, whose address the GID entry NCCL will use holds, as the

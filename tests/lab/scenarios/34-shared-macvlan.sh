@@ -18,8 +18,9 @@ in_pod podB env
 assert_eq "podB: env exit" 0 "$WRAP_RC"
 assert_eq "podB: NCCL_IB_HCA" "=rxe0:1" "$(plan_var NCCL_IB_HCA)"
 assert_eq "podB: NCCL_IB_GID_INDEX is its own entry" "$ib" "$(plan_var NCCL_IB_GID_INDEX)"
-assert "podB: summary says how ownership was told" grep -q "shared device, via net1 10.9.0.52" "$ERR_FILE"
-assert "podB: summary names its own address" grep -q "GID $ib (10.9.0.52) on net1" "$ERR_FILE"
+in_pod podB -- /bin/true
+assert "podB: summary says how ownership was told" grep -q "rxe0: sysfs (shared device, via net1 10.9.0.52)" "$ERR_FILE"
+assert "podB: summary names its own address and NCCL's other pick" grep -q "GID $ib (10.9.0.52) on net1, this pod's (NCCL alone would take $ia, 10.9.0.51, another namespace's)" "$ERR_FILE"
 in_pod podA env
 assert_eq "podA: NCCL_IB_GID_INDEX is its own entry" "$ia" "$(plan_var NCCL_IB_GID_INDEX)"
 
