@@ -370,3 +370,112 @@ fn pkey_choice(used: &[(&str, &PortFacts)], warnings: &mut Vec<String>) -> Optio
     }
     (first != 0).then_some(first)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detect::port::GidRow;
+    use crate::nccl::gid::RoceType;
+
+    /// A RoCE port whose table holds `rows` (address, owner) from index 0, all RoCE v2; its entry
+    /// is the pod's first full match and NCCL's pick is the first valid IPv4 entry.
+    fn port(rows: &[(&str, Owner)]) -> PortFacts {
+        let table: Vec<GidRow> = rows
+            .iter()
+            .enumerate()
+            .map(|(i, (a, o))| {
+                let ip: std::net::IpAddr = a.parse().expect("ip");
+                let g = crate::detect::netif::as_gid(ip);
+                GidRow {
+                    index: u32::try_from(i).expect("index"),
+                    gid: crate::detect::sysfs::format_gid(&g),
+                    address: gid::display(&g),
+                    roce: Some(RoceType::V2),
+                    ndev: Some("net1".into()),
+                    owner: *o,
+                }
+            })
+            .collect();
+        let pick = |r: &GidRow| GidPick {
+            index: r.index,
+            gid: r.gid.clone(),
+            address: r.address.clone(),
+            roce: r.roce,
+            ndev: r.ndev.clone(),
+            full_match: true,
+            owner: Some(r.owner),
+        };
+        let valid = |r: &&GidRow| !r.address.starts_with("fe80");
+        let mine = table.iter().filter(valid).find(|r| r.owner == Owner::Pod).map(pick);
+        let nccl = table.iter().find(valid).map(pick);
+        let differs = mine.as_ref().map(|m| m.index) != nccl.as_ref().map(|n| n.index);
+        PortFacts {
+            port: 1,
+            state: Some("4: ACTIVE".into()),
+            phys_state: Some("5: LinkUp".into()),
+            link_layer: Some("Ethernet".into()),
+            rate: None,
+            gid: mine.or(nccl.clone()),
+            nccl_pick: if differs { nccl } else { None },
+            table_len: u32::try_from(table.len()).expect("len"),
+            table,
+            pkey: None,
+            verbs: None,
+            selftest: None,
+            problems: Vec::new(),
+        }
+    }
+
+    use Owner::{Host, Other, Pod};
+
+    #[test]
+    fn one_own_index_on_every_port_is_exported_as_the_gid_index() {
+        let a = port(&[("fe80::1", Host), ("10.9.0.51", Other), ("10.9.0.52", Pod)]);
+        let b = port(&[("fe80::2", Host), ("10.9.1.51", Other), ("10.9.1.52", Pod)]);
+        let mut w = Vec::new();
+        assert_eq!(gid_choice(&[("mlx5_0", &a), ("mlx5_1", &b)], &GidPrefs::default(), &mut w), (Some(2), None));
+        assert!(w.is_empty(), "{w:?}");
+    }
+
+    #[test]
+    fn differing_own_indices_get_a_range_when_nccls_rule_lands_on_them() {
+        let a = port(&[("fe80::1", Host), ("10.9.0.51", Other), ("10.20.0.53", Pod)]);
+        let b = port(&[("fe80::2", Host), ("10.20.1.53", Pod), ("10.9.1.51", Other)]);
+        let mut w = Vec::new();
+        let got = gid_choice(&[("mlx5_0", &a), ("mlx5_1", &b)], &GidPrefs::default(), &mut w);
+        assert_eq!(got, (None, Some("10.20.0.0/23".into())), "{w:?}");
+    }
+
+    #[test]
+    fn no_index_or_range_lands_on_a_neighbour_while_the_pod_has_its_own() {
+        // The range over the pod's addresses, 10.9.0.0/23, holds the neighbour's 10.9.1.51, which
+        // comes first on the second port.
+        let a = port(&[("fe80::1", Host), ("10.9.0.52", Pod), ("10.9.0.51", Other)]);
+        let b = port(&[("fe80::2", Host), ("10.9.1.51", Other), ("10.9.1.52", Pod)]);
+        let mut w = Vec::new();
+        assert_eq!(gid_choice(&[("mlx5_0", &a), ("mlx5_1", &b)], &GidPrefs::default(), &mut w), (None, None));
+        assert!(
+            w[0].contains("mlx5_1:1: own index 2 (10.9.1.52), NCCL would take 1 (10.9.1.51, another namespace's)"),
+            "{w:?}"
+        );
+    }
+
+    #[test]
+    fn a_user_range_is_honoured_in_the_simulation() {
+        let a = port(&[("fe80::1", Host), ("10.9.0.51", Other), ("10.20.0.53", Pod)]);
+        let b = port(&[("fe80::2", Host), ("10.20.1.53", Pod)]);
+        // The user's range already excludes the neighbour: NCCL's rule lands on 2 and 1 as is, and
+        // the covering range (inside the user's) says the same.
+        let prefs = GidPrefs { range: AddrRange::parse("10.20.0.0/16"), ..GidPrefs::default() };
+        let mut w = Vec::new();
+        assert_eq!(gid_choice(&[("mlx5_0", &a), ("mlx5_1", &b)], &prefs, &mut w).1, Some("10.20.0.0/23".into()));
+    }
+
+    #[test]
+    fn another_namespaces_pick_without_an_own_entry_drops_the_port() {
+        let mut p = port(&[("fe80::1", Host), ("10.9.0.51", Other)]);
+        p.gid.as_mut().expect("gid").owner = Some(Other);
+        let why = port_problem(&p, &GidPrefs::default()).expect("dropped");
+        assert!(why.contains("another namespace's address"), "{why}");
+    }
+}
