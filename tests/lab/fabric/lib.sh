@@ -94,6 +94,11 @@ fab_reset() {
     for d in /sys/class/infiniband/*; do
         [ -e "$d" ] && $RDMA link delete "${d##*/}" 2>/dev/null
     done
+    # Pod namespaces (shared-device scenarios), with the macvlan children they hold.
+    for ns in $($IP netns list 2>/dev/null | cut -d' ' -f1); do $IP netns delete "$ns"; done
+    for l in $($IP -o link show type vlan 2>/dev/null | sed -n 's/^[0-9]*: \([^@:]*\).*/\1/p'); do
+        $IP link delete "$l" 2>/dev/null
+    done
     for n in /sys/class/net/eth*; do
         n=${n##*/}
         [ "$n" = eth0 ] && continue
