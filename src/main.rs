@@ -92,6 +92,7 @@ fn main() -> ExitCode {
                 dev_root: &cli.opts.dev_root,
                 verbs: verbs.as_ref(),
                 selftest: (!no_selftest).then_some(&selftest_opts),
+                addrs: &detect::netif::read,
             },
             json,
         ),

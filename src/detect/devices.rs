@@ -106,11 +106,27 @@ const GID_POLL: Duration = Duration::from_millis(10);
 
 /// What detection knows of this pod's addresses while it reads ports.
 struct Own<'a> {
-    addrs: &'a [OwnAddr],
+    addrs: Vec<OwnAddr>,
     gids: Vec<Ipv6Addr>,
     prefs: &'a GidPrefs,
     /// When waiting for missing entries stops, for every device together.
     deadline: Instant,
+}
+
+impl<'a> Own<'a> {
+    /// No addresses: every port gets NCCL's own pick.
+    fn none(prefs: &'a GidPrefs) -> Own<'a> {
+        Own { addrs: Vec::new(), gids: Vec::new(), prefs, deadline: Instant::now() }
+    }
+
+    fn read(inp: &Inputs<'a>, warnings: &mut Vec<String>) -> Own<'a> {
+        let addrs = (inp.addrs)().unwrap_or_else(|e| {
+            warnings.push(format!("{e}; GID entries cannot be told from other pods' on a shared device"));
+            Vec::new()
+        });
+        let gids = addrs.iter().map(OwnAddr::gid).collect();
+        Own { addrs, gids, prefs: inp.prefs, deadline: Instant::now() + GID_WAIT }
+    }
 }
 
 /// A device name a source gave, before its ports are read.
@@ -132,20 +148,10 @@ pub fn detect(inp: &Inputs) -> Detection {
     let mut visible_problems = Vec::new();
     let visible = inp.sysfs.rdma_devices(&mut visible_problems);
     warnings.extend(visible_problems.iter().map(ToString::to_string));
-    let addresses = if visible.is_empty() {
-        Vec::new()
-    } else {
-        (inp.addrs)().unwrap_or_else(|e| {
-            warnings.push(format!("{e}; GID entries cannot be told from other pods' on a shared device"));
-            Vec::new()
-        })
-    };
-    let own = Own {
-        addrs: &addresses,
-        gids: addresses.iter().map(OwnAddr::gid).collect(),
-        prefs: inp.prefs,
-        deadline: Instant::now() + GID_WAIT,
-    };
+    // A device the device plugin or the annotation names was allocated to this pod alone (a VF
+    // or SF), so its table holds only the pod's addresses and NCCL's pick is the pod's: the
+    // pod's addresses are read only for the sysfs walk, where shared devices are found.
+    let mut own = Own::none(inp.prefs);
 
     let mut chosen: Option<(Source, Vec<Named>)> = None;
     for source in [Source::Sriov, Source::Annotation, Source::Sysfs] {
@@ -156,7 +162,12 @@ pub fn detect(inp: &Inputs) -> Detection {
         let (report, named) = match source {
             Source::Sriov => from_sriov(inp),
             Source::Annotation => from_annotation(inp),
-            _ => from_sysfs(inp, &visible, &own, &mut warnings),
+            _ => {
+                if !visible.is_empty() {
+                    own = Own::read(inp, &mut warnings);
+                }
+                from_sysfs(inp, &visible, &own, &mut warnings)
+            }
         };
         let (report, named) = (report, dedupe(named));
         if !named.is_empty() {
@@ -213,7 +224,7 @@ pub fn detect(inp: &Inputs) -> Detection {
         }
     }
     let not_ours = visible.into_iter().filter(|v| !devices.iter().any(|d| &d.name == v)).collect();
-    Detection { source, sources, devices, not_ours, warnings, addresses }
+    Detection { source, sources, devices, not_ours, warnings, addresses: own.addrs }
 }
 
 /// The function a device sits on (PCI address, auxiliary ID), if any.
@@ -442,13 +453,16 @@ fn from_sysfs(inp: &Inputs, visible: &[String], own: &Own, warnings: &mut Vec<St
     let netdevs = inp.sysfs.netdevs(&mut errs);
     problems.extend(errs.iter().map(ToString::to_string));
     let mut found = Vec::new();
+    // Ports read to look for the pod's addresses, kept for the fallback below.
+    let mut read: Vec<(String, (Vec<PortFacts>, Vec<String>))> = Vec::new();
     for dev in visible {
         if let Some(how) = owning_netdev(inp.sysfs, dev, &netdevs, &mut problems) {
             found.push(named(dev, format!("sysfs ({how})"), None));
         } else if !own.gids.is_empty() {
-            let (ports, port_problems) = read_ports(inp.sysfs, dev, own, warnings);
-            if let Some(entry) = own_entry(&ports) {
-                found.push(named(dev, format!("sysfs (shared device, via {entry})"), Some((ports, port_problems))));
+            let ports = read_ports(inp.sysfs, dev, own, warnings);
+            match own_entry(&ports.0) {
+                Some(entry) => found.push(named(dev, format!("sysfs (shared device, via {entry})"), Some(ports))),
+                None => read.push((dev.clone(), ports)),
             }
         }
     }
@@ -457,7 +471,13 @@ fn from_sysfs(inp: &Inputs, visible: &[String], own: &Own, warnings: &mut Vec<St
             "cannot tell which of the {} RDMA devices in {class} are this pod's: no net device in this namespace sits on any of them, and no GID table holds an address of this pod (InfiniBand without IPoIB?); using all of them, as NCCL would by default. Name the pod's devices with the SR-IOV device plugin or the network-status annotation.",
             visible.len()
         ));
-        found = visible.iter().map(|n| named(n, "sysfs (ownership unknown)".into(), None)).collect();
+        found = visible
+            .iter()
+            .map(|n| {
+                let ports = read.iter().position(|(d, _)| d == n).map(|i| read.swap_remove(i).1);
+                named(n, "sysfs (ownership unknown)".into(), ports)
+            })
+            .collect();
     }
     (report(Source::Sysfs, inputs, problems, true), found)
 }

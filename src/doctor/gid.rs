@@ -198,7 +198,9 @@ pub(super) fn owner_checks(inp: &Inputs) -> Vec<Check> {
     if let Some(r) = range.as_deref().and_then(nccl_gid::AddrRange::parse) {
         prefs.range = Some(r);
     }
-    let own: Vec<std::net::Ipv6Addr> = inp.plan.detection.addresses.iter().map(|a| a.gid()).collect();
+    let d = &inp.plan.detection;
+    let addrs = if d.source == crate::detect::Source::Sysfs { Ok(d.addresses.clone()) } else { (inp.addrs)() };
+    let own: Vec<std::net::Ipv6Addr> = addrs.unwrap_or_default().iter().map(|a| a.gid()).collect();
     let mut out = Vec::new();
     for (dev, p) in roce_ports(inp.plan) {
         let label = format!("{}:{}", dev.name, p.port);

@@ -105,6 +105,8 @@ pub struct Inputs<'a> {
     pub verbs: &'a dyn Verbs,
     /// Run the loopback self-test through `verbs`, with these options (`None`: --no-selftest).
     pub selftest: Option<&'a SelftestOptions>,
+    /// This namespace's addresses, where detection did not read them (a device plugin's VFs).
+    pub addrs: crate::detect::devices::AddrSource<'a>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -288,6 +290,7 @@ mod tests {
             dev_root: &root.join("dev"),
             verbs: &FakeVerbs,
             selftest: Some(&SelftestOptions { buffer_bytes: 1 << 20, timeout_ms: 2000 }),
+            addrs: &|| Ok(Vec::new()),
         };
         let report = run(&inp).expect("doctor runs");
         let st: Vec<(String, Status)> = report
