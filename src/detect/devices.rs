@@ -139,8 +139,11 @@ struct Named {
     /// name is checked against it once the device's attachment is read.
     claimed_id: Option<String>,
     /// Ports the source already read (with their problems), to be used as they are.
-    ports: Option<(Vec<PortFacts>, Vec<String>)>,
+    ports: Option<ReadPorts>,
 }
+
+/// A device's ports as read, and the problems reading them.
+type ReadPorts = (Vec<PortFacts>, Vec<String>);
 
 pub fn detect(inp: &Inputs) -> Detection {
     let mut warnings = Vec::new();
@@ -253,7 +256,7 @@ fn read_device(inp: &Inputs, own: &Own, n: Named, warnings: &mut Vec<String>) ->
 /// interfaces (its link-local entry, which the kernel adds when the link comes up) but not yet
 /// that interface's address of NCCL's family, the kernel is still adding entries: read again
 /// until they appear or the shared deadline passes, and say which never came.
-fn read_ports(sysfs: &Sysfs, dev: &str, own: &Own, warnings: &mut Vec<String>) -> (Vec<PortFacts>, Vec<String>) {
+fn read_ports(sysfs: &Sysfs, dev: &str, own: &Own, warnings: &mut Vec<String>) -> ReadPorts {
     let start = Instant::now();
     loop {
         let mut errs = Vec::new();
@@ -454,7 +457,7 @@ fn from_sysfs(inp: &Inputs, visible: &[String], own: &Own, warnings: &mut Vec<St
     problems.extend(errs.iter().map(ToString::to_string));
     let mut found = Vec::new();
     // Ports read to look for the pod's addresses, kept for the fallback below.
-    let mut read: Vec<(String, (Vec<PortFacts>, Vec<String>))> = Vec::new();
+    let mut read: Vec<(String, ReadPorts)> = Vec::new();
     for dev in visible {
         if let Some(how) = owning_netdev(inp.sysfs, dev, &netdevs, &mut problems) {
             found.push(named(dev, format!("sysfs ({how})"), None));
