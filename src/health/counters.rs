@@ -5,7 +5,7 @@
 //! has is reported; nothing is assumed present.
 //!
 //! Bounded: at most [`MAX_PER_DIR`] entries per directory, each read once through
-//! `detect::file` (non-blocking, regular files only, one page). It must never write: `lifespan`
+//! `detect::file` relative to the open directory (non-blocking, regular files only, one page). It must never write: `lifespan`
 //! in `hw_counters` is a setting (how long the kernel caches the values), not a counter, and is
 //! left out.
 
@@ -57,14 +57,17 @@ fn read_dir(path: &Path, dir: &'static str) -> Vec<Counter> {
         .collect();
     names.sort();
     names.truncate(MAX_PER_DIR);
+    // Each counter is read relative to the open directory: one open, one read, one close each,
+    // the file's type asked only when the read is not a clean value (see `file::read_attr_at`).
+    let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC;
+    let Ok(fd) = rustix::fs::open(path, flags, rustix::fs::Mode::empty()) else { return Vec::new() };
     names
         .into_iter()
         .filter_map(|name| {
-            let p = path.join(&name);
-            match file::read_attr(&p).map(|t| t.parse::<u64>()) {
+            match file::read_attr_at(&fd, path, &name).map(|t| t.parse::<u64>()) {
                 Ok(Ok(value)) => Some(Counter { dir, name, value }),
                 Ok(Err(e)) => {
-                    log::debug!("{}: not a counter value: {e}", p.display());
+                    log::debug!("{}: not a counter value: {e}", path.join(&name).display());
                     None
                 }
                 Err(e) => {
