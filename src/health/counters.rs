@@ -63,17 +63,15 @@ fn read_dir(path: &Path, dir: &'static str) -> Vec<Counter> {
     let Ok(fd) = rustix::fs::open(path, flags, rustix::fs::Mode::empty()) else { return Vec::new() };
     names
         .into_iter()
-        .filter_map(|name| {
-            match file::read_attr_at(&fd, path, &name).map(|t| t.parse::<u64>()) {
-                Ok(Ok(value)) => Some(Counter { dir, name, value }),
-                Ok(Err(e)) => {
-                    log::debug!("{}: not a counter value: {e}", path.join(&name).display());
-                    None
-                }
-                Err(e) => {
-                    log::debug!("{e}");
-                    None
-                }
+        .filter_map(|name| match file::read_attr_at(&fd, path, &name).map(|t| t.parse::<u64>()) {
+            Ok(Ok(value)) => Some(Counter { dir, name, value }),
+            Ok(Err(e)) => {
+                log::debug!("{}: not a counter value: {e}", path.join(&name).display());
+                None
+            }
+            Err(e) => {
+                log::debug!("{e}");
+                None
             }
         })
         .collect()

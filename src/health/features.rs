@@ -163,6 +163,35 @@ mod tests {
     }
 
     #[test]
+    fn the_file_for_a_known_value() {
+        let (text, refused) = render(&super::super::sample(), "nccl-wrap watch", 1_690_629_753, Some(1_690_629_873));
+        assert!(refused.is_empty(), "{refused:?}");
+        let want = "\
+# +expiry-time=2023-07-29T11:24:33Z
+nccl-wrap.feature.node.kubernetes.io/check.memlock=fail
+nccl-wrap.feature.node.kubernetes.io/check.ports=fail
+nccl-wrap.feature.node.kubernetes.io/check.topology=warn
+nccl-wrap.feature.node.kubernetes.io/gid-index=3
+nccl-wrap.feature.node.kubernetes.io/gid-index-consistent=true
+nccl-wrap.feature.node.kubernetes.io/gpudirect=false
+nccl-wrap.feature.node.kubernetes.io/healthy=false
+nccl-wrap.feature.node.kubernetes.io/iommu-passthrough=true
+nccl-wrap.feature.node.kubernetes.io/link-layer=ethernet
+nccl-wrap.feature.node.kubernetes.io/memlock=limited
+nccl-wrap.feature.node.kubernetes.io/rdma-ports=2
+nccl-wrap.feature.node.kubernetes.io/rdma-ports-usable=1
+nccl-wrap.feature.node.kubernetes.io/rdma-rate-gbps=400
+";
+        let (first, rest) = text.split_once('\n').expect("lines");
+        assert!(
+            first.starts_with("# nccl-wrap ")
+                && first.contains("(node view)")
+                && first.contains("2023-07-29T11:22:33Z")
+        );
+        assert_eq!(rest, want);
+    }
+
+    #[test]
     fn kubernetes_label_syntax() {
         assert_eq!(label_name_error(&format!("{PREFIX}/healthy")), None);
         assert_eq!(label_name_error(&format!("{PREFIX}/check.nccl-env")), None);

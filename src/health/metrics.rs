@@ -290,6 +290,34 @@ mod tests {
     }
 
     #[test]
+    fn the_file_for_a_known_value() {
+        let text = render(&super::super::sample(), &Round { timestamp: 1_690_629_753.5, ..Round::default() });
+        for line in [
+            "nccl_wrap_healthy 0",
+            "nccl_wrap_rdma_ports_usable 1",
+            "nccl_wrap_rdma_devices{kind=\"vf\"} 4",
+            "nccl_wrap_memlock_limit_bytes 8388608",
+            "nccl_wrap_check_status{check=\"ports\",device=\"mlx5_1\",port=\"1\"} 2",
+            "nccl_wrap_check_status{check=\"memlock\"} 2",
+            "nccl_wrap_checks{status=\"warn\"} 1",
+            "nccl_wrap_port_info{device=\"mlx5_0\",port=\"1\",kind=\"pf\",link_layer=\"Ethernet\",rate=\"400 Gb/sec (4X NDR)\"} 1",
+            "nccl_wrap_port_state{device=\"mlx5_1\",port=\"1\"} 1",
+            "nccl_wrap_port_rate_bytes_per_second{device=\"mlx5_1\",port=\"1\"} 50000000000",
+            "nccl_wrap_port_counter_total{device=\"mlx5_0\",port=\"1\",source=\"hw_counters\",counter=\"out_of_sequence\"} 17",
+            "# TYPE nccl_wrap_port_counter_total counter",
+            "nccl_wrap_last_run_timestamp_seconds 1690629753.5",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no line {line:?} in\n{text}");
+        }
+        // The agent's own figures only when there are any.
+        assert!(!text.contains("nccl_wrap_rounds_total"), "{text}");
+        assert!(text.contains("\nnccl_wrap_gpudirect_possible 0\n"), "{text}");
+        let mut h = super::super::sample();
+        h.memlock_bytes = None;
+        assert!(render(&h, &Round::default()).contains("\nnccl_wrap_memlock_limit_bytes +Inf\n"));
+    }
+
+    #[test]
     fn empty_families_are_left_out_and_labels_escaped() {
         let mut o = Out { text: String::new() };
         o.family("x", "gauge", "h", &[]);

@@ -348,9 +348,66 @@ pub fn parse_rate_gbps(rate: &str) -> Option<f64> {
     }
 }
 
+/// A small health value for the renderers' tests: two ports, one down, a failing ports check.
+#[cfg(test)]
+pub(crate) fn sample() -> Health {
+    let port = |device: &str, up: bool| PortHealth {
+        device: device.into(),
+        port: 1,
+        kind: "pf",
+        link_layer: Some("Ethernet".into()),
+        rate: Some("400 Gb/sec (4X NDR)".into()),
+        state: Some(if up { 4 } else { 1 }),
+        phys_state: Some(if up { 5 } else { 3 }),
+        usable: up,
+        gid_index: Some(3),
+        counters: vec![Counter { dir: "hw_counters", name: "out_of_sequence".into(), value: 17 }],
+    };
+    let key = |id: &'static str, device: Option<&str>, port: Option<u32>| CheckKey {
+        id,
+        device: device.map(String::from),
+        port,
+        variable: None,
+    };
+    let checks = BTreeMap::from([
+        (key("ports", Some("mlx5_0"), Some(1)), Status::Pass),
+        (key("ports", Some("mlx5_1"), Some(1)), Status::Fail),
+        (key("memlock", None, None), Status::Fail),
+        (key("topology", None, None), Status::Warn),
+    ]);
+    let mut h = Health {
+        view: View::Node,
+        ports: vec![port("mlx5_0", true), port("mlx5_1", false)],
+        devices: BTreeMap::from([("pf", 2), ("vf", 4)]),
+        healthy: false,
+        gid_consistent: true,
+        gid_index: Some(3),
+        memlock_bytes: Some(8 << 20),
+        cap_ipc_lock: Some(false),
+        iommu_passthrough: Some(true),
+        gpudirect: false,
+        checks,
+    };
+    h.healthy = healthy(&h);
+    h
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn healthy_needs_a_usable_port_and_no_failure_but_memlock() {
+        let mut h = sample();
+        assert!(!h.healthy, "a port check fails");
+        h.checks.retain(|k, _| !(k.id == "ports" && k.device.as_deref() == Some("mlx5_1")));
+        assert!(healthy(&h), "memlock alone does not make a node unhealthy");
+        h.ports.iter_mut().for_each(|p| p.usable = false);
+        assert!(!healthy(&h), "no usable port");
+        assert_eq!(sample().worst_by_id().get("ports"), Some(&Status::Fail));
+        assert_eq!(sample().link_layer(), Some("ethernet"));
+        assert_eq!(sample().min_rate_gbps(), Some(400.0));
+    }
 
     #[test]
     fn rates_and_states_parse_as_sysfs_prints_them() {
