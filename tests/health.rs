@@ -333,6 +333,17 @@ fn memlock_below_64_mib_without_cap_ipc_lock() {
 }
 
 #[test]
+fn hostile_sysfs_gives_whole_valid_files() {
+    // A symlink loop, a missing state file, garbage rate bytes, junk GIDs (fixtures/nodes/bad-input).
+    let f = watch_once("bad-input", &[], "bad");
+    labels_are_valid(&f);
+    metrics_are_well_formed(&f.metrics);
+    assert_eq!(f.features["rdma-ports"], "2", "the PFs; the VFs are counted only");
+    assert_eq!(f.features["check.devices"], "warn", "the loop is reported: {}", f.feature_text);
+    assert_eq!(f.features["healthy"], "false", "mlx5_1's port has no state");
+}
+
+#[test]
 fn doctor_writes_the_pods_view() {
     let out = Out::new("doctor");
     let mut cmd = command("h100-roce-sriov", &[]);
