@@ -193,6 +193,18 @@ nccl-wrap.feature.node.kubernetes.io/rdma-rate-gbps=400
     }
 
     #[test]
+    fn a_value_kubernetes_would_refuse_is_left_out_not_written() {
+        let mut h = super::super::sample();
+        // A rate sysfs should never print, but a broken driver could: 301 digits as a label value.
+        h.ports[0].rate = Some("1e300 Gb/sec (4X NDR)".into());
+        let (text, refused) = render(&h, "test", 0, None);
+        assert!(!text.contains("rdma-rate-gbps"), "{text}");
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(refused[0].contains("longer than 63"), "{refused:?}");
+        assert!(text.contains(&format!("{PREFIX}/healthy=false")), "the rest is written");
+    }
+
+    #[test]
     fn kubernetes_label_syntax() {
         assert_eq!(label_name_error(&format!("{PREFIX}/healthy")), None);
         assert_eq!(label_name_error(&format!("{PREFIX}/check.nccl-env")), None);
