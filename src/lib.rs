@@ -9,6 +9,7 @@
 //! - `process`: stages 4-5, memlock, then exec or supervision as PID 1;
 //! - `report`: the summary on stderr and the JSON plan;
 //! - `doctor`: checks that name what would make NCCL hang or fall back to TCP;
+//! - `health`: doctor's findings as NFD labels and Prometheus metrics, and `watch`, the node agent;
 //! - `ping`: an RDMA test between two pods (or a ring of them) over the ports a run would use;
 //! - `install`: copies the binary into a shared volume, for an init container;
 //! - `cli`: options, each also an `NCCL_WRAP_*` variable.
@@ -21,6 +22,7 @@
 pub mod cli;
 pub mod detect;
 pub mod doctor;
+pub mod health;
 pub mod install;
 pub mod msg;
 pub mod nccl;

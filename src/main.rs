@@ -12,10 +12,10 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
-use nccl_wrap::cli::{self, Cli, PingArgs, Sub, EXIT_REFUSED, EXIT_USAGE};
+use nccl_wrap::cli::{self, Cli, HealthFiles, PingArgs, Sub, EXIT_REFUSED, EXIT_USAGE};
 use nccl_wrap::msg::PREFIX;
 use nccl_wrap::process::{self, exec, memlock, supervise};
-use nccl_wrap::{detect, doctor, install, nccl, ping, plan, report, verbs};
+use nccl_wrap::{detect, doctor, health, install, nccl, ping, plan, report, verbs};
 
 fn main() -> ExitCode {
     // Hidden entry for the Soft-RoCE lab and debugging: `nccl-wrap __verbs list|port|selftest ...`.
@@ -34,6 +34,23 @@ fn main() -> ExitCode {
         return ExitCode::from(install::main(dir));
     }
     init_logging();
+    if let Some(Sub::Watch(w)) = &cli.sub {
+        // The node agent runs its own detection every round, in the node's view.
+        let sysfs = detect::sysfs::Sysfs::new(&cli.opts.sysfs_root);
+        let roots = health::watch::Roots {
+            sysfs: &sysfs,
+            proc_root: &cli.opts.proc_root,
+            dev_root: &cli.opts.dev_root,
+            vars: &vars,
+        };
+        let opts = health::watch::Options {
+            interval: std::time::Duration::from_millis(w.interval_ms),
+            jitter_pct: w.jitter_pct,
+            rounds: w.rounds,
+            outputs: outputs(&w.files),
+        };
+        return ExitCode::from(health::watch::main(&roots, &opts));
+    }
     let early_block = supervise::block_early(cli.opts.init);
     if cli.sub.is_none() && cli.command.is_empty() {
         eprintln!("{PREFIX} no command given: usage is nccl-wrap [OPTIONS] -- COMMAND [ARGS]... (see --help)");
@@ -82,8 +99,8 @@ fn main() -> ExitCode {
             };
             print_or_fail(&text)
         }
-        Some(Sub::Doctor { json, no_selftest }) => doctor::main(
-            &doctor::Inputs {
+        Some(Sub::Doctor { json, no_selftest, ref files }) => {
+            let inputs = doctor::Inputs {
                 plan: &plan,
                 memlock: &memlock,
                 vars: &vars,
@@ -93,17 +110,26 @@ fn main() -> ExitCode {
                 verbs: verbs.as_ref(),
                 selftest: (!no_selftest).then_some(&selftest_opts),
                 addrs: &detect::netif::read,
-            },
-            json,
-        ),
+            };
+            let out = outputs(files);
+            if out.is_empty() {
+                doctor::main(&inputs, json)
+            } else {
+                doctor::main_then(&inputs, json, |report| health::write_for_doctor(&inputs, report, &out))
+            }
+        }
         Some(Sub::Ping(ref p)) => {
             let inputs =
                 ping::Inputs { plan: &plan, vars: &vars, proc_root: &cli.opts.proc_root, verbs: verbs.as_ref() };
             ExitCode::from(ping::main(&inputs, &ping_options(p)))
         }
         None => run(&cli, &plan, &memlock, &env_list, early_block),
-        Some(Sub::Install { .. }) => unreachable!("install returns before detection"),
+        Some(Sub::Install { .. } | Sub::Watch(_)) => unreachable!("install and watch return before detection"),
     }
+}
+
+fn outputs(f: &HealthFiles) -> health::Outputs {
+    health::Outputs { features: f.features.clone(), metrics: f.metrics.clone() }
 }
 
 fn ping_options(p: &PingArgs) -> ping::Options {

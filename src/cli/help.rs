@@ -10,8 +10,9 @@ pub(super) const ABOUT: &str = "Find this pod's RDMA ports, export NCCL settings
 pub(super) const USAGE: &str = "\
 Usage: nccl-wrap [OPTIONS] -- COMMAND [ARGS]...
        nccl-wrap env [--json] [OPTIONS]
-       nccl-wrap doctor [--json] [--no-selftest] [OPTIONS]
+       nccl-wrap doctor [--json] [--no-selftest] [--features FILE] [--metrics FILE] [OPTIONS]
        nccl-wrap ping [HOST:PORT | --listen [ADDR:]PORT | --ring] [--json] [OPTIONS]
+       nccl-wrap watch [--features FILE] [--metrics FILE] [--interval SECONDS] [OPTIONS]
        nccl-wrap install DIR";
 
 pub(super) const AFTER_HELP: &str = "\
@@ -26,6 +27,12 @@ reaped, and the exit status is the command's as above.
 
 Boolean options take no value (true), or =VALUE: true/false, yes/no, on/off, 1/0.
 Logging detail: NCCL_WRAP_LOG=debug (env_logger syntax).";
+
+const WATCH_AFTER_HELP: &str = "\
+As a DaemonSet:  nccl-wrap watch --features /etc/kubernetes/node-feature-discovery/features.d/nccl-wrap \\
+                   --metrics /var/lib/node_exporter/textfile_collector/nccl-wrap.prom
+SIGTERM or SIGINT ends it after the round in progress, with both files whole; SIGHUP runs a round now.
+See docs/health.md for every label and metric, and deploy/node-health/ for the DaemonSet.";
 
 /// `--help`, for the top level or one subcommand.
 const PING_AFTER_HELP: &str = "\
@@ -73,6 +80,9 @@ pub(super) fn help(sub: Option<SubName>) -> String {
         }
         Some(SubName::Ping) => {
             let _ = writeln!(out, "\n{PING_AFTER_HELP}");
+        }
+        Some(SubName::Watch) => {
+            let _ = writeln!(out, "\n{WATCH_AFTER_HELP}");
         }
         Some(_) => {}
     }

@@ -28,17 +28,19 @@ pub enum SubName {
     Env,
     Doctor,
     Ping,
+    Watch,
     Install,
 }
 
 impl SubName {
-    const ALL: [SubName; 4] = [SubName::Env, SubName::Doctor, SubName::Ping, SubName::Install];
+    const ALL: [SubName; 5] = [SubName::Env, SubName::Doctor, SubName::Ping, SubName::Watch, SubName::Install];
 
     fn name(self) -> &'static str {
         match self {
             SubName::Env => "env",
             SubName::Doctor => "doctor",
             SubName::Ping => "ping",
+            SubName::Watch => "watch",
             SubName::Install => "install",
         }
     }
@@ -48,6 +50,7 @@ impl SubName {
             SubName::Env => "Print what a run would set, as `export NAME='value'` lines safe to eval",
             SubName::Doctor => "Check this pod's RDMA setup and name what would make NCCL hang or fall back to sockets. Exit status: 0 nothing fails, 1 a check fails, 2 doctor itself could not run",
             SubName::Install => "Copy this binary into DIR (atomically, mode 0755) and print its path: for an init container, since the image holds nothing else. Exit status: 0 installed, 1 it could not be, 2 usage",
+            SubName::Watch => "The node agent: every --interval, check this node's RDMA health in the node's view (every device but VFs and SFs; sysfs only) and rewrite the --features (NFD) and --metrics (Prometheus) files atomically; stops cleanly on SIGTERM. Exit status: 0 stopped, 2 it could not start (signals, the first round's files)",
             SubName::Ping => "Test RDMA between this pod and another over the ports a run would use: a latency ping-pong and a bandwidth run per rail pair. Exit status: 0 every pair passes, 1 a pair fails, 2 the check could not run (usage, no RDMA port, the peer never came)",
         }
     }
@@ -66,11 +69,40 @@ pub enum Sub {
         json: bool,
         /// Do not run the loopback self-test through verbs.
         no_selftest: bool,
+        /// Also write the findings as NFD labels and Prometheus metrics.
+        files: HealthFiles,
     },
+    /// The node agent.
+    Watch(WatchArgs),
     /// Test RDMA with another pod (or a ring of pods).
     Ping(PingArgs),
     /// Copy this binary into `dir`.
     Install { dir: PathBuf },
+}
+
+/// Where `doctor` and `watch` write node health: NFD's feature file and a Prometheus textfile.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HealthFiles {
+    pub features: Option<PathBuf>,
+    pub metrics: Option<PathBuf>,
+}
+
+/// `nccl-wrap watch`'s own options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchArgs {
+    pub files: HealthFiles,
+    /// Between the starts of two rounds, before jitter.
+    pub interval_ms: u64,
+    /// Each wait is the interval +/- up to this many percent.
+    pub jitter_pct: u32,
+    /// Stop after this many rounds; 0: until SIGTERM.
+    pub rounds: u64,
+}
+
+impl Default for WatchArgs {
+    fn default() -> Self {
+        WatchArgs { files: HealthFiles::default(), interval_ms: 60_000, jitter_pct: 10, rounds: 0 }
+    }
 }
 
 /// `nccl-wrap ping`'s own options; exactly one of `target`, `listen` and `ring` is given.
@@ -125,8 +157,9 @@ impl Sub {
     fn new(name: SubName) -> Sub {
         match name {
             SubName::Env => Sub::Env { json: false },
-            SubName::Doctor => Sub::Doctor { json: false, no_selftest: false },
+            SubName::Doctor => Sub::Doctor { json: false, no_selftest: false, files: HealthFiles::default() },
             SubName::Ping => Sub::Ping(PingArgs::default()),
+            SubName::Watch => Sub::Watch(WatchArgs::default()),
             SubName::Install => Sub::Install { dir: PathBuf::new() },
         }
     }
@@ -331,6 +364,7 @@ fn sub_name(sub: &Sub) -> SubName {
         Sub::Env { .. } => SubName::Env,
         Sub::Doctor { .. } => SubName::Doctor,
         Sub::Ping(_) => SubName::Ping,
+        Sub::Watch(_) => SubName::Watch,
         Sub::Install { .. } => SubName::Install,
     }
 }
@@ -459,7 +493,7 @@ mod tests {
         assert!(c.opts.quiet);
         assert_eq!(c.opts.sysfs_root, PathBuf::from("/s"));
         let c = ok(parse(&["doctor", "--no-selftest", "--json"]));
-        assert_eq!(c.sub, Some(Sub::Doctor { json: true, no_selftest: true }));
+        assert_eq!(c.sub, Some(Sub::Doctor { json: true, no_selftest: true, files: HealthFiles::default() }));
         // A subcommand's option is not the top level's, and a subcommand takes no command.
         assert_eq!(parse(&["--json", "env"]), Err(CliError::Unexpected("--json".into())));
         assert_eq!(parse(&["env", "--no-selftest"]), Err(CliError::Unexpected("--no-selftest".into())));
@@ -495,6 +529,28 @@ mod tests {
         // ping's variables are ping's alone.
         let c = ok(parse_env(&["env"], &[("NCCL_WRAP_PING_SIZE", "not a number")]));
         assert_eq!(c.sub, Some(Sub::Env { json: false }));
+    }
+
+    #[test]
+    fn doctor_and_watch_take_the_health_files_and_watch_its_timing() {
+        let c = ok(parse_env(&["doctor", "--features", "/f/nccl-wrap"], &[("NCCL_WRAP_METRICS", "/m/nccl-wrap.prom")]));
+        let files = HealthFiles {
+            features: Some(PathBuf::from("/f/nccl-wrap")),
+            metrics: Some(PathBuf::from("/m/nccl-wrap.prom")),
+        };
+        assert_eq!(c.sub, Some(Sub::Doctor { json: false, no_selftest: false, files: files.clone() }));
+        let c = ok(parse_env(
+            &["watch", "--interval=0.5", "--metrics", "/m/nccl-wrap.prom"],
+            &[("NCCL_WRAP_FEATURES", "/f/nccl-wrap"), ("NCCL_WRAP_WATCH_ROUNDS", "3")],
+        ));
+        assert_eq!(c.sub, Some(Sub::Watch(WatchArgs { files, interval_ms: 500, jitter_pct: 10, rounds: 3 })));
+        assert!(matches!(parse(&["watch", "--interval=0.01"]), Err(CliError::BadValue { .. })));
+        assert!(matches!(parse(&["watch", "--interval=soon"]), Err(CliError::BadValue { .. })));
+        assert!(matches!(parse(&["watch", "--jitter=80"]), Err(CliError::BadValue { .. })));
+        assert_eq!(parse(&["env", "--features=/x"]), Err(CliError::Unexpected("--features=/x".into())));
+        // The variables belong to doctor and watch alone.
+        assert_eq!(ok(parse_env(&["env"], &[("NCCL_WRAP_FEATURES", "")])).sub, Some(Sub::Env { json: false }));
+        assert!(matches!(parse(&["watch", "--", "x"]), Err(CliError::Usage(_))));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::{Cli, PingArgs, Sub, SubName};
+use super::{Cli, HealthFiles, PingArgs, Sub, SubName};
 
 /// How an option takes its value.
 #[derive(Clone, Copy)]
@@ -86,6 +86,66 @@ macro_rules! ping_text {
         |c: &mut Cli, v: &str| ping(c, |p| p.$field = Some(v.to_owned()))
     };
 }
+
+/// The health files of `doctor` or `watch` (a no-op elsewhere, where these options are not found).
+fn files(c: &mut Cli) -> Option<&mut HealthFiles> {
+    match &mut c.sub {
+        Some(Sub::Doctor { files, .. }) => Some(files),
+        Some(Sub::Watch(w)) => Some(&mut w.files),
+        _ => None,
+    }
+}
+
+fn set_features(c: &mut Cli, v: &str) -> Result<(), String> {
+    let p = path(v)?;
+    if let Some(f) = files(c) {
+        f.features = Some(p);
+    }
+    Ok(())
+}
+
+fn set_metrics(c: &mut Cli, v: &str) -> Result<(), String> {
+    let p = path(v)?;
+    if let Some(f) = files(c) {
+        f.metrics = Some(p);
+    }
+    Ok(())
+}
+
+/// Seconds, a fraction allowed, from 0.1 to one day; in milliseconds.
+fn interval_ms(v: &str) -> Result<u64, String> {
+    let s: f64 = v.trim().parse().map_err(|_| "not a number of seconds".to_string())?;
+    if !(0.1..=86_400.0).contains(&s) {
+        return Err("must be between 0.1 and 86400 seconds".into());
+    }
+    Ok((s * 1000.0).round() as u64)
+}
+
+fn watch(c: &mut Cli, f: impl FnOnce(&mut super::WatchArgs)) -> Result<(), String> {
+    if let Some(Sub::Watch(w)) = &mut c.sub {
+        f(w);
+    }
+    Ok(())
+}
+
+/// A health file option of `doctor` or `watch` (both take the same two, with the same variables).
+macro_rules! file_spec {
+    ($long:literal, $env:literal, $sub:ident, $help:expr, $set:expr) => {
+        Spec {
+            long: $long,
+            short: None,
+            env: $env,
+            kind: Kind::Value("FILE"),
+            only: Some(SubName::$sub),
+            default: None,
+            help: $help,
+            set: $set,
+        }
+    };
+}
+
+const FEATURES_HELP: &str = "Also write Node Feature Discovery's local feature file (`name=value` labels under nccl-wrap.feature.node.kubernetes.io/), atomically; for NFD's features.d directory";
+const METRICS_HELP: &str = "Also write the Prometheus text format (nccl_wrap_* metrics), atomically; for node_exporter's textfile directory (name it *.prom)";
 
 /// Every option. `--help` lists them in this order.
 pub(super) const SPECS: &[Spec] = &[
@@ -306,6 +366,52 @@ pub(super) const SPECS: &[Spec] = &[
                 *no_selftest = boolish(v)?;
             }
             Ok(())
+        },
+    },
+    file_spec!("features", "NCCL_WRAP_FEATURES", Doctor, FEATURES_HELP, set_features),
+    file_spec!("metrics", "NCCL_WRAP_METRICS", Doctor, METRICS_HELP, set_metrics),
+    file_spec!("features", "NCCL_WRAP_FEATURES", Watch, FEATURES_HELP, set_features),
+    file_spec!("metrics", "NCCL_WRAP_METRICS", Watch, METRICS_HELP, set_metrics),
+    Spec {
+        long: "interval",
+        short: None,
+        env: "NCCL_WRAP_WATCH_INTERVAL",
+        kind: Kind::Value("SECONDS"),
+        only: Some(SubName::Watch),
+        default: Some("60"),
+        help: "Seconds between the starts of two rounds (a fraction allowed; 0.1 to 86400)",
+        set: |c, v| {
+            let ms = interval_ms(v)?;
+            watch(c, |w| w.interval_ms = ms)
+        },
+    },
+    Spec {
+        long: "jitter",
+        short: None,
+        env: "NCCL_WRAP_WATCH_JITTER",
+        kind: Kind::Value("PERCENT"),
+        only: Some(SubName::Watch),
+        default: Some("10"),
+        help: "Each wait is the interval +/- up to PERCENT (0 to 50), so that a DaemonSet's agents do not run in step",
+        set: |c, v| {
+            let pct: u32 = number(v)?;
+            if pct > 50 {
+                return Err("must be 0 to 50".into());
+            }
+            watch(c, |w| w.jitter_pct = pct)
+        },
+    },
+    Spec {
+        long: "rounds",
+        short: None,
+        env: "NCCL_WRAP_WATCH_ROUNDS",
+        kind: Kind::Value("N"),
+        only: Some(SubName::Watch),
+        default: Some("0"),
+        help: "Stop after N rounds (0: run until SIGTERM or SIGINT)",
+        set: |c, v| {
+            let n: u64 = number(v)?;
+            watch(c, |w| w.rounds = n)
         },
     },
     Spec {

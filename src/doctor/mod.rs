@@ -119,6 +119,12 @@ pub enum DoctorError {
 
 /// Runs doctor and prints its report; the exit status says whether anything failed.
 pub fn main(inp: &Inputs, json_out: bool) -> ExitCode {
+    main_then(inp, json_out, |_| Ok(()))
+}
+
+/// [`main`], then `after` with the report (the health files): its error is printed and makes
+/// the exit status 2, as doctor could not do all it was asked.
+pub fn main_then(inp: &Inputs, json_out: bool, after: impl FnOnce(&Report) -> Result<(), String>) -> ExitCode {
     let report = match run(inp) {
         Ok(r) => r,
         Err(e) => {
@@ -138,16 +144,36 @@ pub fn main(inp: &Inputs, json_out: bool) -> ExitCode {
         human(inp, &report)
     };
     let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        eprintln!("{PREFIX} cannot write to stdout: {e}");
+        return ExitCode::from(EXIT_CANNOT_RUN);
+    }
+    match after(&report) {
         Ok(()) => ExitCode::from(report.exit),
         Err(e) => {
-            eprintln!("{PREFIX} cannot write to stdout: {e}");
+            eprintln!("{PREFIX} doctor cannot write its health files: {e}");
             ExitCode::from(EXIT_CANNOT_RUN)
         }
     }
 }
 
+/// Which checks run: a pod's doctor runs every family; the node agent (`nccl-wrap watch`) only
+/// those about the node itself. `uverbs`, `nccl-env` and `selftest` are about one container (its
+/// `/dev`, its environment, its devices opened through verbs), and `gid` about the addresses a
+/// pod's rails carry, which a node's PFs need not have (pods' VFs hold them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Pod,
+    Node,
+}
+
 pub fn run(inp: &Inputs) -> Result<Report, DoctorError> {
+    run_scoped(inp, Scope::Pod)
+}
+
+/// Runs the check families of `scope`, in doctor's order.
+pub fn run_scoped(inp: &Inputs, scope: Scope) -> Result<Report, DoctorError> {
+    let pod = scope == Scope::Pod;
     let root = inp.sysfs.path("");
     match std::fs::metadata(&root) {
         Ok(m) if m.is_dir() => {}
@@ -157,16 +183,20 @@ pub fn run(inp: &Inputs) -> Result<Report, DoctorError> {
     let gpus = topology::gpus(inp.sysfs);
     let mut checks = vec![devices::check(inp)];
     checks.extend(devices::ports(inp));
-    checks.extend(uverbs::checks(inp));
-    checks.extend(gid::checks(inp));
-    checks.extend(gid::owner_checks(inp));
-    checks.extend(nccl_env::checks(inp));
+    if pod {
+        checks.extend(uverbs::checks(inp));
+        checks.extend(gid::checks(inp));
+        checks.extend(gid::owner_checks(inp));
+        checks.extend(nccl_env::checks(inp));
+    }
     checks.push(memlock::check(inp));
     checks.extend(iommu::checks(inp));
     checks.push(gpu::gpudirect(inp, &gpus));
     checks.push(gpu::placement(inp, &gpus));
     checks.push(netns::check(inp));
-    checks.extend(selftest::checks(inp));
+    if pod {
+        checks.extend(selftest::checks(inp));
+    }
     let mut counts = BTreeMap::from([("pass", 0), ("warn", 0), ("fail", 0)]);
     for c in &checks {
         let key = match c.status {

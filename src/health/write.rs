@@ -1,0 +1,119 @@
+//! The one way the health files are written: atomically, so NFD and node_exporter, which read
+//! them at any moment, see either the previous file or the new one, never part of one.
+//!
+//! The bytes go to a temporary file in the target's directory (a rename is atomic only within
+//! one file system), named `.NAME.tmp.PID`: a dot file, which nfd-worker skips, and not ending
+//! in `.prom`, which node_exporter skips. It is fsync'ed, made 0644, renamed over the target, and
+//! the directory fsync'ed so the rename survives a crash. On any failure the temporary file is
+//! removed. Temporary files of earlier runs (another PID) are removed by [`sweep`].
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error("{path} has no file name")]
+    NoName { path: PathBuf },
+    #[error("cannot create {tmp} next to {path}: {source} (is the directory mounted and writable?)")]
+    Create { path: PathBuf, tmp: PathBuf, source: io::Error },
+    #[error("cannot write {tmp}: {source}")]
+    Write { tmp: PathBuf, source: io::Error },
+    #[error("cannot rename {tmp} to {path}: {source}")]
+    Rename { tmp: PathBuf, path: PathBuf, source: io::Error },
+}
+
+fn parts(path: &Path) -> Result<(PathBuf, String), WriteError> {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| WriteError::NoName { path: path.to_path_buf() })?
+        .to_string();
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
+    Ok((dir, name))
+}
+
+/// The temporary name for `path` in this process.
+pub fn temp_path(path: &Path) -> Option<PathBuf> {
+    let (dir, name) = parts(path).ok()?;
+    Some(dir.join(format!(".{name}.tmp.{}", std::process::id())))
+}
+
+/// Replaces `path` with `bytes`, atomically.
+pub fn atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
+    let (dir, _) = parts(path)?;
+    let tmp = temp_path(path).ok_or_else(|| WriteError::NoName { path: path.to_path_buf() })?;
+    // A leftover of this PID (a previous process of the same id killed mid-write) is replaced.
+    let _ = fs::remove_file(&tmp);
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(|source| WriteError::Create { path: path.to_path_buf(), tmp: tmp.clone(), source })?;
+    let result = (|| {
+        f.write_all(bytes).map_err(|source| WriteError::Write { tmp: tmp.clone(), source })?;
+        f.sync_all().map_err(|source| WriteError::Write { tmp: tmp.clone(), source })?;
+        fs::set_permissions(&tmp, fs::Permissions::from_mode(0o644))
+            .map_err(|source| WriteError::Write { tmp: tmp.clone(), source })?;
+        fs::rename(&tmp, path).map_err(|source| WriteError::Rename {
+            tmp: tmp.clone(),
+            path: path.to_path_buf(),
+            source,
+        })
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result?;
+    if let Ok(d) = File::open(&dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Removes temporary files an earlier process left for `path` (killed between create and rename).
+pub fn sweep(path: &Path) {
+    let Ok((dir, name)) = parts(path) else { return };
+    let prefix = format!(".{name}.tmp.");
+    let Ok(entries) = fs::read_dir(&dir) else { return };
+    for e in entries.flatten().take(4096) {
+        let n = e.file_name();
+        let Some(n) = n.to_str() else { continue };
+        if n.strip_prefix(&prefix).is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())) {
+            let _ = fs::remove_file(e.path());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replaces_whole_files_and_sweeps_leftovers() {
+        let d = std::env::temp_dir().join(format!("nccl-wrap-write-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).expect("mkdir");
+        let target = d.join("nccl-wrap.prom");
+        fs::write(d.join(".nccl-wrap.prom.tmp.1"), b"half").expect("leftover");
+        fs::write(d.join(".other.tmp.1"), b"not ours").expect("other");
+        sweep(&target);
+        atomic(&target, b"one\n").expect("write");
+        atomic(&target, b"two\n").expect("write");
+        let mut names: Vec<String> = fs::read_dir(&d)
+            .expect("ls")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        let text = fs::read_to_string(&target).expect("read");
+        let mode = fs::metadata(&target).expect("stat").permissions().mode() & 0o777;
+        let missing = atomic(&d.join("no-such-dir/x.prom"), b"x");
+        let _ = fs::remove_dir_all(&d);
+        assert_eq!(text, "two\n");
+        assert_eq!(mode, 0o644);
+        assert_eq!(names, [".other.tmp.1", "nccl-wrap.prom"]);
+        assert!(matches!(missing, Err(WriteError::Create { .. })), "{missing:?}");
+    }
+}

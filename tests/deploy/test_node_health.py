@@ -1,0 +1,269 @@
+"""The node agent's kit and output: the metrics `nccl-wrap watch` writes on each host-* fixture node
+read by prometheus_client's own text parser, every feature line checked against Kubernetes' label
+syntax (the API machinery's regular expressions) and NFD's rules (allowed namespace, size, expiry
+directive), the DaemonSet's least privilege, and the trainer pods' affinity on the label the agent
+writes. Each policy rule is also run on a broken copy and must report it.
+
+The binary is $NCCL_WRAP_BIN, else the one `cargo build` (or `cargo test`, which scripts/test.sh runs
+first) left under target/.
+"""
+
+import copy
+import datetime
+import os
+import re
+import subprocess
+import tempfile
+import unittest
+
+from prometheus_client.parser import text_string_to_metric_families
+
+import kit
+import policy
+
+HEALTHY = "nccl-wrap.feature.node.kubernetes.io/healthy"
+FEATURES_D = "/etc/kubernetes/node-feature-discovery/features.d"
+
+# k8s.io/apimachinery/pkg/util/validation: IsQualifiedName and IsValidLabelValue.
+QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def label_errors(key, value):
+    errors = []
+    prefix, _, name = key.rpartition("/")
+    if "/" in prefix:
+        errors.append(f"{key}: more than one '/'")
+    if prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix)):
+        errors.append(f"{key}: prefix is not a DNS-1123 subdomain")
+    if len(name) > 63 or not QUALIFIED_NAME.match(name):
+        errors.append(f"{key}: name is not a qualified name")
+    if len(value) > 63 or not LABEL_VALUE.match(value):
+        errors.append(f"{key}={value}: not a label value")
+    # nfd-master drops *.kubernetes.io names except NFD's own namespaces and their sub-namespaces.
+    if prefix == "kubernetes.io" or prefix.endswith(".kubernetes.io"):
+        if not (prefix.endswith(".feature.node.kubernetes.io") or prefix == "feature.node.kubernetes.io"):
+            errors.append(f"{key}: a kubernetes.io namespace NFD denies")
+    elif not prefix:
+        errors.append(f"{key}: unprefixed (NFD's auto-prefix is deprecated)")
+    return errors
+
+
+def binary():
+    env = os.environ.get("NCCL_WRAP_BIN")
+    if env:
+        return env
+    for profile in ("debug", "release"):
+        path = os.path.join(kit.ROOT, "target", "x86_64-unknown-linux-gnu", profile, "nccl-wrap")
+        if os.access(path, os.X_OK):
+            return path
+    raise RuntimeError("no nccl-wrap binary: run `cargo build` first, or set NCCL_WRAP_BIN")
+
+
+def watch_once(node):
+    """(feature text, metrics text) of one `watch` round on fixtures/nodes/NODE."""
+    root = os.path.join(kit.ROOT, "fixtures", "nodes", node)
+    with tempfile.TemporaryDirectory(prefix="nccl-wrap-health-") as d:
+        features, metrics = os.path.join(d, "nccl-wrap"), os.path.join(d, "nccl-wrap.prom")
+        env = {"PATH": "/usr/bin:/bin", "NCCL_WRAP_SYSFS_ROOT": os.path.join(root, "sys"),
+               "NCCL_WRAP_PROC_ROOT": os.path.join(root, "proc"), "NCCL_WRAP_DEV_ROOT": os.path.join(root, "dev")}
+        proc = subprocess.run([binary(), "watch", "--rounds", "1", "--features", features, "--metrics", metrics],
+                              env=env, capture_output=True, text=True, timeout=30)
+        if proc.returncode != 0:
+            raise AssertionError(f"watch on {node} exited {proc.returncode}: {proc.stderr}")
+        with open(features) as f, open(metrics) as m:
+            return f.read(), m.read()
+
+
+def feature_lines(text):
+    return dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
+
+
+NODES = {
+    # node: (healthy, usable ports, iommu passthrough)
+    "host-healthy": ("true", "2", "true"),
+    "host-port-down": ("false", "1", "true"),
+    "host-translated-iommu": ("false", "2", "false"),
+}
+
+
+class Output(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.out = {node: watch_once(node) for node in NODES}
+
+    def test_metrics_parse_with_prometheus_client(self):
+        for node, (healthy, usable, passthrough) in NODES.items():
+            with self.subTest(node=node):
+                families = list(text_string_to_metric_families(self.out[node][1]))
+                names = [f.name for f in families]
+                self.assertEqual(len(names), len(set(names)), "a family twice")
+                self.assertTrue(all(n.startswith("nccl_wrap_") for n in names), names)
+                values = {}
+                for fam in families:
+                    self.assertTrue(fam.documentation, f"{fam.name} has no HELP")
+                    seen = set()
+                    for s in fam.samples:
+                        key = (s.name, tuple(sorted(s.labels.items())))
+                        self.assertNotIn(key, seen, f"{s.name}{s.labels} twice")
+                        seen.add(key)
+                        values[key] = s.value
+                self.assertEqual(values[("nccl_wrap_healthy", ())], 1.0 if healthy == "true" else 0.0)
+                self.assertEqual(values[("nccl_wrap_rdma_ports_usable", ())], float(usable))
+                self.assertEqual(values[("nccl_wrap_iommu_passthrough", ())], 1.0 if passthrough == "true" else 0.0)
+                counters = [f for f in families if f.name == "nccl_wrap_port_counter"]
+                self.assertEqual(len(counters), 1, "the counter family, as the parser names it (without _total)")
+                self.assertEqual(counters[0].type, "counter")
+                sources = {s.labels["source"] for s in counters[0].samples}
+                self.assertEqual(sources, {"counters", "hw_counters"})
+                memlock = values[("nccl_wrap_memlock_limit_bytes", ())]
+                self.assertTrue(memlock > 0, memlock)
+
+    def test_feature_lines_are_kubernetes_labels_nfd_takes(self):
+        for node, (healthy, usable, _) in NODES.items():
+            with self.subTest(node=node):
+                text = self.out[node][0]
+                self.assertLess(len(text.encode()), 64 * 1024, "NFD ignores feature files over 64 kB")
+                labels = feature_lines(text)
+                errors = [e for k, v in labels.items() for e in label_errors(k, v)]
+                self.assertEqual(errors, [])
+                self.assertEqual(labels[HEALTHY], healthy)
+                self.assertEqual(labels["nccl-wrap.feature.node.kubernetes.io/rdma-ports-usable"], usable)
+                expiry = [line for line in text.splitlines() if line.startswith("# +expiry-time=")]
+                self.assertEqual(len(expiry), 1)
+                when = datetime.datetime.fromisoformat(expiry[0].split("=", 1)[1].replace("Z", "+00:00"))
+                self.assertGreater(when, datetime.datetime.now(datetime.timezone.utc))
+                first = text.splitlines().index(expiry[0])
+                self.assertTrue(all(line.startswith("#") for line in text.splitlines()[:first]),
+                                "the expiry directive precedes every label")
+
+    def test_the_label_checker_catches_what_kubernetes_rejects(self):
+        self.assertTrue(label_errors("nccl-wrap.feature.node.kubernetes.io/rate", "400 Gb/sec"))
+        self.assertTrue(label_errors("nccl-wrap.feature.node.kubernetes.io/-x", "true"))
+        self.assertTrue(label_errors("node.kubernetes.io/healthy", "true"))
+        self.assertTrue(label_errors("healthy", "true"))
+        self.assertTrue(label_errors("nccl-wrap.feature.node.kubernetes.io/x", "a" * 64))
+        self.assertEqual(label_errors(HEALTHY, "true"), [])
+
+
+# ---- the DaemonSet ------------------------------------------------------------------------------
+
+def daemonset_problems(objects):
+    """What the agent's DaemonSet must keep: host network, no privilege, every capability dropped, a
+    read-only root, no token, exactly two hostPath directories mounted where its file options point,
+    one of them NFD's features.d."""
+    bad = []
+    sets = [o for o in objects if o["kind"] == "DaemonSet"]
+    if len(sets) != 1:
+        return [f"{len(sets)} DaemonSets"]
+    spec = sets[0]["spec"]["template"]["spec"]
+    if spec.get("hostNetwork") is not True:
+        bad.append("hostNetwork is not true (exclusive RDMA netns mode shows PFs only to the host namespace)")
+    if spec.get("automountServiceAccountToken") is not False:
+        bad.append("a service account token is mounted; the agent never calls the API server")
+    for c in spec.get("containers", []) + spec.get("initContainers", []):
+        sc = c.get("securityContext") or {}
+        if sc.get("privileged"):
+            bad.append(f"{c['name']}: privileged")
+        if sc.get("allowPrivilegeEscalation") is not False:
+            bad.append(f"{c['name']}: allowPrivilegeEscalation is not false")
+        if sc.get("readOnlyRootFilesystem") is not True:
+            bad.append(f"{c['name']}: root file system writable")
+        caps = sc.get("capabilities") or {}
+        if caps.get("drop") != ["ALL"] or caps.get("add"):
+            bad.append(f"{c['name']}: capabilities {caps}, not drop [ALL] and nothing added")
+    hostpaths = {v["name"]: v["hostPath"]["path"] for v in spec.get("volumes", []) if "hostPath" in v}
+    if len(hostpaths) != 2 or FEATURES_D not in hostpaths.values():
+        bad.append(f"hostPath volumes {hostpaths}: want exactly NFD's features.d and the textfile directory")
+    watch = spec["containers"][0]
+    mounts = {m["mountPath"]: m["name"] for m in watch.get("volumeMounts", [])}
+    args = dict(a.split("=", 1) for a in watch.get("args", []) if a.startswith("--"))
+    for opt, suffix in (("--features", ""), ("--metrics", ".prom")):
+        path = args.get(opt)
+        if not path or not path.endswith(suffix):
+            bad.append(f"{opt} is {path!r}")
+            continue
+        mount = mounts.get(os.path.dirname(path))
+        if mount not in hostpaths:
+            bad.append(f"{opt} {path} is not in a hostPath mount")
+        elif opt == "--features" and hostpaths[mount] != FEATURES_D:
+            bad.append(f"{opt} {path} is not in NFD's {FEATURES_D}")
+    if watch.get("command") != ["/nccl-wrap", "watch"]:
+        bad.append(f"command {watch.get('command')}")
+    return bad
+
+
+class DaemonSet(unittest.TestCase):
+    def test_least_privilege(self):
+        self.assertEqual(daemonset_problems(kit.render("node-health")), [])
+
+    def test_each_rule_reports_its_fault(self):
+        good = kit.render("node-health")
+
+        def broken(edit):
+            objs = copy.deepcopy(good)
+            edit([o for o in objs if o["kind"] == "DaemonSet"][0]["spec"]["template"]["spec"])
+            return daemonset_problems(objs)
+
+        def c0(spec):
+            return spec["containers"][0]
+
+        self.assertTrue(broken(lambda s: s.update(hostNetwork=False)))
+        self.assertTrue(broken(lambda s: s.pop("automountServiceAccountToken")))
+        self.assertTrue(broken(lambda s: c0(s)["securityContext"].update(privileged=True)))
+        self.assertTrue(broken(lambda s: c0(s)["securityContext"]["capabilities"].update(add=["SYS_ADMIN"])))
+        self.assertTrue(broken(lambda s: c0(s)["securityContext"].update(readOnlyRootFilesystem=False)))
+        self.assertTrue(broken(lambda s: s["volumes"].append({"name": "root", "hostPath": {"path": "/"}})))
+        self.assertTrue(broken(lambda s: c0(s).update(args=["--features=/tmp/nccl-wrap", "--metrics=/host/textfile/nccl-wrap.prom"])))
+
+    def test_the_namespace_admits_host_network_and_host_path(self):
+        ns = [o for o in kit.render("node-health") if o["kind"] == "Namespace"][0]
+        self.assertEqual(ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "privileged")
+
+
+# ---- trainer affinity ---------------------------------------------------------------------------
+
+AFFINITY_LEAVES = [f"overlays/{net}/{w}-on-healthy-nodes"
+                   for net in ("network-operator", "openshift-sriov") for w in ("pytorchjob", "jobset")]
+
+
+def affinity_problems(objects, label):
+    """Every training pod requires `label` = true on its node."""
+    bad = []
+    for where, template, _ in policy.training_pods(objects):
+        terms = (((template.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}) \
+            .get("requiredDuringSchedulingIgnoredDuringExecution", {}).get("nodeSelectorTerms", [])
+        ok = terms and all(any(e.get("key") == label and e.get("operator") == "In" and e.get("values") == ["true"]
+                               for e in t.get("matchExpressions", [])) for t in terms)
+        if not ok:
+            bad.append(f"{where}: no required nodeAffinity on {label}=true")
+    return bad
+
+
+class Affinity(unittest.TestCase):
+    def test_trainers_require_the_label_the_agent_writes(self):
+        written = feature_lines(watch_once("host-healthy")[0])
+        self.assertIn(HEALTHY, written)
+        for leaf in AFFINITY_LEAVES:
+            with self.subTest(leaf=leaf):
+                objects = kit.render(leaf)
+                self.assertTrue(policy.training_pods(objects))
+                self.assertEqual(affinity_problems(objects, HEALTHY), [])
+                # Every training rule still holds.
+                bad = [b for rule in policy.TRAINING_RULES for b in rule(objects)]
+                self.assertEqual(bad, [])
+
+    def test_anti_affinity_survives_and_a_missing_term_is_reported(self):
+        objects = copy.deepcopy(kit.render(AFFINITY_LEAVES[0]))
+        job = [o for o in objects if o["kind"] == "PyTorchJob"][0]
+        for role in ("Master", "Worker"):
+            self.assertIn("podAntiAffinity", job["spec"]["pytorchReplicaSpecs"][role]["template"]["spec"]["affinity"])
+        del job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["affinity"]["nodeAffinity"]
+        self.assertTrue(affinity_problems(objects, HEALTHY))
+        plain = kit.render("overlays/network-operator/pytorchjob")
+        self.assertTrue(affinity_problems(plain, HEALTHY), "the launcher alone has no affinity on health")
+
+
+if __name__ == "__main__":
+    unittest.main()
