@@ -374,40 +374,30 @@ fn pkey_choice(used: &[(&str, &PortFacts)], warnings: &mut Vec<String>) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::detect::port::GidRow;
     use crate::nccl::gid::RoceType;
 
     /// A RoCE port whose table holds `rows` (address, owner) from index 0, all RoCE v2; its entry
     /// is the pod's first full match and NCCL's pick is the first valid IPv4 entry.
     fn port(rows: &[(&str, Owner)]) -> PortFacts {
-        let table: Vec<GidRow> = rows
+        let table: Vec<GidPick> = rows
             .iter()
             .enumerate()
             .map(|(i, (a, o))| {
                 let ip: std::net::IpAddr = a.parse().expect("ip");
                 let g = crate::detect::netif::as_gid(ip);
-                GidRow {
+                GidPick {
                     index: u32::try_from(i).expect("index"),
                     gid: crate::detect::sysfs::format_gid(&g),
                     address: gid::display(&g),
                     roce: Some(RoceType::V2),
                     ndev: Some("net1".into()),
-                    owner: *o,
+                    full_match: gid::valid(&g),
+                    owner: Some(*o),
                 }
             })
             .collect();
-        let pick = |r: &GidRow| GidPick {
-            index: r.index,
-            gid: r.gid.clone(),
-            address: r.address.clone(),
-            roce: r.roce,
-            ndev: r.ndev.clone(),
-            full_match: true,
-            owner: Some(r.owner),
-        };
-        let valid = |r: &&GidRow| !r.address.starts_with("fe80");
-        let mine = table.iter().filter(valid).find(|r| r.owner == Owner::Pod).map(pick);
-        let nccl = table.iter().find(valid).map(pick);
+        let mine = table.iter().find(|r| r.full_match && r.owner == Some(Pod)).cloned();
+        let nccl = table.iter().find(|r| r.full_match).cloned();
         let differs = mine.as_ref().map(|m| m.index) != nccl.as_ref().map(|n| n.index);
         PortFacts {
             port: 1,

@@ -316,7 +316,9 @@ fn own_entry(ports: &[PortFacts]) -> Option<String> {
     ports.iter().find_map(|p| {
         let g = p.gid.as_ref().filter(|g| g.owner == Some(Owner::Pod));
         g.map(|g| (g.ndev.clone(), g.address.clone()))
-            .or_else(|| p.table.iter().find(|r| r.owner == Owner::Pod).map(|r| (r.ndev.clone(), r.address.clone())))
+            .or_else(|| {
+                p.table.iter().find(|r| r.owner == Some(Owner::Pod)).map(|r| (r.ndev.clone(), r.address.clone()))
+            })
             .map(|(ndev, addr)| format!("{} {addr}", ndev.as_deref().unwrap_or("?")))
     })
 }

@@ -25,8 +25,9 @@ pub struct PortFacts {
     pub nccl_pick: Option<GidPick>,
     /// The table's non-empty entries, read whole when NCCL's pick is not this pod's address
     /// (a shared device): what the plan weighs and what doctor shows.
+    /// Each entry as a pick would be, `owner` always told.
     #[serde(skip_serializing_if = "Vec::is_empty", rename = "gid_table")]
-    pub table: Vec<GidRow>,
+    pub table: Vec<GidPick>,
     /// How many entries the table has, empty ones included (when `table` was read).
     #[serde(skip)]
     pub table_len: u32,
@@ -57,18 +58,6 @@ pub struct GidPick {
     /// Whose address the entry holds, where this pod's addresses tell (see `netif`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<Owner>,
-}
-
-/// One non-empty entry of a port's GID table.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct GidRow {
-    pub index: u32,
-    pub gid: String,
-    pub address: String,
-    #[serde(rename = "type")]
-    pub roce: Option<RoceType>,
-    pub ndev: Option<String>,
-    pub owner: Owner,
 }
 
 /// The partition an IPoIB child interface of this pod carries, and where the port's pkey table

@@ -17,7 +17,7 @@ use serde::Serialize;
 use crate::detect::file::{self, FileError};
 use crate::detect::names;
 use crate::detect::netif::{self, Owner};
-use crate::detect::port::{GidPick, GidRow, PkeyPick, PortFacts};
+use crate::detect::port::{GidPick, PkeyPick, PortFacts};
 use crate::nccl::gid::{self, GidEntry, GidPrefs, GidTable, RoceType};
 
 #[derive(Debug, thiserror::Error)]
@@ -409,27 +409,13 @@ fn shared_gid(
         pick.owner = Some(Owner::Pod);
         return;
     }
-    let (rows, len) = gid_rows(fd, dir, own, problems);
-    if !rows.iter().any(|r| r.owner == Owner::Pod) {
+    let (rows, len) = gid_rows(fd, dir, prefs, own, problems);
+    if !rows.iter().any(|r| r.owner == Some(Owner::Pod)) {
         return;
     }
-    pick.owner = rows.iter().find(|r| r.index == pick.index).map(|r| r.owner);
-    let mine = rows.iter().find(|r| {
-        let entry =
-            GidEntry { index: r.index, gid: gid::parse_gid(&r.gid).unwrap_or(Ipv6Addr::UNSPECIFIED), roce: r.roce };
-        r.owner == Owner::Pod && gid::is_full_match(&entry, prefs)
-    });
-    if let Some(m) = mine {
-        let own_pick = GidPick {
-            index: m.index,
-            gid: m.gid.clone(),
-            address: m.address.clone(),
-            roce: m.roce,
-            ndev: m.ndev.clone(),
-            full_match: true,
-            owner: Some(Owner::Pod),
-        };
-        facts.nccl_pick = facts.gid.replace(own_pick);
+    pick.owner = rows.iter().find(|r| r.index == pick.index).and_then(|r| r.owner);
+    if let Some(mine) = rows.iter().find(|r| r.owner == Some(Owner::Pod) && r.full_match) {
+        facts.nccl_pick = facts.gid.replace(mine.clone());
     }
     facts.table = rows;
     facts.table_len = len;
@@ -437,7 +423,13 @@ fn shared_gid(
 
 /// Every non-empty entry of a port's GID table, with whose address it holds.
 /// Also returns the table's length, empty entries included.
-fn gid_rows(fd: &OwnedFd, dir: &Path, own: &[Ipv6Addr], problems: &mut Vec<SysfsError>) -> (Vec<GidRow>, u32) {
+fn gid_rows(
+    fd: &OwnedFd,
+    dir: &Path,
+    prefs: &GidPrefs,
+    own: &[Ipv6Addr],
+    problems: &mut Vec<SysfsError>,
+) -> (Vec<GidPick>, u32) {
     let mut table = SysfsGids { port: fd, dir, problems };
     let mut raw = Vec::new();
     let mut len = 0;
@@ -455,12 +447,14 @@ fn gid_rows(fd: &OwnedFd, dir: &Path, own: &[Ipv6Addr], problems: &mut Vec<Sysfs
         .into_iter()
         .map(|(i, g)| {
             let dev = ndev(i);
-            GidRow {
+            let roce = table.roce(i);
+            GidPick {
                 index: i,
                 gid: format_gid(&g),
                 address: gid::display(&g),
-                roce: table.roce(i),
-                owner: netif::owner(&g, dev.as_deref(), host_ndev.as_deref(), own),
+                roce,
+                full_match: gid::is_full_match(&GidEntry { index: i, gid: g, roce }, prefs),
+                owner: Some(netif::owner(&g, dev.as_deref(), host_ndev.as_deref(), own)),
                 ndev: dev,
             }
         })
@@ -470,17 +464,19 @@ fn gid_rows(fd: &OwnedFd, dir: &Path, own: &[Ipv6Addr], problems: &mut Vec<Sysfs
 
 impl Sysfs {
     /// Every non-empty entry of `dev`'s port `port`, with whose address it holds (given this
-    /// pod's addresses in GID form), and the table's length; `None` when the port cannot be opened.
+    /// pod's addresses in GID form) and whether NCCL's rule under `prefs` accepts it, and the
+    /// table's length; `None` when the port cannot be opened.
     pub fn gid_table(
         &self,
         dev: &str,
         port: u32,
+        prefs: &GidPrefs,
         own: &[Ipv6Addr],
         problems: &mut Vec<SysfsError>,
-    ) -> Option<(Vec<GidRow>, u32)> {
+    ) -> Option<(Vec<GidPick>, u32)> {
         let dir = self.path(&format!("class/infiniband/{dev}/ports/{port}"));
         let fd = open_dir(&dir).map_err(|source| problems.push(SysfsError::Read { path: dir.clone(), source })).ok()?;
-        Some(gid_rows(&fd, &dir, own, problems))
+        Some(gid_rows(&fd, &dir, prefs, own, problems))
     }
 
     /// The partition of an IPoIB child interface `ifname` (its `pkey` attribute) on `dev`'s port

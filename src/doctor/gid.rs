@@ -208,7 +208,7 @@ pub(super) fn owner_checks(inp: &Inputs) -> Vec<Check> {
             continue;
         }
         let mut problems = Vec::new();
-        let Some((rows, len)) = inp.sysfs.gid_table(&dev.name, p.port, &own, &mut problems) else {
+        let Some((rows, len)) = inp.sysfs.gid_table(&dev.name, p.port, &prefs, &own, &mut problems) else {
             let why = problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
             out.push(Check::new("gid-owner", Status::Fail, format!("{label}: GID table unreadable: {why}")));
             continue;
@@ -231,12 +231,12 @@ pub(super) fn owner_checks(inp: &Inputs) -> Vec<Check> {
                 (pick.map(|e| e.index), how)
             }
         };
-        let tells = rows.iter().any(|r| r.owner == Owner::Pod);
+        let tells = rows.iter().any(|r| r.owner == Some(Owner::Pod));
         let row = index.and_then(|i| rows.iter().find(|r| r.index == i));
         let (status, whose) = match (row, tells) {
             (None, _) => (Status::Fail, "an empty entry: no address at all".to_string()),
-            (Some(r), _) if r.owner == Owner::Pod => (Status::Pass, format!("{} on {}, this pod's address", r.address, r.ndev.as_deref().unwrap_or("?"))),
-            (Some(r), true) if r.owner == Owner::Host => {
+            (Some(r), _) if r.owner == Some(Owner::Pod) => (Status::Pass, format!("{} on {}, this pod's address", r.address, r.ndev.as_deref().unwrap_or("?"))),
+            (Some(r), true) if r.owner == Some(Owner::Host) => {
                 (Status::Warn, format!("{} on {}, the host's address, not this pod's", r.address, r.ndev.as_deref().unwrap_or("?")))
             }
             (Some(r), true) => (
@@ -251,12 +251,7 @@ pub(super) fn owner_checks(inp: &Inputs) -> Vec<Check> {
         let idx = index.map_or("none".to_string(), |i| i.to_string());
         let mut c = Check::new("gid-owner", status, format!("{label}: {how} points at index {idx}: {whose}"));
         if status != Status::Pass {
-            let mine = rows.iter().find(|r| {
-                r.owner == Owner::Pod
-                    && nccl_gid::parse_gid(&r.gid).is_some_and(|g| {
-                        nccl_gid::is_full_match(&nccl_gid::GidEntry { index: r.index, gid: g, roce: r.roce }, &prefs)
-                    })
-            });
+            let mine = rows.iter().find(|r| r.owner == Some(Owner::Pod) && r.full_match);
             c = c.hint(match mine {
                 Some(m) => format!(
                     "this pod's own entry on {label} is index {} ({}): unset NCCL_IB_GID_INDEX and NCCL_IB_ADDR_RANGE and let nccl-wrap set them, or pass --override",

@@ -87,13 +87,18 @@ uverbs_of() {
 
 # --- nccl-wrap -----------------------------------------------------------------------------------
 
-# wrap ARGS...: run nccl-wrap; stdout to $OUT_FILE, stderr to $ERR_FILE, exit code in $WRAP_RC.
+# wrap ARGS...: run nccl-wrap (in namespace $WRAP_NS when set); stdout to $OUT_FILE, stderr to
+# $ERR_FILE, exit code in $WRAP_RC.
 OUT_FILE=/tmp/wrap.out
 ERR_FILE=/tmp/wrap.err
 wrap() {
-    "$NCCL_WRAP" "$@" >"$OUT_FILE" 2>"$ERR_FILE"
+    if [ -n "${WRAP_NS:-}" ]; then
+        $IP netns exec "$WRAP_NS" "$NCCL_WRAP" "$@" >"$OUT_FILE" 2>"$ERR_FILE"
+    else
+        "$NCCL_WRAP" "$@" >"$OUT_FILE" 2>"$ERR_FILE"
+    fi
     WRAP_RC=$?
-    say "nccl-wrap $* -> exit $WRAP_RC"
+    say "${WRAP_NS:+[$WRAP_NS] }nccl-wrap $* -> exit $WRAP_RC"
     sed 's/^/      out| /' "$OUT_FILE" | head -n 40
     sed 's/^/      err| /' "$ERR_FILE" | head -n 40
     return 0
@@ -219,16 +224,11 @@ wait_gid() {
     return 1
 }
 
-# in_pod NS ARGS...: nccl-wrap ARGS in namespace NS, output kept as `wrap` keeps it.
+# in_pod NS ARGS...: `wrap` in namespace NS.
 in_pod() {
     _ns=$1
     shift
-    $IP netns exec "$_ns" "$NCCL_WRAP" "$@" >"$OUT_FILE" 2>"$ERR_FILE"
-    WRAP_RC=$?
-    say "[$_ns] nccl-wrap $* -> exit $WRAP_RC"
-    sed 's/^/      out| /' "$OUT_FILE" | head -n 40
-    sed 's/^/      err| /' "$ERR_FILE" | head -n 40
-    return 0
+    WRAP_NS=$_ns wrap "$@"
 }
 
 # rxe_on DEV NETDEV: an rxe device on NETDEV (a veth end brought up, no address), ACTIVE.
