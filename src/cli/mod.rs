@@ -15,7 +15,7 @@ mod help;
 mod options;
 
 use help::help;
-use options::{Kind, Spec, SPECS, TARGET};
+use options::{Kind, Spec, ALIASES, SPECS, TARGET};
 
 /// Exit code of the wrapper's own refusals (`--require-*`), as `timeout` and `env` use 125 for
 /// their own failures: never a code the training command's 0-124 or 126+ could be mistaken for.
@@ -144,10 +144,14 @@ pub struct Opts {
     pub skip_verbs: bool,
     pub sysfs_root: PathBuf,
     pub proc_root: PathBuf,
-    /// `None`: decide by whether nccl-wrap is PID 1.
+    /// `--supervise` (or its former name `--init`); `None`: decide by whether nccl-wrap is PID 1.
     pub init: Option<bool>,
     pub kill_group: bool,
     pub grace: u64,
+    /// Where to write the post-mortem as JSON (supervision only).
+    pub report: Option<PathBuf>,
+    /// How often supervision reads the ports' state, in milliseconds; 0: only at start and exit.
+    pub watch_ms: u64,
     pub dev_root: PathBuf,
     pub annotations: PathBuf,
 }
@@ -168,6 +172,8 @@ impl Default for Opts {
             init: None,
             kill_group: false,
             grace: 0,
+            report: None,
+            watch_ms: 1000,
             dev_root: PathBuf::from("/dev"),
             annotations: PathBuf::from("/etc/podnetinfo/annotations"),
         }
@@ -301,9 +307,14 @@ impl Cli {
             if given[index] || spec.env.is_empty() || (spec.only.is_some() && spec.only != sub) {
                 continue;
             }
-            let Some(value) = env(spec.env).filter(|v| !v.is_empty()) else { continue };
-            let text = value.to_str().ok_or_else(|| bad(spec.env, &value.to_string_lossy(), "not valid UTF-8"))?;
-            (spec.set)(&mut cli, text).map_err(|why| bad(spec.env, text, &why))?;
+            let names = std::iter::once(spec.env)
+                .chain(ALIASES.iter().filter(|(_, _, to)| *to == spec.long).map(|(_, var, _)| *var));
+            let Some((var, value)) = names.filter_map(|n| env(n).filter(|v| !v.is_empty()).map(|v| (n, v))).next()
+            else {
+                continue;
+            };
+            let text = value.to_str().ok_or_else(|| bad(var, &value.to_string_lossy(), "not valid UTF-8"))?;
+            (spec.set)(&mut cli, text).map_err(|why| bad(var, text, &why))?;
         }
         if let Some(Sub::Install { dir }) = &cli.sub {
             if dir.as_os_str().is_empty() {
@@ -335,9 +346,13 @@ fn sub_name(sub: &Sub) -> SubName {
     }
 }
 
-/// The option `name` (`--long` or `-s`) means here: a subcommand's own options first.
+/// The option `name` (`--long` or `-s`) means here: a subcommand's own options first; a former
+/// name (`ALIASES`) finds its entry.
 fn find(name: &str, sub: Option<SubName>) -> Option<usize> {
-    let matches = |s: &Spec| match name.strip_prefix("--") {
+    let long = name
+        .strip_prefix("--")
+        .map(|long| ALIASES.iter().find(|(old, _, _)| *old == long).map_or(long, |(_, _, to)| *to));
+    let matches = |s: &Spec| match long {
         Some(long) => s.long == long,
         None => name.len() == 2 && s.short.is_some_and(|c| name.ends_with(c)),
     };
@@ -349,7 +364,17 @@ fn find(name: &str, sub: Option<SubName>) -> Option<usize> {
 
 impl From<&Opts> for crate::process::supervise::Options {
     fn from(o: &Opts) -> Self {
-        crate::process::supervise::Options { kill_group: o.kill_group, grace: std::time::Duration::from_secs(o.grace) }
+        crate::process::supervise::Options {
+            kill_group: o.kill_group,
+            grace: std::time::Duration::from_secs(o.grace),
+            // The ports come from the plan, which main adds.
+            watch: crate::process::watch::Config {
+                root: o.sysfs_root.clone(),
+                ports: Vec::new(),
+                every: std::time::Duration::from_millis(o.watch_ms),
+                report: o.report.clone(),
+            },
+        }
     }
 }
 
@@ -495,6 +520,23 @@ mod tests {
         // ping's variables are ping's alone.
         let c = ok(parse_env(&["env"], &[("NCCL_WRAP_PING_SIZE", "not a number")]));
         assert_eq!(c.sub, Some(Sub::Env { json: false }));
+    }
+
+    #[test]
+    fn supervise_is_the_name_and_init_still_works() {
+        assert_eq!(ok(parse(&["--supervise", "--", "x"])).opts.init, Some(true));
+        assert_eq!(ok(parse(&["--init=false", "--", "x"])).opts.init, Some(false));
+        assert_eq!(ok(parse_env(&[], &[("NCCL_WRAP_INIT", "1")])).opts.init, Some(true));
+        assert_eq!(ok(parse_env(&[], &[("NCCL_WRAP_SUPERVISE", "no")])).opts.init, Some(false));
+        // The new variable wins over the former one; the command line over both.
+        let both = [("NCCL_WRAP_SUPERVISE", "1"), ("NCCL_WRAP_INIT", "0")];
+        assert_eq!(ok(parse_env(&[], &both)).opts.init, Some(true));
+        assert_eq!(ok(parse_env(&["--init=false"], &both)).opts.init, Some(false));
+        let e = parse_env(&[], &[("NCCL_WRAP_INIT", "maybe")]).expect_err("bad value");
+        assert!(e.to_string().contains("NCCL_WRAP_INIT"), "the variable as given is named: {e}");
+        let c = ok(parse_env(&["--report", "/r.json"], &[("NCCL_WRAP_WATCH_MS", "250")]));
+        assert_eq!((c.opts.report, c.opts.watch_ms), (Some(PathBuf::from("/r.json")), 250));
+        assert_eq!(Opts::default().watch_ms, 1000);
     }
 
     #[test]

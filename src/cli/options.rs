@@ -202,13 +202,13 @@ pub(super) const SPECS: &[Spec] = &[
         },
     },
     Spec {
-        long: "init",
+        long: "supervise",
         short: None,
-        env: "NCCL_WRAP_INIT",
+        env: "NCCL_WRAP_SUPERVISE",
         kind: Kind::Flag,
         only: None,
         default: None,
-        help: "Run the command as a supervised child (forward signals, reap zombies), the default as PID 1; when not PID 1 nccl-wrap also becomes a child subreaper. --init=false always execs",
+        help: "Run the command as a supervised child (forward signals, reap zombies, watch the RDMA ports and say what changed on them if it fails), the default as PID 1; when not PID 1 nccl-wrap also becomes a child subreaper. =false always execs. Also --init (NCCL_WRAP_INIT)",
         set: |c, v| {
             c.opts.init = Some(boolish(v)?);
             Ok(())
@@ -234,6 +234,32 @@ pub(super) const SPECS: &[Spec] = &[
         help: "When supervising, after the command exits: SIGTERM the processes it left (as PID 1 all others in the namespace, else its process group), SIGKILL them SECONDS later. 0: exit at once",
         set: |c, v| {
             c.opts.grace = number(v)?;
+            Ok(())
+        },
+    },
+    Spec {
+        long: "report",
+        short: None,
+        env: "NCCL_WRAP_REPORT",
+        kind: Kind::Value("PATH"),
+        only: None,
+        default: None,
+        help: "When supervising, write the post-mortem (port transitions, counters that moved) as JSON to PATH when the command ends",
+        set: |c, v| {
+            c.opts.report = Some(path(v)?);
+            Ok(())
+        },
+    },
+    Spec {
+        long: "watch-ms",
+        short: None,
+        env: "NCCL_WRAP_WATCH_MS",
+        kind: Kind::Value("MS"),
+        only: None,
+        default: Some("1000"),
+        help: "When supervising, how often to read the state of the ports in use, in milliseconds (0: only at start and exit)",
+        set: |c, v| {
+            c.opts.watch_ms = number(v)?;
             Ok(())
         },
     },
@@ -459,6 +485,11 @@ pub(super) const SPECS: &[Spec] = &[
         set: ping_number!(wait_ms),
     },
 ];
+
+/// Former names that still work: (long name, variable, the long name of the entry they stand
+/// for). `--init` became `--supervise` when supervision grew the post-mortem; pod specs written
+/// with `--init` or `NCCL_WRAP_INIT` keep working. The entry's own name wins over an alias.
+pub(super) const ALIASES: &[(&str, &str, &str)] = &[("init", "NCCL_WRAP_INIT", "supervise")];
 
 /// Index of the `target` entry: the positional HOST:PORT of `ping` counts as giving it.
 pub(super) const TARGET: usize = {

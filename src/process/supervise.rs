@@ -10,9 +10,15 @@
 //! synchronous fault signals, never lose the main child's status to the reaping loop (every
 //! reaped status is checked against the main child), and never outlive the command by more than
 //! the grace period. The raw system calls live in `sys`.
+//!
+//! While the command runs it also watches the RDMA ports the plan chose (`watch`): the wait for
+//! signals has a timeout, the poll period, so polling costs one wake-up per period and never
+//! delays a signal or the command's status (both stay pending until the next `sigtimedwait`).
+//! When the command has ended, the post-mortem (`postmortem`) is told before the grace period.
 
 use std::ffi::{c_int, OsString};
 use std::io::IsTerminal;
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -22,7 +28,9 @@ use nix::unistd::Pid;
 
 use crate::msg::PREFIX;
 use crate::process::exec;
+use crate::process::postmortem::Exit;
 use crate::process::sys::{self, Blocked, ChildSetup};
+use crate::process::watch::{self, Watch};
 
 /// How long to wait for the last processes after SIGKILL before exiting anyway.
 const AFTER_KILL: Duration = Duration::from_secs(1);
@@ -34,6 +42,8 @@ pub struct Options {
     /// After the command exits: how long the processes it left get between SIGTERM and SIGKILL.
     /// Zero: none are signalled, nccl-wrap exits at once.
     pub grace: Duration,
+    /// The ports to watch and where to report what changed on them.
+    pub watch: watch::Config,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -125,15 +135,22 @@ fn supervise(
         }
     };
     if let Err(failure) = child.exec_result() {
-        let _ = until_exit(pid, Target::Process(pid), &blocked);
+        let _ = until_exit(pid, Target::Process(pid), &blocked, None);
         take_back_terminal();
         let err = exec::error(prepared, failure);
         eprintln!("{PREFIX} {err}");
         return Ok(err.exit_code());
     }
     let target = if opts.kill_group { Target::Group(pid) } else { Target::Process(pid) };
-    let code = until_exit(pid, target, &blocked);
+    // The first reading once the command runs: it costs the command no start-up time.
+    let mut watch = Watch::start(&opts.watch);
+    let ended = until_exit(pid, target, &blocked, Some(&mut watch));
+    let code = ended.code;
     take_back_terminal();
+    // Told before the grace period: the kubelet may SIGKILL us during it.
+    let (path, has_ports) = (watch.report_path().map(Path::to_path_buf), watch.has_ports());
+    let report = watch.finish(ended);
+    watch::tell(&report, path.as_deref(), has_ports);
     let rest = if pid1 {
         Rest::Namespace
     } else if own_group {
@@ -157,15 +174,27 @@ enum Target {
     Group(Pid),
 }
 
-/// Forwards signals and reaps every zombie until the main child has ended; returns its code.
-fn until_exit(main: Pid, target: Target, blocked: &Blocked) -> u8 {
+/// Forwards signals and reaps every zombie until the main child has ended, polling the watch
+/// between signals when it is due; returns how the child ended.
+fn until_exit(main: Pid, target: Target, blocked: &Blocked, mut watch: Option<&mut Watch>) -> Exit {
+    let mut forwarded = None;
     loop {
-        if let (Some(code), _) = reap(main) {
-            return code;
+        if let (Some(status), _) = reap(main) {
+            let signal = libc::WIFSIGNALED(status).then(|| signal_name(libc::WTERMSIG(status)));
+            // A status that is neither (stopped, continued) is never returned by reap_one.
+            let code = exit_code(status).unwrap_or(1);
+            return Exit { code, signal, forwarded: forwarded.map(signal_name) };
         }
-        match blocked.wait(None) {
+        let timeout = watch.as_deref_mut().and_then(|w| {
+            w.poll_if_due(Instant::now());
+            w.timeout(Instant::now())
+        });
+        match blocked.wait(timeout) {
             Ok(Some(libc::SIGCHLD) | None) | Err(Errno::EINTR) => {}
-            Ok(Some(sig)) => forward(target, sig),
+            Ok(Some(sig)) => {
+                forward(target, sig);
+                forwarded = Some(sig);
+            }
             Err(e) => {
                 log::warn!("sigtimedwait failed: {e}");
                 std::thread::sleep(Duration::from_millis(10));
@@ -187,13 +216,24 @@ fn forward(target: Target, sig: c_int) {
     }
 }
 
-/// Reaps every child that has ended, whatever its origin: the main child's code if it was among
-/// them, and whether any children are left.
-fn reap(main: Pid) -> (Option<u8>, bool) {
+/// `SIGTERM`, `SIGRTMIN+3`, or the number.
+fn signal_name(sig: c_int) -> String {
+    match nix::sys::signal::Signal::try_from(sig) {
+        Ok(s) => s.as_str().to_string(),
+        Err(_) if (libc::SIGRTMIN()..=libc::SIGRTMAX()).contains(&sig) => {
+            format!("SIGRTMIN+{}", sig - libc::SIGRTMIN())
+        }
+        Err(_) => format!("signal {sig}"),
+    }
+}
+
+/// Reaps every child that has ended, whatever its origin: the main child's raw status if it was
+/// among them, and whether any children are left.
+fn reap(main: Pid) -> (Option<c_int>, bool) {
     let mut code = None;
     loop {
         match sys::reap_one() {
-            Ok(Some((pid, status))) if pid == main => code = exit_code(status),
+            Ok(Some((pid, status))) if pid == main && exit_code(status).is_some() => code = Some(status),
             Ok(Some((pid, _))) => log::trace!("reaped {pid}"),
             Ok(None) => return (code, true),
             Err(Errno::EINTR) => {}
@@ -299,6 +339,13 @@ mod tests {
         assert_eq!(exit_code(libc::SIGTERM), Some(143));
         assert_eq!(exit_code(libc::SIGKILL | 0x80), Some(137), "core dump flag");
         assert_eq!(exit_code(libc::SIGRTMAX()), u8::try_from(128 + libc::SIGRTMAX()).ok());
+    }
+
+    #[test]
+    fn signals_are_named_as_people_know_them() {
+        assert_eq!(signal_name(libc::SIGKILL), "SIGKILL");
+        assert_eq!(signal_name(libc::SIGRTMIN() + 2), "SIGRTMIN+2");
+        assert_eq!(signal_name(200), "signal 200");
     }
 
     #[test]
