@@ -8,9 +8,9 @@
 //! CPU per hour. Counters are read twice in all (start and exit): on mlx5 each counter file is a
 //! firmware query, too costly to poll.
 //!
-//! It must never delay or fail the command: the first reading is taken after the command has
-//! started, every read failure becomes a line in the report, and nothing here changes the exit
-//! status. The sysfs root is a parameter, so fixture trees go through the same code.
+//! It must never fail the command, and delays its start only by the first reading (taken just
+//! before the fork, so the command's traffic all comes after it): every read failure becomes a
+//! line in the report, and nothing here changes the exit status. The sysfs root is a parameter, so fixture trees go through the same code.
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -115,8 +115,10 @@ impl Watched {
 }
 
 impl Watch {
-    /// The first reading: each port's link state and counters. Call once the command runs.
+    /// The first reading: each port's link state and counters. Taken just before the command
+    /// starts, so that nothing the command does precedes it.
     pub fn start(config: &Config) -> Watch {
+        let t0 = Instant::now();
         let mut problems = Vec::new();
         let ports = config
             .ports
@@ -138,6 +140,7 @@ impl Watch {
             })
             .collect::<Vec<_>>();
         let started_at = Instant::now();
+        log::debug!("first reading of {} port(s) took {:?}", ports.len(), started_at - t0);
         let polling = !config.every.is_zero() && !ports.is_empty();
         log::debug!("watching {} port(s), every {:?}", ports.len(), config.every);
         Watch {
