@@ -174,6 +174,7 @@ fn a_port_going_down_mid_run_is_logged_when_seen_and_named_in_the_post_mortem() 
     assert_eq!(v["command"]["code"], 3);
     assert_eq!(v["command"]["signal"], serde_json::Value::Null);
     assert_eq!(v["watch_ms"], 50);
+    assert!(v["polls"].as_u64().is_some_and(|n| n >= 1), "the transition was seen by a poll: {v}");
     let t = &v["transitions"][0];
     assert_eq!((t["port"].as_str(), t["seen"].as_str()), (Some("mlx5_6:1"), Some("poll")), "{v}");
     assert_eq!((t["from"]["state"].as_str(), t["to"]["state"].as_str()), (Some("ACTIVE"), Some("DOWN")));

@@ -92,7 +92,7 @@ const TABLE: &[(&str, Kind, &str)] = &[
     ("send_rnr_err", Error, "receiver-not-ready NAKs sent: this side had no receive buffer posted"),
     ("rcvd_seq_err", Error, "sequence-error NAKs received: the peer missed packets, loss on the path"),
     ("out_of_seq_request", Error, "requests arrived out of sequence: drops on the path"),
-    ("send_err", Error, "the kernel refused to send RoCE packets (larger than the net device's MTU, no route, device down)"),
+    ("send_err", Error, "RoCE packets the kernel refused or dropped on send: larger than the net device's MTU, no route, the device down, or a filter (tc, a firewall) dropping UDP 4791"),
     ("sent_pkts", Traffic, ""),
     ("rcvd_pkts", Traffic, ""),
     ("rdma_sends", Traffic, ""),

@@ -154,6 +154,8 @@ pub struct Report {
     pub seconds: f64,
     /// The poll period, in milliseconds (0: read at start and exit only).
     pub watch_ms: u64,
+    /// How many polls ran.
+    pub polls: u64,
     pub ports: Vec<PortReport>,
     /// Every state change, in the order seen.
     pub transitions: Vec<Transition>,
@@ -267,6 +269,7 @@ mod tests {
             ended: "2026-11-23T18:01:00.000Z".into(),
             seconds: 60.0,
             watch_ms: 1000,
+            polls: 60,
             ports: vec![PortReport {
                 port: "mlx5_6:1".into(),
                 start: link("ACTIVE", "LinkUp"),

@@ -1,4 +1,4 @@
-//! Process supervision: nccl-wrap as the container's init. As PID 1 (or with `--init`) it runs
+//! Process supervision: nccl-wrap as the container's init. As PID 1 (or with `--supervise`, formerly `--init`) it runs
 //! the command as a child instead of becoming it, forwards the signals it receives, reaps every
 //! zombie, and exits with the command's status, as tini does.
 //!

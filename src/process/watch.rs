@@ -67,6 +67,7 @@ pub struct Watch {
     started: SystemTime,
     started_at: Instant,
     next: Option<Instant>,
+    polls: u64,
     ports: Vec<Watched>,
     transitions: Vec<Transition>,
     problems: Vec<String>,
@@ -149,6 +150,7 @@ impl Watch {
             started: SystemTime::now(),
             started_at,
             next: polling.then(|| started_at + config.every),
+            polls: 0,
             ports,
             transitions: Vec::new(),
             problems,
@@ -167,6 +169,7 @@ impl Watch {
             return;
         }
         self.read_states(Seen::Poll, true);
+        self.polls += 1;
         // The next poll one period from now: a supervisor busy with signals skips polls rather
         // than running them back to back.
         self.next = Some(now + self.every);
@@ -217,6 +220,7 @@ impl Watch {
             ended: utc::format(ended),
             seconds: self.started_at.elapsed().as_secs_f64(),
             watch_ms: u64::try_from(self.every.as_millis()).unwrap_or(u64::MAX),
+            polls: self.polls,
             ports,
             transitions: self.transitions,
             problems: self.problems,
