@@ -126,9 +126,49 @@ fn starts_with_utc(text: &str) -> bool {
         })
 }
 
+/// The report at `path`, checked against docs/schemas/postmortem.schema.json.
 fn report(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("report is not JSON: {e}\n{text}"))
+    let v: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("report is not JSON: {e}\n{text}"));
+    let errors: Vec<String> = schema().iter_errors(&v).map(|e| format!("{e} at {}", e.instance_path())).collect();
+    assert!(errors.is_empty(), "the report does not match its schema:\n{}\n{text}", errors.join("\n"));
+    v
+}
+
+fn schema() -> jsonschema::Validator {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schemas/postmortem.schema.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    jsonschema::validator_for(&value).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn the_schema_rejects_what_the_report_never_holds() {
+    let good = serde_json::json!({
+        "kind": "postmortem",
+        "command": {"code": 137, "signal": "SIGKILL", "forwarded": "SIGTERM"},
+        "started": "2026-11-23T18:00:00.000Z", "ended": "2026-11-23T18:00:01.500Z", "seconds": 1.5,
+        "watch_ms": 1000, "polls": 1,
+        "ports": [{"port": "mlx5_6:1", "start": {"state": "ACTIVE", "phys_state": "LinkUp"},
+                   "exit": {"state": "DOWN", "phys_state": "Disabled"},
+                   "counters": [{"name": "link_downed", "group": "counters", "start": 0, "exit": 1, "delta": 1,
+                                 "kind": "error", "meaning": "the link went down"}]}],
+        "transitions": [], "problems": []
+    });
+    let v = schema();
+    assert!(v.is_valid(&good), "{:?}", v.iter_errors(&good).map(|e| e.to_string()).collect::<Vec<_>>());
+    for (what, pointer, bad) in [
+        ("a local time", "/started", serde_json::json!("2026-11-23 18:00:00")),
+        ("a delta of zero (an unmoved counter)", "/ports/0/counters/0/delta", serde_json::json!(0)),
+        ("an exit code past 255", "/command/code", serde_json::json!(256)),
+        ("a port without its number", "/ports/0/port", serde_json::json!("mlx5_6")),
+        ("a kind outside the table's", "/ports/0/counters/0/kind", serde_json::json!("fatal")),
+    ] {
+        let mut doc = good.clone();
+        *doc.pointer_mut(pointer).unwrap_or_else(|| panic!("{pointer}")) = bad;
+        assert!(!v.is_valid(&doc), "the schema accepts {what}");
+    }
 }
 
 #[test]
