@@ -223,7 +223,7 @@ impl Watch {
             polls: self.polls,
             ports,
             transitions: self.transitions,
-            problems: self.problems,
+            problems: once_each(self.problems),
         }
     }
 
@@ -235,6 +235,18 @@ impl Watch {
     pub fn has_ports(&self) -> bool {
         !self.ports.is_empty()
     }
+}
+
+/// The problems in the order first seen, each once (a counter that cannot be read fails at start
+/// and at exit alike).
+fn once_each(problems: Vec<String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(problems.len());
+    for p in problems {
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    }
+    out
 }
 
 fn unreadable() -> Link {
@@ -357,6 +369,7 @@ mod tests {
         assert_eq!(r.transitions.len(), 1);
         assert_eq!(r.transitions[0].to.state, UNREADABLE);
         assert!(r.problems.iter().any(|p| p.contains("rxe0/ports/1/state")), "{:?}", r.problems);
+        assert_eq!(once_each(r.problems.clone()), r.problems, "each problem once");
         assert!(r.ports[0].counters.is_empty(), "counters not read at exit are not 'moved'");
     }
 
