@@ -310,6 +310,24 @@ fn a_report_that_cannot_be_written_is_a_warning_and_the_status_is_kept() {
 }
 
 #[test]
+fn a_fifo_among_the_counters_is_refused_not_waited_on() {
+    // A counter file that is a FIFO without a writer would block a plain read for ever, and the
+    // supervisor with it. It is refused by kind and named in the report.
+    let s = node("pm-fifo");
+    let fifo = s.root().join(PORT).join("hw_counters/retry_exceeded_err");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR).expect("mkfifo");
+    let json = s.0.join("r.json");
+    let (code, err) = start(&s, &["--report", &json.to_string_lossy()], "exit 2").finish();
+    assert_eq!(code, 2, "{err}");
+    let v = report(&json);
+    let problems = v["problems"].as_array().expect("problems");
+    assert!(
+        problems.iter().any(|p| p.as_str().is_some_and(|t| t.contains("retry_exceeded_err") && t.contains("FIFO"))),
+        "{v}"
+    );
+}
+
+#[test]
 fn report_in_exec_mode_says_there_will_be_none() {
     let s = node("pm-exec");
     let json = s.0.join("r.json");

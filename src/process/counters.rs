@@ -62,20 +62,19 @@ fn read_group(dir: &Path, group: &str, out: &mut Counters, problems: &mut Vec<St
             return;
         }
     };
+    // One entry past the bound tells a directory that is too large, without listing all of it.
     let mut names: Vec<String> = entries
         .flatten()
-        .filter_map(|e| e.file_name().to_str().map(String::from))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| !NOT_COUNTERS.contains(&n.as_str()))
+        .take(MAX_PER_GROUP + 1)
         .collect();
-    names.sort();
     if names.len() > MAX_PER_GROUP {
-        problems.push(format!(
-            "{} holds {} entries; only the first {MAX_PER_GROUP} are read",
-            dir.display(),
-            names.len()
-        ));
+        problems
+            .push(format!("{} holds more than {MAX_PER_GROUP} entries; only {MAX_PER_GROUP} are read", dir.display()));
         names.truncate(MAX_PER_GROUP);
     }
+    names.sort();
     for name in names {
         if !valid_name(&name) {
             problems.push(format!("{}: entry {name:?} is not a counter name; skipped", dir.display()));
@@ -145,6 +144,17 @@ mod tests {
                 .collect();
         assert_eq!(c, want, "lifespan is a setting, not a counter");
         assert_eq!(split("hw_counters/out_of_sequence"), ("hw_counters", "out_of_sequence"));
+    }
+
+    #[test]
+    fn a_directory_past_the_bound_is_read_only_to_the_bound() {
+        let d = port("many");
+        for i in 0..=MAX_PER_GROUP + 5 {
+            std::fs::write(d.0.join(format!("hw_counters/c{i:04}")), "1\n").expect("write");
+        }
+        let mut problems = Vec::new();
+        assert_eq!(read(&d.0, &mut problems).len(), MAX_PER_GROUP);
+        assert!(problems.len() == 1 && problems[0].contains("more than 256 entries"), "{problems:?}");
     }
 
     #[test]
