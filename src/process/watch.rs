@@ -227,13 +227,11 @@ impl Watch {
         }
     }
 
-    /// Where the JSON goes, if anywhere.
-    pub fn report_path(&self) -> Option<&Path> {
-        self.report.as_deref()
-    }
-
-    pub fn has_ports(&self) -> bool {
-        !self.ports.is_empty()
+    /// Ends the watch once the command has ended: the last reading, then the post-mortem told.
+    pub fn end(self, exit: Exit) {
+        let (path, has_ports) = (self.report.clone(), !self.ports.is_empty());
+        let report = self.finish(exit);
+        tell(&report, path.as_deref(), has_ports);
     }
 }
 
@@ -256,7 +254,7 @@ fn unreadable() -> Link {
 /// After the command ended: the post-mortem on stderr when it failed (at most one line when it
 /// succeeded), and the JSON to `path` whatever the outcome. A report that cannot be written is
 /// a warning: the exit status stays the command's.
-pub fn tell(report: &Report, path: Option<&Path>, has_ports: bool) {
+fn tell(report: &Report, path: Option<&Path>, has_ports: bool) {
     let written = path.and_then(|p| match write_report(p, &report.json()) {
         Ok(()) => Some(p.display().to_string()),
         Err(e) => {
