@@ -149,7 +149,8 @@ impl Watch {
             report: config.report.clone(),
             started: SystemTime::now(),
             started_at,
-            next: polling.then(|| started_at + config.every),
+            // A period past what the clock can hold (--watch-ms near 2^64) is no polling.
+            next: if polling { started_at.checked_add(config.every) } else { None },
             polls: 0,
             ports,
             transitions: Vec::new(),
@@ -172,7 +173,7 @@ impl Watch {
         self.polls += 1;
         // The next poll one period from now: a supervisor busy with signals skips polls rather
         // than running them back to back.
-        self.next = Some(now + self.every);
+        self.next = now.checked_add(self.every);
     }
 
     fn read_states(&mut self, seen: Seen, log_now: bool) {
@@ -378,6 +379,10 @@ mod tests {
         c.every = Duration::ZERO;
         let w = Watch::start(&c);
         assert_eq!(w.timeout(Instant::now()), None);
+        c.every = Duration::from_millis(u64::MAX);
+        let mut w = Watch::start(&c);
+        w.poll_if_due(Instant::now());
+        assert!(w.timeout(Instant::now()).is_none_or(|d| d > Duration::from_secs(1 << 40)), "--watch-ms 2^64-1");
         c.every = Duration::from_secs(1);
         c.ports.clear();
         assert_eq!(Watch::start(&c).timeout(Instant::now()), None, "nothing to poll");
