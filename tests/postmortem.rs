@@ -264,6 +264,22 @@ fn a_change_between_polls_and_a_death_by_signal_are_still_reported() {
 }
 
 #[test]
+fn a_command_stopped_through_nccl_wrap_is_told_apart_from_a_crash() {
+    // The kubelet's SIGTERM goes to nccl-wrap, which forwards it; the post-mortem says so.
+    let s = node("pm-term");
+    let r = start(&s, &[], &waiting(&s, "exit 0"));
+    wait_for("the command to start", &r, || s.0.join("ready").exists());
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(r.child.id()).expect("pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("kill");
+    let (code, err) = r.finish();
+    assert_eq!(code, 143, "{err}");
+    assert!(
+        err.contains("the command was killed by SIGTERM (exit status 143); nccl-wrap had forwarded SIGTERM to it"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_failure_with_nothing_changed_gets_one_line_and_a_clean_exit_none() {
     let s = node("pm-quiet");
     let (code, err) = start(&s, &[], "exit 1").finish();
