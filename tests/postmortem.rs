@@ -344,6 +344,39 @@ fn a_fifo_among_the_counters_is_refused_not_waited_on() {
 }
 
 #[test]
+fn a_closed_stderr_never_ends_the_supervisor() {
+    // Regression guard: stderr a pipe whose reader has gone (`nccl-wrap ... 2>&1 | tee` with tee
+    // killed). Printing there with eprintln! panics on EPIPE; a transition logged mid-run must not
+    // end the supervisor, and with it (as PID 1) the pod.
+    let s = node("pm-epipe");
+    let json = s.0.join("r.json");
+    let mut cmd = common::bin_command();
+    cmd.env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("NCCL_WRAP_SYSFS_ROOT", s.root().join("sys"))
+        .env("NCCL_WRAP_ANNOTATIONS", "/nonexistent/annotations");
+    for (k, v) in common::env_file(NODE, "env") {
+        cmd.env(k, v);
+    }
+    cmd.args(["-q", "--supervise", "--watch-ms", "20", "--report", &json.to_string_lossy()])
+        .args(["--", "sh", "-c", &waiting(&s, "exit 3")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn nccl-wrap");
+    drop(child.stderr.take()); // the reader is gone
+    let r = Running { child, err: s.0.join("none") };
+    wait_for("the command to start", &r, || s.0.join("ready").exists());
+    set(&s, "state", "1: DOWN\n");
+    // The transition is in the report once it is seen; wait two periods and more, then end.
+    std::thread::sleep(Duration::from_millis(300));
+    go(&s);
+    let (code, _) = r.finish();
+    assert_eq!(code, 3, "the command's status, not a panic's");
+    assert_eq!(report(&json)["transitions"][0]["seen"], "poll");
+}
+
+#[test]
 fn report_in_exec_mode_says_there_will_be_none() {
     let s = node("pm-exec");
     let json = s.0.join("r.json");

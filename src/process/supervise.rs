@@ -6,10 +6,11 @@
 //! the default disposition for it, and re-parents every orphan to PID 1; a launcher that is PID 1
 //! and neither handles TERM nor reaps leaves a pod that ignores `kill 1` and fills with zombies.
 //!
-//! It must never forward SIGCHLD (it only says that one of our children ended) or the
-//! synchronous fault signals, never lose the main child's status to the reaping loop (every
-//! reaped status is checked against the main child), and never outlive the command by more than
-//! the grace period. The raw system calls live in `sys`.
+//! It must never forward SIGCHLD (it only says that one of our children ended), the synchronous
+//! fault signals, or a SIGPIPE its own write raised (stderr's reader gone: blocked, that signal
+//! waits to be taken like any other); never lose the main child's status to the reaping loop
+//! (every reaped status is checked against the main child), and never outlive the command by
+//! more than the grace period. The raw system calls live in `sys`.
 //!
 //! While the command runs it also watches the RDMA ports the plan chose (`watch`): the wait for
 //! signals has a timeout, the poll period, so polling costs one wake-up per period and never
@@ -187,11 +188,15 @@ fn until_exit(main: Pid, target: Target, blocked: &Blocked, mut watch: Option<&m
             w.poll_if_due(Instant::now());
             w.timeout(Instant::now())
         });
-        match blocked.wait(timeout) {
-            Ok(Some(libc::SIGCHLD) | None) | Err(Errno::EINTR) => {}
-            Ok(Some(sig)) => {
-                forward(target, sig);
-                forwarded = Some(sig);
+        match blocked.wait_sender(timeout) {
+            Ok(None) | Err(Errno::EINTR) => {}
+            Ok(Some(c)) if c.sig == libc::SIGCHLD => {}
+            Ok(Some(c)) if c.own_sigpipe() => {
+                log::debug!("SIGPIPE from nccl-wrap's own write (stderr's reader gone?): not forwarded");
+            }
+            Ok(Some(c)) => {
+                forward(target, c.sig);
+                forwarded = Some(c.sig);
             }
             Err(e) => {
                 log::warn!("sigtimedwait failed: {e}");
@@ -315,10 +320,10 @@ fn reap_until(main: Pid, rest: Rest, who: libc::pid_t, deadline: Instant, blocke
             return true;
         }
         // Woken by SIGCHLD, or after a short while for group members that are not our children.
-        match blocked.wait(Some((deadline - now).min(Duration::from_millis(100)))) {
-            Ok(Some(libc::SIGTERM | libc::SIGINT)) => return true,
-            Ok(Some(sig)) if sig != libc::SIGCHLD => {
-                let _ = sys::kill(who, sig);
+        match blocked.wait_sender(Some((deadline - now).min(Duration::from_millis(100)))) {
+            Ok(Some(c)) if c.sig == libc::SIGTERM || c.sig == libc::SIGINT => return true,
+            Ok(Some(c)) if c.sig != libc::SIGCHLD && !c.own_sigpipe() => {
+                let _ = sys::kill(who, c.sig);
             }
             _ => {}
         }

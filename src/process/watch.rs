@@ -191,7 +191,7 @@ impl Watch {
                 seen,
             };
             if log_now {
-                eprintln!("{PREFIX} {}", t.line());
+                say(&format!("{PREFIX} {}\n", t.line()));
             }
             self.transitions.push(t);
         }
@@ -259,10 +259,10 @@ fn tell(report: &Report, path: Option<&Path>, has_ports: bool) {
     let written = path.and_then(|p| match write_report(p, &report.json()) {
         Ok(()) => Some(p.display().to_string()),
         Err(e) => {
-            eprintln!(
-                "{PREFIX} warning: cannot write the post-mortem to {} (--report): {e}; check that its directory exists and is writable",
+            say(&format!(
+                "{PREFIX} warning: cannot write the post-mortem to {} (--report): {e}; check that its directory exists and is writable\n",
                 p.display()
-            );
+            ));
             None
         }
     });
@@ -272,11 +272,17 @@ fn tell(report: &Report, path: Option<&Path>, has_ports: bool) {
     }
     if report.command.code == 0 {
         if let Some(line) = report.clean_line() {
-            eprintln!("{line}");
+            say(&format!("{line}\n"));
         }
     } else {
-        eprint!("{}", report.human(written.as_deref()));
+        say(&report.human(written.as_deref()));
     }
+}
+
+/// Writes to stderr, ignoring failure: `eprint!` panics when stderr is a pipe whose reader has
+/// gone, and a panic here, while the command runs, would end the supervisor (as PID 1, the pod).
+fn say(text: &str) {
+    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), text.as_bytes());
 }
 
 /// Writes `text` to a temporary file beside `path`, then renames it over `path`: a reader never
