@@ -32,6 +32,15 @@ use crate::process::postmortem::Exit;
 use crate::process::sys::{self, Blocked, ChildSetup};
 use crate::process::watch::{self, Watch};
 
+/// `eprintln!` that ignores a failed write: `eprintln!` panics when stderr is a pipe whose reader
+/// has gone, and the supervisor must end with the command's status whatever became of stderr.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 /// How long to wait for the last processes after SIGKILL before exiting anyway.
 const AFTER_KILL: Duration = Duration::from_secs(1);
 
@@ -80,23 +89,23 @@ pub fn run(argv: &[OsString], env: &[(OsString, OsString)], opts: &Options, bloc
     let prepared = match exec::prepare(argv, env) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("{PREFIX} {e}");
+            say!("{PREFIX} {e}");
             return ExitCode::from(e.exit_code());
         }
     };
     let pid1 = is_pid1();
     if !pid1 {
         if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
-            eprintln!("{PREFIX} warning: cannot become a child subreaper ({e}): orphans of the command are reaped by the real init instead");
+            say!("{PREFIX} warning: cannot become a child subreaper ({e}): orphans of the command are reaped by the real init instead");
         }
     }
     match supervise(&prepared, opts, pid1, blocked) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             // A supervisor that cannot start must not cost the job: run the command as exec would.
-            eprintln!("{PREFIX} warning: {e}; running the command without supervision");
+            say!("{PREFIX} warning: {e}; running the command without supervision");
             let err = exec::exec(&prepared);
-            eprintln!("{PREFIX} {err}");
+            say!("{PREFIX} {err}");
             ExitCode::from(err.exit_code())
         }
     }
@@ -141,7 +150,7 @@ fn supervise(
         let _ = until_exit(pid, Target::Process(pid), &blocked, None);
         take_back_terminal();
         let err = exec::error(prepared, failure);
-        eprintln!("{PREFIX} {err}");
+        say!("{PREFIX} {err}");
         return Ok(err.exit_code());
     }
     let target = if opts.kill_group { Target::Group(pid) } else { Target::Process(pid) };
@@ -298,7 +307,7 @@ fn finish(main: Pid, grace: Duration, rest: Rest, blocked: &Blocked) {
     log::debug!("command exited; sending SIGTERM to {who}, SIGKILL in {grace:?}");
     let _ = sys::kill(who, libc::SIGTERM);
     if reap_until(main, rest, who, Instant::now() + grace, blocked) {
-        eprintln!(
+        say!(
             "{PREFIX} processes left by the command did not end within {}s of SIGTERM (--grace); sending SIGKILL",
             grace.as_secs_f64()
         );
