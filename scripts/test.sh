@@ -105,7 +105,7 @@ if [ -z "${SKIP_LAB:-}" ]; then
     # perftest and rc_probe stay out of CI, as their ping twins (71-74, 92) cover the same paths:
     # `bash tests/lab/fabric.sh BIN` runs them all.
     bash tests/lab/fabric.sh "$bin" 10-two-rails 60-ring 70-ping-rails 71-ping-no-route 72-ping-no-ipv4 \
-      73-ping-mtu 74-ping-tc-drop 75-ping-memlock 76-ping-hostile 77-ping-ring 92-ping-bench 2>&1 | tee "$logs/fabric"
+      73-ping-mtu 74-ping-tc-drop 75-ping-memlock 76-ping-hostile 77-ping-ring 85-postmortem-roce-drop 92-ping-bench 2>&1 | tee "$logs/fabric"
   fi
   if [ -z "${SKIP_AARCH64:-}${SKIP_AARCH64_LAB:-}" ]; then
     step "Soft-RoCE lab, arm64 (emulated)"

@@ -14,7 +14,7 @@ use std::process::ExitCode;
 
 use nccl_wrap::cli::{self, Cli, HealthFiles, PingArgs, Sub, EXIT_REFUSED, EXIT_USAGE};
 use nccl_wrap::msg::PREFIX;
-use nccl_wrap::process::{self, exec, memlock, supervise};
+use nccl_wrap::process::{self, exec, memlock, supervise, watch};
 use nccl_wrap::{detect, doctor, health, install, nccl, ping, plan, report, verbs};
 
 fn main() -> ExitCode {
@@ -188,9 +188,22 @@ fn run(
     }
     let env = nccl::env::child_env(env_list, &plan.exports());
     if supervise::wanted(cli.opts.init) {
-        return supervise::run(&cli.command, &env, &supervise::Options::from(&cli.opts), blocked);
+        let mut opts = supervise::Options::from(&cli.opts);
+        opts.watch.ports = watched_ports(plan);
+        return supervise::run(&cli.command, &env, &opts, blocked);
+    }
+    if let Some(path) = &cli.opts.report {
+        eprintln!(
+            "{PREFIX} warning: no post-mortem will be written to {} (--report): nccl-wrap execs the command and is gone when it ends; use --supervise (the default as PID 1)",
+            path.display()
+        );
     }
     exec_or_report(&cli.command, &env)
+}
+
+/// The ports the plan hands to NCCL: the ones the post-mortem watches.
+fn watched_ports(plan: &plan::Plan) -> Vec<watch::PortId> {
+    plan.decisions.iter().filter(|d| d.used).map(|d| watch::PortId { device: d.device.clone(), port: d.port }).collect()
 }
 
 fn exec_or_report(argv: &[OsString], env: &[(OsString, OsString)]) -> ExitCode {
@@ -213,7 +226,11 @@ fn bad_usage(e: &cli::CliError, raw: &[OsString], env: &[(OsString, OsString)]) 
             eprintln!("{PREFIX} warning: options not understood; running the command without nccl-wrap's settings");
             if supervise::wanted(None) {
                 // As PID 1 the command still needs an init: supervise it with the defaults.
-                let defaults = supervise::Options { kill_group: false, grace: std::time::Duration::ZERO };
+                let defaults = supervise::Options {
+                    kill_group: false,
+                    grace: std::time::Duration::ZERO,
+                    watch: watch::Config::none(),
+                };
                 return supervise::run(cmd, env, &defaults, None);
             }
             exec_or_report(cmd, env)

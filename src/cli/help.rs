@@ -22,8 +22,9 @@ network-status annotation file, then sysfs (devices whose net device is in this 
 Exit status: the command's own; 128+N when it died of signal N; 126 when it cannot be executed;
 127 when it is not found; 125 when a --require-* option refuses to start it; 2 on usage errors.
 
-As PID 1 (or with --init) the command runs as a child: signals are forwarded to it, zombies are
-reaped, and the exit status is the command's as above.
+As PID 1 (or with --supervise) the command runs as a child: signals are forwarded to it, zombies
+are reaped, and the exit status is the command's as above. The RDMA ports in use are watched; when
+the command fails, a post-mortem on stderr says what changed on them (docs/postmortem.md).
 
 Boolean options take no value (true), or =VALUE: true/false, yes/no, on/off, 1/0.
 Logging detail: NCCL_WRAP_LOG=debug (env_logger syntax).";

@@ -12,10 +12,13 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 mod help;
+#[macro_use]
+mod setters;
+
 mod options;
 
 use help::help;
-use options::{Kind, Spec, SPECS, TARGET};
+use options::{Kind, Spec, ALIASES, SPECS, TARGET};
 
 /// Exit code of the wrapper's own refusals (`--require-*`), as `timeout` and `env` use 125 for
 /// their own failures: never a code the training command's 0-124 or 126+ could be mistaken for.
@@ -177,10 +180,14 @@ pub struct Opts {
     pub skip_verbs: bool,
     pub sysfs_root: PathBuf,
     pub proc_root: PathBuf,
-    /// `None`: decide by whether nccl-wrap is PID 1.
+    /// `--supervise` (or its former name `--init`); `None`: decide by whether nccl-wrap is PID 1.
     pub init: Option<bool>,
     pub kill_group: bool,
     pub grace: u64,
+    /// Where to write the post-mortem as JSON (supervision only).
+    pub report: Option<PathBuf>,
+    /// How often supervision reads the ports' state, in milliseconds; 0: only at start and exit.
+    pub watch_ms: u64,
     pub dev_root: PathBuf,
     pub annotations: PathBuf,
 }
@@ -201,6 +208,8 @@ impl Default for Opts {
             init: None,
             kill_group: false,
             grace: 0,
+            report: None,
+            watch_ms: 1000,
             dev_root: PathBuf::from("/dev"),
             annotations: PathBuf::from("/etc/podnetinfo/annotations"),
         }
@@ -334,9 +343,14 @@ impl Cli {
             if given[index] || spec.env.is_empty() || (spec.only.is_some() && spec.only != sub) {
                 continue;
             }
-            let Some(value) = env(spec.env).filter(|v| !v.is_empty()) else { continue };
-            let text = value.to_str().ok_or_else(|| bad(spec.env, &value.to_string_lossy(), "not valid UTF-8"))?;
-            (spec.set)(&mut cli, text).map_err(|why| bad(spec.env, text, &why))?;
+            let names = std::iter::once(spec.env)
+                .chain(ALIASES.iter().filter(|(_, _, to)| *to == spec.long).map(|(_, var, _)| *var));
+            let Some((var, value)) = names.filter_map(|n| env(n).filter(|v| !v.is_empty()).map(|v| (n, v))).next()
+            else {
+                continue;
+            };
+            let text = value.to_str().ok_or_else(|| bad(var, &value.to_string_lossy(), "not valid UTF-8"))?;
+            (spec.set)(&mut cli, text).map_err(|why| bad(var, text, &why))?;
         }
         if let Some(Sub::Install { dir }) = &cli.sub {
             if dir.as_os_str().is_empty() {
@@ -369,9 +383,13 @@ fn sub_name(sub: &Sub) -> SubName {
     }
 }
 
-/// The option `name` (`--long` or `-s`) means here: a subcommand's own options first.
+/// The option `name` (`--long` or `-s`) means here: a subcommand's own options first; a former
+/// name (`ALIASES`) finds its entry.
 fn find(name: &str, sub: Option<SubName>) -> Option<usize> {
-    let matches = |s: &Spec| match name.strip_prefix("--") {
+    let long = name
+        .strip_prefix("--")
+        .map(|long| ALIASES.iter().find(|(old, _, _)| *old == long).map_or(long, |(_, _, to)| *to));
+    let matches = |s: &Spec| match long {
         Some(long) => s.long == long,
         None => name.len() == 2 && s.short.is_some_and(|c| name.ends_with(c)),
     };
@@ -383,7 +401,17 @@ fn find(name: &str, sub: Option<SubName>) -> Option<usize> {
 
 impl From<&Opts> for crate::process::supervise::Options {
     fn from(o: &Opts) -> Self {
-        crate::process::supervise::Options { kill_group: o.kill_group, grace: std::time::Duration::from_secs(o.grace) }
+        crate::process::supervise::Options {
+            kill_group: o.kill_group,
+            grace: std::time::Duration::from_secs(o.grace),
+            // The ports come from the plan, which main adds.
+            watch: crate::process::watch::Config {
+                root: o.sysfs_root.clone(),
+                ports: Vec::new(),
+                every: std::time::Duration::from_millis(o.watch_ms),
+                report: o.report.clone(),
+            },
+        }
     }
 }
 
@@ -395,206 +423,4 @@ pub fn command_after_dashes(raw: &[OsString]) -> Option<&[OsString]> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn args(a: &[&str]) -> Vec<OsString> {
-        std::iter::once("nccl-wrap").chain(a.iter().copied()).map(OsString::from).collect()
-    }
-
-    fn parse(a: &[&str]) -> Result<Cli, CliError> {
-        Cli::parse(&args(a), |_| None)
-    }
-
-    fn parse_env(a: &[&str], env: &[(&str, &str)]) -> Result<Cli, CliError> {
-        let env: Vec<(String, OsString)> = env.iter().map(|(k, v)| (k.to_string(), OsString::from(v))).collect();
-        Cli::parse(&args(a), |name| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
-    }
-
-    fn ok(r: Result<Cli, CliError>) -> Cli {
-        match r {
-            Ok(c) => c,
-            Err(e) => panic!("parse failed: {e}"),
-        }
-    }
-
-    #[test]
-    fn command_after_double_dash() {
-        let raw: Vec<OsString> =
-            ["nccl-wrap", "--bogus", "--", "torchrun", "--", "x"].iter().map(OsString::from).collect();
-        assert_eq!(command_after_dashes(&raw).map(<[OsString]>::len), Some(3));
-        let raw: Vec<OsString> = ["nccl-wrap", "--"].iter().map(OsString::from).collect();
-        assert!(command_after_dashes(&raw).is_none());
-    }
-
-    #[test]
-    fn defaults_and_the_command_after_dashes() {
-        let c = ok(parse(&["--", "torchrun", "--nnodes=2", "--", "-q"]));
-        assert_eq!(c.opts, Opts::default());
-        assert_eq!(c.sub, None);
-        assert_eq!(c.command, args(&["torchrun", "--nnodes=2", "--", "-q"])[1..]);
-    }
-
-    #[test]
-    fn the_first_plain_word_starts_the_command_and_keeps_its_options() {
-        let c = ok(parse(&["-q", "/bin/echo", "--require-rdma", "hi"]));
-        assert!(c.opts.quiet);
-        assert!(!c.opts.require_rdma, "options after the command are the command's");
-        assert_eq!(c.command, args(&["/bin/echo", "--require-rdma", "hi"])[1..]);
-    }
-
-    #[test]
-    fn flags_take_no_value_or_an_inline_boolean() {
-        let c = ok(parse(&["--require-rdma", "--quiet=no", "--override=ON", "--init=false", "--", "x"]));
-        assert!(c.opts.require_rdma);
-        assert!(!c.opts.quiet);
-        assert!(c.opts.override_user);
-        assert_eq!(c.opts.init, Some(false));
-        // A flag never takes the next word as its value.
-        let c = ok(parse(&["--selftest", "true"]));
-        assert!(c.opts.selftest);
-        assert_eq!(c.command, args(&["true"])[1..]);
-    }
-
-    #[test]
-    fn values_inline_or_next_and_typed() {
-        let c = ok(parse(&["--sysfs-root", "/x/sys", "--grace=5", "--selftest-bytes", "1048576", "--", "y"]));
-        assert_eq!(c.opts.sysfs_root, PathBuf::from("/x/sys"));
-        assert_eq!(c.opts.grace, 5);
-        assert_eq!(c.opts.selftest_bytes, 1 << 20);
-        assert!(matches!(parse(&["--grace=-1"]), Err(CliError::BadValue { .. })));
-        assert_eq!(parse(&["--sysfs-root"]), Err(CliError::MissingValue("--sysfs-root".into())));
-        assert!(matches!(parse(&["--require-rdma=maybe", "--", "x"]), Err(CliError::BadValue { .. })));
-    }
-
-    #[test]
-    fn variables_fill_what_the_command_line_leaves_out() {
-        let c = ok(parse_env(
-            &["--quiet=false"],
-            &[
-                ("NCCL_WRAP_QUIET", "1"),
-                ("NCCL_WRAP_REQUIRE_RDMA", "yes"),
-                ("NCCL_WRAP_GRACE", "3"),
-                ("NCCL_WRAP_INIT", ""),
-            ],
-        ));
-        assert!(!c.opts.quiet, "the command line wins over the variable");
-        assert!(c.opts.require_rdma);
-        assert_eq!(c.opts.grace, 3);
-        assert_eq!(c.opts.init, None, "an empty variable is unset");
-        let e = parse_env(&[], &[("NCCL_WRAP_SELFTEST_BYTES", "lots")]).expect_err("bad variable");
-        assert!(e.to_string().contains("NCCL_WRAP_SELFTEST_BYTES"), "{e}");
-    }
-
-    #[test]
-    fn subcommands_and_their_own_options() {
-        let c = ok(parse(&["--quiet", "env", "--json", "--sysfs-root=/s"]));
-        assert_eq!(c.sub, Some(Sub::Env { json: true }));
-        assert!(c.opts.quiet);
-        assert_eq!(c.opts.sysfs_root, PathBuf::from("/s"));
-        let c = ok(parse(&["doctor", "--no-selftest", "--json"]));
-        assert_eq!(c.sub, Some(Sub::Doctor { json: true, no_selftest: true, files: HealthFiles::default() }));
-        // A subcommand's option is not the top level's, and a subcommand takes no command.
-        assert_eq!(parse(&["--json", "env"]), Err(CliError::Unexpected("--json".into())));
-        assert_eq!(parse(&["env", "--no-selftest"]), Err(CliError::Unexpected("--no-selftest".into())));
-        assert_eq!(parse(&["env", "extra"]), Err(CliError::Unexpected("extra".into())));
-        // Regression (found by fuzz/cli): `env -- cmd` dropped the command silently.
-        assert!(matches!(parse(&["env", "--", "torchrun"]), Err(CliError::Usage(_))));
-        assert!(ok(parse(&["env", "--"])).command.is_empty());
-        // After `--`, a word named like a subcommand is the command.
-        let c = ok(parse(&["--", "env"]));
-        assert_eq!(c.sub, None);
-        assert_eq!(c.command, args(&["env"])[1..]);
-    }
-
-    #[test]
-    fn ping_takes_a_target_or_listen_or_ring_and_its_variables() {
-        let c = ok(parse(&["ping", "train-0.train:18515", "--json", "--iters=10"]));
-        let Some(Sub::Ping(p)) = c.sub else { panic!("not ping") };
-        assert_eq!(p.target.as_deref(), Some("train-0.train:18515"));
-        assert!(p.json);
-        assert_eq!(p.iters, 10);
-        assert_eq!(p.port, 18515);
-        let c = ok(parse_env(
-            &["ping", "--ring"],
-            &[("NCCL_WRAP_PING_SIZE", "4"), ("NCCL_WRAP_PING_PEER_TEMPLATE", "t-{index}.t")],
-        ));
-        let Some(Sub::Ping(p)) = c.sub else { panic!("not ping") };
-        assert_eq!((p.ring, p.size, p.peer_template.as_deref()), (true, Some(4), Some("t-{index}.t")));
-        let c = ok(parse_env(&["ping"], &[("NCCL_WRAP_PING_LISTEN", "0.0.0.0:18515")]));
-        assert!(matches!(c.sub, Some(Sub::Ping(PingArgs { listen: Some(_), .. }))));
-        assert!(matches!(parse(&["ping"]), Err(CliError::Usage(_))));
-        assert!(matches!(parse(&["ping", "h:1", "--listen", "2"]), Err(CliError::Usage(_))));
-        assert_eq!(parse(&["ping", "a:1", "b:2"]), Err(CliError::Unexpected("b:2".into())));
-        // ping's variables are ping's alone.
-        let c = ok(parse_env(&["env"], &[("NCCL_WRAP_PING_SIZE", "not a number")]));
-        assert_eq!(c.sub, Some(Sub::Env { json: false }));
-    }
-
-    #[test]
-    fn doctor_and_watch_take_the_health_files_and_watch_its_timing() {
-        let c = ok(parse_env(&["doctor", "--features", "/f/nccl-wrap"], &[("NCCL_WRAP_METRICS", "/m/nccl-wrap.prom")]));
-        let files = HealthFiles {
-            features: Some(PathBuf::from("/f/nccl-wrap")),
-            metrics: Some(PathBuf::from("/m/nccl-wrap.prom")),
-        };
-        assert_eq!(c.sub, Some(Sub::Doctor { json: false, no_selftest: false, files: files.clone() }));
-        let c = ok(parse_env(
-            &["watch", "--interval=0.5", "--metrics", "/m/nccl-wrap.prom"],
-            &[("NCCL_WRAP_FEATURES", "/f/nccl-wrap"), ("NCCL_WRAP_WATCH_ROUNDS", "3")],
-        ));
-        assert_eq!(c.sub, Some(Sub::Watch(WatchArgs { files, interval_ms: 500, jitter_pct: 10, rounds: 3 })));
-        assert!(matches!(parse(&["watch", "--interval=0.01"]), Err(CliError::BadValue { .. })));
-        assert!(matches!(parse(&["watch", "--interval=soon"]), Err(CliError::BadValue { .. })));
-        assert!(matches!(parse(&["watch", "--jitter=80"]), Err(CliError::BadValue { .. })));
-        assert_eq!(parse(&["env", "--features=/x"]), Err(CliError::Unexpected("--features=/x".into())));
-        // The variables belong to doctor and watch alone.
-        assert_eq!(ok(parse_env(&["env"], &[("NCCL_WRAP_FEATURES", "")])).sub, Some(Sub::Env { json: false }));
-        assert!(matches!(parse(&["watch", "--", "x"]), Err(CliError::Usage(_))));
-    }
-
-    #[test]
-    fn install_takes_one_directory() {
-        let c = ok(parse(&["install", "/opt/nccl-wrap"]));
-        assert_eq!(c.sub, Some(Sub::Install { dir: PathBuf::from("/opt/nccl-wrap") }));
-        assert!(matches!(parse(&["install"]), Err(CliError::Usage(_))));
-        assert_eq!(parse(&["install", "/a", "/b"]), Err(CliError::Unexpected("/b".into())));
-        // After `--`, `install` is a command like any other.
-        assert_eq!(ok(parse(&["--", "install", "x"])).command, args(&["install", "x"])[1..]);
-    }
-
-    #[test]
-    fn unknown_options_are_named() {
-        let e = parse(&["--no-such-option", "--", "x"]).expect_err("unknown");
-        assert_eq!(
-            e.to_string(),
-            "unexpected argument '--no-such-option' found (to pass it to the command, put it after `--`)"
-        );
-        assert!(matches!(parse(&["-z"]), Err(CliError::Unexpected(_))));
-    }
-
-    #[test]
-    fn help_lists_every_option_with_its_variable() {
-        let Err(CliError::Help(text)) = parse(&["--help"]) else { panic!("no help") };
-        for spec in SPECS.iter().filter(|s| s.only.is_none()) {
-            assert!(text.contains(&format!("--{}", spec.long)), "{}", spec.long);
-            assert!(text.contains(spec.env), "{}", spec.env);
-        }
-        let Err(CliError::Help(text)) = parse(&["doctor", "--help"]) else { panic!("no help") };
-        assert!(text.contains("--no-selftest") && text.contains("Usage: nccl-wrap doctor"), "{text}");
-        let Err(CliError::Help(text)) = parse(&["help", "env"]) else { panic!("no help") };
-        assert!(text.contains("Usage: nccl-wrap env"), "{text}");
-        assert!(matches!(parse(&["-V"]), Err(CliError::Version(_))));
-    }
-
-    #[test]
-    fn every_option_has_a_unique_name_where_it_applies() {
-        for (i, a) in SPECS.iter().enumerate() {
-            for b in &SPECS[i + 1..] {
-                let overlap = a.only.is_none() || b.only.is_none() || a.only == b.only;
-                assert!(!(overlap && a.long == b.long), "--{} twice", a.long);
-            }
-            assert!(a.env.is_empty() || a.env.starts_with("NCCL_WRAP_"), "{}", a.env);
-        }
-    }
-}
+mod tests;

@@ -1,9 +1,8 @@
 //! The option table: every option's names, variable, scope, default, help line and setter.
 //! Adding an option is one entry here; `--help` and the variable lookup follow from it.
 
-use std::path::PathBuf;
-
-use super::{Cli, HealthFiles, PingArgs, Sub, SubName};
+use super::setters::{boolish, interval_ms, number, path, ping, set_features, set_metrics, watch};
+use super::{Cli, Sub, SubName};
 
 /// How an option takes its value.
 #[derive(Clone, Copy)]
@@ -26,106 +25,6 @@ pub(super) struct Spec {
     pub default: Option<&'static str>,
     pub help: &'static str,
     pub set: fn(&mut Cli, &str) -> Result<(), String>,
-}
-
-pub(super) fn boolish(v: &str) -> Result<bool, String> {
-    match v.to_ascii_lowercase().as_str() {
-        "y" | "yes" | "t" | "true" | "on" | "1" => Ok(true),
-        "n" | "no" | "f" | "false" | "off" | "0" => Ok(false),
-        _ => Err("not a boolean (true/false, yes/no, on/off, 1/0)".into()),
-    }
-}
-
-fn number<T: std::str::FromStr>(v: &str) -> Result<T, String> {
-    v.parse().map_err(|_| "not a non-negative whole number".to_string())
-}
-
-fn path(v: &str) -> Result<PathBuf, String> {
-    if v.is_empty() {
-        return Err("an empty path".into());
-    }
-    Ok(PathBuf::from(v))
-}
-
-macro_rules! flag {
-    ($field:ident) => {
-        |c: &mut Cli, v: &str| {
-            c.opts.$field = boolish(v)?;
-            Ok(())
-        }
-    };
-}
-
-/// Setters of `ping`'s own options: a no-op outside `ping`, where these options are not found.
-macro_rules! ping_flag {
-    ($field:ident) => {
-        |c: &mut Cli, v: &str| {
-            let b = boolish(v)?;
-            ping(c, |p| p.$field = b)
-        }
-    };
-}
-macro_rules! ping_number {
-    ($field:ident) => {
-        |c: &mut Cli, v: &str| {
-            let n = number(v)?;
-            ping(c, |p| p.$field = n)
-        }
-    };
-}
-macro_rules! ping_some_number {
-    ($field:ident) => {
-        |c: &mut Cli, v: &str| {
-            let n = number(v)?;
-            ping(c, |p| p.$field = Some(n))
-        }
-    };
-}
-macro_rules! ping_text {
-    ($field:ident) => {
-        |c: &mut Cli, v: &str| ping(c, |p| p.$field = Some(v.to_owned()))
-    };
-}
-
-/// The health files of `doctor` or `watch` (a no-op elsewhere, where these options are not found).
-fn files(c: &mut Cli) -> Option<&mut HealthFiles> {
-    match &mut c.sub {
-        Some(Sub::Doctor { files, .. }) => Some(files),
-        Some(Sub::Watch(w)) => Some(&mut w.files),
-        _ => None,
-    }
-}
-
-fn set_features(c: &mut Cli, v: &str) -> Result<(), String> {
-    let p = path(v)?;
-    if let Some(f) = files(c) {
-        f.features = Some(p);
-    }
-    Ok(())
-}
-
-fn set_metrics(c: &mut Cli, v: &str) -> Result<(), String> {
-    let p = path(v)?;
-    if let Some(f) = files(c) {
-        f.metrics = Some(p);
-    }
-    Ok(())
-}
-
-/// Seconds, a fraction allowed, from 0.1 to one day; in milliseconds.
-fn interval_ms(v: &str) -> Result<u64, String> {
-    let s: f64 = v.trim().parse().map_err(|_| "not a number of seconds".to_string())?;
-    if !(0.1..=86_400.0).contains(&s) {
-        return Err("must be between 0.1 and 86400 seconds".into());
-    }
-    Ok((s * 1000.0).round() as u64)
-}
-
-fn watch(c: &mut Cli, f: impl FnOnce(&mut super::WatchArgs)) -> Result<(), String> {
-    if let Some(Sub::Watch(w)) = &mut c.sub {
-        f(w);
-    }
-    Ok(())
 }
 
 /// A health file option of `doctor` or `watch` (both take the same two, with the same variables).
@@ -262,13 +161,13 @@ pub(super) const SPECS: &[Spec] = &[
         },
     },
     Spec {
-        long: "init",
+        long: "supervise",
         short: None,
-        env: "NCCL_WRAP_INIT",
+        env: "NCCL_WRAP_SUPERVISE",
         kind: Kind::Flag,
         only: None,
         default: None,
-        help: "Run the command as a supervised child (forward signals, reap zombies), the default as PID 1; when not PID 1 nccl-wrap also becomes a child subreaper. --init=false always execs",
+        help: "Run the command as a supervised child (forward signals, reap zombies, watch the RDMA ports and say what changed on them if it fails), the default as PID 1; when not PID 1 nccl-wrap also becomes a child subreaper. =false always execs. Also --init (NCCL_WRAP_INIT)",
         set: |c, v| {
             c.opts.init = Some(boolish(v)?);
             Ok(())
@@ -294,6 +193,32 @@ pub(super) const SPECS: &[Spec] = &[
         help: "When supervising, after the command exits: SIGTERM the processes it left (as PID 1 all others in the namespace, else its process group), SIGKILL them SECONDS later. 0: exit at once",
         set: |c, v| {
             c.opts.grace = number(v)?;
+            Ok(())
+        },
+    },
+    Spec {
+        long: "report",
+        short: None,
+        env: "NCCL_WRAP_REPORT",
+        kind: Kind::Value("PATH"),
+        only: None,
+        default: None,
+        help: "When supervising, write the post-mortem (port transitions, counters that moved) as JSON to PATH when the command ends",
+        set: |c, v| {
+            c.opts.report = Some(path(v)?);
+            Ok(())
+        },
+    },
+    Spec {
+        long: "watch-ms",
+        short: None,
+        env: "NCCL_WRAP_WATCH_MS",
+        kind: Kind::Value("MS"),
+        only: None,
+        default: Some("1000"),
+        help: "When supervising, how often to read the state of the ports in use, in milliseconds (0: only at start and exit)",
+        set: |c, v| {
+            c.opts.watch_ms = number(v)?;
             Ok(())
         },
     },
@@ -566,6 +491,11 @@ pub(super) const SPECS: &[Spec] = &[
     },
 ];
 
+/// Former names that still work: (long name, variable, the long name of the entry they stand
+/// for). `--init` became `--supervise` when supervision grew the post-mortem; pod specs written
+/// with `--init` or `NCCL_WRAP_INIT` keep working. The entry's own name wins over an alias.
+pub(super) const ALIASES: &[(&str, &str, &str)] = &[("init", "NCCL_WRAP_INIT", "supervise")];
+
 /// Index of the `target` entry: the positional HOST:PORT of `ping` counts as giving it.
 pub(super) const TARGET: usize = {
     let mut i = 0;
@@ -574,11 +504,3 @@ pub(super) const TARGET: usize = {
     }
     i
 };
-
-/// Applies `f` to ping's options (a no-op outside `ping`, where these options are not found).
-fn ping(c: &mut Cli, f: impl FnOnce(&mut PingArgs)) -> Result<(), String> {
-    if let Some(Sub::Ping(p)) = &mut c.sub {
-        f(p);
-    }
-    Ok(())
-}

@@ -2,13 +2,23 @@
 //!
 //! - `memlock`: raise RLIMIT_MEMLOCK (which the command inherits), explaining the outcome;
 //! - `exec`: replace nccl-wrap with the command (PATH search, tini's 126/127);
-//! - `supervise`: as PID 1 (or `--init`), run the command as a child, forward signals, reap;
+//! - `supervise`: as PID 1 (or `--supervise`), run the command as a child, forward signals, reap;
+//! - `watch`: while supervising, the RDMA ports in use: read at start, polled, read at exit;
+//! - `counters`: one port's `counters/` and `hw_counters/` files, read;
+//! - `meaning`: what a moved counter usually means;
+//! - `postmortem`: what changed between start and exit, for people and as JSON;
+//! - `utc`: UTC timestamps for it;
 //! - `sys`: the raw system calls supervision needs, the crate's other module allowed `unsafe`.
 //!
 //! Takes the argv and the finished environment; returns an exit code (or never returns).
 
+pub mod counters;
 pub mod exec;
+pub mod meaning;
 pub mod memlock;
+pub mod postmortem;
 pub mod supervise;
 #[allow(unsafe_code)] // Raw fork/exec/signal calls; see lib.rs for the crate's two unsafe modules.
 pub mod sys;
+pub mod utc;
+pub mod watch;

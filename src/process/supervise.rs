@@ -1,15 +1,21 @@
-//! Process supervision: nccl-wrap as the container's init. As PID 1 (or with `--init`) it runs
-//! the command as a child instead of becoming it, forwards the signals it receives, reaps every
-//! zombie, and exits with the command's status, as tini does.
+//! Process supervision: nccl-wrap as the container's init. As PID 1 (or with `--supervise`,
+//! formerly `--init`) it runs the command as a child instead of becoming it, forwards the signals
+//! it receives, reaps every zombie, and exits with the command's status, as tini does.
 //!
 //! Why at all: the kernel drops a signal sent to PID 1 from inside its namespace when PID 1 has
 //! the default disposition for it, and re-parents every orphan to PID 1; a launcher that is PID 1
 //! and neither handles TERM nor reaps leaves a pod that ignores `kill 1` and fills with zombies.
 //!
-//! It must never forward SIGCHLD (it only says that one of our children ended) or the
-//! synchronous fault signals, never lose the main child's status to the reaping loop (every
-//! reaped status is checked against the main child), and never outlive the command by more than
-//! the grace period. The raw system calls live in `sys`.
+//! It must never forward SIGCHLD (it only says that one of our children ended), the synchronous
+//! fault signals, or a SIGPIPE its own write raised (stderr's reader gone: blocked, that signal
+//! waits to be taken like any other); never lose the main child's status to the reaping loop
+//! (every reaped status is checked against the main child), and never outlive the command by
+//! more than the grace period. The raw system calls live in `sys`.
+//!
+//! While the command runs it also watches the RDMA ports the plan chose (`watch`): the wait for
+//! signals has a timeout, the poll period, so polling costs one wake-up per period and never
+//! delays a signal or the command's status (both stay pending until the next `sigtimedwait`).
+//! When the command has ended, the post-mortem (`postmortem`) is told before the grace period.
 
 use std::ffi::{c_int, OsString};
 use std::io::IsTerminal;
@@ -22,7 +28,18 @@ use nix::unistd::Pid;
 
 use crate::msg::PREFIX;
 use crate::process::exec;
+use crate::process::postmortem::Exit;
 use crate::process::sys::{self, Blocked, ChildSetup};
+use crate::process::watch::{self, Watch};
+
+/// `eprintln!` that ignores a failed write: `eprintln!` panics when stderr is a pipe whose reader
+/// has gone, and the supervisor must end with the command's status whatever became of stderr.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
 
 /// How long to wait for the last processes after SIGKILL before exiting anyway.
 const AFTER_KILL: Duration = Duration::from_secs(1);
@@ -34,6 +51,8 @@ pub struct Options {
     /// After the command exits: how long the processes it left get between SIGTERM and SIGKILL.
     /// Zero: none are signalled, nccl-wrap exits at once.
     pub grace: Duration,
+    /// The ports to watch and where to report what changed on them.
+    pub watch: watch::Config,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -70,23 +89,23 @@ pub fn run(argv: &[OsString], env: &[(OsString, OsString)], opts: &Options, bloc
     let prepared = match exec::prepare(argv, env) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("{PREFIX} {e}");
+            say!("{PREFIX} {e}");
             return ExitCode::from(e.exit_code());
         }
     };
     let pid1 = is_pid1();
     if !pid1 {
         if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
-            eprintln!("{PREFIX} warning: cannot become a child subreaper ({e}): orphans of the command are reaped by the real init instead");
+            say!("{PREFIX} warning: cannot become a child subreaper ({e}): orphans of the command are reaped by the real init instead");
         }
     }
     match supervise(&prepared, opts, pid1, blocked) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             // A supervisor that cannot start must not cost the job: run the command as exec would.
-            eprintln!("{PREFIX} warning: {e}; running the command without supervision");
+            say!("{PREFIX} warning: {e}; running the command without supervision");
             let err = exec::exec(&prepared);
-            eprintln!("{PREFIX} {err}");
+            say!("{PREFIX} {err}");
             ExitCode::from(err.exit_code())
         }
     }
@@ -108,6 +127,9 @@ fn supervise(
     let own_group = opts.kill_group || foreground;
     let attempt = |execve: &dyn Fn(&std::ffi::CStr) -> nix::errno::Errno| exec::attempt(prepared, execve);
     let setup = ChildSetup { argv: prepared.argv(), envp: prepared.envp(), attempt: &attempt, own_group, foreground };
+    // The first reading before the command starts, so that everything it does comes after it
+    // (2.2 ms for 4 ports with mlx5's counter files on a fixture: BENCHMARKS.md).
+    let mut watch = Watch::start(&opts.watch);
     let child = match sys::spawn(&setup, &blocked) {
         Ok(child) => child,
         Err(source) => {
@@ -125,15 +147,18 @@ fn supervise(
         }
     };
     if let Err(failure) = child.exec_result() {
-        let _ = until_exit(pid, Target::Process(pid), &blocked);
+        let _ = until_exit(pid, Target::Process(pid), &blocked, None);
         take_back_terminal();
         let err = exec::error(prepared, failure);
-        eprintln!("{PREFIX} {err}");
+        say!("{PREFIX} {err}");
         return Ok(err.exit_code());
     }
     let target = if opts.kill_group { Target::Group(pid) } else { Target::Process(pid) };
-    let code = until_exit(pid, target, &blocked);
+    let ended = until_exit(pid, target, &blocked, Some(&mut watch));
+    let code = ended.code;
     take_back_terminal();
+    // Told before the grace period: the kubelet may SIGKILL us during it.
+    watch.end(ended);
     let rest = if pid1 {
         Rest::Namespace
     } else if own_group {
@@ -157,15 +182,31 @@ enum Target {
     Group(Pid),
 }
 
-/// Forwards signals and reaps every zombie until the main child has ended; returns its code.
-fn until_exit(main: Pid, target: Target, blocked: &Blocked) -> u8 {
+/// Forwards signals and reaps every zombie until the main child has ended, polling the watch
+/// between signals when it is due; returns how the child ended.
+fn until_exit(main: Pid, target: Target, blocked: &Blocked, mut watch: Option<&mut Watch>) -> Exit {
+    let mut forwarded = None;
     loop {
-        if let (Some(code), _) = reap(main) {
-            return code;
+        if let (Some(status), _) = reap(main) {
+            let signal = libc::WIFSIGNALED(status).then(|| signal_name(libc::WTERMSIG(status)));
+            // A status that is neither (stopped, continued) is never returned by reap_one.
+            let code = exit_code(status).unwrap_or(1);
+            return Exit { code, signal, forwarded: forwarded.map(signal_name) };
         }
-        match blocked.wait(None) {
-            Ok(Some(libc::SIGCHLD) | None) | Err(Errno::EINTR) => {}
-            Ok(Some(sig)) => forward(target, sig),
+        let timeout = watch.as_deref_mut().and_then(|w| {
+            w.poll_if_due(Instant::now());
+            w.timeout(Instant::now())
+        });
+        match blocked.wait_sender(timeout) {
+            Ok(None) | Err(Errno::EINTR) => {}
+            Ok(Some(c)) if c.sig == libc::SIGCHLD => {}
+            Ok(Some(c)) if c.own_sigpipe() => {
+                log::debug!("SIGPIPE from nccl-wrap's own write (stderr's reader gone?): not forwarded");
+            }
+            Ok(Some(c)) => {
+                forward(target, c.sig);
+                forwarded = Some(c.sig);
+            }
             Err(e) => {
                 log::warn!("sigtimedwait failed: {e}");
                 std::thread::sleep(Duration::from_millis(10));
@@ -187,13 +228,24 @@ fn forward(target: Target, sig: c_int) {
     }
 }
 
-/// Reaps every child that has ended, whatever its origin: the main child's code if it was among
-/// them, and whether any children are left.
-fn reap(main: Pid) -> (Option<u8>, bool) {
+/// `SIGTERM`, `SIGRTMIN+3`, or the number.
+fn signal_name(sig: c_int) -> String {
+    match nix::sys::signal::Signal::try_from(sig) {
+        Ok(s) => s.as_str().to_string(),
+        Err(_) if (libc::SIGRTMIN()..=libc::SIGRTMAX()).contains(&sig) => {
+            format!("SIGRTMIN+{}", sig - libc::SIGRTMIN())
+        }
+        Err(_) => format!("signal {sig}"),
+    }
+}
+
+/// Reaps every child that has ended, whatever its origin: the main child's raw status if it was
+/// among them, and whether any children are left.
+fn reap(main: Pid) -> (Option<c_int>, bool) {
     let mut code = None;
     loop {
         match sys::reap_one() {
-            Ok(Some((pid, status))) if pid == main => code = exit_code(status),
+            Ok(Some((pid, status))) if pid == main && exit_code(status).is_some() => code = Some(status),
             Ok(Some((pid, _))) => log::trace!("reaped {pid}"),
             Ok(None) => return (code, true),
             Err(Errno::EINTR) => {}
@@ -255,7 +307,7 @@ fn finish(main: Pid, grace: Duration, rest: Rest, blocked: &Blocked) {
     log::debug!("command exited; sending SIGTERM to {who}, SIGKILL in {grace:?}");
     let _ = sys::kill(who, libc::SIGTERM);
     if reap_until(main, rest, who, Instant::now() + grace, blocked) {
-        eprintln!(
+        say!(
             "{PREFIX} processes left by the command did not end within {}s of SIGTERM (--grace); sending SIGKILL",
             grace.as_secs_f64()
         );
@@ -277,10 +329,10 @@ fn reap_until(main: Pid, rest: Rest, who: libc::pid_t, deadline: Instant, blocke
             return true;
         }
         // Woken by SIGCHLD, or after a short while for group members that are not our children.
-        match blocked.wait(Some((deadline - now).min(Duration::from_millis(100)))) {
-            Ok(Some(libc::SIGTERM | libc::SIGINT)) => return true,
-            Ok(Some(sig)) if sig != libc::SIGCHLD => {
-                let _ = sys::kill(who, sig);
+        match blocked.wait_sender(Some((deadline - now).min(Duration::from_millis(100)))) {
+            Ok(Some(c)) if c.sig == libc::SIGTERM || c.sig == libc::SIGINT => return true,
+            Ok(Some(c)) if c.sig != libc::SIGCHLD && !c.own_sigpipe() => {
+                let _ = sys::kill(who, c.sig);
             }
             _ => {}
         }
@@ -299,6 +351,13 @@ mod tests {
         assert_eq!(exit_code(libc::SIGTERM), Some(143));
         assert_eq!(exit_code(libc::SIGKILL | 0x80), Some(137), "core dump flag");
         assert_eq!(exit_code(libc::SIGRTMAX()), u8::try_from(128 + libc::SIGRTMAX()).ok());
+    }
+
+    #[test]
+    fn signals_are_named_as_people_know_them() {
+        assert_eq!(signal_name(libc::SIGKILL), "SIGKILL");
+        assert_eq!(signal_name(libc::SIGRTMIN() + 2), "SIGRTMIN+2");
+        assert_eq!(signal_name(200), "signal 200");
     }
 
     #[test]

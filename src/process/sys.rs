@@ -102,21 +102,49 @@ impl Blocked {
     /// Takes the next pending blocked signal: `Ok(None)` when `timeout` passed first; no timeout
     /// waits for ever.
     pub fn wait(&self, timeout: Option<Duration>) -> Result<Option<c_int>, Errno> {
+        self.wait_sender(timeout).map(|caught| caught.map(|c| c.sig))
+    }
+
+    /// As [`Blocked::wait`], with who sent the signal (`si_pid`; 0 when the kernel or another
+    /// PID namespace did). nccl-wrap's own write to a pipe whose reader is gone raises SIGPIPE
+    /// with its own pid as sender; blocked, that signal stays pending until taken here, and must
+    /// not be forwarded to the command as if someone had sent it.
+    pub fn wait_sender(&self, timeout: Option<Duration>) -> Result<Option<Caught>, Errno> {
         let ts = timeout.map(|d| libc::timespec {
             tv_sec: libc::time_t::try_from(d.as_secs()).unwrap_or(libc::time_t::MAX),
             tv_nsec: libc::c_long::from(d.subsec_nanos()),
         });
         let ts_ptr = ts.as_ref().map_or(ptr::null(), |t| t as *const libc::timespec);
-        // SAFETY: `self.set` is a valid sigset_t owned by self; the siginfo pointer may be null;
-        // `ts_ptr` is null or points to `ts`, which lives until after the call.
-        let rc = unsafe { libc::sigtimedwait(self.set.as_ref(), ptr::null_mut(), ts_ptr) };
+        let mut info = MaybeUninit::<libc::siginfo_t>::zeroed();
+        // SAFETY: `self.set` is a valid sigset_t owned by self; `info` is a writable siginfo_t
+        // living until after the call; `ts_ptr` is null or points to `ts`, which also does.
+        let rc = unsafe { libc::sigtimedwait(self.set.as_ref(), info.as_mut_ptr(), ts_ptr) };
         if rc >= 0 {
-            return Ok(Some(rc));
+            // SAFETY: all-zero bytes are a valid siginfo_t and the kernel wrote the rest; si_pid
+            // reads an integer of the union that is initialised either way (it is meaningful
+            // for SI_USER, SI_QUEUE and the kernel's own SIGPIPE, and compared only).
+            let sender = unsafe { info.assume_init().si_pid() };
+            return Ok(Some(Caught { sig: rc, sender }));
         }
         match Errno::last() {
             Errno::EAGAIN => Ok(None),
             errno => Err(errno),
         }
+    }
+}
+
+/// A signal taken by [`Blocked::wait_sender`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caught {
+    pub sig: c_int,
+    /// The sender's pid as this process's namespace sees it; 0 when unknown.
+    pub sender: libc::pid_t,
+}
+
+impl Caught {
+    /// SIGPIPE raised by this process's own write: to be dropped, never forwarded.
+    pub fn own_sigpipe(&self) -> bool {
+        self.sig == libc::SIGPIPE && self.sender == nix::unistd::getpid().as_raw()
     }
 }
 
@@ -327,6 +355,15 @@ mod tests {
         for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGCHLD, Signal::SIGWINCH, Signal::SIGTTOU] {
             assert!(set.contains(sig), "{sig}");
         }
+    }
+
+    #[test]
+    fn only_a_sigpipe_from_this_process_is_its_own() {
+        let me = nix::unistd::getpid().as_raw();
+        assert!(Caught { sig: libc::SIGPIPE, sender: me }.own_sigpipe());
+        assert!(!Caught { sig: libc::SIGPIPE, sender: me + 1 }.own_sigpipe(), "kill -PIPE from another process");
+        assert!(!Caught { sig: libc::SIGPIPE, sender: 0 }.own_sigpipe(), "from outside the namespace");
+        assert!(!Caught { sig: libc::SIGTERM, sender: me }.own_sigpipe());
     }
 
     #[test]

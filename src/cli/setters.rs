@@ -1,0 +1,115 @@
+//! How each option's value is checked and stored: the setters the option table (`options.rs`)
+//! names, and the macros that make the common ones. A setter of a subcommand's option is a no-op
+//! outside that subcommand, where the option is not found anyway.
+
+use std::path::PathBuf;
+
+use super::{Cli, HealthFiles, PingArgs, Sub};
+
+pub(super) fn boolish(v: &str) -> Result<bool, String> {
+    match v.to_ascii_lowercase().as_str() {
+        "y" | "yes" | "t" | "true" | "on" | "1" => Ok(true),
+        "n" | "no" | "f" | "false" | "off" | "0" => Ok(false),
+        _ => Err("not a boolean (true/false, yes/no, on/off, 1/0)".into()),
+    }
+}
+
+pub(super) fn number<T: std::str::FromStr>(v: &str) -> Result<T, String> {
+    v.parse().map_err(|_| "not a non-negative whole number".to_string())
+}
+
+pub(super) fn path(v: &str) -> Result<PathBuf, String> {
+    if v.is_empty() {
+        return Err("an empty path".into());
+    }
+    Ok(PathBuf::from(v))
+}
+
+macro_rules! flag {
+    ($field:ident) => {
+        |c: &mut Cli, v: &str| {
+            c.opts.$field = boolish(v)?;
+            Ok(())
+        }
+    };
+}
+
+/// Setters of `ping`'s own options: a no-op outside `ping`, where these options are not found.
+macro_rules! ping_flag {
+    ($field:ident) => {
+        |c: &mut Cli, v: &str| {
+            let b = boolish(v)?;
+            ping(c, |p| p.$field = b)
+        }
+    };
+}
+macro_rules! ping_number {
+    ($field:ident) => {
+        |c: &mut Cli, v: &str| {
+            let n = number(v)?;
+            ping(c, |p| p.$field = n)
+        }
+    };
+}
+macro_rules! ping_some_number {
+    ($field:ident) => {
+        |c: &mut Cli, v: &str| {
+            let n = number(v)?;
+            ping(c, |p| p.$field = Some(n))
+        }
+    };
+}
+macro_rules! ping_text {
+    ($field:ident) => {
+        |c: &mut Cli, v: &str| ping(c, |p| p.$field = Some(v.to_owned()))
+    };
+}
+
+/// The health files of `doctor` or `watch` (a no-op elsewhere, where these options are not found).
+fn files(c: &mut Cli) -> Option<&mut HealthFiles> {
+    match &mut c.sub {
+        Some(Sub::Doctor { files, .. }) => Some(files),
+        Some(Sub::Watch(w)) => Some(&mut w.files),
+        _ => None,
+    }
+}
+
+pub(super) fn set_features(c: &mut Cli, v: &str) -> Result<(), String> {
+    let p = path(v)?;
+    if let Some(f) = files(c) {
+        f.features = Some(p);
+    }
+    Ok(())
+}
+
+pub(super) fn set_metrics(c: &mut Cli, v: &str) -> Result<(), String> {
+    let p = path(v)?;
+    if let Some(f) = files(c) {
+        f.metrics = Some(p);
+    }
+    Ok(())
+}
+
+/// Seconds, a fraction allowed, from 0.1 to one day; in milliseconds.
+pub(super) fn interval_ms(v: &str) -> Result<u64, String> {
+    let s: f64 = v.trim().parse().map_err(|_| "not a number of seconds".to_string())?;
+    if !(0.1..=86_400.0).contains(&s) {
+        return Err("must be between 0.1 and 86400 seconds".into());
+    }
+    Ok((s * 1000.0).round() as u64)
+}
+
+pub(super) fn watch(c: &mut Cli, f: impl FnOnce(&mut super::WatchArgs)) -> Result<(), String> {
+    if let Some(Sub::Watch(w)) = &mut c.sub {
+        f(w);
+    }
+    Ok(())
+}
+
+/// Applies `f` to ping's options (a no-op outside `ping`, where these options are not found).
+pub(super) fn ping(c: &mut Cli, f: impl FnOnce(&mut PingArgs)) -> Result<(), String> {
+    if let Some(Sub::Ping(p)) = &mut c.sub {
+        f(p);
+    }
+    Ok(())
+}
