@@ -10,11 +10,13 @@
 //! - `annotation`: source 2, the network-status annotation (downward-API file);
 //! - `sysfs`: source 3, and the bounded reader under a root that every source goes through;
 //! - `port`: the per-port facts that later stages read and fill;
+//! - `counters`: a port's error and traffic counters (`counters/`, `hw_counters/`);
 //! - `file`: the one bounded, non-blocking way to read a file (regular files only);
 //! - `names`: validation of every name that comes from outside;
 //! - `netif`: this namespace's own addresses, and whose address a GID entry holds.
 
 pub mod annotation;
+pub mod counters;
 pub mod devices;
 pub mod file;
 pub mod names;

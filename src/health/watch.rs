@@ -3,8 +3,8 @@
 //! rewritten. One line on stderr when the verdict changes, not every round.
 //!
 //! A round reads sysfs and procfs only (no device is opened, nothing registered), at most
-//! `host::MAX_DEVICES` devices, their ports (`detect`'s bound) and `counters::MAX_PER_DIR`
-//! counters per directory per port, and writes two files. Signals are blocked for the whole run
+//! `host::MAX_DEVICES` devices, their ports (`detect`'s bound) and their counters (`detect::counters`
+//! bounds each directory), and writes two files. Signals are blocked for the whole run
 //! and taken only between rounds (`sigtimedwait`, through `process::sys`): SIGTERM, SIGINT or
 //! SIGQUIT ends it after the round in progress, with both files whole; SIGHUP runs a round now.
 //! It must never leave a file half-written, and never exit on a transient failure after its

@@ -3,8 +3,8 @@
 //! - `memlock`: raise RLIMIT_MEMLOCK (which the command inherits), explaining the outcome;
 //! - `exec`: replace nccl-wrap with the command (PATH search, tini's 126/127);
 //! - `supervise`: as PID 1 (or `--supervise`), run the command as a child, forward signals, reap;
-//! - `watch`: while supervising, the RDMA ports in use: read at start, polled, read at exit;
-//! - `counters`: one port's `counters/` and `hw_counters/` files, read;
+//! - `watch`: while supervising, the RDMA ports in use: read at start (their counters through
+//!   `detect::counters`), polled, read at exit;
 //! - `meaning`: what a moved counter usually means;
 //! - `postmortem`: what changed between start and exit, for people and as JSON;
 //! - `utc`: UTC timestamps for it;
@@ -12,7 +12,6 @@
 //!
 //! Takes the argv and the finished environment; returns an exit code (or never returns).
 
-pub mod counters;
 pub mod exec;
 pub mod meaning;
 pub mod memlock;

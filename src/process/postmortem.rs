@@ -9,8 +9,8 @@
 
 use serde::Serialize;
 
+use crate::detect::counters::{self, Counters};
 use crate::msg::PREFIX;
-use crate::process::counters::{self, Counters};
 use crate::process::meaning::{self, Kind};
 
 /// Counter lines in the block on stderr; the rest is counted, and in the JSON.

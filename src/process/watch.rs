@@ -18,9 +18,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use rustix::fs::{Mode, OFlags};
 
+use crate::detect::counters::{self, Counters};
 use crate::detect::file;
 use crate::msg::PREFIX;
-use crate::process::counters::{self, Counters};
 use crate::process::postmortem::{self, Exit, Link, PortReport, Report, Seen, Transition};
 use crate::process::utc;
 

@@ -4,8 +4,8 @@
 //! rxe has only these). Whatever the device has is read; which names mean what is
 //! `meaning`'s concern.
 //!
-//! Self-contained on purpose (a port directory in, a map out), so that another reader of the
-//! same files can share it. Every read goes through `detect::file` (non-blocking, one page at
+//! A port directory in, a map out: the supervisor's post-mortem (`process::watch`) and the node
+//! agent's metrics (`health`) read through it alike. Every read goes through `detect::file` (non-blocking, one page at
 //! most, regular files only). It must never fail the caller: a directory that is missing (rxe
 //! has no `counters/`), a file that cannot be read or holds no number, is left out and said in
 //! `problems`, and the number of files read per directory is bounded.
