@@ -10,6 +10,7 @@
 //! - `report`: the summary on stderr and the JSON plan;
 //! - `doctor`: checks that name what would make NCCL hang or fall back to TCP;
 //! - `ping`: an RDMA test between two pods (or a ring of them) over the ports a run would use;
+//! - `gate`: the job's pods test each other before the command starts (ping's test, a coordinator);
 //! - `install`: copies the binary into a shared volume, for an init container;
 //! - `cli`: options, each also an `NCCL_WRAP_*` variable.
 
@@ -21,6 +22,7 @@
 pub mod cli;
 pub mod detect;
 pub mod doctor;
+pub mod gate;
 pub mod install;
 pub mod msg;
 pub mod nccl;

@@ -21,6 +21,7 @@ const RANKS: &[(&str, u32)] = &[
     ("ping", 6),
     ("install", 6),
     ("cli", 6),
+    ("gate", 7),
 ];
 
 /// The only files allowed `unsafe`: the ibverbs FFI fence and the raw process system calls.

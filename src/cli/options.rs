@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::{Cli, PingArgs, Sub, SubName};
+use super::{Cli, Gate, PingArgs, Sub, SubName};
 
 /// How an option takes its value.
 #[derive(Clone, Copy)]
@@ -264,6 +264,113 @@ pub(super) const SPECS: &[Spec] = &[
         },
     },
     Spec {
+        long: "gate",
+        short: None,
+        env: "NCCL_WRAP_GATE",
+        kind: Kind::Flag,
+        only: None,
+        default: Some("false"),
+        help: "Before starting the command, test RDMA between this job's pods (each pod with its ring successor, ping's test over every rail); start it only when every pair passes, else exit 125 on every pod. =warn: report and start anyway. See docs/gate.md",
+        set: |c, v| {
+            c.opts.gate = gate_mode(v)?;
+            Ok(())
+        },
+    },
+    Spec {
+        long: "gate-coordinator",
+        short: None,
+        env: "NCCL_WRAP_GATE_COORDINATOR",
+        kind: Kind::Value("HOST[:PORT]"),
+        only: None,
+        default: None,
+        help: "Gate: rank 0's address (default: PET_MASTER_ADDR, else MASTER_ADDR); the port defaults to --gate-port",
+        set: |c, v| {
+            c.opts.gate_coordinator = Some(v.to_owned());
+            Ok(())
+        },
+    },
+    Spec {
+        long: "gate-rank",
+        short: None,
+        env: "NCCL_WRAP_GATE_RANK",
+        kind: Kind::Value("N"),
+        only: None,
+        default: None,
+        help: "Gate: this pod's rank (default: PET_NODE_RANK, RANK, JOB_COMPLETION_INDEX, SLURM_NODEID, the first set)",
+        set: |c, v| {
+            c.opts.gate_rank = Some(number(v)?);
+            Ok(())
+        },
+    },
+    Spec {
+        long: "gate-size",
+        short: None,
+        env: "NCCL_WRAP_GATE_SIZE",
+        kind: Kind::Value("N"),
+        only: None,
+        default: None,
+        help: "Gate: the number of pods (default: PET_NNODES, WORLD_SIZE or SLURM_NNODES, with the rank's source)",
+        set: |c, v| {
+            c.opts.gate_size = Some(number(v)?);
+            Ok(())
+        },
+    },
+    Spec {
+        long: "gate-port",
+        short: None,
+        env: "NCCL_WRAP_GATE_PORT",
+        kind: Kind::Value("PORT"),
+        only: None,
+        default: Some("18516"),
+        help: "Gate: the TCP port every pod listens on (rank 0's also takes the other pods' joins)",
+        set: |c, v| {
+            c.opts.gate_port = number(v)?;
+            if c.opts.gate_port == 0 {
+                return Err("port 0".into());
+            }
+            Ok(())
+        },
+    },
+    Spec {
+        long: "gate-id",
+        short: None,
+        env: "NCCL_WRAP_GATE_ID",
+        kind: Kind::Value("ID"),
+        only: None,
+        default: None,
+        help: "Gate: the job identity every pod of one job shares; a pod with another is refused (default: the coordinator's HOST:PORT and the size)",
+        set: |c, v| {
+            c.opts.gate_id = Some(v.to_owned());
+            Ok(())
+        },
+    },
+    Spec {
+        long: "gate-wait-ms",
+        short: None,
+        env: "NCCL_WRAP_GATE_WAIT_MS",
+        kind: Kind::Value("MS"),
+        only: None,
+        default: Some("600000"),
+        help: "Gate: how long to wait for late pods (image pulls), in milliseconds; after it the missing ranks are named",
+        set: |c, v| {
+            c.opts.gate_wait_ms = number(v)?;
+            Ok(())
+        },
+    },
+    Spec {
+        long: "termination-log",
+        short: None,
+        env: "NCCL_WRAP_TERMINATION_LOG",
+        kind: Kind::Value("FILE"),
+        only: None,
+        default: None,
+        help: "Where a refusal's cause is written for Kubernetes (kubectl describe pod); default /dev/termination-log when it exists",
+        set: |c, v| {
+            c.opts.termination_log = Some(path(v)?);
+            Ok(())
+        },
+    },
+    Spec {
         long: "json",
         short: None,
         env: "",
@@ -469,10 +576,24 @@ pub(super) const TARGET: usize = {
     i
 };
 
-/// Applies `f` to ping's options (a no-op outside `ping`, where these options are not found).
+/// Applies `f` to ping's options; outside `ping` (where these options are not found on the
+/// command line) to the gate's pair test, which reads ping's variables.
 fn ping(c: &mut Cli, f: impl FnOnce(&mut PingArgs)) -> Result<(), String> {
-    if let Some(Sub::Ping(p)) = &mut c.sub {
-        f(p);
+    match &mut c.sub {
+        Some(Sub::Ping(p)) => f(p),
+        None => f(&mut c.opts.gate_ping),
+        Some(_) => {}
     }
     Ok(())
+}
+
+fn gate_mode(v: &str) -> Result<Gate, String> {
+    if v.eq_ignore_ascii_case("warn") {
+        return Ok(Gate::Warn);
+    }
+    match boolish(v) {
+        Ok(true) => Ok(Gate::Refuse),
+        Ok(false) => Ok(Gate::Off),
+        Err(_) => Err("not a boolean or `warn` (true/false, yes/no, on/off, 1/0, warn)".into()),
+    }
 }

@@ -23,6 +23,10 @@ pub const MAX_PAIRS: usize = MAX_PORTS * MAX_PORTS;
 pub const MAX_TEXT: usize = 1024;
 /// Largest bandwidth message (1 GiB, what most adapters allow in one work request).
 pub const MAX_BYTES: u32 = 1 << 30;
+/// The gate: the most pods one job may have.
+pub const MAX_GATE_SIZE: u32 = 1 << 16;
+/// The gate: the most findings or missing ranks a verdict lists (the counts cover the rest).
+pub const MAX_LISTED: usize = 64;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LinkLayer {
@@ -72,6 +76,99 @@ pub struct Hello {
     pub bytes: u32,
     pub iters: u32,
     pub duration_ms: u32,
+    /// The gate's pair test: the initiator's job and rank, so that a gate listener serves its
+    /// predecessor and no one else. Plain ping leaves it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<GateTag>,
+}
+
+/// Who opens a gate pair test: the job and the rank of the initiating pod.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GateTag {
+    pub job: String,
+    pub rank: u32,
+}
+
+/// The gate: a pod asks its job's coordinator (rank 0) to take part (pod -> coordinator).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Join {
+    /// The job identity every pod of one job shares (`NCCL_WRAP_GATE_ID`).
+    pub job: String,
+    pub rank: u32,
+    pub size: u32,
+    pub host: String,
+    /// The TCP port this pod serves its predecessor's pair test on.
+    pub port: u16,
+    /// This pod's rails, as ping describes them (empty when `problem` says why).
+    pub ports: Vec<PortInfo>,
+    /// Why this pod cannot take part in the pair tests (no usable port, ibverbs not used).
+    pub problem: Option<String>,
+}
+
+/// The gate: the coordinator's answer to a pod once every rank is in: whom to test, and how.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Assign {
+    pub successor: u32,
+    /// The successor's name, as it joined.
+    pub successor_host: String,
+    /// The successor's `HOST:PORT` as the coordinator reached it.
+    pub target: String,
+    pub predecessor: u32,
+    /// The coordinator's test sizes: every pair of the job runs the same test.
+    pub all_pairs: bool,
+    pub bytes: u32,
+    pub iters: u32,
+    pub duration_ms: u32,
+    pub timeout_ms: u32,
+    /// How long the coordinator waits for every pod's results, from its sending this.
+    pub results_ms: u32,
+}
+
+/// The gate: one finding about one pod or one pair, as the verdict names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Finding {
+    pub rank: u32,
+    pub host: String,
+    pub peer_rank: Option<u32>,
+    pub peer_host: Option<String>,
+    /// The rail on `rank`'s side (`device:port`), and on the peer's.
+    pub rail: Option<String>,
+    pub peer_rail: Option<String>,
+    /// `pass`, `warn` or `fail`.
+    pub status: String,
+    /// A cause id of ping's (docs/ping.md), or the gate's own (`missing`, `no-result`).
+    pub cause: Option<String>,
+    pub summary: String,
+    pub hint: String,
+}
+
+/// The gate: one pod's pairs towards its successor (pod -> coordinator).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Report {
+    pub rank: u32,
+    pub pairs: Vec<Finding>,
+}
+
+/// The gate: the coordinator's decision, the same for every pod (coordinator -> pods).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Verdict {
+    /// Start the command.
+    pub go: bool,
+    pub size: u32,
+    /// Pairs tested, and how many failed.
+    pub pairs: u32,
+    pub failed_total: u32,
+    /// The ranks that never joined (at most [`MAX_LISTED`]), and how many in all.
+    pub missing: Vec<u32>,
+    pub missing_total: u32,
+    /// What failed, most important first (at most [`MAX_LISTED`]).
+    pub findings: Vec<Finding>,
 }
 
 /// Why one side could not go on with a pair: a cause id and what it saw.
@@ -134,6 +231,11 @@ pub enum Message {
     Done(Vec<PairState>),
     /// The listener will not run with this peer (busy, bad hello).
     Refuse(String),
+    /// The gate's coordination: join, assign, report, verdict.
+    Join(Join),
+    Assign(Assign),
+    Report(Report),
+    Verdict(Verdict),
 }
 
 impl Message {
@@ -144,6 +246,10 @@ impl Message {
             Message::Ready(_) => 3,
             Message::Done(_) => 4,
             Message::Refuse(_) => 5,
+            Message::Join(_) => 6,
+            Message::Assign(_) => 7,
+            Message::Report(_) => 8,
+            Message::Verdict(_) => 9,
         }
     }
     pub fn name(&self) -> &'static str {
@@ -158,6 +264,10 @@ pub fn kind_name(kind: u8) -> &'static str {
         3 => "ready",
         4 => "done",
         5 => "refuse",
+        6 => "join",
+        7 => "assign",
+        8 => "report",
+        9 => "verdict",
         _ => "unknown",
     }
 }
@@ -199,7 +309,7 @@ pub fn header(h: &[u8]) -> Result<(u8, usize), WireError> {
         return Err(WireError::Version { got: h[7] });
     }
     let kind = h[8];
-    if !(1..=5).contains(&kind) {
+    if !(1..=9).contains(&kind) {
         return Err(WireError::Kind(kind));
     }
     let len = u32::from_be_bytes([h[9], h[10], h[11], h[12]]);
@@ -228,6 +338,10 @@ pub fn decode_payload(kind: u8, payload: &[u8]) -> Result<Message, WireError> {
         3 => Message::Ready(serde_json::from_slice(payload).map_err(json)?),
         4 => Message::Done(serde_json::from_slice(payload).map_err(json)?),
         5 => Message::Refuse(serde_json::from_slice(payload).map_err(json)?),
+        6 => Message::Join(serde_json::from_slice(payload).map_err(json)?),
+        7 => Message::Assign(serde_json::from_slice(payload).map_err(json)?),
+        8 => Message::Report(serde_json::from_slice(payload).map_err(json)?),
+        9 => Message::Verdict(serde_json::from_slice(payload).map_err(json)?),
         other => return Err(WireError::Kind(other)),
     };
     validate(&msg)?;
@@ -242,6 +356,10 @@ pub fn encode(msg: &Message) -> Result<Vec<u8>, WireError> {
         Message::Setup(q) => serde_json::to_vec(q),
         Message::Ready(s) | Message::Done(s) => serde_json::to_vec(s),
         Message::Refuse(r) => serde_json::to_vec(r),
+        Message::Join(j) => serde_json::to_vec(j),
+        Message::Assign(a) => serde_json::to_vec(a),
+        Message::Report(r) => serde_json::to_vec(r),
+        Message::Verdict(v) => serde_json::to_vec(v),
     }
     .map_err(|e| WireError::Json { kind: msg.name(), detail: e.to_string() })?;
     if payload.len() > MAX_PAYLOAD {
@@ -293,7 +411,105 @@ fn validate(msg: &Message) -> Result<(), WireError> {
             Ok(())
         }
         Message::Refuse(reason) => text("refuse", reason),
+        Message::Join(j) => validate_join(j),
+        Message::Assign(a) => validate_assign(a),
+        Message::Report(r) => {
+            if r.pairs.len() > MAX_PAIRS {
+                return Err(field("report.pairs", format!("{} findings, more than {MAX_PAIRS}", r.pairs.len())));
+            }
+            r.pairs.iter().try_for_each(validate_finding)
+        }
+        Message::Verdict(v) => {
+            if v.findings.len() > MAX_LISTED || v.missing.len() > MAX_LISTED {
+                return Err(field("verdict", format!("more than {MAX_LISTED} findings or missing ranks listed")));
+            }
+            if !(1..=MAX_GATE_SIZE).contains(&v.size) {
+                return Err(field("verdict.size", format!("{} is not in 1..={MAX_GATE_SIZE}", v.size)));
+            }
+            if v.missing.iter().any(|&r| r >= v.size) || (v.missing_total as usize) < v.missing.len() {
+                return Err(field("verdict.missing", "a rank outside the job, or more listed than counted"));
+            }
+            if (v.failed_total as usize) > v.pairs as usize + MAX_GATE_SIZE as usize {
+                return Err(field("verdict.failed_total", format!("{} is out of range", v.failed_total)));
+            }
+            v.findings.iter().try_for_each(validate_finding)
+        }
     }
+}
+
+/// Host names and addresses as a peer may name itself (never read by a shell or a terminal).
+fn host(what: &'static str, h: &str) -> Result<(), WireError> {
+    let ok =
+        !h.is_empty() && h.len() <= 253 && h.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b));
+    if !ok {
+        return Err(field(what, format!("{:?}", h.escape_debug().to_string())));
+    }
+    Ok(())
+}
+
+/// A job identity: 1..=253 printable ASCII bytes (a Kubernetes name or UID, or HOST:PORT/SIZE).
+pub fn check_job(job: &str) -> Result<(), WireError> {
+    if job.is_empty() || job.len() > 253 || !job.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(field("job", format!("{:?} is not 1..=253 printable ASCII bytes", job.escape_debug().to_string())));
+    }
+    Ok(())
+}
+
+fn validate_join(j: &Join) -> Result<(), WireError> {
+    check_job(&j.job)?;
+    host("join.host", &j.host)?;
+    if !(1..=MAX_GATE_SIZE).contains(&j.size) || j.rank >= j.size {
+        return Err(field("join.rank", format!("rank {} of size {} (size in 1..={MAX_GATE_SIZE})", j.rank, j.size)));
+    }
+    if j.port == 0 {
+        return Err(field("join.port", "port 0"));
+    }
+    if j.ports.len() > MAX_PORTS || (j.ports.is_empty() && j.problem.is_none()) {
+        return Err(field("join.ports", format!("{} ports, and no problem named", j.ports.len())));
+    }
+    if let Some(p) = &j.problem {
+        text("join.problem", p)?;
+    }
+    j.ports.iter().try_for_each(validate_port)
+}
+
+fn validate_assign(a: &Assign) -> Result<(), WireError> {
+    if a.successor >= MAX_GATE_SIZE || a.predecessor >= MAX_GATE_SIZE {
+        return Err(field("assign", "a rank over the largest job"));
+    }
+    host("assign.successor_host", &a.successor_host)?;
+    let Some((h, port)) = a.target.rsplit_once(':') else {
+        return Err(field("assign.target", "no :PORT"));
+    };
+    host("assign.target", h.trim_start_matches('[').trim_end_matches(']'))?;
+    if !port.parse::<u16>().is_ok_and(|p| p > 0) {
+        return Err(field("assign.target", format!("{port:?} is not a port")));
+    }
+    check_params(a.bytes, a.iters, a.duration_ms)?;
+    if !(1..=600_000).contains(&a.timeout_ms) || a.results_ms > 24 * 3600 * 1000 {
+        return Err(field("assign.timeout_ms", "out of range"));
+    }
+    Ok(())
+}
+
+fn validate_finding(f: &Finding) -> Result<(), WireError> {
+    host("finding.host", &f.host)?;
+    if let Some(h) = &f.peer_host {
+        host("finding.peer_host", h)?;
+    }
+    for r in [&f.rail, &f.peer_rail].into_iter().flatten() {
+        name("finding.rail", r)?;
+    }
+    if !matches!(f.status.as_str(), "pass" | "warn" | "fail") {
+        return Err(field("finding.status", format!("{:?}", f.status.escape_debug().to_string())));
+    }
+    if let Some(c) = &f.cause {
+        if c.is_empty() || c.len() > 32 || !c.bytes().all(|b| b.is_ascii_lowercase() || b == b'-') {
+            return Err(field("finding.cause", format!("{:?}", c.escape_debug().to_string())));
+        }
+    }
+    text("finding.summary", &f.summary)?;
+    text("finding.hint", &f.hint)
 }
 
 fn count(what: &'static str, n: usize) -> Result<(), WireError> {
@@ -350,11 +566,12 @@ pub fn check_params(bytes: u32, iters: u32, duration_ms: u32) -> Result<(), Wire
 }
 
 fn validate_hello(h: &Hello) -> Result<(), WireError> {
-    let host_ok = !h.host.is_empty()
-        && h.host.len() <= 253
-        && h.host.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b));
-    if !host_ok {
-        return Err(field("hello.host", format!("{:?}", h.host.escape_debug().to_string())));
+    host("hello.host", &h.host)?;
+    if let Some(g) = &h.gate {
+        check_job(&g.job)?;
+        if g.rank >= MAX_GATE_SIZE {
+            return Err(field("hello.gate.rank", format!("{} is over the largest job", g.rank)));
+        }
     }
     if h.ports.is_empty() || h.ports.len() > MAX_PORTS {
         return Err(field("hello.ports", format!("{} ports, not 1..={MAX_PORTS}", h.ports.len())));

@@ -1,0 +1,92 @@
+//! Every rank but 0: join the coordinator, take the assignment, test the successor, report,
+//! and wait for the verdict. A coordinator that cannot be reached, or that goes silent, is a
+//! failure of this pod's gate (it cannot know that the job's fabric works).
+
+use std::time::{Duration, Instant};
+
+use super::coordinator::pod_fails;
+use super::fabric::Fabric;
+use super::verdict::{self, Pod};
+use super::who::Who;
+use crate::ping::exchange::{self, ExchangeError, Session};
+use crate::ping::session::Limits;
+use crate::ping::wire::{Assign, Finding, Join, Message, Report, Verdict};
+
+/// This pod's pairs towards its successor, as findings; a test that could not run is one.
+pub fn edge(me: &Pod, next: &Pod, fabric: &dyn Fabric, target: &str, limits: &Limits) -> Vec<Finding> {
+    // The successor listens before it joins: the connect needs no long wait.
+    let wait_until = Instant::now() + limits.timeout * 2;
+    match fabric.initiate(target, limits, wait_until) {
+        Ok(results) => results.iter().map(|r| verdict::of_pair(me, next, r)).collect(),
+        Err(c) => vec![verdict::of_pod(me, Some(next), &c)],
+    }
+}
+
+fn alone(who: &Who, me: &Pod, id: &'static str, summary: String, hint: &str) -> Verdict {
+    verdict::decide(who.size, &[], vec![pod_fails(me.rank, &me.host, id, summary, hint)])
+}
+
+fn coordinator_lost(who: &Who, me: &Pod, e: &ExchangeError, when: &str) -> Verdict {
+    let hint = if e.no_peer() {
+        "is rank 0 running with --gate, and NCCL_WRAP_GATE_PORT open between the pods? raise NCCL_WRAP_GATE_WAIT_MS for slow starts"
+    } else {
+        "run the same nccl-wrap on every pod; look at rank 0's log"
+    };
+    alone(who, me, "peer", format!("the coordinator {} {when}: {e}", who.coordinator), hint)
+}
+
+fn verdict_of(s: &mut Session) -> Result<Verdict, ExchangeError> {
+    s.expect("verdict", |m| if let Message::Verdict(v) = m { Ok(v) } else { Err(m) })
+}
+
+/// Joins, tests, reports; returns the coordinator's verdict (or this pod's own failure).
+pub fn take_part(who: &Who, me: &Pod, fabric: &dyn Fabric, limits: &Limits, wait: Duration) -> Verdict {
+    let (ports, problem) = match fabric.ports() {
+        Ok(p) => (p, None),
+        Err(c) => (Vec::new(), Some(verdict::clip(&c.summary, crate::ping::wire::MAX_TEXT))),
+    };
+    let join = Join {
+        job: who.job.clone(),
+        rank: who.rank,
+        size: who.size,
+        host: me.host.clone(),
+        port: who.port,
+        ports,
+        problem,
+    };
+    let mut s = match exchange::connect(&who.coordinator, Instant::now() + wait, limits.timeout) {
+        Ok(s) => s,
+        Err(e) => return coordinator_lost(who, me, &e, "could not be reached"),
+    };
+    if let Err(e) = s.send(&Message::Join(join)) {
+        return coordinator_lost(who, me, &e, "did not take this pod's join");
+    }
+    // The coordinator waits for the last pod up to its own wait, which began no later than ours.
+    s.set_deadline(Instant::now() + wait + limits.timeout);
+    let a: Assign = match s.recv() {
+        Ok(Message::Assign(a)) => a,
+        Ok(Message::Verdict(v)) => return v,
+        Ok(m) => {
+            let e = ExchangeError::Unexpected { peer: s.peer.clone(), want: "assign", got: m.name() };
+            return coordinator_lost(who, me, &e, "answered the join wrongly");
+        }
+        Err(e) => return coordinator_lost(who, me, &e, "sent no assignment"),
+    };
+    let theirs = Limits {
+        all_pairs: a.all_pairs,
+        bytes: a.bytes,
+        iters: a.iters,
+        duration_ms: a.duration_ms,
+        timeout: Duration::from_millis(u64::from(a.timeout_ms)),
+        gate: limits.gate.clone(),
+    };
+    let until = Instant::now() + Duration::from_millis(u64::from(a.results_ms));
+    let next = Pod { rank: a.successor, host: a.successor_host.clone() };
+    let pairs = edge(me, &next, fabric, &a.target, &theirs);
+    s.set_deadline(until.max(Instant::now()) + theirs.timeout);
+    if let Err(e) = s.send(&Message::Report(Report { rank: who.rank, pairs })) {
+        return coordinator_lost(who, me, &e, "did not take this pod's results");
+    }
+    s.set_deadline(until.max(Instant::now()) + theirs.timeout * 3);
+    verdict_of(&mut s).unwrap_or_else(|e| coordinator_lost(who, me, &e, "sent no verdict"))
+}

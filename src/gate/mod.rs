@@ -1,0 +1,209 @@
+//! The gate: before the command starts, this job's pods test each other over the exact rails
+//! NCCL will use, and every pod starts the command, or none does (`--gate`).
+//!
+//! One path, walked one way: who this pod is (`who`, pure) -> the gate port (`listen`) -> the
+//! roster and the assignments (`coordinator`, rank 0) or the join (`member`, every other rank)
+//! -> this pod's pairs towards its successor (ping's edge through `fabric`) -> the verdict
+//! (`verdict`, pure), the same on every pod. Then the outcome is printed, and a refusal's cause
+//! written where Kubernetes shows it.
+//!
+//! It must never leave anything open behind it: the listener, every connection and every RDMA
+//! resource are closed before `run` returns, so nothing reaches the command (exec or child).
+
+pub mod coordinator;
+pub mod fabric;
+pub mod listen;
+pub mod member;
+pub mod verdict;
+pub mod who;
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use fabric::Fabric;
+use verdict::Pod;
+use who::{Given, Who};
+
+use crate::detect::Vars;
+use crate::msg::PREFIX;
+use crate::ping::cause::{Cause, Status};
+use crate::ping::exchange;
+use crate::ping::session::Limits;
+use crate::ping::wire::{check_params, Finding, GateTag, Verdict};
+
+/// The gate's options (ping's test knobs included: the coordinator's rule every pair).
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Report and start anyway.
+    pub warn: bool,
+    pub given: Given,
+    pub wait_ms: u64,
+    pub all_pairs: bool,
+    pub bytes: u32,
+    pub iters: u32,
+    pub duration_ms: u32,
+    pub timeout_ms: u64,
+    /// The verdict also as one JSON line on stdout.
+    pub json: bool,
+    /// Where a refusal's cause goes (the caller picks `/dev/termination-log` when it exists).
+    pub termination_log: Option<PathBuf>,
+}
+
+/// Start the command, or refuse (exit 125).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Start,
+    Refuse,
+}
+
+impl Options {
+    fn limits(&self, job: &str, rank: u32) -> Limits {
+        Limits {
+            all_pairs: self.all_pairs,
+            bytes: self.bytes,
+            iters: self.iters,
+            duration_ms: self.duration_ms,
+            timeout: Duration::from_millis(self.timeout_ms),
+            gate: Some(GateTag { job: job.to_owned(), rank }),
+        }
+    }
+}
+
+/// Runs the gate and reports its verdict; returns whether the command starts.
+pub fn run(vars: &Vars, fabric: &dyn Fabric, opts: &Options) -> Outcome {
+    let start = Instant::now();
+    let (verdict, rank) = match check(vars, fabric, opts) {
+        Ok((who, v)) => {
+            eprintln!(
+                "{PREFIX} gate: rank {} of {} ({}), coordinator {}, {} ms",
+                who.rank,
+                who.size,
+                who.source,
+                who.coordinator,
+                start.elapsed().as_millis()
+            );
+            (v, who.rank)
+        }
+        Err(c) => {
+            let host = fabric.host();
+            let f = verdict::of_pod(&Pod { rank: 0, host }, None, &c);
+            eprintln!("{PREFIX} gate: cannot run: {}", c.summary);
+            (Verdict { size: 1, pairs: 0, ..verdict::decide(1, &[], vec![f]) }, 0)
+        }
+    };
+    let start_anyway = !verdict.go && opts.warn;
+    for l in verdict::human(&verdict, opts.wait_ms) {
+        eprintln!("{PREFIX} {l}");
+    }
+    if opts.json {
+        let mut o = std::io::stdout().lock();
+        let _ = writeln!(o, "{}", verdict::json(&verdict, rank, verdict.go || start_anyway)).and_then(|()| o.flush());
+    }
+    if verdict.go {
+        return Outcome::Start;
+    }
+    if start_anyway {
+        eprintln!("{PREFIX} gate: --gate=warn: starting the command anyway");
+        return Outcome::Start;
+    }
+    if let Some(path) = &opts.termination_log {
+        if let Err(e) = std::fs::write(path, verdict::termination(&verdict, opts.wait_ms)) {
+            eprintln!("{PREFIX} gate: cannot write the termination message to {}: {e}", path.display());
+        }
+    }
+    Outcome::Refuse
+}
+
+fn usage(summary: String, hint: &str) -> Cause {
+    Cause::new("gate-usage", Status::Fail, summary, hint)
+}
+
+/// Who, then the gate port, then the coordinator's or the member's part; the listener serves
+/// the predecessor on a thread meanwhile and is stopped and closed before this returns.
+fn check(vars: &Vars, fabric: &dyn Fabric, opts: &Options) -> Result<(Who, Verdict), Cause> {
+    let who = who::resolve(&opts.given, vars).map_err(|e| usage(e.to_string(), "see docs/gate.md (who the job is)"))?;
+    check_params(opts.bytes, opts.iters, opts.duration_ms)
+        .map_err(|e| usage(format!("bad test size from NCCL_WRAP_PING_*: {e}"), "see nccl-wrap ping --help"))?;
+    let l: TcpListener = exchange::bind(SocketAddr::from(([0, 0, 0, 0], who.port))).map_err(|e| {
+        usage(e.to_string(), "pick a free NCCL_WRAP_GATE_PORT (the same on every pod), never the launcher's MASTER_PORT")
+    })?;
+    let me = Pod { rank: who.rank, host: fabric.host() };
+    let timeout = Duration::from_millis(opts.timeout_ms.max(1));
+    let wait = Duration::from_millis(opts.wait_ms);
+    let limits = opts.limits(&who.job, who.rank);
+    let stop = AtomicBool::new(false);
+    let (joins_tx, joins_rx) = mpsc::channel();
+    let predecessor = (who.rank + who.size - 1) % who.size;
+    let v = std::thread::scope(|scope| {
+        let listener = scope.spawn(|| {
+            let l_opts = listen::Listen {
+                job: &who.job,
+                predecessor,
+                hello: timeout,
+                timeout,
+                joins: (who.rank == 0).then_some(joins_tx),
+                stop: &stop,
+            };
+            // Bounded by the verdict (stop), or else by the longest the gate can last.
+            listen::serve(&l, l_opts, fabric, Instant::now() + wait * 2 + timeout * 8 + Duration::from_secs(3600))
+        });
+        let v = if who.rank == 0 {
+            coordinate(&who, &me, fabric, &limits, opts, joins_rx)
+        } else {
+            drop(joins_rx);
+            member::take_part(&who, &me, fabric, &limits, wait)
+        };
+        stop.store(true, Ordering::SeqCst);
+        match listener.join() {
+            Ok(served) if served.strays > 0 => {
+                eprintln!("{PREFIX} gate: {} stray connection(s) ignored on port {}", served.strays, who.port)
+            }
+            Ok(_) => {}
+            Err(_) => eprintln!("{PREFIX} gate: the listener thread stopped"),
+        }
+        v
+    });
+    drop(l);
+    Ok((who, v))
+}
+
+/// Rank 0: the roster, the assignments, this pod's own edge, the reports, the verdict to all.
+fn coordinate(
+    who: &Who,
+    me: &Pod,
+    fabric: &dyn Fabric,
+    limits: &Limits,
+    opts: &Options,
+    joins: mpsc::Receiver<(exchange::Session, crate::ping::wire::Join)>,
+) -> Verdict {
+    let timeout = limits.timeout;
+    let mine = fabric.ports();
+    let mut roster = coordinator::gather(&joins, who, Instant::now() + Duration::from_millis(opts.wait_ms));
+    // The roster is closed: a late join is told so by the listener.
+    drop(joins);
+    let mut findings: Vec<Finding> = coordinator::problems(&roster);
+    if let Err(c) = &mine {
+        findings.push(verdict::of_pod(me, None, c));
+    }
+    if !roster.missing.is_empty() || !findings.is_empty() {
+        let v = verdict::decide(who.size, &roster.missing, findings);
+        coordinator::announce(&mut roster, &v, timeout);
+        return v;
+    }
+    let ports = mine.unwrap_or_default();
+    let results = coordinator::results_budget(&coordinator::rails(&roster, &ports, who.size), limits);
+    findings.extend(coordinator::assign(&mut roster, who, &me.host, limits, results));
+    let until = Instant::now() + results;
+    let next = (who.rank + 1) % who.size;
+    let target = coordinator::target(&roster, 0, who.size, who.port);
+    let peer_host = roster.members.get(&next).map_or_else(|| me.host.clone(), |m| m.join.host.clone());
+    findings.extend(member::edge(me, &Pod { rank: next, host: peer_host }, fabric, &target, limits));
+    findings.extend(coordinator::collect(&mut roster, until + timeout));
+    let v = verdict::decide(who.size, &[], findings);
+    coordinator::announce(&mut roster, &v, timeout);
+    v
+}
