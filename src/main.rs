@@ -191,7 +191,7 @@ fn run(
             here: ping::edge::here(ping_inputs),
             host: ping::hostname(ping_inputs.proc_root, ping_inputs.vars),
         };
-        if gate::run(ping_inputs.vars, &fabric, &gate_options(&cli.opts)) == gate::Outcome::Refuse {
+        if gate::run(ping_inputs.vars, &fabric, &gate_options(&cli.opts)).outcome == gate::Outcome::Refuse {
             eprintln!("{PREFIX} refusing to start {:?}: --gate (NCCL_WRAP_GATE) is set and the job's fabric check failed (see above; docs/gate.md)", cli.command[0]);
             return ExitCode::from(EXIT_REFUSED);
         }

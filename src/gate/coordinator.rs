@@ -47,7 +47,10 @@ pub fn check(join: &Join, who: &Who) -> Result<(), String> {
         ));
     }
     if join.rank == 0 || join.rank >= who.size {
-        return Err(format!("rank {} is not one of ranks 1..{} that join the coordinator: refused", join.rank, who.size));
+        return Err(format!(
+            "rank {} is not one of ranks 1..{} that join the coordinator: refused",
+            join.rank, who.size
+        ));
     }
     Ok(())
 }
@@ -70,8 +73,10 @@ pub fn gather(joins: &Receiver<(Session, Join)>, who: &Who, until: Instant) -> R
         if let Some(m) = members.get(&j.rank) {
             // An earlier pod of this rank whose connection has ended is an old run's: replaced.
             if !m.session.readable().unwrap_or(true) {
-                let why =
-                    format!("rank {} already joined from {} ({}): refused {peer} ({})", j.rank, m.peer, m.join.host, j.host);
+                let why = format!(
+                    "rank {} already joined from {} ({}): refused {peer} ({})",
+                    j.rank, m.peer, m.join.host, j.host
+                );
                 eprintln!("{PREFIX} gate: ignored {peer}: {why}");
                 s.refuse(&why);
                 continue;
@@ -201,9 +206,10 @@ pub fn problems(roster: &Roster) -> Vec<Finding> {
         .members
         .iter()
         .filter_map(|(&r, m)| {
-            m.join.problem.as_ref().map(|p| {
-                pod_fails(r, &m.join.host, "no-port", p.clone(), "run `nccl-wrap doctor` on that pod")
-            })
+            m.join
+                .problem
+                .as_ref()
+                .map(|p| pod_fails(r, &m.join.host, "no-port", p.clone(), "run `nccl-wrap doctor` on that pod"))
         })
         .collect()
 }

@@ -61,17 +61,26 @@ fn stray(served: &mut Served, what: &str) {
 
 /// Serves until `stop` is set or `until` passes.
 pub fn serve(l: &TcpListener, opts: Listen<'_>, fabric: &dyn Fabric, until: Instant) -> Served {
-    let mut served = Served::default();
     let (tx, rx): (Sender<First>, Receiver<First>) = mpsc::channel();
     let busy = Arc::new(AtomicUsize::new(0));
-    let mut joins = opts.joins;
+    let mut desk = Desk {
+        job: opts.job,
+        predecessor: opts.predecessor,
+        joins: opts.joins,
+        fabric,
+        timeout: opts.timeout,
+        served: Served::default(),
+    };
     while !opts.stop.load(Ordering::SeqCst) && Instant::now() < until {
         let mut idle = true;
         match l.accept() {
             Ok((stream, addr)) => {
                 idle = false;
                 if busy.load(Ordering::SeqCst) >= MAX_READERS || stream.set_nonblocking(false).is_err() {
-                    stray(&mut served, &format!("{addr}: closed unread, {MAX_READERS} connections already being read"));
+                    stray(
+                        &mut desk.served,
+                        &format!("{addr}: closed unread, {MAX_READERS} connections already being read"),
+                    );
                 } else {
                     busy.fetch_add(1, Ordering::SeqCst);
                     read_first(stream, addr.to_string(), opts.hello, tx.clone(), Arc::clone(&busy));
@@ -82,76 +91,81 @@ pub fn serve(l: &TcpListener, opts: Listen<'_>, fabric: &dyn Fabric, until: Inst
         }
         if let Ok((s, first)) = rx.try_recv() {
             idle = false;
-            dispatch(s, first, &opts.job, opts.predecessor, &mut joins, fabric, opts.timeout, &mut served);
+            desk.dispatch(s, first);
         }
         if idle {
             std::thread::sleep(Duration::from_millis(5));
         }
     }
-    served
+    desk.served
 }
 
-#[allow(clippy::too_many_arguments)]
-fn dispatch(
-    s: Session,
-    first: Result<Message, ExchangeError>,
-    job: &str,
+/// Where each connection's first message is sorted: a join, the predecessor, or a stray.
+struct Desk<'a> {
+    job: &'a str,
     predecessor: u32,
-    joins: &mut Option<Sender<(Session, Join)>>,
-    fabric: &dyn Fabric,
+    joins: Option<Sender<(Session, Join)>>,
+    fabric: &'a dyn Fabric,
     timeout: Duration,
-    served: &mut Served,
-) {
-    let peer = s.peer.clone();
-    match first {
-        Ok(Message::Join(j)) => match joins {
-            Some(tx) => {
-                if let Err(mpsc::SendError((s, j))) = tx.send((s, j)) {
-                    *joins = None;
-                    let why = format!(
-                        "rank {} of job {:?} joined after the roster closed (every rank was in, or the wait ended)",
-                        j.rank, j.job
-                    );
+    served: Served,
+}
+
+impl Desk<'_> {
+    fn dispatch(&mut self, s: Session, first: Result<Message, ExchangeError>) {
+        let Desk { job, predecessor, joins, fabric, timeout, served } = self;
+        let (job, predecessor, fabric, timeout) = (*job, *predecessor, *fabric, *timeout);
+        let peer = s.peer.clone();
+        match first {
+            Ok(Message::Join(j)) => match joins {
+                Some(tx) => {
+                    if let Err(mpsc::SendError((s, j))) = tx.send((s, j)) {
+                        *joins = None;
+                        let why = format!(
+                            "rank {} of job {:?} joined after the roster closed (every rank was in, or the wait ended)",
+                            j.rank, j.job
+                        );
+                        stray(served, &format!("{peer}: {why}"));
+                        s.refuse(&why);
+                    }
+                }
+                None => {
+                    let why =
+                        format!("a join from rank {} of job {:?}, but this pod is not the coordinator", j.rank, j.job);
                     stray(served, &format!("{peer}: {why}"));
-                    s.refuse(&why);
+                    s.refuse(&format!("{why}: set NCCL_WRAP_GATE_COORDINATOR to rank 0's address"));
                 }
-            }
-            None => {
-                let why = format!("a join from rank {} of job {:?}, but this pod is not the coordinator", j.rank, j.job);
+            },
+            Ok(Message::Hello(h)) => {
+                let ours = h.gate.as_ref().is_some_and(|g| g.job == job && g.rank == predecessor);
+                if ours && served.pairs.is_none() {
+                    served.pairs = Some(fabric.answer(s, &h, timeout));
+                    if let Some(Err(e)) = &served.pairs {
+                        eprintln!("{PREFIX} gate: serving rank {predecessor}'s pair test: {e}");
+                    }
+                    return;
+                }
+                let who = match &h.gate {
+                    Some(g) => format!("rank {} of job {:?}", g.rank, g.job),
+                    None => "a plain `nccl-wrap ping`".to_owned(),
+                };
+                let why = format!(
+                    "{who} ({}) asked for a pair test; this port serves only rank {predecessor} of job {job:?}{}",
+                    h.host,
+                    if served.pairs.is_some() { ", already served" } else { "" }
+                );
                 stray(served, &format!("{peer}: {why}"));
-                s.refuse(&format!("{why}: set NCCL_WRAP_GATE_COORDINATOR to rank 0's address"));
+                s.refuse(&why);
             }
-        },
-        Ok(Message::Hello(h)) => {
-            let ours = h.gate.as_ref().is_some_and(|g| g.job == job && g.rank == predecessor);
-            if ours && served.pairs.is_none() {
-                served.pairs = Some(fabric.answer(s, &h, timeout));
-                if let Some(Err(e)) = &served.pairs {
-                    eprintln!("{PREFIX} gate: serving rank {predecessor}'s pair test: {e}");
+            Ok(other) => {
+                let why = format!("sent a {} message first", other.name());
+                stray(served, &format!("{peer}: {why}"));
+                s.refuse(&why);
+            }
+            Err(e) => {
+                stray(served, &e.to_string());
+                if !matches!(e, ExchangeError::Closed { .. } | ExchangeError::Refused { .. }) {
+                    s.refuse(&e.to_string());
                 }
-                return;
-            }
-            let who = match &h.gate {
-                Some(g) => format!("rank {} of job {:?}", g.rank, g.job),
-                None => "a plain `nccl-wrap ping`".to_owned(),
-            };
-            let why = format!(
-                "{who} ({}) asked for a pair test; this port serves only rank {predecessor} of job {job:?}{}",
-                h.host,
-                if served.pairs.is_some() { ", already served" } else { "" }
-            );
-            stray(served, &format!("{peer}: {why}"));
-            s.refuse(&why);
-        }
-        Ok(other) => {
-            let why = format!("sent a {} message first", other.name());
-            stray(served, &format!("{peer}: {why}"));
-            s.refuse(&why);
-        }
-        Err(e) => {
-            stray(served, &e.to_string());
-            if !matches!(e, ExchangeError::Closed { .. } | ExchangeError::Refused { .. }) {
-                s.refuse(&e.to_string());
             }
         }
     }

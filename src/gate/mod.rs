@@ -73,8 +73,16 @@ impl Options {
     }
 }
 
-/// Runs the gate and reports its verdict; returns whether the command starts.
-pub fn run(vars: &Vars, fabric: &dyn Fabric, opts: &Options) -> Outcome {
+/// What the gate decided on this pod.
+#[derive(Debug, Clone)]
+pub struct Ran {
+    pub outcome: Outcome,
+    pub verdict: Verdict,
+    pub rank: u32,
+}
+
+/// Runs the gate and reports its verdict; returns whether the command starts, and why.
+pub fn run(vars: &Vars, fabric: &dyn Fabric, opts: &Options) -> Ran {
     let start = Instant::now();
     let (verdict, rank) = match check(vars, fabric, opts) {
         Ok((who, v)) => {
@@ -104,18 +112,18 @@ pub fn run(vars: &Vars, fabric: &dyn Fabric, opts: &Options) -> Outcome {
         let _ = writeln!(o, "{}", verdict::json(&verdict, rank, verdict.go || start_anyway)).and_then(|()| o.flush());
     }
     if verdict.go {
-        return Outcome::Start;
+        return Ran { outcome: Outcome::Start, verdict, rank };
     }
     if start_anyway {
         eprintln!("{PREFIX} gate: --gate=warn: starting the command anyway");
-        return Outcome::Start;
+        return Ran { outcome: Outcome::Start, verdict, rank };
     }
     if let Some(path) = &opts.termination_log {
         if let Err(e) = std::fs::write(path, verdict::termination(&verdict, opts.wait_ms)) {
             eprintln!("{PREFIX} gate: cannot write the termination message to {}: {e}", path.display());
         }
     }
-    Outcome::Refuse
+    Ran { outcome: Outcome::Refuse, verdict, rank }
 }
 
 fn usage(summary: String, hint: &str) -> Cause {
@@ -129,7 +137,10 @@ fn check(vars: &Vars, fabric: &dyn Fabric, opts: &Options) -> Result<(Who, Verdi
     check_params(opts.bytes, opts.iters, opts.duration_ms)
         .map_err(|e| usage(format!("bad test size from NCCL_WRAP_PING_*: {e}"), "see nccl-wrap ping --help"))?;
     let l: TcpListener = exchange::bind(SocketAddr::from(([0, 0, 0, 0], who.port))).map_err(|e| {
-        usage(e.to_string(), "pick a free NCCL_WRAP_GATE_PORT (the same on every pod), never the launcher's MASTER_PORT")
+        usage(
+            e.to_string(),
+            "pick a free NCCL_WRAP_GATE_PORT (the same on every pod), never the launcher's MASTER_PORT",
+        )
     })?;
     let me = Pod { rank: who.rank, host: fabric.host() };
     let timeout = Duration::from_millis(opts.timeout_ms.max(1));

@@ -254,7 +254,11 @@ mod tests {
         let v = decide(
             4,
             &[],
-            vec![finding(0, Some("rxe0:1"), "fail", Some("timeout")), no_port, finding(1, Some("rxe1:1"), "pass", None)],
+            vec![
+                finding(0, Some("rxe0:1"), "fail", Some("timeout")),
+                no_port,
+                finding(1, Some("rxe1:1"), "pass", None),
+            ],
         );
         assert_eq!(v.findings[0].cause.as_deref(), Some("no-port"));
         assert_eq!(line(&v.findings[0]), "train-3 (rank 3): no-port: no-port happened");

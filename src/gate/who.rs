@@ -56,7 +56,9 @@ pub enum WhoError {
     Elastic(String),
     #[error("the job size is {0}, not in 1..={MAX_GATE_SIZE}")]
     BadSize(u32),
-    #[error("this pod's rank {rank} ({source_name}) is not below the job size {size}: check the rank and size variables")]
+    #[error(
+        "this pod's rank {rank} ({source_name}) is not below the job size {size}: check the rank and size variables"
+    )]
     RankOutOfRange { rank: u32, size: u32, source_name: &'static str },
     #[error("the coordinator {value:?} ({source_name}) is not HOST or HOST:PORT: {detail}")]
     BadCoordinator { value: String, source_name: &'static str, detail: String },
@@ -216,8 +218,9 @@ mod tests {
         let w = resolve(&g, &v).expect("who");
         assert_eq!((w.rank, w.size, w.job.as_str()), (0, 2, "job-uid-1"));
         assert!(w.source.starts_with("rank from NCCL_WRAP_GATE_RANK, size from PET_NNODES"), "{}", w.source);
-        let w = resolve(&Given { size: Some(1), rank: Some(0), coordinator: Some("::1".into()), ..given() }, &vars(&[]))
-            .expect("v6");
+        let w =
+            resolve(&Given { size: Some(1), rank: Some(0), coordinator: Some("::1".into()), ..given() }, &vars(&[]))
+                .expect("v6");
         assert_eq!(w.coordinator, "[::1]:18516");
     }
 

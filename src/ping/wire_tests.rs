@@ -297,17 +297,17 @@ fn gate_fields_are_checked() {
     let mut long = finding("fail", None);
     long.summary = "x".repeat(MAX_TEXT + 1);
     check(Message::Report(Report { rank: 0, pairs: vec![long] }), "finding.summary");
-    let v = Verdict {
-        go: true,
-        size: 2,
-        pairs: 2,
-        failed_total: 0,
-        missing: vec![2],
-        missing_total: 1,
-        findings: vec![],
-    };
+    let v =
+        Verdict { go: true, size: 2, pairs: 2, failed_total: 0, missing: vec![2], missing_total: 1, findings: vec![] };
     check(Message::Verdict(v.clone()), "verdict.missing");
-    check(Message::Verdict(Verdict { missing: vec![], findings: vec![finding("fail", None); MAX_LISTED + 1], ..v.clone() }), "verdict");
+    check(
+        Message::Verdict(Verdict {
+            missing: vec![],
+            findings: vec![finding("fail", None); MAX_LISTED + 1],
+            ..v.clone()
+        }),
+        "verdict",
+    );
     check(Message::Verdict(Verdict { missing: vec![], size: 0, ..v }), "verdict.size");
     let mut h = hello();
     h.gate = Some(GateTag { job: "x\ny".into(), rank: 0 });
