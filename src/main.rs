@@ -191,9 +191,14 @@ fn run(
             here: ping::edge::here(ping_inputs),
             host: ping::hostname(ping_inputs.proc_root, ping_inputs.vars),
         };
-        if gate::run(ping_inputs.vars, &fabric, &gate_options(&cli.opts)).outcome == gate::Outcome::Refuse {
-            eprintln!("{PREFIX} refusing to start {:?}: --gate (NCCL_WRAP_GATE) is set and the job's fabric check failed (see above; docs/gate.md)", cli.command[0]);
-            return ExitCode::from(EXIT_REFUSED);
+        match gate::run(ping_inputs.vars, &fabric, &gate_options(&cli.opts)).outcome {
+            gate::Outcome::Start => {}
+            gate::Outcome::Refuse => {
+                eprintln!("{PREFIX} refusing to start {:?}: --gate (NCCL_WRAP_GATE) is set and the job's fabric check failed (see above; docs/gate.md)", cli.command[0]);
+                return ExitCode::from(EXIT_REFUSED);
+            }
+            // As the command would have ended had it run: 128 + the signal.
+            gate::Outcome::Interrupted(sig) => return ExitCode::from(u8::try_from(128 + sig).unwrap_or(EXIT_REFUSED)),
         }
     }
     let env = nccl::env::child_env(env_list, &plan.exports());

@@ -412,3 +412,46 @@ fn without_the_gate_nothing_listens_and_the_command_runs() {
     assert!(!d.stderr().contains("nccl-wrap: gate"), "{}", d.stderr());
     assert!(!scratch.log(0).exists());
 }
+
+#[test]
+fn a_stopping_signal_ends_the_gate_at_once_even_when_supervising() {
+    // Under --init every signal is blocked from the start (to be forwarded to the command); the
+    // gate's waits (here: a coordinator that never comes, a 60 s wait) must still end on SIGTERM,
+    // as the command would: 143, and the command never runs.
+    let scratch = Scratch::new("sigterm");
+    let root = common::fixture("h100-roce-sriov");
+    let mut cmd = common::bin_command();
+    cmd.env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("NCCL_WRAP_SYSFS_ROOT", root.join("sys"))
+        .env("NCCL_WRAP_ANNOTATIONS", root.join("podnetinfo/annotations"))
+        .env("NCCL_WRAP_TERMINATION_LOG", scratch.log(0))
+        .args(["--init", "--gate", "--gate-rank=1", "--gate-size=2", "--gate-wait-ms=60000"])
+        .arg(format!("--gate-coordinator=127.0.0.1:{}", free_port()))
+        .args(["--", "sh", "-c", "echo the command ran"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn nccl-wrap");
+    std::thread::sleep(Duration::from_millis(800));
+    let start = Instant::now();
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("nccl-wrap did not end within 10 s of SIGTERM during the gate");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let out = child.wait_with_output().expect("output");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(status.code(), Some(143), "{stderr}");
+    assert!(start.elapsed() < Duration::from_secs(3), "{:?}", start.elapsed());
+    assert!(!stdout.contains("the command ran"), "{stdout}");
+    assert!(stderr.contains("gate: signal 15 arrived during the gate: the command is not started"), "{stderr}");
+}

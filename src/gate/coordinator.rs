@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
@@ -55,14 +56,18 @@ pub fn check(join: &Join, who: &Who) -> Result<(), String> {
     Ok(())
 }
 
-/// Gathers joins until every rank 1..size is in or `until` passes.
-pub fn gather(joins: &Receiver<(Session, Join)>, who: &Who, until: Instant) -> Roster {
+/// Gathers joins until every rank 1..size is in, `until` passes or `cancel` is set.
+pub fn gather(joins: &Receiver<(Session, Join)>, who: &Who, until: Instant, cancel: &AtomicBool) -> Roster {
     let mut members: BTreeMap<u32, Member> = BTreeMap::new();
-    while members.len() + 1 < who.size as usize {
+    while members.len() + 1 < who.size as usize && !cancel.load(Ordering::SeqCst) {
         let left = until.saturating_duration_since(Instant::now());
-        let (s, j) = match joins.recv_timeout(left) {
+        if left.is_zero() {
+            break;
+        }
+        let (s, j) = match joins.recv_timeout(left.min(Duration::from_millis(100))) {
             Ok(x) => x,
-            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => break,
         };
         let Some((peer, local)) = s.addrs() else { continue };
         if let Err(why) = check(&j, who) {

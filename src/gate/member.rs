@@ -2,6 +2,7 @@
 //! and wait for the verdict. A coordinator that cannot be reached, or that goes silent, is a
 //! failure of this pod's gate (it cannot know that the job's fabric works).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::coordinator::pod_fails;
@@ -39,8 +40,36 @@ fn verdict_of(s: &mut Session) -> Result<Verdict, ExchangeError> {
     s.expect("verdict", |m| if let Message::Verdict(v) = m { Ok(v) } else { Err(m) })
 }
 
+/// Connects to the coordinator, retrying until `end` or `cancel`.
+fn reach(who: &Who, end: Instant, timeout: Duration, cancel: &AtomicBool) -> Result<Session, ExchangeError> {
+    loop {
+        // Slices of a second, so that a stopping signal is seen between them.
+        let slice = (Instant::now() + Duration::from_secs(1)).min(end);
+        match exchange::connect(&who.coordinator, slice, timeout) {
+            Ok(s) => return Ok(s),
+            Err(e) if Instant::now() >= end || cancel.load(Ordering::SeqCst) => return Err(e),
+            Err(_) => {}
+        }
+    }
+}
+
+/// Waits until something arrives on `s`, `until` passes or `cancel` is set (the read itself
+/// keeps its own deadline).
+fn arrival(s: &Session, until: Instant, cancel: &AtomicBool) {
+    while Instant::now() < until && !cancel.load(Ordering::SeqCst) && !s.readable().unwrap_or(true) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Joins, tests, reports; returns the coordinator's verdict (or this pod's own failure).
-pub fn take_part(who: &Who, me: &Pod, fabric: &dyn Fabric, limits: &Limits, wait: Duration) -> Verdict {
+pub fn take_part(
+    who: &Who,
+    me: &Pod,
+    fabric: &dyn Fabric,
+    limits: &Limits,
+    wait: Duration,
+    cancel: &AtomicBool,
+) -> Verdict {
     let (ports, problem) = match fabric.ports() {
         Ok(p) => (p, None),
         Err(c) => (Vec::new(), Some(verdict::clip(&c.summary, crate::ping::wire::MAX_TEXT))),
@@ -54,7 +83,7 @@ pub fn take_part(who: &Who, me: &Pod, fabric: &dyn Fabric, limits: &Limits, wait
         ports,
         problem,
     };
-    let mut s = match exchange::connect(&who.coordinator, Instant::now() + wait, limits.timeout) {
+    let mut s = match reach(who, Instant::now() + wait, limits.timeout, cancel) {
         Ok(s) => s,
         Err(e) => return coordinator_lost(who, me, &e, "could not be reached"),
     };
@@ -62,7 +91,12 @@ pub fn take_part(who: &Who, me: &Pod, fabric: &dyn Fabric, limits: &Limits, wait
         return coordinator_lost(who, me, &e, "did not take this pod's join");
     }
     // The coordinator waits for the last pod up to its own wait, which began no later than ours.
-    s.set_deadline(Instant::now() + wait + limits.timeout);
+    let until = Instant::now() + wait + limits.timeout;
+    arrival(&s, until, cancel);
+    if cancel.load(Ordering::SeqCst) {
+        return alone(who, me, "peer", "stopped by a signal while waiting for the coordinator".into(), "");
+    }
+    s.set_deadline(until);
     let a: Assign = match s.recv() {
         Ok(Message::Assign(a)) => a,
         Ok(Message::Verdict(v)) => return v,

@@ -20,13 +20,15 @@ pub mod who;
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use fabric::Fabric;
 use verdict::Pod;
 use who::{Given, Who};
+
+use nix::libc;
 
 use crate::detect::Vars;
 use crate::msg::PREFIX;
@@ -53,12 +55,19 @@ pub struct Options {
     pub termination_log: Option<PathBuf>,
 }
 
-/// Start the command, or refuse (exit 125).
+/// Start the command, refuse (exit 125), or stop: the pod was told to end (SIGTERM, SIGINT,
+/// SIGHUP or SIGQUIT) while the gate ran, so nothing starts and nccl-wrap ends as that signal
+/// would have ended the command (128 + the signal).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     Start,
     Refuse,
+    Interrupted(i32),
 }
+
+/// The signals that end the gate at once. Under supervision they are blocked from the start (to
+/// be forwarded to the command); pending, they are seen here and left pending.
+const STOPPING: [i32; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
 
 impl Options {
     fn limits(&self, job: &str, rank: u32) -> Limits {
@@ -84,7 +93,16 @@ pub struct Ran {
 /// Runs the gate and reports its verdict; returns whether the command starts, and why.
 pub fn run(vars: &Vars, fabric: &dyn Fabric, opts: &Options) -> Ran {
     let start = Instant::now();
-    let (verdict, rank) = match check(vars, fabric, opts) {
+    let signal = AtomicI32::new(0);
+    let checked = check(vars, fabric, opts, &signal);
+    let sig = signal.load(Ordering::SeqCst);
+    if sig != 0 {
+        eprintln!("{PREFIX} gate: signal {sig} arrived during the gate: the command is not started");
+        let rank = checked.as_ref().map_or(0, |(w, _)| w.rank);
+        let verdict = checked.map_or_else(|_| verdict::decide(1, &[], Vec::new()), |(_, v)| v);
+        return Ran { outcome: Outcome::Interrupted(sig), verdict, rank };
+    }
+    let (verdict, rank) = match checked {
         Ok((who, v)) => {
             eprintln!(
                 "{PREFIX} gate: rank {} of {} ({}), coordinator {}, {} ms",
@@ -132,7 +150,7 @@ fn usage(summary: String, hint: &str) -> Cause {
 
 /// Who, then the gate port, then the coordinator's or the member's part; the listener serves
 /// the predecessor on a thread meanwhile and is stopped and closed before this returns.
-fn check(vars: &Vars, fabric: &dyn Fabric, opts: &Options) -> Result<(Who, Verdict), Cause> {
+fn check(vars: &Vars, fabric: &dyn Fabric, opts: &Options, signal: &AtomicI32) -> Result<(Who, Verdict), Cause> {
     let who = who::resolve(&opts.given, vars).map_err(|e| usage(e.to_string(), "see docs/gate.md (who the job is)"))?;
     check_params(opts.bytes, opts.iters, opts.duration_ms)
         .map_err(|e| usage(format!("bad test size from NCCL_WRAP_PING_*: {e}"), "see nccl-wrap ping --help"))?;
@@ -149,7 +167,19 @@ fn check(vars: &Vars, fabric: &dyn Fabric, opts: &Options) -> Result<(Who, Verdi
     let stop = AtomicBool::new(false);
     let (joins_tx, joins_rx) = mpsc::channel();
     let predecessor = (who.rank + who.size - 1) % who.size;
+    let done = AtomicBool::new(false);
     let v = std::thread::scope(|scope| {
+        // A stopping signal ends every wait of the gate (and the listener) at once.
+        scope.spawn(|| {
+            while !done.load(Ordering::SeqCst) {
+                if let Some(sig) = crate::process::sys::pending(&STOPPING) {
+                    signal.store(sig, Ordering::SeqCst);
+                    stop.store(true, Ordering::SeqCst);
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
         let listener = scope.spawn(|| {
             let l_opts = listen::Listen {
                 job: &who.job,
@@ -163,12 +193,13 @@ fn check(vars: &Vars, fabric: &dyn Fabric, opts: &Options) -> Result<(Who, Verdi
             listen::serve(&l, l_opts, fabric, Instant::now() + wait * 2 + timeout * 8 + Duration::from_secs(3600))
         });
         let v = if who.rank == 0 {
-            coordinate(&who, &me, fabric, &limits, opts, joins_rx)
+            coordinate(&who, &me, fabric, &limits, opts, joins_rx, &stop)
         } else {
             drop(joins_rx);
-            member::take_part(&who, &me, fabric, &limits, wait)
+            member::take_part(&who, &me, fabric, &limits, wait, &stop)
         };
         stop.store(true, Ordering::SeqCst);
+        done.store(true, Ordering::SeqCst);
         match listener.join() {
             Ok(served) if served.strays > 0 => {
                 eprintln!("{PREFIX} gate: {} stray connection(s) ignored on port {}", served.strays, who.port)
@@ -190,10 +221,12 @@ fn coordinate(
     limits: &Limits,
     opts: &Options,
     joins: mpsc::Receiver<(exchange::Session, crate::ping::wire::Join)>,
+    cancel: &AtomicBool,
 ) -> Verdict {
     let timeout = limits.timeout;
     let mine = fabric.ports();
-    let mut roster = coordinator::gather(&joins, who, Instant::now() + Duration::from_millis(opts.wait_ms));
+    let until = Instant::now() + Duration::from_millis(opts.wait_ms);
+    let mut roster = coordinator::gather(&joins, who, until, cancel);
     // The roster is closed: a late join is told so by the listener.
     drop(joins);
     let mut findings: Vec<Finding> = coordinator::problems(&roster);

@@ -3,7 +3,7 @@
 //! the decision in the three forms it is read in: lines on stderr, JSON, and the termination
 //! message Kubernetes shows (under its 4096-byte limit, most important first).
 
-use serde_json::json;
+use serde::Serialize;
 
 use crate::ping::cause::Cause;
 use crate::ping::output::PairResult;
@@ -151,12 +151,37 @@ pub fn human(v: &Verdict, wait_ms: u64) -> Vec<String> {
     out
 }
 
+/// The verdict as one JSON line, keys in this order.
+#[derive(Serialize)]
+struct Line<'a> {
+    kind: &'static str,
+    rank: u32,
+    go: bool,
+    started: bool,
+    size: u32,
+    pairs: u32,
+    failed: u32,
+    missing: &'a [u32],
+    missing_total: u32,
+    findings: &'a [Finding],
+}
+
 /// The verdict as one JSON line (`kind: gate-verdict`), with this pod's rank.
 pub fn json(v: &Verdict, rank: u32, started: bool) -> String {
-    json!({"kind": "gate-verdict", "rank": rank, "go": v.go, "started": started, "size": v.size,
-        "pairs": v.pairs, "failed": v.failed_total, "missing": v.missing, "missing_total": v.missing_total,
-        "findings": v.findings})
-    .to_string()
+    let line = Line {
+        kind: "gate-verdict",
+        rank,
+        go: v.go,
+        started,
+        size: v.size,
+        pairs: v.pairs,
+        failed: v.failed_total,
+        missing: &v.missing,
+        missing_total: v.missing_total,
+        findings: &v.findings,
+    };
+    serde_json::to_string(&line)
+        .unwrap_or_else(|e| format!("{{\"kind\":\"gate-verdict\",\"error\":{:?}}}", e.to_string()))
 }
 
 /// The termination message: the headline, then one line per failure, cut to fit 4096 bytes
@@ -283,6 +308,15 @@ mod tests {
         let n = t.lines().filter(|l| l.contains("retry-exceeded")).count();
         let left: usize = t.lines().last().and_then(|l| l.split(' ').nth(2)).and_then(|n| n.parse().ok()).unwrap_or(0);
         assert_eq!(n + left, 200, "every failure is listed or counted");
+    }
+
+    #[test]
+    fn the_json_line_starts_with_its_kind() {
+        let v = decide(2, &[1], vec![finding(0, Some("rxe0:1"), "fail", Some("timeout"))]);
+        let j = json(&v, 0, false);
+        assert!(j.starts_with("{\"kind\":\"gate-verdict\",\"rank\":0,\"go\":false,\"started\":false,\"size\":2,\"pairs\":1,\"failed\":1,\"missing\":[1],\"missing_total\":1,\"findings\":[{\"rank\":0,"), "{j}");
+        let back: serde_json::Value = serde_json::from_str(&j).expect("JSON");
+        assert_eq!(back["findings"][0]["cause"], "timeout");
     }
 
     #[test]
