@@ -188,7 +188,7 @@ fn run(
         // Before exec or the child: the gate's listener, connections and RDMA resources are all
         // closed when it returns.
         let fabric = gate::fabric::Rdma {
-            here: ping::edge::here(ping_inputs),
+            here: ping::here::read(ping_inputs),
             host: ping::hostname(ping_inputs.proc_root, ping_inputs.vars),
         };
         match gate::run(ping_inputs.vars, &fabric, &gate_options(&cli.opts)).outcome {

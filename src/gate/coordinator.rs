@@ -3,7 +3,8 @@
 //! over a channel; a join of another job, of another size, of a rank out of range or already
 //! taken is refused and logged, and the wait goes on.
 //!
-//! Data walks one way: joins -> roster -> assignments -> reports -> verdict.
+//! Data walks one way: joins -> roster -> assignments -> this pod's edge and the reports ->
+//! verdict, sent to all ([`run`]).
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -11,10 +12,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use super::verdict::{self, Pod};
+use super::fabric::{edge, Fabric};
+use super::verdict::{self, pod_fails, Pod};
 use super::who::Who;
 use crate::msg::PREFIX;
-use crate::ping::cause::{Cause, Status};
 use crate::ping::exchange::Session;
 use crate::ping::session::{budget, pairing, rounds, Limits};
 use crate::ping::wire::{Assign, Finding, Join, Message, PortInfo, Verdict};
@@ -120,11 +121,6 @@ pub fn results_budget(ports: &[usize], limits: &Limits) -> Duration {
     slowest + limits.timeout * 2
 }
 
-/// A finding about a pod that failed as a whole.
-pub fn pod_fails(rank: u32, host: &str, id: &'static str, summary: String, hint: &str) -> Finding {
-    verdict::of_pod(&Pod { rank, host: host.to_owned() }, None, &Cause::new(id, Status::Fail, summary, hint))
-}
-
 /// Sends each member its assignment; a member that cannot be told is named.
 pub fn assign(roster: &mut Roster, who: &Who, me_host: &str, limits: &Limits, results: Duration) -> Vec<Finding> {
     let mut lost = Vec::new();
@@ -224,4 +220,42 @@ pub fn rails(roster: &Roster, mine: &[PortInfo], size: u32) -> Vec<usize> {
     (0..size)
         .map(|r| if r == 0 { mine.len() } else { roster.members.get(&r).map_or(0, |m| m.join.ports.len()) })
         .collect()
+}
+
+/// Rank 0: the roster, the assignments, this pod's own edge, the reports, the verdict to all.
+pub fn run(
+    who: &Who,
+    me: &Pod,
+    fabric: &dyn Fabric,
+    limits: &Limits,
+    joins: Receiver<(Session, Join)>,
+    until: Instant,
+    cancel: &AtomicBool,
+) -> Verdict {
+    let timeout = limits.timeout;
+    let mine = fabric.ports();
+    let mut roster = gather(&joins, who, until, cancel);
+    // The roster is closed: the listener tells a late join so (its channel is gone).
+    drop(joins);
+    let mut findings: Vec<Finding> = problems(&roster);
+    if let Err(c) = &mine {
+        findings.push(verdict::of_pod(me, None, c));
+    }
+    if !roster.missing.is_empty() || !findings.is_empty() {
+        let v = verdict::decide(who.size, &roster.missing, findings);
+        announce(&mut roster, &v, timeout);
+        return v;
+    }
+    let ports = mine.unwrap_or_default();
+    let results = results_budget(&rails(&roster, &ports, who.size), limits);
+    findings.extend(assign(&mut roster, who, &me.host, limits, results));
+    let until = Instant::now() + results;
+    let next = (who.rank + 1) % who.size;
+    let target = target(&roster, 0, who.size, who.port);
+    let peer_host = roster.members.get(&next).map_or_else(|| me.host.clone(), |m| m.join.host.clone());
+    findings.extend(edge(me, &Pod { rank: next, host: peer_host }, fabric, &target, limits));
+    findings.extend(collect(&mut roster, until + timeout));
+    let v = verdict::decide(who.size, &[], findings);
+    announce(&mut roster, &v, timeout);
+    v
 }

@@ -5,11 +5,14 @@
 use std::time::{Duration, Instant};
 
 use crate::ping::cause::Cause;
-use crate::ping::edge::{self, Here};
+use crate::ping::edge;
 use crate::ping::exchange::Session;
+use crate::ping::here::Here;
 use crate::ping::output::PairResult;
 use crate::ping::session::Limits;
-use crate::ping::wire::{Hello, PortInfo};
+use crate::ping::wire::{Finding, Hello, PortInfo};
+
+use super::verdict::{self, Pod};
 
 pub trait Fabric: Sync {
     /// This pod's name, as the verdict names it.
@@ -46,5 +49,15 @@ impl Fabric for Rdma {
         // Contexts are opened on this (the listener's) thread: nothing of verbs crosses threads.
         let opened = edge::open(&here.planned).map_err(|c| c.summary)?;
         edge::answer(here, &opened, s, hello, timeout).map_err(|e| e.to_string())
+    }
+}
+
+/// This pod's pairs towards its successor, as findings; a test that could not run is one.
+pub fn edge(me: &Pod, next: &Pod, fabric: &dyn Fabric, target: &str, limits: &Limits) -> Vec<Finding> {
+    // The successor listens before it joins: the connect needs no long wait.
+    let wait_until = Instant::now() + limits.timeout * 2;
+    match fabric.initiate(target, limits, wait_until) {
+        Ok(results) => results.iter().map(|r| verdict::of_pair(me, next, r)).collect(),
+        Err(c) => vec![verdict::of_pod(me, Some(next), &c)],
     }
 }

@@ -5,23 +5,12 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::coordinator::pod_fails;
-use super::fabric::Fabric;
-use super::verdict::{self, Pod};
+use super::fabric::{edge, Fabric};
+use super::verdict::{self, pod_fails, Pod};
 use super::who::Who;
 use crate::ping::exchange::{self, ExchangeError, Session};
 use crate::ping::session::Limits;
-use crate::ping::wire::{Assign, Finding, Join, Message, Report, Verdict};
-
-/// This pod's pairs towards its successor, as findings; a test that could not run is one.
-pub fn edge(me: &Pod, next: &Pod, fabric: &dyn Fabric, target: &str, limits: &Limits) -> Vec<Finding> {
-    // The successor listens before it joins: the connect needs no long wait.
-    let wait_until = Instant::now() + limits.timeout * 2;
-    match fabric.initiate(target, limits, wait_until) {
-        Ok(results) => results.iter().map(|r| verdict::of_pair(me, next, r)).collect(),
-        Err(c) => vec![verdict::of_pod(me, Some(next), &c)],
-    }
-}
+use crate::ping::wire::{Assign, Join, Message, Report, Verdict};
 
 fn alone(who: &Who, me: &Pod, id: &'static str, summary: String, hint: &str) -> Verdict {
     verdict::decide(who.size, &[], vec![pod_fails(me.rank, &me.host, id, summary, hint)])

@@ -35,7 +35,7 @@ use crate::msg::PREFIX;
 use crate::ping::cause::{Cause, Status};
 use crate::ping::exchange;
 use crate::ping::session::Limits;
-use crate::ping::wire::{check_params, Finding, GateTag, Verdict};
+use crate::ping::wire::{check_params, GateTag, Verdict};
 
 /// The gate's options (ping's test knobs included: the coordinator's rule every pair).
 #[derive(Debug, Clone)]
@@ -193,7 +193,8 @@ fn check(vars: &Vars, fabric: &dyn Fabric, opts: &Options, signal: &AtomicI32) -
             listen::serve(&l, l_opts, fabric, Instant::now() + wait * 2 + timeout * 8 + Duration::from_secs(3600))
         });
         let v = if who.rank == 0 {
-            coordinate(&who, &me, fabric, &limits, opts, joins_rx, &stop)
+            let until = Instant::now() + wait;
+            coordinator::run(&who, &me, fabric, &limits, joins_rx, until, &stop)
         } else {
             drop(joins_rx);
             member::take_part(&who, &me, fabric, &limits, wait, &stop)
@@ -211,43 +212,4 @@ fn check(vars: &Vars, fabric: &dyn Fabric, opts: &Options, signal: &AtomicI32) -
     });
     drop(l);
     Ok((who, v))
-}
-
-/// Rank 0: the roster, the assignments, this pod's own edge, the reports, the verdict to all.
-fn coordinate(
-    who: &Who,
-    me: &Pod,
-    fabric: &dyn Fabric,
-    limits: &Limits,
-    opts: &Options,
-    joins: mpsc::Receiver<(exchange::Session, crate::ping::wire::Join)>,
-    cancel: &AtomicBool,
-) -> Verdict {
-    let timeout = limits.timeout;
-    let mine = fabric.ports();
-    let until = Instant::now() + Duration::from_millis(opts.wait_ms);
-    let mut roster = coordinator::gather(&joins, who, until, cancel);
-    // The roster is closed: a late join is told so by the listener.
-    drop(joins);
-    let mut findings: Vec<Finding> = coordinator::problems(&roster);
-    if let Err(c) = &mine {
-        findings.push(verdict::of_pod(me, None, c));
-    }
-    if !roster.missing.is_empty() || !findings.is_empty() {
-        let v = verdict::decide(who.size, &roster.missing, findings);
-        coordinator::announce(&mut roster, &v, timeout);
-        return v;
-    }
-    let ports = mine.unwrap_or_default();
-    let results = coordinator::results_budget(&coordinator::rails(&roster, &ports, who.size), limits);
-    findings.extend(coordinator::assign(&mut roster, who, &me.host, limits, results));
-    let until = Instant::now() + results;
-    let next = (who.rank + 1) % who.size;
-    let target = coordinator::target(&roster, 0, who.size, who.port);
-    let peer_host = roster.members.get(&next).map_or_else(|| me.host.clone(), |m| m.join.host.clone());
-    findings.extend(member::edge(me, &Pod { rank: next, host: peer_host }, fabric, &target, limits));
-    findings.extend(coordinator::collect(&mut roster, until + timeout));
-    let v = verdict::decide(who.size, &[], findings);
-    coordinator::announce(&mut roster, &v, timeout);
-    v
 }

@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use crate::ping::cause::Cause;
+use crate::ping::cause::{Cause, Status};
 use crate::ping::output::PairResult;
 use crate::ping::wire::{Finding, Verdict, MAX_LISTED, MAX_TEXT};
 
@@ -62,6 +62,11 @@ pub fn of_pod(me: &Pod, peer: Option<&Pod>, c: &Cause) -> Finding {
         summary: clip(&c.summary, MAX_TEXT),
         hint: clip(&c.hint, MAX_TEXT),
     }
+}
+
+/// A finding about a pod that failed as a whole.
+pub fn pod_fails(rank: u32, host: &str, id: &'static str, summary: String, hint: &str) -> Finding {
+    of_pod(&Pod { rank, host: host.to_owned() }, None, &Cause::new(id, Status::Fail, summary, hint))
 }
 
 /// The decision: go only when every rank came and every finding passes (a warning passes).

@@ -1,6 +1,6 @@
 //! One edge of a test: this pod towards one peer (the initiating end), or serving the peer that
-//! tests it (the listening end). What comes in is what this pod brings ([`Here`]: its planned
-//! ports, name, routes, the ports its plan dropped) and the peer; what goes out is every pair's
+//! tests it (the listening end). What comes in is what this pod brings ([`Here`], from
+//! [`here`](super::here)) and the peer; what goes out is every pair's
 //! result, unopened ports and unpaired rails included. Nothing here prints: `ping` and the gate
 //! each decide what to do with the results, so data walks one way, plan -> session -> pairs ->
 //! results.
@@ -11,23 +11,11 @@ use std::time::{Duration, Instant};
 
 use super::cause::{Cause, Status};
 use super::exchange::{self, ExchangeError, Session};
-use super::output::{self, Dropped, PairResult};
+use super::here::Here;
+use super::output::{self, PairResult};
 use super::pair::Planned;
-use super::route::{self, Route};
 use super::session::{self, Limits, Opened};
 use super::wire::Hello;
-use super::{dropped_for_gid, hostname, planned, Inputs};
-use crate::verbs::VerbsError;
-
-/// What this pod brings to every edge: its ports as the run will use them, its name, its routes
-/// and the ports its plan left out for their GID.
-#[derive(Debug, Clone)]
-pub struct Here {
-    pub planned: Vec<Planned>,
-    pub host: String,
-    pub routes: Option<Vec<Route>>,
-    pub dropped: Vec<Dropped>,
-}
 
 /// Why the check cannot run at all (exit 2 for ping; a pod's problem for the gate).
 pub fn cannot(id: &'static str, summary: impl Into<String>, hint: impl Into<String>) -> Cause {
@@ -45,31 +33,6 @@ pub fn peer_cause(e: &ExchangeError) -> Cause {
             "run the same nccl-wrap version on both ends, and make sure nothing else uses the port",
         )
     }
-}
-
-/// This pod's side of every edge, or why it has none: ibverbs not used, no usable port.
-pub fn here(inp: &Inputs) -> Result<Here, Cause> {
-    if let Err(VerbsError::Unavailable(reason)) = inp.verbs.device_names() {
-        return Err(cannot(
-            "no-port",
-            format!("ping moves bytes through ibverbs, which are not used here: {reason}"),
-            "run against the kernel's /sys, without --skip-verbs",
-        ));
-    }
-    let planned = planned(inp.plan);
-    if planned.is_empty() {
-        return Err(cannot(
-            "no-port",
-            "no usable RDMA port in this pod: nothing to test (a run would set NCCL_IB_DISABLE=1)",
-            "run `nccl-wrap doctor` to see why each port is not used",
-        ));
-    }
-    Ok(Here {
-        planned,
-        host: hostname(inp.proc_root, inp.vars),
-        routes: route::read(inp.proc_root),
-        dropped: dropped_for_gid(inp.plan),
-    })
 }
 
 /// Opens every planned port; fails only when none opens.

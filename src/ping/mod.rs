@@ -7,7 +7,8 @@
 //! 0 every pair passes (warnings included), 1 a pair fails, 2 the check could not run.
 //!
 //! - `wire`: the messages and their framing (pure); `exchange`: TCP with deadlines, hostile
-//!   peers; `edge`: this pod towards one peer, as results; `session`: one run with one peer
+//!   peers; `here`: what this pod brings (ports, name, routes); `edge`: this pod towards one
+//!   peer, as results; `session`: one run with one peer
 //!   from either end; `pair`: the verbs work;
 //! - `cause`: why a pair failed (pure); `route`: this namespace's IPv4 routes (pure parse);
 //! - `ring`: index, size and peer template (pure); `output`: JSON lines and the human form.
@@ -15,6 +16,7 @@
 pub mod cause;
 pub mod edge;
 pub mod exchange;
+pub mod here;
 pub mod output;
 pub mod pair;
 pub mod ring;
@@ -22,23 +24,20 @@ pub mod route;
 pub mod session;
 pub mod wire;
 
-use std::ffi::OsStr;
 use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use cause::{Cause, Status};
-use edge::{cannot, peer_cause, Here};
+use edge::{cannot, peer_cause};
 use exchange::Serve;
+pub use here::{dropped_for_gid, hostname, planned, Here};
 use output::PairResult;
-use pair::Planned;
 use session::Limits;
 
 use crate::detect::Vars;
 use crate::msg::PREFIX;
-use crate::nccl::env::IB_GID_INDEX;
-use crate::nccl::gid::RoceType;
-use crate::plan::{Action, Plan};
+use crate::plan::Plan;
 use crate::verbs::Verbs;
 
 pub const EXIT_PASS: u8 = 0;
@@ -122,82 +121,6 @@ impl Printer {
     }
 }
 
-/// The plan's ports as the run will use them: NCCL_IB_GID_INDEX as NCCL will read it (the
-/// user's value when kept), otherwise each port's own pick.
-pub fn planned(plan: &Plan) -> Vec<Planned> {
-    let forced: Option<u32> = plan.vars.iter().find(|v| v.name == IB_GID_INDEX).and_then(|v| {
-        let value = if v.action == Action::Kept { v.previous.as_deref()? } else { v.value.as_str() };
-        value.trim().parse().ok()
-    });
-    let mut out = Vec::new();
-    for hca in &plan.hca {
-        let Some((dev, port)) = hca.rsplit_once(':') else { continue };
-        let Ok(port) = port.parse::<u8>() else { continue };
-        let facts = plan
-            .detection
-            .devices
-            .iter()
-            .find(|d| d.name == dev)
-            .and_then(|d| d.ports.iter().find(|p| p.port == u32::from(port)));
-        let pick = facts.and_then(|p| p.gid.as_ref());
-        let gid_index = forced.filter(|_| pick.is_some()).or(pick.map(|g| g.index));
-        let gid_type = pick.filter(|g| Some(g.index) == gid_index).and_then(|g| g.roce).map(|r| match r {
-            RoceType::V1 => "IB/RoCE v1".to_owned(),
-            RoceType::V2 => "RoCE v2".to_owned(),
-        });
-        out.push(Planned {
-            device: dev.to_owned(),
-            port,
-            gid_index,
-            gid_type,
-            netdev: pick.and_then(|g| g.ndev.clone()),
-        });
-    }
-    out
-}
-
-/// The RoCE ports the plan leaves out only for their GID (up and ACTIVE, but no GID of NCCL's
-/// family and RoCE version: a rail without its IPv4 address), with the plan's reason. A port
-/// left out for anything else (down, not this pod's) is not a rail of this pod.
-pub fn dropped_for_gid(plan: &Plan) -> Vec<output::Dropped> {
-    let mut out = Vec::new();
-    for d in plan.decisions.iter().filter(|d| !d.used) {
-        let (Some(reason), Ok(port)) = (&d.reason, u8::try_from(d.port)) else { continue };
-        let facts = plan
-            .detection
-            .devices
-            .iter()
-            .find(|x| x.name == d.device)
-            .and_then(|x| x.ports.iter().find(|p| p.port == d.port));
-        let Some(f) = facts else { continue };
-        let gid_only = f.link_layer.as_deref() == Some("Ethernet")
-            && crate::plan::link_problem(f).is_none()
-            && f.gid.as_ref().is_some_and(|g| !g.full_match);
-        if gid_only {
-            out.push(output::Dropped { device: d.device.clone(), port, reason: reason.clone() });
-        }
-    }
-    out
-}
-
-/// This pod's name: the kernel's hostname under the proc root, else `HOSTNAME`.
-pub fn hostname(proc_root: &Path, vars: &Vars) -> String {
-    let from_proc = std::fs::read_to_string(proc_root.join("sys/kernel/hostname")).ok();
-    let raw = from_proc.or_else(|| vars.get(OsStr::new("HOSTNAME")).map(|h| h.to_string_lossy().into_owned()));
-    let h: String = raw
-        .unwrap_or_default()
-        .trim()
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || "-._".contains(*c))
-        .take(253)
-        .collect();
-    if h.is_empty() {
-        "unknown".into()
-    } else {
-        h
-    }
-}
-
 fn limits(opts: &Options) -> Limits {
     Limits {
         all_pairs: opts.all_pairs,
@@ -234,7 +157,7 @@ fn check_usage(inp: &Inputs, opts: &Options) -> Result<Option<(ring::Ring, u16)>
 
 fn run(inp: &Inputs, opts: &Options, out: &mut Printer) -> Result<(), Cause> {
     let ring = check_usage(inp, opts)?;
-    let here = edge::here(inp)?;
+    let here = here::read(inp)?;
     let wait = Duration::from_millis(opts.wait_ms);
     match (&opts.mode, ring) {
         (Mode::Connect(target), _) => {
