@@ -6,17 +6,23 @@
 use std::ffi::OsStr;
 use std::path::Path;
 
-use super::cause::Cause;
-use super::edge::cannot;
+use super::cause::{Cause, Status};
 use super::output::{self, Dropped};
 use super::pair::Planned;
 use super::route::{self, Route};
-use super::Inputs;
 use crate::detect::Vars;
 use crate::nccl::env::IB_GID_INDEX;
 use crate::nccl::gid::RoceType;
 use crate::plan::{Action, Plan};
-use crate::verbs::VerbsError;
+use crate::verbs::{Verbs, VerbsError};
+
+/// What ping (and the gate's pairs) read besides their options.
+pub struct Inputs<'a> {
+    pub plan: &'a Plan,
+    pub vars: &'a Vars,
+    pub proc_root: &'a Path,
+    pub verbs: &'a dyn Verbs,
+}
 
 /// What this pod brings to every edge: its ports as the run will use them, its name, its routes
 /// and the ports its plan left out for their GID.
@@ -31,16 +37,18 @@ pub struct Here {
 /// This pod's side of every edge, or why it has none: ibverbs not used, no usable port.
 pub fn read(inp: &Inputs) -> Result<Here, Cause> {
     if let Err(VerbsError::Unavailable(reason)) = inp.verbs.device_names() {
-        return Err(cannot(
+        return Err(Cause::new(
             "no-port",
+            Status::Fail,
             format!("ping moves bytes through ibverbs, which are not used here: {reason}"),
             "run against the kernel's /sys, without --skip-verbs",
         ));
     }
     let planned = planned(inp.plan);
     if planned.is_empty() {
-        return Err(cannot(
+        return Err(Cause::new(
             "no-port",
+            Status::Fail,
             "no usable RDMA port in this pod: nothing to test (a run would set NCCL_IB_DISABLE=1)",
             "run `nccl-wrap doctor` to see why each port is not used",
         ));

@@ -25,20 +25,16 @@ pub mod session;
 pub mod wire;
 
 use std::io::Write;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use cause::{Cause, Status};
 use edge::{cannot, peer_cause};
 use exchange::Serve;
-pub use here::{dropped_for_gid, hostname, planned, Here};
+pub use here::{dropped_for_gid, hostname, planned, Here, Inputs};
 use output::PairResult;
 use session::Limits;
 
-use crate::detect::Vars;
 use crate::msg::PREFIX;
-use crate::plan::Plan;
-use crate::verbs::Verbs;
 
 pub const EXIT_PASS: u8 = 0;
 pub const EXIT_FAILED: u8 = 1;
@@ -64,14 +60,6 @@ pub struct Options {
     pub duration_ms: u32,
     pub timeout_ms: u64,
     pub wait_ms: u64,
-}
-
-/// What ping reads besides its options.
-pub struct Inputs<'a> {
-    pub plan: &'a Plan,
-    pub vars: &'a Vars,
-    pub proc_root: &'a Path,
-    pub verbs: &'a dyn Verbs,
 }
 
 /// Runs ping and prints its results; returns the exit status.
