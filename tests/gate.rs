@@ -455,3 +455,44 @@ fn a_stopping_signal_ends_the_gate_at_once_even_when_supervising() {
     assert!(!stdout.contains("the command ran"), "{stdout}");
     assert!(stderr.contains("gate: signal 15 arrived during the gate: the command is not started"), "{stderr}");
 }
+
+#[test]
+fn a_silent_stray_is_closed_when_the_gate_ends() {
+    // Its first message would be waited for until the hello deadline (2 s here); the gate ends
+    // sooner, and must not leave that connection open beside the command.
+    let scratch = Scratch::new("silent");
+    let j = job(2);
+    let port = j.ports[0];
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stray = std::thread::spawn(move || {
+        let until = Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+                let _ = tx.send(());
+                let t = Instant::now();
+                s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+                let mut b = [0u8; 64];
+                let n = std::io::Read::read(&mut s, &mut b).map_err(|e| e.to_string());
+                return (n, t.elapsed());
+            }
+            assert!(Instant::now() < until, "the gate port never took a connection");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    });
+    let vars = Vars::new();
+    let ran = std::thread::scope(|s| {
+        let vars = &vars;
+        let o0 = options(&j, 0, Some(scratch.log(0)));
+        let o1 = options(&j, 1, Some(scratch.log(1)));
+        let a = s.spawn(move || gate::run(vars, &fake(0), &o0));
+        // Rank 1 comes once the stray is in (and accepted: the listener polls every 5 ms).
+        rx.recv_timeout(Duration::from_secs(5)).expect("the stray connected");
+        std::thread::sleep(Duration::from_millis(100));
+        let b = gate::run(vars, &fake(1), &o1);
+        (a.join().expect("rank 0"), b)
+    });
+    assert_eq!((ran.0.outcome, ran.1.outcome), (Outcome::Start, Outcome::Start), "{ran:?}");
+    let (n, waited) = stray.join().expect("stray");
+    assert_eq!(n, Ok(0), "the stray's connection ends without a message");
+    assert!(waited < Duration::from_millis(1800), "closed after {waited:?}, not at the gate's end");
+}

@@ -63,6 +63,9 @@ fn stray(served: &mut Served, what: &str) {
 pub fn serve(l: &TcpListener, opts: Listen<'_>, fabric: &dyn Fabric, until: Instant) -> Served {
     let (tx, rx): (Sender<First>, Receiver<First>) = mpsc::channel();
     let busy = Arc::new(AtomicUsize::new(0));
+    // Every connection this port took, to be shut when the gate ends: a stray still being read
+    // (silent until its hello deadline) must not stay open beside the command.
+    let mut accepted: Vec<std::net::TcpStream> = Vec::new();
     let mut desk = Desk {
         job: opts.job,
         predecessor: opts.predecessor,
@@ -76,6 +79,9 @@ pub fn serve(l: &TcpListener, opts: Listen<'_>, fabric: &dyn Fabric, until: Inst
         match l.accept() {
             Ok((stream, addr)) => {
                 idle = false;
+                if let Ok(c) = stream.try_clone() {
+                    accepted.push(c);
+                }
                 if busy.load(Ordering::SeqCst) >= MAX_READERS || stream.set_nonblocking(false).is_err() {
                     stray(
                         &mut desk.served,
@@ -96,6 +102,14 @@ pub fn serve(l: &TcpListener, opts: Listen<'_>, fabric: &dyn Fabric, until: Inst
         if idle {
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+    for c in accepted {
+        let _ = c.shutdown(std::net::Shutdown::Both);
+    }
+    // The readers see their connection end at once; give them a moment to drop it.
+    let end = Instant::now() + Duration::from_millis(500);
+    while busy.load(Ordering::SeqCst) > 0 && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(2));
     }
     desk.served
 }

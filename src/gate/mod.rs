@@ -115,10 +115,11 @@ pub fn run(vars: &Vars, fabric: &dyn Fabric, opts: &Options) -> Ran {
             (v, who.rank)
         }
         Err(c) => {
-            let host = fabric.host();
-            let f = verdict::of_pod(&Pod { rank: 0, host }, None, &c);
+            // The rank as far as it is known (the cause may be that it is not).
+            let rank = opts.given.rank.or_else(|| who::resolve(&opts.given, vars).ok().map(|w| w.rank)).unwrap_or(0);
+            let f = verdict::of_pod(&Pod { rank, host: fabric.host() }, None, &c);
             eprintln!("{PREFIX} gate: cannot run: {}", c.summary);
-            (Verdict { size: 1, pairs: 0, ..verdict::decide(1, &[], vec![f]) }, 0)
+            (Verdict { size: 1, pairs: 0, ..verdict::decide(1, &[], vec![f]) }, rank)
         }
     };
     let start_anyway = !verdict.go && opts.warn;
