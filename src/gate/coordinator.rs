@@ -118,7 +118,8 @@ pub fn results_budget(ports: &[usize], limits: &Limits) -> Duration {
         })
         .max()
         .unwrap_or_default();
-    slowest + limits.timeout * 2
+    // The wire carries it in milliseconds, at most a day: no test of ping's ranges comes near.
+    (slowest + limits.timeout * 2).min(Duration::from_secs(24 * 3600))
 }
 
 /// Sends each member its assignment; a member that cannot be told is named.
@@ -258,4 +259,63 @@ pub fn run(
     let v = verdict::decide(who.size, &[], findings);
     announce(&mut roster, &v, timeout);
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn who() -> Who {
+        Who {
+            rank: 0,
+            size: 4,
+            coordinator: "train-0:18516".into(),
+            port: 18516,
+            job: "train-0:18516/4".into(),
+            source: String::new(),
+        }
+    }
+
+    fn join(job: &str, rank: u32, size: u32) -> Join {
+        Join {
+            job: job.into(),
+            rank,
+            size,
+            host: "w".into(),
+            port: 18516,
+            ports: Vec::new(),
+            problem: Some("x".into()),
+        }
+    }
+
+    #[test]
+    fn joins_of_another_job_size_or_rank_are_refused_and_named() {
+        assert_eq!(check(&join("train-0:18516/4", 3, 4), &who()), Ok(()));
+        let e = check(&join("other", 1, 4), &who()).expect_err("job");
+        assert!(e.starts_with("a pod of another job (job \"other\", this job is \"train-0:18516/4\")"), "{e}");
+        let e = check(&join("train-0:18516/4", 1, 8), &who()).expect_err("size");
+        assert!(e.contains("says the job has 8 pods, the coordinator 4"), "{e}");
+        assert!(check(&join("train-0:18516/4", 0, 4), &who()).expect_err("rank 0").contains("rank 0 is not"));
+        assert!(check(&join("train-0:18516/4", 4, 4), &who()).is_err());
+    }
+
+    #[test]
+    fn the_results_budget_is_the_slowest_edge_and_bounded() {
+        let l = Limits {
+            all_pairs: false,
+            bytes: 1 << 20,
+            iters: 1000,
+            duration_ms: 1000,
+            timeout: Duration::from_secs(3),
+            gate: None,
+        };
+        // 4 rails everywhere but one pod with 2: its edges have 2 pairs; the slowest has 4:
+        // 3 s x (2 + 4) + 1 s x 1 round, plus 2 x 3 s for the connect and the hello.
+        assert_eq!(results_budget(&[4, 4, 2, 4], &l), Duration::from_secs(25));
+        let all = Limits { all_pairs: true, ..l.clone() };
+        // 4 x 4 pairs in 4 rounds: 3 s x 18 + 4 s, plus 6 s.
+        assert_eq!(results_budget(&[4, 4], &all), Duration::from_secs(64));
+        let huge = Limits { timeout: Duration::from_secs(600), ..all };
+        assert_eq!(results_budget(&[32, 32], &huge), Duration::from_secs(24 * 3600));
+    }
 }

@@ -155,6 +155,12 @@ fn check(vars: &Vars, fabric: &dyn Fabric, opts: &Options, signal: &AtomicI32) -
     let who = who::resolve(&opts.given, vars).map_err(|e| usage(e.to_string(), "see docs/gate.md (who the job is)"))?;
     check_params(opts.bytes, opts.iters, opts.duration_ms)
         .map_err(|e| usage(format!("bad test size from NCCL_WRAP_PING_*: {e}"), "see nccl-wrap ping --help"))?;
+    if !(1..=600_000).contains(&opts.timeout_ms) {
+        return Err(usage(
+            format!("NCCL_WRAP_PING_TIMEOUT_MS={} is not in 1..=600000", opts.timeout_ms),
+            "each phase's deadline; 3000 suits real hardware, 20000 software RoCE under emulation",
+        ));
+    }
     let l: TcpListener = exchange::bind(SocketAddr::from(([0, 0, 0, 0], who.port))).map_err(|e| {
         usage(
             e.to_string(),
@@ -162,7 +168,7 @@ fn check(vars: &Vars, fabric: &dyn Fabric, opts: &Options, signal: &AtomicI32) -
         )
     })?;
     let me = Pod { rank: who.rank, host: fabric.host() };
-    let timeout = Duration::from_millis(opts.timeout_ms.max(1));
+    let timeout = Duration::from_millis(opts.timeout_ms);
     let wait = Duration::from_millis(opts.wait_ms);
     let limits = opts.limits(&who.job, who.rank);
     let stop = AtomicBool::new(false);
