@@ -496,3 +496,46 @@ fn a_silent_stray_is_closed_when_the_gate_ends() {
     assert_eq!(n, Ok(0), "the stray's connection ends without a message");
     assert!(waited < Duration::from_millis(1800), "closed after {waited:?}, not at the gate's end");
 }
+
+fn parse(args: &[&str], env: &[(&str, &str)]) -> Result<nccl_wrap::cli::Cli, nccl_wrap::cli::CliError> {
+    let argv: Vec<OsString> = std::iter::once("nccl-wrap").chain(args.iter().copied()).map(OsString::from).collect();
+    let env: Vec<(String, OsString)> = env.iter().map(|(k, v)| (k.to_string(), OsString::from(v))).collect();
+    nccl_wrap::cli::Cli::parse(&argv, |name| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+}
+
+#[test]
+fn the_switch_and_its_options_parse_from_flags_and_variables() {
+    use nccl_wrap::cli::{Gate, GATE_PORT, GATE_WAIT_MS};
+    let c = parse(&["--", "torchrun"], &[]).expect("parse");
+    assert_eq!((c.opts.gate, c.opts.gate_port, c.opts.gate_wait_ms), (Gate::Off, GATE_PORT, GATE_WAIT_MS));
+    assert_eq!(parse(&["--gate", "--", "x"], &[]).expect("parse").opts.gate, Gate::Refuse);
+    assert_eq!(parse(&["--gate=warn", "--", "x"], &[]).expect("parse").opts.gate, Gate::Warn);
+    assert_eq!(parse(&["--", "x"], &[("NCCL_WRAP_GATE", "WARN")]).expect("parse").opts.gate, Gate::Warn);
+    assert_eq!(parse(&["--gate=off", "--", "x"], &[("NCCL_WRAP_GATE", "1")]).expect("parse").opts.gate, Gate::Off);
+    let e = parse(&["--", "x"], &[("NCCL_WRAP_GATE", "maybe")]).expect_err("bad value");
+    assert!(e.to_string().contains("NCCL_WRAP_GATE") && e.to_string().contains("warn"), "{e}");
+    let c = parse(
+        &["--gate", "--gate-rank=3", "--gate-coordinator", "train-0:2000", "--", "x"],
+        &[("NCCL_WRAP_GATE_SIZE", "8"), ("NCCL_WRAP_GATE_ID", "uid"), ("NCCL_WRAP_GATE_WAIT_MS", "1000")],
+    )
+    .expect("parse");
+    assert_eq!(
+        (c.opts.gate_rank, c.opts.gate_size, c.opts.gate_coordinator.as_deref(), c.opts.gate_id.as_deref()),
+        (Some(3), Some(8), Some("train-0:2000"), Some("uid"))
+    );
+    assert_eq!(c.opts.gate_wait_ms, 1000);
+    assert!(parse(&["--gate-port=0", "--", "x"], &[]).is_err());
+}
+
+#[test]
+fn the_gate_reads_pings_knobs_from_their_variables_only_when_on() {
+    let knobs = [("NCCL_WRAP_PING_ITERS", "20"), ("NCCL_WRAP_PING_TIMEOUT_MS", "20000"), ("NCCL_WRAP_PING_JSON", "1")];
+    let c = parse(&["--gate", "--", "x"], &knobs).expect("parse");
+    assert_eq!((c.opts.gate_ping.iters, c.opts.gate_ping.timeout_ms, c.opts.gate_ping.json), (20, 20000, true));
+    // Off, ping's variables are none of a run's business, even a wrong one.
+    let c = parse(&["--", "x"], &[("NCCL_WRAP_PING_ITERS", "lots")]).expect("parse");
+    assert_eq!(c.opts.gate_ping.iters, 1000);
+    assert!(parse(&["--gate", "--", "x"], &[("NCCL_WRAP_PING_ITERS", "lots")]).is_err());
+    // ping's own options stay ping's: not on a run's command line.
+    assert!(parse(&["--iters=5", "--", "x"], &[]).is_err());
+}
