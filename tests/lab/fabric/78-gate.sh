@@ -2,7 +2,8 @@
 # The gate, healthy, with strays and a pod of another job: three nodes, two rails each, run
 #   nccl-wrap --init --gate -- sh -c 'echo gate-started; ls -l /proc/$PPID/fd'
 # as ranks 0-2 of one job (torchrun's PET_NODE_RANK, PET_NNODES, PET_MASTER_ADDR=node-0).
-# Nodes 0 and 1 start at once; node 2 waits until both gate ports take connections, sends strays
+# Nodes 0 and 1 start at once; node 2 waits until both gate ports listen (each node posts a flag
+# once /proc/net/tcp shows it), sends strays
 # to both (an HTTP request, a silent connection, a plain `nccl-wrap ping` hello), starts a pod of
 # another job (--gate-id=another-job, rank 1, its own port) that must be refused with 125, and
 # only then starts its own rank. Every node: exit 0, the command ran, the verdict says go with 6
@@ -16,13 +17,8 @@ gate_env
 require "every node has its rails" fab_barrier rails
 
 if [ "$LAB_NODE" = 2 ]; then
-    # Until both gate ports take connections (each probe is a stray of its own).
     for n in 0 1; do
-        i=0
-        until nc -w 1 "node-$n" 18516 </dev/null >/dev/null 2>&1 || [ "$i" -gt 150 ]; do
-            usleep 200000
-            i=$((i + 1))
-        done
+        require "node $n's gate port listens" fab_wait "$n" gate.up 60
     done
     for n in 0 1; do
         printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 2 "node-$n" 18516 >/dev/null 2>&1 &
@@ -38,6 +34,10 @@ if [ "$LAB_NODE" = 2 ]; then
     sleep 2
 fi
 
+if [ "$LAB_NODE" != 2 ]; then
+    # Tell node 2 when this node's gate port listens (read from /proc/net/tcp, not probed).
+    (wait_listen 18516 600 && fab_post gate.up) &
+fi
 gate_run gate
 assert_eq "gate exit" 0 "$RC"
 assert "the command ran" grep -q '^gate-started$' /tmp/fab.gate.out
