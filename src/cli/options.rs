@@ -56,6 +56,16 @@ macro_rules! flag {
     };
 }
 
+/// An optional value of the run's options, parsed by `$parse`.
+macro_rules! some {
+    ($field:ident, $parse:expr) => {
+        |c: &mut Cli, v: &str| {
+            c.opts.$field = Some($parse(v)?);
+            Ok(())
+        }
+    };
+}
+
 /// Setters of `ping`'s own options: a no-op outside `ping`, where these options are not found.
 macro_rules! ping_flag {
     ($field:ident) => {
@@ -284,10 +294,7 @@ pub(super) const SPECS: &[Spec] = &[
         only: None,
         default: None,
         help: "Gate: rank 0's address (default: PET_MASTER_ADDR, else MASTER_ADDR); the port defaults to --gate-port",
-        set: |c, v| {
-            c.opts.gate_coordinator = Some(v.to_owned());
-            Ok(())
-        },
+        set: some!(gate_coordinator, |v: &str| Ok::<_, String>(v.to_owned())),
     },
     Spec {
         long: "gate-rank",
@@ -297,10 +304,7 @@ pub(super) const SPECS: &[Spec] = &[
         only: None,
         default: None,
         help: "Gate: this pod's rank (default: PET_NODE_RANK, RANK, JOB_COMPLETION_INDEX, SLURM_NODEID, the first set)",
-        set: |c, v| {
-            c.opts.gate_rank = Some(number(v)?);
-            Ok(())
-        },
+        set: some!(gate_rank, number),
     },
     Spec {
         long: "gate-size",
@@ -310,10 +314,7 @@ pub(super) const SPECS: &[Spec] = &[
         only: None,
         default: None,
         help: "Gate: the number of pods (default: PET_NNODES, WORLD_SIZE or SLURM_NNODES, with the rank's source)",
-        set: |c, v| {
-            c.opts.gate_size = Some(number(v)?);
-            Ok(())
-        },
+        set: some!(gate_size, number),
     },
     Spec {
         long: "gate-port",
@@ -339,10 +340,7 @@ pub(super) const SPECS: &[Spec] = &[
         only: None,
         default: None,
         help: "Gate: the job identity every pod of one job shares; a pod with another is refused (default: the coordinator's HOST:PORT and the size)",
-        set: |c, v| {
-            c.opts.gate_id = Some(v.to_owned());
-            Ok(())
-        },
+        set: some!(gate_id, |v: &str| Ok::<_, String>(v.to_owned())),
     },
     Spec {
         long: "gate-wait-ms",
@@ -365,10 +363,7 @@ pub(super) const SPECS: &[Spec] = &[
         only: None,
         default: None,
         help: "Where a refusal's cause is written for Kubernetes (kubectl describe pod); default /dev/termination-log when it exists",
-        set: |c, v| {
-            c.opts.termination_log = Some(path(v)?);
-            Ok(())
-        },
+        set: some!(termination_log, path),
     },
     Spec {
         long: "json",
