@@ -101,7 +101,7 @@ if [ -z "${SKIP_LAB:-}" ]; then
   if [ -z "${SKIP_FABRIC:-}" ]; then
     step "Soft-RoCE fabric: two and three QEMU nodes, nccl-wrap ping between them, against perftest"
     # The fabric's own checks (two rails and a ring with ibv_rc_pingpong), every ping scenario and
-    # the gate's (78-80 in the three-node boot with 60 and 77, 81 in the two-node one: about 60 s
+    # the gate's (78-80 in the three-node boot with 60 and 77, 81 in the two-node one: about 40 s
     # of guest time);
     # the stand-in failure scenarios (20-50, 90) that proved the lab reproduces each failure with
     # perftest and rc_probe stay out of CI, as their ping twins (71-74, 92) cover the same paths:
