@@ -121,6 +121,22 @@ seeds = {
     "magic": frame(1, hello, magic=b"GARBAGE"),
     "version": frame(1, hello, version=9),
     "truncated": frame(1, hello)[:40],
+    # The gate's frames (kinds 6-9) and a gate pair test's tagged hello.
+    "gate-hello": frame(1, dict(hello, gate={"job": "llm-train", "rank": 3})),
+    "join": frame(6, {"job": "llm-train-master-0:18516/4", "rank": 2, "size": 4, "host": "llm-train-worker-1",
+                      "port": 18516, "ports": [port("mlx5_6", 9), ib], "problem": None}),
+    "join-problem": frame(6, {"job": "uid-1", "rank": 1, "size": 2, "host": "w-1", "port": 18516, "ports": [],
+                              "problem": "no usable RDMA port in this pod"}),
+    "assign": frame(7, {"successor": 3, "successor_host": "train-3", "target": "10.0.0.9:18516", "predecessor": 1,
+                        "all_pairs": False, "bytes": 1 << 20, "iters": 1000, "duration_ms": 1000,
+                        "timeout_ms": 3000, "results_ms": 9000}),
+    "report": frame(8, {"rank": 1, "pairs": [{"rank": 1, "host": "train-1", "peer_rank": 2, "peer_host": "train-2",
+        "rail": "mlx5_6:1", "peer_rail": "mlx5_6:1", "status": "fail", "cause": "retry-exceeded",
+        "summary": "the local end's packets were never acknowledged", "hint": "check the VLAN"}]}),
+    "verdict": frame(9, {"go": False, "size": 4, "pairs": 3, "failed_total": 1, "missing": [3], "missing_total": 1,
+        "findings": [{"rank": 1, "host": "train-1", "peer_rank": None, "peer_host": None, "rail": None,
+                      "peer_rail": None, "status": "fail", "cause": "no-port", "summary": "no usable RDMA port",
+                      "hint": "nccl-wrap doctor"}]}),
 }
 for name, data in seeds.items():
     open(f"corpus/ping_wire/hand-{name}", "wb").write(data)

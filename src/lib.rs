@@ -11,6 +11,7 @@
 //! - `doctor`: checks that name what would make NCCL hang or fall back to TCP;
 //! - `health`: doctor's findings as NFD labels and Prometheus metrics, and `watch`, the node agent;
 //! - `ping`: an RDMA test between two pods (or a ring of them) over the ports a run would use;
+//! - `gate`: the job's pods test each other before the command starts (ping's test, a coordinator);
 //! - `install`: copies the binary into a shared volume, for an init container;
 //! - `cli`: options, each also an `NCCL_WRAP_*` variable.
 
@@ -22,6 +23,7 @@
 pub mod cli;
 pub mod detect;
 pub mod doctor;
+pub mod gate;
 pub mod health;
 pub mod install;
 pub mod msg;

@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use nccl_wrap::cli::{self, Cli, HealthFiles, PingArgs, Sub, EXIT_REFUSED, EXIT_USAGE};
 use nccl_wrap::msg::PREFIX;
 use nccl_wrap::process::{self, exec, memlock, supervise, watch};
-use nccl_wrap::{detect, doctor, health, install, nccl, ping, plan, report, verbs};
+use nccl_wrap::{detect, doctor, gate, health, install, nccl, ping, plan, report, verbs};
 
 fn main() -> ExitCode {
     // Hidden entry for the Soft-RoCE lab and debugging: `nccl-wrap __verbs list|port|selftest ...`.
@@ -123,7 +123,11 @@ fn main() -> ExitCode {
                 ping::Inputs { plan: &plan, vars: &vars, proc_root: &cli.opts.proc_root, verbs: verbs.as_ref() };
             ExitCode::from(ping::main(&inputs, &ping_options(p)))
         }
-        None => run(&cli, &plan, &memlock, &env_list, early_block),
+        None => {
+            let ping_inputs =
+                ping::Inputs { plan: &plan, vars: &vars, proc_root: &cli.opts.proc_root, verbs: verbs.as_ref() };
+            run(&cli, &plan, &memlock, &env_list, early_block, &ping_inputs)
+        }
         Some(Sub::Install { .. } | Sub::Watch(_)) => unreachable!("install and watch return before detection"),
     }
 }
@@ -165,6 +169,32 @@ fn verbs_for(opts: &cli::Opts) -> Box<dyn verbs::Verbs> {
     }
 }
 
+/// The gate's options: its own, and ping's test knobs from `NCCL_WRAP_PING_*`.
+fn gate_options(o: &cli::Opts) -> gate::Options {
+    let p = &o.gate_ping;
+    // Kubernetes reads the termination message from /dev/termination-log unless the pod says
+    // otherwise; it exists in every container it starts.
+    let default_log = o.dev_root.join("termination-log");
+    gate::Options {
+        warn: o.gate == cli::Gate::Warn,
+        given: gate::who::Given {
+            coordinator: o.gate_coordinator.clone(),
+            rank: o.gate_rank,
+            size: o.gate_size,
+            port: o.gate_port,
+            id: o.gate_id.clone(),
+        },
+        wait_ms: o.gate_wait_ms,
+        all_pairs: p.all_pairs,
+        bytes: p.bytes,
+        iters: p.iters,
+        duration_ms: p.duration_ms,
+        timeout_ms: p.timeout_ms,
+        json: p.json,
+        termination_log: o.termination_log.clone().or_else(|| default_log.exists().then_some(default_log)),
+    }
+}
+
 /// Apply the environment and run the command.
 fn run(
     cli: &Cli,
@@ -172,6 +202,7 @@ fn run(
     memlock: &memlock::Memlock,
     env_list: &[(OsString, OsString)],
     blocked: Option<process::sys::Blocked>,
+    ping_inputs: &ping::Inputs,
 ) -> ExitCode {
     eprint!("{}", report::summary(plan, memlock, cli.opts.quiet));
     if cli.opts.require_rdma && !plan.rdma {
@@ -185,6 +216,23 @@ fn run(
             memlock.describe()
         );
         return ExitCode::from(EXIT_REFUSED);
+    }
+    if cli.opts.gate != cli::Gate::Off {
+        // Before exec or the child: the gate's listener, connections and RDMA resources are all
+        // closed when it returns.
+        let fabric = gate::fabric::Rdma {
+            here: ping::here::read(ping_inputs),
+            host: ping::hostname(ping_inputs.proc_root, ping_inputs.vars),
+        };
+        match gate::run(ping_inputs.vars, &fabric, &gate_options(&cli.opts)).outcome {
+            gate::Outcome::Start => {}
+            gate::Outcome::Refuse => {
+                eprintln!("{PREFIX} refusing to start {:?}: --gate (NCCL_WRAP_GATE) is set and the job's fabric check failed (see above; docs/gate.md)", cli.command[0]);
+                return ExitCode::from(EXIT_REFUSED);
+            }
+            // As the command would have ended had it run: 128 + the signal.
+            gate::Outcome::Interrupted(sig) => return ExitCode::from(u8::try_from(128 + sig).unwrap_or(EXIT_REFUSED)),
+        }
     }
     let env = nccl::env::child_env(env_list, &plan.exports());
     if supervise::wanted(cli.opts.init) {

@@ -22,6 +22,7 @@ const RANKS: &[(&str, u32)] = &[
     ("install", 6),
     ("cli", 6),
     ("health", 7),
+    ("gate", 7),
 ];
 
 /// The only files allowed `unsafe`: the ibverbs FFI fence and the raw process system calls.

@@ -1,4 +1,5 @@
-//! `nccl-wrap ping`'s exchange frames, as a hostile peer would send them, through
+//! `nccl-wrap ping`'s exchange frames and the gate's (join, assign, report, verdict, the tagged
+//! hello), as a hostile peer would send them, through
 //! `ping::wire::decode`: a frame is refused with a typed error or decodes to a message whose every
 //! field was checked, and whatever decodes encodes back to a frame that decodes to the same
 //! message (the peer and we read one format).

@@ -20,7 +20,7 @@ Sources of devices, in order: PCIDEVICE_*_INFO / PCIDEVICE_* (SR-IOV device plug
 network-status annotation file, then sysfs (devices whose net device is in this namespace).
 
 Exit status: the command's own; 128+N when it died of signal N; 126 when it cannot be executed;
-127 when it is not found; 125 when a --require-* option refuses to start it; 2 on usage errors.
+127 when it is not found; 125 when a --require-* option or --gate refuses to start it; 2 on usage errors.
 
 As PID 1 (or with --supervise) the command runs as a child: signals are forwarded to it, zombies
 are reaped, and the exit status is the command's as above. The RDMA ports in use are watched; when

@@ -168,6 +168,26 @@ impl Sub {
     }
 }
 
+/// `--gate`: check the job's pods against each other before starting the command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Gate {
+    #[default]
+    Off,
+    /// Start the command only when every pair passes (otherwise exit 125).
+    Refuse,
+    /// Report what fails and start the command anyway.
+    Warn,
+}
+
+/// The gate's default TCP port (one above ping's ring port; never the launcher's MASTER_PORT).
+pub const GATE_PORT: u16 = 18516;
+/// How long the gate waits for late pods by default: 10 minutes, for image pulls.
+pub const GATE_WAIT_MS: u64 = 600_000;
+
+/// `ping`'s test knobs that the gate reads from `NCCL_WRAP_PING_*` (the gate's pairs run ping's
+/// test); the others (target, listen, ring...) are ping's own.
+pub const GATE_PING_KNOBS: &[&str] = &["all-pairs", "json", "bytes", "duration-ms", "iters", "timeout-ms"];
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Opts {
     pub require_rdma: bool,
@@ -190,6 +210,18 @@ pub struct Opts {
     pub watch_ms: u64,
     pub dev_root: PathBuf,
     pub annotations: PathBuf,
+    pub gate: Gate,
+    /// The gate's rank 0: HOST or HOST:PORT.
+    pub gate_coordinator: Option<String>,
+    pub gate_rank: Option<u32>,
+    pub gate_size: Option<u32>,
+    pub gate_port: u16,
+    pub gate_id: Option<String>,
+    pub gate_wait_ms: u64,
+    /// Where a refusal's cause goes for Kubernetes (`None`: `/dev/termination-log` if present).
+    pub termination_log: Option<PathBuf>,
+    /// The gate's pair test, from ping's options' variables.
+    pub gate_ping: PingArgs,
 }
 
 impl Default for Opts {
@@ -212,6 +244,15 @@ impl Default for Opts {
             watch_ms: 1000,
             dev_root: PathBuf::from("/dev"),
             annotations: PathBuf::from("/etc/podnetinfo/annotations"),
+            gate: Gate::Off,
+            gate_coordinator: None,
+            gate_rank: None,
+            gate_size: None,
+            gate_port: GATE_PORT,
+            gate_id: None,
+            gate_wait_ms: GATE_WAIT_MS,
+            termination_log: None,
+            gate_ping: PingArgs::default(),
         }
     }
 }
@@ -351,6 +392,14 @@ impl Cli {
             };
             let text = value.to_str().ok_or_else(|| bad(var, &value.to_string_lossy(), "not valid UTF-8"))?;
             (spec.set)(&mut cli, text).map_err(|why| bad(var, text, &why))?;
+        }
+        if sub.is_none() && cli.opts.gate != Gate::Off {
+            // The gate's pairs run ping's test: its knobs come from ping's variables.
+            for spec in SPECS.iter().filter(|s| s.only == Some(SubName::Ping) && GATE_PING_KNOBS.contains(&s.long)) {
+                let Some(value) = env(spec.env).filter(|v| !v.is_empty()) else { continue };
+                let text = value.to_str().ok_or_else(|| bad(spec.env, &value.to_string_lossy(), "not valid UTF-8"))?;
+                (spec.set)(&mut cli, text).map_err(|why| bad(spec.env, text, &why))?;
+            }
         }
         if let Some(Sub::Install { dir }) = &cli.sub {
             if dir.as_os_str().is_empty() {

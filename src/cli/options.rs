@@ -1,7 +1,7 @@
 //! The option table: every option's names, variable, scope, default, help line and setter.
 //! Adding an option is one entry here; `--help` and the variable lookup follow from it.
 
-use super::setters::{boolish, interval_ms, number, path, ping, set_features, set_metrics, watch};
+use super::setters::{boolish, gate_mode, interval_ms, number, path, ping, set_features, set_metrics, watch};
 use super::{Cli, Sub, SubName};
 
 /// How an option takes its value.
@@ -247,6 +247,98 @@ pub(super) const SPECS: &[Spec] = &[
             c.opts.annotations = path(v)?;
             Ok(())
         },
+    },
+    Spec {
+        long: "gate",
+        short: None,
+        env: "NCCL_WRAP_GATE",
+        kind: Kind::Flag,
+        only: None,
+        default: Some("false"),
+        help: "Before starting the command, test RDMA between this job's pods (each pod with its ring successor, ping's test over every rail); start it only when every pair passes, else exit 125 on every pod. =warn: report and start anyway. See docs/gate.md",
+        set: |c, v| {
+            c.opts.gate = gate_mode(v)?;
+            Ok(())
+        },
+    },
+    Spec {
+        long: "gate-coordinator",
+        short: None,
+        env: "NCCL_WRAP_GATE_COORDINATOR",
+        kind: Kind::Value("HOST[:PORT]"),
+        only: None,
+        default: None,
+        help: "Gate: rank 0's address (default: PET_MASTER_ADDR, else MASTER_ADDR); the port defaults to --gate-port",
+        set: some!(gate_coordinator, |v: &str| Ok::<_, String>(v.to_owned())),
+    },
+    Spec {
+        long: "gate-rank",
+        short: None,
+        env: "NCCL_WRAP_GATE_RANK",
+        kind: Kind::Value("N"),
+        only: None,
+        default: None,
+        help: "Gate: this pod's rank (default: PET_NODE_RANK, RANK, JOB_COMPLETION_INDEX, SLURM_NODEID, the first set)",
+        set: some!(gate_rank, number),
+    },
+    Spec {
+        long: "gate-size",
+        short: None,
+        env: "NCCL_WRAP_GATE_SIZE",
+        kind: Kind::Value("N"),
+        only: None,
+        default: None,
+        help: "Gate: the number of pods (default: PET_NNODES, WORLD_SIZE or SLURM_NNODES, with the rank's source)",
+        set: some!(gate_size, number),
+    },
+    Spec {
+        long: "gate-port",
+        short: None,
+        env: "NCCL_WRAP_GATE_PORT",
+        kind: Kind::Value("PORT"),
+        only: None,
+        default: Some("18516"),
+        help: "Gate: the TCP port every pod listens on (rank 0's also takes the other pods' joins)",
+        set: |c, v| {
+            c.opts.gate_port = number(v)?;
+            if c.opts.gate_port == 0 {
+                return Err("port 0".into());
+            }
+            Ok(())
+        },
+    },
+    Spec {
+        long: "gate-id",
+        short: None,
+        env: "NCCL_WRAP_GATE_ID",
+        kind: Kind::Value("ID"),
+        only: None,
+        default: None,
+        help: "Gate: the job identity every pod of one job shares; a pod with another is refused (default: the coordinator's HOST:PORT and the size)",
+        set: some!(gate_id, |v: &str| Ok::<_, String>(v.to_owned())),
+    },
+    Spec {
+        long: "gate-wait-ms",
+        short: None,
+        env: "NCCL_WRAP_GATE_WAIT_MS",
+        kind: Kind::Value("MS"),
+        only: None,
+        default: Some("600000"),
+        help: "Gate: how long to wait for late pods (image pulls), in milliseconds; after it the missing ranks are named",
+        set: |c, v| {
+            c.opts.gate_wait_ms = number(v)?;
+            Ok(())
+        },
+    },
+    Spec {
+        long: "termination-log",
+        short: None,
+        env: "NCCL_WRAP_TERMINATION_LOG",
+        kind: Kind::Value("FILE"),
+        only: None,
+        default: None,
+        help: "Where a refusal's cause is written for Kubernetes (kubectl describe pod); default /dev/termination-log when it exists",
+        set: some!(termination_log, path),
     },
     Spec {
         long: "json",

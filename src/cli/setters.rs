@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use super::{Cli, HealthFiles, PingArgs, Sub};
+use super::{Cli, Gate, HealthFiles, PingArgs, Sub};
 
 pub(super) fn boolish(v: &str) -> Result<bool, String> {
     match v.to_ascii_lowercase().as_str() {
@@ -34,7 +34,17 @@ macro_rules! flag {
     };
 }
 
-/// Setters of `ping`'s own options: a no-op outside `ping`, where these options are not found.
+/// An optional value of the run's options, parsed by `$parse`.
+macro_rules! some {
+    ($field:ident, $parse:expr) => {
+        |c: &mut Cli, v: &str| {
+            c.opts.$field = Some($parse(v)?);
+            Ok(())
+        }
+    };
+}
+
+/// Setters of `ping`'s own options (outside `ping`, of the gate's pair test: see `ping`).
 macro_rules! ping_flag {
     ($field:ident) => {
         |c: &mut Cli, v: &str| {
@@ -106,10 +116,24 @@ pub(super) fn watch(c: &mut Cli, f: impl FnOnce(&mut super::WatchArgs)) -> Resul
     Ok(())
 }
 
-/// Applies `f` to ping's options (a no-op outside `ping`, where these options are not found).
+/// Applies `f` to ping's options; outside `ping` (where these options are not found on the
+/// command line) to the gate's pair test, which reads ping's variables.
 pub(super) fn ping(c: &mut Cli, f: impl FnOnce(&mut PingArgs)) -> Result<(), String> {
-    if let Some(Sub::Ping(p)) = &mut c.sub {
-        f(p);
+    match &mut c.sub {
+        Some(Sub::Ping(p)) => f(p),
+        None => f(&mut c.opts.gate_ping),
+        Some(_) => {}
     }
     Ok(())
+}
+
+pub(super) fn gate_mode(v: &str) -> Result<Gate, String> {
+    if v.eq_ignore_ascii_case("warn") {
+        return Ok(Gate::Warn);
+    }
+    match boolish(v) {
+        Ok(true) => Ok(Gate::Refuse),
+        Ok(false) => Ok(Gate::Off),
+        Err(_) => Err("not a boolean or `warn` (true/false, yes/no, on/off, 1/0, warn)".into()),
+    }
 }

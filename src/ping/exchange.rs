@@ -22,8 +22,8 @@ pub enum ExchangeError {
     Address { addr: String, detail: String },
     #[error("cannot resolve {host}: {source}; is the name right, and does this image resolve names (static binaries need the glibc NSS libraries)?")]
     Resolve { host: String, source: io::Error },
-    #[error("no peer connected to {addr} within {waited_ms} ms: start `nccl-wrap ping HOST:PORT` on the other pod, or raise --wait-ms")]
-    NoPeer { addr: String, waited_ms: u128 },
+    #[error("no peer connected to {addr} within {waited_ms} ms{}: start `nccl-wrap ping HOST:PORT` on the other pod, or raise --wait-ms", strays_note(*strays))]
+    NoPeer { addr: String, waited_ms: u128, strays: usize },
     #[error("cannot reach {addr} within {waited_ms} ms (last error: {source}): is `nccl-wrap ping --listen` running there, and is the port open between the pods?")]
     Connect { addr: String, waited_ms: u128, source: io::Error },
     #[error("{peer} sent nothing for {what} before the deadline ({got} of {want} bytes arrived)")]
@@ -38,6 +38,13 @@ pub enum ExchangeError {
     Refused { peer: String, reason: String },
     #[error("talking to {peer}: {source}")]
     Io { peer: String, source: io::Error },
+}
+
+fn strays_note(strays: usize) -> String {
+    match strays {
+        0 => String::new(),
+        n => format!(" ({n} stray connection(s) ignored, each named above)"),
+    }
 }
 
 impl ExchangeError {
@@ -64,6 +71,11 @@ impl Session {
         // Small frames, each answered at once: do not wait to coalesce them.
         let _ = stream.set_nodelay(true);
         Session { stream, peer, deadline }
+    }
+
+    /// The peer's address and ours on this connection (the gate learns pod addresses so).
+    pub fn addrs(&self) -> Option<(SocketAddr, SocketAddr)> {
+        Some((self.stream.peer_addr().ok()?, self.stream.local_addr().ok()?))
     }
 
     /// Pushes the deadline to `deadline` (the run's phases are bounded one by one).
@@ -159,6 +171,11 @@ impl Session {
         }
     }
 
+    /// Sets the deadline to `deadline`, earlier or later (the gate's phases each have their own).
+    pub fn set_deadline(&mut self, deadline: Instant) {
+        self.deadline = deadline;
+    }
+
     /// Best effort: tell the peer why, with a short bound, then close.
     pub fn refuse(mut self, reason: &str) {
         let mut text: String = reason.chars().take(wire::MAX_TEXT / 4).collect();
@@ -251,7 +268,7 @@ pub fn accept(l: &TcpListener, until: Option<Instant>) -> Result<(TcpStream, Soc
             Err(source) => return Err(ExchangeError::Bind { addr, source }),
         }
         if until.is_some_and(|u| Instant::now() >= u) {
-            return Err(ExchangeError::NoPeer { addr, waited_ms: start.elapsed().as_millis() });
+            return Err(ExchangeError::NoPeer { addr, waited_ms: start.elapsed().as_millis(), strays: 0 });
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -260,9 +277,9 @@ pub fn accept(l: &TcpListener, until: Option<Instant>) -> Result<(TcpStream, Soc
 /// How the listener serves.
 #[derive(Debug, Clone, Copy)]
 pub struct Serve {
-    /// Serve peer after peer (otherwise one, good or bad).
+    /// Serve peer after peer (otherwise one valid peer).
     pub keep: bool,
-    /// How long to wait for the first peer (`None`: for ever).
+    /// How long to wait for the first valid peer (`None`: for ever).
     pub wait: Option<Duration>,
     /// Deadline of the hello, counted from the connection; the handler extends it.
     pub hello: Duration,
@@ -270,41 +287,53 @@ pub struct Serve {
     pub max_peers: Option<usize>,
 }
 
-/// Accepts peers and hands each valid hello to `on_peer`. A peer that fails (before or after its
-/// hello) is reported to `on_error` and told why; without `keep` its error ends the serving,
-/// with `keep` the next peer is served. Returns how many peers `on_peer` completed.
+/// Accepts peers and hands each valid hello to `on_peer`. A connection that never sends a valid
+/// hello (a probe, a scanner, garbage, silence) is a stray: it is reported to `on_error`, told
+/// why, and the wait goes on until it ends. A peer that fails after its hello is reported too;
+/// without `keep` it ends the serving, with `keep` the next peer is served. Returns how many
+/// peers `on_peer` completed.
 pub fn serve(
     l: &TcpListener,
     opts: Serve,
     mut on_peer: impl FnMut(Session, Hello) -> Result<(), ExchangeError>,
     mut on_error: impl FnMut(&ExchangeError),
 ) -> Result<usize, ExchangeError> {
-    let first_until = opts.wait.map(|w| Instant::now() + w);
-    let (mut seen, mut served) = (0usize, 0usize);
+    let start = Instant::now();
+    let first_until = opts.wait.map(|w| start + w);
+    let (mut seen, mut served, mut strays) = (0usize, 0usize, 0usize);
     loop {
-        let until = if seen == 0 { first_until } else { None };
-        let (stream, addr) = accept(l, until)?;
+        // With `keep`, only the first peer is waited for; without it, strays do not end the wait.
+        let until = if opts.keep && seen > 0 { None } else { first_until };
+        let (stream, addr) = match accept(l, until) {
+            Ok(a) => a,
+            Err(ExchangeError::NoPeer { addr, .. }) => {
+                return Err(ExchangeError::NoPeer { addr, waited_ms: start.elapsed().as_millis(), strays })
+            }
+            Err(e) => return Err(e),
+        };
         seen += 1;
         let mut session = Session::new(stream, addr.to_string(), Instant::now() + opts.hello);
         let outcome = match session.expect("hello", |m| if let Message::Hello(h) = m { Ok(h) } else { Err(m) }) {
-            Ok(hello) => on_peer(session, hello),
+            Ok(hello) => on_peer(session, hello).map_err(|e| (true, e)),
             Err(e) => {
                 if !matches!(e, ExchangeError::Closed { .. } | ExchangeError::Refused { .. }) {
                     session.refuse(&e.to_string());
                 }
-                Err(e)
+                Err((false, e))
             }
         };
+        let at_max = opts.max_peers.is_some_and(|m| seen >= m);
         match outcome {
             Ok(()) => served += 1,
-            Err(e) => {
+            Err((valid, e)) => {
                 on_error(&e);
-                if !opts.keep {
+                strays += usize::from(!valid);
+                if (valid && !opts.keep) || (at_max && served == 0) {
                     return Err(e);
                 }
             }
         }
-        if !opts.keep || opts.max_peers.is_some_and(|m| seen >= m) {
+        if (!opts.keep && served > 0) || at_max {
             return Ok(served);
         }
     }

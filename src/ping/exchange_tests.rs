@@ -28,6 +28,7 @@ fn hello() -> Hello {
         bytes: 4096,
         iters: 10,
         duration_ms: 10,
+        gate: None,
     }
 }
 
@@ -151,13 +152,46 @@ fn a_wrong_first_message_is_refused() {
 }
 
 #[test]
-fn without_keep_a_bad_peer_ends_the_listener() {
+fn without_keep_a_stray_is_ignored_and_the_peer_after_it_served() {
+    // Regression: one stray connection (a probe, a scanner) ended a `--listen` or `--ring`
+    // listener with exit 2; the wait now goes on until a valid hello or its end.
+    let (l, addr) = listener();
+    let b = raw_peer(&addr, b"GET / HTTP/1.0\r\n\r\n".to_vec(), Duration::from_millis(100));
+    let s = raw_peer(&addr, Vec::new(), Duration::from_millis(600));
+    thread::sleep(Duration::from_millis(50));
+    let g = good_peer(&addr);
+    let (r, errors) = serve_collect(&l, false, 10);
+    assert_eq!(r.expect("served"), 1, "{errors:?}");
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(errors.iter().any(|e| e.contains("not a nccl-wrap ping message")), "{errors:?}");
+    assert!(errors.iter().any(|e| e.contains("sent nothing")), "{errors:?}");
+    assert_eq!(g.join().expect("good peer"), Ok(Message::Hello(hello())));
+    let _ = (b.join(), s.join());
+}
+
+#[test]
+fn without_keep_strays_until_the_wait_ends_are_counted() {
     let (l, addr) = listener();
     let b = raw_peer(&addr, b"\0\0\0\0\0\0\0\0\0\0\0\0\0\0".to_vec(), Duration::from_millis(100));
-    let (r, errors) = serve_collect(&l, false, 1);
-    assert!(matches!(r, Err(ExchangeError::Wire { source: WireError::Magic(_), .. })), "{r:?}");
-    assert_eq!(errors.len(), 1);
+    let o = Serve { keep: false, wait: Some(Duration::from_millis(700)), hello: SHORT, max_peers: None };
+    let mut errors = Vec::new();
+    let r = serve(&l, o, |_, _| Ok(()), |e| errors.push(e.to_string()));
+    match r {
+        Err(e @ ExchangeError::NoPeer { strays: 1, .. }) => assert!(e.to_string().contains("1 stray"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(errors.len(), 1, "{errors:?}");
     let _ = b.join();
+}
+
+#[test]
+fn without_keep_a_peer_failing_after_its_hello_ends_the_listener() {
+    let (l, addr) = listener();
+    let g = good_peer(&addr);
+    let o = Serve { keep: false, wait: Some(Duration::from_secs(5)), hello: SHORT, max_peers: None };
+    let r = serve(&l, o, |s, _| Err(ExchangeError::Unexpected { peer: s.peer, want: "x", got: "y" }), |_| {});
+    assert!(matches!(r, Err(ExchangeError::Unexpected { .. })), "{r:?}");
+    let _ = g.join();
 }
 
 #[test]

@@ -7,12 +7,16 @@
 //! 0 every pair passes (warnings included), 1 a pair fails, 2 the check could not run.
 //!
 //! - `wire`: the messages and their framing (pure); `exchange`: TCP with deadlines, hostile
-//!   peers; `session`: one run with one peer from either end; `pair`: the verbs work;
+//!   peers; `here`: what this pod brings (ports, name, routes); `edge`: this pod towards one
+//!   peer, as results; `session`: one run with one peer
+//!   from either end; `pair`: the verbs work;
 //! - `cause`: why a pair failed (pure); `route`: this namespace's IPv4 routes (pure parse);
 //! - `ring`: index, size and peer template (pure); `output`: JSON lines and the human form.
 
 pub mod cause;
+pub mod edge;
 pub mod exchange;
+pub mod here;
 pub mod output;
 pub mod pair;
 pub mod ring;
@@ -20,23 +24,17 @@ pub mod route;
 pub mod session;
 pub mod wire;
 
-use std::ffi::OsStr;
 use std::io::Write;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use cause::{Cause, Status};
-use exchange::{ExchangeError, Serve};
+use edge::{cannot, peer_cause};
+use exchange::Serve;
+pub use here::{dropped_for_gid, hostname, planned, Here, Inputs};
 use output::PairResult;
-use pair::Planned;
-use session::{Limits, Opened};
+use session::Limits;
 
-use crate::detect::Vars;
 use crate::msg::PREFIX;
-use crate::nccl::env::IB_GID_INDEX;
-use crate::nccl::gid::RoceType;
-use crate::plan::{Action, Plan};
-use crate::verbs::{Verbs, VerbsError};
 
 pub const EXIT_PASS: u8 = 0;
 pub const EXIT_FAILED: u8 = 1;
@@ -62,14 +60,6 @@ pub struct Options {
     pub duration_ms: u32,
     pub timeout_ms: u64,
     pub wait_ms: u64,
-}
-
-/// What ping reads besides its options.
-pub struct Inputs<'a> {
-    pub plan: &'a Plan,
-    pub vars: &'a Vars,
-    pub proc_root: &'a Path,
-    pub verbs: &'a dyn Verbs,
 }
 
 /// Runs ping and prints its results; returns the exit status.
@@ -119,98 +109,6 @@ impl Printer {
     }
 }
 
-fn cannot(id: &'static str, summary: impl Into<String>, hint: impl Into<String>) -> Cause {
-    Cause::new(id, Status::Fail, summary, hint)
-}
-
-fn peer_cause(e: &ExchangeError) -> Cause {
-    if e.no_peer() {
-        cannot("peer", e.to_string(), "start the other end, check the address and that TCP is open between the pods; --wait-ms sets how long to wait")
-    } else {
-        cannot(
-            "peer",
-            e.to_string(),
-            "run the same nccl-wrap version on both ends, and make sure nothing else uses the port",
-        )
-    }
-}
-
-/// The plan's ports as the run will use them: NCCL_IB_GID_INDEX as NCCL will read it (the
-/// user's value when kept), otherwise each port's own pick.
-pub fn planned(plan: &Plan) -> Vec<Planned> {
-    let forced: Option<u32> = plan.vars.iter().find(|v| v.name == IB_GID_INDEX).and_then(|v| {
-        let value = if v.action == Action::Kept { v.previous.as_deref()? } else { v.value.as_str() };
-        value.trim().parse().ok()
-    });
-    let mut out = Vec::new();
-    for hca in &plan.hca {
-        let Some((dev, port)) = hca.rsplit_once(':') else { continue };
-        let Ok(port) = port.parse::<u8>() else { continue };
-        let facts = plan
-            .detection
-            .devices
-            .iter()
-            .find(|d| d.name == dev)
-            .and_then(|d| d.ports.iter().find(|p| p.port == u32::from(port)));
-        let pick = facts.and_then(|p| p.gid.as_ref());
-        let gid_index = forced.filter(|_| pick.is_some()).or(pick.map(|g| g.index));
-        let gid_type = pick.filter(|g| Some(g.index) == gid_index).and_then(|g| g.roce).map(|r| match r {
-            RoceType::V1 => "IB/RoCE v1".to_owned(),
-            RoceType::V2 => "RoCE v2".to_owned(),
-        });
-        out.push(Planned {
-            device: dev.to_owned(),
-            port,
-            gid_index,
-            gid_type,
-            netdev: pick.and_then(|g| g.ndev.clone()),
-        });
-    }
-    out
-}
-
-/// The RoCE ports the plan leaves out only for their GID (up and ACTIVE, but no GID of NCCL's
-/// family and RoCE version: a rail without its IPv4 address), with the plan's reason. A port
-/// left out for anything else (down, not this pod's) is not a rail of this pod.
-pub fn dropped_for_gid(plan: &Plan) -> Vec<output::Dropped> {
-    let mut out = Vec::new();
-    for d in plan.decisions.iter().filter(|d| !d.used) {
-        let (Some(reason), Ok(port)) = (&d.reason, u8::try_from(d.port)) else { continue };
-        let facts = plan
-            .detection
-            .devices
-            .iter()
-            .find(|x| x.name == d.device)
-            .and_then(|x| x.ports.iter().find(|p| p.port == d.port));
-        let Some(f) = facts else { continue };
-        let gid_only = f.link_layer.as_deref() == Some("Ethernet")
-            && crate::plan::link_problem(f).is_none()
-            && f.gid.as_ref().is_some_and(|g| !g.full_match);
-        if gid_only {
-            out.push(output::Dropped { device: d.device.clone(), port, reason: reason.clone() });
-        }
-    }
-    out
-}
-
-/// This pod's name: the kernel's hostname under the proc root, else `HOSTNAME`.
-fn hostname(proc_root: &Path, vars: &Vars) -> String {
-    let from_proc = std::fs::read_to_string(proc_root.join("sys/kernel/hostname")).ok();
-    let raw = from_proc.or_else(|| vars.get(OsStr::new("HOSTNAME")).map(|h| h.to_string_lossy().into_owned()));
-    let h: String = raw
-        .unwrap_or_default()
-        .trim()
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || "-._".contains(*c))
-        .take(253)
-        .collect();
-    if h.is_empty() {
-        "unknown".into()
-    } else {
-        h
-    }
-}
-
 fn limits(opts: &Options) -> Limits {
     Limits {
         all_pairs: opts.all_pairs,
@@ -218,181 +116,95 @@ fn limits(opts: &Options) -> Limits {
         iters: opts.iters,
         duration_ms: opts.duration_ms,
         timeout: Duration::from_millis(opts.timeout_ms),
+        gate: None,
+    }
+}
+
+/// Usage first: a wrong address or ring setting is named before anything is opened.
+fn check_usage(inp: &Inputs, opts: &Options) -> Result<Option<(ring::Ring, u16)>, Cause> {
+    wire::check_params(opts.bytes, opts.iters, opts.duration_ms)
+        .map_err(|e| cannot("peer", format!("bad test size: {e}"), "see nccl-wrap ping --help for the ranges"))?;
+    let usage = |e: String, hint: &str| cannot("peer", e, hint);
+    match &opts.mode {
+        Mode::Connect(target) => {
+            exchange::split_target(target).map_err(|e| usage(e.to_string(), "the peer is HOST:PORT"))?;
+            Ok(None)
+        }
+        Mode::Listen { addr, .. } => {
+            exchange::listen_addr(addr).map_err(|e| usage(e.to_string(), "--listen takes PORT or ADDR:PORT"))?;
+            Ok(None)
+        }
+        Mode::Ring { template, index, size, port } => {
+            let host = hostname(inp.proc_root, inp.vars);
+            let r = ring::resolve(*index, *size, template.as_deref(), inp.vars, &host)
+                .map_err(|e| usage(e.to_string(), "see nccl-wrap ping --help (ring mode)"))?;
+            Ok(Some((r, *port)))
+        }
     }
 }
 
 fn run(inp: &Inputs, opts: &Options, out: &mut Printer) -> Result<(), Cause> {
-    wire::check_params(opts.bytes, opts.iters, opts.duration_ms)
-        .map_err(|e| cannot("peer", format!("bad test size: {e}"), "see nccl-wrap ping --help for the ranges"))?;
-    let host = hostname(inp.proc_root, inp.vars);
-    // Usage first: a wrong address or ring setting is named before anything is opened.
-    let usage = |e: String, hint: &str| cannot("peer", e, hint);
-    let ring = match &opts.mode {
-        Mode::Connect(target) => {
-            exchange::split_target(target).map_err(|e| usage(e.to_string(), "the peer is HOST:PORT"))?;
-            None
-        }
-        Mode::Listen { addr, .. } => {
-            exchange::listen_addr(addr).map_err(|e| usage(e.to_string(), "--listen takes PORT or ADDR:PORT"))?;
-            None
-        }
-        Mode::Ring { template, index, size, port } => Some((
-            ring::resolve(*index, *size, template.as_deref(), inp.vars, &host)
-                .map_err(|e| usage(e.to_string(), "see nccl-wrap ping --help (ring mode)"))?,
-            *port,
-        )),
-    };
-    if let Err(VerbsError::Unavailable(reason)) = inp.verbs.device_names() {
-        return Err(cannot(
-            "no-port",
-            format!("ping moves bytes through ibverbs, which are not used here: {reason}"),
-            "run ping against the kernel's /sys, without --skip-verbs",
-        ));
-    }
-    let planned = planned(inp.plan);
-    if planned.is_empty() {
-        return Err(cannot(
-            "no-port",
-            "no usable RDMA port in this pod: nothing to test (a run would set NCCL_IB_DISABLE=1)",
-            "run `nccl-wrap doctor` to see why each port is not used",
-        ));
-    }
-    let routes = route::read(inp.proc_root);
-    let dropped = dropped_for_gid(inp.plan);
-    match &opts.mode {
-        Mode::Connect(target) => {
-            let opened = open(&planned)?;
-            let wait_until = Instant::now() + Duration::from_millis(opts.wait_ms);
-            let mut s = exchange::connect(target, wait_until, Duration::from_millis(opts.timeout_ms))
-                .map_err(|e| peer_cause(&e))?;
-            report_unopened(&opened, target, out);
-            let (runs, theirs) =
-                session::initiate(&mut s, &opened, &host, &limits(opts)).map_err(|e| peer_cause(&e))?;
-            for (k, r) in runs.iter().enumerate() {
-                out.pair(&output::result(k, target, r, routes.as_deref()));
-            }
-            for r in output::unpaired(runs.len(), target, &opened.infos, &theirs, opts.all_pairs, &dropped) {
-                out.pair(&r);
-            }
+    let ring = check_usage(inp, opts)?;
+    let here = here::read(inp)?;
+    let wait = Duration::from_millis(opts.wait_ms);
+    match (&opts.mode, ring) {
+        (Mode::Connect(target), _) => {
+            let results = edge::initiate(&here, target, &limits(opts), Instant::now() + wait)?;
+            results.iter().for_each(|r| out.pair(r));
             Ok(())
         }
-        Mode::Listen { addr, keep } => {
+        (Mode::Listen { addr, keep }, _) => {
             let sock = exchange::listen_addr(addr)
                 .map_err(|e| cannot("peer", e.to_string(), "--listen takes PORT or ADDR:PORT"))?;
             let l = exchange::bind(sock).map_err(|e| cannot("peer", e.to_string(), "pick a free port"))?;
-            let opened = open(&planned)?;
-            let serve = Serve {
-                keep: *keep,
-                wait: (!keep).then(|| Duration::from_millis(opts.wait_ms)),
-                hello: Duration::from_millis(opts.timeout_ms),
-                max_peers: None,
-            };
+            let opened = edge::open(&here.planned)?;
+            let timeout = Duration::from_millis(opts.timeout_ms);
+            let serve = Serve { keep: *keep, wait: (!keep).then_some(wait), hello: timeout, max_peers: None };
             let served = exchange::serve(
                 &l,
                 serve,
-                |mut s, hello| {
-                    let runs = session::answer(&mut s, &hello, &opened, &host, Duration::from_millis(opts.timeout_ms))?;
-                    let peer = format!("{} ({})", s.peer, hello.host);
-                    for (k, r) in runs.iter().enumerate() {
-                        out.pair(&output::result(k, &peer, r, routes.as_deref()));
-                    }
-                    let extra =
-                        output::unpaired(runs.len(), &peer, &opened.infos, &hello.ports, hello.all_pairs, &dropped);
-                    for r in extra {
-                        out.pair(&r);
-                    }
+                |s, hello| {
+                    edge::answer(&here, &opened, s, &hello, timeout)?.iter().for_each(|r| out.pair(r));
                     Ok(())
                 },
                 |e| eprintln!("{PREFIX} ping: {e}"),
             );
             served.map(|_| ()).map_err(|e| peer_cause(&e))
         }
-        Mode::Ring { .. } => match &ring {
-            Some((r, port)) => {
-                ring_run(r, *port, &planned, &host, opts, Here { routes: routes.as_deref(), dropped: &dropped }, out)
-            }
-            None => Ok(()),
-        },
-    }
-}
-
-fn open(planned: &[Planned]) -> Result<Opened, Cause> {
-    let opened = session::open_all(planned);
-    if opened.infos.is_empty() {
-        let why: Vec<String> =
-            opened.failed.iter().map(|(p, f)| format!("{}:{} at {}: {}", p.device, p.port, f.step, f.error)).collect();
-        return Err(cannot(
-            "no-port",
-            format!("no port of the plan can be opened through ibverbs: {}", why.join("; ")),
-            "run `nccl-wrap doctor` (uverbs nodes in the container, the port's state)",
-        ));
-    }
-    Ok(opened)
-}
-
-fn report_unopened(opened: &Opened, peer: &str, out: &mut Printer) {
-    for (k, (p, f)) in opened.failed.iter().enumerate() {
-        let c = cannot(
-            "no-port",
-            format!("{}:{} cannot be opened at {}: {}", p.device, p.port, f.step, f.error),
-            "run `nccl-wrap doctor`; this rail is left out of the pairing",
-        );
-        out.pair(&output::unopened(1000 + k, peer, &p.device, p.port, c));
-    }
-}
-
-/// What this pod knows besides its ports: its routes and the ports its plan dropped.
-#[derive(Clone, Copy)]
-struct Here<'a> {
-    routes: Option<&'a [route::Route]>,
-    dropped: &'a [output::Dropped],
-}
-
-/// Ring mode: serve the predecessor on a thread, test the successor here; print only the pairs
-/// towards the successor.
-fn ring_run(
-    r: &ring::Ring,
-    port: u16,
-    planned: &[Planned],
-    host: &str,
-    opts: &Options,
-    here: Here<'_>,
-    out: &mut Printer,
-) -> Result<(), Cause> {
-    let Here { routes, dropped } = here;
-    let l = exchange::bind(std::net::SocketAddr::from(([0, 0, 0, 0], port)))
-        .map_err(|e| cannot("peer", e.to_string(), "pick a free --port (NCCL_WRAP_PING_PORT)"))?;
-    let target = format!("{}:{port}", r.peer_host);
-    let timeout = Duration::from_millis(opts.timeout_ms);
-    std::thread::scope(|scope| {
-        let listener = scope.spawn(|| {
-            // Contexts are opened on this thread: nothing of verbs crosses threads.
-            let opened = open(planned).map_err(|c| c.summary)?;
-            let serve =
-                Serve { keep: false, wait: Some(Duration::from_millis(opts.wait_ms)), hello: timeout, max_peers: None };
-            exchange::serve(&l, serve, |mut s, h| session::answer(&mut s, &h, &opened, host, timeout).map(drop), |_| {})
-                .map_err(|e| e.to_string())
-        });
-        let result = (|| {
-            let opened = open(planned)?;
-            let wait_until = Instant::now() + Duration::from_millis(opts.wait_ms);
-            let mut s = exchange::connect(&target, wait_until, timeout).map_err(|e| peer_cause(&e))?;
-            report_unopened(&opened, &target, out);
-            let (runs, theirs) = session::initiate(&mut s, &opened, host, &limits(opts)).map_err(|e| peer_cause(&e))?;
-            let extra = output::unpaired(runs.len(), &target, &opened.infos, &theirs, opts.all_pairs, dropped);
-            for (k, run) in runs.iter().enumerate() {
-                let mut res = output::result(k, &target, run, routes);
-                res.node_index = Some(r.index);
-                res.peer_index = Some(r.peer_index);
-                out.pair(&res);
-            }
-            for mut res in extra {
+        (Mode::Ring { .. }, Some((r, port))) => {
+            for mut res in ring_run(&r, port, &here, opts)? {
                 res.node_index = Some(r.index);
                 res.peer_index = Some(r.peer_index);
                 out.pair(&res);
             }
             Ok(())
-        })();
+        }
+        (Mode::Ring { .. }, None) => Ok(()),
+    }
+}
+
+/// Ring mode: serve the predecessor on a thread, test the successor here; returns the pairs
+/// towards the successor.
+fn ring_run(r: &ring::Ring, port: u16, here: &Here, opts: &Options) -> Result<Vec<PairResult>, Cause> {
+    let l = exchange::bind(std::net::SocketAddr::from(([0, 0, 0, 0], port)))
+        .map_err(|e| cannot("peer", e.to_string(), "pick a free --port (NCCL_WRAP_PING_PORT)"))?;
+    let target = format!("{}:{port}", r.peer_host);
+    let timeout = Duration::from_millis(opts.timeout_ms);
+    let wait = Duration::from_millis(opts.wait_ms);
+    std::thread::scope(|scope| {
+        let listener = scope.spawn(|| {
+            // Contexts are opened on this thread: nothing of verbs crosses threads.
+            let opened = edge::open(&here.planned).map_err(|c| c.summary)?;
+            let serve = Serve { keep: false, wait: Some(wait), hello: timeout, max_peers: None };
+            exchange::serve(
+                &l,
+                serve,
+                |s, h| edge::answer(here, &opened, s, &h, timeout).map(drop),
+                |e| eprintln!("{PREFIX} ping: serving the previous pod of the ring: {e}"),
+            )
+            .map_err(|e| e.to_string())
+        });
+        let result = edge::initiate(here, &target, &limits(opts), Instant::now() + wait);
         match listener.join() {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => eprintln!("{PREFIX} ping: serving the previous pod of the ring: {e}"),

@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 
 use super::exchange::{ExchangeError, Session};
 use super::pair::{self, Planned, Res, Stream};
-use super::wire::{Fault, Figures, Hello, Message, PairState, PortInfo, QpInfo};
+use super::wire::{Fault, Figures, GateTag, Hello, Message, PairState, PortInfo, QpInfo};
 use crate::verbs::ffi::Context;
 
 /// What the run is asked to do (the initiator's choices; the listener takes them from its hello).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Limits {
     pub all_pairs: bool,
     pub bytes: u32,
@@ -22,6 +22,8 @@ pub struct Limits {
     pub duration_ms: u32,
     /// Each pair's deadline, per phase.
     pub timeout: Duration,
+    /// The gate's pair test: who this end is (plain ping: none).
+    pub gate: Option<GateTag>,
 }
 
 /// One pair as this end saw it.
@@ -164,6 +166,7 @@ pub fn initiate(
         bytes: limits.bytes,
         iters: limits.iters,
         duration_ms: limits.duration_ms,
+        gate: limits.gate.clone(),
     };
     s.send(&Message::Hello(hello))?;
     let theirs = s.expect("hello", |m| if let Message::Hello(h) = m { Ok(h) } else { Err(m) })?;
@@ -262,8 +265,9 @@ pub fn answer(
         iters: hello.iters,
         duration_ms: hello.duration_ms,
         timeout,
+        gate: None,
     };
-    let mine = Hello { host: host.to_owned(), ports: opened.infos.clone(), ..hello.clone() };
+    let mine = Hello { host: host.to_owned(), ports: opened.infos.clone(), gate: None, ..hello.clone() };
     s.send(&Message::Hello(mine))?;
     let pairs = pairing(hello.ports.len(), opened.infos.len(), hello.all_pairs);
     s.extend(Instant::now() + budget(pairs.len(), rounds(&pairs).len(), &limits));
@@ -364,6 +368,7 @@ mod tests {
             iters: 1000,
             duration_ms: 1000,
             timeout: Duration::from_secs(2),
+            gate: None,
         };
         assert_eq!(budget(4, 1, &l), Duration::from_secs(13));
     }

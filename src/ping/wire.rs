@@ -23,6 +23,10 @@ pub const MAX_PAIRS: usize = MAX_PORTS * MAX_PORTS;
 pub const MAX_TEXT: usize = 1024;
 /// Largest bandwidth message (1 GiB, what most adapters allow in one work request).
 pub const MAX_BYTES: u32 = 1 << 30;
+/// The gate: the most pods one job may have.
+pub const MAX_GATE_SIZE: u32 = 1 << 16;
+/// The gate: the most findings or missing ranks a verdict lists (the counts cover the rest).
+pub const MAX_LISTED: usize = 64;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LinkLayer {
@@ -72,6 +76,10 @@ pub struct Hello {
     pub bytes: u32,
     pub iters: u32,
     pub duration_ms: u32,
+    /// The gate's pair test: the initiator's job and rank, so that a gate listener serves its
+    /// predecessor and no one else. Plain ping leaves it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<GateTag>,
 }
 
 /// Why one side could not go on with a pair: a cause id and what it saw.
@@ -134,6 +142,11 @@ pub enum Message {
     Done(Vec<PairState>),
     /// The listener will not run with this peer (busy, bad hello).
     Refuse(String),
+    /// The gate's coordination: join, assign, report, verdict.
+    Join(Join),
+    Assign(Assign),
+    Report(Report),
+    Verdict(Verdict),
 }
 
 impl Message {
@@ -144,6 +157,10 @@ impl Message {
             Message::Ready(_) => 3,
             Message::Done(_) => 4,
             Message::Refuse(_) => 5,
+            Message::Join(_) => 6,
+            Message::Assign(_) => 7,
+            Message::Report(_) => 8,
+            Message::Verdict(_) => 9,
         }
     }
     pub fn name(&self) -> &'static str {
@@ -158,6 +175,10 @@ pub fn kind_name(kind: u8) -> &'static str {
         3 => "ready",
         4 => "done",
         5 => "refuse",
+        6 => "join",
+        7 => "assign",
+        8 => "report",
+        9 => "verdict",
         _ => "unknown",
     }
 }
@@ -199,7 +220,7 @@ pub fn header(h: &[u8]) -> Result<(u8, usize), WireError> {
         return Err(WireError::Version { got: h[7] });
     }
     let kind = h[8];
-    if !(1..=5).contains(&kind) {
+    if !(1..=9).contains(&kind) {
         return Err(WireError::Kind(kind));
     }
     let len = u32::from_be_bytes([h[9], h[10], h[11], h[12]]);
@@ -228,6 +249,10 @@ pub fn decode_payload(kind: u8, payload: &[u8]) -> Result<Message, WireError> {
         3 => Message::Ready(serde_json::from_slice(payload).map_err(json)?),
         4 => Message::Done(serde_json::from_slice(payload).map_err(json)?),
         5 => Message::Refuse(serde_json::from_slice(payload).map_err(json)?),
+        6 => Message::Join(serde_json::from_slice(payload).map_err(json)?),
+        7 => Message::Assign(serde_json::from_slice(payload).map_err(json)?),
+        8 => Message::Report(serde_json::from_slice(payload).map_err(json)?),
+        9 => Message::Verdict(serde_json::from_slice(payload).map_err(json)?),
         other => return Err(WireError::Kind(other)),
     };
     validate(&msg)?;
@@ -242,6 +267,10 @@ pub fn encode(msg: &Message) -> Result<Vec<u8>, WireError> {
         Message::Setup(q) => serde_json::to_vec(q),
         Message::Ready(s) | Message::Done(s) => serde_json::to_vec(s),
         Message::Refuse(r) => serde_json::to_vec(r),
+        Message::Join(j) => serde_json::to_vec(j),
+        Message::Assign(a) => serde_json::to_vec(a),
+        Message::Report(r) => serde_json::to_vec(r),
+        Message::Verdict(v) => serde_json::to_vec(v),
     }
     .map_err(|e| WireError::Json { kind: msg.name(), detail: e.to_string() })?;
     if payload.len() > MAX_PAYLOAD {
@@ -293,6 +322,29 @@ fn validate(msg: &Message) -> Result<(), WireError> {
             Ok(())
         }
         Message::Refuse(reason) => text("refuse", reason),
+        Message::Join(j) => validate_join(j),
+        Message::Assign(a) => validate_assign(a),
+        Message::Report(r) => {
+            if r.pairs.len() > MAX_PAIRS {
+                return Err(field("report.pairs", format!("{} findings, more than {MAX_PAIRS}", r.pairs.len())));
+            }
+            r.pairs.iter().try_for_each(validate_finding)
+        }
+        Message::Verdict(v) => {
+            if v.findings.len() > MAX_LISTED || v.missing.len() > MAX_LISTED {
+                return Err(field("verdict", format!("more than {MAX_LISTED} findings or missing ranks listed")));
+            }
+            if !(1..=MAX_GATE_SIZE).contains(&v.size) {
+                return Err(field("verdict.size", format!("{} is not in 1..={MAX_GATE_SIZE}", v.size)));
+            }
+            if v.missing.iter().any(|&r| r >= v.size) || (v.missing_total as usize) < v.missing.len() {
+                return Err(field("verdict.missing", "a rank outside the job, or more listed than counted"));
+            }
+            if (v.failed_total as usize) > v.pairs as usize + MAX_GATE_SIZE as usize {
+                return Err(field("verdict.failed_total", format!("{} is out of range", v.failed_total)));
+            }
+            v.findings.iter().try_for_each(validate_finding)
+        }
     }
 }
 
@@ -350,11 +402,12 @@ pub fn check_params(bytes: u32, iters: u32, duration_ms: u32) -> Result<(), Wire
 }
 
 fn validate_hello(h: &Hello) -> Result<(), WireError> {
-    let host_ok = !h.host.is_empty()
-        && h.host.len() <= 253
-        && h.host.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b));
-    if !host_ok {
-        return Err(field("hello.host", format!("{:?}", h.host.escape_debug().to_string())));
+    host("hello.host", &h.host)?;
+    if let Some(g) = &h.gate {
+        check_job(&g.job)?;
+        if g.rank >= MAX_GATE_SIZE {
+            return Err(field("hello.gate.rank", format!("{} is over the largest job", g.rank)));
+        }
     }
     if h.ports.is_empty() || h.ports.len() > MAX_PORTS {
         return Err(field("hello.ports", format!("{} ports, not 1..={MAX_PORTS}", h.ports.len())));
@@ -421,6 +474,11 @@ pub fn parse_gid(text: &str) -> Option<[u8; 16]> {
     }
     Some(out)
 }
+
+#[path = "wire_gate.rs"]
+mod gate;
+pub use gate::{check_job, Assign, Finding, GateTag, Join, Report, Verdict};
+use gate::{host, validate_assign, validate_finding, validate_join};
 
 #[cfg(test)]
 #[path = "wire_tests.rs"]

@@ -25,6 +25,7 @@ fn hello() -> Hello {
         bytes: 1 << 20,
         iters: 1000,
         duration_ms: 1000,
+        gate: None,
     }
 }
 
@@ -72,7 +73,7 @@ fn truncated_and_foreign_frames_are_named() {
     f[7] = 9;
     assert_eq!(decode(&f), Err(WireError::Version { got: 9 }));
     assert_eq!(decode(&frame(0, b"")), Err(WireError::Kind(0)));
-    assert_eq!(decode(&frame(6, b"")), Err(WireError::Kind(6)));
+    assert_eq!(decode(&frame(10, b"")), Err(WireError::Kind(10)));
     let mut f = frame(1, b"");
     f[9..13].copy_from_slice(&u32::MAX.to_be_bytes());
     assert_eq!(decode(&f), Err(WireError::TooLong(u64::from(u32::MAX))));
@@ -172,6 +173,10 @@ fn payload_of(m: &Message) -> Vec<u8> {
         Message::Setup(q) => serde_json::to_vec(q),
         Message::Ready(s) | Message::Done(s) => serde_json::to_vec(s),
         Message::Refuse(r) => serde_json::to_vec(r),
+        Message::Join(j) => serde_json::to_vec(j),
+        Message::Assign(a) => serde_json::to_vec(a),
+        Message::Report(r) => serde_json::to_vec(r),
+        Message::Verdict(v) => serde_json::to_vec(v),
     }
     .expect("json")
 }
@@ -191,4 +196,134 @@ fn gids_parse_in_sysfs_form_only() {
     assert!(parse_gid("0000:0000:0000:0000:0000:ffff:0a00").is_none());
     assert!(parse_gid("000g:0000:0000:0000:0000:ffff:0a00:6a07").is_none());
     assert!(parse_gid("+000:0000:0000:0000:0000:ffff:0a00:6a07").is_none());
+}
+
+pub(crate) fn join() -> Join {
+    Join {
+        job: "llm-train-master-0:18516/4".into(),
+        rank: 2,
+        size: 4,
+        host: "llm-train-worker-1".into(),
+        port: 18516,
+        ports: vec![roce_port("mlx5_6", 9)],
+        problem: None,
+    }
+}
+
+fn finding(status: &str, cause: Option<&str>) -> Finding {
+    Finding {
+        rank: 1,
+        host: "train-1".into(),
+        peer_rank: Some(2),
+        peer_host: Some("train-2".into()),
+        rail: Some("mlx5_6:1".into()),
+        peer_rail: Some("mlx5_6:1".into()),
+        status: status.into(),
+        cause: cause.map(str::to_owned),
+        summary: "the local end's packets were never acknowledged".into(),
+        hint: "check the VLAN".into(),
+    }
+}
+
+fn assign() -> Assign {
+    Assign {
+        successor: 3,
+        successor_host: "train-3".into(),
+        target: "10.0.0.9:18516".into(),
+        predecessor: 1,
+        all_pairs: false,
+        bytes: 1 << 20,
+        iters: 1000,
+        duration_ms: 1000,
+        timeout_ms: 3000,
+        results_ms: 9000,
+    }
+}
+
+#[test]
+fn the_gate_frames_round_trip() {
+    let mut tagged = hello();
+    tagged.gate = Some(GateTag { job: "uid-1".into(), rank: 3 });
+    let verdict = Verdict {
+        go: false,
+        size: 4,
+        pairs: 4,
+        failed_total: 1,
+        missing: vec![],
+        missing_total: 0,
+        findings: vec![finding("fail", Some("retry-exceeded"))],
+    };
+    let msgs = vec![
+        Message::Hello(tagged),
+        Message::Join(join()),
+        Message::Join(Join { ports: vec![], problem: Some("no usable RDMA port".into()), ..join() }),
+        Message::Assign(assign()),
+        Message::Assign(Assign { target: "[fd00::1]:18516".into(), ..assign() }),
+        Message::Report(Report { rank: 1, pairs: vec![finding("pass", None), finding("warn", Some("mtu-mismatch"))] }),
+        Message::Verdict(verdict),
+    ];
+    for m in msgs {
+        let f = encode(&m).expect("encode");
+        assert_eq!(decode(&f).expect("decode"), m);
+    }
+    // Plain ping's hello carries no gate tag, so older peers read it as before.
+    let plain = encode(&Message::Hello(hello())).expect("encode");
+    assert!(!String::from_utf8_lossy(&plain).contains("gate"));
+}
+
+#[test]
+fn gate_fields_are_checked() {
+    let check = |m: Message, want: &str| match decode(&frame(m.kind(), &payload_of(&m))) {
+        Err(WireError::Field { field, .. }) => assert_eq!(field, want, "{m:?}"),
+        other => panic!("{want}: {other:?}"),
+    };
+    check(Message::Join(Join { job: "a b".into(), ..join() }), "job");
+    check(Message::Join(Join { job: String::new(), ..join() }), "job");
+    check(Message::Join(Join { rank: 4, ..join() }), "join.rank");
+    check(Message::Join(Join { size: MAX_GATE_SIZE + 1, rank: 0, ..join() }), "join.rank");
+    check(Message::Join(Join { host: "a\u{1b}[2J".into(), ..join() }), "join.host");
+    check(Message::Join(Join { port: 0, ..join() }), "join.port");
+    check(Message::Join(Join { ports: vec![], ..join() }), "join.ports");
+    check(Message::Assign(Assign { target: "$(reboot):1".into(), ..assign() }), "assign.target");
+    check(Message::Assign(Assign { target: "h:0".into(), ..assign() }), "assign.target");
+    check(Message::Assign(Assign { target: "h".into(), ..assign() }), "assign.target");
+    check(Message::Assign(Assign { bytes: 0, ..assign() }), "bytes");
+    check(Message::Assign(Assign { timeout_ms: 0, ..assign() }), "assign.timeout_ms");
+    check(Message::Report(Report { rank: 0, pairs: vec![finding("ok", None)] }), "finding.status");
+    check(Message::Report(Report { rank: 0, pairs: vec![finding("fail", Some("Retry!"))] }), "finding.cause");
+    let mut rail = finding("fail", None);
+    rail.rail = Some("mlx5_6:1;rm".into());
+    check(Message::Report(Report { rank: 0, pairs: vec![rail] }), "finding.rail");
+    let mut long = finding("fail", None);
+    long.summary = "x".repeat(MAX_TEXT + 1);
+    check(Message::Report(Report { rank: 0, pairs: vec![long] }), "finding.summary");
+    let v =
+        Verdict { go: true, size: 2, pairs: 2, failed_total: 0, missing: vec![2], missing_total: 1, findings: vec![] };
+    check(Message::Verdict(v.clone()), "verdict.missing");
+    check(
+        Message::Verdict(Verdict {
+            missing: vec![],
+            findings: vec![finding("fail", None); MAX_LISTED + 1],
+            ..v.clone()
+        }),
+        "verdict",
+    );
+    check(Message::Verdict(Verdict { missing: vec![], size: 0, ..v }), "verdict.size");
+    let mut h = hello();
+    h.gate = Some(GateTag { job: "x\ny".into(), rank: 0 });
+    check(Message::Hello(h), "job");
+}
+
+#[test]
+fn the_gate_seeds_of_the_fuzz_corpus_decode() {
+    // fuzz/seed.sh writes them; a seed that does not decode would leave the fuzzer outside the
+    // gate's frames.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/ping_wire");
+    for (name, kind) in
+        [("gate-hello", 1), ("join", 6), ("join-problem", 6), ("assign", 7), ("report", 8), ("verdict", 9)]
+    {
+        let bytes = std::fs::read(dir.join(format!("hand-{name}"))).expect("seed");
+        let m = decode(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(m.kind(), kind, "{name}");
+    }
 }

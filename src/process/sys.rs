@@ -148,6 +148,21 @@ impl Caught {
     }
 }
 
+/// The first of `wanted` that is pending (blocked and not yet taken), without taking it: how
+/// work done before the child starts (the gate) learns that the pod is being stopped.
+pub fn pending(wanted: &[c_int]) -> Option<c_int> {
+    let mut set = MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: `set` is a sigset_t-sized buffer owned here; sigpending writes all of it on
+    // success (rc 0) and it is read only then; sigismember reads the initialized set.
+    unsafe {
+        if libc::sigpending(set.as_mut_ptr()) != 0 {
+            return None;
+        }
+        let set = set.assume_init();
+        wanted.iter().copied().find(|&sig| libc::sigismember(&set, sig) == 1)
+    }
+}
+
 /// Every signal but the synchronous ones (SIGKILL and SIGSTOP cannot be blocked; glibc keeps
 /// its two internal real-time signals out of any set).
 fn blocked_set() -> SigSet {

@@ -183,6 +183,29 @@ def check_same_pattern_as_base(objects, base_template):
     return bad
 
 
+GATE_PORT = 18516
+LAUNCHER_KINDS = ("PyTorchJob", "JobSet")
+
+
+def check_gate(objects):
+    """The launchers' training containers turn the gate on (NCCL_WRAP_GATE=1) and declare its TCP
+    port (NCCL_WRAP_GATE_PORT, default 18516), never the launcher's MASTER_PORT."""
+    bad = []
+    for label, template, trainers in training_pods(objects):
+        if not label.startswith(LAUNCHER_KINDS):
+            continue
+        for c in trainers:
+            env = {e.get("name"): e.get("value") for e in c.get("env") or []}
+            if env.get("NCCL_WRAP_GATE") != "1":
+                bad.append(f"{label} {c['name']}: NCCL_WRAP_GATE is not \"1\"")
+            port = int(env.get("NCCL_WRAP_GATE_PORT") or GATE_PORT)
+            if str(port) in (env.get("MASTER_PORT"), env.get("PET_MASTER_PORT")):
+                bad.append(f"{label} {c['name']}: the gate's port {port} is the launcher's MASTER_PORT")
+            if not any(p.get("containerPort") == port and p.get("protocol", "TCP") == "TCP" for p in c.get("ports") or []):
+                bad.append(f"{label} {c['name']}: the gate's port {port}/TCP is not among the container's ports")
+    return bad
+
+
 TRAINING_RULES = [check_command, check_ipc_lock, check_rdma_resource, check_init_container,
                   check_require_rdma_and_podnetinfo, check_networks_match_resources]
 

@@ -45,6 +45,7 @@ class Kit(unittest.TestCase):
                     bad += policy.check_overlay_consistency(cluster, objects)
                     bad += policy.check_networks_pair_with_resources(cluster, objects)
                     bad += policy.check_preflight_job(objects)
+                    bad += policy.check_gate(objects)
                     self.assertEqual(bad, [], "\n".join(bad))
 
     def test_launchers_without_an_overlay_hold_no_rdma_resource(self):
@@ -143,6 +144,18 @@ class BrokenCopies(unittest.TestCase):
         c = self.trainer(objects)["spec"]["containers"][0]
         c["env"] = [e for e in c["env"] if e["name"] != "NCCL_WRAP_REQUIRE_RDMA"]
         self.assertReports(policy.check_require_rdma_and_podnetinfo, objects, "NCCL_WRAP_REQUIRE_RDMA")
+
+    def test_launcher_without_the_gate(self):
+        for workload, kind in (("pytorchjob", "PyTorchJob"), ("jobset", "JobSet")):
+            with self.subTest(workload=workload):
+                objects = self.objects(workload=workload)
+                self.assertEqual(policy.check_gate(objects), [])
+                c = self.trainer(objects, kind)["spec"]["containers"][0]
+                c["env"] = [e for e in c["env"] if e["name"] != "NCCL_WRAP_GATE"]
+                self.assertReports(policy.check_gate, objects, "NCCL_WRAP_GATE")
+                objects = self.objects(workload=workload)
+                self.trainer(objects, kind)["spec"]["containers"][0]["ports"] = []
+                self.assertReports(policy.check_gate, objects, "18516/TCP")
 
     def test_missing_podnetinfo(self):
         objects = self.objects(network="network-operator")

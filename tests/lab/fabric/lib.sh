@@ -294,3 +294,39 @@ positive() { [ -n "$1" ] && awk -v v="$1" 'BEGIN{exit !(v + 0 > 0)}'; }
 gid_hex_of() { echo "$1" | awk -F. '{printf "%02x%02x:%02x%02x\n", $1, $2, $3, $4}'; }
 # has TEXT PATTERN: TEXT (a JSON line, say) matches the grep PATTERN.
 has() { printf '%s\n' "$1" | grep -q -e "$2"; }
+
+# --- the gate (nccl-wrap --gate) -----------------------------------------------------------------
+
+# gate_env [TIMEOUT_MS]: this node (hostname node-N) as rank LAB_NODE of a LAB_NODES-pod job through torchrun's
+# variables (PET_*), node-0 the coordinator by name (/etc/hosts), ping's knobs small for TCG, a
+# 40 s wait for late pods (a failed node ends the others' gate well before the client timeout),
+# the verdict also as JSON on stdout, the termination message in /tmp/fab.gate.term.
+gate_env() {
+    hostname "node-$LAB_NODE"
+    for _n in $(seq 0 $((LAB_NODES - 1))); do echo "$(pod_addr "$_n") node-$_n"; done >>/etc/hosts
+    grep -q '^hosts:' /etc/nsswitch.conf 2>/dev/null || echo 'hosts: files dns' >>/etc/nsswitch.conf
+    export PET_NODE_RANK=$LAB_NODE PET_NNODES=$LAB_NODES PET_MASTER_ADDR=node-0
+    export NCCL_WRAP_PING_ITERS=20 NCCL_WRAP_PING_BYTES=65536 NCCL_WRAP_PING_DURATION_MS=500
+    export NCCL_WRAP_PING_TIMEOUT_MS=${1:-20000} NCCL_WRAP_PING_JSON=1
+    export NCCL_WRAP_TERMINATION_LOG=/tmp/fab.gate.term NCCL_WRAP_GATE_WAIT_MS=40000
+    rm -f /tmp/fab.gate.term
+}
+
+# gate_run TAG [ARGS...]: `nccl-wrap --init --gate ARGS -- sh -c ...` under the client timeout; the
+# command prints `gate-started` and the parent's (nccl-wrap's) open descriptors. Sets RC and SECS;
+# stdout in /tmp/fab.TAG.out, stderr in /tmp/fab.TAG.err (both shown).
+gate_run() {
+    _tag=$1
+    shift
+    _t0=$(now)
+    timeout "$FAB_CLIENT_TIMEOUT" $NCCL_WRAP --init --gate "$@" -- \
+        sh -c 'echo gate-started; ls -l /proc/$PPID/fd' >"/tmp/fab.$_tag.out" 2>"/tmp/fab.$_tag.err"
+    RC=$?
+    SECS=$(since "$_t0")
+    say "gate: exit $RC after ${SECS}s"
+    sed 's/^/      out| /' "/tmp/fab.$_tag.out" | head -n 20
+    grep -v '^nccl-wrap:   \|^nccl-wrap: set \|RLIMIT_MEMLOCK' "/tmp/fab.$_tag.err" | sed 's/^/      err| /' | head -n 30
+}
+
+# gv_field FILE KEY: a number or boolean of the gate-verdict JSON line.
+gv_field() { grep '^{"kind":"gate-verdict"' "$1" | head -n1 | sed -n "s/.*\"$2\":\([a-z0-9]*\).*/\1/p"; }

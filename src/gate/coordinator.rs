@@ -1,0 +1,321 @@
+//! Rank 0's part: the roster (every pod's join, until all are in or the wait ends), each pod's
+//! successor, every pod's results, and the verdict sent to all. Joins arrive from the listener
+//! over a channel; a join of another job, of another size, of a rank out of range or already
+//! taken is refused and logged, and the wait goes on.
+//!
+//! Data walks one way: joins -> roster -> assignments -> this pod's edge and the reports ->
+//! verdict, sent to all ([`run`]).
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use super::fabric::{edge, Fabric};
+use super::verdict::{self, pod_fails, Pod};
+use super::who::Who;
+use crate::msg::PREFIX;
+use crate::ping::exchange::Session;
+use crate::ping::session::{budget, pairing, rounds, Limits};
+use crate::ping::wire::{Assign, Finding, Join, Message, PortInfo, Verdict};
+
+/// A pod that joined: its connection, what it said, and the addresses of that connection.
+pub struct Member {
+    pub session: Session,
+    pub join: Join,
+    pub peer: SocketAddr,
+    pub local: SocketAddr,
+}
+
+/// Who came, and who did not.
+pub struct Roster {
+    pub members: BTreeMap<u32, Member>,
+    pub missing: Vec<u32>,
+}
+
+/// Why a join is not this job's.
+pub fn check(join: &Join, who: &Who) -> Result<(), String> {
+    if join.job != who.job {
+        return Err(format!(
+            "a pod of another job (job {:?}, this job is {:?}): refused; set the same NCCL_WRAP_GATE_ID on every pod of one job",
+            join.job, who.job
+        ));
+    }
+    if join.size != who.size {
+        return Err(format!(
+            "rank {} says the job has {} pods, the coordinator {}: refused; every pod needs the same size",
+            join.rank, join.size, who.size
+        ));
+    }
+    if join.rank == 0 || join.rank >= who.size {
+        return Err(format!(
+            "rank {} is not one of ranks 1..{} that join the coordinator: refused",
+            join.rank, who.size
+        ));
+    }
+    Ok(())
+}
+
+/// Gathers joins until every rank 1..size is in, `until` passes or `cancel` is set.
+pub fn gather(joins: &Receiver<(Session, Join)>, who: &Who, until: Instant, cancel: &AtomicBool) -> Roster {
+    let mut members: BTreeMap<u32, Member> = BTreeMap::new();
+    while members.len() + 1 < who.size as usize && !cancel.load(Ordering::SeqCst) {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        let (s, j) = match joins.recv_timeout(left.min(Duration::from_millis(100))) {
+            Ok(x) => x,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        let Some((peer, local)) = s.addrs() else { continue };
+        if let Err(why) = check(&j, who) {
+            eprintln!("{PREFIX} gate: ignored {peer}: {why}");
+            s.refuse(&why);
+            continue;
+        }
+        if let Some(m) = members.get(&j.rank) {
+            // An earlier pod of this rank whose connection has ended is an old run's: replaced.
+            if !m.session.readable().unwrap_or(true) {
+                let why = format!(
+                    "rank {} already joined from {} ({}): refused {peer} ({})",
+                    j.rank, m.peer, m.join.host, j.host
+                );
+                eprintln!("{PREFIX} gate: ignored {peer}: {why}");
+                s.refuse(&why);
+                continue;
+            }
+        }
+        members.insert(j.rank, Member { session: s, join: j, peer, local });
+    }
+    let missing = (1..who.size).filter(|r| !members.contains_key(r)).collect();
+    Roster { members, missing }
+}
+
+/// Where rank `r`'s successor is reached: its address as the coordinator saw it, at its port;
+/// rank 0 at the address `r` reached the coordinator on.
+pub fn target(roster: &Roster, r: u32, size: u32, port: u16) -> String {
+    let next = (r + 1) % size;
+    let addr = match (next, roster.members.get(&next), roster.members.get(&r)) {
+        (0, _, Some(m)) => SocketAddr::new(m.local.ip(), port),
+        (0, _, None) => SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port),
+        (_, Some(n), _) => SocketAddr::new(n.peer.ip(), n.join.port),
+        (_, None, _) => SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port),
+    };
+    addr.to_string()
+}
+
+/// How long every edge's test may take: the slowest edge's session budget, plus the connect and
+/// the hello.
+pub fn results_budget(ports: &[usize], limits: &Limits) -> Duration {
+    let n = ports.len();
+    let slowest = (0..n)
+        .map(|r| {
+            let p = pairing(ports[r], ports[(r + 1) % n], limits.all_pairs);
+            budget(p.len(), rounds(&p).len(), limits)
+        })
+        .max()
+        .unwrap_or_default();
+    // The wire carries it in milliseconds, at most a day: no test of ping's ranges comes near.
+    (slowest + limits.timeout * 2).min(Duration::from_secs(24 * 3600))
+}
+
+/// Sends each member its assignment; a member that cannot be told is named.
+pub fn assign(roster: &mut Roster, who: &Who, me_host: &str, limits: &Limits, results: Duration) -> Vec<Finding> {
+    let mut lost = Vec::new();
+    let targets: Vec<(u32, String, String)> = roster
+        .members
+        .keys()
+        .map(|&r| {
+            let next = (r + 1) % who.size;
+            let host = roster.members.get(&next).map_or_else(|| me_host.to_owned(), |m| m.join.host.clone());
+            (r, target(roster, r, who.size, who.port), host)
+        })
+        .collect();
+    for (r, t, successor_host) in targets {
+        let Some(m) = roster.members.get_mut(&r) else { continue };
+        let a = Assign {
+            successor: (r + 1) % who.size,
+            successor_host,
+            target: t,
+            predecessor: (r + who.size - 1) % who.size,
+            all_pairs: limits.all_pairs,
+            bytes: limits.bytes,
+            iters: limits.iters,
+            duration_ms: limits.duration_ms,
+            timeout_ms: u32::try_from(limits.timeout.as_millis()).unwrap_or(u32::MAX),
+            results_ms: u32::try_from(results.as_millis()).unwrap_or(u32::MAX),
+        };
+        m.session.set_deadline(Instant::now() + limits.timeout);
+        if let Err(e) = m.session.send(&Message::Assign(a)) {
+            lost.push(pod_fails(
+                r,
+                &m.join.host,
+                "peer",
+                format!("rank {r} could not be told its successor: {e}"),
+                "the pod went away during the gate: look at its logs",
+            ));
+        }
+    }
+    lost
+}
+
+/// Reads every member's report until `until`; a member without one is named.
+pub fn collect(roster: &mut Roster, until: Instant) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for (&r, m) in roster.members.iter_mut() {
+        m.session.set_deadline(until);
+        match m.session.expect("report", |x| if let Message::Report(rep) = x { Ok(rep) } else { Err(x) }) {
+            Ok(rep) if rep.rank == r => out.extend(rep.pairs.into_iter().map(|mut f| {
+                // A pod speaks for its own rank only.
+                f.rank = r;
+                f
+            })),
+            Ok(rep) => out.push(pod_fails(
+                r,
+                &m.join.host,
+                "peer",
+                format!("rank {r} sent the report of rank {}", rep.rank),
+                "run the same nccl-wrap on every pod",
+            )),
+            Err(e) => out.push(pod_fails(
+                r,
+                &m.join.host,
+                "no-result",
+                format!("rank {r} sent no result: {e}"),
+                "the pod went away or hung during its pair test: look at its logs",
+            )),
+        }
+    }
+    out
+}
+
+/// Sends the verdict to every member (best effort, each bounded by `timeout`).
+pub fn announce(roster: &mut Roster, v: &Verdict, timeout: Duration) {
+    for (r, m) in roster.members.iter_mut() {
+        m.session.set_deadline(Instant::now() + timeout);
+        if let Err(e) = m.session.send(&Message::Verdict(v.clone())) {
+            eprintln!("{PREFIX} gate: could not send the verdict to rank {r} ({}): {e}", m.join.host);
+        }
+    }
+}
+
+/// Pods that joined but cannot test (no usable port...): each named.
+pub fn problems(roster: &Roster) -> Vec<Finding> {
+    roster
+        .members
+        .iter()
+        .filter_map(|(&r, m)| {
+            m.join
+                .problem
+                .as_ref()
+                .map(|p| pod_fails(r, &m.join.host, "no-port", p.clone(), "run `nccl-wrap doctor` on that pod"))
+        })
+        .collect()
+}
+
+/// Every member's rail count (rank 0's first), for the results budget.
+pub fn rails(roster: &Roster, mine: &[PortInfo], size: u32) -> Vec<usize> {
+    (0..size)
+        .map(|r| if r == 0 { mine.len() } else { roster.members.get(&r).map_or(0, |m| m.join.ports.len()) })
+        .collect()
+}
+
+/// Rank 0: the roster, the assignments, this pod's own edge, the reports, the verdict to all.
+pub fn run(
+    who: &Who,
+    me: &Pod,
+    fabric: &dyn Fabric,
+    limits: &Limits,
+    joins: Receiver<(Session, Join)>,
+    until: Instant,
+    cancel: &AtomicBool,
+) -> Verdict {
+    let timeout = limits.timeout;
+    let mine = fabric.ports();
+    let mut roster = gather(&joins, who, until, cancel);
+    // The roster is closed: the listener tells a late join so (its channel is gone).
+    drop(joins);
+    let mut findings: Vec<Finding> = problems(&roster);
+    if let Err(c) = &mine {
+        findings.push(verdict::of_pod(me, None, c));
+    }
+    if !roster.missing.is_empty() || !findings.is_empty() {
+        let v = verdict::decide(who.size, &roster.missing, findings);
+        announce(&mut roster, &v, timeout);
+        return v;
+    }
+    let ports = mine.unwrap_or_default();
+    let results = results_budget(&rails(&roster, &ports, who.size), limits);
+    findings.extend(assign(&mut roster, who, &me.host, limits, results));
+    let until = Instant::now() + results;
+    let next = (who.rank + 1) % who.size;
+    let target = target(&roster, 0, who.size, who.port);
+    let peer_host = roster.members.get(&next).map_or_else(|| me.host.clone(), |m| m.join.host.clone());
+    findings.extend(edge(me, &Pod { rank: next, host: peer_host }, fabric, &target, limits));
+    findings.extend(collect(&mut roster, until + timeout));
+    let v = verdict::decide(who.size, &[], findings);
+    announce(&mut roster, &v, timeout);
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn who() -> Who {
+        Who {
+            rank: 0,
+            size: 4,
+            coordinator: "train-0:18516".into(),
+            port: 18516,
+            job: "train-0:18516/4".into(),
+            source: String::new(),
+        }
+    }
+
+    fn join(job: &str, rank: u32, size: u32) -> Join {
+        Join {
+            job: job.into(),
+            rank,
+            size,
+            host: "w".into(),
+            port: 18516,
+            ports: Vec::new(),
+            problem: Some("x".into()),
+        }
+    }
+
+    #[test]
+    fn joins_of_another_job_size_or_rank_are_refused_and_named() {
+        assert_eq!(check(&join("train-0:18516/4", 3, 4), &who()), Ok(()));
+        let e = check(&join("other", 1, 4), &who()).expect_err("job");
+        assert!(e.starts_with("a pod of another job (job \"other\", this job is \"train-0:18516/4\")"), "{e}");
+        let e = check(&join("train-0:18516/4", 1, 8), &who()).expect_err("size");
+        assert!(e.contains("says the job has 8 pods, the coordinator 4"), "{e}");
+        assert!(check(&join("train-0:18516/4", 0, 4), &who()).expect_err("rank 0").contains("rank 0 is not"));
+        assert!(check(&join("train-0:18516/4", 4, 4), &who()).is_err());
+    }
+
+    #[test]
+    fn the_results_budget_is_the_slowest_edge_and_bounded() {
+        let l = Limits {
+            all_pairs: false,
+            bytes: 1 << 20,
+            iters: 1000,
+            duration_ms: 1000,
+            timeout: Duration::from_secs(3),
+            gate: None,
+        };
+        // 4 rails everywhere but one pod with 2: its edges have 2 pairs; the slowest has 4:
+        // 3 s x (2 + 4) + 1 s x 1 round, plus 2 x 3 s for the connect and the hello.
+        assert_eq!(results_budget(&[4, 4, 2, 4], &l), Duration::from_secs(25));
+        let all = Limits { all_pairs: true, ..l.clone() };
+        // 4 x 4 pairs in 4 rounds: 3 s x 18 + 4 s, plus 6 s.
+        assert_eq!(results_budget(&[4, 4], &all), Duration::from_secs(64));
+        let huge = Limits { timeout: Duration::from_secs(600), ..all };
+        assert_eq!(results_budget(&[32, 32], &huge), Duration::from_secs(24 * 3600));
+    }
+}

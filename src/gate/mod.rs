@@ -1,0 +1,222 @@
+//! The gate: before the command starts, this job's pods test each other over the exact rails
+//! NCCL will use, and every pod starts the command, or none does (`--gate`).
+//!
+//! One path, walked one way: who this pod is (`who`, pure) -> the gate port (`listen`) -> the
+//! roster and the assignments (`coordinator`, rank 0) or the join (`member`, every other rank)
+//! -> this pod's pairs towards its successor (ping's edge through `fabric`) -> the verdict
+//! (`verdict`, pure), the same on every pod. Then the outcome is printed, and a refusal's cause
+//! written where Kubernetes shows it.
+//!
+//! It must never leave anything open behind it: the listener, every connection and every RDMA
+//! resource are closed before `run` returns, so nothing reaches the command (exec or child).
+
+pub mod coordinator;
+pub mod fabric;
+pub mod listen;
+pub mod member;
+pub mod verdict;
+pub mod who;
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use fabric::Fabric;
+use verdict::Pod;
+use who::{Given, Who};
+
+use nix::libc;
+
+use crate::detect::Vars;
+use crate::msg::PREFIX;
+use crate::ping::cause::{Cause, Status};
+use crate::ping::exchange;
+use crate::ping::session::Limits;
+use crate::ping::wire::{check_params, GateTag, Verdict};
+
+/// The gate's options (ping's test knobs included: the coordinator's rule every pair).
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Report and start anyway.
+    pub warn: bool,
+    pub given: Given,
+    pub wait_ms: u64,
+    pub all_pairs: bool,
+    pub bytes: u32,
+    pub iters: u32,
+    pub duration_ms: u32,
+    pub timeout_ms: u64,
+    /// The verdict also as one JSON line on stdout.
+    pub json: bool,
+    /// Where a refusal's cause goes (the caller picks `/dev/termination-log` when it exists).
+    pub termination_log: Option<PathBuf>,
+}
+
+/// Start the command, refuse (exit 125), or stop: the pod was told to end (SIGTERM, SIGINT,
+/// SIGHUP or SIGQUIT) while the gate ran, so nothing starts and nccl-wrap ends as that signal
+/// would have ended the command (128 + the signal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Start,
+    Refuse,
+    Interrupted(i32),
+}
+
+/// The signals that end the gate at once. Under supervision they are blocked from the start (to
+/// be forwarded to the command); pending, they are seen here and left pending.
+const STOPPING: [i32; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
+
+impl Options {
+    fn limits(&self, job: &str, rank: u32) -> Limits {
+        Limits {
+            all_pairs: self.all_pairs,
+            bytes: self.bytes,
+            iters: self.iters,
+            duration_ms: self.duration_ms,
+            timeout: Duration::from_millis(self.timeout_ms),
+            gate: Some(GateTag { job: job.to_owned(), rank }),
+        }
+    }
+}
+
+/// What the gate decided on this pod.
+#[derive(Debug, Clone)]
+pub struct Ran {
+    pub outcome: Outcome,
+    pub verdict: Verdict,
+    pub rank: u32,
+}
+
+/// Runs the gate and reports its verdict; returns whether the command starts, and why.
+pub fn run(vars: &Vars, fabric: &dyn Fabric, opts: &Options) -> Ran {
+    let start = Instant::now();
+    let signal = AtomicI32::new(0);
+    let checked = check(vars, fabric, opts, &signal);
+    let sig = signal.load(Ordering::SeqCst);
+    if sig != 0 {
+        eprintln!("{PREFIX} gate: signal {sig} arrived during the gate: the command is not started");
+        let rank = checked.as_ref().map_or(0, |(w, _)| w.rank);
+        let verdict = checked.map_or_else(|_| verdict::decide(1, &[], Vec::new()), |(_, v)| v);
+        return Ran { outcome: Outcome::Interrupted(sig), verdict, rank };
+    }
+    let (verdict, rank) = match checked {
+        Ok((who, v)) => {
+            eprintln!(
+                "{PREFIX} gate: rank {} of {} ({}), coordinator {}, {} ms",
+                who.rank,
+                who.size,
+                who.source,
+                who.coordinator,
+                start.elapsed().as_millis()
+            );
+            (v, who.rank)
+        }
+        Err(c) => {
+            // The rank as far as it is known (the cause may be that it is not).
+            let rank = opts.given.rank.or_else(|| who::resolve(&opts.given, vars).ok().map(|w| w.rank)).unwrap_or(0);
+            let f = verdict::of_pod(&Pod { rank, host: fabric.host() }, None, &c);
+            eprintln!("{PREFIX} gate: cannot run: {}", c.summary);
+            (Verdict { size: 1, pairs: 0, ..verdict::decide(1, &[], vec![f]) }, rank)
+        }
+    };
+    let start_anyway = !verdict.go && opts.warn;
+    for l in verdict::human(&verdict, opts.wait_ms) {
+        eprintln!("{PREFIX} {l}");
+    }
+    if opts.json {
+        let mut o = std::io::stdout().lock();
+        let _ = writeln!(o, "{}", verdict::json(&verdict, rank, verdict.go || start_anyway)).and_then(|()| o.flush());
+    }
+    if verdict.go {
+        return Ran { outcome: Outcome::Start, verdict, rank };
+    }
+    if start_anyway {
+        eprintln!("{PREFIX} gate: --gate=warn: starting the command anyway");
+        return Ran { outcome: Outcome::Start, verdict, rank };
+    }
+    if let Some(path) = &opts.termination_log {
+        if let Err(e) = std::fs::write(path, verdict::termination(&verdict, opts.wait_ms)) {
+            eprintln!("{PREFIX} gate: cannot write the termination message to {}: {e}", path.display());
+        }
+    }
+    Ran { outcome: Outcome::Refuse, verdict, rank }
+}
+
+fn usage(summary: String, hint: &str) -> Cause {
+    Cause::new("gate-usage", Status::Fail, summary, hint)
+}
+
+/// Who, then the gate port, then the coordinator's or the member's part; the listener serves
+/// the predecessor on a thread meanwhile and is stopped and closed before this returns.
+fn check(vars: &Vars, fabric: &dyn Fabric, opts: &Options, signal: &AtomicI32) -> Result<(Who, Verdict), Cause> {
+    let who = who::resolve(&opts.given, vars).map_err(|e| usage(e.to_string(), "see docs/gate.md (who the job is)"))?;
+    check_params(opts.bytes, opts.iters, opts.duration_ms)
+        .map_err(|e| usage(format!("bad test size from NCCL_WRAP_PING_*: {e}"), "see nccl-wrap ping --help"))?;
+    if !(1..=600_000).contains(&opts.timeout_ms) {
+        return Err(usage(
+            format!("NCCL_WRAP_PING_TIMEOUT_MS={} is not in 1..=600000", opts.timeout_ms),
+            "each phase's deadline; 3000 suits real hardware, 20000 software RoCE under emulation",
+        ));
+    }
+    let l: TcpListener = exchange::bind(SocketAddr::from(([0, 0, 0, 0], who.port))).map_err(|e| {
+        usage(
+            e.to_string(),
+            "pick a free NCCL_WRAP_GATE_PORT (the same on every pod), never the launcher's MASTER_PORT",
+        )
+    })?;
+    let me = Pod { rank: who.rank, host: fabric.host() };
+    let timeout = Duration::from_millis(opts.timeout_ms);
+    let wait = Duration::from_millis(opts.wait_ms);
+    let limits = opts.limits(&who.job, who.rank);
+    let stop = AtomicBool::new(false);
+    let (joins_tx, joins_rx) = mpsc::channel();
+    let predecessor = (who.rank + who.size - 1) % who.size;
+    let done = AtomicBool::new(false);
+    let v = std::thread::scope(|scope| {
+        // A stopping signal ends every wait of the gate (and the listener) at once.
+        scope.spawn(|| {
+            while !done.load(Ordering::SeqCst) {
+                if let Some(sig) = crate::process::sys::pending(&STOPPING) {
+                    signal.store(sig, Ordering::SeqCst);
+                    stop.store(true, Ordering::SeqCst);
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        let listener = scope.spawn(|| {
+            let l_opts = listen::Listen {
+                job: &who.job,
+                predecessor,
+                hello: timeout,
+                timeout,
+                joins: (who.rank == 0).then_some(joins_tx),
+                stop: &stop,
+            };
+            // Bounded by the verdict (stop), or else by the longest the gate can last.
+            listen::serve(&l, l_opts, fabric, Instant::now() + wait * 2 + timeout * 8 + Duration::from_secs(3600))
+        });
+        let v = if who.rank == 0 {
+            let until = Instant::now() + wait;
+            coordinator::run(&who, &me, fabric, &limits, joins_rx, until, &stop)
+        } else {
+            drop(joins_rx);
+            member::take_part(&who, &me, fabric, &limits, wait, &stop)
+        };
+        stop.store(true, Ordering::SeqCst);
+        done.store(true, Ordering::SeqCst);
+        match listener.join() {
+            Ok(served) if served.strays > 0 => {
+                eprintln!("{PREFIX} gate: {} stray connection(s) ignored on port {}", served.strays, who.port)
+            }
+            Ok(_) => {}
+            Err(_) => eprintln!("{PREFIX} gate: the listener thread stopped"),
+        }
+        v
+    });
+    drop(l);
+    Ok((who, v))
+}

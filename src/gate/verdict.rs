@@ -1,0 +1,333 @@
+//! The gate's verdict, pure: every pod's findings (its pairs towards its successor, or why it
+//! could not test) and the ranks that never came, to one decision that every pod receives; and
+//! the decision in the three forms it is read in: lines on stderr, JSON, and the termination
+//! message Kubernetes shows (under its 4096-byte limit, most important first).
+
+use serde::Serialize;
+
+use crate::ping::cause::{Cause, Status};
+use crate::ping::output::PairResult;
+use crate::ping::wire::{Finding, Verdict, MAX_LISTED, MAX_TEXT};
+
+/// Kubernetes keeps at most 4096 bytes of a termination message.
+pub const TERMINATION_MAX: usize = 4096;
+
+/// `text` cut to at most `max` bytes at a character boundary, marked when cut.
+pub fn clip(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max.saturating_sub(3);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &text[..end])
+}
+
+/// Who a finding is about: a rank and its pod's name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pod {
+    pub rank: u32,
+    pub host: String,
+}
+
+/// One pair's result as the verdict carries it.
+pub fn of_pair(me: &Pod, peer: &Pod, r: &PairResult) -> Finding {
+    let rail = |d: &str, p: u8| (p > 0 && d != "none").then(|| format!("{d}:{p}"));
+    Finding {
+        rank: me.rank,
+        host: me.host.clone(),
+        peer_rank: Some(peer.rank),
+        peer_host: Some(peer.host.clone()),
+        rail: rail(&r.local.device, r.local.port),
+        peer_rail: r.remote.as_ref().and_then(|p| rail(&p.device, p.port)),
+        status: r.status.label().to_ascii_lowercase(),
+        cause: r.cause.as_ref().map(|c| c.id.to_owned()),
+        summary: clip(r.cause.as_ref().map_or("", |c| c.summary.as_str()), MAX_TEXT),
+        hint: clip(r.cause.as_ref().map_or("", |c| c.hint.as_str()), MAX_TEXT),
+    }
+}
+
+/// A pod (or its edge as a whole) that failed without a pair to name: no port, no successor.
+pub fn of_pod(me: &Pod, peer: Option<&Pod>, c: &Cause) -> Finding {
+    Finding {
+        rank: me.rank,
+        host: me.host.clone(),
+        peer_rank: peer.map(|p| p.rank),
+        peer_host: peer.map(|p| p.host.clone()),
+        rail: None,
+        peer_rail: None,
+        status: "fail".into(),
+        cause: Some(c.id.to_owned()),
+        summary: clip(&c.summary, MAX_TEXT),
+        hint: clip(&c.hint, MAX_TEXT),
+    }
+}
+
+/// A finding about a pod that failed as a whole.
+pub fn pod_fails(rank: u32, host: &str, id: &'static str, summary: String, hint: &str) -> Finding {
+    of_pod(&Pod { rank, host: host.to_owned() }, None, &Cause::new(id, Status::Fail, summary, hint))
+}
+
+/// The decision: go only when every rank came and every finding passes (a warning passes).
+/// Findings without a rail (a pod that could not test) come first, then failed pairs by rank.
+pub fn decide(size: u32, missing: &[u32], findings: Vec<Finding>) -> Verdict {
+    let pairs = findings.iter().filter(|f| f.rail.is_some() || f.peer_rail.is_some()).count() as u32;
+    let mut failed: Vec<Finding> = findings.into_iter().filter(|f| f.status == "fail").collect();
+    failed.sort_by_key(|f| (f.rail.is_some() || f.peer_rail.is_some(), f.rank, f.rail.clone()));
+    let failed_total = failed.len() as u32;
+    failed.truncate(MAX_LISTED);
+    Verdict {
+        go: missing.is_empty() && failed_total == 0,
+        size,
+        pairs,
+        failed_total,
+        missing: missing.iter().copied().take(MAX_LISTED).collect(),
+        missing_total: missing.len() as u32,
+        findings: failed,
+    }
+}
+
+fn pod(rank: u32, host: Option<&str>) -> String {
+    match host {
+        Some(h) => format!("{h} (rank {rank})"),
+        None => format!("rank {rank}"),
+    }
+}
+
+/// One finding on one line: node, rank, rail and cause.
+pub fn line(f: &Finding) -> String {
+    let from = pod(f.rank, Some(&f.host));
+    let rail = f.rail.as_deref().map(|r| format!(" {r}")).unwrap_or_default();
+    let to = match f.peer_rank {
+        Some(p) => {
+            let peer_rail = f.peer_rail.as_deref().map(|r| format!(" {r}")).unwrap_or_default();
+            format!(" -> {}{peer_rail}", pod(p, f.peer_host.as_deref()))
+        }
+        None => String::new(),
+    };
+    format!("{from}{rail}{to}: {}: {}", f.cause.as_deref().unwrap_or("fail"), f.summary)
+}
+
+fn ranks(list: &[u32], total: u32) -> String {
+    let mut text = list.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+    if total as usize > list.len() {
+        text.push_str(&format!(" and {} more", total as usize - list.len()));
+    }
+    text
+}
+
+/// The headline: what was decided and why, in one line.
+pub fn headline(v: &Verdict, wait_ms: u64) -> String {
+    if v.go {
+        return format!("gate: every pair passes ({} pair(s) over {} pod(s))", v.pairs, v.size);
+    }
+    let mut parts = Vec::new();
+    if v.missing_total > 0 {
+        parts.push(format!(
+            "{} of {} pod(s) never joined within {wait_ms} ms: rank(s) {}",
+            v.missing_total,
+            v.size,
+            ranks(&v.missing, v.missing_total)
+        ));
+    }
+    if v.failed_total > 0 {
+        parts.push(format!("{} failure(s) over {} pair(s) tested", v.failed_total, v.pairs));
+    }
+    format!("gate: {}", parts.join("; "))
+}
+
+/// The lines for people (each prefixed by the caller): the headline, one line per failure
+/// with its fix, and a note when the list was cut.
+pub fn human(v: &Verdict, wait_ms: u64) -> Vec<String> {
+    let mut out = vec![headline(v, wait_ms)];
+    for f in &v.findings {
+        out.push(format!("gate: FAIL {}", line(f)));
+        if !f.hint.is_empty() {
+            out.push(format!("gate:   fix: {}", f.hint));
+        }
+    }
+    if v.failed_total as usize > v.findings.len() {
+        out.push(format!("gate: ... and {} more failure(s)", v.failed_total as usize - v.findings.len()));
+    }
+    if v.missing_total > 0 {
+        out.push("gate:   fix: start the missing pods (pending? image pull? `kubectl get pods -o wide`), or raise NCCL_WRAP_GATE_WAIT_MS; check that every pod has the same NCCL_WRAP_GATE_ID, size and coordinator".into());
+    }
+    out
+}
+
+/// The verdict as one JSON line, keys in this order.
+#[derive(Serialize)]
+struct Line<'a> {
+    kind: &'static str,
+    rank: u32,
+    go: bool,
+    started: bool,
+    size: u32,
+    pairs: u32,
+    failed: u32,
+    missing: &'a [u32],
+    missing_total: u32,
+    findings: &'a [Finding],
+}
+
+/// The verdict as one JSON line (`kind: gate-verdict`), with this pod's rank.
+pub fn json(v: &Verdict, rank: u32, started: bool) -> String {
+    let line = Line {
+        kind: "gate-verdict",
+        rank,
+        go: v.go,
+        started,
+        size: v.size,
+        pairs: v.pairs,
+        failed: v.failed_total,
+        missing: &v.missing,
+        missing_total: v.missing_total,
+        findings: &v.findings,
+    };
+    serde_json::to_string(&line)
+        .unwrap_or_else(|e| format!("{{\"kind\":\"gate-verdict\",\"error\":{:?}}}", e.to_string()))
+}
+
+/// The termination message: the headline, then one line per failure, cut to fit 4096 bytes
+/// whole lines at a time (with how many were left out).
+pub fn termination(v: &Verdict, wait_ms: u64) -> String {
+    let mut out = format!("nccl-wrap refused to start the command: {}\n", headline(v, wait_ms));
+    out = clip(&out, TERMINATION_MAX - 64);
+    let lines: Vec<String> = v.findings.iter().map(line).collect();
+    let total = v.failed_total as usize;
+    for (k, l) in lines.iter().enumerate() {
+        let rest = total - k;
+        let tail = format!("... and {rest} more\n");
+        if out.len() + l.len() + 1 + tail.len() > TERMINATION_MAX {
+            out.push_str(&tail);
+            return out;
+        }
+        out.push_str(l);
+        out.push('\n');
+    }
+    if total > lines.len() {
+        out.push_str(&format!("... and {} more\n", total - lines.len()));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finding(rank: u32, rail: Option<&str>, status: &str, cause: Option<&str>) -> Finding {
+        Finding {
+            rank,
+            host: format!("train-{rank}"),
+            peer_rank: Some(rank + 1),
+            peer_host: Some(format!("train-{}", rank + 1)),
+            rail: rail.map(str::to_owned),
+            peer_rail: rail.map(str::to_owned),
+            status: status.into(),
+            cause: cause.map(str::to_owned),
+            summary: cause.map_or(String::new(), |c| format!("{c} happened")),
+            hint: cause.map_or(String::new(), |_| "fix it".into()),
+        }
+    }
+
+    #[test]
+    fn every_pair_passing_is_go_and_a_warning_passes() {
+        let v = decide(
+            2,
+            &[],
+            vec![
+                finding(0, Some("mlx5_6:1"), "pass", None),
+                finding(1, Some("mlx5_6:1"), "warn", Some("mtu-mismatch")),
+            ],
+        );
+        assert!(v.go);
+        assert_eq!((v.pairs, v.failed_total, v.findings.len()), (2, 0, 0));
+        assert_eq!(headline(&v, 1000), "gate: every pair passes (2 pair(s) over 2 pod(s))");
+    }
+
+    #[test]
+    fn one_failed_pair_stops_every_pod_and_is_named() {
+        let v = decide(
+            3,
+            &[],
+            vec![
+                finding(0, Some("rxe0:1"), "pass", None),
+                finding(1, Some("rxe0:1"), "fail", Some("retry-exceeded")),
+                finding(2, Some("rxe0:1"), "pass", None),
+            ],
+        );
+        assert!(!v.go);
+        assert_eq!((v.pairs, v.failed_total), (3, 1));
+        assert_eq!(
+            line(&v.findings[0]),
+            "train-1 (rank 1) rxe0:1 -> train-2 (rank 2) rxe0:1: retry-exceeded: retry-exceeded happened"
+        );
+        let h = human(&v, 1000);
+        assert_eq!(h[0], "gate: 1 failure(s) over 3 pair(s) tested");
+        assert_eq!(h[2], "gate:   fix: fix it");
+    }
+
+    #[test]
+    fn missing_ranks_are_named_after_the_wait() {
+        let v = decide(4, &[2, 3], vec![finding(0, Some("rxe0:1"), "pass", None)]);
+        assert!(!v.go);
+        assert_eq!(headline(&v, 5000), "gate: 2 of 4 pod(s) never joined within 5000 ms: rank(s) 2, 3");
+        assert!(human(&v, 5000).iter().any(|l| l.contains("NCCL_WRAP_GATE_WAIT_MS")));
+    }
+
+    #[test]
+    fn a_pod_that_could_not_test_comes_before_failed_pairs() {
+        let mut no_port = finding(3, None, "fail", Some("no-port"));
+        no_port.peer_rank = None;
+        no_port.peer_host = None;
+        let v = decide(
+            4,
+            &[],
+            vec![
+                finding(0, Some("rxe0:1"), "fail", Some("timeout")),
+                no_port,
+                finding(1, Some("rxe1:1"), "pass", None),
+            ],
+        );
+        assert_eq!(v.findings[0].cause.as_deref(), Some("no-port"));
+        assert_eq!(line(&v.findings[0]), "train-3 (rank 3): no-port: no-port happened");
+        assert_eq!(v.pairs, 2);
+    }
+
+    #[test]
+    fn the_termination_message_fits_kubernetes_with_the_headline_first() {
+        let many: Vec<Finding> = (0..200)
+            .map(|r| {
+                let mut f = finding(r, Some("mlx5_10:1"), "fail", Some("retry-exceeded"));
+                f.summary = "x".repeat(300);
+                f
+            })
+            .collect();
+        let v = decide(200, &(150..200).collect::<Vec<_>>(), many);
+        assert_eq!((v.findings.len(), v.failed_total, v.missing.len()), (MAX_LISTED, 200, 50));
+        let t = termination(&v, 600_000);
+        assert!(t.len() <= TERMINATION_MAX, "{}", t.len());
+        assert!(t.starts_with("nccl-wrap refused to start the command: gate: 50 of 200 pod(s) never joined"), "{t}");
+        assert!(t.ends_with(" more\n"), "{t}");
+        let n = t.lines().filter(|l| l.contains("retry-exceeded")).count();
+        let left: usize = t.lines().last().and_then(|l| l.split(' ').nth(2)).and_then(|n| n.parse().ok()).unwrap_or(0);
+        assert_eq!(n + left, 200, "every failure is listed or counted");
+    }
+
+    #[test]
+    fn the_json_line_starts_with_its_kind() {
+        let v = decide(2, &[1], vec![finding(0, Some("rxe0:1"), "fail", Some("timeout"))]);
+        let j = json(&v, 0, false);
+        assert!(j.starts_with("{\"kind\":\"gate-verdict\",\"rank\":0,\"go\":false,\"started\":false,\"size\":2,\"pairs\":1,\"failed\":1,\"missing\":[1],\"missing_total\":1,\"findings\":[{\"rank\":0,"), "{j}");
+        let back: serde_json::Value = serde_json::from_str(&j).expect("JSON");
+        assert_eq!(back["findings"][0]["cause"], "timeout");
+    }
+
+    #[test]
+    fn clip_keeps_characters_whole() {
+        assert_eq!(clip("abc", 10), "abc");
+        assert_eq!(clip("ééééé", 7), "éé...");
+        assert!(clip(&"é".repeat(1000), MAX_TEXT).len() <= MAX_TEXT);
+    }
+}

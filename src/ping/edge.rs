@@ -1,0 +1,99 @@
+//! One edge of a test: this pod towards one peer (the initiating end), or serving the peer that
+//! tests it (the listening end). What comes in is what this pod brings ([`Here`], from
+//! [`here`](super::here)) and the peer; what goes out is every pair's
+//! result, unopened ports and unpaired rails included. Nothing here prints: `ping` and the gate
+//! each decide what to do with the results, so data walks one way, plan -> session -> pairs ->
+//! results.
+//!
+//! Every context, queue pair and registration an edge opens is closed before it returns.
+
+use std::time::{Duration, Instant};
+
+use super::cause::{Cause, Status};
+use super::exchange::{self, ExchangeError, Session};
+use super::here::Here;
+use super::output::{self, PairResult};
+use super::pair::Planned;
+use super::session::{self, Limits, Opened};
+use super::wire::Hello;
+
+/// Why the check cannot run at all (exit 2 for ping; a pod's problem for the gate).
+pub fn cannot(id: &'static str, summary: impl Into<String>, hint: impl Into<String>) -> Cause {
+    Cause::new(id, Status::Fail, summary, hint)
+}
+
+/// The peer's failure as a cause: it never came, or it came and misbehaved.
+pub fn peer_cause(e: &ExchangeError) -> Cause {
+    if e.no_peer() {
+        cannot("peer", e.to_string(), "start the other end, check the address and that TCP is open between the pods; --wait-ms sets how long to wait")
+    } else {
+        cannot(
+            "peer",
+            e.to_string(),
+            "run the same nccl-wrap version on both ends, and make sure nothing else uses the port",
+        )
+    }
+}
+
+/// Opens every planned port; fails only when none opens.
+pub fn open(planned: &[Planned]) -> Result<Opened, Cause> {
+    let opened = session::open_all(planned);
+    if opened.infos.is_empty() {
+        let why: Vec<String> =
+            opened.failed.iter().map(|(p, f)| format!("{}:{} at {}: {}", p.device, p.port, f.step, f.error)).collect();
+        return Err(cannot(
+            "no-port",
+            format!("no port of the plan can be opened through ibverbs: {}", why.join("; ")),
+            "run `nccl-wrap doctor` (uverbs nodes in the container, the port's state)",
+        ));
+    }
+    Ok(opened)
+}
+
+/// The ports that opened on neither end's account: each a failed pair, numbered from 1000.
+fn unopened(opened: &Opened, peer: &str) -> Vec<PairResult> {
+    opened
+        .failed
+        .iter()
+        .enumerate()
+        .map(|(k, (p, f))| {
+            let c = cannot(
+                "no-port",
+                format!("{}:{} cannot be opened at {}: {}", p.device, p.port, f.step, f.error),
+                "run `nccl-wrap doctor`; this rail is left out of the pairing",
+            );
+            output::unopened(1000 + k, peer, &p.device, p.port, c)
+        })
+        .collect()
+}
+
+/// Tests `target` from this pod: opens the ports, connects (retrying until `wait_until`), runs
+/// the session and returns every pair's result. Err: the peer never came or misbehaved, or no
+/// port opened.
+pub fn initiate(here: &Here, target: &str, limits: &Limits, wait_until: Instant) -> Result<Vec<PairResult>, Cause> {
+    let opened = open(&here.planned)?;
+    let mut s = exchange::connect(target, wait_until, limits.timeout).map_err(|e| peer_cause(&e))?;
+    let (runs, theirs) = session::initiate(&mut s, &opened, &here.host, limits).map_err(|e| peer_cause(&e))?;
+    let mut out = unopened(&opened, target);
+    let routes = here.routes.as_deref();
+    out.extend(runs.iter().enumerate().map(|(k, r)| output::result(k, target, r, routes)));
+    out.extend(output::unpaired(runs.len(), target, &opened.infos, &theirs, limits.all_pairs, &here.dropped));
+    Ok(out)
+}
+
+/// Answers one peer whose hello arrived, with ports opened by this thread; returns the pairs as
+/// this end saw them (the initiator's figures included).
+pub fn answer(
+    here: &Here,
+    opened: &Opened,
+    mut s: Session,
+    hello: &Hello,
+    timeout: Duration,
+) -> Result<Vec<PairResult>, ExchangeError> {
+    let runs = session::answer(&mut s, hello, opened, &here.host, timeout)?;
+    let peer = format!("{} ({})", s.peer, hello.host);
+    let routes = here.routes.as_deref();
+    let mut out: Vec<PairResult> = runs.iter().enumerate().map(|(k, r)| output::result(k, &peer, r, routes)).collect();
+    out.extend(output::unpaired(runs.len(), &peer, &opened.infos, &hello.ports, hello.all_pairs, &here.dropped));
+    Ok(out)
+}

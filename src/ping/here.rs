@@ -1,0 +1,138 @@
+//! What this pod brings to every edge of a test, read once before any: its ports as the run will
+//! use them (the plan's, with NCCL_IB_GID_INDEX as NCCL will read it), its name, its routes, and
+//! the ports its plan left out for their GID. Reads only the plan, the variables and the proc
+//! root; opens nothing.
+
+use std::ffi::OsStr;
+use std::path::Path;
+
+use super::cause::{Cause, Status};
+use super::output::{self, Dropped};
+use super::pair::Planned;
+use super::route::{self, Route};
+use crate::detect::Vars;
+use crate::nccl::env::IB_GID_INDEX;
+use crate::nccl::gid::RoceType;
+use crate::plan::{Action, Plan};
+use crate::verbs::{Verbs, VerbsError};
+
+/// What ping (and the gate's pairs) read besides their options.
+pub struct Inputs<'a> {
+    pub plan: &'a Plan,
+    pub vars: &'a Vars,
+    pub proc_root: &'a Path,
+    pub verbs: &'a dyn Verbs,
+}
+
+/// What this pod brings to every edge: its ports as the run will use them, its name, its routes
+/// and the ports its plan left out for their GID.
+#[derive(Debug, Clone)]
+pub struct Here {
+    pub planned: Vec<Planned>,
+    pub host: String,
+    pub routes: Option<Vec<Route>>,
+    pub dropped: Vec<Dropped>,
+}
+
+/// This pod's side of every edge, or why it has none: ibverbs not used, no usable port.
+pub fn read(inp: &Inputs) -> Result<Here, Cause> {
+    if let Err(VerbsError::Unavailable(reason)) = inp.verbs.device_names() {
+        return Err(Cause::new(
+            "no-port",
+            Status::Fail,
+            format!("ping moves bytes through ibverbs, which are not used here: {reason}"),
+            "run against the kernel's /sys, without --skip-verbs",
+        ));
+    }
+    let planned = planned(inp.plan);
+    if planned.is_empty() {
+        return Err(Cause::new(
+            "no-port",
+            Status::Fail,
+            "no usable RDMA port in this pod: nothing to test (a run would set NCCL_IB_DISABLE=1)",
+            "run `nccl-wrap doctor` to see why each port is not used",
+        ));
+    }
+    Ok(Here {
+        planned,
+        host: hostname(inp.proc_root, inp.vars),
+        routes: route::read(inp.proc_root),
+        dropped: dropped_for_gid(inp.plan),
+    })
+}
+
+/// The plan's ports as the run will use them: NCCL_IB_GID_INDEX as NCCL will read it (the
+/// user's value when kept), otherwise each port's own pick.
+pub fn planned(plan: &Plan) -> Vec<Planned> {
+    let forced: Option<u32> = plan.vars.iter().find(|v| v.name == IB_GID_INDEX).and_then(|v| {
+        let value = if v.action == Action::Kept { v.previous.as_deref()? } else { v.value.as_str() };
+        value.trim().parse().ok()
+    });
+    let mut out = Vec::new();
+    for hca in &plan.hca {
+        let Some((dev, port)) = hca.rsplit_once(':') else { continue };
+        let Ok(port) = port.parse::<u8>() else { continue };
+        let facts = plan
+            .detection
+            .devices
+            .iter()
+            .find(|d| d.name == dev)
+            .and_then(|d| d.ports.iter().find(|p| p.port == u32::from(port)));
+        let pick = facts.and_then(|p| p.gid.as_ref());
+        let gid_index = forced.filter(|_| pick.is_some()).or(pick.map(|g| g.index));
+        let gid_type = pick.filter(|g| Some(g.index) == gid_index).and_then(|g| g.roce).map(|r| match r {
+            RoceType::V1 => "IB/RoCE v1".to_owned(),
+            RoceType::V2 => "RoCE v2".to_owned(),
+        });
+        out.push(Planned {
+            device: dev.to_owned(),
+            port,
+            gid_index,
+            gid_type,
+            netdev: pick.and_then(|g| g.ndev.clone()),
+        });
+    }
+    out
+}
+
+/// The RoCE ports the plan leaves out only for their GID (up and ACTIVE, but no GID of NCCL's
+/// family and RoCE version: a rail without its IPv4 address), with the plan's reason. A port
+/// left out for anything else (down, not this pod's) is not a rail of this pod.
+pub fn dropped_for_gid(plan: &Plan) -> Vec<output::Dropped> {
+    let mut out = Vec::new();
+    for d in plan.decisions.iter().filter(|d| !d.used) {
+        let (Some(reason), Ok(port)) = (&d.reason, u8::try_from(d.port)) else { continue };
+        let facts = plan
+            .detection
+            .devices
+            .iter()
+            .find(|x| x.name == d.device)
+            .and_then(|x| x.ports.iter().find(|p| p.port == d.port));
+        let Some(f) = facts else { continue };
+        let gid_only = f.link_layer.as_deref() == Some("Ethernet")
+            && crate::plan::link_problem(f).is_none()
+            && f.gid.as_ref().is_some_and(|g| !g.full_match);
+        if gid_only {
+            out.push(output::Dropped { device: d.device.clone(), port, reason: reason.clone() });
+        }
+    }
+    out
+}
+
+/// This pod's name: the kernel's hostname under the proc root, else `HOSTNAME`.
+pub fn hostname(proc_root: &Path, vars: &Vars) -> String {
+    let from_proc = std::fs::read_to_string(proc_root.join("sys/kernel/hostname")).ok();
+    let raw = from_proc.or_else(|| vars.get(OsStr::new("HOSTNAME")).map(|h| h.to_string_lossy().into_owned()));
+    let h: String = raw
+        .unwrap_or_default()
+        .trim()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || "-._".contains(*c))
+        .take(253)
+        .collect();
+    if h.is_empty() {
+        "unknown".into()
+    } else {
+        h
+    }
+}

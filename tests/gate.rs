@@ -1,0 +1,541 @@
+//! The gate's coordination on 127.0.0.1, every pod a thread of this test with a stand-in fabric
+//! (the pair test is a hello exchange plus a result the test chooses), so that the protocol is
+//! tested without RDMA: a healthy job starts everywhere; one failed rail stops every pod with
+//! the cause in its termination file; a pod that never comes is named after the wait; strays
+//! are ignored; a pod of another job is refused. Then the real binary on fixture nodes (no
+//! ibverbs there): a gate that cannot test refuses with 125, `--gate=warn` starts anyway.
+//! The real pair test runs in the fabric lab (`tests/lab/fabric/78-gate*.sh`).
+
+mod common;
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use common::Run;
+use nccl_wrap::detect::Vars;
+use nccl_wrap::gate::fabric::Fabric;
+use nccl_wrap::gate::who::Given;
+use nccl_wrap::gate::{self, Outcome, Ran};
+use nccl_wrap::ping::cause::Cause;
+use nccl_wrap::ping::edge::peer_cause;
+use nccl_wrap::ping::exchange::{self, Session};
+use nccl_wrap::ping::output::{self, PairResult};
+use nccl_wrap::ping::session::{Limits, PairRun};
+use nccl_wrap::ping::wire::{Fault, Figures, Hello, LinkLayer, Message, PortInfo};
+
+fn port_info(last: u8) -> PortInfo {
+    PortInfo {
+        device: "rxe0".into(),
+        port: 1,
+        link_layer: LinkLayer::Ethernet,
+        gid_index: Some(1),
+        gid: Some(format!("0000:0000:0000:0000:0000:ffff:0a00:64{last:02x}")),
+        gid_type: Some("RoCE v2".into()),
+        lid: None,
+        mtu: 1024,
+        pkey: None,
+        netdev: Some("eth1".into()),
+    }
+}
+
+/// A pod's fabric: a hello exchange stands for the pair test, whose result the test picks.
+struct Fake {
+    host: String,
+    last: u8,
+    /// The pair towards the successor fails with IBV_WC_RETRY_EXC_ERR.
+    drops: bool,
+    /// No usable port at all.
+    no_port: bool,
+}
+
+fn fake(rank: u32) -> Fake {
+    Fake { host: format!("pod-{rank}"), last: rank as u8 + 1, drops: false, no_port: false }
+}
+
+fn hello(f: &Fake, limits: Option<&Limits>) -> Hello {
+    Hello {
+        host: f.host.clone(),
+        ports: vec![port_info(f.last)],
+        all_pairs: false,
+        bytes: 4096,
+        iters: 10,
+        duration_ms: 0,
+        gate: limits.and_then(|l| l.gate.clone()),
+    }
+}
+
+impl Fabric for Fake {
+    fn host(&self) -> String {
+        self.host.clone()
+    }
+    fn ports(&self) -> Result<Vec<PortInfo>, Cause> {
+        if self.no_port {
+            return Err(nccl_wrap::ping::edge::cannot("no-port", "no usable RDMA port in this pod", "doctor"));
+        }
+        Ok(vec![port_info(self.last)])
+    }
+    fn initiate(&self, target: &str, limits: &Limits, wait_until: Instant) -> Result<Vec<PairResult>, Cause> {
+        let mut s = exchange::connect(target, wait_until, limits.timeout).map_err(|e| peer_cause(&e))?;
+        s.send(&Message::Hello(hello(self, Some(limits)))).map_err(|e| peer_cause(&e))?;
+        let theirs = s
+            .expect("hello", |m| if let Message::Hello(h) = m { Ok(h) } else { Err(m) })
+            .map_err(|e| peer_cause(&e))?;
+        let fault = self.drops.then(|| Fault {
+            step: "latency".into(),
+            error: "IBV_WC_RETRY_EXC_ERR".into(),
+            wc_status: Some(12),
+            errno: None,
+        });
+        let run = PairRun {
+            local: port_info(self.last),
+            remote: theirs.ports[0].clone(),
+            local_fault: fault,
+            remote_fault: None,
+            figures: Some(Figures { median_us: Some(30.0), p99_us: Some(40.0), gbps: Some(0.01) }),
+        };
+        Ok(vec![output::result(0, target, &run, None)])
+    }
+    fn answer(&self, mut s: Session, _hello: &Hello, _timeout: Duration) -> Result<Vec<PairResult>, String> {
+        s.send(&Message::Hello(hello(self, None))).map_err(|e| e.to_string())?;
+        Ok(Vec::new())
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+}
+
+/// A scratch directory removed when dropped (on every way out of the test).
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        let p = std::env::temp_dir().join(format!("nccl-wrap-gate-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).expect("scratch dir");
+        Scratch(p)
+    }
+    fn log(&self, rank: u32) -> PathBuf {
+        self.0.join(format!("termination-{rank}"))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+struct Job {
+    coordinator: String,
+    ports: Vec<u16>,
+    size: u32,
+    id: Option<String>,
+    wait_ms: u64,
+    warn: bool,
+}
+
+fn job(size: u32) -> Job {
+    let ports: Vec<u16> = (0..size).map(|_| free_port()).collect();
+    Job { coordinator: format!("127.0.0.1:{}", ports[0]), ports, size, id: None, wait_ms: 10_000, warn: false }
+}
+
+fn options(j: &Job, rank: u32, log: Option<PathBuf>) -> gate::Options {
+    gate::Options {
+        warn: j.warn,
+        given: Given {
+            coordinator: Some(j.coordinator.clone()),
+            rank: Some(rank),
+            size: Some(j.size),
+            port: j.ports[rank as usize],
+            id: j.id.clone(),
+        },
+        wait_ms: j.wait_ms,
+        all_pairs: false,
+        bytes: 4096,
+        iters: 10,
+        duration_ms: 0,
+        timeout_ms: 2000,
+        json: false,
+        termination_log: log,
+    }
+}
+
+/// Runs the pods given (rank, fabric) at once; returns each pod's outcome, in the same order.
+fn run_pods(j: &Job, pods: Vec<(u32, Fake)>, scratch: &Scratch) -> Vec<Ran> {
+    let vars = Vars::new();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = pods
+            .into_iter()
+            .map(|(rank, f)| {
+                let opts = options(j, rank, Some(scratch.log(rank)));
+                let vars = &vars;
+                s.spawn(move || gate::run(vars, &f, &opts))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("pod thread")).collect()
+    })
+}
+
+#[test]
+fn a_healthy_job_starts_on_every_pod() {
+    let scratch = Scratch::new("healthy");
+    let j = job(3);
+    let ran = run_pods(&j, (0..3).map(|r| (r, fake(r))).collect(), &scratch);
+    for r in &ran {
+        assert_eq!(r.outcome, Outcome::Start, "rank {}: {:?}", r.rank, r.verdict);
+        assert_eq!((r.verdict.pairs, r.verdict.failed_total), (3, 0), "{:?}", r.verdict);
+        assert!(!scratch.log(r.rank).exists(), "no termination message when the command starts");
+    }
+}
+
+#[test]
+fn a_two_pod_job_tests_the_pair_both_ways_and_a_one_pod_job_itself() {
+    let scratch = Scratch::new("small");
+    let j = job(2);
+    let ran = run_pods(&j, vec![(0, fake(0)), (1, fake(1))], &scratch);
+    assert!(ran.iter().all(|r| r.outcome == Outcome::Start && r.verdict.pairs == 2), "{ran:?}");
+    let j = job(1);
+    let ran = run_pods(&j, vec![(0, fake(0))], &scratch);
+    assert!(ran[0].outcome == Outcome::Start && ran[0].verdict.pairs == 1, "{ran:?}");
+}
+
+#[test]
+fn one_failed_rail_stops_every_pod_with_the_cause_in_its_termination_file() {
+    let scratch = Scratch::new("drop");
+    let j = job(3);
+    let mut bad = fake(1);
+    bad.drops = true;
+    let ran = run_pods(&j, vec![(0, fake(0)), (1, bad), (2, fake(2))], &scratch);
+    for r in &ran {
+        assert_eq!(r.outcome, Outcome::Refuse, "rank {}", r.rank);
+        assert_eq!(r.verdict, ran[0].verdict, "every pod gets the same verdict");
+        let text = std::fs::read_to_string(scratch.log(r.rank)).expect("termination message");
+        assert!(
+            text.starts_with("nccl-wrap refused to start the command: gate: 1 failure(s) over 3 pair(s)"),
+            "{text}"
+        );
+        assert!(text.contains("pod-1 (rank 1) rxe0:1 -> pod-2 (rank 2) rxe0:1: retry-exceeded:"), "{text}");
+    }
+    let f = &ran[0].verdict.findings[0];
+    assert_eq!((f.rank, f.peer_rank, f.cause.as_deref()), (1, Some(2), Some("retry-exceeded")));
+}
+
+#[test]
+fn a_pod_that_never_comes_is_named_after_the_wait() {
+    let scratch = Scratch::new("missing");
+    let mut j = job(3);
+    j.wait_ms = 1500;
+    let start = Instant::now();
+    let ran = run_pods(&j, vec![(0, fake(0)), (1, fake(1))], &scratch);
+    assert!(start.elapsed() < Duration::from_secs(10), "{:?}", start.elapsed());
+    for r in &ran {
+        assert_eq!(r.outcome, Outcome::Refuse);
+        assert_eq!((r.verdict.missing.clone(), r.verdict.missing_total), (vec![2], 1), "{:?}", r.verdict);
+        let text = std::fs::read_to_string(scratch.log(r.rank)).expect("termination message");
+        assert!(text.contains("1 of 3 pod(s) never joined within 1500 ms: rank(s) 2"), "{text}");
+    }
+}
+
+#[test]
+fn a_coordinator_that_never_comes_is_named() {
+    let scratch = Scratch::new("nocoord");
+    let mut j = job(2);
+    j.wait_ms = 700;
+    let ran = run_pods(&j, vec![(1, fake(1))], &scratch);
+    assert_eq!(ran[0].outcome, Outcome::Refuse);
+    let f = &ran[0].verdict.findings[0];
+    assert!(f.summary.starts_with(&format!("the coordinator {} could not be reached", j.coordinator)), "{f:?}");
+}
+
+/// Connects to `port` and sends `bytes`, holding the connection for `hold`.
+fn stray(port: u16, bytes: &[u8], hold: Duration) -> std::thread::JoinHandle<()> {
+    let bytes = bytes.to_vec();
+    std::thread::spawn(move || {
+        let until = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < until {
+            if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+                let _ = s.write_all(&bytes);
+                std::thread::sleep(hold);
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    })
+}
+
+#[test]
+fn stray_connections_during_the_wait_are_ignored() {
+    let scratch = Scratch::new("strays");
+    let j = job(2);
+    let plain = nccl_wrap::ping::wire::encode(&Message::Hello(hello(&fake(7), None))).expect("frame");
+    let mut strays = Vec::new();
+    for &p in &j.ports {
+        strays.push(stray(p, b"GET / HTTP/1.0\r\n\r\n", Duration::ZERO));
+        strays.push(stray(p, b"", Duration::from_millis(800)));
+        strays.push(stray(p, &plain, Duration::from_millis(300)));
+    }
+    // The strays go first; rank 1 comes late.
+    let vars = Vars::new();
+    let ran = std::thread::scope(|s| {
+        let o0 = options(&j, 0, Some(scratch.log(0)));
+        let o1 = options(&j, 1, Some(scratch.log(1)));
+        let vars = &vars;
+        let a = s.spawn(move || gate::run(vars, &fake(0), &o0));
+        std::thread::sleep(Duration::from_millis(400));
+        let b = s.spawn(move || gate::run(vars, &fake(1), &o1));
+        vec![a.join().expect("rank 0"), b.join().expect("rank 1")]
+    });
+    for t in strays {
+        let _ = t.join();
+    }
+    assert!(ran.iter().all(|r| r.outcome == Outcome::Start), "{ran:?}");
+}
+
+#[test]
+fn a_pod_of_another_job_is_refused_and_the_job_goes_on() {
+    let scratch = Scratch::new("foreign");
+    let j = job(2);
+    let mut other = job(2);
+    other.coordinator = j.coordinator.clone();
+    other.id = Some("another-job".into());
+    let vars = Vars::new();
+    let ran = std::thread::scope(|s| {
+        let vars = &vars;
+        let o0 = options(&j, 0, Some(scratch.log(0)));
+        let o1 = options(&j, 1, Some(scratch.log(1)));
+        let ox = options(&other, 1, Some(scratch.log(9)));
+        let a = s.spawn(move || gate::run(vars, &fake(0), &o0));
+        let x = s.spawn(move || gate::run(vars, &fake(5), &ox));
+        std::thread::sleep(Duration::from_millis(400));
+        let b = s.spawn(move || gate::run(vars, &fake(1), &o1));
+        (a.join().expect("rank 0"), b.join().expect("rank 1"), x.join().expect("foreign"))
+    });
+    assert_eq!(ran.0.outcome, Outcome::Start, "{:?}", ran.0.verdict);
+    assert_eq!(ran.1.outcome, Outcome::Start, "{:?}", ran.1.verdict);
+    assert_eq!(ran.2.outcome, Outcome::Refuse);
+    let text = std::fs::read_to_string(scratch.log(9)).expect("termination message");
+    assert!(text.contains("a pod of another job (job \"another-job\""), "{text}");
+}
+
+#[test]
+fn a_pod_without_rdma_stops_the_job_and_is_named() {
+    let scratch = Scratch::new("noport");
+    let j = job(3);
+    let mut bad = fake(2);
+    bad.no_port = true;
+    let ran = run_pods(&j, vec![(0, fake(0)), (1, fake(1)), (2, bad)], &scratch);
+    for r in &ran {
+        assert_eq!(r.outcome, Outcome::Refuse);
+        let f = &r.verdict.findings[0];
+        assert_eq!(
+            (f.rank, f.cause.as_deref(), f.summary.as_str()),
+            (2, Some("no-port"), "no usable RDMA port in this pod")
+        );
+    }
+}
+
+#[test]
+fn warn_reports_and_starts_anyway() {
+    let scratch = Scratch::new("warn");
+    let mut j = job(2);
+    j.warn = true;
+    let mut bad = fake(0);
+    bad.drops = true;
+    let ran = run_pods(&j, vec![(0, bad), (1, fake(1))], &scratch);
+    for r in &ran {
+        assert_eq!(r.outcome, Outcome::Start);
+        assert!(!r.verdict.go);
+        assert!(!scratch.log(r.rank).exists());
+    }
+}
+
+// The real binary: fixture nodes have no ibverbs, so the gate cannot test and must refuse.
+
+fn gate_run(node: &str, scratch: &Scratch, extra: &[(&str, String)], args: &[&str]) -> common::Done {
+    let mut r = Run::node(node).env("NCCL_WRAP_TERMINATION_LOG", scratch.log(0));
+    for (k, v) in extra {
+        r = r.env(k, v);
+    }
+    let mut argv: Vec<OsString> = args.iter().map(OsString::from).collect();
+    argv.extend(["--", "sh", "-c", "echo the command ran"].map(OsString::from));
+    r.args(argv)
+}
+
+#[test]
+fn the_binary_refuses_with_125_when_the_gate_cannot_test() {
+    let scratch = Scratch::new("bin");
+    let port = free_port().to_string();
+    let vars = [
+        ("PET_NODE_RANK", "0".to_string()),
+        ("PET_NNODES", "1".to_string()),
+        ("PET_MASTER_ADDR", "127.0.0.1".to_string()),
+        ("NCCL_WRAP_GATE_PORT", port),
+        ("NCCL_WRAP_GATE", "1".to_string()),
+    ];
+    let d = gate_run("h100-roce-sriov", &scratch, &vars, &[]);
+    assert_eq!(d.code(), Some(125), "{}", d.stderr());
+    assert!(!d.stdout().contains("the command ran"), "{}", d.stdout());
+    assert!(d.stderr().contains("nccl-wrap: gate: cannot run:") || d.stderr().contains("no-port"), "{}", d.stderr());
+    assert!(d.stderr().contains("refusing to start \"sh\": --gate (NCCL_WRAP_GATE) is set"), "{}", d.stderr());
+    let text = std::fs::read_to_string(scratch.log(0)).expect("termination message");
+    assert!(text.starts_with("nccl-wrap refused to start the command: gate: 1 failure(s)"), "{text}");
+    assert!(text.contains("no-port: ping moves bytes through ibverbs, which are not used here"), "{text}");
+
+    // --gate=warn: the same report, and the command runs.
+    let _ = std::fs::remove_file(scratch.log(0));
+    let d = gate_run("h100-roce-sriov", &scratch, &vars, &["--gate=warn"]);
+    assert_eq!(d.code(), Some(0), "{}", d.stderr());
+    assert!(d.stdout().contains("the command ran"));
+    assert!(d.stderr().contains("gate: --gate=warn: starting the command anyway"), "{}", d.stderr());
+    assert!(!scratch.log(0).exists());
+}
+
+#[test]
+fn the_binary_names_a_missing_rank_source() {
+    let scratch = Scratch::new("norank");
+    let d = gate_run("h100-roce-sriov", &scratch, &[], &["--gate"]);
+    assert_eq!(d.code(), Some(125), "{}", d.stderr());
+    assert!(d.stderr().contains("the gate needs this pod's rank: set NCCL_WRAP_GATE_RANK"), "{}", d.stderr());
+    let text = std::fs::read_to_string(scratch.log(0)).expect("termination message");
+    assert!(text.contains("gate-usage: the gate needs this pod's rank"), "{text}");
+}
+
+#[test]
+fn without_the_gate_nothing_listens_and_the_command_runs() {
+    let scratch = Scratch::new("off");
+    let d = gate_run("h100-roce-sriov", &scratch, &[("NCCL_WRAP_GATE", "0".into())], &[]);
+    assert_eq!(d.code(), Some(0), "{}", d.stderr());
+    assert!(!d.stderr().contains("nccl-wrap: gate"), "{}", d.stderr());
+    assert!(!scratch.log(0).exists());
+}
+
+#[test]
+fn a_stopping_signal_ends_the_gate_at_once_even_when_supervising() {
+    // Under --init every signal is blocked from the start (to be forwarded to the command); the
+    // gate's waits (here: a coordinator that never comes, a 60 s wait) must still end on SIGTERM,
+    // as the command would: 143, and the command never runs.
+    let scratch = Scratch::new("sigterm");
+    let root = common::fixture("h100-roce-sriov");
+    let mut cmd = common::bin_command();
+    cmd.env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("NCCL_WRAP_SYSFS_ROOT", root.join("sys"))
+        .env("NCCL_WRAP_ANNOTATIONS", root.join("podnetinfo/annotations"))
+        .env("NCCL_WRAP_TERMINATION_LOG", scratch.log(0))
+        .args(["--init", "--gate", "--gate-rank=1", "--gate-size=2", "--gate-wait-ms=60000"])
+        .arg(format!("--gate-coordinator=127.0.0.1:{}", free_port()))
+        .args(["--", "sh", "-c", "echo the command ran"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn nccl-wrap");
+    std::thread::sleep(Duration::from_millis(800));
+    let start = Instant::now();
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("nccl-wrap did not end within 10 s of SIGTERM during the gate");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let out = child.wait_with_output().expect("output");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(status.code(), Some(143), "{stderr}");
+    assert!(start.elapsed() < Duration::from_secs(3), "{:?}", start.elapsed());
+    assert!(!stdout.contains("the command ran"), "{stdout}");
+    assert!(stderr.contains("gate: signal 15 arrived during the gate: the command is not started"), "{stderr}");
+}
+
+#[test]
+fn a_silent_stray_is_closed_when_the_gate_ends() {
+    // Its first message would be waited for until the hello deadline (2 s here); the gate ends
+    // sooner, and must not leave that connection open beside the command.
+    let scratch = Scratch::new("silent");
+    let j = job(2);
+    let port = j.ports[0];
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stray = std::thread::spawn(move || {
+        let until = Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+                let _ = tx.send(());
+                let t = Instant::now();
+                s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+                let mut b = [0u8; 64];
+                let n = std::io::Read::read(&mut s, &mut b).map_err(|e| e.to_string());
+                return (n, t.elapsed());
+            }
+            assert!(Instant::now() < until, "the gate port never took a connection");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    });
+    let vars = Vars::new();
+    let ran = std::thread::scope(|s| {
+        let vars = &vars;
+        let o0 = options(&j, 0, Some(scratch.log(0)));
+        let o1 = options(&j, 1, Some(scratch.log(1)));
+        let a = s.spawn(move || gate::run(vars, &fake(0), &o0));
+        // Rank 1 comes once the stray is in (and accepted: the listener polls every 5 ms).
+        rx.recv_timeout(Duration::from_secs(5)).expect("the stray connected");
+        std::thread::sleep(Duration::from_millis(100));
+        let b = gate::run(vars, &fake(1), &o1);
+        (a.join().expect("rank 0"), b)
+    });
+    assert_eq!((ran.0.outcome, ran.1.outcome), (Outcome::Start, Outcome::Start), "{ran:?}");
+    let (n, waited) = stray.join().expect("stray");
+    assert_eq!(n, Ok(0), "the stray's connection ends without a message");
+    assert!(waited < Duration::from_millis(1800), "closed after {waited:?}, not at the gate's end");
+}
+
+fn parse(args: &[&str], env: &[(&str, &str)]) -> Result<nccl_wrap::cli::Cli, nccl_wrap::cli::CliError> {
+    let argv: Vec<OsString> = std::iter::once("nccl-wrap").chain(args.iter().copied()).map(OsString::from).collect();
+    let env: Vec<(String, OsString)> = env.iter().map(|(k, v)| (k.to_string(), OsString::from(v))).collect();
+    nccl_wrap::cli::Cli::parse(&argv, |name| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+}
+
+#[test]
+fn the_switch_and_its_options_parse_from_flags_and_variables() {
+    use nccl_wrap::cli::{Gate, GATE_PORT, GATE_WAIT_MS};
+    let c = parse(&["--", "torchrun"], &[]).expect("parse");
+    assert_eq!((c.opts.gate, c.opts.gate_port, c.opts.gate_wait_ms), (Gate::Off, GATE_PORT, GATE_WAIT_MS));
+    assert_eq!(parse(&["--gate", "--", "x"], &[]).expect("parse").opts.gate, Gate::Refuse);
+    assert_eq!(parse(&["--gate=warn", "--", "x"], &[]).expect("parse").opts.gate, Gate::Warn);
+    assert_eq!(parse(&["--", "x"], &[("NCCL_WRAP_GATE", "WARN")]).expect("parse").opts.gate, Gate::Warn);
+    assert_eq!(parse(&["--gate=off", "--", "x"], &[("NCCL_WRAP_GATE", "1")]).expect("parse").opts.gate, Gate::Off);
+    let e = parse(&["--", "x"], &[("NCCL_WRAP_GATE", "maybe")]).expect_err("bad value");
+    assert!(e.to_string().contains("NCCL_WRAP_GATE") && e.to_string().contains("warn"), "{e}");
+    let c = parse(
+        &["--gate", "--gate-rank=3", "--gate-coordinator", "train-0:2000", "--", "x"],
+        &[("NCCL_WRAP_GATE_SIZE", "8"), ("NCCL_WRAP_GATE_ID", "uid"), ("NCCL_WRAP_GATE_WAIT_MS", "1000")],
+    )
+    .expect("parse");
+    assert_eq!(
+        (c.opts.gate_rank, c.opts.gate_size, c.opts.gate_coordinator.as_deref(), c.opts.gate_id.as_deref()),
+        (Some(3), Some(8), Some("train-0:2000"), Some("uid"))
+    );
+    assert_eq!(c.opts.gate_wait_ms, 1000);
+    assert!(parse(&["--gate-port=0", "--", "x"], &[]).is_err());
+}
+
+#[test]
+fn the_gate_reads_pings_knobs_from_their_variables_only_when_on() {
+    let knobs = [("NCCL_WRAP_PING_ITERS", "20"), ("NCCL_WRAP_PING_TIMEOUT_MS", "20000"), ("NCCL_WRAP_PING_JSON", "1")];
+    let c = parse(&["--gate", "--", "x"], &knobs).expect("parse");
+    assert_eq!((c.opts.gate_ping.iters, c.opts.gate_ping.timeout_ms, c.opts.gate_ping.json), (20, 20000, true));
+    // Off, ping's variables are none of a run's business, even a wrong one.
+    let c = parse(&["--", "x"], &[("NCCL_WRAP_PING_ITERS", "lots")]).expect("parse");
+    assert_eq!(c.opts.gate_ping.iters, 1000);
+    assert!(parse(&["--gate", "--", "x"], &[("NCCL_WRAP_PING_ITERS", "lots")]).is_err());
+    // ping's own options stay ping's: not on a run's command line.
+    assert!(parse(&["--iters=5", "--", "x"], &[]).is_err());
+}
