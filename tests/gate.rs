@@ -96,7 +96,7 @@ impl Fabric for Fake {
             remote_fault: None,
             figures: Some(Figures { median_us: Some(30.0), p99_us: Some(40.0), gbps: Some(0.01) }),
         };
-        Ok(vec![output::result(0, target, &run, None)])
+        Ok(vec![output::result(0, target, &run, output::Local::default())])
     }
     fn answer(&self, mut s: Session, _hello: &Hello, _timeout: Duration) -> Result<Vec<PairResult>, String> {
         s.send(&Message::Hello(hello(self, None))).map_err(|e| e.to_string())?;

@@ -11,6 +11,7 @@ use serde_json::{json, Map, Value};
 
 use super::route::{gid_ipv4, Reach};
 use super::wire::{parse_gid, Fault, LinkLayer, PortInfo};
+use crate::detect::netif::Owner;
 use crate::verbs::status::wc;
 
 pub use crate::report::Status;
@@ -64,6 +65,20 @@ pub struct PairFacts<'a> {
     pub reach: Option<&'a Reach>,
     /// The path MTU the queue pair used, in bytes.
     pub path_mtu: u32,
+    /// The plan's entry at the local port's GID index, where the plan has one.
+    pub plan_gid: Option<&'a PlanGid>,
+}
+
+/// The entry at the GID index a local port uses, as the plan read it: the GID then, and whose
+/// address it held (on a shared device, where the pod's addresses tell).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanGid {
+    pub device: String,
+    pub port: u8,
+    pub index: u32,
+    pub gid: String,
+    pub address: String,
+    pub owner: Option<Owner>,
 }
 
 /// The cause of a failed pair, or the warning of a passed one; `None` for a clean pass.
@@ -74,6 +89,7 @@ pub fn classify(f: &PairFacts) -> Option<Cause> {
     };
     let cause = memlock(side, fault)
         .or_else(|| iommu(side, fault))
+        .or_else(|| source_gid(side, fault, f))
         .or_else(|| gid_mismatch(f))
         .or_else(|| pkey_mismatch(f))
         .or_else(|| no_route(f))
@@ -183,6 +199,54 @@ fn gid_mismatch(f: &PairFacts) -> Option<Cause> {
         )),
         _ => None,
     }
+}
+
+/// A completion error on this end whose queue pair sends from a GID that is not this pod's (a
+/// neighbour's or the host's entry on a shared device), or from an entry that changed after the
+/// plan read it (the address removed or renumbered): named as that, not as firmware.
+fn source_gid(side: Side, fault: &Fault, f: &PairFacts) -> Option<Cause> {
+    let plan = f.plan_gid?;
+    // This end's completion error, or either end's RTR (the peer resolves this end's GID there).
+    let errored = match side {
+        Side::Local => fault.wc_status.is_some() || fault.step == "RTR",
+        Side::Remote => fault.step == "RTR",
+    };
+    if !errored || f.local.link_layer != LinkLayer::Ethernet {
+        return None;
+    }
+    let netdev = f.local.netdev.as_deref().unwrap_or("its net device");
+    let used = f.local.gid.as_deref().unwrap_or("?");
+    if side == Side::Local && used != plan.gid {
+        return Some(Cause::new(
+            "gid-vanished",
+            Status::Fail,
+            format!(
+                "the source GID changed under the run: index {} held {} ({}) when nccl-wrap read it, {used} when the queue pair used it",
+                plan.index, plan.gid, plan.address
+            ),
+            format!("this pod's address on {netdev} was removed or renumbered after start-up (a CNI that re-ran, a DHCP renewal): start the command after the network is final, and check the pod's addresses"),
+        )
+        .ev("plan_gid", plan.gid.clone()));
+    }
+    let whose = match plan.owner? {
+        Owner::Pod => return None,
+        o => o.describe(),
+    };
+    Some(
+        Cause::new(
+            "foreign-gid",
+            Status::Fail,
+            format!(
+                "the queue pair sends from GID index {} ({}), {whose} address, not this pod's: the peer's replies go to that address's owner, and on a shared device the kernel ends the queue pair ({} end: {})",
+                plan.index,
+                plan.address,
+                side.name(),
+                fault.error
+            ),
+            "unset NCCL_IB_GID_INDEX (or pass --override): nccl-wrap then exports this pod's own entry; `nccl-wrap doctor` (gid-owner) shows the table and whose each entry is",
+        )
+        .ev("owner", whose),
+    )
 }
 
 fn idx(p: &PortInfo) -> String {
@@ -348,7 +412,59 @@ mod tests {
     }
 
     fn facts<'a>(l: &'a PortInfo, r: &'a PortInfo, lf: Option<&'a Fault>, rf: Option<&'a Fault>) -> PairFacts<'a> {
-        PairFacts { local: l, remote: r, local_fault: lf, remote_fault: rf, reach: None, path_mtu: l.mtu.min(r.mtu) }
+        PairFacts {
+            local: l,
+            remote: r,
+            local_fault: lf,
+            remote_fault: rf,
+            reach: None,
+            path_mtu: l.mtu.min(r.mtu),
+            plan_gid: None,
+        }
+    }
+
+    fn plan_gid(gid: &str, owner: Owner) -> PlanGid {
+        PlanGid {
+            device: "rxe0".into(),
+            port: 1,
+            index: 3,
+            gid: gid.into(),
+            address: "10.0.106.7".into(),
+            owner: Some(owner),
+        }
+    }
+
+    #[test]
+    fn a_completion_error_from_a_neighbours_gid_is_named_so_not_firmware() {
+        let (l, r) = (roce("rxe0", RAIL0_A, "net1"), roce("rxe0", RAIL0_B, "net1"));
+        let qp_err = fault("latency", "IBV_WC_LOC_QP_OP_ERR (vendor_err 0x0) on SEND", Some(2), None);
+        let theirs = plan_gid(RAIL0_A, Owner::Other);
+        let c = classify(&PairFacts { plan_gid: Some(&theirs), ..facts(&l, &r, Some(&qp_err), None) }).expect("cause");
+        assert_eq!(c.id, "foreign-gid", "{c:?}");
+        assert!(c.summary.contains("another namespace's address, not this pod's"), "{}", c.summary);
+        let host = plan_gid(RAIL0_A, Owner::Host);
+        let c = classify(&PairFacts { plan_gid: Some(&host), ..facts(&l, &r, Some(&qp_err), None) }).expect("cause");
+        assert!(c.summary.contains("the host's address"), "{}", c.summary);
+        // The pod's own entry: the usual classification (here, outside the usual ones).
+        let mine = plan_gid(RAIL0_A, Owner::Pod);
+        let c = classify(&PairFacts { plan_gid: Some(&mine), ..facts(&l, &r, Some(&qp_err), None) }).expect("cause");
+        assert_eq!(c.id, "qp-transition");
+        // The remote end's completion error is the remote's to name; its RTR, which resolves this
+        // end's GID, is this end's source.
+        let c = classify(&PairFacts { plan_gid: Some(&theirs), ..facts(&l, &r, None, Some(&qp_err)) }).expect("cause");
+        assert_ne!(c.id, "foreign-gid");
+        let rtr = fault("RTR", "ETIMEDOUT: Connection timed out (os error 110)", None, Some(110));
+        let c = classify(&PairFacts { plan_gid: Some(&theirs), ..facts(&l, &r, None, Some(&rtr)) }).expect("cause");
+        assert_eq!(c.id, "foreign-gid", "{c:?}");
+    }
+
+    #[test]
+    fn a_source_gid_that_changed_since_the_plan_is_named_vanished() {
+        let (l, r) = (roce("rxe0", RAIL0_A, "net1"), roce("rxe0", RAIL0_B, "net1"));
+        let before = plan_gid(RAIL1_B, Owner::Pod);
+        let c = classify(&PairFacts { plan_gid: Some(&before), ..facts(&l, &r, Some(&retry()), None) }).expect("cause");
+        assert_eq!(c.id, "gid-vanished", "{c:?}");
+        assert!(c.summary.contains(&format!("index 3 held {RAIL1_B}")), "{}", c.summary);
     }
 
     fn retry() -> Fault {

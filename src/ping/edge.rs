@@ -75,8 +75,7 @@ pub fn initiate(here: &Here, target: &str, limits: &Limits, wait_until: Instant)
     let mut s = exchange::connect(target, wait_until, limits.timeout).map_err(|e| peer_cause(&e))?;
     let (runs, theirs) = session::initiate(&mut s, &opened, &here.host, limits).map_err(|e| peer_cause(&e))?;
     let mut out = unopened(&opened, target);
-    let routes = here.routes.as_deref();
-    out.extend(runs.iter().enumerate().map(|(k, r)| output::result(k, target, r, routes)));
+    out.extend(runs.iter().enumerate().map(|(k, r)| output::result(k, target, r, here.local())));
     out.extend(output::unpaired(runs.len(), target, &opened.infos, &theirs, limits.all_pairs, &here.dropped));
     Ok(out)
 }
@@ -92,8 +91,8 @@ pub fn answer(
 ) -> Result<Vec<PairResult>, ExchangeError> {
     let runs = session::answer(&mut s, hello, opened, &here.host, timeout)?;
     let peer = format!("{} ({})", s.peer, hello.host);
-    let routes = here.routes.as_deref();
-    let mut out: Vec<PairResult> = runs.iter().enumerate().map(|(k, r)| output::result(k, &peer, r, routes)).collect();
+    let mut out: Vec<PairResult> =
+        runs.iter().enumerate().map(|(k, r)| output::result(k, &peer, r, here.local())).collect();
     out.extend(output::unpaired(runs.len(), &peer, &opened.infos, &hello.ports, hello.all_pairs, &here.dropped));
     Ok(out)
 }

@@ -6,10 +6,11 @@
 use std::ffi::OsStr;
 use std::path::Path;
 
-use super::cause::{Cause, Status};
+use super::cause::{Cause, PlanGid, Status};
 use super::output::{self, Dropped};
 use super::pair::Planned;
 use super::route::{self, Route};
+use crate::detect::port::{GidPick, PortFacts};
 use crate::detect::Vars;
 use crate::nccl::env::IB_GID_INDEX;
 use crate::nccl::gid::RoceType;
@@ -32,6 +33,15 @@ pub struct Here {
     pub host: String,
     pub routes: Option<Vec<Route>>,
     pub dropped: Vec<Dropped>,
+    /// The plan's entry at each port's GID index, for naming a foreign or vanished source GID.
+    pub gids: Vec<PlanGid>,
+}
+
+impl Here {
+    /// What a cause is named with beside the run.
+    pub fn local(&self) -> output::Local<'_> {
+        output::Local { routes: self.routes.as_deref(), gids: &self.gids }
+    }
 }
 
 /// This pod's side of every edge, or why it has none: ibverbs not used, no usable port.
@@ -53,12 +63,41 @@ pub fn read(inp: &Inputs) -> Result<Here, Cause> {
             "run `nccl-wrap doctor` to see why each port is not used",
         ));
     }
+    let gids = plan_gids(inp.plan, &planned);
     Ok(Here {
         planned,
         host: hostname(inp.proc_root, inp.vars),
         routes: route::read(inp.proc_root),
         dropped: dropped_for_gid(inp.plan),
+        gids,
     })
+}
+
+/// The plan's entry at each planned port's GID index (its own pick, or the entry a forced
+/// NCCL_IB_GID_INDEX lands on in a table the plan read whole), and whose address it held.
+fn plan_gids(plan: &Plan, planned: &[Planned]) -> Vec<PlanGid> {
+    let mut out = Vec::new();
+    for p in planned {
+        let Some(index) = p.gid_index else { continue };
+        let facts = plan
+            .detection
+            .devices
+            .iter()
+            .find(|d| d.name == p.device)
+            .and_then(|d| d.ports.iter().find(|f| f.port == u32::from(p.port)));
+        let Some(f) = facts else { continue };
+        if let Some(g) = entry_at(f, index) {
+            out.push(PlanGid {
+                device: p.device.clone(),
+                port: p.port,
+                index,
+                gid: g.gid.clone(),
+                address: g.address.clone(),
+                owner: g.owner,
+            });
+        }
+    }
+    out
 }
 
 /// The plan's ports as the run will use them: NCCL_IB_GID_INDEX as NCCL will read it (the
@@ -80,7 +119,10 @@ pub fn planned(plan: &Plan) -> Vec<Planned> {
             .and_then(|d| d.ports.iter().find(|p| p.port == u32::from(port)));
         let pick = facts.and_then(|p| p.gid.as_ref());
         let gid_index = forced.filter(|_| pick.is_some()).or(pick.map(|g| g.index));
-        let gid_type = pick.filter(|g| Some(g.index) == gid_index).and_then(|g| g.roce).map(|r| match r {
+        // The entry at that index as the plan read it: its own pick, NCCL's, or a row of a
+        // table read whole (a forced index elsewhere is read from the port when it opens).
+        let entry = facts.and_then(|f| entry_at(f, gid_index?));
+        let gid_type = entry.and_then(|g| g.roce).map(|r| match r {
             RoceType::V1 => "IB/RoCE v1".to_owned(),
             RoceType::V2 => "RoCE v2".to_owned(),
         });
@@ -89,10 +131,15 @@ pub fn planned(plan: &Plan) -> Vec<Planned> {
             port,
             gid_index,
             gid_type,
-            netdev: pick.and_then(|g| g.ndev.clone()),
+            netdev: entry.or(pick).and_then(|g| g.ndev.clone()),
         });
     }
     out
+}
+
+/// The entry at `index` of a port, as the plan read it.
+fn entry_at(f: &PortFacts, index: u32) -> Option<&GidPick> {
+    f.gid.iter().chain(f.nccl_pick.iter()).chain(f.table.iter()).find(|g| g.index == index)
 }
 
 /// The RoCE ports the plan leaves out only for their GID (up and ACTIVE, but no GID of NCCL's

@@ -4,7 +4,7 @@
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::cause::{self, describe, Cause, PairFacts, Status};
+use super::cause::{self, describe, Cause, PairFacts, PlanGid, Status};
 use super::route::{self, Reach, Route};
 use super::session::PairRun;
 use super::wire::{parse_gid, PortInfo};
@@ -69,8 +69,17 @@ fn gbytes(g: f64) -> f64 {
     round(g, if g < 1.0 { 6 } else { 3 })
 }
 
+/// What this end knows beside the run when it names a cause: its routes, and the plan's entry
+/// at each port's GID index.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Local<'a> {
+    pub routes: Option<&'a [Route]>,
+    pub gids: &'a [PlanGid],
+}
+
 /// A pair's result from what both ends said, with its cause.
-pub fn result(index: usize, peer: &str, run: &PairRun, routes: Option<&[Route]>) -> PairResult {
+pub fn result(index: usize, peer: &str, run: &PairRun, local: Local) -> PairResult {
+    let routes = local.routes;
     let reach: Option<Reach> = match (routes, &run.local.netdev, run.remote.gid.as_deref().and_then(parse_gid)) {
         (Some(r), Some(dev), Some(gid)) => route::gid_ipv4(&gid).map(|a| route::reach(r, dev, a)),
         _ => None,
@@ -82,6 +91,7 @@ pub fn result(index: usize, peer: &str, run: &PairRun, routes: Option<&[Route]>)
         remote_fault: run.remote_fault.as_ref(),
         reach: reach.as_ref(),
         path_mtu: run.local.mtu.min(run.remote.mtu),
+        plan_gid: local.gids.iter().find(|g| g.device == run.local.device && g.port == run.local.port),
     };
     let cause = cause::classify(&facts);
     let status = cause.as_ref().map_or(Status::Pass, |c| c.status);
@@ -301,7 +311,7 @@ mod tests {
 
     #[test]
     fn a_passing_pair_prints_the_contract_keys_and_one_line() {
-        let r = result(0, "train-1.train:18515", &run(None), None);
+        let r = result(0, "train-1.train:18515", &run(None), Local::default());
         let v: Value = serde_json::from_str(&json_line(&r)).expect("json");
         let keys: Vec<&str> = v.as_object().expect("obj").keys().map(String::as_str).collect();
         for k in ["kind", "index", "peer", "local", "remote", "status", "latency_us", "bandwidth_gbytes_per_s", "cause"]
@@ -322,7 +332,7 @@ mod tests {
     fn a_failing_pair_prints_evidence_and_a_fix() {
         let f =
             Fault { step: "latency".into(), error: "IBV_WC_RETRY_EXC_ERR".into(), wc_status: Some(12), errno: None };
-        let r = result(1, "h:1", &run(Some(f)), None);
+        let r = result(1, "h:1", &run(Some(f)), Local::default());
         assert_eq!(r.status, Status::Fail);
         assert!(r.latency_us.is_none() && r.bandwidth_gbytes_per_s.is_none());
         let text = human(&r);

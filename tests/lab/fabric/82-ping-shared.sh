@@ -53,4 +53,25 @@ assert_eq "pair status" pass "$(pj_status "$l")"
 assert "pair: the local GID index is the pod's own ($own)" has "$l" "\"local\":{\"device\":\"rxe0\",\"port\":1,\"link_layer\":\"Ethernet\",\"gid_index\":$own,"
 assert "pair: the local GID is the pod's address $mine" has "$l" "\"local\":{[^}]*\"gid\":\"[0-9a-f:]*:ffff:$(gid_hex_of "$mine")\""
 assert "pair: the peer's GID is the peer pod's address $theirs" has "$(pj_remote_gid "$l")" ":ffff:$(gid_hex_of "$theirs")\$"
-finish "exit $RC: the pods ping over their own GID entries (index $own here, the neighbour's $other)"
+
+# Node 0 keeps a NCCL_IB_GID_INDEX of the neighbour's entry: its queue pair sends from the
+# neighbour's address, the peer's replies go there, and node 0's pair fails, named as a foreign
+# source GID (not as firmware). Node 1 keeps its own entry.
+bad=
+[ "$me" = 0 ] && bad=$other
+if [ "$me" = 0 ]; then
+    timeout "$FAB_CLIENT_TIMEOUT" env NCCL_IB_GID_INDEX="$bad" "$NCCL_WRAP" ping --listen 18531 --json $FAB_PING_ARGS --timeout-ms=6000 >"$out" 2>"$out.err"
+else
+    timeout "$FAB_CLIENT_TIMEOUT" "$NCCL_WRAP" ping "$theirs:18531" --json $FAB_PING_ARGS --timeout-ms=6000 >"$out" 2>"$out.err"
+fi
+RC2=$?
+sed 's/^/      out| /' "$out" | head -n 10
+fab_barrier pinged-foreign 90 >/dev/null
+l=$(pj_pair "$out" 0)
+assert_eq "with a foreign index: ping exit" 1 "$RC2"
+assert_eq "with a foreign index: pair status" fail "$(pj_status "$l")"
+if [ "$me" = 0 ]; then
+    assert_eq "node 0: cause" foreign-gid "$(pj_cause "$l")"
+    assert "node 0: the summary names the neighbour's address" has "$(pj_summary_of "$l")" "GID index $other ($nb), another namespace's address"
+fi
+finish "exit $RC: the pods ping over their own GID entries (index $own here, the neighbour's $other); with the neighbour's index kept: exit $RC2, $(pj_cause "$l")"
