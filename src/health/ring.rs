@@ -39,6 +39,11 @@ pub const LIMITS: Limits = Limits {
     gate: None,
 };
 
+/// How long a connection may stay silent before its hello: the listener serves one connection at
+/// a time, so a silent one (a probe, a scanner) holds a predecessor's test up this long at most,
+/// well within its phase deadline; peers send their hello at once.
+pub const HELLO: Duration = Duration::from_millis(500);
+
 /// The largest test a peer may ask an agent to answer (a peer's knobs are its own, within these).
 pub const MAX_ANSWER_BYTES: u32 = 1 << 20;
 pub const MAX_ANSWER_ITERS: u32 = 1000;
@@ -164,7 +169,7 @@ pub fn bind(port: u16) -> Result<TcpListener, String> {
 /// Answers peers on `l` one at a time until `max_peers` connections (tests) or for ever.
 /// A stray or a failed peer is one stderr line; nothing ends the serving but `max_peers`.
 pub fn serve(l: &TcpListener, fabric: &dyn Fabric, allowed: &Allowed, max_peers: Option<usize>) {
-    let opts = Serve { keep: true, wait: None, hello: LIMITS.timeout, max_peers };
+    let opts = Serve { keep: true, wait: None, hello: HELLO, max_peers };
     let on_peer = |s: Session, hello: Hello| -> Result<(), ExchangeError> {
         let from = s.peer.parse::<SocketAddr>().map(|a| a.ip());
         let peers = allowed.lock().map(|a| a.clone()).unwrap_or_default();
@@ -354,5 +359,54 @@ mod tests {
         assert!(refusal(ip("10.0.0.3"), &hello(4096), &peers).is_some_and(|w| w.contains("not among")));
         assert!(refusal(ip("10.0.0.1"), &hello(MAX_ANSWER_BYTES + 1), &peers).is_some_and(|w| w.contains("at most")));
         assert!(refusal(ip("10.0.0.1"), &hello(4096), &[]).is_some_and(|w| w.contains("none yet")));
+    }
+
+    fn report(outcome: Outcome) -> Report {
+        Report { timestamp: 1_700_000_000.0, peers: 3, outcome }
+    }
+
+    #[test]
+    fn a_ring_round_in_both_files_and_none_before_the_first() {
+        use crate::health::{features, metrics, sample};
+        let mut h = sample();
+        let label = |h: &crate::health::Health, name: &str| {
+            features::labels(h).into_iter().find(|(k, _)| k == &format!("{}/{name}", features::PREFIX)).map(|(_, v)| v)
+        };
+        assert_eq!(label(&h, "ring"), None, "no ring label without --ring");
+        assert!(!metrics::render(&h, &metrics::Round::default()).contains("ring"));
+
+        let pairs = vec![
+            Pair { device: "mlx5_0".into(), port: Some(1), status: Status::Pass, cause: None },
+            Pair { device: "mlx5_1".into(), port: Some(1), status: Status::Fail, cause: Some("retry-exceeded") },
+        ];
+        h.ring = Some(report(Outcome::Tested { next: ip("10.0.0.2"), pairs }));
+        assert_eq!(label(&h, "ring").as_deref(), Some("fail"));
+        assert_eq!(label(&h, "ring-cause").as_deref(), Some("retry-exceeded"));
+        let (text, refused) = features::render(&h, "test", 0, None);
+        assert!(refused.is_empty() && text.contains("/ring=fail\n"), "{text}");
+        let m = metrics::render(&h, &metrics::Round::default());
+        for want in [
+            "# TYPE nccl_wrap_ring_pair_status gauge\n",
+            "nccl_wrap_ring_pair_status{peer=\"10.0.0.2\",device=\"mlx5_0\",port=\"1\"} 0\n",
+            "nccl_wrap_ring_pair_status{peer=\"10.0.0.2\",device=\"mlx5_1\",port=\"1\",cause=\"retry-exceeded\"} 2\n",
+            "nccl_wrap_ring_tested 1\n",
+            "nccl_wrap_ring_peers 3\n",
+            "nccl_wrap_ring_last_run_timestamp_seconds 1700000000\n",
+        ] {
+            assert!(m.contains(want), "{want} missing from:\n{m}");
+        }
+
+        // A test that could not run: one failed pair without a device, its cause named.
+        let cannot = vec![Pair { device: String::new(), port: None, status: Status::Fail, cause: Some("peer") }];
+        h.ring = Some(report(Outcome::Tested { next: ip("fd00::2"), pairs: cannot }));
+        let m = metrics::render(&h, &metrics::Round::default());
+        assert!(m.contains("nccl_wrap_ring_pair_status{peer=\"fd00::2\",cause=\"peer\"} 2\n"), "{m}");
+        assert_eq!(label(&h, "ring-cause").as_deref(), Some("peer"));
+
+        h.ring = Some(report(Outcome::Untested { reason: "alone", detail: "svc resolves to 1 address(es)".into() }));
+        assert_eq!(label(&h, "ring").as_deref(), Some("none"));
+        assert_eq!(label(&h, "ring-cause"), None);
+        let m = metrics::render(&h, &metrics::Round::default());
+        assert!(m.contains("nccl_wrap_ring_tested{reason=\"alone\"} 0\n") && !m.contains("ring_pair_status"), "{m}");
     }
 }
