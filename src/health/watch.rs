@@ -112,7 +112,9 @@ fn start_ring<'a>(config: &'a ring::Config, verbs: &'a dyn Verbs) -> Result<Ring
             "wait for it",
         ))),
     });
-    let allowed = ring::Allowed::default();
+    // The peers known before the listener starts: a predecessor whose first ring round comes
+    // before this agent's is answered, not refused as a stranger.
+    let allowed = ring::Allowed::new(std::sync::Mutex::new(ring::resolve(&config.service).unwrap_or_default()));
     let (f, a) = (std::sync::Arc::clone(&fabric), std::sync::Arc::clone(&allowed));
     std::thread::Builder::new()
         .name("ring".into())
