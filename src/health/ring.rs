@@ -170,6 +170,11 @@ pub fn bind(port: u16) -> Result<TcpListener, String> {
 /// A stray or a failed peer is one stderr line; nothing ends the serving but `max_peers`.
 pub fn serve(l: &TcpListener, fabric: &dyn Fabric, allowed: &Allowed, max_peers: Option<usize>) {
     let opts = Serve { keep: true, wait: None, hello: HELLO, max_peers };
+    // No deadline to wait for: a blocking accept sleeps in the kernel until a peer comes, where
+    // the 10 ms poll of ping's listener would cost the agent 100 wake-ups a second for its life.
+    if let Err(e) = l.set_nonblocking(false) {
+        eprintln!("{PREFIX} watch: ring: the listener polls every 10 ms (cannot make it blocking: {e})");
+    }
     let on_peer = |s: Session, hello: Hello| -> Result<(), ExchangeError> {
         let from = s.peer.parse::<SocketAddr>().map(|a| a.ip());
         let peers = allowed.lock().map(|a| a.clone()).unwrap_or_default();
