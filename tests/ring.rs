@@ -292,7 +292,9 @@ fn the_binary_binds_the_ring_port_and_reports_an_untested_ring() {
     assert!(m.contains("nccl_wrap_ring_last_run_timestamp_seconds "), "{m}");
 
     // The port taken: the agent says so and does not start.
+    // Held on IPv4 and, where the kernel keeps them apart (bindv6only), on IPv6 too.
     let busy = TcpListener::bind(("0.0.0.0", port)).expect("hold the port");
+    let busy6 = TcpListener::bind(("::", port));
     let mut cmd = common::bin_command();
     cmd.env_clear().env("NCCL_WRAP_SYSFS_ROOT", root.join("sys")).args([
         "watch",
@@ -305,5 +307,5 @@ fn the_binary_binds_the_ring_port_and_reports_an_untested_ring() {
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains(&format!("cannot listen on 0.0.0.0:{port}")), "{stderr}");
-    drop(busy);
+    drop((busy, busy6));
 }

@@ -159,11 +159,15 @@ fn list(a: &[IpAddr]) -> String {
     }
 }
 
-/// The listener of `port` on every address (IPv6 and IPv4 where the kernel maps them, else IPv4).
-pub fn bind(port: u16) -> Result<TcpListener, String> {
+/// The listener of `port` on every address: `[::]`, which takes IPv4 too, unless the kernel's
+/// `net.ipv6.bindv6only` (read under `proc_root`) makes it IPv6-only, or IPv6 is off; then
+/// `0.0.0.0` (node addresses are IPv4 in nearly every cluster).
+pub fn bind(port: u16, proc_root: &std::path::Path) -> Result<TcpListener, String> {
     let any6 = SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port));
     let any4 = SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, port));
-    exchange::bind(any6).or_else(|_| exchange::bind(any4)).map_err(|e| format!("ring: {e}"))
+    let v6only = std::fs::read_to_string(proc_root.join("sys/net/ipv6/bindv6only")).is_ok_and(|v| v.trim() == "1");
+    let first = if v6only { Err(()) } else { exchange::bind(any6).map_err(|_| ()) };
+    first.or_else(|()| exchange::bind(any4)).map_err(|e| format!("ring: {e}"))
 }
 
 /// Answers peers on `l` one at a time until `max_peers` connections (tests) or for ever.

@@ -103,8 +103,8 @@ struct Ring<'a> {
 }
 
 /// Binds the ring's port and answers peers on a thread for the agent's life.
-fn start_ring<'a>(config: &'a ring::Config, verbs: &'a dyn Verbs) -> Result<Ring<'a>, String> {
-    let listener = ring::bind(config.port)?;
+fn start_ring<'a>(r: &Roots, config: &'a ring::Config, verbs: &'a dyn Verbs) -> Result<Ring<'a>, String> {
+    let listener = ring::bind(config.port, r.proc_root)?;
     let fabric = std::sync::Arc::new(ring::Rdma {
         here: std::sync::Mutex::new(Err(ping::edge::cannot(
             "no-port",
@@ -169,7 +169,7 @@ pub fn main(r: &Roots, opts: &Options, verbs: &dyn Verbs) -> u8 {
     );
     let ring = match &opts.ring {
         None => None,
-        Some(c) => match start_ring(c, verbs) {
+        Some(c) => match start_ring(r, c, verbs) {
             Ok(ring) => {
                 eprintln!(
                     "{PREFIX} watch: ring ping every {} round(s) towards the next of {}'s addresses, answering on port {}",
