@@ -27,9 +27,9 @@ use crate::ping::output::PairResult;
 use crate::ping::session::Limits;
 use crate::ping::wire::Hello;
 
-/// An agent's test: one 64 KiB message size, 20 round trips, 2 s per phase. Enough to prove the
-/// path (connect, latency, one bandwidth figure) at well under a second on real hardware; a
-/// node's links are not benchmarked by its health agent.
+/// An agent's test: one 64 KiB message size, 20 round trips, 2 s per phase, no timed run. Enough
+/// to prove the path (connect, latency, one bandwidth figure); a node's links are not benchmarked
+/// by its health agent.
 pub const LIMITS: Limits = Limits {
     all_pairs: false,
     bytes: 64 * 1024,
@@ -210,6 +210,8 @@ pub struct Pair {
     pub status: Status,
     /// ping's cause id where the pair did not pass.
     pub cause: Option<&'static str>,
+    /// The cause's summary, for people (stderr), where the test could not run at all.
+    pub summary: Option<String>,
 }
 
 /// What a ring round found.
@@ -241,6 +243,16 @@ impl Report {
             },
         }
     }
+    /// What a change of the ring's state is told by: the outcome without the figures of a
+    /// summary (waits in ms), so that a lasting failure is one line, not one per ring round.
+    pub fn key(&self) -> String {
+        let mut quiet = self.clone();
+        if let Outcome::Tested { pairs, .. } = &mut quiet.outcome {
+            pairs.iter_mut().for_each(|p| p.summary = None);
+        }
+        quiet.line()
+    }
+
     /// The line people read when the ring's state changes.
     pub fn line(&self) -> String {
         match &self.outcome {
@@ -251,7 +263,10 @@ impl Report {
                     .filter(|p| p.status != Status::Pass)
                     .map(|p| match p.port {
                         Some(n) => format!("{}:{n} {}", p.device, p.cause.unwrap_or("?")),
-                        None => p.cause.unwrap_or("?").to_string(),
+                        None => match &p.summary {
+                            Some(why) => format!("{}: {why}", p.cause.unwrap_or("?")),
+                            None => p.cause.unwrap_or("?").to_string(),
+                        },
                     })
                     .collect();
                 format!(
@@ -307,7 +322,13 @@ pub fn round(r: &Round, fabric: &dyn Fabric) -> Report {
             // The successor's agent listens for its whole life: no long wait for it.
             let pairs = match fabric.initiate(&target, &LIMITS, Instant::now() + LIMITS.timeout) {
                 Ok(results) => results.iter().map(pair).collect(),
-                Err(c) => vec![Pair { device: String::new(), port: None, status: Status::Fail, cause: Some(c.id) }],
+                Err(c) => vec![Pair {
+                    device: String::new(),
+                    port: None,
+                    status: Status::Fail,
+                    cause: Some(c.id),
+                    summary: Some(c.summary),
+                }],
             };
             Report { timestamp: r.timestamp, peers, outcome: Outcome::Tested { next, pairs } }
         }
@@ -320,6 +341,7 @@ fn pair(r: &PairResult) -> Pair {
         port: Some(r.local.port),
         status: r.status,
         cause: r.cause.as_ref().filter(|_| r.status != Status::Pass).map(|c| c.id),
+        summary: None,
     }
 }
 
@@ -385,8 +407,14 @@ mod tests {
         assert!(!metrics::render(&h, &metrics::Round::default()).contains("ring"));
 
         let pairs = vec![
-            Pair { device: "mlx5_0".into(), port: Some(1), status: Status::Pass, cause: None },
-            Pair { device: "mlx5_1".into(), port: Some(1), status: Status::Fail, cause: Some("retry-exceeded") },
+            Pair { device: "mlx5_0".into(), port: Some(1), status: Status::Pass, cause: None, summary: None },
+            Pair {
+                device: "mlx5_1".into(),
+                port: Some(1),
+                status: Status::Fail,
+                cause: Some("retry-exceeded"),
+                summary: None,
+            },
         ];
         h.ring = Some(report(Outcome::Tested { next: ip("10.0.0.2"), pairs }));
         assert_eq!(label(&h, "ring").as_deref(), Some("fail"));
@@ -406,8 +434,17 @@ mod tests {
         }
 
         // A test that could not run: one failed pair without a device, its cause named.
-        let cannot = vec![Pair { device: String::new(), port: None, status: Status::Fail, cause: Some("peer") }];
+        let cannot = vec![Pair {
+            device: String::new(),
+            port: None,
+            status: Status::Fail,
+            cause: Some("peer"),
+            summary: Some("cannot reach [fd00::2]:18517 within 2001 ms".into()),
+        }];
         h.ring = Some(report(Outcome::Tested { next: ip("fd00::2"), pairs: cannot }));
+        let r = h.ring.as_ref().expect("set");
+        assert!(r.line().ends_with("; peer: cannot reach [fd00::2]:18517 within 2001 ms"), "{}", r.line());
+        assert_eq!(r.key(), "ring: fail towards fd00::2 (1 pair(s) of 3 peers); peer", "no figures in the key");
         let m = metrics::render(&h, &metrics::Round::default());
         assert!(m.contains("nccl_wrap_ring_pair_status{peer=\"fd00::2\",cause=\"peer\"} 2\n"), "{m}");
         assert_eq!(label(&h, "ring-cause").as_deref(), Some("peer"));

@@ -193,7 +193,7 @@ pub fn main(r: &Roots, opts: &Options, verbs: &dyn Verbs) -> u8 {
         let timestamp = unix_now();
         if let Some(ring) = ring.as_ref().filter(|g| (n - 1) % g.config.every.max(1) == 0) {
             let report = ring_round(r, ring);
-            if last_ring.as_ref().map(ring::Report::line) != Some(report.line()) {
+            if last_ring.as_ref().map(ring::Report::key) != Some(report.key()) {
                 eprintln!("{PREFIX} watch: {}", report.line());
             }
             last_ring = Some(report);
