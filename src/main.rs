@@ -48,8 +48,11 @@ fn main() -> ExitCode {
             jitter_pct: w.jitter_pct,
             rounds: w.rounds,
             outputs: outputs(&w.files),
+            ring: w.ring.clone().map(|(service, port)| health::ring::Config { service, port, every: w.ring_every }),
         };
-        return ExitCode::from(health::watch::main(&roots, &opts));
+        // The ring's pair test goes through ibverbs; the node's checks never do.
+        let verbs = verbs_for(&cli.opts);
+        return ExitCode::from(health::watch::main(&roots, &opts, verbs.as_ref()));
     }
     let early_block = supervise::block_early(cli.opts.init);
     if cli.sub.is_none() && cli.command.is_empty() {

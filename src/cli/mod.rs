@@ -100,11 +100,22 @@ pub struct WatchArgs {
     pub jitter_pct: u32,
     /// Stop after this many rounds; 0: until SIGTERM.
     pub rounds: u64,
+    /// `--ring SERVICE[:PORT]`: the headless Service's name and the ring's port.
+    pub ring: Option<(String, u16)>,
+    /// A ring round every this many rounds.
+    pub ring_every: u64,
 }
 
 impl Default for WatchArgs {
     fn default() -> Self {
-        WatchArgs { files: HealthFiles::default(), interval_ms: 60_000, jitter_pct: 10, rounds: 0 }
+        WatchArgs {
+            files: HealthFiles::default(),
+            interval_ms: 60_000,
+            jitter_pct: 10,
+            rounds: 0,
+            ring: None,
+            ring_every: RING_EVERY,
+        }
     }
 }
 
@@ -181,6 +192,10 @@ pub enum Gate {
 
 /// The gate's default TCP port (one above ping's ring port; never the launcher's MASTER_PORT).
 pub const GATE_PORT: u16 = 18516;
+/// The node agents' ring port: not ping's 18515 nor the gate's 18516, so that the three never meet.
+pub const RING_PORT: u16 = 18517;
+/// A ring round every this many of watch's rounds (10 minutes at the default 60 s interval).
+pub const RING_EVERY: u64 = 10;
 /// How long the gate waits for late pods by default: 10 minutes, for image pulls.
 pub const GATE_WAIT_MS: u64 = 600_000;
 

@@ -1,7 +1,13 @@
 //! The option table: every option's names, variable, scope, default, help line and setter.
 //! Adding an option is one entry here; `--help` and the variable lookup follow from it.
+//!
+//! Over 600 lines: one ordered table is what `--help` prints, in this order, and what the
+//! variable lookup walks; split across files, an option's place in the help would depend on
+//! which file it landed in.
 
-use super::setters::{boolish, gate_mode, interval_ms, number, path, ping, set_features, set_metrics, watch};
+use super::setters::{
+    boolish, gate_mode, interval_ms, number, path, ping, ring_target, set_features, set_metrics, watch,
+};
 use super::{Cli, Sub, SubName};
 
 /// How an option takes its value.
@@ -429,6 +435,35 @@ pub(super) const SPECS: &[Spec] = &[
         set: |c, v| {
             let n: u64 = number(v)?;
             watch(c, |w| w.rounds = n)
+        },
+    },
+    Spec {
+        long: "ring",
+        short: None,
+        env: "NCCL_WRAP_WATCH_RING",
+        kind: Kind::Value("SERVICE[:PORT]"),
+        only: Some(SubName::Watch),
+        default: None,
+        help: "Off unless given. Every --ring-every rounds, test this node's RDMA ports towards the next of the agents the headless Service SERVICE resolves to (sorted addresses, wrapping), with ping's pair test, and answer the previous one's test on PORT (default 18517) for the agent's life; needs the uverbs devices, IPC_LOCK or a large memlock limit, and the host port (docs/health.md)",
+        set: |c, v| {
+            let target = ring_target(v)?;
+            watch(c, |w| w.ring = Some(target))
+        },
+    },
+    Spec {
+        long: "ring-every",
+        short: None,
+        env: "NCCL_WRAP_WATCH_RING_EVERY",
+        kind: Kind::Value("N"),
+        only: Some(SubName::Watch),
+        default: Some("10"),
+        help: "With --ring: a ring round every N rounds, the first round included (1 to 10000)",
+        set: |c, v| {
+            let n: u64 = number(v)?;
+            if !(1..=10_000).contains(&n) {
+                return Err("must be 1 to 10000".into());
+            }
+            watch(c, |w| w.ring_every = n)
         },
     },
     Spec {

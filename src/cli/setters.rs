@@ -109,6 +109,25 @@ pub(super) fn interval_ms(v: &str) -> Result<u64, String> {
     Ok((s * 1000.0).round() as u64)
 }
 
+/// `--ring SERVICE[:PORT]`: a DNS name (a headless Service's), with the ring's port unless given.
+pub(super) fn ring_target(spec: &str) -> Result<(String, u16), String> {
+    let (host, port) = match spec.rsplit_once(':') {
+        Some((h, p)) => match p.parse::<u16>() {
+            Ok(port) if port != 0 => (h, port),
+            _ => return Err(format!("{p:?} is not a port number in 1..=65535")),
+        },
+        None => (spec, super::RING_PORT),
+    };
+    let ok = !host.is_empty()
+        && host.len() <= 253
+        && host.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.".contains(&b))
+        && !host.starts_with(['-', '.']);
+    if !ok {
+        return Err(format!("{host:?} is not a DNS name (a headless Service's, such as nccl-wrap-ring.nccl-wrap.svc)"));
+    }
+    Ok((host.to_owned(), port))
+}
+
 pub(super) fn watch(c: &mut Cli, f: impl FnOnce(&mut super::WatchArgs)) -> Result<(), String> {
     if let Some(Sub::Watch(w)) = &mut c.sub {
         f(w);

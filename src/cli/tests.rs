@@ -146,7 +146,8 @@ fn doctor_and_watch_take_the_health_files_and_watch_its_timing() {
         &["watch", "--interval=0.5", "--metrics", "/m/nccl-wrap.prom"],
         &[("NCCL_WRAP_FEATURES", "/f/nccl-wrap"), ("NCCL_WRAP_WATCH_ROUNDS", "3")],
     ));
-    assert_eq!(c.sub, Some(Sub::Watch(WatchArgs { files, interval_ms: 500, jitter_pct: 10, rounds: 3 })));
+    let want = WatchArgs { files, interval_ms: 500, jitter_pct: 10, rounds: 3, ring: None, ring_every: 10 };
+    assert_eq!(c.sub, Some(Sub::Watch(want)));
     assert!(matches!(parse(&["watch", "--interval=0.01"]), Err(CliError::BadValue { .. })));
     assert!(matches!(parse(&["watch", "--interval=soon"]), Err(CliError::BadValue { .. })));
     assert!(matches!(parse(&["watch", "--jitter=80"]), Err(CliError::BadValue { .. })));
@@ -154,6 +155,27 @@ fn doctor_and_watch_take_the_health_files_and_watch_its_timing() {
     // The variables belong to doctor and watch alone.
     assert_eq!(ok(parse_env(&["env"], &[("NCCL_WRAP_FEATURES", "")])).sub, Some(Sub::Env { json: false }));
     assert!(matches!(parse(&["watch", "--", "x"]), Err(CliError::Usage(_))));
+}
+
+#[test]
+fn the_ring_is_off_unless_named_and_takes_a_dns_name_and_an_optional_port() {
+    let ring = |c: Cli| match c.sub {
+        Some(Sub::Watch(w)) => (w.ring, w.ring_every),
+        other => panic!("not watch: {other:?}"),
+    };
+    assert_eq!(ring(ok(parse(&["watch"]))), (None, 10));
+    let c = ok(parse_env(&["watch", "--ring", "ring.nccl-wrap.svc"], &[("NCCL_WRAP_WATCH_RING_EVERY", "3")]));
+    assert_eq!(ring(c), (Some(("ring.nccl-wrap.svc".into(), 18517)), 3));
+    let c = ok(parse_env(&["watch"], &[("NCCL_WRAP_WATCH_RING", "ring:9000")]));
+    assert_eq!(ring(c), (Some(("ring".into(), 9000)), 10));
+    for bad in ["", "ring:0", "ring:x", "-ring", "ri ng", "ring;rm", ":9000", "[::1]:9000"] {
+        let e = parse(&["watch", "--ring", bad]);
+        assert!(matches!(e, Err(CliError::BadValue { .. })), "{bad:?} accepted: {e:?}");
+    }
+    for bad in ["0", "10001", "x"] {
+        assert!(matches!(parse(&["watch", "--ring-every", bad]), Err(CliError::BadValue { .. })), "{bad}");
+    }
+    assert!(parse(&["ping", "--ring", "r"]).is_err(), "the ring is watch's option alone");
 }
 
 #[test]

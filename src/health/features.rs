@@ -44,6 +44,15 @@ pub fn labels(h: &Health) -> Vec<(String, String)> {
     if let Some(r) = h.min_rate_gbps() {
         out.push(("rdma-rate-gbps".into(), format!("{r}")));
     }
+    if let Some(r) = &h.ring {
+        out.push(("ring".into(), r.word().into()));
+        if let super::ring::Outcome::Tested { pairs, .. } = &r.outcome {
+            // The worst pair's cause id (ping's ids are lowercase words and dashes: label-safe).
+            if let Some(c) = pairs.iter().filter(|p| p.cause.is_some()).max_by_key(|p| p.status).and_then(|p| p.cause) {
+                out.push(("ring-cause".into(), c.into()));
+            }
+        }
+    }
     for (id, s) in h.worst_by_id() {
         out.push((format!("check.{id}"), status_word(s).into()));
     }

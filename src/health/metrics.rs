@@ -252,6 +252,9 @@ pub fn render(h: &Health, round: &Round) -> String {
         "Every counter the device has under ports/N/counters (IBTA port counters) and ports/N/hw_counters (the driver's)",
         &counters,
     );
+    if let Some(r) = &h.ring {
+        ring(&mut o, r);
+    }
     o.one("last_run_timestamp_seconds", "gauge", "When these figures were taken, Unix seconds", round.timestamp);
     if let Some(d) = round.duration {
         o.one("round_duration_seconds", "gauge", "Wall time of the agent's last round", d);
@@ -274,6 +277,47 @@ pub fn render(h: &Health, round: &Round) -> String {
         o.one("agent_max_rss_bytes", "gauge", "The agent's peak resident set size", r as f64);
     }
     o.text
+}
+
+/// The last ring round (watch --ring), kept until the next one.
+fn ring(o: &mut Out, r: &super::ring::Report) {
+    use super::ring::Outcome;
+    o.one("ring_last_run_timestamp_seconds", "gauge", "When the last ring round ran, Unix seconds", r.timestamp);
+    o.one(
+        "ring_peers",
+        "gauge",
+        "Distinct addresses the ring's Service name resolved to in the last ring round",
+        r.peers as f64,
+    );
+    match &r.outcome {
+        Outcome::Untested { reason, .. } => o.family(
+            "ring_tested",
+            "gauge",
+            "1 when the last ring round tested the successor; 0 with the reason (resolve, no-own-address, alone, not-listed)",
+            &[(vec![("reason", (*reason).to_string())], 0.0)],
+        ),
+        Outcome::Tested { next, pairs } => {
+            o.family("ring_tested", "gauge", "1 when the last ring round tested the successor; 0 with the reason (resolve, no-own-address, alone, not-listed)", &[(Vec::new(), 1.0)]);
+            let samples: Vec<_> = pairs
+                .iter()
+                .map(|p| {
+                    let labels = vec![
+                        ("peer", next.to_string()),
+                        ("device", p.device.clone()),
+                        ("port", p.port.map(|n| n.to_string()).unwrap_or_default()),
+                        ("cause", p.cause.unwrap_or_default().to_string()),
+                    ];
+                    (labels, status_value(p.status))
+                })
+                .collect();
+            o.family(
+                "ring_pair_status",
+                "gauge",
+                "Each pair of the last ring round towards the successor (peer): 0 pass, 1 warn, 2 fail, with ping's cause id; no device: the test could not run",
+                &samples,
+            );
+        }
+    }
 }
 
 #[cfg(test)]

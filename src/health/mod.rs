@@ -12,12 +12,14 @@
 //! - `features`: NFD's `features.d` file (`name=value` lines, Kubernetes label syntax checked);
 //! - `metrics`: the Prometheus text exposition format (node_exporter's textfile collector);
 //! - `write`: the one atomic write (temporary file in the same directory, fsync, rename);
-//! - `watch`: the agent's loop (rounds, jitter, SIGTERM).
+//! - `watch`: the agent's loop (rounds, jitter, SIGTERM);
+//! - `ring`: the agents' optional ring ping (peers from a headless Service, ping's pair test).
 
 pub mod counters;
 pub mod features;
 pub mod host;
 pub mod metrics;
+pub mod ring;
 pub mod watch;
 pub mod write;
 
@@ -120,6 +122,9 @@ pub struct Health {
     pub gpudirect: bool,
     /// Worst status per check and subject.
     pub checks: BTreeMap<CheckKey, Status>,
+    /// watch --ring: the last ring round's outcome, kept until the next; not part of `healthy`
+    /// (a failed pair may be the successor's fault).
+    pub ring: Option<ring::Report>,
 }
 
 impl Health {
@@ -266,6 +271,7 @@ pub fn summarize(f: &Facts) -> Health {
         iommu_passthrough,
         gpudirect,
         checks,
+        ring: None,
     };
     h.healthy = healthy(&h);
     h
@@ -387,6 +393,7 @@ pub(crate) fn sample() -> Health {
         iommu_passthrough: Some(true),
         gpudirect: false,
         checks,
+        ring: None,
     };
     h.healthy = healthy(&h);
     h

@@ -16,15 +16,17 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use nix::libc;
 
 use super::metrics::Round;
-use super::{host, read_counters, summarize, write_outputs, Facts, Health, Outputs, View};
+use super::{host, read_counters, ring, summarize, write_outputs, Facts, Health, Outputs, View};
 use crate::detect::sysfs::Sysfs;
 use crate::detect::Vars;
 use crate::doctor::{self, DoctorError, Scope, Status};
 use crate::msg::PREFIX;
+use crate::ping;
+use crate::ping::cause::Cause;
 use crate::plan;
 use crate::process::memlock::{self, Memlock};
 use crate::process::sys::Blocked;
-use crate::verbs::NoVerbs;
+use crate::verbs::{NoVerbs, Verbs};
 
 /// Exit status when the agent cannot start (signals, the first round's files).
 pub const EXIT_CANNOT_RUN: u8 = 2;
@@ -37,6 +39,8 @@ pub struct Options {
     /// Stop after this many rounds (0: until a signal).
     pub rounds: u64,
     pub outputs: Outputs,
+    /// `--ring`: the agents' ring ping, off when `None`.
+    pub ring: Option<ring::Config>,
 }
 
 /// The roots a round reads.
@@ -80,8 +84,66 @@ pub fn round(r: &Roots, memlock: &Memlock) -> Result<Health, DoctorError> {
     }))
 }
 
-/// Runs the agent until a signal (or `rounds`); returns the exit status.
-pub fn main(r: &Roots, opts: &Options) -> u8 {
+/// What ping's pair test brings from this node for the ring: the node view's ports (PFs), with
+/// `verbs` (the real ibverbs unless the sysfs root is a fixture's).
+pub fn ring_here(r: &Roots, verbs: &dyn Verbs) -> Result<ping::here::Here, Cause> {
+    let (prefs, _) = plan::gid_prefs(r.vars);
+    let (detection, _) = host::detect(r.sysfs, &prefs);
+    let none = Vars::new();
+    let plan = plan::plan(detection, &none, &prefs, plan::Choices::default());
+    ping::here::read(&ping::here::Inputs { plan: &plan, vars: r.vars, proc_root: r.proc_root, verbs })
+}
+
+/// The agent's side of the ring: its configuration, the pair test, whom it answers.
+struct Ring<'a> {
+    config: &'a ring::Config,
+    fabric: std::sync::Arc<ring::Rdma>,
+    allowed: ring::Allowed,
+    verbs: &'a dyn Verbs,
+}
+
+/// Binds the ring's port and answers peers on a thread for the agent's life.
+fn start_ring<'a>(r: &Roots, config: &'a ring::Config, verbs: &'a dyn Verbs) -> Result<Ring<'a>, String> {
+    let listener = ring::bind(config.port, r.proc_root)?;
+    let fabric = std::sync::Arc::new(ring::Rdma {
+        here: std::sync::Mutex::new(Err(ping::edge::cannot(
+            "no-port",
+            "the first ring round has not run yet",
+            "wait for it",
+        ))),
+    });
+    // The peers known before the listener starts: a predecessor whose first ring round comes
+    // before this agent's is answered, not refused as a stranger.
+    let allowed = ring::Allowed::new(std::sync::Mutex::new(ring::resolve(&config.service).unwrap_or_default()));
+    let (f, a) = (std::sync::Arc::clone(&fabric), std::sync::Arc::clone(&allowed));
+    std::thread::Builder::new()
+        .name("ring".into())
+        .spawn(move || ring::serve(&listener, f.as_ref(), &a, None))
+        .map_err(|e| format!("ring: cannot start the listener's thread: {e}"))?;
+    Ok(Ring { config, fabric, allowed, verbs })
+}
+
+/// One ring round: the node view's ports renewed, then the test of the successor.
+fn ring_round(r: &Roots, ring: &Ring) -> ring::Report {
+    let here = ring_here(r, ring.verbs);
+    match ring.fabric.here.lock() {
+        Ok(mut h) => *h = here,
+        Err(p) => *p.into_inner() = here,
+    }
+    let own = crate::detect::netif::read().map(|a| a.into_iter().map(|o| o.addr).collect());
+    let round = ring::Round {
+        config: ring.config,
+        resolve: &ring::resolve,
+        own,
+        allowed: &ring.allowed,
+        timestamp: unix_now(),
+    };
+    ring::round(&round, ring.fabric.as_ref())
+}
+
+/// Runs the agent until a signal (or `rounds`); returns the exit status. `verbs` are the pair
+/// test's, used by `--ring` only.
+pub fn main(r: &Roots, opts: &Options, verbs: &dyn Verbs) -> u8 {
     let blocked = match Blocked::block() {
         Ok(b) => b,
         Err(e) => {
@@ -105,6 +167,23 @@ pub fn main(r: &Roots, opts: &Options) -> u8 {
         opts.jitter_pct,
         if files.is_empty() { "no file (stderr only)".to_string() } else { files.join(" and ") }
     );
+    let ring = match &opts.ring {
+        None => None,
+        Some(c) => match start_ring(r, c, verbs) {
+            Ok(ring) => {
+                eprintln!(
+                    "{PREFIX} watch: ring ping every {} round(s) towards the next of {}'s addresses, answering on port {}",
+                    c.every, c.service, c.port
+                );
+                Some(ring)
+            }
+            Err(e) => {
+                eprintln!("{PREFIX} watch: {e}");
+                return EXIT_CANNOT_RUN;
+            }
+        },
+    };
+    let mut last_ring: Option<ring::Report> = None;
     let mut rng = seed();
     let mut last: Option<String> = None;
     let mut n: u64 = 0;
@@ -112,8 +191,16 @@ pub fn main(r: &Roots, opts: &Options) -> u8 {
         n += 1;
         let started = Instant::now();
         let timestamp = unix_now();
+        if let Some(ring) = ring.as_ref().filter(|g| (n - 1) % g.config.every.max(1) == 0) {
+            let report = ring_round(r, ring);
+            if last_ring.as_ref().map(ring::Report::key) != Some(report.key()) {
+                eprintln!("{PREFIX} watch: {}", report.line());
+            }
+            last_ring = Some(report);
+        }
         match round(r, &memlock) {
-            Ok(h) => {
+            Ok(mut h) => {
+                h.ring = last_ring.clone();
                 let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).ok();
                 let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
                 let round_info = Round {

@@ -222,6 +222,105 @@ class DaemonSet(unittest.TestCase):
         self.assertEqual(ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "privileged")
 
 
+# ---- the ring overlay ---------------------------------------------------------------------------
+
+RING_PORT = 18517
+RING_RESOURCE_PREFIX = "rdma/"
+
+
+def ring_problems(objects):
+    """The opt-in ring keeps every rule of the base but adds exactly what it states: IPC_LOCK, one
+    RDMA device-plugin unit (the uverbs nodes), the ring's host port; and a headless Service in the
+    agent's namespace over the agent's pods, whose DNS name and port --ring names."""
+    bad = []
+    objects = copy.deepcopy(objects)
+    sets = [o for o in objects if o["kind"] == "DaemonSet"]
+    services = [o for o in objects if o["kind"] == "Service"]
+    if len(sets) != 1 or len(services) != 1:
+        return [f"{len(sets)} DaemonSets and {len(services)} Services, want one of each"]
+    ds, svc = sets[0], services[0]
+    pod = ds["spec"]["template"]
+    watch = pod["spec"]["containers"][0]
+    caps = watch["securityContext"]["capabilities"]
+    if caps.pop("add", None) != ["IPC_LOCK"]:
+        bad.append("capabilities: want exactly IPC_LOCK added (memory registration)")
+    if pod["spec"].get("securityContext", {}).get("privileged") or watch["securityContext"].get("privileged"):
+        bad.append("privileged")
+    res = watch.get("resources") or {}
+    rdma = {k: v for k, v in (res.get("limits") or {}).items() if k.startswith(RING_RESOURCE_PREFIX)}
+    if len(rdma) != 1 or list(rdma.values()) != ["1"]:
+        bad.append(f"limits {res.get('limits')}: want one unit of one RDMA device-plugin resource (the uverbs nodes)")
+    ports = watch.get("ports") or []
+    if [(p.get("containerPort"), p.get("hostPort"), p.get("protocol")) for p in ports] != [(RING_PORT, RING_PORT, "TCP")]:
+        bad.append(f"ports {ports}: want only the ring's {RING_PORT}/TCP as a host port")
+    rings = [a.split("=", 1)[1] for a in watch.get("args", []) if a.startswith("--ring=")]
+    ns = ds["metadata"].get("namespace")
+    want = f"{svc['metadata']['name']}.{ns}.svc:{RING_PORT}"
+    if rings != [want]:
+        bad.append(f"--ring {rings}: want {want}, the Service's name in the agent's namespace")
+    spec = svc["spec"]
+    if svc["metadata"].get("namespace") != ns:
+        bad.append(f"the Service is in {svc['metadata'].get('namespace')}, the agents in {ns}")
+    if spec.get("clusterIP") != "None":
+        bad.append("the Service is not headless (clusterIP: None): its name must resolve to every agent")
+    labels = pod["metadata"].get("labels") or {}
+    sel = spec.get("selector") or {}
+    if not sel or any(labels.get(k) != v for k, v in sel.items()):
+        bad.append(f"the Service's selector {sel} does not select the agent's pods {labels}")
+    if [p.get("port") for p in spec.get("ports", [])] != [RING_PORT]:
+        bad.append(f"the Service's ports {spec.get('ports')}: want {RING_PORT}")
+    # Every other rule of the base: host network, no token, a read-only root, two hostPaths.
+    watch.pop("ports", None)
+    watch["args"] = [a for a in watch["args"] if not a.startswith("--ring=")]
+    bad += daemonset_problems([ds])
+    return bad
+
+
+class Ring(unittest.TestCase):
+    def test_the_overlay_adds_only_what_it_states(self):
+        self.assertEqual(ring_problems(kit.render("node-health-ring")), [])
+
+    def test_the_base_has_no_ring_and_no_added_privilege(self):
+        base = kit.render("node-health")
+        self.assertEqual(daemonset_problems(base), [])
+        self.assertFalse([o for o in base if o["kind"] == "Service"])
+        watch = [o for o in base if o["kind"] == "DaemonSet"][0]["spec"]["template"]["spec"]["containers"][0]
+        self.assertFalse([a for a in watch.get("args", []) if a.startswith("--ring")])
+        self.assertFalse(watch.get("ports"))
+
+    def test_each_rule_reports_its_fault(self):
+        good = kit.render("node-health-ring")
+
+        def broken(edit):
+            objs = copy.deepcopy(good)
+            edit({o["kind"]: o for o in objs})
+            return ring_problems(objs)
+
+        def c0(o):
+            return o["DaemonSet"]["spec"]["template"]["spec"]["containers"][0]
+
+        self.assertTrue(broken(lambda o: c0(o)["securityContext"]["capabilities"].update(add=["IPC_LOCK", "NET_ADMIN"])))
+        self.assertTrue(broken(lambda o: c0(o)["securityContext"].update(privileged=True)))
+        self.assertTrue(broken(lambda o: c0(o)["resources"]["limits"].pop("rdma/rdma_shared_device_a")))
+        self.assertTrue(broken(lambda o: c0(o)["ports"].append({"containerPort": 22, "hostPort": 22, "protocol": "TCP"})))
+        self.assertTrue(broken(lambda o: c0(o).update(args=[a.replace(":18517", ":18516") for a in c0(o)["args"]])))
+        self.assertTrue(broken(lambda o: o["Service"]["spec"].update(clusterIP="10.0.0.1")))
+        self.assertTrue(broken(lambda o: o["Service"]["spec"].update(selector={"app": "other"})))
+        self.assertTrue(broken(lambda o: o["DaemonSet"]["spec"]["template"]["spec"].update(hostNetwork=False)))
+
+    def test_the_binary_takes_the_overlays_ring_option(self):
+        ds = [o for o in kit.render("node-health-ring") if o["kind"] == "DaemonSet"][0]
+        watch = ds["spec"]["template"]["spec"]["containers"][0]
+        ring = [a for a in watch["args"] if a.startswith("--ring=")]
+        env = {e["name"]: e["value"] for e in watch.get("env", [])}
+        proc = subprocess.run([binary(), "watch", "--help"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        for name in ("--ring ", "--ring-every", "NCCL_WRAP_WATCH_RING_EVERY"):
+            self.assertIn(name, proc.stdout)
+        self.assertIn("NCCL_WRAP_WATCH_RING_EVERY", env)
+        self.assertEqual(len(ring), 1)
+
+
 # ---- trainer affinity ---------------------------------------------------------------------------
 
 AFFINITY_LEAVES = [f"overlays/{net}/{w}-on-healthy-nodes"

@@ -1,0 +1,458 @@
+//! The agents' ring ping (`nccl-wrap watch --ring SERVICE[:PORT]`, off by default): every
+//! `--ring-every` rounds, each agent resolves a headless Service's name to its peers (the nodes'
+//! addresses: the agent runs with hostNetwork), sorts them, finds itself by one of its own
+//! addresses, and tests its successor's RDMA ports with ping's pair test, so that every node's
+//! link to the next is tested once per ring round without anyone coordinating.
+//!
+//! Every agent answers tests for its whole life ([`serve`], on its own thread): the agents'
+//! rounds are not in step (jitter, start times), so a listener opened only during one's own ring
+//! round would never meet its predecessor's. Only hellos from the addresses of the last resolved
+//! peer list are answered, one at a time, and only plain pair tests within [`LIMITS`]'s sizes;
+//! anything else is a stray, told why and closed. Each step of a served or initiated test is bounded
+//! by ping's phase deadline, so a ring round ends by its deadline whatever a peer or a stray does.
+//! Data from outside (DNS answers, peers' messages) never panics: it is a cause in the results.
+
+use std::collections::BTreeSet;
+use std::net::{IpAddr, SocketAddr, TcpListener, ToSocketAddrs};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::doctor::Status;
+use crate::msg::PREFIX;
+use crate::ping::cause::Cause;
+use crate::ping::edge;
+use crate::ping::exchange::{self, ExchangeError, Serve, Session};
+use crate::ping::here::Here;
+use crate::ping::output::PairResult;
+use crate::ping::session::Limits;
+use crate::ping::wire::Hello;
+
+/// An agent's test: one 64 KiB message size, 20 round trips, 2 s per phase, no timed run. Enough
+/// to prove the path (connect, latency, one bandwidth figure); a node's links are not benchmarked
+/// by its health agent.
+pub const LIMITS: Limits = Limits {
+    all_pairs: false,
+    bytes: 64 * 1024,
+    iters: 20,
+    duration_ms: 0,
+    timeout: Duration::from_secs(2),
+    gate: None,
+};
+
+/// How long a connection may stay silent before its hello: the listener serves one connection at
+/// a time, so a silent one (a probe, a scanner) holds a predecessor's test up this long at most,
+/// well within its phase deadline; peers send their hello at once.
+pub const HELLO: Duration = Duration::from_millis(500);
+
+/// The largest test a peer may ask an agent to answer (a peer's knobs are its own, within these).
+pub const MAX_ANSWER_BYTES: u32 = 1 << 20;
+pub const MAX_ANSWER_ITERS: u32 = 1000;
+
+/// `--ring SERVICE[:PORT]` and `--ring-every`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub service: String,
+    pub port: u16,
+    /// A ring round every this many rounds (the first round is one).
+    pub every: u64,
+}
+
+/// Where this node stands among the peers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Position {
+    /// Fewer than two distinct peers: no ring.
+    Alone { peers: usize },
+    /// None of this node's addresses is a peer (the Service selects other nodes, or this
+    /// agent's own pod is not ready yet).
+    NotListed { peers: usize },
+    /// This node's address, its successor (tested by this node) and predecessor (testing it).
+    Placed { me: IpAddr, next: IpAddr, prev: IpAddr, peers: usize },
+}
+
+/// The peers sorted (IPv4 before IPv6, then by address) and deduplicated; this node is the first
+/// peer that is one of `own`; its successor the next one, the last wrapping to the first.
+pub fn position(peers: &[IpAddr], own: &[IpAddr]) -> Position {
+    let sorted: Vec<IpAddr> = peers.iter().map(|a| a.to_canonical()).collect::<BTreeSet<_>>().into_iter().collect();
+    let n = sorted.len();
+    if n < 2 {
+        return Position::Alone { peers: n };
+    }
+    let own: Vec<IpAddr> = own.iter().map(|a| a.to_canonical()).collect();
+    match sorted.iter().position(|p| own.contains(p)) {
+        None => Position::NotListed { peers: n },
+        Some(i) => {
+            Position::Placed { me: sorted[i], next: sorted[(i + 1) % n], prev: sorted[(i + n - 1) % n], peers: n }
+        }
+    }
+}
+
+/// The headless Service's addresses through the system resolver (one A/AAAA answer per ready
+/// endpoint), or why there are none.
+pub fn resolve(service: &str) -> Result<Vec<IpAddr>, String> {
+    (service, 0u16)
+        .to_socket_addrs()
+        .map(|it| it.map(|a| a.ip()).collect())
+        .map_err(|e| format!("cannot resolve {service}: {e} (is the headless Service there, and this agent's DNS policy ClusterFirstWithHostNet?)"))
+}
+
+/// The pair test as the ring uses it: ping's edge over ibverbs, or a stand-in in the tests.
+pub trait Fabric: Send + Sync {
+    /// Tests the successor at `target`: every pair's result, or why the test could not run.
+    fn initiate(&self, target: &str, limits: &Limits, wait_until: Instant) -> Result<Vec<PairResult>, Cause>;
+    /// Answers a predecessor whose hello arrived (on the serving thread).
+    fn answer(&self, s: Session, hello: &Hello, timeout: Duration) -> Result<Vec<PairResult>, String>;
+}
+
+/// ping's test over ibverbs, on the node view's ports; renewed every ring round, read by both the
+/// round and the serving thread.
+pub struct Rdma {
+    pub here: Mutex<Result<Here, Cause>>,
+}
+
+impl Rdma {
+    fn here(&self) -> Result<Here, Cause> {
+        match self.here.lock() {
+            Ok(h) => h.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+}
+
+impl Fabric for Rdma {
+    fn initiate(&self, target: &str, limits: &Limits, wait_until: Instant) -> Result<Vec<PairResult>, Cause> {
+        edge::initiate(&self.here()?, target, limits, wait_until)
+    }
+    fn answer(&self, s: Session, hello: &Hello, timeout: Duration) -> Result<Vec<PairResult>, String> {
+        let here = self.here().map_err(|c| c.summary)?;
+        // Contexts are opened on the serving thread: nothing of verbs crosses threads.
+        let opened = edge::open(&here.planned).map_err(|c| c.summary)?;
+        edge::answer(&here, &opened, s, hello, timeout).map_err(|e| e.to_string())
+    }
+}
+
+/// The addresses whose hellos are answered: the last resolved peers.
+pub type Allowed = Arc<Mutex<Vec<IpAddr>>>;
+
+/// Why a hello is not served, or `None`.
+pub fn refusal(from: IpAddr, hello: &Hello, allowed: &[IpAddr]) -> Option<String> {
+    let from = from.to_canonical();
+    if !allowed.iter().any(|a| a.to_canonical() == from) {
+        return Some(format!("{from} is not among the ring's peers (the last resolved list: {})", list(allowed)));
+    }
+    if hello.gate.is_some() {
+        return Some("a gate's pair test; this port is a node agent's ring".into());
+    }
+    if hello.bytes > MAX_ANSWER_BYTES || hello.iters > MAX_ANSWER_ITERS || hello.duration_ms > 0 {
+        return Some(format!(
+            "asked for {} bytes x {} iterations ({} ms); an agent answers at most {MAX_ANSWER_BYTES} bytes x {MAX_ANSWER_ITERS}, no timed run",
+            hello.bytes, hello.iters, hello.duration_ms
+        ));
+    }
+    None
+}
+
+fn list(a: &[IpAddr]) -> String {
+    if a.is_empty() {
+        "none yet".into()
+    } else {
+        a.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// The listener of `port` on every address: `[::]`, which takes IPv4 too, unless the kernel's
+/// `net.ipv6.bindv6only` (read under `proc_root`) makes it IPv6-only, or IPv6 is off; then
+/// `0.0.0.0` (node addresses are IPv4 in nearly every cluster).
+pub fn bind(port: u16, proc_root: &std::path::Path) -> Result<TcpListener, String> {
+    let any6 = SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port));
+    let any4 = SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, port));
+    let v6only = std::fs::read_to_string(proc_root.join("sys/net/ipv6/bindv6only")).is_ok_and(|v| v.trim() == "1");
+    let first = if v6only { Err(()) } else { exchange::bind(any6).map_err(|_| ()) };
+    first.or_else(|()| exchange::bind(any4)).map_err(|e| format!("ring: {e}"))
+}
+
+/// Answers peers on `l` one at a time until `max_peers` connections (tests) or for ever.
+/// A stray or a failed peer is one stderr line; nothing ends the serving but `max_peers`.
+pub fn serve(l: &TcpListener, fabric: &dyn Fabric, allowed: &Allowed, max_peers: Option<usize>) {
+    let opts = Serve { keep: true, wait: None, hello: HELLO, max_peers };
+    // No deadline to wait for: a blocking accept sleeps in the kernel until a peer comes, where
+    // the 10 ms poll of ping's listener would cost the agent 100 wake-ups a second for its life.
+    if let Err(e) = l.set_nonblocking(false) {
+        eprintln!("{PREFIX} watch: ring: the listener polls every 10 ms (cannot make it blocking: {e})");
+    }
+    let on_peer = |s: Session, hello: Hello| -> Result<(), ExchangeError> {
+        let from = s.peer.parse::<SocketAddr>().map(|a| a.ip());
+        let peers = allowed.lock().map(|a| a.clone()).unwrap_or_default();
+        let why = match from {
+            Ok(ip) => refusal(ip, &hello, &peers),
+            Err(_) => Some(format!("{} is not an address", s.peer)),
+        };
+        let peer = s.peer.clone();
+        // Our refusals and a failed answer are reported here, not as the peer's refusal.
+        if let Some(why) = why {
+            eprintln!("{PREFIX} watch: ring: refused {peer}: {why}");
+            s.refuse(&why);
+        } else if let Err(e) = fabric.answer(s, &hello, LIMITS.timeout) {
+            eprintln!("{PREFIX} watch: ring: answering {peer} ({}): {e}", hello.host);
+        }
+        Ok(())
+    };
+    let on_error = |e: &ExchangeError| eprintln!("{PREFIX} watch: ring: ignored a connection: {e}");
+    if let Err(e) = exchange::serve(l, opts, on_peer, on_error) {
+        eprintln!("{PREFIX} watch: ring: the listener stopped: {e}");
+    }
+}
+
+/// One pair of a ring round, as the files show it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pair {
+    pub device: String,
+    pub port: Option<u8>,
+    pub status: Status,
+    /// ping's cause id where the pair did not pass.
+    pub cause: Option<&'static str>,
+    /// The cause's summary, for people (stderr), where the test could not run at all.
+    pub summary: Option<String>,
+}
+
+/// What a ring round found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// No test: no peers resolved, alone, or this node not among them.
+    Untested { reason: &'static str, detail: String },
+    /// The successor was tested: every pair (at least one: a test that could not run is one
+    /// failed pair with the cause).
+    Tested { next: IpAddr, pairs: Vec<Pair> },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    pub timestamp: f64,
+    pub peers: usize,
+    pub outcome: Outcome,
+}
+
+impl Report {
+    /// `pass`, `warn`, `fail` (the worst pair), or `none` when nothing was tested.
+    pub fn word(&self) -> &'static str {
+        match &self.outcome {
+            Outcome::Untested { .. } => "none",
+            Outcome::Tested { pairs, .. } => match pairs.iter().map(|p| p.status).max() {
+                Some(Status::Pass) => "pass",
+                Some(Status::Warn) => "warn",
+                _ => "fail",
+            },
+        }
+    }
+    /// What a change of the ring's state is told by: the outcome without the figures of a
+    /// summary (waits in ms), so that a lasting failure is one line, not one per ring round.
+    pub fn key(&self) -> String {
+        let mut quiet = self.clone();
+        if let Outcome::Tested { pairs, .. } = &mut quiet.outcome {
+            pairs.iter_mut().for_each(|p| p.summary = None);
+        }
+        quiet.line()
+    }
+
+    /// The line people read when the ring's state changes.
+    pub fn line(&self) -> String {
+        match &self.outcome {
+            Outcome::Untested { detail, .. } => format!("ring: not tested: {detail}"),
+            Outcome::Tested { next, pairs } => {
+                let bad: Vec<String> = pairs
+                    .iter()
+                    .filter(|p| p.status != Status::Pass)
+                    .map(|p| match p.port {
+                        Some(n) => format!("{}:{n} {}", p.device, p.cause.unwrap_or("?")),
+                        None => match &p.summary {
+                            Some(why) => format!("{}: {why}", p.cause.unwrap_or("?")),
+                            None => p.cause.unwrap_or("?").to_string(),
+                        },
+                    })
+                    .collect();
+                format!(
+                    "ring: {} towards {next} ({} pair(s) of {} peers){}",
+                    self.word(),
+                    pairs.len(),
+                    self.peers,
+                    if bad.is_empty() { String::new() } else { format!("; {}", bad.join(", ")) }
+                )
+            }
+        }
+    }
+}
+
+/// What a ring round takes besides the fabric.
+pub struct Round<'a> {
+    pub config: &'a Config,
+    pub resolve: &'a dyn Fn(&str) -> Result<Vec<IpAddr>, String>,
+    /// This node's addresses, or why they cannot be read.
+    pub own: Result<Vec<IpAddr>, String>,
+    pub allowed: &'a Allowed,
+    pub timestamp: f64,
+}
+
+/// One ring round: resolve, place this node, test the successor.
+pub fn round(r: &Round, fabric: &dyn Fabric) -> Report {
+    let untested =
+        |peers, reason, detail| Report { timestamp: r.timestamp, peers, outcome: Outcome::Untested { reason, detail } };
+    let peers = match (r.resolve)(&r.config.service) {
+        Ok(p) => p,
+        Err(e) => return untested(0, "resolve", e),
+    };
+    if let Ok(mut a) = r.allowed.lock() {
+        *a = peers.clone();
+    }
+    let own = match &r.own {
+        Ok(o) => o,
+        Err(e) => return untested(0, "no-own-address", e.clone()),
+    };
+    match position(&peers, own) {
+        Position::Alone { peers } => untested(
+            peers,
+            "alone",
+            format!("{} resolves to {peers} address(es); a ring needs 2 or more", r.config.service),
+        ),
+        Position::NotListed { peers } => untested(
+            peers,
+            "not-listed",
+            format!("none of this node's addresses is among the {peers} {} resolves to", r.config.service),
+        ),
+        Position::Placed { next, peers, .. } => {
+            let target = SocketAddr::new(next, r.config.port).to_string();
+            // The successor's agent listens for its whole life: no long wait for it.
+            let pairs = match fabric.initiate(&target, &LIMITS, Instant::now() + LIMITS.timeout) {
+                Ok(results) => results.iter().map(pair).collect(),
+                Err(c) => vec![Pair {
+                    device: String::new(),
+                    port: None,
+                    status: Status::Fail,
+                    cause: Some(c.id),
+                    summary: Some(c.summary),
+                }],
+            };
+            Report { timestamp: r.timestamp, peers, outcome: Outcome::Tested { next, pairs } }
+        }
+    }
+}
+
+fn pair(r: &PairResult) -> Pair {
+    Pair {
+        device: r.local.device.clone(),
+        port: Some(r.local.port),
+        status: r.status,
+        cause: r.cause.as_ref().filter(|_| r.status != Status::Pass).map(|c| c.id),
+        summary: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().expect("test address")
+    }
+
+    #[test]
+    fn peers_are_sorted_and_the_successor_wraps() {
+        let peers = [ip("10.0.0.3"), ip("10.0.0.10"), ip("fd00::1"), ip("10.0.0.2"), ip("10.0.0.3")];
+        assert_eq!(
+            position(&peers, &[ip("10.0.0.3")]),
+            Position::Placed { me: ip("10.0.0.3"), next: ip("10.0.0.10"), prev: ip("10.0.0.2"), peers: 4 }
+        );
+        assert_eq!(
+            position(&peers, &[ip("192.168.1.1"), ip("fd00::1")]),
+            Position::Placed { me: ip("fd00::1"), next: ip("10.0.0.2"), prev: ip("10.0.0.10"), peers: 4 }
+        );
+        // Two nodes test each other; an IPv4-mapped own address is the IPv4 peer.
+        assert_eq!(
+            position(&[ip("10.0.0.2"), ip("10.0.0.1")], &[ip("::ffff:10.0.0.1")]),
+            Position::Placed { me: ip("10.0.0.1"), next: ip("10.0.0.2"), prev: ip("10.0.0.2"), peers: 2 }
+        );
+    }
+
+    #[test]
+    fn fewer_than_two_peers_or_self_missing_is_no_ring() {
+        assert_eq!(position(&[], &[ip("10.0.0.1")]), Position::Alone { peers: 0 });
+        assert_eq!(position(&[ip("10.0.0.1"), ip("10.0.0.1")], &[ip("10.0.0.1")]), Position::Alone { peers: 1 });
+        assert_eq!(position(&[ip("10.0.0.1"), ip("10.0.0.2")], &[ip("10.0.0.9")]), Position::NotListed { peers: 2 });
+        assert_eq!(position(&[ip("10.0.0.1"), ip("10.0.0.2")], &[]), Position::NotListed { peers: 2 });
+    }
+
+    fn hello(bytes: u32) -> Hello {
+        Hello { host: "n".into(), ports: Vec::new(), all_pairs: false, bytes, iters: 20, duration_ms: 0, gate: None }
+    }
+
+    #[test]
+    fn only_peers_small_plain_tests_are_answered() {
+        let peers = [ip("10.0.0.1"), ip("10.0.0.2")];
+        assert_eq!(refusal(ip("::ffff:10.0.0.2"), &hello(4096), &peers), None);
+        assert!(refusal(ip("10.0.0.3"), &hello(4096), &peers).is_some_and(|w| w.contains("not among")));
+        assert!(refusal(ip("10.0.0.1"), &hello(MAX_ANSWER_BYTES + 1), &peers).is_some_and(|w| w.contains("at most")));
+        assert!(refusal(ip("10.0.0.1"), &hello(4096), &[]).is_some_and(|w| w.contains("none yet")));
+    }
+
+    fn report(outcome: Outcome) -> Report {
+        Report { timestamp: 1_700_000_000.0, peers: 3, outcome }
+    }
+
+    #[test]
+    fn a_ring_round_in_both_files_and_none_before_the_first() {
+        use crate::health::{features, metrics, sample};
+        let mut h = sample();
+        let label = |h: &crate::health::Health, name: &str| {
+            features::labels(h).into_iter().find(|(k, _)| k == &format!("{}/{name}", features::PREFIX)).map(|(_, v)| v)
+        };
+        assert_eq!(label(&h, "ring"), None, "no ring label without --ring");
+        assert!(!metrics::render(&h, &metrics::Round::default()).contains("ring"));
+
+        let pairs = vec![
+            Pair { device: "mlx5_0".into(), port: Some(1), status: Status::Pass, cause: None, summary: None },
+            Pair {
+                device: "mlx5_1".into(),
+                port: Some(1),
+                status: Status::Fail,
+                cause: Some("retry-exceeded"),
+                summary: None,
+            },
+        ];
+        h.ring = Some(report(Outcome::Tested { next: ip("10.0.0.2"), pairs }));
+        assert_eq!(label(&h, "ring").as_deref(), Some("fail"));
+        assert_eq!(label(&h, "ring-cause").as_deref(), Some("retry-exceeded"));
+        let (text, refused) = features::render(&h, "test", 0, None);
+        assert!(refused.is_empty() && text.contains("/ring=fail\n"), "{text}");
+        let m = metrics::render(&h, &metrics::Round::default());
+        for want in [
+            "# TYPE nccl_wrap_ring_pair_status gauge\n",
+            "nccl_wrap_ring_pair_status{peer=\"10.0.0.2\",device=\"mlx5_0\",port=\"1\"} 0\n",
+            "nccl_wrap_ring_pair_status{peer=\"10.0.0.2\",device=\"mlx5_1\",port=\"1\",cause=\"retry-exceeded\"} 2\n",
+            "nccl_wrap_ring_tested 1\n",
+            "nccl_wrap_ring_peers 3\n",
+            "nccl_wrap_ring_last_run_timestamp_seconds 1700000000\n",
+        ] {
+            assert!(m.contains(want), "{want} missing from:\n{m}");
+        }
+
+        // A test that could not run: one failed pair without a device, its cause named.
+        let cannot = vec![Pair {
+            device: String::new(),
+            port: None,
+            status: Status::Fail,
+            cause: Some("peer"),
+            summary: Some("cannot reach [fd00::2]:18517 within 2001 ms".into()),
+        }];
+        h.ring = Some(report(Outcome::Tested { next: ip("fd00::2"), pairs: cannot }));
+        let r = h.ring.as_ref().expect("set");
+        assert!(r.line().ends_with("; peer: cannot reach [fd00::2]:18517 within 2001 ms"), "{}", r.line());
+        assert_eq!(r.key(), "ring: fail towards fd00::2 (1 pair(s) of 3 peers); peer", "no figures in the key");
+        let m = metrics::render(&h, &metrics::Round::default());
+        assert!(m.contains("nccl_wrap_ring_pair_status{peer=\"fd00::2\",cause=\"peer\"} 2\n"), "{m}");
+        assert_eq!(label(&h, "ring-cause").as_deref(), Some("peer"));
+
+        h.ring = Some(report(Outcome::Untested { reason: "alone", detail: "svc resolves to 1 address(es)".into() }));
+        assert_eq!(label(&h, "ring").as_deref(), Some("none"));
+        assert_eq!(label(&h, "ring-cause"), None);
+        let m = metrics::render(&h, &metrics::Round::default());
+        assert!(m.contains("nccl_wrap_ring_tested{reason=\"alone\"} 0\n") && !m.contains("ring_pair_status"), "{m}");
+    }
+}
