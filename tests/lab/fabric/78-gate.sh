@@ -44,8 +44,11 @@ assert "the command ran" grep -q '^gate-started$' /tmp/fab.gate.out
 assert_eq "verdict: go" true "$(gv_field /tmp/fab.gate.out go)"
 assert_eq "verdict: pairs" 6 "$(gv_field /tmp/fab.gate.out pairs)"
 assert_eq "verdict: failed" 0 "$(gv_field /tmp/fab.gate.out failed)"
-held=$(grep -c 'socket:\|uverbs\|infiniband' /tmp/fab.gate.out)
+# Sockets and RDMA device nodes: none. (The post-mortem's watch keeps each watched port's sysfs
+# directory open for its polls, close-on-exec: /sys/devices/.../ports/N, not a device.)
+held=$(grep -c 'socket:\|/dev/infiniband\|uverbs' /tmp/fab.gate.out)
 assert_eq "sockets and RDMA devices nccl-wrap holds while the command runs" 0 "$held"
+assert_eq "the watch's port directories, as many as the ports in use" 2 "$(grep -c '/sys/devices/.*/ports/' /tmp/fab.gate.out)"
 assert "no termination message" test ! -e /tmp/fab.gate.term
 if [ "$LAB_NODE" != 2 ]; then
     assert "stray: garbage named and ignored" grep -q 'gate: ignored a stray connection: .*not a nccl-wrap ping message' /tmp/fab.gate.err
