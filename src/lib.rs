@@ -2,6 +2,7 @@
 //! wires them in order; the fuzz targets (`fuzz/`) and benchmarks reach the parsers through here.
 //!
 //! - `msg`: the prefix of every line for people;
+//! - `write`: the one atomic file replacement (health files, post-mortem report);
 //! - `nccl`: NCCL's own rules (list syntax, GID choice, variable forms), pure;
 //! - `detect`: stage 1, the pod's RDMA devices and their ports (env, annotation, sysfs);
 //! - `verbs`: stage 2, the same ports through ibverbs, and the loopback self-test;
@@ -33,3 +34,4 @@ pub mod plan;
 pub mod process;
 pub mod report;
 pub mod verbs;
+pub mod write;

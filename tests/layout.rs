@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 /// detection never names verification, the plan never names the runner, and so on.
 const RANKS: &[(&str, u32)] = &[
     ("msg", 0),
+    ("write", 0),
     ("nccl", 1),
     ("detect", 2),
     ("verbs", 3),

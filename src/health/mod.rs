@@ -11,7 +11,8 @@
 //! - `counters`: the per-port error counters under `ports/N/counters` and `ports/N/hw_counters`;
 //! - `features`: NFD's `features.d` file (`name=value` lines, Kubernetes label syntax checked);
 //! - `metrics`: the Prometheus text exposition format (node_exporter's textfile collector);
-//! - `write`: the one atomic write (temporary file in the same directory, fsync, rename);
+//! - the files are replaced through `crate::write`, the one atomic write (temporary file in the same
+//!   directory, fsync, rename);
 //! - `watch`: the agent's loop (rounds, jitter, SIGTERM);
 //! - `ring`: the agents' optional ring ping (peers from a headless Service, ping's pair test).
 
@@ -21,7 +22,6 @@ pub mod host;
 pub mod metrics;
 pub mod ring;
 pub mod watch;
-pub mod write;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -299,12 +299,12 @@ pub fn write_outputs(
                 text.len(),
                 features::NFD_MAX_BYTES
             ));
-        } else if let Err(e) = write::atomic(path, text.as_bytes()) {
+        } else if let Err(e) = crate::write::atomic(path, text.as_bytes()) {
             errors.push(format!("features: {e}"));
         }
     }
     if let Some(path) = &out.metrics {
-        if let Err(e) = write::atomic(path, metrics::render(h, round).as_bytes()) {
+        if let Err(e) = crate::write::atomic(path, metrics::render(h, round).as_bytes()) {
             errors.push(format!("metrics: {e}"));
         }
     }

@@ -153,7 +153,7 @@ pub fn main(r: &Roots, opts: &Options, verbs: &dyn Verbs) -> u8 {
     };
     let memlock = memlock::raise();
     for p in [&opts.outputs.features, &opts.outputs.metrics].into_iter().flatten() {
-        super::write::sweep(p);
+        crate::write::sweep(p);
     }
     let files: Vec<String> = [&opts.outputs.features, &opts.outputs.metrics]
         .into_iter()

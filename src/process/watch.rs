@@ -256,7 +256,7 @@ fn unreadable() -> Link {
 /// succeeded), and the JSON to `path` whatever the outcome. A report that cannot be written is
 /// a warning: the exit status stays the command's.
 fn tell(report: &Report, path: Option<&Path>, has_ports: bool) {
-    let written = path.and_then(|p| match write_report(p, &report.json()) {
+    let written = path.and_then(|p| match crate::write::atomic(p, format!("{}\n", report.json()).as_bytes()) {
         Ok(()) => Some(p.display().to_string()),
         Err(e) => {
             say(&format!(
@@ -283,18 +283,6 @@ fn tell(report: &Report, path: Option<&Path>, has_ports: bool) {
 /// gone, and a panic here, while the command runs, would end the supervisor (as PID 1, the pod).
 fn say(text: &str) {
     let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), text.as_bytes());
-}
-
-/// Writes `text` to a temporary file beside `path`, then renames it over `path`: a reader never
-/// sees half a report.
-fn write_report(path: &Path, text: &str) -> std::io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, format!("{text}\n"))?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
 }
 
 #[cfg(test)]
@@ -399,9 +387,9 @@ mod tests {
         let t = tree("file");
         let path = t.0.join("report.json");
         std::fs::write(&path, "old").expect("write");
-        write_report(&path, "{\"kind\":\"postmortem\"}").expect("write report");
+        crate::write::atomic(&path, b"{\"kind\":\"postmortem\"}\n").expect("write report");
         assert_eq!(std::fs::read_to_string(&path).expect("read"), "{\"kind\":\"postmortem\"}\n");
-        assert!(!t.0.join("report.json.tmp").exists());
-        assert!(write_report(&t.0.join("no/such/dir/r.json"), "{}").is_err());
+        assert_eq!(std::fs::read_dir(&t.0).expect("list").count(), 2, "no temporary file left beside it");
+        assert!(crate::write::atomic(&t.0.join("no/such/dir/r.json"), b"{}").is_err());
     }
 }

@@ -1,5 +1,6 @@
-//! The one way the health files are written: atomically, so NFD and node_exporter, which read
-//! them at any moment, see either the previous file or the new one, never part of one.
+//! The one way nccl-wrap replaces a file it produces (the health files, the post-mortem report):
+//! atomically, so a reader that looks at any moment (NFD, node_exporter, a log shipper) sees
+//! either the previous file or the new one, never part of one.
 //!
 //! The bytes go to a temporary file in the target's directory (a rename is atomic only within
 //! one file system), named `.NAME.tmp.PID`: a dot file, which nfd-worker skips, and not ending
