@@ -21,6 +21,7 @@ use nccl_wrap::gate::who::Given;
 use nccl_wrap::gate::{self, Outcome, Ran};
 use nccl_wrap::ping::cause::Cause;
 use nccl_wrap::ping::edge::peer_cause;
+use nccl_wrap::ping::edge::PairTest;
 use nccl_wrap::ping::exchange::{self, Session};
 use nccl_wrap::ping::output::{self, PairResult};
 use nccl_wrap::ping::session::{Limits, PairRun};
@@ -77,6 +78,9 @@ impl Fabric for Fake {
         }
         Ok(vec![port_info(self.last)])
     }
+}
+
+impl PairTest for Fake {
     fn initiate(&self, target: &str, limits: &Limits, wait_until: Instant) -> Result<Vec<PairResult>, Cause> {
         let mut s = exchange::connect(target, wait_until, limits.timeout).map_err(|e| peer_cause(&e))?;
         s.send(&Message::Hello(hello(self, Some(limits)))).map_err(|e| peer_cause(&e))?;

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use crate::ping::cause::Cause;
-use crate::ping::edge;
+use crate::ping::edge::{self, PairTest};
 use crate::ping::exchange::Session;
 use crate::ping::here::Here;
 use crate::ping::output::PairResult;
@@ -14,15 +14,13 @@ use crate::ping::wire::{Finding, Hello, PortInfo};
 
 use super::verdict::{self, Pod};
 
-pub trait Fabric: Sync {
+/// The pair test (ping's seam: the successor tested, the predecessor answered on the listener's
+/// thread), and what the gate adds: the pod's name and rails.
+pub trait Fabric: PairTest {
     /// This pod's name, as the verdict names it.
     fn host(&self) -> String;
     /// This pod's rails as the pairs will use them, or why it has none.
     fn ports(&self) -> Result<Vec<PortInfo>, Cause>;
-    /// Tests the successor at `target`: every pair's result.
-    fn initiate(&self, target: &str, limits: &Limits, wait_until: Instant) -> Result<Vec<PairResult>, Cause>;
-    /// Answers the predecessor whose hello arrived (on the listener's thread).
-    fn answer(&self, s: Session, hello: &Hello, timeout: Duration) -> Result<Vec<PairResult>, String>;
 }
 
 /// ping's test over ibverbs, on the ports the plan hands NCCL.
@@ -40,6 +38,9 @@ impl Fabric for Rdma {
         // Opened and closed at once: what a peer needs to know, not resources to hold.
         Ok(edge::open(&here.planned)?.infos)
     }
+}
+
+impl PairTest for Rdma {
     fn initiate(&self, target: &str, limits: &Limits, wait_until: Instant) -> Result<Vec<PairResult>, Cause> {
         let here = self.here.as_ref().map_err(Clone::clone)?;
         edge::initiate(here, target, limits, wait_until)

@@ -95,13 +95,8 @@ pub fn resolve(service: &str) -> Result<Vec<IpAddr>, String> {
         .map_err(|e| format!("cannot resolve {service}: {e} (is the headless Service there, and this agent's DNS policy ClusterFirstWithHostNet?)"))
 }
 
-/// The pair test as the ring uses it: ping's edge over ibverbs, or a stand-in in the tests.
-pub trait Fabric: Send + Sync {
-    /// Tests the successor at `target`: every pair's result, or why the test could not run.
-    fn initiate(&self, target: &str, limits: &Limits, wait_until: Instant) -> Result<Vec<PairResult>, Cause>;
-    /// Answers a predecessor whose hello arrived (on the serving thread).
-    fn answer(&self, s: Session, hello: &Hello, timeout: Duration) -> Result<Vec<PairResult>, String>;
-}
+/// The pair test as the ring uses it: ping's seam, the one the gate drives too.
+pub use crate::ping::edge::PairTest as Fabric;
 
 /// ping's test over ibverbs, on the node view's ports; renewed every ring round, read by both the
 /// round and the serving thread.

@@ -70,6 +70,15 @@ fn unopened(opened: &Opened, peer: &str) -> Vec<PairResult> {
 /// Tests `target` from this pod: opens the ports, connects (retrying until `wait_until`), runs
 /// the session and returns every pair's result. Err: the peer never came or misbehaved, or no
 /// port opened.
+/// A test of one peer, and the answer to one: ping's edge over ibverbs (the gate's `Rdma`, the
+/// node agent's ring), or a stand-in in tests. The gate and the ring drive the same seam.
+pub trait PairTest: Send + Sync {
+    /// Tests the peer at `target`: every pair's result, or why the test could not run.
+    fn initiate(&self, target: &str, limits: &Limits, wait_until: Instant) -> Result<Vec<PairResult>, Cause>;
+    /// Answers a peer whose hello arrived (on the serving thread).
+    fn answer(&self, s: Session, hello: &Hello, timeout: Duration) -> Result<Vec<PairResult>, String>;
+}
+
 pub fn initiate(here: &Here, target: &str, limits: &Limits, wait_until: Instant) -> Result<Vec<PairResult>, Cause> {
     let opened = open(&here.planned)?;
     let mut s = exchange::connect(target, wait_until, limits.timeout).map_err(|e| peer_cause(&e))?;
