@@ -108,6 +108,9 @@ const GID_POLL: Duration = Duration::from_millis(10);
 struct Own<'a> {
     addrs: Vec<OwnAddr>,
     gids: Vec<Ipv6Addr>,
+    /// The addresses that may sit in a device the pod cannot claim by function: those of
+    /// interfaces that may be another namespace's children (`OwnAddr::may_be_upper`).
+    search: Vec<Ipv6Addr>,
     prefs: &'a GidPrefs,
     /// When waiting for missing entries stops, for every device together.
     deadline: Instant,
@@ -116,7 +119,7 @@ struct Own<'a> {
 impl<'a> Own<'a> {
     /// No addresses: every port gets NCCL's own pick.
     fn none(prefs: &'a GidPrefs) -> Own<'a> {
-        Own { addrs: Vec::new(), gids: Vec::new(), prefs, deadline: Instant::now() }
+        Own { addrs: Vec::new(), gids: Vec::new(), search: Vec::new(), prefs, deadline: Instant::now() }
     }
 
     fn read(inp: &Inputs<'a>, warnings: &mut Vec<String>) -> Own<'a> {
@@ -125,7 +128,8 @@ impl<'a> Own<'a> {
             Vec::new()
         });
         let gids = addrs.iter().map(OwnAddr::gid).collect();
-        Own { addrs, gids, prefs: inp.prefs, deadline: Instant::now() + GID_WAIT }
+        let search = addrs.iter().filter(|a| a.may_be_upper).map(OwnAddr::gid).collect();
+        Own { addrs, gids, search, prefs: inp.prefs, deadline: Instant::now() + GID_WAIT }
     }
 }
 
@@ -457,13 +461,20 @@ fn from_sysfs(inp: &Inputs, visible: &[String], own: &Own, warnings: &mut Vec<St
     let mut errs = Vec::new();
     let netdevs = inp.sysfs.netdevs(&mut errs);
     problems.extend(errs.iter().map(ToString::to_string));
-    let mut found = Vec::new();
-    // Ports read to look for the pod's addresses, kept for the fallback below.
+    let mut found: Vec<Named> = claimed(inp.sysfs, visible, &netdevs, &mut problems)
+        .into_iter()
+        .map(|(dev, how)| named(&dev, format!("sysfs ({how})"), None))
+        .collect();
+    // Ports read to look for the pod's addresses, kept for the fallback below. Once devices are
+    // claimed by function, only addresses of interfaces that may be another namespace's children
+    // (macvlan, ipvlan, VLAN) can still be in a device the pod does not sit on: a pod whose other
+    // interfaces are veths reads no table here, however many devices the node shows. With none
+    // claimed, every address is looked for.
+    let look_for = if found.is_empty() { &own.gids } else { &own.search };
     let mut read: Vec<(String, ReadPorts)> = Vec::new();
-    for dev in visible {
-        if let Some(how) = owning_netdev(inp.sysfs, dev, &netdevs, &mut problems) {
-            found.push(named(dev, format!("sysfs ({how})"), None));
-        } else if !own.gids.is_empty() {
+    if !look_for.is_empty() {
+        let claimed: Vec<String> = found.iter().map(|f| f.name.clone()).collect();
+        for dev in visible.iter().filter(|v| !claimed.contains(v)) {
             let ports = read_ports(inp.sysfs, dev, own, warnings);
             match own_entry(&ports.0) {
                 Some(entry) => found.push(named(dev, format!("sysfs (shared device, via {entry})"), Some(ports))),
@@ -485,6 +496,33 @@ fn from_sysfs(inp: &Inputs, visible: &[String], own: &Own, warnings: &mut Vec<St
             .collect();
     }
     (report(Source::Sysfs, inputs, problems, true), found)
+}
+
+/// The visible devices this namespace's net devices make the pod's, and how that was told,
+/// found from the pod's side: the RDMA devices on each net device's function (PCI or auxiliary),
+/// and the software devices (`devices/virtual/infiniband`, rxe and siw) bound to one of them.
+/// The cost follows the pod's interfaces, not the number of devices the node shows.
+fn claimed(sysfs: &Sysfs, visible: &[String], netdevs: &NetDevs, problems: &mut Vec<String>) -> Vec<(String, String)> {
+    let mut errs = Vec::new();
+    let mut out: Vec<(String, String)> = Vec::new();
+    for func in netdevs.values().flatten() {
+        for dev in sysfs.rdma_devices_of(func, &mut errs) {
+            if visible.contains(&dev) && !out.iter().any(|(d, _)| *d == dev) {
+                if let Some(how) = owning_netdev(sysfs, &dev, netdevs, problems) {
+                    out.push((dev, how));
+                }
+            }
+        }
+    }
+    for dev in sysfs.list("devices/virtual/infiniband", &mut errs) {
+        if visible.contains(&dev) && !out.iter().any(|(d, _)| *d == dev) {
+            if let Some(how) = owning_netdev(sysfs, &dev, netdevs, problems) {
+                out.push((dev, how));
+            }
+        }
+    }
+    problems.extend(errs.iter().map(ToString::to_string));
+    out
 }
 
 /// Which net device of this namespace makes `dev` the pod's, and how that was told.

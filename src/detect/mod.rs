@@ -9,16 +9,21 @@
 //! - `sriov`: source 1, the SR-IOV device plugin's `PCIDEVICE_*` variables;
 //! - `annotation`: source 2, the network-status annotation (downward-API file);
 //! - `sysfs`: source 3, and the bounded reader under a root that every source goes through;
+//! - `gids`: a port's GID table, read lazily, each entry at most once;
 //! - `port`: the per-port facts that later stages read and fill;
 //! - `counters`: a port's error and traffic counters (`counters/`, `hw_counters/`);
 //! - `file`: the one bounded, non-blocking way to read a file (regular files only);
 //! - `names`: validation of every name that comes from outside;
-//! - `netif`: this namespace's own addresses, and whose address a GID entry holds.
+//! - `netif`: this namespace's own addresses, and whose address a GID entry holds;
+//! - `links`: the kind of each of this namespace's interfaces (rtnetlink), which says whose
+//!   addresses can sit in another device's GID table.
 
 pub mod annotation;
 pub mod counters;
 pub mod devices;
 pub mod file;
+pub mod gids;
+pub mod links;
 pub mod names;
 pub mod netif;
 pub mod port;
