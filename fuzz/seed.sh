@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 fx=../fixtures/nodes
 export LC_ALL=C
-for t in sriov annotations nccl_list gid cli ping_wire; do
+for t in sriov annotations nccl_list gid cli ping_wire netlink_links; do
   mkdir -p "corpus/$t"
   rm -f "corpus/$t"/seed-* "corpus/$t"/hand-*
 done
@@ -141,3 +141,24 @@ seeds = {
 for name, data in seeds.items():
     open(f"corpus/ping_wire/hand-{name}", "wb").write(data)
 PY
+
+# netlink_links: real RTM_GETLINK dumps, as the kernel answers them, from a fresh network namespace
+# holding a veth pair (where this machine can make one; otherwise the namespace's loopback alone),
+# and from this namespace; each datagram one input.
+capture='
+import socket, struct, sys
+s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+s.bind((0, 0))
+ext = struct.pack("=HHI", 8, 29, 1 << 3)
+req = struct.pack("=IHHII", 16 + 16 + len(ext), 18, 0x301, 1, 0) + bytes(16) + ext
+s.send(req)
+n = 0
+while True:
+    d = s.recv(65536)
+    open(f"{sys.argv[1]}-{n}", "wb").write(d)
+    n += 1
+    if struct.unpack_from("=H", d, 4)[0] in (2, 3) or n > 16:
+        break
+'
+unshare --net -- sh -c 'ip link add eth0 type veth peer name eth0p 2>/dev/null; exec python3 -c "$1" "$2"' sh "$capture" corpus/netlink_links/seed-netns \
+  || python3 -c "$capture" corpus/netlink_links/seed-here
