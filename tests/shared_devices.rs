@@ -193,3 +193,47 @@ fn ipoib_children_give_the_pod_its_devices_and_its_partitions_pkey_index() {
     assert_eq!(j["devices"][0]["ports"][0]["pkey"], serde_json::json!({"netdev": "net1", "pkey": 0x8002, "index": 2}));
     assert_eq!(j["not_ours"], serde_json::json!(["mlx5_2"]));
 }
+
+#[test]
+fn a_run_reads_a_shared_table_only_up_to_the_pods_own_entry() {
+    need_netns!();
+    // Pod b on rail 0: NCCL's pick is pod a's 5, b's own entry is 9, pod c's follow at 10..13.
+    // A run stops at 9; doctor (below) reads the whole table.
+    let j = in_pod("roce-shared-macvlan", &pod('b'), &[], &["env", "--json"]).json();
+    let port = &j["devices"][0]["ports"][0];
+    assert_eq!(port["gid"]["index"], 9, "{port}");
+    let rows: Vec<u64> =
+        port["gid_table"].as_array().expect("gid_table").iter().filter_map(|r| r["index"].as_u64()).collect();
+    assert_eq!(rows.last(), Some(&9), "the table was read past the pod's own entry: {rows:?}");
+    let doctor = in_pod("roce-shared-macvlan", &pod('b'), &[], &["doctor", "--json", "--no-selftest"]).json();
+    let owner = doctor["checks"].as_array().expect("checks").iter().find(|c| c["id"] == "gid-owner").cloned();
+    let whole = owner.and_then(|c| c["evidence"]["gid_table"].as_array().map(Vec::len));
+    assert_eq!(whole, Some(14), "doctor shows every non-empty entry");
+}
+
+/// The h100-roce-sriov pod's rails (its VFs' netdevs, named in the tree's `class/net`) with the
+/// addresses their tables hold, plus `eth0`.
+fn h100_pod(eth0: &str) -> String {
+    format!(
+        "net1,0a:58:0a:00:6a:07,10.0.106.7/24 net2,0a:58:0a:00:6b:07,10.0.107.7/24 net3,0a:58:0a:00:be:07,10.0.190.7/24 net4,0a:58:0a:00:bf:07,10.0.191.7/24 eth0,0a:58:0a:80:02:11,{eth0}"
+    )
+}
+
+#[test]
+fn once_devices_are_claimed_by_function_a_veths_address_is_not_looked_for_elsewhere() {
+    need_netns!();
+    // A privileged pod (sysfs fallback) whose VFs are claimed by their netdevs. Its eth0 is a veth
+    // whose address happens to be another pod's VF address (10.0.156.11 sits in mlx5_8's table):
+    // a veth is nobody's upper device, so no other table is read for it and mlx5_8 stays not ours.
+    let run = in_pod("h100-roce-sriov", &h100_pod("10.0.156.11/24"), &[], &["env"]);
+    run.success();
+    assert_eq!(
+        env_lines(&run),
+        "export NCCL_IB_HCA='=mlx5_6:1,mlx5_7:1,mlx5_10:1,mlx5_11:1'\nexport NCCL_IB_GID_INDEX='3'\n",
+        "{}",
+        run.stderr()
+    );
+    let j = in_pod("h100-roce-sriov", &h100_pod("10.0.156.11/24"), &[], &["env", "--json"]).json();
+    assert!(j["not_ours"].as_array().expect("not_ours").iter().any(|d| d == "mlx5_8"), "{j}");
+    assert!(j["devices"].as_array().expect("devices").iter().all(|d| d["ports"][0]["gid_table"].is_null()), "{j}");
+}
