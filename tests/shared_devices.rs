@@ -114,7 +114,14 @@ fn the_summary_and_json_say_how_ownership_was_told() {
     assert_eq!(port["gid"]["owner"], "pod");
     assert_eq!(port["nccl_pick"]["index"], 5);
     assert_eq!(port["nccl_pick"]["owner"], "other");
+    // A run tells the entries before the pod's own by address only; doctor says whose each is.
     let host = port["gid_table"].as_array().expect("gid_table").iter().find(|r| r["index"] == 1).expect("row 1");
+    assert_eq!(host["address"], "fe80::ba3f:d2ff:fe5a:1000");
+    assert!(host["owner"].is_null() && host["ndev"].is_null(), "{host}");
+    let doctor = in_pod("roce-shared-macvlan", &pod('c'), &[], &["doctor", "--json", "--no-selftest"]).json();
+    let check = doctor["checks"].as_array().expect("checks").iter().find(|c| c["id"] == "gid-owner").cloned();
+    let rows = check.map(|c| c["evidence"]["gid_table"].clone()).unwrap_or_default();
+    let host = rows.as_array().expect("doctor's gid_table").iter().find(|r| r["index"] == 1).expect("row 1");
     assert_eq!(host["owner"], "host");
     assert_eq!(host["ndev"], "ens1f0np0");
     assert_eq!(j["addr_range"], "10.20.0.0/23");

@@ -230,8 +230,29 @@ pub fn detect(inp: &Inputs) -> Detection {
             }
         }
     }
+    types_for_a_range(inp.sysfs, &mut devices, inp.prefs);
     let not_ours = visible.into_iter().filter(|v| !devices.iter().any(|d| &d.name == v)).collect();
     Detection { source, sources, devices, not_ours, warnings, addresses: own.addrs }
+}
+
+/// Where the pod's own entries sit at different indices on its shared ports, the plan weighs an
+/// address range by simulating NCCL's rule over each table as far as the pod's entry, which needs
+/// the types of the other pods' entries before it: read them then, and only then (a run whose
+/// ports agree, the usual case, never reads them).
+fn types_for_a_range(sysfs: &Sysfs, devices: &mut [Device], prefs: &GidPrefs) {
+    let picks = || devices.iter().flat_map(|d| d.ports.iter()).filter_map(|p| p.gid.as_ref().map(|g| (p, g.index)));
+    let mut indices = picks().map(|(_, i)| i);
+    let first = indices.next();
+    if indices.all(|i| Some(i) == first) || !picks().any(|(p, _)| p.nccl_pick.is_some()) {
+        return;
+    }
+    for dev in devices.iter_mut() {
+        for p in dev.ports.iter_mut().filter(|p| p.nccl_pick.is_some()) {
+            let mut errs = Vec::new();
+            sysfs.gid_types(&dev.name, p.port, &mut p.table, prefs, &mut errs);
+            dev.problems.extend(errs.iter().map(ToString::to_string));
+        }
+    }
 }
 
 /// The function a device sits on (PCI address, auxiliary ID), if any.

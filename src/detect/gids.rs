@@ -124,10 +124,10 @@ pub enum Extent {
 }
 
 /// On a shared device NCCL's pick may be the host's or another pod's address: when it is not one
-/// of `own`, read the table up to the pod's own entry, say whose each entry is, and use that
-/// entry (the first of this pod's own addresses that NCCL's rule accepts: family, RoCE version,
-/// range). NCCL's pick is kept beside it. A table that holds none of the pod's addresses (read
-/// whole, then) tells nothing about whose entries are.
+/// of `own`, read the table up to the pod's own entry and use that entry (the first of this pod's
+/// own addresses that NCCL's rule accepts: family, RoCE version, range). NCCL's pick is kept
+/// beside it, with whose it is. A table that holds none of the pod's addresses (read whole, then)
+/// tells nothing about whose entries are.
 pub fn shared(facts: &mut PortFacts, table: &mut SysfsGids, prefs: &GidPrefs, own: &[Ipv6Addr]) {
     let Some(pick) = facts.gid.as_mut() else { return };
     if gid::parse_gid(&pick.gid).is_some_and(|g| own.contains(&g)) {
@@ -138,7 +138,8 @@ pub fn shared(facts: &mut PortFacts, table: &mut SysfsGids, prefs: &GidPrefs, ow
     if !rows.iter().any(|r| r.owner == Some(Owner::Pod)) {
         return;
     }
-    pick.owner = rows.iter().find(|r| r.index == pick.index).and_then(|r| r.owner);
+    let host_ndev = table.host_ndev();
+    pick.owner = gid::parse_gid(&pick.gid).map(|g| netif::owner(&g, pick.ndev.as_deref(), host_ndev.as_deref(), own));
     if let Some(mine) = rows.iter().find(|r| r.owner == Some(Owner::Pod) && r.full_match) {
         facts.nccl_pick = facts.gid.replace(mine.clone());
     }
@@ -146,18 +147,31 @@ pub fn shared(facts: &mut PortFacts, table: &mut SysfsGids, prefs: &GidPrefs, ow
     facts.table_len = len;
 }
 
-/// The non-empty entries of a port's table as far as `extent` reads, with whose address each
-/// holds, and the length read (empty entries included): the whole table's length when read to
-/// its end.
+impl SysfsGids<'_> {
+    /// The net device of the port's default entry (index 0): the device's own, the host's.
+    fn host_ndev(&mut self) -> Option<String> {
+        self.gid(0).filter(|g| !g.is_unspecified()).and_then(|_| self.ndev(0))
+    }
+}
+
+/// The non-empty entries of a port's table as far as `extent` reads, and the length read (empty
+/// entries included): the whole table's length when read to its end. Read whole, each row has
+/// its type, net device and owner. Read up to the pod's own entry, only the pod's own entries
+/// have them: the others are told by address alone (not the pod's), since their type matters only
+/// when the plan weighs an address range (`with_types` reads it then) and their net device only
+/// to `doctor`.
 pub fn rows(table: &mut SysfsGids, prefs: &GidPrefs, own: &[Ipv6Addr], extent: Extent) -> (Vec<GidPick>, u32) {
-    // The port's default entry (index 0) belongs to the device's own net device: the host's.
-    let host_ndev = table.gid(0).filter(|g| !g.is_unspecified()).and_then(|_| table.ndev(0));
+    let host_ndev = if extent == Extent::Whole { table.host_ndev() } else { None };
     let mut rows = Vec::new();
     let mut len = 0;
     for i in 0..gid::GID_TABLE_MAX {
         let Some(g) = table.gid(i) else { break };
         len = i + 1;
         if g.is_unspecified() {
+            continue;
+        }
+        if extent == Extent::UntilOwn && !own.contains(&g) {
+            rows.push(bare(i, g));
             continue;
         }
         let row = table.row(i, g, prefs, own, host_ndev.as_deref());
@@ -168,4 +182,27 @@ pub fn rows(table: &mut SysfsGids, prefs: &GidPrefs, own: &[Ipv6Addr], extent: E
         }
     }
     (rows, len)
+}
+
+/// An entry known by its address only.
+fn bare(index: u32, g: Ipv6Addr) -> GidPick {
+    GidPick {
+        index,
+        gid: format_gid(&g),
+        address: gid::display(&g),
+        roce: None,
+        ndev: None,
+        full_match: false,
+        owner: None,
+    }
+}
+
+/// Reads the types of `rows` that were read by address only (`rows` up to the pod's own entry),
+/// so that NCCL's rule can be simulated over them, and marks the full matches under `prefs`.
+pub fn with_types(table: &mut SysfsGids, rows: &mut [GidPick], prefs: &GidPrefs) {
+    for r in rows.iter_mut().filter(|r| r.roce.is_none() && r.owner.is_none()) {
+        r.roce = table.roce(r.index);
+        r.full_match = gid::parse_gid(&r.gid)
+            .is_some_and(|g| gid::is_full_match(&GidEntry { index: r.index, gid: g, roce: r.roce }, prefs));
+    }
 }

@@ -364,6 +364,23 @@ impl Sysfs {
         Some(gids::rows(&mut table, prefs, own, gids::Extent::Whole))
     }
 
+    /// Fills the types of the rows of `dev`'s port `port` that a run read by address only (see
+    /// `gids::with_types`).
+    pub fn gid_types(
+        &self,
+        dev: &str,
+        port: u32,
+        rows: &mut [GidPick],
+        prefs: &GidPrefs,
+        problems: &mut Vec<SysfsError>,
+    ) {
+        let dir = self.path(&format!("class/infiniband/{dev}/ports/{port}"));
+        match open_dir(&dir) {
+            Ok(fd) => gids::with_types(&mut gids::SysfsGids::new(&fd, &dir, problems), rows, prefs),
+            Err(source) => problems.push(SysfsError::Read { path: dir, source }),
+        }
+    }
+
     /// The partition of an IPoIB child interface `ifname` (its `pkey` attribute) on `dev`'s port
     /// (`dev_port` + 1), and where that port's pkey table holds it. `None` when `ifname` is not
     /// an IPoIB interface.
