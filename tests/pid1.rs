@@ -454,6 +454,21 @@ fn grace_sends_term_then_kill_to_what_the_command_left() {
     assert!(r.stderr.contains("sending SIGKILL"), "{}", r.stderr);
 }
 
+/// Regression: a grace the clock cannot add to now made PID 1 panic after the command exited,
+/// losing its status (139 instead of 7). Out of range, the value is now named and ignored; at the
+/// top of the range, the leftover still gets its SIGTERM and the command's status comes through.
+#[test]
+fn regression_a_huge_grace_never_loses_the_command_status() {
+    need_namespaces!();
+    for grace in ["18446744073709551615", "86400"] {
+        let s = Scratch::new();
+        let script = "(trap 'exit 0' TERM; while :; do sleep 0.01; done) & sleep 0.2; exit 7";
+        let r = run(s.in_namespace(&["--grace", grace], &["sh", "-c", script]), &s);
+        assert_eq!(r.code, 7, "--grace {grace}: {}", r.stderr);
+        assert!(!r.stderr.contains("panicked"), "--grace {grace}: {}", r.stderr);
+    }
+}
+
 #[test]
 fn ctrl_c_on_a_terminal_reaches_the_command_once() {
     // A pseudo-terminal from Python's pty module; nccl-wrap --init is the session leader there.
