@@ -1,6 +1,7 @@
 //! nccl-wrap as an init process: real processes in a fresh PID namespace
 //! (`unshare --pid --fork --mount-proc`), where nccl-wrap is PID 1 as in a container. Each test
-//! that needs a namespace says SKIPPED and why where this machine cannot make one.
+//! that needs a namespace says SKIPPED and why where this machine cannot make one, and is
+//! counted as skipped (`common::skip`).
 
 mod common;
 
@@ -26,7 +27,9 @@ fn namespaces() -> bool {
             Err(e) => Err(format!("cannot run unshare: {e}")),
         });
     if let Err(why) = ok {
-        eprintln!("SKIPPED: a fresh PID namespace is not possible here ({why}); run as root or where user namespaces are allowed");
+        common::skip(&format!(
+            "a fresh PID namespace is not possible here ({why}); run as root or where user namespaces are allowed"
+        ));
     }
     ok.is_ok()
 }
@@ -382,7 +385,9 @@ fn the_child_sees_the_signal_mask_and_ignored_set_it_would_see_without_the_wrapp
         // qemu-user puts its own host handler on every default-fatal signal the emulated process
         // inherited as ignored (SIGHUP here); the guest still sees SIG_IGN, but a native program
         // it execs gets SIG_DFL. On aarch64 hardware there is no such layer.
-        eprintln!("SKIPPED: under qemu-user an inherited ignored SIGHUP does not reach native children (emulator, not nccl-wrap)");
+        common::skip(
+            "under qemu-user an inherited ignored SIGHUP does not reach native children (emulator, not nccl-wrap)",
+        );
         return;
     }
     let s = Scratch::new();
@@ -474,7 +479,7 @@ fn ctrl_c_on_a_terminal_reaches_the_command_once() {
     // A pseudo-terminal from Python's pty module; nccl-wrap --init is the session leader there.
     let ok = Command::new("python3").arg("-c").arg("import pty").status().map(|s| s.success()).unwrap_or(false);
     if !ok {
-        eprintln!("SKIPPED: python3 with the pty module is needed for a pseudo-terminal");
+        common::skip("python3 with the pty module is needed for a pseudo-terminal");
         return;
     }
     let s = Scratch::new();
