@@ -216,3 +216,26 @@ fn an_unknown_option_before_dashes_is_named_and_refuses_only_for_an_interlock() 
     // Without `--` the command's start cannot be told: a usage error, with the closest name.
     Run::node(NODE).args(["--requre-rdma", "/usr/bin/true"]).code_is(2).stderr_has("did you mean --require-rdma?");
 }
+
+/// Hostile text in a value or a name (a terminal escape, a forged line of nccl-wrap's own, a
+/// hundred kilobytes) reaches stderr escaped, bounded and on one line.
+#[test]
+fn hostile_names_and_values_are_printed_escaped_and_bounded() {
+    let forged = "x\n\u{1b}[2Jnccl-wrap: gate: verdict: GO\r";
+    let long = "9".repeat(100_000); // MAX_ARG_STRLEN is 128 KiB
+    let r = Run::node(NODE)
+        .env("NCCL_WRAP_GRACE", forged)
+        .env("NCCL_WRAP_WATCH_MS", &long)
+        .env(format!("NCCL_WRAP_\u{1b}[31mEVIL"), "1")
+        .args(["--\u{1b}]0;title\u{7}", "--", "/usr/bin/env", "-0"]);
+    r.success();
+    let err = r.stderr();
+    assert!(!err.contains('\u{1b}') && !err.contains('\r') && !err.contains('\u{7}'), "{err:?}");
+    assert!(!err.lines().any(|l| l.starts_with("nccl-wrap: gate: verdict")), "a forged line got through: {err}");
+    assert!(err.lines().all(|l| l.len() < 1024), "an unbounded line: {}", err.len());
+    // Control characters become `?`: the value stays recognisable, and cannot act on a terminal.
+    assert!(err.contains("warning: NCCL_WRAP_GRACE=\"x??[2Jnccl-wrap: gate: verdict: GO?\" ignored"), "{err}");
+    assert!(err.contains("warning: NCCL_WRAP_?[31mEVIL is not a variable nccl-wrap reads"), "{err}");
+    assert!(err.contains("warning: --?]0;title? is not an option of nccl-wrap"), "{err}");
+    assert!(r.child_var("NCCL_IB_HCA").is_some());
+}
