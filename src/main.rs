@@ -302,6 +302,11 @@ fn bad_usage(e: &cli::CliError, raw: &[OsString], env: &[(OsString, OsString)]) 
     }
     match cli::command_after_dashes(raw) {
         Some(cmd) => {
+            let vars = env.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str()));
+            if let Some(asked) = cli::validate::interlock_asked(raw, vars) {
+                eprintln!("{PREFIX} refusing to start {:?}: the options were not understood, and {asked} asks for an interlock that a run without nccl-wrap's settings would drop", cmd[0]);
+                return ExitCode::from(EXIT_REFUSED);
+            }
             eprintln!("{PREFIX} warning: options not understood; running the command without nccl-wrap's settings");
             if supervise::wanted(None) {
                 // As PID 1 the command still needs an init: supervise it with the defaults.

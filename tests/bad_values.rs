@@ -226,7 +226,7 @@ fn hostile_names_and_values_are_printed_escaped_and_bounded() {
     let r = Run::node(NODE)
         .env("NCCL_WRAP_GRACE", forged)
         .env("NCCL_WRAP_WATCH_MS", &long)
-        .env(format!("NCCL_WRAP_\u{1b}[31mEVIL"), "1")
+        .env("NCCL_WRAP_\u{1b}[31mEVIL", "1")
         .args(["--\u{1b}]0;title\u{7}", "--", "/usr/bin/env", "-0"]);
     r.success();
     let err = r.stderr();
@@ -238,4 +238,20 @@ fn hostile_names_and_values_are_printed_escaped_and_bounded() {
     assert!(err.contains("warning: NCCL_WRAP_?[31mEVIL is not a variable nccl-wrap reads"), "{err}");
     assert!(err.contains("warning: --?]0;title? is not an option of nccl-wrap"), "{err}");
     assert!(r.child_var("NCCL_IB_HCA").is_some());
+}
+
+/// A command line that cannot be parsed at all (a subcommand given a command) runs the command
+/// without nccl-wrap's settings, as before; but not when an interlock was asked for.
+#[test]
+fn an_unparsable_command_line_never_drops_an_interlock() {
+    Run::node(NODE).args(["env", "--", "/usr/bin/true"]).success().stderr_has("running the command without");
+    for (var, value) in
+        [("NCCL_WRAP_GATE", "1"), ("NCCL_WRAP_REQUIRE_RDMA", "yes-please"), ("NCCL_WRAP_REQUIRE_MEMLOCK", "1")]
+    {
+        let r = Run::node(NODE).env(var, value).args(["env", "--", "/usr/bin/env", "-0"]);
+        r.code_is(125).stderr_has(var);
+        assert_eq!(r.stdout(), "", "{var}: the command ran");
+    }
+    Run::node(NODE).env("NCCL_WRAP_GATE", "off").args(["env", "--", "/usr/bin/true"]).success();
+    Run::node(NODE).args(["--require-rdma", "ping", "--", "/usr/bin/true"]).code_is(125).stderr_has("--require-rdma");
 }

@@ -148,6 +148,35 @@ impl Problem {
     }
 }
 
+/// For a command line that could not be parsed at all but names a command after `--` (which then
+/// runs without nccl-wrap's settings): the interlock the user asked for anyway, if any, by the
+/// option before `--` or the variable that names it. Such a command must not start silently
+/// without it. Only an explicit "off" (`=false`, `0`, `no`, `off`) or `warn` is not asking.
+pub fn interlock_asked<'a>(
+    args: &'a [std::ffi::OsString],
+    vars: impl IntoIterator<Item = (&'a OsStr, &'a OsStr)>,
+) -> Option<String> {
+    let off = |v: &str| super::setters::boolish(v) == Ok(false) || v.eq_ignore_ascii_case("warn");
+    let is_switch = |name: &str| name == "gate" || name.starts_with("require-");
+    for arg in args.iter().skip(1).take_while(|a| *a != "--") {
+        let text = arg.to_string_lossy();
+        let Some(bare) = text.strip_prefix("--") else { continue };
+        let (name, value) = bare.split_once('=').map_or((bare, None), |(n, v)| (n, Some(v)));
+        if is_switch(name) && !value.is_some_and(off) {
+            return Some(shown(&text));
+        }
+    }
+    for (name, value) in vars {
+        let (name, value) = (name.to_string_lossy(), value.to_string_lossy());
+        let Some(bare) = name.strip_prefix("NCCL_WRAP_") else { continue };
+        let long = bare.to_ascii_lowercase().replace('_', "-");
+        if is_switch(&long) && !value.is_empty() && !off(&value) {
+            return Some(format!("{}={:?}", shown(&name), shown(&value)));
+        }
+    }
+    None
+}
+
 /// The closest known option to an unknown one in a usage error, if one is near.
 pub fn suggest(e: &super::CliError) -> Option<String> {
     match e {
