@@ -190,6 +190,7 @@ fn the_table_covers_every_variable() {
         }
     }
     named.remove("NCCL_WRAP_LOG");
+    named.remove("NCCL_WRAP_"); // "NCCL_WRAP_*" in prose
     let covered: std::collections::BTreeSet<String> = TABLE.iter().map(|(v, _, _)| v.to_string()).collect();
     let missing: Vec<&String> = named.difference(&covered).collect();
     assert!(missing.is_empty(), "variables without bad values in TABLE: {missing:?}");

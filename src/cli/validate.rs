@@ -104,6 +104,19 @@ impl Problem {
     /// An option name not in the table (`--requre-rdma`), with its closest known name.
     pub(super) fn unknown_option(name: &str) -> Self {
         let bare = name.trim_start_matches('-');
+        // A subcommand's own option (`--iters` of `ping`) is known, only not here.
+        if let Some(sub) = SPECS.iter().find(|s| s.long == bare).and_then(|s| s.only) {
+            return Problem {
+                origin: Origin::Arg,
+                fault: Fault::Unknown,
+                source: shown(name),
+                value: None,
+                why: format!("an option of `nccl-wrap {}`, not of a run", sub.name()),
+                long: None,
+                belongs: Belongs::Other,
+                suggestion: None,
+            };
+        }
         let near = closest(bare, SPECS.iter().map(|s| s.long).chain(ALIASES.iter().map(|a| a.0)));
         let long = near.and_then(long_of_option);
         Problem {
