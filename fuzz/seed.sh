@@ -89,6 +89,8 @@ h cli 'doctor\n--json\n--no-selftest\n--sysfs-root\nfixtures/nodes/h200-ib/sys\n
 h cli '-q\n--require-rdma=yes\n--init=false\n--grace\n5\n--\ntorchrun\n--nproc-per-node=8\ntrain.py\n' run
 h cli 'NCCL_WRAP_REQUIRE_RDMA=1\nNCCL_WRAP_SELFTEST_BYTES=1048576\nNCCL_WRAP_INIT=off\nNCCL_WRAP_GRACE=x\n--\npython\n' env-vars
 h cli '--bogus\n--\ntorchrun\n--\nx\n' bad-option
+h cli 'NCCL_WRAP_GATE=1\nNCCL_WRAP_GATE_SIZE=four\nNCCL_WRAP_REQUIRE_RDAM=1\n--requre-memlock\n--grace\n--\npython\n' interlock-typos
+h cli 'NCCL_WRAP_GATE=maybe\nNCCL_WRAP_PING_ITERS=many\n--verbose\n3\n--watch-ms=99999999999\n--\ntorchrun\n' bad-values
 h cli '--selftest-timeout-ms=18446744073709551616\n--selftest-bytes\n-1\n--\n\xff\xfe\n' overflow
 h cli 'env\n--\ntorchrun\n' env-with-command
 h cli 'ping\ntrain-0.train:18515\n--json\n--iters=10\n' ping-connect

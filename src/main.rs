@@ -25,13 +25,18 @@ fn main() -> ExitCode {
     let raw: Vec<OsString> = std::env::args_os().collect();
     let env_list: Vec<(OsString, OsString)> = std::env::vars_os().collect();
     let vars: detect::Vars = env_list.iter().cloned().collect();
-    let cli = match Cli::parse(&raw, |name| vars.get(std::ffi::OsStr::new(name)).cloned()) {
+    let mut cli = match Cli::parse(&raw, |name| vars.get(std::ffi::OsStr::new(name)).cloned()) {
         Ok(cli) => cli,
         Err(e) => return bad_usage(&e, &raw, &env_list),
     };
     if let Some(Sub::Install { dir }) = &cli.sub {
         // The init container's job: no detection, nothing but the copy.
         return ExitCode::from(install::main(dir));
+    }
+    // Validate, then act: every problem is named here, before anything touches the process.
+    cli.problems.extend(cli::validate::unknown_variables(env_list.iter().map(|(k, _)| k.as_os_str())));
+    if let Some(code) = judge(&cli) {
+        return ExitCode::from(code);
     }
     init_logging();
     if let Some(Sub::Watch(w)) = &cli.sub {
@@ -266,14 +271,42 @@ fn exec_or_report(argv: &[OsString], env: &[(OsString, OsString)]) -> ExitCode {
     ExitCode::from(err.exit_code())
 }
 
+/// Names each option or variable that could not be used; `Some(125)` when one belongs to an
+/// interlock the user asked for and a command was to run (docs: README, "Misconfiguration").
+fn judge(cli: &Cli) -> Option<u8> {
+    let verdict = cli::verdict(cli);
+    for line in &verdict.ignored {
+        eprintln!("{PREFIX} warning: {line}");
+    }
+    let refusal = verdict.refusal?;
+    match cli.command.first() {
+        Some(cmd) if cli.sub.is_none() => {
+            eprintln!("{PREFIX} refusing to start {cmd:?}: {refusal}");
+            Some(EXIT_REFUSED)
+        }
+        _ => {
+            eprintln!("{PREFIX} warning: a run with these settings would refuse to start: {refusal}");
+            None
+        }
+    }
+}
+
 /// Bad options never cost the job: when a command follows `--`, it runs untouched.
 fn bad_usage(e: &cli::CliError, raw: &[OsString], env: &[(OsString, OsString)]) -> ExitCode {
     if e.is_answer() {
         return print_or_fail(&format!("{e}\n"));
     }
     eprintln!("{PREFIX} {e}");
+    if let Some(near) = cli::validate::suggest(e) {
+        eprintln!("{PREFIX} did you mean {near}?");
+    }
     match cli::command_after_dashes(raw) {
         Some(cmd) => {
+            let vars = env.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str()));
+            if let Some(asked) = cli::validate::interlock_asked(raw, vars) {
+                eprintln!("{PREFIX} refusing to start {:?}: the options were not understood, and {asked} asks for an interlock that a run without nccl-wrap's settings would drop", cmd[0]);
+                return ExitCode::from(EXIT_REFUSED);
+            }
             eprintln!("{PREFIX} warning: options not understood; running the command without nccl-wrap's settings");
             if supervise::wanted(None) {
                 // As PID 1 the command still needs an init: supervise it with the defaults.

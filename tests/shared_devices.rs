@@ -52,7 +52,7 @@ fn netns_possible() -> Result<(), String> {
 macro_rules! need_netns {
     () => {
         if let Err(why) = netns_possible() {
-            eprintln!("SKIPPED: no network namespace with veth interfaces here ({why}); run as root with iproute2");
+            common::skip(&format!("no network namespace with veth interfaces here ({why}); run as root with iproute2"));
             return;
         }
     };
@@ -167,7 +167,7 @@ fn a_pod_address_without_its_entry_is_waited_for_then_named() {
         .args(["--net", "--", "sh", "-c", POD_NETNS, "sh", late, "ip", "-6", "addr", "show", "dev", "net1"])
         .output();
     if !probe.as_ref().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("fe80::858:aff:fe09:34")) {
-        eprintln!("SKIPPED: no IPv6 link-local address on a veth interface here (IPv6 disabled?)");
+        common::skip("no IPv6 link-local address on a veth interface here (IPv6 disabled?)");
         return;
     }
     let run = in_pod("roce-shared-macvlan", late, &[], &["env"]);
