@@ -322,11 +322,17 @@ fn a_hundred_orphaned_grandchildren_are_reaped() {
     need_namespaces!();
     let s = Scratch::new();
     // Each `( sleep & )` leaves an orphan that the kernel re-parents to PID 1. Count them while
-    // they live (PPid 1; the main child is one too), then count zombies once they have ended.
+    // they live (PPid 1; the main child is one too; 2 s is long enough to start them all on a
+    // loaded machine), then count zombies once they have all ended.
     let script = r#"
-        for i in $(seq 100); do ( sleep 0.5 & ) ; done
+        for i in $(seq 100); do ( sleep 2 & ) ; done
         orphans=$(grep -l '^PPid:[[:space:]]*1$' /proc/[0-9]*/status 2>/dev/null | wc -l)
-        sleep 1.5
+        # Until every sleep has ended (a loaded machine starts them slowly), at most 20 s.
+        for i in $(seq 200); do
+            grep -qs '^Name:[[:space:]]*sleep$' /proc/[0-9]*/status || break
+            sleep 0.1
+        done
+        sleep 0.2
         zombies=$(grep -l '^State:[[:space:]]*Z' /proc/[0-9]*/status 2>/dev/null | wc -l)
         echo "$orphans $zombies""#;
     let r = run(s.in_namespace(&[], &["sh", "-c", script]), &s);
