@@ -16,13 +16,20 @@
 //! the verbs probe reports it as not checked, never as unusable (`src/verbs/driver.rs`), and NCCL,
 //! which loads the image's own rdma-core, is not affected.
 //!
-//! libibverbs resolves a RoCE peer's MAC address through netlink (its `neigh.c`, over libnl) only
-//! inside `ibv_resolve_eth_l2_from_gid`, which providers call to build UD address handles
-//! (`ibv_create_ah`). nccl-wrap makes RC queue pairs only, whose route the kernel resolves at
-//! `ibv_modify_qp`. So this script reads which functions `neigh.c.o` defines in `libibverbs.a` and
-//! writes `$OUT_DIR/neigh_stubs.rs`: one stub for each that fails with ENOSYS, which is what
-//! rdma-core built without libnl answers (NRESOLVE_NEIGH). The linker then takes neither
-//! `neigh.c.o` nor anything from libnl (about 160 KB with the libc parts only they use).
+//! Two parts of rdma-core that nccl-wrap can never reach are left out by answering, from Rust,
+//! the functions through which the rest of rdma-core would pull them in ([`STUBBED`]): the linker
+//! takes an archive member only for a symbol nothing else defines. This script reads which
+//! global functions each such member defines (its `ar` index and ELF symbol table) and writes
+//! `$OUT_DIR/rdma_stubs.rs` with one stub for each; a member this rdma-core does not have gets
+//! none. `src/verbs/ffi.rs` includes it.
+//! - libibverbs' neighbour resolver (`neigh.c`, over libnl-route) serves only
+//!   `ibv_resolve_eth_l2_from_gid`, which providers call to build UD address handles
+//!   (`ibv_create_ah`). nccl-wrap makes RC queue pairs only, whose route the kernel resolves at
+//!   `ibv_modify_qp`. Its stubs fail with ENOSYS, as rdma-core built without libnl does
+//!   (NRESOLVE_NEIGH): 150 KB with libnl-route and the libc parts only they use.
+//! - mlx5's VFIO driver (`mlx5_vfio.c`) serves only devices made by
+//!   `mlx5dv_get_vfio_device_list`, which nccl-wrap never calls; mlx5 asks `is_mlx5_vfio_dev`
+//!   of every device, and "no" (0) is the exact answer here: 40 KB.
 //!
 //! Build needs: libibverbs-dev, ibverbs-providers, librdmacm-dev (rdma-sys's bindings),
 //! libnl-3-dev, libnl-route-3-dev, pkg-config, clang and libclang-dev (bindgen).
@@ -42,6 +49,19 @@ use std::process::Command;
 
 /// Libraries pkg-config names that are not rdma-core providers.
 const NOT_PROVIDERS: &[&str] = &["ibverbs", "nl-3", "nl-route-3"];
+/// An archive member stubbed out, and what each of its functions returns (see the top).
+struct Stubbed {
+    archive: &'static str,
+    member: &'static str,
+    returns: i32,
+}
+
+const STUBBED: &[Stubbed] = &[
+    // -ENOSYS (38 on x86_64 and aarch64 alike).
+    Stubbed { archive: "libibverbs.a", member: "neigh.c.o", returns: -38 },
+    Stubbed { archive: "libmlx5.a", member: "mlx5_vfio.c.o", returns: 0 },
+];
+
 /// The providers linked, by their `verbs_provider_<name>` suffix: the RDMA devices of GPU nodes
 /// that NCCL's IB/RoCE transport can drive. mlx5: ConnectX-4 and later, BlueField (InfiniBand and
 /// RoCE); efa: AWS; bnxt_re: Broadcom NetXtreme RoCE; irdma: Intel E810 (RoCE); mana: Azure;
@@ -138,15 +158,21 @@ fn main() {
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     write_provider_table(&out_dir.join("static_providers.rs"), &providers);
 
-    let ibverbs = search
-        .iter()
-        .map(|d| d.join("libibverbs.a"))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("libibverbs.a not found in {search:?}"));
-    println!("cargo:rerun-if-changed={}", ibverbs.display());
-    let archive = fs::read(&ibverbs).unwrap_or_else(|e| panic!("reading {}: {e}", ibverbs.display()));
-    let neigh = archive_member(&archive, "neigh.c.o").map(elf_defined_functions).unwrap_or_default();
-    write_neigh_stubs(&out_dir.join("neigh_stubs.rs"), &neigh);
+    let mut stubs = Vec::new();
+    for st in STUBBED {
+        let path = search
+            .iter()
+            .map(|d| d.join(st.archive))
+            .find(|p| p.is_file())
+            .unwrap_or_else(|| panic!("{} not found in {search:?}", st.archive));
+        println!("cargo:rerun-if-changed={}", path.display());
+        let archive = fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+        if let Some(obj) = archive_member(&archive, st.member) {
+            let what = format!("{}({})", st.archive, st.member);
+            stubs.extend(elf_defined_functions(obj, &what).into_iter().map(|f| (f, what.clone(), st.returns)));
+        }
+    }
+    write_stubs(&out_dir.join("rdma_stubs.rs"), &stubs);
 }
 
 /// The member called `name` of a System V / GNU `ar` archive (short names end in `/`; long names
@@ -181,13 +207,13 @@ fn archive_member<'a>(ar: &'a [u8], name: &str) -> Option<&'a [u8]> {
 
 /// Names of the global functions an ELF64 little-endian relocatable object defines (x86_64 and
 /// aarch64 alike).
-fn elf_defined_functions(obj: &[u8]) -> Vec<String> {
+fn elf_defined_functions(obj: &[u8], what: &str) -> Vec<String> {
     let u16_at = |o: usize| obj.get(o..o + 2).map_or(0, |b| u16::from_le_bytes([b[0], b[1]]) as usize);
     let u32_at = |o: usize| obj.get(o..o + 4).map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
     let u64_at =
         |o: usize| obj.get(o..o + 8).map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")) as usize);
     if obj.get(..6) != Some(b"\x7fELF\x02\x01".as_slice()) {
-        panic!("neigh.c.o in libibverbs.a is not a 64-bit little-endian ELF object");
+        panic!("{what} is not a 64-bit little-endian ELF object");
     }
     let (shoff, shentsize, shnum) = (u64_at(0x28), u16_at(0x3a), u16_at(0x3c));
     let section = |i: usize| shoff + i * shentsize;
@@ -214,25 +240,22 @@ fn elf_defined_functions(obj: &[u8]) -> Vec<String> {
     names
 }
 
-fn write_neigh_stubs(path: &Path, names: &[String]) {
+fn write_stubs(path: &Path, stubs: &[(String, String, i32)]) {
     let mut s = String::new();
-    s.push_str("// Generated by build.rs from the functions neigh.c.o defines in libibverbs.a.\n\n");
+    s.push_str("// Generated by build.rs: the functions of the rdma-core archive members it leaves out.\n\n");
     writeln!(
         s,
-        "/// The resolver functions stubbed here (none when this libibverbs has no neigh.c).\n\
-         #[cfg(test)]\npub(crate) const NEIGH_STUBS: [&str; {n}] = [{}];\n\n\
-         #[cfg(test)]\npub(crate) const NEIGH_STUB_FNS: [extern \"C\" fn() -> ::std::ffi::c_int; {n}] = [{}];\n",
-        names.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", "),
-        (0..names.len()).map(|i| format!("neigh_stub_{i}")).collect::<Vec<_>>().join(", "),
-        n = names.len(),
+        "/// Each stub's symbol and the value it returns.\n#[cfg(test)]\npub(crate) const STUBS: [(&str, ::std::ffi::c_int, extern \"C\" fn() -> ::std::ffi::c_int); {}] = [{}];\n",
+        stubs.len(),
+        stubs.iter().enumerate().map(|(i, (f, _, r))| format!("({f:?}, {r}, stub_{i})")).collect::<Vec<_>>().join(", "),
     )
     .expect("write to String");
-    for (i, name) in names.iter().enumerate() {
+    for (i, (name, what, ret)) in stubs.iter().enumerate() {
         writeln!(
             s,
-            "/// Stands in for libibverbs' `{name}`: fails with ENOSYS (see build.rs).\n\
+            "/// Stands in for `{name}` of {what}: returns {ret} (see build.rs).\n\
              #[export_name = {name:?}]\n\
-             pub(crate) extern \"C\" fn neigh_stub_{i}() -> ::std::ffi::c_int {{\n    -38\n}}\n"
+             pub(crate) extern \"C\" fn stub_{i}() -> ::std::ffi::c_int {{\n    {ret}\n}}\n"
         )
         .expect("write to String");
     }
