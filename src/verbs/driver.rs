@@ -9,7 +9,7 @@
 //! parameter), so that the verbs probe never calls a device unusable because of how nccl-wrap was
 //! built.
 //!
-//! It reads at most three small sysfs entries, and only for a device libibverbs did not list. It
+//! It reads at most two small sysfs entries, and only for a device libibverbs did not list. It
 //! never opens a device and never decides what the plan does.
 
 use crate::detect::names;
@@ -52,7 +52,7 @@ const PROVIDER_OF: &[(&str, &str)] = &[
 pub enum Driver {
     /// The name of the `device/driver` link, or `rdma_rxe` / `siw` for a software device.
     Named(String),
-    /// No `device/driver` link and no software `parent`, or a name outside `[A-Za-z0-9_.:-]`.
+    /// No `device/driver` link and no software node type, or a name outside `[A-Za-z0-9_.:-]`.
     Unreadable,
 }
 
@@ -74,10 +74,8 @@ pub fn driver(sysfs: &Sysfs, dev: &str) -> Driver {
             _ => Driver::Unreadable,
         };
     }
-    // Software devices (rxe, siw) have no `device` link; they name their net device in `parent`.
-    if sysfs.attr(&format!("{base}/parent")).is_err() {
-        return Driver::Unreadable;
-    }
+    // Software devices (rxe, siw) have no `device` link (rxe names its net device in `parent`
+    // instead); the node type tells the two apart.
     match sysfs.attr(&format!("{base}/node_type")).ok().as_deref().and_then(software_driver) {
         Some(name) => Driver::Named(name.to_owned()),
         None => Driver::Unreadable,
@@ -184,12 +182,16 @@ mod tests {
             .soft("siw0", "4: RNIC")
             .soft("odd0", "9: something");
         std::fs::create_dir_all(t.path().join("class/infiniband/gone0")).expect("mkdir");
+        // siw may have no `parent` file: its node type still names it.
+        std::fs::create_dir_all(t.path().join("class/infiniband/siw1")).expect("mkdir");
+        std::fs::write(t.path().join("class/infiniband/siw1/node_type"), "4: RNIC\n").expect("write");
         let s = t.sysfs();
         assert_eq!(driver(&s, "mlx5_0"), Driver::Named("mlx5_core".into()));
         assert_eq!(driver(&s, "mlx5_2"), Driver::Named("mlx5_core.sf".into()));
         assert_eq!(driver(&s, "mlx4_0"), Driver::Named("mlx4_core".into()));
         assert_eq!(driver(&s, "rxe0"), Driver::Named("rdma_rxe".into()));
         assert_eq!(driver(&s, "siw0"), Driver::Named("siw".into()));
+        assert_eq!(driver(&s, "siw1"), Driver::Named("siw".into()));
         assert_eq!(driver(&s, "odd0"), Driver::Unreadable);
         assert_eq!(driver(&s, "gone0"), Driver::Unreadable);
         assert_eq!(driver(&s, "absent0"), Driver::Unreadable);
