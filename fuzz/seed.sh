@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 fx=../fixtures/nodes
 export LC_ALL=C
-for t in sriov annotations nccl_list gid cli ping_wire netlink_links; do
+for t in sriov annotations nccl_list gid cli ping_wire netlink_links driver; do
   mkdir -p "corpus/$t"
   rm -f "corpus/$t"/seed-* "corpus/$t"/hand-*
 done
@@ -96,6 +96,13 @@ h cli 'env\n--\ntorchrun\n' env-with-command
 h cli 'ping\ntrain-0.train:18515\n--json\n--iters=10\n' ping-connect
 h cli 'ping\n--ring\n--peer-template\ntrain-{index}.train\n--size\n4\n' ping-ring
 h cli 'install\n/opt/nccl-wrap\n' install
+h driver 'mlx5_core\n\nmlx5\nrxe\n' mlx5-linked
+h driver 'mlx5_core.sf\n\nefa\n' sf-not-linked
+h driver 'mlx4_core\n\nbnxt_re\nefa\nerdma\nirdma\nmana\nmlx5\nrxe\n' mlx4-left-out
+h driver '\n1: CA\nrxe\n' rxe-parent
+h driver '\n4: RNIC\nmlx5\n' siw-parent
+h driver 'bad\x1b[31mname\n9: x\n\n' hostile
+h driver '../../etc\n4\nmlx5\n' dotdot
 
 # ping_wire: exchange frames as a peer sends them (magic, version, kind, big-endian length, JSON).
 python3 - <<'PY'

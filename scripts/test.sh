@@ -46,6 +46,9 @@ bin=target/x86_64-unknown-linux-gnu/release/nccl-wrap
 kind=$(file -b "$bin")
 echo "$bin: $kind"
 case "$kind" in *static*) ;; *) echo "not statically linked" >&2; exit 1 ;; esac
+size=$(stat -c %s "$bin")
+echo "$bin: $size bytes stripped (budget 3,145,728)"
+[ "$size" -le 3145728 ] || { echo "the static binary is $size bytes, over its 3 MiB budget (README, Build)" >&2; exit 1; }
 
 step "container image"
 export CONTAINERS_CONF=$PWD/ci/containers.conf

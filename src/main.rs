@@ -77,7 +77,7 @@ fn main() -> ExitCode {
     };
     let mut detection = detect::detect(&inputs);
     let verbs = verbs_for(&cli.opts);
-    verbs::verify::probe(&mut detection, verbs.as_ref());
+    verbs::verify::probe(&mut detection, verbs.as_ref(), &sysfs);
     log::debug!("detection: {detection:?}");
 
     // Apply limits: memlock, before the self-test registers memory. Raised for `env` and
