@@ -90,6 +90,13 @@ fn main() -> ExitCode {
     let choices = plan::Choices { override_user: cli.opts.override_user, require_rdma: cli.opts.require_rdma };
     let mut plan = plan::plan(detection, &vars, &prefs, choices);
     plan.warnings.extend(pref_warnings);
+    let depth = if matches!(cli.sub, Some(Sub::Doctor { .. })) {
+        detect::userspace::Depth::Full
+    } else {
+        detect::userspace::Depth::Quick
+    };
+    let ready = ready_for(&cli.opts, &vars, &sysfs, &plan, depth);
+    plan::ready(&mut plan, ready, &vars, choices);
 
     match cli.sub {
         Some(Sub::Env { json }) => {
@@ -133,6 +140,38 @@ fn main() -> ExitCode {
         }
         Some(Sub::Install { .. } | Sub::Watch(_)) => unreachable!("install and watch return before detection"),
     }
+}
+
+/// What NCCL in this image and namespace meets beyond the ports: the userspace it loads and the
+/// interface its bootstrap should use (rails excluded).
+fn ready_for(
+    opts: &cli::Opts,
+    vars: &detect::Vars,
+    sysfs: &detect::sysfs::Sysfs,
+    plan: &plan::Plan,
+    depth: detect::userspace::Depth,
+) -> plan::Ready {
+    let used: Vec<&str> = plan.decisions.iter().filter(|d| d.used).map(|d| d.device.as_str()).collect();
+    let userspace = detect::userspace::check(
+        &opts.image_root,
+        vars,
+        &detect::userspace::drivers(sysfs, used.iter().copied()),
+        depth,
+    );
+    let mut rails = detect::bootstrap::rails(sysfs, used.iter().copied());
+    for p in plan.detection.devices.iter().flat_map(|d| &d.ports) {
+        rails.extend(p.gid.as_ref().and_then(|g| g.ndev.clone()));
+        rails.extend(p.pkey.as_ref().map(|k| k.netdev.clone()));
+    }
+    let addrs = if plan.detection.addresses.is_empty() {
+        detect::netif::read().unwrap_or_default()
+    } else {
+        plan.detection.addresses.clone()
+    };
+    let routes = detect::route::read(&opts.proc_root).unwrap_or_default();
+    let lookup = |n: &str| detect::bootstrap::resolve(n, detect::bootstrap::RESOLVE_WAIT);
+    let bootstrap = detect::bootstrap::choose(vars, opts.gate_coordinator.as_deref(), &routes, &addrs, &rails, &lookup);
+    plan::Ready { userspace, bootstrap }
 }
 
 fn outputs(f: &HealthFiles) -> health::Outputs {
@@ -210,6 +249,10 @@ fn run(
     eprint!("{}", report::summary(plan, memlock, cli.opts.quiet));
     if cli.opts.require_rdma && !plan.rdma {
         eprintln!("{PREFIX} refusing to start {:?}: --require-rdma (NCCL_WRAP_REQUIRE_RDMA) is set and no usable RDMA port was found; see the warnings above, or run `nccl-wrap env --json`", cli.command[0]);
+        return ExitCode::from(EXIT_REFUSED);
+    }
+    if let Some(why) = plan.userspace_refusal().filter(|_| cli.opts.require_rdma) {
+        eprintln!("{PREFIX} refusing to start {:?}: --require-rdma (NCCL_WRAP_REQUIRE_RDMA) is set and NCCL would run over TCP sockets: {why}", cli.command[0]);
         return ExitCode::from(EXIT_REFUSED);
     }
     if cli.opts.require_memlock && !memlock.sufficient() {

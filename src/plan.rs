@@ -6,12 +6,17 @@ use std::ffi::OsStr;
 
 use serde::Serialize;
 
+use crate::detect::bootstrap::Bootstrap;
 use crate::detect::netif::Owner;
 use crate::detect::port::{GidPick, PortFacts, VerbsCheck};
+use crate::detect::userspace::Userspace;
 use crate::detect::{Detection, Source, Vars};
 use crate::nccl::env::{self, IB_ADDR_RANGE, IB_DISABLE, IB_GID_INDEX, IB_HCA, IB_PKEY, MAX_HCA_ENTRIES};
 use crate::nccl::gid::{self, AddrRange, Family, GidEntry, GidPrefs, RowTable};
 use crate::verbs::verify;
+
+mod ready;
+pub use ready::{ready, Ready};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct PortDecision {
@@ -57,6 +62,15 @@ pub struct Plan {
     pub rdma: bool,
     pub vars: Vec<Var>,
     pub warnings: Vec<String>,
+    /// What NCCL in this image will load (see `ready`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub userspace: Option<Userspace>,
+    /// NCCL's and Gloo's bootstrap interface (see `ready`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bootstrap: Option<Bootstrap>,
+    /// Lines the summary prints that are no warnings (a pin not set, and why).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl Plan {
@@ -277,7 +291,19 @@ pub fn plan(detection: Detection, vars: &Vars, prefs: &GidPrefs, choices: Choice
             g.0, g.1.port, g.2.index, g.2.address
         ));
     }
-    Plan { detection, decisions, hca, gid_index, addr_range, rdma, vars: vars_out, warnings }
+    Plan {
+        detection,
+        decisions,
+        hca,
+        gid_index,
+        addr_range,
+        rdma,
+        vars: vars_out,
+        warnings,
+        userspace: None,
+        bootstrap: None,
+        notes: Vec::new(),
+    }
 }
 
 /// The GID index to export (every port's entry at one index), or else an address range that

@@ -13,16 +13,24 @@
 //! - `counters`: a port's error and traffic counters (`counters/`, `hw_counters/`);
 //! - `file`: the one bounded, non-blocking way to read a file (regular files only);
 //! - `names`: validation of every name that comes from outside;
-//! - `netif`: this namespace's own addresses, and whose address a GID entry holds.
+//! - `netif`: this namespace's own addresses, and whose address a GID entry holds;
+//! - `userspace`: what NCCL in the image will load (libibverbs, providers, NCCL, net plugins),
+//!   with `ldcache`, the parser of the image's `/etc/ld.so.cache`;
+//! - `route`: this namespace's routing table; `bootstrap`: the interface that reaches the job's
+//!   coordinator, for NCCL's and Gloo's out-of-band sockets.
 
 pub mod annotation;
+pub mod bootstrap;
 pub mod counters;
 pub mod devices;
 pub mod file;
+pub mod ldcache;
 pub mod names;
 pub mod netif;
 pub mod port;
+pub mod route;
 pub mod sriov;
 pub mod sysfs;
+pub mod userspace;
 
 pub use devices::{detect, Detection, Device, Inputs, Source, Vars};
