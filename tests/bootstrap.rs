@@ -1,0 +1,164 @@
+//! The bootstrap interface in real network namespaces (`unshare --net`: real `getifaddrs`, a real
+//! routing table in `/proc/net/route` and `/proc/net/ipv6_route`): eth0 beside the h100 node's
+//! rails net1..net4, a 169.254 link, a coordinator reachable through only one of two interfaces, a
+//! coordinator name that does not resolve. The namespace dies with the process on every exit
+//! path; where this machine cannot make one, each case says SKIPPED and why.
+
+mod common;
+
+use std::process::Command;
+
+use common::{bin_argv, fixture, image, output_within, Done, DEADLINE};
+
+const NODE: &str = "h100-roce-sriov";
+
+/// Makes veth interfaces (`name,addr/len[,addr/len]` words), then routes (`;`-separated `ip route
+/// add` arguments), then runs the command.
+const NETNS: &str = r#"set -e
+specs=$1; routes=$2; shift 2
+ip link set lo up
+for spec in $specs; do
+    name=${spec%%,*}; addrs=${spec#*,}
+    ip link add "$name" type veth peer name "${name}p"
+    ip link set "${name}p" up
+    ip link set "$name" up
+    for a in $(echo "$addrs" | tr ',' ' '); do
+        case $a in *:*) ip addr add "$a" dev "$name" nodad ;; *) ip addr add "$a" dev "$name" ;; esac
+    done
+done
+IFS=';'
+for r in $routes; do IFS=' '; ip route add $r; IFS=';'; done
+unset IFS
+exec "$@"
+"#;
+
+fn netns_possible() -> Result<(), String> {
+    let out = Command::new("unshare")
+        .args(["--net", "--", "ip", "link", "add", "probe0", "type", "veth", "peer", "name", "probe1"])
+        .output();
+    match out {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(String::from_utf8_lossy(&o.stderr).trim().to_string()),
+        Err(e) => Err(format!("cannot run unshare or ip: {e}")),
+    }
+}
+
+macro_rules! need_netns {
+    () => {
+        if let Err(why) = netns_possible() {
+            eprintln!("SKIPPED: no network namespace with veth interfaces here ({why}); run as root with iproute2");
+            return;
+        }
+    };
+}
+
+/// The h100 pod's rails as its namespace holds them.
+const RAILS: &str = "net1,10.0.106.7/24 net2,10.0.107.7/24 net3,10.0.190.7/24 net4,10.0.191.7/24";
+
+/// nccl-wrap ARGS on the h100 node (its SR-IOV rails), in a namespace with `specs` and `routes`.
+fn in_pod(specs: &str, routes: &str, vars: &[(&str, &str)], args: &[&str]) -> Done {
+    let root = fixture(NODE);
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--net", "--", "sh", "-c", NETNS, "sh", specs, routes]).args(bin_argv()).args(args);
+    cmd.env_clear()
+        .env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+        .env("NCCL_WRAP_SYSFS_ROOT", root.join("sys"))
+        .env("NCCL_WRAP_ANNOTATIONS", "/nonexistent/annotations")
+        .env("NCCL_WRAP_IMAGE_ROOT", image("full"));
+    for (k, v) in common::env_file(NODE, "env") {
+        cmd.env(k, v);
+    }
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    Done { out: output_within(&mut cmd, DEADLINE) }
+}
+
+fn pod(extra: &str) -> String {
+    format!("eth0,10.128.3.4/16 {RAILS} {extra}")
+}
+
+#[test]
+fn eth0_and_rails_export_eth0_exactly_never_a_rail() {
+    need_netns!();
+    let d = in_pod(&pod(""), "default via 10.128.0.1", &[], &["env"]);
+    let out = d.success().stdout();
+    assert!(out.contains("export NCCL_SOCKET_IFNAME='=eth0'\nexport GLOO_SOCKET_IFNAME='eth0'\n"), "{out}");
+    // The coordinator on rail 0's subnet: its route leaves by net1, a rail; eth0 still.
+    let d = in_pod(
+        &pod(""),
+        "default via 10.128.0.1",
+        &[("MASTER_ADDR", "10.0.106.9")],
+        &["--supervise=false", "--", "true"],
+    );
+    d.success()
+        .stderr_has("bootstrap: eth0 carries the default route (the route to MASTER_ADDR=10.0.106.9 (10.0.106.9) leaves by net1, a rail")
+        .stderr_has("set NCCL_SOCKET_IFNAME='=eth0'");
+}
+
+#[test]
+fn the_coordinator_reachable_through_one_of_two_interfaces_decides() {
+    need_netns!();
+    let d = in_pod(&pod("eth1,10.200.0.2/24"), "default via 10.128.0.1", &[("MASTER_ADDR", "10.200.0.9")], &["env"]);
+    assert!(d.success().stdout().contains("export NCCL_SOCKET_IFNAME='=eth1'\n"), "{}", d.stderr());
+    let d =
+        in_pod(&pod("eth1,10.200.0.2/24"), "default via 10.128.0.1", &[("PET_MASTER_ADDR", "10.128.9.9")], &["env"]);
+    assert!(d.success().stdout().contains("export NCCL_SOCKET_IFNAME='=eth0'\n"), "{}", d.stderr());
+}
+
+#[test]
+fn a_link_local_only_link_never_carries_the_bootstrap() {
+    need_netns!();
+    // A pod-identity link with only 169.254 holds the better default route.
+    let d = in_pod(
+        &pod("pid0,169.254.20.2/16"),
+        "default dev pid0 metric 10;default via 10.128.0.1 metric 100",
+        &[],
+        &["--supervise=false", "--", "true"],
+    );
+    d.success().stderr_has("set NCCL_SOCKET_IFNAME='=eth0'").stderr_lacks("=pid0");
+    // Nothing else: left to NCCL, said so, nothing exported.
+    let d = in_pod("pid0,169.254.20.2/16", "default dev pid0", &[], &["--supervise=false", "--", "true"]);
+    d.success().stderr_has("bootstrap: left to NCCL").stderr_lacks("NCCL_SOCKET_IFNAME");
+}
+
+#[test]
+fn a_coordinator_name_that_does_not_resolve_falls_back_to_the_default_route() {
+    need_netns!();
+    let args = ["--supervise=false", "--", "true"];
+    let d = in_pod(&pod(""), "default via 10.128.0.1", &[("MASTER_ADDR", "trainer-0.job.invalid")], &args);
+    let err = d.success().stderr();
+    assert!(err.contains("set NCCL_SOCKET_IFNAME='=eth0'"), "{err}");
+    assert!(
+        err.contains("MASTER_ADDR=trainer-0.job.invalid does not resolve")
+            || err.contains("MASTER_ADDR=trainer-0.job.invalid did not resolve within 1000 ms"),
+        "{err}"
+    );
+}
+
+#[test]
+fn user_values_are_kept() {
+    need_netns!();
+    let d = in_pod(
+        &pod(""),
+        "default via 10.128.0.1",
+        &[("NCCL_SOCKET_IFNAME", "net1"), ("GLOO_SOCKET_IFNAME", "eth0")],
+        &["env"],
+    );
+    let out = d.success().stdout();
+    assert!(!out.contains("SOCKET_IFNAME"), "{out}");
+}
+
+#[test]
+fn ipv6_coordinator_routes_give_af_inet6() {
+    need_netns!();
+    let d = in_pod(
+        "eth0,10.128.3.4/16,fd00:128::4/64 eth1,fd00:200::2/64",
+        "default via 10.128.0.1",
+        &[("MASTER_ADDR", "fd00:200::9")],
+        &["env", "--json"],
+    );
+    let j = d.success().json();
+    assert_eq!(j["bootstrap"]["ifname"], "eth1", "{}", j["bootstrap"]);
+    assert_eq!(j["bootstrap"]["family"], "AF_INET6");
+}
