@@ -162,3 +162,38 @@ fn ipv6_coordinator_routes_give_af_inet6() {
     assert_eq!(j["bootstrap"]["ifname"], "eth1", "{}", j["bootstrap"]);
     assert_eq!(j["bootstrap"]["family"], "AF_INET6");
 }
+
+/// Doctor's `bootstrap` checks in a namespace.
+fn doctor(specs: &str, routes: &str, vars: &[(&str, &str)]) -> Vec<serde_json::Value> {
+    let dev = fixture(NODE).join("dev");
+    let mut all: Vec<(&str, &str)> = vars.to_vec();
+    let dev = dev.to_string_lossy().into_owned();
+    all.push(("NCCL_WRAP_DEV_ROOT", &dev));
+    let j = in_pod(specs, routes, &all, &["doctor", "--json", "--no-selftest"]).json();
+    j["checks"].as_array().expect("checks").iter().filter(|c| c["id"] == "bootstrap").cloned().collect()
+}
+
+#[test]
+fn doctor_names_a_user_value_that_selects_a_rail_nothing_or_not_the_coordinators_route() {
+    need_netns!();
+    let routes = "default via 10.128.0.1";
+    let c = doctor(&pod(""), routes, &[("NCCL_SOCKET_IFNAME", "=net1")]);
+    assert_eq!(c[0]["status"], "warn", "{c:?}");
+    assert!(c[0]["summary"].as_str().is_some_and(|s| s.contains("net1 is a rail")), "{c:?}");
+    let c = doctor(&pod(""), routes, &[("NCCL_SOCKET_IFNAME", "=nope0")]);
+    assert_eq!(c[0]["status"], "fail", "{c:?}");
+    let c =
+        doctor(&pod("eth1,10.200.0.2/24"), routes, &[("NCCL_SOCKET_IFNAME", "=eth1"), ("MASTER_ADDR", "10.128.7.7")]);
+    assert!(
+        c[0]["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("is reached 10.128.7.7 by eth0, not through what NCCL_SOCKET_IFNAME selects")),
+        "{c:?}"
+    );
+    let c = doctor(&pod("pid0,169.254.20.2/16"), routes, &[("GLOO_SOCKET_IFNAME", "pid0")]);
+    let gloo = c.iter().find(|x| x["evidence"]["variable"] == "GLOO_SOCKET_IFNAME").expect("gloo check");
+    assert!(gloo["summary"].as_str().is_some_and(|s| s.contains("pid0 is an interface with only link-local addresses")), "{gloo}");
+    // Unset: what nccl-wrap exports, passing.
+    let c = doctor(&pod(""), routes, &[]);
+    assert_eq!(c[0]["status"], "pass", "{c:?}");
+}

@@ -136,3 +136,25 @@ fn a_hostile_ld_so_cache_is_refused_and_the_check_goes_on() {
     let j = Run::node(NODE).with_env_file(NODE, "env").env("NCCL_WRAP_IMAGE_ROOT", root).args(["env", "--json"]);
     assert!(j.success().json()["userspace"]["ld_cache"].as_str().is_some_and(|s| s.starts_with("not a glibc")));
 }
+
+fn doctor_check(img: &str, vars: &[(&str, &str)]) -> serde_json::Value {
+    let root = common::fixture(NODE);
+    let mut r = on(img).env("NCCL_WRAP_DEV_ROOT", root.join("dev"));
+    for (k, v) in vars {
+        r = r.env(k, v);
+    }
+    let j = r.args(["doctor", "--json", "--no-selftest"]).json();
+    j["checks"].as_array().expect("checks").iter().find(|c| c["id"] == "userspace").cloned().expect("userspace check")
+}
+
+#[test]
+fn doctor_fails_an_image_that_would_run_nccl_over_sockets_and_reads_the_wheels_version() {
+    let c = doctor_check("no-verbs", &[]);
+    assert_eq!(c["status"], "fail", "{c}");
+    assert!(c["summary"].as_str().is_some_and(|s| s.contains("missing: libibverbs.so.1")), "{c}");
+    assert!(c["hint"].as_str().is_some_and(|s| s.contains("libibverbs1")), "{c}");
+    // The wheel's file name says no version: doctor reads it from the library's text.
+    let c = doctor_check("wheel-nccl", &[]);
+    assert_eq!(c["status"], "pass", "{c}");
+    assert!(c["summary"].as_str().is_some_and(|s| s.contains("NCCL 2.27.3 is /usr/local/lib/python3.11/")), "{c}");
+}

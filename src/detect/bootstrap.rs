@@ -59,6 +59,8 @@ pub fn resolve(name: &str, wait: Duration) -> Lookup {
 pub struct Bootstrap {
     /// `MASTER_ADDR=trainer-0.job` (sanitised), when one was given.
     pub coordinator: Option<String>,
+    /// What it resolved to (empty: not given, not resolved in time, or no address).
+    pub coordinator_addresses: Vec<IpAddr>,
     /// The interface NCCL's and Gloo's bootstrap should use, when one qualifies.
     pub ifname: Option<String>,
     /// `AF_INET` or `AF_INET6`: the family of the address it reaches the coordinator with.
@@ -120,10 +122,10 @@ pub fn unfit(ifname: &str, addrs: &[OwnAddr], rails: &[String]) -> Option<String
     }
     let own: Vec<&IpAddr> = addrs.iter().filter(|a| a.ifname == ifname).map(|a| &a.addr).collect();
     if own.is_empty() {
-        return Some("no address".into());
+        return Some("an interface without an address".into());
     }
     if own.iter().all(|a| is_link_local(a)) {
-        return Some("only link-local addresses (fe80::/10, 169.254.0.0/16), which reach only their own link".into());
+        return Some("an interface with only link-local addresses (fe80::/10, 169.254.0.0/16), which reach only their own link".into());
     }
     None
 }
@@ -156,6 +158,7 @@ pub fn choose(
 ) -> Bootstrap {
     let coord = coordinator(vars, gate);
     let mut notes = Vec::new();
+    let mut resolved = Vec::new();
     if let Some((var, value)) = &coord {
         let targets: Vec<IpAddr> = match value.parse::<IpAddr>() {
             Ok(a) => vec![a],
@@ -179,6 +182,7 @@ pub fn choose(
                 }
             },
         };
+        resolved.clone_from(&targets);
         for t in &targets {
             if t.is_loopback() {
                 notes.push(format!(
@@ -192,6 +196,7 @@ pub fn choose(
                     None => {
                         return Bootstrap {
                             coordinator: Some(format!("{var}={}", shown(value))),
+                            coordinator_addresses: targets.clone(),
                             ifname: Some(i.to_string()),
                             family: Some(family(t)),
                             how: format!("{i} routes to the coordinator {var}={} ({t})", shown(value)),
@@ -217,6 +222,7 @@ pub fn choose(
             };
             Bootstrap {
                 coordinator,
+                coordinator_addresses: resolved,
                 ifname: Some(r.ifname.clone()),
                 family: Some(family(&r.dest)),
                 how: format!("{} carries the default route ({why})", r.ifname),
@@ -224,7 +230,13 @@ pub fn choose(
         }
         None => {
             notes.push("no default route leaves by an interface that qualifies".into());
-            Bootstrap { coordinator, ifname: None, family: None, how: format!("left to NCCL: {}", notes.join("; ")) }
+            Bootstrap {
+                coordinator,
+                coordinator_addresses: resolved,
+                ifname: None,
+                family: None,
+                how: format!("left to NCCL: {}", notes.join("; ")),
+            }
         }
     }
 }
