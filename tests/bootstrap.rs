@@ -192,7 +192,10 @@ fn doctor_names_a_user_value_that_selects_a_rail_nothing_or_not_the_coordinators
     );
     let c = doctor(&pod("pid0,169.254.20.2/16"), routes, &[("GLOO_SOCKET_IFNAME", "pid0")]);
     let gloo = c.iter().find(|x| x["evidence"]["variable"] == "GLOO_SOCKET_IFNAME").expect("gloo check");
-    assert!(gloo["summary"].as_str().is_some_and(|s| s.contains("pid0 is an interface with only link-local addresses")), "{gloo}");
+    assert!(
+        gloo["summary"].as_str().is_some_and(|s| s.contains("pid0 is an interface with only link-local addresses")),
+        "{gloo}"
+    );
     // Unset: what nccl-wrap exports, passing.
     let c = doctor(&pod(""), routes, &[]);
     assert_eq!(c[0]["status"], "pass", "{c:?}");

@@ -125,7 +125,10 @@ pub fn unfit(ifname: &str, addrs: &[OwnAddr], rails: &[String]) -> Option<String
         return Some("an interface without an address".into());
     }
     if own.iter().all(|a| is_link_local(a)) {
-        return Some("an interface with only link-local addresses (fe80::/10, 169.254.0.0/16), which reach only their own link".into());
+        return Some(
+            "an interface with only link-local addresses (fe80::/10, 169.254.0.0/16), which reach only their own link"
+                .into(),
+        );
     }
     None
 }

@@ -53,6 +53,12 @@ impl Route {
     }
 }
 
+/// An interface name as the kernel allows it (at most 15 bytes, no `/`, no control characters):
+/// a line naming anything else is no kernel's, and is skipped before it reaches a message.
+fn ifname_ok(n: &str) -> bool {
+    !n.is_empty() && n.len() <= 15 && n.chars().all(|c| c.is_ascii_graphic() && c != '/')
+}
+
 /// `/proc/net/route`: `Iface Destination Gateway Flags RefCnt Use Metric Mask ...`, addresses as
 /// the 32-bit value in host byte order, `%08X`.
 pub fn parse_v4(text: &str) -> Vec<Route> {
@@ -61,7 +67,7 @@ pub fn parse_v4(text: &str) -> Vec<Route> {
         .skip(1)
         .filter_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            if f.len() < 8 {
+            if f.len() < 8 || !ifname_ok(f[0]) {
                 return None;
             }
             let flags = u32::from_str_radix(f[3], 16).ok()?;
@@ -94,7 +100,7 @@ pub fn parse_v6(text: &str) -> Vec<Route> {
     text.lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            if f.len() < 10 {
+            if f.len() < 10 || !ifname_ok(f[9]) {
                 return None;
             }
             let flags = u32::from_str_radix(f[8], 16).ok()?;
