@@ -95,7 +95,7 @@ fn main() -> ExitCode {
     } else {
         detect::userspace::Depth::Quick
     };
-    let ready = ready_for(&cli.opts, &vars, &sysfs, &plan, depth);
+    let ready = ready_for(&cli.opts, &vars, &sysfs, &plan, depth, prefs);
     plan::ready(&mut plan, ready, &vars, choices);
 
     match cli.sub {
@@ -150,6 +150,7 @@ fn ready_for(
     sysfs: &detect::sysfs::Sysfs,
     plan: &plan::Plan,
     depth: detect::userspace::Depth,
+    prefs: nccl::gid::GidPrefs,
 ) -> plan::Ready {
     let used: Vec<&str> = plan.decisions.iter().filter(|d| d.used).map(|d| d.device.as_str()).collect();
     let userspace = detect::userspace::check(
@@ -171,7 +172,40 @@ fn ready_for(
     let routes = detect::route::read(&opts.proc_root).unwrap_or_default();
     let lookup = |n: &str| detect::bootstrap::resolve(n, detect::bootstrap::RESOLVE_WAIT);
     let bootstrap = detect::bootstrap::choose(vars, opts.gate_coordinator.as_deref(), &routes, &addrs, &rails, &lookup);
-    plan::Ready { userspace, bootstrap }
+    plan::Ready { userspace, bootstrap, extra: reason_facts(vars, sysfs, plan), prefs }
+}
+
+/// What sysfs says beyond the ports' facts, read only where a reason needs it: the node type of
+/// a device with unused ports (iWARP), and the entry a kept NCCL_IB_GID_INDEX points at.
+fn reason_facts(vars: &detect::Vars, sysfs: &detect::sysfs::Sysfs, plan: &plan::Plan) -> plan::Extra {
+    let mut extra = plan::Extra::default();
+    for d in &plan.detection.devices {
+        if plan.decisions.iter().any(|x| x.device == d.name && !x.used)
+            && sysfs.attr(&format!("class/infiniband/{}/node_type", d.name)).is_ok_and(|t| t.starts_with("4:"))
+        {
+            extra.iwarp.push(d.name.clone());
+        }
+    }
+    let user = vars.get(std::ffi::OsStr::new(nccl::env::IB_GID_INDEX)).map(|v| v.to_string_lossy().into_owned());
+    if plan::index_is_kept(plan, user.as_deref()) {
+        let value = user.unwrap_or_default();
+        let index = value.trim().to_string();
+        let mut entries = Vec::new();
+        for d in &plan.detection.devices {
+            for p in d.ports.iter().filter(|p| p.link_layer.as_deref() == Some("Ethernet")) {
+                if !plan.decisions.iter().any(|x| x.used && x.device == d.name && x.port == p.port) {
+                    continue;
+                }
+                let base = format!("class/infiniband/{}/ports/{}", d.name, p.port);
+                let ok = index.parse::<u32>().is_ok();
+                let g = ok.then(|| sysfs.attr(&format!("{base}/gids/{index}")).ok()).flatten();
+                let t = ok.then(|| sysfs.attr(&format!("{base}/gid_attrs/types/{index}")).ok()).flatten();
+                entries.push((format!("{}:{}", d.name, p.port), g, t));
+            }
+        }
+        extra.kept_index = Some((value, entries));
+    }
+    extra
 }
 
 fn outputs(f: &HealthFiles) -> health::Outputs {

@@ -16,7 +16,9 @@ use crate::nccl::gid::{self, AddrRange, Family, GidEntry, GidPrefs, RowTable};
 use crate::verbs::verify;
 
 mod ready;
+mod reasons;
 pub use ready::{ready, Ready};
+pub use reasons::{index_is_kept, Extra};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct PortDecision {
@@ -167,7 +169,7 @@ fn sysfs_problem(p: &PortFacts, prefs: &GidPrefs) -> Option<String> {
             g.roce.map_or("of unknown type", |r| if r.number() == 1 { "RoCE v1" } else { "RoCE v2" }),
             g.ndev.as_deref().unwrap_or("?"),
         )),
-        None => Some("GID table unreadable or empty".into()),
+        None => Some("no GID table (ports/N/gids unreadable or empty): NCCL's verbs transport needs a GID on a RoCE port, which this device's driver does not give".into()),
     }
 }
 

@@ -104,7 +104,7 @@ pub(super) fn user_gid_index(inp: &Inputs, mut c: Check, dev: &Device, p: &PortF
     if !ok {
         c.status = Status::Fail;
         c.summary += &format!(
-            "; NCCL_IB_GID_INDEX={i} (set in the environment, kept) points at {} ({}) on this port",
+            "; NCCL_IB_GID_INDEX={i} (set in the environment, kept) points at {} ({}) on this port: NCCL will fail on it",
             gv.as_deref().unwrap_or("no entry"),
             tv.as_deref().unwrap_or("no type")
         );

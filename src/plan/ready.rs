@@ -16,16 +16,20 @@
 
 use std::ffi::OsStr;
 
-use super::{Action, Choices, Plan, Var};
+use super::{reasons, Action, Choices, Extra, Plan, Var};
 use crate::detect::bootstrap::Bootstrap;
 use crate::detect::userspace::Userspace;
 use crate::detect::Vars;
 use crate::nccl::env::{GLOO_SOCKET_IFNAME, NET, SOCKET_IFNAME};
+use crate::nccl::gid::GidPrefs;
 
 /// What the plan weighs beyond the ports.
 pub struct Ready {
     pub userspace: Userspace,
     pub bootstrap: Bootstrap,
+    pub extra: Extra,
+    /// NCCL's GID preferences as this run sets them (the family included).
+    pub prefs: GidPrefs,
 }
 
 fn user(vars: &Vars, name: &str) -> Option<String> {
@@ -85,6 +89,7 @@ pub fn ready(plan: &mut Plan, r: Ready, vars: &Vars, choices: Choices) {
             }
         }
     }
+    reasons::apply(plan, &r.extra, &r.prefs);
     plan.userspace = Some(r.userspace);
     plan.bootstrap = Some(r.bootstrap);
 }
