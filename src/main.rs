@@ -61,16 +61,9 @@ fn main() -> ExitCode {
     }
 
     // Detect
-    let (prefs, pref_warnings) = plan::gid_prefs(&vars);
+    let (mut prefs, pref_warnings) = plan::gid_prefs(&vars);
     let sysfs = detect::sysfs::Sysfs::new(&cli.opts.sysfs_root);
-    let inputs = detect::Inputs {
-        vars: &vars,
-        sysfs: &sysfs,
-        annotations: &cli.opts.annotations,
-        prefs: &prefs,
-        addrs: &detect::netif::read,
-    };
-    let mut detection = detect::detect(&inputs);
+    let (mut detection, family) = detect_for_family(&cli.opts, &vars, &sysfs, &mut prefs);
     let verbs = verbs_for(&cli.opts);
     verbs::verify::probe(&mut detection, verbs.as_ref());
     log::debug!("detection: {detection:?}");
@@ -95,7 +88,7 @@ fn main() -> ExitCode {
     } else {
         detect::userspace::Depth::Quick
     };
-    let ready = ready_for(&cli.opts, &vars, &sysfs, &plan, depth, prefs);
+    let ready = ready_for(&cli.opts, &vars, &sysfs, &plan, depth, prefs, family);
     plan::ready(&mut plan, ready, &vars, choices);
 
     match cli.sub {
@@ -142,6 +135,56 @@ fn main() -> ExitCode {
     }
 }
 
+/// Detection under NCCL's GID preferences. Where the user set no NCCL_IB_ADDR_FAMILY, the pod's
+/// rails decide it: rails with only IPv6 addresses are read again with AF_INET6 (a second pass
+/// only then), so that their RoCE v2 IPv6 entries are found instead of none.
+fn detect_for_family(
+    opts: &cli::Opts,
+    vars: &detect::Vars,
+    sysfs: &detect::sysfs::Sysfs,
+    prefs: &mut nccl::gid::GidPrefs,
+) -> (detect::Detection, nccl::gid::RailFamily) {
+    use nccl::gid::{Family, RailFamily};
+    let detect_with = |p: &nccl::gid::GidPrefs| {
+        detect::detect(&detect::Inputs {
+            vars,
+            sysfs,
+            annotations: &opts.annotations,
+            prefs: p,
+            addrs: &detect::netif::read,
+        })
+    };
+    let detection = detect_with(prefs);
+    if vars.contains_key(std::ffi::OsStr::new(nccl::env::IB_ADDR_FAMILY)) || detection.devices.is_empty() {
+        return (detection, RailFamily::Unknown);
+    }
+    let addrs = if detection.addresses.is_empty() {
+        detect::netif::read().unwrap_or_default()
+    } else {
+        detection.addresses.clone()
+    };
+    let mut rails: Vec<(String, Vec<std::net::IpAddr>)> = Vec::new();
+    for d in &detection.devices {
+        if !d.ports.iter().any(|p| p.link_layer.as_deref() == Some("Ethernet")) {
+            continue;
+        }
+        let mut names = detect::bootstrap::rails(sysfs, [d.name.as_str()]);
+        names.extend(d.ports.iter().filter_map(|p| p.gid.as_ref().and_then(|g| g.ndev.clone())));
+        names.sort();
+        names.dedup();
+        for n in names {
+            let a = addrs.iter().filter(|a| a.ifname == n).map(|a| a.addr).collect();
+            rails.push((n, a));
+        }
+    }
+    let family = nccl::gid::rail_family(&rails);
+    if family == RailFamily::Inet6 {
+        prefs.family = Family::Inet6;
+        return (detect_with(prefs), family);
+    }
+    (detection, family)
+}
+
 /// What NCCL in this image and namespace meets beyond the ports: the userspace it loads and the
 /// interface its bootstrap should use (rails excluded).
 fn ready_for(
@@ -151,6 +194,7 @@ fn ready_for(
     plan: &plan::Plan,
     depth: detect::userspace::Depth,
     prefs: nccl::gid::GidPrefs,
+    family: nccl::gid::RailFamily,
 ) -> plan::Ready {
     let used: Vec<&str> = plan.decisions.iter().filter(|d| d.used).map(|d| d.device.as_str()).collect();
     let userspace = detect::userspace::check(
@@ -172,7 +216,7 @@ fn ready_for(
     let routes = detect::route::read(&opts.proc_root).unwrap_or_default();
     let lookup = |n: &str| detect::bootstrap::resolve(n, detect::bootstrap::RESOLVE_WAIT);
     let bootstrap = detect::bootstrap::choose(vars, opts.gate_coordinator.as_deref(), &routes, &addrs, &rails, &lookup);
-    plan::Ready { userspace, bootstrap, extra: reason_facts(vars, sysfs, plan), prefs }
+    plan::Ready { userspace, bootstrap, extra: reason_facts(vars, sysfs, plan), prefs, family }
 }
 
 /// What sysfs says beyond the ports' facts, read only where a reason needs it: the node type of

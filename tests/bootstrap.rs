@@ -1,14 +1,14 @@
-//! The bootstrap interface in real network namespaces (`unshare --net`: real `getifaddrs`, a real
+//! The bootstrap interface and the rails' address family in real network namespaces (`unshare --net`: real `getifaddrs`, a real
 //! routing table in `/proc/net/route` and `/proc/net/ipv6_route`): eth0 beside the h100 node's
 //! rails net1..net4, a 169.254 link, a coordinator reachable through only one of two interfaces, a
-//! coordinator name that does not resolve. The namespace dies with the process on every exit
+//! coordinator name that does not resolve; rails with only IPv6 addresses, and a mix of families. The namespace dies with the process on every exit
 //! path; where this machine cannot make one, each case says SKIPPED and why.
 
 mod common;
 
 use std::process::Command;
 
-use common::{bin_argv, fixture, image, output_within, Done, DEADLINE};
+use common::{bin_argv, fixture, image, output_within, Done, Scratch, DEADLINE};
 
 const NODE: &str = "h100-roce-sriov";
 
@@ -57,7 +57,11 @@ const RAILS: &str = "net1,10.0.106.7/24 net2,10.0.107.7/24 net3,10.0.190.7/24 ne
 
 /// nccl-wrap ARGS on the h100 node (its SR-IOV rails), in a namespace with `specs` and `routes`.
 fn in_pod(specs: &str, routes: &str, vars: &[(&str, &str)], args: &[&str]) -> Done {
-    let root = fixture(NODE);
+    in_pod_at(&fixture(NODE), specs, routes, vars, args)
+}
+
+/// [`in_pod`] on a node tree at `root` (a changed copy of the h100 node).
+fn in_pod_at(root: &std::path::Path, specs: &str, routes: &str, vars: &[(&str, &str)], args: &[&str]) -> Done {
     let mut cmd = Command::new("unshare");
     cmd.args(["--net", "--", "sh", "-c", NETNS, "sh", specs, routes]).args(bin_argv()).args(args);
     cmd.env_clear()
@@ -199,4 +203,73 @@ fn doctor_names_a_user_value_that_selects_a_rail_nothing_or_not_the_coordinators
     // Unset: what nccl-wrap exports, passing.
     let c = doctor(&pod(""), routes, &[]);
     assert_eq!(c[0]["status"], "pass", "{c:?}");
+}
+
+/// A copy of the h100 node whose rails `which` (net1..net4) carry IPv6 ULA addresses instead of
+/// IPv4: entries 2 (RoCE v1) and 3 (RoCE v2) hold `fd00:<rail>::7`, as the kernel adds them.
+fn ipv6_rails(tag: &str, which: &[&str]) -> Scratch {
+    let s = Scratch::node(NODE, tag);
+    for (dev, net, rail) in
+        [("mlx5_6", "net1", "106"), ("mlx5_7", "net2", "107"), ("mlx5_10", "net3", "190"), ("mlx5_11", "net4", "191")]
+    {
+        if !which.contains(&net) {
+            continue;
+        }
+        let d = std::fs::canonicalize(s.root().join("sys/class/infiniband").join(dev)).expect("dev");
+        for i in ["2", "3"] {
+            std::fs::write(d.join("ports/1/gids").join(i), format!("fd00:0000:0000:{rail:0>4}:0000:0000:0000:0007\n"))
+                .expect("gid");
+        }
+    }
+    s
+}
+
+fn rails_spec(v6: &[&str]) -> String {
+    let mut out = vec!["eth0,10.128.3.4/16".to_string()];
+    for (net, rail) in [("net1", "106"), ("net2", "107"), ("net3", "190"), ("net4", "191")] {
+        if v6.contains(&net) {
+            out.push(format!("{net},fd00:0:0:{rail}::7/64"));
+        } else {
+            out.push(format!("{net},10.0.{rail}.7/24"));
+        }
+    }
+    out.join(" ")
+}
+
+#[test]
+fn ipv6_only_rails_export_af_inet6_and_their_index() {
+    need_netns!();
+    let all = ["net1", "net2", "net3", "net4"];
+    let s = ipv6_rails("v6rails", &all);
+    let d = in_pod_at(&s.root(), &rails_spec(&all), "default via 10.128.0.1", &[], &["env"]);
+    let out = d.success().stdout();
+    assert!(out.contains("export NCCL_IB_HCA='=mlx5_6:1,mlx5_7:1,mlx5_10:1,mlx5_11:1'\n"), "{out}{}", d.stderr());
+    assert!(out.contains("export NCCL_IB_GID_INDEX='3'\n"), "{out}");
+    assert!(out.contains("export NCCL_IB_ADDR_FAMILY='AF_INET6'\n"), "{out}");
+    // A user's family is kept: nothing exported for it, and AF_INET finds no entry.
+    let d = in_pod_at(
+        &s.root(),
+        &rails_spec(&all),
+        "default via 10.128.0.1",
+        &[("NCCL_IB_ADDR_FAMILY", "AF_INET")],
+        &["env"],
+    );
+    assert!(!d.success().stdout().contains("NCCL_IB_ADDR_FAMILY"), "{}", d.stdout());
+}
+
+#[test]
+fn rails_of_mixed_families_are_named_with_the_fix() {
+    need_netns!();
+    let s = ipv6_rails("mixrails", &["net3", "net4"]);
+    let d = in_pod_at(
+        &s.root(),
+        &rails_spec(&["net3", "net4"]),
+        "default via 10.128.0.1",
+        &[],
+        &["--supervise=false", "--", "true"],
+    );
+    d.success()
+        .stderr_has("the rails mix address families: net1, net2 carry IPv4, net3, net4 only IPv6")
+        .stderr_has("Fix: give every rail an IPv4 address")
+        .stderr_lacks("AF_INET6'");
 }

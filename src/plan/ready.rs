@@ -11,6 +11,8 @@
 //!   that also takes `eth01`) and `GLOO_SOCKET_IFNAME=<if>` (Gloo takes plain names), each only
 //!   when the user has not set it; a user's value is kept whatever `--override` says, and
 //!   `doctor` checks it.
+//! - The address family from the pod's rails when the user set none: `NCCL_IB_ADDR_FAMILY=AF_INET6`
+//!   where they carry only IPv6; a mix no one family serves is named with the fix.
 //!
 //! Never sets a variable the user set, except through the shared `--override` rule for `NCCL_NET`.
 
@@ -20,8 +22,8 @@ use super::{reasons, Action, Choices, Extra, Plan, Var};
 use crate::detect::bootstrap::Bootstrap;
 use crate::detect::userspace::Userspace;
 use crate::detect::Vars;
-use crate::nccl::env::{GLOO_SOCKET_IFNAME, NET, SOCKET_IFNAME};
-use crate::nccl::gid::GidPrefs;
+use crate::nccl::env::{GLOO_SOCKET_IFNAME, IB_ADDR_FAMILY, NET, SOCKET_IFNAME};
+use crate::nccl::gid::{GidPrefs, RailFamily};
 
 /// What the plan weighs beyond the ports.
 pub struct Ready {
@@ -30,6 +32,8 @@ pub struct Ready {
     pub extra: Extra,
     /// NCCL's GID preferences as this run sets them (the family included).
     pub prefs: GidPrefs,
+    /// The family the pod's rails call for (`Unknown` where the user set one).
+    pub family: RailFamily,
 }
 
 fn user(vars: &Vars, name: &str) -> Option<String> {
@@ -88,6 +92,21 @@ pub fn ready(plan: &mut Plan, r: Ready, vars: &Vars, choices: Choices) {
                 Some(p) => plan.vars.push(Var { name, value, action: Action::Kept, previous: Some(p) }),
             }
         }
+    }
+    match &r.family {
+        RailFamily::Inet6 if plan.rdma => {
+            plan.vars.push(Var { name: IB_ADDR_FAMILY, value: "AF_INET6".into(), action: Action::Set, previous: None });
+            plan.notes.push(
+                "the rails carry only IPv6 addresses: NCCL is told NCCL_IB_ADDR_FAMILY=AF_INET6, so that it takes their RoCE v2 IPv6 entries"
+                    .into(),
+            );
+        }
+        RailFamily::Mixed { inet, inet6_only } => plan.warnings.push(format!(
+            "the rails mix address families: {} carry IPv4, {} only IPv6; NCCL_IB_ADDR_FAMILY is one family for all ports, so NCCL (told AF_INET) finds no entry on the IPv6-only ones. Fix: give every rail an IPv4 address, or make every rail IPv6-only (then nccl-wrap exports AF_INET6)",
+            inet.join(", "),
+            inet6_only.join(", ")
+        )),
+        _ => {}
     }
     reasons::apply(plan, &r.extra, &r.prefs);
     plan.userspace = Some(r.userspace);
