@@ -255,6 +255,13 @@ fn wheel_nccl(root: &Path, vars: &Vars) -> Option<String> {
     first.dedup();
     prefixes.splice(0..0, first);
     for prefix in prefixes {
+        // Only where a Python lives beside it (`<prefix>/../bin/python3`), so that PATH entries
+        // such as /usr/local/cuda/bin cost one stat, not a directory listing. /usr/local/lib is
+        // the exception: Debian's pip installs there for /usr/bin/python3.
+        let bin = format!("{}/bin/python3", prefix.trim_end_matches("/lib"));
+        if prefix != "/usr/local/lib" && !exists(root, &bin) {
+            continue;
+        }
         let Some(dir) = inside(root, &prefix) else { continue };
         let Ok(rd) = std::fs::read_dir(dir) else { continue };
         let mut pythons: Vec<String> = rd
