@@ -273,3 +273,31 @@ fn rails_of_mixed_families_are_named_with_the_fix() {
         .stderr_has("Fix: give every rail an IPv4 address")
         .stderr_lacks("AF_INET6'");
 }
+
+#[test]
+fn hostile_routing_tables_are_refused_and_the_job_still_starts() {
+    let s = Scratch::node(NODE, "hostileroutes");
+    let net = s.root().join("proc/net");
+    std::fs::create_dir_all(&net).expect("mkdir");
+    // A FIFO without a writer (a read would block) and a table past the 1 MiB bound.
+    let made = Command::new("mkfifo").arg(net.join("route")).status();
+    if !made.is_ok_and(|st| st.success()) {
+        eprintln!("SKIPPED: mkfifo unavailable");
+        return;
+    }
+    let line = "00000000000000000000000000000000 00 00000000000000000000000000000000 00 00000000000000000000000000000000 00000001 00000001 00000000 00000001 \u{1b}[31meth0\n";
+    std::fs::write(net.join("ipv6_route"), line.repeat(20_000)).expect("write");
+    let r = common::Run::node(NODE)
+        .with_env_file(NODE, "env")
+        .env("NCCL_WRAP_PROC_ROOT", s.root().join("proc"))
+        .args(["--supervise=false", "--", "true"]);
+    r.success().stderr_has("bootstrap: left to NCCL").stderr_lacks("\u{1b}");
+    // Within the bound, the hostile interface name is skipped, never printed.
+    std::fs::write(net.join("ipv6_route"), line.repeat(3)).expect("write");
+    std::fs::remove_file(net.join("route")).expect("rm");
+    let r = common::Run::node(NODE)
+        .with_env_file(NODE, "env")
+        .env("NCCL_WRAP_PROC_ROOT", s.root().join("proc"))
+        .args(["--supervise=false", "--", "true"]);
+    r.success().stderr_lacks("\u{1b}").stderr_lacks("SOCKET_IFNAME");
+}

@@ -117,10 +117,12 @@ pub struct Loader<'a> {
     cache_note: String,
 }
 
-/// A path inside the image, joined under the root; `None` for anything that could climb out.
+/// A path inside the image, joined under the root; `None` for anything that could climb out, and
+/// for any name with a control character (paths reach the summary and JSON; the cache, the
+/// variables and directory listings are the image's, not ours).
 fn inside(root: &Path, p: &str) -> Option<PathBuf> {
     let rel = p.trim_start_matches('/');
-    if rel.split('/').any(|c| c == "..") || rel.contains('\0') {
+    if rel.split('/').any(|c| c == "..") || rel.chars().any(char::is_control) || p.len() > 4096 {
         return None;
     }
     Some(root.join(rel))
@@ -441,6 +443,7 @@ mod tests {
     #[test]
     fn names_that_climb_out_of_the_root_are_not_joined() {
         assert!(inside(Path::new("/img"), "/../etc/passwd").is_none());
+        assert!(inside(Path::new("/img"), "/usr/lib/\u{1b}[31mlibibverbs.so.1").is_none());
         assert_eq!(inside(Path::new("/img"), "/usr/lib").as_deref(), Some(Path::new("/img/usr/lib")));
     }
 }
