@@ -63,7 +63,8 @@ fn main() -> ExitCode {
     // Detect
     let (mut prefs, pref_warnings) = plan::gid_prefs(&vars);
     let sysfs = detect::sysfs::Sysfs::new(&cli.opts.sysfs_root);
-    let (mut detection, family) = detect_for_family(&cli.opts, &vars, &sysfs, &mut prefs);
+    let mut seen = Seen::default();
+    let (mut detection, family) = detect_for_family(&cli.opts, &vars, &sysfs, &mut prefs, &mut seen);
     let verbs = verbs_for(&cli.opts);
     verbs::verify::probe(&mut detection, verbs.as_ref());
     log::debug!("detection: {detection:?}");
@@ -88,7 +89,7 @@ fn main() -> ExitCode {
     } else {
         detect::userspace::Depth::Quick
     };
-    let ready = ready_for(&cli.opts, &vars, &sysfs, &plan, depth, prefs, family);
+    let ready = ready_for(&cli.opts, &vars, &sysfs, &plan, depth, (prefs, family), &mut seen);
     plan::ready(&mut plan, ready, &vars, choices);
 
     match cli.sub {
@@ -135,6 +136,30 @@ fn main() -> ExitCode {
     }
 }
 
+/// What the start reads once for both the rails' family and the bootstrap: this namespace's
+/// addresses (where detection did not already read them) and each device's net devices.
+#[derive(Default)]
+struct Seen {
+    addrs: Option<Vec<detect::netif::OwnAddr>>,
+    netdevs: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+impl Seen {
+    fn addrs(&mut self, detection: &detect::Detection) -> &[detect::netif::OwnAddr] {
+        self.addrs.get_or_insert_with(|| {
+            if detection.addresses.is_empty() {
+                detect::netif::read().unwrap_or_default()
+            } else {
+                detection.addresses.clone()
+            }
+        })
+    }
+
+    fn netdevs(&mut self, sysfs: &detect::sysfs::Sysfs, device: &str) -> &[String] {
+        self.netdevs.entry(device.to_string()).or_insert_with(|| detect::bootstrap::rails(sysfs, [device]))
+    }
+}
+
 /// Detection under NCCL's GID preferences. Where the user set no NCCL_IB_ADDR_FAMILY, the pod's
 /// rails decide it: rails with only IPv6 addresses are read again with AF_INET6 (a second pass
 /// only then), so that their RoCE v2 IPv6 entries are found instead of none.
@@ -143,6 +168,7 @@ fn detect_for_family(
     vars: &detect::Vars,
     sysfs: &detect::sysfs::Sysfs,
     prefs: &mut nccl::gid::GidPrefs,
+    seen: &mut Seen,
 ) -> (detect::Detection, nccl::gid::RailFamily) {
     use nccl::gid::{Family, RailFamily};
     let detect_with = |p: &nccl::gid::GidPrefs| {
@@ -158,17 +184,13 @@ fn detect_for_family(
     if vars.contains_key(std::ffi::OsStr::new(nccl::env::IB_ADDR_FAMILY)) || detection.devices.is_empty() {
         return (detection, RailFamily::Unknown);
     }
-    let addrs = if detection.addresses.is_empty() {
-        detect::netif::read().unwrap_or_default()
-    } else {
-        detection.addresses.clone()
-    };
+    let addrs = seen.addrs(&detection).to_vec();
     let mut rails: Vec<(String, Vec<std::net::IpAddr>)> = Vec::new();
     for d in &detection.devices {
         if !d.ports.iter().any(|p| p.link_layer.as_deref() == Some("Ethernet")) {
             continue;
         }
-        let mut names = detect::bootstrap::rails(sysfs, [d.name.as_str()]);
+        let mut names = seen.netdevs(sysfs, &d.name).to_vec();
         names.extend(d.ports.iter().filter_map(|p| p.gid.as_ref().and_then(|g| g.ndev.clone())));
         names.sort();
         names.dedup();
@@ -193,8 +215,8 @@ fn ready_for(
     sysfs: &detect::sysfs::Sysfs,
     plan: &plan::Plan,
     depth: detect::userspace::Depth,
-    prefs: nccl::gid::GidPrefs,
-    family: nccl::gid::RailFamily,
+    (prefs, family): (nccl::gid::GidPrefs, nccl::gid::RailFamily),
+    seen: &mut Seen,
 ) -> plan::Ready {
     let used: Vec<&str> = plan.decisions.iter().filter(|d| d.used).map(|d| d.device.as_str()).collect();
     let userspace = detect::userspace::check(
@@ -203,16 +225,12 @@ fn ready_for(
         &detect::userspace::drivers(sysfs, used.iter().copied()),
         depth,
     );
-    let mut rails = detect::bootstrap::rails(sysfs, used.iter().copied());
+    let mut rails: Vec<String> = used.iter().flat_map(|d| seen.netdevs(sysfs, d).to_vec()).collect();
     for p in plan.detection.devices.iter().flat_map(|d| &d.ports) {
         rails.extend(p.gid.as_ref().and_then(|g| g.ndev.clone()));
         rails.extend(p.pkey.as_ref().map(|k| k.netdev.clone()));
     }
-    let addrs = if plan.detection.addresses.is_empty() {
-        detect::netif::read().unwrap_or_default()
-    } else {
-        plan.detection.addresses.clone()
-    };
+    let addrs = seen.addrs(&plan.detection).to_vec();
     let routes = detect::route::read(&opts.proc_root).unwrap_or_default();
     let lookup = |n: &str| detect::bootstrap::resolve(n, detect::bootstrap::RESOLVE_WAIT);
     let bootstrap = detect::bootstrap::choose(vars, opts.gate_coordinator.as_deref(), &routes, &addrs, &rails, &lookup);
