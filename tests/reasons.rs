@@ -81,4 +81,15 @@ fn an_ipv4_link_local_gid_is_used_and_said_to_reach_only_its_link() {
         .stderr_has("mlx5_6:1 Ethernet")
         .stderr_has("link-local GID on mlx5_6:1 (169.254.106.7)")
         .stderr_has("reaches only its own link");
+    let j =
+        run_on(&s).env("NCCL_WRAP_PROC_ROOT", s.root().join("proc")).args(["doctor", "--json", "--no-selftest"]).json();
+    let c = j["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|c| c["id"] == "gid" && c["evidence"]["device"] == "mlx5_6")
+        .cloned()
+        .expect("gid check of mlx5_6");
+    assert_eq!(c["status"], "warn", "{c}");
+    assert!(c["summary"].as_str().is_some_and(|x| x.contains("reaches only its own link")), "{c}");
 }
