@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 fx=../fixtures/nodes
 export LC_ALL=C
-for t in sriov annotations nccl_list gid cli ping_wire netlink_links driver; do
+for t in sriov annotations nccl_list gid cli ping_wire netlink_links driver ldcache route; do
   mkdir -p "corpus/$t"
   rm -f "corpus/$t"/seed-* "corpus/$t"/hand-*
 done
@@ -171,3 +171,37 @@ while True:
 '
 unshare --net -- sh -c 'ip link add eth0 type veth peer name eth0p 2>/dev/null; exec python3 -c "$1" "$2"' sh "$capture" corpus/netlink_links/seed-netns \
   || python3 -c "$capture" corpus/netlink_links/seed-here
+
+# ldcache: small caches in glibc's current format and the combined old+new one (python writes the
+# same layout as detect::ldcache::encode).
+python3 - <<'PY'
+import struct
+def new(entries):
+    strings = b""; table = b""; end = 48 + 24 * len(entries)
+    for name, path, flags in entries:
+        k = end + len(strings); strings += name + b"\0"
+        v = end + len(strings); strings += path + b"\0"
+        table += struct.pack("<iIIIQ", flags, k, v, 0, 0)
+    return b"glibc-ld.so.cache1.1" + struct.pack("<II4s16s", len(entries), len(strings), b"\2\0\0\0", b"\0" * 16) + table + strings
+e = [(b"libibverbs.so.1", b"/usr/lib/x86_64-linux-gnu/libibverbs.so.1", 0x303),
+     (b"libnccl.so.2", b"/usr/lib/x86_64-linux-gnu/libnccl.so.2", 0x303),
+     (b"libnccl.so.2", b"/usr/lib32/libnccl.so.2", 0x803)]
+open("corpus/ldcache/seed-debian", "wb").write(new(e))
+old = b"ld.so-1.7.0\0" + struct.pack("<I", 1) + b"\0" * 12
+old += b"\0" * (-len(old) % 8)
+open("corpus/ldcache/seed-combined", "wb").write(old + new(e[:1]))
+open("corpus/ldcache/hand-count-overflow", "wb").write(b"glibc-ld.so.cache1.1" + struct.pack("<II", 0xffffffff, 0) + b"\0" * 20)
+PY
+
+# route: a pod's tables (eth0 default, two rails, IPv6 rails), MASTER_ADDR first, rails second.
+printf '%s\n' 10.9.0.9 net1,net2 \
+  'Iface	Destination	Gateway 	Flags	RefCnt	Use	Metric	Mask		MTU	Window	IRTT' \
+  'eth0	00000000	0100800A	0003	0	0	0	00000000	0	0	0' \
+  'eth0	0000800A	00000000	0001	0	0	0	0000FFFF	0	0	0' \
+  'net1	0000090A	00000000	0001	0	0	0	00FFFFFF	0	0	0' \
+  'net2	0001090A	00000000	0001	0	0	0	00FFFFFF	0	0	0' -- \
+  'fd000000000000000000000000000000 40 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000001 00000000 00000001     net1' \
+  '00000000000000000000000000000000 00 00000000000000000000000000000000 00 fe800000000000000000000000000001 00000400 00000001 00000000 00000003     eth0' \
+  '00000000000000000000000000000000 00 00000000000000000000000000000000 00 00000000000000000000000000000000 ffffffff 00000001 00000000 00200200       lo' \
+  > corpus/route/seed-pod
+printf 'trainer-0.job\n\nIface\tDestination\nlo\t00000000\t00000000\t0001\t0\t0\t0\t00000000\n' > corpus/route/hand-loopback-default

@@ -60,6 +60,7 @@ const TABLE: &[(&str, Class, &[&str])] = &[
     ("NCCL_WRAP_SKIP_VERBS", Run, &["nah"]),
     ("NCCL_WRAP_SYSFS_ROOT", Root, &[]),
     ("NCCL_WRAP_PROC_ROOT", Run, &[]),
+    ("NCCL_WRAP_IMAGE_ROOT", Run, &[]),
     ("NCCL_WRAP_SUPERVISE", Run, &["sometimes"]),
     ("NCCL_WRAP_INIT", Run, &["sometimes"]),
     ("NCCL_WRAP_KILL_GROUP", Run, &["all"]),

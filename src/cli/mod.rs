@@ -227,6 +227,8 @@ pub struct Opts {
     /// How often supervision reads the ports' state, in milliseconds; 0: only at start and exit.
     pub watch_ms: u64,
     pub dev_root: PathBuf,
+    /// The root of the training image whose loader rules the userspace check follows.
+    pub image_root: PathBuf,
     pub annotations: PathBuf,
     pub gate: Gate,
     /// The gate's rank 0: HOST or HOST:PORT.
@@ -261,6 +263,7 @@ impl Default for Opts {
             report: None,
             watch_ms: 1000,
             dev_root: PathBuf::from("/dev"),
+            image_root: PathBuf::from("/"),
             annotations: PathBuf::from("/etc/podnetinfo/annotations"),
             gate: Gate::Off,
             gate_coordinator: None,

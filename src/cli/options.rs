@@ -250,6 +250,19 @@ pub(super) const SPECS: &[Spec] = &[
         },
     },
     Spec {
+        long: "image-root",
+        short: None,
+        env: "NCCL_WRAP_IMAGE_ROOT",
+        kind: Kind::Value("DIR"),
+        only: None,
+        default: Some("/"),
+        help: "Root of the training image whose libibverbs, providers, NCCL and net plugin are checked, by its loader's rules (for tests and chroots)",
+        set: |c, v| {
+            c.opts.image_root = path(v)?;
+            Ok(())
+        },
+    },
+    Spec {
         long: "annotations",
         short: None,
         env: "NCCL_WRAP_ANNOTATIONS",

@@ -17,17 +17,25 @@
 //! - `netif`: this namespace's own addresses, and whose address a GID entry holds;
 //! - `links`: the kind of each of this namespace's interfaces (rtnetlink), which says whose
 //!   addresses can sit in another device's GID table.
+//! - `userspace`: what NCCL in the image will load (libibverbs, providers, NCCL, net plugins),
+//!   with `ldcache`, the parser of the image's `/etc/ld.so.cache`;
+//! - `route`: this namespace's routing table; `bootstrap`: the interface that reaches the job's
+//!   coordinator, for NCCL's and Gloo's out-of-band sockets.
 
 pub mod annotation;
+pub mod bootstrap;
 pub mod counters;
 pub mod devices;
 pub mod file;
 pub mod gids;
+pub mod ldcache;
 pub mod links;
 pub mod names;
 pub mod netif;
 pub mod port;
+pub mod route;
 pub mod sriov;
 pub mod sysfs;
+pub mod userspace;
 
 pub use devices::{detect, Detection, Device, Inputs, Source, Vars};

@@ -8,7 +8,8 @@
 //! opens character devices only to see whether this container may.
 //!
 //! Check ids (documented in `docs/doctor.md`), one file per family: `devices` (devices, ports),
-//! `uverbs`, `gid`, `nccl_env` (nccl-env), `memlock`, `iommu`, `gpu` (gpudirect, topology, with
+//! `uverbs`, `gid`, `nccl_env` (nccl-env), `userspace` (the image's verbs, NCCL and net plugin),
+//! `bootstrap` (the out-of-band interface), `memlock`, `iommu`, `gpu` (gpudirect, topology, with
 //! the PCI placement reader `topology`), `netns`, `selftest`; `human` renders the report. This
 //! file holds the check type, the inputs, and the order the families run in.
 
@@ -34,6 +35,7 @@ use crate::plan::{Action, Plan};
 use crate::process::memlock::{Memlock, Outcome};
 use crate::verbs::{SelftestOptions, Verbs, VerbsError};
 
+mod bootstrap;
 mod devices;
 mod gid;
 mod gpu;
@@ -44,6 +46,7 @@ mod nccl_env;
 mod netns;
 mod selftest;
 mod topology;
+mod userspace;
 mod uverbs;
 
 pub use human::human;
@@ -188,6 +191,8 @@ pub fn run_scoped(inp: &Inputs, scope: Scope) -> Result<Report, DoctorError> {
         checks.extend(gid::checks(inp));
         checks.extend(gid::owner_checks(inp));
         checks.extend(nccl_env::checks(inp));
+        checks.extend(userspace::check(inp));
+        checks.extend(bootstrap::checks(inp));
     }
     checks.push(memlock::check(inp));
     checks.extend(iommu::checks(inp));

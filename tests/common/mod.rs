@@ -35,6 +35,11 @@ pub fn fixture(node: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/nodes").join(node)
 }
 
+/// A fixture image root (`fixtures/images/<name>`): what NCCL in a training image would load.
+pub fn image(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/images").join(name)
+}
+
 /// Reads a fixture `env` file: `NAME=VALUE` lines, the value raw to the end of the line.
 pub fn env_file(node: &str, file: &str) -> Vec<(String, String)> {
     let text = std::fs::read_to_string(fixture(node).join(file)).unwrap_or_default();
@@ -54,7 +59,11 @@ impl Run {
         cmd.env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
             .env("NCCL_WRAP_SYSFS_ROOT", root.join("sys"))
-            .env("NCCL_WRAP_ANNOTATIONS", root.join("podnetinfo/annotations"));
+            .env("NCCL_WRAP_ANNOTATIONS", root.join("podnetinfo/annotations"))
+            .env("NCCL_WRAP_IMAGE_ROOT", image("full"))
+            // The node's proc tree holds no routing table: no bootstrap interface is exported
+            // unless a test gives one (tests/bootstrap.rs runs in network namespaces).
+            .env("NCCL_WRAP_PROC_ROOT", root.join("proc"));
         Run { cmd }
     }
 
