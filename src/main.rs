@@ -183,6 +183,7 @@ fn detect_for_family(
             annotations: &opts.annotations,
             prefs: p,
             addrs: &detect::netif::read,
+            kinds: &detect::links::read_or_log,
         })
     };
     let detection = detect_with(prefs);

@@ -16,6 +16,7 @@ use serde::Serialize;
 
 use crate::detect::annotation;
 use crate::detect::names;
+use crate::detect::links;
 use crate::detect::netif::{OwnAddr, Owner};
 use crate::detect::port::PortFacts;
 use crate::detect::sriov;
@@ -90,12 +91,17 @@ pub struct Detection {
 /// Reads this namespace's addresses (`netif::read` in production; tests hand in their own).
 pub type AddrSource<'a> = &'a dyn Fn() -> Result<Vec<OwnAddr>, String>;
 
+/// Reads the kind of each of this namespace's interfaces (`links::read` in production; `None`
+/// when it cannot be told, and then every address is looked for).
+pub type KindSource<'a> = &'a dyn Fn() -> Option<links::Kinds>;
+
 pub struct Inputs<'a> {
     pub vars: &'a Vars,
     pub sysfs: &'a Sysfs,
     pub annotations: &'a Path,
     pub prefs: &'a GidPrefs,
     pub addrs: AddrSource<'a>,
+    pub kinds: KindSource<'a>,
 }
 
 /// How long detection waits, in all, for the kernel to add a pod address's GID entry: CNI gives
@@ -108,9 +114,6 @@ const GID_POLL: Duration = Duration::from_millis(10);
 struct Own<'a> {
     addrs: Vec<OwnAddr>,
     gids: Vec<Ipv6Addr>,
-    /// The addresses that may sit in a device the pod cannot claim by function: those of
-    /// interfaces that may be another namespace's children (`OwnAddr::may_be_upper`).
-    search: Vec<Ipv6Addr>,
     prefs: &'a GidPrefs,
     /// When waiting for missing entries stops, for every device together.
     deadline: Instant,
@@ -119,7 +122,7 @@ struct Own<'a> {
 impl<'a> Own<'a> {
     /// No addresses: every port gets NCCL's own pick.
     fn none(prefs: &'a GidPrefs) -> Own<'a> {
-        Own { addrs: Vec::new(), gids: Vec::new(), search: Vec::new(), prefs, deadline: Instant::now() }
+        Own { addrs: Vec::new(), gids: Vec::new(), prefs, deadline: Instant::now() }
     }
 
     fn read(inp: &Inputs<'a>, warnings: &mut Vec<String>) -> Own<'a> {
@@ -128,8 +131,7 @@ impl<'a> Own<'a> {
             Vec::new()
         });
         let gids = addrs.iter().map(OwnAddr::gid).collect();
-        let search = addrs.iter().filter(|a| a.may_be_upper).map(OwnAddr::gid).collect();
-        Own { addrs, gids, search, prefs: inp.prefs, deadline: Instant::now() + GID_WAIT }
+        Own { addrs, gids, prefs: inp.prefs, deadline: Instant::now() + GID_WAIT }
     }
 }
 
@@ -491,7 +493,7 @@ fn from_sysfs(inp: &Inputs, visible: &[String], own: &Own, warnings: &mut Vec<St
     // (macvlan, ipvlan, VLAN) can still be in a device the pod does not sit on: a pod whose other
     // interfaces are veths reads no table here, however many devices the node shows. With none
     // claimed, every address is looked for.
-    let look_for = if found.is_empty() { &own.gids } else { &own.search };
+    let look_for = if found.is_empty() || own.gids.is_empty() { own.gids.clone() } else { children(inp, own) };
     let mut read: Vec<(String, ReadPorts)> = Vec::new();
     if !look_for.is_empty() {
         let claimed: Vec<String> = found.iter().map(|f| f.name.clone()).collect();
@@ -544,6 +546,15 @@ fn claimed(sysfs: &Sysfs, visible: &[String], netdevs: &NetDevs, problems: &mut 
     }
     problems.extend(errs.iter().map(ToString::to_string));
     out
+}
+
+/// The pod's addresses on interfaces that may be another namespace's children (macvlan, ipvlan,
+/// VLAN, or a kind `links` does not know), the only ones a device the pod does not sit on can
+/// hold; every address when the kinds cannot be read.
+fn children(inp: &Inputs, own: &Own) -> Vec<Ipv6Addr> {
+    let Some(kinds) = (inp.kinds)() else { return own.gids.clone() };
+    let child = |a: &&OwnAddr| kinds.get(&a.ifname).is_none_or(|k| links::may_be_upper(k.as_deref()));
+    own.addrs.iter().filter(child).map(OwnAddr::gid).collect()
 }
 
 /// Which net device of this namespace makes `dev` the pod's, and how that was told.

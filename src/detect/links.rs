@@ -116,6 +116,11 @@ pub fn read() -> Result<Kinds, LinksError> {
     }
 }
 
+/// `read`, with a failure logged: detection then looks for every address, as it always did.
+pub fn read_or_log() -> Option<Kinds> {
+    read().map_err(|e| log::debug!("{e}; every address of the pod is looked for in other devices' GID tables")).ok()
+}
+
 /// `RTM_GETLINK` dump request, statistics left out.
 fn request(seq: u32) -> Vec<u8> {
     let len = NLMSG_HDR + IFINFOMSG + 8;

@@ -10,18 +10,13 @@ use std::net::{IpAddr, Ipv6Addr};
 
 use serde::Serialize;
 
-use crate::detect::{links, names};
+use crate::detect::names;
 
 /// One address of this namespace's interfaces (loopback left out).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct OwnAddr {
     pub ifname: String,
     pub addr: IpAddr,
-    /// Whether the interface may be an upper device (a macvlan, ipvlan or VLAN child) of another
-    /// namespace's net device, so that this address may sit in that device's GID table
-    /// (`links::may_be_upper`). A veth or a VF's own netdev is not.
-    #[serde(skip)]
-    pub may_be_upper: bool,
 }
 
 impl OwnAddr {
@@ -42,9 +37,6 @@ pub fn as_gid(addr: IpAddr) -> Ipv6Addr {
 pub fn read() -> Result<Vec<OwnAddr>, String> {
     let addrs =
         nix::ifaddrs::getifaddrs().map_err(|e| format!("cannot list this namespace's addresses (getifaddrs): {e}"))?;
-    // Which interfaces are children of another namespace's device. Without the answer every
-    // address is looked for, as it always was: slower, never wrong.
-    let kinds = links::read().map_err(|e| log::debug!("{e}; every address is looked for in shared GID tables")).ok();
     let mut out = Vec::new();
     for a in addrs {
         if a.flags.contains(nix::net::if_::InterfaceFlags::IFF_LOOPBACK) {
@@ -64,10 +56,7 @@ pub fn read() -> Result<Vec<OwnAddr>, String> {
             Ok(n) => n.to_string(),
             Err(_) => a.interface_name.escape_debug().to_string(),
         };
-        let may_be_upper = kinds
-            .as_ref()
-            .is_none_or(|k| k.get(&a.interface_name).is_none_or(|kind| links::may_be_upper(kind.as_deref())));
-        out.push(OwnAddr { ifname, addr, may_be_upper });
+        out.push(OwnAddr { ifname, addr });
     }
     Ok(out)
 }
@@ -112,7 +101,7 @@ mod tests {
 
     #[test]
     fn ipv4_addresses_match_their_mapped_gid() {
-        let a = OwnAddr { ifname: "net1".into(), addr: "10.9.0.52".parse().expect("ip"), may_be_upper: true };
+        let a = OwnAddr { ifname: "net1".into(), addr: "10.9.0.52".parse().expect("ip") };
         let gid: Ipv6Addr = "0000:0000:0000:0000:0000:ffff:0a09:0034".parse().expect("gid");
         assert_eq!(a.gid(), gid);
     }

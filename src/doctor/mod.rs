@@ -305,6 +305,7 @@ mod tests {
             annotations: &annotations,
             prefs: &prefs,
             addrs: &|| Ok(Vec::new()),
+            kinds: &|| None,
         });
         let mut plan = crate::plan::plan(det, &vars, &prefs, crate::plan::Choices::default());
         let lim = Limits { soft: None, hard: None };
