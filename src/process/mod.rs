@@ -6,6 +6,8 @@
 //! - `watch`: while supervising, the RDMA ports in use: read at start (their counters through
 //!   `detect::counters`), polled, read at exit;
 //! - `meaning`: what a moved counter usually means;
+//! - `ras`: the client of NCCL's RAS (bounded queries of its STATUS report);
+//! - `hang`: when the supervisor asks RAS, and what it says of a hung or failed job;
 //! - `postmortem`: what changed between start and exit, for people and as JSON;
 //! - `utc`: UTC timestamps for it;
 //! - `sys`: the raw system calls supervision needs, the crate's other module allowed `unsafe`.
@@ -16,6 +18,7 @@ pub mod exec;
 pub mod meaning;
 pub mod memlock;
 pub mod postmortem;
+pub mod ras;
 pub mod supervise;
 #[allow(unsafe_code)] // Raw fork/exec/signal calls; see lib.rs for the crate's two unsafe modules.
 pub mod sys;
