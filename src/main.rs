@@ -175,9 +175,6 @@ fn verbs_for(opts: &cli::Opts) -> Box<dyn verbs::Verbs> {
 /// The gate's options: its own, and ping's test knobs from `NCCL_WRAP_PING_*`.
 fn gate_options(o: &cli::Opts) -> gate::Options {
     let p = &o.gate_ping;
-    // Kubernetes reads the termination message from /dev/termination-log unless the pod says
-    // otherwise; it exists in every container it starts.
-    let default_log = o.dev_root.join("termination-log");
     gate::Options {
         warn: o.gate == cli::Gate::Warn,
         given: gate::who::Given {
@@ -194,8 +191,15 @@ fn gate_options(o: &cli::Opts) -> gate::Options {
         duration_ms: p.duration_ms,
         timeout_ms: p.timeout_ms,
         json: p.json,
-        termination_log: o.termination_log.clone().or_else(|| default_log.exists().then_some(default_log)),
+        termination_log: termination_log(o),
     }
+}
+
+/// Where a termination message goes: as asked, or Kubernetes' /dev/termination-log, which exists
+/// in every container it starts unless the pod says otherwise.
+fn termination_log(o: &cli::Opts) -> Option<std::path::PathBuf> {
+    let default_log = o.dev_root.join("termination-log");
+    o.termination_log.clone().or_else(|| default_log.exists().then_some(default_log))
 }
 
 /// Apply the environment and run the command.
@@ -241,6 +245,7 @@ fn run(
     if supervise::wanted(cli.opts.init) {
         let mut opts = supervise::Options::from(&cli.opts);
         opts.watch.ports = watched_ports(plan);
+        opts.hang.termination_log = termination_log(&cli.opts);
         return supervise::run(&cli.command, &env, &opts, blocked);
     }
     if let Some(path) = &cli.opts.report {
@@ -281,6 +286,7 @@ fn bad_usage(e: &cli::CliError, raw: &[OsString], env: &[(OsString, OsString)]) 
                     kill_group: false,
                     grace: std::time::Duration::ZERO,
                     watch: watch::Config::none(),
+                    hang: process::hang::Config::default(),
                 };
                 return supervise::run(cmd, env, &defaults, None);
             }

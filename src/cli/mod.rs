@@ -223,6 +223,8 @@ pub struct Opts {
     pub report: Option<PathBuf>,
     /// How often supervision reads the ports' state, in milliseconds; 0: only at start and exit.
     pub watch_ms: u64,
+    /// `--stall-ms`: when no collective was launched for this long, say which ranks are behind.
+    pub stall_ms: u64,
     pub dev_root: PathBuf,
     pub annotations: PathBuf,
     pub gate: Gate,
@@ -257,6 +259,7 @@ impl Default for Opts {
             grace: 0,
             report: None,
             watch_ms: 1000,
+            stall_ms: 0,
             dev_root: PathBuf::from("/dev"),
             annotations: PathBuf::from("/etc/podnetinfo/annotations"),
             gate: Gate::Off,
@@ -475,6 +478,8 @@ impl From<&Opts> for crate::process::supervise::Options {
                 every: std::time::Duration::from_millis(o.watch_ms),
                 report: o.report.clone(),
             },
+            // The termination message's file is main's to pick, as for the gate.
+            hang: crate::process::hang::Config { stall_ms: o.stall_ms, termination_log: None },
         }
     }
 }

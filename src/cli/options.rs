@@ -229,6 +229,16 @@ pub(super) const SPECS: &[Spec] = &[
         },
     },
     Spec {
+        long: "stall-ms",
+        short: None,
+        env: "NCCL_WRAP_STALL_MS",
+        kind: Kind::Value("MS"),
+        only: None,
+        default: Some("0"),
+        help: "When supervising, ask NCCL's RAS every quarter of MS (at least 1 s) and say which ranks are behind when no collective was launched for MS milliseconds; 0: off (RAS is still asked at SIGTERM and when the command fails)",
+        set: super::setters::stall_ms,
+    },
+    Spec {
         long: "dev-root",
         short: None,
         env: "NCCL_WRAP_DEV_ROOT",

@@ -18,6 +18,16 @@ pub(super) fn number<T: std::str::FromStr>(v: &str) -> Result<T, String> {
     v.parse().map_err(|_| "not a non-negative whole number".to_string())
 }
 
+/// `--stall-ms`: 0 (off) or at least 1000: a collective that takes under a second is ordinary.
+pub(super) fn stall_ms(c: &mut Cli, v: &str) -> Result<(), String> {
+    let ms: u64 = number(v)?;
+    if ms != 0 && ms < 1000 {
+        return Err("0 (off) or at least 1000 ms".into());
+    }
+    c.opts.stall_ms = ms;
+    Ok(())
+}
+
 pub(super) fn path(v: &str) -> Result<PathBuf, String> {
     if v.is_empty() {
         return Err("an empty path".into());

@@ -15,6 +15,7 @@
 //! Takes the argv and the finished environment; returns an exit code (or never returns).
 
 pub mod exec;
+pub mod hang;
 pub mod meaning;
 pub mod memlock;
 pub mod postmortem;

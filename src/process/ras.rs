@@ -79,6 +79,11 @@ pub enum RasError {
 }
 
 impl RasError {
+    /// Nothing listens: RAS is off or absent, or the ranks have ended.
+    pub fn is_refused(&self) -> bool {
+        matches!(self, RasError::Refused { .. })
+    }
+
     /// Which error to tell when every attempt failed: the most informative.
     fn weight(&self) -> u8 {
         match self {
@@ -228,9 +233,9 @@ mod tests {
     #[test]
     fn no_server_is_refused_at_once() {
         let t = Instant::now();
-        let e = query(Server::closed_port(), false, Duration::from_secs(5)).expect_err("nobody");
+        let e = query(Server::closed_port(), false, Duration::from_secs(30)).expect_err("nobody");
         assert!(matches!(e, RasError::Refused { .. }), "{e}");
-        assert!(t.elapsed() < Duration::from_secs(2), "a refusal must not wait for the deadline");
+        assert!(t.elapsed() < Duration::from_secs(15), "a refusal must not wait for the deadline");
     }
 
     #[test]
@@ -245,7 +250,8 @@ mod tests {
             let s = Server::start(mode.clone());
             let t = Instant::now();
             let e = query(s.addr, false, D).expect_err("hostile");
-            assert!(t.elapsed() < D + Duration::from_millis(500), "{mode:?} took {:?}", t.elapsed());
+            // Bounded, not timed: far below the 30 s an unbounded read would run into here.
+            assert!(t.elapsed() < D + Duration::from_secs(5), "{mode:?} took {:?}", t.elapsed());
             assert!(e.to_string().contains(want), "{mode:?}: {e}");
         }
     }

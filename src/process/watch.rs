@@ -225,14 +225,18 @@ impl Watch {
             ports,
             transitions: self.transitions,
             problems: once_each(self.problems),
+            ras: None,
         }
     }
 
-    /// Ends the watch once the command has ended: the last reading, then the post-mortem told.
-    pub fn end(self, exit: Exit) {
+    /// Ends the watch once the command has ended: the last reading, then the post-mortem told
+    /// (with what NCCL's RAS said, if it was asked); returns it.
+    pub fn end(self, exit: Exit, ras: Option<crate::process::hang::Section>) -> Report {
         let (path, has_ports) = (self.report.clone(), !self.ports.is_empty());
-        let report = self.finish(exit);
+        let mut report = self.finish(exit);
+        report.ras = ras;
         tell(&report, path.as_deref(), has_ports);
+        report
     }
 }
 
