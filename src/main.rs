@@ -54,6 +54,9 @@ fn main() -> ExitCode {
         let verbs = verbs_for(&cli.opts);
         return ExitCode::from(health::watch::main(&roots, &opts, verbs.as_ref()));
     }
+    if let Some(Sub::Status { json }) = cli.sub {
+        return ExitCode::from(process::status::main(&cli.opts.state_file, &cli.opts.sysfs_root, json));
+    }
     let early_block = supervise::block_early(cli.opts.init);
     if cli.sub.is_none() && cli.command.is_empty() {
         eprintln!("{PREFIX} no command given: usage is nccl-wrap [OPTIONS] -- COMMAND [ARGS]... (see --help)");
@@ -131,7 +134,9 @@ fn main() -> ExitCode {
                 ping::Inputs { plan: &plan, vars: &vars, proc_root: &cli.opts.proc_root, verbs: verbs.as_ref() };
             run(&cli, &plan, &memlock, &env_list, early_block, &ping_inputs)
         }
-        Some(Sub::Install { .. } | Sub::Watch(_)) => unreachable!("install and watch return before detection"),
+        Some(Sub::Install { .. } | Sub::Watch(_) | Sub::Status { .. }) => {
+            unreachable!("install, watch and status return before detection")
+        }
     }
 }
 
@@ -287,6 +292,7 @@ fn bad_usage(e: &cli::CliError, raw: &[OsString], env: &[(OsString, OsString)]) 
                     grace: std::time::Duration::ZERO,
                     watch: watch::Config::none(),
                     hang: process::hang::Config::default(),
+                    state_file: None,
                 };
                 return supervise::run(cmd, env, &defaults, None);
             }

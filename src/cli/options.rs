@@ -239,6 +239,34 @@ pub(super) const SPECS: &[Spec] = &[
         set: super::setters::stall_ms,
     },
     Spec {
+        long: "state-file",
+        short: None,
+        env: "NCCL_WRAP_STATE_FILE",
+        kind: Kind::Value("FILE"),
+        only: None,
+        default: Some(crate::process::state::DEFAULT_PATH),
+        help: "When supervising, where the first reading of the ports is kept (removed at exit) for `nccl-wrap status`, which reads it from the same place",
+        set: |c, v| {
+            c.opts.state_file = path(v)?;
+            Ok(())
+        },
+    },
+    Spec {
+        long: "json",
+        short: None,
+        env: "",
+        kind: Kind::Flag,
+        only: Some(SubName::Status),
+        default: None,
+        help: "Print the status as JSON (docs/schemas/status.schema.json)",
+        set: |c, v| {
+            if let Some(Sub::Status { json }) = &mut c.sub {
+                *json = boolish(v)?;
+            }
+            Ok(())
+        },
+    },
+    Spec {
         long: "dev-root",
         short: None,
         env: "NCCL_WRAP_DEV_ROOT",

@@ -194,13 +194,18 @@ impl Hang {
         self.snapshots.push(snapshot(why, &time, answer));
     }
 
+    /// Where RAS is asked (`127.0.0.1:28028`), or `off: why`.
+    pub fn addr(&self) -> String {
+        match &self.target {
+            Target::At(a) => a.to_string(),
+            Target::Off(why) => format!("off: {why}"),
+        }
+    }
+
     /// The post-mortem's `ras` member: `None` when RAS was never asked.
     pub fn section(&self) -> Option<Section> {
         (!self.snapshots.is_empty()).then(|| Section {
-            addr: match &self.target {
-                Target::At(a) => a.to_string(),
-                Target::Off(why) => format!("off: {why}"),
-            },
+            addr: self.addr(),
             stall_ms: self.config.stall_ms,
             stalled_at: self.stalled_at.clone(),
             snapshots: self.snapshots.clone(),

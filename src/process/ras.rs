@@ -25,6 +25,10 @@ pub const CONNECT: Duration = Duration::from_millis(300);
 pub const MAX_REPLY: usize = 1 << 20;
 /// Connections opened at once, to reach a live rank past stopped ones sharing the port.
 pub const ATTEMPTS: usize = 3;
+/// How long past the deadline an attempt may take to hand in what it read (its reads end at the
+/// deadline; on a loaded machine its thread may run a little later): the query's whole bound is
+/// the deadline plus this.
+pub const REPORT_GRACE: Duration = Duration::from_millis(250);
 
 /// Where RAS listens, or why it is not asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,7 +129,7 @@ pub fn query(addr: SocketAddr, json: bool, deadline: Duration) -> Result<Reply, 
     let mut worst: Option<RasError> = None;
     for _ in 0..ATTEMPTS {
         let left = until.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left + Duration::from_millis(20)) {
+        match rx.recv_timeout(left + REPORT_GRACE) {
             Ok(Ok((text, bytes))) => {
                 let view = ras::parse(&text).map_err(|source| RasError::Parse { addr, source })?;
                 return Ok(Reply { view, ms: started.elapsed().as_secs_f64() * 1e3, bytes });

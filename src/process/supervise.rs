@@ -30,6 +30,7 @@ use crate::msg::PREFIX;
 use crate::process::exec;
 use crate::process::hang::{self, Hang};
 use crate::process::postmortem::Exit;
+use crate::process::state;
 use crate::process::sys::{self, Blocked, ChildSetup};
 use crate::process::watch::{self, Watch};
 
@@ -56,6 +57,8 @@ pub struct Options {
     pub watch: watch::Config,
     /// When to ask NCCL's RAS about the job, and where its account goes.
     pub hang: hang::Config,
+    /// Where the first reading is kept for `nccl-wrap status` (`None`: not kept).
+    pub state_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -143,6 +146,15 @@ fn supervise(
         }
     };
     let pid = child.pid;
+    if let Some(path) = &opts.state_file {
+        let st = state::State {
+            pid: u32::try_from(pid.as_raw()).unwrap_or(0),
+            started: watch.started(),
+            ras: hang.addr(),
+            ports: watch.first_reading(),
+        };
+        state::publish(path, &st);
+    }
     log::debug!("supervising {pid} (PID 1: {pid1}, own group: {own_group}, terminal: {foreground})");
     // Take the terminal back once the command has ended, for the grace period and for a shell
     // that waits on us; SIGTTOU is blocked, so doing it from the background does not stop us.
@@ -166,6 +178,9 @@ fn supervise(
     hang.on_exit(&ended);
     let report = watch.end(ended, hang.section());
     hang.tell(&report);
+    if let Some(path) = &opts.state_file {
+        state::withdraw(path);
+    }
     let rest = if pid1 {
         Rest::Namespace
     } else if own_group {

@@ -229,6 +229,24 @@ impl Watch {
         }
     }
 
+    /// The first reading of each port, for `nccl-wrap status` (`state`).
+    pub fn first_reading(&self) -> Vec<crate::process::state::PortStart> {
+        self.ports
+            .iter()
+            .map(|w| crate::process::state::PortStart {
+                port: w.name.clone(),
+                state: w.start.state.clone(),
+                phys_state: w.start.phys_state.clone(),
+                counters: w.counters.clone(),
+            })
+            .collect()
+    }
+
+    /// When the first reading was taken (UTC).
+    pub fn started(&self) -> String {
+        utc::format(self.started)
+    }
+
     /// Ends the watch once the command has ended: the last reading, then the post-mortem told
     /// (with what NCCL's RAS said, if it was asked); returns it.
     pub fn end(self, exit: Exit, ras: Option<crate::process::hang::Section>) -> Report {
@@ -250,6 +268,22 @@ fn once_each(problems: Vec<String>) -> Vec<String> {
         }
     }
     out
+}
+
+/// One port's link and counters now (`nccl-wrap status`), reads that failed added to `problems`.
+pub fn read_now(root: &Path, device: &str, port: u32, problems: &mut Vec<String>) -> (Link, Counters) {
+    let dir = root.join(format!("class/infiniband/{device}/ports/{port}"));
+    let mut w = Watched {
+        name: format!("{device}:{port}"),
+        fd: open_dir(&dir),
+        dir,
+        start: unreadable(),
+        last: unreadable(),
+        counters: Counters::new(),
+    };
+    let link = w.link(problems);
+    let counters = counters::read(&w.dir, problems);
+    (link, counters)
 }
 
 fn unreadable() -> Link {
