@@ -42,6 +42,7 @@ mod iommu;
 mod memlock;
 mod nccl_env;
 mod netns;
+mod pcie;
 mod selftest;
 mod topology;
 mod uverbs;
@@ -193,6 +194,7 @@ pub fn run_scoped(inp: &Inputs, scope: Scope) -> Result<Report, DoctorError> {
     checks.extend(iommu::checks(inp));
     checks.push(gpu::gpudirect(inp, &gpus));
     checks.push(gpu::placement(inp, &gpus));
+    checks.extend(pcie::checks(inp, &gpus));
     checks.push(netns::check(inp));
     if pod {
         checks.extend(selftest::checks(inp));
