@@ -73,3 +73,19 @@ fn the_agent_exports_a_series_per_device() {
     assert!(m.contains(r#"nccl_wrap_check_status{check="pcie-link",device="0000:19:00.0"} 0"#), "{m}");
     assert!(f.contains("check.pcie-link=warn"), "{f}");
 }
+
+#[test]
+fn a_port_slower_than_its_siblings_is_named_with_both_rates() {
+    let mut cmd = command("pcie-trained-down");
+    cmd.args(["doctor", "--json", "--no-selftest"]);
+    let out = common::output_within(&mut cmd, common::DEADLINE);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("doctor --json");
+    let rate: Vec<&serde_json::Value> =
+        v["checks"].as_array().expect("checks").iter().filter(|c| c["id"] == "port-rate").collect();
+    let warned: Vec<&str> =
+        rate.iter().filter(|c| c["status"] == "warn").filter_map(|c| c["evidence"]["device"].as_str()).collect();
+    assert_eq!(warned, ["mlx5_11"], "{rate:?}");
+    let s = rate.iter().find(|c| c["status"] == "warn").and_then(|c| c["summary"].as_str()).unwrap_or_default();
+    assert!(s.contains("200 Gb/s") && s.contains("400 Gb/s"), "{s}");
+    assert!(pcie_checks("h100-roce-sriov").is_empty());
+}

@@ -43,6 +43,7 @@ mod memlock;
 mod nccl_env;
 mod netns;
 mod pcie;
+mod rate;
 mod selftest;
 mod topology;
 mod uverbs;
@@ -195,6 +196,7 @@ pub fn run_scoped(inp: &Inputs, scope: Scope) -> Result<Report, DoctorError> {
     checks.push(gpu::gpudirect(inp, &gpus));
     checks.push(gpu::placement(inp, &gpus));
     checks.extend(pcie::checks(inp, &gpus));
+    checks.extend(rate::checks(inp));
     checks.push(netns::check(inp));
     if pod {
         checks.extend(selftest::checks(inp));
