@@ -218,6 +218,7 @@ fn a_stall_is_seen_when_the_collective_counts_stop() {
     assert!(err.contains("stall: no collective launched for"), "{err}");
     assert!(err.contains("rank 1 (pid 610 on node 127.0.0.1, GPU 0) not answering"), "{err}");
     assert!(report(&r)["ras"]["stalled_at"].is_string());
+    assert_eq!(r.file("termination"), "", "a job that succeeded leaves no termination message");
 }
 
 #[test]

@@ -222,7 +222,9 @@ impl Hang {
         for l in &text.lines[1..] {
             say(&format!("{PREFIX} {l}"));
         }
-        if let Some(path) = &self.config.termination_log {
+        // The termination message only for a job that failed: a stall the job got over is told
+        // on stderr and in the report, not as the reason it ended.
+        if let Some(path) = self.config.termination_log.as_ref().filter(|_| report.command.code != 0) {
             let body = crate::termination::fit(&text.headline, &text.lines[1..], text.lines.len() - 1);
             if let Err(e) = crate::termination::write(path, &body) {
                 say(&format!("{PREFIX} cannot write the termination message to {}: {e}", path.display()));
