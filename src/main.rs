@@ -253,6 +253,9 @@ fn run(
         opts.hang.termination_log = termination_log(&cli.opts);
         return supervise::run(&cli.command, &env, &opts, blocked);
     }
+    if cli.opts.stall_ms > 0 {
+        eprintln!("{PREFIX} warning: no stall will be seen (--stall-ms): nccl-wrap execs the command and is gone, so nothing asks NCCL's RAS; use --supervise (the default as PID 1)");
+    }
     if let Some(path) = &cli.opts.report {
         eprintln!(
             "{PREFIX} warning: no post-mortem will be written to {} (--report): nccl-wrap execs the command and is gone when it ends; use --supervise (the default as PID 1)",

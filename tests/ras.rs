@@ -227,3 +227,17 @@ fn a_stall_shorter_than_a_second_is_refused_as_an_option() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("at least 1000"), "{err}");
 }
+
+#[test]
+fn in_exec_mode_a_stall_option_is_said_to_do_nothing() {
+    let mut cmd: Command = common::bin_command();
+    cmd.env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("NCCL_WRAP_SYSFS_ROOT", "/nonexistent/sys")
+        .env("NCCL_WRAP_ANNOTATIONS", "/nonexistent/annotations")
+        .args(["-q", "--supervise=false", "--stall-ms", "1000", "--", "sh", "-c", "exit 5"]);
+    let out = common::output_within(&mut cmd, common::DEADLINE);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert_eq!(err.matches("no stall will be seen").count(), 1, "{err}");
+}
