@@ -290,6 +290,14 @@ pub fn account(snapshots: &[Snapshot], report: &Report) -> Option<Account> {
         let t = first_seen(l).unwrap_or(&last.time).to_string();
         timeline.push((t, format!("RAS: {l}")));
     }
+    // Error counters are read at start and at exit only: their moves stand at the exit's time.
+    for p in &report.ports {
+        for m in p.counters.iter().filter(|m| m.kind == crate::process::meaning::Kind::Error) {
+            let change = m.delta.map_or_else(|| "reset".to_string(), |d| format!("+{d}"));
+            timeline
+                .push((report.ended.clone(), format!("{} {} {change} since the start (read at exit)", p.port, m.name)));
+        }
+    }
     timeline.sort();
     lines.push("time line:".into());
     lines.extend(timeline.into_iter().map(|(t, l)| format!("  {t} {l}")));
@@ -299,7 +307,7 @@ pub fn account(snapshots: &[Snapshot], report: &Report) -> Option<Account> {
         if report.ports.is_empty() {
             lines.push("  no RDMA port was watched (NCCL on sockets?): look at the process named above".into());
         } else if errors {
-            lines.push("  no port changed state, but error counters moved (see the post-mortem above)".into());
+            lines.push("  no port changed state, but error counters moved (above, and the post-mortem)".into());
         } else {
             lines.push("  no port moved: look at the process named above".into());
         }
@@ -369,6 +377,36 @@ mod tests {
         );
         assert_eq!(a.lines[3], "  2026-11-24T18:24:29.000Z mlx5_10:1 port state ACTIVE/LinkUp -> DOWN/LinkUp");
         assert_eq!(a.lines[4], "  2026-11-24T18:24:31.000Z RAS: rank 21 (pid 7 on node b, GPU 3) not answering");
+    }
+
+    #[test]
+    fn error_counters_that_moved_stand_on_the_time_line_at_exit() {
+        use crate::process::postmortem::{Moved, PortReport};
+        let link = Link { state: "ACTIVE".into(), phys_state: "LinkUp".into() };
+        let mut r = report(Vec::new());
+        r.ports = vec![PortReport {
+            port: "mlx5_6:1".into(),
+            start: link.clone(),
+            exit: link,
+            counters: vec![Moved {
+                name: "symbol_error".into(),
+                group: "counters".into(),
+                start: 2,
+                exit: 9,
+                delta: Some(7),
+                kind: crate::process::meaning::Kind::Error,
+                meaning: None,
+            }],
+        }];
+        let a = account(&[snap("2026-11-24T18:24:31.000Z", "signal", &["rank 1 dead"])], &r).expect("named");
+        assert!(
+            a.lines.contains(
+                &"  2026-11-24T18:25:00.000Z mlx5_6:1 symbol_error +7 since the start (read at exit)".to_string()
+            ),
+            "{:?}",
+            a.lines
+        );
+        assert!(a.lines.last().is_some_and(|l| l.contains("error counters moved")), "{:?}", a.lines);
     }
 
     #[test]
