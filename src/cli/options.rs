@@ -245,7 +245,7 @@ pub(super) const SPECS: &[Spec] = &[
         kind: Kind::Value("FILE"),
         only: None,
         default: Some(crate::process::state::DEFAULT_PATH),
-        help: "When supervising, where the first reading of the ports is kept (removed at exit) for `nccl-wrap status`, which reads it from the same place",
+        help: "When supervising, where the first reading of the ports is kept (removed at exit) for `nccl-wrap status`, which reads it from the same place; the default is used only as PID 1 (a container's init)",
         set: |c, v| {
             c.opts.state_file = path(v)?;
             Ok(())

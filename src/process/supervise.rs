@@ -146,7 +146,11 @@ fn supervise(
         }
     };
     let pid = child.pid;
-    if let Some(path) = &opts.state_file {
+    // The default path is the container's own /run: used as PID 1 only, so that supervised runs
+    // on a host (tests, a login node) do not overwrite one another's state there.
+    let state_file =
+        opts.state_file.as_ref().filter(|p| pid1 || p.as_path() != std::path::Path::new(state::DEFAULT_PATH));
+    if let Some(path) = state_file {
         let st = state::State {
             pid: u32::try_from(pid.as_raw()).unwrap_or(0),
             started: watch.started(),
@@ -178,7 +182,7 @@ fn supervise(
     hang.on_exit(&ended);
     let report = watch.end(ended, hang.section());
     hang.tell(&report);
-    if let Some(path) = &opts.state_file {
+    if let Some(path) = state_file {
         state::withdraw(path);
     }
     let rest = if pid1 {
