@@ -281,26 +281,31 @@ pub fn account(snapshots: &[Snapshot], report: &Report) -> Option<Account> {
     for l in &last.lines {
         lines.push(format!("  {l} (first seen {})", first_seen(l).unwrap_or(&last.time)));
     }
-    let mut timeline: Vec<(String, String)> = report
+    // Within one millisecond a port's move comes first, then what RAS said (asked later), then the
+    // counters read at exit: the order in which they were observed.
+    let mut timeline: Vec<(String, u8, String)> = report
         .transitions
         .iter()
-        .map(|t| (t.time.clone(), format!("{} port state {} -> {}", t.port, t.from, t.to)))
+        .map(|t| (t.time.clone(), 0, format!("{} port state {} -> {}", t.port, t.from, t.to)))
         .collect();
     for l in &last.lines {
         let t = first_seen(l).unwrap_or(&last.time).to_string();
-        timeline.push((t, format!("RAS: {l}")));
+        timeline.push((t, 1, format!("RAS: {l}")));
     }
     // Error counters are read at start and at exit only: their moves stand at the exit's time.
     for p in &report.ports {
         for m in p.counters.iter().filter(|m| m.kind == crate::process::meaning::Kind::Error) {
             let change = m.delta.map_or_else(|| "reset".to_string(), |d| format!("+{d}"));
-            timeline
-                .push((report.ended.clone(), format!("{} {} {change} since the start (read at exit)", p.port, m.name)));
+            timeline.push((
+                report.ended.clone(),
+                2,
+                format!("{} {} {change} since the start (read at exit)", p.port, m.name),
+            ));
         }
     }
-    timeline.sort();
+    timeline.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
     lines.push("time line:".into());
-    lines.extend(timeline.into_iter().map(|(t, l)| format!("  {t} {l}")));
+    lines.extend(timeline.into_iter().map(|(t, _, l)| format!("  {t} {l}")));
     if report.transitions.is_empty() {
         let errors =
             report.ports.iter().any(|p| p.counters.iter().any(|m| m.kind == crate::process::meaning::Kind::Error));
@@ -378,6 +383,25 @@ mod tests {
         );
         assert_eq!(a.lines[3], "  2026-11-24T18:24:29.000Z mlx5_10:1 port state ACTIVE/LinkUp -> DOWN/LinkUp");
         assert_eq!(a.lines[4], "  2026-11-24T18:24:31.000Z RAS: rank 21 (pid 7 on node b, GPU 3) not answering");
+    }
+
+    /// Regression: a port's move and RAS's answer in one millisecond were ordered by their text,
+    /// which put RAS (asked later) first.
+    #[test]
+    fn within_one_millisecond_the_port_comes_before_what_ras_said_later() {
+        let link = |s: &str| Link { state: s.into(), phys_state: "LinkUp".into() };
+        let at = "2026-11-24T23:11:35.677Z";
+        let t = Transition {
+            time: at.into(),
+            port: "mlx5_6:1".into(),
+            from: link("ACTIVE"),
+            to: link("DOWN"),
+            seen: Seen::Poll,
+        };
+        let a = account(&[snap(at, "signal", &["rank 1 (pid 610 on node a, GPU 0) dead"])], &report(vec![t]))
+            .expect("named");
+        assert_eq!(a.lines[3], format!("  {at} mlx5_6:1 port state ACTIVE/LinkUp -> DOWN/LinkUp"));
+        assert_eq!(a.lines[4], format!("  {at} RAS: rank 1 (pid 610 on node a, GPU 0) dead"));
     }
 
     #[test]
