@@ -151,6 +151,11 @@ lab_build_root() {
         fi
     done
 
+    # strace, to count what nccl-wrap reads of the kernel's tables (38-gid-reads; amd64 guests).
+    if [ -z "$sysroot" ] && command -v strace >/dev/null; then
+        copy_with_libs "$(readlink -f "$(command -v strace)")" /usr/bin/strace
+    fi
+
     # rc_probe (tools/rc_probe.c): an RC ping-pong whose QP timeout and retry_cnt are options.
     if [ -n "$sysroot" ]; then
         :

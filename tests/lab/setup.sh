@@ -38,9 +38,10 @@ case $arch in amd64 | arm64) ;; *) log "LAB_ARCH must be amd64 or arm64, not $ar
 # Host tools. iproute2 gives `ip` and `rdma`; rdma-core/ibverbs-* give ibv_devices,
 # ibv_rc_pingpong and the rxe provider; perftest gives ib_write_bw and ib_send_lat (fabric.sh);
 # gcc, libc6-dev and libibverbs-dev build tools/rc_probe.c; kmod gives modinfo; xz/zstd
-# decompress modules; iproute2 also gives tc.
+# decompress modules; iproute2 also gives tc; strace counts nccl-wrap's reads of the kernel's
+# GID tables (38-gid-reads).
 pkgs=(qemu-system-x86 busybox-static iproute2 rdma-core ibverbs-utils ibverbs-providers
-      libibverbs1 perftest gcc libc6-dev libibverbs-dev cpio kmod xz-utils zstd)
+      libibverbs1 perftest gcc libc6-dev libibverbs-dev cpio kmod xz-utils zstd strace)
 if [ "$arch" = arm64 ]; then
     pkgs=(qemu-system-arm binutils-aarch64-linux-gnu cpio kmod xz-utils zstd)
     dpkg --print-foreign-architectures | grep -qx arm64 || dpkg --add-architecture arm64

@@ -1,0 +1,49 @@
+# What a run reads of a real kernel GID table (rxe's, under TCG: counts, not times). Four pods on
+# macvlan children of one rxe device's net device: the pod under test (podB) came second, so its
+# entries sit behind podA's and before podC's and podD's. A run must stop at its own entry (no
+# gids/N past it opened), read other pods' entries by address alone (no gid_attrs of theirs), and
+# doctor must still read the whole table. Reports each command's syscall count (strace -f -c).
+. "$(dirname "$0")/lib.sh"
+
+command -v strace >/dev/null 2>&1 || skip "no strace in this guest (setup.sh installs it; amd64 only)"
+require "rxe0 on veth0, no address on veth0" rxe_on rxe0 veth0
+for p in A B C D; do
+    require "pod$p: macvlan net1" lab_shared_pod "pod$p" veth0 macvlan "10.38.0.$((60 + $(printf '%d' "'$p") - 64))"
+done
+require "entries for every pod" wait_gid rxe0 10.38.0.64
+v2_index_of() { # DEV ADDR: the RoCE v2 entry of ADDR (the one NCCL and nccl-wrap take)
+    _want=$(gid_hex "$2")
+    for _g in /sys/class/infiniband/$1/ports/1/gids/*; do
+        _i=${_g##*/}
+        [ "$(cat "$_g")" = "$_want" ] && [ "$(cat "/sys/class/infiniband/$1/ports/1/gid_attrs/types/$_i" 2>/dev/null)" = "RoCE v2" ] && { echo "$_i"; return; }
+    done
+}
+ia=$(v2_index_of rxe0 10.38.0.61)
+ib=$(v2_index_of rxe0 10.38.0.62)
+id=$(v2_index_of rxe0 10.38.0.64)
+len=$(ls /sys/class/infiniband/rxe0/ports/1/gids | wc -l)
+say "rxe0: $len entries; podA's IPv4 at $ia, podB's at $ib, podD's at $id"
+assert "podB's entry sits between the others'" [ "$ia" -lt "$ib" -a "$ib" -lt "$id" ]
+
+trace() { # trace FILE CMD...: nccl-wrap in podB under strace (every openat kept)
+    _f=$1; shift
+    $IP netns exec podB strace -f -qq -e trace=openat -o "$_f" "$NCCL_WRAP" "$@" >/dev/null 2>&1
+}
+count() { # count CMD...: the syscalls of one run in podB
+    $IP netns exec podB strace -f -c -o /tmp/sc "$NCCL_WRAP" "$@" >/dev/null 2>&1
+    awk '/total/ {print $4}' /tmp/sc
+}
+trace /tmp/run.trace -q --skip-verbs env
+max=$(sed -n 's/.*"gids\/\([0-9]*\)".*/\1/p' /tmp/run.trace | sort -n | tail -n 1)
+theirs=$(grep -c "gid_attrs/[a-z]*/$ia\"" /tmp/run.trace)
+say "run: gids read up to $max (podB's entry $ib); podA's gid_attrs opened $theirs times"
+assert_eq "run: no entry past the pod's own is read" "$ib" "$max"
+assert_eq "run: the neighbour's entry is read by address alone" 0 "$theirs"
+trace /tmp/doctor.trace doctor --no-selftest
+dmax=$(sed -n 's/.*"gids\/\([0-9]*\)".*/\1/p' /tmp/doctor.trace | sort -n | tail -n 1)
+assert "doctor: reads the whole table (up to $((len - 1)))" [ "$dmax" -ge "$id" ]
+
+run_sc=$(count -q --skip-verbs -- /bin/true)
+verbs_sc=$(count -q -- /bin/true)
+doctor_sc=$(count doctor --no-selftest)
+finish "rxe0 ($len entries, podB's at $ib of 4 pods): a run read gids 0..$max; syscalls: run $run_sc, with the verbs probe $verbs_sc, doctor $doctor_sc"
