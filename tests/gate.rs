@@ -16,16 +16,16 @@ use std::time::{Duration, Instant};
 
 use common::Run;
 use nccl_wrap::detect::Vars;
-use nccl_wrap::gate::fabric::Fabric;
 use nccl_wrap::gate::who::Given;
 use nccl_wrap::gate::{self, Outcome, Ran};
-use nccl_wrap::ping::cause::Cause;
-use nccl_wrap::ping::edge::peer_cause;
-use nccl_wrap::ping::edge::PairTest;
-use nccl_wrap::ping::exchange::{self, Session};
-use nccl_wrap::ping::output::{self, PairResult};
-use nccl_wrap::ping::session::{Limits, PairRun};
-use nccl_wrap::ping::wire::{Fault, Figures, Hello, LinkLayer, Message, PortInfo};
+use nccl_wrap::pairtest::cause::Cause;
+use nccl_wrap::pairtest::edge::peer_cause;
+use nccl_wrap::pairtest::edge::PairTest;
+use nccl_wrap::pairtest::exchange::{self, Session};
+use nccl_wrap::pairtest::output::{self, PairResult};
+use nccl_wrap::pairtest::session::PairRun;
+use nccl_wrap::pairtest::wire::{Fault, Figures, Hello, LinkLayer, Message, PortInfo};
+use nccl_wrap::pairtest::Settings;
 
 fn port_info(last: u8) -> PortInfo {
     PortInfo {
@@ -56,7 +56,7 @@ fn fake(rank: u32) -> Fake {
     Fake { host: format!("pod-{rank}"), last: rank as u8 + 1, drops: false, no_port: false }
 }
 
-fn hello(f: &Fake, limits: Option<&Limits>) -> Hello {
+fn hello(f: &Fake, limits: Option<&Settings>) -> Hello {
     Hello {
         host: f.host.clone(),
         ports: vec![port_info(f.last)],
@@ -68,20 +68,17 @@ fn hello(f: &Fake, limits: Option<&Limits>) -> Hello {
     }
 }
 
-impl Fabric for Fake {
+impl PairTest for Fake {
     fn host(&self) -> String {
         self.host.clone()
     }
     fn ports(&self) -> Result<Vec<PortInfo>, Cause> {
         if self.no_port {
-            return Err(nccl_wrap::ping::edge::cannot("no-port", "no usable RDMA port in this pod", "doctor"));
+            return Err(nccl_wrap::pairtest::edge::cannot("no-port", "no usable RDMA port in this pod", "doctor"));
         }
         Ok(vec![port_info(self.last)])
     }
-}
-
-impl PairTest for Fake {
-    fn initiate(&self, target: &str, limits: &Limits, wait_until: Instant) -> Result<Vec<PairResult>, Cause> {
+    fn initiate(&self, target: &str, limits: &Settings, wait_until: Instant) -> Result<Vec<PairResult>, Cause> {
         let mut s = exchange::connect(target, wait_until, limits.timeout).map_err(|e| peer_cause(&e))?;
         s.send(&Message::Hello(hello(self, Some(limits)))).map_err(|e| peer_cause(&e))?;
         let theirs = s
@@ -102,7 +99,7 @@ impl PairTest for Fake {
         };
         Ok(vec![output::result(0, target, &run, output::Local::default())])
     }
-    fn answer(&self, mut s: Session, _hello: &Hello, _timeout: Duration) -> Result<Vec<PairResult>, String> {
+    fn answer(&self, mut s: Session, _hello: &Hello, _ours: &Settings) -> Result<Vec<PairResult>, String> {
         s.send(&Message::Hello(hello(self, None))).map_err(|e| e.to_string())?;
         Ok(Vec::new())
     }
@@ -158,11 +155,14 @@ fn options(j: &Job, rank: u32, log: Option<PathBuf>) -> gate::Options {
             id: j.id.clone(),
         },
         wait_ms: j.wait_ms,
-        all_pairs: false,
-        bytes: 4096,
-        iters: 10,
-        duration_ms: 0,
-        timeout_ms: 2000,
+        test: Settings {
+            all_pairs: false,
+            bytes: 4096,
+            iters: 10,
+            duration_ms: 0,
+            timeout: Duration::from_millis(2000),
+            gate: None,
+        },
         json: false,
         termination_log: log,
     }
@@ -275,7 +275,7 @@ fn stray(port: u16, bytes: &[u8], hold: Duration) -> std::thread::JoinHandle<()>
 fn stray_connections_during_the_wait_are_ignored() {
     let scratch = Scratch::new("strays");
     let j = job(2);
-    let plain = nccl_wrap::ping::wire::encode(&Message::Hello(hello(&fake(7), None))).expect("frame");
+    let plain = nccl_wrap::pairtest::wire::encode(&Message::Hello(hello(&fake(7), None))).expect("frame");
     let mut strays = Vec::new();
     for &p in &j.ports {
         strays.push(stray(p, b"GET / HTTP/1.0\r\n\r\n", Duration::ZERO));

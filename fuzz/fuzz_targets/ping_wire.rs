@@ -1,13 +1,13 @@
 //! `nccl-wrap ping`'s exchange frames and the gate's (join, assign, report, verdict, the tagged
 //! hello), as a hostile peer would send them, through
-//! `ping::wire::decode`: a frame is refused with a typed error or decodes to a message whose every
+//! `pairtest::wire::decode`: a frame is refused with a typed error or decodes to a message whose every
 //! field was checked, and whatever decodes encodes back to a frame that decodes to the same
 //! message (the peer and we read one format).
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nccl_wrap::ping::wire::{decode, encode, header};
+use nccl_wrap::pairtest::wire::{decode, encode, header};
 
 fuzz_target!(|data: &[u8]| {
     // The header alone must decide a frame's length, and never over the bound.

@@ -12,13 +12,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use super::fabric::{edge, Fabric};
+use super::successor;
 use super::verdict::{self, pod_fails, Pod};
 use super::who::Who;
 use crate::msg::PREFIX;
-use crate::ping::exchange::Session;
-use crate::ping::session::{budget, pairing, rounds, Limits};
-use crate::ping::wire::{Assign, Finding, Join, Message, PortInfo, Verdict};
+use crate::pairtest::edge::PairTest;
+use crate::pairtest::exchange::Session;
+use crate::pairtest::session::{budget, pairing, rounds};
+use crate::pairtest::wire::{Assign, Finding, Join, Message, PortInfo, Verdict};
+use crate::pairtest::Settings;
 
 /// A pod that joined: its connection, what it said, and the addresses of that connection.
 pub struct Member {
@@ -109,7 +111,7 @@ pub fn target(roster: &Roster, r: u32, size: u32, port: u16) -> String {
 
 /// How long every edge's test may take: the slowest edge's session budget, plus the connect and
 /// the hello.
-pub fn results_budget(ports: &[usize], limits: &Limits) -> Duration {
+pub fn results_budget(ports: &[usize], limits: &Settings) -> Duration {
     let n = ports.len();
     let slowest = (0..n)
         .map(|r| {
@@ -123,7 +125,7 @@ pub fn results_budget(ports: &[usize], limits: &Limits) -> Duration {
 }
 
 /// Sends each member its assignment; a member that cannot be told is named.
-pub fn assign(roster: &mut Roster, who: &Who, me_host: &str, limits: &Limits, results: Duration) -> Vec<Finding> {
+pub fn assign(roster: &mut Roster, who: &Who, me_host: &str, limits: &Settings, results: Duration) -> Vec<Finding> {
     let mut lost = Vec::new();
     let targets: Vec<(u32, String, String)> = roster
         .members
@@ -145,7 +147,7 @@ pub fn assign(roster: &mut Roster, who: &Who, me_host: &str, limits: &Limits, re
             bytes: limits.bytes,
             iters: limits.iters,
             duration_ms: limits.duration_ms,
-            timeout_ms: u32::try_from(limits.timeout.as_millis()).unwrap_or(u32::MAX),
+            timeout_ms: limits.timeout_ms(),
             results_ms: u32::try_from(results.as_millis()).unwrap_or(u32::MAX),
         };
         m.session.set_deadline(Instant::now() + limits.timeout);
@@ -227,8 +229,8 @@ pub fn rails(roster: &Roster, mine: &[PortInfo], size: u32) -> Vec<usize> {
 pub fn run(
     who: &Who,
     me: &Pod,
-    fabric: &dyn Fabric,
-    limits: &Limits,
+    fabric: &dyn PairTest,
+    limits: &Settings,
     joins: Receiver<(Session, Join)>,
     until: Instant,
     cancel: &AtomicBool,
@@ -254,7 +256,7 @@ pub fn run(
     let next = (who.rank + 1) % who.size;
     let target = target(&roster, 0, who.size, who.port);
     let peer_host = roster.members.get(&next).map_or_else(|| me.host.clone(), |m| m.join.host.clone());
-    findings.extend(edge(me, &Pod { rank: next, host: peer_host }, fabric, &target, limits));
+    findings.extend(successor::test(me, &Pod { rank: next, host: peer_host }, fabric, &target, limits));
     findings.extend(collect(&mut roster, until + timeout));
     let v = verdict::decide(who.size, &[], findings);
     announce(&mut roster, &v, timeout);
@@ -301,7 +303,7 @@ mod tests {
 
     #[test]
     fn the_results_budget_is_the_slowest_edge_and_bounded() {
-        let l = Limits {
+        let l = Settings {
             all_pairs: false,
             bytes: 1 << 20,
             iters: 1000,
@@ -312,10 +314,10 @@ mod tests {
         // 4 rails everywhere but one pod with 2: its edges have 2 pairs; the slowest has 4:
         // 3 s x (2 + 4) + 1 s x 1 round, plus 2 x 3 s for the connect and the hello.
         assert_eq!(results_budget(&[4, 4, 2, 4], &l), Duration::from_secs(25));
-        let all = Limits { all_pairs: true, ..l.clone() };
+        let all = Settings { all_pairs: true, ..l.clone() };
         // 4 x 4 pairs in 4 rounds: 3 s x 18 + 4 s, plus 6 s.
         assert_eq!(results_budget(&[4, 4], &all), Duration::from_secs(64));
-        let huge = Limits { timeout: Duration::from_secs(600), ..all };
+        let huge = Settings { timeout: Duration::from_secs(600), ..all };
         assert_eq!(results_budget(&[32, 32], &huge), Duration::from_secs(24 * 3600));
     }
 }

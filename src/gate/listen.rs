@@ -13,11 +13,12 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::fabric::Fabric;
 use crate::msg::PREFIX;
-use crate::ping::exchange::{ExchangeError, Session};
-use crate::ping::output::PairResult;
-use crate::ping::wire::{Join, Message};
+use crate::pairtest::edge::PairTest;
+use crate::pairtest::exchange::{ExchangeError, Session};
+use crate::pairtest::output::PairResult;
+use crate::pairtest::wire::{Join, Message};
+use crate::pairtest::Settings;
 
 /// First messages read at once; scanners opening hundreds of connections get the rest closed.
 pub const MAX_READERS: usize = 32;
@@ -28,8 +29,8 @@ pub struct Listen<'a> {
     pub predecessor: u32,
     /// Deadline of each connection's first message.
     pub hello: Duration,
-    /// Each pair's phase deadline (the session extends its own).
-    pub timeout: Duration,
+    /// The most this pod answers its predecessor's test with (its own pair test settings).
+    pub test: &'a Settings,
     /// Rank 0: where joins go (dropped when the roster closes).
     pub joins: Option<Sender<(Session, Join)>>,
     /// Set when the verdict is in: the listener returns.
@@ -60,7 +61,7 @@ fn stray(served: &mut Served, what: &str) {
 }
 
 /// Serves until `stop` is set or `until` passes.
-pub fn serve(l: &TcpListener, opts: Listen<'_>, fabric: &dyn Fabric, until: Instant) -> Served {
+pub fn serve(l: &TcpListener, opts: Listen<'_>, fabric: &dyn PairTest, until: Instant) -> Served {
     let (tx, rx): (Sender<First>, Receiver<First>) = mpsc::channel();
     let busy = Arc::new(AtomicUsize::new(0));
     // Every connection this port took, to be shut when the gate ends: a stray still being read
@@ -71,7 +72,7 @@ pub fn serve(l: &TcpListener, opts: Listen<'_>, fabric: &dyn Fabric, until: Inst
         predecessor: opts.predecessor,
         joins: opts.joins,
         fabric,
-        timeout: opts.timeout,
+        test: opts.test,
         served: Served::default(),
     };
     while !opts.stop.load(Ordering::SeqCst) && Instant::now() < until {
@@ -119,15 +120,15 @@ struct Desk<'a> {
     job: &'a str,
     predecessor: u32,
     joins: Option<Sender<(Session, Join)>>,
-    fabric: &'a dyn Fabric,
-    timeout: Duration,
+    fabric: &'a dyn PairTest,
+    test: &'a Settings,
     served: Served,
 }
 
 impl Desk<'_> {
     fn dispatch(&mut self, s: Session, first: Result<Message, ExchangeError>) {
-        let Desk { job, predecessor, joins, fabric, timeout, served } = self;
-        let (job, predecessor, fabric, timeout) = (*job, *predecessor, *fabric, *timeout);
+        let Desk { job, predecessor, joins, fabric, test, served } = self;
+        let (job, predecessor, fabric, test) = (*job, *predecessor, *fabric, *test);
         let peer = s.peer.clone();
         match first {
             Ok(Message::Join(j)) => match joins {
@@ -152,7 +153,7 @@ impl Desk<'_> {
             Ok(Message::Hello(h)) => {
                 let ours = h.gate.as_ref().is_some_and(|g| g.job == job && g.rank == predecessor);
                 if ours && served.pairs.is_none() {
-                    served.pairs = Some(fabric.answer(s, &h, timeout));
+                    served.pairs = Some(fabric.answer(s, &h, test));
                     if let Some(Err(e)) = &served.pairs {
                         eprintln!("{PREFIX} gate: serving rank {predecessor}'s pair test: {e}");
                     }

@@ -5,12 +5,13 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::fabric::{edge, Fabric};
+use super::successor;
 use super::verdict::{self, pod_fails, Pod};
 use super::who::Who;
-use crate::ping::exchange::{self, ExchangeError, Session};
-use crate::ping::session::Limits;
-use crate::ping::wire::{Assign, Join, Message, Report, Verdict};
+use crate::pairtest::edge::PairTest;
+use crate::pairtest::exchange::{self, ExchangeError, Session};
+use crate::pairtest::wire::{Assign, Join, Message, Report, Verdict};
+use crate::pairtest::Settings;
 
 fn alone(who: &Who, me: &Pod, id: &'static str, summary: String, hint: &str) -> Verdict {
     verdict::decide(who.size, &[], vec![pod_fails(me.rank, &me.host, id, summary, hint)])
@@ -54,14 +55,14 @@ fn arrival(s: &Session, until: Instant, cancel: &AtomicBool) {
 pub fn take_part(
     who: &Who,
     me: &Pod,
-    fabric: &dyn Fabric,
-    limits: &Limits,
+    fabric: &dyn PairTest,
+    limits: &Settings,
     wait: Duration,
     cancel: &AtomicBool,
 ) -> Verdict {
     let (ports, problem) = match fabric.ports() {
         Ok(p) => (p, None),
-        Err(c) => (Vec::new(), Some(verdict::clip(&c.summary, crate::ping::wire::MAX_TEXT))),
+        Err(c) => (Vec::new(), Some(verdict::clip(&c.summary, crate::pairtest::wire::MAX_TEXT))),
     };
     let join = Join {
         job: who.job.clone(),
@@ -95,17 +96,10 @@ pub fn take_part(
         }
         Err(e) => return coordinator_lost(who, me, &e, "sent no assignment"),
     };
-    let theirs = Limits {
-        all_pairs: a.all_pairs,
-        bytes: a.bytes,
-        iters: a.iters,
-        duration_ms: a.duration_ms,
-        timeout: Duration::from_millis(u64::from(a.timeout_ms)),
-        gate: limits.gate.clone(),
-    };
+    let theirs = Settings::of_assign(&a, limits.gate.clone());
     let until = Instant::now() + Duration::from_millis(u64::from(a.results_ms));
     let next = Pod { rank: a.successor, host: a.successor_host.clone() };
-    let pairs = edge(me, &next, fabric, &a.target, &theirs);
+    let pairs = successor::test(me, &next, fabric, &a.target, &theirs);
     s.set_deadline(until.max(Instant::now()) + theirs.timeout);
     if let Err(e) = s.send(&Message::Report(Report { rank: who.rank, pairs })) {
         return coordinator_lost(who, me, &e, "did not take this pod's results");

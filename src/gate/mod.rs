@@ -11,9 +11,9 @@
 //! resource are closed before `run` returns, so nothing reaches the command (exec or child).
 
 pub mod coordinator;
-pub mod fabric;
 pub mod listen;
 pub mod member;
+pub mod successor;
 pub mod verdict;
 pub mod who;
 
@@ -24,7 +24,6 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use fabric::Fabric;
 use verdict::Pod;
 use who::{Given, Who};
 
@@ -32,10 +31,11 @@ use nix::libc;
 
 use crate::detect::Vars;
 use crate::msg::PREFIX;
-use crate::ping::cause::{Cause, Status};
-use crate::ping::exchange;
-use crate::ping::session::Limits;
-use crate::ping::wire::{check_params, GateTag, Verdict};
+use crate::pairtest::cause::{Cause, Status};
+use crate::pairtest::edge::PairTest;
+use crate::pairtest::exchange;
+use crate::pairtest::wire::{GateTag, Verdict};
+use crate::pairtest::Settings;
 
 /// The gate's options (ping's test knobs included: the coordinator's rule every pair).
 #[derive(Debug, Clone)]
@@ -44,11 +44,8 @@ pub struct Options {
     pub warn: bool,
     pub given: Given,
     pub wait_ms: u64,
-    pub all_pairs: bool,
-    pub bytes: u32,
-    pub iters: u32,
-    pub duration_ms: u32,
-    pub timeout_ms: u64,
+    /// The pair test every pod of the job runs (the coordinator's rule every pair).
+    pub test: Settings,
     /// The verdict also as one JSON line on stdout.
     pub json: bool,
     /// Where a refusal's cause goes (the caller picks `/dev/termination-log` when it exists).
@@ -70,15 +67,8 @@ pub enum Outcome {
 const STOPPING: [i32; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
 
 impl Options {
-    fn limits(&self, job: &str, rank: u32) -> Limits {
-        Limits {
-            all_pairs: self.all_pairs,
-            bytes: self.bytes,
-            iters: self.iters,
-            duration_ms: self.duration_ms,
-            timeout: Duration::from_millis(self.timeout_ms),
-            gate: Some(GateTag { job: job.to_owned(), rank }),
-        }
+    fn limits(&self, job: &str, rank: u32) -> Settings {
+        Settings { gate: Some(GateTag { job: job.to_owned(), rank }), ..self.test.clone() }
     }
 }
 
@@ -91,7 +81,7 @@ pub struct Ran {
 }
 
 /// Runs the gate and reports its verdict; returns whether the command starts, and why.
-pub fn run(vars: &Vars, fabric: &dyn Fabric, opts: &Options) -> Ran {
+pub fn run(vars: &Vars, fabric: &dyn PairTest, opts: &Options) -> Ran {
     let start = Instant::now();
     let signal = AtomicI32::new(0);
     let checked = check(vars, fabric, opts, &signal);
@@ -151,16 +141,14 @@ fn usage(summary: String, hint: &str) -> Cause {
 
 /// Who, then the gate port, then the coordinator's or the member's part; the listener serves
 /// the predecessor on a thread meanwhile and is stopped and closed before this returns.
-fn check(vars: &Vars, fabric: &dyn Fabric, opts: &Options, signal: &AtomicI32) -> Result<(Who, Verdict), Cause> {
+fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32) -> Result<(Who, Verdict), Cause> {
     let who = who::resolve(&opts.given, vars).map_err(|e| usage(e.to_string(), "see docs/gate.md (who the job is)"))?;
-    check_params(opts.bytes, opts.iters, opts.duration_ms)
-        .map_err(|e| usage(format!("bad test size from NCCL_WRAP_PING_*: {e}"), "see nccl-wrap ping --help"))?;
-    if !(1..=600_000).contains(&opts.timeout_ms) {
-        return Err(usage(
-            format!("NCCL_WRAP_PING_TIMEOUT_MS={} is not in 1..=600000", opts.timeout_ms),
-            "each phase's deadline; 3000 suits real hardware, 20000 software RoCE under emulation",
-        ));
-    }
+    opts.test.check().map_err(|e| {
+        usage(
+            format!("bad pair test from NCCL_WRAP_PING_*: {e}"),
+            "see nccl-wrap ping --help; NCCL_WRAP_PING_TIMEOUT_MS: 3000 suits real hardware, 20000 software RoCE under emulation",
+        )
+    })?;
     let l: TcpListener = exchange::bind(SocketAddr::from(([0, 0, 0, 0], who.port))).map_err(|e| {
         usage(
             e.to_string(),
@@ -168,7 +156,7 @@ fn check(vars: &Vars, fabric: &dyn Fabric, opts: &Options, signal: &AtomicI32) -
         )
     })?;
     let me = Pod { rank: who.rank, host: fabric.host() };
-    let timeout = Duration::from_millis(opts.timeout_ms);
+    let timeout = opts.test.timeout;
     let wait = Duration::from_millis(opts.wait_ms);
     let limits = opts.limits(&who.job, who.rank);
     let stop = AtomicBool::new(false);
@@ -192,7 +180,7 @@ fn check(vars: &Vars, fabric: &dyn Fabric, opts: &Options, signal: &AtomicI32) -
                 job: &who.job,
                 predecessor,
                 hello: timeout,
-                timeout,
+                test: &opts.test,
                 joins: (who.rank == 0).then_some(joins_tx),
                 stop: &stop,
             };

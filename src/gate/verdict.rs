@@ -5,9 +5,9 @@
 
 use serde::Serialize;
 
-use crate::ping::cause::{Cause, Status};
-use crate::ping::output::PairResult;
-use crate::ping::wire::{Finding, Verdict, MAX_LISTED, MAX_TEXT};
+use crate::pairtest::cause::{Cause, Status};
+use crate::pairtest::output::PairResult;
+use crate::pairtest::wire::{Finding, Verdict, MAX_LISTED, MAX_TEXT};
 
 /// Kubernetes keeps at most 4096 bytes of a termination message.
 pub const TERMINATION_MAX: usize = 4096;

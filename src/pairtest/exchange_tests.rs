@@ -7,7 +7,7 @@ use std::net::TcpStream;
 use std::thread;
 
 use super::*;
-use crate::ping::wire::{LinkLayer, PortInfo};
+use crate::pairtest::wire::{LinkLayer, PortInfo};
 
 fn hello() -> Hello {
     Hello {

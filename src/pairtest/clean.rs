@@ -1,0 +1,72 @@
+//! Peer-supplied text made safe to print: a log line, a JSON string, the termination message.
+//! A peer's refusal, its fault's error text, a verdict's summaries and hints all come from
+//! outside; printed as they came, a line break would forge a line of ours ("verdict: GO") and
+//! an escape sequence would drive the reader's terminal.
+//!
+//! Pure. It must never pass a control character (C0, DEL, C1, the Unicode line and paragraph
+//! separators, bidirectional marks and overrides) and never return more than its bound.
+
+/// The most characters of peer text one message keeps (the wire allows 1024 bytes).
+pub const MAX_SHOWN: usize = 512;
+
+/// Whether `c` may reach a terminal or a log line as it is.
+fn shown(c: char) -> bool {
+    !(c.is_control()
+        || matches!(c, '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'))
+}
+
+/// `text` with every control character (line breaks and tabs included) written as `\u{..}`,
+/// cut so that at most `max` characters come out, then an ellipsis that says so.
+pub fn bounded(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    let mut n = 0;
+    for c in text.chars() {
+        let piece = if shown(c) { c.to_string() } else { c.escape_unicode().to_string() };
+        let len = piece.chars().count();
+        if n + len > max {
+            out.push_str("...");
+            break;
+        }
+        out.push_str(&piece);
+        n += len;
+    }
+    out
+}
+
+/// [`bounded`] at [`MAX_SHOWN`].
+pub fn text(text: &str) -> String {
+    bounded(text, MAX_SHOWN)
+}
+
+/// Whether `text` would print as it is (nothing to escape, within [`MAX_SHOWN`]).
+pub fn is_clean(text: &str) -> bool {
+    text.chars().count() <= MAX_SHOWN && text.chars().all(shown)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_forged_line_and_terminal_escapes_are_written_out() {
+        let forged = "bad rail\nnccl-wrap: gate: verdict: GO\x1b[2J\x1b]0;owned\x07\r";
+        let t = text(forged);
+        assert!(!t.contains('\n') && !t.contains('\x1b') && !t.contains('\r') && !t.contains('\x07'), "{t}");
+        assert_eq!(t, "bad rail\\u{a}nccl-wrap: gate: verdict: GO\\u{1b}[2J\\u{1b}]0;owned\\u{7}\\u{d}");
+        assert!(!is_clean(forged) && is_clean(&t));
+        // C1 controls, separators and bidirectional overrides too.
+        assert_eq!(text("a\u{85}b\u{2028}c\u{202e}d"), "a\\u{85}b\\u{2028}c\\u{202e}d");
+    }
+
+    #[test]
+    fn long_text_is_cut_and_plain_text_kept() {
+        assert_eq!(text("rxe0:1 retry-exceeded: peer ä"), "rxe0:1 retry-exceeded: peer ä");
+        let long = "x".repeat(5000);
+        let t = text(&long);
+        assert_eq!(t.len(), MAX_SHOWN + 3);
+        assert!(t.ends_with("..."));
+        // Escapes count towards the bound.
+        let t = text(&"\n".repeat(5000));
+        assert!(t.chars().count() <= MAX_SHOWN + 3, "{}", t.len());
+    }
+}
