@@ -155,7 +155,7 @@ fn ping_options(p: &PingArgs) -> ping::Options {
             ping::Mode::Ring { template: p.peer_template.clone(), index: p.index, size: p.size, port: p.port }
         }
     };
-    ping::Options { mode, json: p.json, test: test_settings(p), wait_ms: p.wait_ms }
+    ping::Options { mode, json: p.json, test: test_settings(p), wait_ms: p.wait_ms, allow: p.allow.clone() }
 }
 
 /// The pair test's settings from ping's knobs (`nccl-wrap ping`'s flags, or the gate's

@@ -128,6 +128,8 @@ pub struct PingArgs {
     pub listen: Option<String>,
     /// With --listen: serve peer after peer.
     pub keep: bool,
+    /// Who the listener answers: `CIDR,...` (checked by ping before anything is opened).
+    pub allow: Option<String>,
     /// Every local x remote port pair, not only rail i with rail i.
     pub all_pairs: bool,
     /// Ring mode: listen on `port` and test the next index.
@@ -151,6 +153,7 @@ impl Default for PingArgs {
             target: None,
             listen: None,
             keep: false,
+            allow: None,
             all_pairs: false,
             ring: false,
             peer_template: None,

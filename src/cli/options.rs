@@ -497,6 +497,16 @@ pub(super) const SPECS: &[Spec] = &[
         set: ping_flag!(keep),
     },
     Spec {
+        long: "allow",
+        short: None,
+        env: "NCCL_WRAP_PING_ALLOW",
+        kind: Kind::Value("CIDR,..."),
+        only: Some(SubName::Ping),
+        default: None,
+        help: "With --listen or --ring: answer only peers in these IPv4/IPv6 networks (e.g. the pod network 10.0.0.0/8,fd00::/8); others are closed unread. Default: anyone",
+        set: ping_text!(allow),
+    },
+    Spec {
         long: "all-pairs",
         short: None,
         env: "NCCL_WRAP_PING_ALL_PAIRS",

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use crate::doctor::Status;
 use crate::msg::PREFIX;
+use crate::pairtest::door::Allow;
 use crate::pairtest::edge::PairTest;
 use crate::pairtest::exchange::{self, ExchangeError, Serve, Session};
 use crate::pairtest::output::PairResult;
@@ -147,7 +148,7 @@ pub fn bind(port: u16, proc_root: &std::path::Path) -> Result<TcpListener, Strin
 /// Answers peers on `l` one at a time until `max_peers` connections (tests) or for ever.
 /// A stray or a failed peer is one stderr line; nothing ends the serving but `max_peers`.
 pub fn serve(l: &TcpListener, fabric: &dyn PairTest, allowed: &Allowed, max_peers: Option<usize>) {
-    let opts = Serve { keep: true, wait: None, hello: HELLO, max_peers };
+    let opts = Serve { keep: true, wait: None, hello: HELLO, max_peers, allow: Allow::Peers(Arc::clone(allowed)) };
     // No deadline to wait for: a blocking accept sleeps in the kernel until a peer comes, where
     // the 10 ms poll of ping's listener would cost the agent 100 wake-ups a second for its life.
     if let Err(e) = l.set_nonblocking(false) {

@@ -6,7 +6,7 @@
 //! Pure. It must never pass a control character (C0, DEL, C1, the Unicode line and paragraph
 //! separators, bidirectional marks and overrides) and never return more than its bound.
 
-/// The most characters of peer text one message keeps (the wire allows 1024 bytes).
+/// The most bytes of peer text one log line keeps (the wire allows 1024).
 pub const MAX_SHOWN: usize = 512;
 
 /// Whether `c` may reach a terminal or a log line as it is.
@@ -16,19 +16,21 @@ fn shown(c: char) -> bool {
 }
 
 /// `text` with every control character (line breaks and tabs included) written as `\u{..}`,
-/// cut so that at most `max` characters come out, then an ellipsis that says so.
+/// at most `max` bytes (at least 3): when cut, it ends with an ellipsis that says so. Cleaning
+/// clean text gives it back unchanged.
 pub fn bounded(text: &str, max: usize) -> String {
+    let max = max.max(3);
     let mut out = String::new();
-    let mut n = 0;
     for c in text.chars() {
         let piece = if shown(c) { c.to_string() } else { c.escape_unicode().to_string() };
-        let len = piece.chars().count();
-        if n + len > max {
+        if out.len() + piece.len() > max {
+            while out.len() + 3 > max {
+                out.pop();
+            }
             out.push_str("...");
             break;
         }
         out.push_str(&piece);
-        n += len;
     }
     out
 }
@@ -40,7 +42,7 @@ pub fn text(text: &str) -> String {
 
 /// Whether `text` would print as it is (nothing to escape, within [`MAX_SHOWN`]).
 pub fn is_clean(text: &str) -> bool {
-    text.chars().count() <= MAX_SHOWN && text.chars().all(shown)
+    text.len() <= MAX_SHOWN && text.chars().all(shown)
 }
 
 #[cfg(test)]
@@ -63,10 +65,13 @@ mod tests {
         assert_eq!(text("rxe0:1 retry-exceeded: peer ä"), "rxe0:1 retry-exceeded: peer ä");
         let long = "x".repeat(5000);
         let t = text(&long);
-        assert_eq!(t.len(), MAX_SHOWN + 3);
+        assert_eq!(t.len(), MAX_SHOWN);
         assert!(t.ends_with("..."));
-        // Escapes count towards the bound.
-        let t = text(&"\n".repeat(5000));
-        assert!(t.chars().count() <= MAX_SHOWN + 3, "{}", t.len());
+        // Escapes and wide characters count towards the bound; cleaning is idempotent.
+        for hostile in ["\n".repeat(5000), "ä".repeat(5000), "é\u{1b}".repeat(700)] {
+            let t = bounded(&hostile, 1024);
+            assert!(t.len() <= 1024 && is_clean(&text(&t)), "{}", t.len());
+            assert_eq!(bounded(&t, 1024), t);
+        }
     }
 }

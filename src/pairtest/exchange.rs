@@ -12,6 +12,9 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
+use std::sync::atomic::AtomicBool;
+
+use super::door::{Allow, Arrival, Desk, Door};
 use super::wire::{self, Hello, Message, WireError, HEADER_LEN};
 
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +41,8 @@ pub enum ExchangeError {
     Refused { peer: String, reason: String },
     #[error("talking to {peer}: {source}")]
     Io { peer: String, source: io::Error },
+    #[error("{peer}: closed unread: {why}")]
+    Unread { peer: String, why: String },
 }
 
 fn strays_note(strays: usize) -> String {
@@ -123,6 +128,7 @@ impl Session {
         match wire::decode_payload(kind, &payload)
             .map_err(|source| ExchangeError::Wire { peer: self.peer.clone(), source })?
         {
+            // Printable already: the wire cleans every peer text it decodes.
             Message::Refuse(reason) => Err(ExchangeError::Refused { peer: self.peer.clone(), reason }),
             m => Ok(m),
         }
@@ -174,6 +180,11 @@ impl Session {
     /// Sets the deadline to `deadline`, earlier or later (the gate's phases each have their own).
     pub fn set_deadline(&mut self, deadline: Instant) {
         self.deadline = deadline;
+    }
+
+    /// Closes the connection both ways at once (a peer waiting for our close sees EOF now).
+    pub fn close(self) {
+        let _ = self.stream.shutdown(Shutdown::Both);
     }
 
     /// Best effort: tell the peer why, with a short bound, then close.
@@ -275,7 +286,7 @@ pub fn accept(l: &TcpListener, until: Option<Instant>) -> Result<(TcpStream, Soc
 }
 
 /// How the listener serves.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Serve {
     /// Serve peer after peer (otherwise one valid peer).
     pub keep: bool,
@@ -285,13 +296,16 @@ pub struct Serve {
     pub hello: Duration,
     /// Stop after this many connections (tests; `None` in the binary).
     pub max_peers: Option<usize>,
+    /// Who may connect (`ping --allow`, the ring's peers; anyone by default).
+    pub allow: Allow,
 }
 
-/// Accepts peers and hands each valid hello to `on_peer`. A connection that never sends a valid
-/// hello (a probe, a scanner, garbage, silence) is a stray: it is reported to `on_error`, told
-/// why, and the wait goes on until it ends. A peer that fails after its hello is reported too;
-/// without `keep` it ends the serving, with `keep` the next peer is served. Returns how many
-/// peers `on_peer` completed.
+/// Accepts peers under the [`door`](super::door)'s policy and hands each valid hello to
+/// `on_peer`, one at a time on this thread. A connection that never sends a valid hello (a
+/// probe, a scanner, garbage, silence, an address not admitted) is a stray: reported to
+/// `on_error`, closed as soon as it is judged, and the wait goes on until it ends. A peer that
+/// fails after its hello is reported too; without `keep` it ends the serving, with `keep` the
+/// next peer is served. Returns how many peers `on_peer` completed.
 pub fn serve(
     l: &TcpListener,
     opts: Serve,
@@ -299,28 +313,26 @@ pub fn serve(
     mut on_error: impl FnMut(&ExchangeError),
 ) -> Result<usize, ExchangeError> {
     let start = Instant::now();
+    let addr = l.local_addr().map_or_else(|_| "the listener".to_owned(), |a| a.to_string());
     let first_until = opts.wait.map(|w| start + w);
     let (mut seen, mut served, mut strays) = (0usize, 0usize, 0usize);
+    let mut desk = Desk::new(l, Door::new(opts.allow.clone(), opts.hello));
+    let never = AtomicBool::new(false);
     loop {
         // With `keep`, only the first peer is waited for; without it, strays do not end the wait.
         let until = if opts.keep && seen > 0 { None } else { first_until };
-        let (stream, addr) = match accept(l, until) {
-            Ok(a) => a,
-            Err(ExchangeError::NoPeer { addr, .. }) => {
-                return Err(ExchangeError::NoPeer { addr, waited_ms: start.elapsed().as_millis(), strays })
-            }
-            Err(e) => return Err(e),
+        let Some(arrival) = desk.next(until, &never) else {
+            return Err(ExchangeError::NoPeer { addr, waited_ms: start.elapsed().as_millis(), strays });
         };
         seen += 1;
-        let mut session = Session::new(stream, addr.to_string(), Instant::now() + opts.hello);
-        let outcome = match session.expect("hello", |m| if let Message::Hello(h) = m { Ok(h) } else { Err(m) }) {
-            Ok(hello) => on_peer(session, hello).map_err(|e| (true, e)),
-            Err(e) => {
-                if !matches!(e, ExchangeError::Closed { .. } | ExchangeError::Refused { .. }) {
-                    session.refuse(&e.to_string());
-                }
+        let outcome = match arrival {
+            Arrival::First(session, Message::Hello(hello)) => on_peer(session, hello).map_err(|e| (true, e)),
+            Arrival::First(session, m) => {
+                let e = ExchangeError::Unexpected { peer: session.peer.clone(), want: "hello", got: m.name() };
+                session.refuse(&e.to_string());
                 Err((false, e))
             }
+            Arrival::Stray(e) => Err((false, e)),
         };
         let at_max = opts.max_peers.is_some_and(|m| seen >= m);
         match outcome {

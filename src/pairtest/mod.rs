@@ -6,7 +6,8 @@
 //! - `settings`: the one settings type of a test (sizes, pairing, deadline), and what a
 //!   listener lets a peer ask for;
 //! - `wire` (and `wire_gate`): every message kind and its framing (pure), the gate's included;
-//! - `exchange`: TCP with deadlines, hostile peers;
+//! - `exchange`: TCP with deadlines, hostile peers; `door`: the one accept policy of every
+//!   listener (who, how many at once, how long; what is kept open);
 //! - `clean`: peer-supplied text made printable and bounded before anything prints it;
 //! - `here`: what this pod brings (ports, name, routes); `session`: one run with one peer from
 //!   either end; `pair`: the verbs work; `edge`: this pod towards one peer, as results;
@@ -19,6 +20,7 @@
 
 pub mod cause;
 pub mod clean;
+pub mod door;
 pub mod edge;
 pub mod exchange;
 pub mod here;

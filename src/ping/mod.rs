@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::msg::PREFIX;
 use crate::pairtest::cause::{Cause, Status};
+use crate::pairtest::door::{self, Allow};
 use crate::pairtest::edge::{self, cannot, peer_cause};
 use crate::pairtest::exchange::{self, Serve};
 use crate::pairtest::here::{self, hostname, Here, Inputs};
@@ -44,6 +45,8 @@ pub struct Options {
     /// What each test does (as the initiator), and the most a listener answers.
     pub test: Settings,
     pub wait_ms: u64,
+    /// `--allow CIDR,...`: whom the listener answers (unset: anyone).
+    pub allow: Option<String>,
 }
 
 /// Runs ping and prints its results; returns the exit status.
@@ -94,31 +97,42 @@ impl Printer {
 }
 
 /// Usage first: a wrong address or ring setting is named before anything is opened.
-fn check_usage(inp: &Inputs, opts: &Options) -> Result<Option<(order::Ring, u16)>, Cause> {
+fn check_usage(inp: &Inputs, opts: &Options) -> Result<(Option<(order::Ring, u16)>, Allow), Cause> {
     opts.test
         .check()
         .map_err(|e| cannot("peer", format!("bad test size: {e}"), "see nccl-wrap ping --help for the ranges"))?;
     let usage = |e: String, hint: &str| cannot("peer", e, hint);
-    match &opts.mode {
+    // An allow-list that cannot be read is never taken for "anyone": the check does not run.
+    let allow = match &opts.allow {
+        None => Allow::Anyone,
+        Some(spec) => Allow::Nets(door::parse_allow(spec).map_err(|e| {
+            usage(
+                format!("--allow (NCCL_WRAP_PING_ALLOW): {e}"),
+                "a comma-separated list of CIDRs, e.g. 10.0.0.0/8,fd00::/8",
+            )
+        })?),
+    };
+    let ring = match &opts.mode {
         Mode::Connect(target) => {
             exchange::split_target(target).map_err(|e| usage(e.to_string(), "the peer is HOST:PORT"))?;
-            Ok(None)
+            None
         }
         Mode::Listen { addr, .. } => {
             exchange::listen_addr(addr).map_err(|e| usage(e.to_string(), "--listen takes PORT or ADDR:PORT"))?;
-            Ok(None)
+            None
         }
         Mode::Ring { template, index, size, port } => {
             let host = hostname(inp.proc_root, inp.vars);
             let r = order::resolve(*index, *size, template.as_deref(), inp.vars, &host)
                 .map_err(|e| usage(e.to_string(), "see nccl-wrap ping --help (ring mode)"))?;
-            Ok(Some((r, *port)))
+            Some((r, *port))
         }
-    }
+    };
+    Ok((ring, allow))
 }
 
 fn run(inp: &Inputs, opts: &Options, out: &mut Printer) -> Result<(), Cause> {
-    let ring = check_usage(inp, opts)?;
+    let (ring, allow) = check_usage(inp, opts)?;
     let here = here::read(inp)?;
     let wait = Duration::from_millis(opts.wait_ms);
     match (&opts.mode, ring) {
@@ -133,7 +147,13 @@ fn run(inp: &Inputs, opts: &Options, out: &mut Printer) -> Result<(), Cause> {
             let l = exchange::bind(sock).map_err(|e| cannot("peer", e.to_string(), "pick a free port"))?;
             let opened = edge::open(&here.planned)?;
             let timeout = opts.test.timeout;
-            let serve = Serve { keep: *keep, wait: (!keep).then_some(wait), hello: timeout, max_peers: None };
+            let serve = Serve {
+                keep: *keep,
+                wait: (!keep).then_some(wait),
+                hello: timeout,
+                max_peers: None,
+                allow: allow.clone(),
+            };
             let served = exchange::serve(
                 &l,
                 serve,
@@ -154,7 +174,7 @@ fn run(inp: &Inputs, opts: &Options, out: &mut Printer) -> Result<(), Cause> {
             served.map(|_| ()).map_err(|e| peer_cause(&e))
         }
         (Mode::Ring { .. }, Some((r, port))) => {
-            for mut res in ring_run(&r, port, &here, opts)? {
+            for mut res in ring_run(&r, port, &here, opts, &allow)? {
                 res.node_index = Some(r.index);
                 res.peer_index = Some(r.peer_index);
                 out.pair(&res);
@@ -167,7 +187,7 @@ fn run(inp: &Inputs, opts: &Options, out: &mut Printer) -> Result<(), Cause> {
 
 /// Ring mode: serve the predecessor on a thread, test the successor here; returns the pairs
 /// towards the successor.
-fn ring_run(r: &order::Ring, port: u16, here: &Here, opts: &Options) -> Result<Vec<PairResult>, Cause> {
+fn ring_run(r: &order::Ring, port: u16, here: &Here, opts: &Options, allow: &Allow) -> Result<Vec<PairResult>, Cause> {
     let l = exchange::bind(std::net::SocketAddr::from(([0, 0, 0, 0], port)))
         .map_err(|e| cannot("peer", e.to_string(), "pick a free --port (NCCL_WRAP_PING_PORT)"))?;
     let target = format!("{}:{port}", r.peer_host);
@@ -177,7 +197,7 @@ fn ring_run(r: &order::Ring, port: u16, here: &Here, opts: &Options) -> Result<V
         let listener = scope.spawn(|| {
             // Contexts are opened on this thread: nothing of verbs crosses threads.
             let opened = edge::open(&here.planned).map_err(|c| c.summary)?;
-            let serve = Serve { keep: false, wait: Some(wait), hello: timeout, max_peers: None };
+            let serve = Serve { keep: false, wait: Some(wait), hello: timeout, max_peers: None, allow: allow.clone() };
             exchange::serve(
                 &l,
                 serve,
