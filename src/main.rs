@@ -203,6 +203,23 @@ fn gate_options(o: &cli::Opts) -> gate::Options {
         test: test_settings(p),
         json: p.json,
         termination_log: o.termination_log.clone().or_else(|| default_log.exists().then_some(default_log)),
+        secret: gate_secret(o),
+    }
+}
+
+/// The job's secret from NCCL_WRAP_GATE_SECRET or the file NCCL_WRAP_GATE_SECRET_FILE names
+/// (read with a bound, never blocking), none, or why it cannot be had.
+fn gate_secret(o: &cli::Opts) -> Result<Option<pairtest::seal::Secret>, String> {
+    use pairtest::seal::{Secret, MAX_SECRET};
+    match (&o.gate_secret, &o.gate_secret_file) {
+        (None, None) => Ok(None),
+        (Some(_), Some(_)) => Err("both NCCL_WRAP_GATE_SECRET and NCCL_WRAP_GATE_SECRET_FILE are set: set one".into()),
+        (Some(v), None) => Secret::new(v.as_bytes()).map(Some).map_err(|e| format!("NCCL_WRAP_GATE_SECRET: {e}")),
+        (None, Some(path)) => {
+            let file = |e: String| format!("NCCL_WRAP_GATE_SECRET_FILE={}: {e}", path.display());
+            let bytes = detect::file::read(path, MAX_SECRET + 1).map_err(|e| file(format!("cannot read it: {e}")))?;
+            Secret::new(&bytes).map(Some).map_err(|e| file(e.to_string()))
+        }
     }
 }
 

@@ -71,7 +71,7 @@ impl PairTest for StandIn {
         let mut s = exchange::connect(target, wait_until, limits.timeout).map_err(|e| peer_cause(&e))?;
         s.send(&Message::Hello(hello(self, limits))).map_err(|e| peer_cause(&e))?;
         let theirs = s
-            .expect("hello", |m| if let Message::Hello(h) = m { Ok(h) } else { Err(m) })
+            .expect("hello", |m| if let Message::Hello(h) = m { Some(h) } else { None })
             .map_err(|e| peer_cause(&e))?;
         let fault = self.drops.then(|| Fault {
             step: "latency".into(),

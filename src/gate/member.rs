@@ -10,6 +10,7 @@ use super::verdict::{self, pod_fails, Pod};
 use super::who::Who;
 use crate::pairtest::edge::PairTest;
 use crate::pairtest::exchange::{self, ExchangeError, Session};
+use crate::pairtest::seal::{self, Bound, Secret};
 use crate::pairtest::wire::{Assign, Join, Message, Report, Verdict};
 use crate::pairtest::Settings;
 
@@ -17,7 +18,17 @@ fn alone(who: &Who, me: &Pod, id: &'static str, summary: String, hint: &str) -> 
     verdict::decide(who.size, &[], vec![pod_fails(me.rank, &me.host, id, summary, hint)])
 }
 
+/// What every pod of a job with a secret needs.
+pub const SECRET_HINT: &str = "every pod of the job needs the same NCCL_WRAP_GATE_SECRET or NCCL_WRAP_GATE_SECRET_FILE (the kit mounts one Secret per job: docs/gate.md)";
+
 fn coordinator_lost(who: &Who, me: &Pod, e: &ExchangeError, when: &str) -> Verdict {
+    // The coordinator refused this pod for its secret (another, or none): named as such.
+    if let ExchangeError::Refused { reason, .. } = e {
+        if reason.contains("job-secret") || reason.contains("job secret") {
+            let summary = format!("the coordinator {} refused this pod's join: {reason}", who.coordinator);
+            return alone(who, me, "secret", summary, SECRET_HINT);
+        }
+    }
     let hint = if e.no_peer() {
         "is rank 0 running with --gate, and NCCL_WRAP_GATE_PORT open between the pods? raise NCCL_WRAP_GATE_WAIT_MS for slow starts"
     } else {
@@ -27,7 +38,15 @@ fn coordinator_lost(who: &Who, me: &Pod, e: &ExchangeError, when: &str) -> Verdi
 }
 
 fn verdict_of(s: &mut Session) -> Result<Verdict, ExchangeError> {
-    s.expect("verdict", |m| if let Message::Verdict(v) = m { Ok(v) } else { Err(m) })
+    s.expect("verdict", |m| if let Message::Verdict(v) = m { Some(v) } else { None })
+}
+
+/// The coordinator's frame, checked against this pod's key before it is used.
+fn authentic(who: &Who, me: &Pod, m: &Message, key: Option<&Secret>, b: &Bound) -> Result<(), Verdict> {
+    seal::check(m, key, b).map_err(|e| {
+        let summary = format!("the coordinator {}'s {} {e}", who.coordinator, m.name());
+        alone(who, me, "secret", summary, SECRET_HINT)
+    })
 }
 
 /// Connects to the coordinator, retrying until `end` or `cancel`.
@@ -59,6 +78,7 @@ pub fn take_part(
     limits: &Settings,
     wait: Duration,
     cancel: &AtomicBool,
+    key: Option<&Secret>,
 ) -> Verdict {
     let (ports, problem) = match fabric.ports() {
         Ok(p) => (p, None),
@@ -72,12 +92,16 @@ pub fn take_part(
         port: who.port,
         ports,
         problem,
+        nonce: Some(seal::nonce()),
+        mac: None,
     };
+    let mine = join.nonce.clone().unwrap_or_default();
+    let early = Bound { job: &who.job, member: &mine, gate: "" };
     let mut s = match reach(who, Instant::now() + wait, limits.timeout, cancel) {
         Ok(s) => s,
         Err(e) => return coordinator_lost(who, me, &e, "could not be reached"),
     };
-    if let Err(e) = s.send(&Message::Join(join)) {
+    if let Err(e) = s.send(&seal::seal(Message::Join(join), key, &early)) {
         return coordinator_lost(who, me, &e, "did not take this pod's join");
     }
     // The coordinator waits for the last pod up to its own wait, which began no later than ours.
@@ -88,8 +112,28 @@ pub fn take_part(
     }
     s.set_deadline(until);
     let a: Assign = match s.recv() {
-        Ok(Message::Assign(a)) => a,
-        Ok(Message::Verdict(v)) => return v,
+        Ok(m @ Message::Assign(_)) => {
+            let gate = match &m {
+                Message::Assign(a) => a.nonce.clone().unwrap_or_default(),
+                _ => String::new(),
+            };
+            if let Err(v) = authentic(who, me, &m, key, &Bound { gate: &gate, ..early }) {
+                return v;
+            }
+            match m {
+                Message::Assign(a) => a,
+                _ => return alone(who, me, "peer", "the coordinator's assignment was lost".into(), ""),
+            }
+        }
+        Ok(m @ Message::Verdict(_)) => {
+            if let Err(v) = authentic(who, me, &m, key, &early) {
+                return v;
+            }
+            match m {
+                Message::Verdict(v) => return v,
+                _ => return alone(who, me, "peer", "the coordinator's verdict was lost".into(), ""),
+            }
+        }
         Ok(m) => {
             let e = ExchangeError::Unexpected { peer: s.peer.clone(), want: "assign", got: m.name() };
             return coordinator_lost(who, me, &e, "answered the join wrongly");
@@ -101,9 +145,24 @@ pub fn take_part(
     let next = Pod { rank: a.successor, host: a.successor_host.clone() };
     let pairs = successor::test(me, &next, fabric, &a.target, &theirs);
     s.set_deadline(until.max(Instant::now()) + theirs.timeout);
-    if let Err(e) = s.send(&Message::Report(Report { rank: who.rank, pairs })) {
+    let gate = a.nonce.clone().unwrap_or_default();
+    let session = Bound { gate: &gate, ..early };
+    let report = seal::seal(Message::Report(Report { rank: who.rank, pairs, mac: None }), key, &session);
+    if let Err(e) = s.send(&report) {
         return coordinator_lost(who, me, &e, "did not take this pod's results");
     }
     s.set_deadline(until.max(Instant::now()) + theirs.timeout * 3);
-    verdict_of(&mut s).unwrap_or_else(|e| coordinator_lost(who, me, &e, "sent no verdict"))
+    match verdict_of(&mut s) {
+        Ok(v) => {
+            let m = Message::Verdict(v);
+            if let Err(lost) = authentic(who, me, &m, key, &session) {
+                return lost;
+            }
+            match m {
+                Message::Verdict(v) => v,
+                _ => alone(who, me, "peer", "the coordinator's verdict was lost".into(), ""),
+            }
+        }
+        Err(e) => coordinator_lost(who, me, &e, "sent no verdict"),
+    }
 }

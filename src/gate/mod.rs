@@ -34,6 +34,7 @@ use crate::msg::PREFIX;
 use crate::pairtest::cause::{Cause, Status};
 use crate::pairtest::edge::PairTest;
 use crate::pairtest::exchange;
+use crate::pairtest::seal::Secret;
 use crate::pairtest::wire::{GateTag, Verdict};
 use crate::pairtest::Settings;
 
@@ -50,6 +51,9 @@ pub struct Options {
     pub json: bool,
     /// Where a refusal's cause goes (the caller picks `/dev/termination-log` when it exists).
     pub termination_log: Option<PathBuf>,
+    /// The job's secret (`NCCL_WRAP_GATE_SECRET` or `_FILE`), none, or why it cannot be read
+    /// (the gate then refuses: an interlock asked for is never silently off).
+    pub secret: Result<Option<Secret>, String>,
 }
 
 /// Start the command, refuse (exit 125), or stop: the pod was told to end (SIGTERM, SIGINT,
@@ -143,6 +147,20 @@ fn usage(summary: String, hint: &str) -> Cause {
 /// the predecessor on a thread meanwhile and is stopped and closed before this returns.
 fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32) -> Result<(Who, Verdict), Cause> {
     let who = who::resolve(&opts.given, vars).map_err(|e| usage(e.to_string(), "see docs/gate.md (who the job is)"))?;
+    let key = opts.secret.clone().map_err(|e| {
+        Cause::new(
+            "secret",
+            Status::Fail,
+            e,
+            "mount the job's Secret where NCCL_WRAP_GATE_SECRET_FILE points, or unset it (docs/gate.md)",
+        )
+    })?;
+    if key.is_none() {
+        eprintln!(
+            "{PREFIX} gate: job {:?} is not authenticated (no NCCL_WRAP_GATE_SECRET or NCCL_WRAP_GATE_SECRET_FILE): a process that knows the job id can join as a rank",
+            who.job
+        );
+    }
     opts.test.check().map_err(|e| {
         usage(
             format!("bad pair test from NCCL_WRAP_PING_*: {e}"),
@@ -189,10 +207,11 @@ fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32)
         });
         let v = if who.rank == 0 {
             let until = Instant::now() + wait;
-            coordinator::run(&who, &me, fabric, &limits, joins_rx, until, &stop)
+            let joins = coordinator::Joins { rx: joins_rx, until, cancel: &stop };
+            coordinator::run(&who, &me, fabric, &limits, joins, key.as_ref())
         } else {
             drop(joins_rx);
-            member::take_part(&who, &me, fabric, &limits, wait, &stop)
+            member::take_part(&who, &me, fabric, &limits, wait, &stop, key.as_ref())
         };
         stop.store(true, Ordering::SeqCst);
         done.store(true, Ordering::SeqCst);

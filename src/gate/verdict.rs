@@ -85,6 +85,7 @@ pub fn decide(size: u32, missing: &[u32], findings: Vec<Finding>) -> Verdict {
         missing: missing.iter().copied().take(MAX_LISTED).collect(),
         missing_total: missing.len() as u32,
         findings: failed,
+        mac: None,
     }
 }
 

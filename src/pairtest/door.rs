@@ -5,7 +5,8 @@
 //! - A connection from an address the listener does not admit is closed at once, unread.
 //! - Each admitted connection's first message is read on a short-lived thread under the hello
 //!   deadline, so a silent one holds up nothing; at most [`Door::readers`] such reads run at
-//!   once, and a connection past that is closed at once, unread.
+//!   once: a new connection past that closes the oldest one still silent, so a scanner holding
+//!   connections open cannot keep a real peer out (its first message comes at once).
 //! - A connection judged a stray (EOF, garbage, a refusal, a wrong first message) is closed as
 //!   soon as it is judged: nothing keeps a copy of it. The only sockets held besides the
 //!   caller's are those in their first read (at most `readers`), shut when the desk closes.
@@ -190,7 +191,7 @@ pub struct Desk<'l> {
     tx: Sender<Read>,
     rx: Receiver<Read>,
     /// The connections in their first read, to be shut when the desk closes.
-    reading: Arc<Mutex<BTreeMap<u64, TcpStream>>>,
+    reading: Arc<Mutex<BTreeMap<u64, (TcpStream, String)>>>,
     next_id: u64,
     pending: Vec<Arrival>,
 }
@@ -221,30 +222,42 @@ impl<'l> Desk<'l> {
             self.pending.push(Arrival::Stray(ExchangeError::Unread { peer: addr.to_string(), why }));
             return;
         }
-        let busy = self.reading();
-        if busy >= self.door.readers || stream.set_nonblocking(false).is_err() {
+        if stream.set_nonblocking(false).is_err() {
             close(&stream);
-            let why = format!("{} connections already being read", self.door.readers);
+            let why = "cannot read it (socket mode)".to_owned();
             self.pending.push(Arrival::Stray(ExchangeError::Unread { peer: addr.to_string(), why }));
             return;
+        }
+        // Full: the oldest connection still silent gives way (closed now; its reader ends).
+        if self.reading() >= self.door.readers {
+            let oldest = self.reading.lock().ok().and_then(|mut r| r.pop_first());
+            if let Some((_, (s, peer))) = oldest {
+                close(&s);
+                let why =
+                    format!("still silent when {} newer connections waited for their first read", self.door.readers);
+                self.pending.push(Arrival::Stray(ExchangeError::Unread { peer, why }));
+            }
         }
         let id = self.next_id;
         self.next_id += 1;
         if let (Ok(copy), Ok(mut r)) = (stream.try_clone(), self.reading.lock()) {
-            r.insert(id, copy);
+            r.insert(id, (copy, addr.to_string()));
         }
         let (tx, reading, hello) = (self.tx.clone(), Arc::clone(&self.reading), self.door.hello);
         let spawned = std::thread::Builder::new().name("first-read".into()).spawn(move || {
             let mut s = Session::new(stream, addr.to_string(), Instant::now() + hello);
             let first = s.recv();
-            if let Ok(mut r) = reading.lock() {
-                r.remove(&id);
+            // Gone from the map: evicted (already reported) or the desk closed; just close.
+            let ours = reading.lock().map(|mut r| r.remove(&id).is_some()).unwrap_or(false);
+            if ours {
+                let _ = tx.send((id, s, first));
+            } else {
+                s.close();
             }
-            let _ = tx.send((id, s, first));
         });
         if spawned.is_err() {
             if let Ok(mut r) = self.reading.lock() {
-                if let Some(s) = r.remove(&id) {
+                if let Some((s, _)) = r.remove(&id) {
                     close(&s);
                 }
             }
@@ -307,7 +320,7 @@ impl<'l> Desk<'l> {
 impl Drop for Desk<'_> {
     fn drop(&mut self) {
         if let Ok(r) = self.reading.lock() {
-            r.values().for_each(close);
+            r.values().for_each(|(s, _)| close(s));
         }
         // The readers see their connection end at once; give them a moment to drop it.
         let end = Instant::now() + Duration::from_millis(500);

@@ -138,10 +138,11 @@ impl Session {
     pub fn expect<T>(
         &mut self,
         want: &'static str,
-        pick: impl FnOnce(Message) -> Result<T, Message>,
+        pick: impl FnOnce(Message) -> Option<T>,
     ) -> Result<T, ExchangeError> {
         let m = self.recv()?;
-        pick(m).map_err(|m| ExchangeError::Unexpected { peer: self.peer.clone(), want, got: m.name() })
+        let got = m.name();
+        pick(m).ok_or_else(|| ExchangeError::Unexpected { peer: self.peer.clone(), want, got })
     }
 
     pub fn send(&mut self, msg: &Message) -> Result<(), ExchangeError> {

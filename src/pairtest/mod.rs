@@ -9,6 +9,7 @@
 //! - `exchange`: TCP with deadlines, hostile peers; `door`: the one accept policy of every
 //!   listener (who, how many at once, how long; what is kept open);
 //! - `clean`: peer-supplied text made printable and bounded before anything prints it;
+//! - `seal`: the job secret's MAC on the gate's frames (HMAC-SHA256, bound to job, kind, nonces);
 //! - `here`: what this pod brings (ports, name, routes); `session`: one run with one peer from
 //!   either end; `pair`: the verbs work; `edge`: this pod towards one peer, as results;
 //! - `rdma`: the one adapter of [`edge::PairTest`] over ibverbs;
@@ -28,6 +29,7 @@ pub mod output;
 pub mod pair;
 pub mod rdma;
 pub mod route;
+pub mod seal;
 pub mod session;
 pub mod settings;
 pub mod wire;

@@ -117,7 +117,7 @@ fn connect(
         .collect();
     let mut local: Vec<Option<Fault>> = mine.iter().map(|q| q.fault.clone()).collect();
     s.send(&Message::Setup(mine))?;
-    let theirs = s.expect("setup", |m| if let Message::Setup(q) = m { Ok(q) } else { Err(m) })?;
+    let theirs = s.expect("setup", |m| if let Message::Setup(q) = m { Some(q) } else { None })?;
     peer_count(s, &theirs, n, "setup")?;
     let mut remote: Vec<Option<Fault>> = theirs.iter().map(|q| q.fault.clone()).collect();
     for (k, r) in res.iter().enumerate() {
@@ -129,7 +129,7 @@ fn connect(
     }
     let states = local.iter().enumerate().map(|(k, f)| PairState { pair: k as u16, fault: f.clone(), figures: None });
     s.send(&Message::Ready(states.collect()))?;
-    let ready = s.expect("ready", |m| if let Message::Ready(v) = m { Ok(v) } else { Err(m) })?;
+    let ready = s.expect("ready", |m| if let Message::Ready(v) = m { Some(v) } else { None })?;
     peer_count(s, &ready, n, "ready")?;
     for (k, st) in ready.into_iter().enumerate() {
         if let Some(f) = st.fault {
@@ -148,7 +148,7 @@ pub fn initiate(
     asked: &Settings,
 ) -> Result<(Vec<PairRun>, Vec<PortInfo>), ExchangeError> {
     s.send(&Message::Hello(asked.hello(host, opened.infos.clone())))?;
-    let theirs = s.expect("hello", |m| if let Message::Hello(h) = m { Ok(h) } else { Err(m) })?;
+    let theirs = s.expect("hello", |m| if let Message::Hello(h) = m { Some(h) } else { None })?;
     // The listener may have clamped the test to its own limits (its hello says so): both ends
     // run the smaller, so that no write goes past the buffer the listener registered.
     let limits = &Settings {
@@ -215,7 +215,7 @@ pub fn initiate(
             .map(|k| PairState { pair: k as u16, fault: local[k].clone(), figures: Some(figures[k]) })
             .collect();
         s.send(&Message::Done(done))?;
-        let back = s.expect("done", |m| if let Message::Done(v) = m { Ok(v) } else { Err(m) })?;
+        let back = s.expect("done", |m| if let Message::Done(v) = m { Some(v) } else { None })?;
         peer_count(s, &back, pairs.len(), "done")?;
         for (k, st) in back.into_iter().enumerate() {
             if let Some(f) = st.fault {
@@ -289,7 +289,7 @@ pub fn answer(
                 std::thread::yield_now();
             }
         }
-        let theirs = s.expect("done", |m| if let Message::Done(v) = m { Ok(v) } else { Err(m) })?;
+        let theirs = s.expect("done", |m| if let Message::Done(v) = m { Some(v) } else { None })?;
         peer_count(s, &theirs, pairs.len(), "done")?;
         let done = (0..pairs.len()).map(|k| PairState { pair: k as u16, fault: local[k].clone(), figures: None });
         s.send(&Message::Done(done.collect()))?;

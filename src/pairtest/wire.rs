@@ -265,7 +265,7 @@ pub fn decode_payload(kind: u8, payload: &[u8]) -> Result<Message, WireError> {
 /// Every free text a peer sends (a refusal, a fault's error, a pod's problem, a finding's summary
 /// and hint) made printable and bounded: whatever prints it later, a log line, JSON or the
 /// termination message, never carries a peer's line break or escape sequence.
-fn printable(mut msg: Message) -> Message {
+pub(crate) fn printable(mut msg: Message) -> Message {
     let fault = |f: &mut Fault| f.error = clean::bounded(&f.error, MAX_TEXT);
     let finding = |f: &mut Finding| {
         f.summary = clean::bounded(&f.summary, MAX_TEXT);
@@ -353,12 +353,14 @@ fn validate(msg: &Message) -> Result<(), WireError> {
         Message::Join(j) => validate_join(j),
         Message::Assign(a) => validate_assign(a),
         Message::Report(r) => {
+            gate::hex("report.mac", r.mac.as_ref(), 64)?;
             if r.pairs.len() > MAX_PAIRS {
                 return Err(field("report.pairs", format!("{} findings, more than {MAX_PAIRS}", r.pairs.len())));
             }
             r.pairs.iter().try_for_each(validate_finding)
         }
         Message::Verdict(v) => {
+            gate::hex("verdict.mac", v.mac.as_ref(), 64)?;
             if v.findings.len() > MAX_LISTED || v.missing.len() > MAX_LISTED {
                 return Err(field("verdict", format!("more than {MAX_LISTED} findings or missing ranks listed")));
             }

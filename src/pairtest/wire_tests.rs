@@ -207,6 +207,8 @@ pub(crate) fn join() -> Join {
         port: 18516,
         ports: vec![roce_port("mlx5_6", 9)],
         problem: None,
+        nonce: None,
+        mac: None,
     }
 }
 
@@ -237,6 +239,8 @@ fn assign() -> Assign {
         duration_ms: 1000,
         timeout_ms: 3000,
         results_ms: 9000,
+        nonce: None,
+        mac: None,
     }
 }
 
@@ -252,6 +256,7 @@ fn the_gate_frames_round_trip() {
         missing: vec![],
         missing_total: 0,
         findings: vec![finding("fail", Some("retry-exceeded"))],
+        mac: None,
     };
     let msgs = vec![
         Message::Hello(tagged),
@@ -259,7 +264,13 @@ fn the_gate_frames_round_trip() {
         Message::Join(Join { ports: vec![], problem: Some("no usable RDMA port".into()), ..join() }),
         Message::Assign(assign()),
         Message::Assign(Assign { target: "[fd00::1]:18516".into(), ..assign() }),
-        Message::Report(Report { rank: 1, pairs: vec![finding("pass", None), finding("warn", Some("mtu-mismatch"))] }),
+        Message::Join(Join { nonce: Some("0a".repeat(16)), mac: Some("ff".repeat(32)), ..join() }),
+        Message::Assign(Assign { nonce: Some("0b".repeat(16)), mac: Some("ee".repeat(32)), ..assign() }),
+        Message::Report(Report {
+            rank: 1,
+            pairs: vec![finding("pass", None), finding("warn", Some("mtu-mismatch"))],
+            mac: None,
+        }),
         Message::Verdict(verdict),
     ];
     for m in msgs {
@@ -289,16 +300,31 @@ fn gate_fields_are_checked() {
     check(Message::Assign(Assign { target: "h".into(), ..assign() }), "assign.target");
     check(Message::Assign(Assign { bytes: 0, ..assign() }), "bytes");
     check(Message::Assign(Assign { timeout_ms: 0, ..assign() }), "assign.timeout_ms");
-    check(Message::Report(Report { rank: 0, pairs: vec![finding("ok", None)] }), "finding.status");
-    check(Message::Report(Report { rank: 0, pairs: vec![finding("fail", Some("Retry!"))] }), "finding.cause");
+    check(Message::Join(Join { mac: Some("ff".repeat(31)), ..join() }), "join.mac");
+    check(Message::Join(Join { nonce: Some("zz".repeat(16)), ..join() }), "join.nonce");
+    check(Message::Assign(Assign { mac: Some("g".repeat(64)), ..assign() }), "assign.mac");
+    check(Message::Report(Report { rank: 0, pairs: vec![], mac: Some(String::new()) }), "report.mac");
+    check(Message::Report(Report { rank: 0, pairs: vec![finding("ok", None)], mac: None }), "finding.status");
+    check(
+        Message::Report(Report { rank: 0, pairs: vec![finding("fail", Some("Retry!"))], mac: None }),
+        "finding.cause",
+    );
     let mut rail = finding("fail", None);
     rail.rail = Some("mlx5_6:1;rm".into());
-    check(Message::Report(Report { rank: 0, pairs: vec![rail] }), "finding.rail");
+    check(Message::Report(Report { rank: 0, pairs: vec![rail], mac: None }), "finding.rail");
     let mut long = finding("fail", None);
     long.summary = "x".repeat(MAX_TEXT + 1);
-    check(Message::Report(Report { rank: 0, pairs: vec![long] }), "finding.summary");
-    let v =
-        Verdict { go: true, size: 2, pairs: 2, failed_total: 0, missing: vec![2], missing_total: 1, findings: vec![] };
+    check(Message::Report(Report { rank: 0, pairs: vec![long], mac: None }), "finding.summary");
+    let v = Verdict {
+        go: true,
+        size: 2,
+        pairs: 2,
+        failed_total: 0,
+        missing: vec![2],
+        missing_total: 1,
+        findings: vec![],
+        mac: None,
+    };
     check(Message::Verdict(v.clone()), "verdict.missing");
     check(
         Message::Verdict(Verdict {
