@@ -345,9 +345,19 @@ fn the_gate_seeds_of_the_fuzz_corpus_decode() {
     // fuzz/seed.sh writes them; a seed that does not decode would leave the fuzzer outside the
     // gate's frames.
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/ping_wire");
-    for (name, kind) in
-        [("gate-hello", 1), ("join", 6), ("join-problem", 6), ("assign", 7), ("report", 8), ("verdict", 9)]
-    {
+    for (name, kind) in [
+        ("gate-hello", 1),
+        ("join", 6),
+        ("join-problem", 6),
+        ("assign", 7),
+        ("report", 8),
+        ("verdict", 9),
+        ("join-sealed", 6),
+        ("assign-sealed", 7),
+        ("report-sealed", 8),
+        ("verdict-sealed", 9),
+        ("refuse-forged", 5),
+    ] {
         let bytes = std::fs::read(dir.join(format!("hand-{name}"))).expect("seed");
         let m = decode(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(m.kind(), kind, "{name}");
