@@ -232,3 +232,27 @@ fn the_binary_refuses_with_125_when_the_secret_file_cannot_be_read() {
     let text = std::fs::read_to_string(scratch.log(0)).expect("termination message");
     assert!(text.contains("secret: NCCL_WRAP_GATE_SECRET_FILE="), "{text}");
 }
+
+#[test]
+fn a_stranger_knowing_the_job_id_cannot_take_the_predecessors_pair_test() {
+    let _one = one();
+    let scratch = Scratch::new("secret-hello");
+    let mut j = job(2);
+    j.id = Some("llm-train".into());
+    j.secret = Some("job-7f3a");
+    let port = j.ports[0];
+    let mut refused = String::new();
+    let ran = two_pods(&j, &scratch, || {
+        // A hello tagged as rank 1 of the job (rank 0's predecessor), without the secret's MAC.
+        let target = format!("127.0.0.1:{port}");
+        let until = Instant::now() + Duration::from_secs(5);
+        let mut s = nccl_wrap::pairtest::exchange::connect(&target, until, Duration::from_secs(2)).expect("connect");
+        let tag = nccl_wrap::pairtest::wire::GateTag { job: "llm-train".into(), rank: 1, mac: None };
+        let h = nccl_wrap::pairtest::wire::Hello { gate: Some(tag), ..hello(&fake(1), None) };
+        s.send(&nccl_wrap::pairtest::wire::Message::Hello(h)).expect("send");
+        refused = s.recv().map(|m| format!("{m:?}")).unwrap_or_else(|e| e.to_string());
+    });
+    assert!(refused.contains("refused the run") && refused.contains("carries no job-secret MAC"), "{refused}");
+    // The real rank 1 is still served: the job starts.
+    assert_eq!((ran.0.outcome, ran.1.outcome), (Outcome::Start, Outcome::Start), "{ran:?}");
+}

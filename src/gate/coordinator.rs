@@ -161,6 +161,15 @@ pub fn results_budget(ports: &[usize], limits: &Settings) -> Duration {
     (slowest + limits.timeout * 2).min(Duration::from_secs(24 * 3600))
 }
 
+/// The nonce rank `r`'s successor joined with (rank 0's: the gate's).
+fn successor_nonce(roster: &Roster, r: u32, size: u32, gate: &str) -> String {
+    let next = (r + 1) % size;
+    if next == 0 {
+        return gate.to_owned();
+    }
+    roster.members.get(&next).and_then(|m| m.join.nonce.clone()).unwrap_or_default()
+}
+
 /// Sends each member its assignment; a member that cannot be told is named.
 pub fn assign(
     roster: &mut Roster,
@@ -171,16 +180,16 @@ pub fn assign(
     keys: Keys,
 ) -> Vec<Finding> {
     let mut lost = Vec::new();
-    let targets: Vec<(u32, String, String)> = roster
+    let targets: Vec<(u32, String, String, String)> = roster
         .members
         .keys()
         .map(|&r| {
             let next = (r + 1) % who.size;
             let host = roster.members.get(&next).map_or_else(|| me_host.to_owned(), |m| m.join.host.clone());
-            (r, target(roster, r, who.size, who.port), host)
+            (r, target(roster, r, who.size, who.port), host, successor_nonce(roster, r, who.size, keys.gate))
         })
         .collect();
-    for (r, t, successor_host) in targets {
+    for (r, t, successor_host, succ_nonce) in targets {
         let Some(m) = roster.members.get_mut(&r) else { continue };
         let a = Assign {
             successor: (r + 1) % who.size,
@@ -194,6 +203,7 @@ pub fn assign(
             timeout_ms: limits.timeout_ms(),
             results_ms: u32::try_from(results.as_millis()).unwrap_or(u32::MAX),
             nonce: Some(keys.gate.to_owned()),
+            successor_nonce: Some(succ_nonce).filter(|n| !n.is_empty()),
             mac: None,
         };
         m.assigned = true;
@@ -310,13 +320,13 @@ pub fn run(
     fabric: &dyn PairTest,
     limits: &Settings,
     joins: Joins,
-    key: Option<&Secret>,
+    trust: super::Trust,
 ) -> Verdict {
     let Joins { rx: joins, until, cancel } = joins;
+    let key = trust.key;
     let timeout = limits.timeout;
     let mine = fabric.ports();
-    let gate = seal::nonce();
-    let keys = Keys { key, gate: &gate };
+    let keys = Keys { key, gate: trust.nonce };
     let mut roster = gather(&joins, who, until, cancel, key);
     // The roster is closed: the listener tells a late join so (its channel is gone).
     drop(joins);
@@ -336,6 +346,10 @@ pub fn run(
     let next = (who.rank + 1) % who.size;
     let target = target(&roster, 0, who.size, who.port);
     let peer_host = roster.members.get(&next).map_or_else(|| me.host.clone(), |m| m.join.host.clone());
+    // Rank 0's own test, its tag proving the secret to its successor.
+    let bound = Bound { job: &who.job, member: &successor_nonce(&roster, 0, who.size, keys.gate), gate: "" };
+    let sealed = limits.gate.clone().map(|t| seal::seal_tag(t, key, &bound));
+    let limits = &Settings { gate: sealed, ..limits.clone() };
     findings.extend(successor::test(me, &Pod { rank: next, host: peer_host }, fabric, &target, limits));
     findings.extend(collect(&mut roster, until + timeout, &who.job, keys));
     let v = verdict::decide(who.size, &[], findings);

@@ -17,6 +17,7 @@ use crate::pairtest::door::{Allow, Arrival, Desk, Door};
 use crate::pairtest::edge::PairTest;
 use crate::pairtest::exchange::Session;
 use crate::pairtest::output::PairResult;
+use crate::pairtest::seal::{self, Bound};
 use crate::pairtest::wire::{Join, Message};
 use crate::pairtest::Settings;
 
@@ -28,6 +29,8 @@ pub struct Listen<'a> {
     pub hello: Duration,
     /// The most this pod answers its predecessor's test with (its own pair test settings).
     pub test: &'a Settings,
+    /// With a job secret, the predecessor's test must prove it, bound to this pod's nonce.
+    pub trust: super::Trust<'a>,
     /// Rank 0: where joins go (dropped when the roster closes).
     pub joins: Option<Sender<(Session, Join)>>,
     /// Set when the verdict is in: the listener returns.
@@ -57,6 +60,7 @@ pub fn serve(l: &TcpListener, opts: Listen<'_>, fabric: &dyn PairTest, until: In
         joins: opts.joins,
         fabric,
         test: opts.test,
+        trust: opts.trust,
         served: Served::default(),
     };
     while let Some(arrival) = desk.next(Some(until), opts.stop) {
@@ -76,13 +80,14 @@ struct Dispatch<'a> {
     joins: Option<Sender<(Session, Join)>>,
     fabric: &'a dyn PairTest,
     test: &'a Settings,
+    trust: super::Trust<'a>,
     served: Served,
 }
 
 impl Dispatch<'_> {
     fn dispatch(&mut self, s: Session, first: Message) {
-        let Dispatch { job, predecessor, joins, fabric, test, served } = self;
-        let (job, predecessor, fabric, test) = (*job, *predecessor, *fabric, *test);
+        let Dispatch { job, predecessor, joins, fabric, test, trust, served } = self;
+        let (job, predecessor, fabric, test, trust) = (*job, *predecessor, *fabric, *test, *trust);
         let peer = s.peer.clone();
         match first {
             Message::Join(j) => match joins {
@@ -106,6 +111,19 @@ impl Dispatch<'_> {
             },
             Message::Hello(h) => {
                 let ours = h.gate.as_ref().is_some_and(|g| g.job == job && g.rank == predecessor);
+                // The job's secret, bound to this pod's nonce (which only rank 0 and this pod
+                // know), before anything of the test runs.
+                let bound = Bound { job, member: trust.nonce, gate: "" };
+                let proof = match &h.gate {
+                    Some(g) if ours => seal::check_tag(g, trust.key, &bound).err(),
+                    _ => None,
+                };
+                if let Some(e) = proof {
+                    let why = format!("a pair test as rank {predecessor} of job {job:?} ({}): its tag {e}", h.host);
+                    stray(served, &format!("{peer}: {why}"));
+                    s.refuse(&why);
+                    return;
+                }
                 if ours && served.pairs.is_none() {
                     served.pairs = Some(fabric.answer(s, &h, test));
                     if let Some(Err(e)) = &served.pairs {

@@ -78,8 +78,9 @@ pub fn take_part(
     limits: &Settings,
     wait: Duration,
     cancel: &AtomicBool,
-    key: Option<&Secret>,
+    trust: super::Trust,
 ) -> Verdict {
+    let key = trust.key;
     let (ports, problem) = match fabric.ports() {
         Ok(p) => (p, None),
         Err(c) => (Vec::new(), Some(verdict::clip(&c.summary, crate::pairtest::wire::MAX_TEXT))),
@@ -92,7 +93,7 @@ pub fn take_part(
         port: who.port,
         ports,
         problem,
-        nonce: Some(seal::nonce()),
+        nonce: Some(trust.nonce.to_owned()),
         mac: None,
     };
     let mine = join.nonce.clone().unwrap_or_default();
@@ -140,7 +141,10 @@ pub fn take_part(
         }
         Err(e) => return coordinator_lost(who, me, &e, "sent no assignment"),
     };
-    let theirs = Settings::of_assign(&a, limits.gate.clone());
+    // The pair test's tag proves the secret to the successor, bound to the nonce it joined with.
+    let succ = a.successor_nonce.clone().unwrap_or_default();
+    let tag = limits.gate.clone().map(|t| seal::seal_tag(t, key, &Bound { job: &who.job, member: &succ, gate: "" }));
+    let theirs = Settings::of_assign(&a, tag);
     let until = Instant::now() + Duration::from_millis(u64::from(a.results_ms));
     let next = Pod { rank: a.successor, host: a.successor_host.clone() };
     let pairs = successor::test(me, &next, fabric, &a.target, &theirs);

@@ -34,7 +34,7 @@ use crate::msg::PREFIX;
 use crate::pairtest::cause::{Cause, Status};
 use crate::pairtest::edge::PairTest;
 use crate::pairtest::exchange;
-use crate::pairtest::seal::Secret;
+use crate::pairtest::seal::{self, Secret};
 use crate::pairtest::wire::{GateTag, Verdict};
 use crate::pairtest::Settings;
 
@@ -72,8 +72,16 @@ const STOPPING: [i32; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIG
 
 impl Options {
     fn limits(&self, job: &str, rank: u32) -> Settings {
-        Settings { gate: Some(GateTag { job: job.to_owned(), rank }), ..self.test.clone() }
+        Settings { gate: Some(GateTag { job: job.to_owned(), rank, mac: None }), ..self.test.clone() }
     }
+}
+
+/// The job's secret (or none) and this pod's nonce for this gate run (rank 0's is the gate's):
+/// a pod's frames and the pair tests towards it are bound to it.
+#[derive(Debug, Clone, Copy)]
+pub struct Trust<'a> {
+    pub key: Option<&'a Secret>,
+    pub nonce: &'a str,
 }
 
 /// What the gate decided on this pod.
@@ -179,6 +187,8 @@ fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32)
     let limits = opts.limits(&who.job, who.rank);
     let stop = AtomicBool::new(false);
     let (joins_tx, joins_rx) = mpsc::channel();
+    let nonce = seal::nonce();
+    let trust = Trust { key: key.as_ref(), nonce: &nonce };
     let predecessor = (who.rank + who.size - 1) % who.size;
     let done = AtomicBool::new(false);
     let v = std::thread::scope(|scope| {
@@ -199,6 +209,7 @@ fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32)
                 predecessor,
                 hello: timeout,
                 test: &opts.test,
+                trust,
                 joins: (who.rank == 0).then_some(joins_tx),
                 stop: &stop,
             };
@@ -208,10 +219,10 @@ fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32)
         let v = if who.rank == 0 {
             let until = Instant::now() + wait;
             let joins = coordinator::Joins { rx: joins_rx, until, cancel: &stop };
-            coordinator::run(&who, &me, fabric, &limits, joins, key.as_ref())
+            coordinator::run(&who, &me, fabric, &limits, joins, trust)
         } else {
             drop(joins_rx);
-            member::take_part(&who, &me, fabric, &limits, wait, &stop, key.as_ref())
+            member::take_part(&who, &me, fabric, &limits, wait, &stop, trust)
         };
         stop.store(true, Ordering::SeqCst);
         done.store(true, Ordering::SeqCst);

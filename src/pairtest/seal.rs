@@ -143,6 +143,29 @@ pub fn seal(msg: Message, key: Option<&Secret>, b: &Bound) -> Message {
     }
 }
 
+/// The gate's pair-test tag with its MAC (kind `hello`), bound to the successor's nonce: the
+/// successor serves it only if it proves the job's secret. Without a key, the tag as it is.
+pub fn seal_tag(tag: wire::GateTag, key: Option<&Secret>, b: &Bound) -> wire::GateTag {
+    let Some(key) = key else { return tag };
+    let body = serde_json::to_vec(&wire::GateTag { mac: None, ..tag.clone() }).unwrap_or_default();
+    let mac = keyed(key, "hello", b, &body).map(|m| hex(&m.finalize().into_bytes()));
+    wire::GateTag { mac, ..tag }
+}
+
+/// Whether a pair-test tag proves this pod's key (none: it must carry no MAC).
+pub fn check_tag(tag: &wire::GateTag, key: Option<&Secret>, b: &Bound) -> Result<(), SealError> {
+    let body = serde_json::to_vec(&wire::GateTag { mac: None, ..tag.clone() }).map_err(|_| SealError::Wrong)?;
+    match (key, &tag.mac) {
+        (None, None) => Ok(()),
+        (None, Some(_)) => Err(SealError::Unexpected),
+        (Some(_), None) => Err(SealError::Missing),
+        (Some(key), Some(t)) => {
+            let t = unhex(t).ok_or(SealError::Wrong)?;
+            keyed(key, "hello", b, &body).ok_or(SealError::Wrong)?.verify_slice(&t).map_err(|_| SealError::Wrong)
+        }
+    }
+}
+
 /// Whether a decoded gate frame is authentic for this pod's key (none: it must carry no MAC).
 pub fn check(msg: &Message, key: Option<&Secret>, b: &Bound) -> Result<(), SealError> {
     let Some((mac, body)) = parts(msg) else { return Ok(()) };

@@ -435,6 +435,7 @@ fn validate_hello(h: &Hello) -> Result<(), WireError> {
     host("hello.host", &h.host)?;
     if let Some(g) = &h.gate {
         check_job(&g.job)?;
+        gate::hex("hello.gate.mac", g.mac.as_ref(), 64)?;
         if g.rank >= MAX_GATE_SIZE {
             return Err(field("hello.gate.rank", format!("{} is over the largest job", g.rank)));
         }

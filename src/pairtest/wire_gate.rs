@@ -12,6 +12,10 @@ use super::{check_params, field, name, text, validate_port, PortInfo, WireError,
 pub struct GateTag {
     pub job: String,
     pub rank: u32,
+    /// With a job secret: its MAC over this tag, bound to the successor's nonce
+    /// (`pairtest::seal::seal_tag`), so that only this job's pods are served.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
 }
 
 /// The gate: a pod asks its job's coordinator (rank 0) to take part (pod -> coordinator).
@@ -59,6 +63,10 @@ pub struct Assign {
     /// to it, so that no frame of another gate run is taken.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nonce: Option<String>,
+    /// The successor's own nonce (its join's; rank 0's is the gate's): the pair test's hello
+    /// towards it is bound to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub successor_nonce: Option<String>,
     /// The job secret's MAC over this frame (`pairtest::seal`); absent when the job has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
@@ -163,6 +171,7 @@ pub(super) fn validate_join(j: &Join) -> Result<(), WireError> {
 
 pub(super) fn validate_assign(a: &Assign) -> Result<(), WireError> {
     hex("assign.nonce", a.nonce.as_ref(), 32)?;
+    hex("assign.successor_nonce", a.successor_nonce.as_ref(), 32)?;
     hex("assign.mac", a.mac.as_ref(), 64)?;
     if a.successor >= MAX_GATE_SIZE || a.predecessor >= MAX_GATE_SIZE {
         return Err(field("assign", "a rank over the largest job"));

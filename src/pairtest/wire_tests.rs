@@ -240,6 +240,7 @@ fn assign() -> Assign {
         timeout_ms: 3000,
         results_ms: 9000,
         nonce: None,
+        successor_nonce: None,
         mac: None,
     }
 }
@@ -247,7 +248,7 @@ fn assign() -> Assign {
 #[test]
 fn the_gate_frames_round_trip() {
     let mut tagged = hello();
-    tagged.gate = Some(GateTag { job: "uid-1".into(), rank: 3 });
+    tagged.gate = Some(GateTag { job: "uid-1".into(), rank: 3, mac: None });
     let verdict = Verdict {
         go: false,
         size: 4,
@@ -301,6 +302,7 @@ fn gate_fields_are_checked() {
     check(Message::Assign(Assign { bytes: 0, ..assign() }), "bytes");
     check(Message::Assign(Assign { timeout_ms: 0, ..assign() }), "assign.timeout_ms");
     check(Message::Join(Join { mac: Some("ff".repeat(31)), ..join() }), "join.mac");
+    check(Message::Assign(Assign { successor_nonce: Some("0".into()), ..assign() }), "assign.successor_nonce");
     check(Message::Join(Join { nonce: Some("zz".repeat(16)), ..join() }), "join.nonce");
     check(Message::Assign(Assign { mac: Some("g".repeat(64)), ..assign() }), "assign.mac");
     check(Message::Report(Report { rank: 0, pairs: vec![], mac: Some(String::new()) }), "report.mac");
@@ -336,7 +338,7 @@ fn gate_fields_are_checked() {
     );
     check(Message::Verdict(Verdict { missing: vec![], size: 0, ..v }), "verdict.size");
     let mut h = hello();
-    h.gate = Some(GateTag { job: "x\ny".into(), rank: 0 });
+    h.gate = Some(GateTag { job: "x\ny".into(), rank: 0, mac: None });
     check(Message::Hello(h), "job");
 }
 
