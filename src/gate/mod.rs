@@ -3,7 +3,7 @@
 //!
 //! One path, walked one way: who this pod is (`who`, pure) -> the gate port (`listen`) -> the
 //! roster and the assignments (`coordinator`, rank 0) or the join (`member`, every other rank)
-//! -> this pod's pairs towards its successor (ping's edge through `fabric`) -> the verdict
+//! -> this pod's pairs towards its successor (the pair test, `successor`) -> the verdict
 //! (`verdict`, pure), the same on every pod. Then the outcome is printed, and a refusal's cause
 //! written where Kubernetes shows it.
 //!

@@ -1,15 +1,17 @@
 //! The agents' ring ping (`nccl-wrap watch --ring SERVICE[:PORT]`, off by default): every
 //! `--ring-every` rounds, each agent resolves a headless Service's name to its peers (the nodes'
 //! addresses: the agent runs with hostNetwork), sorts them, finds itself by one of its own
-//! addresses, and tests its successor's RDMA ports with ping's pair test, so that every node's
+//! addresses, and tests its successor's RDMA ports with the pair test (`pairtest`), so every node's
 //! link to the next is tested once per ring round without anyone coordinating.
 //!
 //! Every agent answers tests for its whole life ([`serve`], on its own thread): the agents'
 //! rounds are not in step (jitter, start times), so a listener opened only during one's own ring
-//! round would never meet its predecessor's. Only hellos from the addresses of the last resolved
-//! peer list are answered, one at a time, and only plain pair tests within [`LIMITS`]'s sizes;
-//! anything else is a stray, told why and closed. Each step of a served or initiated test is bounded
-//! by ping's phase deadline, so a ring round ends by its deadline whatever a peer or a stray does.
+//! round would never meet its predecessor's. Connections come through the pair test's accept
+//! policy (`pairtest::door`): an address outside the last resolved peer list is closed unread;
+//! peers are answered one at a time, and only plain pair tests within [`ANSWER`]'s sizes;
+//! anything else is a stray, told why and closed. Each step of a served or initiated test is
+//! bounded by the pair test's phase deadline, so a ring round ends by its deadline whatever a
+//! peer or a stray does.
 //! Data from outside (DNS answers, peers' messages) never panics: it is a cause in the results.
 
 use std::collections::BTreeSet;
@@ -150,7 +152,7 @@ pub fn bind(port: u16, proc_root: &std::path::Path) -> Result<TcpListener, Strin
 pub fn serve(l: &TcpListener, fabric: &dyn PairTest, allowed: &Allowed, max_peers: Option<usize>) {
     let opts = Serve { keep: true, wait: None, hello: HELLO, max_peers, allow: Allow::Peers(Arc::clone(allowed)) };
     // No deadline to wait for: a blocking accept sleeps in the kernel until a peer comes, where
-    // the 10 ms poll of ping's listener would cost the agent 100 wake-ups a second for its life.
+    // a polling listener would cost the agent 100 wake-ups a second for its life.
     if let Err(e) = l.set_nonblocking(false) {
         eprintln!("{PREFIX} watch: ring: the listener polls every 10 ms (cannot make it blocking: {e})");
     }

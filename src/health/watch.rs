@@ -85,7 +85,7 @@ pub fn round(r: &Roots, memlock: &Memlock) -> Result<Health, DoctorError> {
     }))
 }
 
-/// What ping's pair test brings from this node for the ring: the node view's ports (PFs), with
+/// What the pair test brings from this node for the ring: the node view's ports (PFs), with
 /// `verbs` (the real ibverbs unless the sysfs root is a fixture's).
 pub fn ring_here(r: &Roots, verbs: &dyn Verbs) -> Result<Here, Cause> {
     let (prefs, _) = plan::gid_prefs(r.vars);
