@@ -98,21 +98,33 @@ pub fn take_part(
     };
     let mine = join.nonce.clone().unwrap_or_default();
     let early = Bound { job: &who.job, member: &mine, gate: "" };
-    let mut s = match reach(who, Instant::now() + wait, limits.timeout, cancel) {
-        Ok(s) => s,
-        Err(e) => return coordinator_lost(who, me, &e, "could not be reached"),
-    };
-    if let Err(e) = s.send(&seal::seal(Message::Join(join), key, &early)) {
-        return coordinator_lost(who, me, &e, "did not take this pod's join");
-    }
+    let join = seal::seal(Message::Join(join), key, &early);
+    let reach_until = Instant::now() + wait;
     // The coordinator waits for the last pod up to its own wait, which began no later than ours.
     let until = Instant::now() + wait + limits.timeout;
-    arrival(&s, until, cancel);
-    if cancel.load(Ordering::SeqCst) {
-        return alone(who, me, "peer", "stopped by a signal while waiting for the coordinator".into(), "");
-    }
-    s.set_deadline(until);
-    let a: Assign = match s.recv() {
+    let (mut s, first) = loop {
+        let mut s = match reach(who, reach_until, limits.timeout, cancel) {
+            Ok(s) => s,
+            Err(e) => return coordinator_lost(who, me, &e, "could not be reached"),
+        };
+        if let Err(e) = s.send(&join) {
+            return coordinator_lost(who, me, &e, "did not take this pod's join");
+        }
+        arrival(&s, until, cancel);
+        if cancel.load(Ordering::SeqCst) {
+            return alone(who, me, "peer", "stopped by a signal while waiting for the coordinator".into(), "");
+        }
+        s.set_deadline(until);
+        match s.recv() {
+            // Closed without a word: the coordinator's door was full (a burst of joins, or a
+            // scanner), so the join was never read. Join again while the wait lasts.
+            Err(ExchangeError::Closed { got: 0, .. }) if Instant::now() < reach_until => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            other => break (s, other),
+        }
+    };
+    let a: Assign = match first {
         Ok(m @ Message::Assign(_)) => {
             let gate = match &m {
                 Message::Assign(a) => a.nonce.clone().unwrap_or_default(),

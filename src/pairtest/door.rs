@@ -5,8 +5,10 @@
 //! - A connection from an address the listener does not admit is closed at once, unread.
 //! - Each admitted connection's first message is read on a short-lived thread under the hello
 //!   deadline, so a silent one holds up nothing; at most [`Door::readers`] such reads run at
-//!   once: a new connection past that closes the oldest one still silent, so a scanner holding
-//!   connections open cannot keep a real peer out (its first message comes at once).
+//!   once: a new connection past that closes the oldest one if it has been silent for
+//!   [`SILENT`] (a scanner holding connections open cannot keep a real peer out: its first
+//!   message comes at once), else the new one is closed unread (a burst of real peers: each
+//!   retries).
 //! - A connection judged a stray (EOF, garbage, a refusal, a wrong first message) is closed as
 //!   soon as it is judged: nothing keeps a copy of it. The only sockets held besides the
 //!   caller's are those in their first read (at most `readers`), shut when the desk closes.
@@ -29,6 +31,8 @@ use super::wire::Message;
 /// First messages read at once by default: scanners opening hundreds of connections get the
 /// rest closed unread.
 pub const READERS: usize = 32;
+/// How long a connection in its first read must have been silent before a newer one may close it.
+pub const SILENT: Duration = Duration::from_millis(250);
 /// The most entries an allow-list takes, and its longest spelling.
 pub const MAX_NETS: usize = 64;
 pub const MAX_ALLOW_LEN: usize = 4096;
@@ -184,6 +188,9 @@ pub enum Arrival {
 
 type Read = (u64, Session, Result<Message, ExchangeError>);
 
+/// The connections in their first read: a copy to shut each, its peer, when it was accepted.
+type Reading = Arc<Mutex<BTreeMap<u64, (TcpStream, String, Instant)>>>;
+
 /// A listener under its door: accepts, reads first messages, hands them out one at a time.
 pub struct Desk<'l> {
     l: &'l TcpListener,
@@ -191,7 +198,7 @@ pub struct Desk<'l> {
     tx: Sender<Read>,
     rx: Receiver<Read>,
     /// The connections in their first read, to be shut when the desk closes.
-    reading: Arc<Mutex<BTreeMap<u64, (TcpStream, String)>>>,
+    reading: Reading,
     next_id: u64,
     pending: Vec<Arrival>,
 }
@@ -228,20 +235,35 @@ impl<'l> Desk<'l> {
             self.pending.push(Arrival::Stray(ExchangeError::Unread { peer: addr.to_string(), why }));
             return;
         }
-        // Full: the oldest connection still silent gives way (closed now; its reader ends).
+        // Full: the oldest connection gives way if it has been silent for a while (closed now;
+        // its reader ends), else this one is closed unread.
         if self.reading() >= self.door.readers {
-            let oldest = self.reading.lock().ok().and_then(|mut r| r.pop_first());
-            if let Some((_, (s, peer))) = oldest {
-                close(&s);
-                let why =
-                    format!("still silent when {} newer connections waited for their first read", self.door.readers);
-                self.pending.push(Arrival::Stray(ExchangeError::Unread { peer, why }));
+            let oldest = self.reading.lock().ok().and_then(|mut r| {
+                let silent = r.first_key_value().is_some_and(|(_, (_, _, since))| since.elapsed() >= SILENT);
+                if silent {
+                    r.pop_first()
+                } else {
+                    None
+                }
+            });
+            match oldest {
+                Some((_, (s, peer, _))) => {
+                    close(&s);
+                    let why = format!("silent for {} ms while newer connections waited", SILENT.as_millis());
+                    self.pending.push(Arrival::Stray(ExchangeError::Unread { peer, why }));
+                }
+                None => {
+                    close(&stream);
+                    let why = format!("{} connections already in their first read", self.door.readers);
+                    self.pending.push(Arrival::Stray(ExchangeError::Unread { peer: addr.to_string(), why }));
+                    return;
+                }
             }
         }
         let id = self.next_id;
         self.next_id += 1;
         if let (Ok(copy), Ok(mut r)) = (stream.try_clone(), self.reading.lock()) {
-            r.insert(id, (copy, addr.to_string()));
+            r.insert(id, (copy, addr.to_string(), Instant::now()));
         }
         let (tx, reading, hello) = (self.tx.clone(), Arc::clone(&self.reading), self.door.hello);
         let spawned = std::thread::Builder::new().name("first-read".into()).spawn(move || {
@@ -257,7 +279,7 @@ impl<'l> Desk<'l> {
         });
         if spawned.is_err() {
             if let Ok(mut r) = self.reading.lock() {
-                if let Some((s, _)) = r.remove(&id) {
+                if let Some((s, _, _)) = r.remove(&id) {
                     close(&s);
                 }
             }
@@ -320,7 +342,7 @@ impl<'l> Desk<'l> {
 impl Drop for Desk<'_> {
     fn drop(&mut self) {
         if let Ok(r) = self.reading.lock() {
-            r.values().for_each(|(s, _)| close(s));
+            r.values().for_each(|(s, _, _)| close(s));
         }
         // The readers see their connection end at once; give them a moment to drop it.
         let end = Instant::now() + Duration::from_millis(500);
