@@ -65,8 +65,11 @@ fn reach(who: &Who, end: Instant, timeout: Duration, cancel: &AtomicBool) -> Res
 /// Waits until something arrives on `s`, `until` passes or `cancel` is set (the read itself
 /// keeps its own deadline).
 fn arrival(s: &Session, until: Instant, cancel: &AtomicBool) {
-    while Instant::now() < until && !cancel.load(Ordering::SeqCst) && !s.readable().unwrap_or(true) {
-        std::thread::sleep(Duration::from_millis(20));
+    while Instant::now() < until && !cancel.load(Ordering::SeqCst) {
+        // In slices, so that a stopping signal is seen between them.
+        if s.wait(until.saturating_duration_since(Instant::now()).min(Duration::from_millis(100))) {
+            return;
+        }
     }
 }
 

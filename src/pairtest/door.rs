@@ -19,13 +19,14 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::clean;
-use super::exchange::{ExchangeError, Session};
+use super::exchange::{self, ExchangeError, Session};
 use super::wire::Message;
 
 /// First messages read at once by default: scanners opening hundreds of connections get the
@@ -327,7 +328,13 @@ impl<'l> Desk<'l> {
             }
             match self.l.accept() {
                 Ok((s, a)) => self.admit(s, a),
-                Err(e) if would_block(&e) => std::thread::sleep(Duration::from_millis(5)),
+                // Until a peer comes: short while first reads are under way (their results come
+                // over the channel), longer when idle (`stop` and `until` are checked between).
+                Err(e) if would_block(&e) => {
+                    let nap = if self.reading() > 0 { Duration::from_millis(2) } else { Duration::from_millis(25) };
+                    let nap = until.map_or(nap, |u| nap.min(u.saturating_duration_since(Instant::now())));
+                    exchange::wait_readable(self.l.as_fd(), nap);
+                }
                 Err(_) => std::thread::sleep(Duration::from_millis(50)),
             }
         }

@@ -9,6 +9,9 @@
 //! from serving the next. Nothing here touches RDMA.
 
 use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, BorrowedFd};
+
+use nix::poll::{poll, PollFd, PollFlags};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
@@ -65,6 +68,14 @@ pub struct Session {
     stream: TcpStream,
     pub peer: String,
     pub deadline: Instant,
+}
+
+/// Waits until `fd` is readable (data, the end, or an error) or `timeout` passes: one poll(2),
+/// where a loop of sleeps and peeks would wake a thousand idle pods' threads for nothing.
+pub fn wait_readable(fd: BorrowedFd<'_>, timeout: Duration) -> bool {
+    let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
+    let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+    matches!(poll(&mut fds, ms), Ok(n) if n > 0)
 }
 
 fn timed_out(e: &io::Error) -> bool {
@@ -163,6 +174,11 @@ impl Session {
                 self.io(e)
             }
         })
+    }
+
+    /// Whether anything (a message, the end of the connection) arrives within `timeout`.
+    pub fn wait(&self, timeout: Duration) -> bool {
+        wait_readable(self.stream.as_fd(), timeout)
     }
 
     /// Whether anything (a message, or the end of the connection) has arrived, without waiting.
