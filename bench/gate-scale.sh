@@ -7,6 +7,7 @@
 #
 #   bash bench/gate-scale.sh [SIZE...]        # default: 128 256 512 1024
 #   GATE_SCALE_SECRET=s bash bench/gate-scale.sh 1024   # the same with every frame sealed
+#   GATE_SCALE_TIMEOUT_MS=N                            # the pair tests' phase deadline (default 20000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q --example gate_scale

@@ -30,6 +30,15 @@ fn hwm_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// The gate's options for `rank`, with a pair-test deadline fit for a thousand pods sharing a
+/// few cores (`GATE_SCALE_TIMEOUT_MS`, default 20000: what the fabric lab uses under emulation).
+fn opts(j: &Job, rank: u32) -> gate::Options {
+    let mut o = options(j, rank, None);
+    let ms = std::env::var("GATE_SCALE_TIMEOUT_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
+    o.test.timeout = Duration::from_millis(ms);
+    o
+}
+
 fn job(size: u32, base: u16) -> Job {
     let ports: Vec<u16> = (0..size).map(|r| base + r as u16).collect();
     Job {
@@ -67,7 +76,7 @@ fn main() {
                         std::thread::sleep(Duration::from_millis(2));
                     }
                 });
-                let ran = gate::run(&vars, &fake(0), &options(&j, 0, None));
+                let ran = gate::run(&vars, &fake(0), &opts(&j, 0));
                 done.store(true, Ordering::SeqCst);
                 ran
             });
@@ -88,7 +97,7 @@ fn main() {
                         let (j, vars) = (&j, &vars);
                         s.spawn(move || {
                             let started = now();
-                            let ran = gate::run(vars, &fake(r), &options(j, r, None));
+                            let ran = gate::run(vars, &fake(r), &opts(j, r));
                             (started, now(), ran.outcome == Outcome::Start)
                         })
                     })
