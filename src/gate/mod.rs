@@ -13,6 +13,7 @@
 pub mod coordinator;
 pub mod listen;
 pub mod member;
+pub mod nofile;
 pub mod successor;
 pub mod verdict;
 pub mod who;
@@ -175,6 +176,8 @@ fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32)
             "see nccl-wrap ping --help; NCCL_WRAP_PING_TIMEOUT_MS: 3000 suits real hardware, 20000 software RoCE under emulation",
         )
     })?;
+    // Rank 0 holds a connection per pod until the verdict; the limit is put back on return.
+    let _nofile = (who.rank == 0).then(|| nofile::raise(who.size));
     let l: TcpListener = exchange::bind(SocketAddr::from(([0, 0, 0, 0], who.port))).map_err(|e| {
         usage(
             e.to_string(),
