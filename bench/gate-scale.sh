@@ -3,7 +3,9 @@
 # hello exchange, so this measures the coordination, the listeners and the ring of pair-test
 # connections, not RDMA). Rank 0 runs in one process, ranks 1..SIZE-1 as threads of another;
 # printed per size: from the last pod's start (its join follows at once) to the verdict on every
-# pod, and rank 0's peak open descriptors and peak RSS. Goal: at most 1 s at 1,024, linear.
+# pod, rank 0's peak open descriptors, peak RSS and CPU time, and the members' CPU time a pod (on
+# a machine with fewer cores than pods, the wall time is mostly theirs). Goal: at most 1 s at
+# 1,024, linear.
 #
 #   bash bench/gate-scale.sh [SIZE...]        # default: 128 256 512 1024
 #   GATE_SCALE_SECRET=s bash bench/gate-scale.sh 1024   # the same with every frame sealed
@@ -32,7 +34,8 @@ n, c, m = int(sys.argv[1]), json.load(open(sys.argv[2])), json.load(open(sys.arg
 last = max(c["verdict_at"], m["last_verdict"])
 print(f"{n:6d} pods: last start -> verdict on every pod {(last - m['last_start']) * 1e3:7.1f} ms; "
       f"started {m['started'] + int(c['start'])}/{n}, {c['pairs']} pairs; rank 0: peak {c['peak_fds']} fds, "
-      f"peak RSS {c['peak_rss_kib'] / 1024:.1f} MiB (members' process {m['peak_rss_kib'] / 1024:.0f} MiB)")
+      f"peak RSS {c['peak_rss_kib'] / 1024:.1f} MiB, CPU {c['cpu_ms']} ms; members' process {m['peak_rss_kib'] / 1024:.0f} MiB, "
+      f"CPU {m['cpu_ms']} ms ({m['cpu_ms'] / max(m['members'], 1):.2f} ms a pod)")
 PY
 done
 echo "machine: $(nproc) cores, $(uname -r)"

@@ -39,6 +39,17 @@ fn opts(j: &Job, rank: u32) -> gate::Options {
     o
 }
 
+/// This process's CPU time (user + system) in milliseconds (`/proc` counts in USER_HZ, 100 on
+/// Linux).
+fn cpu_ms() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces, within parentheses).
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest.split_whitespace().filter_map(|v| v.parse().ok()).collect();
+    // utime and stime are the 14th and 15th fields: the 12th and 13th after the state.
+    f.get(10).zip(f.get(11)).map_or(0, |(u, s)| (u + s) * 10)
+}
+
 fn job(size: u32, base: u16) -> Job {
     let ports: Vec<u16> = (0..size).map(|r| base + r as u16).collect();
     Job {
@@ -81,13 +92,14 @@ fn main() {
                 ran
             });
             println!(
-                "{{\"rank\":0,\"start\":{},\"verdict_at\":{:.6},\"pairs\":{},\"go\":{},\"peak_fds\":{},\"peak_rss_kib\":{}}}",
+                "{{\"rank\":0,\"start\":{},\"verdict_at\":{:.6},\"pairs\":{},\"go\":{},\"peak_fds\":{},\"peak_rss_kib\":{},\"cpu_ms\":{}}}",
                 ran.outcome == Outcome::Start,
                 now(),
                 ran.verdict.pairs,
                 ran.verdict.go,
                 peak.load(Ordering::SeqCst),
-                hwm_kib()
+                hwm_kib(),
+                cpu_ms()
             );
         }
         "members" => {
@@ -108,9 +120,10 @@ fn main() {
             let last_verdict = times.iter().map(|t| t.1).fold(0.0, f64::max);
             let started = times.iter().filter(|t| t.2).count();
             println!(
-                "{{\"members\":{},\"started\":{started},\"last_start\":{last_start:.6},\"last_verdict\":{last_verdict:.6},\"peak_rss_kib\":{}}}",
+                "{{\"members\":{},\"started\":{started},\"last_start\":{last_start:.6},\"last_verdict\":{last_verdict:.6},\"peak_rss_kib\":{},\"cpu_ms\":{}}}",
                 times.len(),
-                hwm_kib()
+                hwm_kib(),
+                cpu_ms()
             );
         }
         _ => {
