@@ -1,4 +1,4 @@
-//! Links rdma-core statically: libibverbs, every provider Debian ships, and libnl.
+//! Links rdma-core statically: libibverbs and the providers of GPU nodes' RDMA devices.
 //!
 //! `rdma-sys` only generates the bindings; the libraries it asks for are the dynamic ones. A
 //! container entrypoint must not depend on the image carrying rdma-core, so we link the static
@@ -10,6 +10,26 @@
 //! `$OUT_DIR/static_providers.rs`, which names every provider it linked and calls
 //! `ibv_static_providers(NULL, &verbs_provider_x, ..., NULL)` (what verbs.h does under
 //! RDMA_STATIC_PROVIDERS). `src/verbs/ffi.rs` includes it.
+//!
+//! Only the providers in [`LINKED_PROVIDERS`] are linked (README, "Build", says why each of the
+//! others is left out). A device whose driver has no provider here is not listed by libibverbs;
+//! the verbs probe reports it as not checked, never as unusable (`src/verbs/driver.rs`), and NCCL,
+//! which loads the image's own rdma-core, is not affected.
+//!
+//! Two parts of rdma-core that nccl-wrap can never reach are left out by answering, from Rust,
+//! the functions through which the rest of rdma-core would pull them in ([`STUBBED`]): the linker
+//! takes an archive member only for a symbol nothing else defines. This script reads which
+//! global functions each such member defines (its `ar` index and ELF symbol table) and writes
+//! `$OUT_DIR/rdma_stubs.rs` with one stub for each; a member this rdma-core does not have gets
+//! none. `src/verbs/ffi.rs` includes it.
+//! - libibverbs' neighbour resolver (`neigh.c`, over libnl-route) serves only
+//!   `ibv_resolve_eth_l2_from_gid`, which providers call to build UD address handles
+//!   (`ibv_create_ah`). nccl-wrap makes RC queue pairs only, whose route the kernel resolves at
+//!   `ibv_modify_qp`. Its stubs fail with ENOSYS, as rdma-core built without libnl does
+//!   (NRESOLVE_NEIGH): 150 KB with libnl-route and the libc parts only they use.
+//! - mlx5's VFIO driver (`mlx5_vfio.c`) serves only devices made by
+//!   `mlx5dv_get_vfio_device_list`, which nccl-wrap never calls; mlx5 asks `is_mlx5_vfio_dev`
+//!   of every device, and "no" (0) is the exact answer here: 40 KB.
 //!
 //! Build needs: libibverbs-dev, ibverbs-providers, librdmacm-dev (rdma-sys's bindings),
 //! libnl-3-dev, libnl-route-3-dev, pkg-config, clang and libclang-dev (bindgen).
@@ -29,6 +49,29 @@ use std::process::Command;
 
 /// Libraries pkg-config names that are not rdma-core providers.
 const NOT_PROVIDERS: &[&str] = &["ibverbs", "nl-3", "nl-route-3"];
+/// An archive member stubbed out, and what each of its functions returns (see the top).
+struct Stubbed {
+    archive: &'static str,
+    member: &'static str,
+    returns: i32,
+}
+
+const STUBBED: &[Stubbed] = &[
+    // -ENOSYS (38 on x86_64 and aarch64 alike).
+    Stubbed { archive: "libibverbs.a", member: "neigh.c.o", returns: -38 },
+    Stubbed { archive: "libmlx5.a", member: "mlx5_vfio.c.o", returns: 0 },
+];
+
+/// The providers linked, by their `verbs_provider_<name>` suffix: the RDMA devices of GPU nodes
+/// that NCCL's IB/RoCE transport can drive. mlx5: ConnectX-4 and later, BlueField (InfiniBand and
+/// RoCE); efa: AWS; bnxt_re: Broadcom NetXtreme RoCE; irdma: Intel E810 (RoCE); mana: Azure;
+/// erdma: Alibaba Cloud; rxe: Soft-RoCE (the labs). Left out: cxgb4 and siw (iWARP, which NCCL's
+/// verbs transport cannot use), qedr (FastLinQ, iWARP/RoCE NICs not found on GPU nodes), mlx4
+/// (ConnectX-3, end of life), mthca (InfiniHost), ocrdma (Emulex OneConnect), vmw_pvrdma
+/// (VMware's paravirtual device), hfi1verbs and ipathverbs (Omni-Path and QLogic InfiniPath,
+/// which NCCL reaches through its own PSM2/OFI plugins, not verbs) and hns (HiSilicon Kunpeng
+/// SoC NICs).
+const LINKED_PROVIDERS: &[&str] = &["mlx5", "efa", "bnxt_re", "irdma", "mana", "erdma", "rxe"];
 /// Part of glibc itself since 2.34; `+crt-static` links it already.
 const LIBC_PARTS: &[&str] = &["pthread", "dl", "rt", "m", "c"];
 
@@ -95,21 +138,128 @@ fn main() {
 
     let mut providers = Vec::new();
     for lib in &libs {
+        let is_provider = !NOT_PROVIDERS.contains(&lib.as_str());
+        if is_provider && !LINKED_PROVIDERS.contains(&provider_name(lib).as_str()) {
+            continue;
+        }
         let archive = format!("lib{lib}.a");
         if !search.iter().any(|d| d.join(&archive).is_file()) {
             panic!("{archive} not found in {search:?}: a static build needs the .a from libibverbs-dev / libnl-3-dev / libnl-route-3-dev");
         }
         println!("cargo:rustc-link-lib=static={lib}");
-        if !NOT_PROVIDERS.contains(&lib.as_str()) {
+        if is_provider {
             providers.push(provider_name(lib));
         }
     }
-    if providers.is_empty() {
-        panic!("pkg-config --static --libs libibverbs named no provider libraries ({flags})");
+    if !providers.iter().any(|p| p == "mlx5") {
+        panic!("pkg-config --static --libs libibverbs named no mlx5 provider ({flags}): install ibverbs-providers");
     }
 
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     write_provider_table(&out_dir.join("static_providers.rs"), &providers);
+
+    let mut stubs = Vec::new();
+    for st in STUBBED {
+        let path = search
+            .iter()
+            .map(|d| d.join(st.archive))
+            .find(|p| p.is_file())
+            .unwrap_or_else(|| panic!("{} not found in {search:?}", st.archive));
+        println!("cargo:rerun-if-changed={}", path.display());
+        let archive = fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+        if let Some(obj) = archive_member(&archive, st.member) {
+            let what = format!("{}({})", st.archive, st.member);
+            stubs.extend(elf_defined_functions(obj, &what).into_iter().map(|f| (f, what.clone(), st.returns)));
+        }
+    }
+    write_stubs(&out_dir.join("rdma_stubs.rs"), &stubs);
+}
+
+/// The member called `name` of a System V / GNU `ar` archive (short names end in `/`; long names
+/// are `/<offset>` into the `//` member).
+fn archive_member<'a>(ar: &'a [u8], name: &str) -> Option<&'a [u8]> {
+    let mut at = ar.strip_prefix(b"!<arch>\n".as_slice()).map(|_| 8)?;
+    let mut long_names: &[u8] = &[];
+    while at + 60 <= ar.len() {
+        let header = &ar[at..at + 60];
+        let size: usize = std::str::from_utf8(&header[48..58]).ok()?.trim().parse().ok()?;
+        let body = ar.get(at + 60..at + 60 + size)?;
+        let raw = std::str::from_utf8(&header[..16]).ok()?.trim_end();
+        if raw == "//" {
+            long_names = body;
+        } else {
+            let member = match raw.strip_prefix('/').and_then(|o| o.parse::<usize>().ok()) {
+                Some(offset) => {
+                    let rest = long_names.get(offset..)?;
+                    let end = rest.iter().position(|&b| b == b'/' || b == b'\n').unwrap_or(rest.len());
+                    std::str::from_utf8(&rest[..end]).ok()?
+                }
+                None => raw.strip_suffix('/').unwrap_or(raw),
+            };
+            if member == name {
+                return Some(body);
+            }
+        }
+        at += 60 + size + size % 2;
+    }
+    None
+}
+
+/// Names of the global functions an ELF64 little-endian relocatable object defines (x86_64 and
+/// aarch64 alike).
+fn elf_defined_functions(obj: &[u8], what: &str) -> Vec<String> {
+    let u16_at = |o: usize| obj.get(o..o + 2).map_or(0, |b| u16::from_le_bytes([b[0], b[1]]) as usize);
+    let u32_at = |o: usize| obj.get(o..o + 4).map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+    let u64_at =
+        |o: usize| obj.get(o..o + 8).map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")) as usize);
+    if obj.get(..6) != Some(b"\x7fELF\x02\x01".as_slice()) {
+        panic!("{what} is not a 64-bit little-endian ELF object");
+    }
+    let (shoff, shentsize, shnum) = (u64_at(0x28), u16_at(0x3a), u16_at(0x3c));
+    let section = |i: usize| shoff + i * shentsize;
+    let mut names = Vec::new();
+    for i in 0..shnum {
+        const SHT_SYMTAB: usize = 2;
+        if u32_at(section(i) + 4) != SHT_SYMTAB {
+            continue;
+        }
+        let (symoff, symsize, strtab) =
+            (u64_at(section(i) + 0x18), u64_at(section(i) + 0x20), u32_at(section(i) + 0x28));
+        let stroff = u64_at(section(strtab) + 0x18);
+        for sym in (symoff..symoff + symsize).step_by(24) {
+            let (info, shndx) = (obj.get(sym + 4).copied().unwrap_or(0), u16_at(sym + 6));
+            // STB_GLOBAL, STT_FUNC, defined here (not SHN_UNDEF).
+            if info >> 4 != 1 || info & 0xf != 2 || shndx == 0 {
+                continue;
+            }
+            let name = &obj[stroff + u32_at(sym)..];
+            let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+            names.push(String::from_utf8_lossy(&name[..end]).into_owned());
+        }
+    }
+    names
+}
+
+fn write_stubs(path: &Path, stubs: &[(String, String, i32)]) {
+    let mut s = String::new();
+    s.push_str("// Generated by build.rs: the functions of the rdma-core archive members it leaves out.\n\n");
+    writeln!(
+        s,
+        "/// Each stub's symbol and the value it returns.\n#[cfg(test)]\npub(crate) const STUBS: [(&str, ::std::ffi::c_int, extern \"C\" fn() -> ::std::ffi::c_int); {}] = [{}];\n",
+        stubs.len(),
+        stubs.iter().enumerate().map(|(i, (f, _, r))| format!("({f:?}, {r}, stub_{i})")).collect::<Vec<_>>().join(", "),
+    )
+    .expect("write to String");
+    for (i, (name, what, ret)) in stubs.iter().enumerate() {
+        writeln!(
+            s,
+            "/// Stands in for `{name}` of {what}: returns {ret} (see build.rs).\n\
+             #[export_name = {name:?}]\n\
+             pub(crate) extern \"C\" fn stub_{i}() -> ::std::ffi::c_int {{\n    {ret}\n}}\n"
+        )
+        .expect("write to String");
+    }
+    fs::write(path, s).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
 }
 
 /// `NAME_<target>`, then `NAME_<target with underscores>`: the per-target variables the pkg-config

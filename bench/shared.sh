@@ -2,7 +2,7 @@
 # Start-up on a shared RDMA device: `nccl-wrap -- /bin/true` on the roce-shared-macvlan fixture
 # node, run in a fresh network namespace holding pod c's interfaces (as tests/shared_devices.rs
 # makes them), so the binary reads the pod's own addresses from the kernel and each port's whole
-# GID table (14 entries of 32). Baselines in the same run: the floor (exec only), and, with
+# GID table as far as the pod's own entry (14 non-empty entries of 255). Baselines in the same run: the floor (exec only), and, with
 # NCCL_WRAP_BASE=/path/to/an/older/nccl-wrap, that binary on the same node (which cannot tell the
 # pod's entries and reads each table only up to NCCL's pick). Hyperfine, no shell, medians; root.
 #

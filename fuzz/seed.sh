@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 fx=../fixtures/nodes
 export LC_ALL=C
-for t in sriov annotations nccl_list gid cli ping_wire allow; do
+for t in sriov annotations nccl_list gid cli ping_wire netlink_links driver ldcache route allow; do
   mkdir -p "corpus/$t"
   rm -f "corpus/$t"/seed-* "corpus/$t"/hand-*
 done
@@ -89,11 +89,20 @@ h cli 'doctor\n--json\n--no-selftest\n--sysfs-root\nfixtures/nodes/h200-ib/sys\n
 h cli '-q\n--require-rdma=yes\n--init=false\n--grace\n5\n--\ntorchrun\n--nproc-per-node=8\ntrain.py\n' run
 h cli 'NCCL_WRAP_REQUIRE_RDMA=1\nNCCL_WRAP_SELFTEST_BYTES=1048576\nNCCL_WRAP_INIT=off\nNCCL_WRAP_GRACE=x\n--\npython\n' env-vars
 h cli '--bogus\n--\ntorchrun\n--\nx\n' bad-option
+h cli 'NCCL_WRAP_GATE=1\nNCCL_WRAP_GATE_SIZE=four\nNCCL_WRAP_REQUIRE_RDAM=1\n--requre-memlock\n--grace\n--\npython\n' interlock-typos
+h cli 'NCCL_WRAP_GATE=maybe\nNCCL_WRAP_PING_ITERS=many\n--verbose\n3\n--watch-ms=99999999999\n--\ntorchrun\n' bad-values
 h cli '--selftest-timeout-ms=18446744073709551616\n--selftest-bytes\n-1\n--\n\xff\xfe\n' overflow
 h cli 'env\n--\ntorchrun\n' env-with-command
 h cli 'ping\ntrain-0.train:18515\n--json\n--iters=10\n' ping-connect
 h cli 'ping\n--ring\n--peer-template\ntrain-{index}.train\n--size\n4\n' ping-ring
 h cli 'install\n/opt/nccl-wrap\n' install
+h driver 'mlx5_core\n\nmlx5\nrxe\n' mlx5-linked
+h driver 'mlx5_core.sf\n\nefa\n' sf-not-linked
+h driver 'mlx4_core\n\nbnxt_re\nefa\nerdma\nirdma\nmana\nmlx5\nrxe\n' mlx4-left-out
+h driver '\n1: CA\nrxe\n' rxe-parent
+h driver '\n4: RNIC\nmlx5\n' siw-parent
+h driver 'bad\x1b[31mname\n9: x\n\n' hostile
+h driver '../../etc\n4\nmlx5\n' dotdot
 
 # ping_wire: exchange frames as a peer sends them (magic, version, kind, big-endian length, JSON).
 python3 - <<'PY'
@@ -151,6 +160,61 @@ seeds = {
 for name, data in seeds.items():
     open(f"corpus/ping_wire/hand-{name}", "wb").write(data)
 PY
+
+# netlink_links: real RTM_GETLINK dumps, as the kernel answers them, from a fresh network namespace
+# holding a veth pair (where this machine can make one; otherwise the namespace's loopback alone),
+# and from this namespace; each datagram one input.
+capture='
+import socket, struct, sys
+s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+s.bind((0, 0))
+ext = struct.pack("=HHI", 8, 29, 1 << 3)
+req = struct.pack("=IHHII", 16 + 16 + len(ext), 18, 0x301, 1, 0) + bytes(16) + ext
+s.send(req)
+n = 0
+while True:
+    d = s.recv(65536)
+    open(f"{sys.argv[1]}-{n}", "wb").write(d)
+    n += 1
+    if struct.unpack_from("=H", d, 4)[0] in (2, 3) or n > 16:
+        break
+'
+unshare --net -- sh -c 'ip link add eth0 type veth peer name eth0p 2>/dev/null; exec python3 -c "$1" "$2"' sh "$capture" corpus/netlink_links/seed-netns \
+  || python3 -c "$capture" corpus/netlink_links/seed-here
+
+# ldcache: small caches in glibc's current format and the combined old+new one (python writes the
+# same layout as detect::ldcache::encode).
+python3 - <<'PY'
+import struct
+def new(entries):
+    strings = b""; table = b""; end = 48 + 24 * len(entries)
+    for name, path, flags in entries:
+        k = end + len(strings); strings += name + b"\0"
+        v = end + len(strings); strings += path + b"\0"
+        table += struct.pack("<iIIIQ", flags, k, v, 0, 0)
+    return b"glibc-ld.so.cache1.1" + struct.pack("<II4s16s", len(entries), len(strings), b"\2\0\0\0", b"\0" * 16) + table + strings
+e = [(b"libibverbs.so.1", b"/usr/lib/x86_64-linux-gnu/libibverbs.so.1", 0x303),
+     (b"libnccl.so.2", b"/usr/lib/x86_64-linux-gnu/libnccl.so.2", 0x303),
+     (b"libnccl.so.2", b"/usr/lib32/libnccl.so.2", 0x803)]
+open("corpus/ldcache/seed-debian", "wb").write(new(e))
+old = b"ld.so-1.7.0\0" + struct.pack("<I", 1) + b"\0" * 12
+old += b"\0" * (-len(old) % 8)
+open("corpus/ldcache/seed-combined", "wb").write(old + new(e[:1]))
+open("corpus/ldcache/hand-count-overflow", "wb").write(b"glibc-ld.so.cache1.1" + struct.pack("<II", 0xffffffff, 0) + b"\0" * 20)
+PY
+
+# route: a pod's tables (eth0 default, two rails, IPv6 rails), MASTER_ADDR first, rails second.
+printf '%s\n' 10.9.0.9 net1,net2 \
+  'Iface	Destination	Gateway 	Flags	RefCnt	Use	Metric	Mask		MTU	Window	IRTT' \
+  'eth0	00000000	0100800A	0003	0	0	0	00000000	0	0	0' \
+  'eth0	0000800A	00000000	0001	0	0	0	0000FFFF	0	0	0' \
+  'net1	0000090A	00000000	0001	0	0	0	00FFFFFF	0	0	0' \
+  'net2	0001090A	00000000	0001	0	0	0	00FFFFFF	0	0	0' -- \
+  'fd000000000000000000000000000000 40 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000001 00000000 00000001     net1' \
+  '00000000000000000000000000000000 00 00000000000000000000000000000000 00 fe800000000000000000000000000001 00000400 00000001 00000000 00000003     eth0' \
+  '00000000000000000000000000000000 00 00000000000000000000000000000000 00 00000000000000000000000000000000 ffffffff 00000001 00000000 00200200       lo' \
+  > corpus/route/seed-pod
+printf 'trainer-0.job\n\nIface\tDestination\nlo\t00000000\t00000000\t0001\t0\t0\t0\t00000000\n' > corpus/route/hand-loopback-default
 
 # allow: `--allow` / NCCL_WRAP_PING_ALLOW lists, and job secrets as a variable or file holds them.
 h allow '10.0.0.0/8,fd00::/8' pod-networks

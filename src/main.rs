@@ -25,13 +25,18 @@ fn main() -> ExitCode {
     let raw: Vec<OsString> = std::env::args_os().collect();
     let env_list: Vec<(OsString, OsString)> = std::env::vars_os().collect();
     let vars: detect::Vars = env_list.iter().cloned().collect();
-    let cli = match Cli::parse(&raw, |name| vars.get(std::ffi::OsStr::new(name)).cloned()) {
+    let mut cli = match Cli::parse(&raw, |name| vars.get(std::ffi::OsStr::new(name)).cloned()) {
         Ok(cli) => cli,
         Err(e) => return bad_usage(&e, &raw, &env_list),
     };
     if let Some(Sub::Install { dir }) = &cli.sub {
         // The init container's job: no detection, nothing but the copy.
         return ExitCode::from(install::main(dir));
+    }
+    // Validate, then act: every problem is named here, before anything touches the process.
+    cli.problems.extend(cli::validate::unknown_variables(env_list.iter().map(|(k, _)| k.as_os_str())));
+    if let Some(code) = judge(&cli) {
+        return ExitCode::from(code);
     }
     init_logging();
     if let Some(Sub::Watch(w)) = &cli.sub {
@@ -61,18 +66,12 @@ fn main() -> ExitCode {
     }
 
     // Detect
-    let (prefs, pref_warnings) = plan::gid_prefs(&vars);
+    let (mut prefs, pref_warnings) = plan::gid_prefs(&vars);
     let sysfs = detect::sysfs::Sysfs::new(&cli.opts.sysfs_root);
-    let inputs = detect::Inputs {
-        vars: &vars,
-        sysfs: &sysfs,
-        annotations: &cli.opts.annotations,
-        prefs: &prefs,
-        addrs: &detect::netif::read,
-    };
-    let mut detection = detect::detect(&inputs);
+    let mut seen = Seen::default();
+    let (mut detection, family) = detect_for_family(&cli.opts, &vars, &sysfs, &mut prefs, &mut seen);
     let verbs = verbs_for(&cli.opts);
-    verbs::verify::probe(&mut detection, verbs.as_ref());
+    verbs::verify::probe(&mut detection, verbs.as_ref(), &sysfs);
     log::debug!("detection: {detection:?}");
 
     // Apply limits: memlock, before the self-test registers memory. Raised for `env` and
@@ -90,6 +89,13 @@ fn main() -> ExitCode {
     let choices = plan::Choices { override_user: cli.opts.override_user, require_rdma: cli.opts.require_rdma };
     let mut plan = plan::plan(detection, &vars, &prefs, choices);
     plan.warnings.extend(pref_warnings);
+    let depth = if matches!(cli.sub, Some(Sub::Doctor { .. })) {
+        detect::userspace::Depth::Full
+    } else {
+        detect::userspace::Depth::Quick
+    };
+    let ready = ready_for(&cli.opts, &vars, &sysfs, &plan, depth, (prefs, family), &mut seen);
+    plan::ready(&mut plan, ready, &vars, choices);
 
     match cli.sub {
         Some(Sub::Env { json }) => {
@@ -141,6 +147,141 @@ fn main() -> ExitCode {
         }
         Some(Sub::Install { .. } | Sub::Watch(_)) => unreachable!("install and watch return before detection"),
     }
+}
+
+/// What the start reads once for both the rails' family and the bootstrap: this namespace's
+/// addresses (where detection did not already read them) and each device's net devices.
+#[derive(Default)]
+struct Seen {
+    addrs: Option<Vec<detect::netif::OwnAddr>>,
+    netdevs: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+impl Seen {
+    fn addrs(&mut self, detection: &detect::Detection) -> &[detect::netif::OwnAddr] {
+        self.addrs.get_or_insert_with(|| {
+            if detection.addresses.is_empty() {
+                detect::netif::read().unwrap_or_default()
+            } else {
+                detection.addresses.clone()
+            }
+        })
+    }
+
+    fn netdevs(&mut self, sysfs: &detect::sysfs::Sysfs, device: &str) -> &[String] {
+        self.netdevs.entry(device.to_string()).or_insert_with(|| detect::bootstrap::rails(sysfs, [device]))
+    }
+}
+
+/// Detection under NCCL's GID preferences. Where the user set no NCCL_IB_ADDR_FAMILY, the pod's
+/// rails decide it: rails with only IPv6 addresses are read again with AF_INET6 (a second pass
+/// only then), so that their RoCE v2 IPv6 entries are found instead of none.
+fn detect_for_family(
+    opts: &cli::Opts,
+    vars: &detect::Vars,
+    sysfs: &detect::sysfs::Sysfs,
+    prefs: &mut nccl::gid::GidPrefs,
+    seen: &mut Seen,
+) -> (detect::Detection, nccl::gid::RailFamily) {
+    use nccl::gid::{Family, RailFamily};
+    let detect_with = |p: &nccl::gid::GidPrefs| {
+        detect::detect(&detect::Inputs {
+            vars,
+            sysfs,
+            annotations: &opts.annotations,
+            prefs: p,
+            addrs: &detect::netif::read,
+            kinds: &detect::links::read_or_log,
+        })
+    };
+    let detection = detect_with(prefs);
+    if vars.contains_key(std::ffi::OsStr::new(nccl::env::IB_ADDR_FAMILY)) || detection.devices.is_empty() {
+        return (detection, RailFamily::Unknown);
+    }
+    let addrs = seen.addrs(&detection).to_vec();
+    let mut rails: Vec<(String, Vec<std::net::IpAddr>)> = Vec::new();
+    for d in &detection.devices {
+        if !d.ports.iter().any(|p| p.link_layer.as_deref() == Some("Ethernet")) {
+            continue;
+        }
+        let mut names = seen.netdevs(sysfs, &d.name).to_vec();
+        names.extend(d.ports.iter().filter_map(|p| p.gid.as_ref().and_then(|g| g.ndev.clone())));
+        names.sort();
+        names.dedup();
+        for n in names {
+            let a = addrs.iter().filter(|a| a.ifname == n).map(|a| a.addr).collect();
+            rails.push((n, a));
+        }
+    }
+    let family = nccl::gid::rail_family(&rails);
+    if family == RailFamily::Inet6 {
+        prefs.family = Family::Inet6;
+        return (detect_with(prefs), family);
+    }
+    (detection, family)
+}
+
+/// What NCCL in this image and namespace meets beyond the ports: the userspace it loads and the
+/// interface its bootstrap should use (rails excluded).
+fn ready_for(
+    opts: &cli::Opts,
+    vars: &detect::Vars,
+    sysfs: &detect::sysfs::Sysfs,
+    plan: &plan::Plan,
+    depth: detect::userspace::Depth,
+    (prefs, family): (nccl::gid::GidPrefs, nccl::gid::RailFamily),
+    seen: &mut Seen,
+) -> plan::Ready {
+    let used: Vec<&str> = plan.decisions.iter().filter(|d| d.used).map(|d| d.device.as_str()).collect();
+    let userspace = detect::userspace::check(
+        &opts.image_root,
+        vars,
+        &detect::userspace::drivers(sysfs, used.iter().copied()),
+        depth,
+    );
+    let mut rails: Vec<String> = used.iter().flat_map(|d| seen.netdevs(sysfs, d).to_vec()).collect();
+    for p in plan.detection.devices.iter().flat_map(|d| &d.ports) {
+        rails.extend(p.gid.as_ref().and_then(|g| g.ndev.clone()));
+        rails.extend(p.pkey.as_ref().map(|k| k.netdev.clone()));
+    }
+    let addrs = seen.addrs(&plan.detection).to_vec();
+    let routes = detect::route::read(&opts.proc_root).unwrap_or_default();
+    let lookup = |n: &str| detect::bootstrap::resolve(n, detect::bootstrap::RESOLVE_WAIT);
+    let bootstrap = detect::bootstrap::choose(vars, opts.gate_coordinator.as_deref(), &routes, &addrs, &rails, &lookup);
+    plan::Ready { userspace, bootstrap, extra: reason_facts(vars, sysfs, plan), prefs, family }
+}
+
+/// What sysfs says beyond the ports' facts, read only where a reason needs it: the node type of
+/// a device with unused ports (iWARP), and the entry a kept NCCL_IB_GID_INDEX points at.
+fn reason_facts(vars: &detect::Vars, sysfs: &detect::sysfs::Sysfs, plan: &plan::Plan) -> plan::Extra {
+    let mut extra = plan::Extra::default();
+    for d in &plan.detection.devices {
+        if plan.decisions.iter().any(|x| x.device == d.name && !x.used)
+            && sysfs.attr(&format!("class/infiniband/{}/node_type", d.name)).is_ok_and(|t| t.starts_with("4:"))
+        {
+            extra.iwarp.push(d.name.clone());
+        }
+    }
+    let user = vars.get(std::ffi::OsStr::new(nccl::env::IB_GID_INDEX)).map(|v| v.to_string_lossy().into_owned());
+    if plan::index_is_kept(plan, user.as_deref()) {
+        let value = user.unwrap_or_default();
+        let index = value.trim().to_string();
+        let mut entries = Vec::new();
+        for d in &plan.detection.devices {
+            for p in d.ports.iter().filter(|p| p.link_layer.as_deref() == Some("Ethernet")) {
+                if !plan.decisions.iter().any(|x| x.used && x.device == d.name && x.port == p.port) {
+                    continue;
+                }
+                let base = format!("class/infiniband/{}/ports/{}", d.name, p.port);
+                let ok = index.parse::<u32>().is_ok();
+                let g = ok.then(|| sysfs.attr(&format!("{base}/gids/{index}")).ok()).flatten();
+                let t = ok.then(|| sysfs.attr(&format!("{base}/gid_attrs/types/{index}")).ok()).flatten();
+                entries.push((format!("{}:{}", d.name, p.port), g, t));
+            }
+        }
+        extra.kept_index = Some((value, entries));
+    }
+    extra
 }
 
 fn outputs(f: &HealthFiles) -> health::Outputs {
@@ -237,6 +378,10 @@ fn run(
         eprintln!("{PREFIX} refusing to start {:?}: --require-rdma (NCCL_WRAP_REQUIRE_RDMA) is set and no usable RDMA port was found; see the warnings above, or run `nccl-wrap env --json`", cli.command[0]);
         return ExitCode::from(EXIT_REFUSED);
     }
+    if let Some(why) = plan.userspace_refusal().filter(|_| cli.opts.require_rdma) {
+        eprintln!("{PREFIX} refusing to start {:?}: --require-rdma (NCCL_WRAP_REQUIRE_RDMA) is set and NCCL would run over TCP sockets: {why}", cli.command[0]);
+        return ExitCode::from(EXIT_REFUSED);
+    }
     if cli.opts.require_memlock && !memlock.sufficient() {
         eprintln!(
             "{PREFIX} refusing to start {:?}: --require-memlock (NCCL_WRAP_REQUIRE_MEMLOCK) is set and {}",
@@ -291,14 +436,42 @@ fn exec_or_report(argv: &[OsString], env: &[(OsString, OsString)]) -> ExitCode {
     ExitCode::from(err.exit_code())
 }
 
+/// Names each option or variable that could not be used; `Some(125)` when one belongs to an
+/// interlock the user asked for and a command was to run (docs: README, "Misconfiguration").
+fn judge(cli: &Cli) -> Option<u8> {
+    let verdict = cli::verdict(cli);
+    for line in &verdict.ignored {
+        eprintln!("{PREFIX} warning: {line}");
+    }
+    let refusal = verdict.refusal?;
+    match cli.command.first() {
+        Some(cmd) if cli.sub.is_none() => {
+            eprintln!("{PREFIX} refusing to start {cmd:?}: {refusal}");
+            Some(EXIT_REFUSED)
+        }
+        _ => {
+            eprintln!("{PREFIX} warning: a run with these settings would refuse to start: {refusal}");
+            None
+        }
+    }
+}
+
 /// Bad options never cost the job: when a command follows `--`, it runs untouched.
 fn bad_usage(e: &cli::CliError, raw: &[OsString], env: &[(OsString, OsString)]) -> ExitCode {
     if e.is_answer() {
         return print_or_fail(&format!("{e}\n"));
     }
     eprintln!("{PREFIX} {e}");
+    if let Some(near) = cli::validate::suggest(e) {
+        eprintln!("{PREFIX} did you mean {near}?");
+    }
     match cli::command_after_dashes(raw) {
         Some(cmd) => {
+            let vars = env.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str()));
+            if let Some(asked) = cli::validate::interlock_asked(raw, vars) {
+                eprintln!("{PREFIX} refusing to start {:?}: the options were not understood, and {asked} asks for an interlock that a run without nccl-wrap's settings would drop", cmd[0]);
+                return ExitCode::from(EXIT_REFUSED);
+            }
             eprintln!("{PREFIX} warning: options not understood; running the command without nccl-wrap's settings");
             if supervise::wanted(None) {
                 // As PID 1 the command still needs an init: supervise it with the defaults.

@@ -6,12 +6,19 @@ use std::ffi::OsStr;
 
 use serde::Serialize;
 
+use crate::detect::bootstrap::Bootstrap;
 use crate::detect::netif::Owner;
 use crate::detect::port::{GidPick, PortFacts, VerbsCheck};
+use crate::detect::userspace::Userspace;
 use crate::detect::{Detection, Source, Vars};
 use crate::nccl::env::{self, IB_ADDR_RANGE, IB_DISABLE, IB_GID_INDEX, IB_HCA, IB_PKEY, MAX_HCA_ENTRIES};
 use crate::nccl::gid::{self, AddrRange, Family, GidEntry, GidPrefs, RowTable};
 use crate::verbs::verify;
+
+mod ready;
+mod reasons;
+pub use ready::{ready, Ready};
+pub use reasons::{index_is_kept, Extra};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct PortDecision {
@@ -57,6 +64,15 @@ pub struct Plan {
     pub rdma: bool,
     pub vars: Vec<Var>,
     pub warnings: Vec<String>,
+    /// What NCCL in this image will load (see `ready`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub userspace: Option<Userspace>,
+    /// NCCL's and Gloo's bootstrap interface (see `ready`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bootstrap: Option<Bootstrap>,
+    /// Lines the summary prints that are no warnings (a pin not set, and why).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl Plan {
@@ -153,7 +169,7 @@ fn sysfs_problem(p: &PortFacts, prefs: &GidPrefs) -> Option<String> {
             g.roce.map_or("of unknown type", |r| if r.number() == 1 { "RoCE v1" } else { "RoCE v2" }),
             g.ndev.as_deref().unwrap_or("?"),
         )),
-        None => Some("GID table unreadable or empty".into()),
+        None => Some("no GID table (ports/N/gids unreadable or empty): NCCL's verbs transport needs a GID on a RoCE port, which this device's driver does not give".into()),
     }
 }
 
@@ -277,7 +293,19 @@ pub fn plan(detection: Detection, vars: &Vars, prefs: &GidPrefs, choices: Choice
             g.0, g.1.port, g.2.index, g.2.address
         ));
     }
-    Plan { detection, decisions, hca, gid_index, addr_range, rdma, vars: vars_out, warnings }
+    Plan {
+        detection,
+        decisions,
+        hca,
+        gid_index,
+        addr_range,
+        rdma,
+        vars: vars_out,
+        warnings,
+        userspace: None,
+        bootstrap: None,
+        notes: Vec::new(),
+    }
 }
 
 /// The GID index to export (every port's entry at one index), or else an address range that

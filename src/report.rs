@@ -96,6 +96,9 @@ pub fn summary(plan: &Plan, memlock: &Memlock, quiet: bool) -> String {
                 abbreviate(&d.not_ours, 8)
             ));
         }
+        for l in ready_lines(plan) {
+            line(&l);
+        }
         for v in &plan.vars {
             match v.action {
                 Action::Set => line(&format!("set {}={}", v.name, shell_quote(&v.value))),
@@ -115,6 +118,51 @@ pub fn summary(plan: &Plan, memlock: &Memlock, quiet: bool) -> String {
     for w in all_warnings(plan) {
         line(&format!("warning: {w}"));
     }
+    out
+}
+
+/// The image's userspace and the bootstrap interface, one line each, and the plan's notes.
+fn ready_lines(plan: &Plan) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(u) = &plan.userspace {
+        let verbs = match &u.libibverbs {
+            Some(v) => {
+                let providers: Vec<String> = u
+                    .providers
+                    .iter()
+                    .map(|p| {
+                        format!(
+                            "{} {}",
+                            p.name,
+                            if p.library.is_some() && p.config.is_some() { "ok" } else { "MISSING" }
+                        )
+                    })
+                    .collect();
+                let p = if providers.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (providers: {})", providers.join(", "))
+                };
+                format!("libibverbs {}{p}", v.path)
+            }
+            None => "no libibverbs.so.1".into(),
+        };
+        let nccl = match &u.nccl {
+            Some(n) => format!(
+                "NCCL {} {} ({})",
+                n.version.as_deref().unwrap_or("(version unknown)"),
+                n.found.path,
+                n.found.by
+            ),
+            None => "no libnccl.so.2 found".into(),
+        };
+        let plugin = u.net_plugin.as_ref().map(|p| format!(", net plugin {} ({})", p.path, p.by)).unwrap_or_default();
+        out.push(format!("image {}: {verbs}; {nccl}{plugin}", u.image_root));
+    }
+    if let Some(b) = &plan.bootstrap {
+        out.push(format!("bootstrap: {}", b.how));
+    }
+    out.extend(plan.notes.iter().cloned());
     out
 }
 

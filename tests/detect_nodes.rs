@@ -12,14 +12,25 @@ fn sriov_plugin_v3_10_names_the_pods_four_vfs() {
     r.success().stdout_is(H100_HCA);
 }
 
+/// The two VFs of the pod's RDMA pool: neither the annotation nor the sysfs walk (both find all
+/// four of the pod's VFs) gives this answer, so a test expecting it sees the variable's source
+/// work, not a fallback's.
+const HALF_HCA: &str = "export NCCL_IB_HCA='=mlx5_7:1,mlx5_10:1'\nexport NCCL_IB_GID_INDEX='3'\n";
+
 #[test]
 fn sriov_plugin_before_v3_10_resolves_devices_through_bus_pci() {
     Run::node(H100).with_env_file(H100, "env.v3.6").args(["env"]).success().stdout_is(H100_HCA);
+    Run::node(H100).with_env_file(H100, "env.v3.6.half").args(["env"]).success().stdout_is(HALF_HCA);
+    let j = Run::node(H100).with_env_file(H100, "env.v3.6.half").no_annotations().args(["env", "--json"]).json();
+    assert_eq!(j["hca"], serde_json::json!(["mlx5_7:1", "mlx5_10:1"]), "{j}");
 }
 
 #[test]
 fn plain_pcidevice_list_from_old_plugins() {
     Run::node(H100).with_env_file(H100, "env.plain").args(["env"]).success().stdout_is(H100_HCA);
+    Run::node(H100).with_env_file(H100, "env.plain.half").args(["env"]).success().stdout_is(HALF_HCA);
+    let j = Run::node(H100).with_env_file(H100, "env.plain.half").no_annotations().args(["env", "--json"]).json();
+    assert_eq!(j["hca"], serde_json::json!(["mlx5_7:1", "mlx5_10:1"]), "{j}");
 }
 
 #[test]

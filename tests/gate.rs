@@ -352,8 +352,10 @@ fn the_switch_and_its_options_parse_from_flags_and_variables() {
     assert_eq!(parse(&["--gate=warn", "--", "x"], &[]).expect("parse").opts.gate, Gate::Warn);
     assert_eq!(parse(&["--", "x"], &[("NCCL_WRAP_GATE", "WARN")]).expect("parse").opts.gate, Gate::Warn);
     assert_eq!(parse(&["--gate=off", "--", "x"], &[("NCCL_WRAP_GATE", "1")]).expect("parse").opts.gate, Gate::Off);
-    let e = parse(&["--", "x"], &[("NCCL_WRAP_GATE", "maybe")]).expect_err("bad value");
-    assert!(e.to_string().contains("NCCL_WRAP_GATE") && e.to_string().contains("warn"), "{e}");
+    // Set but unreadable, the switch counts as asked for: the run refuses, naming it.
+    let c = parse(&["--", "x"], &[("NCCL_WRAP_GATE", "maybe")]).expect("parse");
+    let refusal = nccl_wrap::cli::verdict(&c).refusal.expect("refusal");
+    assert!(refusal.contains("NCCL_WRAP_GATE") && refusal.contains("warn"), "{refusal}");
     let c = parse(
         &["--gate", "--gate-rank=3", "--gate-coordinator", "train-0:2000", "--", "x"],
         &[("NCCL_WRAP_GATE_SIZE", "8"), ("NCCL_WRAP_GATE_ID", "uid"), ("NCCL_WRAP_GATE_WAIT_MS", "1000")],
@@ -364,7 +366,12 @@ fn the_switch_and_its_options_parse_from_flags_and_variables() {
         (Some(3), Some(8), Some("train-0:2000"), Some("uid"))
     );
     assert_eq!(c.opts.gate_wait_ms, 1000);
-    assert!(parse(&["--gate-port=0", "--", "x"], &[]).is_err());
+    // Out of range: ignored alone without the gate, a refusal with it.
+    let c = parse(&["--gate-port=0", "--", "x"], &[]).expect("parse");
+    assert_eq!((c.opts.gate_port, nccl_wrap::cli::verdict(&c).refusal), (GATE_PORT, None));
+    let c = parse(&["--gate", "--gate-port=0", "--", "x"], &[]).expect("parse");
+    assert!(nccl_wrap::cli::verdict(&c).refusal.is_some_and(|r| r.contains("--gate-port")));
+    assert!(parse(&["--gate-port=0"], &[]).is_err(), "no command: a usage error");
 }
 
 #[test]
@@ -375,7 +382,14 @@ fn the_gate_reads_pings_knobs_from_their_variables_only_when_on() {
     // Off, ping's variables are none of a run's business, even a wrong one.
     let c = parse(&["--", "x"], &[("NCCL_WRAP_PING_ITERS", "lots")]).expect("parse");
     assert_eq!(c.opts.gate_ping.iters, 1000);
-    assert!(parse(&["--gate", "--", "x"], &[("NCCL_WRAP_PING_ITERS", "lots")]).is_err());
-    // ping's own options stay ping's: not on a run's command line.
-    assert!(parse(&["--iters=5", "--", "x"], &[]).is_err());
+    let c = parse(&["--gate", "--", "x"], &[("NCCL_WRAP_PING_ITERS", "lots")]).expect("parse");
+    assert!(nccl_wrap::cli::verdict(&c).refusal.is_some_and(|r| r.contains("NCCL_WRAP_PING_ITERS")));
+    // ping's own options stay ping's: not on a run's command line (named, ignored).
+    let c = parse(&["--iters=5", "--", "x"], &[]).expect("parse");
+    assert_eq!(c.opts.gate_ping.iters, 1000);
+    assert_eq!(
+        nccl_wrap::cli::verdict(&c).ignored,
+        vec!["--iters is an option of `nccl-wrap ping`, not of a run, ignored".to_string()]
+    );
+    assert!(parse(&["--iters=5", "x"], &[]).is_err());
 }

@@ -316,8 +316,8 @@ fn low_memlock() -> Option<Vec<String>> {
 #[test]
 fn memlock_below_64_mib_without_cap_ipc_lock() {
     let Some(wrap) = low_memlock() else {
-        eprintln!(
-            "skipped: this process holds CAP_IPC_LOCK or CAP_SYS_RESOURCE and setpriv(1) is not installed to drop them"
+        common::skip(
+            "this process holds CAP_IPC_LOCK or CAP_SYS_RESOURCE and setpriv(1) is not installed to drop them",
         );
         return;
     };

@@ -104,3 +104,27 @@ fn fifo_proc_files_do_not_hang_doctor() {
     let text = r.stdout();
     assert!(text.contains("cmdline"), "{text}");
 }
+
+/// Regression: the gate read the pod's name from PROC/sys/kernel/hostname with an unbounded,
+/// blocking read; a FIFO there (no writer) hung `--gate` before it started. Now refused, and the
+/// gate runs (without ibverbs here it then refuses for the fabric, which is the answer).
+#[test]
+fn fifo_proc_hostname_and_route_do_not_hang_the_gate() {
+    let s = Scratch::node(NODE, "hostile-gate-proc");
+    let proc_root = s.0.join("proc");
+    std::fs::create_dir_all(proc_root.join("sys/kernel")).expect("mkdir");
+    std::fs::create_dir_all(proc_root.join("net")).expect("mkdir");
+    mkfifo(&proc_root.join("sys/kernel/hostname"));
+    mkfifo(&proc_root.join("net/route"));
+    let port = (30_000 + std::process::id() % 20_000).to_string();
+    let r = run_on(&s)
+        .env("NCCL_WRAP_PROC_ROOT", &proc_root)
+        .env("HOSTNAME", "pod-a")
+        .env("NCCL_WRAP_GATE", "1")
+        .env("NCCL_WRAP_GATE_SIZE", "1")
+        .env("NCCL_WRAP_GATE_RANK", "0")
+        .env("NCCL_WRAP_GATE_COORDINATOR", "127.0.0.1")
+        .env("NCCL_WRAP_GATE_PORT", &port)
+        .args(["--", "/usr/bin/true"]);
+    r.code_is(125).stderr_has("gate: rank 0 of 1").stderr_has("pod-a");
+}

@@ -52,7 +52,7 @@ fn command_for(program: &std::path::Path) -> Command {
 fn in_mount_ns(script: &str) -> Option<std::process::Output> {
     let probe = Command::new("unshare").args(["-m", "true"]).output();
     if !probe.is_ok_and(|o| o.status.success()) {
-        eprintln!("skipped: unshare -m is not available here (needs root)");
+        common::skip("unshare -m is not available here (needs root)");
         return None;
     }
     let mut cmd = Command::new("unshare");

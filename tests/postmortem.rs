@@ -165,7 +165,7 @@ fn the_schema_rejects_what_the_report_never_holds() {
                    "exit": {"state": "DOWN", "phys_state": "Disabled"},
                    "counters": [{"name": "link_downed", "group": "counters", "start": 0, "exit": 1, "delta": 1,
                                  "kind": "error", "meaning": "the link went down"}]}],
-        "transitions": [], "problems": []
+        "transitions": [], "transitions_dropped": 0, "problems": []
     });
     let v = schema();
     assert!(v.is_valid(&good), "{:?}", v.iter_errors(&good).map(|e| e.to_string()).collect::<Vec<_>>());
@@ -175,6 +175,7 @@ fn the_schema_rejects_what_the_report_never_holds() {
         ("an exit code past 255", "/command/code", serde_json::json!(256)),
         ("a port without its number", "/ports/0/port", serde_json::json!("mlx5_6")),
         ("a kind outside the table's", "/ports/0/counters/0/kind", serde_json::json!("fatal")),
+        ("a negative count of dropped transitions", "/transitions_dropped", serde_json::json!(-1)),
     ] {
         let mut doc = good.clone();
         *doc.pointer_mut(pointer).unwrap_or_else(|| panic!("{pointer}")) = bad;

@@ -54,12 +54,12 @@ fn memlock_report_matches_the_real_limits_and_capabilities() {
 fn without_cap_ipc_lock_the_summary_names_the_fix() {
     let hard = hard_memlock_kib();
     if hard == "unlimited" {
-        eprintln!("SKIP: memlock hard limit is unlimited here; the limited case cannot be shown");
+        common::skip("memlock hard limit is unlimited here; the limited case cannot be shown");
         return;
     }
     let probe = Command::new("setpriv").args(["--bounding-set=-ipc_lock,-sys_resource", "true"]).status();
     if !matches!(probe, Ok(s) if s.success()) {
-        eprintln!("SKIP: setpriv cannot drop capabilities here");
+        common::skip("setpriv cannot drop capabilities here");
         return;
     }
     let out = Command::new("setpriv")

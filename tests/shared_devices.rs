@@ -52,7 +52,7 @@ fn netns_possible() -> Result<(), String> {
 macro_rules! need_netns {
     () => {
         if let Err(why) = netns_possible() {
-            eprintln!("SKIPPED: no network namespace with veth interfaces here ({why}); run as root with iproute2");
+            common::skip(&format!("no network namespace with veth interfaces here ({why}); run as root with iproute2"));
             return;
         }
     };
@@ -114,7 +114,14 @@ fn the_summary_and_json_say_how_ownership_was_told() {
     assert_eq!(port["gid"]["owner"], "pod");
     assert_eq!(port["nccl_pick"]["index"], 5);
     assert_eq!(port["nccl_pick"]["owner"], "other");
+    // A run tells the entries before the pod's own by address only; doctor says whose each is.
     let host = port["gid_table"].as_array().expect("gid_table").iter().find(|r| r["index"] == 1).expect("row 1");
+    assert_eq!(host["address"], "fe80::ba3f:d2ff:fe5a:1000");
+    assert!(host["owner"].is_null() && host["ndev"].is_null(), "{host}");
+    let doctor = in_pod("roce-shared-macvlan", &pod('c'), &[], &["doctor", "--json", "--no-selftest"]).json();
+    let check = doctor["checks"].as_array().expect("checks").iter().find(|c| c["id"] == "gid-owner").cloned();
+    let rows = check.map(|c| c["evidence"]["gid_table"].clone()).unwrap_or_default();
+    let host = rows.as_array().expect("doctor's gid_table").iter().find(|r| r["index"] == 1).expect("row 1");
     assert_eq!(host["owner"], "host");
     assert_eq!(host["ndev"], "ens1f0np0");
     assert_eq!(j["addr_range"], "10.20.0.0/23");
@@ -160,7 +167,7 @@ fn a_pod_address_without_its_entry_is_waited_for_then_named() {
         .args(["--net", "--", "sh", "-c", POD_NETNS, "sh", late, "ip", "-6", "addr", "show", "dev", "net1"])
         .output();
     if !probe.as_ref().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("fe80::858:aff:fe09:34")) {
-        eprintln!("SKIPPED: no IPv6 link-local address on a veth interface here (IPv6 disabled?)");
+        common::skip("no IPv6 link-local address on a veth interface here (IPv6 disabled?)");
         return;
     }
     let run = in_pod("roce-shared-macvlan", late, &[], &["env"]);
@@ -192,4 +199,48 @@ fn ipoib_children_give_the_pod_its_devices_and_its_partitions_pkey_index() {
     assert_eq!(j["devices"][0]["origin"], "sysfs (shared device, via IPoIB child net1, pkey 0x8002)");
     assert_eq!(j["devices"][0]["ports"][0]["pkey"], serde_json::json!({"netdev": "net1", "pkey": 0x8002, "index": 2}));
     assert_eq!(j["not_ours"], serde_json::json!(["mlx5_2"]));
+}
+
+#[test]
+fn a_run_reads_a_shared_table_only_up_to_the_pods_own_entry() {
+    need_netns!();
+    // Pod b on rail 0: NCCL's pick is pod a's 5, b's own entry is 9, pod c's follow at 10..13.
+    // A run stops at 9; doctor (below) reads the whole table.
+    let j = in_pod("roce-shared-macvlan", &pod('b'), &[], &["env", "--json"]).json();
+    let port = &j["devices"][0]["ports"][0];
+    assert_eq!(port["gid"]["index"], 9, "{port}");
+    let rows: Vec<u64> =
+        port["gid_table"].as_array().expect("gid_table").iter().filter_map(|r| r["index"].as_u64()).collect();
+    assert_eq!(rows.last(), Some(&9), "the table was read past the pod's own entry: {rows:?}");
+    let doctor = in_pod("roce-shared-macvlan", &pod('b'), &[], &["doctor", "--json", "--no-selftest"]).json();
+    let owner = doctor["checks"].as_array().expect("checks").iter().find(|c| c["id"] == "gid-owner").cloned();
+    let whole = owner.and_then(|c| c["evidence"]["gid_table"].as_array().map(Vec::len));
+    assert_eq!(whole, Some(14), "doctor shows every non-empty entry");
+}
+
+/// The h100-roce-sriov pod's rails (its VFs' netdevs, named in the tree's `class/net`) with the
+/// addresses their tables hold, plus `eth0`.
+fn h100_pod(eth0: &str) -> String {
+    format!(
+        "net1,0a:58:0a:00:6a:07,10.0.106.7/24 net2,0a:58:0a:00:6b:07,10.0.107.7/24 net3,0a:58:0a:00:be:07,10.0.190.7/24 net4,0a:58:0a:00:bf:07,10.0.191.7/24 eth0,0a:58:0a:80:02:11,{eth0}"
+    )
+}
+
+#[test]
+fn once_devices_are_claimed_by_function_a_veths_address_is_not_looked_for_elsewhere() {
+    need_netns!();
+    // A privileged pod (sysfs fallback) whose VFs are claimed by their netdevs. Its eth0 is a veth
+    // whose address happens to be another pod's VF address (10.0.156.11 sits in mlx5_8's table):
+    // a veth is nobody's upper device, so no other table is read for it and mlx5_8 stays not ours.
+    let run = in_pod("h100-roce-sriov", &h100_pod("10.0.156.11/24"), &[], &["env"]);
+    run.success();
+    assert_eq!(
+        env_lines(&run),
+        "export NCCL_IB_HCA='=mlx5_6:1,mlx5_7:1,mlx5_10:1,mlx5_11:1'\nexport NCCL_IB_GID_INDEX='3'\n",
+        "{}",
+        run.stderr()
+    );
+    let j = in_pod("h100-roce-sriov", &h100_pod("10.0.156.11/24"), &[], &["env", "--json"]).json();
+    assert!(j["not_ours"].as_array().expect("not_ours").iter().any(|d| d == "mlx5_8"), "{j}");
+    assert!(j["devices"].as_array().expect("devices").iter().all(|d| d["ports"][0]["gid_table"].is_null()), "{j}");
 }

@@ -2,7 +2,9 @@
 //!
 //! Input lines: a line `NCCL_WRAP_<NAME>=<value>` sets that variable; every other line is one
 //! argument (bytes, not necessarily UTF-8), after `nccl-wrap` as argv[0]. The environment is
-//! handed to the parser as a lookup, as main does, so nothing global is touched.
+//! handed to the parser as a lookup, as main does, so nothing global is touched. Then the
+//! validation pass (`cli::verdict`, and `unknown_variables` over the names set), as main runs it:
+//! every problem is one bounded, printable line, and an interlock's problem always refuses.
 
 #![no_main]
 
@@ -11,7 +13,8 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 use libfuzzer_sys::fuzz_target;
-use nccl_wrap::cli::{command_after_dashes, Cli, CliError, Sub};
+use nccl_wrap::cli::validate::{unknown_variables, Belongs};
+use nccl_wrap::cli::{command_after_dashes, verdict, Cli, CliError, Gate, Sub};
 
 fuzz_target!(|data: &[u8]| {
     let mut argv = vec![OsString::from("nccl-wrap")];
@@ -30,7 +33,7 @@ fuzz_target!(|data: &[u8]| {
     }
 
     match Cli::parse(&argv, |name| env.get(OsStr::new(name)).cloned()) {
-        Ok(cli) => {
+        Ok(mut cli) => {
             // The command is handed over byte for byte: it is the tail of argv.
             assert!(argv[1..].ends_with(&cli.command), "{:?} from {argv:?}", cli.command);
             // main runs no command under a subcommand: one given would be silently dropped.
@@ -42,6 +45,23 @@ fuzz_target!(|data: &[u8]| {
                 assert_eq!([p.target.is_some(), p.listen.is_some(), p.ring].iter().filter(|m| **m).count(), 1);
             }
             let _ = nccl_wrap::process::supervise::Options::from(&cli.opts);
+            // Problems of the command line only survive a parse when a command is to run.
+            if cli.sub.is_some() || cli.command.is_empty() {
+                assert!(cli.problems.iter().all(|p| p.origin == nccl_wrap::cli::validate::Origin::Var), "{cli:?}");
+            }
+            cli.problems.extend(unknown_variables(env.keys().map(OsString::as_os_str)));
+            let v = verdict(&cli);
+            for line in v.ignored.iter().chain(&v.refusal) {
+                assert!(line.len() <= 1024 && !line.chars().any(char::is_control), "{line:?}");
+            }
+            // An interlock's switch set unreadably, or a gate setting while the gate is asked
+            // for, never leaves the run to start; every other problem is one ignored line.
+            let gate = cli.opts.gate == Gate::Refuse
+                || cli.problems.iter().any(|p| p.long == Some("gate") && p.belongs == Belongs::Switch);
+            let refusing =
+                cli.problems.iter().filter(|p| p.belongs == Belongs::Switch || (gate && p.belongs == Belongs::Gate)).count();
+            assert_eq!(refusing > 0, v.refusal.is_some(), "{:?}", cli.problems);
+            assert_eq!(v.ignored.len(), cli.problems.len() - refusing, "{:?}", cli.problems);
         }
         Err(e) => {
             // What main prints: one line naming the input, never empty.

@@ -22,6 +22,10 @@ network-status annotation file, then sysfs (devices whose net device is in this 
 Exit status: the command's own; 128+N when it died of signal N; 126 when it cannot be executed;
 127 when it is not found; 125 when a --require-* option or --gate refuses to start it; 2 on usage errors.
 
+A bad or out-of-range value (and an unknown option before -- or NCCL_WRAP_* name, with the closest
+known one) is named and ignored alone; everything else applies. When it belongs to an interlock
+asked for (--require-*, or --gate and its settings), nccl-wrap refuses instead (125), naming it.
+
 As PID 1 (or with --supervise) the command runs as a child: signals are forwarded to it, zombies
 are reaped, and the exit status is the command's as above. The RDMA ports in use are watched; when
 the command fails, a post-mortem on stderr says what changed on them (docs/postmortem.md).

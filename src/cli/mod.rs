@@ -16,9 +16,12 @@ mod help;
 mod setters;
 
 mod options;
+pub mod validate;
 
 use help::help;
 use options::{Kind, Spec, ALIASES, SPECS, TARGET};
+use validate::Origin;
+pub use validate::{verdict, Problem, Verdict};
 
 /// Exit code of the wrapper's own refusals (`--require-*`), as `timeout` and `env` use 125 for
 /// their own failures: never a code the training command's 0-124 or 126+ could be mistaken for.
@@ -227,6 +230,8 @@ pub struct Opts {
     /// How often supervision reads the ports' state, in milliseconds; 0: only at start and exit.
     pub watch_ms: u64,
     pub dev_root: PathBuf,
+    /// The root of the training image whose loader rules the userspace check follows.
+    pub image_root: PathBuf,
     pub annotations: PathBuf,
     pub gate: Gate,
     /// The gate's rank 0: HOST or HOST:PORT.
@@ -265,6 +270,7 @@ impl Default for Opts {
             report: None,
             watch_ms: 1000,
             dev_root: PathBuf::from("/dev"),
+            image_root: PathBuf::from("/"),
             annotations: PathBuf::from("/etc/podnetinfo/annotations"),
             gate: Gate::Off,
             gate_coordinator: None,
@@ -288,6 +294,9 @@ pub struct Cli {
     /// The training command and its arguments (after `--`, or from the first word that is not
     /// an option or a subcommand).
     pub command: Vec<OsString>,
+    /// Every option or variable that could not be used, in the order met; `validate::verdict`
+    /// says what each costs.
+    pub problems: Vec<Problem>,
 }
 
 /// What the parse ended in instead of a [`Cli`].
@@ -322,9 +331,9 @@ impl Cli {
     /// Parses `args` (the program name first) with `env` looked up for every option not given.
     /// Options may come before or after the subcommand; a subcommand's own options only after it.
     pub fn parse(args: &[OsString], env: impl Fn(&str) -> Option<OsString>) -> Result<Cli, CliError> {
-        let mut cli = Cli { sub: None, opts: Opts::default(), command: Vec::new() };
+        let mut cli = Cli { sub: None, opts: Opts::default(), command: Vec::new(), problems: Vec::new() };
         let mut given = vec![false; SPECS.len()];
-        let mut rest = args.iter().skip(1);
+        let mut rest = args.iter().skip(1).peekable();
         while let Some(arg) = rest.next() {
             let bytes = arg.as_bytes();
             if bytes == b"--" {
@@ -347,26 +356,45 @@ impl Cli {
                 return Err(CliError::Version(format!("nccl-wrap {}", env!("CARGO_PKG_VERSION"))));
             }
             if bytes.starts_with(b"-") && bytes.len() > 1 {
-                let text = arg.to_str().ok_or_else(|| CliError::Unexpected(arg.to_string_lossy().into_owned()))?;
+                let text = arg.to_string_lossy();
                 let (name, inline) = match text.split_once('=') {
                     Some((n, v)) => (n, Some(v)),
-                    None => (text, None),
+                    None => (&*text, None),
                 };
-                let index =
-                    find(name, cli.sub.as_ref().map(sub_name)).ok_or_else(|| CliError::Unexpected(text.into()))?;
+                let found = arg.to_str().and_then(|_| find(name, cli.sub.as_ref().map(sub_name)));
+                let Some(index) = found else {
+                    // Unknown: with a command after `--` (and no subcommand), named and
+                    // skipped with the words up to `--`, which may be its value; otherwise where
+                    // the command starts cannot be told, a usage error.
+                    if cli.sub.is_some() || !rest.clone().any(|a| a == "--") {
+                        return Err(CliError::Unexpected(text.into_owned()));
+                    }
+                    while rest.next_if(|a| *a != "--" && !a.as_bytes().starts_with(b"-")).is_some() {}
+                    cli.problems.push(Problem::unknown_option(name));
+                    continue;
+                };
                 let spec = &SPECS[index];
-                let value = match (spec.kind, inline) {
-                    (Kind::Flag, v) => v.unwrap_or("true").to_owned(),
-                    (Kind::Value(_), Some(v)) => v.to_owned(),
-                    (Kind::Value(_), None) => match rest.next() {
-                        Some(v) => {
-                            v.to_str().ok_or_else(|| bad(name, &v.to_string_lossy(), "not valid UTF-8"))?.to_owned()
+                // A bad value is ignored alone: the option counts as given, so its variable
+                // does not stand in for what the command line said.
+                given[index] = true;
+                // (The value, whether it is valid UTF-8.)
+                let (value, utf8) = match (spec.kind, inline) {
+                    (Kind::Flag, v) => (v.unwrap_or("true").to_owned(), true),
+                    (Kind::Value(_), Some(v)) => (v.to_owned(), true),
+                    // `--` is never a value: `--grace -- cmd` is a missing value, not a command.
+                    (Kind::Value(_), None) => match rest.next_if(|a| *a != "--") {
+                        Some(v) => (v.to_string_lossy().into_owned(), v.to_str().is_some()),
+                        None => {
+                            cli.problems.push(Problem::missing(name, spec.long));
+                            continue;
                         }
-                        None => return Err(CliError::MissingValue(name.into())),
                     },
                 };
-                (spec.set)(&mut cli, &value).map_err(|why| bad(&format!("'--{}'", spec.long), &value, &why))?;
-                given[index] = true;
+                let source = format!("'--{}'", spec.long);
+                let set = if utf8 { (spec.set)(&mut cli, &value) } else { Err("not valid UTF-8".to_string()) };
+                if let Err(why) = set {
+                    cli.problems.push(Problem::bad(Origin::Arg, &source, &value, &why, spec.long, false));
+                }
                 continue;
             }
             if cli.sub.is_none() && cli.command.is_empty() {
@@ -403,6 +431,14 @@ impl Cli {
             cli.command.extend(rest.by_ref().cloned());
             break;
         }
+        // A command line that runs no command (a subcommand, or nothing after the options) is
+        // a usage error at its first problem: nothing would be started anyway, and a person
+        // typed it. With a command, each problem is ignored alone or refuses (`verdict`).
+        if cli.sub.is_some() || cli.command.is_empty() {
+            if let Some(p) = cli.problems.iter().find(|p| p.origin == Origin::Arg) {
+                return Err(p.to_error());
+            }
+        }
         let sub = cli.sub.as_ref().map(sub_name);
         for (index, spec) in SPECS.iter().enumerate() {
             if given[index] || spec.env.is_empty() || (spec.only.is_some() && spec.only != sub) {
@@ -414,15 +450,13 @@ impl Cli {
             else {
                 continue;
             };
-            let text = value.to_str().ok_or_else(|| bad(var, &value.to_string_lossy(), "not valid UTF-8"))?;
-            (spec.set)(&mut cli, text).map_err(|why| bad(var, text, &why))?;
+            from_var(&mut cli, spec, var, &value, false);
         }
         if sub.is_none() && cli.opts.gate != Gate::Off {
             // The gate's pairs run ping's test: its knobs come from ping's variables.
             for spec in SPECS.iter().filter(|s| s.only == Some(SubName::Ping) && GATE_PING_KNOBS.contains(&s.long)) {
                 let Some(value) = env(spec.env).filter(|v| !v.is_empty()) else { continue };
-                let text = value.to_str().ok_or_else(|| bad(spec.env, &value.to_string_lossy(), "not valid UTF-8"))?;
-                (spec.set)(&mut cli, text).map_err(|why| bad(spec.env, text, &why))?;
+                from_var(&mut cli, spec, spec.env, &value, true);
             }
         }
         if let Some(Sub::Install { dir }) = &cli.sub {
@@ -439,6 +473,18 @@ impl Cli {
             }
         }
         Ok(cli)
+    }
+}
+
+/// Applies one variable's value, or records why it cannot be (`knob`: one of ping's, read for
+/// the gate's pair test).
+fn from_var(cli: &mut Cli, spec: &Spec, var: &str, value: &OsStr, knob: bool) {
+    let set = match value.to_str() {
+        Some(text) => (spec.set)(cli, text),
+        None => Err("not valid UTF-8".to_string()),
+    };
+    if let Err(why) = set {
+        cli.problems.push(Problem::bad(Origin::Var, var, &value.to_string_lossy(), &why, spec.long, knob));
     }
 }
 

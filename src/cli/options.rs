@@ -6,8 +6,16 @@
 //! which file it landed in.
 
 use super::setters::{
-    boolish, gate_mode, interval_ms, number, path, ping, ring_target, set_features, set_metrics, watch,
+    boolish, gate_mode, interval_ms, number_in, path, ping, ring_target, set_features, set_metrics, watch,
 };
+
+/// The largest job the gate takes, and the largest buffer a pair test exposes: the wire
+/// protocol's own bounds (`ping::wire`), which a value past them would only meet later.
+pub(super) const MAX_GATE_SIZE: u32 = 1 << 16;
+pub(super) const MAX_BYTES: u32 = 1 << 30;
+
+/// The longest `--grace`: a day, far past any pod's termination grace period.
+pub(super) const GRACE_MAX: u64 = 86_400;
 use super::{Cli, Sub, SubName};
 
 /// How an option takes its value.
@@ -111,9 +119,9 @@ pub(super) const SPECS: &[Spec] = &[
         kind: Kind::Value("BYTES"),
         only: None,
         default: Some("67108864"),
-        help: "Buffer the self-test registers, in bytes",
+        help: "Buffer the self-test registers, in bytes (4096 to 1073741824)",
         set: |c, v| {
-            c.opts.selftest_bytes = number(v)?;
+            c.opts.selftest_bytes = number_in(v, 4096, 1 << 30)?;
             Ok(())
         },
     },
@@ -124,9 +132,9 @@ pub(super) const SPECS: &[Spec] = &[
         kind: Kind::Value("MS"),
         only: None,
         default: Some("2000"),
-        help: "Deadline for each port's self-test, in milliseconds",
+        help: "Deadline for each port's self-test, in milliseconds (1 to 600000)",
         set: |c, v| {
-            c.opts.selftest_timeout_ms = number(v)?;
+            c.opts.selftest_timeout_ms = number_in(v, 1, 600_000)?;
             Ok(())
         },
     },
@@ -196,9 +204,9 @@ pub(super) const SPECS: &[Spec] = &[
         kind: Kind::Value("SECONDS"),
         only: None,
         default: Some("0"),
-        help: "When supervising, after the command exits: SIGTERM the processes it left (as PID 1 all others in the namespace, else its process group), SIGKILL them SECONDS later. 0: exit at once",
+        help: "When supervising, after the command exits: SIGTERM the processes it left (as PID 1 all others in the namespace, else its process group), SIGKILL them SECONDS later. 0: exit at once (0 to 86400)",
         set: |c, v| {
-            c.opts.grace = number(v)?;
+            c.opts.grace = number_in(v, 0, GRACE_MAX)?;
             Ok(())
         },
     },
@@ -222,9 +230,9 @@ pub(super) const SPECS: &[Spec] = &[
         kind: Kind::Value("MS"),
         only: None,
         default: Some("1000"),
-        help: "When supervising, how often to read the state of the ports in use, in milliseconds (0: only at start and exit)",
+        help: "When supervising, how often to read the state of the ports in use, in milliseconds (0: only at start and exit) (0 to 3600000)",
         set: |c, v| {
-            c.opts.watch_ms = number(v)?;
+            c.opts.watch_ms = number_in(v, 0, 3_600_000)?;
             Ok(())
         },
     },
@@ -238,6 +246,19 @@ pub(super) const SPECS: &[Spec] = &[
         help: "Root of the device tree holding infiniband/uverbsN (doctor)",
         set: |c, v| {
             c.opts.dev_root = path(v)?;
+            Ok(())
+        },
+    },
+    Spec {
+        long: "image-root",
+        short: None,
+        env: "NCCL_WRAP_IMAGE_ROOT",
+        kind: Kind::Value("DIR"),
+        only: None,
+        default: Some("/"),
+        help: "Root of the training image whose libibverbs, providers, NCCL and net plugin are checked, by its loader's rules (for tests and chroots)",
+        set: |c, v| {
+            c.opts.image_root = path(v)?;
             Ok(())
         },
     },
@@ -284,8 +305,8 @@ pub(super) const SPECS: &[Spec] = &[
         kind: Kind::Value("N"),
         only: None,
         default: None,
-        help: "Gate: this pod's rank (default: PET_NODE_RANK, RANK, JOB_COMPLETION_INDEX, SLURM_NODEID, the first set)",
-        set: some!(gate_rank, number),
+        help: "Gate: this pod's rank (default: PET_NODE_RANK, RANK, JOB_COMPLETION_INDEX, SLURM_NODEID, the first set) (0 to 65535)",
+        set: some!(gate_rank, |v| number_in(v, 0, MAX_GATE_SIZE - 1)),
     },
     Spec {
         long: "gate-size",
@@ -294,8 +315,8 @@ pub(super) const SPECS: &[Spec] = &[
         kind: Kind::Value("N"),
         only: None,
         default: None,
-        help: "Gate: the number of pods (default: PET_NNODES, WORLD_SIZE or SLURM_NNODES, with the rank's source)",
-        set: some!(gate_size, number),
+        help: "Gate: the number of pods (default: PET_NNODES, WORLD_SIZE or SLURM_NNODES, with the rank's source) (1 to 65536)",
+        set: some!(gate_size, |v| number_in(v, 1, MAX_GATE_SIZE)),
     },
     Spec {
         long: "gate-port",
@@ -304,12 +325,9 @@ pub(super) const SPECS: &[Spec] = &[
         kind: Kind::Value("PORT"),
         only: None,
         default: Some("18516"),
-        help: "Gate: the TCP port every pod listens on (rank 0's also takes the other pods' joins)",
+        help: "Gate: the TCP port every pod listens on (rank 0's also takes the other pods' joins) (1 to 65535)",
         set: |c, v| {
-            c.opts.gate_port = number(v)?;
-            if c.opts.gate_port == 0 {
-                return Err("port 0".into());
-            }
+            c.opts.gate_port = number_in(v, 1, u16::MAX)?;
             Ok(())
         },
     },
@@ -350,9 +368,9 @@ pub(super) const SPECS: &[Spec] = &[
         kind: Kind::Value("MS"),
         only: None,
         default: Some("600000"),
-        help: "Gate: how long to wait for late pods (image pulls), in milliseconds; after it the missing ranks are named",
+        help: "Gate: how long to wait for late pods (image pulls), in milliseconds; after it the missing ranks are named (1 to 86400000)",
         set: |c, v| {
-            c.opts.gate_wait_ms = number(v)?;
+            c.opts.gate_wait_ms = number_in(v, 1, 86_400_000)?;
             Ok(())
         },
     },
@@ -437,10 +455,7 @@ pub(super) const SPECS: &[Spec] = &[
         default: Some("10"),
         help: "Each wait is the interval +/- up to PERCENT (0 to 50), so that a DaemonSet's agents do not run in step",
         set: |c, v| {
-            let pct: u32 = number(v)?;
-            if pct > 50 {
-                return Err("must be 0 to 50".into());
-            }
+            let pct: u32 = number_in(v, 0, 50)?;
             watch(c, |w| w.jitter_pct = pct)
         },
     },
@@ -451,9 +466,9 @@ pub(super) const SPECS: &[Spec] = &[
         kind: Kind::Value("N"),
         only: Some(SubName::Watch),
         default: Some("0"),
-        help: "Stop after N rounds (0: run until SIGTERM or SIGINT)",
+        help: "Stop after N rounds (0: run until SIGTERM or SIGINT) (0 to 1000000000)",
         set: |c, v| {
-            let n: u64 = number(v)?;
+            let n: u64 = number_in(v, 0, 1_000_000_000)?;
             watch(c, |w| w.rounds = n)
         },
     },
@@ -479,10 +494,7 @@ pub(super) const SPECS: &[Spec] = &[
         default: Some("10"),
         help: "With --ring: a ring round every N rounds, the first round included (1 to 10000)",
         set: |c, v| {
-            let n: u64 = number(v)?;
-            if !(1..=10_000).contains(&n) {
-                return Err("must be 1 to 10000".into());
-            }
+            let n: u64 = number_in(v, 1, 10_000)?;
             watch(c, |w| w.ring_every = n)
         },
     },
@@ -563,8 +575,8 @@ pub(super) const SPECS: &[Spec] = &[
         kind: Kind::Value("N"),
         only: Some(SubName::Ping),
         default: None,
-        help: "Ring mode: this pod's index (default: JOB_COMPLETION_INDEX, else the hostname's -N)",
-        set: ping_some_number!(index),
+        help: "Ring mode: this pod's index (default: JOB_COMPLETION_INDEX, else the hostname's -N) (0 to 65535)",
+        set: ping_some_number!(index, 0, MAX_GATE_SIZE - 1),
     },
     Spec {
         long: "size",
@@ -573,8 +585,8 @@ pub(super) const SPECS: &[Spec] = &[
         kind: Kind::Value("N"),
         only: Some(SubName::Ping),
         default: None,
-        help: "Ring mode: the number of pods",
-        set: ping_some_number!(size),
+        help: "Ring mode: the number of pods (1 to 65536)",
+        set: ping_some_number!(size, 1, MAX_GATE_SIZE),
     },
     Spec {
         long: "port",
@@ -583,8 +595,8 @@ pub(super) const SPECS: &[Spec] = &[
         kind: Kind::Value("PORT"),
         only: Some(SubName::Ping),
         default: Some("18515"),
-        help: "Ring mode: the TCP port every pod listens on and connects to",
-        set: ping_number!(port),
+        help: "Ring mode: the TCP port every pod listens on and connects to (1 to 65535)",
+        set: ping_number!(port, 1, u16::MAX),
     },
     Spec {
         long: "json",
@@ -603,8 +615,8 @@ pub(super) const SPECS: &[Spec] = &[
         kind: Kind::Value("N"),
         only: Some(SubName::Ping),
         default: Some("1048576"),
-        help: "Bandwidth message size in bytes (also the buffer each pair exposes to the peer)",
-        set: ping_number!(bytes),
+        help: "Bandwidth message size in bytes (also the buffer each pair exposes to the peer) (1 to 1073741824)",
+        set: ping_number!(bytes, 1, MAX_BYTES),
     },
     Spec {
         long: "duration-ms",
@@ -613,8 +625,8 @@ pub(super) const SPECS: &[Spec] = &[
         kind: Kind::Value("MS"),
         only: Some(SubName::Ping),
         default: Some("1000"),
-        help: "Length of the bandwidth run, in milliseconds (0: no bandwidth run)",
-        set: ping_number!(duration_ms),
+        help: "Length of the bandwidth run, in milliseconds (0: no bandwidth run) (0 to 600000)",
+        set: ping_number!(duration_ms, 0, 600_000),
     },
     Spec {
         long: "iters",
@@ -623,8 +635,8 @@ pub(super) const SPECS: &[Spec] = &[
         kind: Kind::Value("N"),
         only: Some(SubName::Ping),
         default: Some("1000"),
-        help: "Latency round trips per pair",
-        set: ping_number!(iters),
+        help: "Latency round trips per pair (0 to 1000000)",
+        set: ping_number!(iters, 0, 1_000_000),
     },
     Spec {
         long: "timeout-ms",
@@ -633,8 +645,8 @@ pub(super) const SPECS: &[Spec] = &[
         kind: Kind::Value("MS"),
         only: Some(SubName::Ping),
         default: Some("3000"),
-        help: "Deadline of each phase of each pair (and of each message), in milliseconds",
-        set: ping_number!(timeout_ms),
+        help: "Deadline of each phase of each pair (and of each message), in milliseconds (1 to 600000)",
+        set: ping_number!(timeout_ms, 1, 600_000),
     },
     Spec {
         long: "wait-ms",
@@ -643,8 +655,8 @@ pub(super) const SPECS: &[Spec] = &[
         kind: Kind::Value("MS"),
         only: Some(SubName::Ping),
         default: Some("60000"),
-        help: "How long to wait for the peer (to connect, or to come), in milliseconds",
-        set: ping_number!(wait_ms),
+        help: "How long to wait for the peer (to connect, or to come), in milliseconds (0 to 86400000)",
+        set: ping_number!(wait_ms, 0, 86_400_000),
     },
 ];
 

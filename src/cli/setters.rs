@@ -14,8 +14,22 @@ pub(super) fn boolish(v: &str) -> Result<bool, String> {
     }
 }
 
+/// A whole number without a range: prefer [`number_in`], since every numeric option states one.
+#[allow(dead_code)]
 pub(super) fn number<T: std::str::FromStr>(v: &str) -> Result<T, String> {
-    v.parse().map_err(|_| "not a non-negative whole number".to_string())
+    v.trim().parse().map_err(|_| "not a non-negative whole number".to_string())
+}
+
+/// A whole number from `lo` to `hi`, both included: every numeric option states its range, in
+/// its help line as "(LO to HI)" (a test holds the two together).
+pub(super) fn number_in<T>(v: &str, lo: T, hi: T) -> Result<T, String>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
+{
+    match v.trim().parse::<T>() {
+        Ok(n) if n >= lo && n <= hi => Ok(n),
+        _ => Err(format!("not a whole number from {lo} to {hi}")),
+    }
 }
 
 pub(super) fn path(v: &str) -> Result<PathBuf, String> {
@@ -54,17 +68,17 @@ macro_rules! ping_flag {
     };
 }
 macro_rules! ping_number {
-    ($field:ident) => {
+    ($field:ident, $lo:expr, $hi:expr) => {
         |c: &mut Cli, v: &str| {
-            let n = number(v)?;
+            let n = number_in(v, $lo, $hi)?;
             ping(c, |p| p.$field = n)
         }
     };
 }
 macro_rules! ping_some_number {
-    ($field:ident) => {
+    ($field:ident, $lo:expr, $hi:expr) => {
         |c: &mut Cli, v: &str| {
-            let n = number(v)?;
+            let n = number_in(v, $lo, $hi)?;
             ping(c, |p| p.$field = Some(n))
         }
     };

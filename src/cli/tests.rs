@@ -67,7 +67,91 @@ fn values_inline_or_next_and_typed() {
     assert_eq!(c.opts.selftest_bytes, 1 << 20);
     assert!(matches!(parse(&["--grace=-1"]), Err(CliError::BadValue { .. })));
     assert_eq!(parse(&["--sysfs-root"]), Err(CliError::MissingValue("--sysfs-root".into())));
-    assert!(matches!(parse(&["--require-rdma=maybe", "--", "x"]), Err(CliError::BadValue { .. })));
+    // With a command, a bad value is a problem the verdict sorts, not a parse failure.
+    let c = ok(parse(&["--require-rdma=maybe", "--grace=-1", "--", "x"]));
+    assert_eq!(c.problems.len(), 2);
+    assert!(!c.opts.require_rdma);
+    assert_eq!(c.opts.grace, 0);
+    assert!(verdict(&c).refusal.is_some_and(|r| r.contains("'--require-rdma'=\"maybe\"")));
+    assert_eq!(verdict(&c).ignored.len(), 1);
+}
+
+#[test]
+fn a_bad_value_is_ignored_alone_and_everything_else_applies() {
+    let c = ok(parse_env(
+        &["--quiet", "--", "torchrun"],
+        &[("NCCL_WRAP_GRACE", "four"), ("NCCL_WRAP_OVERRIDE", "1"), ("NCCL_WRAP_WATCH_MS", "99999999999")],
+    ));
+    assert!(c.opts.quiet && c.opts.override_user);
+    assert_eq!((c.opts.grace, c.opts.watch_ms), (0, 1000));
+    let v = verdict(&c);
+    assert_eq!(v.refusal, None);
+    assert_eq!(v.ignored.len(), 2, "{:?}", v.ignored);
+    assert!(v.ignored[0].starts_with("NCCL_WRAP_GRACE=\"four\" ignored, the default (0) applies"), "{:?}", v.ignored);
+}
+
+#[test]
+fn a_bad_gate_setting_refuses_only_when_the_gate_is_asked_to_refuse() {
+    let run = |env: &[(&str, &str)]| verdict(&ok(parse_env(&["--", "x"], env)));
+    assert!(run(&[("NCCL_WRAP_GATE_SIZE", "four")]).refusal.is_none(), "no gate: ignored");
+    let v = run(&[("NCCL_WRAP_GATE", "1"), ("NCCL_WRAP_GATE_SIZE", "four")]);
+    assert!(v.refusal.is_some_and(|r| r.contains("NCCL_WRAP_GATE_SIZE")));
+    assert!(
+        run(&[("NCCL_WRAP_GATE", "warn"), ("NCCL_WRAP_GATE_SIZE", "four")]).refusal.is_none(),
+        "warn starts anyway"
+    );
+    assert!(
+        run(&[("NCCL_WRAP_GATE", "1"), ("NCCL_WRAP_PING_ITERS", "many")]).refusal.is_some(),
+        "the gate's pair test"
+    );
+    assert!(run(&[("NCCL_WRAP_PING_ITERS", "many")]).refusal.is_none(), "ping's knob, no gate: not even read");
+    assert!(run(&[("NCCL_WRAP_GATE", "maybe")]).refusal.is_some(), "a switch set unreadably counts as asked for");
+    assert!(run(&[("NCCL_WRAP_REQUIRE_MEMLOCK", "yes-please")]).refusal.is_some());
+    assert!(run(&[("NCCL_WRAP_REQUIRE_MEMLOCK", "no")]).refusal.is_none());
+}
+
+#[test]
+fn unknown_options_before_dashes_are_named_and_their_words_skipped() {
+    let c = ok(parse(&["--verbose", "3", "-q", "--", "torchrun"]));
+    assert!(c.opts.quiet);
+    assert_eq!(c.command, args(&["torchrun"])[1..]);
+    assert_eq!(verdict(&c).ignored, vec!["--verbose is not an option of nccl-wrap, ignored".to_string()]);
+    assert!(verdict(&ok(parse(&["--requre-rdma", "--", "x"]))).refusal.is_some());
+    // Without `--`, where the command starts cannot be told.
+    assert_eq!(parse(&["--verbose", "torchrun"]), Err(CliError::Unexpected("--verbose".into())));
+    // `--` is never an option's value.
+    let c = ok(parse(&["--grace", "--", "x"]));
+    assert_eq!((c.command.len(), c.problems.len()), (1, 1));
+}
+
+/// Every numeric option states its range in its help as "(LO to HI)", and its setter takes
+/// exactly that range: LO and HI pass, one past either end does not.
+#[test]
+fn every_numeric_option_states_its_range_and_keeps_to_it() {
+    for spec in SPECS {
+        let Kind::Value(meta) = spec.kind else { continue };
+        if !["N", "MS", "BYTES", "SECONDS", "PORT", "PERCENT"].contains(&meta) || spec.long == "interval" {
+            continue;
+        }
+        let at = spec.help.rfind(" to ").unwrap_or_else(|| panic!("--{} states no range: {}", spec.long, spec.help));
+        let lo: u64 = spec.help[..at].rsplit('(').next().and_then(|t| t.trim().parse().ok()).expect("LO");
+        let hi: u64 = spec.help[at + 4..].split(')').next().and_then(|t| t.trim().parse().ok()).expect("HI");
+        let mut cli = match spec.only {
+            Some(name) => {
+                Cli { sub: Some(Sub::new(name)), opts: Opts::default(), command: Vec::new(), problems: Vec::new() }
+            }
+            None => Cli { sub: None, opts: Opts::default(), command: Vec::new(), problems: Vec::new() },
+        };
+        for good in [lo, hi] {
+            assert!((spec.set)(&mut cli, &good.to_string()).is_ok(), "--{} {good}", spec.long);
+        }
+        for bad in [hi.saturating_add(1).to_string(), "-1".into(), "x".into(), "18446744073709551616".into()] {
+            assert!((spec.set)(&mut cli, &bad).is_err(), "--{} {bad} accepted", spec.long);
+        }
+        if lo > 0 {
+            assert!((spec.set)(&mut cli, &(lo - 1).to_string()).is_err(), "--{} {} accepted", spec.long, lo - 1);
+        }
+    }
 }
 
 #[test]
@@ -85,8 +169,8 @@ fn variables_fill_what_the_command_line_leaves_out() {
     assert!(c.opts.require_rdma);
     assert_eq!(c.opts.grace, 3);
     assert_eq!(c.opts.init, None, "an empty variable is unset");
-    let e = parse_env(&[], &[("NCCL_WRAP_SELFTEST_BYTES", "lots")]).expect_err("bad variable");
-    assert!(e.to_string().contains("NCCL_WRAP_SELFTEST_BYTES"), "{e}");
+    let c = ok(parse_env(&[], &[("NCCL_WRAP_SELFTEST_BYTES", "lots")]));
+    assert!(c.problems[0].line().starts_with("NCCL_WRAP_SELFTEST_BYTES=\"lots\" ignored"), "{:?}", c.problems);
 }
 
 #[test]
@@ -188,8 +272,8 @@ fn supervise_is_the_name_and_init_still_works() {
     let both = [("NCCL_WRAP_SUPERVISE", "1"), ("NCCL_WRAP_INIT", "0")];
     assert_eq!(ok(parse_env(&[], &both)).opts.init, Some(true));
     assert_eq!(ok(parse_env(&["--init=false"], &both)).opts.init, Some(false));
-    let e = parse_env(&[], &[("NCCL_WRAP_INIT", "maybe")]).expect_err("bad value");
-    assert!(e.to_string().contains("NCCL_WRAP_INIT"), "the variable as given is named: {e}");
+    let c = ok(parse_env(&[], &[("NCCL_WRAP_INIT", "maybe")]));
+    assert!(c.problems[0].line().starts_with("NCCL_WRAP_INIT="), "the variable as given is named: {:?}", c.problems);
     let c = ok(parse_env(&["--report", "/r.json"], &[("NCCL_WRAP_WATCH_MS", "250")]));
     assert_eq!((c.opts.report, c.opts.watch_ms), (Some(PathBuf::from("/r.json")), 250));
     assert_eq!(Opts::default().watch_ms, 1000);
@@ -207,11 +291,13 @@ fn install_takes_one_directory() {
 
 #[test]
 fn unknown_options_are_named() {
-    let e = parse(&["--no-such-option", "--", "x"]).expect_err("unknown");
+    let e = parse(&["--no-such-option", "x"]).expect_err("unknown");
     assert_eq!(
         e.to_string(),
         "unexpected argument '--no-such-option' found (to pass it to the command, put it after `--`)"
     );
+    let c = ok(parse(&["--no-such-option", "--", "x"]));
+    assert_eq!(verdict(&c).ignored, vec!["--no-such-option is not an option of nccl-wrap, ignored".to_string()]);
     assert!(matches!(parse(&["-z"]), Err(CliError::Unexpected(_))));
 }
 

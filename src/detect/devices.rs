@@ -16,6 +16,7 @@ use serde::Serialize;
 
 use crate::detect::annotation;
 use crate::detect::names;
+use crate::detect::links;
 use crate::detect::netif::{OwnAddr, Owner};
 use crate::detect::port::PortFacts;
 use crate::detect::sriov;
@@ -90,12 +91,17 @@ pub struct Detection {
 /// Reads this namespace's addresses (`netif::read` in production; tests hand in their own).
 pub type AddrSource<'a> = &'a dyn Fn() -> Result<Vec<OwnAddr>, String>;
 
+/// Reads the kind of each of this namespace's interfaces (`links::read` in production; `None`
+/// when it cannot be told, and then every address is looked for).
+pub type KindSource<'a> = &'a dyn Fn() -> Option<links::Kinds>;
+
 pub struct Inputs<'a> {
     pub vars: &'a Vars,
     pub sysfs: &'a Sysfs,
     pub annotations: &'a Path,
     pub prefs: &'a GidPrefs,
     pub addrs: AddrSource<'a>,
+    pub kinds: KindSource<'a>,
 }
 
 /// How long detection waits, in all, for the kernel to add a pod address's GID entry: CNI gives
@@ -226,8 +232,29 @@ pub fn detect(inp: &Inputs) -> Detection {
             }
         }
     }
+    types_for_a_range(inp.sysfs, &mut devices, inp.prefs);
     let not_ours = visible.into_iter().filter(|v| !devices.iter().any(|d| &d.name == v)).collect();
     Detection { source, sources, devices, not_ours, warnings, addresses: own.addrs }
+}
+
+/// Where the pod's own entries sit at different indices on its shared ports, the plan weighs an
+/// address range by simulating NCCL's rule over each table as far as the pod's entry, which needs
+/// the types of the other pods' entries before it: read them then, and only then (a run whose
+/// ports agree, the usual case, never reads them).
+fn types_for_a_range(sysfs: &Sysfs, devices: &mut [Device], prefs: &GidPrefs) {
+    let picks = || devices.iter().flat_map(|d| d.ports.iter()).filter_map(|p| p.gid.as_ref().map(|g| (p, g.index)));
+    let mut indices = picks().map(|(_, i)| i);
+    let first = indices.next();
+    if indices.all(|i| Some(i) == first) || !picks().any(|(p, _)| p.nccl_pick.is_some()) {
+        return;
+    }
+    for dev in devices.iter_mut() {
+        for p in dev.ports.iter_mut().filter(|p| p.nccl_pick.is_some()) {
+            let mut errs = Vec::new();
+            sysfs.gid_types(&dev.name, p.port, &mut p.table, prefs, &mut errs);
+            dev.problems.extend(errs.iter().map(ToString::to_string));
+        }
+    }
 }
 
 /// The function a device sits on (PCI address, auxiliary ID), if any.
@@ -457,13 +484,20 @@ fn from_sysfs(inp: &Inputs, visible: &[String], own: &Own, warnings: &mut Vec<St
     let mut errs = Vec::new();
     let netdevs = inp.sysfs.netdevs(&mut errs);
     problems.extend(errs.iter().map(ToString::to_string));
-    let mut found = Vec::new();
-    // Ports read to look for the pod's addresses, kept for the fallback below.
+    let mut found: Vec<Named> = claimed(inp.sysfs, visible, &netdevs, &mut problems)
+        .into_iter()
+        .map(|(dev, how)| named(&dev, format!("sysfs ({how})"), None))
+        .collect();
+    // Ports read to look for the pod's addresses, kept for the fallback below. Once devices are
+    // claimed by function, only addresses of interfaces that may be another namespace's children
+    // (macvlan, ipvlan, VLAN) can still be in a device the pod does not sit on: a pod whose other
+    // interfaces are veths reads no table here, however many devices the node shows. With none
+    // claimed, every address is looked for.
+    let look_for = if found.is_empty() || own.gids.is_empty() { own.gids.clone() } else { children(inp, own) };
     let mut read: Vec<(String, ReadPorts)> = Vec::new();
-    for dev in visible {
-        if let Some(how) = owning_netdev(inp.sysfs, dev, &netdevs, &mut problems) {
-            found.push(named(dev, format!("sysfs ({how})"), None));
-        } else if !own.gids.is_empty() {
+    if !look_for.is_empty() {
+        let claimed: Vec<String> = found.iter().map(|f| f.name.clone()).collect();
+        for dev in visible.iter().filter(|v| !claimed.contains(v)) {
             let ports = read_ports(inp.sysfs, dev, own, warnings);
             match own_entry(&ports.0) {
                 Some(entry) => found.push(named(dev, format!("sysfs (shared device, via {entry})"), Some(ports))),
@@ -485,6 +519,42 @@ fn from_sysfs(inp: &Inputs, visible: &[String], own: &Own, warnings: &mut Vec<St
             .collect();
     }
     (report(Source::Sysfs, inputs, problems, true), found)
+}
+
+/// The visible devices this namespace's net devices make the pod's, and how that was told,
+/// found from the pod's side: the RDMA devices on each net device's function (PCI or auxiliary),
+/// and the software devices (`devices/virtual/infiniband`, rxe and siw) bound to one of them.
+/// The cost follows the pod's interfaces, not the number of devices the node shows.
+fn claimed(sysfs: &Sysfs, visible: &[String], netdevs: &NetDevs, problems: &mut Vec<String>) -> Vec<(String, String)> {
+    let mut errs = Vec::new();
+    let mut out: Vec<(String, String)> = Vec::new();
+    for func in netdevs.values().flatten() {
+        for dev in sysfs.rdma_devices_of(func, &mut errs) {
+            if visible.contains(&dev) && !out.iter().any(|(d, _)| *d == dev) {
+                if let Some(how) = owning_netdev(sysfs, &dev, netdevs, problems) {
+                    out.push((dev, how));
+                }
+            }
+        }
+    }
+    for dev in sysfs.list("devices/virtual/infiniband", &mut errs) {
+        if visible.contains(&dev) && !out.iter().any(|(d, _)| *d == dev) {
+            if let Some(how) = owning_netdev(sysfs, &dev, netdevs, problems) {
+                out.push((dev, how));
+            }
+        }
+    }
+    problems.extend(errs.iter().map(ToString::to_string));
+    out
+}
+
+/// The pod's addresses on interfaces that may be another namespace's children (macvlan, ipvlan,
+/// VLAN, or a kind `links` does not know), the only ones a device the pod does not sit on can
+/// hold; every address when the kinds cannot be read.
+fn children(inp: &Inputs, own: &Own) -> Vec<Ipv6Addr> {
+    let Some(kinds) = (inp.kinds)() else { return own.gids.clone() };
+    let child = |a: &&OwnAddr| kinds.get(&a.ifname).is_none_or(|k| links::may_be_upper(k.as_deref()));
+    own.addrs.iter().filter(child).map(OwnAddr::gid).collect()
 }
 
 /// Which net device of this namespace makes `dev` the pod's, and how that was told.

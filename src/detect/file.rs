@@ -151,10 +151,17 @@ fn read_open(fd: &OwnedFd, path: &Path, limit: usize) -> Result<Vec<u8>, FileErr
     if let Some(kind) = Kind::of(FileType::from_raw_mode(st.st_mode)) {
         return Err(FileError::NotRegular { path: path.to_path_buf(), kind });
     }
-    // One byte more than the bound tells a file that is exactly `limit` from a larger one.
-    let mut buf = vec![0u8; limit + 1];
+    // One byte more than the bound tells a file that is exactly `limit` from a larger one. The
+    // buffer starts at the file's size (procfs says 0: 16 KiB) and grows to the bound only as
+    // the file does: a bound of megabytes costs nothing for a file of kilobytes.
+    let size_hint = usize::try_from(st.st_size).ok().filter(|s| *s > 0).map_or(16 << 10, |s| s.saturating_add(1));
+    let mut buf = vec![0u8; size_hint.min(limit + 1)];
     let mut len = 0;
     loop {
+        if len == buf.len() {
+            let grown = buf.len().saturating_mul(2).min(limit + 1);
+            buf.resize(grown, 0);
+        }
         match rustix::io::read(fd.as_fd(), &mut buf[len..]) {
             Ok(0) => break,
             Ok(n) => {

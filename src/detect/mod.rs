@@ -9,20 +9,33 @@
 //! - `sriov`: source 1, the SR-IOV device plugin's `PCIDEVICE_*` variables;
 //! - `annotation`: source 2, the network-status annotation (downward-API file);
 //! - `sysfs`: source 3, and the bounded reader under a root that every source goes through;
+//! - `gids`: a port's GID table, read lazily, each entry at most once;
 //! - `port`: the per-port facts that later stages read and fill;
 //! - `counters`: a port's error and traffic counters (`counters/`, `hw_counters/`);
 //! - `file`: the one bounded, non-blocking way to read a file (regular files only);
 //! - `names`: validation of every name that comes from outside;
-//! - `netif`: this namespace's own addresses, and whose address a GID entry holds.
+//! - `netif`: this namespace's own addresses, and whose address a GID entry holds;
+//! - `links`: the kind of each of this namespace's interfaces (rtnetlink), which says whose
+//!   addresses can sit in another device's GID table.
+//! - `userspace`: what NCCL in the image will load (libibverbs, providers, NCCL, net plugins),
+//!   with `ldcache`, the parser of the image's `/etc/ld.so.cache`;
+//! - `route`: this namespace's routing table; `bootstrap`: the interface that reaches the job's
+//!   coordinator, for NCCL's and Gloo's out-of-band sockets.
 
 pub mod annotation;
+pub mod bootstrap;
 pub mod counters;
 pub mod devices;
 pub mod file;
+pub mod gids;
+pub mod ldcache;
+pub mod links;
 pub mod names;
 pub mod netif;
 pub mod port;
+pub mod route;
 pub mod sriov;
 pub mod sysfs;
+pub mod userspace;
 
 pub use devices::{detect, Detection, Device, Inputs, Source, Vars};

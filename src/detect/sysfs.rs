@@ -15,10 +15,9 @@ use rustix::fs::{Mode, OFlags};
 use serde::Serialize;
 
 use crate::detect::file::{self, FileError};
-use crate::detect::names;
-use crate::detect::netif::{self, Owner};
 use crate::detect::port::{GidPick, PkeyPick, PortFacts};
-use crate::nccl::gid::{self, GidEntry, GidPrefs, GidTable, RoceType};
+use crate::detect::{gids, names};
+use crate::nccl::gid::{self, GidPrefs};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SysfsError {
@@ -280,7 +279,7 @@ impl Sysfs {
     /// one failed open instead of four calls, on a path every pod pays.
     ///
     /// `own` holds this pod's addresses in GID form: where NCCL's pick is not one of them, the
-    /// table is read whole and the pod's own entry is used instead (see `shared_gid`).
+    /// table is read up to the pod's own entry, which is used instead (see `gids::shared`).
     pub fn ports(
         &self,
         dev: &str,
@@ -335,131 +334,16 @@ impl Sysfs {
         };
         if facts.link_layer.as_deref() == Some("Ethernet") {
             if let Some(fd) = handle.as_ref() {
-                facts.gid = choose_gid(fd, &dir, prefs, &mut problems);
+                let mut table = gids::SysfsGids::new(fd, &dir, &mut problems);
+                facts.gid = gids::choose(&mut table, prefs);
                 if !own.is_empty() {
-                    shared_gid(&mut facts, fd, &dir, prefs, own, &mut problems);
+                    gids::shared(&mut facts, &mut table, prefs, own);
                 }
             }
         }
         facts.problems = problems.iter().map(ToString::to_string).collect();
         facts
     }
-}
-
-/// A port's GID table in sysfs: `gids/<i>` and `gid_attrs/types/<i>`, read on demand.
-struct SysfsGids<'a> {
-    port: &'a OwnedFd,
-    dir: &'a Path,
-    problems: &'a mut Vec<SysfsError>,
-}
-
-impl GidTable for SysfsGids<'_> {
-    fn gid(&mut self, i: u32) -> Option<Ipv6Addr> {
-        let name = format!("gids/{i}");
-        match file::read_attr_at(self.port, self.dir, &name) {
-            Ok(text) => Some(gid::parse_gid(&text).unwrap_or_else(|| {
-                self.problems.push(SysfsError::Content { path: self.dir.join(&name), content: text });
-                Ipv6Addr::UNSPECIFIED
-            })),
-            Err(e) if e.is_not_found() => None,
-            Err(e) => {
-                self.problems.push(e.into());
-                Some(Ipv6Addr::UNSPECIFIED)
-            }
-        }
-    }
-
-    fn roce(&mut self, i: u32) -> Option<RoceType> {
-        // The kernel answers EINVAL for empty entries, as NCCL expects: not a problem to report.
-        file::read_attr_at(self.port, self.dir, &format!("gid_attrs/types/{i}"))
-            .ok()
-            .as_deref()
-            .and_then(RoceType::parse)
-    }
-}
-
-/// NCCL's GID choice over the port's table, with the chosen entry's net device.
-fn choose_gid(port: &OwnedFd, dir: &Path, prefs: &GidPrefs, problems: &mut Vec<SysfsError>) -> Option<GidPick> {
-    let e = gid::choose(&mut SysfsGids { port, dir, problems }, prefs)?;
-    Some(GidPick {
-        index: e.index,
-        gid: format_gid(&e.gid),
-        address: gid::display(&e.gid),
-        roce: e.roce,
-        ndev: file::read_attr_at(port, dir, &format!("gid_attrs/ndevs/{}", e.index)).ok(),
-        full_match: gid::is_full_match(&e, prefs),
-        owner: None,
-    })
-}
-
-/// On a shared device NCCL's pick may be the host's or another pod's address: when it is not one
-/// of `own`, read the whole table, say whose each entry is, and use the first entry of this pod's
-/// own address that NCCL's rule accepts (family, RoCE version, range). NCCL's pick is kept beside
-/// it. A table that holds none of the pod's addresses tells nothing about whose entries are.
-fn shared_gid(
-    facts: &mut PortFacts,
-    fd: &OwnedFd,
-    dir: &Path,
-    prefs: &GidPrefs,
-    own: &[Ipv6Addr],
-    problems: &mut Vec<SysfsError>,
-) {
-    let Some(pick) = facts.gid.as_mut() else { return };
-    if gid::parse_gid(&pick.gid).is_some_and(|g| own.contains(&g)) {
-        pick.owner = Some(Owner::Pod);
-        return;
-    }
-    let (rows, len) = gid_rows(fd, dir, prefs, own, problems);
-    if !rows.iter().any(|r| r.owner == Some(Owner::Pod)) {
-        return;
-    }
-    pick.owner = rows.iter().find(|r| r.index == pick.index).and_then(|r| r.owner);
-    if let Some(mine) = rows.iter().find(|r| r.owner == Some(Owner::Pod) && r.full_match) {
-        facts.nccl_pick = facts.gid.replace(mine.clone());
-    }
-    facts.table = rows;
-    facts.table_len = len;
-}
-
-/// Every non-empty entry of a port's GID table, with whose address it holds.
-/// Also returns the table's length, empty entries included.
-fn gid_rows(
-    fd: &OwnedFd,
-    dir: &Path,
-    prefs: &GidPrefs,
-    own: &[Ipv6Addr],
-    problems: &mut Vec<SysfsError>,
-) -> (Vec<GidPick>, u32) {
-    let mut table = SysfsGids { port: fd, dir, problems };
-    let mut raw = Vec::new();
-    let mut len = 0;
-    for i in 0..gid::GID_TABLE_MAX {
-        let Some(g) = table.gid(i) else { break };
-        len = i + 1;
-        if !g.is_unspecified() {
-            raw.push((i, g));
-        }
-    }
-    let ndev = |i: u32| file::read_attr_at(fd, dir, &format!("gid_attrs/ndevs/{i}")).ok();
-    // The port's default entry (index 0) belongs to the device's own net device: the host's.
-    let host_ndev = raw.first().filter(|(i, _)| *i == 0).and_then(|_| ndev(0));
-    let rows = raw
-        .into_iter()
-        .map(|(i, g)| {
-            let dev = ndev(i);
-            let roce = table.roce(i);
-            GidPick {
-                index: i,
-                gid: format_gid(&g),
-                address: gid::display(&g),
-                roce,
-                full_match: gid::is_full_match(&GidEntry { index: i, gid: g, roce }, prefs),
-                owner: Some(netif::owner(&g, dev.as_deref(), host_ndev.as_deref(), own)),
-                ndev: dev,
-            }
-        })
-        .collect();
-    (rows, len)
 }
 
 impl Sysfs {
@@ -476,7 +360,25 @@ impl Sysfs {
     ) -> Option<(Vec<GidPick>, u32)> {
         let dir = self.path(&format!("class/infiniband/{dev}/ports/{port}"));
         let fd = open_dir(&dir).map_err(|source| problems.push(SysfsError::Read { path: dir.clone(), source })).ok()?;
-        Some(gid_rows(&fd, &dir, prefs, own, problems))
+        let mut table = gids::SysfsGids::new(&fd, &dir, problems);
+        Some(gids::rows(&mut table, prefs, own, gids::Extent::Whole))
+    }
+
+    /// Fills the types of the rows of `dev`'s port `port` that a run read by address only (see
+    /// `gids::with_types`).
+    pub fn gid_types(
+        &self,
+        dev: &str,
+        port: u32,
+        rows: &mut [GidPick],
+        prefs: &GidPrefs,
+        problems: &mut Vec<SysfsError>,
+    ) {
+        let dir = self.path(&format!("class/infiniband/{dev}/ports/{port}"));
+        match open_dir(&dir) {
+            Ok(fd) => gids::with_types(&mut gids::SysfsGids::new(&fd, &dir, problems), rows, prefs),
+            Err(source) => problems.push(SysfsError::Read { path: dir, source }),
+        }
     }
 
     /// The partition of an IPoIB child interface `ifname` (its `pkey` attribute) on `dev`'s port

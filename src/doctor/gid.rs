@@ -43,11 +43,24 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
                 let ndev = g.ndev.as_deref().unwrap_or("?");
                 let c = if g.full_match {
                     agree.push((label.clone(), g.index));
-                    Check::new(
-                        "gid",
-                        Status::Pass,
-                        format!("{label}: RoCE v2 {} at GID index {} ({ndev})", g.address, g.index),
-                    )
+                    let link_local = g.address.parse::<std::net::Ipv4Addr>().is_ok_and(|a| a.is_link_local());
+                    if link_local {
+                        Check::new(
+                            "gid",
+                            Status::Warn,
+                            format!(
+                                "{label}: RoCE v2 {} at GID index {} ({ndev}), an IPv4 link-local address: NCCL uses it, but this port reaches only its own link",
+                                g.address, g.index
+                            ),
+                        )
+                        .hint("give the rail a routable address where peers sit on other links or subnets")
+                    } else {
+                        Check::new(
+                            "gid",
+                            Status::Pass,
+                            format!("{label}: RoCE v2 {} at GID index {} ({ndev})", g.address, g.index),
+                        )
+                    }
                 } else {
                     Check::new(
                         "gid",
@@ -104,7 +117,7 @@ pub(super) fn user_gid_index(inp: &Inputs, mut c: Check, dev: &Device, p: &PortF
     if !ok {
         c.status = Status::Fail;
         c.summary += &format!(
-            "; NCCL_IB_GID_INDEX={i} (set in the environment, kept) points at {} ({}) on this port",
+            "; NCCL_IB_GID_INDEX={i} (set in the environment, kept) points at {} ({}) on this port: NCCL will fail on it",
             gv.as_deref().unwrap_or("no entry"),
             tv.as_deref().unwrap_or("no type")
         );

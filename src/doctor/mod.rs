@@ -8,7 +8,8 @@
 //! opens character devices only to see whether this container may.
 //!
 //! Check ids (documented in `docs/doctor.md`), one file per family: `devices` (devices, ports),
-//! `uverbs`, `gid`, `nccl_env` (nccl-env), `memlock`, `iommu`, `gpu` (gpudirect, topology, with
+//! `uverbs`, `gid`, `nccl_env` (nccl-env), `userspace` (the image's verbs, NCCL and net plugin),
+//! `bootstrap` (the out-of-band interface), `memlock`, `iommu`, `gpu` (gpudirect, topology, with
 //! the PCI placement reader `topology`), `netns`, `selftest`; `human` renders the report. This
 //! file holds the check type, the inputs, and the order the families run in.
 
@@ -34,6 +35,7 @@ use crate::plan::{Action, Plan};
 use crate::process::memlock::{Memlock, Outcome};
 use crate::verbs::{SelftestOptions, Verbs, VerbsError};
 
+mod bootstrap;
 mod devices;
 mod gid;
 mod gpu;
@@ -44,6 +46,7 @@ mod nccl_env;
 mod netns;
 mod selftest;
 mod topology;
+mod userspace;
 mod uverbs;
 
 pub use human::human;
@@ -188,6 +191,8 @@ pub fn run_scoped(inp: &Inputs, scope: Scope) -> Result<Report, DoctorError> {
         checks.extend(gid::checks(inp));
         checks.extend(gid::owner_checks(inp));
         checks.extend(nccl_env::checks(inp));
+        checks.extend(userspace::check(inp));
+        checks.extend(bootstrap::checks(inp));
     }
     checks.push(memlock::check(inp));
     checks.extend(iommu::checks(inp));
@@ -300,8 +305,9 @@ mod tests {
             annotations: &annotations,
             prefs: &prefs,
             addrs: &|| Ok(Vec::new()),
+            kinds: &|| None,
         });
-        let plan = crate::plan::plan(det, &vars, &prefs, crate::plan::Choices::default());
+        let mut plan = crate::plan::plan(det, &vars, &prefs, crate::plan::Choices::default());
         let lim = Limits { soft: None, hard: None };
         let memlock = Memlock {
             before: lim,
@@ -342,6 +348,33 @@ mod tests {
         assert!(mlx5_11.is_some_and(|c| c.summary.contains("lists no device named mlx5_11")), "{mlx5_11:?}");
         assert_eq!(report.exit, 1);
         assert_eq!(memlock_status(&inp), Status::Pass);
+
+        // A device this build links no provider for was not checked: its test is not run, and
+        // that is a warning, not a failure of the device.
+        let reason =
+            "this build links no verbs provider for driver mlx4_core (rdma-core's mlx4; the providers it has: mlx5)";
+        for d in plan.detection.devices.iter_mut().filter(|d| d.name == "mlx5_11") {
+            for p in &mut d.ports {
+                p.verbs = Some(crate::detect::port::VerbsCheck::NotChecked { reason: reason.into() });
+            }
+        }
+        let inp = Inputs {
+            plan: &plan,
+            memlock: &memlock,
+            vars: &vars,
+            sysfs: &sysfs,
+            proc_root: &root.join("proc"),
+            dev_root: &root.join("dev"),
+            verbs: &FakeVerbs,
+            selftest: Some(&SelftestOptions { buffer_bytes: 1 << 20, timeout_ms: 2000 }),
+            addrs: &|| Ok(Vec::new()),
+        };
+        let report = run(&inp).expect("doctor runs");
+        let mlx5_11 = report.checks.iter().find(|c| c.id == "selftest" && c.summary.starts_with("mlx5_11"));
+        assert!(
+            mlx5_11.is_some_and(|c| c.status == Status::Warn && c.summary.ends_with(&format!("not run: {reason}"))),
+            "{mlx5_11:?}"
+        );
     }
 
     fn memlock_status(inp: &Inputs) -> Status {

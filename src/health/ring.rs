@@ -142,7 +142,7 @@ fn list(a: &[IpAddr]) -> String {
 pub fn bind(port: u16, proc_root: &std::path::Path) -> Result<TcpListener, String> {
     let any6 = SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port));
     let any4 = SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, port));
-    let v6only = std::fs::read_to_string(proc_root.join("sys/net/ipv6/bindv6only")).is_ok_and(|v| v.trim() == "1");
+    let v6only = crate::detect::file::read_attr(&proc_root.join("sys/net/ipv6/bindv6only")).is_ok_and(|v| v == "1");
     let first = if v6only { Err(()) } else { exchange::bind(any6).map_err(|_| ()) };
     first.or_else(|()| exchange::bind(any4)).map_err(|e| format!("ring: {e}"))
 }

@@ -13,6 +13,12 @@ pub const IB_GID_INDEX: &str = "NCCL_IB_GID_INDEX";
 pub const IB_DISABLE: &str = "NCCL_IB_DISABLE";
 pub const IB_ADDR_RANGE: &str = "NCCL_IB_ADDR_RANGE";
 pub const IB_PKEY: &str = "NCCL_IB_PKEY";
+pub const IB_ADDR_FAMILY: &str = "NCCL_IB_ADDR_FAMILY";
+/// The network NCCL uses, by name: `IB` is its own verbs transport, and never falls back.
+pub const NET: &str = "NCCL_NET";
+pub const SOCKET_IFNAME: &str = "NCCL_SOCKET_IFNAME";
+/// PyTorch's Gloo and its TCP store: a plain name or comma list (no `=` or `^`).
+pub const GLOO_SOCKET_IFNAME: &str = "GLOO_SOCKET_IFNAME";
 
 /// `=dev:port,dev:port`: the leading `=` makes NCCL match names exactly, so `mlx5_1` does not
 /// also select `mlx5_10`..`mlx5_19` as a bare prefix would.

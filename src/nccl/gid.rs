@@ -287,8 +287,57 @@ pub fn display(gid: &Ipv6Addr) -> String {
     }
 }
 
+/// The address family a pod's rails call for, from the rails' own addresses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RailFamily {
+    /// Every rail with an address has an IPv4 one: NCCL's default, AF_INET.
+    Inet,
+    /// No rail has IPv4, and some have IPv6 (ULA or global): AF_INET6.
+    Inet6,
+    /// Some rails have IPv4, others only IPv6: no one family serves every port.
+    Mixed { inet: Vec<String>, inet6_only: Vec<String> },
+    /// No rail has an address to tell by.
+    Unknown,
+}
+
+/// The family NCCL must be told so that its GID choice finds an entry on every rail: `rails` are
+/// (net device, its addresses). fe80 link-local addresses never count (NCCL skips their GIDs);
+/// IPv4 link-local ones do (NCCL takes them like any other IPv4 entry).
+pub fn rail_family(rails: &[(String, Vec<std::net::IpAddr>)]) -> RailFamily {
+    let mut inet = Vec::new();
+    let mut inet6_only = Vec::new();
+    for (name, addrs) in rails {
+        let v4 = addrs.iter().any(|a| matches!(a, std::net::IpAddr::V4(x) if !x.is_unspecified()));
+        let v6 = addrs.iter().any(|a| matches!(a, std::net::IpAddr::V6(x) if valid(x) && x.to_ipv4_mapped().is_none()));
+        if v4 {
+            inet.push(name.clone());
+        } else if v6 {
+            inet6_only.push(name.clone());
+        }
+    }
+    match (inet.is_empty(), inet6_only.is_empty()) {
+        (true, true) => RailFamily::Unknown,
+        (false, true) => RailFamily::Inet,
+        (true, false) => RailFamily::Inet6,
+        (false, false) => RailFamily::Mixed { inet, inet6_only },
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_rails_addresses_choose_the_family() {
+        let r = |n: &str, a: &[&str]| (n.to_string(), a.iter().map(|x| x.parse().expect("ip")).collect::<Vec<_>>());
+        assert_eq!(rail_family(&[r("net1", &["10.0.0.1", "fe80::1"])]), RailFamily::Inet);
+        assert_eq!(rail_family(&[r("net1", &["fd00::1", "fe80::1"]), r("net2", &["2001:db8::2"])]), RailFamily::Inet6);
+        assert_eq!(rail_family(&[r("net1", &["fe80::1"])]), RailFamily::Unknown);
+        assert_eq!(rail_family(&[r("net1", &["169.254.1.1"])]), RailFamily::Inet);
+        assert_eq!(
+            rail_family(&[r("net1", &["10.0.0.1"]), r("net2", &["fd00::2"])]),
+            RailFamily::Mixed { inet: vec!["net1".into()], inet6_only: vec!["net2".into()] }
+        );
+    }
+
     use super::*;
 
     fn e(index: u32, text: &str, roce: Option<RoceType>) -> GidEntry {

@@ -168,7 +168,7 @@ pub fn dropped_for_gid(plan: &Plan) -> Vec<output::Dropped> {
 
 /// This pod's name: the kernel's hostname under the proc root, else `HOSTNAME`.
 pub fn hostname(proc_root: &Path, vars: &Vars) -> String {
-    let from_proc = std::fs::read_to_string(proc_root.join("sys/kernel/hostname")).ok();
+    let from_proc = crate::detect::file::read_attr(&proc_root.join("sys/kernel/hostname")).ok();
     let raw = from_proc.or_else(|| vars.get(OsStr::new("HOSTNAME")).map(|h| h.to_string_lossy().into_owned()));
     let h: String = raw
         .unwrap_or_default()

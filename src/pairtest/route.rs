@@ -76,10 +76,14 @@ pub fn parse(text: &str) -> Vec<Route> {
     out
 }
 
+/// The most of `net/route` read: 8,000 routes of 128 bytes, far more than any pod has.
+const ROUTE_MAX: usize = 1 << 20;
+
 /// Reads `PROC/net/route`; `None` when it cannot be read (no procfs, or IPv4 absent).
 pub fn read(proc_root: &Path) -> Option<Vec<Route>> {
-    let text = std::fs::read_to_string(proc_root.join("net/route")).ok()?;
-    Some(parse(&text))
+    // Bounded and non-blocking: a FIFO or an endless file there must not hang the gate.
+    let bytes = crate::detect::file::read(&proc_root.join("net/route"), ROUTE_MAX).ok()?;
+    Some(parse(&String::from_utf8_lossy(&bytes)))
 }
 
 /// What the routes say about reaching `peer` from `netdev`.

@@ -6,6 +6,7 @@
 //! - `watch`: while supervising, the RDMA ports in use: read at start (their counters through
 //!   `detect::counters`), polled, read at exit;
 //! - `meaning`: what a moved counter usually means;
+//! - `kept`: the bounded record of the transitions the watch sees (first and last kept);
 //! - `postmortem`: what changed between start and exit, for people and as JSON;
 //! - `utc`: UTC timestamps for it;
 //! - `sys`: the raw system calls supervision needs, the crate's other module allowed `unsafe`.
@@ -13,6 +14,7 @@
 //! Takes the argv and the finished environment; returns an exit code (or never returns).
 
 pub mod exec;
+pub mod kept;
 pub mod meaning;
 pub mod memlock;
 pub mod postmortem;

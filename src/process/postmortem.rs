@@ -157,8 +157,10 @@ pub struct Report {
     /// How many polls ran.
     pub polls: u64,
     pub ports: Vec<PortReport>,
-    /// Every state change, in the order seen.
+    /// The state changes in the order seen: the first and the last ones (`kept::HALF` each).
     pub transitions: Vec<Transition>,
+    /// State changes seen between those kept, counted, not kept (a link flapping for days).
+    pub transitions_dropped: u64,
     /// Reads that failed (a counter file that holds no number, a port that vanished...).
     pub problems: Vec<String>,
 }
@@ -201,7 +203,10 @@ impl Report {
                 self.command.describe(),
                 self.port_names()
             ));
-            for t in &self.transitions {
+            for (i, t) in self.transitions.iter().enumerate() {
+                if i == crate::process::kept::HALF && self.transitions_dropped > 0 {
+                    line(format!("  ... {} more state changes, not kept", self.transitions_dropped));
+                }
                 let when = match t.seen {
                     Seen::Poll => "",
                     Seen::Exit => " (seen at exit)",
@@ -234,6 +239,9 @@ impl Report {
             let seen: Vec<String> =
                 self.transitions.iter().map(|t| format!("{} {} -> {} at {}", t.port, t.from, t.to, t.time)).collect();
             parts.push(seen.join(", "));
+            if self.transitions_dropped > 0 {
+                parts.push(format!("{} more state changes not kept", self.transitions_dropped));
+            }
         }
         if !errors.is_empty() {
             let named: Vec<String> =
@@ -277,6 +285,7 @@ mod tests {
                 counters,
             }],
             transitions,
+            transitions_dropped: 0,
             problems: Vec::new(),
         }
     }

@@ -306,7 +306,7 @@ fn finish(main: Pid, grace: Duration, rest: Rest, blocked: &Blocked) {
     }
     log::debug!("command exited; sending SIGTERM to {who}, SIGKILL in {grace:?}");
     let _ = sys::kill(who, libc::SIGTERM);
-    if reap_until(main, rest, who, Instant::now() + grace, blocked) {
+    if reap_until(main, rest, who, deadline_after(grace), blocked) {
         say!(
             "{PREFIX} processes left by the command did not end within {}s of SIGTERM (--grace); sending SIGKILL",
             grace.as_secs_f64()
@@ -314,6 +314,13 @@ fn finish(main: Pid, grace: Duration, rest: Rest, blocked: &Blocked) {
         let _ = sys::kill(who, libc::SIGKILL);
         let _ = reap_until(main, rest, who, Instant::now() + AFTER_KILL, blocked);
     }
+}
+
+/// `grace` from now. A grace the clock cannot add (`--grace 18446744073709551615`) waits a year,
+/// which no pod outlives, instead of panicking in PID 1 and losing the command's status.
+fn deadline_after(grace: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(grace).or_else(|| now.checked_add(Duration::from_secs(365 * 86_400))).unwrap_or(now)
 }
 
 /// Reaps until none of `rest` remains (false), or the deadline passes or SIGTERM/SIGINT arrives
@@ -342,6 +349,12 @@ fn reap_until(main: Pid, rest: Rest, who: libc::pid_t, deadline: Instant, blocke
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_grace_too_large_for_the_clock_gives_a_far_deadline_not_a_panic() {
+        assert!(deadline_after(Duration::MAX) > Instant::now() + Duration::from_secs(86_400));
+        assert!(deadline_after(Duration::from_secs(1)) <= Instant::now() + Duration::from_secs(1));
+    }
 
     #[test]
     fn exit_codes_follow_the_shell() {

@@ -21,6 +21,7 @@ use rustix::fs::{Mode, OFlags};
 use crate::detect::counters::{self, Counters};
 use crate::detect::file;
 use crate::msg::PREFIX;
+use crate::process::kept::Kept;
 use crate::process::postmortem::{self, Exit, Link, PortReport, Report, Seen, Transition};
 use crate::process::utc;
 
@@ -69,7 +70,7 @@ pub struct Watch {
     next: Option<Instant>,
     polls: u64,
     ports: Vec<Watched>,
-    transitions: Vec<Transition>,
+    transitions: Kept<Transition>,
     problems: Vec<String>,
 }
 
@@ -153,7 +154,7 @@ impl Watch {
             next: if polling { started_at.checked_add(config.every) } else { None },
             polls: 0,
             ports,
-            transitions: Vec::new(),
+            transitions: Kept::default(),
             problems,
         }
     }
@@ -214,6 +215,7 @@ impl Watch {
                 }
             })
             .collect();
+        let (transitions, transitions_dropped) = self.transitions.into_parts();
         Report {
             kind: "postmortem",
             command: exit,
@@ -223,7 +225,8 @@ impl Watch {
             watch_ms: u64::try_from(self.every.as_millis()).unwrap_or(u64::MAX),
             polls: self.polls,
             ports,
-            transitions: self.transitions,
+            transitions,
+            transitions_dropped,
             problems: once_each(self.problems),
         }
     }
@@ -350,6 +353,26 @@ mod tests {
         );
         assert_eq!(r.ports[0].counters.len(), 1);
         assert_eq!((r.ports[0].counters[0].name.as_str(), r.ports[0].counters[0].delta), ("link_downed", Some(1)));
+    }
+
+    #[test]
+    fn a_link_flapping_for_a_long_run_keeps_a_bounded_record_and_says_how_much_it_dropped() {
+        let t = tree("flap");
+        let port = t.0.join("class/infiniband/rxe0/ports/1");
+        let mut w = Watch::start(&config(&t));
+        let t0 = Instant::now();
+        for i in 1..=500u64 {
+            let state = if i % 2 == 1 { "1: DOWN\n" } else { "4: ACTIVE\n" };
+            std::fs::write(port.join("state"), state).expect("write");
+            w.poll_if_due(t0 + Duration::from_millis(20 * i));
+            assert!(w.transitions.len() <= 2 * crate::process::kept::HALF);
+        }
+        let r = w.finish(exit(1));
+        assert_eq!(r.transitions.len(), 2 * crate::process::kept::HALF);
+        assert_eq!(r.transitions_dropped, 500 - 2 * crate::process::kept::HALF as u64);
+        assert_eq!(r.transitions[0].to.state, "DOWN", "the first change is kept");
+        assert_eq!(r.transitions.last().map(|t| t.to.state.as_str()), Some("ACTIVE"), "the last change is kept");
+        assert!(r.human(None).contains(&format!("... {} more state changes, not kept", r.transitions_dropped)));
     }
 
     #[test]

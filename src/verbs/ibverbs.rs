@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use super::ffi::{Context, DeviceList};
+use super::ffi::{Context, DeviceList, STATIC_PROVIDERS};
 use super::probe::SelftestOptions;
 use super::probe::{Verbs, VerbsError};
 use super::selftest;
@@ -38,6 +38,10 @@ impl Verbs for IbVerbs {
             gid_tbl_len: u32::try_from(attr.gid_tbl_len).unwrap_or(0),
             gid,
         })
+    }
+
+    fn providers(&self) -> Option<&[&'static str]> {
+        Some(&STATIC_PROVIDERS)
     }
 
     fn selftest(&self, device: &str, port: u8, gid_index: Option<u32>, opts: &SelftestOptions) -> SelftestResult {

@@ -6,11 +6,13 @@
 //!
 //! - `probe`: the seam (the `Verbs` trait, its errors, the stand-in `NoVerbs`): plain data;
 //! - `verify`: the logic over the seam, tested with a fake;
+//! - `driver`: a device's kernel driver, and whether this build links a provider for it;
 //! - `ibverbs`: the real `Verbs`; `selftest`: the loopback test; `status`: ibverbs' numbers by name;
 //! - `ffi`: the FFI fence, the only module here allowed `unsafe` (owner types of every handle);
 //! - `debug`: the hidden `nccl-wrap __verbs` entry the Soft-RoCE lab uses.
 
 pub mod debug;
+pub mod driver;
 #[allow(unsafe_code)] // The FFI fence; see lib.rs for the crate's two unsafe modules.
 pub mod ffi;
 pub mod ibverbs;

@@ -46,6 +46,12 @@ pub trait Verbs {
     fn query_port(&self, device: &str, port: u8, gid_index: Option<u32>) -> Result<VerbsPort, VerbsError>;
     /// Loopback RC self-test through `gid_index` (RoCE) or the LID (InfiniBand, `None`).
     fn selftest(&self, device: &str, port: u8, gid_index: Option<u32>, opts: &SelftestOptions) -> SelftestResult;
+    /// The rdma-core providers behind these verbs (`verbs_provider_<name>`), where known: a device
+    /// whose driver none of them serves is never listed (`driver.rs`). `None`: every device's
+    /// provider is assumed present, so an unlisted device is an unreachable one.
+    fn providers(&self) -> Option<&[&'static str]> {
+        None
+    }
 }
 
 /// Stands in where ibverbs must not be asked (`--skip-verbs`, or a sysfs tree that is not the

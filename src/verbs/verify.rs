@@ -7,27 +7,46 @@
 //! records facts on the ports; what to do about them is the plan's decision.
 
 use crate::detect::port::{PortFacts, SelftestResult, VerbsCheck};
+use crate::detect::sysfs::Sysfs;
 use crate::detect::Detection;
-use crate::verbs::probe::{SelftestOptions, Verbs, VerbsError};
+use crate::verbs::driver::{self, Unlisted};
+use crate::verbs::probe::{NoVerbs, SelftestOptions, Verbs, VerbsError};
 
 /// Queries every port that sysfs reads as ACTIVE on the detected devices.
 /// Nothing is asked of ibverbs when no port needs checking (a node without RDMA pays nothing).
-pub fn probe(detection: &mut Detection, verbs: &dyn Verbs) {
+/// `sysfs` is read only for a device libibverbs does not list, to tell a device this build has
+/// no provider for (not checked) from one the container cannot reach (unusable).
+pub fn probe(detection: &mut Detection, verbs: &dyn Verbs, sysfs: &Sysfs) {
     let mut listed = None;
     for dev in &mut detection.devices {
         for port in dev.ports.iter_mut().filter(|p| p.state_name() == Some("ACTIVE")) {
             let listed = listed.get_or_insert_with(|| verbs.device_names());
-            port.verbs = Some(check(verbs, listed, &dev.name, port));
+            port.verbs = Some(check(verbs, listed, sysfs, &dev.name, port));
         }
     }
 }
 
-fn check(verbs: &dyn Verbs, listed: &Result<Vec<String>, VerbsError>, dev: &str, port: &PortFacts) -> VerbsCheck {
+fn check(
+    verbs: &dyn Verbs,
+    listed: &Result<Vec<String>, VerbsError>,
+    sysfs: &Sysfs,
+    dev: &str,
+    port: &PortFacts,
+) -> VerbsCheck {
     match listed {
         Err(VerbsError::Unavailable(reason)) => return VerbsCheck::NotChecked { reason: reason.clone() },
         Err(e) => return VerbsCheck::Unusable { error: e.to_string() },
         Ok(names) if !names.iter().any(|n| n == dev) => {
-            return VerbsCheck::Unusable { error: VerbsError::NotListed(dev.to_string()).to_string() };
+            let why = match verbs.providers() {
+                Some(linked) => driver::why_unlisted(&driver::driver(sysfs, dev), linked),
+                None => Unlisted::Unreachable,
+            };
+            return match why {
+                Unlisted::NoProvider(reason) => VerbsCheck::NotChecked { reason },
+                Unlisted::Unreachable => {
+                    VerbsCheck::Unusable { error: VerbsError::NotListed(dev.to_string()).to_string() }
+                }
+            };
         }
         Ok(_) => {}
     }
@@ -51,6 +70,12 @@ pub fn selftest(
     for dev in &mut detection.devices {
         for port in dev.ports.iter_mut().filter(|p| usable(p)) {
             let Ok(num) = u8::try_from(port.port) else { continue };
+            // A port ibverbs could not be asked about cannot be tested either; say why, as the
+            // stand-in verbs do, rather than fail to open a device this build cannot list.
+            if let Some(VerbsCheck::NotChecked { reason }) = &port.verbs {
+                port.selftest = Some(NoVerbs { reason: reason.clone() }.selftest(&dev.name, num, None, opts));
+                continue;
+            }
             let gid = port.gid.as_ref().map(|g| g.index);
             port.selftest = Some(verbs.selftest(&dev.name, num, gid, opts));
         }
@@ -75,6 +100,7 @@ pub fn describe_failure(dev: &str, port: u32, r: &SelftestResult) -> String {
 mod tests {
     use super::*;
     use crate::detect::port::{GidPick, VerbsPort};
+    use crate::verbs::driver::tree::Tree;
 
     /// A fake verbs layer: lists `listed`, reports `state` for every port, fails self-tests when
     /// `selftest_fails`.
@@ -82,6 +108,14 @@ mod tests {
         listed: Result<Vec<String>, VerbsError>,
         state: &'static str,
         selftest_fails: bool,
+        /// What `providers` answers (`None`: not known, as for fakes elsewhere).
+        providers: Option<&'static [&'static str]>,
+    }
+
+    impl Fake {
+        fn new(listed: Result<Vec<String>, VerbsError>, state: &'static str, selftest_fails: bool) -> Fake {
+            Fake { listed, state, selftest_fails, providers: None }
+        }
     }
 
     impl Verbs for Fake {
@@ -95,6 +129,9 @@ mod tests {
                 gid_tbl_len: 16,
                 gid: gid.map(|_| "0000:0000:0000:0000:0000:ffff:0a00:0001".into()),
             })
+        }
+        fn providers(&self) -> Option<&[&'static str]> {
+            self.providers
         }
         fn selftest(&self, _: &str, _: u8, _: Option<u32>, _: &SelftestOptions) -> SelftestResult {
             SelftestResult {
@@ -133,43 +170,92 @@ mod tests {
         }
     }
 
+    /// A sysfs root with nothing in it: no driver can be read there.
+    fn nowhere() -> Sysfs {
+        Sysfs::new("/nonexistent/nccl-wrap-sysfs")
+    }
+
     #[test]
     fn unlisted_device_is_unusable_and_names_uverbs() {
-        let f = Fake { listed: Ok(vec!["rxe1".into()]), state: "ACTIVE", selftest_fails: false };
-        let c = check(&f, &f.device_names(), "rxe0", &port("ACTIVE"));
+        let f = Fake::new(Ok(vec!["rxe1".into()]), "ACTIVE", false);
+        let c = check(&f, &f.device_names(), &nowhere(), "rxe0", &port("ACTIVE"));
         assert!(matches!(&c, VerbsCheck::Unusable { error } if error.contains("uverbsN")), "{c:?}");
     }
 
     #[test]
     fn skipped_verbs_are_not_checked_rather_than_unusable() {
         let f = crate::verbs::probe::NoVerbs { reason: "--skip-verbs".into() };
-        let c = check(&f, &f.device_names(), "rxe0", &port("ACTIVE"));
+        let c = check(&f, &f.device_names(), &nowhere(), "rxe0", &port("ACTIVE"));
         assert_eq!(c, VerbsCheck::NotChecked { reason: "--skip-verbs".into() });
     }
 
     #[test]
     fn failed_device_list_makes_ports_unusable_with_the_errno() {
-        let f = Fake {
-            listed: Err(VerbsError::DeviceList { errno: "ENOSYS".into() }),
-            state: "ACTIVE",
-            selftest_fails: false,
-        };
-        let c = check(&f, &f.device_names(), "rxe0", &port("ACTIVE"));
+        let f = Fake::new(Err(VerbsError::DeviceList { errno: "ENOSYS".into() }), "ACTIVE", false);
+        let c = check(&f, &f.device_names(), &nowhere(), "rxe0", &port("ACTIVE"));
         assert!(matches!(&c, VerbsCheck::Unusable { error } if error.contains("ENOSYS")), "{c:?}");
     }
 
     #[test]
     fn listed_device_reports_what_verbs_says() {
-        let f = Fake { listed: Ok(vec!["rxe0".into()]), state: "DOWN", selftest_fails: false };
-        match check(&f, &f.device_names(), "rxe0", &port("ACTIVE")) {
+        let f = Fake::new(Ok(vec!["rxe0".into()]), "DOWN", false);
+        match check(&f, &f.device_names(), &nowhere(), "rxe0", &port("ACTIVE")) {
             VerbsCheck::Port(v) => assert_eq!(v.state, "DOWN"),
             other => panic!("{other:?}"),
         }
     }
 
     #[test]
+    fn unlisted_device_without_a_linked_provider_is_not_checked_rather_than_unusable() {
+        let t = Tree::new("verify-noprov");
+        t.hw("mlx4_0", "0000:02:00.0", "pci", "mlx4_core").hw("mlx5_0", "0000:19:00.0", "pci", "mlx5_core");
+        let mut f = Fake::new(Ok(vec!["rxe0".into()]), "ACTIVE", false);
+        f.providers = Some(&["mlx5", "rxe"]);
+        let c = check(&f, &f.device_names(), &t.sysfs(), "mlx4_0", &port("ACTIVE"));
+        assert_eq!(
+            c,
+            VerbsCheck::NotChecked {
+                reason: "this build links no verbs provider for driver mlx4_core (rdma-core's mlx4; the providers it has: mlx5, rxe)".into()
+            }
+        );
+        // A device whose provider is linked but that is not listed cannot be reached: unusable.
+        let c = check(&f, &f.device_names(), &t.sysfs(), "mlx5_0", &port("ACTIVE"));
+        assert!(matches!(&c, VerbsCheck::Unusable { error } if error.contains("uverbsN")), "{c:?}");
+        // Whose driver cannot be read: not known, so not called unusable either.
+        let c = check(&f, &f.device_names(), &t.sysfs(), "mlx5_9", &port("ACTIVE"));
+        assert!(matches!(&c, VerbsCheck::NotChecked { reason } if reason.contains("cannot be read")), "{c:?}");
+    }
+
+    #[test]
+    fn a_port_that_could_not_be_checked_is_not_self_tested() {
+        let t = Tree::new("verify-selftest");
+        t.hw("mlx4_0", "0000:02:00.0", "pci", "mlx4_core");
+        let mut f = Fake::new(Ok(vec![]), "ACTIVE", false);
+        f.providers = Some(&["mlx5"]);
+        let mut d = Detection {
+            source: crate::detect::Source::Sysfs,
+            sources: Vec::new(),
+            devices: vec![crate::detect::Device {
+                name: "mlx4_0".into(),
+                origin: "test".into(),
+                attachment: crate::detect::sysfs::Attachment::Unknown,
+                ports: vec![port("ACTIVE")],
+                problems: Vec::new(),
+            }],
+            not_ours: Vec::new(),
+            warnings: Vec::new(),
+            addresses: Vec::new(),
+        };
+        probe(&mut d, &f, &t.sysfs());
+        selftest(&mut d, &f, &SelftestOptions { buffer_bytes: 1, timeout_ms: 1 }, |_| true);
+        let r = d.devices[0].ports[0].selftest.clone().expect("a result");
+        assert!(!r.passed, "{r:?}");
+        assert!(r.status.as_deref().is_some_and(|s| s.contains("no verbs provider for driver mlx4_core")), "{r:?}");
+    }
+
+    #[test]
     fn failure_line_names_step_and_status() {
-        let f = Fake { listed: Ok(vec![]), state: "ACTIVE", selftest_fails: true };
+        let f = Fake::new(Ok(vec![]), "ACTIVE", true);
         let r = f.selftest("rxe0", 1, Some(1), &SelftestOptions { buffer_bytes: 1, timeout_ms: 1 });
         assert_eq!(describe_failure("rxe0", 1, &r), "rxe0:1: loopback self-test failed at reg_mr (ENOMEM)");
     }

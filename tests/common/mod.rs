@@ -35,6 +35,11 @@ pub fn fixture(node: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/nodes").join(node)
 }
 
+/// A fixture image root (`fixtures/images/<name>`): what NCCL in a training image would load.
+pub fn image(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/images").join(name)
+}
+
 /// Reads a fixture `env` file: `NAME=VALUE` lines, the value raw to the end of the line.
 pub fn env_file(node: &str, file: &str) -> Vec<(String, String)> {
     let text = std::fs::read_to_string(fixture(node).join(file)).unwrap_or_default();
@@ -54,7 +59,11 @@ impl Run {
         cmd.env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
             .env("NCCL_WRAP_SYSFS_ROOT", root.join("sys"))
-            .env("NCCL_WRAP_ANNOTATIONS", root.join("podnetinfo/annotations"));
+            .env("NCCL_WRAP_ANNOTATIONS", root.join("podnetinfo/annotations"))
+            .env("NCCL_WRAP_IMAGE_ROOT", image("full"))
+            // The node's proc tree holds no routing table: no bootstrap interface is exported
+            // unless a test gives one (tests/bootstrap.rs runs in network namespaces).
+            .env("NCCL_WRAP_PROC_ROOT", root.join("proc"));
         Run { cmd }
     }
 
@@ -212,5 +221,23 @@ impl Scratch {
 impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The variable naming the file where skipped tests are recorded (scripts/test.sh sets it).
+/// Not `NCCL_WRAP_*`: the binary would name it as a variable it does not read.
+pub const SKIP_LOG: &str = "TESTS_SKIPPED_LOG";
+
+/// Says why the calling test cannot run here, and records it, so that the closing total of
+/// scripts/test.sh counts the test as skipped, not passed. The test returns right after.
+pub fn skip(why: &str) {
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    eprintln!("SKIPPED {test}: {why}");
+    if let Some(path) = std::env::var_os(SKIP_LOG) {
+        use std::io::Write;
+        // One short append per line: concurrent tests do not interleave within a line.
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+            let _ = f.write_all(format!("{} {test}: {why}\n", env!("CARGO_CRATE_NAME")).as_bytes());
+        }
     }
 }

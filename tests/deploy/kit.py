@@ -23,6 +23,24 @@ KUBERNETES_VERSIONS = ["1.27", "1.28", "1.29", "1.30", "1.31"]
 OPENSHIFT_VERSIONS = {"4.14": "1.27", "4.15": "1.28", "4.16": "1.29", "4.17": "1.30"}
 
 
+# The launchers' gate secret is a file each user creates per job (deploy/README.md) and git
+# ignores; without it they do not render. A throwaway one stands in for the tests, removed after.
+def _stand_in_gate_secrets():
+    import atexit
+    import secrets
+    made = []
+    for launcher in ("pytorchjob", "jobset"):
+        path = os.path.join(DEPLOY, "launchers", launcher, "gate-secret")
+        if not os.path.exists(path):
+            with open(path, "w") as f:
+                f.write(secrets.token_hex(32) + "\n")
+            made.append(path)
+    atexit.register(lambda: [os.remove(p) for p in made if os.path.exists(p)])
+
+
+_stand_in_gate_secrets()
+
+
 def kubectl():
     return os.environ.get("KUBECTL", "kubectl")
 

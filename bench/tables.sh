@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Start-up on real-sized GID tables (255 entries per port, most empty), side by side with the
+# previous release in one run: `nccl-wrap -q -- /bin/true` against the floor (bench/floor.c, exec
+# only), NCCL_WRAP_BASE (an earlier nccl-wrap, when given) and the shell wrapper nccl-wrap
+# replaces (bench/wrapper.sh). Each case runs in a fresh network and mount namespace; the shared
+# case's namespace holds the pod's rail addresses (veths: this is where getifaddrs reads them).
+# Hyperfine, no shell; the commands of a case alternate over ROUNDS rounds, and each figure is the
+# median of the rounds' medians. Verbs are not consulted for a fixture tree (libibverbs reads the
+# kernel's /sys): the Soft-RoCE lab counts the verbs path's syscalls.
+#
+#   NCCL_WRAP_BASE=/path/to/previous/nccl-wrap bash bench/tables.sh [RUNS] [ROUNDS]
+#   SWEEP=0 ...          # only the 12-HCA cases (no table-length and visible-device sweeps)
+#   VISIBLE="16 64 256 1024" ...   # the visible-device sweep (8 owned, privileged fallback)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${1:-200}
+rounds=${2:-3}
+. bench/lib.sh
+floor=${NCCL_WRAP_FLOOR:-$tmp/floor}
+[ -n "${NCCL_WRAP_FLOOR:-}" ] || cc -static -O2 -o "$floor" bench/floor.c
+base=${NCCL_WRAP_BASE:+$(realpath "$NCCL_WRAP_BASE")}
+command -v strace >/dev/null || { apt-get update -qq && apt-get install -y -qq strace >/dev/null; }
+
+# specs cmd...: runs cmd in a fresh network and mount namespace holding the pod's interfaces
+# (veths with the given names, MACs and addresses), with the case's variables only.
+in_pod() {
+  local specs=$1; shift
+  env -i PATH="$PATH" "${vars[@]}" unshare --net --mount -- sh -c '
+    set -e; specs=$1; shift
+    ip link set lo up
+    for spec in $specs; do
+      name=${spec%%,*}; rest=${spec#*,}; mac=${rest%%,*}; addr=${rest#*,}
+      ip link add "$name" type veth peer name "${name}p"
+      ip link set "$name" address "$mac"; ip link set "${name}p" up; ip link set "$name" up
+      ip addr add "$addr" dev "$name"
+    done
+    exec "$@"' sh "$specs" "$@"
+}
+
+# name root mode [pod-specs]: one case. mode: sriov (the node's env), fallback or shared (no env).
+run_case() {
+  local name=$1 root=$2 mode=$3 specs="$eth0 ${4:-}"
+  local envf=/dev/null
+  [ "$mode" = sriov ] && envf=$root/../env
+  local wrap="$bin -q --sysfs-root $root --annotations /nonexistent -- $truebin"
+  local cmds=("$floor $truebin" "$wrap")
+  [ -n "$base" ] && cmds+=("$base -q --sysfs-root $root --annotations /nonexistent -- $truebin")
+  cmds+=("/bin/sh bench/wrapper.sh $root $truebin")
+  # The pod's environment: the device plugin's variables only in the SR-IOV mode.
+  vars=()
+  while IFS= read -r line; do [ -n "$line" ] && vars+=("$line"); done < "$envf"
+  for r in $(seq "$rounds"); do
+    in_pod "$specs" hyperfine -N --warmup 20 -m 10 -M "$runs" --export-json "$tmp/r$r.json" "${cmds[@]}" >/dev/null 2>&1
+  done
+  # Syscalls of one run of each binary (strace -f -c), in the same kind of namespace.
+  local sc_new sc_base=""
+  sc_new=$(in_pod "$specs" strace -f -c -o "$tmp/sc" $wrap >/dev/null 2>&1; awk '/total/ {print $4}' "$tmp/sc")
+  if [ -n "$base" ]; then
+    sc_base=$(in_pod "$specs" strace -f -c -o "$tmp/sc" $base -q --sysfs-root "$root" --annotations /nonexistent -- "$truebin" >/dev/null 2>&1; awk '/total/ {print $4}' "$tmp/sc")
+  fi
+  python3 - "$name" "$sc_new" "$sc_base" "$tmp"/r*.json <<'PY'
+import json, statistics, sys
+name, sc_new, sc_base, files = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+rounds = [[x["median"] * 1e3 for x in json.load(open(f))["results"]] for f in files]
+med = [statistics.median(col) for col in zip(*rounds)]
+floor, new, rest = med[0], med[1], med[2:]
+base = rest[0] if len(rest) == 2 else None
+shell = rest[-1]
+cells = [name, f"+{new - floor:.3f}"]
+cells.append(f"+{base - floor:.3f}" if base is not None else "-")
+cells.append(f"{(new - floor) / (base - floor):.2f}" if base is not None and base > floor else "-")
+cells.append(f"+{shell - floor:.3f}")
+cells.append(f"{(new - floor) / (shell - floor):.3f}" if shell > floor else "-")
+cells.append(f"{sc_new} / {sc_base}" if sc_base else sc_new)
+print("| " + " | ".join(cells) + " |")
+PY
+  rm -f "$tmp"/r*.json
+}
+
+# Every pod has its primary interface (a veth, the CNI's) with an address.
+eth0="eth0,0a:58:0a:80:02:11,10.128.2.17/23"
+# The 12-HCA node: h100-roce-sriov (4 of 12 VFs the pod's, 255-entry tables), and its shared
+# twin generated with the pod's entries at index 200 behind other pods'.
+# The pod's interfaces on NODE (a name of fixtures/nodes.py, or `synthetic ARGS...`), as
+# `name,mac,addr/len` words: its rails on their functions with the addresses their GID tables hold
+# (SR-IOV VFs, a privileged pod's netdevs), or, on a shared node, its children's addresses.
+pod_specs() {
+  python3 - "$@" <<'PY'
+import ipaddress, sys
+sys.path.insert(0, "fixtures")
+import nodes
+if sys.argv[1] == "synthetic":
+    a = sys.argv[2:]
+    kw = dict(hcas=int(a[0]), ports=1, gids=int(a[1]), visible=int(a[2]), mode=a[3], own_at=int(a[4]))
+    n = nodes.synthetic(**kw)
+    if kw["mode"] == "shared":
+        print(" ".join(f"net{i + 1},{m},{ip}/16" for i in range(kw["hcas"]) for m, ip in [nodes.synthetic_pod_address(i, 1)]))
+        sys.exit()
+else:
+    n = nodes.NODES[sys.argv[1]]()
+out = []
+for net in n.net:
+    if net.parent is None:
+        continue
+    for r in (r for r in n.rdma if r.parent == net.parent):
+        for p in r.ports:
+            for g in p.gids.values():
+                if g.ndev == net.name and g.gid.startswith("0000:0000:0000:0000:0000:ffff:"):
+                    ip = ipaddress.IPv6Address(g.gid).ipv4_mapped
+                    spec = f"{net.name},{net.address},{ip}/24"
+                    if spec not in out:
+                        out.append(spec)
+print(" ".join(out))
+PY
+}
+echo "| node (over the floor, ms) | this build | previous release | ratio | shell wrapper | this / wrapper | syscalls this / previous |"
+echo "|---|---|---|---|---|---|---|"
+fx=fixtures/nodes/h100-roce-sriov
+rails=$(pod_specs h100-roce-sriov)
+run_case "12 HCAs, 255 GIDs, SR-IOV env (4 VFs)" "$PWD/$fx/sys" sriov "$rails"
+run_case "12 HCAs, 255 GIDs, privileged fallback (4 VFs by netdev)" "$PWD/$fx/sys" fallback "$rails"
+python3 fixtures/mknode.py synthetic "$tmp/shared" --hcas 4 --visible 12 --ports 1 --gids 255 --mode shared --own-at 200 >/dev/null
+run_case "12 HCAs, 255 GIDs, shared, pod's entry at 200 (4 ports)" "$tmp/shared/sys" shared "$(pod_specs synthetic 4 255 12 shared 200)"
+rm -rf "$tmp/shared"
+
+if [ "${SWEEP:-1}" != 0 ]; then
+  for len in 16 64 255; do
+    python3 fixtures/mknode.py synthetic "$tmp/len" --hcas 4 --visible 12 --ports 1 --gids "$len" --mode fallback >/dev/null
+    run_case "table length $len, privileged fallback (4 of 12)" "$tmp/len/sys" fallback "$(pod_specs synthetic 4 "$len" 12 fallback 200)"
+    rm -rf "$tmp/len"
+  done
+  for len in 64 255; do
+    python3 fixtures/mknode.py synthetic "$tmp/len" --hcas 4 --visible 12 --ports 1 --gids "$len" --mode shared --own-at $((len - 2)) >/dev/null
+    run_case "table length $len, shared, pod's entry at $((len - 2))" "$tmp/len/sys" shared "$(pod_specs synthetic 4 "$len" 12 shared $((len - 2)))"
+    rm -rf "$tmp/len"
+  done
+  for vis in ${VISIBLE:-16 64 256 1024}; do
+    python3 fixtures/mknode.py synthetic "$tmp/vis" --hcas 8 --visible "$vis" --ports 1 --gids 255 --mode fallback >/dev/null
+    run_case "$vis visible devices, 8 owned, privileged fallback" "$tmp/vis/sys" fallback "$(pod_specs synthetic 8 255 "$vis" fallback 200)"
+    rm -rf "$tmp/vis"
+  done
+fi
+echo
+echo "medians of $rounds rounds (10 to $runs runs each); machine: $(nproc) cores, $(uname -r)"

@@ -1,0 +1,189 @@
+//! This network namespace's routing table, as the kernel prints it in `/proc/net/route` (IPv4)
+//! and `/proc/net/ipv6_route` (IPv6), and the interface a destination leaves by.
+//!
+//! Read through a proc root, so fixtures and the real namespace go through the same code: the
+//! files are per network namespace (`/proc/net` is `/proc/self/net`), so a process in a pod's
+//! namespace reads the pod's routes. Why the table and not a connected UDP socket's
+//! `getsockname`: the table is a plain file a test can hand in, and the lookup is the kernel's
+//! main-table rule (longest prefix, then lowest metric); policy routing (`ip rule`) is not
+//! modelled, which pods do not use. Pure parsing and lookup, bounded: at most [`MAX_BYTES`] per
+//! file and [`MAX_ROUTES`] routes; a line it cannot parse is skipped.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::detect::file;
+
+pub const MAX_BYTES: usize = 1 << 20;
+pub const MAX_ROUTES: usize = 8192;
+
+/// `RTF_UP`: the route is usable.
+const RTF_UP: u32 = 0x0001;
+/// `RTF_REJECT`: an unreachable or prohibit route.
+const RTF_REJECT: u32 = 0x0200;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Route {
+    pub ifname: String,
+    pub dest: IpAddr,
+    pub prefix: u8,
+    pub gateway: Option<IpAddr>,
+    pub metric: u32,
+}
+
+impl Route {
+    fn holds(&self, a: &IpAddr) -> bool {
+        match (self.dest, a) {
+            (IpAddr::V4(d), IpAddr::V4(a)) => {
+                let mask = if self.prefix == 0 { 0 } else { u32::MAX << (32 - u32::from(self.prefix.min(32))) };
+                u32::from(d) & mask == u32::from(*a) & mask
+            }
+            (IpAddr::V6(d), IpAddr::V6(a)) => {
+                let mask = if self.prefix == 0 { 0 } else { u128::MAX << (128 - u32::from(self.prefix.min(128))) };
+                u128::from(d) & mask == u128::from(*a) & mask
+            }
+            _ => false,
+        }
+    }
+
+    pub fn is_default(&self) -> bool {
+        self.prefix == 0
+    }
+}
+
+/// An interface name as the kernel allows it (at most 15 bytes, no `/`, no control characters):
+/// a line naming anything else is no kernel's, and is skipped before it reaches a message.
+fn ifname_ok(n: &str) -> bool {
+    !n.is_empty() && n.len() <= 15 && n.chars().all(|c| c.is_ascii_graphic() && c != '/')
+}
+
+/// `/proc/net/route`: `Iface Destination Gateway Flags RefCnt Use Metric Mask ...`, addresses as
+/// the 32-bit value in host byte order, `%08X`.
+pub fn parse_v4(text: &str) -> Vec<Route> {
+    let ip = |h: &str| u32::from_str_radix(h, 16).ok().map(|v| Ipv4Addr::from(v.to_ne_bytes()));
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() < 8 || !ifname_ok(f[0]) {
+                return None;
+            }
+            let flags = u32::from_str_radix(f[3], 16).ok()?;
+            if flags & RTF_UP == 0 || flags & RTF_REJECT != 0 {
+                return None;
+            }
+            let mask = ip(f[7])?;
+            let bits = u32::from(mask);
+            // A mask is contiguous ones: its prefix length is its count of ones.
+            if bits.leading_ones() != bits.count_ones() {
+                return None;
+            }
+            let gw = ip(f[2])?;
+            Some(Route {
+                ifname: f[0].to_string(),
+                dest: IpAddr::V4(ip(f[1])?),
+                prefix: u8::try_from(bits.count_ones()).ok()?,
+                gateway: (!gw.is_unspecified()).then_some(IpAddr::V4(gw)),
+                metric: f[6].parse().ok()?,
+            })
+        })
+        .take(MAX_ROUTES)
+        .collect()
+}
+
+/// `/proc/net/ipv6_route`: `dest plen src plen nexthop metric refcnt use flags ifname`, each
+/// address 32 hex digits in network order, numbers in hex.
+pub fn parse_v6(text: &str) -> Vec<Route> {
+    let ip = |h: &str| (h.len() == 32).then(|| u128::from_str_radix(h, 16).ok().map(Ipv6Addr::from)).flatten();
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() < 10 || !ifname_ok(f[9]) {
+                return None;
+            }
+            let flags = u32::from_str_radix(f[8], 16).ok()?;
+            if flags & RTF_UP == 0 || flags & RTF_REJECT != 0 {
+                return None;
+            }
+            let prefix = u8::from_str_radix(f[1], 16).ok().filter(|p| *p <= 128)?;
+            let gw = ip(f[4])?;
+            Some(Route {
+                ifname: f[9].to_string(),
+                dest: IpAddr::V6(ip(f[0])?),
+                prefix,
+                gateway: (!gw.is_unspecified()).then_some(IpAddr::V6(gw)),
+                metric: u32::from_str_radix(f[5], 16).ok()?,
+            })
+        })
+        .take(MAX_ROUTES)
+        .collect()
+}
+
+/// Both tables under `proc_root`, or why neither could be read.
+pub fn read(proc_root: &Path) -> Result<Vec<Route>, String> {
+    let mut out = Vec::new();
+    let mut errors = Vec::new();
+    for (name, parse) in [("net/route", parse_v4 as fn(&str) -> Vec<Route>), ("net/ipv6_route", parse_v6)] {
+        match file::read(&proc_root.join(name), MAX_BYTES) {
+            Ok(b) => out.extend(parse(&String::from_utf8_lossy(&b))),
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    if out.is_empty() && errors.len() == 2 {
+        return Err(errors.join("; "));
+    }
+    Ok(out)
+}
+
+/// The route the kernel's main table takes to `to`: the longest prefix, then the lowest metric.
+pub fn lookup<'a>(routes: &'a [Route], to: &IpAddr) -> Option<&'a Route> {
+    routes.iter().filter(|r| r.holds(to)).min_by_key(|r| (std::cmp::Reverse(r.prefix), r.metric))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pod's table as the kernel prints it: eth0 with the default route, two rails.
+    const V4: &str = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
+eth0\t00000000\t0100800A\t0003\t0\t0\t0\t00000000\t0\t0\t0\n\
+eth0\t0000800A\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0\n\
+net1\t0000090A\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n\
+net2\t0001090A\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n";
+
+    const V6: &str = "fd000000000000000000000000000000 40 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000001 00000000 00000001     net1\n\
+00000000000000000000000000000000 00 00000000000000000000000000000000 00 fe800000000000000000000000000001 00000400 00000001 00000000 00000003     eth0\n\
+00000000000000000000000000000000 00 00000000000000000000000000000000 00 00000000000000000000000000000000 ffffffff 00000001 00000000 00200200       lo\n";
+
+    #[cfg(target_endian = "little")]
+    #[test]
+    fn ipv4_routes_pick_the_longest_prefix() {
+        let r = parse_v4(V4);
+        assert_eq!(r.len(), 4);
+        let to = |s: &str| lookup(&r, &s.parse().expect("ip")).map(|x| x.ifname.as_str());
+        assert_eq!(to("10.9.1.7"), Some("net2"));
+        assert_eq!(to("10.128.3.4"), Some("eth0"));
+        assert_eq!(to("8.8.8.8"), Some("eth0"));
+        assert!(r[0].is_default() && r[0].gateway == Some("10.128.0.1".parse().expect("ip")));
+    }
+
+    #[test]
+    fn ipv6_routes_skip_reject_entries() {
+        let r = parse_v6(V6);
+        assert_eq!(r.len(), 2);
+        let to = |s: &str| lookup(&r, &s.parse().expect("ip")).map(|x| x.ifname.as_str());
+        assert_eq!(to("fd00::5"), Some("net1"));
+        assert_eq!(to("2001:db8::1"), Some("eth0"));
+    }
+
+    #[test]
+    fn hostile_lines_are_skipped() {
+        assert!(parse_v4("header\neth0 zz 0 1 0 0 0 0\n\n\t\t\n").is_empty());
+        // A mask that is not contiguous ones.
+        assert!(parse_v4("h\neth0 00000000 00000000 0001 0 0 0 00FF00FF 0 0 0\n").is_empty());
+        assert!(parse_v6("fd00 ff 0 0 0 0 0 0 1 net1\n").is_empty());
+        assert!(parse_v6(&"x ".repeat(100_000)).is_empty());
+    }
+}

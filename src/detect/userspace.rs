@@ -1,0 +1,449 @@
+//! The training image's own RDMA userspace: what NCCL in this container will load, found by the
+//! image's loader rules (`LD_LIBRARY_PATH`, `/etc/ld.so.cache`, the default directories) under an
+//! image root (`/` in a pod, a fixture tree in tests).
+//!
+//! nccl-wrap checks ports with its own statically linked rdma-core; NCCL `dlopen`s the image's
+//! `libibverbs.so.1` and the provider for each device's driver, and without them falls back to TCP
+//! sockets, silently at the default log level. This module finds, for each of those, the file the
+//! loader would open (or that none is there and which package provides it), the NCCL library the
+//! command will load (PyTorch's wheel or the system's) and any NCCL net plugin.
+//!
+//! Only `stat`s, directory listings of a few known directories and one bounded read of
+//! `ld.so.cache`; [`Depth::Full`] (doctor) also reads the NCCL library for its version string.
+//! It never loads a library, never runs anything, and never follows a name from outside out of
+//! the image root (names are checked before they are joined).
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::detect::sysfs::Sysfs;
+use crate::detect::{file, ldcache, Vars};
+
+/// How much to read: the start path's few `stat`s, or doctor's full look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Depth {
+    Quick,
+    Full,
+}
+
+/// Where the loader found a library.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Found {
+    /// The path inside the image.
+    pub path: String,
+    /// `LD_LIBRARY_PATH`, `ld.so.cache`, `default path`, `PyTorch wheel`, or the variable that named it.
+    pub by: String,
+}
+
+/// The provider libibverbs needs for one driver, and whether the image has it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Provider {
+    /// rdma-core's provider name: `mlx5`, `rxe`, `efa`...
+    pub name: String,
+    /// The pod's devices that need it.
+    pub devices: Vec<String>,
+    /// `/etc/libibverbs.d/<name>.driver`, when present.
+    pub config: Option<String>,
+    /// `lib<name>-rdmav<N>.so` next to libibverbs, when present.
+    pub library: Option<String>,
+}
+
+/// The NCCL library the command will load.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Nccl {
+    #[serde(flatten)]
+    pub found: Found,
+    /// `2.28.9`: from the file name a symlink points at, or (doctor) from the library's text.
+    pub version: Option<String>,
+}
+
+/// A piece NCCL needs that the image lacks, with the package that provides it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Missing {
+    pub file: String,
+    pub package: &'static str,
+    /// What NCCL does without it.
+    pub effect: String,
+}
+
+impl Missing {
+    pub fn describe(&self) -> String {
+        format!("the image lacks {} ({}): {}", self.file, self.package, self.effect)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Userspace {
+    pub image_root: String,
+    /// What the loader cache said: `N entries`, `absent`, or why it was not read.
+    pub ld_cache: String,
+    pub libibverbs: Option<Found>,
+    pub providers: Vec<Provider>,
+    pub nccl: Option<Nccl>,
+    /// An NCCL net plugin the image holds (`libnccl-net*.so`, `NCCL_NET_PLUGIN`).
+    pub net_plugin: Option<Found>,
+    pub missing: Vec<Missing>,
+}
+
+impl Userspace {
+    /// NCCL's own IB transport can load the verbs stack for every device.
+    pub fn verbs_ready(&self) -> bool {
+        self.missing.is_empty()
+    }
+}
+
+const VERBS_PKG: &str = "libibverbs1 on Debian/Ubuntu, libibverbs from rdma-core on RHEL";
+const PROVIDER_PKG: &str = "ibverbs-providers on Debian/Ubuntu, libibverbs from rdma-core on RHEL";
+const SOCKETS: &str =
+    "NCCL's IB transport cannot start and NCCL runs over TCP sockets, silently at the default log level";
+/// At most this many entries of one directory are looked at (`python3.*`, the provider directory).
+const DIR_ENTRIES: usize = 256;
+/// NCCL's library is scanned for its version at most this far (doctor only): a CUDA 12 build is
+/// a few hundred MiB, the string sits in its read-only data.
+const NCCL_SCAN_BYTES: u64 = 1 << 30;
+
+#[cfg(target_arch = "aarch64")]
+const TRIPLET: &str = "aarch64-linux-gnu";
+#[cfg(not(target_arch = "aarch64"))]
+const TRIPLET: &str = "x86_64-linux-gnu";
+
+/// The image's loader: its root, `LD_LIBRARY_PATH` and cache.
+pub struct Loader<'a> {
+    root: &'a Path,
+    ld_path: Vec<String>,
+    cache: Option<Vec<ldcache::Entry>>,
+    cache_note: String,
+}
+
+/// A path inside the image, joined under the root; `None` for anything that could climb out, and
+/// for any name with a control character (paths reach the summary and JSON; the cache, the
+/// variables and directory listings are the image's, not ours).
+fn inside(root: &Path, p: &str) -> Option<PathBuf> {
+    let rel = p.trim_start_matches('/');
+    if rel.split('/').any(|c| c == "..") || rel.chars().any(char::is_control) || p.len() > 4096 {
+        return None;
+    }
+    Some(root.join(rel))
+}
+
+fn exists(root: &Path, p: &str) -> bool {
+    inside(root, p).is_some_and(|x| x.is_file())
+}
+
+impl<'a> Loader<'a> {
+    pub fn new(root: &'a Path, vars: &Vars) -> Loader<'a> {
+        let ld_path = vars
+            .get(OsStr::new("LD_LIBRARY_PATH"))
+            .map(|v| v.to_string_lossy().split([':', ';']).filter(|d| d.starts_with('/')).map(String::from).collect())
+            .unwrap_or_default();
+        let (cache, cache_note) = match inside(root, "etc/ld.so.cache").map(|p| file::read(&p, ldcache::MAX_BYTES)) {
+            Some(Ok(b)) => match ldcache::parse(&b) {
+                Some(e) => {
+                    let note = format!("{} entries", e.len());
+                    (Some(e), note)
+                }
+                None => (None, "not a glibc ld.so.cache; only the default directories searched".into()),
+            },
+            Some(Err(e)) if e.is_not_found() => (None, "absent".into()),
+            Some(Err(e)) => (None, e.to_string()),
+            None => (None, "absent".into()),
+        };
+        Loader { root, ld_path, cache, cache_note }
+    }
+
+    /// The file the loader opens for `name`: `LD_LIBRARY_PATH`, then the cache, then the default
+    /// directories (glibc's, with Debian's multiarch ones first).
+    pub fn find(&self, name: &str) -> Option<Found> {
+        if name.contains('/') {
+            return exists(self.root, name).then(|| Found { path: name.into(), by: "a path".into() });
+        }
+        for d in &self.ld_path {
+            let p = format!("{}/{name}", d.trim_end_matches('/'));
+            if exists(self.root, &p) {
+                return Some(Found { path: p, by: "LD_LIBRARY_PATH".into() });
+            }
+        }
+        if let Some(e) = self.cache.as_deref().and_then(|c| ldcache::lookup(c, name)) {
+            if exists(self.root, &e.path) {
+                return Some(Found { path: e.path.clone(), by: "ld.so.cache".into() });
+            }
+        }
+        let defaults = [
+            format!("/lib/{TRIPLET}"),
+            format!("/usr/lib/{TRIPLET}"),
+            "/lib64".into(),
+            "/usr/lib64".into(),
+            "/lib".into(),
+            "/usr/lib".into(),
+        ];
+        defaults
+            .iter()
+            .map(|d| format!("{d}/{name}"))
+            .find(|p| exists(self.root, p))
+            .map(|path| Found { path, by: "default path".into() })
+    }
+}
+
+/// rdma-core's provider for a device, from its name (`mlx5_3` -> `mlx5`, `rxe0` -> `rxe`) or,
+/// for a renamed device, from its kernel driver (`mlx5_core` -> `mlx5`).
+pub fn provider_for(device: &str, kernel_driver: Option<&str>) -> Option<&'static str> {
+    const BY_DRIVER: &[(&str, &str)] = &[
+        ("mlx5_core", "mlx5"),
+        ("mlx4_core", "mlx4"),
+        ("bnxt_en", "bnxt_re"),
+        ("irdma", "irdma"),
+        ("ice", "irdma"),
+        ("i40e", "irdma"),
+        ("efa", "efa"),
+        ("qede", "qedr"),
+        ("hns3", "hns"),
+        ("mana", "mana"),
+        ("erdma", "erdma"),
+        ("cxgb4", "cxgb4"),
+        ("vmw_pvrdma", "vmw_pvrdma"),
+    ];
+    const BY_NAME: &[&str] = &[
+        "mlx5",
+        "mlx4",
+        "bnxt_re",
+        "irdma",
+        "efa",
+        "rxe",
+        "siw",
+        "hns",
+        "mana",
+        "erdma",
+        "qedr",
+        "cxgb4",
+        "vmw_pvrdma",
+    ];
+    if let Some(d) = kernel_driver {
+        if let Some((_, p)) = BY_DRIVER.iter().find(|(k, _)| *k == d) {
+            return Some(p);
+        }
+    }
+    let stem = device.trim_end_matches(|c: char| c.is_ascii_digit()).trim_end_matches('_');
+    BY_NAME.iter().find(|p| **p == stem).copied()
+}
+
+/// `lib<name>-rdmav<N>.so` in `dir`: the provider file libibverbs loads.
+fn provider_library(root: &Path, dir: &str, name: &str) -> Option<String> {
+    let prefix = format!("lib{name}-rdmav");
+    let rd = std::fs::read_dir(inside(root, dir)?).ok()?;
+    rd.take(DIR_ENTRIES).filter_map(Result::ok).find_map(|e| {
+        let n = e.file_name().to_string_lossy().into_owned();
+        let abi = n.strip_prefix(&prefix)?.strip_suffix(".so")?;
+        (!abi.is_empty() && abi.bytes().all(|b| b.is_ascii_digit())).then(|| format!("{dir}/{n}"))
+    })
+}
+
+/// `site-packages/nvidia/nccl/lib/libnccl.so.2` of the Pythons the image holds: what PyTorch's
+/// wheel loads (its libraries name it by a RUNPATH relative to themselves).
+fn wheel_nccl(root: &Path, vars: &Vars) -> Option<String> {
+    let mut prefixes: Vec<String> = ["/usr/local/lib", "/usr/lib", "/opt/conda/lib"].map(String::from).to_vec();
+    // A virtual environment is often used through PATH alone (`/opt/torch/.venv/bin` first, no
+    // VIRTUAL_ENV): the Python the command runs is the first PATH entry's, so its `lib` comes first.
+    let path = vars.get(OsStr::new("PATH")).map(|x| x.to_string_lossy().into_owned()).unwrap_or_default();
+    let from_path =
+        path.split(':').take(16).filter_map(|d| d.trim_end_matches('/').strip_suffix("/bin")).map(String::from);
+    let from_vars = ["VIRTUAL_ENV", "CONDA_PREFIX"]
+        .iter()
+        .filter_map(|v| vars.get(OsStr::new(v)).map(|x| x.to_string_lossy().trim_end_matches('/').to_string()));
+    let mut first: Vec<String> =
+        from_vars.chain(from_path).filter(|p| p.starts_with('/')).map(|p| format!("{p}/lib")).collect();
+    first.retain(|p| !prefixes.contains(p));
+    first.dedup();
+    prefixes.splice(0..0, first);
+    for prefix in prefixes {
+        // Only where a Python lives beside it (`<prefix>/../bin/python3`), so that PATH entries
+        // such as /usr/local/cuda/bin cost one stat, not a directory listing. /usr/local/lib is
+        // the exception: Debian's pip installs there for /usr/bin/python3.
+        let bin = format!("{}/bin/python3", prefix.trim_end_matches("/lib"));
+        if prefix != "/usr/local/lib" && !exists(root, &bin) {
+            continue;
+        }
+        let Some(dir) = inside(root, &prefix) else { continue };
+        let Ok(rd) = std::fs::read_dir(dir) else { continue };
+        let mut pythons: Vec<String> = rd
+            .take(DIR_ENTRIES)
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("python3"))
+            .collect();
+        pythons.sort();
+        for py in pythons.iter().rev() {
+            for sub in ["site-packages", "dist-packages"] {
+                let p = format!("{prefix}/{py}/{sub}/nvidia/nccl/lib/libnccl.so.2");
+                if exists(root, &p) {
+                    return Some(p);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// `2.28.9` from `libnccl.so.2.28.9`.
+fn version_from_name(name: &str) -> Option<String> {
+    let v = name.rsplit_once("libnccl.so.")?.1;
+    (v.split('.').count() >= 3 && v.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())))
+        .then(|| v.to_string())
+}
+
+/// `NCCL version 2.x.y` in the library's bytes, read in bounded chunks.
+fn version_from_text(path: &Path) -> Option<String> {
+    use std::io::Read;
+    const NEEDLE: &[u8] = b"NCCL version ";
+    let mut f = std::fs::File::open(path).ok()?.take(NCCL_SCAN_BYTES);
+    let mut buf = vec![0u8; 1 << 20];
+    let mut carry: Vec<u8> = Vec::new();
+    loop {
+        let n = f.read(&mut buf).ok()?;
+        if n == 0 {
+            return None;
+        }
+        carry.extend_from_slice(&buf[..n]);
+        let mut from = 0;
+        while let Some(i) = carry[from..].windows(NEEDLE.len()).position(|w| w == NEEDLE) {
+            let at = from + i + NEEDLE.len();
+            let v: Vec<u8> =
+                carry[at..].iter().take(24).take_while(|b| b.is_ascii_digit() || **b == b'.').copied().collect();
+            if v.len() >= 5 && v.first().is_some_and(u8::is_ascii_digit) {
+                return Some(String::from_utf8_lossy(&v).trim_end_matches('.').to_string());
+            }
+            from = at;
+        }
+        let keep = carry.len().saturating_sub(64);
+        carry.drain(..keep);
+    }
+}
+
+fn nccl_version(root: &Path, p: &str, depth: Depth) -> Option<String> {
+    let full = inside(root, p)?;
+    let target = std::fs::read_link(&full).ok();
+    target
+        .as_deref()
+        .and_then(|t| t.file_name())
+        .and_then(|n| version_from_name(&n.to_string_lossy()))
+        .or_else(|| version_from_name(p))
+        .or_else(|| (depth == Depth::Full).then(|| version_from_text(&full)).flatten())
+}
+
+/// The net plugin NCCL will load: `NCCL_NET_PLUGIN` (`none` for none; a name `X` is
+/// `libnccl-net-X.so`, then `X` itself), else `libnccl-net.so`.
+fn net_plugin(loader: &Loader, vars: &Vars) -> Option<Found> {
+    let set = vars.get(OsStr::new("NCCL_NET_PLUGIN")).map(|v| v.to_string_lossy().trim().to_string());
+    match set.as_deref() {
+        Some("none") => None,
+        Some(x) if !x.is_empty() => {
+            let by = format!("NCCL_NET_PLUGIN={x}");
+            let names = [format!("libnccl-net-{x}.so"), x.to_string()];
+            names.iter().find_map(|n| loader.find(n)).map(|f| Found { by: format!("{by} via {}", f.by), ..f })
+        }
+        _ => loader.find("libnccl-net.so"),
+    }
+}
+
+/// Each device with its kernel driver (`device/driver`'s link name), where sysfs has one.
+pub fn drivers<'a>(sysfs: &Sysfs, devices: impl IntoIterator<Item = &'a str>) -> Vec<(String, Option<String>)> {
+    devices
+        .into_iter()
+        .map(|d| {
+            let link = std::fs::read_link(sysfs.path(&format!("class/infiniband/{d}/device/driver"))).ok();
+            (d.to_string(), link.and_then(|l| l.file_name().map(|n| n.to_string_lossy().into_owned())))
+        })
+        .collect()
+}
+
+/// The image's userspace for `devices` (each with its kernel driver, when sysfs names one).
+pub fn check(root: &Path, vars: &Vars, devices: &[(String, Option<String>)], depth: Depth) -> Userspace {
+    let loader = Loader::new(root, vars);
+    let mut missing = Vec::new();
+    let libibverbs = loader.find("libibverbs.so.1");
+    let mut providers: Vec<Provider> = Vec::new();
+    for (dev, driver) in devices {
+        let Some(name) = provider_for(dev, driver.as_deref()) else { continue };
+        match providers.iter_mut().find(|p| p.name == name) {
+            Some(p) => p.devices.push(dev.clone()),
+            None => providers.push(Provider {
+                name: name.to_string(),
+                devices: vec![dev.clone()],
+                config: None,
+                library: None,
+            }),
+        }
+    }
+    match &libibverbs {
+        None => missing.push(Missing { file: "libibverbs.so.1".into(), package: VERBS_PKG, effect: SOCKETS.into() }),
+        Some(v) => {
+            let dir = v.path.rsplit_once('/').map_or("", |(d, _)| d);
+            let provider_dir = format!("{dir}/libibverbs");
+            for p in &mut providers {
+                let conf = format!("/etc/libibverbs.d/{}.driver", p.name);
+                p.config = exists(root, &conf).then_some(conf.clone());
+                p.library = provider_library(root, &provider_dir, &p.name);
+                let effect = format!("libibverbs finds no provider for {}, {}", p.devices.join(", "), SOCKETS);
+                if p.library.is_none() {
+                    missing.push(Missing {
+                        file: format!("{provider_dir}/lib{}-rdmav*.so", p.name),
+                        package: PROVIDER_PKG,
+                        effect,
+                    });
+                } else if p.config.is_none() {
+                    missing.push(Missing { file: conf, package: PROVIDER_PKG, effect });
+                }
+            }
+        }
+    }
+    let nccl_found = loader
+        .ld_path
+        .iter()
+        .map(|d| format!("{}/libnccl.so.2", d.trim_end_matches('/')))
+        .find(|p| exists(root, p))
+        .map(|path| Found { path, by: "LD_LIBRARY_PATH".into() })
+        .or_else(|| wheel_nccl(root, vars).map(|path| Found { path, by: "PyTorch wheel (nvidia-nccl)".into() }))
+        .or_else(|| loader.find("libnccl.so.2"));
+    let nccl = nccl_found.map(|found| {
+        let version = nccl_version(root, &found.path, depth);
+        Nccl { found, version }
+    });
+    Userspace {
+        image_root: root.display().to_string(),
+        ld_cache: loader.cache_note.clone(),
+        net_plugin: net_plugin(&loader, vars),
+        libibverbs,
+        providers,
+        nccl,
+        missing,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn providers_by_name_and_by_driver() {
+        assert_eq!(provider_for("mlx5_11", None), Some("mlx5"));
+        assert_eq!(provider_for("rxe0", None), Some("rxe"));
+        assert_eq!(provider_for("bnxt_re0", None), Some("bnxt_re"));
+        assert_eq!(provider_for("rocep59s0f1", Some("mlx5_core")), Some("mlx5"));
+        assert_eq!(provider_for("weird", None), None);
+    }
+
+    #[test]
+    fn versions_from_names() {
+        assert_eq!(version_from_name("libnccl.so.2.28.9").as_deref(), Some("2.28.9"));
+        assert_eq!(version_from_name("libnccl.so.2"), None);
+        assert_eq!(version_from_name("libnccl.so.2.x.1"), None);
+    }
+
+    #[test]
+    fn names_that_climb_out_of_the_root_are_not_joined() {
+        assert!(inside(Path::new("/img"), "/../etc/passwd").is_none());
+        assert!(inside(Path::new("/img"), "/usr/lib/\u{1b}[31mlibibverbs.so.1").is_none());
+        assert_eq!(inside(Path::new("/img"), "/usr/lib").as_deref(), Some(Path::new("/img/usr/lib")));
+    }
+}

@@ -1,0 +1,126 @@
+//! Check `bootstrap`: the interface NCCL's and Gloo's out-of-band sockets will use. Where nccl-wrap
+//! chose it, says which and why; where the user set `NCCL_SOCKET_IFNAME` or `GLOO_SOCKET_IFNAME`
+//! (kept as set), says when the value selects no interface, a rail, an interface with only
+//! link-local addresses, or one that does not route to the coordinator. Reads this namespace's
+//! routing table through the proc root and its addresses through the plan's seam; never connects.
+
+use std::net::IpAddr;
+
+use serde_json::json;
+
+use super::{user_var, Check, Inputs, Status};
+use crate::detect::bootstrap::{interface_to, unfit};
+use crate::detect::netif::OwnAddr;
+use crate::detect::route;
+use crate::nccl::env::{GLOO_SOCKET_IFNAME, SOCKET_IFNAME};
+use crate::nccl::list::List;
+
+pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
+    let Some(b) = inp.plan.bootstrap.as_ref() else { return Vec::new() };
+    let routes = route::read(inp.proc_root).unwrap_or_default();
+    let addrs: Vec<OwnAddr> = if inp.plan.detection.addresses.is_empty() {
+        (inp.addrs)().unwrap_or_default()
+    } else {
+        inp.plan.detection.addresses.clone()
+    };
+    let rails: Vec<String> = inp
+        .plan
+        .detection
+        .devices
+        .iter()
+        .flat_map(|d| &d.ports)
+        .filter_map(|p| {
+            p.gid.as_ref().and_then(|g| g.ndev.clone()).or_else(|| p.pkey.as_ref().map(|k| k.netdev.clone()))
+        })
+        .collect();
+    let mut names: Vec<String> = addrs.iter().map(|a| a.ifname.clone()).collect();
+    names.sort();
+    names.dedup();
+    let mut out = Vec::new();
+    for (var, value) in
+        [SOCKET_IFNAME, GLOO_SOCKET_IFNAME].iter().filter_map(|v| user_var(inp.vars, v).map(|x| (*v, x)))
+    {
+        let selected: Vec<&str> = if var == SOCKET_IFNAME {
+            let list = List::parse(&value);
+            names.iter().map(String::as_str).filter(|n| list.selects(n, None)).collect()
+        } else {
+            let want: Vec<&str> = value.split(',').map(str::trim).collect();
+            names.iter().map(String::as_str).filter(|n| want.contains(n)).collect()
+        };
+        out.push(user_value(
+            var,
+            &value,
+            &selected,
+            b.coordinator.as_deref(),
+            &b.coordinator_addresses,
+            &routes,
+            &addrs,
+            &rails,
+        ));
+    }
+    if out.is_empty() || user_var(inp.vars, SOCKET_IFNAME).is_none() {
+        let c = match &b.ifname {
+            Some(i) => Check::new(
+                "bootstrap",
+                Status::Pass,
+                format!("nccl-wrap exports NCCL_SOCKET_IFNAME='={i}' and GLOO_SOCKET_IFNAME={i}: {}", b.how),
+            ),
+            None => Check::new("bootstrap", Status::Warn, format!("no bootstrap interface exported: {}", b.how)).hint(
+                "set MASTER_ADDR (or NCCL_SOCKET_IFNAME=='<interface>') to the interface that reaches every other pod",
+            ),
+        };
+        out.push(c.ev("bootstrap", json!(b)));
+    }
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn user_value(
+    var: &'static str,
+    value: &str,
+    selected: &[&str],
+    coordinator: Option<&str>,
+    targets: &[IpAddr],
+    routes: &[route::Route],
+    addrs: &[OwnAddr],
+    rails: &[String],
+) -> Check {
+    let mut status = Status::Pass;
+    let mut findings = vec![format!(
+        "{var}={value:?} (kept as set) selects {}",
+        if selected.is_empty() { "no interface".to_string() } else { selected.join(", ") }
+    )];
+    if selected.is_empty() {
+        status = Status::Fail;
+        findings.push(
+            "the bootstrap will find no socket interface (NCCL: \"Bootstrap : no socket interface found\")".into(),
+        );
+    }
+    for i in selected {
+        if let Some(why) = unfit(i, addrs, rails) {
+            status = status.max(Status::Warn);
+            findings.push(format!("{i} is {why}"));
+        }
+    }
+    let via: Vec<(IpAddr, Option<&str>)> = targets.iter().map(|t| (*t, interface_to(t, routes, addrs))).collect();
+    if let (Some(c), false) = (coordinator, via.is_empty()) {
+        if !via.iter().any(|(_, i)| i.is_some_and(|i| selected.contains(&i))) {
+            status = status.max(Status::Warn);
+            let leaves: Vec<String> = via.iter().map(|(t, i)| format!("{t} by {}", i.unwrap_or("no route"))).collect();
+            findings
+                .push(format!("the coordinator {c} is reached {}, not through what {var} selects", leaves.join(", ")));
+        }
+    }
+    let mut c = Check::new("bootstrap", status, findings.join("; "))
+        .ev("variable", var)
+        .ev("value", value)
+        .ev("selects", json!(selected))
+        .ev("coordinator", json!(coordinator))
+        .ev("rails", json!(rails));
+    if status != Status::Pass {
+        c = c.hint(format!(
+            "name the interface that routes to the coordinator and every other pod (usually eth0); unset {var} and nccl-wrap exports it"
+        ));
+    }
+    c
+}

@@ -1,0 +1,60 @@
+//! Check `userspace`: what NCCL in this image will load, in full (doctor reads the NCCL library's
+//! version string, the start path only its file name): libibverbs, each device's provider, the
+//! NCCL library and any net plugin. Reads nothing itself: the plan carries what detection found
+//! under the image root. Never loads a library.
+
+use serde_json::json;
+
+use super::{Check, Inputs, Status};
+
+pub(super) fn check(inp: &Inputs) -> Option<Check> {
+    let u = inp.plan.userspace.as_ref()?;
+    let mut findings = Vec::new();
+    let mut status = Status::Pass;
+    match &u.libibverbs {
+        Some(v) => findings.push(format!("libibverbs.so.1 is {} ({})", v.path, v.by)),
+        None => findings.push("no libibverbs.so.1".into()),
+    }
+    for p in &u.providers {
+        match (&p.library, &p.config) {
+            (Some(l), Some(_)) => findings.push(format!("{} provider {l} for {}", p.name, p.devices.join(", "))),
+            _ => findings.push(format!("no usable {} provider for {}", p.name, p.devices.join(", "))),
+        }
+    }
+    match &u.nccl {
+        Some(n) => findings.push(format!(
+            "NCCL {} is {} ({})",
+            n.version.as_deref().unwrap_or("of unknown version"),
+            n.found.path,
+            n.found.by
+        )),
+        None => {
+            status = Status::Warn;
+            findings.push(
+                "no libnccl.so.2 found (NCCL linked statically, or loaded from a path this check does not know)".into(),
+            );
+        }
+    }
+    if let Some(p) = &u.net_plugin {
+        findings.push(format!("net plugin {} ({})", p.path, p.by));
+    }
+    let mut hint = None;
+    if !u.missing.is_empty() {
+        let what: Vec<String> = u.missing.iter().map(|m| format!("{} ({})", m.file, m.package)).collect();
+        status = if inp.plan.rdma { Status::Fail } else { Status::Warn };
+        findings.push(format!(
+            "missing: {}{}",
+            what.join(", "),
+            if inp.plan.rdma { ": NCCL will run over TCP sockets though the pod has usable RDMA ports" } else { "" }
+        ));
+        hint = Some(format!(
+            "install {} in the training image (NCCL loads the image's verbs stack, not nccl-wrap's); --require-rdma refuses to start without it",
+            u.missing.iter().map(|m| m.package).collect::<Vec<_>>().join("; ")
+        ));
+    }
+    let mut c = Check::new("userspace", status, findings.join("; ")).ev("userspace", json!(u));
+    if let Some(h) = hint {
+        c = c.hint(h);
+    }
+    Some(c)
+}

@@ -1,0 +1,247 @@
+//! driver: which kernel driver backs an RDMA device, and whether this build links the rdma-core
+//! provider that serves it.
+//!
+//! libibverbs lists a device only when a linked provider claims it, and this binary links the
+//! providers of GPU nodes only (build.rs). So a device it does not list is either unreachable from
+//! this container (no `/dev/infiniband/uverbsN`: NCCL could not open it either) or served by a
+//! provider this binary lacks (NCCL, which loads the image's own rdma-core, may well use it). Only
+//! the first is the device's fault; this module tells them apart from sysfs (the root is a
+//! parameter), so that the verbs probe never calls a device unusable because of how nccl-wrap was
+//! built.
+//!
+//! It reads at most two small sysfs entries, and only for a device libibverbs did not list. It
+//! never opens a device and never decides what the plan does.
+
+use crate::detect::names;
+use crate::detect::sysfs::Sysfs;
+
+/// Kernel driver (as `bus/*/drivers/<name>` names it; an auxiliary driver up to its first `.`)
+/// -> the rdma-core provider that claims its devices. Every provider rdma-core ships, linked or
+/// not, so that the message can name the missing one.
+const PROVIDER_OF: &[(&str, &str)] = &[
+    ("mlx5_core", "mlx5"),
+    ("efa", "efa"),
+    ("bnxt_en", "bnxt_re"),
+    ("bnxt_re", "bnxt_re"),
+    ("ice", "irdma"),
+    ("i40e", "irdma"),
+    ("irdma", "irdma"),
+    ("idpf", "irdma"),
+    ("mana", "mana"),
+    ("mana_ib", "mana"),
+    ("erdma", "erdma"),
+    ("rdma_rxe", "rxe"),
+    ("siw", "siw"),
+    ("mlx4_core", "mlx4"),
+    ("ib_mthca", "mthca"),
+    ("cxgb4", "cxgb4"),
+    ("iw_cxgb4", "cxgb4"),
+    ("qede", "qedr"),
+    ("qedr", "qedr"),
+    ("be2net", "ocrdma"),
+    ("ocrdma", "ocrdma"),
+    ("vmw_pvrdma", "vmw_pvrdma"),
+    ("hfi1", "hfi1verbs"),
+    ("ib_qib", "ipathverbs"),
+    ("hns3", "hns"),
+    ("hns_roce_hw_v2", "hns"),
+];
+
+/// The kernel driver of an RDMA device, as sysfs shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Driver {
+    /// The name of the `device/driver` link, or `rdma_rxe` / `siw` for a software device.
+    Named(String),
+    /// No `device/driver` link and no software node type, or a name outside `[A-Za-z0-9_.:-]`.
+    Unreadable,
+}
+
+/// Why libibverbs did not list a device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unlisted {
+    /// A linked provider serves its driver, so the container cannot reach it (uverbs node).
+    Unreachable,
+    /// No linked provider is known to serve it: the reason, for a "not checked" answer.
+    NoProvider(String),
+}
+
+/// The kernel driver behind `class/infiniband/<dev>`.
+pub fn driver(sysfs: &Sysfs, dev: &str) -> Driver {
+    let base = format!("class/infiniband/{dev}");
+    if let Ok(target) = std::fs::read_link(sysfs.path(&format!("{base}/device/driver"))) {
+        return match target.file_name().and_then(|n| n.to_str()).map(names::device_id) {
+            Some(Ok(name)) => Driver::Named(name.to_owned()),
+            _ => Driver::Unreadable,
+        };
+    }
+    // Software devices (rxe, siw) have no `device` link (rxe names its net device in `parent`
+    // instead); the node type tells the two apart.
+    match sysfs.attr(&format!("{base}/node_type")).ok().as_deref().and_then(software_driver) {
+        Some(name) => Driver::Named(name.to_owned()),
+        None => Driver::Unreadable,
+    }
+}
+
+/// A software device's driver by its `node_type`: rxe is a channel adapter, siw an iWARP RNIC.
+pub fn software_driver(node_type: &str) -> Option<&'static str> {
+    match node_type.trim().split_once(':').map_or(node_type.trim(), |(n, _)| n) {
+        "1" => Some("rdma_rxe"),
+        "4" => Some("siw"),
+        _ => None,
+    }
+}
+
+/// The rdma-core provider that serves devices of kernel driver `driver`, when one is known.
+pub fn provider_for(driver: &str) -> Option<&'static str> {
+    let module = driver.split('.').next().unwrap_or(driver);
+    PROVIDER_OF.iter().find(|(d, _)| *d == module).map(|(_, p)| *p)
+}
+
+/// Why a device of `driver` is missing from the device list of a libibverbs that has `linked`.
+pub fn why_unlisted(driver: &Driver, linked: &[&str]) -> Unlisted {
+    let has = linked.join(", ");
+    match driver {
+        Driver::Named(d) => match provider_for(d) {
+            Some(p) if linked.contains(&p) => Unlisted::Unreachable,
+            Some(p) => Unlisted::NoProvider(format!(
+                "this build links no verbs provider for driver {d} (rdma-core's {p}; the providers it has: {has})"
+            )),
+            None => Unlisted::NoProvider(format!(
+                "this build links no verbs provider for driver {d} (none is known for it; the providers it has: {has})"
+            )),
+        },
+        Driver::Unreadable => Unlisted::NoProvider(format!(
+            "libibverbs does not list it and its kernel driver cannot be read from sysfs, so whether this build has a provider for it is not known (the providers it has: {has})"
+        )),
+    }
+}
+
+/// Fake sysfs trees of RDMA devices and their drivers, for this module's and `verify`'s tests.
+#[cfg(test)]
+pub(crate) mod tree {
+    use super::Sysfs;
+    use std::os::unix::fs::symlink;
+    use std::path::{Path, PathBuf};
+
+    /// A sysfs tree in a temporary directory, removed when dropped.
+    pub(crate) struct Tree(PathBuf);
+
+    impl Tree {
+        pub(crate) fn new(tag: &str) -> Tree {
+            let root = std::env::temp_dir().join(format!("nccl-wrap-driver-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&root);
+            std::fs::create_dir_all(&root).expect("mkdir");
+            Tree(root)
+        }
+        /// A hardware device: its `device` link to `func`, whose `driver` link names `driver`.
+        pub(crate) fn hw(&self, dev: &str, func: &str, bus: &str, driver: &str) -> &Tree {
+            let fdir = self.0.join("devices/pci0000:00").join(func);
+            std::fs::create_dir_all(&fdir).expect("mkdir");
+            let ddir = self.0.join("bus").join(bus).join("drivers").join(driver);
+            std::fs::create_dir_all(&ddir).expect("mkdir");
+            symlink(&ddir, fdir.join("driver")).expect("symlink");
+            let cdir = self.0.join("class/infiniband").join(dev);
+            std::fs::create_dir_all(&cdir).expect("mkdir");
+            symlink(&fdir, cdir.join("device")).expect("symlink");
+            self
+        }
+        pub(crate) fn soft(&self, dev: &str, node_type: &str) -> &Tree {
+            let cdir = self.0.join("class/infiniband").join(dev);
+            std::fs::create_dir_all(&cdir).expect("mkdir");
+            std::fs::write(cdir.join("parent"), "eth0\n").expect("write");
+            std::fs::write(cdir.join("node_type"), format!("{node_type}\n")).expect("write");
+            self
+        }
+        pub(crate) fn sysfs(&self) -> Sysfs {
+            Sysfs::new(self.path())
+        }
+        pub(crate) fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Tree {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tree::Tree;
+    use super::*;
+
+    #[test]
+    fn drivers_are_read_from_the_device_link_and_software_parents() {
+        let t = Tree::new("read");
+        t.hw("mlx5_0", "0000:19:00.0", "pci", "mlx5_core")
+            .hw("mlx5_2", "mlx5_core.sf.2", "auxiliary", "mlx5_core.sf")
+            .hw("mlx4_0", "0000:02:00.0", "pci", "mlx4_core")
+            .soft("rxe0", "1: CA")
+            .soft("siw0", "4: RNIC")
+            .soft("odd0", "9: something");
+        std::fs::create_dir_all(t.path().join("class/infiniband/gone0")).expect("mkdir");
+        // siw may have no `parent` file: its node type still names it.
+        std::fs::create_dir_all(t.path().join("class/infiniband/siw1")).expect("mkdir");
+        std::fs::write(t.path().join("class/infiniband/siw1/node_type"), "4: RNIC\n").expect("write");
+        let s = t.sysfs();
+        assert_eq!(driver(&s, "mlx5_0"), Driver::Named("mlx5_core".into()));
+        assert_eq!(driver(&s, "mlx5_2"), Driver::Named("mlx5_core.sf".into()));
+        assert_eq!(driver(&s, "mlx4_0"), Driver::Named("mlx4_core".into()));
+        assert_eq!(driver(&s, "rxe0"), Driver::Named("rdma_rxe".into()));
+        assert_eq!(driver(&s, "siw0"), Driver::Named("siw".into()));
+        assert_eq!(driver(&s, "siw1"), Driver::Named("siw".into()));
+        assert_eq!(driver(&s, "odd0"), Driver::Unreadable);
+        assert_eq!(driver(&s, "gone0"), Driver::Unreadable);
+        assert_eq!(driver(&s, "absent0"), Driver::Unreadable);
+    }
+
+    #[test]
+    fn hostile_driver_link_names_are_unreadable_not_printed() {
+        let t = Tree::new("hostile");
+        t.hw("mlx5_0", "0000:19:00.0", "pci", "bad\u{1b}[31mname");
+        t.hw("mlx5_1", "0000:1a:00.0", "pci", &"x".repeat(200));
+        assert_eq!(driver(&t.sysfs(), "mlx5_0"), Driver::Unreadable);
+        assert_eq!(driver(&t.sysfs(), "mlx5_1"), Driver::Unreadable);
+    }
+
+    #[test]
+    fn providers_by_driver() {
+        assert_eq!(provider_for("mlx5_core"), Some("mlx5"));
+        assert_eq!(provider_for("mlx5_core.sf"), Some("mlx5"));
+        assert_eq!(provider_for("bnxt_en"), Some("bnxt_re"));
+        assert_eq!(provider_for("ice"), Some("irdma"));
+        assert_eq!(provider_for("rdma_rxe"), Some("rxe"));
+        assert_eq!(provider_for("mlx4_core"), Some("mlx4"));
+        assert_eq!(provider_for("ionic"), None);
+        assert_eq!(provider_for(""), None);
+    }
+
+    #[test]
+    fn a_device_without_a_linked_provider_is_not_checked_and_says_what_the_build_has() {
+        let linked = ["mlx5", "rxe"];
+        assert_eq!(why_unlisted(&Driver::Named("mlx5_core".into()), &linked), Unlisted::Unreachable);
+        assert_eq!(why_unlisted(&Driver::Named("rdma_rxe".into()), &linked), Unlisted::Unreachable);
+        assert_eq!(
+            why_unlisted(&Driver::Named("mlx4_core".into()), &linked),
+            Unlisted::NoProvider(
+                "this build links no verbs provider for driver mlx4_core (rdma-core's mlx4; the providers it has: mlx5, rxe)"
+                    .into()
+            )
+        );
+        assert!(matches!(why_unlisted(&Driver::Named("ionic".into()), &linked),
+            Unlisted::NoProvider(r) if r.contains("driver ionic (none is known")));
+        assert!(matches!(why_unlisted(&Driver::Unreadable, &linked),
+            Unlisted::NoProvider(r) if r.contains("cannot be read") && r.ends_with("(the providers it has: mlx5, rxe)")));
+    }
+
+    #[test]
+    fn software_node_types() {
+        assert_eq!(software_driver("1: CA"), Some("rdma_rxe"));
+        assert_eq!(software_driver("4: RNIC\n"), Some("siw"));
+        assert_eq!(software_driver("4"), Some("siw"));
+        assert_eq!(software_driver(""), None);
+        assert_eq!(software_driver("2: switch"), None);
+    }
+}

@@ -1,0 +1,160 @@
+//! The training image's userspace, on fixture image roots (`fixtures/images`, `--image-root`):
+//! what NCCL in the image will load, the warning that names a missing file and its package, the
+//! refusal under `--require-rdma`, and the `NCCL_NET=IB` pin (none with a net plugin).
+
+mod common;
+
+use common::{image, Run};
+
+const NODE: &str = "h100-roce-sriov";
+
+/// An image root a test builds; removed on drop, so on a failing assertion too.
+struct TempRoot(std::path::PathBuf);
+
+impl TempRoot {
+    fn new(tag: &str) -> TempRoot {
+        let dir = std::env::temp_dir().join(format!("nccl-wrap-image-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        TempRoot(dir)
+    }
+    fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempRoot {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn on(img: &str) -> Run {
+    Run::node(NODE).with_env_file(NODE, "env").env("NCCL_WRAP_IMAGE_ROOT", image(img))
+}
+
+#[test]
+fn a_full_rdma_core_image_is_named_and_pinned_under_require_rdma() {
+    let d = on("full").args(["env", "--json"]);
+    let j = d.success().json();
+    let u = &j["userspace"];
+    assert!(u["libibverbs"]["path"].as_str().is_some_and(|p| p.ends_with("-linux-gnu/libibverbs.so.1")), "{u}");
+    assert_eq!(u["providers"][0]["name"], "mlx5", "{u}");
+    assert!(u["providers"][0]["library"].as_str().is_some_and(|p| p.ends_with("libibverbs/libmlx5-rdmav34.so")), "{u}");
+    assert_eq!(u["nccl"]["version"], "2.28.9", "{u}");
+    assert_eq!(u["missing"].as_array().map(Vec::len), Some(0), "{u}");
+    // Not pinned without --require-rdma; pinned with it.
+    assert!(!d.stdout().contains("NCCL_NET"));
+    let pinned = on("full").env("NCCL_WRAP_REQUIRE_RDMA", "1").args(["env"]);
+    assert!(pinned.success().stdout().contains("export NCCL_NET='IB'\n"), "{}", pinned.stdout());
+}
+
+#[test]
+fn an_image_without_libibverbs_warns_and_refuses_under_require_rdma() {
+    let warned = on("no-verbs").args(["--supervise=false", "--", "true"]);
+    warned.success().stderr_has("warning: the image lacks libibverbs.so.1 (libibverbs1 on Debian/Ubuntu");
+    let refused = on("no-verbs").args(["--require-rdma", "--supervise=false", "--", "true"]);
+    refused.code_is(125).stderr_has("refusing to start \"true\": --require-rdma").stderr_has("libibverbs.so.1");
+}
+
+#[test]
+fn libibverbs_without_its_provider_names_ibverbs_providers() {
+    let d = on("no-provider").args(["env", "--json"]);
+    let j = d.success().json();
+    let missing = j["userspace"]["missing"][0]["file"].as_str().unwrap_or_default().to_string();
+    assert!(missing.ends_with("libibverbs/libmlx5-rdmav*.so"), "{missing}");
+    assert!(j["userspace"]["missing"][0]["package"].as_str().is_some_and(|p| p.contains("ibverbs-providers")));
+    on("no-provider").args(["--require-rdma", "--supervise=false", "--", "true"]).code_is(125);
+}
+
+#[test]
+fn pytorchs_wheel_nccl_is_what_the_command_loads() {
+    let j = on("wheel-nccl").args(["env", "--json"]).success().json();
+    let n = &j["userspace"]["nccl"];
+    assert_eq!(n["path"], "/usr/local/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2", "{n}");
+    assert_eq!(n["by"], "PyTorch wheel (nvidia-nccl)");
+    // A venv reached through PATH alone comes first.
+    let venv =
+        on("wheel-nccl").env("PATH", "/nonexistent/venv/bin:/usr/local/bin:/usr/bin:/bin").args(["env", "--json"]);
+    assert_eq!(venv.success().json()["userspace"]["nccl"]["by"], "PyTorch wheel (nvidia-nccl)");
+}
+
+#[test]
+fn a_net_plugin_is_named_and_nccl_net_is_not_pinned() {
+    let r = on("plugin").env("NCCL_NET_PLUGIN", "ofi").env("LD_LIBRARY_PATH", "/opt/amazon/ofi-nccl/lib");
+    let d = r.args(["--require-rdma", "--supervise=false", "--", "true"]);
+    d.success()
+        .stderr_has("net plugin /opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so (NCCL_NET_PLUGIN=ofi via LD_LIBRARY_PATH)")
+        .stderr_has("NCCL_NET not pinned")
+        .stderr_lacks("set NCCL_NET=");
+}
+
+#[test]
+fn ld_so_cache_finds_a_library_outside_the_default_directories() {
+    use nccl_wrap::detect::ldcache::{encode, NATIVE};
+    let dir = TempRoot::new("cache");
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("etc/libibverbs.d")).expect("mkdir");
+    std::fs::create_dir_all(root.join("opt/rdma/lib/libibverbs")).expect("mkdir");
+    std::fs::write(root.join("opt/rdma/lib/libibverbs.so.1"), "").expect("write");
+    std::fs::write(root.join("opt/rdma/lib/libibverbs/libmlx5-rdmav34.so"), "").expect("write");
+    std::fs::write(root.join("etc/libibverbs.d/mlx5.driver"), "driver mlx5\n").expect("write");
+    std::fs::write(
+        root.join("etc/ld.so.cache"),
+        encode(&[("libibverbs.so.1", "/opt/rdma/lib/libibverbs.so.1", NATIVE)]),
+    )
+    .expect("write");
+    let j = Run::node(NODE).with_env_file(NODE, "env").env("NCCL_WRAP_IMAGE_ROOT", root).args(["env", "--json"]);
+    let j = j.success().json();
+    assert_eq!(j["userspace"]["libibverbs"]["by"], "ld.so.cache", "{}", j["userspace"]);
+    assert_eq!(j["userspace"]["ld_cache"], "1 entries");
+    assert_eq!(j["userspace"]["missing"].as_array().map(Vec::len), Some(0));
+}
+
+#[test]
+fn a_hostile_ld_so_cache_is_refused_and_the_check_goes_on() {
+    let dir = TempRoot::new("hostile");
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("etc")).expect("mkdir");
+    // A FIFO without a writer: opening it must not block, reading it is refused by kind.
+    let fifo = root.join("etc/ld.so.cache");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if !made.is_ok_and(|s| s.success()) {
+        eprintln!("SKIPPED: mkfifo unavailable");
+        return;
+    }
+    let j = Run::node(NODE).with_env_file(NODE, "env").env("NCCL_WRAP_IMAGE_ROOT", root).args(["env", "--json"]);
+    let j = j.success().json();
+    assert!(
+        j["userspace"]["ld_cache"].as_str().is_some_and(|s| s.contains("not a regular file")),
+        "{}",
+        j["userspace"]
+    );
+    // Garbage in its place: no cache, the default directories still searched.
+    std::fs::remove_file(&fifo).expect("rm");
+    std::fs::write(&fifo, b"glibc-ld.so.cache1.1\xff\xff\xff\xff").expect("write");
+    let j = Run::node(NODE).with_env_file(NODE, "env").env("NCCL_WRAP_IMAGE_ROOT", root).args(["env", "--json"]);
+    assert!(j.success().json()["userspace"]["ld_cache"].as_str().is_some_and(|s| s.starts_with("not a glibc")));
+}
+
+fn doctor_check(img: &str, vars: &[(&str, &str)]) -> serde_json::Value {
+    let root = common::fixture(NODE);
+    let mut r = on(img).env("NCCL_WRAP_DEV_ROOT", root.join("dev"));
+    for (k, v) in vars {
+        r = r.env(k, v);
+    }
+    let j = r.args(["doctor", "--json", "--no-selftest"]).json();
+    j["checks"].as_array().expect("checks").iter().find(|c| c["id"] == "userspace").cloned().expect("userspace check")
+}
+
+#[test]
+fn doctor_fails_an_image_that_would_run_nccl_over_sockets_and_reads_the_wheels_version() {
+    let c = doctor_check("no-verbs", &[]);
+    assert_eq!(c["status"], "fail", "{c}");
+    assert!(c["summary"].as_str().is_some_and(|s| s.contains("missing: libibverbs.so.1")), "{c}");
+    assert!(c["hint"].as_str().is_some_and(|s| s.contains("libibverbs1")), "{c}");
+    // The wheel's file name says no version: doctor reads it from the library's text.
+    let c = doctor_check("wheel-nccl", &[]);
+    assert_eq!(c["status"], "pass", "{c}");
+    assert!(c["summary"].as_str().is_some_and(|s| s.contains("NCCL 2.27.3 is /usr/local/lib/python3.11/")), "{c}");
+}
