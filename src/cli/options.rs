@@ -349,7 +349,14 @@ pub(super) const SPECS: &[Spec] = &[
         only: None,
         default: None,
         help: "Gate: the job's secret, the same on every pod: every gate frame carries its HMAC-SHA256, and a pod with another or none is refused. Prefer the variable or --gate-secret-file (a flag shows in the process list). Default: none (the job is not authenticated, said once)",
-        set: some!(gate_secret, |v: &str| Ok::<_, String>(v.to_owned())),
+        set: some!(gate_secret, |v: &str| {
+            // The gate reads it as bytes with the whitespace around it taken off (seal::Secret).
+            match v.trim().len() {
+                0 => Err("an empty secret (only whitespace): every pod needs the same non-empty secret".to_owned()),
+                n if n > 4096 => Err(format!("{n} bytes, more than 4096")),
+                _ => Ok(v.to_owned()),
+            }
+        }),
     },
     Spec {
         long: "gate-secret-file",
