@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 bin=target/x86_64-unknown-linux-gnu/release
-targets=${*:-sriov annotations nccl_list gid cli}
+targets=${*:-sriov annotations nccl_list gid cli ping_wire ras}
 for t in $targets; do
   [ -x "$bin/$t" ] || { echo "merge: $bin/$t not built: run fuzz/run.sh first" >&2; exit 2; }
   mkdir -p "work/$t"

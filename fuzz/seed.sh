@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 fx=../fixtures/nodes
 export LC_ALL=C
-for t in sriov annotations nccl_list gid cli ping_wire netlink_links driver ldcache route allow; do
+for t in sriov annotations nccl_list gid cli ping_wire netlink_links driver ldcache route ras allow; do
   mkdir -p "corpus/$t"
   rm -f "corpus/$t"/seed-* "corpus/$t"/hand-*
 done
@@ -56,6 +56,11 @@ find "$fx" -path '*/ports/*/gids' -type d | sort | while read -r g; do
   sum=$(printf '%s' "$out" | sha1sum | cut -c1-12)
   node=${g#"$fx"/}; node=${node%%/*}
   printf '%s' "$out" > "corpus/gid/seed-$node-$sum"
+done
+
+# ras: every captured RAS reply.
+for f in ../fixtures/ras/*.txt; do
+  cp "$f" "corpus/ras/seed-$(basename "$f" .txt)"
 done
 
 # Hand-written: shapes the fixtures do not have.

@@ -5,6 +5,7 @@
 #     probe, clang for the bindings;
 #   - podman and runc to build and run the image, busybox-static for the static-shell test image;
 #   - util-linux (unshare, setpriv), hyperfine and GNU time for tests and benchmarks;
+#   - prometheus for promtool, which checks and unit-tests the alert rules (tests/deploy);
 #   - for the aarch64 (Grace) build, unless SKIP_AARCH64=1: rustup's aarch64-unknown-linux-gnu
 #     target, Debian's cross gcc, qemu-user-static, and the static rdma-core and libnl of the
 #     arm64 architecture (`dpkg --add-architecture arm64`).
@@ -12,7 +13,7 @@
 set -euo pipefail
 command -v cargo >/dev/null || { echo "setup: cargo not found: install Rust with rustup first" >&2; exit 1; }
 pkgs=(pkg-config libibverbs-dev ibverbs-providers librdmacm-dev libnl-3-dev libnl-route-3-dev libclang-dev clang
-      podman runc util-linux hyperfine time file python3 busybox-static)
+      podman runc util-linux hyperfine time file python3 busybox-static prometheus)
 if [ -z "${SKIP_AARCH64:-}" ]; then
   pkgs+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils-aarch64-linux-gnu qemu-user-static
          libibverbs-dev:arm64 ibverbs-providers:arm64 librdmacm-dev:arm64 libnl-3-dev:arm64 libnl-route-3-dev:arm64)

@@ -3,6 +3,7 @@
 //!
 //! - `msg`: the prefix of every line for people;
 //! - `write`: the one atomic file replacement (health files, post-mortem report);
+//! - `termination`: the termination message Kubernetes shows (the gate's refusal, a hung job's account);
 //! - `nccl`: NCCL's own rules (list syntax, GID choice, variable forms), pure;
 //! - `detect`: stage 1, the pod's RDMA devices and their ports (env, annotation, sysfs);
 //! - `verbs`: stage 2, the same ports through ibverbs, and the loopback self-test;
@@ -38,5 +39,6 @@ pub mod ping;
 pub mod plan;
 pub mod process;
 pub mod report;
+pub mod termination;
 pub mod verbs;
 pub mod write;

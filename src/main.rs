@@ -59,6 +59,9 @@ fn main() -> ExitCode {
         let verbs = verbs_for(&cli.opts);
         return ExitCode::from(health::watch::main(&roots, &opts, verbs.as_ref()));
     }
+    if let Some(Sub::Status { json }) = cli.sub {
+        return ExitCode::from(process::status::main(&cli.opts.state_file, &cli.opts.sysfs_root, json));
+    }
     let early_block = supervise::block_early(cli.opts.init);
     if cli.sub.is_none() && cli.command.is_empty() {
         eprintln!("{PREFIX} no command given: usage is nccl-wrap [OPTIONS] -- COMMAND [ARGS]... (see --help)");
@@ -145,7 +148,9 @@ fn main() -> ExitCode {
             };
             run(&cli, &plan, &memlock, &env_list, early_block, &ping_inputs)
         }
-        Some(Sub::Install { .. } | Sub::Watch(_)) => unreachable!("install and watch return before detection"),
+        Some(Sub::Install { .. } | Sub::Watch(_) | Sub::Status { .. }) => {
+            unreachable!("install, watch and status return before detection")
+        }
     }
 }
 
@@ -328,9 +333,6 @@ fn verbs_for(opts: &cli::Opts) -> Box<dyn verbs::Verbs> {
 /// The gate's options: its own, and ping's test knobs from `NCCL_WRAP_PING_*`.
 fn gate_options(o: &cli::Opts) -> gate::Options {
     let p = &o.gate_ping;
-    // Kubernetes reads the termination message from /dev/termination-log unless the pod says
-    // otherwise; it exists in every container it starts.
-    let default_log = o.dev_root.join("termination-log");
     gate::Options {
         warn: o.gate == cli::Gate::Warn,
         given: gate::who::Given {
@@ -343,7 +345,7 @@ fn gate_options(o: &cli::Opts) -> gate::Options {
         wait_ms: o.gate_wait_ms,
         test: test_settings(p),
         json: p.json,
-        termination_log: o.termination_log.clone().or_else(|| default_log.exists().then_some(default_log)),
+        termination_log: termination_log(o),
         secret: gate_secret(o),
     }
 }
@@ -362,6 +364,13 @@ fn gate_secret(o: &cli::Opts) -> Result<Option<pairtest::seal::Secret>, String> 
             Secret::new(&bytes).map(Some).map_err(|e| file(e.to_string()))
         }
     }
+}
+
+/// Where a termination message goes: as asked, or Kubernetes' /dev/termination-log, which exists
+/// in every container it starts unless the pod says otherwise.
+fn termination_log(o: &cli::Opts) -> Option<std::path::PathBuf> {
+    let default_log = o.dev_root.join("termination-log");
+    o.termination_log.clone().or_else(|| default_log.exists().then_some(default_log))
 }
 
 /// Apply the environment and run the command.
@@ -411,7 +420,11 @@ fn run(
     if supervise::wanted(cli.opts.init) {
         let mut opts = supervise::Options::from(&cli.opts);
         opts.watch.ports = watched_ports(plan);
+        opts.hang.termination_log = termination_log(&cli.opts);
         return supervise::run(&cli.command, &env, &opts, blocked);
+    }
+    if cli.opts.stall_ms > 0 {
+        eprintln!("{PREFIX} warning: no stall will be seen (--stall-ms): nccl-wrap execs the command and is gone, so nothing asks NCCL's RAS; use --supervise (the default as PID 1)");
     }
     if let Some(path) = &cli.opts.report {
         eprintln!(
@@ -479,6 +492,8 @@ fn bad_usage(e: &cli::CliError, raw: &[OsString], env: &[(OsString, OsString)]) 
                     kill_group: false,
                     grace: std::time::Duration::ZERO,
                     watch: watch::Config::none(),
+                    hang: process::hang::Config::default(),
+                    state_file: None,
                 };
                 return supervise::run(cmd, env, &defaults, None);
             }

@@ -69,6 +69,8 @@ const TABLE: &[(&str, Class, &[&str])] = &[
     ("NCCL_WRAP_GRACE", Run, &["four", "86401", "18446744073709551615", "-1"]),
     ("NCCL_WRAP_REPORT", Run, &[]),
     ("NCCL_WRAP_WATCH_MS", Run, &["fast", "3600001"]),
+    ("NCCL_WRAP_STALL_MS", Run, &["soon", "500", "86400001"]),
+    ("NCCL_WRAP_STATE_FILE", Run, &[]),
     ("NCCL_WRAP_DEV_ROOT", Run, &[]),
     ("NCCL_WRAP_ANNOTATIONS", Run, &[]),
     ("NCCL_WRAP_TERMINATION_LOG", Run, &[]),

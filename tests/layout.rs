@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 const RANKS: &[(&str, u32)] = &[
     ("msg", 0),
     ("write", 0),
+    ("termination", 0),
     ("nccl", 1),
     ("detect", 2),
     ("verbs", 3),

@@ -36,10 +36,12 @@ pub enum SubName {
     Ping,
     Watch,
     Install,
+    Status,
 }
 
 impl SubName {
-    const ALL: [SubName; 5] = [SubName::Env, SubName::Doctor, SubName::Ping, SubName::Watch, SubName::Install];
+    const ALL: [SubName; 6] =
+        [SubName::Env, SubName::Doctor, SubName::Ping, SubName::Watch, SubName::Install, SubName::Status];
 
     fn name(self) -> &'static str {
         match self {
@@ -48,6 +50,7 @@ impl SubName {
             SubName::Ping => "ping",
             SubName::Watch => "watch",
             SubName::Install => "install",
+            SubName::Status => "status",
         }
     }
 
@@ -55,6 +58,7 @@ impl SubName {
         match self {
             SubName::Env => "Print what a run would set, as `export NAME='value'` lines safe to eval",
             SubName::Doctor => "Check this pod's RDMA setup and name what would make NCCL hang or fall back to sockets. Exit status: 0 nothing fails, 1 a check fails, 2 doctor itself could not run",
+            SubName::Status => "For kubectl exec while the job runs: the ports nccl-wrap chose as they are now, the counters that moved since the command started, and NCCL's RAS view of the job (which ranks answer). Exit status: 0 nothing to see, 1 something needs a look, 2 no supervisor state",
             SubName::Install => "Copy this binary into DIR (atomically, mode 0755) and print its path: for an init container, since the image holds nothing else. Exit status: 0 installed, 1 it could not be, 2 usage",
             SubName::Watch => "The node agent: every --interval, check this node's RDMA health in the node's view (every device but VFs and SFs; sysfs only) and rewrite the --features (NFD) and --metrics (Prometheus) files atomically; stops cleanly on SIGTERM. Exit status: 0 stopped, 2 it could not start (signals, the first round's files)",
             SubName::Ping => "Test RDMA between this pod and another over the ports a run would use: a latency ping-pong and a bandwidth run per rail pair. Exit status: 0 every pair passes, 1 a pair fails, 2 the check could not run (usage, no RDMA port, the peer never came)",
@@ -84,6 +88,11 @@ pub enum Sub {
     Ping(PingArgs),
     /// Copy this binary into `dir`.
     Install { dir: PathBuf },
+    /// The running job's ports, counters and RAS view.
+    Status {
+        /// Print it as JSON.
+        json: bool,
+    },
 }
 
 /// Where `doctor` and `watch` write node health: NFD's feature file and a Prometheus textfile.
@@ -181,6 +190,7 @@ impl Sub {
             SubName::Ping => Sub::Ping(PingArgs::default()),
             SubName::Watch => Sub::Watch(WatchArgs::default()),
             SubName::Install => Sub::Install { dir: PathBuf::new() },
+            SubName::Status => Sub::Status { json: false },
         }
     }
 }
@@ -229,6 +239,10 @@ pub struct Opts {
     pub report: Option<PathBuf>,
     /// How often supervision reads the ports' state, in milliseconds; 0: only at start and exit.
     pub watch_ms: u64,
+    /// `--stall-ms`: when no collective was launched for this long, say which ranks are behind.
+    pub stall_ms: u64,
+    /// Where the supervisor keeps its first reading for `nccl-wrap status`.
+    pub state_file: PathBuf,
     pub dev_root: PathBuf,
     /// The root of the training image whose loader rules the userspace check follows.
     pub image_root: PathBuf,
@@ -269,6 +283,8 @@ impl Default for Opts {
             grace: 0,
             report: None,
             watch_ms: 1000,
+            stall_ms: 0,
+            state_file: PathBuf::from(crate::process::state::DEFAULT_PATH),
             dev_root: PathBuf::from("/dev"),
             image_root: PathBuf::from("/"),
             annotations: PathBuf::from("/etc/podnetinfo/annotations"),
@@ -499,6 +515,7 @@ fn sub_name(sub: &Sub) -> SubName {
         Sub::Ping(_) => SubName::Ping,
         Sub::Watch(_) => SubName::Watch,
         Sub::Install { .. } => SubName::Install,
+        Sub::Status { .. } => SubName::Status,
     }
 }
 
@@ -530,6 +547,9 @@ impl From<&Opts> for crate::process::supervise::Options {
                 every: std::time::Duration::from_millis(o.watch_ms),
                 report: o.report.clone(),
             },
+            // The termination message's file is main's to pick, as for the gate.
+            hang: crate::process::hang::Config { stall_ms: o.stall_ms, termination_log: None },
+            state_file: Some(o.state_file.clone()),
         }
     }
 }

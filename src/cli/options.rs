@@ -237,6 +237,44 @@ pub(super) const SPECS: &[Spec] = &[
         },
     },
     Spec {
+        long: "stall-ms",
+        short: None,
+        env: "NCCL_WRAP_STALL_MS",
+        kind: Kind::Value("MS"),
+        only: None,
+        default: Some("0"),
+        help: "When supervising, ask NCCL's RAS every quarter of MS (at least 1 s) and say which ranks are behind when no collective was launched for MS milliseconds; 0: off (RAS is still asked at SIGTERM and when the command fails); 0 or 1000 up (0 to 86400000)",
+        set: super::setters::stall_ms,
+    },
+    Spec {
+        long: "state-file",
+        short: None,
+        env: "NCCL_WRAP_STATE_FILE",
+        kind: Kind::Value("FILE"),
+        only: None,
+        default: Some(crate::process::state::DEFAULT_PATH),
+        help: "When supervising, where the first reading of the ports is kept (removed at exit) for `nccl-wrap status`, which reads it from the same place; the default is used only as PID 1 (a container's init)",
+        set: |c, v| {
+            c.opts.state_file = path(v)?;
+            Ok(())
+        },
+    },
+    Spec {
+        long: "json",
+        short: None,
+        env: "",
+        kind: Kind::Flag,
+        only: Some(SubName::Status),
+        default: None,
+        help: "Print the status as JSON (docs/schemas/status.schema.json)",
+        set: |c, v| {
+            if let Some(Sub::Status { json }) = &mut c.sub {
+                *json = boolish(v)?;
+            }
+            Ok(())
+        },
+    },
+    Spec {
         long: "dev-root",
         short: None,
         env: "NCCL_WRAP_DEV_ROOT",

@@ -32,6 +32,16 @@ where
     }
 }
 
+/// `--stall-ms`: 0 (off) or at least 1000: a collective that takes under a second is ordinary.
+pub(super) fn stall_ms(c: &mut Cli, v: &str) -> Result<(), String> {
+    let ms: u64 = number_in(v, 0, 86_400_000)?;
+    if ms != 0 && ms < 1000 {
+        return Err("0 (off) or 1000 to 86400000 ms".into());
+    }
+    c.opts.stall_ms = ms;
+    Ok(())
+}
+
 pub(super) fn path(v: &str) -> Result<PathBuf, String> {
     if v.is_empty() {
         return Err("an empty path".into());

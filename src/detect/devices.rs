@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::detect::annotation;
-use crate::detect::names;
 use crate::detect::links;
+use crate::detect::names;
 use crate::detect::netif::{OwnAddr, Owner};
 use crate::detect::port::PortFacts;
 use crate::detect::sriov;

@@ -44,6 +44,8 @@ mod iommu;
 mod memlock;
 mod nccl_env;
 mod netns;
+mod pcie;
+mod rate;
 mod selftest;
 mod topology;
 mod userspace;
@@ -198,6 +200,8 @@ pub fn run_scoped(inp: &Inputs, scope: Scope) -> Result<Report, DoctorError> {
     checks.extend(iommu::checks(inp));
     checks.push(gpu::gpudirect(inp, &gpus));
     checks.push(gpu::placement(inp, &gpus));
+    checks.extend(pcie::checks(inp, &gpus));
+    checks.extend(rate::checks(inp));
     checks.push(netns::check(inp));
     if pod {
         checks.extend(selftest::checks(inp));

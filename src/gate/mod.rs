@@ -141,7 +141,7 @@ pub fn run(vars: &Vars, fabric: &dyn PairTest, opts: &Options) -> Ran {
         return Ran { outcome: Outcome::Start, verdict, rank };
     }
     if let Some(path) = &opts.termination_log {
-        if let Err(e) = std::fs::write(path, verdict::termination(&verdict, opts.wait_ms)) {
+        if let Err(e) = crate::termination::write(path, &verdict::termination(&verdict, opts.wait_ms)) {
             eprintln!("{PREFIX} gate: cannot write the termination message to {}: {e}", path.display());
         }
     }

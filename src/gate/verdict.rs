@@ -9,20 +9,7 @@ use crate::pairtest::cause::{Cause, Status};
 use crate::pairtest::output::PairResult;
 use crate::pairtest::wire::{Finding, Verdict, MAX_LISTED, MAX_TEXT};
 
-/// Kubernetes keeps at most 4096 bytes of a termination message.
-pub const TERMINATION_MAX: usize = 4096;
-
-/// `text` cut to at most `max` bytes at a character boundary, marked when cut.
-pub fn clip(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max.saturating_sub(3);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &text[..end])
-}
+pub use crate::termination::{clip, MAX as TERMINATION_MAX};
 
 /// Who a finding is about: a rank and its pod's name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -193,24 +180,9 @@ pub fn json(v: &Verdict, rank: u32, started: bool) -> String {
 /// The termination message: the headline, then one line per failure, cut to fit 4096 bytes
 /// whole lines at a time (with how many were left out).
 pub fn termination(v: &Verdict, wait_ms: u64) -> String {
-    let mut out = format!("nccl-wrap refused to start the command: {}\n", headline(v, wait_ms));
-    out = clip(&out, TERMINATION_MAX - 64);
     let lines: Vec<String> = v.findings.iter().map(line).collect();
-    let total = v.failed_total as usize;
-    for (k, l) in lines.iter().enumerate() {
-        let rest = total - k;
-        let tail = format!("... and {rest} more\n");
-        if out.len() + l.len() + 1 + tail.len() > TERMINATION_MAX {
-            out.push_str(&tail);
-            return out;
-        }
-        out.push_str(l);
-        out.push('\n');
-    }
-    if total > lines.len() {
-        out.push_str(&format!("... and {} more\n", total - lines.len()));
-    }
-    out
+    let headline = format!("nccl-wrap refused to start the command: {}", headline(v, wait_ms));
+    crate::termination::fit(&headline, &lines, (v.failed_total as usize).max(lines.len()))
 }
 
 #[cfg(test)]

@@ -7,6 +7,9 @@
 //!   `detect::counters`), polled, read at exit;
 //! - `meaning`: what a moved counter usually means;
 //! - `kept`: the bounded record of the transitions the watch sees (first and last kept);
+//! - `ras`: the client of NCCL's RAS (bounded queries of its STATUS report);
+//! - `hang`: when the supervisor asks RAS, and what it says of a hung or failed job;
+//! - `state`, `status`: the supervisor's first reading kept for `nccl-wrap status`, and that command;
 //! - `postmortem`: what changed between start and exit, for people and as JSON;
 //! - `utc`: UTC timestamps for it;
 //! - `sys`: the raw system calls supervision needs, the crate's other module allowed `unsafe`.
@@ -14,10 +17,14 @@
 //! Takes the argv and the finished environment; returns an exit code (or never returns).
 
 pub mod exec;
+pub mod hang;
 pub mod kept;
 pub mod meaning;
 pub mod memlock;
 pub mod postmortem;
+pub mod ras;
+pub mod state;
+pub mod status;
 pub mod supervise;
 #[allow(unsafe_code)] // Raw fork/exec/signal calls; see lib.rs for the crate's two unsafe modules.
 pub mod sys;

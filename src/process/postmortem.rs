@@ -132,7 +132,7 @@ pub struct Exit {
 }
 
 impl Exit {
-    fn describe(&self) -> String {
+    pub fn describe(&self) -> String {
         let how = match &self.signal {
             Some(sig) => format!("was killed by {sig} (exit status {})", self.code),
             None => format!("exited with status {}", self.code),
@@ -163,6 +163,9 @@ pub struct Report {
     pub transitions_dropped: u64,
     /// Reads that failed (a counter file that holds no number, a port that vanished...).
     pub problems: Vec<String>,
+    /// What NCCL's RAS said of the job, when the supervisor asked it (`hang`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ras: Option<crate::process::hang::Section>,
 }
 
 impl Report {
@@ -287,6 +290,7 @@ mod tests {
             transitions,
             transitions_dropped: 0,
             problems: Vec::new(),
+            ras: None,
         }
     }
 

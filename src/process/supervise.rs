@@ -28,7 +28,9 @@ use nix::unistd::Pid;
 
 use crate::msg::PREFIX;
 use crate::process::exec;
+use crate::process::hang::{self, Hang};
 use crate::process::postmortem::Exit;
+use crate::process::state;
 use crate::process::sys::{self, Blocked, ChildSetup};
 use crate::process::watch::{self, Watch};
 
@@ -53,6 +55,10 @@ pub struct Options {
     pub grace: Duration,
     /// The ports to watch and where to report what changed on them.
     pub watch: watch::Config,
+    /// When to ask NCCL's RAS about the job, and where its account goes.
+    pub hang: hang::Config,
+    /// Where the first reading is kept for `nccl-wrap status` (`None`: not kept).
+    pub state_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -99,7 +105,8 @@ pub fn run(argv: &[OsString], env: &[(OsString, OsString)], opts: &Options, bloc
             say!("{PREFIX} warning: cannot become a child subreaper ({e}): orphans of the command are reaped by the real init instead");
         }
     }
-    match supervise(&prepared, opts, pid1, blocked) {
+    let mut hang = Hang::new(&opts.hang, env);
+    match supervise(&prepared, opts, pid1, blocked, &mut hang) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             // A supervisor that cannot start must not cost the job: run the command as exec would.
@@ -116,6 +123,7 @@ fn supervise(
     opts: &Options,
     pid1: bool,
     early: Option<Blocked>,
+    hang: &mut Hang,
 ) -> Result<u8, SuperviseError> {
     let blocked = match early {
         Some(b) => b,
@@ -138,6 +146,19 @@ fn supervise(
         }
     };
     let pid = child.pid;
+    // The default path is the container's own /run: used as PID 1 only, so that supervised runs
+    // on a host (tests, a login node) do not overwrite one another's state there.
+    let state_file =
+        opts.state_file.as_ref().filter(|p| pid1 || p.as_path() != std::path::Path::new(state::DEFAULT_PATH));
+    if let Some(path) = state_file {
+        let st = state::State {
+            pid: u32::try_from(pid.as_raw()).unwrap_or(0),
+            started: watch.started(),
+            ras: hang.addr(),
+            ports: watch.first_reading(),
+        };
+        state::publish(path, &st);
+    }
     log::debug!("supervising {pid} (PID 1: {pid1}, own group: {own_group}, terminal: {foreground})");
     // Take the terminal back once the command has ended, for the grace period and for a shell
     // that waits on us; SIGTTOU is blocked, so doing it from the background does not stop us.
@@ -147,18 +168,23 @@ fn supervise(
         }
     };
     if let Err(failure) = child.exec_result() {
-        let _ = until_exit(pid, Target::Process(pid), &blocked, None);
+        let _ = until_exit(pid, Target::Process(pid), &blocked, None, &mut Hang::off());
         take_back_terminal();
         let err = exec::error(prepared, failure);
         say!("{PREFIX} {err}");
         return Ok(err.exit_code());
     }
     let target = if opts.kill_group { Target::Group(pid) } else { Target::Process(pid) };
-    let ended = until_exit(pid, target, &blocked, Some(&mut watch));
+    let ended = until_exit(pid, target, &blocked, Some(&mut watch), hang);
     let code = ended.code;
     take_back_terminal();
     // Told before the grace period: the kubelet may SIGKILL us during it.
-    watch.end(ended);
+    hang.on_exit(&ended);
+    let report = watch.end(ended, hang.section());
+    hang.tell(&report);
+    if let Some(path) = state_file {
+        state::withdraw(path);
+    }
     let rest = if pid1 {
         Rest::Namespace
     } else if own_group {
@@ -184,7 +210,7 @@ enum Target {
 
 /// Forwards signals and reaps every zombie until the main child has ended, polling the watch
 /// between signals when it is due; returns how the child ended.
-fn until_exit(main: Pid, target: Target, blocked: &Blocked, mut watch: Option<&mut Watch>) -> Exit {
+fn until_exit(main: Pid, target: Target, blocked: &Blocked, mut watch: Option<&mut Watch>, hang: &mut Hang) -> Exit {
     let mut forwarded = None;
     loop {
         if let (Some(status), _) = reap(main) {
@@ -197,6 +223,11 @@ fn until_exit(main: Pid, target: Target, blocked: &Blocked, mut watch: Option<&m
             w.poll_if_due(Instant::now());
             w.timeout(Instant::now())
         });
+        hang.poll_if_due(Instant::now());
+        let timeout = match (timeout, hang.timeout(Instant::now())) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         match blocked.wait_sender(timeout) {
             Ok(None) | Err(Errno::EINTR) => {}
             Ok(Some(c)) if c.sig == libc::SIGCHLD => {}
@@ -204,6 +235,8 @@ fn until_exit(main: Pid, target: Target, blocked: &Blocked, mut watch: Option<&m
                 log::debug!("SIGPIPE from nccl-wrap's own write (stderr's reader gone?): not forwarded");
             }
             Ok(Some(c)) => {
+                // The kubelet's SIGTERM: RAS's view first (bounded: hang::AT_SIGNAL), then on.
+                hang.on_signal(c.sig);
                 forward(target, c.sig);
                 forwarded = Some(c.sig);
             }

@@ -228,14 +228,36 @@ impl Watch {
             transitions,
             transitions_dropped,
             problems: once_each(self.problems),
+            ras: None,
         }
     }
 
-    /// Ends the watch once the command has ended: the last reading, then the post-mortem told.
-    pub fn end(self, exit: Exit) {
+    /// The first reading of each port, for `nccl-wrap status` (`state`).
+    pub fn first_reading(&self) -> Vec<crate::process::state::PortStart> {
+        self.ports
+            .iter()
+            .map(|w| crate::process::state::PortStart {
+                port: w.name.clone(),
+                state: w.start.state.clone(),
+                phys_state: w.start.phys_state.clone(),
+                counters: w.counters.clone(),
+            })
+            .collect()
+    }
+
+    /// When the first reading was taken (UTC).
+    pub fn started(&self) -> String {
+        utc::format(self.started)
+    }
+
+    /// Ends the watch once the command has ended: the last reading, then the post-mortem told
+    /// (with what NCCL's RAS said, if it was asked); returns it.
+    pub fn end(self, exit: Exit, ras: Option<crate::process::hang::Section>) -> Report {
         let (path, has_ports) = (self.report.clone(), !self.ports.is_empty());
-        let report = self.finish(exit);
+        let mut report = self.finish(exit);
+        report.ras = ras;
         tell(&report, path.as_deref(), has_ports);
+        report
     }
 }
 
@@ -249,6 +271,22 @@ fn once_each(problems: Vec<String>) -> Vec<String> {
         }
     }
     out
+}
+
+/// One port's link and counters now (`nccl-wrap status`), reads that failed added to `problems`.
+pub fn read_now(root: &Path, device: &str, port: u32, problems: &mut Vec<String>) -> (Link, Counters) {
+    let dir = root.join(format!("class/infiniband/{device}/ports/{port}"));
+    let mut w = Watched {
+        name: format!("{device}:{port}"),
+        fd: open_dir(&dir),
+        dir,
+        start: unreadable(),
+        last: unreadable(),
+        counters: Counters::new(),
+    };
+    let link = w.link(problems);
+    let counters = counters::read(&w.dir, problems);
+    (link, counters)
 }
 
 fn unreadable() -> Link {

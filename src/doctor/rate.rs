@@ -1,0 +1,71 @@
+//! port-rate: a chosen port whose rate (`ports/N/rate`, `400 Gb/sec (4X NDR)`) is below its
+//! siblings' (the pod's other chosen ports of the same link layer): a NIC that negotiated half
+//! rate, a cable or transceiver of a slower kind. It works, and NCCL spreads traffic evenly over
+//! the rails, so the whole job runs at its speed.
+//!
+//! One check per chosen port when there are at least two with a readable rate; warns, never
+//! fails. Pure over the detection; a rate that does not parse is left out, not guessed.
+
+use super::*;
+
+/// `400 Gb/sec (4X NDR)` -> 400.0; `25 Gb/sec (1X EDR)` -> 25.0; garbage -> None.
+pub(super) fn gbps(rate: &str) -> Option<f64> {
+    let n: f64 = rate.split_whitespace().next()?.parse().ok()?;
+    (n.is_finite() && n > 0.0 && n < 1e6).then_some(n)
+}
+
+pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
+    let plan = inp.plan;
+    let chosen: Vec<(String, u32, String, f64, String)> = plan
+        .detection
+        .devices
+        .iter()
+        .flat_map(|d| d.ports.iter().map(move |p| (d, p)))
+        .filter(|(d, p)| plan.decisions.iter().any(|x| x.used && x.device == d.name && x.port == p.port))
+        .filter_map(|(d, p)| {
+            let rate = p.rate.as_deref()?;
+            Some((d.name.clone(), p.port, p.link_layer.clone().unwrap_or_default(), gbps(rate)?, rate.to_string()))
+        })
+        .collect();
+    let mut out = Vec::new();
+    for (dev, port, layer, g, text) in &chosen {
+        let siblings: Vec<&(String, u32, String, f64, String)> = chosen.iter().filter(|c| &c.2 == layer).collect();
+        if siblings.len() < 2 {
+            continue;
+        }
+        let best = siblings.iter().map(|c| c.3).fold(0.0, f64::max);
+        let (status, summary) = if *g < best {
+            (
+                Status::Warn,
+                format!("{dev}:{port} runs at {g} Gb/s ({text}) while its sibling ports run at {best} Gb/s: the job's collectives go at the slowest rail's pace"),
+            )
+        } else {
+            (Status::Pass, format!("{dev}:{port} at {g} Gb/s, as fast as its sibling ports"))
+        };
+        let c = Check::new("port-rate", status, summary)
+            .ev("device", dev.as_str())
+            .ev("port", *port)
+            .ev("rate", text.as_str())
+            .ev("siblings_best_gbps", best);
+        out.push(if status == Status::Warn {
+            c.hint("check the cable and transceiver kind, the switch port's configured speed, and `ibstat`/`ethtool` on the host")
+        } else {
+            c
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_read_as_sysfs_prints_them() {
+        assert_eq!(gbps("400 Gb/sec (4X NDR)"), Some(400.0));
+        assert_eq!(gbps("2.5 Gb/sec (1X SDR)"), Some(2.5));
+        assert_eq!(gbps("Unknown"), None);
+        assert_eq!(gbps("inf Gb/sec"), None);
+        assert_eq!(gbps(""), None);
+    }
+}

@@ -1,0 +1,524 @@
+//! NCCL's RAS replies, read: the text report (`STATUS`) and the JSON one (`SET FORMAT json`), as
+//! NCCL 2.28 really prints them (fixtures/ras/), to one [`View`]: the job processes that are dead
+//! or missing (rank, pid, node, GPU), the ranks that reported an asynchronous error, and the
+//! communicators whose collective counts disagree; and that view as lines, most important first.
+//!
+//! Pure and bounded: the reply comes in as a string the client has already capped; at most
+//! [`MAX_ITEMS`] findings and people per finding are kept, every text taken from the reply is
+//! cut to [`MAX_TEXT`] bytes of printable ASCII. It must never trust the reply's shape (any line
+//! may be missing or malformed: such lines are skipped, never a panic) and never do I/O.
+
+use serde::Serialize;
+
+/// Findings, and people per finding, kept; the rest are counted in `left_out`.
+pub const MAX_ITEMS: usize = 256;
+/// Bytes kept of any text taken from the reply (a node name, an error, a summary).
+pub const MAX_TEXT: usize = 120;
+
+/// What a finding says, most important first (the order lines are printed in).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// RAS considers the process dead: unreachable over its network.
+    Dead,
+    /// No data from the process or rank (stopped, hung in a system call, or just died).
+    Missing,
+    /// A rank reported an asynchronous error (`Remote process error`...).
+    AsyncError,
+    /// The ranks of a communicator have launched different numbers of one collective.
+    Mismatch,
+    /// Anything else RAS lists under Errors or Warnings.
+    Other,
+}
+
+/// One process or rank a finding names; each part only when the reply said it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Who {
+    pub rank: Option<u32>,
+    pub pid: Option<u32>,
+    pub node: Option<String>,
+    pub gpu: Option<u32>,
+    /// MISMATCH: the operation this rank has launched up to.
+    pub op: Option<u64>,
+    /// What the rank reported (`Remote process error`).
+    pub what: Option<String>,
+}
+
+impl Who {
+    /// `rank 1 (pid 610 on node n1, GPU 0)`, with what is known.
+    pub fn name(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(p) = self.pid {
+            parts.push(format!("pid {p}"));
+        }
+        if let Some(n) = &self.node {
+            parts.push(format!("on node {n}"));
+        }
+        let mut inner = parts.join(" ");
+        if let Some(g) = self.gpu {
+            if !inner.is_empty() {
+                inner.push_str(", ");
+            }
+            inner.push_str(&format!("GPU {g}"));
+        }
+        match (self.rank, inner.is_empty()) {
+            (Some(r), false) => format!("rank {r} ({inner})"),
+            (Some(r), true) => format!("rank {r}"),
+            (None, false) => format!("process ({inner})"),
+            (None, true) => "a process".to_string(),
+        }
+    }
+
+    fn same_process(&self, other: &Who) -> bool {
+        self.pid.is_some() && self.pid == other.pid && self.node == other.node
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub kind: Kind,
+    /// The communicator's hash, when the finding is about one.
+    pub comm: Option<String>,
+    /// MISMATCH: the collective whose counts disagree (`AllReduce`).
+    pub collective: Option<String>,
+    /// RAS's own summary line.
+    pub summary: String,
+    pub who: Vec<Who>,
+}
+
+/// One communicator's collective counts summed over the ranks RAS heard from (JSON only): a
+/// stall is these sums not moving.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Progress {
+    pub comm: String,
+    pub ranks: u32,
+    pub collectives: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Format {
+    Text,
+    Json,
+}
+
+/// What one RAS reply says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct View {
+    pub format: Format,
+    /// `SERVER PROTOCOL N`, absent from servers asked without `CLIENT PROTOCOL`.
+    pub protocol: Option<u32>,
+    /// `2.28.9`.
+    pub nccl_version: Option<String>,
+    pub findings: Vec<Finding>,
+    pub progress: Vec<Progress>,
+    /// Findings or people past [`MAX_ITEMS`].
+    pub left_out: usize,
+    /// `ERROR:` lines the server sent before its report (an option it did not know).
+    pub errors: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    #[error("the RAS server sent nothing")]
+    Empty,
+    #[error("the RAS server refused the request: {0}")]
+    Refused(String),
+    #[error("the reply is not NCCL's RAS report (it starts {0:?}); is another service listening on NCCL_RAS_ADDR?")]
+    NotRas(String),
+    #[error("the RAS report's JSON cannot be read ({0})")]
+    Json(String),
+}
+
+/// Printable ASCII, cut to [`MAX_TEXT`] bytes: what may reach a terminal or a log.
+pub fn clean(s: &str) -> String {
+    let mut out: String = s.trim().chars().map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' }).collect();
+    if out.len() > MAX_TEXT {
+        out.truncate(MAX_TEXT - 3);
+        out.push_str("...");
+    }
+    out
+}
+
+/// Reads a reply, text or JSON, protocol line and `OK` included.
+pub fn parse(reply: &str) -> Result<View, ParseError> {
+    let mut protocol = None;
+    let mut errors = Vec::new();
+    let mut rest = reply;
+    // The preamble: `SERVER PROTOCOL N`, `OK` (after SET FORMAT), `ERROR: ...` lines.
+    loop {
+        let (line, after) = rest.split_once('\n').unwrap_or((rest, ""));
+        let t = line.trim();
+        if let Some(n) = t.strip_prefix("SERVER PROTOCOL ") {
+            protocol = n.trim().parse().ok();
+        } else if t == "OK" {
+        } else if let Some(e) = t.strip_prefix("ERROR:") {
+            if errors.len() < 8 {
+                errors.push(clean(e));
+            }
+        } else if !t.is_empty() || after.is_empty() {
+            break;
+        }
+        if after.is_empty() {
+            rest = "";
+            break;
+        }
+        rest = after;
+    }
+    let body = rest.trim_start();
+    let mut view = if body.starts_with('{') {
+        json(body)?
+    } else if body.starts_with("NCCL version") {
+        text(body)
+    } else if let Some(e) = errors.first() {
+        return Err(ParseError::Refused(e.clone()));
+    } else if body.is_empty() {
+        return Err(ParseError::Empty);
+    } else {
+        return Err(ParseError::NotRas(clean(&body.chars().take(40).collect::<String>())));
+    };
+    view.protocol = protocol;
+    view.errors = errors;
+    Ok(view)
+}
+
+fn empty(format: Format) -> View {
+    View {
+        format,
+        protocol: None,
+        nccl_version: None,
+        findings: Vec::new(),
+        progress: Vec::new(),
+        left_out: 0,
+        errors: Vec::new(),
+    }
+}
+
+fn push<T>(list: &mut Vec<T>, item: T, left_out: &mut usize) {
+    if list.len() < MAX_ITEMS {
+        list.push(item);
+    } else {
+        *left_out += 1;
+    }
+}
+
+/// The text report: the `Errors` and `Warnings` sections' blocks, each a header line (`DEAD`,
+/// `INCOMPLETE`, `#0-0 (95613aa3907df2fe) INCOMPLETE,ERROR`) and indented lines under it.
+fn text(body: &str) -> View {
+    let mut view = empty(Format::Text);
+    let lines: Vec<&str> = body.lines().collect();
+    view.nccl_version = lines
+        .first()
+        .and_then(|l| l.strip_prefix("NCCL version "))
+        .and_then(|v| v.split_whitespace().next())
+        .map(clean);
+    let mut in_sections = false;
+    let mut block: Option<(Vec<Kind>, Option<String>, Vec<&str>)> = None;
+    let flush = |block: &mut Option<(Vec<Kind>, Option<String>, Vec<&str>)>, view: &mut View| {
+        if let Some((kinds, comm, body)) = block.take() {
+            for f in findings_of(&kinds, comm, &body, &mut view.left_out) {
+                push(&mut view.findings, f, &mut view.left_out);
+            }
+        }
+    };
+    for (i, line) in lines.iter().enumerate() {
+        let underline = lines.get(i + 1).is_some_and(|n| !n.is_empty() && n.chars().all(|c| c == '='));
+        if (line.trim() == "Errors" || line.trim() == "Warnings") && underline {
+            flush(&mut block, &mut view);
+            in_sections = true;
+            continue;
+        }
+        if !in_sections || line.chars().all(|c| c == '=') {
+            continue;
+        }
+        if line.trim().is_empty() {
+            flush(&mut block, &mut view);
+        } else if !line.starts_with(' ') {
+            flush(&mut block, &mut view);
+            let (kinds, comm) = header(line);
+            block = Some((kinds, comm, Vec::new()));
+        } else if let Some((_, _, body)) = block.as_mut() {
+            if body.len() <= MAX_ITEMS {
+                body.push(line.trim());
+            }
+        }
+    }
+    flush(&mut block, &mut view);
+    view
+}
+
+/// `DEAD` -> ([Dead], None); `#0-0 (95613aa3907df2fe) INCOMPLETE,ERROR` -> ([Missing,
+/// AsyncError], Some(hash)).
+fn header(line: &str) -> (Vec<Kind>, Option<String>) {
+    let t = line.trim();
+    let (comm, kinds) = if t.starts_with('#') {
+        let comm = t.split_once('(').and_then(|(_, r)| r.split_once(')')).map(|(h, _)| clean(h));
+        (comm, t.rsplit(' ').next().unwrap_or(""))
+    } else {
+        (None, t)
+    };
+    let kinds = kinds
+        .split(',')
+        .map(|k| match k.trim() {
+            "DEAD" => Kind::Dead,
+            "INCOMPLETE" => Kind::Missing,
+            "ERROR" => Kind::AsyncError,
+            "MISMATCH" => Kind::Mismatch,
+            _ => Kind::Other,
+        })
+        .collect();
+    (kinds, comm)
+}
+
+/// A block's findings. A header naming several kinds (`INCOMPLETE,ERROR`) is followed by one
+/// block per kind in the reports seen; a block's kind is then the one its summary speaks of.
+fn findings_of(kinds: &[Kind], comm: Option<String>, body: &[&str], left_out: &mut usize) -> Vec<Finding> {
+    let mut out: Vec<Finding> = Vec::new();
+    let mut current: Option<Finding> = None;
+    for line in body {
+        if line.starts_with("Rank ") || line.starts_with("Process ") {
+            if let Some(f) = current.as_mut() {
+                push(&mut f.who, who(line), left_out);
+            }
+            continue;
+        }
+        if let Some(f) = current.take() {
+            out.push(f);
+        }
+        let kind =
+            kind_of_summary(line).filter(|k| kinds.contains(k)).or(kinds.first().copied()).unwrap_or(Kind::Other);
+        let collective = line
+            .strip_prefix("Communicator ranks have different ")
+            .and_then(|r| r.split_whitespace().next())
+            .map(clean);
+        current = Some(Finding { kind, comm: comm.clone(), collective, summary: clean(line), who: Vec::new() });
+    }
+    out.extend(current);
+    out
+}
+
+fn kind_of_summary(line: &str) -> Option<Kind> {
+    if line.contains("considered dead") {
+        Some(Kind::Dead)
+    } else if line.starts_with("Missing ") {
+        Some(Kind::Missing)
+    } else if line.starts_with("Asynchronous error") {
+        Some(Kind::AsyncError)
+    } else if line.contains("different") && line.contains("counts") {
+        Some(Kind::Mismatch)
+    } else {
+        None
+    }
+}
+
+/// `Process 610 on node 127.0.0.1 managing GPU 0`, `Rank 1 -- GPU 0 managed by process 610 on
+/// node 127.0.0.1`, `Rank 1 has launched up to operation 613 -- ...`, `Rank 0 reported Remote
+/// process error -- ...`: every part found by its keyword, in any order.
+fn who(line: &str) -> Who {
+    let head = line.split_once(" -- ").map_or(line, |(h, _)| h);
+    let mut w = Who::default();
+    let words: Vec<&str> = line.split_whitespace().collect();
+    for pair in words.windows(2) {
+        let (k, v) = (pair[0], pair[1]);
+        match k {
+            "Rank" if w.rank.is_none() => w.rank = v.parse().ok(),
+            "Process" | "process" if w.pid.is_none() => w.pid = v.parse().ok(),
+            "node" if w.node.is_none() => w.node = Some(clean(v)),
+            "GPU" if w.gpu.is_none() => w.gpu = v.parse().ok(),
+            "operation" if w.op.is_none() => w.op = v.parse().ok(),
+            _ => {}
+        }
+    }
+    if let Some(r) = head.strip_prefix("Rank ").and_then(|r| r.split_once(" reported ")).map(|(_, r)| r) {
+        w.what = Some(clean(r));
+    }
+    w
+}
+
+/// NCCL 2.28.9 omits the comma after `"nvml_dev": N` in `missing_ranks` entries: a line that
+/// ends a value followed by a line that starts a key gets the comma it lacks. Valid JSON never
+/// has such a pair, so this changes nothing else.
+pub fn repair_json(body: &str) -> String {
+    let lines: Vec<&str> = body.lines().collect();
+    let mut out = String::with_capacity(body.len() + 16);
+    for (i, line) in lines.iter().enumerate() {
+        out.push_str(line);
+        let ends_value = line
+            .trim_end()
+            .chars()
+            .last()
+            .is_some_and(|c| c.is_ascii_digit() || c == '"' || c == 'e' || c == 'l' || c == '}' || c == ']');
+        let next_key =
+            lines[i + 1..].iter().map(|l| l.trim()).find(|l| !l.is_empty()).is_some_and(|l| l.starts_with('"'));
+        if ends_value && next_key && !line.trim_end().ends_with(':') {
+            out.push(',');
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn json(body: &str) -> Result<View, ParseError> {
+    let v: serde_json::Value = match serde_json::from_str(body) {
+        Ok(v) => v,
+        Err(_) => serde_json::from_str(&repair_json(body)).map_err(|e| ParseError::Json(clean(&e.to_string())))?,
+    };
+    let mut view = empty(Format::Json);
+    view.nccl_version = v.get("nccl_version").and_then(|s| s.as_str()).map(clean);
+    let comms = v.get("communicators").and_then(|c| c.as_array()).map(Vec::as_slice).unwrap_or_default();
+    let num = |v: &serde_json::Value, k: &str| v.get(k).and_then(serde_json::Value::as_u64);
+    let small = |v: &serde_json::Value, k: &str| num(v, k).and_then(|n| u32::try_from(n).ok());
+    let person = |r: &serde_json::Value| Who {
+        rank: small(r, "rank"),
+        pid: small(r, "pid"),
+        node: r.get("host").and_then(|h| h.as_str()).map(clean),
+        gpu: small(r, "cuda_dev"),
+        op: None,
+        what: None,
+    };
+    for c in comms.iter().take(MAX_ITEMS) {
+        let comm = c.get("hash").and_then(|h| h.as_str()).map(|h| clean(h.trim_start_matches("0x")));
+        let ranks = c.get("ranks").and_then(|r| r.as_array()).map(Vec::as_slice).unwrap_or_default();
+        let missing = c.get("missing_ranks").and_then(|r| r.as_array()).map(Vec::as_slice).unwrap_or_default();
+        let (mut dead, mut gone) = (Vec::new(), Vec::new());
+        for m in missing.iter().take(MAX_ITEMS) {
+            let is_dead = m.pointer("/status/considered_dead").and_then(serde_json::Value::as_bool) == Some(true);
+            let list = if is_dead { &mut dead } else { &mut gone };
+            list.push(person(m));
+        }
+        view.left_out += missing.len().saturating_sub(MAX_ITEMS);
+        for (kind, who, summary) in [
+            (Kind::Dead, dead, "considered dead (unreachable via the RAS network)"),
+            (Kind::Missing, gone, "missing communicator data"),
+        ] {
+            if !who.is_empty() {
+                let f = Finding { kind, comm: comm.clone(), collective: None, summary: summary.into(), who };
+                push(&mut view.findings, f, &mut view.left_out);
+            }
+        }
+        let mut errs = Vec::new();
+        let mut counts: std::collections::BTreeMap<String, Vec<(Who, u64)>> = Default::default();
+        let mut total = 0u64;
+        for r in ranks.iter().take(MAX_ITEMS) {
+            if let Some(e) = r.pointer("/status/async_error").and_then(serde_json::Value::as_u64) {
+                if e != 0 {
+                    errs.push(Who { what: Some(format!("async_error {e}")), ..person(r) });
+                }
+            }
+            if let Some(cc) = r.get("collective_counts").and_then(|c| c.as_object()) {
+                for (name, n) in cc.iter().take(32) {
+                    let n = n.as_u64().unwrap_or(0);
+                    total = total.saturating_add(n);
+                    counts.entry(clean(name)).or_default().push((person(r), n));
+                }
+            }
+        }
+        if !errs.is_empty() {
+            let f = Finding {
+                kind: Kind::AsyncError,
+                comm: comm.clone(),
+                collective: None,
+                summary: "asynchronous error".into(),
+                who: errs,
+            };
+            push(&mut view.findings, f, &mut view.left_out);
+        }
+        for (name, list) in counts {
+            if list.iter().any(|(_, n)| *n != list[0].1) {
+                let who = list.into_iter().map(|(w, n)| Who { op: Some(n), ..w }).collect();
+                let f = Finding {
+                    kind: Kind::Mismatch,
+                    comm: comm.clone(),
+                    summary: format!("Communicator ranks have different {name} operation counts"),
+                    collective: Some(name),
+                    who,
+                };
+                push(&mut view.findings, f, &mut view.left_out);
+            }
+        }
+        if let Some(comm) = comm {
+            let f = Progress { comm, ranks: u32::try_from(ranks.len()).unwrap_or(u32::MAX), collectives: total };
+            push(&mut view.progress, f, &mut view.left_out);
+        }
+    }
+    view.left_out += comms.len().saturating_sub(MAX_ITEMS);
+    view.findings.sort_by_key(|f| f.kind);
+    Ok(view)
+}
+
+impl View {
+    /// Whether RAS reported anything wrong (a MISMATCH alone is normal while collectives run:
+    /// it counts, but a caller that sees only one snapshot says so).
+    pub fn troubled(&self) -> bool {
+        !self.findings.is_empty()
+    }
+
+    /// The findings as lines for people, most important first: each process once, with its
+    /// rank when a communicator's entry names it (RAS lists a dead process by pid and the
+    /// communicator's missing rank separately).
+    pub fn lines(&self) -> Vec<String> {
+        let mut findings: Vec<&Finding> = self.findings.iter().collect();
+        findings.sort_by_key(|f| f.kind);
+        let ranked: Vec<&Who> = self.findings.iter().flat_map(|f| f.who.iter()).filter(|w| w.rank.is_some()).collect();
+        let fill = |w: &Who| -> Who {
+            match (w.rank, ranked.iter().find(|r| r.same_process(w))) {
+                (None, Some(r)) => Who { rank: r.rank, ..w.clone() },
+                _ => w.clone(),
+            }
+        };
+        let mut said: Vec<Who> = Vec::new();
+        let mut out = Vec::new();
+        for f in findings {
+            let on = f.comm.as_deref().map(|c| format!(" in communicator {c}")).unwrap_or_default();
+            match f.kind {
+                Kind::Dead | Kind::Missing => {
+                    for w in f.who.iter().map(fill) {
+                        if said
+                            .iter()
+                            .any(|s| s.same_process(&w) || (s.pid.is_none() && s.rank == w.rank && s.rank.is_some()))
+                        {
+                            continue;
+                        }
+                        let state = if f.kind == Kind::Dead {
+                            "dead: unreachable via NCCL's RAS network"
+                        } else {
+                            "not answering: RAS has no data from it (stopped, hung, or just died)"
+                        };
+                        out.push(format!("{} {state}", w.name()));
+                        said.push(w);
+                    }
+                }
+                Kind::AsyncError => {
+                    for w in &f.who {
+                        let what = w.what.as_deref().unwrap_or("an error");
+                        out.push(format!("{} reported {what}{on}", w.name()));
+                    }
+                }
+                Kind::Mismatch => {
+                    let most = f.who.iter().filter_map(|w| w.op).max().unwrap_or(0);
+                    let behind: Vec<String> = f
+                        .who
+                        .iter()
+                        .filter(|w| w.op.is_some_and(|o| o < most))
+                        .map(|w| format!("{} behind by {}", w.name(), most - w.op.unwrap_or(most)))
+                        .collect();
+                    let coll = f.collective.as_deref().unwrap_or("collective");
+                    if behind.is_empty() {
+                        out.push(format!("{coll} counts disagree{on}"));
+                    } else {
+                        out.push(format!("{coll} counts disagree{on}: {} (of {most} launched)", behind.join("; ")));
+                    }
+                }
+                Kind::Other => out.push(format!("RAS: {}{on}", f.summary)),
+            }
+        }
+        if self.left_out > 0 {
+            out.push(format!("... and {} more in RAS's report", self.left_out));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+#[path = "ras_tests.rs"]
+mod tests;
