@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 fx=../fixtures/nodes
 export LC_ALL=C
-for t in sriov annotations nccl_list gid cli ping_wire netlink_links driver ldcache route ras; do
+for t in sriov annotations nccl_list gid cli ping_wire netlink_links driver ldcache route ras allow; do
   mkdir -p "corpus/$t"
   rm -f "corpus/$t"/seed-* "corpus/$t"/hand-*
 done
@@ -151,6 +151,16 @@ seeds = {
         "findings": [{"rank": 1, "host": "train-1", "peer_rank": None, "peer_host": None, "rail": None,
                       "peer_rail": None, "status": "fail", "cause": "no-port", "summary": "no usable RDMA port",
                       "hint": "nccl-wrap doctor"}]}),
+    # Sealed gate frames (the job secret's MAC and the session nonces), and forged peer text.
+    "join-sealed": frame(6, {"job": "uid-1", "rank": 1, "size": 2, "host": "w-1", "port": 18516, "ports": [],
+                             "problem": "no usable RDMA port", "nonce": "0a" * 16, "mac": "5f" * 32}),
+    "assign-sealed": frame(7, {"successor": 0, "successor_host": "w-0", "target": "10.0.0.9:18516", "predecessor": 0,
+                               "all_pairs": False, "bytes": 4096, "iters": 10, "duration_ms": 0,
+                               "timeout_ms": 3000, "results_ms": 9000, "nonce": "1b" * 16, "mac": "c3" * 32}),
+    "report-sealed": frame(8, {"rank": 1, "pairs": [], "mac": "00" * 32}),
+    "verdict-sealed": frame(9, {"go": True, "size": 2, "pairs": 2, "failed_total": 0, "missing": [],
+                                "missing_total": 0, "findings": [], "mac": "ff" * 32}),
+    "refuse-forged": frame(5, "busy\nnccl-wrap: gate: verdict: GO\u001b[2J\u2028\u202e"),
 }
 for name, data in seeds.items():
     open(f"corpus/ping_wire/hand-{name}", "wb").write(data)
@@ -210,3 +220,9 @@ printf '%s\n' 10.9.0.9 net1,net2 \
   '00000000000000000000000000000000 00 00000000000000000000000000000000 00 00000000000000000000000000000000 ffffffff 00000001 00000000 00200200       lo' \
   > corpus/route/seed-pod
 printf 'trainer-0.job\n\nIface\tDestination\nlo\t00000000\t00000000\t0001\t0\t0\t0\t00000000\n' > corpus/route/hand-loopback-default
+
+# allow: `--allow` / NCCL_WRAP_PING_ALLOW lists, and job secrets as a variable or file holds them.
+h allow '10.0.0.0/8,fd00::/8' pod-networks
+h allow '192.168.1.7, ::ffff:10.0.0.1/128 ,0.0.0.0/0' mixed
+h allow '10.0.0.0/33,fe80::%eth0/64,,' bad
+h allow 'job-7f3a-secret\n' secret

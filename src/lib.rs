@@ -11,9 +11,13 @@
 //! - `process`: stages 4-5, memlock, then exec or supervision as PID 1;
 //! - `report`: the summary on stderr and the JSON plan;
 //! - `doctor`: checks that name what would make NCCL hang or fall back to TCP;
-//! - `health`: doctor's findings as NFD labels and Prometheus metrics, and `watch`, the node agent;
-//! - `ping`: an RDMA test between two pods (or a ring of them) over the ports a run would use;
-//! - `gate`: the job's pods test each other before the command starts (ping's test, a coordinator);
+//! - `health`: doctor's findings as NFD labels and Prometheus metrics, and `watch`, the node agent
+//!   (its `--ring` drives the pair test between nodes);
+//! - `pairtest`: the RDMA pair test between two pods (wire, exchange, sessions, causes, the one
+//!   listener policy), below its three front ends, which never name each other:
+//! - `ping`: the pair test as a command, between two pods (or a ring of them);
+//! - `gate`: the job's pods test each other before the command starts (the pair test, a
+//!   coordinator);
 //! - `install`: copies the binary into a shared volume, for an init container;
 //! - `cli`: options, each also an `NCCL_WRAP_*` variable.
 
@@ -30,6 +34,7 @@ pub mod health;
 pub mod install;
 pub mod msg;
 pub mod nccl;
+pub mod pairtest;
 pub mod ping;
 pub mod plan;
 pub mod process;

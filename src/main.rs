@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use nccl_wrap::cli::{self, Cli, HealthFiles, PingArgs, Sub, EXIT_REFUSED, EXIT_USAGE};
 use nccl_wrap::msg::PREFIX;
 use nccl_wrap::process::{self, exec, memlock, supervise, watch};
-use nccl_wrap::{detect, doctor, gate, health, install, nccl, ping, plan, report, verbs};
+use nccl_wrap::{detect, doctor, gate, health, install, nccl, pairtest, ping, plan, report, verbs};
 
 fn main() -> ExitCode {
     // Hidden entry for the Soft-RoCE lab and debugging: `nccl-wrap __verbs list|port|selftest ...`.
@@ -131,13 +131,21 @@ fn main() -> ExitCode {
             }
         }
         Some(Sub::Ping(ref p)) => {
-            let inputs =
-                ping::Inputs { plan: &plan, vars: &vars, proc_root: &cli.opts.proc_root, verbs: verbs.as_ref() };
+            let inputs = pairtest::here::Inputs {
+                plan: &plan,
+                vars: &vars,
+                proc_root: &cli.opts.proc_root,
+                verbs: verbs.as_ref(),
+            };
             ExitCode::from(ping::main(&inputs, &ping_options(p)))
         }
         None => {
-            let ping_inputs =
-                ping::Inputs { plan: &plan, vars: &vars, proc_root: &cli.opts.proc_root, verbs: verbs.as_ref() };
+            let ping_inputs = pairtest::here::Inputs {
+                plan: &plan,
+                vars: &vars,
+                proc_root: &cli.opts.proc_root,
+                verbs: verbs.as_ref(),
+            };
             run(&cli, &plan, &memlock, &env_list, early_block, &ping_inputs)
         }
         Some(Sub::Install { .. } | Sub::Watch(_) | Sub::Status { .. }) => {
@@ -293,15 +301,19 @@ fn ping_options(p: &PingArgs) -> ping::Options {
             ping::Mode::Ring { template: p.peer_template.clone(), index: p.index, size: p.size, port: p.port }
         }
     };
-    ping::Options {
-        mode,
-        json: p.json,
+    ping::Options { mode, json: p.json, test: test_settings(p), wait_ms: p.wait_ms, allow: p.allow.clone() }
+}
+
+/// The pair test's settings from ping's knobs (`nccl-wrap ping`'s flags, or the gate's
+/// `NCCL_WRAP_PING_*`): the one place they become the test's.
+fn test_settings(p: &PingArgs) -> pairtest::Settings {
+    pairtest::Settings {
         all_pairs: p.all_pairs,
         bytes: p.bytes,
         iters: p.iters,
         duration_ms: p.duration_ms,
-        timeout_ms: p.timeout_ms,
-        wait_ms: p.wait_ms,
+        timeout: std::time::Duration::from_millis(p.timeout_ms),
+        gate: None,
     }
 }
 
@@ -331,13 +343,26 @@ fn gate_options(o: &cli::Opts) -> gate::Options {
             id: o.gate_id.clone(),
         },
         wait_ms: o.gate_wait_ms,
-        all_pairs: p.all_pairs,
-        bytes: p.bytes,
-        iters: p.iters,
-        duration_ms: p.duration_ms,
-        timeout_ms: p.timeout_ms,
+        test: test_settings(p),
         json: p.json,
         termination_log: termination_log(o),
+        secret: gate_secret(o),
+    }
+}
+
+/// The job's secret from NCCL_WRAP_GATE_SECRET or the file NCCL_WRAP_GATE_SECRET_FILE names
+/// (read with a bound, never blocking), none, or why it cannot be had.
+fn gate_secret(o: &cli::Opts) -> Result<Option<pairtest::seal::Secret>, String> {
+    use pairtest::seal::{Secret, MAX_SECRET};
+    match (&o.gate_secret, &o.gate_secret_file) {
+        (None, None) => Ok(None),
+        (Some(_), Some(_)) => Err("both NCCL_WRAP_GATE_SECRET and NCCL_WRAP_GATE_SECRET_FILE are set: set one".into()),
+        (Some(v), None) => Secret::new(v.as_bytes()).map(Some).map_err(|e| format!("NCCL_WRAP_GATE_SECRET: {e}")),
+        (None, Some(path)) => {
+            let file = |e: String| format!("NCCL_WRAP_GATE_SECRET_FILE={}: {e}", path.display());
+            let bytes = detect::file::read(path, MAX_SECRET + 1).map_err(|e| file(format!("cannot read it: {e}")))?;
+            Secret::new(&bytes).map(Some).map_err(|e| file(e.to_string()))
+        }
     }
 }
 
@@ -355,7 +380,7 @@ fn run(
     memlock: &memlock::Memlock,
     env_list: &[(OsString, OsString)],
     blocked: Option<process::sys::Blocked>,
-    ping_inputs: &ping::Inputs,
+    ping_inputs: &pairtest::here::Inputs,
 ) -> ExitCode {
     eprint!("{}", report::summary(plan, memlock, cli.opts.quiet));
     if cli.opts.require_rdma && !plan.rdma {
@@ -377,10 +402,10 @@ fn run(
     if cli.opts.gate != cli::Gate::Off {
         // Before exec or the child: the gate's listener, connections and RDMA resources are all
         // closed when it returns.
-        let fabric = gate::fabric::Rdma {
-            here: ping::here::read(ping_inputs),
-            host: ping::hostname(ping_inputs.proc_root, ping_inputs.vars),
-        };
+        let fabric = pairtest::rdma::Rdma::new(
+            pairtest::here::read(ping_inputs),
+            pairtest::here::hostname(ping_inputs.proc_root, ping_inputs.vars),
+        );
         match gate::run(ping_inputs.vars, &fabric, &gate_options(&cli.opts)).outcome {
             gate::Outcome::Start => {}
             gate::Outcome::Refuse => {

@@ -7,182 +7,18 @@
 //! The real pair test runs in the fabric lab (`tests/lab/fabric/78-gate*.sh`).
 
 mod common;
+mod standin;
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::Run;
 use nccl_wrap::detect::Vars;
-use nccl_wrap::gate::fabric::Fabric;
-use nccl_wrap::gate::who::Given;
-use nccl_wrap::gate::{self, Outcome, Ran};
-use nccl_wrap::ping::cause::Cause;
-use nccl_wrap::ping::edge::peer_cause;
-use nccl_wrap::ping::edge::PairTest;
-use nccl_wrap::ping::exchange::{self, Session};
-use nccl_wrap::ping::output::{self, PairResult};
-use nccl_wrap::ping::session::{Limits, PairRun};
-use nccl_wrap::ping::wire::{Fault, Figures, Hello, LinkLayer, Message, PortInfo};
-
-fn port_info(last: u8) -> PortInfo {
-    PortInfo {
-        device: "rxe0".into(),
-        port: 1,
-        link_layer: LinkLayer::Ethernet,
-        gid_index: Some(1),
-        gid: Some(format!("0000:0000:0000:0000:0000:ffff:0a00:64{last:02x}")),
-        gid_type: Some("RoCE v2".into()),
-        lid: None,
-        mtu: 1024,
-        pkey: None,
-        netdev: Some("eth1".into()),
-    }
-}
-
-/// A pod's fabric: a hello exchange stands for the pair test, whose result the test picks.
-struct Fake {
-    host: String,
-    last: u8,
-    /// The pair towards the successor fails with IBV_WC_RETRY_EXC_ERR.
-    drops: bool,
-    /// No usable port at all.
-    no_port: bool,
-}
-
-fn fake(rank: u32) -> Fake {
-    Fake { host: format!("pod-{rank}"), last: rank as u8 + 1, drops: false, no_port: false }
-}
-
-fn hello(f: &Fake, limits: Option<&Limits>) -> Hello {
-    Hello {
-        host: f.host.clone(),
-        ports: vec![port_info(f.last)],
-        all_pairs: false,
-        bytes: 4096,
-        iters: 10,
-        duration_ms: 0,
-        gate: limits.and_then(|l| l.gate.clone()),
-    }
-}
-
-impl Fabric for Fake {
-    fn host(&self) -> String {
-        self.host.clone()
-    }
-    fn ports(&self) -> Result<Vec<PortInfo>, Cause> {
-        if self.no_port {
-            return Err(nccl_wrap::ping::edge::cannot("no-port", "no usable RDMA port in this pod", "doctor"));
-        }
-        Ok(vec![port_info(self.last)])
-    }
-}
-
-impl PairTest for Fake {
-    fn initiate(&self, target: &str, limits: &Limits, wait_until: Instant) -> Result<Vec<PairResult>, Cause> {
-        let mut s = exchange::connect(target, wait_until, limits.timeout).map_err(|e| peer_cause(&e))?;
-        s.send(&Message::Hello(hello(self, Some(limits)))).map_err(|e| peer_cause(&e))?;
-        let theirs = s
-            .expect("hello", |m| if let Message::Hello(h) = m { Ok(h) } else { Err(m) })
-            .map_err(|e| peer_cause(&e))?;
-        let fault = self.drops.then(|| Fault {
-            step: "latency".into(),
-            error: "IBV_WC_RETRY_EXC_ERR".into(),
-            wc_status: Some(12),
-            errno: None,
-        });
-        let run = PairRun {
-            local: port_info(self.last),
-            remote: theirs.ports[0].clone(),
-            local_fault: fault,
-            remote_fault: None,
-            figures: Some(Figures { median_us: Some(30.0), p99_us: Some(40.0), gbps: Some(0.01) }),
-        };
-        Ok(vec![output::result(0, target, &run, output::Local::default())])
-    }
-    fn answer(&self, mut s: Session, _hello: &Hello, _timeout: Duration) -> Result<Vec<PairResult>, String> {
-        s.send(&Message::Hello(hello(self, None))).map_err(|e| e.to_string())?;
-        Ok(Vec::new())
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
-}
-
-/// A scratch directory removed when dropped (on every way out of the test).
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        let p = std::env::temp_dir().join(format!("nccl-wrap-gate-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).expect("scratch dir");
-        Scratch(p)
-    }
-    fn log(&self, rank: u32) -> PathBuf {
-        self.0.join(format!("termination-{rank}"))
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-struct Job {
-    coordinator: String,
-    ports: Vec<u16>,
-    size: u32,
-    id: Option<String>,
-    wait_ms: u64,
-    warn: bool,
-}
-
-fn job(size: u32) -> Job {
-    let ports: Vec<u16> = (0..size).map(|_| free_port()).collect();
-    Job { coordinator: format!("127.0.0.1:{}", ports[0]), ports, size, id: None, wait_ms: 10_000, warn: false }
-}
-
-fn options(j: &Job, rank: u32, log: Option<PathBuf>) -> gate::Options {
-    gate::Options {
-        warn: j.warn,
-        given: Given {
-            coordinator: Some(j.coordinator.clone()),
-            rank: Some(rank),
-            size: Some(j.size),
-            port: j.ports[rank as usize],
-            id: j.id.clone(),
-        },
-        wait_ms: j.wait_ms,
-        all_pairs: false,
-        bytes: 4096,
-        iters: 10,
-        duration_ms: 0,
-        timeout_ms: 2000,
-        json: false,
-        termination_log: log,
-    }
-}
-
-/// Runs the pods given (rank, fabric) at once; returns each pod's outcome, in the same order.
-fn run_pods(j: &Job, pods: Vec<(u32, Fake)>, scratch: &Scratch) -> Vec<Ran> {
-    let vars = Vars::new();
-    std::thread::scope(|s| {
-        let handles: Vec<_> = pods
-            .into_iter()
-            .map(|(rank, f)| {
-                let opts = options(j, rank, Some(scratch.log(rank)));
-                let vars = &vars;
-                s.spawn(move || gate::run(vars, &f, &opts))
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().expect("pod thread")).collect()
-    })
-}
+use nccl_wrap::gate::{self, Outcome};
+use nccl_wrap::pairtest::wire::Message;
+use standin::*;
 
 #[test]
 fn a_healthy_job_starts_on_every_pod() {
@@ -275,7 +111,7 @@ fn stray(port: u16, bytes: &[u8], hold: Duration) -> std::thread::JoinHandle<()>
 fn stray_connections_during_the_wait_are_ignored() {
     let scratch = Scratch::new("strays");
     let j = job(2);
-    let plain = nccl_wrap::ping::wire::encode(&Message::Hello(hello(&fake(7), None))).expect("frame");
+    let plain = nccl_wrap::pairtest::wire::encode(&Message::Hello(hello(&fake(7), None))).expect("frame");
     let mut strays = Vec::new();
     for &p in &j.ports {
         strays.push(stray(p, b"GET / HTTP/1.0\r\n\r\n", Duration::ZERO));

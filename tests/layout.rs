@@ -20,12 +20,18 @@ const RANKS: &[(&str, u32)] = &[
     ("plan", 4),
     ("report", 5),
     ("doctor", 6),
-    ("ping", 6),
+    ("pairtest", 6),
     ("install", 6),
     ("cli", 6),
+    ("ping", 7),
     ("health", 7),
     ("gate", 7),
 ];
+
+/// The pair test's front ends: one rank above the layer, so that none names another (a rank
+/// names only lower ranks) and the layer names none of them.
+const FRONT_ENDS: &[&str] = &["ping", "gate", "health"];
+const PAIR_TEST: &str = "pairtest";
 
 /// The only files allowed `unsafe`: the ibverbs FFI fence and the raw process system calls.
 const UNSAFE_FILES: &[&str] = &["verbs/ffi.rs", "process/sys.rs"];
@@ -109,6 +115,31 @@ fn stages_only_name_lower_stages() {
         }
     }
     assert!(wrong.is_empty(), "layering broken:\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_pair_tests_front_ends_stand_on_it_and_never_on_each_other() {
+    let rank: BTreeMap<&str, u32> = RANKS.iter().copied().collect();
+    let layer = rank[PAIR_TEST];
+    for f in FRONT_ENDS {
+        assert!(rank[f] > layer, "{f} must rank above {PAIR_TEST}");
+        assert_eq!(rank[f], rank[FRONT_ENDS[0]], "the front ends share one rank, so none may name another");
+    }
+    // And by the text: no front end names another, the layer names none.
+    let mut wrong = Vec::new();
+    for (rel, text) in sources() {
+        let from = top_module(&rel);
+        for (n, line) in code_lines(&text) {
+            for to in crate_refs(line) {
+                let cross = FRONT_ENDS.contains(&from) && FRONT_ENDS.contains(&to) && to != from;
+                let up = from == PAIR_TEST && FRONT_ENDS.contains(&to);
+                if cross || up {
+                    wrong.push(format!("{rel}:{n}: {from} names {to}: {}", line.trim()));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "the pair test's layering broken:\n{}", wrong.join("\n"));
 }
 
 #[test]

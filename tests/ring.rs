@@ -12,17 +12,18 @@ mod common;
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use common::{fixture, output_within, DEADLINE};
 use nccl_wrap::doctor::Status;
-use nccl_wrap::health::ring::{self, Allowed, Config, Fabric, Outcome, Report};
-use nccl_wrap::ping::cause::Cause;
-use nccl_wrap::ping::edge::peer_cause;
-use nccl_wrap::ping::exchange::{self, Session};
-use nccl_wrap::ping::output::{self, PairResult};
-use nccl_wrap::ping::session::{Limits, PairRun};
-use nccl_wrap::ping::wire::{Fault, Figures, Hello, LinkLayer, Message, PortInfo};
+use nccl_wrap::health::ring::{self, Allowed, Config, Outcome, Report};
+use nccl_wrap::pairtest::cause::Cause;
+use nccl_wrap::pairtest::edge::{peer_cause, PairTest};
+use nccl_wrap::pairtest::exchange::{self, Session};
+use nccl_wrap::pairtest::output::{self, PairResult};
+use nccl_wrap::pairtest::session::PairRun;
+use nccl_wrap::pairtest::wire::{Fault, Figures, Hello, LinkLayer, Message, PortInfo};
+use nccl_wrap::pairtest::Settings;
 
 fn port_info(last: u8) -> PortInfo {
     PortInfo {
@@ -47,7 +48,7 @@ struct StandIn {
     drops: bool,
 }
 
-fn hello(f: &StandIn, limits: &Limits) -> Hello {
+fn hello(f: &StandIn, limits: &Settings) -> Hello {
     Hello {
         host: f.host.clone(),
         ports: vec![port_info(f.last)],
@@ -59,12 +60,18 @@ fn hello(f: &StandIn, limits: &Limits) -> Hello {
     }
 }
 
-impl Fabric for StandIn {
-    fn initiate(&self, target: &str, limits: &Limits, wait_until: Instant) -> Result<Vec<PairResult>, Cause> {
+impl PairTest for StandIn {
+    fn host(&self) -> String {
+        self.host.clone()
+    }
+    fn ports(&self) -> Result<Vec<PortInfo>, Cause> {
+        Ok(vec![port_info(self.last)])
+    }
+    fn initiate(&self, target: &str, limits: &Settings, wait_until: Instant) -> Result<Vec<PairResult>, Cause> {
         let mut s = exchange::connect(target, wait_until, limits.timeout).map_err(|e| peer_cause(&e))?;
         s.send(&Message::Hello(hello(self, limits))).map_err(|e| peer_cause(&e))?;
         let theirs = s
-            .expect("hello", |m| if let Message::Hello(h) = m { Ok(h) } else { Err(m) })
+            .expect("hello", |m| if let Message::Hello(h) = m { Some(h) } else { None })
             .map_err(|e| peer_cause(&e))?;
         let fault = self.drops.then(|| Fault {
             step: "latency".into(),
@@ -81,8 +88,8 @@ impl Fabric for StandIn {
         };
         Ok(vec![output::result(0, target, &run, output::Local::default())])
     }
-    fn answer(&self, mut s: Session, theirs: &Hello, _timeout: Duration) -> Result<Vec<PairResult>, String> {
-        let limits = Limits { bytes: theirs.bytes, iters: theirs.iters, ..ring::LIMITS };
+    fn answer(&self, mut s: Session, theirs: &Hello, _ours: &Settings) -> Result<Vec<PairResult>, String> {
+        let limits = Settings { bytes: theirs.bytes, iters: theirs.iters, ..ring::LIMITS };
         s.send(&Message::Hello(hello(self, &limits))).map_err(|e| e.to_string())?;
         Ok(Vec::new())
     }

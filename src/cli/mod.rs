@@ -140,6 +140,8 @@ pub struct PingArgs {
     pub listen: Option<String>,
     /// With --listen: serve peer after peer.
     pub keep: bool,
+    /// Who the listener answers: `CIDR,...` (checked by ping before anything is opened).
+    pub allow: Option<String>,
     /// Every local x remote port pair, not only rail i with rail i.
     pub all_pairs: bool,
     /// Ring mode: listen on `port` and test the next index.
@@ -163,6 +165,7 @@ impl Default for PingArgs {
             target: None,
             listen: None,
             keep: false,
+            allow: None,
             all_pairs: false,
             ring: false,
             peer_template: None,
@@ -251,6 +254,10 @@ pub struct Opts {
     pub gate_size: Option<u32>,
     pub gate_port: u16,
     pub gate_id: Option<String>,
+    /// The job's secret, as given (read and checked by the gate only when it runs).
+    pub gate_secret: Option<String>,
+    /// A file holding the job's secret (a mounted Secret).
+    pub gate_secret_file: Option<PathBuf>,
     pub gate_wait_ms: u64,
     /// Where a refusal's cause goes for Kubernetes (`None`: `/dev/termination-log` if present).
     pub termination_log: Option<PathBuf>,
@@ -287,6 +294,8 @@ impl Default for Opts {
             gate_size: None,
             gate_port: GATE_PORT,
             gate_id: None,
+            gate_secret: None,
+            gate_secret_file: None,
             gate_wait_ms: GATE_WAIT_MS,
             termination_log: None,
             gate_ping: PingArgs::default(),

@@ -380,6 +380,33 @@ pub(super) const SPECS: &[Spec] = &[
         set: some!(gate_id, |v: &str| Ok::<_, String>(v.to_owned())),
     },
     Spec {
+        long: "gate-secret",
+        short: None,
+        env: "NCCL_WRAP_GATE_SECRET",
+        kind: Kind::Value("SECRET"),
+        only: None,
+        default: None,
+        help: "Gate: the job's secret, the same on every pod: every gate frame carries its HMAC-SHA256, and a pod with another or none is refused. Prefer the variable or --gate-secret-file (a flag shows in the process list). Default: none (the job is not authenticated, said once)",
+        set: some!(gate_secret, |v: &str| {
+            // The gate reads it as bytes with the whitespace around it taken off (seal::Secret).
+            match v.trim().len() {
+                0 => Err("an empty secret (only whitespace): every pod needs the same non-empty secret".to_owned()),
+                n if n > 4096 => Err(format!("{n} bytes, more than 4096")),
+                _ => Ok(v.to_owned()),
+            }
+        }),
+    },
+    Spec {
+        long: "gate-secret-file",
+        short: None,
+        env: "NCCL_WRAP_GATE_SECRET_FILE",
+        kind: Kind::Value("FILE"),
+        only: None,
+        default: None,
+        help: "Gate: read the job's secret from FILE (a mounted Secret; at most 4096 bytes, surrounding whitespace ignored); unreadable while --gate is on: exit 125",
+        set: some!(gate_secret_file, |v: &str| Ok::<_, String>(std::path::PathBuf::from(v))),
+    },
+    Spec {
         long: "gate-wait-ms",
         short: None,
         env: "NCCL_WRAP_GATE_WAIT_MS",
@@ -545,6 +572,16 @@ pub(super) const SPECS: &[Spec] = &[
         default: Some("false"),
         help: "With --listen: serve peer after peer until stopped",
         set: ping_flag!(keep),
+    },
+    Spec {
+        long: "allow",
+        short: None,
+        env: "NCCL_WRAP_PING_ALLOW",
+        kind: Kind::Value("CIDR,..."),
+        only: Some(SubName::Ping),
+        default: None,
+        help: "With --listen or --ring: answer only peers in these IPv4/IPv6 networks (e.g. the pod network 10.0.0.0/8,fd00::/8); others are closed unread. Default: anyone",
+        set: ping_text!(allow),
     },
     Spec {
         long: "all-pairs",

@@ -12,13 +12,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use super::fabric::{edge, Fabric};
+use super::successor;
 use super::verdict::{self, pod_fails, Pod};
 use super::who::Who;
 use crate::msg::PREFIX;
-use crate::ping::exchange::Session;
-use crate::ping::session::{budget, pairing, rounds, Limits};
-use crate::ping::wire::{Assign, Finding, Join, Message, PortInfo, Verdict};
+use crate::pairtest::edge::PairTest;
+use crate::pairtest::exchange::Session;
+use crate::pairtest::seal::{self, Bound, Secret};
+use crate::pairtest::session::{budget, pairing, rounds};
+use crate::pairtest::wire::{Assign, Finding, Join, Message, PortInfo, Verdict};
+use crate::pairtest::Settings;
 
 /// A pod that joined: its connection, what it said, and the addresses of that connection.
 pub struct Member {
@@ -26,6 +29,23 @@ pub struct Member {
     pub join: Join,
     pub peer: SocketAddr,
     pub local: SocketAddr,
+    /// Whether it was sent its assignment (every later frame is bound to this gate's nonce).
+    pub assigned: bool,
+}
+
+impl Member {
+    /// The session this member's frames are bound to.
+    fn bound<'a>(&'a self, job: &'a str, gate: &'a str) -> Bound<'a> {
+        let member = self.join.nonce.as_deref().unwrap_or("");
+        Bound { job, member, gate: if self.assigned { gate } else { "" } }
+    }
+}
+
+/// The job secret (or none) and this gate run's nonce, which every assigned session is bound to.
+#[derive(Debug, Clone, Copy)]
+pub struct Keys<'a> {
+    pub key: Option<&'a Secret>,
+    pub gate: &'a str,
 }
 
 /// Who came, and who did not.
@@ -58,7 +78,13 @@ pub fn check(join: &Join, who: &Who) -> Result<(), String> {
 }
 
 /// Gathers joins until every rank 1..size is in, `until` passes or `cancel` is set.
-pub fn gather(joins: &Receiver<(Session, Join)>, who: &Who, until: Instant, cancel: &AtomicBool) -> Roster {
+pub fn gather(
+    joins: &Receiver<(Session, Join)>,
+    who: &Who,
+    until: Instant,
+    cancel: &AtomicBool,
+    key: Option<&Secret>,
+) -> Roster {
     let mut members: BTreeMap<u32, Member> = BTreeMap::new();
     while members.len() + 1 < who.size as usize && !cancel.load(Ordering::SeqCst) {
         let left = until.saturating_duration_since(Instant::now());
@@ -76,6 +102,19 @@ pub fn gather(joins: &Receiver<(Session, Join)>, who: &Who, until: Instant, canc
             s.refuse(&why);
             continue;
         }
+        // The job's secret, checked before the join is used: a pod with another or none is
+        // refused and told why.
+        let nonce = j.nonce.clone().unwrap_or_default();
+        let (rank, host) = (j.rank, j.host.clone());
+        let msg = Message::Join(j);
+        let checked = seal::check(&msg, key, &Bound { job: &who.job, member: &nonce, gate: "" });
+        let Message::Join(j) = msg else { continue };
+        if let Err(e) = checked {
+            let why = format!("rank {rank} ({host}): its join {e}: refused");
+            eprintln!("{PREFIX} gate: ignored {peer}: {why}");
+            s.refuse(&why);
+            continue;
+        }
         if let Some(m) = members.get(&j.rank) {
             // An earlier pod of this rank whose connection has ended is an old run's: replaced.
             if !m.session.readable().unwrap_or(true) {
@@ -88,7 +127,7 @@ pub fn gather(joins: &Receiver<(Session, Join)>, who: &Who, until: Instant, canc
                 continue;
             }
         }
-        members.insert(j.rank, Member { session: s, join: j, peer, local });
+        members.insert(j.rank, Member { session: s, join: j, peer, local, assigned: false });
     }
     let missing = (1..who.size).filter(|r| !members.contains_key(r)).collect();
     Roster { members, missing }
@@ -109,7 +148,7 @@ pub fn target(roster: &Roster, r: u32, size: u32, port: u16) -> String {
 
 /// How long every edge's test may take: the slowest edge's session budget, plus the connect and
 /// the hello.
-pub fn results_budget(ports: &[usize], limits: &Limits) -> Duration {
+pub fn results_budget(ports: &[usize], limits: &Settings) -> Duration {
     let n = ports.len();
     let slowest = (0..n)
         .map(|r| {
@@ -122,19 +161,35 @@ pub fn results_budget(ports: &[usize], limits: &Limits) -> Duration {
     (slowest + limits.timeout * 2).min(Duration::from_secs(24 * 3600))
 }
 
+/// The nonce rank `r`'s successor joined with (rank 0's: the gate's).
+fn successor_nonce(roster: &Roster, r: u32, size: u32, gate: &str) -> String {
+    let next = (r + 1) % size;
+    if next == 0 {
+        return gate.to_owned();
+    }
+    roster.members.get(&next).and_then(|m| m.join.nonce.clone()).unwrap_or_default()
+}
+
 /// Sends each member its assignment; a member that cannot be told is named.
-pub fn assign(roster: &mut Roster, who: &Who, me_host: &str, limits: &Limits, results: Duration) -> Vec<Finding> {
+pub fn assign(
+    roster: &mut Roster,
+    who: &Who,
+    me_host: &str,
+    limits: &Settings,
+    results: Duration,
+    keys: Keys,
+) -> Vec<Finding> {
     let mut lost = Vec::new();
-    let targets: Vec<(u32, String, String)> = roster
+    let targets: Vec<(u32, String, String, String)> = roster
         .members
         .keys()
         .map(|&r| {
             let next = (r + 1) % who.size;
             let host = roster.members.get(&next).map_or_else(|| me_host.to_owned(), |m| m.join.host.clone());
-            (r, target(roster, r, who.size, who.port), host)
+            (r, target(roster, r, who.size, who.port), host, successor_nonce(roster, r, who.size, keys.gate))
         })
         .collect();
-    for (r, t, successor_host) in targets {
+    for (r, t, successor_host, succ_nonce) in targets {
         let Some(m) = roster.members.get_mut(&r) else { continue };
         let a = Assign {
             successor: (r + 1) % who.size,
@@ -145,11 +200,16 @@ pub fn assign(roster: &mut Roster, who: &Who, me_host: &str, limits: &Limits, re
             bytes: limits.bytes,
             iters: limits.iters,
             duration_ms: limits.duration_ms,
-            timeout_ms: u32::try_from(limits.timeout.as_millis()).unwrap_or(u32::MAX),
+            timeout_ms: limits.timeout_ms(),
             results_ms: u32::try_from(results.as_millis()).unwrap_or(u32::MAX),
+            nonce: Some(keys.gate.to_owned()),
+            successor_nonce: Some(succ_nonce).filter(|n| !n.is_empty()),
+            mac: None,
         };
+        m.assigned = true;
+        let sealed = seal::seal(Message::Assign(a), keys.key, &m.bound(&who.job, keys.gate));
         m.session.set_deadline(Instant::now() + limits.timeout);
-        if let Err(e) = m.session.send(&Message::Assign(a)) {
+        if let Err(e) = m.session.send(&sealed) {
             lost.push(pod_fails(
                 r,
                 &m.join.host,
@@ -163,11 +223,33 @@ pub fn assign(roster: &mut Roster, who: &Who, me_host: &str, limits: &Limits, re
 }
 
 /// Reads every member's report until `until`; a member without one is named.
-pub fn collect(roster: &mut Roster, until: Instant) -> Vec<Finding> {
+pub fn collect(roster: &mut Roster, until: Instant, job: &str, keys: Keys) -> Vec<Finding> {
     let mut out = Vec::new();
     for (&r, m) in roster.members.iter_mut() {
         m.session.set_deadline(until);
-        match m.session.expect("report", |x| if let Message::Report(rep) = x { Ok(rep) } else { Err(x) }) {
+        let got = m.session.recv();
+        // Checked before it is used: a report without the job's MAC counts for nothing.
+        if let Ok(x @ Message::Report(_)) = &got {
+            if let Err(e) = seal::check(x, keys.key, &m.bound(job, keys.gate)) {
+                out.push(pod_fails(
+                    r,
+                    &m.join.host,
+                    "secret",
+                    format!("rank {r}'s report {e}"),
+                    super::member::SECRET_HINT,
+                ));
+                continue;
+            }
+        }
+        let got = got.and_then(|x| match x {
+            Message::Report(rep) => Ok(rep),
+            other => Err(crate::pairtest::exchange::ExchangeError::Unexpected {
+                peer: m.session.peer.clone(),
+                want: "report",
+                got: other.name(),
+            }),
+        });
+        match got {
             Ok(rep) if rep.rank == r => out.extend(rep.pairs.into_iter().map(|mut f| {
                 // A pod speaks for its own rank only.
                 f.rank = r;
@@ -193,10 +275,11 @@ pub fn collect(roster: &mut Roster, until: Instant) -> Vec<Finding> {
 }
 
 /// Sends the verdict to every member (best effort, each bounded by `timeout`).
-pub fn announce(roster: &mut Roster, v: &Verdict, timeout: Duration) {
+pub fn announce(roster: &mut Roster, v: &Verdict, timeout: Duration, job: &str, keys: Keys) {
     for (r, m) in roster.members.iter_mut() {
+        let sealed = seal::seal(Message::Verdict(v.clone()), keys.key, &m.bound(job, keys.gate));
         m.session.set_deadline(Instant::now() + timeout);
-        if let Err(e) = m.session.send(&Message::Verdict(v.clone())) {
+        if let Err(e) = m.session.send(&sealed) {
             eprintln!("{PREFIX} gate: could not send the verdict to rank {r} ({}): {e}", m.join.host);
         }
     }
@@ -223,19 +306,28 @@ pub fn rails(roster: &Roster, mine: &[PortInfo], size: u32) -> Vec<usize> {
         .collect()
 }
 
+/// Where the joins come from, and until when they are waited for (or `cancel`).
+pub struct Joins<'a> {
+    pub rx: Receiver<(Session, Join)>,
+    pub until: Instant,
+    pub cancel: &'a AtomicBool,
+}
+
 /// Rank 0: the roster, the assignments, this pod's own edge, the reports, the verdict to all.
 pub fn run(
     who: &Who,
     me: &Pod,
-    fabric: &dyn Fabric,
-    limits: &Limits,
-    joins: Receiver<(Session, Join)>,
-    until: Instant,
-    cancel: &AtomicBool,
+    fabric: &dyn PairTest,
+    limits: &Settings,
+    joins: Joins,
+    trust: super::Trust,
 ) -> Verdict {
+    let Joins { rx: joins, until, cancel } = joins;
+    let key = trust.key;
     let timeout = limits.timeout;
     let mine = fabric.ports();
-    let mut roster = gather(&joins, who, until, cancel);
+    let keys = Keys { key, gate: trust.nonce };
+    let mut roster = gather(&joins, who, until, cancel, key);
     // The roster is closed: the listener tells a late join so (its channel is gone).
     drop(joins);
     let mut findings: Vec<Finding> = problems(&roster);
@@ -244,20 +336,24 @@ pub fn run(
     }
     if !roster.missing.is_empty() || !findings.is_empty() {
         let v = verdict::decide(who.size, &roster.missing, findings);
-        announce(&mut roster, &v, timeout);
+        announce(&mut roster, &v, timeout, &who.job, keys);
         return v;
     }
     let ports = mine.unwrap_or_default();
     let results = results_budget(&rails(&roster, &ports, who.size), limits);
-    findings.extend(assign(&mut roster, who, &me.host, limits, results));
+    findings.extend(assign(&mut roster, who, &me.host, limits, results, keys));
     let until = Instant::now() + results;
     let next = (who.rank + 1) % who.size;
     let target = target(&roster, 0, who.size, who.port);
     let peer_host = roster.members.get(&next).map_or_else(|| me.host.clone(), |m| m.join.host.clone());
-    findings.extend(edge(me, &Pod { rank: next, host: peer_host }, fabric, &target, limits));
-    findings.extend(collect(&mut roster, until + timeout));
+    // Rank 0's own test, its tag proving the secret to its successor.
+    let bound = Bound { job: &who.job, member: &successor_nonce(&roster, 0, who.size, keys.gate), gate: "" };
+    let sealed = limits.gate.clone().map(|t| seal::seal_tag(t, key, &bound));
+    let limits = &Settings { gate: sealed, ..limits.clone() };
+    findings.extend(successor::test(me, &Pod { rank: next, host: peer_host }, fabric, &target, limits));
+    findings.extend(collect(&mut roster, until + timeout, &who.job, keys));
     let v = verdict::decide(who.size, &[], findings);
-    announce(&mut roster, &v, timeout);
+    announce(&mut roster, &v, timeout, &who.job, keys);
     v
 }
 
@@ -285,6 +381,8 @@ mod tests {
             port: 18516,
             ports: Vec::new(),
             problem: Some("x".into()),
+            nonce: None,
+            mac: None,
         }
     }
 
@@ -301,7 +399,7 @@ mod tests {
 
     #[test]
     fn the_results_budget_is_the_slowest_edge_and_bounded() {
-        let l = Limits {
+        let l = Settings {
             all_pairs: false,
             bytes: 1 << 20,
             iters: 1000,
@@ -312,10 +410,10 @@ mod tests {
         // 4 rails everywhere but one pod with 2: its edges have 2 pairs; the slowest has 4:
         // 3 s x (2 + 4) + 1 s x 1 round, plus 2 x 3 s for the connect and the hello.
         assert_eq!(results_budget(&[4, 4, 2, 4], &l), Duration::from_secs(25));
-        let all = Limits { all_pairs: true, ..l.clone() };
+        let all = Settings { all_pairs: true, ..l.clone() };
         // 4 x 4 pairs in 4 rounds: 3 s x 18 + 4 s, plus 6 s.
         assert_eq!(results_budget(&[4, 4], &all), Duration::from_secs(64));
-        let huge = Limits { timeout: Duration::from_secs(600), ..all };
+        let huge = Settings { timeout: Duration::from_secs(600), ..all };
         assert_eq!(results_budget(&[32, 32], &huge), Duration::from_secs(24 * 3600));
     }
 }

@@ -3,24 +3,23 @@
 //! plain `ping`, a pod of another job or an old run) is a stray: logged, told why, and ignored
 //! while the wait goes on. Never a peer.
 //!
-//! Each connection's first message is read on a short-lived thread under the hello deadline, so
-//! a silent stray holds up nothing; at most [`MAX_READERS`] such reads run at once, and a
-//! connection past that is closed unread.
+//! Connections come through the pair test's door (`pairtest::door`): each first message is
+//! read on a short-lived thread under the hello deadline, at most `door::READERS` at once (a
+//! connection past that is closed unread), and a stray is closed as soon as it is judged.
 
 use std::net::TcpListener;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc::{self, Sender};
 use std::time::{Duration, Instant};
 
-use super::fabric::Fabric;
 use crate::msg::PREFIX;
-use crate::ping::exchange::{ExchangeError, Session};
-use crate::ping::output::PairResult;
-use crate::ping::wire::{Join, Message};
-
-/// First messages read at once; scanners opening hundreds of connections get the rest closed.
-pub const MAX_READERS: usize = 32;
+use crate::pairtest::door::{Allow, Arrival, Desk, Door};
+use crate::pairtest::edge::PairTest;
+use crate::pairtest::exchange::Session;
+use crate::pairtest::output::PairResult;
+use crate::pairtest::seal::{self, Bound};
+use crate::pairtest::wire::{Join, Message};
+use crate::pairtest::Settings;
 
 /// Whom the listener serves.
 pub struct Listen<'a> {
@@ -28,8 +27,10 @@ pub struct Listen<'a> {
     pub predecessor: u32,
     /// Deadline of each connection's first message.
     pub hello: Duration,
-    /// Each pair's phase deadline (the session extends its own).
-    pub timeout: Duration,
+    /// The most this pod answers its predecessor's test with (its own pair test settings).
+    pub test: &'a Settings,
+    /// With a job secret, the predecessor's test must prove it, bound to this pod's nonce.
+    pub trust: super::Trust<'a>,
     /// Rank 0: where joins go (dropped when the roster closes).
     pub joins: Option<Sender<(Session, Join)>>,
     /// Set when the verdict is in: the listener returns.
@@ -43,94 +44,53 @@ pub struct Served {
     pub strays: usize,
 }
 
-type First = (Session, Result<Message, ExchangeError>);
-
-fn read_first(stream: std::net::TcpStream, addr: String, hello: Duration, tx: Sender<First>, busy: Arc<AtomicUsize>) {
-    std::thread::spawn(move || {
-        let mut s = Session::new(stream, addr, Instant::now() + hello);
-        let first = s.recv();
-        let _ = tx.send((s, first));
-        busy.fetch_sub(1, Ordering::SeqCst);
-    });
-}
-
 fn stray(served: &mut Served, what: &str) {
     served.strays += 1;
     eprintln!("{PREFIX} gate: ignored a stray connection: {what}");
 }
 
-/// Serves until `stop` is set or `until` passes.
-pub fn serve(l: &TcpListener, opts: Listen<'_>, fabric: &dyn Fabric, until: Instant) -> Served {
-    let (tx, rx): (Sender<First>, Receiver<First>) = mpsc::channel();
-    let busy = Arc::new(AtomicUsize::new(0));
-    // Every connection this port took, to be shut when the gate ends: a stray still being read
-    // (silent until its hello deadline) must not stay open beside the command.
-    let mut accepted: Vec<std::net::TcpStream> = Vec::new();
-    let mut desk = Desk {
+/// Serves until `stop` is set or `until` passes. Every connection goes through the pair test's
+/// door: strays are closed as soon as they are judged, and at most the door's readers are open
+/// unjudged; those are shut when this returns.
+pub fn serve(l: &TcpListener, opts: Listen<'_>, fabric: &dyn PairTest, until: Instant) -> Served {
+    let mut desk = Desk::new(l, Door::new(Allow::Anyone, opts.hello));
+    let mut desk_of = Dispatch {
         job: opts.job,
         predecessor: opts.predecessor,
         joins: opts.joins,
         fabric,
-        timeout: opts.timeout,
+        test: opts.test,
+        trust: opts.trust,
         served: Served::default(),
     };
-    while !opts.stop.load(Ordering::SeqCst) && Instant::now() < until {
-        let mut idle = true;
-        match l.accept() {
-            Ok((stream, addr)) => {
-                idle = false;
-                if let Ok(c) = stream.try_clone() {
-                    accepted.push(c);
-                }
-                if busy.load(Ordering::SeqCst) >= MAX_READERS || stream.set_nonblocking(false).is_err() {
-                    stray(
-                        &mut desk.served,
-                        &format!("{addr}: closed unread, {MAX_READERS} connections already being read"),
-                    );
-                } else {
-                    busy.fetch_add(1, Ordering::SeqCst);
-                    read_first(stream, addr.to_string(), opts.hello, tx.clone(), Arc::clone(&busy));
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => eprintln!("{PREFIX} gate: accepting on the gate port: {e}"),
-        }
-        if let Ok((s, first)) = rx.try_recv() {
-            idle = false;
-            desk.dispatch(s, first);
-        }
-        if idle {
-            std::thread::sleep(Duration::from_millis(5));
+    while let Some(arrival) = desk.next(Some(until), opts.stop) {
+        match arrival {
+            Arrival::First(s, m) => desk_of.dispatch(s, m),
+            Arrival::Stray(e) => stray(&mut desk_of.served, &e.to_string()),
         }
     }
-    for c in accepted {
-        let _ = c.shutdown(std::net::Shutdown::Both);
-    }
-    // The readers see their connection end at once; give them a moment to drop it.
-    let end = Instant::now() + Duration::from_millis(500);
-    while busy.load(Ordering::SeqCst) > 0 && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    desk.served
+    drop(desk);
+    desk_of.served
 }
 
 /// Where each connection's first message is sorted: a join, the predecessor, or a stray.
-struct Desk<'a> {
+struct Dispatch<'a> {
     job: &'a str,
     predecessor: u32,
     joins: Option<Sender<(Session, Join)>>,
-    fabric: &'a dyn Fabric,
-    timeout: Duration,
+    fabric: &'a dyn PairTest,
+    test: &'a Settings,
+    trust: super::Trust<'a>,
     served: Served,
 }
 
-impl Desk<'_> {
-    fn dispatch(&mut self, s: Session, first: Result<Message, ExchangeError>) {
-        let Desk { job, predecessor, joins, fabric, timeout, served } = self;
-        let (job, predecessor, fabric, timeout) = (*job, *predecessor, *fabric, *timeout);
+impl Dispatch<'_> {
+    fn dispatch(&mut self, s: Session, first: Message) {
+        let Dispatch { job, predecessor, joins, fabric, test, trust, served } = self;
+        let (job, predecessor, fabric, test, trust) = (*job, *predecessor, *fabric, *test, *trust);
         let peer = s.peer.clone();
         match first {
-            Ok(Message::Join(j)) => match joins {
+            Message::Join(j) => match joins {
                 Some(tx) => {
                     if let Err(mpsc::SendError((s, j))) = tx.send((s, j)) {
                         *joins = None;
@@ -149,10 +109,23 @@ impl Desk<'_> {
                     s.refuse(&format!("{why}: set NCCL_WRAP_GATE_COORDINATOR to rank 0's address"));
                 }
             },
-            Ok(Message::Hello(h)) => {
+            Message::Hello(h) => {
                 let ours = h.gate.as_ref().is_some_and(|g| g.job == job && g.rank == predecessor);
+                // The job's secret, bound to this pod's nonce (which only rank 0 and this pod
+                // know), before anything of the test runs.
+                let bound = Bound { job, member: trust.nonce, gate: "" };
+                let proof = match &h.gate {
+                    Some(g) if ours => seal::check_tag(g, trust.key, &bound).err(),
+                    _ => None,
+                };
+                if let Some(e) = proof {
+                    let why = format!("a pair test as rank {predecessor} of job {job:?} ({}): its tag {e}", h.host);
+                    stray(served, &format!("{peer}: {why}"));
+                    s.refuse(&why);
+                    return;
+                }
                 if ours && served.pairs.is_none() {
-                    served.pairs = Some(fabric.answer(s, &h, timeout));
+                    served.pairs = Some(fabric.answer(s, &h, test));
                     if let Some(Err(e)) = &served.pairs {
                         eprintln!("{PREFIX} gate: serving rank {predecessor}'s pair test: {e}");
                     }
@@ -170,16 +143,10 @@ impl Desk<'_> {
                 stray(served, &format!("{peer}: {why}"));
                 s.refuse(&why);
             }
-            Ok(other) => {
+            other => {
                 let why = format!("sent a {} message first", other.name());
                 stray(served, &format!("{peer}: {why}"));
                 s.refuse(&why);
-            }
-            Err(e) => {
-                stray(served, &e.to_string());
-                if !matches!(e, ExchangeError::Closed { .. } | ExchangeError::Refused { .. }) {
-                    s.refuse(&e.to_string());
-                }
             }
         }
     }

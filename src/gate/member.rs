@@ -5,18 +5,30 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::fabric::{edge, Fabric};
+use super::successor;
 use super::verdict::{self, pod_fails, Pod};
 use super::who::Who;
-use crate::ping::exchange::{self, ExchangeError, Session};
-use crate::ping::session::Limits;
-use crate::ping::wire::{Assign, Join, Message, Report, Verdict};
+use crate::pairtest::edge::PairTest;
+use crate::pairtest::exchange::{self, ExchangeError, Session};
+use crate::pairtest::seal::{self, Bound, Secret};
+use crate::pairtest::wire::{Assign, Join, Message, Report, Verdict};
+use crate::pairtest::Settings;
 
 fn alone(who: &Who, me: &Pod, id: &'static str, summary: String, hint: &str) -> Verdict {
     verdict::decide(who.size, &[], vec![pod_fails(me.rank, &me.host, id, summary, hint)])
 }
 
+/// What every pod of a job with a secret needs.
+pub const SECRET_HINT: &str = "every pod of the job needs the same NCCL_WRAP_GATE_SECRET or NCCL_WRAP_GATE_SECRET_FILE (the kit mounts one Secret per job: docs/gate.md)";
+
 fn coordinator_lost(who: &Who, me: &Pod, e: &ExchangeError, when: &str) -> Verdict {
+    // The coordinator refused this pod for its secret (another, or none): named as such.
+    if let ExchangeError::Refused { reason, .. } = e {
+        if reason.contains("job-secret") || reason.contains("job secret") {
+            let summary = format!("the coordinator {} refused this pod's join: {reason}", who.coordinator);
+            return alone(who, me, "secret", summary, SECRET_HINT);
+        }
+    }
     let hint = if e.no_peer() {
         "is rank 0 running with --gate, and NCCL_WRAP_GATE_PORT open between the pods? raise NCCL_WRAP_GATE_WAIT_MS for slow starts"
     } else {
@@ -26,7 +38,15 @@ fn coordinator_lost(who: &Who, me: &Pod, e: &ExchangeError, when: &str) -> Verdi
 }
 
 fn verdict_of(s: &mut Session) -> Result<Verdict, ExchangeError> {
-    s.expect("verdict", |m| if let Message::Verdict(v) = m { Ok(v) } else { Err(m) })
+    s.expect("verdict", |m| if let Message::Verdict(v) = m { Some(v) } else { None })
+}
+
+/// The coordinator's frame, checked against this pod's key before it is used.
+fn authentic(who: &Who, me: &Pod, m: &Message, key: Option<&Secret>, b: &Bound) -> Result<(), Verdict> {
+    seal::check(m, key, b).map_err(|e| {
+        let summary = format!("the coordinator {}'s {} {e}", who.coordinator, m.name());
+        alone(who, me, "secret", summary, SECRET_HINT)
+    })
 }
 
 /// Connects to the coordinator, retrying until `end` or `cancel`.
@@ -45,8 +65,11 @@ fn reach(who: &Who, end: Instant, timeout: Duration, cancel: &AtomicBool) -> Res
 /// Waits until something arrives on `s`, `until` passes or `cancel` is set (the read itself
 /// keeps its own deadline).
 fn arrival(s: &Session, until: Instant, cancel: &AtomicBool) {
-    while Instant::now() < until && !cancel.load(Ordering::SeqCst) && !s.readable().unwrap_or(true) {
-        std::thread::sleep(Duration::from_millis(20));
+    while Instant::now() < until && !cancel.load(Ordering::SeqCst) {
+        // In slices, so that a stopping signal is seen between them.
+        if s.wait(until.saturating_duration_since(Instant::now()).min(Duration::from_millis(100))) {
+            return;
+        }
     }
 }
 
@@ -54,14 +77,16 @@ fn arrival(s: &Session, until: Instant, cancel: &AtomicBool) {
 pub fn take_part(
     who: &Who,
     me: &Pod,
-    fabric: &dyn Fabric,
-    limits: &Limits,
+    fabric: &dyn PairTest,
+    limits: &Settings,
     wait: Duration,
     cancel: &AtomicBool,
+    trust: super::Trust,
 ) -> Verdict {
+    let key = trust.key;
     let (ports, problem) = match fabric.ports() {
         Ok(p) => (p, None),
-        Err(c) => (Vec::new(), Some(verdict::clip(&c.summary, crate::ping::wire::MAX_TEXT))),
+        Err(c) => (Vec::new(), Some(verdict::clip(&c.summary, crate::pairtest::wire::MAX_TEXT))),
     };
     let join = Join {
         job: who.job.clone(),
@@ -71,45 +96,92 @@ pub fn take_part(
         port: who.port,
         ports,
         problem,
+        nonce: Some(trust.nonce.to_owned()),
+        mac: None,
     };
-    let mut s = match reach(who, Instant::now() + wait, limits.timeout, cancel) {
-        Ok(s) => s,
-        Err(e) => return coordinator_lost(who, me, &e, "could not be reached"),
-    };
-    if let Err(e) = s.send(&Message::Join(join)) {
-        return coordinator_lost(who, me, &e, "did not take this pod's join");
-    }
+    let mine = join.nonce.clone().unwrap_or_default();
+    let early = Bound { job: &who.job, member: &mine, gate: "" };
+    let join = seal::seal(Message::Join(join), key, &early);
+    let reach_until = Instant::now() + wait;
     // The coordinator waits for the last pod up to its own wait, which began no later than ours.
     let until = Instant::now() + wait + limits.timeout;
-    arrival(&s, until, cancel);
-    if cancel.load(Ordering::SeqCst) {
-        return alone(who, me, "peer", "stopped by a signal while waiting for the coordinator".into(), "");
-    }
-    s.set_deadline(until);
-    let a: Assign = match s.recv() {
-        Ok(Message::Assign(a)) => a,
-        Ok(Message::Verdict(v)) => return v,
+    let (mut s, first) = loop {
+        let mut s = match reach(who, reach_until, limits.timeout, cancel) {
+            Ok(s) => s,
+            Err(e) => return coordinator_lost(who, me, &e, "could not be reached"),
+        };
+        if let Err(e) = s.send(&join) {
+            return coordinator_lost(who, me, &e, "did not take this pod's join");
+        }
+        arrival(&s, until, cancel);
+        if cancel.load(Ordering::SeqCst) {
+            return alone(who, me, "peer", "stopped by a signal while waiting for the coordinator".into(), "");
+        }
+        s.set_deadline(until);
+        match s.recv() {
+            // Closed without a word: the coordinator's door was full (a burst of joins, or a
+            // scanner), so the join was never read. Join again while the wait lasts.
+            Err(ExchangeError::Closed { got: 0, .. }) if Instant::now() < reach_until => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            other => break (s, other),
+        }
+    };
+    let a: Assign = match first {
+        Ok(m @ Message::Assign(_)) => {
+            let gate = match &m {
+                Message::Assign(a) => a.nonce.clone().unwrap_or_default(),
+                _ => String::new(),
+            };
+            if let Err(v) = authentic(who, me, &m, key, &Bound { gate: &gate, ..early }) {
+                return v;
+            }
+            match m {
+                Message::Assign(a) => a,
+                _ => return alone(who, me, "peer", "the coordinator's assignment was lost".into(), ""),
+            }
+        }
+        Ok(m @ Message::Verdict(_)) => {
+            if let Err(v) = authentic(who, me, &m, key, &early) {
+                return v;
+            }
+            match m {
+                Message::Verdict(v) => return v,
+                _ => return alone(who, me, "peer", "the coordinator's verdict was lost".into(), ""),
+            }
+        }
         Ok(m) => {
             let e = ExchangeError::Unexpected { peer: s.peer.clone(), want: "assign", got: m.name() };
             return coordinator_lost(who, me, &e, "answered the join wrongly");
         }
         Err(e) => return coordinator_lost(who, me, &e, "sent no assignment"),
     };
-    let theirs = Limits {
-        all_pairs: a.all_pairs,
-        bytes: a.bytes,
-        iters: a.iters,
-        duration_ms: a.duration_ms,
-        timeout: Duration::from_millis(u64::from(a.timeout_ms)),
-        gate: limits.gate.clone(),
-    };
+    // The pair test's tag proves the secret to the successor, bound to the nonce it joined with.
+    let succ = a.successor_nonce.clone().unwrap_or_default();
+    let tag = limits.gate.clone().map(|t| seal::seal_tag(t, key, &Bound { job: &who.job, member: &succ, gate: "" }));
+    let theirs = Settings::of_assign(&a, tag);
     let until = Instant::now() + Duration::from_millis(u64::from(a.results_ms));
     let next = Pod { rank: a.successor, host: a.successor_host.clone() };
-    let pairs = edge(me, &next, fabric, &a.target, &theirs);
+    let pairs = successor::test(me, &next, fabric, &a.target, &theirs);
     s.set_deadline(until.max(Instant::now()) + theirs.timeout);
-    if let Err(e) = s.send(&Message::Report(Report { rank: who.rank, pairs })) {
+    let gate = a.nonce.clone().unwrap_or_default();
+    let session = Bound { gate: &gate, ..early };
+    let report = seal::seal(Message::Report(Report { rank: who.rank, pairs, mac: None }), key, &session);
+    if let Err(e) = s.send(&report) {
         return coordinator_lost(who, me, &e, "did not take this pod's results");
     }
     s.set_deadline(until.max(Instant::now()) + theirs.timeout * 3);
-    verdict_of(&mut s).unwrap_or_else(|e| coordinator_lost(who, me, &e, "sent no verdict"))
+    match verdict_of(&mut s) {
+        Ok(v) => {
+            let m = Message::Verdict(v);
+            if let Err(lost) = authentic(who, me, &m, key, &session) {
+                return lost;
+            }
+            match m {
+                Message::Verdict(v) => v,
+                _ => alone(who, me, "peer", "the coordinator's verdict was lost".into(), ""),
+            }
+        }
+        Err(e) => coordinator_lost(who, me, &e, "sent no verdict"),
+    }
 }

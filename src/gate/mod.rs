@@ -3,7 +3,7 @@
 //!
 //! One path, walked one way: who this pod is (`who`, pure) -> the gate port (`listen`) -> the
 //! roster and the assignments (`coordinator`, rank 0) or the join (`member`, every other rank)
-//! -> this pod's pairs towards its successor (ping's edge through `fabric`) -> the verdict
+//! -> this pod's pairs towards its successor (the pair test, `successor`) -> the verdict
 //! (`verdict`, pure), the same on every pod. Then the outcome is printed, and a refusal's cause
 //! written where Kubernetes shows it.
 //!
@@ -11,9 +11,10 @@
 //! resource are closed before `run` returns, so nothing reaches the command (exec or child).
 
 pub mod coordinator;
-pub mod fabric;
 pub mod listen;
 pub mod member;
+pub mod nofile;
+pub mod successor;
 pub mod verdict;
 pub mod who;
 
@@ -24,7 +25,6 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use fabric::Fabric;
 use verdict::Pod;
 use who::{Given, Who};
 
@@ -32,10 +32,12 @@ use nix::libc;
 
 use crate::detect::Vars;
 use crate::msg::PREFIX;
-use crate::ping::cause::{Cause, Status};
-use crate::ping::exchange;
-use crate::ping::session::Limits;
-use crate::ping::wire::{check_params, GateTag, Verdict};
+use crate::pairtest::cause::{Cause, Status};
+use crate::pairtest::edge::PairTest;
+use crate::pairtest::exchange;
+use crate::pairtest::seal::{self, Secret};
+use crate::pairtest::wire::{GateTag, Verdict};
+use crate::pairtest::Settings;
 
 /// The gate's options (ping's test knobs included: the coordinator's rule every pair).
 #[derive(Debug, Clone)]
@@ -44,15 +46,15 @@ pub struct Options {
     pub warn: bool,
     pub given: Given,
     pub wait_ms: u64,
-    pub all_pairs: bool,
-    pub bytes: u32,
-    pub iters: u32,
-    pub duration_ms: u32,
-    pub timeout_ms: u64,
+    /// The pair test every pod of the job runs (the coordinator's rule every pair).
+    pub test: Settings,
     /// The verdict also as one JSON line on stdout.
     pub json: bool,
     /// Where a refusal's cause goes (the caller picks `/dev/termination-log` when it exists).
     pub termination_log: Option<PathBuf>,
+    /// The job's secret (`NCCL_WRAP_GATE_SECRET` or `_FILE`), none, or why it cannot be read
+    /// (the gate then refuses: an interlock asked for is never silently off).
+    pub secret: Result<Option<Secret>, String>,
 }
 
 /// Start the command, refuse (exit 125), or stop: the pod was told to end (SIGTERM, SIGINT,
@@ -70,16 +72,17 @@ pub enum Outcome {
 const STOPPING: [i32; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
 
 impl Options {
-    fn limits(&self, job: &str, rank: u32) -> Limits {
-        Limits {
-            all_pairs: self.all_pairs,
-            bytes: self.bytes,
-            iters: self.iters,
-            duration_ms: self.duration_ms,
-            timeout: Duration::from_millis(self.timeout_ms),
-            gate: Some(GateTag { job: job.to_owned(), rank }),
-        }
+    fn limits(&self, job: &str, rank: u32) -> Settings {
+        Settings { gate: Some(GateTag { job: job.to_owned(), rank, mac: None }), ..self.test.clone() }
     }
+}
+
+/// The job's secret (or none) and this pod's nonce for this gate run (rank 0's is the gate's):
+/// a pod's frames and the pair tests towards it are bound to it.
+#[derive(Debug, Clone, Copy)]
+pub struct Trust<'a> {
+    pub key: Option<&'a Secret>,
+    pub nonce: &'a str,
 }
 
 /// What the gate decided on this pod.
@@ -91,7 +94,7 @@ pub struct Ran {
 }
 
 /// Runs the gate and reports its verdict; returns whether the command starts, and why.
-pub fn run(vars: &Vars, fabric: &dyn Fabric, opts: &Options) -> Ran {
+pub fn run(vars: &Vars, fabric: &dyn PairTest, opts: &Options) -> Ran {
     let start = Instant::now();
     let signal = AtomicI32::new(0);
     let checked = check(vars, fabric, opts, &signal);
@@ -151,16 +154,30 @@ fn usage(summary: String, hint: &str) -> Cause {
 
 /// Who, then the gate port, then the coordinator's or the member's part; the listener serves
 /// the predecessor on a thread meanwhile and is stopped and closed before this returns.
-fn check(vars: &Vars, fabric: &dyn Fabric, opts: &Options, signal: &AtomicI32) -> Result<(Who, Verdict), Cause> {
+fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32) -> Result<(Who, Verdict), Cause> {
     let who = who::resolve(&opts.given, vars).map_err(|e| usage(e.to_string(), "see docs/gate.md (who the job is)"))?;
-    check_params(opts.bytes, opts.iters, opts.duration_ms)
-        .map_err(|e| usage(format!("bad test size from NCCL_WRAP_PING_*: {e}"), "see nccl-wrap ping --help"))?;
-    if !(1..=600_000).contains(&opts.timeout_ms) {
-        return Err(usage(
-            format!("NCCL_WRAP_PING_TIMEOUT_MS={} is not in 1..=600000", opts.timeout_ms),
-            "each phase's deadline; 3000 suits real hardware, 20000 software RoCE under emulation",
-        ));
+    let key = opts.secret.clone().map_err(|e| {
+        Cause::new(
+            "secret",
+            Status::Fail,
+            e,
+            "mount the job's Secret where NCCL_WRAP_GATE_SECRET_FILE points, or unset it (docs/gate.md)",
+        )
+    })?;
+    if key.is_none() {
+        eprintln!(
+            "{PREFIX} gate: job {:?} is not authenticated (no NCCL_WRAP_GATE_SECRET or NCCL_WRAP_GATE_SECRET_FILE): a process that knows the job id can join as a rank",
+            who.job
+        );
     }
+    opts.test.check().map_err(|e| {
+        usage(
+            format!("bad pair test from NCCL_WRAP_PING_*: {e}"),
+            "see nccl-wrap ping --help; NCCL_WRAP_PING_TIMEOUT_MS: 3000 suits real hardware, 20000 software RoCE under emulation",
+        )
+    })?;
+    // Rank 0 holds a connection per pod until the verdict; the limit is put back on return.
+    let _nofile = (who.rank == 0).then(|| nofile::raise(who.size));
     let l: TcpListener = exchange::bind(SocketAddr::from(([0, 0, 0, 0], who.port))).map_err(|e| {
         usage(
             e.to_string(),
@@ -168,11 +185,13 @@ fn check(vars: &Vars, fabric: &dyn Fabric, opts: &Options, signal: &AtomicI32) -
         )
     })?;
     let me = Pod { rank: who.rank, host: fabric.host() };
-    let timeout = Duration::from_millis(opts.timeout_ms);
+    let timeout = opts.test.timeout;
     let wait = Duration::from_millis(opts.wait_ms);
     let limits = opts.limits(&who.job, who.rank);
     let stop = AtomicBool::new(false);
     let (joins_tx, joins_rx) = mpsc::channel();
+    let nonce = seal::nonce();
+    let trust = Trust { key: key.as_ref(), nonce: &nonce };
     let predecessor = (who.rank + who.size - 1) % who.size;
     let done = AtomicBool::new(false);
     let v = std::thread::scope(|scope| {
@@ -192,7 +211,8 @@ fn check(vars: &Vars, fabric: &dyn Fabric, opts: &Options, signal: &AtomicI32) -
                 job: &who.job,
                 predecessor,
                 hello: timeout,
-                timeout,
+                test: &opts.test,
+                trust,
                 joins: (who.rank == 0).then_some(joins_tx),
                 stop: &stop,
             };
@@ -201,10 +221,11 @@ fn check(vars: &Vars, fabric: &dyn Fabric, opts: &Options, signal: &AtomicI32) -
         });
         let v = if who.rank == 0 {
             let until = Instant::now() + wait;
-            coordinator::run(&who, &me, fabric, &limits, joins_rx, until, &stop)
+            let joins = coordinator::Joins { rx: joins_rx, until, cancel: &stop };
+            coordinator::run(&who, &me, fabric, &limits, joins, trust)
         } else {
             drop(joins_rx);
-            member::take_part(&who, &me, fabric, &limits, wait, &stop)
+            member::take_part(&who, &me, fabric, &limits, wait, &stop, trust)
         };
         stop.store(true, Ordering::SeqCst);
         done.store(true, Ordering::SeqCst);

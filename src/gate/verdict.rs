@@ -5,9 +5,9 @@
 
 use serde::Serialize;
 
-use crate::ping::cause::{Cause, Status};
-use crate::ping::output::PairResult;
-use crate::ping::wire::{Finding, Verdict, MAX_LISTED, MAX_TEXT};
+use crate::pairtest::cause::{Cause, Status};
+use crate::pairtest::output::PairResult;
+use crate::pairtest::wire::{Finding, Verdict, MAX_LISTED, MAX_TEXT};
 
 pub use crate::termination::{clip, MAX as TERMINATION_MAX};
 
@@ -72,6 +72,7 @@ pub fn decide(size: u32, missing: &[u32], findings: Vec<Finding>) -> Verdict {
         missing: missing.iter().copied().take(MAX_LISTED).collect(),
         missing_total: missing.len() as u32,
         findings: failed,
+        mac: None,
     }
 }
 

@@ -14,8 +14,8 @@
 use std::ffi::OsStr;
 
 use crate::detect::Vars;
-use crate::ping::exchange::split_target;
-use crate::ping::wire::{check_job, MAX_GATE_SIZE};
+use crate::pairtest::exchange::split_target;
+use crate::pairtest::wire::{check_job, MAX_GATE_SIZE};
 
 /// What the gate's options say (each `None` when not given).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -14,7 +14,7 @@
 //! - the files are replaced through `crate::write`, the one atomic write (temporary file in the same
 //!   directory, fsync, rename);
 //! - `watch`: the agent's loop (rounds, jitter, SIGTERM);
-//! - `ring`: the agents' optional ring ping (peers from a headless Service, ping's pair test).
+//! - `ring`: the agents' optional ring ping (peers from a headless Service, the pair test of `pairtest`).
 
 pub mod counters;
 pub mod features;

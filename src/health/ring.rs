@@ -1,15 +1,17 @@
 //! The agents' ring ping (`nccl-wrap watch --ring SERVICE[:PORT]`, off by default): every
 //! `--ring-every` rounds, each agent resolves a headless Service's name to its peers (the nodes'
 //! addresses: the agent runs with hostNetwork), sorts them, finds itself by one of its own
-//! addresses, and tests its successor's RDMA ports with ping's pair test, so that every node's
+//! addresses, and tests its successor's RDMA ports with the pair test (`pairtest`), so every node's
 //! link to the next is tested once per ring round without anyone coordinating.
 //!
 //! Every agent answers tests for its whole life ([`serve`], on its own thread): the agents'
 //! rounds are not in step (jitter, start times), so a listener opened only during one's own ring
-//! round would never meet its predecessor's. Only hellos from the addresses of the last resolved
-//! peer list are answered, one at a time, and only plain pair tests within [`LIMITS`]'s sizes;
-//! anything else is a stray, told why and closed. Each step of a served or initiated test is bounded
-//! by ping's phase deadline, so a ring round ends by its deadline whatever a peer or a stray does.
+//! round would never meet its predecessor's. Connections come through the pair test's accept
+//! policy (`pairtest::door`): an address outside the last resolved peer list is closed unread;
+//! peers are answered one at a time, and only plain pair tests within [`ANSWER`]'s sizes;
+//! anything else is a stray, told why and closed. Each step of a served or initiated test is
+//! bounded by the pair test's phase deadline, so a ring round ends by its deadline whatever a
+//! peer or a stray does.
 //! Data from outside (DNS answers, peers' messages) never panics: it is a cause in the results.
 
 use std::collections::BTreeSet;
@@ -19,18 +21,17 @@ use std::time::{Duration, Instant};
 
 use crate::doctor::Status;
 use crate::msg::PREFIX;
-use crate::ping::cause::Cause;
-use crate::ping::edge;
-use crate::ping::exchange::{self, ExchangeError, Serve, Session};
-use crate::ping::here::Here;
-use crate::ping::output::PairResult;
-use crate::ping::session::Limits;
-use crate::ping::wire::Hello;
+use crate::pairtest::door::Allow;
+use crate::pairtest::edge::PairTest;
+use crate::pairtest::exchange::{self, ExchangeError, Serve, Session};
+use crate::pairtest::output::PairResult;
+use crate::pairtest::wire::Hello;
+use crate::pairtest::Settings;
 
 /// An agent's test: one 64 KiB message size, 20 round trips, 2 s per phase, no timed run. Enough
 /// to prove the path (connect, latency, one bandwidth figure); a node's links are not benchmarked
 /// by its health agent.
-pub const LIMITS: Limits = Limits {
+pub const LIMITS: Settings = Settings {
     all_pairs: false,
     bytes: 64 * 1024,
     iters: 20,
@@ -47,6 +48,17 @@ pub const HELLO: Duration = Duration::from_millis(500);
 /// The largest test a peer may ask an agent to answer (a peer's knobs are its own, within these).
 pub const MAX_ANSWER_BYTES: u32 = 1 << 20;
 pub const MAX_ANSWER_ITERS: u32 = 1000;
+
+/// What an agent answers at most: the listener's own settings bound every hello (the refusal
+/// above names a larger one first).
+pub const ANSWER: Settings = Settings {
+    all_pairs: true,
+    bytes: MAX_ANSWER_BYTES,
+    iters: MAX_ANSWER_ITERS,
+    duration_ms: 0,
+    timeout: Duration::from_secs(2),
+    gate: None,
+};
 
 /// `--ring SERVICE[:PORT]` and `--ring-every`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,36 +107,6 @@ pub fn resolve(service: &str) -> Result<Vec<IpAddr>, String> {
         .map_err(|e| format!("cannot resolve {service}: {e} (is the headless Service there, and this agent's DNS policy ClusterFirstWithHostNet?)"))
 }
 
-/// The pair test as the ring uses it: ping's seam, the one the gate drives too.
-pub use crate::ping::edge::PairTest as Fabric;
-
-/// ping's test over ibverbs, on the node view's ports; renewed every ring round, read by both the
-/// round and the serving thread.
-pub struct Rdma {
-    pub here: Mutex<Result<Here, Cause>>,
-}
-
-impl Rdma {
-    fn here(&self) -> Result<Here, Cause> {
-        match self.here.lock() {
-            Ok(h) => h.clone(),
-            Err(p) => p.into_inner().clone(),
-        }
-    }
-}
-
-impl Fabric for Rdma {
-    fn initiate(&self, target: &str, limits: &Limits, wait_until: Instant) -> Result<Vec<PairResult>, Cause> {
-        edge::initiate(&self.here()?, target, limits, wait_until)
-    }
-    fn answer(&self, s: Session, hello: &Hello, timeout: Duration) -> Result<Vec<PairResult>, String> {
-        let here = self.here().map_err(|c| c.summary)?;
-        // Contexts are opened on the serving thread: nothing of verbs crosses threads.
-        let opened = edge::open(&here.planned).map_err(|c| c.summary)?;
-        edge::answer(&here, &opened, s, hello, timeout).map_err(|e| e.to_string())
-    }
-}
-
 /// The addresses whose hellos are answered: the last resolved peers.
 pub type Allowed = Arc<Mutex<Vec<IpAddr>>>;
 
@@ -167,10 +149,10 @@ pub fn bind(port: u16, proc_root: &std::path::Path) -> Result<TcpListener, Strin
 
 /// Answers peers on `l` one at a time until `max_peers` connections (tests) or for ever.
 /// A stray or a failed peer is one stderr line; nothing ends the serving but `max_peers`.
-pub fn serve(l: &TcpListener, fabric: &dyn Fabric, allowed: &Allowed, max_peers: Option<usize>) {
-    let opts = Serve { keep: true, wait: None, hello: HELLO, max_peers };
+pub fn serve(l: &TcpListener, fabric: &dyn PairTest, allowed: &Allowed, max_peers: Option<usize>) {
+    let opts = Serve { keep: true, wait: None, hello: HELLO, max_peers, allow: Allow::Peers(Arc::clone(allowed)) };
     // No deadline to wait for: a blocking accept sleeps in the kernel until a peer comes, where
-    // the 10 ms poll of ping's listener would cost the agent 100 wake-ups a second for its life.
+    // a polling listener would cost the agent 100 wake-ups a second for its life.
     if let Err(e) = l.set_nonblocking(false) {
         eprintln!("{PREFIX} watch: ring: the listener polls every 10 ms (cannot make it blocking: {e})");
     }
@@ -186,7 +168,7 @@ pub fn serve(l: &TcpListener, fabric: &dyn Fabric, allowed: &Allowed, max_peers:
         if let Some(why) = why {
             eprintln!("{PREFIX} watch: ring: refused {peer}: {why}");
             s.refuse(&why);
-        } else if let Err(e) = fabric.answer(s, &hello, LIMITS.timeout) {
+        } else if let Err(e) = fabric.answer(s, &hello, &ANSWER) {
             eprintln!("{PREFIX} watch: ring: answering {peer} ({}): {e}", hello.host);
         }
         Ok(())
@@ -287,7 +269,7 @@ pub struct Round<'a> {
 }
 
 /// One ring round: resolve, place this node, test the successor.
-pub fn round(r: &Round, fabric: &dyn Fabric) -> Report {
+pub fn round(r: &Round, fabric: &dyn PairTest) -> Report {
     let untested =
         |peers, reason, detail| Report { timestamp: r.timestamp, peers, outcome: Outcome::Untested { reason, detail } };
     let peers = match (r.resolve)(&r.config.service) {

@@ -21,8 +21,9 @@ use crate::detect::sysfs::Sysfs;
 use crate::detect::Vars;
 use crate::doctor::{self, DoctorError, Scope, Status};
 use crate::msg::PREFIX;
-use crate::ping;
-use crate::ping::cause::Cause;
+use crate::pairtest::cause::Cause;
+use crate::pairtest::here::{self, Here};
+use crate::pairtest::rdma::Rdma;
 use crate::plan;
 use crate::process::memlock::{self, Memlock};
 use crate::process::sys::Blocked;
@@ -84,20 +85,20 @@ pub fn round(r: &Roots, memlock: &Memlock) -> Result<Health, DoctorError> {
     }))
 }
 
-/// What ping's pair test brings from this node for the ring: the node view's ports (PFs), with
+/// What the pair test brings from this node for the ring: the node view's ports (PFs), with
 /// `verbs` (the real ibverbs unless the sysfs root is a fixture's).
-pub fn ring_here(r: &Roots, verbs: &dyn Verbs) -> Result<ping::here::Here, Cause> {
+pub fn ring_here(r: &Roots, verbs: &dyn Verbs) -> Result<Here, Cause> {
     let (prefs, _) = plan::gid_prefs(r.vars);
     let (detection, _) = host::detect(r.sysfs, &prefs);
     let none = Vars::new();
     let plan = plan::plan(detection, &none, &prefs, plan::Choices::default());
-    ping::here::read(&ping::here::Inputs { plan: &plan, vars: r.vars, proc_root: r.proc_root, verbs })
+    here::read(&here::Inputs { plan: &plan, vars: r.vars, proc_root: r.proc_root, verbs })
 }
 
 /// The agent's side of the ring: its configuration, the pair test, whom it answers.
 struct Ring<'a> {
     config: &'a ring::Config,
-    fabric: std::sync::Arc<ring::Rdma>,
+    fabric: std::sync::Arc<Rdma>,
     allowed: ring::Allowed,
     verbs: &'a dyn Verbs,
 }
@@ -105,13 +106,8 @@ struct Ring<'a> {
 /// Binds the ring's port and answers peers on a thread for the agent's life.
 fn start_ring<'a>(r: &Roots, config: &'a ring::Config, verbs: &'a dyn Verbs) -> Result<Ring<'a>, String> {
     let listener = ring::bind(config.port, r.proc_root)?;
-    let fabric = std::sync::Arc::new(ring::Rdma {
-        here: std::sync::Mutex::new(Err(ping::edge::cannot(
-            "no-port",
-            "the first ring round has not run yet",
-            "wait for it",
-        ))),
-    });
+    let not_yet = crate::pairtest::edge::cannot("no-port", "the first ring round has not run yet", "wait for it");
+    let fabric = std::sync::Arc::new(Rdma::new(Err(not_yet), here::hostname(r.proc_root, r.vars)));
     // The peers known before the listener starts: a predecessor whose first ring round comes
     // before this agent's is answered, not refused as a stranger.
     let allowed = ring::Allowed::new(std::sync::Mutex::new(ring::resolve(&config.service).unwrap_or_default()));
@@ -125,11 +121,7 @@ fn start_ring<'a>(r: &Roots, config: &'a ring::Config, verbs: &'a dyn Verbs) -> 
 
 /// One ring round: the node view's ports renewed, then the test of the successor.
 fn ring_round(r: &Roots, ring: &Ring) -> ring::Report {
-    let here = ring_here(r, ring.verbs);
-    match ring.fabric.here.lock() {
-        Ok(mut h) => *h = here,
-        Err(p) => *p.into_inner() = here,
-    }
+    ring.fabric.renew(ring_here(r, ring.verbs));
     let own = crate::detect::netif::read().map(|a| a.into_iter().map(|o| o.addr).collect());
     let round = ring::Round {
         config: ring.config,

@@ -6,35 +6,23 @@
 //! bandwidth run on each pair of ports; prints one result per pair and a summary. Exit status:
 //! 0 every pair passes (warnings included), 1 a pair fails, 2 the check could not run.
 //!
-//! - `wire`: the messages and their framing (pure); `exchange`: TCP with deadlines, hostile
-//!   peers; `here`: what this pod brings (ports, name, routes); `edge`: this pod towards one
-//!   peer, as results; `session`: one run with one peer
-//!   from either end; `pair`: the verbs work;
-//! - `cause`: why a pair failed (pure); `route`: this namespace's IPv4 routes (pure parse);
-//! - `ring`: index, size and peer template (pure); `output`: JSON lines and the human form.
+//! A front end of the pair test (`crate::pairtest`, which does the work): this file reads the
+//! mode and prints; `order`: ping's ring mode's index, size and peer template (pure). It never
+//! names the gate or the node agent.
 
-pub mod cause;
-pub mod edge;
-pub mod exchange;
-pub mod here;
-pub mod output;
-pub mod pair;
-pub mod ring;
-pub mod route;
-pub mod session;
-pub mod wire;
+pub mod order;
 
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use cause::{Cause, Status};
-use edge::{cannot, peer_cause};
-use exchange::Serve;
-pub use here::{dropped_for_gid, hostname, planned, Here, Inputs};
-use output::PairResult;
-use session::Limits;
-
 use crate::msg::PREFIX;
+use crate::pairtest::cause::{Cause, Status};
+use crate::pairtest::door::{self, Allow};
+use crate::pairtest::edge::{self, cannot, peer_cause};
+use crate::pairtest::exchange::{self, Serve};
+use crate::pairtest::here::{self, hostname, Here, Inputs};
+use crate::pairtest::output::{self, PairResult};
+use crate::pairtest::Settings;
 
 pub const EXIT_PASS: u8 = 0;
 pub const EXIT_FAILED: u8 = 1;
@@ -54,12 +42,11 @@ pub enum Mode {
 pub struct Options {
     pub mode: Mode,
     pub json: bool,
-    pub all_pairs: bool,
-    pub bytes: u32,
-    pub iters: u32,
-    pub duration_ms: u32,
-    pub timeout_ms: u64,
+    /// What each test does (as the initiator), and the most a listener answers.
+    pub test: Settings,
     pub wait_ms: u64,
+    /// `--allow CIDR,...`: whom the listener answers (unset: anyone).
+    pub allow: Option<String>,
 }
 
 /// Runs ping and prints its results; returns the exit status.
@@ -109,47 +96,48 @@ impl Printer {
     }
 }
 
-fn limits(opts: &Options) -> Limits {
-    Limits {
-        all_pairs: opts.all_pairs,
-        bytes: opts.bytes,
-        iters: opts.iters,
-        duration_ms: opts.duration_ms,
-        timeout: Duration::from_millis(opts.timeout_ms),
-        gate: None,
-    }
-}
-
 /// Usage first: a wrong address or ring setting is named before anything is opened.
-fn check_usage(inp: &Inputs, opts: &Options) -> Result<Option<(ring::Ring, u16)>, Cause> {
-    wire::check_params(opts.bytes, opts.iters, opts.duration_ms)
+fn check_usage(inp: &Inputs, opts: &Options) -> Result<(Option<(order::Ring, u16)>, Allow), Cause> {
+    opts.test
+        .check()
         .map_err(|e| cannot("peer", format!("bad test size: {e}"), "see nccl-wrap ping --help for the ranges"))?;
     let usage = |e: String, hint: &str| cannot("peer", e, hint);
-    match &opts.mode {
+    // An allow-list that cannot be read is never taken for "anyone": the check does not run.
+    let allow = match &opts.allow {
+        None => Allow::Anyone,
+        Some(spec) => Allow::Nets(door::parse_allow(spec).map_err(|e| {
+            usage(
+                format!("--allow (NCCL_WRAP_PING_ALLOW): {e}"),
+                "a comma-separated list of CIDRs, e.g. 10.0.0.0/8,fd00::/8",
+            )
+        })?),
+    };
+    let ring = match &opts.mode {
         Mode::Connect(target) => {
             exchange::split_target(target).map_err(|e| usage(e.to_string(), "the peer is HOST:PORT"))?;
-            Ok(None)
+            None
         }
         Mode::Listen { addr, .. } => {
             exchange::listen_addr(addr).map_err(|e| usage(e.to_string(), "--listen takes PORT or ADDR:PORT"))?;
-            Ok(None)
+            None
         }
         Mode::Ring { template, index, size, port } => {
             let host = hostname(inp.proc_root, inp.vars);
-            let r = ring::resolve(*index, *size, template.as_deref(), inp.vars, &host)
+            let r = order::resolve(*index, *size, template.as_deref(), inp.vars, &host)
                 .map_err(|e| usage(e.to_string(), "see nccl-wrap ping --help (ring mode)"))?;
-            Ok(Some((r, *port)))
+            Some((r, *port))
         }
-    }
+    };
+    Ok((ring, allow))
 }
 
 fn run(inp: &Inputs, opts: &Options, out: &mut Printer) -> Result<(), Cause> {
-    let ring = check_usage(inp, opts)?;
+    let (ring, allow) = check_usage(inp, opts)?;
     let here = here::read(inp)?;
     let wait = Duration::from_millis(opts.wait_ms);
     match (&opts.mode, ring) {
         (Mode::Connect(target), _) => {
-            let results = edge::initiate(&here, target, &limits(opts), Instant::now() + wait)?;
+            let results = edge::initiate(&here, target, &opts.test, Instant::now() + wait)?;
             results.iter().for_each(|r| out.pair(r));
             Ok(())
         }
@@ -158,13 +146,27 @@ fn run(inp: &Inputs, opts: &Options, out: &mut Printer) -> Result<(), Cause> {
                 .map_err(|e| cannot("peer", e.to_string(), "--listen takes PORT or ADDR:PORT"))?;
             let l = exchange::bind(sock).map_err(|e| cannot("peer", e.to_string(), "pick a free port"))?;
             let opened = edge::open(&here.planned)?;
-            let timeout = Duration::from_millis(opts.timeout_ms);
-            let serve = Serve { keep: *keep, wait: (!keep).then_some(wait), hello: timeout, max_peers: None };
+            let timeout = opts.test.timeout;
+            let serve = Serve {
+                keep: *keep,
+                wait: (!keep).then_some(wait),
+                hello: timeout,
+                max_peers: None,
+                allow: allow.clone(),
+            };
             let served = exchange::serve(
                 &l,
                 serve,
                 |s, hello| {
-                    edge::answer(&here, &opened, s, &hello, timeout)?.iter().for_each(|r| out.pair(r));
+                    let peer = s.peer.clone();
+                    let (results, clamped) = edge::answer(&here, &opened, s, &hello, &opts.test)?;
+                    if !clamped.is_empty() {
+                        eprintln!(
+                            "{PREFIX} ping: {peer} asked for more than --bytes/--iters/--duration-ms allow here: {}",
+                            clamped.join(", ")
+                        );
+                    }
+                    results.iter().for_each(|r| out.pair(r));
                     Ok(())
                 },
                 |e| eprintln!("{PREFIX} ping: {e}"),
@@ -172,7 +174,7 @@ fn run(inp: &Inputs, opts: &Options, out: &mut Printer) -> Result<(), Cause> {
             served.map(|_| ()).map_err(|e| peer_cause(&e))
         }
         (Mode::Ring { .. }, Some((r, port))) => {
-            for mut res in ring_run(&r, port, &here, opts)? {
+            for mut res in ring_run(&r, port, &here, opts, &allow)? {
                 res.node_index = Some(r.index);
                 res.peer_index = Some(r.peer_index);
                 out.pair(&res);
@@ -185,26 +187,26 @@ fn run(inp: &Inputs, opts: &Options, out: &mut Printer) -> Result<(), Cause> {
 
 /// Ring mode: serve the predecessor on a thread, test the successor here; returns the pairs
 /// towards the successor.
-fn ring_run(r: &ring::Ring, port: u16, here: &Here, opts: &Options) -> Result<Vec<PairResult>, Cause> {
+fn ring_run(r: &order::Ring, port: u16, here: &Here, opts: &Options, allow: &Allow) -> Result<Vec<PairResult>, Cause> {
     let l = exchange::bind(std::net::SocketAddr::from(([0, 0, 0, 0], port)))
         .map_err(|e| cannot("peer", e.to_string(), "pick a free --port (NCCL_WRAP_PING_PORT)"))?;
     let target = format!("{}:{port}", r.peer_host);
-    let timeout = Duration::from_millis(opts.timeout_ms);
+    let timeout = opts.test.timeout;
     let wait = Duration::from_millis(opts.wait_ms);
     std::thread::scope(|scope| {
         let listener = scope.spawn(|| {
             // Contexts are opened on this thread: nothing of verbs crosses threads.
             let opened = edge::open(&here.planned).map_err(|c| c.summary)?;
-            let serve = Serve { keep: false, wait: Some(wait), hello: timeout, max_peers: None };
+            let serve = Serve { keep: false, wait: Some(wait), hello: timeout, max_peers: None, allow: allow.clone() };
             exchange::serve(
                 &l,
                 serve,
-                |s, h| edge::answer(here, &opened, s, &h, timeout).map(drop),
+                |s, h| edge::answer(here, &opened, s, &h, &opts.test).map(drop),
                 |e| eprintln!("{PREFIX} ping: serving the previous pod of the ring: {e}"),
             )
             .map_err(|e| e.to_string())
         });
-        let result = edge::initiate(here, &target, &limits(opts), Instant::now() + wait);
+        let result = edge::initiate(here, &target, &opts.test, Instant::now() + wait);
         match listener.join() {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => eprintln!("{PREFIX} ping: serving the previous pod of the ring: {e}"),

@@ -7,15 +7,16 @@
 //!
 //! Every context, queue pair and registration an edge opens is closed before it returns.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::cause::{Cause, Status};
 use super::exchange::{self, ExchangeError, Session};
 use super::here::Here;
 use super::output::{self, PairResult};
 use super::pair::Planned;
-use super::session::{self, Limits, Opened};
-use super::wire::Hello;
+use super::session::{self, Opened};
+use super::settings::Settings;
+use super::wire::{Hello, PortInfo};
 
 /// Why the check cannot run at all (exit 2 for ping; a pod's problem for the gate).
 pub fn cannot(id: &'static str, summary: impl Into<String>, hint: impl Into<String>) -> Cause {
@@ -67,19 +68,24 @@ fn unopened(opened: &Opened, peer: &str) -> Vec<PairResult> {
         .collect()
 }
 
+/// A test of one peer, and the answer to one: the edge over ibverbs ([`super::rdma::Rdma`]), or
+/// a stand-in in tests. ping, the gate and the ring drive the same seam.
+pub trait PairTest: Send + Sync {
+    /// This pod's name, as results and the gate's verdict name it.
+    fn host(&self) -> String;
+    /// This pod's rails as the pairs will use them, or why it has none.
+    fn ports(&self) -> Result<Vec<PortInfo>, Cause>;
+    /// Tests the peer at `target`: every pair's result, or why the test could not run.
+    fn initiate(&self, target: &str, settings: &Settings, wait_until: Instant) -> Result<Vec<PairResult>, Cause>;
+    /// Answers a peer whose hello arrived (on the serving thread), within this listener's own
+    /// `settings`.
+    fn answer(&self, s: Session, hello: &Hello, settings: &Settings) -> Result<Vec<PairResult>, String>;
+}
+
 /// Tests `target` from this pod: opens the ports, connects (retrying until `wait_until`), runs
 /// the session and returns every pair's result. Err: the peer never came or misbehaved, or no
 /// port opened.
-/// A test of one peer, and the answer to one: ping's edge over ibverbs (the gate's `Rdma`, the
-/// node agent's ring), or a stand-in in tests. The gate and the ring drive the same seam.
-pub trait PairTest: Send + Sync {
-    /// Tests the peer at `target`: every pair's result, or why the test could not run.
-    fn initiate(&self, target: &str, limits: &Limits, wait_until: Instant) -> Result<Vec<PairResult>, Cause>;
-    /// Answers a peer whose hello arrived (on the serving thread).
-    fn answer(&self, s: Session, hello: &Hello, timeout: Duration) -> Result<Vec<PairResult>, String>;
-}
-
-pub fn initiate(here: &Here, target: &str, limits: &Limits, wait_until: Instant) -> Result<Vec<PairResult>, Cause> {
+pub fn initiate(here: &Here, target: &str, limits: &Settings, wait_until: Instant) -> Result<Vec<PairResult>, Cause> {
     let opened = open(&here.planned)?;
     let mut s = exchange::connect(target, wait_until, limits.timeout).map_err(|e| peer_cause(&e))?;
     let (runs, theirs) = session::initiate(&mut s, &opened, &here.host, limits).map_err(|e| peer_cause(&e))?;
@@ -89,19 +95,20 @@ pub fn initiate(here: &Here, target: &str, limits: &Limits, wait_until: Instant)
     Ok(out)
 }
 
-/// Answers one peer whose hello arrived, with ports opened by this thread; returns the pairs as
-/// this end saw them (the initiator's figures included).
+/// Answers one peer whose hello arrived, with ports opened by this thread, within this
+/// listener's `settings`; returns the pairs as this end saw them (the initiator's figures
+/// included) and what of the hello was clamped.
 pub fn answer(
     here: &Here,
     opened: &Opened,
     mut s: Session,
     hello: &Hello,
-    timeout: Duration,
-) -> Result<Vec<PairResult>, ExchangeError> {
-    let runs = session::answer(&mut s, hello, opened, &here.host, timeout)?;
+    settings: &Settings,
+) -> Result<(Vec<PairResult>, Vec<String>), ExchangeError> {
+    let (runs, clamped) = session::answer(&mut s, hello, opened, &here.host, settings)?;
     let peer = format!("{} ({})", s.peer, hello.host);
     let mut out: Vec<PairResult> =
         runs.iter().enumerate().map(|(k, r)| output::result(k, &peer, r, here.local())).collect();
     out.extend(output::unpaired(runs.len(), &peer, &opened.infos, &hello.ports, hello.all_pairs, &here.dropped));
-    Ok(out)
+    Ok((out, clamped))
 }

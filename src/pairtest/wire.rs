@@ -9,6 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::clean;
+
 pub const MAGIC: &[u8; 7] = b"NCWPING";
 pub const VERSION: u8 = 1;
 /// Magic, version, kind, length.
@@ -242,7 +244,8 @@ pub fn decode(bytes: &[u8]) -> Result<Message, WireError> {
 
 pub fn decode_payload(kind: u8, payload: &[u8]) -> Result<Message, WireError> {
     let name = kind_name(kind);
-    let json = |e: serde_json::Error| WireError::Json { kind: name, detail: e.to_string() };
+    // serde's message quotes the peer's bytes (an unknown variant, a bad string): printable.
+    let json = |e: serde_json::Error| WireError::Json { kind: name, detail: clean::text(&e.to_string()) };
     let msg = match kind {
         1 => Message::Hello(serde_json::from_slice(payload).map_err(json)?),
         2 => Message::Setup(serde_json::from_slice(payload).map_err(json)?),
@@ -256,7 +259,32 @@ pub fn decode_payload(kind: u8, payload: &[u8]) -> Result<Message, WireError> {
         other => return Err(WireError::Kind(other)),
     };
     validate(&msg)?;
-    Ok(msg)
+    Ok(printable(msg))
+}
+
+/// Every free text a peer sends (a refusal, a fault's error, a pod's problem, a finding's summary
+/// and hint) made printable and bounded: whatever prints it later, a log line, JSON or the
+/// termination message, never carries a peer's line break or escape sequence.
+pub(crate) fn printable(mut msg: Message) -> Message {
+    let fault = |f: &mut Fault| f.error = clean::bounded(&f.error, MAX_TEXT);
+    let finding = |f: &mut Finding| {
+        f.summary = clean::bounded(&f.summary, MAX_TEXT);
+        f.hint = clean::bounded(&f.hint, MAX_TEXT);
+    };
+    match &mut msg {
+        Message::Refuse(r) => *r = clean::bounded(r, MAX_TEXT),
+        Message::Setup(qps) => qps.iter_mut().filter_map(|q| q.fault.as_mut()).for_each(fault),
+        Message::Ready(st) | Message::Done(st) => st.iter_mut().filter_map(|s| s.fault.as_mut()).for_each(fault),
+        Message::Join(j) => {
+            if let Some(p) = &mut j.problem {
+                *p = clean::bounded(p, MAX_TEXT);
+            }
+        }
+        Message::Report(r) => r.pairs.iter_mut().for_each(finding),
+        Message::Verdict(v) => v.findings.iter_mut().for_each(finding),
+        Message::Hello(_) | Message::Assign(_) => {}
+    }
+    msg
 }
 
 /// A message to one frame. Fails only on a message that `decode` would refuse.
@@ -325,12 +353,14 @@ fn validate(msg: &Message) -> Result<(), WireError> {
         Message::Join(j) => validate_join(j),
         Message::Assign(a) => validate_assign(a),
         Message::Report(r) => {
+            gate::hex("report.mac", r.mac.as_ref(), 64)?;
             if r.pairs.len() > MAX_PAIRS {
                 return Err(field("report.pairs", format!("{} findings, more than {MAX_PAIRS}", r.pairs.len())));
             }
             r.pairs.iter().try_for_each(validate_finding)
         }
         Message::Verdict(v) => {
+            gate::hex("verdict.mac", v.mac.as_ref(), 64)?;
             if v.findings.len() > MAX_LISTED || v.missing.len() > MAX_LISTED {
                 return Err(field("verdict", format!("more than {MAX_LISTED} findings or missing ranks listed")));
             }
@@ -405,6 +435,7 @@ fn validate_hello(h: &Hello) -> Result<(), WireError> {
     host("hello.host", &h.host)?;
     if let Some(g) = &h.gate {
         check_job(&g.job)?;
+        gate::hex("hello.gate.mac", g.mac.as_ref(), 64)?;
         if g.rank >= MAX_GATE_SIZE {
             return Err(field("hello.gate.rank", format!("{} is over the largest job", g.rank)));
         }

@@ -207,6 +207,8 @@ pub(crate) fn join() -> Join {
         port: 18516,
         ports: vec![roce_port("mlx5_6", 9)],
         problem: None,
+        nonce: None,
+        mac: None,
     }
 }
 
@@ -237,13 +239,16 @@ fn assign() -> Assign {
         duration_ms: 1000,
         timeout_ms: 3000,
         results_ms: 9000,
+        nonce: None,
+        successor_nonce: None,
+        mac: None,
     }
 }
 
 #[test]
 fn the_gate_frames_round_trip() {
     let mut tagged = hello();
-    tagged.gate = Some(GateTag { job: "uid-1".into(), rank: 3 });
+    tagged.gate = Some(GateTag { job: "uid-1".into(), rank: 3, mac: None });
     let verdict = Verdict {
         go: false,
         size: 4,
@@ -252,6 +257,7 @@ fn the_gate_frames_round_trip() {
         missing: vec![],
         missing_total: 0,
         findings: vec![finding("fail", Some("retry-exceeded"))],
+        mac: None,
     };
     let msgs = vec![
         Message::Hello(tagged),
@@ -259,7 +265,13 @@ fn the_gate_frames_round_trip() {
         Message::Join(Join { ports: vec![], problem: Some("no usable RDMA port".into()), ..join() }),
         Message::Assign(assign()),
         Message::Assign(Assign { target: "[fd00::1]:18516".into(), ..assign() }),
-        Message::Report(Report { rank: 1, pairs: vec![finding("pass", None), finding("warn", Some("mtu-mismatch"))] }),
+        Message::Join(Join { nonce: Some("0a".repeat(16)), mac: Some("ff".repeat(32)), ..join() }),
+        Message::Assign(Assign { nonce: Some("0b".repeat(16)), mac: Some("ee".repeat(32)), ..assign() }),
+        Message::Report(Report {
+            rank: 1,
+            pairs: vec![finding("pass", None), finding("warn", Some("mtu-mismatch"))],
+            mac: None,
+        }),
         Message::Verdict(verdict),
     ];
     for m in msgs {
@@ -289,16 +301,32 @@ fn gate_fields_are_checked() {
     check(Message::Assign(Assign { target: "h".into(), ..assign() }), "assign.target");
     check(Message::Assign(Assign { bytes: 0, ..assign() }), "bytes");
     check(Message::Assign(Assign { timeout_ms: 0, ..assign() }), "assign.timeout_ms");
-    check(Message::Report(Report { rank: 0, pairs: vec![finding("ok", None)] }), "finding.status");
-    check(Message::Report(Report { rank: 0, pairs: vec![finding("fail", Some("Retry!"))] }), "finding.cause");
+    check(Message::Join(Join { mac: Some("ff".repeat(31)), ..join() }), "join.mac");
+    check(Message::Assign(Assign { successor_nonce: Some("0".into()), ..assign() }), "assign.successor_nonce");
+    check(Message::Join(Join { nonce: Some("zz".repeat(16)), ..join() }), "join.nonce");
+    check(Message::Assign(Assign { mac: Some("g".repeat(64)), ..assign() }), "assign.mac");
+    check(Message::Report(Report { rank: 0, pairs: vec![], mac: Some(String::new()) }), "report.mac");
+    check(Message::Report(Report { rank: 0, pairs: vec![finding("ok", None)], mac: None }), "finding.status");
+    check(
+        Message::Report(Report { rank: 0, pairs: vec![finding("fail", Some("Retry!"))], mac: None }),
+        "finding.cause",
+    );
     let mut rail = finding("fail", None);
     rail.rail = Some("mlx5_6:1;rm".into());
-    check(Message::Report(Report { rank: 0, pairs: vec![rail] }), "finding.rail");
+    check(Message::Report(Report { rank: 0, pairs: vec![rail], mac: None }), "finding.rail");
     let mut long = finding("fail", None);
     long.summary = "x".repeat(MAX_TEXT + 1);
-    check(Message::Report(Report { rank: 0, pairs: vec![long] }), "finding.summary");
-    let v =
-        Verdict { go: true, size: 2, pairs: 2, failed_total: 0, missing: vec![2], missing_total: 1, findings: vec![] };
+    check(Message::Report(Report { rank: 0, pairs: vec![long], mac: None }), "finding.summary");
+    let v = Verdict {
+        go: true,
+        size: 2,
+        pairs: 2,
+        failed_total: 0,
+        missing: vec![2],
+        missing_total: 1,
+        findings: vec![],
+        mac: None,
+    };
     check(Message::Verdict(v.clone()), "verdict.missing");
     check(
         Message::Verdict(Verdict {
@@ -310,7 +338,7 @@ fn gate_fields_are_checked() {
     );
     check(Message::Verdict(Verdict { missing: vec![], size: 0, ..v }), "verdict.size");
     let mut h = hello();
-    h.gate = Some(GateTag { job: "x\ny".into(), rank: 0 });
+    h.gate = Some(GateTag { job: "x\ny".into(), rank: 0, mac: None });
     check(Message::Hello(h), "job");
 }
 
@@ -319,9 +347,19 @@ fn the_gate_seeds_of_the_fuzz_corpus_decode() {
     // fuzz/seed.sh writes them; a seed that does not decode would leave the fuzzer outside the
     // gate's frames.
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/ping_wire");
-    for (name, kind) in
-        [("gate-hello", 1), ("join", 6), ("join-problem", 6), ("assign", 7), ("report", 8), ("verdict", 9)]
-    {
+    for (name, kind) in [
+        ("gate-hello", 1),
+        ("join", 6),
+        ("join-problem", 6),
+        ("assign", 7),
+        ("report", 8),
+        ("verdict", 9),
+        ("join-sealed", 6),
+        ("assign-sealed", 7),
+        ("report-sealed", 8),
+        ("verdict-sealed", 9),
+        ("refuse-forged", 5),
+    ] {
         let bytes = std::fs::read(dir.join(format!("hand-{name}"))).expect("seed");
         let m = decode(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(m.kind(), kind, "{name}");

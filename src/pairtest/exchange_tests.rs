@@ -7,7 +7,7 @@ use std::net::TcpStream;
 use std::thread;
 
 use super::*;
-use crate::ping::wire::{LinkLayer, PortInfo};
+use crate::pairtest::wire::{LinkLayer, PortInfo};
 
 fn hello() -> Hello {
     Hello {
@@ -41,7 +41,7 @@ fn listener() -> (TcpListener, String) {
 const SHORT: Duration = Duration::from_millis(300);
 
 fn opts(keep: bool, max: usize) -> Serve {
-    Serve { keep, wait: Some(Duration::from_secs(5)), hello: SHORT, max_peers: Some(max) }
+    Serve { keep, wait: Some(Duration::from_secs(5)), hello: SHORT, max_peers: Some(max), allow: Allow::Anyone }
 }
 
 /// A peer that sends `bytes`, then holds the connection for `hold` (or closes at once).
@@ -162,9 +162,13 @@ fn without_keep_a_stray_is_ignored_and_the_peer_after_it_served() {
     let g = good_peer(&addr);
     let (r, errors) = serve_collect(&l, false, 10);
     assert_eq!(r.expect("served"), 1, "{errors:?}");
-    assert_eq!(errors.len(), 2, "{errors:?}");
-    assert!(errors.iter().any(|e| e.contains("not a nccl-wrap ping message")), "{errors:?}");
-    assert!(errors.iter().any(|e| e.contains("sent nothing")), "{errors:?}");
+    // First messages are read side by side: the good peer need not wait for the silent stray's
+    // deadline, which may still be running when it is served (and is then shut with the desk).
+    assert!(errors.len() <= 2, "{errors:?}");
+    assert!(
+        errors.iter().all(|e| e.contains("not a nccl-wrap ping message") || e.contains("sent nothing")),
+        "{errors:?}"
+    );
     assert_eq!(g.join().expect("good peer"), Ok(Message::Hello(hello())));
     let _ = (b.join(), s.join());
 }
@@ -173,7 +177,13 @@ fn without_keep_a_stray_is_ignored_and_the_peer_after_it_served() {
 fn without_keep_strays_until_the_wait_ends_are_counted() {
     let (l, addr) = listener();
     let b = raw_peer(&addr, b"\0\0\0\0\0\0\0\0\0\0\0\0\0\0".to_vec(), Duration::from_millis(100));
-    let o = Serve { keep: false, wait: Some(Duration::from_millis(700)), hello: SHORT, max_peers: None };
+    let o = Serve {
+        keep: false,
+        wait: Some(Duration::from_millis(700)),
+        hello: SHORT,
+        max_peers: None,
+        allow: Allow::Anyone,
+    };
     let mut errors = Vec::new();
     let r = serve(&l, o, |_, _| Ok(()), |e| errors.push(e.to_string()));
     match r {
@@ -188,7 +198,8 @@ fn without_keep_strays_until_the_wait_ends_are_counted() {
 fn without_keep_a_peer_failing_after_its_hello_ends_the_listener() {
     let (l, addr) = listener();
     let g = good_peer(&addr);
-    let o = Serve { keep: false, wait: Some(Duration::from_secs(5)), hello: SHORT, max_peers: None };
+    let o =
+        Serve { keep: false, wait: Some(Duration::from_secs(5)), hello: SHORT, max_peers: None, allow: Allow::Anyone };
     let r = serve(&l, o, |s, _| Err(ExchangeError::Unexpected { peer: s.peer, want: "x", got: "y" }), |_| {});
     assert!(matches!(r, Err(ExchangeError::Unexpected { .. })), "{r:?}");
     let _ = g.join();
@@ -216,7 +227,13 @@ fn the_refused_client_reads_why() {
 #[test]
 fn no_peer_within_the_wait_is_named() {
     let (l, _) = listener();
-    let o = Serve { keep: false, wait: Some(Duration::from_millis(100)), hello: SHORT, max_peers: None };
+    let o = Serve {
+        keep: false,
+        wait: Some(Duration::from_millis(100)),
+        hello: SHORT,
+        max_peers: None,
+        allow: Allow::Anyone,
+    };
     let r = serve(&l, o, |_, _| Ok(()), |_| {});
     assert!(matches!(&r, Err(e) if e.no_peer()), "{r:?}");
 }

@@ -12,6 +12,10 @@ use super::{check_params, field, name, text, validate_port, PortInfo, WireError,
 pub struct GateTag {
     pub job: String,
     pub rank: u32,
+    /// With a job secret: its MAC over this tag, bound to the successor's nonce
+    /// (`pairtest::seal::seal_tag`), so that only this job's pods are served.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
 }
 
 /// The gate: a pod asks its job's coordinator (rank 0) to take part (pod -> coordinator).
@@ -29,6 +33,12 @@ pub struct Join {
     pub ports: Vec<PortInfo>,
     /// Why this pod cannot take part in the pair tests (no usable port, ibverbs not used).
     pub problem: Option<String>,
+    /// This pod's fresh nonce: every later frame of its session is bound to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nonce: Option<String>,
+    /// The job secret's MAC over this frame (`pairtest::seal`); absent when the job has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
 }
 
 /// The gate: the coordinator's answer to a pod once every rank is in: whom to test, and how.
@@ -49,6 +59,17 @@ pub struct Assign {
     pub timeout_ms: u32,
     /// How long the coordinator waits for every pod's results, from its sending this.
     pub results_ms: u32,
+    /// This gate's nonce (the coordinator's, fresh each run): the rest of the session is bound
+    /// to it, so that no frame of another gate run is taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nonce: Option<String>,
+    /// The successor's own nonce (its join's; rank 0's is the gate's): the pair test's hello
+    /// towards it is bound to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub successor_nonce: Option<String>,
+    /// The job secret's MAC over this frame (`pairtest::seal`); absent when the job has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
 }
 
 /// The gate: one finding about one pod or one pair, as the verdict names it.
@@ -76,6 +97,9 @@ pub struct Finding {
 pub struct Report {
     pub rank: u32,
     pub pairs: Vec<Finding>,
+    /// The job secret's MAC over this frame (`pairtest::seal`); absent when the job has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
 }
 
 /// The gate: the coordinator's decision, the same for every pod (coordinator -> pods).
@@ -93,6 +117,9 @@ pub struct Verdict {
     pub missing_total: u32,
     /// What failed, most important first (at most [`MAX_LISTED`](super::MAX_LISTED)).
     pub findings: Vec<Finding>,
+    /// The job secret's MAC over this frame (`pairtest::seal`); absent when the job has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
 }
 
 /// Host names and addresses as a peer may name itself (never read by a shell or a terminal).
@@ -112,8 +139,20 @@ pub fn check_job(job: &str) -> Result<(), WireError> {
     Ok(())
 }
 
+/// A MAC (64 hex digits) and a nonce (32) as the wire carries them.
+pub(super) fn hex(what: &'static str, v: Option<&String>, len: usize) -> Result<(), WireError> {
+    match v {
+        Some(h) if h.len() != len || !h.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            Err(field(what, format!("not {len} hex digits ({} bytes)", h.len())))
+        }
+        _ => Ok(()),
+    }
+}
+
 pub(super) fn validate_join(j: &Join) -> Result<(), WireError> {
     check_job(&j.job)?;
+    hex("join.nonce", j.nonce.as_ref(), 32)?;
+    hex("join.mac", j.mac.as_ref(), 64)?;
     host("join.host", &j.host)?;
     if !(1..=MAX_GATE_SIZE).contains(&j.size) || j.rank >= j.size {
         return Err(field("join.rank", format!("rank {} of size {} (size in 1..={MAX_GATE_SIZE})", j.rank, j.size)));
@@ -131,6 +170,9 @@ pub(super) fn validate_join(j: &Join) -> Result<(), WireError> {
 }
 
 pub(super) fn validate_assign(a: &Assign) -> Result<(), WireError> {
+    hex("assign.nonce", a.nonce.as_ref(), 32)?;
+    hex("assign.successor_nonce", a.successor_nonce.as_ref(), 32)?;
+    hex("assign.mac", a.mac.as_ref(), 64)?;
     if a.successor >= MAX_GATE_SIZE || a.predecessor >= MAX_GATE_SIZE {
         return Err(field("assign", "a rank over the largest job"));
     }

@@ -9,9 +9,15 @@
 //! from serving the next. Nothing here touches RDMA.
 
 use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, BorrowedFd};
+
+use nix::poll::{poll, PollFd, PollFlags};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
+use std::sync::atomic::AtomicBool;
+
+use super::door::{Allow, Arrival, Desk, Door};
 use super::wire::{self, Hello, Message, WireError, HEADER_LEN};
 
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +44,8 @@ pub enum ExchangeError {
     Refused { peer: String, reason: String },
     #[error("talking to {peer}: {source}")]
     Io { peer: String, source: io::Error },
+    #[error("{peer}: closed unread: {why}")]
+    Unread { peer: String, why: String },
 }
 
 fn strays_note(strays: usize) -> String {
@@ -60,6 +68,14 @@ pub struct Session {
     stream: TcpStream,
     pub peer: String,
     pub deadline: Instant,
+}
+
+/// Waits until `fd` is readable (data, the end, or an error) or `timeout` passes: one poll(2),
+/// where a loop of sleeps and peeks would wake a thousand idle pods' threads for nothing.
+pub fn wait_readable(fd: BorrowedFd<'_>, timeout: Duration) -> bool {
+    let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
+    let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+    matches!(poll(&mut fds, ms), Ok(n) if n > 0)
 }
 
 fn timed_out(e: &io::Error) -> bool {
@@ -123,6 +139,7 @@ impl Session {
         match wire::decode_payload(kind, &payload)
             .map_err(|source| ExchangeError::Wire { peer: self.peer.clone(), source })?
         {
+            // Printable already: the wire cleans every peer text it decodes.
             Message::Refuse(reason) => Err(ExchangeError::Refused { peer: self.peer.clone(), reason }),
             m => Ok(m),
         }
@@ -132,10 +149,11 @@ impl Session {
     pub fn expect<T>(
         &mut self,
         want: &'static str,
-        pick: impl FnOnce(Message) -> Result<T, Message>,
+        pick: impl FnOnce(Message) -> Option<T>,
     ) -> Result<T, ExchangeError> {
         let m = self.recv()?;
-        pick(m).map_err(|m| ExchangeError::Unexpected { peer: self.peer.clone(), want, got: m.name() })
+        let got = m.name();
+        pick(m).ok_or_else(|| ExchangeError::Unexpected { peer: self.peer.clone(), want, got })
     }
 
     pub fn send(&mut self, msg: &Message) -> Result<(), ExchangeError> {
@@ -158,6 +176,11 @@ impl Session {
         })
     }
 
+    /// Whether anything (a message, the end of the connection) arrives within `timeout`.
+    pub fn wait(&self, timeout: Duration) -> bool {
+        wait_readable(self.stream.as_fd(), timeout)
+    }
+
     /// Whether anything (a message, or the end of the connection) has arrived, without waiting.
     pub fn readable(&self) -> Result<bool, ExchangeError> {
         self.stream.set_nonblocking(true).map_err(|e| self.io(e))?;
@@ -174,6 +197,11 @@ impl Session {
     /// Sets the deadline to `deadline`, earlier or later (the gate's phases each have their own).
     pub fn set_deadline(&mut self, deadline: Instant) {
         self.deadline = deadline;
+    }
+
+    /// Closes the connection both ways at once (a peer waiting for our close sees EOF now).
+    pub fn close(self) {
+        let _ = self.stream.shutdown(Shutdown::Both);
     }
 
     /// Best effort: tell the peer why, with a short bound, then close.
@@ -275,7 +303,7 @@ pub fn accept(l: &TcpListener, until: Option<Instant>) -> Result<(TcpStream, Soc
 }
 
 /// How the listener serves.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Serve {
     /// Serve peer after peer (otherwise one valid peer).
     pub keep: bool,
@@ -285,13 +313,16 @@ pub struct Serve {
     pub hello: Duration,
     /// Stop after this many connections (tests; `None` in the binary).
     pub max_peers: Option<usize>,
+    /// Who may connect (`ping --allow`, the ring's peers; anyone by default).
+    pub allow: Allow,
 }
 
-/// Accepts peers and hands each valid hello to `on_peer`. A connection that never sends a valid
-/// hello (a probe, a scanner, garbage, silence) is a stray: it is reported to `on_error`, told
-/// why, and the wait goes on until it ends. A peer that fails after its hello is reported too;
-/// without `keep` it ends the serving, with `keep` the next peer is served. Returns how many
-/// peers `on_peer` completed.
+/// Accepts peers under the [`door`](super::door)'s policy and hands each valid hello to
+/// `on_peer`, one at a time on this thread. A connection that never sends a valid hello (a
+/// probe, a scanner, garbage, silence, an address not admitted) is a stray: reported to
+/// `on_error`, closed as soon as it is judged, and the wait goes on until it ends. A peer that
+/// fails after its hello is reported too; without `keep` it ends the serving, with `keep` the
+/// next peer is served. Returns how many peers `on_peer` completed.
 pub fn serve(
     l: &TcpListener,
     opts: Serve,
@@ -299,28 +330,26 @@ pub fn serve(
     mut on_error: impl FnMut(&ExchangeError),
 ) -> Result<usize, ExchangeError> {
     let start = Instant::now();
+    let addr = l.local_addr().map_or_else(|_| "the listener".to_owned(), |a| a.to_string());
     let first_until = opts.wait.map(|w| start + w);
     let (mut seen, mut served, mut strays) = (0usize, 0usize, 0usize);
+    let mut desk = Desk::new(l, Door::new(opts.allow.clone(), opts.hello));
+    let never = AtomicBool::new(false);
     loop {
         // With `keep`, only the first peer is waited for; without it, strays do not end the wait.
         let until = if opts.keep && seen > 0 { None } else { first_until };
-        let (stream, addr) = match accept(l, until) {
-            Ok(a) => a,
-            Err(ExchangeError::NoPeer { addr, .. }) => {
-                return Err(ExchangeError::NoPeer { addr, waited_ms: start.elapsed().as_millis(), strays })
-            }
-            Err(e) => return Err(e),
+        let Some(arrival) = desk.next(until, &never) else {
+            return Err(ExchangeError::NoPeer { addr, waited_ms: start.elapsed().as_millis(), strays });
         };
         seen += 1;
-        let mut session = Session::new(stream, addr.to_string(), Instant::now() + opts.hello);
-        let outcome = match session.expect("hello", |m| if let Message::Hello(h) = m { Ok(h) } else { Err(m) }) {
-            Ok(hello) => on_peer(session, hello).map_err(|e| (true, e)),
-            Err(e) => {
-                if !matches!(e, ExchangeError::Closed { .. } | ExchangeError::Refused { .. }) {
-                    session.refuse(&e.to_string());
-                }
+        let outcome = match arrival {
+            Arrival::First(session, Message::Hello(hello)) => on_peer(session, hello).map_err(|e| (true, e)),
+            Arrival::First(session, m) => {
+                let e = ExchangeError::Unexpected { peer: session.peer.clone(), want: "hello", got: m.name() };
+                session.refuse(&e.to_string());
                 Err((false, e))
             }
+            Arrival::Stray(e) => Err((false, e)),
         };
         let at_max = opts.max_peers.is_some_and(|m| seen >= m);
         match outcome {

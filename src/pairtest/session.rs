@@ -10,21 +10,9 @@ use std::time::{Duration, Instant};
 
 use super::exchange::{ExchangeError, Session};
 use super::pair::{self, Planned, Res, Stream};
-use super::wire::{Fault, Figures, GateTag, Hello, Message, PairState, PortInfo, QpInfo};
+use super::settings::Settings;
+use super::wire::{Fault, Figures, Hello, Message, PairState, PortInfo, QpInfo};
 use crate::verbs::ffi::Context;
-
-/// What the run is asked to do (the initiator's choices; the listener takes them from its hello).
-#[derive(Debug, Clone)]
-pub struct Limits {
-    pub all_pairs: bool,
-    pub bytes: u32,
-    pub iters: u32,
-    pub duration_ms: u32,
-    /// Each pair's deadline, per phase.
-    pub timeout: Duration,
-    /// The gate's pair test: who this end is (plain ping: none).
-    pub gate: Option<GateTag>,
-}
 
 /// One pair as this end saw it.
 #[derive(Debug, Clone)]
@@ -86,7 +74,7 @@ pub fn rounds(pairs: &[(usize, usize)]) -> Vec<Vec<usize>> {
 }
 
 /// How long a whole run may take once both hellos are in.
-pub fn budget(pairs: usize, rounds: usize, limits: &Limits) -> Duration {
+pub fn budget(pairs: usize, rounds: usize, limits: &Settings) -> Duration {
     limits.timeout * (2 + pairs as u32) + Duration::from_millis(u64::from(limits.duration_ms)) * rounds as u32
 }
 
@@ -129,7 +117,7 @@ fn connect(
         .collect();
     let mut local: Vec<Option<Fault>> = mine.iter().map(|q| q.fault.clone()).collect();
     s.send(&Message::Setup(mine))?;
-    let theirs = s.expect("setup", |m| if let Message::Setup(q) = m { Ok(q) } else { Err(m) })?;
+    let theirs = s.expect("setup", |m| if let Message::Setup(q) = m { Some(q) } else { None })?;
     peer_count(s, &theirs, n, "setup")?;
     let mut remote: Vec<Option<Fault>> = theirs.iter().map(|q| q.fault.clone()).collect();
     for (k, r) in res.iter().enumerate() {
@@ -141,7 +129,7 @@ fn connect(
     }
     let states = local.iter().enumerate().map(|(k, f)| PairState { pair: k as u16, fault: f.clone(), figures: None });
     s.send(&Message::Ready(states.collect()))?;
-    let ready = s.expect("ready", |m| if let Message::Ready(v) = m { Ok(v) } else { Err(m) })?;
+    let ready = s.expect("ready", |m| if let Message::Ready(v) = m { Some(v) } else { None })?;
     peer_count(s, &ready, n, "ready")?;
     for (k, st) in ready.into_iter().enumerate() {
         if let Some(f) = st.fault {
@@ -157,19 +145,18 @@ pub fn initiate(
     s: &mut Session,
     opened: &Opened,
     host: &str,
-    limits: &Limits,
+    asked: &Settings,
 ) -> Result<(Vec<PairRun>, Vec<PortInfo>), ExchangeError> {
-    let hello = Hello {
-        host: host.to_owned(),
-        ports: opened.infos.clone(),
-        all_pairs: limits.all_pairs,
-        bytes: limits.bytes,
-        iters: limits.iters,
-        duration_ms: limits.duration_ms,
-        gate: limits.gate.clone(),
+    s.send(&Message::Hello(asked.hello(host, opened.infos.clone())))?;
+    let theirs = s.expect("hello", |m| if let Message::Hello(h) = m { Some(h) } else { None })?;
+    // The listener may have clamped the test to its own limits (its hello says so): both ends
+    // run the smaller, so that no write goes past the buffer the listener registered.
+    let limits = &Settings {
+        bytes: asked.bytes.min(theirs.bytes),
+        iters: asked.iters.min(theirs.iters),
+        duration_ms: asked.duration_ms.min(theirs.duration_ms),
+        ..asked.clone()
     };
-    s.send(&Message::Hello(hello))?;
-    let theirs = s.expect("hello", |m| if let Message::Hello(h) = m { Ok(h) } else { Err(m) })?;
     let pairs = pairing(opened.infos.len(), theirs.ports.len(), limits.all_pairs);
     let rounds = rounds(&pairs);
     s.extend(Instant::now() + budget(pairs.len(), rounds.len(), limits));
@@ -228,7 +215,7 @@ pub fn initiate(
             .map(|k| PairState { pair: k as u16, fault: local[k].clone(), figures: Some(figures[k]) })
             .collect();
         s.send(&Message::Done(done))?;
-        let back = s.expect("done", |m| if let Message::Done(v) = m { Ok(v) } else { Err(m) })?;
+        let back = s.expect("done", |m| if let Message::Done(v) = m { Some(v) } else { None })?;
         peer_count(s, &back, pairs.len(), "done")?;
         for (k, st) in back.into_iter().enumerate() {
             if let Some(f) = st.fault {
@@ -251,30 +238,24 @@ pub fn initiate(
 }
 
 /// The listening end, after the initiator's hello: answer it, then serve every pair until the
-/// initiator says it is done.
+/// initiator says it is done. The listener's own settings (`ours`) bound what the hello may ask
+/// for; what was clamped is returned beside the pairs, for the caller to say.
 pub fn answer(
     s: &mut Session,
     hello: &Hello,
     opened: &Opened,
     host: &str,
-    timeout: Duration,
-) -> Result<Vec<PairRun>, ExchangeError> {
-    let limits = Limits {
-        all_pairs: hello.all_pairs,
-        bytes: hello.bytes,
-        iters: hello.iters,
-        duration_ms: hello.duration_ms,
-        timeout,
-        gate: None,
-    };
-    let mine = Hello { host: host.to_owned(), ports: opened.infos.clone(), gate: None, ..hello.clone() };
-    s.send(&Message::Hello(mine))?;
+    ours: &Settings,
+) -> Result<(Vec<PairRun>, Vec<String>), ExchangeError> {
     let pairs = pairing(hello.ports.len(), opened.infos.len(), hello.all_pairs);
+    let (limits, clamped) = ours.answer(hello, pairs.len());
+    // This end's hello carries the sizes it will run, so that the initiator runs the same.
+    s.send(&Message::Hello(limits.hello(host, opened.infos.clone())))?;
     s.extend(Instant::now() + budget(pairs.len(), rounds(&pairs).len(), &limits));
     let ends: Vec<(PortInfo, PortInfo)> =
         pairs.iter().map(|&(r, l)| (opened.infos[l].clone(), hello.ports[r].clone())).collect();
     let local_of: Vec<usize> = pairs.iter().map(|p| p.1).collect();
-    pair::with_pairs(&opened.ctxs, &local_of, hello.bytes, |res| {
+    let runs = pair::with_pairs(&opened.ctxs, &local_of, limits.bytes, |res| {
         let (mut local, mut remote, _) = connect(s, &res, &ends, limits.timeout)?;
         // Answer every ready pair's messages until the initiator's `done` arrives.
         let mut polls = 0u32;
@@ -308,7 +289,7 @@ pub fn answer(
                 std::thread::yield_now();
             }
         }
-        let theirs = s.expect("done", |m| if let Message::Done(v) = m { Ok(v) } else { Err(m) })?;
+        let theirs = s.expect("done", |m| if let Message::Done(v) = m { Some(v) } else { None })?;
         peer_count(s, &theirs, pairs.len(), "done")?;
         let done = (0..pairs.len()).map(|k| PairState { pair: k as u16, fault: local[k].clone(), figures: None });
         s.send(&Message::Done(done.collect()))?;
@@ -328,7 +309,8 @@ pub fn answer(
                 }
             })
             .collect())
-    })
+    })?;
+    Ok((runs, clamped))
 }
 
 #[cfg(test)]
@@ -362,7 +344,7 @@ mod tests {
 
     #[test]
     fn the_budget_grows_with_pairs_and_rounds() {
-        let l = Limits {
+        let l = Settings {
             all_pairs: false,
             bytes: 1 << 20,
             iters: 1000,

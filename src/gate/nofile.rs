@@ -1,0 +1,69 @@
+//! Rank 0 holds one connection per pod for the whole gate: its soft limit of open descriptors
+//! (RLIMIT_NOFILE, often 1024 in a container) is raised towards the hard limit for the gate's
+//! length, and put back before the command starts, so the command sees the limit it was given.
+//!
+//! It must never raise the hard limit, and never leave the soft limit changed after the gate.
+
+use nix::sys::resource::{getrlimit, setrlimit, Resource};
+
+use crate::msg::PREFIX;
+
+/// Descriptors rank 0 needs besides one per pod: the listener, the first reads and their
+/// copies, the pair test, stdio and the binary's own.
+const SPARE: u64 = 128;
+
+/// The soft limit as it was, put back when dropped.
+pub struct Raised {
+    was: Option<(u64, u64)>,
+}
+
+/// The soft limit `pods` need given the current limits: `None` when it is high enough, else
+/// the need, at most the hard limit.
+pub fn target(soft: u64, hard: u64, pods: u32) -> Option<u64> {
+    let need = u64::from(pods) + SPARE;
+    (soft < need).then(|| need.min(hard)).filter(|&to| to > soft)
+}
+
+/// Raises the soft limit to what `pods` need (at most the hard limit); says so when even the
+/// hard limit is too low.
+pub fn raise(pods: u32) -> Raised {
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else { return Raised { was: None } };
+    let need = u64::from(pods) + SPARE;
+    if hard < need {
+        eprintln!(
+            "{PREFIX} gate: rank 0 may open {hard} descriptors (RLIMIT_NOFILE hard limit) and {pods} pods need about {need}: joins past it wait and retry; raise the container's nofile limit"
+        );
+    }
+    let Some(to) = target(soft, hard, pods) else { return Raised { was: None } };
+    match setrlimit(Resource::RLIMIT_NOFILE, to, hard) {
+        Ok(()) => Raised { was: Some((soft, hard)) },
+        Err(e) => {
+            eprintln!("{PREFIX} gate: cannot raise the open-descriptor limit from {soft} to {to}: {e}");
+            Raised { was: None }
+        }
+    }
+}
+
+impl Drop for Raised {
+    fn drop(&mut self) {
+        if let Some((soft, hard)) = self.was {
+            if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, soft, hard) {
+                eprintln!("{PREFIX} gate: cannot put the open-descriptor limit back to {soft}: {e}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_soft_limit_rises_to_what_the_pods_need_within_the_hard_limit() {
+        assert_eq!(target(1024, 1_048_576, 1024), Some(1024 + SPARE));
+        assert_eq!(target(1024, 1_048_576, 16_384), Some(16_384 + SPARE));
+        assert_eq!(target(1024, 4096, 16_384), Some(4096), "never past the hard limit");
+        assert_eq!(target(65_536, 1_048_576, 1024), None, "high enough already");
+        assert_eq!(target(1024, 1024, 4096), None, "no room to raise");
+    }
+}

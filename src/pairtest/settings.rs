@@ -1,0 +1,132 @@
+//! The one settings type of a pair test, and every conversion of it: from a front end's options
+//! (ping's flags, the gate's `NCCL_WRAP_PING_*`, the ring's constant), to and from the wire (the
+//! initiator's hello, the coordinator's assignment), and what a listener lets a hello ask for.
+//!
+//! Pure. It must never let a peer's hello decide more than the listener's own settings allow: a
+//! listener registers at most its own message size per pair and [`MAX_REGISTERED`] in all.
+
+use std::time::Duration;
+
+use super::wire::{self, Assign, GateTag, Hello, PortInfo, WireError};
+
+/// The most a listener registers for one peer, all pairs together (a peer's hello asking for
+/// more is clamped to it, and said so): 32 rails x 8 MiB, far above what a rail test needs and
+/// far below what would get a pod OOM-killed.
+pub const MAX_REGISTERED: u64 = 256 << 20;
+
+/// What one test does: how rails pair, the bandwidth message size (also the buffer each pair
+/// registers), the latency round trips, the bandwidth run, each phase's deadline; and, when the
+/// gate opens the test, who opens it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    pub all_pairs: bool,
+    pub bytes: u32,
+    pub iters: u32,
+    pub duration_ms: u32,
+    /// Each pair's deadline, per phase.
+    pub timeout: Duration,
+    /// The gate's pair test: who this end is (plain ping and the ring: none).
+    pub gate: Option<GateTag>,
+}
+
+impl Settings {
+    /// The ranges every front end checks before anything is opened.
+    pub fn check(&self) -> Result<(), WireError> {
+        wire::check_params(self.bytes, self.iters, self.duration_ms)?;
+        if !(1..=600_000).contains(&self.timeout.as_millis()) {
+            return Err(WireError::Field {
+                field: "timeout_ms",
+                detail: format!("{} is not in 1..=600000", self.timeout.as_millis()),
+            });
+        }
+        Ok(())
+    }
+
+    /// The initiator's hello.
+    pub fn hello(&self, host: &str, ports: Vec<PortInfo>) -> Hello {
+        Hello {
+            host: host.to_owned(),
+            ports,
+            all_pairs: self.all_pairs,
+            bytes: self.bytes,
+            iters: self.iters,
+            duration_ms: self.duration_ms,
+            gate: self.gate.clone(),
+        }
+    }
+
+    /// What a listener with these settings runs for `hello`, and what it clamped (said so by the
+    /// caller): the listener's deadline, at most its own message size per pair, at most its own
+    /// round trips and bandwidth run, and at most [`MAX_REGISTERED`] over `pairs` pairs.
+    pub fn answer(&self, hello: &Hello, pairs: usize) -> (Settings, Vec<String>) {
+        let mut clamped = Vec::new();
+        let per_pair_total = u32::try_from(MAX_REGISTERED / pairs.max(1) as u64).unwrap_or(u32::MAX);
+        let most_bytes = self.bytes.min(per_pair_total).max(8);
+        let mut pick = |what: &str, asked: u32, most: u32| {
+            if asked > most {
+                clamped.push(format!("{what} {asked} clamped to {most}"));
+            }
+            asked.min(most)
+        };
+        let run = Settings {
+            all_pairs: hello.all_pairs,
+            bytes: pick("bytes", hello.bytes, most_bytes),
+            iters: pick("iters", hello.iters, self.iters),
+            duration_ms: pick("duration_ms", hello.duration_ms, self.duration_ms),
+            timeout: self.timeout,
+            gate: None,
+        };
+        (run, clamped)
+    }
+
+    /// The coordinator's assignment carries its settings: every pair of the job runs the same.
+    pub fn of_assign(a: &Assign, gate: Option<GateTag>) -> Settings {
+        Settings {
+            all_pairs: a.all_pairs,
+            bytes: a.bytes,
+            iters: a.iters,
+            duration_ms: a.duration_ms,
+            timeout: Duration::from_millis(u64::from(a.timeout_ms)),
+            gate,
+        }
+    }
+
+    /// The timeout in the wire's milliseconds.
+    pub fn timeout_ms(&self) -> u32 {
+        u32::try_from(self.timeout.as_millis()).unwrap_or(u32::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ours() -> Settings {
+        Settings {
+            all_pairs: false,
+            bytes: 1 << 20,
+            iters: 1000,
+            duration_ms: 1000,
+            timeout: Duration::from_secs(3),
+            gate: None,
+        }
+    }
+
+    #[test]
+    fn a_hello_asking_for_more_than_the_listener_allows_is_clamped_and_said_so() {
+        let s = ours();
+        let greedy = Hello { bytes: 1 << 30, iters: 1_000_000, ..s.hello("h", Vec::new()) };
+        let (run, said) = s.answer(&greedy, 1);
+        assert_eq!((run.bytes, run.iters, run.duration_ms), (1 << 20, 1000, 1000));
+        assert_eq!(said, vec!["bytes 1073741824 clamped to 1048576", "iters 1000000 clamped to 1000"]);
+        // The total over many pairs is bounded too.
+        let big = Settings { bytes: 1 << 30, ..ours() };
+        let (run, said) = big.answer(&greedy, 1024);
+        assert!(u64::from(run.bytes) * 1024 <= MAX_REGISTERED, "{}", run.bytes);
+        assert_eq!(said.len(), 2);
+        // A modest hello is taken as it is.
+        let small = Hello { bytes: 4096, iters: 10, duration_ms: 0, ..s.hello("h", Vec::new()) };
+        let (run, said) = s.answer(&small, 4);
+        assert_eq!((run.bytes, run.iters, run.duration_ms, said.len()), (4096, 10, 0, 0));
+    }
+}

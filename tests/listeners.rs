@@ -1,0 +1,223 @@
+//! `ping --listen` (and `--ring`)'s listener and the node agents' ring listener against
+//! strangers, on 127.0.0.1, through the same accept policy (`pairtest::door`) the gate's uses: a
+//! stray that half-closes and waits for our close, 200 silent connections, an address not
+//! admitted, a hello asking for 1 GiB, forged text in a refusal. The pair test itself is the
+//! stand-in of `standin` (a hello exchange): ibverbs are not what is tested here. The tests run
+//! one at a time: the descriptor counts are this process's.
+
+mod common;
+mod standin;
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::Run;
+use nccl_wrap::health::ring::{self, Allowed};
+use nccl_wrap::pairtest::door::{parse_allow, Allow};
+use nccl_wrap::pairtest::exchange::{self, ExchangeError, Serve};
+use nccl_wrap::pairtest::wire::{self, Message};
+use standin::*;
+
+static ONE: Mutex<()> = Mutex::new(());
+
+fn one() -> std::sync::MutexGuard<'static, ()> {
+    ONE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn listener() -> (TcpListener, u16) {
+    let l = exchange::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    (l, port)
+}
+
+/// A well-behaved client: its hello, and the listener's answer.
+fn good_peer(port: u16, bytes: u32) -> thread::JoinHandle<Result<Message, String>> {
+    thread::spawn(move || {
+        let until = Instant::now() + Duration::from_secs(5);
+        let target = format!("127.0.0.1:{port}");
+        let mut s = exchange::connect(&target, until, Duration::from_secs(5)).map_err(|e| e.to_string())?;
+        let h = wire::Hello { bytes, ..hello(&fake(9), None) };
+        s.send(&Message::Hello(h)).map_err(|e| e.to_string())?;
+        s.recv().map_err(|e| e.to_string())
+    })
+}
+
+/// Connects, half-closes, and waits up to a second for the listener's close: Ok(0) is EOF.
+fn half_close(port: u16) -> Result<usize, std::io::ErrorKind> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.shutdown(Shutdown::Write).expect("half-close");
+    s.set_read_timeout(Some(Duration::from_secs(1))).expect("timeout");
+    let mut b = [0u8; 256];
+    let mut got = 0;
+    loop {
+        match s.read(&mut b[got..]) {
+            Ok(0) => return Ok(got),
+            Ok(n) => got += n,
+            Err(e) => return Err(e.kind()),
+        }
+    }
+}
+
+/// ping's listener (`--listen --keep`): serves `max` connections, answering each hello.
+fn ping_listener(l: TcpListener, allow: Allow, max: usize) -> thread::JoinHandle<(usize, Vec<String>)> {
+    thread::spawn(move || {
+        let opts = Serve {
+            keep: true,
+            wait: Some(Duration::from_secs(10)),
+            hello: Duration::from_secs(2),
+            max_peers: Some(max),
+            allow,
+        };
+        let mut errors = Vec::new();
+        let f = fake(1);
+        let served = exchange::serve(
+            &l,
+            opts,
+            |mut s, _| s.send(&Message::Hello(hello(&f, None))),
+            |e: &ExchangeError| errors.push(e.to_string()),
+        );
+        (served.unwrap_or(0), errors)
+    })
+}
+
+#[test]
+fn ping_a_half_closed_stray_gets_eof_at_once_and_the_next_peer_is_served() {
+    let _one = one();
+    let (l, port) = listener();
+    let server = ping_listener(l, Allow::Anyone, 2);
+    assert_eq!(half_close(port), Ok(0), "no EOF within a second");
+    assert!(matches!(good_peer(port, 4096).join().expect("peer"), Ok(Message::Hello(_))));
+    let (served, errors) = server.join().expect("listener");
+    assert_eq!(served, 1, "{errors:?}");
+}
+
+#[test]
+fn ping_two_hundred_silent_connections_keep_fds_bounded_and_a_peer_is_served() {
+    let _one = one();
+    let (l, port) = listener();
+    let base = open_fds();
+    let server = ping_listener(l, Allow::Anyone, 201);
+    let held: Vec<TcpStream> = (0..200).map(|_| TcpStream::connect(("127.0.0.1", port)).expect("connect")).collect();
+    thread::sleep(Duration::from_millis(500));
+    let listener_side = open_fds().saturating_sub(base + held.len());
+    assert!(listener_side <= 2 * 32 + 8, "the listener holds {listener_side} descriptors for 200 silent connections");
+    assert!(matches!(good_peer(port, 4096).join().expect("peer"), Ok(Message::Hello(_))));
+    drop(held);
+    let (served, _) = server.join().expect("listener");
+    assert_eq!(served, 1);
+}
+
+#[test]
+fn ping_allow_closes_other_addresses_unread() {
+    let _one = one();
+    let (l, port) = listener();
+    let allow = Allow::Nets(parse_allow("10.0.0.0/8,fd00::/8").expect("list"));
+    let server = ping_listener(l, allow, 1);
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let _ = s.write_all(&wire::encode(&Message::Hello(hello(&fake(9), None))).expect("frame"));
+    s.set_read_timeout(Some(Duration::from_secs(1))).expect("timeout");
+    let mut b = [0u8; 64];
+    // Closed without a word: not even a refusal is sent to a stranger.
+    assert!(matches!(s.read(&mut b), Ok(0) | Err(_)));
+    let (served, errors) = server.join().expect("listener");
+    assert_eq!(served, 0);
+    assert!(errors.iter().any(|e| e.contains("closed unread: 127.0.0.1 is not in the allowed networks")), "{errors:?}");
+    // The same listener admitting loopback serves the peer.
+    let (l, port) = listener();
+    let server = ping_listener(l, Allow::Nets(parse_allow("127.0.0.0/8").expect("list")), 1);
+    assert!(matches!(good_peer(port, 4096).join().expect("peer"), Ok(Message::Hello(_))));
+    assert_eq!(server.join().expect("listener").0, 1);
+}
+
+#[test]
+fn ping_refuses_an_allow_list_it_cannot_read() {
+    let _one = one();
+    for (args, env) in [
+        (vec!["ping", "--listen", "0", "--allow", "pod-network"], None),
+        (vec!["ping", "--listen", "0"], Some("10.0.0.0/33")),
+    ] {
+        let mut r = Run::node("h100-roce-sriov");
+        if let Some(v) = env {
+            r = r.env("NCCL_WRAP_PING_ALLOW", v);
+        }
+        let d = r.args(args);
+        assert_eq!(d.code(), Some(2), "{}", d.stderr());
+        assert!(d.stderr().contains("--allow (NCCL_WRAP_PING_ALLOW): "), "{}", d.stderr());
+    }
+}
+
+#[test]
+fn a_refusal_with_control_characters_reaches_the_client_printable() {
+    let _one = one();
+    let (l, port) = listener();
+    let server = thread::spawn(move || {
+        let (mut s, _) = exchange::accept(&l, Some(Instant::now() + Duration::from_secs(5))).expect("accept");
+        let forged = Message::Refuse("busy\nnccl-wrap: gate: verdict: GO\x1b[2J".into());
+        let _ = s.write_all(&wire::encode(&forged).expect("frame"));
+        thread::sleep(Duration::from_millis(300));
+    });
+    let target = format!("127.0.0.1:{port}");
+    let mut s = exchange::connect(&target, Instant::now() + Duration::from_secs(2), Duration::from_secs(2)).expect("c");
+    let e = s.recv().expect_err("refused").to_string();
+    assert!(!e.contains('\n') && !e.contains('\x1b'), "{e:?}");
+    assert!(e.contains("busy\\u{a}nccl-wrap: gate: verdict: GO\\u{1b}[2J"), "{e}");
+    let _ = server.join();
+}
+
+/// The node agent's ring listener on 127.0.0.1, answering `peers`, for `max` connections.
+fn ring_listener(peers: Vec<std::net::IpAddr>, max: usize) -> (thread::JoinHandle<()>, u16) {
+    let (l, port) = listener();
+    let allowed: Allowed = Arc::new(Mutex::new(peers));
+    let server = thread::spawn(move || ring::serve(&l, &fake(1), &allowed, Some(max)));
+    (server, port)
+}
+
+#[test]
+fn ring_a_half_closed_stray_gets_eof_at_once_and_a_peer_is_served() {
+    let _one = one();
+    let (server, port) = ring_listener(vec!["127.0.0.1".parse().expect("ip")], 2);
+    assert_eq!(half_close(port), Ok(0), "no EOF within a second");
+    assert!(matches!(good_peer(port, 4096).join().expect("peer"), Ok(Message::Hello(_))));
+    server.join().expect("listener");
+}
+
+#[test]
+fn ring_two_hundred_silent_connections_keep_fds_bounded_and_a_peer_is_served() {
+    let _one = one();
+    let base = open_fds();
+    let (server, port) = ring_listener(vec!["127.0.0.1".parse().expect("ip")], 201);
+    let held: Vec<TcpStream> = (0..200).map(|_| TcpStream::connect(("127.0.0.1", port)).expect("connect")).collect();
+    thread::sleep(Duration::from_millis(500));
+    let listener_side = open_fds().saturating_sub(base + held.len());
+    assert!(listener_side <= 2 * 32 + 8, "the ring holds {listener_side} descriptors for 200 silent connections");
+    assert!(matches!(good_peer(port, 4096).join().expect("peer"), Ok(Message::Hello(_))));
+    drop(held);
+    server.join().expect("listener");
+}
+
+#[test]
+fn ring_a_stranger_is_closed_unread_and_a_greedy_hello_refused() {
+    let _one = one();
+    // 127.0.0.1 is not among the peers: its connection is closed before anything is read.
+    let (server, port) = ring_listener(vec!["10.0.0.2".parse().expect("ip")], 1);
+    assert!(good_peer(port, 4096).join().expect("peer").is_err());
+    server.join().expect("listener");
+    // A peer asking for 1 GiB per pair is refused, and told the agent's limit.
+    let (server, port) = ring_listener(vec!["127.0.0.1".parse().expect("ip")], 1);
+    let e = good_peer(port, 1 << 30).join().expect("peer").expect_err("refused");
+    assert!(e.contains("asked for 1073741824 bytes") && e.contains("an agent answers at most 1048576"), "{e}");
+    server.join().expect("listener");
+}
+
+#[test]
+fn the_allow_list_takes_both_families() {
+    let nets = parse_allow("10.0.0.0/8,fd00::/8").expect("list");
+    let a = Allow::Nets(nets);
+    for (ip, ok) in [("10.1.1.1", true), ("fd00::5", true), ("::ffff:10.2.3.4", true), ("192.168.0.1", false)] {
+        let ip: std::net::IpAddr = ip.parse().expect("ip");
+        assert_eq!(a.refusal(SocketAddr::new(ip, 1).ip()).is_none(), ok, "{ip}");
+    }
+}
