@@ -16,7 +16,7 @@
 //! the verbs probe reports it as not checked, never as unusable (`src/verbs/driver.rs`), and NCCL,
 //! which loads the image's own rdma-core, is not affected.
 //!
-//! Two parts of rdma-core that nccl-wrap can never reach are left out by answering, from Rust,
+//! Three parts of rdma-core that nccl-wrap can do without are left out by answering, from Rust,
 //! the functions through which the rest of rdma-core would pull them in ([`STUBBED`]): the linker
 //! takes an archive member only for a symbol nothing else defines. This script reads which
 //! global functions each such member defines (its `ar` index and ELF symbol table) and writes
@@ -27,6 +27,10 @@
 //!   (`ibv_create_ah`). nccl-wrap makes RC queue pairs only, whose route the kernel resolves at
 //!   `ibv_modify_qp`. Its stubs fail with ENOSYS, as rdma-core built without libnl does
 //!   (NRESOLVE_NEIGH): 150 KB with libnl-route and the libc parts only they use.
+//! - libibverbs' device discovery over RDMA netlink (`ibdev_nl.c`, over libnl-3): its stub fails
+//!   with ENOSYS and libibverbs lists devices from sysfs instead (`find_sysfs_devs`, its own
+//!   fallback for kernels without RDMA netlink); `get_copy_on_fork` says "not known" (false), so
+//!   `ibv_fork_init` would still mark registered memory: 80 KB with libnl-3.
 //! - mlx5's VFIO driver (`mlx5_vfio.c`) serves only devices made by
 //!   `mlx5dv_get_vfio_device_list`, which nccl-wrap never calls; mlx5 asks `is_mlx5_vfio_dev`
 //!   of every device, and "no" (0) is the exact answer here: 40 KB.
@@ -54,12 +58,18 @@ struct Stubbed {
     archive: &'static str,
     member: &'static str,
     returns: i32,
+    /// Functions that answer otherwise, by name without rdma-core's version prefix.
+    except: &'static [(&'static str, i32)],
 }
 
 const STUBBED: &[Stubbed] = &[
     // -ENOSYS (38 on x86_64 and aarch64 alike).
-    Stubbed { archive: "libibverbs.a", member: "neigh.c.o", returns: -38 },
-    Stubbed { archive: "libmlx5.a", member: "mlx5_vfio.c.o", returns: 0 },
+    Stubbed { archive: "libibverbs.a", member: "neigh.c.o", returns: -38, except: &[] },
+    // Device discovery over RDMA netlink: failing it (ENOSYS), libibverbs lists the devices from
+    // sysfs, as it does on kernels without RDMA netlink; copy-on-fork is reported as not known,
+    // so that ibv_fork_init would still mark registered memory. libnl-3 then goes too.
+    Stubbed { archive: "libibverbs.a", member: "ibdev_nl.c.o", returns: -38, except: &[("get_copy_on_fork", 0)] },
+    Stubbed { archive: "libmlx5.a", member: "mlx5_vfio.c.o", returns: 0, except: &[] },
 ];
 
 /// The providers linked, by their `verbs_provider_<name>` suffix: the RDMA devices of GPU nodes
@@ -169,7 +179,11 @@ fn main() {
         let archive = fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
         if let Some(obj) = archive_member(&archive, st.member) {
             let what = format!("{}({})", st.archive, st.member);
-            stubs.extend(elf_defined_functions(obj, &what).into_iter().map(|f| (f, what.clone(), st.returns)));
+            stubs.extend(elf_defined_functions(obj, &what).into_iter().map(|f| {
+                let own = st.except.iter().find(|(name, _)| f.ends_with(&format!("_{name}")) || f == *name);
+                let ret = own.map_or(st.returns, |(_, r)| *r);
+                (f, what.clone(), ret)
+            }));
         }
     }
     write_stubs(&out_dir.join("rdma_stubs.rs"), &stubs);
