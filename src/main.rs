@@ -495,9 +495,9 @@ fn bad_usage(e: &cli::CliError, raw: &[OsString], env: &[(OsString, OsString)]) 
                     hang: process::hang::Config::default(),
                     state_file: None,
                 };
-                return supervise::run(cmd, env, &defaults, None);
+                return supervise::run(cmd, &nccl::env::child_env(env, &[]), &defaults, None);
             }
-            exec_or_report(cmd, env)
+            exec_or_report(cmd, &nccl::env::child_env(env, &[]))
         }
         None => {
             eprintln!("{PREFIX} usage: nccl-wrap [OPTIONS] -- COMMAND [ARGS]... (see --help)");

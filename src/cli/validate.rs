@@ -80,7 +80,8 @@ impl Problem {
             origin,
             fault: Fault::BadValue,
             source: source.into(),
-            value: Some(shown(value)),
+            // A secret's value is never repeated, not even in part.
+            value: Some(if long == "gate-secret" { "(not shown)".to_string() } else { shown(value) }),
             why: why.chars().take(4 * SHOWN).map(|c| if c.is_control() { '?' } else { c }).collect(),
             long: Some(long),
             belongs: belongs(long, knob),

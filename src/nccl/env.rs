@@ -40,7 +40,10 @@ pub fn export_lines<'a>(vars: impl IntoIterator<Item = (&'a str, &'a str)>) -> S
 /// The child's environment: ours in its original order, byte for byte, with `set` applied
 /// (replacing a variable in place, or appending it).
 pub fn child_env(base: &[(OsString, OsString)], set: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
-    let mut env = base.to_vec();
+    // The gate's secret is nccl-wrap's alone: the command (and whatever it starts, or logs of its
+    // environment) never sees it.
+    let mut env: Vec<(OsString, OsString)> =
+        base.iter().filter(|(n, _)| n.as_bytes() != GATE_SECRET.as_bytes()).cloned().collect();
     for (name, value) in set {
         match env.iter_mut().find(|(n, _)| n.as_bytes() == name.as_bytes()) {
             Some(slot) => slot.1 = OsString::from(value),
@@ -50,9 +53,23 @@ pub fn child_env(base: &[(OsString, OsString)], set: &[(&str, &str)]) -> Vec<(Os
     env
 }
 
+/// The variable that holds the gate's job secret (`--gate-secret`).
+pub const GATE_SECRET: &str = "NCCL_WRAP_GATE_SECRET";
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_gate_secret_never_reaches_the_command() {
+        let base = [
+            (OsString::from("NCCL_WRAP_GATE_SECRET"), OsString::from("s3cret")),
+            (OsString::from("PATH"), OsString::from("/bin")),
+        ];
+        let env = child_env(&base, &[("NCCL_IB_HCA", "=mlx5_0:1")]);
+        assert!(env.iter().all(|(n, _)| n != "NCCL_WRAP_GATE_SECRET"), "{env:?}");
+        assert_eq!(env.len(), 2);
+    }
 
     #[test]
     fn exact_hca_form() {
