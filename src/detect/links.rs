@@ -150,7 +150,7 @@ pub fn parse(mut buf: &[u8], kinds: &mut Kinds) -> Result<bool, LinksError> {
             NLMSG_ERROR => {
                 let errno =
                     msg.get(NLMSG_HDR..NLMSG_HDR + 4).map_or(0, |b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
-                return Err(LinksError::Reply(format!("kernel answered error {}", -errno)));
+                return Err(LinksError::Reply(format!("kernel answered error {}", errno.unsigned_abs())));
             }
             RTM_NEWLINK => {
                 if let Some((name, kind)) = link(&msg[NLMSG_HDR..]) {
@@ -288,8 +288,9 @@ mod tests {
         body.extend_from_slice(&[200, 0, 3, 0, b'x', 0, 0, 0]);
         assert!(!parse(&msg(RTM_NEWLINK, &body), &mut kinds).expect("truncated attribute"));
         assert!(kinds.is_empty());
-        // An error message is an error, not an end.
+        // An error message is an error, not an end; the most negative errno too (found by fuzzing).
         assert!(parse(&msg(NLMSG_ERROR, &(-13i32).to_ne_bytes()), &mut kinds).is_err());
+        assert!(parse(&msg(NLMSG_ERROR, &i32::MIN.to_ne_bytes()), &mut kinds).is_err());
         // Names that are not names are dropped.
         assert!(!parse(&newlink("a\u{1b}[2J", Some("veth")), &mut kinds).expect("parse"));
         assert!(kinds.is_empty());
