@@ -10,10 +10,15 @@
 #   bash bench/gate-scale.sh [SIZE...]        # default: 128 256 512 1024
 #   GATE_SCALE_SECRET=s bash bench/gate-scale.sh 1024   # the same with every frame sealed
 #   GATE_SCALE_TIMEOUT_MS=N                            # the pair tests' phase deadline (default 20000)
+#   GATE_SCALE_BIN=path/to/gate_scale ...              # a prebuilt example (no cargo there)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release -q --example gate_scale
-bin=$PWD/target/x86_64-unknown-linux-gnu/release/examples/gate_scale
+if [ -n "${GATE_SCALE_BIN:-}" ]; then
+  bin=$(realpath "$GATE_SCALE_BIN")
+else
+  cargo build --release -q --example gate_scale
+  bin=$PWD/target/x86_64-unknown-linux-gnu/release/examples/gate_scale
+fi
 tmp=$(mktemp -d)
 cleanup() { [ -n "${cpid:-}" ] && kill "$cpid" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT

@@ -276,6 +276,12 @@ pub fn connect(target: &str, wait_until: Instant, run: Duration) -> Result<Sessi
 
 pub fn bind(addr: SocketAddr) -> Result<TcpListener, ExchangeError> {
     let l = TcpListener::bind(addr).map_err(|source| ExchangeError::Bind { addr: addr.to_string(), source })?;
+    // A job's pods join in one burst: std listens with a backlog of 128, which a few hundred pods
+    // overflow, and the kernel then drops their SYNs, retried only after a second. The kernel's
+    // own bound (net.core.somaxconn) still applies; calling listen again only changes the queue.
+    if let Err(e) = nix::sys::socket::listen(&l, nix::sys::socket::Backlog::MAXCONN) {
+        log::debug!("{addr}: listen backlog stays at 128: {e}");
+    }
     l.set_nonblocking(true).map_err(|source| ExchangeError::Bind { addr: addr.to_string(), source })?;
     Ok(l)
 }
