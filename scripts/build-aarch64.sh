@@ -63,12 +63,14 @@ for arch in amd64 arm64; do
     got=$(pm image inspect "localhost/nccl-wrap:$arch" --format '{{.Os}}/{{.Architecture}}')
     [ "$got" = "linux/$arch" ] || fail "image localhost/nccl-wrap:$arch is $got"
     if [ "$arch" = amd64 ] || aarch64_binfmt; then
-        out=$(pm run --rm --platform "linux/$arch" -v "$fixture:/fixture-sys:ro" "localhost/nccl-wrap:$arch" env --sysfs-root /fixture-sys)
+        # The bootstrap interface set, as a site would: the plan printed is then the fixture's alone.
+        out=$(pm run --rm --platform "linux/$arch" -e NCCL_SOCKET_IFNAME==eth0 -e GLOO_SOCKET_IFNAME=eth0 \
+            -v "$fixture:/fixture-sys:ro" "localhost/nccl-wrap:$arch" env --sysfs-root /fixture-sys)
         how="podman run"
     else
         # No binfmt_misc handler for aarch64 here: the runtime could not exec /nccl-wrap.
         mnt=$(pm image mount "localhost/nccl-wrap:$arch")
-        out=$(qemu-aarch64-static "$mnt/nccl-wrap" env --sysfs-root "$fixture")
+        out=$(env NCCL_SOCKET_IFNAME==eth0 GLOO_SOCKET_IFNAME=eth0 qemu-aarch64-static "$mnt/nccl-wrap" env --sysfs-root "$fixture")
         file -b "$mnt/nccl-wrap" | grep -q 'ARM aarch64' || fail "the arm64 image holds no aarch64 binary"
         pm image unmount "localhost/nccl-wrap:$arch" >/dev/null
         how="qemu-aarch64-static on the image's /nccl-wrap (no binfmt_misc handler for aarch64, so no podman run)"
