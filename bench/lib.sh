@@ -2,7 +2,9 @@
 #   bin      the release binary (built here, or NCCL_WRAP_BIN for a prebuilt one)
 #   tmp      a scratch directory, removed on exit
 #   truebin  /bin/true (the baseline)
-# and `synthetic_node DIR` (16 HCAs x 2 RoCE ports, 255-entry GID tables), `load_env FILE`.
+# and `synthetic_node DIR` (16 HCAs x 2 RoCE ports, 255-entry GID tables), `load_env FILE`, and
+#   pod_netns  a command prefix: `"${pod_netns[@]}" SPECS CMD...` runs CMD in a fresh network and
+#              mount namespace holding a pod's interfaces (veths; SPECS: `name,mac,addr/len` words)
 command -v hyperfine >/dev/null || { apt-get update -qq && apt-get install -y -qq hyperfine time; }
 if [ -n "${NCCL_WRAP_BIN:-}" ]; then
   bin=$(realpath "$NCCL_WRAP_BIN")
@@ -21,3 +23,17 @@ synthetic_node() { # DIR: the benchmark node
 load_env() { # FILE: export a node's device-plugin variables (raw NAME=VALUE lines)
   while IFS= read -r line; do export "${line%%=*}=${line#*=}"; done < "$1"
 }
+
+# The pod's interfaces are veths here (this machine's kernel has no macvlan); the kernel reads their
+# addresses to nccl-wrap through getifaddrs as it would a pod's rails.
+pod_netns=(unshare --net --mount -- sh -c '
+set -e
+specs=$1; shift
+ip link set lo up
+for spec in $specs; do
+    name=${spec%%,*}; rest=${spec#*,}; mac=${rest%%,*}; addr=${rest#*,}
+    ip link add "$name" type veth peer name "${name}p"
+    ip link set "$name" address "$mac"; ip link set "${name}p" up; ip link set "$name" up
+    ip addr add "$addr" dev "$name"
+done
+exec "$@"' sh)

@@ -18,17 +18,7 @@ root=fixtures/nodes/roce-shared-macvlan/sys
 specs="net1,0a:58:0a:14:00:35,10.20.0.53/24 net2,0a:58:0a:14:00:45,10.20.1.53/24"
 cmds=("$floor $truebin" "$bin -q --sysfs-root $root --annotations /nonexistent -- $truebin")
 [ -z "${NCCL_WRAP_BASE:-}" ] || cmds+=("$(realpath "$NCCL_WRAP_BASE") -q --sysfs-root $root --annotations /nonexistent -- $truebin")
-unshare --net -- sh -c '
-set -e
-specs=$1; shift
-ip link set lo up
-for spec in $specs; do
-    name=${spec%%,*}; rest=${spec#*,}; mac=${rest%%,*}; addr=${rest#*,}
-    ip link add "$name" type veth peer name "${name}p"
-    ip link set "$name" address "$mac"; ip link set "${name}p" up; ip link set "$name" up
-    ip addr add "$addr" dev "$name"
-done
-exec "$@"' sh "$specs" hyperfine -N --warmup 50 --runs "$runs" --export-json "$tmp/shared.json" "${cmds[@]}" >/dev/null 2>&1
+"${pod_netns[@]}" "$specs" hyperfine -N --warmup 50 --runs "$runs" --export-json "$tmp/shared.json" "${cmds[@]}" >/dev/null 2>&1
 python3 - "$tmp/shared.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))["results"]

@@ -25,16 +25,7 @@ command -v strace >/dev/null || { apt-get update -qq && apt-get install -y -qq s
 # (veths with the given names, MACs and addresses), with the case's variables only.
 in_pod() {
   local specs=$1; shift
-  env -i PATH="$PATH" "${vars[@]}" unshare --net --mount -- sh -c '
-    set -e; specs=$1; shift
-    ip link set lo up
-    for spec in $specs; do
-      name=${spec%%,*}; rest=${spec#*,}; mac=${rest%%,*}; addr=${rest#*,}
-      ip link add "$name" type veth peer name "${name}p"
-      ip link set "$name" address "$mac"; ip link set "${name}p" up; ip link set "$name" up
-      ip addr add "$addr" dev "$name"
-    done
-    exec "$@"' sh "$specs" "$@"
+  env -i PATH="$PATH" "${vars[@]}" "${pod_netns[@]}" "$specs" "$@"
 }
 
 # name root mode [pod-specs]: one case. mode: sriov (the node's env), fallback or shared (no env).
