@@ -228,6 +228,17 @@ pub fn provider_for(device: &str, kernel_driver: Option<&str>) -> Option<&'stati
     BY_NAME.iter().find(|p| **p == stem).copied()
 }
 
+/// Where libibverbs looks for providers: its compiled-in directory, which is the one beside it
+/// where /lib and /usr/lib are one (merged /usr, every current distribution), and the
+/// distributions' own paths where they are not (an image that keeps /lib apart).
+fn provider_dirs(beside: &str) -> Vec<String> {
+    let triplet = if cfg!(target_arch = "aarch64") { "aarch64-linux-gnu" } else { "x86_64-linux-gnu" };
+    let mut dirs =
+        vec![beside.to_string(), format!("/usr/lib/{triplet}/libibverbs"), "/usr/lib64/libibverbs".to_string()];
+    dirs.dedup();
+    dirs
+}
+
 /// `lib<name>-rdmav<N>.so` in `dir`: the provider file libibverbs loads.
 fn provider_library(root: &Path, dir: &str, name: &str) -> Option<String> {
     let prefix = format!("lib{name}-rdmav");
@@ -380,10 +391,11 @@ pub fn check(root: &Path, vars: &Vars, devices: &[(String, Option<String>)], dep
         Some(v) => {
             let dir = v.path.rsplit_once('/').map_or("", |(d, _)| d);
             let provider_dir = format!("{dir}/libibverbs");
+            let dirs = provider_dirs(&provider_dir);
             for p in &mut providers {
                 let conf = format!("/etc/libibverbs.d/{}.driver", p.name);
                 p.config = exists(root, &conf).then_some(conf.clone());
-                p.library = provider_library(root, &provider_dir, &p.name);
+                p.library = dirs.iter().find_map(|d| provider_library(root, d, &p.name));
                 let effect = format!("libibverbs finds no provider for {}, {}", p.devices.join(", "), SOCKETS);
                 if p.library.is_none() {
                     missing.push(Missing {
@@ -431,6 +443,29 @@ mod tests {
         assert_eq!(provider_for("bnxt_re0", None), Some("bnxt_re"));
         assert_eq!(provider_for("rocep59s0f1", Some("mlx5_core")), Some("mlx5"));
         assert_eq!(provider_for("weird", None), None);
+    }
+
+    #[test]
+    fn a_provider_under_usr_is_found_where_lib_is_kept_apart() {
+        // The Soft-RoCE lab's guest: libibverbs at /lib/<triplet>, its providers under /usr/lib.
+        let triplet = if cfg!(target_arch = "aarch64") { "aarch64-linux-gnu" } else { "x86_64-linux-gnu" };
+        let root = std::env::temp_dir().join(format!("nccl-wrap-unmerged-{}", std::process::id()));
+        let mk = |p: &str| {
+            let f = root.join(p.trim_start_matches('/'));
+            std::fs::create_dir_all(f.parent().expect("parent")).expect("mkdir");
+            std::fs::write(f, b"").expect("write");
+        };
+        mk(&format!("/lib/{triplet}/libibverbs.so.1"));
+        mk(&format!("/usr/lib/{triplet}/libibverbs/librxe-rdmav34.so"));
+        mk("/etc/libibverbs.d/rxe.driver");
+        let vars = Vars::new();
+        let u = check(&root, &vars, &[("rxe0".to_string(), None)], Depth::Quick);
+        let _ = std::fs::remove_dir_all(&root);
+        assert!(u.missing.is_empty(), "{:?}", u.missing);
+        assert_eq!(
+            u.providers[0].library.as_deref(),
+            Some(format!("/usr/lib/{triplet}/libibverbs/librxe-rdmav34.so").as_str())
+        );
     }
 
     #[test]
