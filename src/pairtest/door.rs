@@ -270,11 +270,16 @@ impl<'l> Desk<'l> {
         let spawned = std::thread::Builder::new().name("first-read".into()).spawn(move || {
             let mut s = Session::new(stream, addr.to_string(), Instant::now() + hello);
             let first = s.recv();
-            // Gone from the map: evicted (already reported) or the desk closed; just close.
-            let ours = reading.lock().map(|mut r| r.remove(&id).is_some()).unwrap_or(false);
+            // Gone from the map: evicted (already reported) or the desk closed; just close. The
+            // result is sent before the lock is let go, so that a desk that sees no first read
+            // under way finds every finished one's result in its channel (see `next`).
+            let mut map = reading.lock();
+            let ours = map.as_mut().map(|r| r.remove(&id).is_some()).unwrap_or(false);
             if ours {
                 let _ = tx.send((id, s, first));
+                drop(map);
             } else {
+                drop(map);
                 s.close();
             }
         });
@@ -318,6 +323,14 @@ impl<'l> Desk<'l> {
             // Nothing in flight and no end to wait for: sleep in the kernel until a peer comes
             // (the node agent's listener lives as long as the agent: no polling for its life).
             let idle = until.is_none() && self.reading() == 0;
+            if idle {
+                // A first read that ended between the look at the channel above and the count
+                // has sent its result already: take it rather than block in accept with it
+                // waiting (regression: a listener hung under qemu-user with a peer served).
+                if let Ok(read) = self.rx.try_recv() {
+                    return Some(self.judge(read));
+                }
+            }
             if idle && self.l.set_nonblocking(false).is_ok() {
                 let got = self.l.accept();
                 let _ = self.l.set_nonblocking(true);
