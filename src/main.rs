@@ -274,7 +274,7 @@ fn reason_facts(vars: &detect::Vars, sysfs: &detect::sysfs::Sysfs, plan: &plan::
         let mut entries = Vec::new();
         for d in &plan.detection.devices {
             for p in d.ports.iter().filter(|p| p.link_layer.as_deref() == Some("Ethernet")) {
-                if !plan.decisions.iter().any(|x| x.used && x.device == d.name && x.port == p.port) {
+                if !plan.is_used(&d.name, p.port) {
                     continue;
                 }
                 let base = format!("class/infiniband/{}/ports/{}", d.name, p.port);

@@ -76,6 +76,20 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// Whether the plan hands `device`'s port `port` to NCCL.
+    pub fn is_used(&self, device: &str, port: u32) -> bool {
+        self.decisions.iter().any(|x| x.used && x.device == device && x.port == port)
+    }
+
+    /// The ports the plan hands to NCCL, with their device's name, in detection order.
+    pub fn used_ports(&self) -> impl Iterator<Item = (&str, &PortFacts)> {
+        self.detection
+            .devices
+            .iter()
+            .flat_map(|d| d.ports.iter().map(move |p| (d.name.as_str(), p)))
+            .filter(|(d, p)| self.is_used(d, p.port))
+    }
+
     /// The variables a run actually changes: (name, value).
     pub fn exports(&self) -> Vec<(&str, &str)> {
         self.vars.iter().filter(|v| v.action != Action::Kept).map(|v| (v.name, v.value.as_str())).collect()

@@ -17,14 +17,10 @@ pub(super) fn gbps(rate: &str) -> Option<f64> {
 pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
     let plan = inp.plan;
     let chosen: Vec<(String, u32, String, f64, String)> = plan
-        .detection
-        .devices
-        .iter()
-        .flat_map(|d| d.ports.iter().map(move |p| (d, p)))
-        .filter(|(d, p)| plan.decisions.iter().any(|x| x.used && x.device == d.name && x.port == p.port))
+        .used_ports()
         .filter_map(|(d, p)| {
             let rate = p.rate.as_deref()?;
-            Some((d.name.clone(), p.port, p.link_layer.clone().unwrap_or_default(), gbps(rate)?, rate.to_string()))
+            Some((d.to_string(), p.port, p.link_layer.clone().unwrap_or_default(), gbps(rate)?, rate.to_string()))
         })
         .collect();
     let mut out = Vec::new();

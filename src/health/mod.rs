@@ -214,7 +214,7 @@ pub fn summarize(f: &Facts) -> Health {
         *devices.entry(kind(&d.attachment)).or_default() += 1;
         for p in &d.ports {
             let usable = match f.view {
-                View::Pod => plan.decisions.iter().any(|x| x.used && x.device == d.name && x.port == p.port),
+                View::Pod => plan.is_used(&d.name, p.port),
                 View::Node => crate::plan::link_problem(p).is_none(),
             };
             ports.push(PortHealth {

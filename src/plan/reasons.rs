@@ -76,14 +76,10 @@ pub fn apply(plan: &mut Plan, extra: &Extra, prefs: &GidPrefs) {
         }
     }
     let ll: Vec<String> = plan
-        .detection
-        .devices
-        .iter()
-        .flat_map(|d| d.ports.iter().map(move |p| (d, p)))
-        .filter(|(d, p)| plan.decisions.iter().any(|x| x.used && x.device == d.name && x.port == p.port))
+        .used_ports()
         .filter_map(|(d, p)| {
             let g = p.gid.as_ref()?;
-            gid::parse_gid(&g.gid).filter(is_ipv4_link_local).map(|_| format!("{}:{} ({})", d.name, p.port, g.address))
+            gid::parse_gid(&g.gid).filter(is_ipv4_link_local).map(|_| format!("{d}:{} ({})", p.port, g.address))
         })
         .collect();
     if !ll.is_empty() {
