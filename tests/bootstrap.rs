@@ -32,26 +32,6 @@ unset IFS
 exec "$@"
 "#;
 
-fn netns_possible() -> Result<(), String> {
-    let out = Command::new("unshare")
-        .args(["--net", "--", "ip", "link", "add", "probe0", "type", "veth", "peer", "name", "probe1"])
-        .output();
-    match out {
-        Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => Err(String::from_utf8_lossy(&o.stderr).trim().to_string()),
-        Err(e) => Err(format!("cannot run unshare or ip: {e}")),
-    }
-}
-
-macro_rules! need_netns {
-    () => {
-        if let Err(why) = netns_possible() {
-            eprintln!("SKIPPED: no network namespace with veth interfaces here ({why}); run as root with iproute2");
-            return;
-        }
-    };
-}
-
 /// The h100 pod's rails as its namespace holds them.
 const RAILS: &str = "net1,10.0.106.7/24 net2,10.0.107.7/24 net3,10.0.190.7/24 net4,10.0.191.7/24";
 
@@ -84,7 +64,9 @@ fn pod(extra: &str) -> String {
 
 #[test]
 fn eth0_and_rails_export_eth0_exactly_never_a_rail() {
-    need_netns!();
+    if common::no_netns() {
+        return;
+    }
     let d = in_pod(&pod(""), "default via 10.128.0.1", &[], &["env"]);
     let out = d.success().stdout();
     assert!(out.contains("export NCCL_SOCKET_IFNAME='=eth0'\nexport GLOO_SOCKET_IFNAME='eth0'\n"), "{out}");
@@ -102,7 +84,9 @@ fn eth0_and_rails_export_eth0_exactly_never_a_rail() {
 
 #[test]
 fn the_coordinator_reachable_through_one_of_two_interfaces_decides() {
-    need_netns!();
+    if common::no_netns() {
+        return;
+    }
     let d = in_pod(&pod("eth1,10.200.0.2/24"), "default via 10.128.0.1", &[("MASTER_ADDR", "10.200.0.9")], &["env"]);
     assert!(d.success().stdout().contains("export NCCL_SOCKET_IFNAME='=eth1'\n"), "{}", d.stderr());
     let d =
@@ -112,7 +96,9 @@ fn the_coordinator_reachable_through_one_of_two_interfaces_decides() {
 
 #[test]
 fn a_link_local_only_link_never_carries_the_bootstrap() {
-    need_netns!();
+    if common::no_netns() {
+        return;
+    }
     // A pod-identity link with only 169.254 holds the better default route.
     let d = in_pod(
         &pod("pid0,169.254.20.2/16"),
@@ -128,7 +114,9 @@ fn a_link_local_only_link_never_carries_the_bootstrap() {
 
 #[test]
 fn a_coordinator_name_that_does_not_resolve_falls_back_to_the_default_route() {
-    need_netns!();
+    if common::no_netns() {
+        return;
+    }
     let args = ["--supervise=false", "--", "true"];
     let d = in_pod(&pod(""), "default via 10.128.0.1", &[("MASTER_ADDR", "trainer-0.job.invalid")], &args);
     let err = d.success().stderr();
@@ -142,7 +130,9 @@ fn a_coordinator_name_that_does_not_resolve_falls_back_to_the_default_route() {
 
 #[test]
 fn user_values_are_kept() {
-    need_netns!();
+    if common::no_netns() {
+        return;
+    }
     let d = in_pod(
         &pod(""),
         "default via 10.128.0.1",
@@ -155,7 +145,9 @@ fn user_values_are_kept() {
 
 #[test]
 fn ipv6_coordinator_routes_give_af_inet6() {
-    need_netns!();
+    if common::no_netns() {
+        return;
+    }
     let d = in_pod(
         "eth0,10.128.3.4/16,fd00:128::4/64 eth1,fd00:200::2/64",
         "default via 10.128.0.1",
@@ -179,7 +171,9 @@ fn doctor(specs: &str, routes: &str, vars: &[(&str, &str)]) -> Vec<serde_json::V
 
 #[test]
 fn doctor_names_a_user_value_that_selects_a_rail_nothing_or_not_the_coordinators_route() {
-    need_netns!();
+    if common::no_netns() {
+        return;
+    }
     let routes = "default via 10.128.0.1";
     let c = doctor(&pod(""), routes, &[("NCCL_SOCKET_IFNAME", "=net1")]);
     assert_eq!(c[0]["status"], "warn", "{c:?}");
@@ -238,7 +232,9 @@ fn rails_spec(v6: &[&str]) -> String {
 
 #[test]
 fn ipv6_only_rails_export_af_inet6_and_their_index() {
-    need_netns!();
+    if common::no_netns() {
+        return;
+    }
     let all = ["net1", "net2", "net3", "net4"];
     let s = ipv6_rails("v6rails", &all);
     let d = in_pod_at(&s.root(), &rails_spec(&all), "default via 10.128.0.1", &[], &["env"]);
@@ -259,7 +255,9 @@ fn ipv6_only_rails_export_af_inet6_and_their_index() {
 
 #[test]
 fn rails_of_mixed_families_are_named_with_the_fix() {
-    need_netns!();
+    if common::no_netns() {
+        return;
+    }
     let s = ipv6_rails("mixrails", &["net3", "net4"]);
     let d = in_pod_at(
         &s.root(),

@@ -38,26 +38,6 @@ fn pod(which: char) -> String {
     format!("net1,{mac},{r0}/24 net2,{}{:02x},{r1}/24", &mac[..15], last + 0x10)
 }
 
-fn netns_possible() -> Result<(), String> {
-    let out = Command::new("unshare")
-        .args(["--net", "--", "ip", "link", "add", "probe0", "type", "veth", "peer", "name", "probe1"])
-        .output();
-    match out {
-        Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => Err(String::from_utf8_lossy(&o.stderr).trim().to_string()),
-        Err(e) => Err(format!("cannot run unshare or ip: {e}")),
-    }
-}
-
-macro_rules! need_netns {
-    () => {
-        if let Err(why) = netns_possible() {
-            common::skip(&format!("no network namespace with veth interfaces here ({why}); run as root with iproute2"));
-            return;
-        }
-    };
-}
-
 /// nccl-wrap ARGS on `node`, in a new network namespace holding `specs`' interfaces.
 fn in_pod(node: &str, specs: &str, vars: &[(&str, &str)], args: &[&str]) -> Done {
     let root = fixture(node);
@@ -79,7 +59,9 @@ fn env_lines(d: &Done) -> String {
 
 #[test]
 fn each_pod_gets_its_own_entries_or_a_warning_never_a_neighbours_index() {
-    need_netns!();
+    if common::no_netns() {
+        return;
+    }
     // Pod b: own entries 9 (rail 0) and 5 (rail 1). No one index; a range over its addresses
     // (10.9.0.0/23) holds pod a's 10.9.0.51, first on rail 0: neither is exported, and the
     // warning gives each port's own index and what NCCL would take.
@@ -103,7 +85,9 @@ fn each_pod_gets_its_own_entries_or_a_warning_never_a_neighbours_index() {
 
 #[test]
 fn the_summary_and_json_say_how_ownership_was_told() {
-    need_netns!();
+    if common::no_netns() {
+        return;
+    }
     let run = in_pod("roce-shared-macvlan", &pod('c'), &[], &["--", "/bin/true"]);
     run.success();
     run.stderr_has("mlx5_0: sysfs (shared device, via net1 10.20.0.53)");
@@ -130,7 +114,9 @@ fn the_summary_and_json_say_how_ownership_was_told() {
 
 #[test]
 fn doctor_says_whose_address_the_effective_index_holds() {
-    need_netns!();
+    if common::no_netns() {
+        return;
+    }
     let ok = in_pod("roce-shared-macvlan", &pod('c'), &[], &["doctor", "--json", "--no-selftest"]);
     let owner: Vec<serde_json::Value> =
         ok.json()["checks"].as_array().expect("checks").iter().filter(|c| c["id"] == "gid-owner").cloned().collect();
@@ -159,7 +145,9 @@ fn doctor_says_whose_address_the_effective_index_holds() {
 
 #[test]
 fn a_pod_address_without_its_entry_is_waited_for_then_named() {
-    need_netns!();
+    if common::no_netns() {
+        return;
+    }
     // Pod b's MACs (its link-local entries are in the tables) with addresses the tables lack: the
     // kernel would still be adding them. nccl-wrap waits its bound, then says which never came.
     let late = "net1,0a:58:0a:09:00:34,10.9.0.99/24 net2,0a:58:0a:09:00:44,10.9.1.52/24";
@@ -182,7 +170,9 @@ fn a_pod_address_without_its_entry_is_waited_for_then_named() {
 
 #[test]
 fn without_any_address_of_the_pod_in_a_table_ownership_stays_unknown() {
-    need_netns!();
+    if common::no_netns() {
+        return;
+    }
     let run = in_pod("roce-shared-macvlan", "net1,0a:58:0a:63:00:01,192.168.77.1/24", &[], &["env"]);
     run.success();
     run.stderr_has("cannot tell which of the 2 RDMA devices");
@@ -203,7 +193,9 @@ fn ipoib_children_give_the_pod_its_devices_and_its_partitions_pkey_index() {
 
 #[test]
 fn a_run_reads_a_shared_table_only_up_to_the_pods_own_entry() {
-    need_netns!();
+    if common::no_netns() {
+        return;
+    }
     // Pod b on rail 0: NCCL's pick is pod a's 5, b's own entry is 9, pod c's follow at 10..13.
     // A run stops at 9; doctor (below) reads the whole table.
     let j = in_pod("roce-shared-macvlan", &pod('b'), &[], &["env", "--json"]).json();
@@ -228,7 +220,9 @@ fn h100_pod(eth0: &str) -> String {
 
 #[test]
 fn once_devices_are_claimed_by_function_a_veths_address_is_not_looked_for_elsewhere() {
-    need_netns!();
+    if common::no_netns() {
+        return;
+    }
     // A privileged pod (sysfs fallback) whose VFs are claimed by their netdevs. Its eth0 is a veth
     // whose address happens to be another pod's VF address (10.0.156.11 sits in mlx5_8's table):
     // a veth is nobody's upper device, so no other table is read for it and mlx5_8 stays not ours.

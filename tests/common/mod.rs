@@ -241,3 +241,18 @@ pub fn skip(why: &str) {
         }
     }
 }
+
+/// Whether this machine cannot make a network namespace with a veth pair (unshare, ip, root):
+/// then the caller's test is recorded as skipped, with why, and should return.
+pub fn no_netns() -> bool {
+    let out = Command::new("unshare")
+        .args(["--net", "--", "ip", "link", "add", "probe0", "type", "veth", "peer", "name", "probe1"])
+        .output();
+    let why = match out {
+        Ok(o) if o.status.success() => return false,
+        Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
+        Err(e) => format!("cannot run unshare or ip: {e}"),
+    };
+    skip(&format!("no network namespace with veth interfaces here ({why}); run as root with iproute2"));
+    true
+}
