@@ -15,7 +15,7 @@
 # arm64 kernel (qemu-system-aarch64, TCG). SKIP_AARCH64_LAB=1 leaves out only that lab subset.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-step() { echo; echo "== $*"; }
+step() { echo; echo "== $* ($((SECONDS / 60))m$((SECONDS % 60))s in)"; }
 logs=$(mktemp -d); trap 'rm -rf "$logs"' EXIT
 # A test that cannot run here returns early, which cargo counts as passed: each one records
 # itself here (tests/common: skip), and the closing total counts it as skipped instead.
