@@ -347,6 +347,7 @@ fn gate_options(o: &cli::Opts) -> gate::Options {
         json: p.json,
         termination_log: termination_log(o),
         secret: gate_secret(o),
+        slow: gate::verdict::SlowRule { pct: o.gate_slow_pct, refuse: o.gate_refuse_slow },
     }
 }
 

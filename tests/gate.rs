@@ -65,6 +65,42 @@ fn one_failed_rail_stops_every_pod_with_the_cause_in_its_termination_file() {
 }
 
 #[test]
+fn a_slow_pair_is_named_on_every_pod_and_refuses_only_when_asked() {
+    let scratch = Scratch::new("slow");
+    let mut j = job(4);
+    // Rank 2's pair towards rank 3 moves a third of what the others move.
+    let pods = || {
+        (0..4)
+            .map(|r| {
+                let mut f = fake(r);
+                f.gbytes_per_s = if r == 2 { 15.0 } else { 45.0 + f64::from(r) };
+                (r, f)
+            })
+            .collect::<Vec<_>>()
+    };
+    let ran = run_pods(&j, pods(), &scratch);
+    for r in &ran {
+        assert_eq!(r.outcome, Outcome::Start, "rank {}: {:?}", r.rank, r.verdict);
+        assert_eq!(r.verdict, ran[0].verdict, "every pod gets the same verdict");
+        assert_eq!((r.verdict.slow_total, r.verdict.failed_total), (1, 0), "{:?}", r.verdict);
+        let s = &r.verdict.slow[0];
+        assert_eq!((s.rank, s.peer_rank, s.cause.as_deref()), (2, Some(3), Some("slow-pair")));
+        assert_eq!(s.summary, "passes, but slowly: 120 Gb/s: 32 % of the job's median 364 Gb/s");
+    }
+    // --gate-refuse-slow: the same job stops on every pod, the slow pair in the termination file.
+    j.slow.refuse = true;
+    let ran = run_pods(&j, pods(), &scratch);
+    for r in &ran {
+        assert_eq!(r.outcome, Outcome::Refuse, "rank {}", r.rank);
+        let text = std::fs::read_to_string(scratch.log(r.rank)).expect("termination message");
+        assert!(
+            text.contains("pod-2 (rank 2) rxe0:1 -> pod-3 (rank 3) rxe0:1: slow-pair: passes, but slowly: 120 Gb/s"),
+            "{text}"
+        );
+    }
+}
+
+#[test]
 fn a_pod_that_never_comes_is_named_after_the_wait() {
     let scratch = Scratch::new("missing");
     let mut j = job(3);

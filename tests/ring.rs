@@ -37,6 +37,7 @@ fn port_info(last: u8) -> PortInfo {
         mtu: 4096,
         pkey: None,
         netdev: Some("eth1".into()),
+        rate_mbps: None,
     }
 }
 

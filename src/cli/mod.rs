@@ -214,6 +214,8 @@ pub const RING_PORT: u16 = 18517;
 pub const RING_EVERY: u64 = 10;
 /// How long the gate waits for late pods by default: 10 minutes, for image pulls.
 pub const GATE_WAIT_MS: u64 = 600_000;
+/// `--gate-slow`'s default: a pair below 70 % of the job's median (or of its rated speed) is slow.
+pub const GATE_SLOW_PCT: u8 = 70;
 
 /// `ping`'s test knobs that the gate reads from `NCCL_WRAP_PING_*` (the gate's pairs run ping's
 /// test); the others (target, listen, ring...) are ping's own.
@@ -259,6 +261,10 @@ pub struct Opts {
     /// A file holding the job's secret (a mounted Secret).
     pub gate_secret_file: Option<PathBuf>,
     pub gate_wait_ms: u64,
+    /// A pair below this percent of the job's median bandwidth, or of its rated speed, is named
+    /// slow (0: not judged); with `gate_refuse_slow` it fails the gate.
+    pub gate_slow_pct: u8,
+    pub gate_refuse_slow: bool,
     /// Where a refusal's cause goes for Kubernetes (`None`: `/dev/termination-log` if present).
     pub termination_log: Option<PathBuf>,
     /// The gate's pair test, from ping's options' variables.
@@ -297,6 +303,8 @@ impl Default for Opts {
             gate_secret: None,
             gate_secret_file: None,
             gate_wait_ms: GATE_WAIT_MS,
+            gate_slow_pct: GATE_SLOW_PCT,
+            gate_refuse_slow: false,
             termination_log: None,
             gate_ping: PingArgs::default(),
         }

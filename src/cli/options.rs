@@ -407,6 +407,29 @@ pub(super) const SPECS: &[Spec] = &[
         set: some!(gate_secret_file, |v: &str| Ok::<_, String>(std::path::PathBuf::from(v))),
     },
     Spec {
+        long: "gate-slow",
+        short: None,
+        env: "NCCL_WRAP_GATE_SLOW",
+        kind: Kind::Value("PERCENT"),
+        only: None,
+        default: Some("70"),
+        help: "Gate: a pair that passes below this percent of the job's median bandwidth, or of its rated speed (the slower end's port rate; hardware ports only), is named as slow with both figures; the command still starts unless --gate-refuse-slow. 0: bandwidth not judged (0 to 100)",
+        set: |c, v| {
+            c.opts.gate_slow_pct = number_in(v, 0, 100)?;
+            Ok(())
+        },
+    },
+    Spec {
+        long: "gate-refuse-slow",
+        short: None,
+        env: "NCCL_WRAP_GATE_REFUSE_SLOW",
+        kind: Kind::Flag,
+        only: None,
+        default: Some("false"),
+        help: "Gate: a slow pair (see --gate-slow) fails the gate like a broken one: no pod starts, exit 125",
+        set: flag!(gate_refuse_slow),
+    },
+    Spec {
         long: "gate-wait-ms",
         short: None,
         env: "NCCL_WRAP_GATE_WAIT_MS",

@@ -127,6 +127,14 @@ pub enum VerbsCheck {
     NotChecked { reason: String },
 }
 
+/// `400 Gb/sec (4X NDR)` (a port's `rate` in sysfs) -> 400000 Mb/s; `2.5 Gb/sec (1X SDR)` ->
+/// 2500; anything else -> None (not guessed).
+pub fn rate_mbps(rate: &str) -> Option<u32> {
+    let g: f64 = rate.split_whitespace().next()?.parse().ok()?;
+    let m = (g * 1000.0).round();
+    (m.is_finite() && (1.0..=10_000_000.0).contains(&m)).then_some(m as u32)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

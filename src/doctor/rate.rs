@@ -10,8 +10,7 @@ use super::*;
 
 /// `400 Gb/sec (4X NDR)` -> 400.0; `25 Gb/sec (1X EDR)` -> 25.0; garbage -> None.
 pub(super) fn gbps(rate: &str) -> Option<f64> {
-    let n: f64 = rate.split_whitespace().next()?.parse().ok()?;
-    (n.is_finite() && n > 0.0 && n < 1e6).then_some(n)
+    crate::detect::port::rate_mbps(rate).map(|m| f64::from(m) / 1000.0)
 }
 
 pub(super) fn checks(inp: &Inputs) -> Vec<Check> {

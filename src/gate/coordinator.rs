@@ -13,7 +13,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use super::successor;
-use super::verdict::{self, pod_fails, Pod};
+use super::verdict::{self, pod_fails, Pod, SlowRule};
 use super::who::Who;
 use crate::msg::PREFIX;
 use crate::pairtest::edge::PairTest;
@@ -313,7 +313,8 @@ pub struct Joins<'a> {
     pub cancel: &'a AtomicBool,
 }
 
-/// Rank 0: the roster, the assignments, this pod's own edge, the reports, the verdict to all.
+/// Rank 0: the roster, the assignments, this pod's own edge, the reports, the verdict to all
+/// (slow pairs judged by `slow`).
 pub fn run(
     who: &Who,
     me: &Pod,
@@ -321,6 +322,7 @@ pub fn run(
     limits: &Settings,
     joins: Joins,
     trust: super::Trust,
+    slow: SlowRule,
 ) -> Verdict {
     let Joins { rx: joins, until, cancel } = joins;
     let key = trust.key;
@@ -335,7 +337,7 @@ pub fn run(
         findings.push(verdict::of_pod(me, None, c));
     }
     if !roster.missing.is_empty() || !findings.is_empty() {
-        let v = verdict::decide(who.size, &roster.missing, findings);
+        let v = verdict::decide(who.size, &roster.missing, findings, slow);
         announce(&mut roster, &v, timeout, &who.job, keys);
         return v;
     }
@@ -352,7 +354,7 @@ pub fn run(
     let limits = &Settings { gate: sealed, ..limits.clone() };
     findings.extend(successor::test(me, &Pod { rank: next, host: peer_host }, fabric, &target, limits));
     findings.extend(collect(&mut roster, until + timeout, &who.job, keys));
-    let v = verdict::decide(who.size, &[], findings);
+    let v = verdict::decide(who.size, &[], findings, slow);
     announce(&mut roster, &v, timeout, &who.job, keys);
     v
 }

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::successor;
-use super::verdict::{self, pod_fails, Pod};
+use super::verdict::{self, pod_fails, Pod, SlowRule};
 use super::who::Who;
 use crate::pairtest::edge::PairTest;
 use crate::pairtest::exchange::{self, ExchangeError, Session};
@@ -15,7 +15,7 @@ use crate::pairtest::wire::{Assign, Join, Message, Report, Verdict};
 use crate::pairtest::Settings;
 
 fn alone(who: &Who, me: &Pod, id: &'static str, summary: String, hint: &str) -> Verdict {
-    verdict::decide(who.size, &[], vec![pod_fails(me.rank, &me.host, id, summary, hint)])
+    verdict::decide(who.size, &[], vec![pod_fails(me.rank, &me.host, id, summary, hint)], SlowRule::OFF)
 }
 
 /// What every pod of a job with a secret needs.

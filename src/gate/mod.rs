@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use verdict::Pod;
+use verdict::{Pod, SlowRule};
 use who::{Given, Who};
 
 use nix::libc;
@@ -55,6 +55,8 @@ pub struct Options {
     /// The job's secret (`NCCL_WRAP_GATE_SECRET` or `_FILE`), none, or why it cannot be read
     /// (the gate then refuses: an interlock asked for is never silently off).
     pub secret: Result<Option<Secret>, String>,
+    /// What rank 0 makes of a pair that passes slowly (`--gate-slow`, `--gate-refuse-slow`).
+    pub slow: SlowRule,
 }
 
 /// Start the command, refuse (exit 125), or stop: the pod was told to end (SIGTERM, SIGINT,
@@ -102,7 +104,7 @@ pub fn run(vars: &Vars, fabric: &dyn PairTest, opts: &Options) -> Ran {
     if sig != 0 {
         eprintln!("{PREFIX} gate: signal {sig} arrived during the gate: the command is not started");
         let rank = checked.as_ref().map_or(0, |(w, _)| w.rank);
-        let verdict = checked.map_or_else(|_| verdict::decide(1, &[], Vec::new()), |(_, v)| v);
+        let verdict = checked.map_or_else(|_| verdict::decide(1, &[], Vec::new(), SlowRule::OFF), |(_, v)| v);
         return Ran { outcome: Outcome::Interrupted(sig), verdict, rank };
     }
     let (verdict, rank) = match checked {
@@ -122,7 +124,7 @@ pub fn run(vars: &Vars, fabric: &dyn PairTest, opts: &Options) -> Ran {
             let rank = opts.given.rank.or_else(|| who::resolve(&opts.given, vars).ok().map(|w| w.rank)).unwrap_or(0);
             let f = verdict::of_pod(&Pod { rank, host: fabric.host() }, None, &c);
             eprintln!("{PREFIX} gate: cannot run: {}", c.summary);
-            (Verdict { size: 1, pairs: 0, ..verdict::decide(1, &[], vec![f]) }, rank)
+            (Verdict { size: 1, pairs: 0, ..verdict::decide(1, &[], vec![f], SlowRule::OFF) }, rank)
         }
     };
     let start_anyway = !verdict.go && opts.warn;
@@ -222,7 +224,7 @@ fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32)
         let v = if who.rank == 0 {
             let until = Instant::now() + wait;
             let joins = coordinator::Joins { rx: joins_rx, until, cancel: &stop };
-            coordinator::run(&who, &me, fabric, &limits, joins, trust)
+            coordinator::run(&who, &me, fabric, &limits, joins, trust, opts.slow)
         } else {
             drop(joins_rx);
             member::take_part(&who, &me, fabric, &limits, wait, &stop, trust)

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::pairtest::cause::{Cause, Status};
 use crate::pairtest::output::PairResult;
+use crate::pairtest::slow::{self, Figure, Slow};
 use crate::pairtest::wire::{Finding, Verdict, MAX_LISTED, MAX_TEXT};
 
 pub use crate::termination::{clip, MAX as TERMINATION_MAX};
@@ -32,6 +33,8 @@ pub fn of_pair(me: &Pod, peer: &Pod, r: &PairResult) -> Finding {
         cause: r.cause.as_ref().map(|c| c.id.to_owned()),
         summary: clip(r.cause.as_ref().map_or("", |c| c.summary.as_str()), MAX_TEXT),
         hint: clip(r.cause.as_ref().map_or("", |c| c.hint.as_str()), MAX_TEXT),
+        mbps: r.figure().mbps,
+        rated_mbps: r.figure().rated_mbps,
     }
 }
 
@@ -48,6 +51,8 @@ pub fn of_pod(me: &Pod, peer: Option<&Pod>, c: &Cause) -> Finding {
         cause: Some(c.id.to_owned()),
         summary: clip(&c.summary, MAX_TEXT),
         hint: clip(&c.hint, MAX_TEXT),
+        mbps: None,
+        rated_mbps: None,
     }
 }
 
@@ -56,10 +61,50 @@ pub fn pod_fails(rank: u32, host: &str, id: &'static str, summary: String, hint:
     of_pod(&Pod { rank, host: host.to_owned() }, None, &Cause::new(id, Status::Fail, summary, hint))
 }
 
-/// The decision: go only when every rank came and every finding passes (a warning passes).
-/// Findings without a rail (a pod that could not test) come first, then failed pairs by rank.
-pub fn decide(size: u32, missing: &[u32], findings: Vec<Finding>) -> Verdict {
+/// What rank 0 makes of a pair that passed slowly (`--gate-slow`, `--gate-refuse-slow`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlowRule {
+    /// A pair below this percent of the job's median, or of its rated speed, is slow; 0: none.
+    pub pct: u8,
+    /// A slow pair fails the gate (else it is named and the command starts).
+    pub refuse: bool,
+}
+
+impl SlowRule {
+    /// Nothing judged (a pod deciding alone has no job to compare with).
+    pub const OFF: SlowRule = SlowRule { pct: 0, refuse: false };
+}
+
+/// The slow pairs among `findings`, judged against every pair's median and their rated speed,
+/// marked in place (`slow-pair`, warn or fail as the rule says); returns their indexes, slowest
+/// first.
+fn mark_slow(findings: &mut [Finding], rule: SlowRule) -> Vec<usize> {
+    let tested = |f: &Finding| f.status != "fail" && (f.rail.is_some() || f.peer_rail.is_some());
+    let figures: Vec<Figure> =
+        findings.iter().map(|f| Figure { mbps: f.mbps.filter(|_| tested(f)), rated_mbps: f.rated_mbps }).collect();
+    let mut slow: Vec<(usize, Slow)> =
+        slow::judge(&figures, rule.pct).into_iter().enumerate().filter_map(|(i, s)| Some((i, s?))).collect();
+    slow.sort_by_key(|(i, s)| (s.mbps, *i));
+    for (i, s) in &slow {
+        let f = &mut findings[*i];
+        f.status = if rule.refuse { "fail" } else { "warn" }.into();
+        f.cause = Some("slow-pair".into());
+        f.summary = clip(&format!("passes, but slowly: {}", s.summary("the job's")), MAX_TEXT);
+        f.hint = clip(slow::HINT, MAX_TEXT);
+    }
+    slow.into_iter().map(|(i, _)| i).collect()
+}
+
+/// The decision: go only when every rank came and every finding passes (a warning passes; a
+/// slow pair passes unless `rule` refuses it). Findings without a rail (a pod that could not
+/// test) come first, then failed pairs by rank; slow pairs are listed apart, slowest first.
+pub fn decide(size: u32, missing: &[u32], mut findings: Vec<Finding>, rule: SlowRule) -> Verdict {
     let pairs = findings.iter().filter(|f| f.rail.is_some() || f.peer_rail.is_some()).count() as u32;
+    let slow_at = mark_slow(&mut findings, rule);
+    let slow_total = slow_at.len() as u32;
+    let mut slow: Vec<Finding> =
+        if rule.refuse { Vec::new() } else { slow_at.iter().map(|&i| findings[i].clone()).collect() };
+    slow.truncate(MAX_LISTED);
     let mut failed: Vec<Finding> = findings.into_iter().filter(|f| f.status == "fail").collect();
     failed.sort_by_key(|f| (f.rail.is_some() || f.peer_rail.is_some(), f.rank, f.rail.clone()));
     let failed_total = failed.len() as u32;
@@ -72,6 +117,8 @@ pub fn decide(size: u32, missing: &[u32], findings: Vec<Finding>) -> Verdict {
         missing: missing.iter().copied().take(MAX_LISTED).collect(),
         missing_total: missing.len() as u32,
         findings: failed,
+        slow,
+        slow_total: if rule.refuse { 0 } else { slow_total },
         mac: None,
     }
 }
@@ -108,7 +155,11 @@ fn ranks(list: &[u32], total: u32) -> String {
 /// The headline: what was decided and why, in one line.
 pub fn headline(v: &Verdict, wait_ms: u64) -> String {
     if v.go {
-        return format!("gate: every pair passes ({} pair(s) over {} pod(s))", v.pairs, v.size);
+        let slow = match v.slow_total {
+            0 => String::new(),
+            n => format!("; {n} of them slow, named below"),
+        };
+        return format!("gate: every pair passes ({} pair(s) over {} pod(s)){slow}", v.pairs, v.size);
     }
     let mut parts = Vec::new();
     if v.missing_total > 0 {
@@ -138,6 +189,15 @@ pub fn human(v: &Verdict, wait_ms: u64) -> Vec<String> {
     if v.failed_total as usize > v.findings.len() {
         out.push(format!("gate: ... and {} more failure(s)", v.failed_total as usize - v.findings.len()));
     }
+    for f in &v.slow {
+        out.push(format!("gate: SLOW {}", line(f)));
+    }
+    if let Some(f) = v.slow.first() {
+        out.push(format!("gate:   check: {}", f.hint));
+    }
+    if v.slow_total as usize > v.slow.len() {
+        out.push(format!("gate: ... and {} more slow pair(s)", v.slow_total as usize - v.slow.len()));
+    }
     if v.missing_total > 0 {
         out.push("gate:   fix: start the missing pods (pending? image pull? `kubectl get pods -o wide`), or raise NCCL_WRAP_GATE_WAIT_MS; check that every pod has the same NCCL_WRAP_GATE_ID, size and coordinator".into());
     }
@@ -157,6 +217,8 @@ struct Line<'a> {
     missing: &'a [u32],
     missing_total: u32,
     findings: &'a [Finding],
+    slow: &'a [Finding],
+    slow_total: u32,
 }
 
 /// The verdict as one JSON line (`kind: gate-verdict`), with this pod's rank.
@@ -172,6 +234,8 @@ pub fn json(v: &Verdict, rank: u32, started: bool) -> String {
         missing: &v.missing,
         missing_total: v.missing_total,
         findings: &v.findings,
+        slow: &v.slow,
+        slow_total: v.slow_total,
     };
     serde_json::to_string(&line)
         .unwrap_or_else(|e| format!("{{\"kind\":\"gate-verdict\",\"error\":{:?}}}", e.to_string()))
@@ -201,6 +265,8 @@ mod tests {
             cause: cause.map(str::to_owned),
             summary: cause.map_or(String::new(), |c| format!("{c} happened")),
             hint: cause.map_or(String::new(), |_| "fix it".into()),
+            mbps: None,
+            rated_mbps: None,
         }
     }
 
@@ -213,6 +279,7 @@ mod tests {
                 finding(0, Some("mlx5_6:1"), "pass", None),
                 finding(1, Some("mlx5_6:1"), "warn", Some("mtu-mismatch")),
             ],
+            SlowRule::OFF,
         );
         assert!(v.go);
         assert_eq!((v.pairs, v.failed_total, v.findings.len()), (2, 0, 0));
@@ -229,6 +296,7 @@ mod tests {
                 finding(1, Some("rxe0:1"), "fail", Some("retry-exceeded")),
                 finding(2, Some("rxe0:1"), "pass", None),
             ],
+            SlowRule::OFF,
         );
         assert!(!v.go);
         assert_eq!((v.pairs, v.failed_total), (3, 1));
@@ -243,7 +311,7 @@ mod tests {
 
     #[test]
     fn missing_ranks_are_named_after_the_wait() {
-        let v = decide(4, &[2, 3], vec![finding(0, Some("rxe0:1"), "pass", None)]);
+        let v = decide(4, &[2, 3], vec![finding(0, Some("rxe0:1"), "pass", None)], SlowRule::OFF);
         assert!(!v.go);
         assert_eq!(headline(&v, 5000), "gate: 2 of 4 pod(s) never joined within 5000 ms: rank(s) 2, 3");
         assert!(human(&v, 5000).iter().any(|l| l.contains("NCCL_WRAP_GATE_WAIT_MS")));
@@ -262,6 +330,7 @@ mod tests {
                 no_port,
                 finding(1, Some("rxe1:1"), "pass", None),
             ],
+            SlowRule::OFF,
         );
         assert_eq!(v.findings[0].cause.as_deref(), Some("no-port"));
         assert_eq!(line(&v.findings[0]), "train-3 (rank 3): no-port: no-port happened");
@@ -277,7 +346,7 @@ mod tests {
                 f
             })
             .collect();
-        let v = decide(200, &(150..200).collect::<Vec<_>>(), many);
+        let v = decide(200, &(150..200).collect::<Vec<_>>(), many, SlowRule::OFF);
         assert_eq!((v.findings.len(), v.failed_total, v.missing.len()), (MAX_LISTED, 200, 50));
         let t = termination(&v, 600_000);
         assert!(t.len() <= TERMINATION_MAX, "{}", t.len());
@@ -288,9 +357,46 @@ mod tests {
         assert_eq!(n + left, 200, "every failure is listed or counted");
     }
 
+    fn measured(rank: u32, mbps: u32) -> Finding {
+        Finding { mbps: Some(mbps), rated_mbps: Some(400_000), ..finding(rank, Some("mlx5_0:1"), "pass", None) }
+    }
+
+    #[test]
+    fn a_slow_pair_is_named_with_its_figures_and_the_job_still_starts() {
+        let rule = SlowRule { pct: 70, refuse: false };
+        let mut all: Vec<Finding> = (0..7).map(|r| measured(r, 380_000 + r * 1000)).collect();
+        all.push(measured(7, 150_000));
+        // A failed pair carries no figure and does not pull the median down.
+        all.push(finding(8, Some("mlx5_0:1"), "fail", Some("retry-exceeded")));
+        let v = decide(9, &[], all.clone(), rule);
+        assert!(!v.go, "the failed pair still fails");
+        assert_eq!((v.failed_total, v.slow_total, v.slow.len()), (1, 1, 1));
+        assert_eq!(
+            line(&v.slow[0]),
+            "train-7 (rank 7) mlx5_0:1 -> train-8 (rank 8) mlx5_0:1: slow-pair: passes, but slowly: 150 Gb/s: 39 % of the job's median 382 Gb/s, 37 % of its rated 400 Gb/s"
+        );
+        all.pop();
+        let v = decide(8, &[], all.clone(), rule);
+        assert!(v.go);
+        let h = human(&v, 1000);
+        assert_eq!(h[0], "gate: every pair passes (8 pair(s) over 8 pod(s)); 1 of them slow, named below");
+        assert!(h[1].starts_with("gate: SLOW train-7 (rank 7)"), "{h:?}");
+        assert!(h[2].contains("nccl-wrap doctor") && h[2].contains("pcie-link"), "{h:?}");
+        let j: serde_json::Value = serde_json::from_str(&json(&v, 0, true)).expect("JSON");
+        assert_eq!((j["slow_total"].as_u64(), j["slow"][0]["mbps"].as_u64()), (Some(1), Some(150_000)));
+        // Asked to refuse: the slow pair fails the gate, and the termination message names it.
+        let v = decide(8, &[], all.clone(), SlowRule { pct: 70, refuse: true });
+        assert!(!v.go);
+        assert_eq!((v.failed_total, v.slow_total), (1, 0));
+        assert!(termination(&v, 1000).contains("train-7 (rank 7) mlx5_0:1 -> train-8 (rank 8) mlx5_0:1: slow-pair"));
+        // Off: nothing judged.
+        let v = decide(8, &[], all, SlowRule::OFF);
+        assert!(v.go && v.slow.is_empty());
+    }
+
     #[test]
     fn the_json_line_starts_with_its_kind() {
-        let v = decide(2, &[1], vec![finding(0, Some("rxe0:1"), "fail", Some("timeout"))]);
+        let v = decide(2, &[1], vec![finding(0, Some("rxe0:1"), "fail", Some("timeout"))], SlowRule::OFF);
         let j = json(&v, 0, false);
         assert!(j.starts_with("{\"kind\":\"gate-verdict\",\"rank\":0,\"go\":false,\"started\":false,\"size\":2,\"pairs\":1,\"failed\":1,\"missing\":[1],\"missing_total\":1,\"findings\":[{\"rank\":0,"), "{j}");
         let back: serde_json::Value = serde_json::from_str(&j).expect("JSON");

@@ -25,17 +25,19 @@ use crate::pairtest::door::Allow;
 use crate::pairtest::edge::PairTest;
 use crate::pairtest::exchange::{self, ExchangeError, Serve, Session};
 use crate::pairtest::output::PairResult;
+use crate::pairtest::slow::{self, Figure};
 use crate::pairtest::wire::Hello;
 use crate::pairtest::Settings;
 
-/// An agent's test: one 64 KiB message size, 20 round trips, 2 s per phase, no timed run. Enough
-/// to prove the path (connect, latency, one bandwidth figure); a node's links are not benchmarked
-/// by its health agent.
+/// An agent's test: one 64 KiB message size, 20 round trips, a 200 ms bandwidth run, 2 s per
+/// phase. Enough to prove the path (connect, latency) and give each rail one bandwidth figure
+/// that a slow link stands out in (`pairtest::slow`); a node's links are not benchmarked by its
+/// health agent.
 pub const LIMITS: Settings = Settings {
     all_pairs: false,
     bytes: 64 * 1024,
     iters: 20,
-    duration_ms: 0,
+    duration_ms: 200,
     timeout: Duration::from_secs(2),
     gate: None,
 };
@@ -48,6 +50,7 @@ pub const HELLO: Duration = Duration::from_millis(500);
 /// The largest test a peer may ask an agent to answer (a peer's knobs are its own, within these).
 pub const MAX_ANSWER_BYTES: u32 = 1 << 20;
 pub const MAX_ANSWER_ITERS: u32 = 1000;
+pub const MAX_ANSWER_DURATION_MS: u32 = 500;
 
 /// What an agent answers at most: the listener's own settings bound every hello (the refusal
 /// above names a larger one first).
@@ -55,7 +58,7 @@ pub const ANSWER: Settings = Settings {
     all_pairs: true,
     bytes: MAX_ANSWER_BYTES,
     iters: MAX_ANSWER_ITERS,
-    duration_ms: 0,
+    duration_ms: MAX_ANSWER_DURATION_MS,
     timeout: Duration::from_secs(2),
     gate: None,
 };
@@ -119,9 +122,9 @@ pub fn refusal(from: IpAddr, hello: &Hello, allowed: &[IpAddr]) -> Option<String
     if hello.gate.is_some() {
         return Some("a gate's pair test; this port is a node agent's ring".into());
     }
-    if hello.bytes > MAX_ANSWER_BYTES || hello.iters > MAX_ANSWER_ITERS || hello.duration_ms > 0 {
+    if hello.bytes > MAX_ANSWER_BYTES || hello.iters > MAX_ANSWER_ITERS || hello.duration_ms > MAX_ANSWER_DURATION_MS {
         return Some(format!(
-            "asked for {} bytes x {} iterations ({} ms); an agent answers at most {MAX_ANSWER_BYTES} bytes x {MAX_ANSWER_ITERS}, no timed run",
+            "asked for {} bytes x {} iterations ({} ms); an agent answers at most {MAX_ANSWER_BYTES} bytes x {MAX_ANSWER_ITERS}, {MAX_ANSWER_DURATION_MS} ms",
             hello.bytes, hello.iters, hello.duration_ms
         ));
     }
@@ -187,8 +190,12 @@ pub struct Pair {
     pub status: Status,
     /// ping's cause id where the pair did not pass.
     pub cause: Option<&'static str>,
-    /// The cause's summary, for people (stderr), where the test could not run at all.
+    /// The cause's summary, for people (stderr), where the test could not run at all or the
+    /// pair is slow.
     pub summary: Option<String>,
+    /// The measured bandwidth and the rated speed (the slower end's), Mb/s.
+    pub mbps: Option<u32>,
+    pub rated_mbps: Option<u32>,
 }
 
 /// What a ring round found.
@@ -298,13 +305,15 @@ pub fn round(r: &Round, fabric: &dyn PairTest) -> Report {
             let target = SocketAddr::new(next, r.config.port).to_string();
             // The successor's agent listens for its whole life: no long wait for it.
             let pairs = match fabric.initiate(&target, &LIMITS, Instant::now() + LIMITS.timeout) {
-                Ok(results) => results.iter().map(pair).collect(),
+                Ok(results) => judged(results.iter().map(pair).collect()),
                 Err(c) => vec![Pair {
                     device: String::new(),
                     port: None,
                     status: Status::Fail,
                     cause: Some(c.id),
                     summary: Some(c.summary),
+                    mbps: None,
+                    rated_mbps: None,
                 }],
             };
             Report { timestamp: r.timestamp, peers, outcome: Outcome::Tested { next, pairs } }
@@ -313,18 +322,71 @@ pub fn round(r: &Round, fabric: &dyn PairTest) -> Report {
 }
 
 fn pair(r: &PairResult) -> Pair {
+    let figure = r.figure();
     Pair {
         device: r.local.device.clone(),
         port: Some(r.local.port),
         status: r.status,
         cause: r.cause.as_ref().filter(|_| r.status != Status::Pass).map(|c| c.id),
         summary: None,
+        mbps: figure.mbps,
+        rated_mbps: figure.rated_mbps,
     }
+}
+
+/// The round's passing pairs judged against this node's rails' median and their rated speed
+/// (`pairtest::slow`, its default threshold): a slow one warns, with cause `slow-pair` and both
+/// figures. A node's agent sees only its own rails; the job-wide comparison is Prometheus's
+/// (`nccl_wrap_ring_pair_gbps` against the fleet's median, the shipped alert).
+pub fn judged(mut pairs: Vec<Pair>) -> Vec<Pair> {
+    let figures: Vec<Figure> = pairs
+        .iter()
+        .map(|p| Figure { mbps: p.mbps.filter(|_| p.status == Status::Pass), rated_mbps: p.rated_mbps })
+        .collect();
+    for (p, s) in pairs.iter_mut().zip(slow::judge(&figures, slow::DEFAULT_PCT)) {
+        if let Some(s) = s {
+            p.status = Status::Warn;
+            p.cause = Some("slow-pair");
+            p.summary = Some(s.summary("this node's rails'"));
+        }
+    }
+    pairs
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rail_far_below_its_siblings_warns_with_both_figures() {
+        let p = |dev: &str, status, mbps| Pair {
+            device: dev.into(),
+            port: Some(1),
+            status,
+            cause: None,
+            summary: None,
+            mbps,
+            rated_mbps: Some(400_000),
+        };
+        let pairs = judged(vec![
+            p("mlx5_0", Status::Pass, Some(390_000)),
+            p("mlx5_1", Status::Pass, Some(180_000)),
+            p("mlx5_2", Status::Pass, Some(385_000)),
+            p("mlx5_3", Status::Fail, None),
+        ]);
+        assert_eq!(
+            pairs.iter().map(|p| p.status).collect::<Vec<_>>(),
+            [Status::Pass, Status::Warn, Status::Pass, Status::Fail]
+        );
+        assert_eq!(pairs[1].cause, Some("slow-pair"));
+        assert_eq!(
+            pairs[1].summary.as_deref(),
+            Some("180 Gb/s: 46 % of this node's rails' median 385 Gb/s, 45 % of its rated 400 Gb/s")
+        );
+        let r = Report { timestamp: 1.0, peers: 3, outcome: Outcome::Tested { next: ip("10.0.0.2"), pairs } };
+        assert_eq!(r.word(), "fail");
+        assert!(r.line().contains("mlx5_1:1 slow-pair"), "{}", r.line());
+    }
 
     fn ip(s: &str) -> IpAddr {
         s.parse().expect("test address")
@@ -384,13 +446,23 @@ mod tests {
         assert!(!metrics::render(&h, &metrics::Round::default()).contains("ring"));
 
         let pairs = vec![
-            Pair { device: "mlx5_0".into(), port: Some(1), status: Status::Pass, cause: None, summary: None },
+            Pair {
+                device: "mlx5_0".into(),
+                port: Some(1),
+                status: Status::Pass,
+                cause: None,
+                summary: None,
+                mbps: Some(380_000),
+                rated_mbps: Some(400_000),
+            },
             Pair {
                 device: "mlx5_1".into(),
                 port: Some(1),
                 status: Status::Fail,
                 cause: Some("retry-exceeded"),
                 summary: None,
+                mbps: None,
+                rated_mbps: None,
             },
         ];
         h.ring = Some(report(Outcome::Tested { next: ip("10.0.0.2"), pairs }));
@@ -417,6 +489,8 @@ mod tests {
             status: Status::Fail,
             cause: Some("peer"),
             summary: Some("cannot reach [fd00::2]:18517 within 2001 ms".into()),
+            mbps: None,
+            rated_mbps: None,
         }];
         h.ring = Some(report(Outcome::Tested { next: ip("fd00::2"), pairs: cannot }));
         let r = h.ring.as_ref().expect("set");

@@ -11,6 +11,7 @@ use super::output::{self, Dropped};
 use super::pair::Planned;
 use super::route::{self, Route};
 use crate::detect::port::{GidPick, PortFacts};
+use crate::detect::sysfs::Attachment;
 use crate::detect::Vars;
 use crate::nccl::env::IB_GID_INDEX;
 use crate::nccl::gid::RoceType;
@@ -111,12 +112,11 @@ pub fn planned(plan: &Plan) -> Vec<Planned> {
     for hca in &plan.hca {
         let Some((dev, port)) = hca.rsplit_once(':') else { continue };
         let Ok(port) = port.parse::<u8>() else { continue };
-        let facts = plan
-            .detection
-            .devices
-            .iter()
-            .find(|d| d.name == dev)
-            .and_then(|d| d.ports.iter().find(|p| p.port == u32::from(port)));
+        let device = plan.detection.devices.iter().find(|d| d.name == dev);
+        let facts = device.and_then(|d| d.ports.iter().find(|p| p.port == u32::from(port)));
+        // A software device's rate is its net device's, not what it moves: no rate to judge by.
+        let software = device.is_some_and(|d| matches!(d.attachment, Attachment::Software { .. }));
+        let rate_mbps = facts.and_then(|f| crate::detect::port::rate_mbps(f.rate.as_deref()?)).filter(|_| !software);
         let pick = facts.and_then(|p| p.gid.as_ref());
         let gid_index = forced.filter(|_| pick.is_some()).or(pick.map(|g| g.index));
         // The entry at that index as the plan read it: its own pick, NCCL's, or a row of a
@@ -132,6 +132,7 @@ pub fn planned(plan: &Plan) -> Vec<Planned> {
             gid_index,
             gid_type,
             netdev: entry.or(pick).and_then(|g| g.ndev.clone()),
+            rate_mbps,
         });
     }
     out

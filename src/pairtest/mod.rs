@@ -13,6 +13,7 @@
 //! - `here`: what this pod brings (ports, name, routes); `session`: one run with one peer from
 //!   either end; `pair`: the verbs work; `edge`: this pod towards one peer, as results;
 //! - `rdma`: the one adapter of [`edge::PairTest`] over ibverbs;
+//! - `slow`: a pair that works but slowly, against the median and its rated speed (pure);
 //! - `cause`: why a pair failed (pure); `route`: this namespace's IPv4 routes (pure parse);
 //!   `output`: each pair's result, as JSON lines and the human form.
 //!
@@ -32,6 +33,7 @@ pub mod route;
 pub mod seal;
 pub mod session;
 pub mod settings;
+pub mod slow;
 pub mod wire;
 
 pub use settings::Settings;

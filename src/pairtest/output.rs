@@ -25,6 +25,21 @@ pub struct PairResult {
     pub latency_us: Option<Value>,
     pub bandwidth_gbytes_per_s: Option<f64>,
     pub cause: Option<Cause>,
+    /// The slower end's rated speed in Mb/s, when both ends are hardware ports with a rate
+    /// (what `slow` judges the figure against; not part of ping's JSON).
+    #[serde(skip)]
+    pub rated_mbps: Option<u32>,
+}
+
+impl PairResult {
+    /// The measured bandwidth in Mb/s, and the rated speed: what `slow` judges.
+    pub fn figure(&self) -> super::slow::Figure {
+        let mbps = self.bandwidth_gbytes_per_s.map(|g| (g * 8000.0).round()).filter(|m| m.is_finite() && *m >= 0.0);
+        super::slow::Figure {
+            mbps: mbps.map(|m| m.min(f64::from(super::wire::MAX_MBPS)) as u32),
+            rated_mbps: self.rated_mbps,
+        }
+    }
 }
 
 /// The keys of a port in a result (the wire carries more; these are the contract's), in order.
@@ -109,6 +124,7 @@ pub fn result(index: usize, peer: &str, run: &PairRun, local: Local) -> PairResu
         latency_us,
         bandwidth_gbytes_per_s: fig.and_then(|f| f.gbps).map(gbytes),
         cause,
+        rated_mbps: run.local.rate_mbps.zip(run.remote.rate_mbps).map(|(l, r)| l.min(r)),
     }
 }
 
@@ -144,6 +160,7 @@ fn fail(index: usize, peer: &str, local: PortOut, remote: Option<PortOut>, cause
         latency_us: None,
         bandwidth_gbytes_per_s: None,
         cause: Some(cause),
+        rated_mbps: None,
     }
 }
 

@@ -245,6 +245,8 @@ mod tests {
             missing: Vec::new(),
             missing_total: 0,
             findings: Vec::new(),
+            slow: Vec::new(),
+            slow_total: 0,
             mac: r.mac.clone(),
         };
         assert_eq!(check(&Message::Verdict(v), Some(&k), &B), Err(SealError::Wrong));

@@ -29,6 +29,8 @@ pub const MAX_BYTES: u32 = 1 << 30;
 pub const MAX_GATE_SIZE: u32 = 1 << 16;
 /// The gate: the most findings or missing ranks a verdict lists (the counts cover the rest).
 pub const MAX_LISTED: usize = 64;
+/// The fastest figure a port or a pair may carry, in Mb/s (10 Tb/s: far above any port's rate).
+pub const MAX_MBPS: u32 = 10_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LinkLayer {
@@ -66,6 +68,10 @@ pub struct PortInfo {
     pub pkey: Option<u16>,
     /// The GID's net device (RoCE), for the route check and the evidence.
     pub netdev: Option<String>,
+    /// The port's rated speed in Mb/s (`ports/N/rate`), hardware ports only: what a slow pair
+    /// is judged against (`pairtest::slow`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_mbps: Option<u32>,
 }
 
 /// The opening message of each side. The client's choices (pairing, sizes) rule the run.
@@ -361,8 +367,14 @@ fn validate(msg: &Message) -> Result<(), WireError> {
         }
         Message::Verdict(v) => {
             gate::hex("verdict.mac", v.mac.as_ref(), 64)?;
-            if v.findings.len() > MAX_LISTED || v.missing.len() > MAX_LISTED {
-                return Err(field("verdict", format!("more than {MAX_LISTED} findings or missing ranks listed")));
+            if v.findings.len() > MAX_LISTED || v.missing.len() > MAX_LISTED || v.slow.len() > MAX_LISTED {
+                return Err(field(
+                    "verdict",
+                    format!("more than {MAX_LISTED} findings, slow pairs or missing ranks listed"),
+                ));
+            }
+            if (v.slow_total as usize) < v.slow.len() || v.slow_total > v.pairs {
+                return Err(field("verdict.slow_total", "more slow pairs listed than counted, or than tested"));
             }
             if !(1..=MAX_GATE_SIZE).contains(&v.size) {
                 return Err(field("verdict.size", format!("{} is not in 1..={MAX_GATE_SIZE}", v.size)));
@@ -373,7 +385,7 @@ fn validate(msg: &Message) -> Result<(), WireError> {
             if (v.failed_total as usize) > v.pairs as usize + MAX_GATE_SIZE as usize {
                 return Err(field("verdict.failed_total", format!("{} is out of range", v.failed_total)));
             }
-            v.findings.iter().try_for_each(validate_finding)
+            v.findings.iter().chain(&v.slow).try_for_each(validate_finding)
         }
     }
 }
@@ -457,6 +469,9 @@ fn validate_port(p: &PortInfo) -> Result<(), WireError> {
     }
     if p.port == 0 {
         return Err(field("port.port", "port numbers start at 1"));
+    }
+    if p.rate_mbps.is_some_and(|r| r == 0 || r > MAX_MBPS) {
+        return Err(field("port.rate_mbps", format!("{:?} is not in 1..={MAX_MBPS}", p.rate_mbps)));
     }
     if ![256, 512, 1024, 2048, 4096].contains(&p.mtu) {
         return Err(field("port.mtu", format!("{} is not an IB MTU (256..4096)", p.mtu)));

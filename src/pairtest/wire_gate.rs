@@ -89,6 +89,12 @@ pub struct Finding {
     pub cause: Option<String>,
     pub summary: String,
     pub hint: String,
+    /// The pair's measured bandwidth, and the slower end's rated speed, in Mb/s (what rank 0
+    /// judges a slow pair by: `pairtest::slow`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mbps: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rated_mbps: Option<u32>,
 }
 
 /// The gate: one pod's pairs towards its successor (pod -> coordinator).
@@ -117,6 +123,13 @@ pub struct Verdict {
     pub missing_total: u32,
     /// What failed, most important first (at most [`MAX_LISTED`](super::MAX_LISTED)).
     pub findings: Vec<Finding>,
+    /// The pairs that passed but slowly, slowest first (at most
+    /// [`MAX_LISTED`](super::MAX_LISTED)), and how many in all; with a refusal of slow pairs
+    /// asked for, they are failures instead.
+    #[serde(default)]
+    pub slow: Vec<Finding>,
+    #[serde(default)]
+    pub slow_total: u32,
     /// The job secret's MAC over this frame (`pairtest::seal`); absent when the job has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
@@ -206,6 +219,9 @@ pub(super) fn validate_finding(f: &Finding) -> Result<(), WireError> {
         if c.is_empty() || c.len() > 32 || !c.bytes().all(|b| b.is_ascii_lowercase() || b == b'-') {
             return Err(field("finding.cause", format!("{:?}", c.escape_debug().to_string())));
         }
+    }
+    if [f.mbps, f.rated_mbps].into_iter().flatten().any(|m| m > super::MAX_MBPS) {
+        return Err(field("finding.mbps", format!("over {} Mb/s", super::MAX_MBPS)));
     }
     text("finding.summary", &f.summary)?;
     text("finding.hint", &f.hint)

@@ -14,6 +14,7 @@ pub(crate) fn roce_port(dev: &str, last: u8) -> PortInfo {
         mtu: 4096,
         pkey: None,
         netdev: Some("net1".into()),
+        rate_mbps: None,
     }
 }
 
@@ -224,6 +225,8 @@ fn finding(status: &str, cause: Option<&str>) -> Finding {
         cause: cause.map(str::to_owned),
         summary: "the local end's packets were never acknowledged".into(),
         hint: "check the VLAN".into(),
+        mbps: None,
+        rated_mbps: None,
     }
 }
 
@@ -257,6 +260,14 @@ fn the_gate_frames_round_trip() {
         missing: vec![],
         missing_total: 0,
         findings: vec![finding("fail", Some("retry-exceeded"))],
+        slow: vec![Finding {
+            status: "warn".into(),
+            cause: Some("slow-pair".into()),
+            mbps: Some(120_000),
+            rated_mbps: Some(400_000),
+            ..finding("warn", None)
+        }],
+        slow_total: 1,
         mac: None,
     };
     let msgs = vec![
@@ -325,9 +336,16 @@ fn gate_fields_are_checked() {
         missing: vec![2],
         missing_total: 1,
         findings: vec![],
+        slow: vec![],
+        slow_total: 0,
         mac: None,
     };
     check(Message::Verdict(v.clone()), "verdict.missing");
+    let mut fast = finding("pass", None);
+    fast.mbps = Some(u32::MAX);
+    check(Message::Report(Report { rank: 0, pairs: vec![fast], mac: None }), "finding.mbps");
+    let listed = Verdict { missing: vec![], slow: vec![finding("warn", None); 2], slow_total: 1, ..v.clone() };
+    check(Message::Verdict(listed), "verdict.slow_total");
     check(
         Message::Verdict(Verdict {
             missing: vec![],

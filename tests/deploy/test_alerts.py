@@ -20,6 +20,7 @@ METRICS = (
     "nccl_wrap_port_counter_total",
     "nccl_wrap_check_status",
     "nccl_wrap_ring_pair_status",
+    "nccl_wrap_ring_pair_gbps",
     "nccl_wrap_last_run_timestamp_seconds",
 )
 

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use nccl_wrap::detect::Vars;
+use nccl_wrap::gate::verdict::SlowRule;
 use nccl_wrap::gate::who::Given;
 use nccl_wrap::gate::{self, Ran};
 use nccl_wrap::pairtest::cause::Cause;
@@ -31,6 +32,7 @@ pub fn port_info(last: u8) -> PortInfo {
         mtu: 1024,
         pkey: None,
         netdev: Some("eth1".into()),
+        rate_mbps: None,
     }
 }
 
@@ -44,10 +46,19 @@ pub struct Fake {
     pub no_port: bool,
     /// What this pod says of its missing port (peer text, as hostile as a test wants).
     pub problem: Option<String>,
+    /// The bandwidth its pair towards the successor measures, GB/s.
+    pub gbytes_per_s: f64,
 }
 
 pub fn fake(rank: u32) -> Fake {
-    Fake { host: format!("pod-{rank}"), last: rank as u8 + 1, drops: false, no_port: false, problem: None }
+    Fake {
+        host: format!("pod-{rank}"),
+        last: rank as u8 + 1,
+        drops: false,
+        no_port: false,
+        problem: None,
+        gbytes_per_s: 0.01,
+    }
 }
 
 /// A job with the same pods, ports and coordinator as `j`, and its own secret.
@@ -60,6 +71,7 @@ pub fn same(j: &Job, secret: Option<&'static str>) -> Job {
         wait_ms: j.wait_ms,
         warn: j.warn,
         secret,
+        slow: j.slow,
     }
 }
 
@@ -111,7 +123,7 @@ impl PairTest for Fake {
             remote: theirs.ports[0].clone(),
             local_fault: fault,
             remote_fault: None,
-            figures: Some(Figures { median_us: Some(30.0), p99_us: Some(40.0), gbps: Some(0.01) }),
+            figures: Some(Figures { median_us: Some(30.0), p99_us: Some(40.0), gbps: Some(self.gbytes_per_s) }),
         };
         Ok(vec![output::result(0, target, &run, output::Local::default())])
     }
@@ -155,6 +167,8 @@ pub struct Job {
     pub warn: bool,
     /// The job's secret, as NCCL_WRAP_GATE_SECRET would give it.
     pub secret: Option<&'static str>,
+    /// What rank 0 makes of a slow pair.
+    pub slow: SlowRule,
 }
 
 pub fn job(size: u32) -> Job {
@@ -167,6 +181,7 @@ pub fn job(size: u32) -> Job {
         wait_ms: 10_000,
         warn: false,
         secret: None,
+        slow: SlowRule { pct: 70, refuse: false },
     }
 }
 
@@ -192,6 +207,7 @@ pub fn options(j: &Job, rank: u32, log: Option<PathBuf>) -> gate::Options {
         json: false,
         termination_log: log,
         secret: j.secret.map(|s| Secret::new(s.as_bytes()).map_err(|e| e.to_string())).transpose(),
+        slow: j.slow,
     }
 }
 

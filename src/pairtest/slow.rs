@@ -1,0 +1,153 @@
+//! slow: a pair that works, but slowly. Each pair's bandwidth figure is judged against the median
+//! of the figures it stands among (the gate: every pair of the job; the ring: this node's rails
+//! towards its successor) and against its rated speed (the slower end's `ports/N/rate`, carried
+//! for hardware ports only: a software device reports its net device's rate, not what it moves).
+//!
+//! A NIC at half rate, a PCIe link trained down to x8 or Gen3, or one congested or mis-cabled
+//! link shows here as one pair far below the others, and the whole job would run at its pace.
+//! Pure: it judges, and never decides what a slow pair costs (the gate's options do).
+
+/// The default threshold: a pair below 70 % of the median, or of its rated speed, is slow.
+pub const DEFAULT_PCT: u8 = 70;
+
+/// One pair's figures: measured and rated, in Mb/s (integers, so that the wire's types stay
+/// comparable; a Mb/s is far below any figure's noise).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Figure {
+    pub mbps: Option<u32>,
+    pub rated_mbps: Option<u32>,
+}
+
+/// Why a pair is slow, with the figures it was judged by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slow {
+    pub mbps: u32,
+    /// The median it was judged against, when it is below `pct` of it.
+    pub median: Option<u32>,
+    /// Its rated speed, when it is below `pct` of it.
+    pub rated: Option<u32>,
+}
+
+/// The median of the figures (the mean of the middle two for an even count).
+pub fn median(figures: &[u32]) -> Option<u32> {
+    let mut v = figures.to_vec();
+    v.sort_unstable();
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some(((u64::from(v[n / 2 - 1]) + u64::from(v[n / 2])) / 2) as u32),
+    }
+}
+
+/// Each pair's verdict, in order: `Some` for a pair below `pct` % of the median of every pair
+/// with a figure, or below `pct` % of its own rated speed. `pct` 0 judges nothing; a pair without
+/// a figure (it failed, or ran no bandwidth test) is never slow and is not in the median.
+pub fn judge(figures: &[Figure], pct: u8) -> Vec<Option<Slow>> {
+    let measured: Vec<u32> = figures.iter().filter_map(|f| f.mbps).collect();
+    let median = median(&measured);
+    let below = |x: u32, of: u32| u64::from(x) * 100 < u64::from(of) * u64::from(pct);
+    figures
+        .iter()
+        .map(|f| {
+            let mbps = f.mbps.filter(|_| pct > 0)?;
+            let by_median = median.filter(|&m| below(mbps, m));
+            let by_rate = f.rated_mbps.filter(|&r| below(mbps, r));
+            (by_median.is_some() || by_rate.is_some()).then_some(Slow { mbps, median: by_median, rated: by_rate })
+        })
+        .collect()
+}
+
+/// `400000` -> `400`; `31250` -> `31.2` (Gb/s, for people).
+pub fn gbps(mbps: u32) -> String {
+    let g = f64::from(mbps) / 1000.0;
+    if g >= 100.0 || g.fract() == 0.0 {
+        format!("{g:.0}")
+    } else {
+        format!("{g:.1}")
+    }
+}
+
+fn pct_of(x: u32, of: u32) -> u64 {
+    (u64::from(x) * 100).checked_div(u64::from(of)).unwrap_or(0)
+}
+
+impl Slow {
+    /// `12.5 Gb/s: 31 % of the job's median 40 Gb/s, 3 % of its rated 400 Gb/s` (`among`
+    /// names whose median: "the job's", "this node's rails'").
+    pub fn summary(&self, among: &str) -> String {
+        let mut parts = Vec::new();
+        if let Some(m) = self.median {
+            parts.push(format!("{} % of {among} median {} Gb/s", pct_of(self.mbps, m), gbps(m)));
+        }
+        if let Some(r) = self.rated {
+            parts.push(format!("{} % of its rated {} Gb/s", pct_of(self.mbps, r), gbps(r)));
+        }
+        format!("{} Gb/s: {}", gbps(self.mbps), parts.join(", "))
+    }
+}
+
+/// What to check for a slow pair, in the words `doctor` uses.
+pub const HINT: &str = "run `nccl-wrap doctor` on both nodes (port-rate: a port that negotiated a lower rate; pcie-link: a NIC trained below its PCIe width or speed), check the cable, transceiver and switch port of the rail, and its error counters";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(mbps: Option<u32>, rated: Option<u32>) -> Figure {
+        Figure { mbps, rated_mbps: rated }
+    }
+
+    #[test]
+    fn medians_of_odd_and_even_counts() {
+        assert_eq!(median(&[]), None);
+        assert_eq!(median(&[5]), Some(5));
+        assert_eq!(median(&[9, 1, 5]), Some(5));
+        assert_eq!(median(&[1, 9, 5, 7]), Some(6));
+    }
+
+    #[test]
+    fn one_pair_far_below_the_median_is_named_with_both_figures() {
+        let figs = [
+            f(Some(380_000), Some(400_000)),
+            f(Some(390_000), Some(400_000)),
+            f(Some(120_000), Some(400_000)),
+            f(Some(385_000), Some(400_000)),
+            f(None, Some(400_000)),
+        ];
+        let v = judge(&figs, DEFAULT_PCT);
+        assert_eq!(v.iter().filter(|s| s.is_some()).count(), 1, "{v:?}");
+        let s = v[2].expect("the slow pair");
+        assert_eq!(s, Slow { mbps: 120_000, median: Some(382_500), rated: Some(400_000) });
+        assert_eq!(s.summary("the job's"), "120 Gb/s: 31 % of the job's median 382 Gb/s, 30 % of its rated 400 Gb/s");
+    }
+
+    #[test]
+    fn a_uniformly_slow_job_is_named_against_the_rated_speed_only() {
+        // Every pair at a quarter of its rate: the median says nothing, the rate does.
+        let figs = [f(Some(100_000), Some(400_000)), f(Some(101_000), Some(400_000))];
+        let v = judge(&figs, DEFAULT_PCT);
+        assert!(v.iter().all(|s| s.is_some_and(|s| s.median.is_none() && s.rated == Some(400_000))), "{v:?}");
+        // A software port carries no rate: nothing to judge it by but the median.
+        let soft = [f(Some(900), None), f(Some(1000), None), f(Some(950), None)];
+        assert!(judge(&soft, DEFAULT_PCT).iter().all(Option::is_none));
+    }
+
+    #[test]
+    fn the_threshold_is_a_strict_bound_and_zero_judges_nothing() {
+        let figs = [f(Some(70), None), f(Some(100), None), f(Some(100), None)];
+        assert!(judge(&figs, 70)[0].is_none(), "exactly 70 % is not below 70 %");
+        assert!(judge(&figs, 71)[0].is_some());
+        let slow = [f(Some(1), Some(400_000)), f(Some(100_000), None)];
+        assert!(judge(&slow, 0).iter().all(Option::is_none));
+    }
+
+    #[test]
+    fn figures_read_as_people_write_them() {
+        assert_eq!(gbps(400_000), "400");
+        assert_eq!(gbps(31_250), "31.2");
+        assert_eq!(gbps(25_000), "25");
+        assert_eq!(gbps(0), "0");
+        assert_eq!(gbps(u32::MAX), "4294967");
+    }
+}
