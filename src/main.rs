@@ -331,7 +331,7 @@ fn verbs_for(opts: &cli::Opts) -> Box<dyn verbs::Verbs> {
 }
 
 /// The gate's options: its own, and ping's test knobs from `NCCL_WRAP_PING_*`.
-fn gate_options(o: &cli::Opts) -> gate::Options {
+fn gate_options(o: &cli::Opts, plan: &plan::Plan) -> gate::Options {
     let p = &o.gate_ping;
     gate::Options {
         warn: o.gate == cli::Gate::Warn,
@@ -341,6 +341,7 @@ fn gate_options(o: &cli::Opts) -> gate::Options {
             size: o.gate_size,
             port: o.gate_port,
             id: o.gate_id.clone(),
+            bootstrap: bootstrap_of(plan),
         },
         wait_ms: o.gate_wait_ms,
         test: test_settings(p),
@@ -349,6 +350,21 @@ fn gate_options(o: &cli::Opts) -> gate::Options {
         secret: gate_secret(o),
         slow: gate::verdict::SlowRule { pct: o.gate_slow_pct, refuse: o.gate_refuse_slow },
     }
+}
+
+/// The interface NCCL's bootstrap will use and its family towards the coordinator, for rank 0 to
+/// compare: only where it is the plan's own pick (a user's NCCL_SOCKET_IFNAME that names another,
+/// or a list, is the user's to answer for, and its family is not known here), and only a name the
+/// wire carries (a join it would refuse must never cost the pod its place in the gate).
+fn bootstrap_of(plan: &plan::Plan) -> Option<pairtest::wire::Bootstrap> {
+    let ours = plan.bootstrap.as_ref()?;
+    let ifname = ours.ifname.clone()?;
+    let kept = plan.vars.iter().find(|v| v.name == nccl::env::SOCKET_IFNAME && v.action == plan::Action::Kept);
+    if kept.is_some_and(|v| v.previous.as_deref().map(|p| p.trim_start_matches('=')) != Some(ifname.as_str())) {
+        return None;
+    }
+    let plain = ifname.len() <= 64 && ifname.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-@".contains(&b));
+    plain.then(|| pairtest::wire::Bootstrap { ifname, family: ours.family.map(str::to_owned) })
 }
 
 /// The job's secret from NCCL_WRAP_GATE_SECRET or the file NCCL_WRAP_GATE_SECRET_FILE names
@@ -407,7 +423,7 @@ fn run(
             pairtest::here::read(ping_inputs),
             pairtest::here::hostname(ping_inputs.proc_root, ping_inputs.vars),
         );
-        match gate::run(ping_inputs.vars, &fabric, &gate_options(&cli.opts)).outcome {
+        match gate::run(ping_inputs.vars, &fabric, &gate_options(&cli.opts, plan)).outcome {
             gate::Outcome::Start => {}
             gate::Outcome::Refuse => {
                 eprintln!("{PREFIX} refusing to start {:?}: --gate (NCCL_WRAP_GATE) is set and the job's fabric check failed (see above; docs/gate.md)", cli.command[0]);

@@ -101,6 +101,30 @@ fn a_slow_pair_is_named_on_every_pod_and_refuses_only_when_asked() {
 }
 
 #[test]
+fn a_pod_whose_bootstrap_cannot_reach_rank_0s_family_stops_the_job_and_is_named() {
+    let scratch = Scratch::new("bootstrap");
+    let j = job(3);
+    let mut v6 = fake(2);
+    v6.bootstrap_family = Some("AF_INET6");
+    let ran = run_pods(&j, vec![(0, fake(0)), (1, fake(1)), (2, v6)], &scratch);
+    for r in &ran {
+        assert_eq!(r.outcome, Outcome::Refuse, "rank {}", r.rank);
+        let text = std::fs::read_to_string(scratch.log(r.rank)).expect("termination message");
+        assert!(
+            text.contains(
+                "pod-2 (rank 2): bootstrap-family: NCCL's bootstrap here uses eth0 (AF_INET6), rank 0's eth0 (AF_INET)"
+            ),
+            "{text}"
+        );
+    }
+    // Families unknown (a user's interface kept): nothing to compare, the job starts.
+    let mut unknown = fake(2);
+    unknown.bootstrap_family = None;
+    let ran = run_pods(&j, vec![(0, fake(0)), (1, fake(1)), (2, unknown)], &scratch);
+    assert!(ran.iter().all(|r| r.outcome == Outcome::Start), "{ran:?}");
+}
+
+#[test]
 fn a_pod_that_never_comes_is_named_after_the_wait() {
     let scratch = Scratch::new("missing");
     let mut j = job(3);

@@ -20,7 +20,7 @@ use crate::pairtest::edge::PairTest;
 use crate::pairtest::exchange::Session;
 use crate::pairtest::seal::{self, Bound, Secret};
 use crate::pairtest::session::{budget, pairing, rounds};
-use crate::pairtest::wire::{Assign, Finding, Join, Message, PortInfo, Verdict};
+use crate::pairtest::wire::{Assign, Bootstrap, Finding, Join, Message, PortInfo, Verdict};
 use crate::pairtest::Settings;
 
 /// A pod that joined: its connection, what it said, and the addresses of that connection.
@@ -299,6 +299,34 @@ pub fn problems(roster: &Roster) -> Vec<Finding> {
         .collect()
 }
 
+/// The pods whose NCCL bootstrap cannot reach rank 0's: another address family than rank 0's
+/// (`mine`). NCCL connects every rank's out-of-band socket to rank 0's, over one family; a pod
+/// that reaches the coordinator only over the other hangs at NCCL's init ("Bootstrap : no socket
+/// interface found", or connect retries until the timeout). A pod or rank 0 whose family is not
+/// known is not judged.
+pub fn bootstrap_mismatches<'a>(joins: impl IntoIterator<Item = &'a Join>, mine: Option<&Bootstrap>) -> Vec<Finding> {
+    let Some((my_if, my_family)) = mine.and_then(|b| Some((b.ifname.as_str(), b.family.as_deref()?))) else {
+        return Vec::new();
+    };
+    joins
+        .into_iter()
+        .filter_map(|j| {
+            let b = j.bootstrap.as_ref()?;
+            let family = b.family.as_deref().filter(|f| *f != my_family)?;
+            Some(pod_fails(
+                j.rank,
+                &j.host,
+                "bootstrap-family",
+                format!(
+                    "NCCL's bootstrap here uses {} ({family}), rank 0's {my_if} ({my_family}): NCCL connects every rank to rank 0 over one address family, so this pod would hang at NCCL's init",
+                    b.ifname
+                ),
+                "give every pod an address of one family on the interface that routes to the coordinator (MASTER_ADDR), or set NCCL_SOCKET_FAMILY and NCCL_SOCKET_IFNAME the same way on every pod (docs/ready.md, the bootstrap interface)",
+            ))
+        })
+        .collect()
+}
+
 /// Every member's rail count (rank 0's first), for the results budget.
 pub fn rails(roster: &Roster, mine: &[PortInfo], size: u32) -> Vec<usize> {
     (0..size)
@@ -333,6 +361,7 @@ pub fn run(
     // The roster is closed: the listener tells a late join so (its channel is gone).
     drop(joins);
     let mut findings: Vec<Finding> = problems(&roster);
+    findings.extend(bootstrap_mismatches(roster.members.values().map(|m| &m.join), who.bootstrap.as_ref()));
     if let Err(c) = &mine {
         findings.push(verdict::of_pod(me, None, c));
     }
@@ -371,6 +400,7 @@ mod tests {
             port: 18516,
             job: "train-0:18516/4".into(),
             source: String::new(),
+            bootstrap: None,
         }
     }
 
@@ -384,8 +414,33 @@ mod tests {
             ports: Vec::new(),
             problem: Some("x".into()),
             nonce: None,
+            bootstrap: None,
             mac: None,
         }
+    }
+
+    #[test]
+    fn a_pod_whose_bootstrap_family_is_not_rank_0s_is_named() {
+        let boot = |i: &str, f: Option<&str>| Some(Bootstrap { ifname: i.into(), family: f.map(str::to_owned) });
+        let with = |rank, b| Join { rank, host: format!("train-{rank}"), bootstrap: b, ..join("j", rank, 4) };
+        let joins = [
+            with(1, boot("eth0", Some("AF_INET"))),
+            with(2, boot("eth0", Some("AF_INET6"))),
+            with(3, boot("eth1", None)),
+        ];
+        let mine = boot("eth0", Some("AF_INET"));
+        let found = bootstrap_mismatches(&joins, mine.as_ref());
+        assert_eq!(found.len(), 1, "{found:?}");
+        let f = &found[0];
+        assert_eq!((f.rank, f.cause.as_deref(), f.status.as_str()), (2, Some("bootstrap-family"), "fail"));
+        assert!(
+            f.summary.starts_with("NCCL's bootstrap here uses eth0 (AF_INET6), rank 0's eth0 (AF_INET)"),
+            "{}",
+            f.summary
+        );
+        // Rank 0's family unknown (its interface the user's): nothing judged.
+        assert!(bootstrap_mismatches(&joins, boot("ib0", None).as_ref()).is_empty());
+        assert!(bootstrap_mismatches(&joins, None).is_empty());
     }
 
     #[test]

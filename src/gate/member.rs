@@ -97,6 +97,7 @@ pub fn take_part(
         ports,
         problem,
         nonce: Some(trust.nonce.to_owned()),
+        bootstrap: who.bootstrap.clone(),
         mac: None,
     };
     let mine = join.nonce.clone().unwrap_or_default();

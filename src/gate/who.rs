@@ -15,7 +15,7 @@ use std::ffi::OsStr;
 
 use crate::detect::Vars;
 use crate::pairtest::exchange::split_target;
-use crate::pairtest::wire::{check_job, MAX_GATE_SIZE};
+use crate::pairtest::wire::{check_job, Bootstrap, MAX_GATE_SIZE};
 
 /// What the gate's options say (each `None` when not given).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -25,6 +25,8 @@ pub struct Given {
     pub size: Option<u32>,
     pub port: u16,
     pub id: Option<String>,
+    /// This pod's NCCL bootstrap interface and family (the plan's), compared across the job.
+    pub bootstrap: Option<Bootstrap>,
 }
 
 /// This pod's place in the job, and where each value came from.
@@ -40,6 +42,8 @@ pub struct Who {
     pub job: String,
     /// "rank from PET_NODE_RANK, size from PET_NNODES, coordinator from PET_MASTER_ADDR".
     pub source: String,
+    /// How this pod's NCCL bootstrap reaches rank 0 (from [`Given`]).
+    pub bootstrap: Option<Bootstrap>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -150,7 +154,7 @@ pub fn resolve(given: &Given, vars: &Vars) -> Result<Who, WhoError> {
         None => format!("{with_port}/{size}"),
     };
     let source = format!("rank from {rank_from}, size from {size_from}, coordinator from {coord_from}");
-    Ok(Who { rank, size, coordinator: with_port, port, job, source })
+    Ok(Who { rank, size, coordinator: with_port, port, job, source, bootstrap: given.bootstrap.clone() })
 }
 
 #[cfg(test)]

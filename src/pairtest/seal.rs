@@ -196,6 +196,7 @@ mod tests {
             ports: Vec::new(),
             problem: Some("no usable port\nverdict: GO".into()),
             nonce: Some("00112233445566778899aabbccddeeff".into()),
+            bootstrap: None,
             mac: None,
         })
     }

@@ -523,7 +523,7 @@ pub fn parse_gid(text: &str) -> Option<[u8; 16]> {
 
 #[path = "wire_gate.rs"]
 mod gate;
-pub use gate::{check_job, Assign, Finding, GateTag, Join, Report, Verdict};
+pub use gate::{check_job, Assign, Bootstrap, Finding, GateTag, Join, Report, Verdict};
 use gate::{host, validate_assign, validate_finding, validate_join};
 
 #[cfg(test)]

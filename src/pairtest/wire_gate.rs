@@ -18,6 +18,19 @@ pub struct GateTag {
     pub mac: Option<String>,
 }
 
+/// How a pod's NCCL bootstrap reaches rank 0: the interface nccl-wrap exported as
+/// `NCCL_SOCKET_IFNAME` (or the user's, kept) and the family of its address towards the
+/// coordinator, when known. NCCL's out-of-band sockets connect every rank to rank 0's: a pod whose
+/// family differs cannot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bootstrap {
+    pub ifname: String,
+    /// `AF_INET` or `AF_INET6`; none where the user's interface was kept unread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<String>,
+}
+
 /// The gate: a pod asks its job's coordinator (rank 0) to take part (pod -> coordinator).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -36,6 +49,9 @@ pub struct Join {
     /// This pod's fresh nonce: every later frame of its session is bound to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nonce: Option<String>,
+    /// This pod's bootstrap interface, compared with rank 0's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap: Option<Bootstrap>,
     /// The job secret's MAC over this frame (`pairtest::seal`); absent when the job has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
@@ -178,6 +194,12 @@ pub(super) fn validate_join(j: &Join) -> Result<(), WireError> {
     }
     if let Some(p) = &j.problem {
         text("join.problem", p)?;
+    }
+    if let Some(b) = &j.bootstrap {
+        name("join.bootstrap.ifname", &b.ifname)?;
+        if !matches!(b.family.as_deref(), None | Some("AF_INET" | "AF_INET6")) {
+            return Err(field("join.bootstrap.family", format!("{:?}", b.family)));
+        }
     }
     j.ports.iter().try_for_each(validate_port)
 }

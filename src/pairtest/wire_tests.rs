@@ -209,6 +209,7 @@ pub(crate) fn join() -> Join {
         ports: vec![roce_port("mlx5_6", 9)],
         problem: None,
         nonce: None,
+        bootstrap: Some(Bootstrap { ifname: "eth0".into(), family: Some("AF_INET".into()) }),
         mac: None,
     }
 }
@@ -344,6 +345,10 @@ fn gate_fields_are_checked() {
     let mut fast = finding("pass", None);
     fast.mbps = Some(u32::MAX);
     check(Message::Report(Report { rank: 0, pairs: vec![fast], mac: None }), "finding.mbps");
+    let unix = Bootstrap { ifname: "eth0".into(), family: Some("AF_UNIX".into()) };
+    check(Message::Join(Join { bootstrap: Some(unix), ..join() }), "join.bootstrap.family");
+    let escape = Bootstrap { ifname: "eth0\u{1b}[2J".into(), family: None };
+    check(Message::Join(Join { bootstrap: Some(escape), ..join() }), "join.bootstrap.ifname");
     let listed = Verdict { missing: vec![], slow: vec![finding("warn", None); 2], slow_total: 1, ..v.clone() };
     check(Message::Verdict(listed), "verdict.slow_total");
     check(

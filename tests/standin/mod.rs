@@ -17,7 +17,7 @@ use nccl_wrap::pairtest::exchange::{self, Session};
 use nccl_wrap::pairtest::output::{self, PairResult};
 use nccl_wrap::pairtest::seal::Secret;
 use nccl_wrap::pairtest::session::PairRun;
-use nccl_wrap::pairtest::wire::{Fault, Figures, Hello, LinkLayer, Message, PortInfo};
+use nccl_wrap::pairtest::wire::{Bootstrap, Fault, Figures, Hello, LinkLayer, Message, PortInfo};
 use nccl_wrap::pairtest::Settings;
 
 pub fn port_info(last: u8) -> PortInfo {
@@ -48,6 +48,8 @@ pub struct Fake {
     pub problem: Option<String>,
     /// The bandwidth its pair towards the successor measures, GB/s.
     pub gbytes_per_s: f64,
+    /// The family of its NCCL bootstrap interface (eth0), when known.
+    pub bootstrap_family: Option<&'static str>,
 }
 
 pub fn fake(rank: u32) -> Fake {
@@ -58,6 +60,7 @@ pub fn fake(rank: u32) -> Fake {
         no_port: false,
         problem: None,
         gbytes_per_s: 0.01,
+        bootstrap_family: Some("AF_INET"),
     }
 }
 
@@ -194,6 +197,7 @@ pub fn options(j: &Job, rank: u32, log: Option<PathBuf>) -> gate::Options {
             size: Some(j.size),
             port: j.ports[rank as usize],
             id: j.id.clone(),
+            bootstrap: None,
         },
         wait_ms: j.wait_ms,
         test: Settings {
@@ -218,7 +222,9 @@ pub fn run_pods(j: &Job, pods: Vec<(u32, Fake)>, scratch: &Scratch) -> Vec<Ran> 
         let handles: Vec<_> = pods
             .into_iter()
             .map(|(rank, f)| {
-                let opts = options(j, rank, Some(scratch.log(rank)));
+                let mut opts = options(j, rank, Some(scratch.log(rank)));
+                opts.given.bootstrap =
+                    f.bootstrap_family.map(|fam| Bootstrap { ifname: "eth0".into(), family: Some(fam.into()) });
                 let vars = &vars;
                 s.spawn(move || gate::run(vars, &f, &opts))
             })
