@@ -158,3 +158,41 @@ fn doctor_fails_an_image_that_would_run_nccl_over_sockets_and_reads_the_wheels_v
     assert_eq!(c["status"], "pass", "{c}");
     assert!(c["summary"].as_str().is_some_and(|s| s.contains("NCCL 2.27.3 is /usr/local/lib/python3.11/")), "{c}");
 }
+
+#[test]
+fn doctor_names_a_provider_built_for_another_libibverbs_abi() {
+    // libibverbs of ABI 34 (the symbol version its providers link against, as the real library
+    // carries it in its dynamic string table) beside an mlx5 provider of ABI 25 only.
+    let dir = TempRoot::new("abi");
+    let root = dir.path();
+    let lib = root.join("usr/lib/x86_64-linux-gnu");
+    std::fs::create_dir_all(lib.join("libibverbs")).expect("mkdir");
+    std::fs::create_dir_all(root.join("etc/libibverbs.d")).expect("mkdir");
+    let mut text = vec![0x7fu8, b'E', b'L', b'F'];
+    text.extend(std::iter::repeat_n(0u8, 70_000));
+    text.extend_from_slice(b"IBVERBS_1.1\0IBVERBS_PRIVATE_34\0ibv_cmd_create_qp\0");
+    std::fs::write(lib.join("libibverbs.so.1"), &text).expect("write");
+    std::fs::write(lib.join("libibverbs/libmlx5-rdmav25.so"), "").expect("write");
+    std::fs::write(root.join("etc/libibverbs.d/mlx5.driver"), "driver mlx5\n").expect("write");
+    let fixture = common::fixture(NODE);
+    let run = |args: &[&str]| {
+        Run::node(NODE)
+            .with_env_file(NODE, "env")
+            .env("NCCL_WRAP_IMAGE_ROOT", root)
+            .env("NCCL_WRAP_DEV_ROOT", fixture.join("dev"))
+            .args(args)
+    };
+    let j = run(&["doctor", "--json", "--no-selftest"]).json();
+    let c = j["checks"].as_array().expect("checks").iter().find(|c| c["id"] == "userspace").cloned().expect("check");
+    assert_eq!(c["status"], "fail", "{c}");
+    let text = c.to_string();
+    assert!(text.contains("libmlx5-rdmav25.so is built for libibverbs' private ABI 25"), "{text}");
+    assert!(text.contains("is ABI 34: libibverbs skips it"), "{text}");
+    // With the provider of libibverbs' own ABI beside it, that one is what libibverbs loads.
+    std::fs::write(lib.join("libibverbs/libmlx5-rdmav34.so"), "").expect("write");
+    let j = run(&["doctor", "--json", "--no-selftest"]).json();
+    let c = j["checks"].as_array().expect("checks").iter().find(|c| c["id"] == "userspace").cloned().expect("check");
+    assert_ne!(c["status"], "fail", "{c}");
+    assert_eq!(c["evidence"]["userspace"]["missing"].as_array().map(Vec::len), Some(0), "{c}");
+    assert!(c["summary"].as_str().is_some_and(|s| s.contains("libmlx5-rdmav34.so")), "{c}");
+}

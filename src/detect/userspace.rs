@@ -239,15 +239,26 @@ fn provider_dirs(beside: &str) -> Vec<String> {
     dirs
 }
 
-/// `lib<name>-rdmav<N>.so` in `dir`: the provider file libibverbs loads.
-fn provider_library(root: &Path, dir: &str, name: &str) -> Option<String> {
+/// `lib<name>-rdmav<N>.so` in `dir`: the provider file libibverbs loads (the one of ABI `want`
+/// where there are several and it is known).
+fn provider_library(root: &Path, dir: &str, name: &str, want: Option<u32>) -> Option<String> {
     let prefix = format!("lib{name}-rdmav");
     let rd = std::fs::read_dir(inside(root, dir)?).ok()?;
-    rd.take(DIR_ENTRIES).filter_map(Result::ok).find_map(|e| {
-        let n = e.file_name().to_string_lossy().into_owned();
-        let abi = n.strip_prefix(&prefix)?.strip_suffix(".so")?;
-        (!abi.is_empty() && abi.bytes().all(|b| b.is_ascii_digit())).then(|| format!("{dir}/{n}"))
-    })
+    let mut found: Vec<String> = rd
+        .take(DIR_ENTRIES)
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            let abi = n.strip_prefix(&prefix)?.strip_suffix(".so")?;
+            (!abi.is_empty() && abi.len() <= 4 && abi.bytes().all(|b| b.is_ascii_digit())).then(|| format!("{dir}/{n}"))
+        })
+        .collect();
+    found.sort();
+    let exact = found.iter().position(|f| want.is_some() && provider_abi(f) == want);
+    match exact {
+        Some(i) => Some(found.swap_remove(i)),
+        None => found.pop(),
+    }
 }
 
 /// `site-packages/nvidia/nccl/lib/libnccl.so.2` of the Pythons the image holds: what PyTorch's
@@ -304,10 +315,11 @@ fn version_from_name(name: &str) -> Option<String> {
 }
 
 /// `NCCL version 2.x.y` in the library's bytes, read in bounded chunks.
-fn version_from_text(path: &Path) -> Option<String> {
+/// The first `needle` in the first `limit` bytes of `path` that `accept` takes what follows of
+/// (its next 24 bytes); read 1 MiB at a time, never whole.
+fn find_after(path: &Path, needle: &[u8], limit: u64, accept: impl Fn(&[u8]) -> Option<String>) -> Option<String> {
     use std::io::Read;
-    const NEEDLE: &[u8] = b"NCCL version ";
-    let mut f = std::fs::File::open(path).ok()?.take(NCCL_SCAN_BYTES);
+    let mut f = std::fs::File::open(path).ok()?.take(limit);
     let mut buf = vec![0u8; 1 << 20];
     let mut carry: Vec<u8> = Vec::new();
     loop {
@@ -317,18 +329,41 @@ fn version_from_text(path: &Path) -> Option<String> {
         }
         carry.extend_from_slice(&buf[..n]);
         let mut from = 0;
-        while let Some(i) = carry[from..].windows(NEEDLE.len()).position(|w| w == NEEDLE) {
-            let at = from + i + NEEDLE.len();
-            let v: Vec<u8> =
-                carry[at..].iter().take(24).take_while(|b| b.is_ascii_digit() || **b == b'.').copied().collect();
-            if v.len() >= 5 && v.first().is_some_and(u8::is_ascii_digit) {
-                return Some(String::from_utf8_lossy(&v).trim_end_matches('.').to_string());
+        while let Some(i) = carry[from..].windows(needle.len()).position(|w| w == needle) {
+            let at = from + i + needle.len();
+            if let Some(v) = accept(&carry[at..carry.len().min(at + 24)]) {
+                return Some(v);
             }
             from = at;
         }
         let keep = carry.len().saturating_sub(64);
         carry.drain(..keep);
     }
+}
+
+/// NCCL's version from the text it prints (`NCCL version 2.28.9+cuda12.9`).
+fn version_from_text(path: &Path) -> Option<String> {
+    find_after(path, b"NCCL version ", NCCL_SCAN_BYTES, |rest| {
+        let v: Vec<u8> = rest.iter().take_while(|b| b.is_ascii_digit() || **b == b'.').copied().collect();
+        (v.len() >= 5 && v.first().is_some_and(u8::is_ascii_digit))
+            .then(|| String::from_utf8_lossy(&v).trim_end_matches('.').to_string())
+    })
+}
+
+/// libibverbs' private ABI (`IBVERBS_PRIVATE_34`, the version of the symbols its providers link
+/// against): it loads only `lib<name>-rdmav<ABI>.so`. A library of a few hundred KiB, scanned up
+/// to 16 MiB; `None` when it says nothing (not a libibverbs, or a stand-in).
+fn private_abi(path: &Path) -> Option<u32> {
+    let v = find_after(path, b"IBVERBS_PRIVATE_", 16 << 20, |rest| {
+        let d: Vec<u8> = rest.iter().take_while(|b| b.is_ascii_digit()).copied().collect();
+        (!d.is_empty() && d.len() <= 4).then(|| String::from_utf8_lossy(&d).into_owned())
+    })?;
+    v.parse().ok()
+}
+
+/// The ABI a provider file was built for: `libmlx5-rdmav34.so` -> 34.
+fn provider_abi(file: &str) -> Option<u32> {
+    file.rsplit_once("-rdmav")?.1.strip_suffix(".so")?.parse().ok()
 }
 
 fn nccl_version(root: &Path, p: &str, depth: Depth) -> Option<String> {
@@ -392,11 +427,28 @@ pub fn check(root: &Path, vars: &Vars, devices: &[(String, Option<String>)], dep
             let dir = v.path.rsplit_once('/').map_or("", |(d, _)| d);
             let provider_dir = format!("{dir}/libibverbs");
             let dirs = provider_dirs(&provider_dir);
+            // Doctor reads libibverbs' private ABI: a provider built for another is not loaded.
+            let abi = (depth == Depth::Full).then(|| inside(root, &v.path).and_then(|f| private_abi(&f))).flatten();
             for p in &mut providers {
                 let conf = format!("/etc/libibverbs.d/{}.driver", p.name);
                 p.config = exists(root, &conf).then_some(conf.clone());
-                p.library = dirs.iter().find_map(|d| provider_library(root, d, &p.name));
+                p.library = dirs.iter().find_map(|d| provider_library(root, d, &p.name, abi));
                 let effect = format!("libibverbs finds no provider for {}, {}", p.devices.join(", "), SOCKETS);
+                let built_for = p.library.as_deref().and_then(provider_abi);
+                if let (Some(lib), Some(want), Some(has)) = (&p.library, abi, built_for) {
+                    if want != has {
+                        missing.push(Missing {
+                            file: format!("{provider_dir}/lib{}-rdmav{want}.so", p.name),
+                            package: PROVIDER_PKG,
+                            effect: format!(
+                                "{lib} is built for libibverbs' private ABI {has}, and the image's libibverbs.so.1 ({}) is ABI {want}: libibverbs skips it (\"couldn't load driver\") and finds no provider for {}; {SOCKETS} (install the providers of the same rdma-core release as libibverbs)",
+                                v.path,
+                                p.devices.join(", ")
+                            ),
+                        });
+                        continue;
+                    }
+                }
                 if p.library.is_none() {
                     missing.push(Missing {
                         file: format!("{provider_dir}/lib{}-rdmav*.so", p.name),
