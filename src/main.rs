@@ -14,7 +14,7 @@ use std::process::ExitCode;
 
 use nccl_wrap::cli::{self, Cli, HealthFiles, PingArgs, Sub, EXIT_REFUSED, EXIT_USAGE};
 use nccl_wrap::msg::PREFIX;
-use nccl_wrap::process::{self, exec, memlock, supervise, watch};
+use nccl_wrap::process::{self, exec, memlock, portwatch, supervise};
 use nccl_wrap::{detect, doctor, gate, health, install, nccl, pairtest, ping, plan, report, verbs};
 
 fn main() -> ExitCode {
@@ -53,7 +53,12 @@ fn main() -> ExitCode {
             jitter_pct: w.jitter_pct,
             rounds: w.rounds,
             outputs: outputs(&w.files),
-            ring: w.ring.clone().map(|(service, port)| health::ring::Config { service, port, every: w.ring_every }),
+            ring: w.ring.clone().map(|(service, port)| health::ring::Config {
+                service,
+                port,
+                every: w.ring_every,
+                timeout: std::time::Duration::from_millis(w.ring_timeout_ms),
+            }),
         };
         // The ring's pair test goes through ibverbs; the node's checks never do.
         let verbs = verbs_for(&cli.opts);
@@ -453,8 +458,12 @@ fn run(
 }
 
 /// The ports the plan hands to NCCL: the ones the post-mortem watches.
-fn watched_ports(plan: &plan::Plan) -> Vec<watch::PortId> {
-    plan.decisions.iter().filter(|d| d.used).map(|d| watch::PortId { device: d.device.clone(), port: d.port }).collect()
+fn watched_ports(plan: &plan::Plan) -> Vec<portwatch::PortId> {
+    plan.decisions
+        .iter()
+        .filter(|d| d.used)
+        .map(|d| portwatch::PortId { device: d.device.clone(), port: d.port })
+        .collect()
 }
 
 fn exec_or_report(argv: &[OsString], env: &[(OsString, OsString)]) -> ExitCode {
@@ -508,7 +517,7 @@ fn bad_usage(e: &cli::CliError, raw: &[OsString], env: &[(OsString, OsString)]) 
                 let defaults = supervise::Options {
                     kill_group: false,
                     grace: std::time::Duration::ZERO,
-                    watch: watch::Config::none(),
+                    watch: portwatch::Config::none(),
                     hang: process::hang::Config::default(),
                     state_file: None,
                 };

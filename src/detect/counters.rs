@@ -4,7 +4,7 @@
 //! rxe has only these). Whatever the device has is read; which names mean what is
 //! `meaning`'s concern.
 //!
-//! A port directory in, a map out: the supervisor's post-mortem (`process::watch`) and the node
+//! A port directory in, a map out: the supervisor's post-mortem (`process::portwatch`) and the node
 //! agent's metrics (`health`) read through it alike. Every read goes through `detect::file` (non-blocking, one page at
 //! most, regular files only). It must never fail the caller: a directory that is missing (rxe
 //! has no `counters/`), a file that cannot be read or holds no number, is left out and said in

@@ -3,7 +3,7 @@
 //! - `memlock`: raise RLIMIT_MEMLOCK (which the command inherits), explaining the outcome;
 //! - `exec`: replace nccl-wrap with the command (PATH search, tini's 126/127);
 //! - `supervise`: as PID 1 (or `--supervise`), run the command as a child, forward signals, reap;
-//! - `watch`: while supervising, the RDMA ports in use: read at start (their counters through
+//! - `portwatch`: while supervising, the RDMA ports in use: read at start (their counters through
 //!   `detect::counters`), polled, read at exit;
 //! - `meaning`: what a moved counter usually means;
 //! - `kept`: the bounded record of the transitions the watch sees (first and last kept);
@@ -21,6 +21,7 @@ pub mod hang;
 pub mod kept;
 pub mod meaning;
 pub mod memlock;
+pub mod portwatch;
 pub mod postmortem;
 pub mod ras;
 pub mod state;
@@ -29,4 +30,3 @@ pub mod supervise;
 #[allow(unsafe_code)] // Raw fork/exec/signal calls; see lib.rs for the crate's two unsafe modules.
 pub mod sys;
 pub mod utc;
-pub mod watch;

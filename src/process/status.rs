@@ -16,7 +16,7 @@ use serde::Serialize;
 use crate::msg::PREFIX;
 use crate::process::postmortem::{self, Link, Moved};
 use crate::process::state::{self, State};
-use crate::process::{ras, watch};
+use crate::process::{portwatch, ras};
 
 /// The RAS query's bound: a person is waiting.
 pub const RAS_DEADLINE: Duration = Duration::from_secs(2);
@@ -59,7 +59,7 @@ pub fn gather(state_path: &Path, sysfs_root: &Path) -> Result<Status, state::Sta
         .iter()
         .filter_map(|p| {
             let (dev, port) = state::plain_port(&p.port)?;
-            let (now, counters) = watch::read_now(sysfs_root, dev, port, &mut problems);
+            let (now, counters) = portwatch::read_now(sysfs_root, dev, port, &mut problems);
             let start = Link { state: ras_clean(&p.state), phys_state: ras_clean(&p.phys_state) };
             Some(PortNow { port: p.port.clone(), start, now, counters: postmortem::moved(&p.counters, &counters) })
         })

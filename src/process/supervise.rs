@@ -29,10 +29,10 @@ use nix::unistd::Pid;
 use crate::msg::PREFIX;
 use crate::process::exec;
 use crate::process::hang::{self, Hang};
+use crate::process::portwatch::{self, Watch};
 use crate::process::postmortem::Exit;
 use crate::process::state;
 use crate::process::sys::{self, Blocked, ChildSetup};
-use crate::process::watch::{self, Watch};
 
 /// `eprintln!` that ignores a failed write: `eprintln!` panics when stderr is a pipe whose reader
 /// has gone, and the supervisor must end with the command's status whatever became of stderr.
@@ -54,7 +54,7 @@ pub struct Options {
     /// Zero: none are signalled, nccl-wrap exits at once.
     pub grace: Duration,
     /// The ports to watch and where to report what changed on them.
-    pub watch: watch::Config,
+    pub watch: portwatch::Config,
     /// When to ask NCCL's RAS about the job, and where its account goes.
     pub hang: hang::Config,
     /// Where the first reading is kept for `nccl-wrap status` (`None`: not kept).
