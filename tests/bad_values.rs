@@ -83,6 +83,7 @@ const TABLE: &[(&str, Class, &[&str])] = &[
     ("NCCL_WRAP_WATCH_ROUNDS", Sub, &["1000000001"]),
     ("NCCL_WRAP_WATCH_RING", Sub, &["ring;rm -rf /", "ring:0"]),
     ("NCCL_WRAP_WATCH_RING_EVERY", Sub, &["0", "10001"]),
+    ("NCCL_WRAP_WATCH_RING_TIMEOUT_MS", Sub, &["99", "2s", "600001"]),
     ("NCCL_WRAP_PING_TARGET", Sub, &[]),
     ("NCCL_WRAP_PING_LISTEN", Sub, &[]),
     ("NCCL_WRAP_PING_KEEP", Sub, &["forever"]),

@@ -171,7 +171,7 @@ fn a_refusal_with_control_characters_reaches_the_client_printable() {
 fn ring_listener(peers: Vec<std::net::IpAddr>, max: usize) -> (thread::JoinHandle<()>, u16) {
     let (l, port) = listener();
     let allowed: Allowed = Arc::new(Mutex::new(peers));
-    let server = thread::spawn(move || ring::serve(&l, &fake(1), &allowed, Some(max)));
+    let server = thread::spawn(move || ring::serve(&l, &fake(1), &allowed, Duration::from_secs(2), Some(max)));
     (server, port)
 }
 

@@ -12,7 +12,7 @@ mod common;
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use common::{fixture, output_within, DEADLINE};
 use nccl_wrap::doctor::Status;
@@ -37,7 +37,7 @@ fn port_info(last: u8) -> PortInfo {
         mtu: 4096,
         pkey: None,
         netdev: Some("eth1".into()),
-        rate_mbps: None,
+        rate_kbps: None,
     }
 }
 
@@ -128,7 +128,7 @@ fn node(addr: &str, last: u8) -> Node {
 /// Runs every node's ring round at once while each serves its count of `serves` connections;
 /// each node's report.
 fn ring_round(nodes: &[Node], peers: &[IpAddr], port: u16, serves: &[usize], strays: &[SocketAddr]) -> Vec<Report> {
-    let config = Config { service: "nccl-wrap-ring.test".into(), port, every: 1 };
+    let config = Config { service: "nccl-wrap-ring.test".into(), port, every: 1, timeout: Duration::from_secs(2) };
     let resolve = |name: &str| -> Result<Vec<IpAddr>, String> {
         assert_eq!(name, "nccl-wrap-ring.test");
         Ok(peers.to_vec())
@@ -150,7 +150,7 @@ fn ring_round(nodes: &[Node], peers: &[IpAddr], port: u16, serves: &[usize], str
     }
     std::thread::scope(|s| {
         for ((n, l), count) in nodes.iter().zip(&listeners).zip(serves) {
-            s.spawn(move || ring::serve(l, &n.fabric, &n.allowed, Some(*count)));
+            s.spawn(move || ring::serve(l, &n.fabric, &n.allowed, Duration::from_secs(2), Some(*count)));
         }
         let rounds: Vec<_> = nodes
             .iter()
@@ -225,7 +225,7 @@ fn a_successor_that_does_not_answer_fails_the_pair_by_the_deadline() {
     let me = node("127.0.0.1", 1);
     // 127.0.0.2 has no agent: nothing listens on the port.
     let peers = [ip("127.0.0.1"), ip("127.0.0.2")];
-    let config = Config { service: "svc".into(), port, every: 1 };
+    let config = Config { service: "svc".into(), port, every: 1, timeout: Duration::from_secs(2) };
     let r = ring::Round {
         config: &config,
         resolve: &|_| Ok(peers.to_vec()),
@@ -243,7 +243,7 @@ fn a_successor_that_does_not_answer_fails_the_pair_by_the_deadline() {
 #[test]
 fn no_ring_without_two_peers_a_listed_self_or_an_answer_from_dns() {
     let me = node("10.0.0.1", 1);
-    let config = Config { service: "svc".into(), port: 1, every: 1 };
+    let config = Config { service: "svc".into(), port: 1, every: 1, timeout: Duration::from_secs(2) };
     let untested = |resolve: &dyn Fn(&str) -> Result<Vec<IpAddr>, String>| {
         let r = ring::Round { config: &config, resolve, own: Ok(vec![me.addr]), allowed: &me.allowed, timestamp: 1.0 };
         let report = ring::round(&r, &me.fabric);

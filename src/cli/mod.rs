@@ -116,6 +116,8 @@ pub struct WatchArgs {
     pub ring: Option<(String, u16)>,
     /// A ring round every this many rounds.
     pub ring_every: u64,
+    /// Each phase's deadline of the ring's pair test.
+    pub ring_timeout_ms: u64,
 }
 
 impl Default for WatchArgs {
@@ -127,6 +129,7 @@ impl Default for WatchArgs {
             rounds: 0,
             ring: None,
             ring_every: RING_EVERY,
+            ring_timeout_ms: 2000,
         }
     }
 }
@@ -549,7 +552,7 @@ impl From<&Opts> for crate::process::supervise::Options {
             kill_group: o.kill_group,
             grace: std::time::Duration::from_secs(o.grace),
             // The ports come from the plan, which main adds.
-            watch: crate::process::watch::Config {
+            watch: crate::process::portwatch::Config {
                 root: o.sysfs_root.clone(),
                 ports: Vec::new(),
                 every: std::time::Duration::from_millis(o.watch_ms),

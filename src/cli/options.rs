@@ -567,6 +567,19 @@ pub(super) const SPECS: &[Spec] = &[
         },
     },
     Spec {
+        long: "ring-timeout-ms",
+        short: None,
+        env: "NCCL_WRAP_WATCH_RING_TIMEOUT_MS",
+        kind: Kind::Value("MS"),
+        only: Some(SubName::Watch),
+        default: Some("2000"),
+        help: "With --ring: each phase's deadline of the pair test, both ways (as ping's --timeout-ms; software RoCE under emulation needs 20000) (100 to 600000)",
+        set: |c, v| {
+            let ms: u64 = number_in(v, 100, 600_000)?;
+            watch(c, |w| w.ring_timeout_ms = ms)
+        },
+    },
+    Spec {
         long: "target",
         short: None,
         env: "NCCL_WRAP_PING_TARGET",

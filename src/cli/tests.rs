@@ -230,7 +230,15 @@ fn doctor_and_watch_take_the_health_files_and_watch_its_timing() {
         &["watch", "--interval=0.5", "--metrics", "/m/nccl-wrap.prom"],
         &[("NCCL_WRAP_FEATURES", "/f/nccl-wrap"), ("NCCL_WRAP_WATCH_ROUNDS", "3")],
     ));
-    let want = WatchArgs { files, interval_ms: 500, jitter_pct: 10, rounds: 3, ring: None, ring_every: 10 };
+    let want = WatchArgs {
+        files,
+        interval_ms: 500,
+        jitter_pct: 10,
+        rounds: 3,
+        ring: None,
+        ring_every: 10,
+        ring_timeout_ms: 2000,
+    };
     assert_eq!(c.sub, Some(Sub::Watch(want)));
     assert!(matches!(parse(&["watch", "--interval=0.01"]), Err(CliError::BadValue { .. })));
     assert!(matches!(parse(&["watch", "--interval=soon"]), Err(CliError::BadValue { .. })));

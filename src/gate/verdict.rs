@@ -33,8 +33,8 @@ pub fn of_pair(me: &Pod, peer: &Pod, r: &PairResult) -> Finding {
         cause: r.cause.as_ref().map(|c| c.id.to_owned()),
         summary: clip(r.cause.as_ref().map_or("", |c| c.summary.as_str()), MAX_TEXT),
         hint: clip(r.cause.as_ref().map_or("", |c| c.hint.as_str()), MAX_TEXT),
-        mbps: r.figure().mbps,
-        rated_mbps: r.figure().rated_mbps,
+        kbps: r.figure().kbps,
+        rated_kbps: r.figure().rated_kbps,
     }
 }
 
@@ -51,8 +51,8 @@ pub fn of_pod(me: &Pod, peer: Option<&Pod>, c: &Cause) -> Finding {
         cause: Some(c.id.to_owned()),
         summary: clip(&c.summary, MAX_TEXT),
         hint: clip(&c.hint, MAX_TEXT),
-        mbps: None,
-        rated_mbps: None,
+        kbps: None,
+        rated_kbps: None,
     }
 }
 
@@ -81,10 +81,10 @@ impl SlowRule {
 fn mark_slow(findings: &mut [Finding], rule: SlowRule) -> Vec<usize> {
     let tested = |f: &Finding| f.status != "fail" && (f.rail.is_some() || f.peer_rail.is_some());
     let figures: Vec<Figure> =
-        findings.iter().map(|f| Figure { mbps: f.mbps.filter(|_| tested(f)), rated_mbps: f.rated_mbps }).collect();
+        findings.iter().map(|f| Figure { kbps: f.kbps.filter(|_| tested(f)), rated_kbps: f.rated_kbps }).collect();
     let mut slow: Vec<(usize, Slow)> =
         slow::judge(&figures, rule.pct).into_iter().enumerate().filter_map(|(i, s)| Some((i, s?))).collect();
-    slow.sort_by_key(|(i, s)| (s.mbps, *i));
+    slow.sort_by_key(|(i, s)| (s.kbps, *i));
     for (i, s) in &slow {
         let f = &mut findings[*i];
         f.status = if rule.refuse { "fail" } else { "warn" }.into();
@@ -265,8 +265,8 @@ mod tests {
             cause: cause.map(str::to_owned),
             summary: cause.map_or(String::new(), |c| format!("{c} happened")),
             hint: cause.map_or(String::new(), |_| "fix it".into()),
-            mbps: None,
-            rated_mbps: None,
+            kbps: None,
+            rated_kbps: None,
         }
     }
 
@@ -357,15 +357,15 @@ mod tests {
         assert_eq!(n + left, 200, "every failure is listed or counted");
     }
 
-    fn measured(rank: u32, mbps: u32) -> Finding {
-        Finding { mbps: Some(mbps), rated_mbps: Some(400_000), ..finding(rank, Some("mlx5_0:1"), "pass", None) }
+    fn measured(rank: u32, kbps: u64) -> Finding {
+        Finding { kbps: Some(kbps), rated_kbps: Some(400_000_000), ..finding(rank, Some("mlx5_0:1"), "pass", None) }
     }
 
     #[test]
     fn a_slow_pair_is_named_with_its_figures_and_the_job_still_starts() {
         let rule = SlowRule { pct: 70, refuse: false };
-        let mut all: Vec<Finding> = (0..7).map(|r| measured(r, 380_000 + r * 1000)).collect();
-        all.push(measured(7, 150_000));
+        let mut all: Vec<Finding> = (0..7).map(|r| measured(r, 380_000_000 + u64::from(r) * 1_000_000)).collect();
+        all.push(measured(7, 150_000_000));
         // A failed pair carries no figure and does not pull the median down.
         all.push(finding(8, Some("mlx5_0:1"), "fail", Some("retry-exceeded")));
         let v = decide(9, &[], all.clone(), rule);
@@ -383,7 +383,7 @@ mod tests {
         assert!(h[1].starts_with("gate: SLOW train-7 (rank 7)"), "{h:?}");
         assert!(h[2].contains("nccl-wrap doctor") && h[2].contains("pcie-link"), "{h:?}");
         let j: serde_json::Value = serde_json::from_str(&json(&v, 0, true)).expect("JSON");
-        assert_eq!((j["slow_total"].as_u64(), j["slow"][0]["mbps"].as_u64()), (Some(1), Some(150_000)));
+        assert_eq!((j["slow_total"].as_u64(), j["slow"][0]["kbps"].as_u64()), (Some(1), Some(150_000_000)));
         // Asked to refuse: the slow pair fails the gate, and the termination message names it.
         let v = decide(8, &[], all.clone(), SlowRule { pct: 70, refuse: true });
         assert!(!v.go);

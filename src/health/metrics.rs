@@ -316,7 +316,7 @@ fn ring(o: &mut Out, r: &super::ring::Report) {
                 "Each pair of the last ring round towards the successor (peer): 0 pass, 1 warn (slow-pair: below 70 % of this node's rails' median or of its rated speed), 2 fail, with ping's cause id; no device: the test could not run",
                 &samples,
             );
-            let figure = |f: &dyn Fn(&super::ring::Pair) -> Option<u32>| -> Vec<(Vec<(&str, String)>, f64)> {
+            let figure = |f: &dyn Fn(&super::ring::Pair) -> Option<u64>| -> Vec<(Vec<(&str, String)>, f64)> {
                 pairs
                     .iter()
                     .filter_map(|p| {
@@ -325,7 +325,7 @@ fn ring(o: &mut Out, r: &super::ring::Report) {
                             ("device", p.device.clone()),
                             ("port", p.port.map(|n| n.to_string()).unwrap_or_default()),
                         ];
-                        Some((labels, f64::from(f(p)?) / 1000.0))
+                        Some((labels, f(p)? as f64 / 1e6))
                     })
                     .collect()
             };
@@ -333,13 +333,13 @@ fn ring(o: &mut Out, r: &super::ring::Report) {
                 "ring_pair_gbps",
                 "gauge",
                 "Each passing pair's bandwidth in the last ring round towards the successor (peer), Gb/s: a 200 ms run of 64 KiB RDMA writes, host memory to host memory",
-                &figure(&|p| p.mbps),
+                &figure(&|p| p.kbps),
             );
             o.family(
                 "ring_pair_rated_gbps",
                 "gauge",
                 "The rated speed of each pair's slower end (the ports' rate), Gb/s; hardware ports only",
-                &figure(&|p| p.rated_mbps),
+                &figure(&|p| p.rated_kbps),
             );
         }
     }

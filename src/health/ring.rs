@@ -70,6 +70,9 @@ pub struct Config {
     pub port: u16,
     /// A ring round every this many rounds (the first round is one).
     pub every: u64,
+    /// Each phase's deadline of the pair test, both ways (`--ring-timeout-ms`; [`LIMITS`]'s 2 s
+    /// by default, for real adapters; software RoCE under emulation needs more).
+    pub timeout: Duration,
 }
 
 /// Where this node stands among the peers.
@@ -152,7 +155,8 @@ pub fn bind(port: u16, proc_root: &std::path::Path) -> Result<TcpListener, Strin
 
 /// Answers peers on `l` one at a time until `max_peers` connections (tests) or for ever.
 /// A stray or a failed peer is one stderr line; nothing ends the serving but `max_peers`.
-pub fn serve(l: &TcpListener, fabric: &dyn PairTest, allowed: &Allowed, max_peers: Option<usize>) {
+pub fn serve(l: &TcpListener, fabric: &dyn PairTest, allowed: &Allowed, timeout: Duration, max_peers: Option<usize>) {
+    let answer = Settings { timeout, ..ANSWER };
     let opts = Serve { keep: true, wait: None, hello: HELLO, max_peers, allow: Allow::Peers(Arc::clone(allowed)) };
     // No deadline to wait for: a blocking accept sleeps in the kernel until a peer comes, where
     // a polling listener would cost the agent 100 wake-ups a second for its life.
@@ -171,7 +175,7 @@ pub fn serve(l: &TcpListener, fabric: &dyn PairTest, allowed: &Allowed, max_peer
         if let Some(why) = why {
             eprintln!("{PREFIX} watch: ring: refused {peer}: {why}");
             s.refuse(&why);
-        } else if let Err(e) = fabric.answer(s, &hello, &ANSWER) {
+        } else if let Err(e) = fabric.answer(s, &hello, &answer) {
             eprintln!("{PREFIX} watch: ring: answering {peer} ({}): {e}", hello.host);
         }
         Ok(())
@@ -193,9 +197,9 @@ pub struct Pair {
     /// The cause's summary, for people (stderr), where the test could not run at all or the
     /// pair is slow.
     pub summary: Option<String>,
-    /// The measured bandwidth and the rated speed (the slower end's), Mb/s.
-    pub mbps: Option<u32>,
-    pub rated_mbps: Option<u32>,
+    /// The measured bandwidth and the rated speed (the slower end's), kb/s.
+    pub kbps: Option<u64>,
+    pub rated_kbps: Option<u64>,
 }
 
 /// What a ring round found.
@@ -304,7 +308,8 @@ pub fn round(r: &Round, fabric: &dyn PairTest) -> Report {
         Position::Placed { next, peers, .. } => {
             let target = SocketAddr::new(next, r.config.port).to_string();
             // The successor's agent listens for its whole life: no long wait for it.
-            let pairs = match fabric.initiate(&target, &LIMITS, Instant::now() + LIMITS.timeout) {
+            let limits = Settings { timeout: r.config.timeout, ..LIMITS };
+            let pairs = match fabric.initiate(&target, &limits, Instant::now() + limits.timeout) {
                 Ok(results) => judged(results.iter().map(pair).collect()),
                 Err(c) => vec![Pair {
                     device: String::new(),
@@ -312,8 +317,8 @@ pub fn round(r: &Round, fabric: &dyn PairTest) -> Report {
                     status: Status::Fail,
                     cause: Some(c.id),
                     summary: Some(c.summary),
-                    mbps: None,
-                    rated_mbps: None,
+                    kbps: None,
+                    rated_kbps: None,
                 }],
             };
             Report { timestamp: r.timestamp, peers, outcome: Outcome::Tested { next, pairs } }
@@ -329,8 +334,8 @@ fn pair(r: &PairResult) -> Pair {
         status: r.status,
         cause: r.cause.as_ref().filter(|_| r.status != Status::Pass).map(|c| c.id),
         summary: None,
-        mbps: figure.mbps,
-        rated_mbps: figure.rated_mbps,
+        kbps: figure.kbps,
+        rated_kbps: figure.rated_kbps,
     }
 }
 
@@ -341,7 +346,7 @@ fn pair(r: &PairResult) -> Pair {
 pub fn judged(mut pairs: Vec<Pair>) -> Vec<Pair> {
     let figures: Vec<Figure> = pairs
         .iter()
-        .map(|p| Figure { mbps: p.mbps.filter(|_| p.status == Status::Pass), rated_mbps: p.rated_mbps })
+        .map(|p| Figure { kbps: p.kbps.filter(|_| p.status == Status::Pass), rated_kbps: p.rated_kbps })
         .collect();
     for (p, s) in pairs.iter_mut().zip(slow::judge(&figures, slow::DEFAULT_PCT)) {
         if let Some(s) = s {
@@ -359,19 +364,19 @@ mod tests {
 
     #[test]
     fn a_rail_far_below_its_siblings_warns_with_both_figures() {
-        let p = |dev: &str, status, mbps| Pair {
+        let p = |dev: &str, status, kbps| Pair {
             device: dev.into(),
             port: Some(1),
             status,
             cause: None,
             summary: None,
-            mbps,
-            rated_mbps: Some(400_000),
+            kbps,
+            rated_kbps: Some(400_000_000),
         };
         let pairs = judged(vec![
-            p("mlx5_0", Status::Pass, Some(390_000)),
-            p("mlx5_1", Status::Pass, Some(180_000)),
-            p("mlx5_2", Status::Pass, Some(385_000)),
+            p("mlx5_0", Status::Pass, Some(390_000_000)),
+            p("mlx5_1", Status::Pass, Some(180_000_000)),
+            p("mlx5_2", Status::Pass, Some(385_000_000)),
             p("mlx5_3", Status::Fail, None),
         ]);
         assert_eq!(
@@ -452,8 +457,8 @@ mod tests {
                 status: Status::Pass,
                 cause: None,
                 summary: None,
-                mbps: Some(380_000),
-                rated_mbps: Some(400_000),
+                kbps: Some(380_000_000),
+                rated_kbps: Some(400_000_000),
             },
             Pair {
                 device: "mlx5_1".into(),
@@ -461,8 +466,8 @@ mod tests {
                 status: Status::Fail,
                 cause: Some("retry-exceeded"),
                 summary: None,
-                mbps: None,
-                rated_mbps: None,
+                kbps: None,
+                rated_kbps: None,
             },
         ];
         h.ring = Some(report(Outcome::Tested { next: ip("10.0.0.2"), pairs }));
@@ -489,8 +494,8 @@ mod tests {
             status: Status::Fail,
             cause: Some("peer"),
             summary: Some("cannot reach [fd00::2]:18517 within 2001 ms".into()),
-            mbps: None,
-            rated_mbps: None,
+            kbps: None,
+            rated_kbps: None,
         }];
         h.ring = Some(report(Outcome::Tested { next: ip("fd00::2"), pairs: cannot }));
         let r = h.ring.as_ref().expect("set");

@@ -111,10 +111,10 @@ fn start_ring<'a>(r: &Roots, config: &'a ring::Config, verbs: &'a dyn Verbs) -> 
     // The peers known before the listener starts: a predecessor whose first ring round comes
     // before this agent's is answered, not refused as a stranger.
     let allowed = ring::Allowed::new(std::sync::Mutex::new(ring::resolve(&config.service).unwrap_or_default()));
-    let (f, a) = (std::sync::Arc::clone(&fabric), std::sync::Arc::clone(&allowed));
+    let (f, a, timeout) = (std::sync::Arc::clone(&fabric), std::sync::Arc::clone(&allowed), config.timeout);
     std::thread::Builder::new()
         .name("ring".into())
-        .spawn(move || ring::serve(&listener, f.as_ref(), &a, None))
+        .spawn(move || ring::serve(&listener, f.as_ref(), &a, timeout, None))
         .map_err(|e| format!("ring: cannot start the listener's thread: {e}"))?;
     Ok(Ring { config, fabric, allowed, verbs })
 }

@@ -17,7 +17,7 @@ fn roce(dev: &str, gid: &str, netdev: &str) -> PortInfo {
         mtu: 4096,
         pkey: None,
         netdev: Some(netdev.into()),
-        rate_mbps: None,
+        rate_kbps: None,
     }
 }
 
@@ -33,7 +33,7 @@ fn ib(lid: u16, pkey: u16) -> PortInfo {
         mtu: 4096,
         pkey: Some(pkey),
         netdev: None,
-        rate_mbps: None,
+        rate_kbps: None,
     }
 }
 

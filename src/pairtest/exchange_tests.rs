@@ -23,7 +23,7 @@ fn hello() -> Hello {
             mtu: 1024,
             pkey: None,
             netdev: Some("veth0".into()),
-            rate_mbps: None,
+            rate_kbps: None,
         }],
         all_pairs: false,
         bytes: 4096,

@@ -116,7 +116,9 @@ pub fn planned(plan: &Plan) -> Vec<Planned> {
         let facts = device.and_then(|d| d.ports.iter().find(|p| p.port == u32::from(port)));
         // A software device's rate is its net device's, not what it moves: no rate to judge by.
         let software = device.is_some_and(|d| matches!(d.attachment, Attachment::Software { .. }));
-        let rate_mbps = facts.and_then(|f| crate::detect::port::rate_mbps(f.rate.as_deref()?)).filter(|_| !software);
+        let rate_kbps = facts
+            .and_then(|f| crate::detect::port::rate_mbps(f.rate.as_deref()?).map(|m| u64::from(m) * 1000))
+            .filter(|_| !software);
         let pick = facts.and_then(|p| p.gid.as_ref());
         let gid_index = forced.filter(|_| pick.is_some()).or(pick.map(|g| g.index));
         // The entry at that index as the plan read it: its own pick, NCCL's, or a row of a
@@ -132,7 +134,7 @@ pub fn planned(plan: &Plan) -> Vec<Planned> {
             gid_index,
             gid_type,
             netdev: entry.or(pick).and_then(|g| g.ndev.clone()),
-            rate_mbps,
+            rate_kbps,
         });
     }
     out

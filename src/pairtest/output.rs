@@ -25,19 +25,19 @@ pub struct PairResult {
     pub latency_us: Option<Value>,
     pub bandwidth_gbytes_per_s: Option<f64>,
     pub cause: Option<Cause>,
-    /// The slower end's rated speed in Mb/s, when both ends are hardware ports with a rate
+    /// The slower end's rated speed in kb/s, when both ends are hardware ports with a rate
     /// (what `slow` judges the figure against; not part of ping's JSON).
     #[serde(skip)]
-    pub rated_mbps: Option<u32>,
+    pub rated_kbps: Option<u64>,
 }
 
 impl PairResult {
-    /// The measured bandwidth in Mb/s, and the rated speed: what `slow` judges.
+    /// The measured bandwidth in kb/s, and the rated speed: what `slow` judges.
     pub fn figure(&self) -> super::slow::Figure {
-        let mbps = self.bandwidth_gbytes_per_s.map(|g| (g * 8000.0).round()).filter(|m| m.is_finite() && *m >= 0.0);
+        let kbps = self.bandwidth_gbytes_per_s.map(|g| (g * 8e6).round()).filter(|k| k.is_finite() && *k >= 0.0);
         super::slow::Figure {
-            mbps: mbps.map(|m| m.min(f64::from(super::wire::MAX_MBPS)) as u32),
-            rated_mbps: self.rated_mbps,
+            kbps: kbps.map(|k| k.min(super::wire::MAX_KBPS as f64) as u64),
+            rated_kbps: self.rated_kbps,
         }
     }
 }
@@ -124,7 +124,7 @@ pub fn result(index: usize, peer: &str, run: &PairRun, local: Local) -> PairResu
         latency_us,
         bandwidth_gbytes_per_s: fig.and_then(|f| f.gbps).map(gbytes),
         cause,
-        rated_mbps: run.local.rate_mbps.zip(run.remote.rate_mbps).map(|(l, r)| l.min(r)),
+        rated_kbps: run.local.rate_kbps.zip(run.remote.rate_kbps).map(|(l, r)| l.min(r)),
     }
 }
 
@@ -160,7 +160,7 @@ fn fail(index: usize, peer: &str, local: PortOut, remote: Option<PortOut>, cause
         latency_us: None,
         bandwidth_gbytes_per_s: None,
         cause: Some(cause),
-        rated_mbps: None,
+        rated_kbps: None,
     }
 }
 

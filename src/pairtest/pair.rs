@@ -65,8 +65,8 @@ pub struct Planned {
     pub gid_index: Option<u32>,
     pub gid_type: Option<String>,
     pub netdev: Option<String>,
-    /// The port's rated speed in Mb/s, hardware ports only (`PortInfo::rate_mbps`).
-    pub rate_mbps: Option<u32>,
+    /// The port's rated speed in kb/s, hardware ports only (`PortInfo::rate_kbps`).
+    pub rate_kbps: Option<u64>,
 }
 
 /// A fault at `step` from an OS error.
@@ -120,7 +120,7 @@ pub fn open(p: &Planned) -> Result<(Context, PortInfo, u32), Fault> {
         mtu: mtu_bytes(attr.active_mtu),
         pkey: None,
         netdev: p.netdev.clone(),
-        rate_mbps: p.rate_mbps,
+        rate_kbps: p.rate_kbps,
     };
     if roce {
         let index = p.gid_index.ok_or_else(|| fault("query_gid", "no GID index for a RoCE port"))?;

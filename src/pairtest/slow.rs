@@ -10,33 +10,33 @@
 /// The default threshold: a pair below 70 % of the median, or of its rated speed, is slow.
 pub const DEFAULT_PCT: u8 = 70;
 
-/// One pair's figures: measured and rated, in Mb/s (integers, so that the wire's types stay
-/// comparable; a Mb/s is far below any figure's noise).
+/// One pair's figures: measured and rated, in kb/s (integers, so that the wire's types stay
+/// comparable; fine enough for a software device's few Mb/s and coarse enough for 10 Tb/s).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Figure {
-    pub mbps: Option<u32>,
-    pub rated_mbps: Option<u32>,
+    pub kbps: Option<u64>,
+    pub rated_kbps: Option<u64>,
 }
 
-/// Why a pair is slow, with the figures it was judged by.
+/// Why a pair is slow, with the figures it was judged by (kb/s).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Slow {
-    pub mbps: u32,
+    pub kbps: u64,
     /// The median it was judged against, when it is below `pct` of it.
-    pub median: Option<u32>,
+    pub median: Option<u64>,
     /// Its rated speed, when it is below `pct` of it.
-    pub rated: Option<u32>,
+    pub rated: Option<u64>,
 }
 
 /// The median of the figures (the mean of the middle two for an even count).
-pub fn median(figures: &[u32]) -> Option<u32> {
+pub fn median(figures: &[u64]) -> Option<u64> {
     let mut v = figures.to_vec();
     v.sort_unstable();
     let n = v.len();
     match n {
         0 => None,
         _ if n % 2 == 1 => Some(v[n / 2]),
-        _ => Some(((u64::from(v[n / 2 - 1]) + u64::from(v[n / 2])) / 2) as u32),
+        _ => Some(v[n / 2 - 1] / 2 + v[n / 2] / 2 + (v[n / 2 - 1] % 2 + v[n / 2] % 2) / 2),
     }
 }
 
@@ -44,32 +44,37 @@ pub fn median(figures: &[u32]) -> Option<u32> {
 /// with a figure, or below `pct` % of its own rated speed. `pct` 0 judges nothing; a pair without
 /// a figure (it failed, or ran no bandwidth test) is never slow and is not in the median.
 pub fn judge(figures: &[Figure], pct: u8) -> Vec<Option<Slow>> {
-    let measured: Vec<u32> = figures.iter().filter_map(|f| f.mbps).collect();
+    let measured: Vec<u64> = figures.iter().filter_map(|f| f.kbps).collect();
     let median = median(&measured);
-    let below = |x: u32, of: u32| u64::from(x) * 100 < u64::from(of) * u64::from(pct);
+    let below = |x: u64, of: u64| u128::from(x) * 100 < u128::from(of) * u128::from(pct);
     figures
         .iter()
         .map(|f| {
-            let mbps = f.mbps.filter(|_| pct > 0)?;
-            let by_median = median.filter(|&m| below(mbps, m));
-            let by_rate = f.rated_mbps.filter(|&r| below(mbps, r));
-            (by_median.is_some() || by_rate.is_some()).then_some(Slow { mbps, median: by_median, rated: by_rate })
+            let kbps = f.kbps.filter(|_| pct > 0)?;
+            let by_median = median.filter(|&m| below(kbps, m));
+            let by_rate = f.rated_kbps.filter(|&r| below(kbps, r));
+            (by_median.is_some() || by_rate.is_some()).then_some(Slow { kbps, median: by_median, rated: by_rate })
         })
         .collect()
 }
 
-/// `400000` -> `400`; `31250` -> `31.2` (Gb/s, for people).
-pub fn gbps(mbps: u32) -> String {
-    let g = f64::from(mbps) / 1000.0;
-    if g >= 100.0 || g.fract() == 0.0 {
-        format!("{g:.0}")
+/// A figure for people: `400 Gb/s`, `31.2 Gb/s`, `22.5 Mb/s`, `750 kb/s` (three significant
+/// figures at most, a whole number without its `.0`).
+pub fn rate(kbps: u64) -> String {
+    let (v, unit) = match kbps {
+        k if k >= 1_000_000 => (k as f64 / 1e6, "Gb/s"),
+        k if k >= 1_000 => (k as f64 / 1e3, "Mb/s"),
+        k => (k as f64, "kb/s"),
+    };
+    if v >= 100.0 || v.fract() == 0.0 {
+        format!("{v:.0} {unit}")
     } else {
-        format!("{g:.1}")
+        format!("{v:.1} {unit}")
     }
 }
 
-fn pct_of(x: u32, of: u32) -> u64 {
-    (u64::from(x) * 100).checked_div(u64::from(of)).unwrap_or(0)
+fn pct_of(x: u64, of: u64) -> u128 {
+    (u128::from(x) * 100).checked_div(u128::from(of)).unwrap_or(0)
 }
 
 impl Slow {
@@ -78,12 +83,12 @@ impl Slow {
     pub fn summary(&self, among: &str) -> String {
         let mut parts = Vec::new();
         if let Some(m) = self.median {
-            parts.push(format!("{} % of {among} median {} Gb/s", pct_of(self.mbps, m), gbps(m)));
+            parts.push(format!("{} % of {among} median {}", pct_of(self.kbps, m), rate(m)));
         }
         if let Some(r) = self.rated {
-            parts.push(format!("{} % of its rated {} Gb/s", pct_of(self.mbps, r), gbps(r)));
+            parts.push(format!("{} % of its rated {}", pct_of(self.kbps, r), rate(r)));
         }
-        format!("{} Gb/s: {}", gbps(self.mbps), parts.join(", "))
+        format!("{}: {}", rate(self.kbps), parts.join(", "))
     }
 }
 
@@ -94,8 +99,8 @@ pub const HINT: &str = "run `nccl-wrap doctor` on both nodes (port-rate: a port 
 mod tests {
     use super::*;
 
-    fn f(mbps: Option<u32>, rated: Option<u32>) -> Figure {
-        Figure { mbps, rated_mbps: rated }
+    fn f(kbps: Option<u64>, rated: Option<u64>) -> Figure {
+        Figure { kbps, rated_kbps: rated }
     }
 
     #[test]
@@ -104,30 +109,32 @@ mod tests {
         assert_eq!(median(&[5]), Some(5));
         assert_eq!(median(&[9, 1, 5]), Some(5));
         assert_eq!(median(&[1, 9, 5, 7]), Some(6));
+        assert_eq!(median(&[3, 4]), Some(3), "halves round down");
+        assert_eq!(median(&[u64::MAX, u64::MAX]), Some(u64::MAX), "no overflow");
     }
 
     #[test]
     fn one_pair_far_below_the_median_is_named_with_both_figures() {
         let figs = [
-            f(Some(380_000), Some(400_000)),
-            f(Some(390_000), Some(400_000)),
-            f(Some(120_000), Some(400_000)),
-            f(Some(385_000), Some(400_000)),
-            f(None, Some(400_000)),
+            f(Some(380_000_000), Some(400_000_000)),
+            f(Some(390_000_000), Some(400_000_000)),
+            f(Some(120_000_000), Some(400_000_000)),
+            f(Some(385_000_000), Some(400_000_000)),
+            f(None, Some(400_000_000)),
         ];
         let v = judge(&figs, DEFAULT_PCT);
         assert_eq!(v.iter().filter(|s| s.is_some()).count(), 1, "{v:?}");
         let s = v[2].expect("the slow pair");
-        assert_eq!(s, Slow { mbps: 120_000, median: Some(382_500), rated: Some(400_000) });
+        assert_eq!(s, Slow { kbps: 120_000_000, median: Some(382_500_000), rated: Some(400_000_000) });
         assert_eq!(s.summary("the job's"), "120 Gb/s: 31 % of the job's median 382 Gb/s, 30 % of its rated 400 Gb/s");
     }
 
     #[test]
     fn a_uniformly_slow_job_is_named_against_the_rated_speed_only() {
         // Every pair at a quarter of its rate: the median says nothing, the rate does.
-        let figs = [f(Some(100_000), Some(400_000)), f(Some(101_000), Some(400_000))];
+        let figs = [f(Some(100_000_000), Some(400_000_000)), f(Some(101_000_000), Some(400_000_000))];
         let v = judge(&figs, DEFAULT_PCT);
-        assert!(v.iter().all(|s| s.is_some_and(|s| s.median.is_none() && s.rated == Some(400_000))), "{v:?}");
+        assert!(v.iter().all(|s| s.is_some_and(|s| s.median.is_none() && s.rated == Some(400_000_000))), "{v:?}");
         // A software port carries no rate: nothing to judge it by but the median.
         let soft = [f(Some(900), None), f(Some(1000), None), f(Some(950), None)];
         assert!(judge(&soft, DEFAULT_PCT).iter().all(Option::is_none));
@@ -138,16 +145,19 @@ mod tests {
         let figs = [f(Some(70), None), f(Some(100), None), f(Some(100), None)];
         assert!(judge(&figs, 70)[0].is_none(), "exactly 70 % is not below 70 %");
         assert!(judge(&figs, 71)[0].is_some());
-        let slow = [f(Some(1), Some(400_000)), f(Some(100_000), None)];
+        let slow = [f(Some(1), Some(400_000_000)), f(Some(100_000_000), None)];
         assert!(judge(&slow, 0).iter().all(Option::is_none));
     }
 
     #[test]
     fn figures_read_as_people_write_them() {
-        assert_eq!(gbps(400_000), "400");
-        assert_eq!(gbps(31_250), "31.2");
-        assert_eq!(gbps(25_000), "25");
-        assert_eq!(gbps(0), "0");
-        assert_eq!(gbps(u32::MAX), "4294967");
+        assert_eq!(rate(400_000_000), "400 Gb/s");
+        assert_eq!(rate(31_250_000), "31.2 Gb/s");
+        assert_eq!(rate(25_000_000), "25 Gb/s");
+        assert_eq!(rate(22_480), "22.5 Mb/s");
+        assert_eq!(rate(4_100), "4.1 Mb/s");
+        assert_eq!(rate(750), "750 kb/s");
+        assert_eq!(rate(0), "0 kb/s");
+        assert_eq!(rate(u64::MAX), "18446744073710 Gb/s");
     }
 }

@@ -29,8 +29,8 @@ pub const MAX_BYTES: u32 = 1 << 30;
 pub const MAX_GATE_SIZE: u32 = 1 << 16;
 /// The gate: the most findings or missing ranks a verdict lists (the counts cover the rest).
 pub const MAX_LISTED: usize = 64;
-/// The fastest figure a port or a pair may carry, in Mb/s (10 Tb/s: far above any port's rate).
-pub const MAX_MBPS: u32 = 10_000_000;
+/// The fastest figure a port or a pair may carry, in kb/s (10 Tb/s: far above any port's rate).
+pub const MAX_KBPS: u64 = 10_000_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LinkLayer {
@@ -68,10 +68,10 @@ pub struct PortInfo {
     pub pkey: Option<u16>,
     /// The GID's net device (RoCE), for the route check and the evidence.
     pub netdev: Option<String>,
-    /// The port's rated speed in Mb/s (`ports/N/rate`), hardware ports only: what a slow pair
+    /// The port's rated speed in kb/s (`ports/N/rate`), hardware ports only: what a slow pair
     /// is judged against (`pairtest::slow`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rate_mbps: Option<u32>,
+    pub rate_kbps: Option<u64>,
 }
 
 /// The opening message of each side. The client's choices (pairing, sizes) rule the run.
@@ -470,8 +470,8 @@ fn validate_port(p: &PortInfo) -> Result<(), WireError> {
     if p.port == 0 {
         return Err(field("port.port", "port numbers start at 1"));
     }
-    if p.rate_mbps.is_some_and(|r| r == 0 || r > MAX_MBPS) {
-        return Err(field("port.rate_mbps", format!("{:?} is not in 1..={MAX_MBPS}", p.rate_mbps)));
+    if p.rate_kbps.is_some_and(|r| r == 0 || r > MAX_KBPS) {
+        return Err(field("port.rate_kbps", format!("{:?} is not in 1..={MAX_KBPS}", p.rate_kbps)));
     }
     if ![256, 512, 1024, 2048, 4096].contains(&p.mtu) {
         return Err(field("port.mtu", format!("{} is not an IB MTU (256..4096)", p.mtu)));

@@ -105,12 +105,12 @@ pub struct Finding {
     pub cause: Option<String>,
     pub summary: String,
     pub hint: String,
-    /// The pair's measured bandwidth, and the slower end's rated speed, in Mb/s (what rank 0
+    /// The pair's measured bandwidth, and the slower end's rated speed, in kb/s (what rank 0
     /// judges a slow pair by: `pairtest::slow`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mbps: Option<u32>,
+    pub kbps: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rated_mbps: Option<u32>,
+    pub rated_kbps: Option<u64>,
 }
 
 /// The gate: one pod's pairs towards its successor (pod -> coordinator).
@@ -242,8 +242,8 @@ pub(super) fn validate_finding(f: &Finding) -> Result<(), WireError> {
             return Err(field("finding.cause", format!("{:?}", c.escape_debug().to_string())));
         }
     }
-    if [f.mbps, f.rated_mbps].into_iter().flatten().any(|m| m > super::MAX_MBPS) {
-        return Err(field("finding.mbps", format!("over {} Mb/s", super::MAX_MBPS)));
+    if [f.kbps, f.rated_kbps].into_iter().flatten().any(|m| m > super::MAX_KBPS) {
+        return Err(field("finding.kbps", format!("over {} kb/s", super::MAX_KBPS)));
     }
     text("finding.summary", &f.summary)?;
     text("finding.hint", &f.hint)

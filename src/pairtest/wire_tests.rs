@@ -14,7 +14,7 @@ pub(crate) fn roce_port(dev: &str, last: u8) -> PortInfo {
         mtu: 4096,
         pkey: None,
         netdev: Some("net1".into()),
-        rate_mbps: None,
+        rate_kbps: None,
     }
 }
 
@@ -226,8 +226,8 @@ fn finding(status: &str, cause: Option<&str>) -> Finding {
         cause: cause.map(str::to_owned),
         summary: "the local end's packets were never acknowledged".into(),
         hint: "check the VLAN".into(),
-        mbps: None,
-        rated_mbps: None,
+        kbps: None,
+        rated_kbps: None,
     }
 }
 
@@ -264,8 +264,8 @@ fn the_gate_frames_round_trip() {
         slow: vec![Finding {
             status: "warn".into(),
             cause: Some("slow-pair".into()),
-            mbps: Some(120_000),
-            rated_mbps: Some(400_000),
+            kbps: Some(120_000_000),
+            rated_kbps: Some(400_000_000),
             ..finding("warn", None)
         }],
         slow_total: 1,
@@ -343,8 +343,8 @@ fn gate_fields_are_checked() {
     };
     check(Message::Verdict(v.clone()), "verdict.missing");
     let mut fast = finding("pass", None);
-    fast.mbps = Some(u32::MAX);
-    check(Message::Report(Report { rank: 0, pairs: vec![fast], mac: None }), "finding.mbps");
+    fast.kbps = Some(u64::MAX);
+    check(Message::Report(Report { rank: 0, pairs: vec![fast], mac: None }), "finding.kbps");
     let unix = Bootstrap { ifname: "eth0".into(), family: Some("AF_UNIX".into()) };
     check(Message::Join(Join { bootstrap: Some(unix), ..join() }), "join.bootstrap.family");
     let escape = Bootstrap { ifname: "eth0\u{1b}[2J".into(), family: None };

@@ -79,7 +79,7 @@ trap 'echo "lab: interrupted" >&2; exit 130' INT TERM HUP
 
 # --- initramfs (the same builder as run.sh; more modules) --------------------------------------
 lab_build_root "$binary" crc32_generic veth rdma_rxe macvlan ipvlan 8021q \
-    virtio_pci virtio_net sch_ingress cls_flower act_gact
+    virtio_pci virtio_net sch_ingress cls_flower act_gact sch_tbf
 initrd="$out/fabric-initrd.cpio.gz"
 lab_pack "$initrd"
 

@@ -32,7 +32,7 @@ pub fn port_info(last: u8) -> PortInfo {
         mtu: 1024,
         pkey: None,
         netdev: Some("eth1".into()),
-        rate_mbps: None,
+        rate_kbps: None,
     }
 }
 

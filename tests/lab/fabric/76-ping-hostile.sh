@@ -7,6 +7,9 @@
 #   silence         connect and send nothing
 #   truncated       a hello header declaring 200 bytes, 20 sent, then the connection closed
 #   mid-exchange    a valid hello, then the connection closed when the listener's setup comes
+#   greedy          a valid hello asking for 1 GiB per pair (the wire's largest), held 3 s: the
+#                   listener's own hello answers with its --bytes (65536), and the memory it pins
+#                   (VmPin, sampled every 0.2 s over the whole session) stays under 4 MiB
 # Each is named on the listener's stderr; the listener stays up, and a good peer afterwards
 # passes (exit 0 on the client, its pair printed by the listener too).
 . /lab/fabric/lib.sh
@@ -36,6 +39,11 @@ if [ "$LAB_NODE" = 0 ]; then
     $NCCL_WRAP ping --listen $port --keep --json $FAB_PING_ARGS --timeout-ms=3000 >/tmp/fab.h.out 2>/tmp/fab.h.err &
     lpid=$!
     echo "$lpid" >>"$FAB_PIDS"
+    # The listener's pinned memory, sampled for as long as it runs (kB, one line per sample).
+    (while kill -0 "$lpid" 2>/dev/null; do
+        sed -n 's/^VmPin:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$lpid/status" 2>/dev/null
+        sleep 0.2
+    done >/tmp/fab.h.pin) &
     if wait_listen $port; then fab_post h.ready; else fab_post h.ready nolisten; fi
     fab_post good.ready "$(fab_get 0 h.ready)"
     fab_wait 1 h.done "$FAB_CLIENT_TIMEOUT" >/dev/null
@@ -52,7 +60,10 @@ if [ "$LAB_NODE" = 0 ]; then
     assert "silence: named" grep -q 'sent nothing for a message header before the deadline (0 of 13 bytes arrived)' /tmp/fab.h.err
     assert "truncated: named" grep -q 'closed the connection half way through a message body (20 of 200 bytes)' /tmp/fab.h.err
     assert "mid-exchange: named" grep -q 'closed the connection half way through a message header (0 of 13 bytes)' /tmp/fab.h.err
-    assert_eq "stderr: one line per hostile peer" 5 "$(grep -c 'nccl-wrap: ping: ' /tmp/fab.h.err)"
+    assert_eq "stderr: one line per hostile peer" 6 "$(grep -c 'nccl-wrap: ping: ' /tmp/fab.h.err)"
+    pin=$(sort -n /tmp/fab.h.pin | tail -n1)
+    assert "greedy: VmPin sampled ($(wc -l </tmp/fab.h.pin) samples)" test -s /tmp/fab.h.pin
+    assert "greedy: the listener pinned at most 4 MiB (at most ${pin:-?} kB)" test "${pin:-99999}" -le 4096
     l=$(pj_pair /tmp/fab.h.out 0)
     assert_eq "the good peer's pair, as the listener saw it" pass "$(pj_status "$l")"
     finish "listener up after 5 hostile peers, each named; good peer served: $(pj_status "$l")"
@@ -71,6 +82,11 @@ hello='{"host":"hostile","ports":[{"device":"rxe0","port":1,"link_layer":"Ethern
 midway() { frame 1 "$hello"; sleep 2; }
 send midway midway
 assert "mid-exchange: the listener answered the hello before the peer vanished" grep -q 'NCWPING' /tmp/fab.h.midway
+# 1 GiB per pair asked for, then 3 s for the listener to answer, register and set up.
+greedy() { frame 1 "$(echo "$hello" | sed 's/"bytes":65536/"bytes":1073741824/')"; sleep 3; }
+send greedy greedy
+assert "greedy: the listener's hello answers with its own size" grep -q '"bytes":65536' /tmp/fab.h.greedy
+assert "greedy: not the size asked for" sh -c '! grep -q "\"bytes\":1073741824" /tmp/fab.h.greedy'
 fab_client 0 good "$FAB_CLIENT_TIMEOUT" sh -c "exec $NCCL_WRAP ping $(pod_addr 0):$port --json $FAB_PING_ARGS 2>/tmp/fab.good.err"
 fab_post h.done
 assert_eq "good peer after the hostile ones: exit" 0 "$CLI_RC"

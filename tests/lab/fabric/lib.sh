@@ -103,6 +103,7 @@ fab_reset() {
         n=${n##*/}
         [ "$n" = eth0 ] && continue
         $TC qdisc del dev "$n" clsact 2>/dev/null
+        $TC qdisc del dev "$n" root 2>/dev/null
         $IP addr flush dev "$n" 2>/dev/null
         $IP link set "$n" mtu 1500 2>/dev/null
         $IP link set "$n" up 2>/dev/null
