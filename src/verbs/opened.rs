@@ -9,6 +9,11 @@
 //! device not listed or not opened, a kernel that answers with an error or with entries that do
 //! not fit the ports' tables) is a debug line and `None`: detection then reads sysfs, as without
 //! verbs. Never decides anything.
+//!
+//! The kernel's answer is outside input: bounded before the call (every port's table length, at
+//! most 256 entries a port and `MAX_PORTS` ports), checked whole after it (`gid_source::tables`;
+//! fuzz target `gid_table`). It has no deadline of its own: like every verbs call of the probe, it
+//! is one synchronous ioctl that never waits on a peer.
 
 use std::cell::{OnceCell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
