@@ -4,6 +4,10 @@
 //! second time. main keeps it until the probe is done and drops it before the plan: contexts are
 //! never held while the job runs.
 //!
+//! Only where the kernel answers with one ioctl (5.9 and later, told by `uname` once): on an older
+//! one libibverbs reads every entry of every port from sysfs itself, more than detection's own
+//! walk up to the pod's entry, so the tables are left to sysfs there.
+//!
 //! Lazy: nothing is asked of libibverbs until a table or a port is (a node whose detection needs
 //! no far read, and has no active port, never lists devices). Every failure (no device list, a
 //! device not listed or not opened, a kernel that answers with an error or with entries that do
@@ -32,6 +36,8 @@ const MAX_PORTS: u8 = 16;
 /// Devices opened for one start (see the module's header).
 #[derive(Default)]
 pub struct Opened {
+    /// Whether this kernel has the one-ioctl table query (`one_ioctl`), asked once.
+    kernel: OnceCell<Result<(), String>>,
     list: OnceCell<Result<DeviceList, VerbsError>>,
     devices: RefCell<BTreeMap<String, Result<Device, VerbsError>>>,
 }
@@ -68,6 +74,8 @@ impl Opened {
 
     fn whole(&self, device: &str, port: u32) -> Result<Option<Whole>, VerbsError> {
         let refused = |why: String| VerbsError::QueryGidTable { device: device.to_string(), errno: why };
+        let release = || rustix::system::uname().release().to_string_lossy().into_owned();
+        self.kernel.get_or_init(|| one_ioctl(&release())).clone().map_err(refused)?;
         self.with(device, |dev| {
             if let Some(answer) = dev.last.take(port) {
                 return Ok(answer);
@@ -85,6 +93,21 @@ impl Opened {
             log::debug!("{device}: {} GID entries of {} ports from one ibv_query_gid_table", raw.len(), lens.len());
             Ok(dev.last.keep(tables, port))
         })
+    }
+}
+
+/// Whether a kernel of this release (`uname -r`: `6.1.0-56-amd64`, `4.18.0-513.el8.x86_64`)
+/// answers `ibv_query_gid_table` with its one ioctl (`UVERBS_METHOD_QUERY_GID_TABLE`, 5.9), or
+/// why not. A release that does not read as one is not trusted to have it.
+fn one_ioctl(release: &str) -> Result<(), String> {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let mut number = || parts.next().and_then(|p| p.parse::<u32>().ok());
+    match (number(), number()) {
+        (Some(major), Some(minor)) if (major, minor) >= (5, 9) => Ok(()),
+        (Some(_), Some(_)) => Err(format!(
+            "kernel {release} predates the one-ioctl table query (5.9); libibverbs would read sysfs entry by entry"
+        )),
+        _ => Err(format!("kernel release {release:?} does not read as major.minor")),
     }
 }
 
@@ -181,6 +204,19 @@ mod tests {
         let t = BTreeMap::from([(1, whole(255))]);
         assert_eq!(last.keep(t, 3), None);
         assert_eq!(last.take(1), Some(Some(whole(255))));
+    }
+
+    #[test]
+    fn the_one_ioctl_query_is_asked_for_from_5_9_on() {
+        for ok in ["5.9.0", "5.15.0-1053-nvidia", "6.1.0-56-amd64", "6.18.44-fc-v657-gpu", "10.0"] {
+            assert_eq!(one_ioctl(ok), Ok(()), "{ok}");
+        }
+        for old in ["5.8.18", "4.18.0-513.el8.x86_64", "3.10.0-1160.el7.x86_64"] {
+            assert!(one_ioctl(old).is_err_and(|e| e.contains("predates")), "{old}");
+        }
+        for odd in ["", "linux", "5", "5.x", "99999999999.1"] {
+            assert!(one_ioctl(odd).is_err_and(|e| e.contains("does not read")), "{odd}");
+        }
     }
 
     /// Without RDMA (this build host, CI) every table is `None` and the probe's answers are
