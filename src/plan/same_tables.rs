@@ -2,7 +2,9 @@
 //! or from a whole-table source (`detect::gid_source`, ibverbs' `ibv_query_gid_table` in
 //! production): pinned on a node shaped like a busy shared one (255-entry tables, the host's
 //! entries first, then the neighbours' with gaps where pods left, the pod's own entry at 200 or
-//! 180, one device that holds none of the pod's addresses).
+//! 180, one device that holds none of the pod's addresses); and the modes that read no table far
+//! (SR-IOV, the privileged fallback) never ask such a source at all. Tests only: never built into
+//! the binary.
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -228,4 +230,68 @@ fn a_whole_table_source_gives_the_plan_sysfs_gives_on_a_busy_shared_node() {
     let plan = plan_of(by_sysfs, &full);
     assert_eq!(plan_of(by_source, &full), plan);
     assert_eq!(plan_of(by_source_only, &cut), plan);
+}
+
+/// Counts what it is asked, answers nothing.
+struct Counting(Cell<u32>);
+
+impl TableSource for Counting {
+    fn table(&self, _: &str, _: u32) -> Option<Whole> {
+        self.0.set(self.0.get() + 1);
+        None
+    }
+}
+
+/// SR-IOV (the device plugin's variables) and the privileged fallback (VFs claimed by their net
+/// devices' functions) read no table far, so a whole-table source is never asked there: no device
+/// is opened for it, and those modes stay as flat as they were.
+#[test]
+fn sriov_and_the_privileged_fallback_never_ask_for_a_whole_table() {
+    let node = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/nodes/h100-roce-sriov");
+    let sysfs = Sysfs::new(node.join("sys"));
+    let env = std::fs::read_to_string(node.join("env")).expect("env");
+    let plugin: Vars = env.lines().filter_map(|l| l.split_once('=')).map(|(k, v)| (k.into(), v.into())).collect();
+    let a = |ifname: &str, addr: &str, ifindex| OwnAddr {
+        ifname: ifname.into(),
+        addr: addr.parse().expect("ip"),
+        ifindex: Some(ifindex),
+    };
+    let addrs = || {
+        Ok(vec![
+            a("eth0", "10.128.4.7", 3),
+            a("net1", "10.0.106.7", 4),
+            a("net2", "10.0.107.7", 5),
+            a("net3", "10.0.190.7", 6),
+            a("net4", "10.0.191.7", 7),
+        ])
+    };
+    let kinds = || {
+        let mut k = crate::detect::links::Kinds::new();
+        k.insert("eth0".into(), Some("veth".into()));
+        for n in ["net1", "net2", "net3", "net4"] {
+            k.insert(n.into(), None);
+        }
+        Some(k)
+    };
+    let (prefs, _) = crate::plan::gid_prefs(&Vars::new());
+    for (mode, vars) in [("SR-IOV", plugin), ("privileged fallback", Vars::new())] {
+        let run = |tables: &dyn TableSource| {
+            crate::detect::detect(&Inputs {
+                vars: &vars,
+                sysfs: &sysfs,
+                annotations: Path::new("/nonexistent/nccl-wrap-annotations"),
+                prefs: &prefs,
+                addrs: &addrs,
+                kinds: &kinds,
+                tables,
+            })
+        };
+        let counting = Counting(Cell::new(0));
+        let d = run(&counting);
+        assert_eq!(counting.0.get(), 0, "{mode}: asked for a whole table");
+        let names: Vec<&str> = d.devices.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(names, ["mlx5_6", "mlx5_7", "mlx5_10", "mlx5_11"], "{mode}");
+        let root = node.join("sys");
+        same(&seen(&d, &root), &seen(&run(&SysfsOnly), &root));
+    }
 }
