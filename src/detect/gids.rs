@@ -52,9 +52,10 @@ impl<'a> SysfsGids<'a> {
     }
 
     /// Takes the whole table of `device`'s port `port` from `tables` where it answers; reads go
-    /// on from sysfs where it does not. The pod's own entries are named here (`pod_ndev`).
+    /// on from sysfs where it does not, or where it calls an Ethernet port's table empty (no RoCE
+    /// port has none: sysfs decides then). The pod's own entries are named here (`pod_ndev`).
     pub fn load(&mut self, tables: &dyn TableSource, device: &str, port: u32, pod: &[OwnAddr]) {
-        if let Some(whole) = tables.table(device, port) {
+        if let Some(whole) = tables.table(device, port).filter(|w| w.len > 0) {
             let names =
                 whole.entries.iter().filter_map(|(&i, e)| gid_source::pod_ndev(e, pod).map(|n| (i, n))).collect();
             self.given = Some((whole, names));

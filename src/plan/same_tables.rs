@@ -232,6 +232,22 @@ fn a_whole_table_source_gives_the_plan_sysfs_gives_on_a_busy_shared_node() {
     assert_eq!(plan_of(by_source_only, &cut), plan);
 }
 
+/// Calls every table empty, as no RoCE port's is.
+struct Empty;
+
+impl TableSource for Empty {
+    fn table(&self, _: &str, _: u32) -> Option<Whole> {
+        Some(Whole::default())
+    }
+}
+
+#[test]
+fn a_source_that_calls_a_table_empty_is_not_believed() {
+    let tmp = Tmp(std::env::temp_dir().join(format!("nccl-wrap-empty-tables-{}", std::process::id())));
+    tree(&tmp.0, false);
+    same(&seen(&detect(&tmp.0, &Empty), &tmp.0), &seen(&detect(&tmp.0, &SysfsOnly), &tmp.0));
+}
+
 /// Counts what it is asked, answers nothing.
 struct Counting(Cell<u32>);
 
