@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 fx=../fixtures/nodes
 export LC_ALL=C
-for t in sriov annotations nccl_list gid cli ping_wire netlink_links driver ldcache route ras allow; do
+for t in sriov annotations nccl_list gid cli ping_wire netlink_links driver ldcache route ras allow gid_table; do
   mkdir -p "corpus/$t"
   rm -f "corpus/$t"/seed-* "corpus/$t"/hand-*
 done
@@ -226,3 +226,21 @@ h allow '10.0.0.0/8,fd00::/8' pod-networks
 h allow '192.168.1.7, ::ffff:10.0.0.1/128 ,0.0.0.0/0' mixed
 h allow '10.0.0.0/33,fe80::%eth0/64,,' bad
 h allow 'job-7f3a-secret\n' secret
+
+# gid_table: ibv_query_gid_table's answers as the kernel lays them out, one port of 255 entries:
+# a shared port (the host's fe80 and IPv4 entries, two neighbours, the pod's pair at 200), an
+# answer whose entries run past the table, and one of two ports with an entry given twice.
+python3 - <<'PY'
+import ipaddress, struct
+def e(gid, index, port, ty, ifindex):
+    return ipaddress.IPv6Address(gid).packed + struct.pack("<IIII", index, port, ty, ifindex)
+def head(*lens):
+    return bytes([len(lens)]) + b"".join(struct.pack("<H", l) for l in lens)
+shared = head(255) + e("fe80::858:aff:fe00:1", 0, 1, 1, 4) + e("fe80::858:aff:fe00:1", 1, 1, 2, 4) \
+    + e("::ffff:10.0.0.1", 2, 1, 1, 4) + e("::ffff:10.0.0.1", 3, 1, 2, 4) \
+    + e("::ffff:10.9.0.11", 7, 1, 2, 3) + e("::ffff:10.9.0.12", 11, 1, 2, 3) \
+    + e("::ffff:10.9.0.200", 199, 1, 1, 5) + e("::ffff:10.9.0.200", 200, 1, 2, 5)
+open("corpus/gid_table/seed-shared-255", "wb").write(shared)
+open("corpus/gid_table/hand-past-end", "wb").write(head(4) + e("::ffff:10.9.0.1", 9, 1, 2, 3))
+open("corpus/gid_table/hand-twice", "wb").write(head(16, 16) + e("fe80::1", 0, 2, 2, 3) + e("fe80::2", 0, 2, 2, 3))
+PY

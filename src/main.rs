@@ -77,9 +77,17 @@ fn main() -> ExitCode {
     let (mut prefs, pref_warnings) = plan::gid_prefs(&vars);
     let sysfs = detect::sysfs::Sysfs::new(&cli.opts.sysfs_root);
     let mut seen = Seen::default();
-    let (mut detection, family) = detect_for_family(&cli.opts, &vars, &sysfs, &mut prefs, &mut seen);
+    // Where ibverbs are consulted, the devices are opened once for detection's far GID table
+    // reads and the probe, and closed before the plan: never held while the job runs.
+    let opened = verbs_skipped(&cli.opts).is_none().then(verbs::Opened::new);
+    let tables: &dyn detect::gid_source::TableSource = match &opened {
+        Some(o) => o,
+        None => &detect::gid_source::SysfsOnly,
+    };
+    let (mut detection, family) = detect_for_family(&cli.opts, &vars, &sysfs, (&mut prefs, tables), &mut seen);
     let verbs = verbs_for(&cli.opts);
-    verbs::verify::probe(&mut detection, verbs.as_ref(), &sysfs);
+    verbs::verify::probe(&mut detection, opened.as_ref().map_or(verbs.as_ref(), |o| o), &sysfs);
+    drop(opened);
     log::debug!("detection: {detection:?}");
 
     // Apply limits: memlock, before the self-test registers memory. Raised for `env` and
@@ -190,7 +198,7 @@ fn detect_for_family(
     opts: &cli::Opts,
     vars: &detect::Vars,
     sysfs: &detect::sysfs::Sysfs,
-    prefs: &mut nccl::gid::GidPrefs,
+    (prefs, tables): (&mut nccl::gid::GidPrefs, &dyn detect::gid_source::TableSource),
     seen: &mut Seen,
 ) -> (detect::Detection, nccl::gid::RailFamily) {
     use nccl::gid::{Family, RailFamily};
@@ -202,6 +210,7 @@ fn detect_for_family(
             prefs: p,
             addrs: &detect::netif::read,
             kinds: &detect::links::read_or_log,
+            tables,
         })
     };
     let detection = detect_with(prefs);
@@ -324,14 +333,21 @@ fn test_settings(p: &PingArgs) -> pairtest::Settings {
 
 /// The real ibverbs, or a stand-in that says why they are not consulted.
 fn verbs_for(opts: &cli::Opts) -> Box<dyn verbs::Verbs> {
-    let skipped = |reason: &str| Box::new(verbs::NoVerbs { reason: reason.to_string() });
+    match verbs_skipped(opts) {
+        Some(reason) => Box::new(verbs::NoVerbs { reason: reason.to_string() }),
+        None => Box::new(verbs::IbVerbs::new()),
+    }
+}
+
+/// Why ibverbs are not consulted, if they are not.
+fn verbs_skipped(opts: &cli::Opts) -> Option<&'static str> {
     if opts.skip_verbs {
-        skipped("--skip-verbs (NCCL_WRAP_SKIP_VERBS) is set")
+        Some("--skip-verbs (NCCL_WRAP_SKIP_VERBS) is set")
     } else if opts.sysfs_root != Path::new("/sys") {
         // libibverbs reads the kernel's /sys: its answers would not be about this tree's devices.
-        skipped("the sysfs root is not /sys, and libibverbs reads the kernel's")
+        Some("the sysfs root is not /sys, and libibverbs reads the kernel's")
     } else {
-        Box::new(verbs::IbVerbs::new())
+        None
     }
 }
 

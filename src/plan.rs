@@ -17,6 +17,8 @@ use crate::verbs::verify;
 
 mod ready;
 mod reasons;
+#[cfg(test)]
+mod same_tables;
 pub use ready::{ready, Ready};
 pub use reasons::{index_is_kept, Extra};
 

@@ -34,8 +34,8 @@ fuzz_target!(|data: &[u8]| {
     // link-local one: what getifaddrs would give.
     let addrs: Vec<OwnAddr> = routes
         .iter()
-        .map(|r| OwnAddr { ifname: r.ifname.clone(), addr: r.dest })
-        .chain(std::iter::once(OwnAddr { ifname: "ll0".into(), addr: "169.254.1.1".parse().expect("ip") }))
+        .map(|r| OwnAddr { ifname: r.ifname.clone(), addr: r.dest, ifindex: None })
+        .chain(std::iter::once(OwnAddr { ifname: "ll0".into(), addr: "169.254.1.1".parse().expect("ip"), ifindex: None }))
         .collect();
     let mut vars = Vars::new();
     if !coordinator.is_empty() {

@@ -249,7 +249,7 @@ mod tests {
     use super::*;
 
     fn addr(i: &str, a: &str) -> OwnAddr {
-        OwnAddr { ifname: i.into(), addr: a.parse().expect("ip") }
+        OwnAddr { ifname: i.into(), addr: a.parse().expect("ip"), ifindex: None }
     }
     fn r(i: &str, d: &str, p: u8, m: u32) -> Route {
         Route { ifname: i.into(), dest: d.parse().expect("ip"), prefix: p, gateway: None, metric: m }

@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::detect::annotation;
+use crate::detect::gid_source::TableSource;
+use crate::detect::gids;
 use crate::detect::links;
 use crate::detect::names;
 use crate::detect::netif::{OwnAddr, Owner};
@@ -102,6 +104,9 @@ pub struct Inputs<'a> {
     pub prefs: &'a GidPrefs,
     pub addrs: AddrSource<'a>,
     pub kinds: KindSource<'a>,
+    /// Where a port's whole GID table may come from in one call (ibverbs), for the reads that go
+    /// far on shared devices; `gid_source::SysfsOnly` reads sysfs alone.
+    pub tables: &'a dyn TableSource,
 }
 
 /// How long detection waits, in all, for the kernel to add a pod address's GID entry: CNI gives
@@ -115,14 +120,15 @@ struct Own<'a> {
     addrs: Vec<OwnAddr>,
     gids: Vec<Ipv6Addr>,
     prefs: &'a GidPrefs,
+    tables: &'a dyn TableSource,
     /// When waiting for missing entries stops, for every device together.
     deadline: Instant,
 }
 
 impl<'a> Own<'a> {
     /// No addresses: every port gets NCCL's own pick.
-    fn none(prefs: &'a GidPrefs) -> Own<'a> {
-        Own { addrs: Vec::new(), gids: Vec::new(), prefs, deadline: Instant::now() }
+    fn none(inp: &Inputs<'a>) -> Own<'a> {
+        Own { addrs: Vec::new(), gids: Vec::new(), prefs: inp.prefs, tables: inp.tables, deadline: Instant::now() }
     }
 
     fn read(inp: &Inputs<'a>, warnings: &mut Vec<String>) -> Own<'a> {
@@ -131,7 +137,7 @@ impl<'a> Own<'a> {
             Vec::new()
         });
         let gids = addrs.iter().map(OwnAddr::gid).collect();
-        Own { addrs, gids, prefs: inp.prefs, deadline: Instant::now() + GID_WAIT }
+        Own { addrs, gids, prefs: inp.prefs, tables: inp.tables, deadline: Instant::now() + GID_WAIT }
     }
 }
 
@@ -160,7 +166,7 @@ pub fn detect(inp: &Inputs) -> Detection {
     // A device the device plugin or the annotation names was allocated to this pod alone (a VF
     // or SF), so its table holds only the pod's addresses and NCCL's pick is the pod's: the
     // pod's addresses are read only for the sysfs walk, where shared devices are found.
-    let mut own = Own::none(inp.prefs);
+    let mut own = Own::none(inp);
 
     let mut chosen: Option<(Source, Vec<Named>)> = None;
     for source in [Source::Sriov, Source::Annotation, Source::Sysfs] {
@@ -232,7 +238,7 @@ pub fn detect(inp: &Inputs) -> Detection {
             }
         }
     }
-    types_for_a_range(inp.sysfs, &mut devices, inp.prefs);
+    types_for_a_range(inp, &mut devices);
     let not_ours = visible.into_iter().filter(|v| !devices.iter().any(|d| &d.name == v)).collect();
     Detection { source, sources, devices, not_ours, warnings, addresses: own.addrs }
 }
@@ -241,7 +247,7 @@ pub fn detect(inp: &Inputs) -> Detection {
 /// address range by simulating NCCL's rule over each table as far as the pod's entry, which needs
 /// the types of the other pods' entries before it: read them then, and only then (a run whose
 /// ports agree, the usual case, never reads them).
-fn types_for_a_range(sysfs: &Sysfs, devices: &mut [Device], prefs: &GidPrefs) {
+fn types_for_a_range(inp: &Inputs, devices: &mut [Device]) {
     let picks = || devices.iter().flat_map(|d| d.ports.iter()).filter_map(|p| p.gid.as_ref().map(|g| (p, g.index)));
     let mut indices = picks().map(|(_, i)| i);
     let first = indices.next();
@@ -251,7 +257,7 @@ fn types_for_a_range(sysfs: &Sysfs, devices: &mut [Device], prefs: &GidPrefs) {
     for dev in devices.iter_mut() {
         for p in dev.ports.iter_mut().filter(|p| p.nccl_pick.is_some()) {
             let mut errs = Vec::new();
-            sysfs.gid_types(&dev.name, p.port, &mut p.table, prefs, &mut errs);
+            inp.sysfs.gid_types((&dev.name, p.port), &mut p.table, inp.prefs, inp.tables, &mut errs);
             dev.problems.extend(errs.iter().map(ToString::to_string));
         }
     }
@@ -287,7 +293,8 @@ fn read_ports(sysfs: &Sysfs, dev: &str, own: &Own, warnings: &mut Vec<String>) -
     let start = Instant::now();
     loop {
         let mut errs = Vec::new();
-        let ports = sysfs.ports(dev, own.prefs, &own.gids, &mut errs);
+        let pod = gids::Pod { gids: &own.gids, addrs: &own.addrs, tables: own.tables };
+        let ports = sysfs.ports_with(dev, own.prefs, &pod, &mut errs);
         let missing: Vec<String> = ports.iter().flat_map(|p| missing_entries(dev, p, own)).collect();
         if missing.is_empty() || Instant::now() >= own.deadline {
             if !missing.is_empty() {

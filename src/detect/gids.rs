@@ -7,6 +7,11 @@
 //! stops at its first full match (`gid::choose`), the pod's own entry at the first entry of its
 //! address that NCCL's rule accepts, and types and net devices are asked only of non-empty
 //! entries. Only `doctor` reads a table whole. Never decides anything: the plan does.
+//!
+//! Where the table must be read far (a shared device, whose pod entry sits after its
+//! neighbours'), a whole-table source (`gid_source`, ibverbs in production) may answer instead,
+//! in one call: its entries then answer every read, and only the net device names the pod's
+//! interfaces cannot give are still read from sysfs (a few entries a port, never the walk).
 
 use std::collections::BTreeMap;
 use std::net::Ipv6Addr;
@@ -14,7 +19,8 @@ use std::os::fd::OwnedFd;
 use std::path::Path;
 
 use crate::detect::file;
-use crate::detect::netif::{self, Owner};
+use crate::detect::gid_source::{self, TableSource, Whole};
+use crate::detect::netif::{self, OwnAddr, Owner};
 use crate::detect::port::{GidPick, PortFacts};
 use crate::detect::sysfs::{format_gid, SysfsError};
 use crate::nccl::gid::{self, GidEntry, GidPrefs, GidTable, RoceType};
@@ -27,11 +33,33 @@ pub struct SysfsGids<'a> {
     /// Entries read so far, from index 0; `None` past the table's end.
     gids: Vec<Option<Ipv6Addr>>,
     types: BTreeMap<u32, Option<RoceType>>,
+    /// The whole table from a source other than sysfs, once `load`ed: it answers every entry,
+    /// with the names of the pod's own entries' net devices told by their index.
+    given: Option<(Whole, BTreeMap<u32, String>)>,
+}
+
+/// What reading a port's table against this pod needs: its addresses (in GID form, and with
+/// their interfaces), and where a whole table may come from instead of sysfs.
+pub struct Pod<'a> {
+    pub gids: &'a [Ipv6Addr],
+    pub addrs: &'a [OwnAddr],
+    pub tables: &'a dyn TableSource,
 }
 
 impl<'a> SysfsGids<'a> {
     pub fn new(port: &'a OwnedFd, dir: &'a Path, problems: &'a mut Vec<SysfsError>) -> Self {
-        SysfsGids { port, dir, problems, gids: Vec::new(), types: BTreeMap::new() }
+        SysfsGids { port, dir, problems, gids: Vec::new(), types: BTreeMap::new(), given: None }
+    }
+
+    /// Takes the whole table of `device`'s port `port` from `tables` where it answers; reads go
+    /// on from sysfs where it does not, or where it calls an Ethernet port's table empty (no RoCE
+    /// port has none: sysfs decides then). The pod's own entries are named here (`pod_ndev`).
+    pub fn load(&mut self, tables: &dyn TableSource, device: &str, port: u32, pod: &[OwnAddr]) {
+        if let Some(whole) = tables.table(device, port).filter(|w| w.len > 0) {
+            let names =
+                whole.entries.iter().filter_map(|(&i, e)| gid_source::pod_ndev(e, pod).map(|n| (i, n))).collect();
+            self.given = Some((whole, names));
+        }
     }
 
     fn read_gid(&mut self, i: u32) -> Option<Ipv6Addr> {
@@ -51,6 +79,14 @@ impl<'a> SysfsGids<'a> {
 
     /// The net device an entry was added for (the kernel answers EINVAL for empty entries).
     fn ndev(&self, i: u32) -> Option<String> {
+        if let Some((whole, names)) = &self.given {
+            if let Some(n) = names.get(&i) {
+                return Some(n.clone());
+            }
+            if !whole.entries.contains_key(&i) {
+                return None;
+            }
+        }
         file::read_attr_at(self.port, self.dir, &format!("gid_attrs/ndevs/{i}")).ok()
     }
 
@@ -72,6 +108,9 @@ impl<'a> SysfsGids<'a> {
 
 impl GidTable for SysfsGids<'_> {
     fn gid(&mut self, i: u32) -> Option<Ipv6Addr> {
+        if let Some((whole, _)) = &self.given {
+            return (i < whole.len).then(|| whole.entries.get(&i).map_or(Ipv6Addr::UNSPECIFIED, |e| e.gid));
+        }
         let at = usize::try_from(i).ok()?;
         while self.gids.len() <= at {
             if self.gids.last().is_some_and(Option::is_none) {
@@ -85,6 +124,9 @@ impl GidTable for SysfsGids<'_> {
     }
 
     fn roce(&mut self, i: u32) -> Option<RoceType> {
+        if let Some((whole, _)) = &self.given {
+            return whole.entries.get(&i).and_then(|e| e.roce);
+        }
         if let Some(r) = self.types.get(&i) {
             return *r;
         }
@@ -128,12 +170,17 @@ pub enum Extent {
 /// own addresses that NCCL's rule accepts: family, RoCE version, range). NCCL's pick is kept
 /// beside it, with whose it is. A table that holds none of the pod's addresses (read whole, then)
 /// tells nothing about whose entries are.
-pub fn shared(facts: &mut PortFacts, table: &mut SysfsGids, prefs: &GidPrefs, own: &[Ipv6Addr]) {
+///
+/// This is the read that goes far (up to the pod's entry, past the host's and its neighbours'),
+/// so it is the one a whole-table source answers where `pod` has one: `device` names the table.
+pub fn shared(facts: &mut PortFacts, table: &mut SysfsGids, prefs: &GidPrefs, pod: &Pod, device: &str) {
+    let own = pod.gids;
     let Some(pick) = facts.gid.as_mut() else { return };
     if gid::parse_gid(&pick.gid).is_some_and(|g| own.contains(&g)) {
         pick.owner = Some(Owner::Pod);
         return;
     }
+    table.load(pod.tables, device, facts.port, pod.addrs);
     let (rows, len) = rows(table, prefs, own, Extent::UntilOwn);
     if !rows.iter().any(|r| r.owner == Some(Owner::Pod)) {
         return;

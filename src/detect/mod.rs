@@ -10,6 +10,7 @@
 //! - `annotation`: source 2, the network-status annotation (downward-API file);
 //! - `sysfs`: source 3, and the bounded reader under a root that every source goes through;
 //! - `gids`: a port's GID table, read lazily, each entry at most once;
+//! - `gid_source`: the seam through which a whole table may come from ibverbs instead;
 //! - `port`: the per-port facts that later stages read and fill;
 //! - `counters`: a port's error and traffic counters (`counters/`, `hw_counters/`);
 //! - `file`: the one bounded, non-blocking way to read a file (regular files only);
@@ -27,6 +28,7 @@ pub mod bootstrap;
 pub mod counters;
 pub mod devices;
 pub mod file;
+pub mod gid_source;
 pub mod gids;
 pub mod ldcache;
 pub mod links;

@@ -17,6 +17,10 @@ use crate::detect::names;
 pub struct OwnAddr {
     pub ifname: String,
     pub addr: IpAddr,
+    /// The interface's index in this namespace, where the kernel gave it (ibverbs names a GID
+    /// entry's net device by index; see `gid_source::pod_ndev`).
+    #[serde(skip)]
+    pub ifindex: Option<u32>,
 }
 
 impl OwnAddr {
@@ -38,11 +42,17 @@ pub fn read() -> Result<Vec<OwnAddr>, String> {
     let addrs =
         nix::ifaddrs::getifaddrs().map_err(|e| format!("cannot list this namespace's addresses (getifaddrs): {e}"))?;
     let mut out = Vec::new();
+    // The same dump lists each link once with its index (an AF_PACKET entry): no extra call.
+    let mut index = std::collections::BTreeMap::new();
     for a in addrs {
         if a.flags.contains(nix::net::if_::InterfaceFlags::IFF_LOOPBACK) {
             continue;
         }
         let Some(sa) = a.address else { continue };
+        if let Some(link) = sa.as_link_addr() {
+            index.insert(a.interface_name.clone(), u32::try_from(link.ifindex()).ok().filter(|&i| i != 0));
+            continue;
+        }
         let addr = if let Some(v4) = sa.as_sockaddr_in() {
             IpAddr::V4(v4.ip())
         } else if let Some(v6) = sa.as_sockaddr_in6() {
@@ -56,9 +66,9 @@ pub fn read() -> Result<Vec<OwnAddr>, String> {
             Ok(n) => n.to_string(),
             Err(_) => a.interface_name.escape_debug().to_string(),
         };
-        out.push(OwnAddr { ifname, addr });
+        out.push((a.interface_name, OwnAddr { ifname, addr, ifindex: None }));
     }
-    Ok(out)
+    Ok(out.into_iter().map(|(raw, a)| OwnAddr { ifindex: index.get(&raw).copied().flatten(), ..a }).collect())
 }
 
 /// Whose address a GID table entry holds.
@@ -101,7 +111,7 @@ mod tests {
 
     #[test]
     fn ipv4_addresses_match_their_mapped_gid() {
-        let a = OwnAddr { ifname: "net1".into(), addr: "10.9.0.52".parse().expect("ip") };
+        let a = OwnAddr { ifname: "net1".into(), addr: "10.9.0.52".parse().expect("ip"), ifindex: None };
         let gid: Ipv6Addr = "0000:0000:0000:0000:0000:ffff:0a09:0034".parse().expect("gid");
         assert_eq!(a.gid(), gid);
     }
@@ -123,5 +133,10 @@ mod tests {
         // Whatever the runner has, the call succeeds and never lists loopback.
         let addrs = read().expect("getifaddrs");
         assert!(addrs.iter().all(|a| !a.addr.is_loopback()), "{addrs:?}");
+        // Each interface's index is the kernel's for its name.
+        for a in &addrs {
+            let want = nix::net::if_::if_nametoindex(a.ifname.as_str()).ok();
+            assert_eq!(a.ifindex, want, "{a:?}");
+        }
     }
 }

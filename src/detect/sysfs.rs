@@ -15,6 +15,7 @@ use rustix::fs::{Mode, OFlags};
 use serde::Serialize;
 
 use crate::detect::file::{self, FileError};
+use crate::detect::gid_source::{SysfsOnly, TableSource};
 use crate::detect::port::{GidPick, PkeyPick, PortFacts};
 use crate::detect::{gids, names};
 use crate::nccl::gid::{self, GidPrefs};
@@ -287,12 +288,24 @@ impl Sysfs {
         own: &[Ipv6Addr],
         problems: &mut Vec<SysfsError>,
     ) -> Vec<PortFacts> {
+        self.ports_with(dev, prefs, &gids::Pod { gids: own, addrs: &[], tables: &SysfsOnly }, problems)
+    }
+
+    /// `ports`, with the pod's interfaces and a whole-table source for the reads that go far
+    /// (`gids::shared`).
+    pub fn ports_with(
+        &self,
+        dev: &str,
+        prefs: &GidPrefs,
+        pod: &gids::Pod,
+        problems: &mut Vec<SysfsError>,
+    ) -> Vec<PortFacts> {
         let base = format!("class/infiniband/{dev}/ports");
         let mut ports = Vec::new();
         for n in 1..=MAX_PORTS {
             let dir = self.path(&format!("{base}/{n}"));
             match open_dir(&dir) {
-                Ok(fd) => ports.push(self.port(fd, dir, n, prefs, own)),
+                Ok(fd) => ports.push(self.port(fd, dir, (dev, n), prefs, pod)),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => break,
                 Err(source) => {
                     problems.push(SysfsError::Read { path: dir, source });
@@ -306,7 +319,14 @@ impl Sysfs {
         ports
     }
 
-    fn port(&self, fd: OwnedFd, dir: PathBuf, port: u32, prefs: &GidPrefs, own: &[Ipv6Addr]) -> PortFacts {
+    fn port(
+        &self,
+        fd: OwnedFd,
+        dir: PathBuf,
+        (dev, port): (&str, u32),
+        prefs: &GidPrefs,
+        pod: &gids::Pod,
+    ) -> PortFacts {
         let mut problems = Vec::new();
         let handle = Some(fd);
         let get = |name: &str, problems: &mut Vec<SysfsError>| {
@@ -336,8 +356,8 @@ impl Sysfs {
             if let Some(fd) = handle.as_ref() {
                 let mut table = gids::SysfsGids::new(fd, &dir, &mut problems);
                 facts.gid = gids::choose(&mut table, prefs);
-                if !own.is_empty() {
-                    gids::shared(&mut facts, &mut table, prefs, own);
+                if !pod.gids.is_empty() {
+                    gids::shared(&mut facts, &mut table, prefs, pod, dev);
                 }
             }
         }
@@ -365,18 +385,22 @@ impl Sysfs {
     }
 
     /// Fills the types of the rows of `dev`'s port `port` that a run read by address only (see
-    /// `gids::with_types`).
+    /// `gids::with_types`), from `tables` where it answers for the port.
     pub fn gid_types(
         &self,
-        dev: &str,
-        port: u32,
+        (dev, port): (&str, u32),
         rows: &mut [GidPick],
         prefs: &GidPrefs,
+        tables: &dyn TableSource,
         problems: &mut Vec<SysfsError>,
     ) {
         let dir = self.path(&format!("class/infiniband/{dev}/ports/{port}"));
         match open_dir(&dir) {
-            Ok(fd) => gids::with_types(&mut gids::SysfsGids::new(&fd, &dir, problems), rows, prefs),
+            Ok(fd) => {
+                let mut table = gids::SysfsGids::new(&fd, &dir, problems);
+                table.load(tables, dev, port, &[]);
+                gids::with_types(&mut table, rows, prefs);
+            }
             Err(source) => problems.push(SysfsError::Read { path: dir, source }),
         }
     }

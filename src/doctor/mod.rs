@@ -310,6 +310,7 @@ mod tests {
             prefs: &prefs,
             addrs: &|| Ok(Vec::new()),
             kinds: &|| None,
+            tables: &crate::detect::gid_source::SysfsOnly,
         });
         let mut plan = crate::plan::plan(det, &vars, &prefs, crate::plan::Choices::default());
         let lim = Limits { soft: None, hard: None };

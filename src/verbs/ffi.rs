@@ -22,6 +22,21 @@ use rdma_sys as ffi;
 
 use super::probe::VerbsError;
 use super::status::errno_text;
+use crate::detect::gid_source::Raw;
+
+extern "C" {
+    /// verbs.h's `_ibv_query_gid_table` (libibverbs 1.11, rdma-core v31), the function behind
+    /// its inline `ibv_query_gid_table`: rdma-sys's bindings leave it out (their allowlist is
+    /// `ibv_.*`), so it is declared here as verbs.h declares it. Returns the number of entries
+    /// written, or a negated errno.
+    fn _ibv_query_gid_table(
+        context: *mut ffi::ibv_context,
+        entries: *mut ffi::ibv_gid_entry,
+        max_entries: usize,
+        flags: u32,
+        entry_size: usize,
+    ) -> isize;
+}
 
 mod providers {
     include!(concat!(env!("OUT_DIR"), "/static_providers.rs"));
@@ -194,6 +209,12 @@ impl Context {
     /// listed": from the caller's side the device is just not there.
     pub fn open(name: &str) -> Result<Self, VerbsError> {
         let list = DeviceList::get().map_err(|_| VerbsError::NotListed(name.to_owned()))?;
+        Self::open_in(&list, name)
+    }
+
+    /// Opens `name` from a list already read: opening several devices reads the list once
+    /// (libibverbs walks sysfs for every device at each `ibv_get_device_list`).
+    pub fn open_in(list: &DeviceList, name: &str) -> Result<Self, VerbsError> {
         let dev = list.find(name).ok_or_else(|| VerbsError::NotListed(name.to_owned()))?;
         // SAFETY: `dev` is an entry of `list`, which is alive for this call. The context
         // returned is owned by this `Context` and closed once in Drop; it does not depend on
@@ -233,6 +254,61 @@ impl Context {
         check_ret(ret).map_err(err)?;
         // SAFETY: every bit pattern of the union is a valid `[u8; 16]`.
         Ok(unsafe { gid.raw })
+    }
+
+    /// How many physical ports the device has (`ibv_query_device`).
+    pub fn port_count(&self) -> Result<u8, VerbsError> {
+        // SAFETY: ibv_device_attr is plain C data (integers and a char array); all-zero is valid.
+        let mut attr: ffi::ibv_device_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: `ctx` is an open context owned by self; `attr` is a writable ibv_device_attr
+        // of the size this libibverbs was built with (the same headers), which it fills and
+        // does not keep.
+        let ret = unsafe { ffi::ibv_query_device(self.ctx.as_ptr(), &mut attr) };
+        check_ret(ret).map_err(|e| VerbsError::QueryDevice { device: self.name.clone(), errno: errno_text(&e) })?;
+        Ok(attr.phys_port_cnt)
+    }
+
+    /// Every non-empty GID entry of every port, in one call (`ibv_query_gid_table`: one ioctl
+    /// where the kernel has it, 5.9 and later; libibverbs reads sysfs itself where it does not).
+    /// At most `max_entries`: a table with more valid entries is an error (EINVAL), not a
+    /// truncated answer.
+    pub fn query_gid_table(&self, max_entries: usize) -> Result<Vec<Raw>, VerbsError> {
+        let err = |e: io::Error| VerbsError::QueryGidTable { device: self.name.clone(), errno: errno_text(&e) };
+        // SAFETY: ibv_gid_entry is plain C data (a 16-byte union and integers); all-zero is valid.
+        let zero = || -> ffi::ibv_gid_entry { unsafe { std::mem::zeroed() } };
+        let mut entries: Vec<ffi::ibv_gid_entry> = (0..max_entries).map(|_| zero()).collect();
+        // SAFETY: `ctx` is an open context owned by self. `entries` is an initialised, writable
+        // array of `max_entries` elements of `entry_size` bytes each (a Vec's pointer is valid
+        // and aligned even when empty), which the library fills up to `max_entries` and does not
+        // keep; flags 0 is the only value verbs.h defines.
+        let n = unsafe {
+            _ibv_query_gid_table(
+                self.ctx.as_ptr(),
+                entries.as_mut_ptr(),
+                max_entries,
+                0,
+                std::mem::size_of::<ffi::ibv_gid_entry>(),
+            )
+        };
+        let n = match usize::try_from(n) {
+            Ok(n) if n <= max_entries => n,
+            Ok(_) => return Err(err(io::Error::from_raw_os_error(75))), // EOVERFLOW: more than asked
+            Err(_) => {
+                let errno = n.checked_neg().and_then(|e| i32::try_from(e).ok()).unwrap_or(22);
+                return Err(err(io::Error::from_raw_os_error(errno)));
+            }
+        };
+        Ok(entries[..n]
+            .iter()
+            .map(|e| Raw {
+                // SAFETY: every bit pattern of the union is a valid `[u8; 16]`.
+                gid: unsafe { e.gid.raw },
+                index: e.gid_index,
+                port: e.port_num,
+                gid_type: e.gid_type,
+                ifindex: e.ndev_ifindex,
+            })
+            .collect())
     }
 
     /// The partition key at `index` of `port`, in host order (`ibv_query_pkey`).

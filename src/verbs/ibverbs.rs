@@ -26,18 +26,7 @@ impl Verbs for IbVerbs {
     }
 
     fn query_port(&self, device: &str, port: u8, gid_index: Option<u32>) -> Result<VerbsPort, VerbsError> {
-        let ctx = Context::open(device)?;
-        let attr = ctx.query_port(port)?;
-        let gid = match gid_index {
-            Some(index) => Some(format_gid(&ctx.query_gid(port, index)?)),
-            None => None,
-        };
-        Ok(VerbsPort {
-            state: port_state_name(attr.state),
-            link_layer: link_layer_name(attr.link_layer).to_owned(),
-            gid_tbl_len: u32::try_from(attr.gid_tbl_len).unwrap_or(0),
-            gid,
-        })
+        port_of(&Context::open(device)?, port, gid_index)
     }
 
     fn providers(&self) -> Option<&[&'static str]> {
@@ -59,6 +48,21 @@ impl Verbs for IbVerbs {
             },
         }
     }
+}
+
+/// What an open device says of `port`, and of the GID at `gid_index` when given.
+pub(crate) fn port_of(ctx: &Context, port: u8, gid_index: Option<u32>) -> Result<VerbsPort, VerbsError> {
+    let attr = ctx.query_port(port)?;
+    let gid = match gid_index {
+        Some(index) => Some(format_gid(&ctx.query_gid(port, index)?)),
+        None => None,
+    };
+    Ok(VerbsPort {
+        state: port_state_name(attr.state),
+        link_layer: link_layer_name(attr.link_layer).to_owned(),
+        gid_tbl_len: u32::try_from(attr.gid_tbl_len).unwrap_or(0),
+        gid,
+    })
 }
 
 #[cfg(test)]

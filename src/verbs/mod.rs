@@ -8,6 +8,8 @@
 //! - `verify`: the logic over the seam, tested with a fake;
 //! - `driver`: a device's kernel driver, and whether this build links a provider for it;
 //! - `ibverbs`: the real `Verbs`; `selftest`: the loopback test; `status`: ibverbs' numbers by name;
+//! - `opened`: the devices of one start opened once, for detection's whole GID tables
+//!   (`ibv_query_gid_table`) and then the probe;
 //! - `ffi`: the FFI fence, the only module here allowed `unsafe` (owner types of every handle);
 //! - `debug`: the hidden `nccl-wrap __verbs` entry the Soft-RoCE lab uses.
 
@@ -16,10 +18,12 @@ pub mod driver;
 #[allow(unsafe_code)] // The FFI fence; see lib.rs for the crate's two unsafe modules.
 pub mod ffi;
 pub mod ibverbs;
+pub mod opened;
 pub mod probe;
 pub mod selftest;
 pub mod status;
 pub mod verify;
 
 pub use ibverbs::IbVerbs;
+pub use opened::Opened;
 pub use probe::{NoVerbs, SelftestOptions, Verbs, VerbsError};

@@ -35,6 +35,10 @@ pub enum VerbsError {
     Unavailable(String),
     #[error("ibv_query_gid({device}, {port}, {index}) failed: {errno}")]
     QueryGid { device: String, port: u8, index: u32, errno: String },
+    #[error("ibv_query_device({device}) failed: {errno}")]
+    QueryDevice { device: String, errno: String },
+    #[error("ibv_query_gid_table({device}) failed: {errno}")]
+    QueryGidTable { device: String, errno: String },
 }
 
 /// What port-probing logic needs from ibverbs.

@@ -3,7 +3,10 @@
 # (podB) has podA's entry (NCCL's own pick) and podC's before its own, podD's after. A run must
 # stop at its own entry (no gids/N past it opened), read podC's entry by address alone (no
 # gid_attrs of it: only NCCL's pick and the pod's own addresses get their type and net device read),
-# and doctor must still read the whole table. Reports each command's syscall count (strace -f -c).
+# and doctor must still read the whole table. With verbs (a run's default on the kernel's /sys) the
+# far read is one ibv_query_gid_table per device: sysfs is read only up to NCCL's own pick, and the
+# plan (NCCL_IB_HCA, the GID index) is the one --skip-verbs makes. Reports each command's syscall
+# count (strace -f -c).
 . "$(dirname "$0")/lib.sh"
 
 command -v strace >/dev/null 2>&1 || skip "no strace in this guest (setup.sh installs it; amd64 only)"
@@ -48,7 +51,29 @@ trace /tmp/doctor.trace doctor --no-selftest
 dmax=$(sed -n 's/.*"gids\/\([0-9]*\)".*/\1/p' /tmp/doctor.trace | sort -n | tail -n 1)
 assert "doctor: reads the whole table (up to $((len - 1)))" [ "$dmax" -ge "$id" ]
 
+# With verbs: the debug log names each whole-table call; strace keeps the files and the ioctls.
+$IP netns exec podB env NCCL_WRAP_LOG=nccl_wrap::verbs::opened=debug \
+    strace -f -qq -e trace=openat,ioctl -o /tmp/verbs.trace "$NCCL_WRAP" -q env >/tmp/verbs.out 2>/tmp/verbs.err
+vmax=$(sed -n 's/.*"gids\/\([0-9]*\)".*/\1/p' /tmp/verbs.trace | sort -n | tail -n 1)
+calls=$(grep -c "from one ibv_query_gid_table" /tmp/verbs.err)
+vfiles=$(grep -c '"gids/\|gid_attrs/' /tmp/verbs.trace)
+sfiles=$(grep -c '"gids/\|gid_attrs/' /tmp/run.trace)
+ioctls=$(grep -c 'ioctl(' /tmp/verbs.trace)
+say "verbs: gids read up to $vmax, $vfiles GID files opened (--skip-verbs: $sfiles), $calls ibv_query_gid_table call(s), $ioctls ioctls in all"
+sed -n 's/.*\(rxe0: .*ibv_query_gid_table\).*/  \1/p' /tmp/verbs.err
+assert_eq "verbs: one ibv_query_gid_table for the one device" 1 "$calls"
+assert "verbs: no gids/N read past NCCL's own pick ($ia), short of podB's entry $ib" [ "${vmax:-0}" -le "$ia" ]
+$IP netns exec podB "$NCCL_WRAP" -q --skip-verbs env >/tmp/skip.out 2>/dev/null
+hca_v=$(grep '^export NCCL_IB_HCA=' /tmp/verbs.out)
+hca_s=$(grep '^export NCCL_IB_HCA=' /tmp/skip.out)
+gi_v=$(grep '^export NCCL_IB_GID_INDEX=' /tmp/verbs.out)
+gi_s=$(grep '^export NCCL_IB_GID_INDEX=' /tmp/skip.out)
+say "plan with verbs: $hca_v $gi_v; with --skip-verbs: $hca_s $gi_s"
+assert_eq "the same NCCL_IB_HCA with and without verbs" "$hca_s" "$hca_v"
+assert_eq "the same GID index with and without verbs" "$gi_s" "$gi_v"
+assert_eq "the GID index is podB's own entry" "$ib" "$(echo "$gi_v" | sed "s/^export NCCL_IB_GID_INDEX=//; s/'//g")"
+
 run_sc=$(count -q --skip-verbs -- /bin/true)
 verbs_sc=$(count -q -- /bin/true)
 doctor_sc=$(count doctor --no-selftest)
-finish "rxe0 ($len entries, podB's at $ib of 4 pods): a run read gids 0..$max, podC's entry $ic by address alone; syscalls: run $run_sc, with the verbs probe $verbs_sc, doctor $doctor_sc"
+finish "rxe0 ($len entries, podB's at $ib of 4 pods): a run read gids 0..$max, podC's entry $ic by address alone; with verbs gids 0..$vmax and $calls ibv_query_gid_table ($vfiles GID files against $sfiles); syscalls: run $run_sc, with verbs $verbs_sc, doctor $doctor_sc"

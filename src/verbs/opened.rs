@@ -1,0 +1,235 @@
+//! The devices of one start, opened once: whole GID tables for detection (`TableSource`, one
+//! `ibv_query_gid_table` per device instead of sysfs's three files an entry), then the probe's
+//! port checks (`Verbs`) through the same contexts, so a device detection read is not opened a
+//! second time. main keeps it until the probe is done and drops it before the plan: contexts are
+//! never held while the job runs.
+//!
+//! Only where the kernel answers with one ioctl (5.9 and later, told by `uname` once): on an older
+//! one libibverbs reads every entry of every port from sysfs itself, more than detection's own
+//! walk up to the pod's entry, so the tables are left to sysfs there.
+//!
+//! Lazy: nothing is asked of libibverbs until a table or a port is (a node whose detection needs
+//! no far read, and has no active port, never lists devices). Every failure (no device list, a
+//! device not listed or not opened, a kernel that answers with an error or with entries that do
+//! not fit the ports' tables) is a debug line and `None`: detection then reads sysfs, as without
+//! verbs. Never decides anything.
+//!
+//! The kernel's answer is outside input: bounded before the call (every port's table length, at
+//! most 256 entries a port and `MAX_PORTS` ports), checked whole after it (`gid_source::tables`;
+//! fuzz target `gid_table`). It has no deadline of its own: like every verbs call of the probe, it
+//! is one synchronous ioctl that never waits on a peer.
+
+use std::cell::{OnceCell, RefCell};
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::ffi::{Context, DeviceList, STATIC_PROVIDERS};
+use super::ibverbs::{port_of, IbVerbs};
+use super::probe::{SelftestOptions, Verbs, VerbsError};
+use super::status::errno_text;
+use crate::detect::gid_source::{self, TableSource, Whole};
+use crate::detect::port::{SelftestResult, VerbsPort};
+
+/// More ports than an RDMA device has (HCAs have one or two): a device claiming more is not
+/// asked for its table, which bounds one answer to `MAX_PORTS` x 256 entries (128 KiB).
+const MAX_PORTS: u8 = 16;
+
+/// Devices opened for one start (see the module's header).
+#[derive(Default)]
+pub struct Opened {
+    /// Whether this kernel has the one-ioctl table query (`one_ioctl`), asked once.
+    kernel: OnceCell<Result<(), String>>,
+    list: OnceCell<Result<DeviceList, VerbsError>>,
+    devices: RefCell<BTreeMap<String, Result<Device, VerbsError>>>,
+}
+
+/// An open device, its ports' table lengths once read, and its last table answer.
+struct Device {
+    ctx: Context,
+    lens: Option<BTreeMap<u32, u32>>,
+    last: Last,
+}
+
+impl Opened {
+    pub fn new() -> Self {
+        Opened::default()
+    }
+
+    fn list(&self) -> &Result<DeviceList, VerbsError> {
+        self.list.get_or_init(|| DeviceList::get().map_err(|e| VerbsError::DeviceList { errno: errno_text(&e) }))
+    }
+
+    /// Runs `f` on `device`'s open context, opening it the first time it is asked for; a device
+    /// that failed to open fails the same way each time after.
+    fn with<T>(&self, device: &str, f: impl FnOnce(&mut Device) -> Result<T, VerbsError>) -> Result<T, VerbsError> {
+        let mut devices = self.devices.borrow_mut();
+        let entry = devices.entry(device.to_string()).or_insert_with(|| {
+            let list = self.list().as_ref().map_err(|_| VerbsError::NotListed(device.to_string()))?;
+            Context::open_in(list, device).map(|ctx| Device { ctx, lens: None, last: Last::default() })
+        });
+        match entry {
+            Ok(dev) => f(dev),
+            Err(e) => Err(e.clone()),
+        }
+    }
+
+    fn whole(&self, device: &str, port: u32) -> Result<Option<Whole>, VerbsError> {
+        let refused = |why: String| VerbsError::QueryGidTable { device: device.to_string(), errno: why };
+        let release = || rustix::system::uname().release().to_string_lossy().into_owned();
+        self.kernel.get_or_init(|| one_ioctl(&release())).clone().map_err(refused)?;
+        self.with(device, |dev| {
+            if let Some(answer) = dev.last.take(port) {
+                return Ok(answer);
+            }
+            let lens = match &dev.lens {
+                Some(l) => l.clone(),
+                None => {
+                    let l = lens(&dev.ctx).map_err(refused)?;
+                    dev.lens = Some(l.clone());
+                    l
+                }
+            };
+            let raw = dev.ctx.query_gid_table(gid_source::max_entries(&lens))?;
+            let tables = gid_source::tables(&raw, &lens).map_err(|e| refused(e.to_string()))?;
+            log::debug!("{device}: {} GID entries of {} ports from one ibv_query_gid_table", raw.len(), lens.len());
+            Ok(dev.last.keep(tables, port))
+        })
+    }
+}
+
+/// Whether a kernel of this release (`uname -r`: `6.1.0-56-amd64`, `4.18.0-513.el8.x86_64`)
+/// answers `ibv_query_gid_table` with its one ioctl (`UVERBS_METHOD_QUERY_GID_TABLE`, 5.9), or
+/// why not. A release that does not read as one is not trusted to have it.
+fn one_ioctl(release: &str) -> Result<(), String> {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let mut number = || parts.next().and_then(|p| p.parse::<u32>().ok());
+    match (number(), number()) {
+        (Some(major), Some(minor)) if (major, minor) >= (5, 9) => Ok(()),
+        (Some(_), Some(_)) => Err(format!(
+            "kernel {release} predates the one-ioctl table query (5.9); libibverbs would read sysfs entry by entry"
+        )),
+        _ => Err(format!("kernel release {release:?} does not read as major.minor")),
+    }
+}
+
+/// Each port's table length (`gid_tbl_len`), for the bound on the answer and to tell its end.
+fn lens(ctx: &Context) -> Result<BTreeMap<u32, u32>, String> {
+    let count = ctx.port_count().map_err(|e| e.to_string())?;
+    if count > MAX_PORTS {
+        return Err(format!("{count} ports, more than an RDMA device has ({MAX_PORTS})"));
+    }
+    let mut out = BTreeMap::new();
+    for port in 1..=count {
+        let attr = ctx.query_port(port).map_err(|e| e.to_string())?;
+        out.insert(u32::from(port), u32::try_from(attr.gid_tbl_len).unwrap_or(0));
+    }
+    Ok(out)
+}
+
+/// A device's last answer (every port's table), and the ports already handed theirs: a port
+/// asked again gets a fresh answer, since detection asks again only to see entries the kernel
+/// has added since (`devices::read_ports` polls for the pod's entries), while the other ports
+/// of a device share the one call.
+#[derive(Default)]
+struct Last {
+    tables: BTreeMap<u32, Whole>,
+    served: BTreeSet<u32>,
+    any: bool,
+}
+
+impl Last {
+    /// The port's table from the last answer, when there is one it has not had yet.
+    fn take(&mut self, port: u32) -> Option<Option<Whole>> {
+        if !self.any || self.served.contains(&port) {
+            return None;
+        }
+        self.served.insert(port);
+        Some(self.tables.get(&port).cloned())
+    }
+
+    /// Keeps a fresh answer and hands `port` its table.
+    fn keep(&mut self, tables: BTreeMap<u32, Whole>, port: u32) -> Option<Whole> {
+        let mine = tables.get(&port).cloned();
+        *self = Last { tables, served: BTreeSet::from([port]), any: true };
+        mine
+    }
+}
+
+impl TableSource for Opened {
+    fn table(&self, device: &str, port: u32) -> Option<Whole> {
+        self.whole(device, port).unwrap_or_else(|e| {
+            log::debug!("{device}:{port}: GID table read from sysfs ({e})");
+            None
+        })
+    }
+}
+
+impl Verbs for Opened {
+    fn device_names(&self) -> Result<Vec<String>, VerbsError> {
+        self.list().as_ref().map(DeviceList::names).map_err(Clone::clone)
+    }
+
+    fn query_port(&self, device: &str, port: u8, gid_index: Option<u32>) -> Result<VerbsPort, VerbsError> {
+        self.with(device, |dev| port_of(&dev.ctx, port, gid_index))
+    }
+
+    fn selftest(&self, device: &str, port: u8, gid_index: Option<u32>, opts: &SelftestOptions) -> SelftestResult {
+        IbVerbs::new().selftest(device, port, gid_index, opts)
+    }
+
+    fn providers(&self) -> Option<&[&'static str]> {
+        Some(&STATIC_PROVIDERS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn whole(len: u32) -> Whole {
+        Whole { len, entries: BTreeMap::new() }
+    }
+
+    #[test]
+    fn one_answer_serves_each_port_once_then_is_asked_afresh() {
+        let mut last = Last::default();
+        assert_eq!(last.take(1), None, "no answer yet: ask");
+        let t = BTreeMap::from([(1, whole(255)), (2, whole(16))]);
+        assert_eq!(last.keep(t, 1), Some(whole(255)));
+        // Port 2 shares the call that port 1 made.
+        assert_eq!(last.take(2), Some(Some(whole(16))));
+        // Asked again (detection polling for entries the kernel is adding): a fresh answer.
+        assert_eq!(last.take(1), None);
+        assert_eq!(last.take(2), None);
+        // A port the answer does not hold reads sysfs.
+        let t = BTreeMap::from([(1, whole(255))]);
+        assert_eq!(last.keep(t, 3), None);
+        assert_eq!(last.take(1), Some(Some(whole(255))));
+    }
+
+    #[test]
+    fn the_one_ioctl_query_is_asked_for_from_5_9_on() {
+        for ok in ["5.9.0", "5.15.0-1053-nvidia", "6.1.0-56-amd64", "6.18.44-fc-v657-gpu", "10.0"] {
+            assert_eq!(one_ioctl(ok), Ok(()), "{ok}");
+        }
+        for old in ["5.8.18", "4.18.0-513.el8.x86_64", "3.10.0-1160.el7.x86_64"] {
+            assert!(one_ioctl(old).is_err_and(|e| e.contains("predates")), "{old}");
+        }
+        for odd in ["", "linux", "5", "5.x", "99999999999.1"] {
+            assert!(one_ioctl(odd).is_err_and(|e| e.contains("does not read")), "{odd}");
+        }
+    }
+
+    /// Without RDMA (this build host, CI) every table is `None` and the probe's answers are
+    /// those of the plain verbs: detection reads sysfs, and nothing fails.
+    #[test]
+    fn no_rdma_means_sysfs_and_the_same_answers_as_plain_verbs() {
+        if std::path::Path::new("/dev/infiniband").exists() {
+            eprintln!("SKIP: this machine has RDMA devices; the lab covers real ones");
+            return;
+        }
+        let o = Opened::new();
+        assert_eq!(o.table("mlx5_0", 1), None);
+        assert_eq!(o.query_port("mlx5_0", 1, None), IbVerbs::new().query_port("mlx5_0", 1, None));
+        assert_eq!(o.providers(), IbVerbs::new().providers());
+    }
+}
