@@ -48,9 +48,12 @@ pub struct Entry {
 impl Entry {
     /// A libc6 library of this machine's architecture: what this build's loader would take.
     pub fn is_native(&self) -> bool {
-        self.flags & FLAG_TYPE_MASK == FLAG_ELF_LIBC6
-            && (FLAG_ARCH == 0 || self.flags & FLAG_REQUIRED_MASK == FLAG_ARCH)
+        native(self.flags)
     }
+}
+
+fn native(flags: i32) -> bool {
+    flags & FLAG_TYPE_MASK == FLAG_ELF_LIBC6 && (FLAG_ARCH == 0 || flags & FLAG_REQUIRED_MASK == FLAG_ARCH)
 }
 
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
@@ -58,11 +61,15 @@ fn u32_at(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
 }
 
-/// The NUL-terminated string at `at` in `b` (lossy UTF-8), or `None` past the end.
-fn c_str(b: &[u8], at: usize) -> Option<String> {
+/// The NUL-terminated bytes at `at` in `b`, or `None` past the end.
+fn c_bytes(b: &[u8], at: usize) -> Option<&[u8]> {
     let rest = b.get(at..)?;
     let end = rest.iter().position(|&c| c == 0)?;
-    Some(String::from_utf8_lossy(&rest[..end]).into_owned())
+    Some(&rest[..end])
+}
+
+fn lossy(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
 }
 
 /// Where the new-format header starts: at 0, or after the old table in a combined cache.
@@ -79,9 +86,10 @@ fn new_header_at(b: &[u8]) -> Option<usize> {
     b.get(aligned..)?.starts_with(MAGIC_NEW).then_some(aligned)
 }
 
-/// Every entry of the cache, in the cache's order (the loader's: the first match wins), or `None`
-/// when the bytes are no cache of a known format.
-pub fn parse(b: &[u8]) -> Option<Vec<Entry>> {
+/// The cache's entries as they lie in `b` (name, path, flags), in the cache's order, borrowed:
+/// nothing is copied until a caller keeps one. `None` when the bytes are no cache of a known
+/// format.
+fn raw(b: &[u8]) -> Option<impl Iterator<Item = (&[u8], &[u8], i32)>> {
     let base = new_header_at(b)?;
     let data = b.get(base..)?;
     let nlibs = usize::try_from(u32_at(data, 20)?).ok()?;
@@ -89,18 +97,35 @@ pub fn parse(b: &[u8]) -> Option<Vec<Entry>> {
     if table_end > data.len() {
         return None;
     }
-    let mut out = Vec::new();
-    for i in 0..nlibs.min(MAX_ENTRIES) {
+    Some((0..nlibs.min(MAX_ENTRIES)).filter_map(move |i| {
         let at = HEADER_NEW + i * ENTRY_NEW;
         let flags = i32::from_le_bytes(data.get(at..at + 4)?.try_into().ok()?);
-        let (Some(key), Some(value)) = (u32_at(data, at + 4), u32_at(data, at + 8)) else { continue };
-        let (Ok(key), Ok(value)) = (usize::try_from(key), usize::try_from(value)) else { continue };
+        let key = usize::try_from(u32_at(data, at + 4)?).ok()?;
+        let value = usize::try_from(u32_at(data, at + 8)?).ok()?;
         // An entry whose strings fall outside the file is skipped, not trusted.
-        if let (Some(name), Some(path)) = (c_str(data, key), c_str(data, value)) {
-            out.push(Entry { name, path, flags });
-        }
-    }
-    Some(out)
+        Some((c_bytes(data, key)?, c_bytes(data, value)?, flags))
+    }))
+}
+
+/// Every entry of the cache, in the cache's order (the loader's: the first match wins), or `None`
+/// when the bytes are no cache of a known format.
+pub fn parse(b: &[u8]) -> Option<Vec<Entry>> {
+    Some(raw(b)?.map(|(name, path, flags)| Entry { name: lossy(name), path: lossy(path), flags }).collect())
+}
+
+/// How many entries the cache holds, or `None` when the bytes are no cache.
+pub fn count(b: &[u8]) -> Option<usize> {
+    Some(raw(b)?.count())
+}
+
+/// The file the cache gives for `name` on this architecture, read straight from the bytes (the
+/// start path asks for a handful of names: no entry is copied but the one found).
+pub fn find(b: &[u8], name: &str) -> Option<Entry> {
+    raw(b)?.find(|(n, _, flags)| *n == name.as_bytes() && native(*flags)).map(|(n, path, flags)| Entry {
+        name: lossy(n),
+        path: lossy(path),
+        flags,
+    })
 }
 
 /// The file the cache gives for `name` on this architecture.
@@ -150,6 +175,11 @@ mod tests {
     fn a_real_debian_cache_resolves_its_libraries() {
         let e = parse(DEBIAN).expect("a cache");
         assert_eq!(e.len(), 558);
+        assert_eq!(count(DEBIAN), Some(558));
+        for name in ["libibverbs.so.1", "libc.so.6", "libnccl.so.2", "libnope.so.9"] {
+            assert_eq!(find(DEBIAN, name).as_ref(), lookup(&e, name), "{name}");
+        }
+        assert_eq!(find(DEBIAN, "libz.so.1").is_some(), cfg!(target_arch = "x86_64"));
         // The cache is an x86-64 machine's: its entries are taken there, never by another
         // architecture's loader (the aarch64 build runs this test too).
         let z = lookup(&e, "libz.so.1").map(|z| z.path.as_str());

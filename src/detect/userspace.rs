@@ -113,7 +113,8 @@ const TRIPLET: &str = "x86_64-linux-gnu";
 pub struct Loader<'a> {
     root: &'a Path,
     ld_path: Vec<String>,
-    cache: Option<Vec<ldcache::Entry>>,
+    /// The cache's bytes, read once and searched per name (`ldcache::find`).
+    cache: Option<Vec<u8>>,
     cache_note: String,
 }
 
@@ -139,11 +140,8 @@ impl<'a> Loader<'a> {
             .map(|v| v.to_string_lossy().split([':', ';']).filter(|d| d.starts_with('/')).map(String::from).collect())
             .unwrap_or_default();
         let (cache, cache_note) = match inside(root, "etc/ld.so.cache").map(|p| file::read(&p, ldcache::MAX_BYTES)) {
-            Some(Ok(b)) => match ldcache::parse(&b) {
-                Some(e) => {
-                    let note = format!("{} entries", e.len());
-                    (Some(e), note)
-                }
+            Some(Ok(b)) => match ldcache::count(&b) {
+                Some(n) => (Some(b), format!("{n} entries")),
                 None => (None, "not a glibc ld.so.cache; only the default directories searched".into()),
             },
             Some(Err(e)) if e.is_not_found() => (None, "absent".into()),
@@ -165,7 +163,7 @@ impl<'a> Loader<'a> {
                 return Some(Found { path: p, by: "LD_LIBRARY_PATH".into() });
             }
         }
-        if let Some(e) = self.cache.as_deref().and_then(|c| ldcache::lookup(c, name)) {
+        if let Some(e) = self.cache.as_deref().and_then(|c| ldcache::find(c, name)) {
             if exists(self.root, &e.path) {
                 return Some(Found { path: e.path.clone(), by: "ld.so.cache".into() });
             }

@@ -1,6 +1,7 @@
 # What a run reads of a real kernel GID table (rxe's, under TCG: counts, not times). Four pods on
 # macvlan children of one rxe device's net device, made in the order A, C, B, D: the pod under test
-# (podB) has podA's entry (NCCL's own pick) and podC's before its own, podD's after. A run must
+# (podB) has podA's entry (NCCL's own pick) and podC's before its own, podD's after; podC holds 201
+# addresses, so podB's entry sits past index 200, as on a busy shared node. A run must
 # stop at its own entry (no gids/N past it opened), read podC's entry by address alone (no
 # gid_attrs of it: only NCCL's pick and the pod's own addresses get their type and net device read),
 # and doctor must still read the whole table. With verbs (a run's default on the kernel's /sys) the
@@ -13,6 +14,12 @@ command -v strace >/dev/null 2>&1 || skip "no strace in this guest (setup.sh ins
 require "rxe0 on veth0, no address on veth0" rxe_on rxe0 veth0
 for p in A C B D; do
     require "pod$p: macvlan net1" lab_shared_pod "pod$p" veth0 macvlan "10.38.0.$((60 + $(printf '%d' "'$p") - 64))"
+    if [ "$p" = C ]; then
+        # podC holds 200 more addresses (an entry each in rxe's table): podB's own entry lands
+        # past index 200, as on a busy shared node.
+        for i in $(seq 1 200); do $IP -n podC addr add "10.38.1.$i/32" dev net1 || break; done
+        require "podC's 200 more entries" wait_gid rxe0 10.38.1.200
+    fi
 done
 require "entries for every pod" wait_gid rxe0 10.38.0.64
 v2_index_of() { # DEV ADDR: the RoCE v2 entry of ADDR (the one NCCL and nccl-wrap take)
@@ -28,6 +35,7 @@ id=$(v2_index_of rxe0 10.38.0.64)
 len=$(ls /sys/class/infiniband/rxe0/ports/1/gids | wc -l)
 say "rxe0: $len entries; podA's IPv4 at $ia, podB's at $ib, podD's at $id"
 assert "podB's entry sits between podA's and podD's" [ "$ia" -lt "$ib" -a "$ib" -lt "$id" ]
+assert "podB's entry is past index 200" [ "$ib" -gt 200 ]
 
 trace() { # trace FILE CMD...: nccl-wrap in podB under strace (every openat kept)
     _f=$1; shift
@@ -76,4 +84,7 @@ assert_eq "the GID index is podB's own entry" "$ib" "$(echo "$gi_v" | sed "s/^ex
 run_sc=$(count -q --skip-verbs -- /bin/true)
 verbs_sc=$(count -q -- /bin/true)
 doctor_sc=$(count doctor --no-selftest)
+# The sysfs walk grows with podB's index (three files an entry, one for the neighbours' entries);
+# the verbs path does not.
+assert "a run with verbs makes fewer syscalls ($verbs_sc) than the sysfs walk to entry $ib ($run_sc)" [ "$verbs_sc" -lt "$run_sc" ]
 finish "rxe0 ($len entries, podB's at $ib of 4 pods): a run read gids 0..$max, podC's entry $ic by address alone; with verbs gids 0..$vmax and $calls ibv_query_gid_table ($vfiles GID files against $sfiles); syscalls: run $run_sc, with verbs $verbs_sc, doctor $doctor_sc"
