@@ -86,10 +86,13 @@ fn new_header_at(b: &[u8]) -> Option<usize> {
     b.get(aligned..)?.starts_with(MAGIC_NEW).then_some(aligned)
 }
 
-/// The cache's entries as they lie in `b` (name, path, flags), in the cache's order, borrowed:
-/// nothing is copied until a caller keeps one. `None` when the bytes are no cache of a known
-/// format.
-fn raw(b: &[u8]) -> Option<impl Iterator<Item = (&[u8], &[u8], i32)>> {
+/// One entry of the table: its flags and the offsets of its name and path.
+type Slot = (i32, usize, usize);
+
+/// The new-format table's bytes (from its header) and its entries' (flags, name offset, path
+/// offset), in the cache's order; offsets are into the returned bytes and still unchecked.
+/// `None` when the bytes are no cache of a known format.
+fn table(b: &[u8]) -> Option<(&[u8], impl Iterator<Item = Slot> + '_)> {
     let base = new_header_at(b)?;
     let data = b.get(base..)?;
     let nlibs = usize::try_from(u32_at(data, 20)?).ok()?;
@@ -97,14 +100,22 @@ fn raw(b: &[u8]) -> Option<impl Iterator<Item = (&[u8], &[u8], i32)>> {
     if table_end > data.len() {
         return None;
     }
-    Some((0..nlibs.min(MAX_ENTRIES)).filter_map(move |i| {
+    let entries = (0..nlibs.min(MAX_ENTRIES)).filter_map(move |i| {
         let at = HEADER_NEW + i * ENTRY_NEW;
         let flags = i32::from_le_bytes(data.get(at..at + 4)?.try_into().ok()?);
         let key = usize::try_from(u32_at(data, at + 4)?).ok()?;
         let value = usize::try_from(u32_at(data, at + 8)?).ok()?;
-        // An entry whose strings fall outside the file is skipped, not trusted.
-        Some((c_bytes(data, key)?, c_bytes(data, value)?, flags))
-    }))
+        Some((flags, key, value))
+    });
+    Some((data, entries))
+}
+
+/// The cache's entries as they lie in `b` (name, path, flags), in the cache's order, borrowed:
+/// nothing is copied until a caller keeps one. An entry whose strings fall outside the file is
+/// skipped, not trusted.
+fn raw(b: &[u8]) -> Option<impl Iterator<Item = (&[u8], &[u8], i32)>> {
+    let (data, entries) = table(b)?;
+    Some(entries.filter_map(move |(flags, key, value)| Some((c_bytes(data, key)?, c_bytes(data, value)?, flags))))
 }
 
 /// Every entry of the cache, in the cache's order (the loader's: the first match wins), or `None`
@@ -113,18 +124,28 @@ pub fn parse(b: &[u8]) -> Option<Vec<Entry>> {
     Some(raw(b)?.map(|(name, path, flags)| Entry { name: lossy(name), path: lossy(path), flags }).collect())
 }
 
-/// How many entries the cache holds, or `None` when the bytes are no cache.
+/// How many entries the cache's table holds (at most [`MAX_ENTRIES`]; an entry whose strings fall
+/// outside the file is counted here and skipped by `parse` and `find`), or `None` when the bytes
+/// are no cache.
 pub fn count(b: &[u8]) -> Option<usize> {
-    Some(raw(b)?.count())
+    Some(table(b)?.1.count())
 }
 
 /// The file the cache gives for `name` on this architecture, read straight from the bytes (the
 /// start path asks for a handful of names: no entry is copied but the one found).
 pub fn find(b: &[u8], name: &str) -> Option<Entry> {
-    raw(b)?.find(|(n, _, flags)| *n == name.as_bytes() && native(*flags)).map(|(n, path, flags)| Entry {
-        name: lossy(n),
-        path: lossy(path),
-        flags,
+    let (data, mut entries) = table(b)?;
+    let want = name.as_bytes();
+    // A name is compared where it lies (its bytes, then its NUL): no other entry's strings are
+    // scanned for their end.
+    let named = |key: usize| {
+        key.checked_add(want.len()).and_then(|end| Some(data.get(key..end)? == want && *data.get(end)? == 0))
+    };
+    entries.find_map(|(flags, key, value)| {
+        if !(native(flags) && named(key) == Some(true)) {
+            return None;
+        }
+        Some(Entry { name: name.to_owned(), path: lossy(c_bytes(data, value)?), flags })
     })
 }
 
