@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""Alternates commands from one loop (posix_spawn, output to /dev/null) and prints each one's
+median wall time and its difference from the first command's: a start-up figure that the drift
+of a machine's load cannot slip between two commands, as it can between hyperfine's runs of one
+command after another.
+
+    python3 bench/alternate.py ROUNDS CMD1 ARGS... :: CMD2 ARGS... [:: ...]
+
+Each command is an absolute path and its arguments; 20 warm-up rounds are not counted.
+"""
+import os
+import statistics
+import sys
+import time
+
+
+def main():
+    rounds = int(sys.argv[1])
+    cmds, cur = [], []
+    for a in sys.argv[2:]:
+        if a == "::":
+            cmds.append(cur)
+            cur = []
+        else:
+            cur.append(a)
+    cmds.append(cur)
+    env = dict(os.environ)
+    devnull = os.open("/dev/null", os.O_WRONLY)
+    out = [(os.POSIX_SPAWN_DUP2, devnull, 1), (os.POSIX_SPAWN_DUP2, devnull, 2)]
+    times = [[] for _ in cmds]
+    for i in range(rounds + 20):
+        for k, c in enumerate(cmds):
+            t = time.perf_counter()
+            pid = os.posix_spawn(c[0], c, env, file_actions=out)
+            os.waitpid(pid, 0)
+            if i >= 20:
+                times[k].append((time.perf_counter() - t) * 1e3)
+    first = statistics.median(times[0])
+    for c, t in zip(cmds, times):
+        m = statistics.median(t)
+        print(f"{m:7.3f} ms  {m - first:+7.3f}  {' '.join(c)[:110]}")
+
+
+if __name__ == "__main__":
+    main()
