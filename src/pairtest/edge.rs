@@ -95,20 +95,28 @@ pub fn initiate(here: &Here, target: &str, limits: &Settings, wait_until: Instan
     Ok(out)
 }
 
+/// What of `hello` this listener's `settings` clamp (its message size, round trips, timed run,
+/// and the total it registers): for the caller to say before it answers, so that a peer that
+/// asks for more and then vanishes half way is named for what it asked all the same.
+pub fn clamped(opened: &Opened, hello: &Hello, settings: &Settings) -> Vec<String> {
+    let pairs = session::pairing(hello.ports.len(), opened.infos.len(), hello.all_pairs);
+    settings.answer(hello, pairs.len()).1
+}
+
 /// Answers one peer whose hello arrived, with ports opened by this thread, within this
-/// listener's `settings`; returns the pairs as this end saw them (the initiator's figures
-/// included) and what of the hello was clamped.
+/// listener's `settings` (what they clamp: [`clamped`]); returns the pairs as this end saw them
+/// (the initiator's figures included).
 pub fn answer(
     here: &Here,
     opened: &Opened,
     mut s: Session,
     hello: &Hello,
     settings: &Settings,
-) -> Result<(Vec<PairResult>, Vec<String>), ExchangeError> {
-    let (runs, clamped) = session::answer(&mut s, hello, opened, &here.host, settings)?;
+) -> Result<Vec<PairResult>, ExchangeError> {
+    let runs = session::answer(&mut s, hello, opened, &here.host, settings)?;
     let peer = format!("{} ({})", s.peer, hello.host);
     let mut out: Vec<PairResult> =
         runs.iter().enumerate().map(|(k, r)| output::result(k, &peer, r, here.local())).collect();
     out.extend(output::unpaired(runs.len(), &peer, &opened.infos, &hello.ports, hello.all_pairs, &here.dropped));
-    Ok((out, clamped))
+    Ok(out)
 }

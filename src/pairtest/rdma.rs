@@ -58,11 +58,14 @@ impl PairTest for Rdma {
     fn answer(&self, s: Session, hello: &Hello, settings: &Settings) -> Result<Vec<PairResult>, String> {
         let here = self.here().map_err(|c| c.summary)?;
         let opened = edge::open(&here.planned).map_err(|c| c.summary)?;
-        let peer = s.peer.clone();
-        let (results, clamped) = edge::answer(&here, &opened, s, hello, settings).map_err(|e| e.to_string())?;
+        let clamped = edge::clamped(&opened, hello, settings);
         if !clamped.is_empty() {
-            eprintln!("{PREFIX} pair test: {peer} asked for more than this listener allows: {}", clamped.join(", "));
+            eprintln!(
+                "{PREFIX} pair test: {} asked for more than this listener allows: {}",
+                s.peer,
+                clamped.join(", ")
+            );
         }
-        Ok(results)
+        edge::answer(&here, &opened, s, hello, settings).map_err(|e| e.to_string())
     }
 }

@@ -239,16 +239,16 @@ pub fn initiate(
 
 /// The listening end, after the initiator's hello: answer it, then serve every pair until the
 /// initiator says it is done. The listener's own settings (`ours`) bound what the hello may ask
-/// for; what was clamped is returned beside the pairs, for the caller to say.
+/// for (what they clamp, the caller says first: `edge::clamped`).
 pub fn answer(
     s: &mut Session,
     hello: &Hello,
     opened: &Opened,
     host: &str,
     ours: &Settings,
-) -> Result<(Vec<PairRun>, Vec<String>), ExchangeError> {
+) -> Result<Vec<PairRun>, ExchangeError> {
     let pairs = pairing(hello.ports.len(), opened.infos.len(), hello.all_pairs);
-    let (limits, clamped) = ours.answer(hello, pairs.len());
+    let (limits, _) = ours.answer(hello, pairs.len());
     // This end's hello carries the sizes it will run, so that the initiator runs the same.
     s.send(&Message::Hello(limits.hello(host, opened.infos.clone())))?;
     s.extend(Instant::now() + budget(pairs.len(), rounds(&pairs).len(), &limits));
@@ -310,7 +310,7 @@ pub fn answer(
             })
             .collect())
     })?;
-    Ok((runs, clamped))
+    Ok(runs)
 }
 
 #[cfg(test)]

@@ -158,14 +158,15 @@ fn run(inp: &Inputs, opts: &Options, out: &mut Printer) -> Result<(), Cause> {
                 &l,
                 serve,
                 |s, hello| {
-                    let peer = s.peer.clone();
-                    let (results, clamped) = edge::answer(&here, &opened, s, &hello, &opts.test)?;
+                    let clamped = edge::clamped(&opened, &hello, &opts.test);
                     if !clamped.is_empty() {
                         eprintln!(
-                            "{PREFIX} ping: {peer} asked for more than --bytes/--iters/--duration-ms allow here: {}",
+                            "{PREFIX} ping: {} asked for more than --bytes/--iters/--duration-ms allow here: {}",
+                            s.peer,
                             clamped.join(", ")
                         );
                     }
+                    let results = edge::answer(&here, &opened, s, &hello, &opts.test)?;
                     results.iter().for_each(|r| out.pair(r));
                     Ok(())
                 },
@@ -201,7 +202,17 @@ fn ring_run(r: &order::Ring, port: u16, here: &Here, opts: &Options, allow: &All
             exchange::serve(
                 &l,
                 serve,
-                |s, h| edge::answer(here, &opened, s, &h, &opts.test).map(drop),
+                |s, h| {
+                    let clamped = edge::clamped(&opened, &h, &opts.test);
+                    if !clamped.is_empty() {
+                        eprintln!(
+                            "{PREFIX} ping: {} asked for more than this pod allows: {}",
+                            s.peer,
+                            clamped.join(", ")
+                        );
+                    }
+                    edge::answer(here, &opened, s, &h, &opts.test).map(drop)
+                },
                 |e| eprintln!("{PREFIX} ping: serving the previous pod of the ring: {e}"),
             )
             .map_err(|e| e.to_string())

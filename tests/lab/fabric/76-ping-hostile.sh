@@ -8,7 +8,8 @@
 #   truncated       a hello header declaring 200 bytes, 20 sent, then the connection closed
 #   mid-exchange    a valid hello, then the connection closed when the listener's setup comes
 #   greedy          a valid hello asking for 1 GiB per pair (the wire's largest), held 3 s: the
-#                   listener's own hello answers with its --bytes (65536), and the memory it pins
+#                   listener says the clamp at once, its own hello answers with its --bytes
+#                   (65536), and the memory it pins
 #                   (VmPin, sampled every 0.2 s over the whole session) stays under 4 MiB
 # Each is named on the listener's stderr; the listener stays up, and a good peer afterwards
 # passes (exit 0 on the client, its pair printed by the listener too).
@@ -60,13 +61,15 @@ if [ "$LAB_NODE" = 0 ]; then
     assert "silence: named" grep -q 'sent nothing for a message header before the deadline (0 of 13 bytes arrived)' /tmp/fab.h.err
     assert "truncated: named" grep -q 'closed the connection half way through a message body (20 of 200 bytes)' /tmp/fab.h.err
     assert "mid-exchange: named" grep -q 'closed the connection half way through a message header (0 of 13 bytes)' /tmp/fab.h.err
-    assert_eq "stderr: one line per hostile peer" 6 "$(grep -c 'nccl-wrap: ping: ' /tmp/fab.h.err)"
+    assert "greedy: the clamp said before the answer" \
+        grep -q 'asked for more than --bytes/--iters/--duration-ms allow here: bytes 1073741824 clamped to 65536' /tmp/fab.h.err
+    assert_eq "stderr: one line per hostile peer, and the greedy one's clamp" 7 "$(grep -c 'nccl-wrap: ping: ' /tmp/fab.h.err)"
     pin=$(sort -n /tmp/fab.h.pin | tail -n1)
     assert "greedy: VmPin sampled ($(wc -l </tmp/fab.h.pin) samples)" test -s /tmp/fab.h.pin
     assert "greedy: the listener pinned at most 4 MiB (at most ${pin:-?} kB)" test "${pin:-99999}" -le 4096
     l=$(pj_pair /tmp/fab.h.out 0)
     assert_eq "the good peer's pair, as the listener saw it" pass "$(pj_status "$l")"
-    finish "listener up after 5 hostile peers, each named; good peer served: $(pj_status "$l")"
+    finish "listener up after 6 hostile peers, each named; good peer served: $(pj_status "$l")"
 fi
 
 r=$(fab_wait 0 h.ready) || true
@@ -92,4 +95,4 @@ fab_post h.done
 assert_eq "good peer after the hostile ones: exit" 0 "$CLI_RC"
 l=$(pj_pair /tmp/fab.good.cli 0)
 assert_eq "good peer: pair status" pass "$(pj_status "$l")"
-finish "5 hostile peers sent; good peer exit $CLI_RC after ${CLI_SECS}s: $(pj_status "$l")"
+finish "6 hostile peers sent; good peer exit $CLI_RC after ${CLI_SECS}s: $(pj_status "$l")"
