@@ -165,7 +165,9 @@ fn doctor_names_a_provider_built_for_another_libibverbs_abi() {
     // carries it in its dynamic string table) beside an mlx5 provider of ABI 25 only.
     let dir = TempRoot::new("abi");
     let root = dir.path();
-    let lib = root.join("usr/lib/x86_64-linux-gnu");
+    // The loader's default directory of the architecture the tests run as (qemu-user on aarch64).
+    let triplet = if cfg!(target_arch = "aarch64") { "aarch64-linux-gnu" } else { "x86_64-linux-gnu" };
+    let lib = root.join("usr/lib").join(triplet);
     std::fs::create_dir_all(lib.join("libibverbs")).expect("mkdir");
     std::fs::create_dir_all(root.join("etc/libibverbs.d")).expect("mkdir");
     let mut text = vec![0x7fu8, b'E', b'L', b'F'];
