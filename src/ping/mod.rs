@@ -158,14 +158,7 @@ fn run(inp: &Inputs, opts: &Options, out: &mut Printer) -> Result<(), Cause> {
                 &l,
                 serve,
                 |s, hello| {
-                    let clamped = edge::clamped(&opened, &hello, &opts.test);
-                    if !clamped.is_empty() {
-                        eprintln!(
-                            "{PREFIX} ping: {} asked for more than --bytes/--iters/--duration-ms allow here: {}",
-                            s.peer,
-                            clamped.join(", ")
-                        );
-                    }
+                    say_clamped(&s.peer, &edge::clamped(&opened, &hello, &opts.test));
                     let results = edge::answer(&here, &opened, s, &hello, &opts.test)?;
                     results.iter().for_each(|r| out.pair(r));
                     Ok(())
@@ -203,14 +196,7 @@ fn ring_run(r: &order::Ring, port: u16, here: &Here, opts: &Options, allow: &All
                 &l,
                 serve,
                 |s, h| {
-                    let clamped = edge::clamped(&opened, &h, &opts.test);
-                    if !clamped.is_empty() {
-                        eprintln!(
-                            "{PREFIX} ping: {} asked for more than this pod allows: {}",
-                            s.peer,
-                            clamped.join(", ")
-                        );
-                    }
+                    say_clamped(&s.peer, &edge::clamped(&opened, &h, &opts.test));
                     edge::answer(here, &opened, s, &h, &opts.test).map(drop)
                 },
                 |e| eprintln!("{PREFIX} ping: serving the previous pod of the ring: {e}"),
@@ -225,4 +211,13 @@ fn ring_run(r: &order::Ring, port: u16, here: &Here, opts: &Options, allow: &All
         }
         result
     })
+}
+/// One line for what a listener clamped of a peer's hello, said before it answers.
+fn say_clamped(peer: &str, clamped: &[String]) {
+    if !clamped.is_empty() {
+        eprintln!(
+            "{PREFIX} ping: {peer} asked for more than --bytes/--iters/--duration-ms allow here: {}",
+            clamped.join(", ")
+        );
+    }
 }
