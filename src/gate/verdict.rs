@@ -21,6 +21,7 @@ pub struct Pod {
 
 /// One pair's result as the verdict carries it.
 pub fn of_pair(me: &Pod, peer: &Pod, r: &PairResult) -> Finding {
+    let figure = r.figure();
     let rail = |d: &str, p: u8| (p > 0 && d != "none").then(|| format!("{d}:{p}"));
     Finding {
         rank: me.rank,
@@ -33,8 +34,8 @@ pub fn of_pair(me: &Pod, peer: &Pod, r: &PairResult) -> Finding {
         cause: r.cause.as_ref().map(|c| c.id.to_owned()),
         summary: clip(r.cause.as_ref().map_or("", |c| c.summary.as_str()), MAX_TEXT),
         hint: clip(r.cause.as_ref().map_or("", |c| c.hint.as_str()), MAX_TEXT),
-        kbps: r.figure().kbps,
-        rated_kbps: r.figure().rated_kbps,
+        kbps: figure.kbps,
+        rated_kbps: figure.rated_kbps,
     }
 }
 

@@ -298,15 +298,19 @@ fn ring(o: &mut Out, r: &super::ring::Report) {
         ),
         Outcome::Tested { next, pairs } => {
             o.family("ring_tested", "gauge", "1 when the last ring round tested the successor; 0 with the reason (resolve, no-own-address, alone, not-listed)", &[(Vec::new(), 1.0)]);
+            // Which pair a sample is: the successor, this node's device and port.
+            let pair = |p: &super::ring::Pair| {
+                vec![
+                    ("peer", next.to_string()),
+                    ("device", p.device.clone()),
+                    ("port", p.port.map(|n| n.to_string()).unwrap_or_default()),
+                ]
+            };
             let samples: Vec<_> = pairs
                 .iter()
                 .map(|p| {
-                    let labels = vec![
-                        ("peer", next.to_string()),
-                        ("device", p.device.clone()),
-                        ("port", p.port.map(|n| n.to_string()).unwrap_or_default()),
-                        ("cause", p.cause.unwrap_or_default().to_string()),
-                    ];
+                    let mut labels = pair(p);
+                    labels.push(("cause", p.cause.unwrap_or_default().to_string()));
                     (labels, status_value(p.status))
                 })
                 .collect();
@@ -317,17 +321,7 @@ fn ring(o: &mut Out, r: &super::ring::Report) {
                 &samples,
             );
             let figure = |f: &dyn Fn(&super::ring::Pair) -> Option<u64>| -> Vec<(Vec<(&str, String)>, f64)> {
-                pairs
-                    .iter()
-                    .filter_map(|p| {
-                        let labels = vec![
-                            ("peer", next.to_string()),
-                            ("device", p.device.clone()),
-                            ("port", p.port.map(|n| n.to_string()).unwrap_or_default()),
-                        ];
-                        Some((labels, f(p)? as f64 / 1e6))
-                    })
-                    .collect()
+                pairs.iter().filter_map(|p| Some((pair(p), f(p)? as f64 / 1e6))).collect()
             };
             o.family(
                 "ring_pair_gbps",
