@@ -186,8 +186,8 @@ impl Seen {
         })
     }
 
-    fn netdevs(&mut self, sysfs: &detect::sysfs::Sysfs, device: &str) -> &[String] {
-        self.netdevs.entry(device.to_string()).or_insert_with(|| detect::bootstrap::rails(sysfs, [device]))
+    fn netdevs(&mut self, sysfs: &detect::sysfs::Sysfs, device: &detect::Device) -> &[String] {
+        self.netdevs.entry(device.name.clone()).or_insert_with(|| detect::bootstrap::rails(sysfs, device))
     }
 }
 
@@ -223,7 +223,7 @@ fn detect_for_family(
         if !d.ports.iter().any(|p| p.link_layer.as_deref() == Some("Ethernet")) {
             continue;
         }
-        let mut names = seen.netdevs(sysfs, &d.name).to_vec();
+        let mut names = seen.netdevs(sysfs, d).to_vec();
         names.extend(d.ports.iter().filter_map(|p| p.gid.as_ref().and_then(|g| g.ndev.clone())));
         names.sort();
         names.dedup();
@@ -258,13 +258,22 @@ fn ready_for(
         &detect::userspace::drivers(sysfs, used.iter().copied()),
         depth,
     );
-    let mut rails: Vec<String> = used.iter().flat_map(|d| seen.netdevs(sysfs, d).to_vec()).collect();
+    let used_devices: Vec<&detect::Device> =
+        plan.detection.devices.iter().filter(|d| used.contains(&d.name.as_str())).collect();
+    let mut rails: Vec<String> = used_devices.iter().flat_map(|d| seen.netdevs(sysfs, d).to_vec()).collect();
     for p in plan.detection.devices.iter().flat_map(|d| &d.ports) {
         rails.extend(p.gid.as_ref().and_then(|g| g.ndev.clone()));
         rails.extend(p.pkey.as_ref().map(|k| k.netdev.clone()));
     }
     let addrs = seen.addrs(&plan.detection).to_vec();
-    let routes = detect::route::read(&opts.proc_root).unwrap_or_default();
+    // The pod's other interfaces that sit on a used device's function are rails too.
+    let functions: Vec<&str> = used_devices.iter().filter_map(|d| detect::devices::function(&d.attachment)).collect();
+    let mut others: Vec<&str> =
+        addrs.iter().map(|a| a.ifname.as_str()).filter(|n| !rails.iter().any(|r| r == n)).collect();
+    others.sort_unstable();
+    others.dedup();
+    rails.extend(detect::bootstrap::on_functions(sysfs, others, &functions));
+    let routes = detect::route::Table::read(&opts.proc_root);
     let lookup = |n: &str| detect::bootstrap::resolve(n, detect::bootstrap::RESOLVE_WAIT);
     let bootstrap = detect::bootstrap::choose(vars, opts.gate_coordinator.as_deref(), &routes, &addrs, &rails, &lookup);
     plan::Ready { userspace, bootstrap, extra: reason_facts(vars, sysfs, plan), prefs, family }

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::detect::devices::Device;
 use crate::detect::netif::OwnAddr;
 use crate::detect::route::{self, Route};
 use crate::detect::sysfs::Sysfs;
@@ -69,15 +70,37 @@ pub struct Bootstrap {
     pub how: String,
 }
 
-/// The net devices of `devices` (`device/net/*` in sysfs): rails, whose RDMA ports NCCL_IB_HCA
-/// holds, never the bootstrap's.
-pub fn rails<'a>(sysfs: &Sysfs, devices: impl IntoIterator<Item = &'a str>) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut problems = Vec::new();
-    for d in devices {
-        out.extend(sysfs.list(&format!("class/infiniband/{d}/device/net"), &mut problems));
+/// A device's net devices: rails, whose RDMA ports NCCL_IB_HCA holds, never the bootstrap's.
+/// Those its ports already named (the net device of the chosen GID entry, the IPoIB child), or,
+/// where a port named none, those `device/net` lists: a listing only where detection left one
+/// out.
+pub fn rails(sysfs: &Sysfs, d: &Device) -> Vec<String> {
+    let named: Vec<String> = d
+        .ports
+        .iter()
+        .filter_map(|p| {
+            p.gid.as_ref().and_then(|g| g.ndev.clone()).or_else(|| p.pkey.as_ref().map(|k| k.netdev.clone()))
+        })
+        .collect();
+    if !d.ports.is_empty() && named.len() == d.ports.len() {
+        return named;
     }
-    out
+    let mut problems = Vec::new();
+    sysfs.list(&format!("class/infiniband/{}/device/net", d.name), &mut problems)
+}
+
+/// Which of `names` sit on one of `functions` (`class/net/<name>/device`, one readlink each):
+/// the other net devices of a rail's function, such as the parent of a VLAN child whose address
+/// the GID entry holds, which a listing of `device/net` would also have named.
+pub fn on_functions<'a>(sysfs: &Sysfs, names: impl IntoIterator<Item = &'a str>, functions: &[&str]) -> Vec<String> {
+    if functions.is_empty() {
+        return Vec::new();
+    }
+    names
+        .into_iter()
+        .filter(|n| sysfs.netdev_function(n).is_some_and(|f| functions.contains(&f.as_str())))
+        .map(String::from)
+        .collect()
 }
 
 /// Where the coordinator comes from, in order: the launcher's variables, then the gate's.
@@ -154,7 +177,7 @@ fn family(a: &IpAddr) -> &'static str {
 pub fn choose(
     vars: &Vars,
     gate: Option<&str>,
-    routes: &[Route],
+    routes: &route::Table,
     addrs: &[OwnAddr],
     rails: &[String],
     lookup: &dyn Fn(&str) -> Lookup,
@@ -194,7 +217,7 @@ pub fn choose(
                 ));
                 continue;
             }
-            match interface_to(t, routes, addrs) {
+            match interface_to(t, routes.family(t.is_ipv6()), addrs) {
                 Some(i) => match unfit(i, addrs, rails) {
                     None => {
                         return Bootstrap {
@@ -211,10 +234,16 @@ pub fn choose(
             }
         }
     }
-    let default = routes
-        .iter()
-        .filter(|r| r.is_default() && unfit(&r.ifname, addrs, rails).is_none())
-        .min_by_key(|r| (r.dest.is_ipv6(), r.metric));
+    // An IPv4 default route before any IPv6 one: the IPv6 table is read only when no IPv4 one
+    // qualifies.
+    let default_of = |v6: bool| {
+        routes
+            .family(v6)
+            .iter()
+            .filter(|r| r.is_default() && unfit(&r.ifname, addrs, rails).is_none())
+            .min_by_key(|r| r.metric)
+    };
+    let default = default_of(false).or_else(|| default_of(true));
     let coordinator = coord.as_ref().map(|(v, x)| format!("{v}={}", shown(x)));
     match default {
         Some(r) => {
@@ -257,7 +286,11 @@ mod tests {
     fn vars(kv: &[(&str, &str)]) -> Vars {
         kv.iter().map(|(k, v)| (k.into(), v.into())).collect()
     }
-    fn pod() -> (Vec<Route>, Vec<OwnAddr>) {
+    fn pod() -> (route::Table<'static>, Vec<OwnAddr>) {
+        let (routes, addrs) = pod_routes();
+        (route::Table::given(routes), addrs)
+    }
+    fn pod_routes() -> (Vec<Route>, Vec<OwnAddr>) {
         (
             vec![
                 r("eth0", "0.0.0.0", 0, 0),
@@ -303,12 +336,86 @@ mod tests {
 
     #[test]
     fn link_local_only_and_loopback_never_qualify() {
-        let (mut routes, addrs) = pod();
+        let (mut routes, addrs) = pod_routes();
         routes.retain(|r| r.ifname != "eth0");
         routes.push(r("pid0", "0.0.0.0", 0, 0));
+        let routes = route::Table::given(routes);
         let b = choose(&vars(&[("MASTER_ADDR", "127.0.0.1")]), None, &routes, &addrs, &[], &never);
         assert_eq!(b.ifname, None, "{b:?}");
         assert!(b.how.contains("loopback") && b.how.starts_with("left to NCCL"), "{}", b.how);
+    }
+
+    /// A pod's proc root holding both tables: an IPv4 default route by eth0, an IPv6 one by eth1.
+    fn proc_root(tag: &str) -> std::path::PathBuf {
+        let root = std::env::temp_dir().join(format!("nccl-wrap-routes-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(root.join("net")).expect("mkdir");
+        std::fs::write(
+            root.join("net/route"),
+            "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
+eth0\t00000000\t0100800A\t0003\t0\t0\t0\t00000000\t0\t0\t0\n",
+        )
+        .expect("write");
+        std::fs::write(
+            root.join("net/ipv6_route"),
+            "00000000000000000000000000000000 00 00000000000000000000000000000000 00 fe800000000000000000000000000001 00000400 00000001 00000000 00000003     eth1\n",
+        )
+        .expect("write");
+        root
+    }
+
+    #[test]
+    fn an_ipv4_default_route_settles_it_without_the_ipv6_table() {
+        let root = proc_root("v4");
+        let routes = route::Table::read(&root);
+        let addrs = vec![addr("eth0", "10.128.3.4"), addr("eth1", "fd00::4")];
+        let b = choose(&vars(&[]), None, &routes, &addrs, &[], &never);
+        assert_eq!((b.ifname.as_deref(), b.family), (Some("eth0"), Some("AF_INET")), "{b:?}");
+        assert!(routes.has_read(false) && !routes.has_read(true), "the IPv6 table was read");
+        // An IPv6 coordinator is looked up in the IPv6 table.
+        let b = choose(&vars(&[("MASTER_ADDR", "2001:db8::9")]), None, &routes, &addrs, &[], &never);
+        assert_eq!((b.ifname.as_deref(), b.family), (Some("eth1"), Some("AF_INET6")), "{b:?}");
+        std::fs::remove_dir_all(&root).expect("clean");
+    }
+
+    #[test]
+    fn the_ipv6_default_route_is_taken_when_no_ipv4_one_qualifies() {
+        let root = proc_root("v6");
+        let routes = route::Table::read(&root);
+        let addrs = vec![addr("eth0", "10.128.3.4"), addr("eth1", "fd00::4")];
+        let b = choose(&vars(&[]), None, &routes, &addrs, &["eth0".into()], &never);
+        assert_eq!((b.ifname.as_deref(), b.family), (Some("eth1"), Some("AF_INET6")), "{b:?}");
+        std::fs::remove_dir_all(&root).expect("clean");
+    }
+
+    /// mlx5_6 of the h100 node (a VF whose netdev is net1, on 0000:3c:00.2), as detection reads it.
+    fn h100_vf() -> (Sysfs, Device) {
+        let sysfs =
+            Sysfs::new(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/nodes/h100-roce-sriov/sys"));
+        let mut problems = Vec::new();
+        let ports = sysfs.ports("mlx5_6", &crate::nccl::gid::GidPrefs::default(), &[], &mut problems);
+        let (attachment, _) = sysfs.attachment("mlx5_6");
+        let d = Device { name: "mlx5_6".into(), origin: "test".into(), attachment, ports, problems: Vec::new() };
+        (sysfs, d)
+    }
+
+    #[test]
+    fn a_devices_rails_are_its_ports_net_devices_and_device_net_only_where_a_port_named_none() {
+        let (sysfs, mut d) = h100_vf();
+        assert_eq!(rails(&sysfs, &d), vec!["net1".to_string()]);
+        // Named by the port: the listing is not what answered (a name it does not hold).
+        d.ports[0].gid.as_mut().expect("pick").ndev = Some("net1.7".into());
+        assert_eq!(rails(&sysfs, &d), vec!["net1.7".to_string()]);
+        // A port without a net device: device/net is listed.
+        d.ports[0].gid = None;
+        assert_eq!(rails(&sysfs, &d), vec!["net1".to_string()]);
+    }
+
+    #[test]
+    fn interfaces_on_a_rails_function_are_rails() {
+        let (sysfs, d) = h100_vf();
+        let f = crate::detect::devices::function(&d.attachment).expect("a VF");
+        assert_eq!(on_functions(&sysfs, ["eth0", "net1", "net2", "no/such"], &[f]), vec!["net1".to_string()]);
+        assert!(on_functions(&sysfs, ["net1"], &[]).is_empty());
     }
 
     #[test]

@@ -264,7 +264,7 @@ fn types_for_a_range(inp: &Inputs, devices: &mut [Device]) {
 }
 
 /// The function a device sits on (PCI address, auxiliary ID), if any.
-fn function(a: &Attachment) -> Option<&str> {
+pub fn function(a: &Attachment) -> Option<&str> {
     match a {
         Attachment::Vf { pci, .. } | Attachment::Pf { pci } => Some(pci),
         Attachment::Sf { id } => Some(id),

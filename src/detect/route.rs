@@ -9,6 +9,7 @@
 //! modelled, which pods do not use. Pure parsing and lookup, bounded: at most [`MAX_BYTES`] per
 //! file and [`MAX_ROUTES`] routes; a line it cannot parse is skipped.
 
+use std::cell::OnceCell;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 
@@ -59,6 +60,17 @@ fn ifname_ok(n: &str) -> bool {
     !n.is_empty() && n.len() <= 15 && n.chars().all(|c| c.is_ascii_graphic() && c != '/')
 }
 
+/// The first `N` whitespace-separated fields of a line, or `None` when it has fewer: no
+/// allocation per line (the tables are read at every start).
+fn fields<const N: usize>(line: &str) -> Option<[&str; N]> {
+    let mut it = line.split_ascii_whitespace();
+    let mut out = [""; N];
+    for f in &mut out {
+        *f = it.next()?;
+    }
+    Some(out)
+}
+
 /// `/proc/net/route`: `Iface Destination Gateway Flags RefCnt Use Metric Mask ...`, addresses as
 /// the 32-bit value in host byte order, `%08X`.
 pub fn parse_v4(text: &str) -> Vec<Route> {
@@ -66,8 +78,8 @@ pub fn parse_v4(text: &str) -> Vec<Route> {
     text.lines()
         .skip(1)
         .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            if f.len() < 8 || !ifname_ok(f[0]) {
+            let f: [&str; 8] = fields(l)?;
+            if !ifname_ok(f[0]) {
                 return None;
             }
             let flags = u32::from_str_radix(f[3], 16).ok()?;
@@ -99,8 +111,8 @@ pub fn parse_v6(text: &str) -> Vec<Route> {
     let ip = |h: &str| (h.len() == 32).then(|| u128::from_str_radix(h, 16).ok().map(Ipv6Addr::from)).flatten();
     text.lines()
         .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            if f.len() < 10 || !ifname_ok(f[9]) {
+            let f: [&str; 10] = fields(l)?;
+            if !ifname_ok(f[9]) {
                 return None;
             }
             let flags = u32::from_str_radix(f[8], 16).ok()?;
@@ -125,16 +137,56 @@ pub fn parse_v6(text: &str) -> Vec<Route> {
 pub fn read(proc_root: &Path) -> Result<Vec<Route>, String> {
     let mut out = Vec::new();
     let mut errors = Vec::new();
-    for (name, parse) in [("net/route", parse_v4 as fn(&str) -> Vec<Route>), ("net/ipv6_route", parse_v6)] {
-        match file::read(&proc_root.join(name), MAX_BYTES) {
-            Ok(b) => out.extend(parse(&String::from_utf8_lossy(&b))),
-            Err(e) => errors.push(e.to_string()),
+    for v6 in [false, true] {
+        match read_family(proc_root, v6) {
+            Ok(r) => out.extend(r),
+            Err(e) => errors.push(e),
         }
     }
     if out.is_empty() && errors.len() == 2 {
         return Err(errors.join("; "));
     }
     Ok(out)
+}
+
+fn read_family(proc_root: &Path, v6: bool) -> Result<Vec<Route>, String> {
+    let (name, parse): (&str, fn(&str) -> Vec<Route>) =
+        if v6 { ("net/ipv6_route", parse_v6) } else { ("net/route", parse_v4) };
+    let bytes = file::read(&proc_root.join(name), MAX_BYTES).map_err(|e| e.to_string())?;
+    Ok(parse(&String::from_utf8_lossy(&bytes)))
+}
+
+/// This namespace's routes, each family's table read when first asked for: an IPv4 coordinator
+/// or an IPv4 default route settles a start without the IPv6 table (one file less on every
+/// pod's path). A table that cannot be read holds no routes, as `read` treats it.
+pub struct Table<'a> {
+    proc_root: Option<&'a Path>,
+    v4: OnceCell<Vec<Route>>,
+    v6: OnceCell<Vec<Route>>,
+}
+
+impl<'a> Table<'a> {
+    /// The tables under `proc_root`, read on demand.
+    pub fn read(proc_root: &'a Path) -> Self {
+        Table { proc_root: Some(proc_root), v4: OnceCell::new(), v6: OnceCell::new() }
+    }
+
+    /// Routes already at hand (tests, fixtures).
+    pub fn given(routes: Vec<Route>) -> Self {
+        let (v6, v4): (Vec<Route>, Vec<Route>) = routes.into_iter().partition(|r| r.dest.is_ipv6());
+        Table { proc_root: None, v4: OnceCell::from(v4), v6: OnceCell::from(v6) }
+    }
+
+    /// One family's routes.
+    pub fn family(&self, v6: bool) -> &[Route] {
+        let cell = if v6 { &self.v6 } else { &self.v4 };
+        cell.get_or_init(|| self.proc_root.map(|p| read_family(p, v6).unwrap_or_default()).unwrap_or_default())
+    }
+
+    /// Whether one family's table has been read (or given).
+    pub fn has_read(&self, v6: bool) -> bool {
+        if v6 { &self.v6 } else { &self.v4 }.get().is_some()
+    }
 }
 
 /// The route the kernel's main table takes to `to`: the longest prefix, then the lowest metric.

@@ -198,6 +198,12 @@ impl Sysfs {
         names::device_id(name).ok().map(String::from)
     }
 
+    /// The function (PCI address or auxiliary ID) the net device `ifname` sits on, if any.
+    pub fn netdev_function(&self, ifname: &str) -> Option<String> {
+        names::device_name(ifname).ok()?;
+        self.link_name(&format!("class/net/{ifname}/device"))
+    }
+
     /// How `dev` is attached, and the name of its function (PCI address or auxiliary ID).
     pub fn attachment(&self, dev: &str) -> (Attachment, Option<String>) {
         let base = format!("class/infiniband/{dev}");
