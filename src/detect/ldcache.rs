@@ -89,10 +89,9 @@ fn new_header_at(b: &[u8]) -> Option<usize> {
 /// One entry of the table: its flags and the offsets of its name and path.
 type Slot = (i32, usize, usize);
 
-/// The new-format table's bytes (from its header) and its entries' (flags, name offset, path
-/// offset), in the cache's order; offsets are into the returned bytes and still unchecked.
-/// `None` when the bytes are no cache of a known format.
-fn table(b: &[u8]) -> Option<(&[u8], impl Iterator<Item = Slot> + '_)> {
+/// The new-format table's bytes (from its header) and its entry count, checked against the bytes
+/// (at most [`MAX_ENTRIES`]); `None` when the bytes are no cache of a known format.
+fn header(b: &[u8]) -> Option<(&[u8], usize)> {
     let base = new_header_at(b)?;
     let data = b.get(base..)?;
     let nlibs = usize::try_from(u32_at(data, 20)?).ok()?;
@@ -100,14 +99,68 @@ fn table(b: &[u8]) -> Option<(&[u8], impl Iterator<Item = Slot> + '_)> {
     if table_end > data.len() {
         return None;
     }
-    let entries = (0..nlibs.min(MAX_ENTRIES)).filter_map(move |i| {
-        let at = HEADER_NEW + i * ENTRY_NEW;
-        let flags = i32::from_le_bytes(data.get(at..at + 4)?.try_into().ok()?);
-        let key = usize::try_from(u32_at(data, at + 4)?).ok()?;
-        let value = usize::try_from(u32_at(data, at + 8)?).ok()?;
-        Some((flags, key, value))
-    });
-    Some((data, entries))
+    Some((data, nlibs.min(MAX_ENTRIES)))
+}
+
+/// Entry `i` of the table (below the count `header` checked); offsets still unchecked.
+fn slot(data: &[u8], i: usize) -> Option<Slot> {
+    let at = HEADER_NEW + i * ENTRY_NEW;
+    let flags = i32::from_le_bytes(data.get(at..at + 4)?.try_into().ok()?);
+    let key = usize::try_from(u32_at(data, at + 4)?).ok()?;
+    let value = usize::try_from(u32_at(data, at + 8)?).ok()?;
+    Some((flags, key, value))
+}
+
+/// The new-format table's bytes (from its header) and its entries' (flags, name offset, path
+/// offset), in the cache's order; offsets are into the returned bytes and still unchecked.
+/// `None` when the bytes are no cache of a known format.
+fn table(b: &[u8]) -> Option<(&[u8], impl Iterator<Item = Slot> + '_)> {
+    let (data, n) = header(b)?;
+    Some((data, (0..n).filter_map(move |i| slot(data, i))))
+}
+
+/// glibc's `_dl_cache_libcmp`, the order ldconfig sorts the table in (descending) and the loader
+/// searches it by: bytes compared in turn, except that runs of digits compare as numbers
+/// (`libfoo.so.10` after `libfoo.so.9`), and a digit after any other byte.
+fn libcmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    let (mut i, mut j) = (0, 0);
+    let digit = |s: &[u8], k: usize| s.get(k).is_some_and(u8::is_ascii_digit);
+    while i < a.len() {
+        if digit(a, i) {
+            if !digit(b, j) {
+                return Ordering::Greater;
+            }
+            let (mut x, mut y) = (0u64, 0u64);
+            while digit(a, i) {
+                x = x.saturating_mul(10).saturating_add(u64::from(a[i] - b'0'));
+                i += 1;
+            }
+            while digit(b, j) {
+                y = y.saturating_mul(10).saturating_add(u64::from(b[j] - b'0'));
+                j += 1;
+            }
+            if x != y {
+                return x.cmp(&y);
+            }
+        } else if digit(b, j) {
+            return Ordering::Less;
+        } else {
+            match b.get(j) {
+                Some(&c) if c == a[i] => {
+                    i += 1;
+                    j += 1;
+                }
+                Some(&c) => return a[i].cmp(&c),
+                None => return Ordering::Greater,
+            }
+        }
+    }
+    if j < b.len() {
+        Ordering::Less
+    } else {
+        Ordering::Equal
+    }
 }
 
 /// The cache's entries as they lie in `b` (name, path, flags), in the cache's order, borrowed:
@@ -131,22 +184,46 @@ pub fn count(b: &[u8]) -> Option<usize> {
     Some(table(b)?.1.count())
 }
 
-/// The file the cache gives for `name` on this architecture, read straight from the bytes (the
-/// start path asks for a handful of names: no entry is copied but the one found).
+/// The file the cache gives for `name` on this architecture, searched as glibc's loader does
+/// (`search_cache`): a binary search of the table in [`libcmp`] order, then the first native entry
+/// among those of that name. About a dozen names compared instead of every entry, and a table
+/// that is not in ldconfig's order misses here as it misses in the loader. An offset outside the
+/// bytes ends the search, as it does there.
 pub fn find(b: &[u8], name: &str) -> Option<Entry> {
-    let (data, mut entries) = table(b)?;
+    use std::cmp::Ordering;
+    let (data, n) = header(b)?;
     let want = name.as_bytes();
-    // A name is compared where it lies (its bytes, then its NUL): no other entry's strings are
-    // scanned for their end.
-    let named = |key: usize| {
-        key.checked_add(want.len()).and_then(|end| Some(data.get(key..end)? == want && *data.get(end)? == 0))
+    let name_at = |i: usize| -> Option<(i32, &[u8], usize)> {
+        let (flags, key, value) = slot(data, i)?;
+        Some((flags, c_bytes(data, key)?, value))
     };
-    entries.find_map(|(flags, key, value)| {
-        if !(native(flags) && named(key) == Some(true)) {
-            return None;
+    let (mut lo, mut hi) = (0usize, n);
+    let mut hit = None;
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        let (_, key, _) = name_at(mid)?;
+        match libcmp(want, key) {
+            Ordering::Equal => {
+                hit = Some(mid);
+                break;
+            }
+            // Descending order: a smaller name lies further on.
+            Ordering::Less => lo = mid + 1,
+            Ordering::Greater => hi = mid,
         }
-        Some(Entry { name: name.to_owned(), path: lossy(c_bytes(data, value)?), flags })
-    })
+    }
+    let mut first = hit?;
+    while first > 0 && name_at(first - 1).is_some_and(|(_, k, _)| libcmp(want, k) == Ordering::Equal) {
+        first -= 1;
+    }
+    (first..n).map_while(|i| name_at(i).filter(|(_, k, _)| libcmp(want, k) == Ordering::Equal)).find_map(
+        |(flags, key, value)| {
+            if !native(flags) || key != want {
+                return None;
+            }
+            Some(Entry { name: name.to_owned(), path: lossy(c_bytes(data, value)?), flags })
+        },
+    )
 }
 
 /// The file the cache gives for `name` on this architecture.
@@ -154,13 +231,16 @@ pub fn lookup<'a>(entries: &'a [Entry], name: &str) -> Option<&'a Entry> {
     entries.iter().find(|e| e.name == name && e.is_native())
 }
 
-/// A cache in the current format holding `entries` (name, path, flags): what tests and the fuzz
-/// seeds write as an image's `/etc/ld.so.cache`.
+/// A cache in the current format holding `entries` (name, path, flags), in ldconfig's order
+/// (descending by [`libcmp`], entries of one name kept in the order given): what tests and the
+/// fuzz seeds write as an image's `/etc/ld.so.cache`.
 pub fn encode(entries: &[(&str, &str, i32)]) -> Vec<u8> {
+    let mut entries = entries.to_vec();
+    entries.sort_by(|a, b| libcmp(b.0.as_bytes(), a.0.as_bytes()));
     let mut strings = Vec::new();
     let table_end = HEADER_NEW + entries.len() * ENTRY_NEW;
     let mut table = Vec::new();
-    for (name, path, flags) in entries {
+    for (name, path, flags) in &entries {
         let key = table_end + strings.len();
         strings.extend_from_slice(name.as_bytes());
         strings.push(0);
@@ -209,6 +289,42 @@ mod tests {
         } else {
             assert_eq!(z, None, "an x86-64 entry taken by another architecture");
         }
+    }
+
+    #[test]
+    fn every_name_of_a_real_cache_is_found_by_the_loaders_search() {
+        let e = parse(DEBIAN).expect("a cache");
+        // ldconfig wrote it in libcmp's descending order: the comparator is glibc's.
+        assert!(e.windows(2).all(|w| libcmp(w[0].name.as_bytes(), w[1].name.as_bytes()).is_ge()));
+        for x in &e {
+            assert_eq!(find(DEBIAN, &x.name).as_ref(), lookup(&e, &x.name), "{}", x.name);
+        }
+        for absent in ["libnccl.so.2", "libnccl-net.so", "a", "zzz", "libc.so.60", "libc.so.", ""] {
+            assert_eq!(find(DEBIAN, absent), None, "{absent}");
+        }
+    }
+
+    #[test]
+    fn numbers_compare_as_numbers() {
+        use std::cmp::Ordering::*;
+        assert_eq!(libcmp(b"libfoo.so.10", b"libfoo.so.9"), Greater);
+        assert_eq!(libcmp(b"libfoo.so.2", b"libfoo.so.02"), Equal);
+        assert_eq!(libcmp(b"lib2", b"liba"), Greater);
+        assert_eq!(libcmp(b"liba", b"lib2"), Less);
+        assert_eq!(libcmp(b"libc.so", b"libc.so.6"), Less);
+        assert_eq!(libcmp(b"libc.so.6", b"libc.so"), Greater);
+    }
+
+    #[test]
+    fn a_table_out_of_ldconfigs_order_misses_as_in_the_loader() {
+        // encode sorts; swap two entries' slots afterwards.
+        let mut b = encode(&[("libb.so.1", "/b", NATIVE), ("liba.so.1", "/a", NATIVE), ("libc.so.1", "/c", NATIVE)]);
+        assert_eq!(find(&b, "liba.so.1").map(|e| e.path), Some("/a".into()));
+        let (x, y) = (HEADER_NEW, HEADER_NEW + 2 * ENTRY_NEW);
+        let first: Vec<u8> = b[x..x + ENTRY_NEW].to_vec();
+        b.copy_within(y..y + ENTRY_NEW, x);
+        b[y..y + ENTRY_NEW].copy_from_slice(&first);
+        assert_eq!(find(&b, "libc.so.1"), None);
     }
 
     #[test]
