@@ -116,25 +116,27 @@ pub fn read_attr_at(dir: &OwnedFd, dir_path: &Path, name: &str) -> Result<String
     let path = || dir_path.join(name);
     let fd = rustix::fs::openat(dir, name, OPEN_FLAGS, Mode::empty())
         .map_err(|e| open_error(&path(), Some((dir, name)), e))?;
-    let mut buf = [0u8; ATTR_MAX + 1];
+    // Not zeroed first: the read says how much it filled (a page of zeroes per attribute was
+    // most of a start's instructions).
+    let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); ATTR_MAX + 1];
     let read = loop {
-        match rustix::io::read(&fd, &mut buf) {
+        match rustix::io::read_uninit(&fd, &mut buf) {
             Err(rustix::io::Errno::INTR) => {}
-            other => break other,
+            other => break other.map(|(filled, _)| &*filled),
         }
     };
-    let clean = matches!(read, Ok(n) if n > 0 && n <= ATTR_MAX && !buf[..n].contains(&0));
+    let clean = matches!(read, Ok(b) if !b.is_empty() && b.len() <= ATTR_MAX && !b.contains(&0));
     if !clean {
         let st = rustix::fs::fstat(&fd).map_err(|e| FileError::Io { path: path(), source: e.into() })?;
         if let Some(kind) = Kind::of(FileType::from_raw_mode(st.st_mode)) {
             return Err(FileError::NotRegular { path: path(), kind });
         }
     }
-    let n = read.map_err(|e| FileError::Io { path: path(), source: e.into() })?;
-    if n > ATTR_MAX {
+    let b = read.map_err(|e| FileError::Io { path: path(), source: e.into() })?;
+    if b.len() > ATTR_MAX {
         return Err(FileError::TooLarge { path: path(), limit: ATTR_MAX });
     }
-    text(&path(), buf[..n].to_vec())
+    text(&path(), b.to_vec())
 }
 
 fn text(path: &Path, bytes: Vec<u8>) -> Result<String, FileError> {

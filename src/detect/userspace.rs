@@ -419,11 +419,16 @@ fn net_plugin(loader: &Loader, vars: &Vars) -> Option<Found> {
     }
 }
 
-/// Each device with its kernel driver (`device/driver`'s link name), where sysfs has one.
+/// Each device with its kernel driver (`device/driver`'s link name), where sysfs has one and the
+/// device's name does not already tell its provider: a driver's own names (`mlx5_3`, `bnxt_re0`,
+/// `rxe0`) do, so the link is read only for a renamed device (`rocep59s0f1`).
 pub fn drivers<'a>(sysfs: &Sysfs, devices: impl IntoIterator<Item = &'a str>) -> Vec<(String, Option<String>)> {
     devices
         .into_iter()
         .map(|d| {
+            if provider_for(d, None).is_some() {
+                return (d.to_string(), None);
+            }
             let link = std::fs::read_link(sysfs.path(&format!("class/infiniband/{d}/device/driver"))).ok();
             (d.to_string(), link.and_then(|l| l.file_name().map(|n| n.to_string_lossy().into_owned())))
         })
@@ -596,6 +601,22 @@ mod tests {
         let _ = (std::fs::remove_dir_all(&root), std::fs::remove_dir_all(&plain));
         assert_eq!(found.as_deref(), Some("/opt/venv/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2"));
         assert_eq!(listed.as_deref(), Some("/usr/lib/python3.10/site-packages/nvidia/nccl/lib/libnccl.so.2"));
+    }
+
+    #[test]
+    fn the_driver_link_is_read_only_for_a_device_its_name_does_not_place() {
+        let root = image(
+            "drivers",
+            &["sys/bus/pci/drivers/mlx5_core/.keep"],
+            &[
+                ("sys/class/infiniband/rocep59s0f1/device/driver", "../../../../bus/pci/drivers/mlx5_core"),
+                ("sys/class/infiniband/mlx5_3/device/driver", "../../../../bus/pci/drivers/mlx5_core"),
+            ],
+        );
+        let sysfs = Sysfs::new(root.join("sys"));
+        let d = drivers(&sysfs, ["rocep59s0f1", "mlx5_3"]);
+        let _ = std::fs::remove_dir_all(&root);
+        assert_eq!(d, vec![("rocep59s0f1".to_string(), Some("mlx5_core".to_string())), ("mlx5_3".to_string(), None)]);
     }
 
     #[test]
