@@ -14,12 +14,13 @@
 //! the image root (names are checked before they are joined).
 
 use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Serialize;
 
+use crate::detect::image::{exists, inside, DIR_ENTRIES};
 use crate::detect::sysfs::Sysfs;
-use crate::detect::{file, ldcache, Vars};
+use crate::detect::{file, ldcache, python, Vars};
 
 /// How much to read: the start path's few `stat`s, or doctor's full look.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,8 +99,6 @@ const VERBS_PKG: &str = "libibverbs1 on Debian/Ubuntu, libibverbs from rdma-core
 const PROVIDER_PKG: &str = "ibverbs-providers on Debian/Ubuntu, libibverbs from rdma-core on RHEL";
 const SOCKETS: &str =
     "NCCL's IB transport cannot start and NCCL runs over TCP sockets, silently at the default log level";
-/// At most this many entries of one directory are looked at (`python3.*`, the provider directory).
-const DIR_ENTRIES: usize = 256;
 /// NCCL's library is scanned for its version at most this far (doctor only): a CUDA 12 build is
 /// a few hundred MiB, the string sits in its read-only data.
 const NCCL_SCAN_BYTES: u64 = 1 << 30;
@@ -116,21 +115,6 @@ pub struct Loader<'a> {
     /// The cache's bytes, read once and searched per name (`ldcache::find`).
     cache: Option<Vec<u8>>,
     cache_note: String,
-}
-
-/// A path inside the image, joined under the root; `None` for anything that could climb out, and
-/// for any name with a control character (paths reach the summary and JSON; the cache, the
-/// variables and directory listings are the image's, not ours).
-fn inside(root: &Path, p: &str) -> Option<PathBuf> {
-    let rel = p.trim_start_matches('/');
-    if rel.split('/').any(|c| c == "..") || rel.chars().any(char::is_control) || p.len() > 4096 {
-        return None;
-    }
-    Some(root.join(rel))
-}
-
-fn exists(root: &Path, p: &str) -> bool {
-    inside(root, p).is_some_and(|x| x.is_file())
 }
 
 impl<'a> Loader<'a> {
@@ -257,81 +241,6 @@ fn provider_library(root: &Path, dir: &str, name: &str, want: Option<u32>) -> Op
         Some(i) => Some(found.swap_remove(i)),
         None => found.pop(),
     }
-}
-
-/// `site-packages/nvidia/nccl/lib/libnccl.so.2` of the Pythons the image holds: what PyTorch's
-/// wheel loads (its libraries name it by a RUNPATH relative to themselves).
-fn wheel_nccl(root: &Path, vars: &Vars) -> Option<String> {
-    let mut prefixes: Vec<String> = ["/usr/local/lib", "/usr/lib", "/opt/conda/lib"].map(String::from).to_vec();
-    // A virtual environment is often used through PATH alone (`/opt/torch/.venv/bin` first, no
-    // VIRTUAL_ENV): the Python the command runs is the first PATH entry's, so its `lib` comes first.
-    let path = vars.get(OsStr::new("PATH")).map(|x| x.to_string_lossy().into_owned()).unwrap_or_default();
-    let from_path =
-        path.split(':').take(16).filter_map(|d| d.trim_end_matches('/').strip_suffix("/bin")).map(String::from);
-    let from_vars = ["VIRTUAL_ENV", "CONDA_PREFIX"]
-        .iter()
-        .filter_map(|v| vars.get(OsStr::new(v)).map(|x| x.to_string_lossy().trim_end_matches('/').to_string()));
-    let mut first: Vec<String> =
-        from_vars.chain(from_path).filter(|p| p.starts_with('/')).map(|p| format!("{p}/lib")).collect();
-    first.retain(|p| !prefixes.contains(p));
-    first.dedup();
-    prefixes.splice(0..0, first);
-    for prefix in prefixes {
-        // Only where a Python lives beside it (`<prefix>/../bin/python3`), so that PATH entries
-        // such as /usr/local/cuda/bin cost one stat, not a directory listing. /usr/local/lib is
-        // the exception: Debian's pip installs there for /usr/bin/python3.
-        let bin = format!("{}/bin/python3", prefix.trim_end_matches("/lib"));
-        let here = exists(root, &bin);
-        if prefix != "/usr/local/lib" && !here {
-            continue;
-        }
-        // The Python's own `python3.X` where its links name it; the prefix is listed only where
-        // they do not.
-        let named = python_version(root, if here { &bin } else { "/usr/bin/python3" });
-        let pythons = match named {
-            Some(v) => vec![v],
-            None => {
-                let Some(dir) = inside(root, &prefix) else { continue };
-                let Ok(rd) = std::fs::read_dir(dir) else { continue };
-                let mut all: Vec<String> = rd
-                    .take(DIR_ENTRIES)
-                    .filter_map(Result::ok)
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .filter(|n| n.starts_with("python3"))
-                    .collect();
-                all.sort();
-                all.reverse();
-                all
-            }
-        };
-        for py in &pythons {
-            for sub in ["site-packages", "dist-packages"] {
-                let p = format!("{prefix}/{py}/{sub}/nvidia/nccl/lib/libnccl.so.2");
-                if exists(root, &p) {
-                    return Some(p);
-                }
-            }
-        }
-    }
-    None
-}
-
-/// The `python3.X` a `python3` executable is, from its symbolic links: Debian, conda, the
-/// official Python images and virtual environments link `python3` to `python3.X` (a venv's
-/// through `python`, or to the base interpreter by an absolute path, taken inside the image
-/// root). A readlink or two instead of listing the prefix; `None` where no link names a version.
-fn python_version(root: &Path, bin: &str) -> Option<String> {
-    let mut at = inside(root, bin)?;
-    for _ in 0..4 {
-        let target = std::fs::read_link(&at).ok()?;
-        let name = target.file_name()?.to_str()?;
-        if name.strip_prefix("python3.").is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit())) {
-            return Some(name.to_string());
-        }
-        let t = target.to_str()?;
-        at = if t.starts_with('/') { inside(root, t)? } else { at.parent()?.join(t) };
-    }
-    None
 }
 
 /// `2.28.9` from `libnccl.so.2.28.9`.
@@ -499,7 +408,7 @@ pub fn check(root: &Path, vars: &Vars, devices: &[(String, Option<String>)], dep
         .map(|d| format!("{}/libnccl.so.2", d.trim_end_matches('/')))
         .find(|p| exists(root, p))
         .map(|path| Found { path, by: "LD_LIBRARY_PATH".into() })
-        .or_else(|| wheel_nccl(root, vars).map(|path| Found { path, by: "PyTorch wheel (nvidia-nccl)".into() }))
+        .or_else(|| python::wheel_nccl(root, vars).map(|path| Found { path, by: "PyTorch wheel (nvidia-nccl)".into() }))
         .or_else(|| loader.find("libnccl.so.2"));
     let nccl = nccl_found.map(|found| {
         let version = nccl_version(root, &found.path, depth);
@@ -519,6 +428,7 @@ pub fn check(root: &Path, vars: &Vars, devices: &[(String, Option<String>)], dep
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     #[test]
     fn providers_by_name_and_by_driver() {
@@ -569,41 +479,6 @@ mod tests {
     }
 
     #[test]
-    fn the_wheel_nccl_is_the_pythons_own_version_not_the_newest_directory() {
-        // Debian: /usr/bin/python3 -> python3.11; pip's /usr/local/lib also holds a stale
-        // python3.12 tree that this Python never loads.
-        let nccl = |v: &str| format!("usr/local/lib/{v}/dist-packages/nvidia/nccl/lib/libnccl.so.2");
-        let root = image(
-            "debian",
-            &["usr/bin/python3.11", &nccl("python3.11"), &nccl("python3.12")],
-            &[("usr/bin/python3", "python3.11")],
-        );
-        let found = wheel_nccl(&root, &Vars::new());
-        let _ = std::fs::remove_dir_all(&root);
-        assert_eq!(found, Some(format!("/{}", nccl("python3.11"))));
-    }
-
-    #[test]
-    fn a_venvs_python_is_followed_to_its_version_inside_the_root() {
-        // python -m venv: bin/python3 -> python -> /usr/bin/python3.11 (absolute: the image's).
-        let root = image(
-            "venv",
-            &["usr/bin/python3.11", "opt/venv/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2"],
-            &[("opt/venv/bin/python3", "python"), ("opt/venv/bin/python", "/usr/bin/python3.11")],
-        );
-        assert_eq!(python_version(&root, "/opt/venv/bin/python3").as_deref(), Some("python3.11"));
-        let vars: Vars = [("PATH".into(), "/opt/venv/bin:/usr/bin".into())].into_iter().collect();
-        let found = wheel_nccl(&root, &vars);
-        // A Python that is no link: the prefix is listed, as before.
-        let plain =
-            image("plain", &["usr/bin/python3", "usr/lib/python3.10/site-packages/nvidia/nccl/lib/libnccl.so.2"], &[]);
-        let listed = wheel_nccl(&plain, &Vars::new());
-        let _ = (std::fs::remove_dir_all(&root), std::fs::remove_dir_all(&plain));
-        assert_eq!(found.as_deref(), Some("/opt/venv/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2"));
-        assert_eq!(listed.as_deref(), Some("/usr/lib/python3.10/site-packages/nvidia/nccl/lib/libnccl.so.2"));
-    }
-
-    #[test]
     fn the_driver_link_is_read_only_for_a_device_its_name_does_not_place() {
         let root = image(
             "drivers",
@@ -624,12 +499,5 @@ mod tests {
         assert_eq!(version_from_name("libnccl.so.2.28.9").as_deref(), Some("2.28.9"));
         assert_eq!(version_from_name("libnccl.so.2"), None);
         assert_eq!(version_from_name("libnccl.so.2.x.1"), None);
-    }
-
-    #[test]
-    fn names_that_climb_out_of_the_root_are_not_joined() {
-        assert!(inside(Path::new("/img"), "/../etc/passwd").is_none());
-        assert!(inside(Path::new("/img"), "/usr/lib/\u{1b}[31mlibibverbs.so.1").is_none());
-        assert_eq!(inside(Path::new("/img"), "/usr/lib").as_deref(), Some(Path::new("/img/usr/lib")));
     }
 }
