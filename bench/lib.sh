@@ -5,7 +5,9 @@
 # and `synthetic_node DIR` (16 HCAs x 2 RoCE ports, 255-entry GID tables), `load_env FILE`, and
 #   pod_netns  a command prefix: `"${pod_netns[@]}" SPECS CMD...` runs CMD in a fresh network and
 #              mount namespace holding a pod's interfaces (veths; SPECS: `name,mac,addr/len` words)
-command -v hyperfine >/dev/null || { apt-get update -qq && apt-get install -y -qq hyperfine time; }
+# Where nothing can be installed (the GPU host), tables.sh times with bench/alternate.py instead.
+command -v hyperfine >/dev/null || { apt-get update -qq && apt-get install -y -qq hyperfine time; } 2>/dev/null \
+  || echo "bench: no hyperfine here" >&2
 if [ -n "${NCCL_WRAP_BIN:-}" ]; then
   bin=$(realpath "$NCCL_WRAP_BIN")
 else
@@ -35,5 +37,7 @@ for spec in $specs; do
     ip link add "$name" type veth peer name "${name}p"
     ip link set "$name" address "$mac"; ip link set "${name}p" up; ip link set "$name" up
     ip addr add "$addr" dev "$name"
+    # The primary interface carries the default route, as a pod'"'"'s does.
+    if [ "$name" = eth0 ]; then ip route add default via "${addr%.*}.1" dev eth0; fi
 done
 exec "$@"' sh)

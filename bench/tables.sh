@@ -5,12 +5,15 @@
 # replaces (bench/wrapper.sh). Each case runs in a fresh network and mount namespace; the shared
 # case's namespace holds the pod's rail addresses (veths: this is where getifaddrs reads them).
 # Hyperfine, no shell; the commands of a case alternate over ROUNDS rounds, and each figure is the
-# median of the rounds' medians. Verbs are not consulted for a fixture tree (libibverbs reads the
+# median of the rounds' medians. Where hyperfine is absent (the GPU host: nothing can be installed
+# there), bench/alternate.py runs the commands in turn from one loop instead, and without strace
+# the syscall column says "-". Verbs are not consulted for a fixture tree (libibverbs reads the
 # kernel's /sys): the Soft-RoCE lab counts the verbs path's syscalls.
 #
 #   NCCL_WRAP_BASE=/path/to/previous/nccl-wrap bash bench/tables.sh [RUNS] [ROUNDS]
 #   SWEEP=0 ...          # only the 12-HCA cases (no table-length and visible-device sweeps)
 #   VISIBLE="16 64 256 1024" ...   # the visible-device sweep (8 owned, privileged fallback)
+#   TIMER=alternate ...  # bench/alternate.py instead of hyperfine (what a host without it uses)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-200}
@@ -19,7 +22,10 @@ rounds=${2:-3}
 floor=${NCCL_WRAP_FLOOR:-$tmp/floor}
 [ -n "${NCCL_WRAP_FLOOR:-}" ] || cc -static -O2 -o "$floor" bench/floor.c
 base=${NCCL_WRAP_BASE:+$(realpath "$NCCL_WRAP_BASE")}
-command -v strace >/dev/null || { apt-get update -qq && apt-get install -y -qq strace >/dev/null; }
+# TIMER=alternate times with bench/alternate.py even where hyperfine is installed.
+timer=${TIMER:-hyperfine}
+command -v hyperfine >/dev/null || timer=alternate
+command -v strace >/dev/null || { apt-get update -qq && apt-get install -y -qq strace >/dev/null; } 2>/dev/null || true
 
 # specs cmd...: runs cmd in a fresh network and mount namespace holding the pod's interfaces
 # (veths with the given names, MACs and addresses), with the case's variables only.
@@ -41,18 +47,30 @@ run_case() {
   vars=()
   while IFS= read -r line; do [ -n "$line" ] && vars+=("$line"); done < "$envf"
   for r in $(seq "$rounds"); do
-    in_pod "$specs" hyperfine -N --warmup 20 -m 10 -M "$runs" --export-json "$tmp/r$r.json" "${cmds[@]}" >/dev/null 2>&1
+    if [ "$timer" = hyperfine ]; then
+      in_pod "$specs" hyperfine -N --warmup 20 -m 10 -M "$runs" --export-json "$tmp/r$r.json" "${cmds[@]}" >/dev/null 2>&1
+    else
+      local alt=() c
+      for c in "${cmds[@]}"; do alt+=($c ::); done
+      unset 'alt[-1]'
+      in_pod "$specs" python3 bench/alternate.py "$runs" "${alt[@]}" | awk '{print $1}' >"$tmp/r$r.txt"
+    fi
   done
   # Syscalls of one run of each binary (strace -f -c), in the same kind of namespace.
-  local sc_new sc_base=""
-  sc_new=$(in_pod "$specs" strace -f -c -o "$tmp/sc" $wrap >/dev/null 2>&1; awk '/total/ {print $4}' "$tmp/sc")
-  if [ -n "$base" ]; then
+  local sc_new="-" sc_base=""
+  command -v strace >/dev/null \
+    && sc_new=$(in_pod "$specs" strace -f -c -o "$tmp/sc" $wrap >/dev/null 2>&1; awk '/total/ {print $4}' "$tmp/sc")
+  if [ -n "$base" ] && command -v strace >/dev/null; then
     sc_base=$(in_pod "$specs" strace -f -c -o "$tmp/sc" $base -q --sysfs-root "$root" --annotations /nonexistent -- "$truebin" >/dev/null 2>&1; awk '/total/ {print $4}' "$tmp/sc")
   fi
-  python3 - "$name" "$sc_new" "$sc_base" "$tmp"/r*.json <<'PY'
+  python3 - "$name" "$sc_new" "$sc_base" "$tmp"/r[0-9]* <<'PY'
 import json, statistics, sys
 name, sc_new, sc_base, files = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
-rounds = [[x["median"] * 1e3 for x in json.load(open(f))["results"]] for f in files]
+def medians(f):
+    if f.endswith(".json"):
+        return [x["median"] * 1e3 for x in json.load(open(f))["results"]]
+    return [float(line) for line in open(f) if line.strip()]
+rounds = [medians(f) for f in files]
 med = [statistics.median(col) for col in zip(*rounds)]
 floor, new, rest = med[0], med[1], med[2:]
 base = rest[0] if len(rest) == 2 else None
@@ -65,7 +83,7 @@ cells.append(f"{(new - floor) / (shell - floor):.3f}" if shell > floor else "-")
 cells.append(f"{sc_new} / {sc_base}" if sc_base else sc_new)
 print("| " + " | ".join(cells) + " |")
 PY
-  rm -f "$tmp"/r*.json
+  rm -f "$tmp"/r[0-9]*
 }
 
 # Every pod has its primary interface (a veth, the CNI's) with an address.
@@ -132,4 +150,4 @@ if [ "${SWEEP:-1}" != 0 ]; then
   done
 fi
 echo
-echo "medians of $rounds rounds (10 to $runs runs each); machine: $(nproc) cores, $(uname -r)"
+echo "medians of $rounds rounds ($timer: $runs runs a command at most); machine: $(nproc) cores, $(uname -r)"

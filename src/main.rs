@@ -266,10 +266,15 @@ fn ready_for(
         rails.extend(p.pkey.as_ref().map(|k| k.netdev.clone()));
     }
     let addrs = seen.addrs(&plan.detection).to_vec();
-    // The pod's other interfaces that sit on a used device's function are rails too.
+    // The pod's other interfaces that sit on a used device's function are rails too (only those
+    // with an address beyond link-local could carry the bootstrap at all).
     let functions: Vec<&str> = used_devices.iter().filter_map(|d| detect::devices::function(&d.attachment)).collect();
-    let mut others: Vec<&str> =
-        addrs.iter().map(|a| a.ifname.as_str()).filter(|n| !rails.iter().any(|r| r == n)).collect();
+    let mut others: Vec<&str> = addrs
+        .iter()
+        .filter(|a| !detect::bootstrap::is_link_local(&a.addr))
+        .map(|a| a.ifname.as_str())
+        .filter(|n| !rails.iter().any(|r| r == n))
+        .collect();
     others.sort_unstable();
     others.dedup();
     rails.extend(detect::bootstrap::on_functions(sysfs, others, &functions));

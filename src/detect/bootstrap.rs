@@ -128,7 +128,8 @@ fn shown(s: &str) -> String {
     cut.escape_debug().to_string()
 }
 
-fn is_link_local(a: &IpAddr) -> bool {
+/// fe80::/10 or 169.254.0.0/16: an address that reaches only its own link.
+pub fn is_link_local(a: &IpAddr) -> bool {
     match a {
         IpAddr::V4(v4) => v4.is_link_local(),
         IpAddr::V6(v6) => v6.segments()[0] & 0xffc0 == 0xfe80,
