@@ -6,21 +6,27 @@
 //! file only wires them and turns outcomes into exit codes.
 
 #![deny(unsafe_code)]
+#![cfg_attr(not(test), no_main)]
+
+#[cfg(not(test))]
+#[allow(unsafe_code)] // The C entry point's `no_mangle`; see entry.rs.
+mod entry;
 
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::Path;
-use std::process::ExitCode;
 
 use nccl_wrap::cli::{self, Cli, HealthFiles, PingArgs, Sub, EXIT_REFUSED, EXIT_USAGE};
 use nccl_wrap::msg::PREFIX;
 use nccl_wrap::process::{self, exec, memlock, portwatch, supervise};
 use nccl_wrap::{detect, doctor, gate, health, install, nccl, pairtest, ping, plan, report, verbs};
 
-fn main() -> ExitCode {
+/// The whole start, and after it the run or the subcommand: its exit status (the entry point,
+/// entry.rs, exits with it).
+fn start() -> u8 {
     // Hidden entry for the Soft-RoCE lab and debugging: `nccl-wrap __verbs list|port|selftest ...`.
     if std::env::args_os().nth(1).is_some_and(|a| a == "__verbs") {
-        return ExitCode::from(u8::try_from(verbs::debug::debug_main(std::env::args().skip(2).collect())).unwrap_or(1));
+        return u8::try_from(verbs::debug::debug_main(std::env::args().skip(2).collect())).unwrap_or(1);
     }
     let raw: Vec<OsString> = std::env::args_os().collect();
     let env_list: Vec<(OsString, OsString)> = std::env::vars_os().collect();
@@ -31,12 +37,12 @@ fn main() -> ExitCode {
     };
     if let Some(Sub::Install { dir }) = &cli.sub {
         // The init container's job: no detection, nothing but the copy.
-        return ExitCode::from(install::main(dir));
+        return install::main(dir);
     }
     // Validate, then act: every problem is named here, before anything touches the process.
     cli.problems.extend(cli::validate::unknown_variables(env_list.iter().map(|(k, _)| k.as_os_str())));
     if let Some(code) = judge(&cli) {
-        return ExitCode::from(code);
+        return code;
     }
     init_logging();
     if let Some(Sub::Watch(w)) = &cli.sub {
@@ -62,15 +68,15 @@ fn main() -> ExitCode {
         };
         // The ring's pair test goes through ibverbs; the node's checks never do.
         let verbs = verbs_for(&cli.opts);
-        return ExitCode::from(health::watch::main(&roots, &opts, verbs.as_ref()));
+        return health::watch::main(&roots, &opts, verbs.as_ref());
     }
     if let Some(Sub::Status { json }) = cli.sub {
-        return ExitCode::from(process::status::main(&cli.opts.state_file, &cli.opts.sysfs_root, json));
+        return process::status::main(&cli.opts.state_file, &cli.opts.sysfs_root, json);
     }
     let early_block = supervise::block_early(cli.opts.init);
     if cli.sub.is_none() && cli.command.is_empty() {
         eprintln!("{PREFIX} no command given: usage is nccl-wrap [OPTIONS] -- COMMAND [ARGS]... (see --help)");
-        return ExitCode::from(EXIT_USAGE);
+        return EXIT_USAGE;
     }
 
     // Detect
@@ -150,7 +156,7 @@ fn main() -> ExitCode {
                 proc_root: &cli.opts.proc_root,
                 verbs: verbs.as_ref(),
             };
-            ExitCode::from(ping::main(&inputs, &ping_options(p)))
+            ping::main(&inputs, &ping_options(p))
         }
         None => {
             let ping_inputs = pairtest::here::Inputs {
@@ -433,15 +439,15 @@ fn run(
     env_list: &[(OsString, OsString)],
     blocked: Option<process::sys::Blocked>,
     ping_inputs: &pairtest::here::Inputs,
-) -> ExitCode {
+) -> u8 {
     eprint!("{}", report::summary(plan, memlock, cli.opts.quiet));
     if cli.opts.require_rdma && !plan.rdma {
         eprintln!("{PREFIX} refusing to start {:?}: --require-rdma (NCCL_WRAP_REQUIRE_RDMA) is set and no usable RDMA port was found; see the warnings above, or run `nccl-wrap env --json`", cli.command[0]);
-        return ExitCode::from(EXIT_REFUSED);
+        return EXIT_REFUSED;
     }
     if let Some(why) = plan.userspace_refusal().filter(|_| cli.opts.require_rdma) {
         eprintln!("{PREFIX} refusing to start {:?}: --require-rdma (NCCL_WRAP_REQUIRE_RDMA) is set and NCCL would run over TCP sockets: {why}", cli.command[0]);
-        return ExitCode::from(EXIT_REFUSED);
+        return EXIT_REFUSED;
     }
     if cli.opts.require_memlock && !memlock.sufficient() {
         eprintln!(
@@ -449,7 +455,7 @@ fn run(
             cli.command[0],
             memlock.describe()
         );
-        return ExitCode::from(EXIT_REFUSED);
+        return EXIT_REFUSED;
     }
     if cli.opts.gate != cli::Gate::Off {
         // Before exec or the child: the gate's listener, connections and RDMA resources are all
@@ -462,10 +468,10 @@ fn run(
             gate::Outcome::Start => {}
             gate::Outcome::Refuse => {
                 eprintln!("{PREFIX} refusing to start {:?}: --gate (NCCL_WRAP_GATE) is set and the job's fabric check failed (see above; docs/gate.md)", cli.command[0]);
-                return ExitCode::from(EXIT_REFUSED);
+                return EXIT_REFUSED;
             }
             // As the command would have ended had it run: 128 + the signal.
-            gate::Outcome::Interrupted(sig) => return ExitCode::from(u8::try_from(128 + sig).unwrap_or(EXIT_REFUSED)),
+            gate::Outcome::Interrupted(sig) => return u8::try_from(128 + sig).unwrap_or(EXIT_REFUSED),
         }
     }
     let env = nccl::env::child_env(env_list, &plan.exports());
@@ -496,13 +502,13 @@ fn watched_ports(plan: &plan::Plan) -> Vec<portwatch::PortId> {
         .collect()
 }
 
-fn exec_or_report(argv: &[OsString], env: &[(OsString, OsString)]) -> ExitCode {
+fn exec_or_report(argv: &[OsString], env: &[(OsString, OsString)]) -> u8 {
     let err = match exec::prepare(argv, env) {
         Ok(prepared) => exec::exec(&prepared),
         Err(e) => e,
     };
     eprintln!("{PREFIX} {err}");
-    ExitCode::from(err.exit_code())
+    err.exit_code()
 }
 
 /// Names each option or variable that could not be used; `Some(125)` when one belongs to an
@@ -526,7 +532,7 @@ fn judge(cli: &Cli) -> Option<u8> {
 }
 
 /// Bad options never cost the job: when a command follows `--`, it runs untouched.
-fn bad_usage(e: &cli::CliError, raw: &[OsString], env: &[(OsString, OsString)]) -> ExitCode {
+fn bad_usage(e: &cli::CliError, raw: &[OsString], env: &[(OsString, OsString)]) -> u8 {
     if e.is_answer() {
         return print_or_fail(&format!("{e}\n"));
     }
@@ -539,7 +545,7 @@ fn bad_usage(e: &cli::CliError, raw: &[OsString], env: &[(OsString, OsString)]) 
             let vars = env.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str()));
             if let Some(asked) = cli::validate::interlock_asked(raw, vars) {
                 eprintln!("{PREFIX} refusing to start {:?}: the options were not understood, and {asked} asks for an interlock that a run without nccl-wrap's settings would drop", cmd[0]);
-                return ExitCode::from(EXIT_REFUSED);
+                return EXIT_REFUSED;
             }
             eprintln!("{PREFIX} warning: options not understood; running the command without nccl-wrap's settings");
             if supervise::wanted(None) {
@@ -557,7 +563,7 @@ fn bad_usage(e: &cli::CliError, raw: &[OsString], env: &[(OsString, OsString)]) 
         }
         None => {
             eprintln!("{PREFIX} usage: nccl-wrap [OPTIONS] -- COMMAND [ARGS]... (see --help)");
-            ExitCode::from(EXIT_USAGE)
+            EXIT_USAGE
         }
     }
 }
@@ -568,13 +574,18 @@ fn init_logging() {
     }
 }
 
-fn print_or_fail(text: &str) -> ExitCode {
+fn print_or_fail(text: &str) -> u8 {
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => 0,
         Err(e) => {
             eprintln!("{PREFIX} cannot write to stdout: {e}");
-            ExitCode::from(1)
+            1
         }
     }
+}
+
+#[cfg(test)]
+fn main() {
+    std::process::exit(i32::from(start()));
 }

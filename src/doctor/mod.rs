@@ -19,7 +19,6 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 use rustix::fs::{Mode, OFlags};
 use serde::Serialize;
@@ -123,18 +122,18 @@ pub enum DoctorError {
 }
 
 /// Runs doctor and prints its report; the exit status says whether anything failed.
-pub fn main(inp: &Inputs, json_out: bool) -> ExitCode {
+pub fn main(inp: &Inputs, json_out: bool) -> u8 {
     main_then(inp, json_out, |_| Ok(()))
 }
 
 /// [`main`], then `after` with the report (the health files): its error is printed and makes
 /// the exit status 2, as doctor could not do all it was asked.
-pub fn main_then(inp: &Inputs, json_out: bool, after: impl FnOnce(&Report) -> Result<(), String>) -> ExitCode {
+pub fn main_then(inp: &Inputs, json_out: bool, after: impl FnOnce(&Report) -> Result<(), String>) -> u8 {
     let report = match run(inp) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("{PREFIX} doctor cannot run: {e}");
-            return ExitCode::from(EXIT_CANNOT_RUN);
+            return EXIT_CANNOT_RUN;
         }
     };
     let text = if json_out {
@@ -142,7 +141,7 @@ pub fn main_then(inp: &Inputs, json_out: bool, after: impl FnOnce(&Report) -> Re
             Ok(t) => t + "\n",
             Err(e) => {
                 eprintln!("{PREFIX} doctor cannot serialise its report: {e}");
-                return ExitCode::from(EXIT_CANNOT_RUN);
+                return EXIT_CANNOT_RUN;
             }
         }
     } else {
@@ -151,13 +150,13 @@ pub fn main_then(inp: &Inputs, json_out: bool, after: impl FnOnce(&Report) -> Re
     let mut out = std::io::stdout().lock();
     if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         eprintln!("{PREFIX} cannot write to stdout: {e}");
-        return ExitCode::from(EXIT_CANNOT_RUN);
+        return EXIT_CANNOT_RUN;
     }
     match after(&report) {
-        Ok(()) => ExitCode::from(report.exit),
+        Ok(()) => report.exit,
         Err(e) => {
             eprintln!("{PREFIX} doctor cannot write its health files: {e}");
-            ExitCode::from(EXIT_CANNOT_RUN)
+            EXIT_CANNOT_RUN
         }
     }
 }

@@ -19,7 +19,6 @@
 
 use std::ffi::{c_int, OsString};
 use std::io::IsTerminal;
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
@@ -91,12 +90,12 @@ pub fn block_early(init: Option<bool>) -> Option<sys::Blocked> {
 
 /// Runs the command as a supervised child; returns the exit status nccl-wrap should end with.
 /// `blocked` is the early block, if [`block_early`] made one.
-pub fn run(argv: &[OsString], env: &[(OsString, OsString)], opts: &Options, blocked: Option<sys::Blocked>) -> ExitCode {
+pub fn run(argv: &[OsString], env: &[(OsString, OsString)], opts: &Options, blocked: Option<sys::Blocked>) -> u8 {
     let prepared = match exec::prepare(argv, env) {
         Ok(p) => p,
         Err(e) => {
             say!("{PREFIX} {e}");
-            return ExitCode::from(e.exit_code());
+            return e.exit_code();
         }
     };
     let pid1 = is_pid1();
@@ -107,13 +106,13 @@ pub fn run(argv: &[OsString], env: &[(OsString, OsString)], opts: &Options, bloc
     }
     let mut hang = Hang::new(&opts.hang, env);
     match supervise(&prepared, opts, pid1, blocked, &mut hang) {
-        Ok(code) => ExitCode::from(code),
+        Ok(code) => code,
         Err(e) => {
             // A supervisor that cannot start must not cost the job: run the command as exec would.
             say!("{PREFIX} warning: {e}; running the command without supervision");
             let err = exec::exec(&prepared);
             say!("{PREFIX} {err}");
-            ExitCode::from(err.exit_code())
+            err.exit_code()
         }
     }
 }
