@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 fx=../fixtures/nodes
 export LC_ALL=C
-for t in sriov annotations nccl_list gid cli ping_wire netlink_links driver ldcache route ras allow gid_table; do
+for t in sriov annotations nccl_list gid cli ping_wire netlink_links ifaddr driver ldcache route ras allow gid_table; do
   mkdir -p "corpus/$t"
   rm -f "corpus/$t"/seed-* "corpus/$t"/hand-*
 done
@@ -186,6 +186,34 @@ while True:
 '
 unshare --net -- sh -c 'ip link add eth0 type veth peer name eth0p 2>/dev/null; exec python3 -c "$1" "$2"' sh "$capture" corpus/netlink_links/seed-netns \
   || python3 -c "$capture" corpus/netlink_links/seed-here
+
+# ifaddr: real RTM_GETADDR dumps (AF_UNSPEC: IPv4 then IPv6), from a fresh network namespace with
+# lo up (127.0.0.1, 127.0.0.2, ::1) and a veth holding an IPv4, a point-to-point IPv4 (IFA_LOCAL
+# and IFA_ADDRESS differ), an IPv6 and its link-local; and from this namespace. Each datagram one
+# input; the kernel may put NLMSG_DONE in the last datagram of addresses, so every message's type
+# is looked at.
+capture='
+import socket, struct, sys
+s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+s.settimeout(1)
+s.bind((0, 0))
+s.send(struct.pack("=IHHII", 16 + 8, 22, 0x301, 1, 0) + bytes(8))
+n, done = 0, False
+while not done and n <= 16:
+    d = s.recv(65536)
+    open(f"{sys.argv[1]}-{n}", "wb").write(d)
+    n += 1
+    o = 0
+    while o + 16 <= len(d):
+        length, ty = struct.unpack_from("=IH", d, o)
+        done = done or ty in (2, 3)
+        o += max(16, (length + 3) & ~3)
+'
+unshare --net -- sh -c 'ip link set lo up && ip addr add 127.0.0.2/8 dev lo \
+  && ip link add eth0 type veth peer name eth0p && ip link set eth0p up && ip link set eth0 up \
+  && ip addr add 10.9.0.52/24 dev eth0 && ip addr add 10.9.9.1 peer 10.9.9.2/32 dev eth0 label eth0:1 \
+  && ip addr add fd00::52/64 dev eth0 nodad; exec python3 -c "$1" "$2"' sh "$capture" corpus/ifaddr/seed-netns
+python3 -c "$capture" corpus/ifaddr/seed-here
 
 # ldcache: small caches in glibc's current format and the combined old+new one (python writes the
 # same layout as detect::ldcache::encode).

@@ -1,4 +1,4 @@
-//! The bootstrap interface and the rails' address family in real network namespaces (`unshare --net`: real `getifaddrs`, a real
+//! The bootstrap interface and the rails' address family in real network namespaces (`unshare --net`: a real address dump, a real
 //! routing table in `/proc/net/route` and `/proc/net/ipv6_route`): eth0 beside the h100 node's
 //! rails net1..net4, a 169.254 link, a coordinator reachable through only one of two interfaces, a
 //! coordinator name that does not resolve; rails with only IPv6 addresses, and a mix of families. The namespace dies with the process on every exit

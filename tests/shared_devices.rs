@@ -1,5 +1,5 @@
 //! Shared RDMA devices: the real binary on the `roce-shared-macvlan` and `ib-shared-ipoib` fixture
-//! nodes. The pod's own addresses come from the kernel (getifaddrs), so each RoCE case runs in a
+//! nodes. The pod's own addresses come from the kernel (an rtnetlink dump), so each RoCE case runs in a
 //! fresh network namespace (`unshare --net`) holding one pod's interfaces: veth ends with that
 //! pod's MACs and addresses, named net1 and net2 as Multus names every pod's rails. The namespace
 //! dies with the process, on every exit path. Where this machine cannot make one, the RoCE cases

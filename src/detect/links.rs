@@ -14,10 +14,8 @@
 //! error detection looks for every address, as before).
 
 use std::collections::BTreeMap;
-use std::os::fd::AsRawFd;
 
-use nix::sys::socket::{self, sockopt, AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType};
-use nix::sys::time::TimeVal;
+use crate::detect::rtnetlink::{self, Attrs};
 
 /// Interface name -> its link kind (`IFLA_INFO_KIND`); `None` for links without one (physical
 /// devices, loopback).
@@ -63,20 +61,8 @@ pub fn may_be_upper(kind: Option<&str>) -> bool {
     }
 }
 
-/// The reply is read in buffers of this size; a dump message is a few KiB per link.
-const BUF: usize = 32 * 1024;
-/// At most this much of a dump is read: about 1,000 links with their statistics.
-const MAX_BYTES: usize = 4 * 1024 * 1024;
-/// How long one receive may wait for the kernel, in microseconds (under a second).
-const DEADLINE_US: i64 = 500_000;
-
-const NLMSG_HDR: usize = 16;
-const NLMSG_DONE: u16 = 3;
-const NLMSG_ERROR: u16 = 2;
 const RTM_NEWLINK: u16 = 16;
 const RTM_GETLINK: u16 = 18;
-const NLM_F_REQUEST: u16 = 0x1;
-const NLM_F_DUMP: u16 = 0x300;
 const IFINFOMSG: usize = 16;
 const IFLA_IFNAME: u16 = 3;
 const IFLA_LINKINFO: u16 = 18;
@@ -93,27 +79,23 @@ pub enum LinksError {
     Reply(String),
 }
 
-/// One dump of this namespace's links.
-pub fn read() -> Result<Kinds, LinksError> {
-    let io = |step| move |source| LinksError::Io { step, source };
-    let fd = socket::socket(AddressFamily::Netlink, SockType::Raw, SockFlag::SOCK_CLOEXEC, SockProtocol::NetlinkRoute)
-        .map_err(io("socket"))?;
-    socket::setsockopt(&fd, sockopt::ReceiveTimeout, &TimeVal::new(0, DEADLINE_US)).map_err(io("setsockopt"))?;
-    socket::bind(fd.as_raw_fd(), &NetlinkAddr::new(0, 0)).map_err(io("bind"))?;
-    socket::send(fd.as_raw_fd(), &request(1), MsgFlags::empty()).map_err(io("send"))?;
-    let mut kinds = Kinds::new();
-    let mut buf = vec![0u8; BUF];
-    let mut total = 0;
-    loop {
-        let n = socket::recv(fd.as_raw_fd(), &mut buf, MsgFlags::empty()).map_err(io("recv"))?;
-        total += n;
-        if n == 0 || total > MAX_BYTES {
-            return Err(LinksError::Reply(format!("no end of dump after {total} bytes")));
-        }
-        if parse(&buf[..n], &mut kinds)? {
-            return Ok(kinds);
+impl From<rtnetlink::Error> for LinksError {
+    fn from(e: rtnetlink::Error) -> Self {
+        match e {
+            rtnetlink::Error::Io { step, source } => LinksError::Io { step, source },
+            rtnetlink::Error::Reply(r) => LinksError::Reply(r),
         }
     }
+}
+
+/// One dump of this namespace's links.
+pub fn read() -> Result<Kinds, LinksError> {
+    let mut kinds = Kinds::new();
+    rtnetlink::Socket::open()?.dump(RTM_GETLINK, &request(), |ty, payload| {
+        add(ty, payload, &mut kinds);
+        Ok(())
+    })?;
+    Ok(kinds)
 }
 
 /// `read`, with a failure logged: detection then looks for every address, as it always did.
@@ -121,15 +103,9 @@ pub fn read_or_log() -> Option<Kinds> {
     read().map_err(|e| log::debug!("{e}; every address of the pod is looked for in other devices' GID tables")).ok()
 }
 
-/// `RTM_GETLINK` dump request, statistics left out.
-fn request(seq: u32) -> Vec<u8> {
-    let len = NLMSG_HDR + IFINFOMSG + 8;
-    let mut m = Vec::with_capacity(len);
-    m.extend_from_slice(&u32::try_from(len).unwrap_or(0).to_ne_bytes());
-    m.extend_from_slice(&RTM_GETLINK.to_ne_bytes());
-    m.extend_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
-    m.extend_from_slice(&seq.to_ne_bytes());
-    m.extend_from_slice(&0u32.to_ne_bytes());
+/// The `RTM_GETLINK` dump request's body: every link, statistics left out.
+fn request() -> Vec<u8> {
+    let mut m = Vec::with_capacity(IFINFOMSG + 8);
     m.extend_from_slice(&[0u8; IFINFOMSG]); // AF_UNSPEC: every link
     m.extend_from_slice(&8u16.to_ne_bytes());
     m.extend_from_slice(&IFLA_EXT_MASK.to_ne_bytes());
@@ -138,31 +114,19 @@ fn request(seq: u32) -> Vec<u8> {
 }
 
 /// Parses one datagram of the dump into `kinds`; `Ok(true)` at the dump's end.
-pub fn parse(mut buf: &[u8], kinds: &mut Kinds) -> Result<bool, LinksError> {
-    while buf.len() >= NLMSG_HDR {
-        let len = u32_at(buf, 0) as usize;
-        if len < NLMSG_HDR || len > buf.len() {
-            return Err(LinksError::Reply(format!("message length {len} with {} bytes left", buf.len())));
+pub fn parse(buf: &[u8], kinds: &mut Kinds) -> Result<bool, LinksError> {
+    Ok(rtnetlink::walk(buf, |ty, payload| {
+        add(ty, payload, kinds);
+        Ok(())
+    })?)
+}
+
+fn add(ty: u16, payload: &[u8], kinds: &mut Kinds) {
+    if ty == RTM_NEWLINK {
+        if let Some((name, kind)) = link(payload) {
+            kinds.insert(name, kind);
         }
-        let (msg, rest) = buf.split_at(len);
-        match u16_at(msg, 4) {
-            NLMSG_DONE => return Ok(true),
-            NLMSG_ERROR => {
-                let errno =
-                    msg.get(NLMSG_HDR..NLMSG_HDR + 4).map_or(0, |b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
-                return Err(LinksError::Reply(format!("kernel answered error {}", errno.unsigned_abs())));
-            }
-            RTM_NEWLINK => {
-                if let Some((name, kind)) = link(&msg[NLMSG_HDR..]) {
-                    kinds.insert(name, kind);
-                }
-            }
-            _ => {}
-        }
-        // Messages are padded to 4 bytes; the last one may end the datagram unpadded.
-        buf = rest.get(align(len) - len..).unwrap_or(&[]);
     }
-    Ok(false)
 }
 
 /// The name and kind of one `RTM_NEWLINK` payload (`ifinfomsg` then attributes).
@@ -189,44 +153,10 @@ fn text(val: &[u8]) -> Option<String> {
     (!s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_graphic())).then(|| s.to_string())
 }
 
-/// Route attributes (`struct rtattr`: length, type, value, padded to 4 bytes).
-struct Attrs<'a>(&'a [u8]);
-
-impl<'a> Iterator for Attrs<'a> {
-    type Item = (u16, &'a [u8]);
-    fn next(&mut self) -> Option<Self::Item> {
-        let b = self.0;
-        if b.len() < 4 {
-            return None;
-        }
-        let len = usize::from(u16_at(b, 0));
-        if len < 4 || len > b.len() {
-            self.0 = &[];
-            return None;
-        }
-        // The top bits of the type are flags (NLA_F_NESTED, NLA_F_NET_BYTEORDER).
-        let ty = u16_at(b, 2) & 0x3fff;
-        let val = &b[4..len];
-        self.0 = b.get(align(len)..).unwrap_or(&[]);
-        Some((ty, val))
-    }
-}
-
-fn align(n: usize) -> usize {
-    (n + 3) & !3
-}
-
-fn u16_at(b: &[u8], at: usize) -> u16 {
-    b.get(at..at + 2).map_or(0, |x| u16::from_ne_bytes([x[0], x[1]]))
-}
-
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    b.get(at..at + 4).map_or(0, |x| u32::from_ne_bytes([x[0], x[1], x[2], x[3]]))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::detect::rtnetlink::{align, NLMSG_DONE, NLMSG_ERROR, NLMSG_HDR};
 
     fn attr(ty: u16, val: &[u8]) -> Vec<u8> {
         let mut a = Vec::new();

@@ -17,7 +17,9 @@
 //! - `names`: validation of every name that comes from outside;
 //! - `netif`: this namespace's own addresses, and whose address a GID entry holds;
 //! - `links`: the kind of each of this namespace's interfaces (rtnetlink), which says whose
-//!   addresses can sit in another device's GID table.
+//!   addresses can sit in another device's GID table;
+//! - `rtnetlink`: the bounded dump request, receive loop and message walk `links` and `netif`
+//!   share.
 //! - `userspace`: what NCCL in the image will load (libibverbs, providers, NCCL, net plugins),
 //!   with `ldcache`, the parser of the image's `/etc/ld.so.cache`;
 //! - `route`: this namespace's routing table; `bootstrap`: the interface that reaches the job's
@@ -38,6 +40,7 @@ pub mod netif;
 pub mod port;
 pub mod python;
 pub mod route;
+pub mod rtnetlink;
 pub mod sriov;
 pub mod sysfs;
 pub mod userspace;

@@ -77,7 +77,7 @@ fn table(d: usize) -> BTreeMap<u32, Row> {
     t
 }
 
-/// The pod's addresses as getifaddrs gives them, with their interfaces' indices.
+/// The pod's addresses as `netif::read` gives them, with their interfaces' indices.
 fn pod_addrs() -> Vec<OwnAddr> {
     let mut out = vec![OwnAddr { ifname: "eth0".into(), addr: "10.244.1.7".parse().expect("ip"), ifindex: Some(3) }];
     for (d, at) in POD_AT.iter().enumerate() {

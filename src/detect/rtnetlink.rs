@@ -1,0 +1,277 @@
+//! The one way detection talks to the kernel's routing netlink (`NETLINK_ROUTE`): a socket with a
+//! receive deadline, one dump request, a receive loop bounded in bytes, and a walk over the
+//! reply's messages and attributes that checks every length against what was received.
+//!
+//! `links` (an `RTM_GETLINK` dump) and `netif` (an `RTM_GETADDR` dump) each ask for exactly the
+//! messages they need, which is cheaper than libc's `getifaddrs` (a full link dump with every
+//! link's statistics, then the address dump). The kernel's reply is outside input like any
+//! other: never trusted for a length, never a reason to fail the job (callers turn an error into
+//! "nothing known"). Knows nothing of links or addresses itself; never writes to the kernel
+//! beyond the one request.
+
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+
+use nix::sys::socket::{self, sockopt, AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType};
+use nix::sys::time::TimeVal;
+
+/// The reply is read in buffers of this size: the kernel fills a dump datagram up to 32 KiB.
+const BUF: usize = 32 * 1024;
+/// At most this much of a dump is read: about 1,000 links with their attributes.
+pub const MAX_BYTES: usize = 4 * 1024 * 1024;
+/// How long one receive may wait for the kernel, in microseconds (under a second).
+const DEADLINE_US: i64 = 500_000;
+
+/// `struct nlmsghdr`: length, type, flags, sequence, port.
+pub const NLMSG_HDR: usize = 16;
+pub const NLMSG_ERROR: u16 = 2;
+pub const NLMSG_DONE: u16 = 3;
+const NLM_F_REQUEST: u16 = 0x1;
+const NLM_F_DUMP: u16 = 0x300;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{step}: {source}")]
+    Io { step: &'static str, source: nix::Error },
+    #[error("{0}")]
+    Reply(String),
+}
+
+/// A bound `NETLINK_ROUTE` socket whose receives give up after [`DEADLINE_US`].
+pub struct Socket(OwnedFd);
+
+impl Socket {
+    pub fn open() -> Result<Self, Error> {
+        let fd =
+            socket::socket(AddressFamily::Netlink, SockType::Raw, SockFlag::SOCK_CLOEXEC, SockProtocol::NetlinkRoute)
+                .map_err(io("socket"))?;
+        socket::setsockopt(&fd, sockopt::ReceiveTimeout, &TimeVal::new(0, DEADLINE_US)).map_err(io("setsockopt"))?;
+        socket::bind(fd.as_raw_fd(), &NetlinkAddr::new(0, 0)).map_err(io("bind"))?;
+        Ok(Socket(fd))
+    }
+
+    /// Sends a dump request of type `ty` (its family header and attributes in `body`), then hands
+    /// each message of the reply to `each` (its type, its payload after the header) until the
+    /// dump's end.
+    pub fn dump(&self, ty: u16, body: &[u8], each: impl FnMut(u16, &[u8]) -> Result<(), Error>) -> Result<(), Error> {
+        socket::send(self.0.as_raw_fd(), &request(ty, body), MsgFlags::empty()).map_err(io("send"))?;
+        receive(|buf| socket::recv(self.0.as_raw_fd(), buf, MsgFlags::empty()).map_err(io("recv")), each)
+    }
+}
+
+impl AsFd for Socket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
+fn io(step: &'static str) -> impl Fn(nix::Error) -> Error {
+    move |source| Error::Io { step, source }
+}
+
+/// A dump request: the header, then `body`.
+fn request(ty: u16, body: &[u8]) -> Vec<u8> {
+    let len = NLMSG_HDR + body.len();
+    let mut m = Vec::with_capacity(len);
+    m.extend_from_slice(&u32::try_from(len).unwrap_or(0).to_ne_bytes());
+    m.extend_from_slice(&ty.to_ne_bytes());
+    m.extend_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
+    m.extend_from_slice(&1u32.to_ne_bytes()); // sequence: the only request on this socket
+    m.extend_from_slice(&0u32.to_ne_bytes()); // to the kernel
+    m.extend_from_slice(body);
+    m
+}
+
+/// The receive loop: datagrams from `recv` walked until the dump's end, at most [`MAX_BYTES`].
+pub fn receive(
+    mut recv: impl FnMut(&mut [u8]) -> Result<usize, Error>,
+    mut each: impl FnMut(u16, &[u8]) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let mut buf = vec![0u8; BUF];
+    let mut total = 0;
+    loop {
+        let n = recv(&mut buf)?.min(buf.len());
+        total += n;
+        if n == 0 || total > MAX_BYTES {
+            return Err(Error::Reply(format!("no end of dump after {total} bytes")));
+        }
+        if walk(&buf[..n], &mut each)? {
+            return Ok(());
+        }
+    }
+}
+
+/// Walks the messages of one datagram, handing each other than the dump's end and errors to
+/// `each`; `Ok(true)` at the dump's end (`NLMSG_DONE`), an error for `NLMSG_ERROR` or a length
+/// that does not fit.
+pub fn walk(mut buf: &[u8], mut each: impl FnMut(u16, &[u8]) -> Result<(), Error>) -> Result<bool, Error> {
+    while buf.len() >= NLMSG_HDR {
+        let len = u32_at(buf, 0) as usize;
+        if len < NLMSG_HDR || len > buf.len() {
+            return Err(Error::Reply(format!("message length {len} with {} bytes left", buf.len())));
+        }
+        let (msg, rest) = buf.split_at(len);
+        match u16_at(msg, 4) {
+            NLMSG_DONE => return Ok(true),
+            NLMSG_ERROR => {
+                let errno =
+                    msg.get(NLMSG_HDR..NLMSG_HDR + 4).map_or(0, |b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
+                return Err(Error::Reply(format!("kernel answered error {}", errno.unsigned_abs())));
+            }
+            ty => each(ty, &msg[NLMSG_HDR..])?,
+        }
+        // Messages are padded to 4 bytes; the last one may end the datagram unpadded.
+        buf = rest.get(align(len) - len..).unwrap_or(&[]);
+    }
+    Ok(false)
+}
+
+/// Route attributes (`struct rtattr`: length, type, value, padded to 4 bytes). Ends at the first
+/// attribute whose length does not fit.
+pub struct Attrs<'a>(pub &'a [u8]);
+
+impl<'a> Iterator for Attrs<'a> {
+    type Item = (u16, &'a [u8]);
+    fn next(&mut self) -> Option<Self::Item> {
+        let b = self.0;
+        if b.len() < 4 {
+            return None;
+        }
+        let len = usize::from(u16_at(b, 0));
+        if len < 4 || len > b.len() {
+            self.0 = &[];
+            return None;
+        }
+        // The top bits of the type are flags (NLA_F_NESTED, NLA_F_NET_BYTEORDER).
+        let ty = u16_at(b, 2) & 0x3fff;
+        let val = &b[4..len];
+        self.0 = b.get(align(len)..).unwrap_or(&[]);
+        Some((ty, val))
+    }
+}
+
+/// The attributes of `b`, once every one of them is checked to fit: for readers to whom a
+/// truncated attribute means a malformed message, not merely the end of what is known.
+pub fn attrs(b: &[u8]) -> Result<Attrs<'_>, Error> {
+    let mut rest = b;
+    while !rest.is_empty() {
+        let len = usize::from(u16_at(rest, 0));
+        if rest.len() < 4 || len < 4 || len > rest.len() {
+            return Err(Error::Reply(format!("attribute length {len} with {} bytes left", rest.len())));
+        }
+        rest = rest.get(align(len)..).unwrap_or(&[]);
+    }
+    Ok(Attrs(b))
+}
+
+/// Netlink's 4-byte alignment of messages and attributes.
+pub fn align(n: usize) -> usize {
+    (n + 3) & !3
+}
+
+pub fn u16_at(b: &[u8], at: usize) -> u16 {
+    b.get(at..at + 2).map_or(0, |x| u16::from_ne_bytes([x[0], x[1]]))
+}
+
+pub fn u32_at(b: &[u8], at: usize) -> u32 {
+    b.get(at..at + 4).map_or(0, |x| u32::from_ne_bytes([x[0], x[1], x[2], x[3]]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(ty: u16, body: &[u8]) -> Vec<u8> {
+        let mut m = request(ty, body);
+        m[6..8].copy_from_slice(&[0, 0]);
+        m
+    }
+
+    #[test]
+    fn a_request_is_a_header_then_its_body() {
+        let r = request(22, &[2, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(r.len(), 24);
+        assert_eq!(u32_at(&r, 0), 24);
+        assert_eq!(u16_at(&r, 4), 22);
+        assert_eq!(u16_at(&r, 6), NLM_F_REQUEST | NLM_F_DUMP);
+        assert_eq!(r[16], 2);
+    }
+
+    #[test]
+    fn walk_hands_over_each_message_then_stops_at_the_end() {
+        let mut buf = msg(20, &[1, 2, 3]);
+        buf.push(0); // padding to 4
+        buf.extend(msg(20, &[4; 4]));
+        let mut seen = Vec::new();
+        assert!(!walk(&buf, |ty, p| {
+            seen.push((ty, p.to_vec()));
+            Ok(())
+        })
+        .expect("walk"));
+        assert_eq!(seen, vec![(20, vec![1, 2, 3]), (20, vec![4; 4])]);
+        buf.extend(msg(NLMSG_DONE, &[0; 4]));
+        buf.extend(msg(20, &[9; 4])); // after the end: never seen
+        seen.clear();
+        assert!(walk(&buf, |ty, p| {
+            seen.push((ty, p.to_vec()));
+            Ok(())
+        })
+        .expect("walk"));
+        assert_eq!(seen.len(), 2);
+    }
+
+    #[test]
+    fn the_receive_loop_ends_at_the_byte_bound_or_an_empty_read_without_an_end() {
+        // A kernel that never says NLMSG_DONE: full datagrams of harmless messages, forever.
+        let mut calls = 0;
+        let endless = |buf: &mut [u8]| {
+            calls += 1;
+            let one = msg(20, &[0; 4]);
+            for chunk in buf.chunks_exact_mut(one.len()) {
+                chunk.copy_from_slice(&one);
+            }
+            Ok(buf.len() - buf.len() % one.len())
+        };
+        let e = receive(endless, |_, _| Ok(())).expect_err("unbounded");
+        assert!(e.to_string().starts_with("no end of dump after"), "{e}");
+        assert!(calls <= MAX_BYTES / (BUF - BUF % 20) + 1, "{calls}");
+        assert!(receive(|_| Ok(0), |_, _| Ok(())).is_err());
+        // A receive that times out is the receive's error.
+        let e = receive(|_| Err(io("recv")(nix::Error::EAGAIN)), |_, _| Ok(())).expect_err("deadline");
+        assert!(e.to_string().starts_with("recv:"), "{e}");
+    }
+
+    #[test]
+    fn hostile_messages_and_attributes_end_cleanly() {
+        let ok = |_: u16, _: &[u8]| Ok(());
+        assert!(walk(&[0xff, 0xff, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], ok).is_err());
+        assert!(walk(&[0; 16], ok).is_err());
+        let e = walk(&msg(NLMSG_ERROR, &(-1i32).to_ne_bytes()), ok).expect_err("error");
+        assert_eq!(e.to_string(), "kernel answered error 1");
+        assert!(walk(&msg(NLMSG_ERROR, &i32::MIN.to_ne_bytes()), ok).is_err());
+        assert!(walk(&msg(NLMSG_ERROR, &[]), ok).is_err());
+        // Attributes: a zero length, one past the buffer, a short header.
+        assert_eq!(Attrs(&[0, 0, 1, 0, 5, 5, 5, 5]).count(), 0);
+        assert_eq!(Attrs(&[8, 0, 1, 0, 5, 5, 5, 5, 9, 0, 1, 0, 1]).count(), 1);
+        assert_eq!(Attrs(&[4, 0]).count(), 0);
+        assert_eq!(Attrs(&[5, 0, 0x01, 0x80, 7]).next(), Some((1, &[7u8][..])));
+        // Checked: the same cases are errors; a last attribute may end unpadded.
+        assert!(attrs(&[0, 0, 1, 0, 5, 5, 5, 5]).is_err());
+        assert!(attrs(&[8, 0, 1, 0, 5, 5, 5, 5, 9, 0, 1, 0, 1]).is_err());
+        assert!(attrs(&[4, 0]).is_err());
+        assert_eq!(attrs(&[5, 0, 1, 0, 7]).expect("unpadded").count(), 1);
+        assert_eq!(attrs(&[]).expect("none").count(), 0);
+    }
+
+    /// The socket opens and answers a dump here (this namespace's addresses).
+    #[test]
+    fn this_namespace_answers_a_dump() {
+        let s = Socket::open().expect("socket");
+        let mut n = 0;
+        s.dump(22, &[0; 8], |_, _| {
+            n += 1;
+            Ok(())
+        })
+        .expect("dump");
+        assert!(n > 0);
+    }
+}
