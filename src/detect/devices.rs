@@ -22,7 +22,7 @@ use crate::detect::names;
 use crate::detect::netif::{OwnAddr, Owner};
 use crate::detect::port::PortFacts;
 use crate::detect::sriov;
-use crate::detect::sysfs::{Attachment, Identity, NetDevs, Sysfs};
+use crate::detect::sysfs::{Attachment, DeviceDir, Identity, NetDevs, Sysfs};
 use crate::nccl::gid::GidPrefs;
 
 /// The process environment as detection sees it.
@@ -145,8 +145,8 @@ impl<'a> Own<'a> {
 struct Named {
     name: String,
     origin: String,
-    /// The source already found `class/infiniband/<name>` usable; no need to look again.
-    checked: bool,
+    /// `class/infiniband/<name>` as the source already looked it up, to be read from.
+    dir: Option<DeviceDir>,
     /// The device ID (PCI address, auxiliary ID) the source gave along with the name: the
     /// name is checked against it once the device's attachment is read.
     claimed_id: Option<String>,
@@ -193,18 +193,18 @@ pub fn detect(inp: &Inputs) -> Detection {
 
     let (source, named) = chosen.unwrap_or((Source::None, Vec::new()));
     let mut present = Vec::new();
-    for n in named {
-        match if n.checked { Ok(()) } else { inp.sysfs.rdma_device_status(&n.name) } {
-            Ok(()) => present.push(n),
+    for mut n in named {
+        match n.dir.take().map_or_else(|| inp.sysfs.open_device(&n.name), Ok) {
+            Ok(dir) => present.push((n, dir)),
             Err(e) => {
                 warnings.push(format!("{} names RDMA device {}, which cannot be used ({e}); skipped", n.origin, n.name))
             }
         }
     }
     let mut devices: Vec<Device> = Vec::new();
-    for n in present {
+    for (n, dir) in present {
         let claimed = n.claimed_id.clone();
-        let dev = read_device(inp, &own, n, &mut warnings);
+        let dev = read_device(inp, &own, n, &dir, &mut warnings);
         match (claimed, function(&dev.attachment)) {
             (Some(id), Some(func)) if id != func => {
                 // Two names for one device disagree: the device ID is what was allocated to the
@@ -225,8 +225,11 @@ pub fn detect(inp: &Inputs) -> Detection {
                         dev.origin, dev.name, dev.name, others.join(","), others.join(",")
                     ));
                     for f in found {
-                        if !devices.iter().any(|d| d.name == f.name) && inp.sysfs.has_rdma_device(&f.name) {
-                            devices.push(read_device(inp, &own, f, &mut warnings));
+                        if devices.iter().any(|d| d.name == f.name) {
+                            continue;
+                        }
+                        if let Ok(dir) = inp.sysfs.open_device(&f.name) {
+                            devices.push(read_device(inp, &own, f, &dir, &mut warnings));
                         }
                     }
                 }
@@ -273,11 +276,11 @@ pub fn function(a: &Attachment) -> Option<&str> {
 }
 
 /// Reads one device's attachment and ports (unless the source already read them).
-fn read_device(inp: &Inputs, own: &Own, n: Named, warnings: &mut Vec<String>) -> Device {
-    let (attachment, func) = inp.sysfs.attachment(&n.name);
+fn read_device(inp: &Inputs, own: &Own, n: Named, dir: &DeviceDir, warnings: &mut Vec<String>) -> Device {
+    let (attachment, func) = inp.sysfs.attachment_of(dir);
     let (mut ports, mut problems) = match n.ports {
         Some(read) => read,
-        None => read_ports(inp.sysfs, &n.name, own, warnings),
+        None => read_ports(inp.sysfs, dir, own, warnings),
     };
     if ports.iter().any(|p| p.link_layer.as_deref() == Some("InfiniBand")) {
         ipoib_pkeys(inp.sysfs, &n.name, func.as_deref(), &mut ports, &mut problems);
@@ -289,12 +292,13 @@ fn read_device(inp: &Inputs, own: &Own, n: Named, warnings: &mut Vec<String>) ->
 /// interfaces (its link-local entry, which the kernel adds when the link comes up) but not yet
 /// that interface's address of NCCL's family, the kernel is still adding entries: read again
 /// until they appear or the shared deadline passes, and say which never came.
-fn read_ports(sysfs: &Sysfs, dev: &str, own: &Own, warnings: &mut Vec<String>) -> ReadPorts {
+fn read_ports(sysfs: &Sysfs, dir: &DeviceDir, own: &Own, warnings: &mut Vec<String>) -> ReadPorts {
+    let dev = dir.name();
     let start = Instant::now();
     loop {
         let mut errs = Vec::new();
         let pod = gids::Pod { gids: &own.gids, addrs: &own.addrs, tables: own.tables };
-        let ports = sysfs.ports_with(dev, own.prefs, &pod, &mut errs);
+        let ports = sysfs.ports_of(dir, own.prefs, &pod, &mut errs);
         let missing: Vec<String> = ports.iter().flat_map(|p| missing_entries(dev, p, own)).collect();
         if missing.is_empty() || Instant::now() >= own.deadline {
             if !missing.is_empty() {
@@ -387,7 +391,7 @@ fn resolve_id(inp: &Inputs, id: &str, origin: &str, out: &mut Vec<Named>, proble
     out.extend(found.into_iter().map(|name| Named {
         name,
         origin: origin.to_string(),
-        checked: false,
+        dir: None,
         claimed_id: None,
         ports: None,
     }));
@@ -398,11 +402,11 @@ fn from_sriov(inp: &Inputs) -> (SourceReport, Vec<Named>) {
     let mut problems: Vec<String> = scan.problems.iter().map(ToString::to_string).collect();
     let mut named = Vec::new();
     for dev in &scan.devices {
-        match dev.rdma_dev.as_ref().map(|name| (name, inp.sysfs.rdma_device_status(name))) {
-            Some((name, Ok(()))) => named.push(Named {
+        match dev.rdma_dev.as_ref().map(|name| (name, inp.sysfs.open_device(name))) {
+            Some((name, Ok(dir))) => named.push(Named {
                 name: name.clone(),
                 origin: dev.variable.clone(),
-                checked: true,
+                dir: Some(dir),
                 claimed_id: Some(dev.device_id.clone()),
                 ports: None,
             }),
@@ -437,19 +441,20 @@ fn from_annotation(inp: &Inputs) -> (SourceReport, Vec<Named>) {
     let mut named = Vec::new();
     for dev in &scan.devices {
         let origin = format!("network {}", dev.network);
-        match (&dev.rdma_dev, &dev.pci_address) {
-            (Some(name), _) if inp.sysfs.has_rdma_device(name) => named.push(Named {
+        let opened = dev.rdma_dev.as_ref().and_then(|name| inp.sysfs.open_device(name).ok());
+        match (opened, &dev.rdma_dev, &dev.pci_address) {
+            (Some(dir), Some(name), _) => named.push(Named {
                 name: name.clone(),
                 origin,
-                checked: true,
+                dir: Some(dir),
                 claimed_id: dev.pci_address.clone(),
                 ports: None,
             }),
-            (_, Some(addr)) => resolve_id(inp, addr, &origin, &mut named, &mut problems),
-            (Some(name), None) => {
+            (_, _, Some(addr)) => resolve_id(inp, addr, &origin, &mut named, &mut problems),
+            (_, Some(name), None) => {
                 problems.push(format!("{origin}: rdma-device {name} is not in this namespace's RDMA devices"))
             }
-            (None, None) => {}
+            (_, None, None) => {}
         }
     }
     let inputs = if scan.found { vec![path] } else { Vec::new() };
@@ -477,13 +482,8 @@ fn from_sysfs(inp: &Inputs, visible: &[String], own: &Own, warnings: &mut Vec<St
     }
     let mut problems = Vec::new();
     let inputs = vec![class.clone()];
-    let named = |name: &String, origin: String, ports| Named {
-        name: name.clone(),
-        origin,
-        checked: false,
-        claimed_id: None,
-        ports,
-    };
+    let named =
+        |name: &String, origin: String, ports| Named { name: name.clone(), origin, dir: None, claimed_id: None, ports };
     if inp.sysfs.netns_exclusive() == Some(true) {
         let all = visible.iter().map(|n| named(n, "sysfs (exclusive RDMA netns mode)".into(), None));
         return (report(Source::Sysfs, inputs, problems, true), all.collect());
@@ -505,7 +505,10 @@ fn from_sysfs(inp: &Inputs, visible: &[String], own: &Own, warnings: &mut Vec<St
     if !look_for.is_empty() {
         let claimed: Vec<String> = found.iter().map(|f| f.name.clone()).collect();
         for dev in visible.iter().filter(|v| !claimed.contains(v)) {
-            let ports = read_ports(inp.sysfs, dev, own, warnings);
+            let ports = match inp.sysfs.open_device(dev) {
+                Ok(dir) => read_ports(inp.sysfs, &dir, own, warnings),
+                Err(e) => (Vec::new(), vec![e.to_string()]),
+            };
             match own_entry(&ports.0) {
                 Some(entry) => found.push(named(dev, format!("sysfs (shared device, via {entry})"), Some(ports))),
                 None => read.push((dev.clone(), ports)),

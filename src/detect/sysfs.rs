@@ -48,6 +48,18 @@ pub enum Attachment {
     Unknown,
 }
 
+/// An RDMA device's directory, `class/infiniband/<name>`, looked up once (`Sysfs::open_device`).
+pub struct DeviceDir {
+    fd: OwnedFd,
+    name: String,
+}
+
+impl DeviceDir {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
 /// Whether a software RDMA device sits on a given net device of this namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Identity {
@@ -177,8 +189,19 @@ impl Sysfs {
 
     /// Whether `class/infiniband/<name>` leads to a device, and if not, why (absent, a loop...).
     pub fn rdma_device_status(&self, name: &str) -> Result<(), SysfsError> {
+        self.open_device(name).map(drop)
+    }
+
+    /// `class/infiniband/<name>`, looked up once (`O_PATH`): the device's links and ports are
+    /// then read relative to it. Each lookup walks the class symlink and the device's whole PCI
+    /// path again, which on the start path cost more than the reads it led to; the error says why
+    /// the name leads to no device (absent, a loop, not a directory).
+    pub fn open_device(&self, name: &str) -> Result<DeviceDir, SysfsError> {
         let path = self.path(&format!("class/infiniband/{name}"));
-        std::fs::metadata(&path).map(drop).map_err(|source| SysfsError::Read { path, source })
+        match rustix::fs::open(&path, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()) {
+            Ok(fd) => Ok(DeviceDir { fd, name: name.to_string() }),
+            Err(e) => Err(SysfsError::Read { path, source: e.into() }),
+        }
     }
 
     /// RDMA devices behind a device ID from the device plugin: a PCI address
@@ -206,22 +229,32 @@ impl Sysfs {
 
     /// How `dev` is attached, and the name of its function (PCI address or auxiliary ID).
     pub fn attachment(&self, dev: &str) -> (Attachment, Option<String>) {
-        let base = format!("class/infiniband/{dev}");
-        match self.link_name(&format!("{base}/device")) {
+        match self.open_device(dev) {
+            Ok(d) => self.attachment_of(&d),
+            Err(_) => (Attachment::Unknown, None),
+        }
+    }
+
+    /// `attachment`, for a device already looked up: its links read relative to its directory.
+    pub fn attachment_of(&self, d: &DeviceDir) -> (Attachment, Option<String>) {
+        match link_name_at(&d.fd, "device") {
             Some(func) => {
                 let att = if !looks_like_pci(&func) {
                     Attachment::Sf { id: func.clone() }
-                } else if let Some(pf) = self.link_name(&format!("{base}/device/physfn")) {
+                } else if let Some(pf) = link_name_at(&d.fd, "device/physfn") {
                     Attachment::Vf { pci: func.clone(), pf }
                 } else {
                     Attachment::Pf { pci: func.clone() }
                 };
                 (att, Some(func))
             }
-            None => match self.attr(&format!("{base}/parent")) {
-                Ok(parent) if names::device_name(&parent).is_ok() => (Attachment::Software { parent }, None),
-                _ => (Attachment::Unknown, None),
-            },
+            None => {
+                let dir = self.path(&format!("class/infiniband/{}", d.name));
+                match file::read_attr_at(&d.fd, &dir, "parent") {
+                    Ok(parent) if names::device_name(&parent).is_ok() => (Attachment::Software { parent }, None),
+                    _ => (Attachment::Unknown, None),
+                }
+            }
         }
     }
 
@@ -306,12 +339,40 @@ impl Sysfs {
         pod: &gids::Pod,
         problems: &mut Vec<SysfsError>,
     ) -> Vec<PortFacts> {
-        let base = format!("class/infiniband/{dev}/ports");
+        match self.open_device(dev) {
+            Ok(d) => self.ports_of(&d, prefs, pod, problems),
+            Err(SysfsError::Read { source, .. }) if source.kind() != io::ErrorKind::NotFound => {
+                problems.push(SysfsError::Read { path: self.path(&format!("class/infiniband/{dev}/ports/1")), source });
+                Vec::new()
+            }
+            Err(_) => {
+                let base = self.path(&format!("class/infiniband/{dev}/ports"));
+                problems.push(SysfsError::Content { path: base, content: "no port 1".into() });
+                Vec::new()
+            }
+        }
+    }
+
+    /// `ports_with`, for a device already looked up: each port opened relative to its directory.
+    pub fn ports_of(
+        &self,
+        d: &DeviceDir,
+        prefs: &GidPrefs,
+        pod: &gids::Pod,
+        problems: &mut Vec<SysfsError>,
+    ) -> Vec<PortFacts> {
+        let base = format!("class/infiniband/{}/ports", d.name);
         let mut ports = Vec::new();
         for n in 1..=MAX_PORTS {
             let dir = self.path(&format!("{base}/{n}"));
-            match open_dir(&dir) {
-                Ok(fd) => ports.push(self.port(fd, dir, (dev, n), prefs, pod)),
+            let opened = rustix::fs::openat(
+                &d.fd,
+                format!("ports/{n}"),
+                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                Mode::empty(),
+            );
+            match opened.map_err(io::Error::from) {
+                Ok(fd) => ports.push(self.port(fd, dir, (&d.name, n), prefs, pod)),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => break,
                 Err(source) => {
                     problems.push(SysfsError::Read { path: dir, source });
@@ -457,6 +518,14 @@ pub fn looks_like_pci(id: &str) -> bool {
         let hex = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_hexdigit);
         hex(0..4) && hex(5..7) && hex(8..10) && b[11].is_ascii_digit()
     }
+}
+
+/// The last component of the symlink `rel` under `dir`, as `Sysfs::link_name` reads it.
+fn link_name_at(dir: &OwnedFd, rel: &str) -> Option<String> {
+    let target = rustix::fs::readlinkat(dir, rel, Vec::new()).ok()?;
+    let target = target.to_str().ok()?;
+    let name = target.rsplit('/').next()?;
+    names::device_id(name).ok().map(String::from)
 }
 
 fn open_dir(path: &Path) -> io::Result<OwnedFd> {
