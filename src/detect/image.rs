@@ -22,6 +22,23 @@ pub fn exists(root: &Path, p: &str) -> bool {
     inside(root, p).is_some_and(|x| x.is_file())
 }
 
+/// A scratch image root for tests, holding `files` (empty) and `links` (path, target).
+#[cfg(test)]
+pub fn scratch(tag: &str, files: &[&str], links: &[(&str, &str)]) -> PathBuf {
+    let root = std::env::temp_dir().join(format!("nccl-wrap-image-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    for p in files.iter().chain(links.iter().map(|(p, _)| p)) {
+        std::fs::create_dir_all(root.join(p).parent().expect("parent")).expect("mkdir");
+    }
+    for p in files {
+        std::fs::write(root.join(p), b"").expect("write");
+    }
+    for (p, t) in links {
+        std::os::unix::fs::symlink(t, root.join(p)).expect("symlink");
+    }
+    root
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

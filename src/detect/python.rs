@@ -87,30 +87,14 @@ fn python_version(root: &Path, bin: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
-
-    /// An image root holding `files` (empty) and `links` (path, target).
-    fn image(tag: &str, files: &[&str], links: &[(&str, &str)]) -> PathBuf {
-        let root = std::env::temp_dir().join(format!("nccl-wrap-py-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        for p in files.iter().chain(links.iter().map(|(p, _)| p)) {
-            std::fs::create_dir_all(root.join(p).parent().expect("parent")).expect("mkdir");
-        }
-        for p in files {
-            std::fs::write(root.join(p), b"").expect("write");
-        }
-        for (p, t) in links {
-            std::os::unix::fs::symlink(t, root.join(p)).expect("symlink");
-        }
-        root
-    }
+    use crate::detect::image::scratch;
 
     #[test]
     fn the_wheel_nccl_is_the_pythons_own_version_not_the_newest_directory() {
         // Debian: /usr/bin/python3 -> python3.11; pip's /usr/local/lib also holds a stale
         // python3.12 tree that this Python never loads.
         let nccl = |v: &str| format!("usr/local/lib/{v}/dist-packages/nvidia/nccl/lib/libnccl.so.2");
-        let root = image(
+        let root = scratch(
             "debian",
             &["usr/bin/python3.11", &nccl("python3.11"), &nccl("python3.12")],
             &[("usr/bin/python3", "python3.11")],
@@ -123,7 +107,7 @@ mod tests {
     #[test]
     fn a_venvs_python_is_followed_to_its_version_inside_the_root() {
         // python -m venv: bin/python3 -> python -> /usr/bin/python3.11 (absolute: the image's).
-        let root = image(
+        let root = scratch(
             "venv",
             &["usr/bin/python3.11", "opt/venv/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2"],
             &[("opt/venv/bin/python3", "python"), ("opt/venv/bin/python", "/usr/bin/python3.11")],
@@ -132,8 +116,11 @@ mod tests {
         let vars: Vars = [("PATH".into(), "/opt/venv/bin:/usr/bin".into())].into_iter().collect();
         let found = wheel_nccl(&root, &vars);
         // A Python that is no link: the prefix is listed, as before.
-        let plain =
-            image("plain", &["usr/bin/python3", "usr/lib/python3.10/site-packages/nvidia/nccl/lib/libnccl.so.2"], &[]);
+        let plain = scratch(
+            "plain",
+            &["usr/bin/python3", "usr/lib/python3.10/site-packages/nvidia/nccl/lib/libnccl.so.2"],
+            &[],
+        );
         let listed = wheel_nccl(&plain, &Vars::new());
         let _ = (std::fs::remove_dir_all(&root), std::fs::remove_dir_all(&plain));
         assert_eq!(found.as_deref(), Some("/opt/venv/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2"));

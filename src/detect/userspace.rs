@@ -428,7 +428,7 @@ pub fn check(root: &Path, vars: &Vars, devices: &[(String, Option<String>)], dep
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
+    use crate::detect::image::scratch;
 
     #[test]
     fn providers_by_name_and_by_driver() {
@@ -462,25 +462,9 @@ mod tests {
         );
     }
 
-    /// An image root holding `files` (empty) and `links` (path, target).
-    fn image(tag: &str, files: &[&str], links: &[(&str, &str)]) -> PathBuf {
-        let root = std::env::temp_dir().join(format!("nccl-wrap-py-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        for p in files.iter().chain(links.iter().map(|(p, _)| p)) {
-            std::fs::create_dir_all(root.join(p).parent().expect("parent")).expect("mkdir");
-        }
-        for p in files {
-            std::fs::write(root.join(p), b"").expect("write");
-        }
-        for (p, t) in links {
-            std::os::unix::fs::symlink(t, root.join(p)).expect("symlink");
-        }
-        root
-    }
-
     #[test]
     fn the_driver_link_is_read_only_for_a_device_its_name_does_not_place() {
-        let root = image(
+        let root = scratch(
             "drivers",
             &["sys/bus/pci/drivers/mlx5_core/.keep"],
             &[
