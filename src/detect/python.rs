@@ -26,6 +26,12 @@ pub fn wheel_nccl(root: &Path, vars: &Vars) -> Option<String> {
     first.retain(|p| !prefixes.contains(p));
     first.dedup();
     prefixes.splice(0..0, first);
+    // /usr/bin/python3 names the version of both /usr/lib and pip's /usr/local/lib: read once.
+    let usr_bin = std::cell::OnceCell::new();
+    let version = |bin: &str| match bin {
+        "/usr/bin/python3" => usr_bin.get_or_init(|| python_version(root, bin)).clone(),
+        _ => python_version(root, bin),
+    };
     for prefix in prefixes {
         // Only where a Python lives beside it (`<prefix>/../bin/python3`), so that PATH entries
         // such as /usr/local/cuda/bin cost one stat, not a directory listing. /usr/local/lib is
@@ -37,7 +43,7 @@ pub fn wheel_nccl(root: &Path, vars: &Vars) -> Option<String> {
         }
         // The Python's own `python3.X` where its links name it; the prefix is listed only where
         // they do not.
-        let named = python_version(root, if here { &bin } else { "/usr/bin/python3" });
+        let named = version(if here { &bin } else { "/usr/bin/python3" });
         let pythons = match named {
             Some(v) => vec![v],
             None => {
