@@ -107,6 +107,8 @@ fuzz_target!(|data: &[u8]| {
         lines.next().unwrap_or(""),
     );
 
+    // The kernel's fixed form is decoded directly; any text reads as the IPv6 parser reads it.
+    assert_eq!(gid::parse_gid(gid_text), gid_text.trim().parse::<Ipv6Addr>().ok(), "{gid_text:?}");
     if let Some(g) = gid::parse_gid(gid_text) {
         // sysfs's form re-parses to the same address, and verbs formats it the same way.
         let f = format_gid(&g);

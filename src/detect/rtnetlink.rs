@@ -14,8 +14,11 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use nix::sys::socket::{self, sockopt, AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType};
 use nix::sys::time::TimeVal;
 
-/// The reply is read in buffers of this size: the kernel fills a dump datagram up to 32 KiB.
-const BUF: usize = 32 * 1024;
+/// The reply is read in buffers of this size. The kernel sizes each dump datagram after the
+/// receive buffer it was last given (at most 32 KiB), the first after `NLMSG_GOODSIZE` (under
+/// 8 KiB with 4 KiB or 64 KiB pages), so no datagram outgrows it; a pod's few addresses fit in
+/// one, and the 32 KiB buffer this replaced was mostly pages zeroed and never read.
+const BUF: usize = 8 * 1024;
 /// At most this much of a dump is read: about 1,000 links with their attributes.
 pub const MAX_BYTES: usize = 4 * 1024 * 1024;
 /// How long one receive may wait for the kernel, in microseconds (under a second).

@@ -144,7 +144,7 @@ impl Sysfs {
     /// is an empty list.
     pub fn list(&self, rel: &str, problems: &mut Vec<SysfsError>) -> Vec<String> {
         let path = self.path(rel);
-        let entries = match std::fs::read_dir(&path) {
+        let entries = match file::names(&path, usize::MAX) {
             Ok(e) => e,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Vec::new(),
             Err(source) => {
@@ -153,8 +153,7 @@ impl Sysfs {
             }
         };
         let mut out = Vec::new();
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
+        for name in entries {
             match names::device_id(&name) {
                 Ok(n) => out.push(n.to_string()),
                 Err(source) => problems.push(SysfsError::Name { path: path.clone(), name, source }),
@@ -508,7 +507,16 @@ const MAX_PKEYS: u32 = 256;
 
 /// sysfs's form: eight groups of four hex digits.
 pub fn format_gid(gid: &Ipv6Addr) -> String {
-    gid.segments().iter().map(|s| format!("{s:04x}")).collect::<Vec<_>>().join(":")
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(39);
+    for (i, b) in gid.octets().into_iter().enumerate() {
+        if i > 0 && i % 2 == 0 {
+            out.push(':');
+        }
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    out
 }
 
 pub fn looks_like_pci(id: &str) -> bool {

@@ -225,12 +225,10 @@ fn provider_dirs(beside: &str) -> Vec<String> {
 /// where there are several and it is known).
 fn provider_library(root: &Path, dir: &str, name: &str, want: Option<u32>) -> Option<String> {
     let prefix = format!("lib{name}-rdmav");
-    let rd = std::fs::read_dir(inside(root, dir)?).ok()?;
-    let mut found: Vec<String> = rd
-        .take(DIR_ENTRIES)
-        .filter_map(Result::ok)
-        .filter_map(|e| {
-            let n = e.file_name().to_string_lossy().into_owned();
+    let listed = crate::detect::file::names(&inside(root, dir)?, DIR_ENTRIES).ok()?;
+    let mut found: Vec<String> = listed
+        .into_iter()
+        .filter_map(|n| {
             let abi = n.strip_prefix(&prefix)?.strip_suffix(".so")?;
             (!abi.is_empty() && abi.len() <= 4 && abi.bytes().all(|b| b.is_ascii_digit())).then(|| format!("{dir}/{n}"))
         })

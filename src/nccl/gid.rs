@@ -168,8 +168,32 @@ pub trait GidTable {
 }
 
 /// Parses sysfs's colon-separated GID form (`fe80:0000:...`), which is an IPv6 address.
+///
+/// The kernel prints every entry as eight groups of four hex digits (`%pI6`), read four times a
+/// port on every start: that form is decoded directly, anything else goes through the standard
+/// IPv6 parser, which gives the same address for the fixed form (the unit test and the `gid`
+/// fuzz target hold the two to each other).
 pub fn parse_gid(text: &str) -> Option<Ipv6Addr> {
-    text.trim().parse().ok()
+    let text = text.trim();
+    fixed_form(text.as_bytes()).or_else(|| text.parse().ok())
+}
+
+/// `xxxx:xxxx:xxxx:xxxx:xxxx:xxxx:xxxx:xxxx`, and nothing else.
+fn fixed_form(b: &[u8]) -> Option<Ipv6Addr> {
+    if b.len() != 39 {
+        return None;
+    }
+    let mut groups = [0u16; 8];
+    for (g, chunk) in groups.iter_mut().zip(b.chunks(5)) {
+        if chunk.len() == 5 && chunk[4] != b':' {
+            return None;
+        }
+        for &c in &chunk[..4] {
+            let digit = u16::try_from(char::from(c).to_digit(16)?).ok()?;
+            *g = (*g << 4) | digit;
+        }
+    }
+    Some(Ipv6Addr::from(groups))
 }
 
 pub fn family_of(gid: &Ipv6Addr) -> Family {
@@ -339,6 +363,31 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn the_kernels_fixed_gid_form_parses_as_the_ipv6_parser_reads_it() {
+        for t in [
+            "fe80:0000:0000:0000:0ac0:ebff:fe3d:ca54",
+            "0000:0000:0000:0000:0000:ffff:0a6e:0021",
+            "0000:0000:0000:0000:0000:0000:0000:0000",
+            "FD00:0000:0000:0000:0000:0000:0000:00AB",
+            "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+        ] {
+            assert_eq!(fixed_form(t.as_bytes()), t.parse().ok(), "{t}");
+            assert_eq!(parse_gid(&format!("{t}\n")), t.parse().ok(), "{t}");
+        }
+        // Not the fixed form: left to the IPv6 parser, which reads or refuses it as before.
+        for t in [
+            "fe80::1",
+            "::ffff:10.0.0.1",
+            "fe80:0000:0000:0000:0ac0:ebff:fe3d:ca5g",
+            "fe80-0000:0000:0000:0ac0:ebff:fe3d:ca54",
+        ] {
+            assert_eq!(fixed_form(t.as_bytes()), None, "{t}");
+            assert_eq!(parse_gid(t), t.parse().ok(), "{t}");
+        }
+        assert_eq!(fixed_form(b"fe80:0000:0000:0000:0ac0:ebff:fe3d:ca5+"), None);
+    }
 
     fn e(index: u32, text: &str, roce: Option<RoceType>) -> GidEntry {
         GidEntry { index, gid: parse_gid(text).expect("test gid"), roce }
