@@ -31,8 +31,10 @@ pub fn check(name: &str, allow_colon: bool) -> Result<&str, NameError> {
     if name.len() > MAX_DEVICE_NAME {
         return Err(NameError::TooLong(name.len()));
     }
-    let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') || (allow_colon && c == ':');
-    if !name.chars().all(ok) {
+    // The set is ASCII, so bytes decide as characters would: a byte of a multi-byte character
+    // is never in it.
+    let ok = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-') || (allow_colon && c == b':');
+    if !name.bytes().all(ok) {
         return Err(NameError::BadChars(name.chars().take(80).collect()));
     }
     if name == "." || name == ".." {
@@ -50,8 +52,22 @@ pub fn device_id(id: &str) -> Result<&str, NameError> {
 }
 
 /// Natural order: `mlx5_2` before `mlx5_10`. Runs of digits compare by value.
+///
+/// The bytes before the first difference are equal, and so is every whole run of digits among
+/// them, so the comparison starts at the run of digits that difference falls in (or at the
+/// difference itself): sorting a node's 1,024 device names, which share their `mlx5_` prefix,
+/// was half of a start's instructions when it walked every name from its first byte.
 pub fn natural_cmp(a: &str, b: &str) -> Ordering {
-    let (mut x, mut y) = (a.as_bytes(), b.as_bytes());
+    let (x, y) = (a.as_bytes(), b.as_bytes());
+    let mut i = x.iter().zip(y).take_while(|(c, d)| c == d).count();
+    while i > 0 && x[i - 1].is_ascii_digit() {
+        i -= 1;
+    }
+    natural_from(a, b, &x[i..], &y[i..])
+}
+
+/// [`natural_cmp`] from a point where both names are at the start of a segment.
+fn natural_from(a: &str, b: &str, mut x: &[u8], mut y: &[u8]) -> Ordering {
     loop {
         match (x.first(), y.first()) {
             (None, None) => return a.cmp(b),
@@ -94,6 +110,53 @@ mod tests {
         v.sort_by(|a, b| natural_cmp(a, b));
         assert_eq!(v, ["bnxt_re0", "mlx5_1", "mlx5_6", "mlx5_7", "mlx5_10", "mlx5_11"]);
         assert_eq!(natural_cmp("mlx5_01", "mlx5_1"), Ordering::Less);
+    }
+
+    /// The walk from the first byte, as it was before the shortcut.
+    fn natural_cmp_from_the_start(a: &str, b: &str) -> Ordering {
+        natural_from(a, b, a.as_bytes(), b.as_bytes())
+    }
+
+    #[test]
+    fn starting_at_the_first_difference_orders_as_walking_from_the_start() {
+        let names = [
+            "",
+            "0",
+            "00",
+            "01",
+            "1",
+            "10",
+            "9",
+            "mlx5_",
+            "mlx5_0",
+            "mlx5_00",
+            "mlx5_01",
+            "mlx5_1",
+            "mlx5_10",
+            "mlx5_100",
+            "mlx5_2",
+            "mlx5_9",
+            "mlx5_10a",
+            "mlx5_10b2",
+            "mlx5_10b10",
+            "mlx5_1_0",
+            "mlx5a",
+            "mlx50",
+            "mlx4_1",
+            "rxe0",
+            "rxe00",
+            "bnxt_re0",
+            "a1b2",
+            "a1b02",
+            "a01b2",
+            "007",
+            "7",
+        ];
+        for a in names {
+            for b in names {
+                assert_eq!(natural_cmp(a, b), natural_cmp_from_the_start(a, b), "{a:?} {b:?}");
+            }
+        }
     }
 
     #[test]

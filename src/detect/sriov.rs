@@ -7,6 +7,7 @@
 
 use std::ffi::{OsStr, OsString};
 
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::detect::names::{self, NameError};
@@ -146,15 +147,15 @@ fn parse_info(variable: &str, text: &str, problems: &mut Vec<SriovError>) -> Res
         Entries::Object(entries) => entries,
         Entries::Other(v) => return Err(SriovError::NotAnObject { variable: variable.to_string(), found: kind(&v) }),
     };
-    let mut map: Vec<(String, Value)> = Vec::with_capacity(entries.len());
+    let mut map: Vec<(String, &RawValue)> = Vec::with_capacity(entries.len());
     for (id, providers) in entries {
         match map.iter_mut().find(|(k, _)| *k == id) {
             Some((_, old)) => {
                 problems.push(SriovError::DuplicateId {
                     variable: variable.to_string(),
                     device_id: id.clone(),
-                    first: old.to_string(),
-                    second: providers.to_string(),
+                    first: compact(old),
+                    second: compact(providers),
                 });
                 *old = providers;
             }
@@ -170,8 +171,11 @@ fn parse_info(variable: &str, text: &str, problems: &mut Vec<SriovError>) -> Res
                 continue;
             }
         };
-        let rdma_dev = providers.pointer("/rdma/rdma_dev").and_then(Value::as_str).and_then(|dev| {
-            names::device_name(dev)
+        // Only `rdma.rdma_dev` is read; any other shape (no `rdma`, not an object, not a string)
+        // leaves the device to be resolved by its ID, as before v3.10.0.
+        let named = serde_json::from_str::<Providers>(providers.get()).ok().and_then(|p| p.rdma?.rdma_dev);
+        let rdma_dev = named.and_then(|dev| {
+            names::device_name(&dev)
                 .map_err(|source| {
                     problems.push(SriovError::BadRdmaDev {
                         variable: variable.to_string(),
@@ -187,47 +191,66 @@ fn parse_info(variable: &str, text: &str, problems: &mut Vec<SriovError>) -> Res
     Ok(out)
 }
 
+/// One entry's providers, of which only `rdma.rdma_dev` matters: other keys are skipped unread,
+/// never built into values (a `serde_json::Value` per entry was a tenth of a start's work).
+#[derive(serde::Deserialize)]
+struct Providers<'a> {
+    #[serde(borrow, default)]
+    rdma: Option<Rdma<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct Rdma<'a> {
+    #[serde(borrow, default)]
+    rdma_dev: Option<std::borrow::Cow<'a, str>>,
+}
+
+/// An entry as one line of JSON, for a message (the variable's own spacing is not kept).
+fn compact(raw: &RawValue) -> String {
+    serde_json::from_str::<Value>(raw.get()).map_or_else(|_| raw.get().to_string(), |v| v.to_string())
+}
+
 /// A JSON value whose top-level object keeps every entry in order, duplicates included
 /// (`serde_json::Value` keeps only the last of a repeated key, silently).
-enum Entries {
-    Object(Vec<(String, Value)>),
+enum Entries<'a> {
+    Object(Vec<(String, &'a RawValue)>),
     Other(Value),
 }
 
-impl<'de> serde::Deserialize<'de> for Entries {
+impl<'de: 'a, 'a> serde::Deserialize<'de> for Entries<'a> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Entries;
+            type Value = Entries<'de>;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("a JSON value")
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Entries, A::Error> {
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Entries<'de>, A::Error> {
                 let mut out = Vec::new();
-                while let Some(entry) = m.next_entry::<String, Value>()? {
+                while let Some(entry) = m.next_entry::<String, &RawValue>()? {
                     out.push(entry);
                 }
                 Ok(Entries::Object(out))
             }
-            fn visit_bool<E>(self, v: bool) -> Result<Entries, E> {
+            fn visit_bool<E>(self, v: bool) -> Result<Entries<'de>, E> {
                 Ok(Entries::Other(Value::Bool(v)))
             }
-            fn visit_i64<E>(self, v: i64) -> Result<Entries, E> {
+            fn visit_i64<E>(self, v: i64) -> Result<Entries<'de>, E> {
                 Ok(Entries::Other(Value::from(v)))
             }
-            fn visit_u64<E>(self, v: u64) -> Result<Entries, E> {
+            fn visit_u64<E>(self, v: u64) -> Result<Entries<'de>, E> {
                 Ok(Entries::Other(Value::from(v)))
             }
-            fn visit_f64<E>(self, v: f64) -> Result<Entries, E> {
+            fn visit_f64<E>(self, v: f64) -> Result<Entries<'de>, E> {
                 Ok(Entries::Other(Value::from(v)))
             }
-            fn visit_str<E>(self, v: &str) -> Result<Entries, E> {
+            fn visit_str<E>(self, v: &str) -> Result<Entries<'de>, E> {
                 Ok(Entries::Other(Value::from(v)))
             }
-            fn visit_unit<E>(self) -> Result<Entries, E> {
+            fn visit_unit<E>(self) -> Result<Entries<'de>, E> {
                 Ok(Entries::Other(Value::Null))
             }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Entries, A::Error> {
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Entries<'de>, A::Error> {
                 let mut out = Vec::new();
                 while let Some(v) = s.next_element::<Value>()? {
                     out.push(v);
