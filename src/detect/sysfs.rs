@@ -159,7 +159,7 @@ impl Sysfs {
                 Err(source) => problems.push(SysfsError::Name { path: path.clone(), name, source }),
             }
         }
-        out.sort_by(|a, b| names::natural_cmp(a, b));
+        names::sort_natural(&mut out);
         out
     }
 

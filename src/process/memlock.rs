@@ -118,7 +118,14 @@ pub fn raise() -> Memlock {
             }
         }
     };
-    let after = getrlimit(Resource::Memlock).into();
+    // What a successful setrlimit set, or what an unchanged limit still is; read again only
+    // where a call failed half-way.
+    let after = match outcome {
+        Outcome::AlreadyUnlimited | Outcome::CappedAtHard => before,
+        Outcome::RaisedToUnlimited => Limits { soft: None, hard: None },
+        Outcome::SoftRaisedToHard => Limits { soft: before.hard, hard: before.hard },
+        Outcome::Failed => getrlimit(Resource::Memlock).into(),
+    };
     Memlock { before, after, outcome, cap_ipc_lock, cap_sys_resource, error }
 }
 
