@@ -103,10 +103,13 @@ const SOCKETS: &str =
 /// a few hundred MiB, the string sits in its read-only data.
 const NCCL_SCAN_BYTES: u64 = 1 << 30;
 
+/// The loader's default directories (glibc's, with Debian's multiarch ones first).
 #[cfg(target_arch = "aarch64")]
-const TRIPLET: &str = "aarch64-linux-gnu";
+const DEFAULT_DIRS: [&str; 6] =
+    ["/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"];
 #[cfg(not(target_arch = "aarch64"))]
-const TRIPLET: &str = "x86_64-linux-gnu";
+const DEFAULT_DIRS: [&str; 6] =
+    ["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"];
 
 /// The image's loader: its root, `LD_LIBRARY_PATH` and cache.
 pub struct Loader<'a> {
@@ -152,15 +155,7 @@ impl<'a> Loader<'a> {
                 return Some(Found { path: e.path.clone(), by: "ld.so.cache".into() });
             }
         }
-        let defaults = [
-            format!("/lib/{TRIPLET}"),
-            format!("/usr/lib/{TRIPLET}"),
-            "/lib64".into(),
-            "/usr/lib64".into(),
-            "/lib".into(),
-            "/usr/lib".into(),
-        ];
-        defaults
+        DEFAULT_DIRS
             .iter()
             .map(|d| format!("{d}/{name}"))
             .find(|p| exists(self.root, p))
