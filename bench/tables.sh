@@ -29,16 +29,9 @@ command -v strace >/dev/null || { apt-get update -qq && apt-get install -y -qq s
 
 # specs cmd...: runs cmd in a fresh network and mount namespace holding the pod's interfaces
 # (veths with the given names, MACs and addresses), with the case's variables only.
-# Where iproute2 is absent (the GPU host), the command runs in this namespace instead: the node's
-# devices are still found by their functions in the fixture's class/net, but the rails'
-# addresses are not there to be read (the table's header line says so).
 in_pod() {
   local specs=$1; shift
-  if command -v ip >/dev/null; then
-    env -i PATH="$PATH" "${vars[@]}" "${pod_netns[@]}" "$specs" "$@"
-  else
-    env -i PATH="$PATH" "${vars[@]}" "$@"
-  fi
+  env -i PATH="$PATH" "${vars[@]}" "${pod_netns[@]}" "$specs" "$@"
 }
 
 # name root mode [pod-specs]: one case. mode: sriov (the node's env), fallback or shared (no env).
@@ -129,7 +122,6 @@ for net in n.net:
 print(" ".join(out))
 PY
 }
-command -v ip >/dev/null || echo "(no iproute2 here: every case runs in this network namespace, without the pod's rail addresses)"
 echo "| node (over the floor, ms) | this build | previous release | ratio | shell wrapper | this / wrapper | syscalls this / previous |"
 echo "|---|---|---|---|---|---|---|"
 fx=fixtures/nodes/h100-roce-sriov
