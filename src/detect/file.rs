@@ -302,6 +302,24 @@ mod tests {
     }
 
     #[test]
+    fn a_listing_names_every_entry_but_the_dots_up_to_its_bound_and_only_of_a_directory() {
+        let d = TempDir::new("names");
+        // More entries than one getdents of a small buffer holds, with long names.
+        for i in 0..600 {
+            std::fs::write(d.0.join(format!("mlx5_{i}_{}", "x".repeat(40))), b"").expect("write");
+        }
+        let mut all = names(&d.0, usize::MAX).expect("list");
+        all.sort();
+        assert_eq!(all.len(), 600);
+        assert!(all.iter().all(|n| n.starts_with("mlx5_") && n != "." && n != ".."));
+        assert_eq!(names(&d.0, 10).expect("bounded").len(), 10);
+        let fifo = d.0.join("fifo");
+        rustix::fs::mknodat(rustix::fs::CWD, &fifo, FileType::Fifo, Mode::RUSR | Mode::WUSR, 0).expect("mkfifo");
+        assert!(names(&fifo, 10).is_err(), "a FIFO is not listed (nor waited on)");
+        assert!(names(&d.0.join("missing"), 10).is_err_and(|e| e.kind() == io::ErrorKind::NotFound));
+    }
+
+    #[test]
     fn attributes_lose_their_newline_and_relative_reads_name_the_full_path() {
         let d = TempDir::new("rel");
         std::fs::write(d.0.join("state"), b"4: ACTIVE\n").expect("write");

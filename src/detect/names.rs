@@ -152,6 +152,48 @@ mod tests {
         assert_eq!(natural_cmp("mlx5_01", "mlx5_1"), Ordering::Less);
     }
 
+    /// Names that share prefixes, differ in leading zeros, mix runs of digits and letters, and hold
+    /// bytes on both sides of the digits.
+    const NAMES: &[&str] = &[
+        "",
+        "0",
+        "00",
+        "01",
+        "1",
+        "10",
+        "9",
+        "mlx5_",
+        "mlx5_0",
+        "mlx5_00",
+        "mlx5_01",
+        "mlx5_1",
+        "mlx5_10",
+        "mlx5_100",
+        "mlx5_2",
+        "mlx5_9",
+        "mlx5_10a",
+        "mlx5_10b2",
+        "mlx5_10b10",
+        "mlx5_1_0",
+        "mlx5a",
+        "mlx50",
+        "mlx4_1",
+        "rxe0",
+        "rxe00",
+        "bnxt_re0",
+        "a1b2",
+        "a1b02",
+        "a01b2",
+        "007",
+        "7",
+        "mlx5/",
+        "mlx5:",
+        "mlx5_123",
+        "mlx5_1023",
+        " 1",
+        "~1",
+    ];
+
     /// The walk from the first byte, as it was before the shortcut.
     fn natural_cmp_from_the_start(a: &str, b: &str) -> Ordering {
         natural_from(a, b, a.as_bytes(), b.as_bytes())
@@ -159,43 +201,7 @@ mod tests {
 
     #[test]
     fn the_sort_key_orders_as_the_comparison_does() {
-        let mut names: Vec<String> = [
-            "",
-            "0",
-            "00",
-            "01",
-            "1",
-            "10",
-            "9",
-            "mlx5_",
-            "mlx5_0",
-            "mlx5_00",
-            "mlx5_01",
-            "mlx5_1",
-            "mlx5_10",
-            "mlx5_2",
-            "mlx5_10a",
-            "mlx5_10b2",
-            "mlx5_10b10",
-            "mlx5_1_0",
-            "mlx5a",
-            "mlx50",
-            "mlx5/",
-            "mlx5:",
-            "rxe0",
-            "rxe00",
-            "a1b2",
-            "a1b02",
-            "a01b2",
-            "007",
-            "7",
-            "mlx5_123",
-            "mlx5_1023",
-            " 1",
-            "~1",
-        ]
-        .map(String::from)
-        .to_vec();
+        let mut names: Vec<String> = NAMES.iter().map(|n| n.to_string()).collect();
         for a in &names {
             for b in &names {
                 let by_key = natural_key(a).cmp(&natural_key(b));
@@ -210,39 +216,7 @@ mod tests {
 
     #[test]
     fn starting_at_the_first_difference_orders_as_walking_from_the_start() {
-        let names = [
-            "",
-            "0",
-            "00",
-            "01",
-            "1",
-            "10",
-            "9",
-            "mlx5_",
-            "mlx5_0",
-            "mlx5_00",
-            "mlx5_01",
-            "mlx5_1",
-            "mlx5_10",
-            "mlx5_100",
-            "mlx5_2",
-            "mlx5_9",
-            "mlx5_10a",
-            "mlx5_10b2",
-            "mlx5_10b10",
-            "mlx5_1_0",
-            "mlx5a",
-            "mlx50",
-            "mlx4_1",
-            "rxe0",
-            "rxe00",
-            "bnxt_re0",
-            "a1b2",
-            "a1b02",
-            "a01b2",
-            "007",
-            "7",
-        ];
+        let names = NAMES;
         for a in names {
             for b in names {
                 assert_eq!(natural_cmp(a, b), natural_cmp_from_the_start(a, b), "{a:?} {b:?}");
