@@ -350,6 +350,30 @@ mod tests {
     }
 
     #[test]
+    fn an_rdma_map_of_another_shape_leaves_the_device_to_its_id() {
+        // No name is taken from a map that is not the plugin's: the device is still allocated,
+        // and sysfs finds its RDMA device from the PCI address, as before v3.10.0.
+        for providers in [
+            r#"{"rdma":"mlx5_3"}"#,
+            r#"{"rdma":{"rdma_dev":3}}"#,
+            r#"{"rdma":{"rdma_dev":"mlx5_3"},"rdma":{"rdma_dev":"mlx5_4"}}"#,
+            r#"{"rdma":{"rdma_dev":"mlx5_3","rdma_dev":"mlx5_4"}}"#,
+            r#"[1,2]"#,
+            r#"{"generic":{"deviceID":"0000:3b:02.6"},"extra":{"a":[{"b":null}]}}"#,
+        ] {
+            let info = format!(r#"{{"0000:3b:02.6":{providers}}}"#);
+            let v = vars(&[("PCIDEVICE_X_INFO", &info)]);
+            let s = scan(&v);
+            assert_eq!(s.devices.len(), 1, "{providers}");
+            assert_eq!(s.devices[0].device_id, "0000:3b:02.6");
+            assert_eq!(s.devices[0].rdma_dev, None, "{providers}");
+        }
+        // Keys the plugin adds around it are skipped, unread.
+        let info = r#"{"0000:3b:02.6":{"vfio":{"x":"y"},"rdma":{"uverbs":"/dev/infiniband/uverbs4","rdma_dev":"mlx5_3","new":[1]}}}"#;
+        assert_eq!(scan(&vars(&[("PCIDEVICE_X_INFO", info)])).devices[0].rdma_dev.as_deref(), Some("mlx5_3"));
+    }
+
+    #[test]
     fn non_object_and_oversized_values_are_reported() {
         let big = "0".repeat(MAX_VALUE_BYTES + 1);
         let v = vars(&[("PCIDEVICE_A_INFO", "[1,2]"), ("PCIDEVICE_B", &big)]);
