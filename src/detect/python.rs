@@ -7,7 +7,7 @@ use std::ffi::OsStr;
 use std::path::Path;
 
 use crate::detect::image::{exists, inside, DIR_ENTRIES};
-use crate::detect::Vars;
+use crate::detect::{file, Vars};
 
 /// `site-packages/nvidia/nccl/lib/libnccl.so.2` of the Pythons the image holds: what PyTorch's
 /// wheel loads (its libraries name it by a RUNPATH relative to themselves).
@@ -48,13 +48,8 @@ pub fn wheel_nccl(root: &Path, vars: &Vars) -> Option<String> {
             Some(v) => vec![v],
             None => {
                 let Some(dir) = inside(root, &prefix) else { continue };
-                let Ok(rd) = std::fs::read_dir(dir) else { continue };
-                let mut all: Vec<String> = rd
-                    .take(DIR_ENTRIES)
-                    .filter_map(Result::ok)
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .filter(|n| n.starts_with("python3"))
-                    .collect();
+                let Ok(listed) = file::names(&dir, DIR_ENTRIES) else { continue };
+                let mut all: Vec<String> = listed.into_iter().filter(|n| n.starts_with("python3")).collect();
                 all.sort();
                 all.reverse();
                 all

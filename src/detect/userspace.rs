@@ -220,7 +220,7 @@ fn provider_dirs(beside: &str) -> Vec<String> {
 /// where there are several and it is known).
 fn provider_library(root: &Path, dir: &str, name: &str, want: Option<u32>) -> Option<String> {
     let prefix = format!("lib{name}-rdmav");
-    let listed = crate::detect::file::names(&inside(root, dir)?, DIR_ENTRIES).ok()?;
+    let listed = file::names(&inside(root, dir)?, DIR_ENTRIES).ok()?;
     let mut found: Vec<String> = listed
         .into_iter()
         .filter_map(|n| {
