@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::detect::annotation;
+use crate::detect::claim;
 use crate::detect::gid_source::TableSource;
 use crate::detect::gids;
 use crate::detect::links;
@@ -22,7 +23,7 @@ use crate::detect::names;
 use crate::detect::netif::{OwnAddr, Owner};
 use crate::detect::port::PortFacts;
 use crate::detect::sriov;
-use crate::detect::sysfs::{Attachment, DeviceDir, Identity, NetDevs, Sysfs};
+use crate::detect::sysfs::{Attachment, DeviceDir, Sysfs};
 use crate::nccl::gid::GidPrefs;
 
 /// The process environment as detection sees it.
@@ -147,6 +148,8 @@ struct Named {
     origin: String,
     /// `class/infiniband/<name>` as the source already looked it up, to be read from.
     dir: Option<DeviceDir>,
+    /// Its attachment (and function), where the source already read them to claim it.
+    attachment: Option<(Attachment, Option<String>)>,
     /// The device ID (PCI address, auxiliary ID) the source gave along with the name: the
     /// name is checked against it once the device's attachment is read.
     claimed_id: Option<String>,
@@ -277,7 +280,7 @@ pub fn function(a: &Attachment) -> Option<&str> {
 
 /// Reads one device's attachment and ports (unless the source already read them).
 fn read_device(inp: &Inputs, own: &Own, n: Named, dir: &DeviceDir, warnings: &mut Vec<String>) -> Device {
-    let (attachment, func) = inp.sysfs.attachment_of(dir);
+    let (attachment, func) = n.attachment.unwrap_or_else(|| inp.sysfs.attachment_of(dir));
     let (mut ports, mut problems) = match n.ports {
         Some(read) => read,
         None => read_ports(inp.sysfs, dir, own, warnings),
@@ -392,6 +395,7 @@ fn resolve_id(inp: &Inputs, id: &str, origin: &str, out: &mut Vec<Named>, proble
         name,
         origin: origin.to_string(),
         dir: None,
+        attachment: None,
         claimed_id: None,
         ports: None,
     }));
@@ -407,6 +411,7 @@ fn from_sriov(inp: &Inputs) -> (SourceReport, Vec<Named>) {
                 name: name.clone(),
                 origin: dev.variable.clone(),
                 dir: Some(dir),
+                attachment: None,
                 claimed_id: Some(dev.device_id.clone()),
                 ports: None,
             }),
@@ -447,6 +452,7 @@ fn from_annotation(inp: &Inputs) -> (SourceReport, Vec<Named>) {
                 name: name.clone(),
                 origin,
                 dir: Some(dir),
+                attachment: None,
                 claimed_id: dev.pci_address.clone(),
                 ports: None,
             }),
@@ -482,8 +488,14 @@ fn from_sysfs(inp: &Inputs, visible: &[String], own: &Own, warnings: &mut Vec<St
     }
     let mut problems = Vec::new();
     let inputs = vec![class.clone()];
-    let named =
-        |name: &String, origin: String, ports| Named { name: name.clone(), origin, dir: None, claimed_id: None, ports };
+    let named = |name: &String, origin: String, ports| Named {
+        name: name.clone(),
+        origin,
+        dir: None,
+        attachment: None,
+        claimed_id: None,
+        ports,
+    };
     if inp.sysfs.netns_exclusive() == Some(true) {
         let all = visible.iter().map(|n| named(n, "sysfs (exclusive RDMA netns mode)".into(), None));
         return (report(Source::Sysfs, inputs, problems, true), all.collect());
@@ -491,9 +503,15 @@ fn from_sysfs(inp: &Inputs, visible: &[String], own: &Own, warnings: &mut Vec<St
     let mut errs = Vec::new();
     let netdevs = inp.sysfs.netdevs(&mut errs);
     problems.extend(errs.iter().map(ToString::to_string));
-    let mut found: Vec<Named> = claimed(inp.sysfs, visible, &netdevs, &mut problems)
+    // A claimed device goes on with the directory and attachment that claimed it: not looked up
+    // and read again.
+    let mut found: Vec<Named> = claim::claimed(inp.sysfs, visible, &netdevs, &mut problems)
         .into_iter()
-        .map(|(dev, how)| named(&dev, format!("sysfs ({how})"), None))
+        .map(|c| Named {
+            dir: Some(c.dir),
+            attachment: Some(c.attachment),
+            ..named(&c.name, format!("sysfs ({})", c.how), None)
+        })
         .collect();
     // Ports read to look for the pod's addresses, kept for the fallback below. Once devices are
     // claimed by function, only addresses of interfaces that may be another namespace's children
@@ -531,33 +549,6 @@ fn from_sysfs(inp: &Inputs, visible: &[String], own: &Own, warnings: &mut Vec<St
     (report(Source::Sysfs, inputs, problems, true), found)
 }
 
-/// The visible devices this namespace's net devices make the pod's, and how that was told,
-/// found from the pod's side: the RDMA devices on each net device's function (PCI or auxiliary),
-/// and the software devices (`devices/virtual/infiniband`, rxe and siw) bound to one of them.
-/// The cost follows the pod's interfaces, not the number of devices the node shows.
-fn claimed(sysfs: &Sysfs, visible: &[String], netdevs: &NetDevs, problems: &mut Vec<String>) -> Vec<(String, String)> {
-    let mut errs = Vec::new();
-    let mut out: Vec<(String, String)> = Vec::new();
-    for func in netdevs.values().flatten() {
-        for dev in sysfs.rdma_devices_of(func, &mut errs) {
-            if visible.contains(&dev) && !out.iter().any(|(d, _)| *d == dev) {
-                if let Some(how) = owning_netdev(sysfs, &dev, netdevs, problems) {
-                    out.push((dev, how));
-                }
-            }
-        }
-    }
-    for dev in sysfs.list("devices/virtual/infiniband", &mut errs) {
-        if visible.contains(&dev) && !out.iter().any(|(d, _)| *d == dev) {
-            if let Some(how) = owning_netdev(sysfs, &dev, netdevs, problems) {
-                out.push((dev, how));
-            }
-        }
-    }
-    problems.extend(errs.iter().map(ToString::to_string));
-    out
-}
-
 /// The pod's addresses on interfaces that may be another namespace's children (macvlan, ipvlan,
 /// VLAN, or a kind `links` does not know), the only ones a device the pod does not sit on can
 /// hold; every address when the kinds cannot be read.
@@ -565,36 +556,4 @@ fn children(inp: &Inputs, own: &Own) -> Vec<Ipv6Addr> {
     let Some(kinds) = (inp.kinds)() else { return own.gids.clone() };
     let child = |a: &&OwnAddr| kinds.get(&a.ifname).is_none_or(|k| links::may_be_upper(k.as_deref()));
     own.addrs.iter().filter(child).map(OwnAddr::gid).collect()
-}
-
-/// Which net device of this namespace makes `dev` the pod's, and how that was told.
-fn owning_netdev(sysfs: &Sysfs, dev: &str, netdevs: &NetDevs, problems: &mut Vec<String>) -> Option<String> {
-    match sysfs.attachment(dev) {
-        (Attachment::Software { parent }, _) if netdevs.contains_key(&parent) => {
-            match sysfs.software_identity(dev, &parent) {
-                Identity::Same => Some(format!("its parent net device {parent} is in this namespace, same MAC")),
-                Identity::Different { mac, id } => {
-                    log::debug!("{dev}: parent {parent} is another namespace's {parent}: identifier {id} is not from this {parent}'s MAC {mac}");
-                    None
-                }
-                Identity::Unknown(why) => {
-                    problems.push(format!(
-                        "cannot tell whether {dev} is this pod's: its parent is named {parent}, as a net device here, but {why}; using it on the name alone (another pod's rail may have the same name)"
-                    ));
-                    Some(format!("a net device named like its parent, {parent}, is in this namespace"))
-                }
-            }
-        }
-        (Attachment::Software { .. }, _) => None,
-        (_, Some(func)) => netdevs.iter().find(|(_, f)| f.as_ref() == Some(&func)).map(|(n, _)| {
-            match sysfs.attr(&format!("class/net/{n}/pkey")) {
-                // IPoIB: the pod's child interface of a shared InfiniBand device, or its VF's ib0.
-                Ok(pkey) if sysfs.attr(&format!("class/net/{n}/parent")).is_ok() => {
-                    format!("shared device, via IPoIB child {n}, pkey {pkey}")
-                }
-                _ => format!("net device {n} is in this namespace"),
-            }
-        }),
-        _ => None,
-    }
 }

@@ -27,6 +27,7 @@
 
 pub mod annotation;
 pub mod bootstrap;
+pub mod claim;
 pub mod counters;
 pub mod devices;
 pub mod file;
