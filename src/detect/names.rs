@@ -81,10 +81,23 @@ pub fn natural_cmp(a: &str, b: &str) -> Ordering {
     }
 }
 
-/// Sorts names in [`natural_cmp`]'s order, each name's key built once: a directory of 1,024
-/// devices is sorted with some 10,000 comparisons, which then compare bytes.
+/// Sorts names in [`natural_cmp`]'s order, each name's key built once, all keys in one buffer: a
+/// directory of 1,024 devices is sorted with some 10,000 comparisons, which then compare bytes,
+/// and with three allocations instead of one per name.
 pub fn sort_natural(names: &mut [String]) {
-    names.sort_by_cached_key(|n| natural_key(n));
+    let mut keys = Vec::with_capacity(names.iter().map(|n| 2 * n.len() + 8).sum());
+    let mut order: Vec<(usize, usize, usize)> = Vec::with_capacity(names.len());
+    for (i, n) in names.iter().enumerate() {
+        let start = keys.len();
+        natural_key(n, &mut keys);
+        order.push((start, keys.len(), i));
+    }
+    // Keys end with the name itself, so no two are equal and the unstable sort is deterministic.
+    order.sort_unstable_by(|a, b| keys[a.0..a.1].cmp(&keys[b.0..b.1]));
+    let mut old: Vec<String> = names.iter_mut().map(std::mem::take).collect();
+    for (slot, &(_, _, i)) in names.iter_mut().zip(&order) {
+        *slot = std::mem::take(&mut old[i]);
+    }
 }
 
 /// A byte string that compares as [`natural_cmp`] compares names: each run of digits becomes
@@ -93,9 +106,8 @@ pub fn sort_natural(names: &mut [String]) {
 /// then compare by length, then by digit); then a NUL and the name itself, `natural_cmp`'s last
 /// tie-break (a length byte is never 0, and names from outside are checked before they are
 /// sorted, so no NUL comes earlier).
-fn natural_key(name: &str) -> Vec<u8> {
+fn natural_key(name: &str, key: &mut Vec<u8>) {
     let b = name.as_bytes();
-    let mut key = Vec::with_capacity(2 * b.len() + 8);
     let mut i = 0;
     while i < b.len() {
         let text = b[i..].iter().take_while(|c| !c.is_ascii_digit()).count();
@@ -111,7 +123,6 @@ fn natural_key(name: &str) -> Vec<u8> {
     }
     key.push(0);
     key.extend_from_slice(b);
-    key
 }
 
 fn trim_zeros(digits: &[u8]) -> &[u8] {
@@ -175,17 +186,29 @@ mod tests {
 
     #[test]
     fn the_sort_key_orders_as_the_comparison_does() {
+        let key = |n: &str| {
+            let mut k = Vec::new();
+            natural_key(n, &mut k);
+            k
+        };
         let mut names: Vec<String> = NAMES.iter().map(|n| n.to_string()).collect();
         for a in &names {
             for b in &names {
-                let by_key = natural_key(a).cmp(&natural_key(b));
-                assert_eq!(by_key, natural_cmp(a, b), "{a:?} {b:?}");
+                assert_eq!(key(a).cmp(&key(b)), natural_cmp(a, b), "{a:?} {b:?}");
             }
         }
         let mut by_cmp = names.clone();
         by_cmp.sort_by(|a, b| natural_cmp(a, b));
+        // Whatever order the directory lists them in, and with a name listed twice.
+        let mut reversed: Vec<String> = names.iter().rev().cloned().collect();
         sort_natural(&mut names);
         assert_eq!(names, by_cmp);
+        sort_natural(&mut reversed);
+        assert_eq!(reversed, by_cmp);
+        let mut twice = vec!["mlx5_10".to_string(), "mlx5_2".into(), "mlx5_10".into()];
+        sort_natural(&mut twice);
+        assert_eq!(twice, ["mlx5_2", "mlx5_10", "mlx5_10"]);
+        sort_natural(&mut []);
     }
 
     #[test]

@@ -155,7 +155,7 @@ impl Sysfs {
         let mut out = Vec::new();
         for name in entries {
             match names::device_id(&name) {
-                Ok(n) => out.push(n.to_string()),
+                Ok(_) => out.push(name),
                 Err(source) => problems.push(SysfsError::Name { path: path.clone(), name, source }),
             }
         }
