@@ -12,6 +12,8 @@
 #
 #   NCCL_WRAP_BASE=/path/to/previous/nccl-wrap bash bench/tables.sh [RUNS] [ROUNDS]
 #   SWEEP=0 ...          # only the 12-HCA cases (no table-length and visible-device sweeps)
+#   SWEEP=visible ...    # only the visible-device sweep (the previous release takes over a second
+#                        # a run at 1,024 visible: leave NCCL_WRAP_BASE unset there)
 #   VISIBLE="16 64 256 1024" ...   # the visible-device sweep (8 owned, privileged fallback)
 #   TIMER=alternate ...  # bench/alternate.py instead of hyperfine (what a host without it uses)
 set -euo pipefail
@@ -126,13 +128,15 @@ echo "| node (over the floor, ms) | this build | previous release | ratio | shel
 echo "|---|---|---|---|---|---|---|"
 fx=fixtures/nodes/h100-roce-sriov
 rails=$(pod_specs h100-roce-sriov)
-run_case "12 HCAs, 255 GIDs, SR-IOV env (4 VFs)" "$PWD/$fx/sys" sriov "$rails"
-run_case "12 HCAs, 255 GIDs, privileged fallback (4 VFs by netdev)" "$PWD/$fx/sys" fallback "$rails"
-python3 fixtures/mknode.py synthetic "$tmp/shared" --hcas 4 --visible 12 --ports 1 --gids 255 --mode shared --own-at 200 >/dev/null
-run_case "12 HCAs, 255 GIDs, shared, pod's entry at 200 (4 ports)" "$tmp/shared/sys" shared "$(pod_specs synthetic 4 255 12 shared 200)"
-rm -rf "$tmp/shared"
+if [ "${SWEEP:-1}" != visible ]; then
+  run_case "12 HCAs, 255 GIDs, SR-IOV env (4 VFs)" "$PWD/$fx/sys" sriov "$rails"
+  run_case "12 HCAs, 255 GIDs, privileged fallback (4 VFs by netdev)" "$PWD/$fx/sys" fallback "$rails"
+  python3 fixtures/mknode.py synthetic "$tmp/shared" --hcas 4 --visible 12 --ports 1 --gids 255 --mode shared --own-at 200 >/dev/null
+  run_case "12 HCAs, 255 GIDs, shared, pod's entry at 200 (4 ports)" "$tmp/shared/sys" shared "$(pod_specs synthetic 4 255 12 shared 200)"
+  rm -rf "$tmp/shared"
+fi
 
-if [ "${SWEEP:-1}" != 0 ]; then
+if [ "${SWEEP:-1}" = 1 ]; then
   for len in 16 64 255; do
     python3 fixtures/mknode.py synthetic "$tmp/len" --hcas 4 --visible 12 --ports 1 --gids "$len" --mode fallback >/dev/null
     run_case "table length $len, privileged fallback (4 of 12)" "$tmp/len/sys" fallback "$(pod_specs synthetic 4 "$len" 12 fallback 200)"
@@ -143,6 +147,8 @@ if [ "${SWEEP:-1}" != 0 ]; then
     run_case "table length $len, shared, pod's entry at $((len - 2))" "$tmp/len/sys" shared "$(pod_specs synthetic 4 "$len" 12 shared $((len - 2)))"
     rm -rf "$tmp/len"
   done
+fi
+if [ "${SWEEP:-1}" != 0 ]; then
   for vis in ${VISIBLE:-16 64 256 1024}; do
     python3 fixtures/mknode.py synthetic "$tmp/vis" --hcas 8 --visible "$vis" --ports 1 --gids 255 --mode fallback >/dev/null
     run_case "$vis visible devices, 8 owned, privileged fallback" "$tmp/vis/sys" fallback "$(pod_specs synthetic 8 255 "$vis" fallback 200)"
