@@ -56,8 +56,11 @@ require "every node's second gate is over" fab_barrier gate2
 echo 'multi on' >>/etc/host.conf
 for n in $(seq 0 $((LAB_NODES - 1))); do echo "$(pod_addr "$n") agents"; done >>/etc/hosts
 # Every agent runs until all have written three rounds (the ring's listeners stay up meanwhile, so
-# the last round of each met its successor listening), then is stopped.
-$NCCL_WRAP watch --ring agents:18517 --ring-every 1 --ring-timeout-ms 20000 --interval 6 --jitter 0 \
+# the last round of each met its successor listening), then is stopped. SIGTERM ends an agent
+# after the round in progress, and a fourth round begun towards a successor already stopped waits
+# out the ring's timeout (20 s a rail under emulation): rounds 15 s apart keep the stop between
+# rounds (the third written on every node well before any fourth begins).
+$NCCL_WRAP watch --ring agents:18517 --ring-every 1 --ring-timeout-ms 20000 --interval 15 --jitter 0 \
     --metrics /tmp/fab.ring.prom --features /tmp/fab.ring.features >/tmp/fab.ring.out 2>/tmp/fab.ring.err &
 agent=$!
 echo "$agent" >>"$FAB_PIDS"
