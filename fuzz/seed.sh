@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 fx=../fixtures/nodes
 export LC_ALL=C
-for t in sriov annotations nccl_list gid cli ping_wire netlink_links ifaddr driver ldcache route ras allow gid_table; do
+for t in sriov annotations nccl_list gid cli ping_wire netlink_links ifaddr driver ldcache route ras allow gid_table nldev; do
   mkdir -p "corpus/$t"
   rm -f "corpus/$t"/seed-* "corpus/$t"/hand-*
 done
@@ -272,3 +272,8 @@ open("corpus/gid_table/seed-shared-255", "wb").write(shared)
 open("corpus/gid_table/hand-past-end", "wb").write(head(4) + e("::ffff:10.9.0.1", 9, 1, 2, 3))
 open("corpus/gid_table/hand-twice", "wb").write(head(16, 16) + e("fe80::1", 0, 2, 2, 3) + e("fe80::2", 0, 2, 2, 3))
 PY
+
+# nldev: the kernel's own answers to the device discovery, captured in the lab (fixtures/nldev),
+# and one dump message made of both devices' datagrams.
+for f in ../fixtures/nldev/*.bin; do cp "$f" "corpus/nldev/seed-$(basename "$f" .bin)"; done
+cat ../fixtures/nldev/dump-rxe0.bin ../fixtures/nldev/dump-rxe1.bin ../fixtures/nldev/dump-done.bin > corpus/nldev/hand-dump-two

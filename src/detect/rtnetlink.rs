@@ -1,6 +1,8 @@
-//! The one way detection talks to the kernel's routing netlink (`NETLINK_ROUTE`): a socket with a
-//! receive deadline, one dump request, a receive loop bounded in bytes, and a walk over the
-//! reply's messages and attributes that checks every length against what was received.
+//! The one way nccl-wrap talks to the kernel's netlink: a socket with a receive deadline, one
+//! request (a dump, or a single question and its one answer), a receive loop bounded in bytes,
+//! and a walk over the reply's messages and attributes that checks every length against what
+//! was received. Routing netlink (`NETLINK_ROUTE`) for detection; RDMA netlink (`NETLINK_RDMA`)
+//! for the verbs layer's device discovery (`verbs::nldev`).
 //!
 //! `links` (an `RTM_GETLINK` dump) and `netif` (an `RTM_GETADDR` dump) each ask for exactly the
 //! messages they need, which is cheaper than libc's `getifaddrs` (a full link dump with every
@@ -39,14 +41,23 @@ pub enum Error {
     Reply(String),
 }
 
-/// A bound `NETLINK_ROUTE` socket whose receives give up after [`DEADLINE_US`].
+/// A bound netlink socket whose receives give up after [`DEADLINE_US`].
 pub struct Socket(OwnedFd);
 
 impl Socket {
+    /// Routing netlink (`NETLINK_ROUTE`).
     pub fn open() -> Result<Self, Error> {
-        let fd =
-            socket::socket(AddressFamily::Netlink, SockType::Raw, SockFlag::SOCK_CLOEXEC, SockProtocol::NetlinkRoute)
-                .map_err(io("socket"))?;
+        Self::open_protocol(SockProtocol::NetlinkRoute)
+    }
+
+    /// RDMA netlink (`NETLINK_RDMA`).
+    pub fn open_rdma() -> Result<Self, Error> {
+        Self::open_protocol(SockProtocol::NetlinkRDMA)
+    }
+
+    fn open_protocol(protocol: SockProtocol) -> Result<Self, Error> {
+        let fd = socket::socket(AddressFamily::Netlink, SockType::Raw, SockFlag::SOCK_CLOEXEC, protocol)
+            .map_err(io("socket"))?;
         socket::setsockopt(&fd, sockopt::ReceiveTimeout, &TimeVal::new(0, DEADLINE_US)).map_err(io("setsockopt"))?;
         socket::bind(fd.as_raw_fd(), &NetlinkAddr::new(0, 0)).map_err(io("bind"))?;
         Ok(Socket(fd))
@@ -56,9 +67,29 @@ impl Socket {
     /// each message of the reply to `each` (its type, its payload after the header) until the
     /// dump's end.
     pub fn dump(&self, ty: u16, body: &[u8], each: impl FnMut(u16, &[u8]) -> Result<(), Error>) -> Result<(), Error> {
-        socket::send(self.0.as_raw_fd(), &request(ty, body), MsgFlags::empty()).map_err(io("send"))?;
+        socket::send(self.0.as_raw_fd(), &request(ty, NLM_F_REQUEST | NLM_F_DUMP, body), MsgFlags::empty())
+            .map_err(io("send"))?;
         receive(|buf| socket::recv(self.0.as_raw_fd(), buf, MsgFlags::empty()).map_err(io("recv")), each)
     }
+
+    /// Sends one request of type `ty` that is not a dump, and returns the payload of its answer:
+    /// the first message of the one datagram the kernel replies with (an error is the error).
+    pub fn ask(&self, ty: u16, body: &[u8]) -> Result<Vec<u8>, Error> {
+        socket::send(self.0.as_raw_fd(), &request(ty, NLM_F_REQUEST, body), MsgFlags::empty()).map_err(io("send"))?;
+        let mut buf = vec![0u8; BUF];
+        let n = socket::recv(self.0.as_raw_fd(), &mut buf, MsgFlags::empty()).map_err(io("recv"))?.min(BUF);
+        answer(&buf[..n])
+    }
+}
+
+/// The payload of the first message of a datagram that answers one request.
+pub fn answer(datagram: &[u8]) -> Result<Vec<u8>, Error> {
+    let mut first = None;
+    walk(datagram, |_, payload| {
+        first.get_or_insert_with(|| payload.to_vec());
+        Ok(())
+    })?;
+    first.ok_or_else(|| Error::Reply(format!("no answer in {} bytes", datagram.len())))
 }
 
 impl AsFd for Socket {
@@ -71,13 +102,13 @@ fn io(step: &'static str) -> impl Fn(nix::Error) -> Error {
     move |source| Error::Io { step, source }
 }
 
-/// A dump request: the header, then `body`.
-fn request(ty: u16, body: &[u8]) -> Vec<u8> {
+/// A request with `flags`: the header, then `body`.
+fn request(ty: u16, flags: u16, body: &[u8]) -> Vec<u8> {
     let len = NLMSG_HDR + body.len();
     let mut m = Vec::with_capacity(len);
     m.extend_from_slice(&u32::try_from(len).unwrap_or(0).to_ne_bytes());
     m.extend_from_slice(&ty.to_ne_bytes());
-    m.extend_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
+    m.extend_from_slice(&flags.to_ne_bytes());
     m.extend_from_slice(&1u32.to_ne_bytes()); // sequence: the only request on this socket
     m.extend_from_slice(&0u32.to_ne_bytes()); // to the kernel
     m.extend_from_slice(body);
@@ -184,14 +215,12 @@ mod tests {
     use super::*;
 
     fn msg(ty: u16, body: &[u8]) -> Vec<u8> {
-        let mut m = request(ty, body);
-        m[6..8].copy_from_slice(&[0, 0]);
-        m
+        request(ty, 0, body)
     }
 
     #[test]
     fn a_request_is_a_header_then_its_body() {
-        let r = request(22, &[2, 0, 0, 0, 0, 0, 0, 0]);
+        let r = request(22, NLM_F_REQUEST | NLM_F_DUMP, &[2, 0, 0, 0, 0, 0, 0, 0]);
         assert_eq!(r.len(), 24);
         assert_eq!(u32_at(&r, 0), 24);
         assert_eq!(u16_at(&r, 4), 22);

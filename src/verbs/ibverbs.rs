@@ -25,6 +25,11 @@ impl Verbs for IbVerbs {
         Ok(list.names())
     }
 
+    fn is_listed(&self, device: &str) -> Result<bool, VerbsError> {
+        let list = DeviceList::get_only(device).map_err(|e| VerbsError::DeviceList { errno: errno_text(&e) })?;
+        Ok(list.names().iter().any(|n| n == device))
+    }
+
     fn query_port(&self, device: &str, port: u8, gid_index: Option<u32>) -> Result<VerbsPort, VerbsError> {
         port_of(&Context::open(device)?, port, gid_index)
     }

@@ -10,7 +10,9 @@
 //! - `ibverbs`: the real `Verbs`; `selftest`: the loopback test; `status`: ibverbs' numbers by name;
 //! - `opened`: the devices of one start opened once, for detection's whole GID tables
 //!   (`ibv_query_gid_table`) and then the probe;
-//! - `ffi`: the FFI fence, the only module here allowed `unsafe` (owner types of every handle);
+//! - `ffi`: the FFI fence, the only module here allowed `unsafe` (owner types of every handle,
+//!   and libibverbs' device discovery answered for the devices a listing is for);
+//! - `nldev`: RDMA devices and their uverbs nodes as RDMA netlink tells them, for that discovery;
 //! - `debug`: the hidden `nccl-wrap __verbs` entry the Soft-RoCE lab uses.
 
 pub mod debug;
@@ -18,6 +20,7 @@ pub mod driver;
 #[allow(unsafe_code)] // The FFI fence; see lib.rs for the crate's two unsafe modules.
 pub mod ffi;
 pub mod ibverbs;
+pub mod nldev;
 pub mod opened;
 pub mod probe;
 pub mod selftest;

@@ -9,7 +9,8 @@
 //! walk up to the pod's entry, so the tables are left to sysfs there.
 //!
 //! Lazy: nothing is asked of libibverbs until a table or a port is (a node whose detection needs
-//! no far read, and has no active port, never lists devices). Every failure (no device list, a
+//! no far read, and has no active port, never lists devices), and then only about that device:
+//! libibverbs discovers it alone, not every uverbs device of the node. Every failure (no device list, a
 //! device not listed or not opened, a kernel that answers with an error or with entries that do
 //! not fit the ports' tables) is a debug line and `None`: detection then reads sysfs, as without
 //! verbs. Never decides anything.
@@ -22,7 +23,7 @@
 use std::cell::{OnceCell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::ffi::{Context, DeviceList, STATIC_PROVIDERS};
+use super::ffi::{Context, DeviceList, Discovery, STATIC_PROVIDERS};
 use super::ibverbs::{port_of, IbVerbs};
 use super::probe::{SelftestOptions, Verbs, VerbsError};
 use super::status::errno_text;
@@ -34,12 +35,14 @@ use crate::detect::port::{SelftestResult, VerbsPort};
 const MAX_PORTS: u8 = 16;
 
 /// Devices opened for one start (see the module's header).
-#[derive(Default)]
 pub struct Opened {
     /// Whether this kernel has the one-ioctl table query (`one_ioctl`), asked once.
     kernel: OnceCell<Result<(), String>>,
-    list: OnceCell<Result<DeviceList, VerbsError>>,
+    /// Each device asked for, opened (or not) once: libibverbs is asked to list that device
+    /// alone (`DeviceList::get_only`), so a start never pays for the node's other devices.
     devices: RefCell<BTreeMap<String, Result<Device, VerbsError>>>,
+    /// One RDMA netlink dump of the node's devices for all of those listings.
+    _discovery: Discovery,
 }
 
 /// An open device, its ports' table lengths once read, and its last table answer.
@@ -49,13 +52,15 @@ struct Device {
     last: Last,
 }
 
+impl Default for Opened {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Opened {
     pub fn new() -> Self {
-        Opened::default()
-    }
-
-    fn list(&self) -> &Result<DeviceList, VerbsError> {
-        self.list.get_or_init(|| DeviceList::get().map_err(|e| VerbsError::DeviceList { errno: errno_text(&e) }))
+        Opened { kernel: OnceCell::new(), devices: RefCell::default(), _discovery: Discovery::begin() }
     }
 
     /// Runs `f` on `device`'s open context, opening it the first time it is asked for; a device
@@ -63,8 +68,8 @@ impl Opened {
     fn with<T>(&self, device: &str, f: impl FnOnce(&mut Device) -> Result<T, VerbsError>) -> Result<T, VerbsError> {
         let mut devices = self.devices.borrow_mut();
         let entry = devices.entry(device.to_string()).or_insert_with(|| {
-            let list = self.list().as_ref().map_err(|_| VerbsError::NotListed(device.to_string()))?;
-            Context::open_in(list, device).map(|ctx| Device { ctx, lens: None, last: Last::default() })
+            let list = DeviceList::get_only(device).map_err(|e| VerbsError::DeviceList { errno: errno_text(&e) })?;
+            Context::open_in(&list, device).map(|ctx| Device { ctx, lens: None, last: Last::default() })
         });
         match entry {
             Ok(dev) => f(dev),
@@ -165,7 +170,17 @@ impl TableSource for Opened {
 
 impl Verbs for Opened {
     fn device_names(&self) -> Result<Vec<String>, VerbsError> {
-        self.list().as_ref().map(DeviceList::names).map_err(Clone::clone)
+        DeviceList::get().map(|l| l.names()).map_err(|e| VerbsError::DeviceList { errno: errno_text(&e) })
+    }
+
+    /// Listed: opened, or listed and failing to open; not listed, or no list at all, as opening
+    /// it found.
+    fn is_listed(&self, device: &str) -> Result<bool, VerbsError> {
+        match self.with(device, |_| Ok(())) {
+            Ok(()) | Err(VerbsError::Open { .. }) => Ok(true),
+            Err(VerbsError::NotListed(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     fn query_port(&self, device: &str, port: u8, gid_index: Option<u32>) -> Result<VerbsPort, VerbsError> {
@@ -229,7 +244,11 @@ mod tests {
         }
         let o = Opened::new();
         assert_eq!(o.table("mlx5_0", 1), None);
-        assert_eq!(o.query_port("mlx5_0", 1, None), IbVerbs::new().query_port("mlx5_0", 1, None));
+        // Asked whether it lists the device, each says the same (no list, or not listed), and
+        // neither can query it.
+        assert_eq!(o.is_listed("mlx5_0"), IbVerbs::new().is_listed("mlx5_0"));
+        assert!(!matches!(o.is_listed("mlx5_0"), Ok(true)));
+        assert!(o.query_port("mlx5_0", 1, None).is_err() && IbVerbs::new().query_port("mlx5_0", 1, None).is_err());
         assert_eq!(o.providers(), IbVerbs::new().providers());
     }
 }

@@ -46,6 +46,12 @@ pub trait Verbs {
     /// Names of the devices `ibv_get_device_list` returns (only those whose uverbs character device
     /// exists in this container).
     fn device_names(&self) -> Result<Vec<String>, VerbsError>;
+    /// Whether `ibv_get_device_list` lists `device`: what the probe asks of each device it
+    /// checks. The real verbs ask libibverbs about that device alone (`ffi::DeviceList::get_only`),
+    /// not about every device of the node.
+    fn is_listed(&self, device: &str) -> Result<bool, VerbsError> {
+        self.device_names().map(|names| names.iter().any(|n| n == device))
+    }
     /// Open `device`, query `port`, and read the GID at `gid_index` when given.
     fn query_port(&self, device: &str, port: u8, gid_index: Option<u32>) -> Result<VerbsPort, VerbsError>;
     /// Loopback RC self-test through `gid_index` (RoCE) or the LID (InfiniBand, `None`).

@@ -16,11 +16,12 @@ use crate::verbs::probe::{NoVerbs, SelftestOptions, Verbs, VerbsError};
 /// Nothing is asked of ibverbs when no port needs checking (a node without RDMA pays nothing).
 /// `sysfs` is read only for a device libibverbs does not list, to tell a device this build has
 /// no provider for (not checked) from one the container cannot reach (unusable).
+/// Each device is asked about once (`is_listed`), and only a device with a port to check.
 pub fn probe(detection: &mut Detection, verbs: &dyn Verbs, sysfs: &Sysfs) {
-    let mut listed = None;
     for dev in &mut detection.devices {
+        let mut listed = None;
         for port in dev.ports.iter_mut().filter(|p| p.state_name() == Some("ACTIVE")) {
-            let listed = listed.get_or_insert_with(|| verbs.device_names());
+            let listed = listed.get_or_insert_with(|| verbs.is_listed(&dev.name));
             port.verbs = Some(check(verbs, listed, sysfs, &dev.name, port));
         }
     }
@@ -28,7 +29,7 @@ pub fn probe(detection: &mut Detection, verbs: &dyn Verbs, sysfs: &Sysfs) {
 
 fn check(
     verbs: &dyn Verbs,
-    listed: &Result<Vec<String>, VerbsError>,
+    listed: &Result<bool, VerbsError>,
     sysfs: &Sysfs,
     dev: &str,
     port: &PortFacts,
@@ -36,7 +37,7 @@ fn check(
     match listed {
         Err(VerbsError::Unavailable(reason)) => return VerbsCheck::NotChecked { reason: reason.clone() },
         Err(e) => return VerbsCheck::Unusable { error: e.to_string() },
-        Ok(names) if !names.iter().any(|n| n == dev) => {
+        Ok(false) => {
             let why = match verbs.providers() {
                 Some(linked) => driver::why_unlisted(&driver::driver(sysfs, dev), linked),
                 None => Unlisted::Unreachable,
@@ -178,28 +179,28 @@ mod tests {
     #[test]
     fn unlisted_device_is_unusable_and_names_uverbs() {
         let f = Fake::new(Ok(vec!["rxe1".into()]), "ACTIVE", false);
-        let c = check(&f, &f.device_names(), &nowhere(), "rxe0", &port("ACTIVE"));
+        let c = check(&f, &f.is_listed("rxe0"), &nowhere(), "rxe0", &port("ACTIVE"));
         assert!(matches!(&c, VerbsCheck::Unusable { error } if error.contains("uverbsN")), "{c:?}");
     }
 
     #[test]
     fn skipped_verbs_are_not_checked_rather_than_unusable() {
         let f = crate::verbs::probe::NoVerbs { reason: "--skip-verbs".into() };
-        let c = check(&f, &f.device_names(), &nowhere(), "rxe0", &port("ACTIVE"));
+        let c = check(&f, &f.is_listed("rxe0"), &nowhere(), "rxe0", &port("ACTIVE"));
         assert_eq!(c, VerbsCheck::NotChecked { reason: "--skip-verbs".into() });
     }
 
     #[test]
     fn failed_device_list_makes_ports_unusable_with_the_errno() {
         let f = Fake::new(Err(VerbsError::DeviceList { errno: "ENOSYS".into() }), "ACTIVE", false);
-        let c = check(&f, &f.device_names(), &nowhere(), "rxe0", &port("ACTIVE"));
+        let c = check(&f, &f.is_listed("rxe0"), &nowhere(), "rxe0", &port("ACTIVE"));
         assert!(matches!(&c, VerbsCheck::Unusable { error } if error.contains("ENOSYS")), "{c:?}");
     }
 
     #[test]
     fn listed_device_reports_what_verbs_says() {
         let f = Fake::new(Ok(vec!["rxe0".into()]), "DOWN", false);
-        match check(&f, &f.device_names(), &nowhere(), "rxe0", &port("ACTIVE")) {
+        match check(&f, &f.is_listed("rxe0"), &nowhere(), "rxe0", &port("ACTIVE")) {
             VerbsCheck::Port(v) => assert_eq!(v.state, "DOWN"),
             other => panic!("{other:?}"),
         }
@@ -211,7 +212,7 @@ mod tests {
         t.hw("mlx4_0", "0000:02:00.0", "pci", "mlx4_core").hw("mlx5_0", "0000:19:00.0", "pci", "mlx5_core");
         let mut f = Fake::new(Ok(vec!["rxe0".into()]), "ACTIVE", false);
         f.providers = Some(&["mlx5", "rxe"]);
-        let c = check(&f, &f.device_names(), &t.sysfs(), "mlx4_0", &port("ACTIVE"));
+        let c = check(&f, &f.is_listed("mlx4_0"), &t.sysfs(), "mlx4_0", &port("ACTIVE"));
         assert_eq!(
             c,
             VerbsCheck::NotChecked {
@@ -219,10 +220,10 @@ mod tests {
             }
         );
         // A device whose provider is linked but that is not listed cannot be reached: unusable.
-        let c = check(&f, &f.device_names(), &t.sysfs(), "mlx5_0", &port("ACTIVE"));
+        let c = check(&f, &f.is_listed("mlx5_0"), &t.sysfs(), "mlx5_0", &port("ACTIVE"));
         assert!(matches!(&c, VerbsCheck::Unusable { error } if error.contains("uverbsN")), "{c:?}");
         // Whose driver cannot be read: not known, so not called unusable either.
-        let c = check(&f, &f.device_names(), &t.sysfs(), "mlx5_9", &port("ACTIVE"));
+        let c = check(&f, &f.is_listed("mlx5_9"), &t.sysfs(), "mlx5_9", &port("ACTIVE"));
         assert!(matches!(&c, VerbsCheck::NotChecked { reason } if reason.contains("cannot be read")), "{c:?}");
     }
 
