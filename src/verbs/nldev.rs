@@ -15,9 +15,10 @@
 //! The replies are outside input: each read bounded (one dump at most `rtnetlink::MAX_BYTES`,
 //! one answer one buffer), each receive under the socket's deadline, every length checked, names
 //! held to the kernel's 64 bytes and to characters a device name may have (`names::device_name`,
-//! as `NCCL_IB_HCA` needs them). A message that does not read is skipped, a device without the
-//! answers libibverbs needs is left out; an error of the dump itself is the caller's cue to let
-//! libibverbs scan sysfs, as it did before. Fuzz target `nldev`.
+//! as `NCCL_IB_HCA` needs them). A dump message that does not read, or lacks what libibverbs
+//! needs, is left out; a failed dump, or a uverbs question unanswered or answered with something
+//! that does not read, is the caller's cue to let libibverbs scan sysfs, as it did before. Fuzz
+//! target `nldev`.
 
 use crate::detect::names;
 use crate::detect::rtnetlink::{self, Socket};
@@ -78,7 +79,7 @@ pub struct Found {
     pub uverbs: Uverbs,
 }
 
-/// The dump failed: the caller lets libibverbs scan sysfs instead.
+/// Discovery over RDMA netlink failed: the caller lets libibverbs scan sysfs instead.
 #[derive(Debug, thiserror::Error)]
 #[error("RDMA netlink: {0}")]
 pub struct Error(#[from] rtnetlink::Error);
