@@ -165,6 +165,14 @@ boot_group() {
             timed_out=1
             break
         fi
+        # rxe under TCG can lock a guest CPU up (the console says so after about 20 s): no
+        # scenario of this boot can finish, so the guests are stopped now rather than at the
+        # deadline (scripts/test.sh boots the fabric once more for exactly this).
+        if grep -aq 'watchdog: BUG: soft lockup' "$logdir"/node*.raw 2>/dev/null; then
+            echo "lab: a guest kernel locked up (watchdog: BUG: soft lockup): killing the guests" >&2
+            timed_out=1
+            break
+        fi
         sleep 0.5
     done
     kill_guests
