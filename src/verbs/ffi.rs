@@ -143,22 +143,22 @@ impl Drop for Discovery {
 fn find_sysfs_devs_nl(list: *mut c_void) -> c_int {
     let only = ONLY.with(|o| o.borrow().clone());
     let reachable = |node: &str| rustix::fs::stat(Path::new(nldev::CDEV_DIR).join(node)).is_ok();
-    // A kept dump is reused; one made while a Discovery lives is kept.
-    let devices = KEPT.with(|k| match &*k.borrow() {
-        Kept::Dump(d) => Ok(d.clone()),
-        Kept::Off | Kept::Waiting => nldev::devices(),
+    let wanted = |d: &&nldev::NlDevice| only.as_deref().is_none_or(|o| o == d.name);
+    // A kept dump is reused; one made while a Discovery lives is kept. Only the devices this
+    // listing is for are taken from it.
+    let devices = KEPT.with(|k| {
+        let mut k = k.borrow_mut();
+        if let Kept::Dump(all) = &*k {
+            return Ok(all.iter().filter(wanted).cloned().collect::<Vec<_>>());
+        }
+        let all = nldev::devices()?;
+        let picked = all.iter().filter(wanted).cloned().collect();
+        if matches!(*k, Kept::Waiting) {
+            *k = Kept::Dump(all);
+        }
+        Ok(picked)
     });
-    let found = devices.and_then(|devices| {
-        KEPT.with(|k| {
-            let mut k = k.borrow_mut();
-            if matches!(*k, Kept::Waiting) {
-                *k = Kept::Dump(devices.clone());
-            }
-        });
-        let wanted: Vec<nldev::NlDevice> =
-            devices.into_iter().filter(|d| only.as_deref().is_none_or(|o| o == d.name)).collect();
-        nldev::uverbs_of(&wanted, reachable)
-    });
+    let found = devices.and_then(|picked| nldev::uverbs_of(&picked, reachable));
     let found = match found {
         Ok(found) => found,
         Err(e) => {
