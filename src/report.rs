@@ -93,7 +93,7 @@ pub fn summary(plan: &Plan, memlock: &Memlock, quiet: bool) -> String {
             line(&format!(
                 "  {} other RDMA device(s) visible but not this pod's: {}",
                 d.not_ours.len(),
-                abbreviate(&d.not_ours, 8)
+                crate::detect::names::abbreviate(&d.not_ours, 8)
             ));
         }
         for l in ready_lines(plan) {
@@ -176,14 +176,6 @@ pub fn all_warnings(plan: &Plan) -> Vec<String> {
     }
     w.extend(plan.warnings.iter().cloned());
     w
-}
-
-fn abbreviate(names: &[String], n: usize) -> String {
-    let mut s = names.iter().take(n).cloned().collect::<Vec<_>>().join(", ");
-    if names.len() > n {
-        let _ = write!(s, ", ... ({} more)", names.len() - n);
-    }
-    s
 }
 
 #[derive(Serialize)]

@@ -80,7 +80,10 @@ pub struct Detection {
     pub source: Source,
     pub sources: Vec<SourceReport>,
     pub devices: Vec<Device>,
-    /// Devices visible in this namespace that are not the pod's (a privileged pod sees the host's).
+    /// Devices visible in this namespace that are not the pod's (a privileged pod sees the host's),
+    /// in the order sysfs lists them: a start only counts them, so they are not sorted then;
+    /// whatever shows them puts them in natural order (`names::abbreviate`, `sorted_natural`).
+    #[serde(serialize_with = "names::serialize_natural")]
     pub not_ours: Vec<String>,
     /// Devices a source named that do not exist, and other detection warnings.
     #[serde(rename = "detection_warnings")]
@@ -164,7 +167,7 @@ pub fn detect(inp: &Inputs) -> Detection {
     let mut warnings = Vec::new();
     let mut sources = Vec::new();
     let mut visible_problems = Vec::new();
-    let visible = inp.sysfs.rdma_devices(&mut visible_problems);
+    let visible = inp.sysfs.rdma_devices_listed(&mut visible_problems);
     warnings.extend(visible_problems.iter().map(ToString::to_string));
     // A device the device plugin or the annotation names was allocated to this pod alone (a VF
     // or SF), so its table holds only the pod's addresses and NCCL's pick is the pod's: the
@@ -522,7 +525,9 @@ fn from_sysfs(inp: &Inputs, visible: &[String], own: &Own, warnings: &mut Vec<St
     let mut read: Vec<(String, ReadPorts)> = Vec::new();
     if !look_for.is_empty() {
         let claimed: Vec<String> = found.iter().map(|f| f.name.clone()).collect();
-        for dev in visible.iter().filter(|v| !claimed.contains(v)) {
+        // Every other device's table is read here, so their order costs nothing next to it, and it
+        // keeps the warnings in the same order whatever order the directory lists them in.
+        for dev in names::sorted_natural(visible).iter().filter(|v| !claimed.contains(v)) {
             let ports = match inp.sysfs.open_device(dev) {
                 Ok(dir) => read_ports(inp.sysfs, &dir, own, warnings),
                 Err(e) => (Vec::new(), vec![e.to_string()]),

@@ -100,6 +100,40 @@ pub fn sort_natural(names: &mut [String]) {
     }
 }
 
+/// A copy of `names` in natural order, for output that lists them all.
+pub fn sorted_natural(names: &[String]) -> Vec<String> {
+    let mut v = names.to_vec();
+    sort_natural(&mut v);
+    v
+}
+
+/// Serialises a list kept in listing order in natural order, so that output does not depend on
+/// the order a file system lists a directory in.
+pub fn serialize_natural<S: serde::Serializer>(names: &[String], s: S) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(&sorted_natural(names), s)
+}
+
+/// The first `n` of `names` in [`natural_cmp`]'s order, then how many more: `mlx5_0, mlx5_1, ...
+/// (246 more)`. Selects those `n` instead of sorting every name, so a summary of the devices a
+/// node shows costs a pass over them, not a sort.
+pub fn abbreviate(names: &[String], n: usize) -> String {
+    // The first n so far, in order: a name goes in only if it comes before the last of them.
+    let mut first: Vec<&str> = Vec::with_capacity(n + 1);
+    for name in names {
+        if first.len() == n && first.last().is_none_or(|last| natural_cmp(name, last).is_ge()) {
+            continue;
+        }
+        let at = first.partition_point(|f| natural_cmp(f, name).is_le());
+        first.insert(at, name);
+        first.truncate(n);
+    }
+    let mut s = first.join(", ");
+    if names.len() > n {
+        s.push_str(&format!(", ... ({} more)", names.len() - n));
+    }
+    s
+}
+
 /// A byte string that compares as [`natural_cmp`] compares names: each run of digits becomes
 /// `0`, its length without leading zeros, and those digits (the `0` stands for the run's first
 /// digit against any other byte: no byte that is not a digit lies between `0` and `9`; two runs
@@ -209,6 +243,42 @@ mod tests {
         sort_natural(&mut twice);
         assert_eq!(twice, ["mlx5_2", "mlx5_10", "mlx5_10"]);
         sort_natural(&mut []);
+    }
+
+    #[test]
+    fn abbreviate_shows_the_first_names_in_natural_order_whatever_the_listing_order() {
+        let by_cmp = {
+            let mut v: Vec<String> = NAMES.iter().map(|n| n.to_string()).collect();
+            v.sort_by(|a, b| natural_cmp(a, b));
+            v
+        };
+        let listed: Vec<String> = NAMES.iter().rev().map(|n| n.to_string()).collect();
+        for n in [0, 1, 3, 8, NAMES.len() - 1, NAMES.len(), NAMES.len() + 5] {
+            let shown = by_cmp.iter().take(n).cloned().collect::<Vec<_>>().join(", ");
+            let more = NAMES.len().saturating_sub(n);
+            let want = if more > 0 { format!("{shown}, ... ({more} more)") } else { shown };
+            assert_eq!(abbreviate(&listed, n), want, "n = {n}");
+        }
+        // A node's 256 devices listed in hash order: the summary names mlx5_0 to mlx5_7.
+        let mut node: Vec<String> = (0..256).map(|i| format!("mlx5_{}", (i * 97) % 256)).collect();
+        node.rotate_left(31);
+        assert_eq!(
+            abbreviate(&node, 8),
+            "mlx5_0, mlx5_1, mlx5_2, mlx5_3, mlx5_4, mlx5_5, mlx5_6, mlx5_7, ... (248 more)"
+        );
+        assert_eq!(abbreviate(&[], 8), "");
+    }
+
+    #[test]
+    fn lists_kept_in_listing_order_serialise_in_natural_order() {
+        #[derive(serde::Serialize)]
+        struct Out {
+            #[serde(serialize_with = "serialize_natural")]
+            names: Vec<String>,
+        }
+        let out = Out { names: vec!["mlx5_10".into(), "mlx5_2".into(), "bnxt_re0".into()] };
+        assert_eq!(serde_json::to_string(&out).expect("json"), r#"{"names":["bnxt_re0","mlx5_2","mlx5_10"]}"#);
+        assert_eq!(sorted_natural(&out.names), ["bnxt_re0", "mlx5_2", "mlx5_10"]);
     }
 
     #[test]

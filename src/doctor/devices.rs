@@ -21,7 +21,7 @@ pub(super) fn check(inp: &Inputs) -> Check {
         format!(
             "; {} other RDMA device(s) visible that are not this pod's ({}): a privileged pod, or shared RDMA netns mode",
             d.not_ours.len(),
-            abbreviate(&d.not_ours, 6)
+            crate::detect::names::abbreviate(&d.not_ours, 6)
         )
     };
     let (status, summary, hint) = if d.devices.is_empty() {
@@ -61,7 +61,7 @@ pub(super) fn check(inp: &Inputs) -> Check {
         .ev("source", json!(d.source))
         .ev("sources", sources)
         .ev("devices", devs)
-        .ev("not_ours", json!(d.not_ours))
+        .ev("not_ours", json!(crate::detect::names::sorted_natural(&d.not_ours)))
         .ev("class_infiniband", class.display().to_string());
     if !problems.is_empty() {
         c = c.ev("problems", json!(problems));

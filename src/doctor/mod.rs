@@ -224,14 +224,6 @@ fn user_var(vars: &Vars, name: &str) -> Option<String> {
     vars.get(OsStr::new(name)).map(|v| v.to_string_lossy().into_owned())
 }
 
-fn abbreviate(names: &[String], n: usize) -> String {
-    let mut s = names.iter().take(n).cloned().collect::<Vec<_>>().join(", ");
-    if names.len() > n {
-        let _ = write!(s, ", ... ({} more)", names.len() - n);
-    }
-    s
-}
-
 /// The PCI function behind a device: its own for PFs and VFs, the parent PF for a scalable
 /// function (the SF's directory sits inside the PF's).
 fn pci_function(sysfs: &Sysfs, att: &Attachment) -> Option<String> {
