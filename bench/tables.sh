@@ -15,6 +15,9 @@
 #   SWEEP=visible ...    # only the visible-device sweep (the previous release takes over a second
 #                        # a run at 1,024 visible: leave NCCL_WRAP_BASE unset there)
 #   VISIBLE="16 64 256 1024" ...   # the visible-device sweep (8 owned, privileged fallback)
+#   VISIBLE_MODES="fallback sriov" # the sweep's modes: a privileged pod's fallback, and VF pods
+#                                  # named by the device plugin on a node in shared RDMA netns
+#                                  # mode (the default), where every pod lists every device
 #   TIMER=alternate ...  # bench/alternate.py instead of hyperfine (what a host without it uses)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -149,10 +152,13 @@ if [ "${SWEEP:-1}" = 1 ]; then
   done
 fi
 if [ "${SWEEP:-1}" != 0 ]; then
-  for vis in ${VISIBLE:-16 64 256 1024}; do
-    python3 fixtures/mknode.py synthetic "$tmp/vis" --hcas 8 --visible "$vis" --ports 1 --gids 255 --mode fallback >/dev/null
-    run_case "$vis visible devices, 8 owned, privileged fallback" "$tmp/vis/sys" fallback "$(pod_specs synthetic 8 255 "$vis" fallback 200)"
-    rm -rf "$tmp/vis"
+  for mode in ${VISIBLE_MODES:-fallback}; do
+    label=$([ "$mode" = sriov ] && echo "SR-IOV env" || echo "privileged fallback")
+    for vis in ${VISIBLE:-16 64 256 1024}; do
+      python3 fixtures/mknode.py synthetic "$tmp/vis" --hcas 8 --visible "$vis" --ports 1 --gids 255 --mode "$mode" >/dev/null
+      run_case "$vis visible devices, 8 owned, $label" "$tmp/vis/sys" "$mode" "$(pod_specs synthetic 8 255 "$vis" "$mode" 200)"
+      rm -rf "$tmp/vis"
+    done
   done
 fi
 echo
