@@ -4,7 +4,8 @@
 #   truebin  /bin/true (the baseline)
 # and `synthetic_node DIR` (16 HCAs x 2 RoCE ports, 255-entry GID tables), `load_env FILE`, and
 #   pod_netns  a command prefix: `"${pod_netns[@]}" SPECS CMD...` runs CMD in a fresh network and
-#              mount namespace holding a pod's interfaces (veths; SPECS: `name,mac,addr/len` words)
+#              mount namespace holding a pod's interfaces (veths whose peers are in another
+#              namespace, as a CNI leaves them; SPECS: `name,mac,addr/len` words)
 # Where nothing can be installed (the GPU host), tables.sh times with bench/alternate.py instead.
 command -v hyperfine >/dev/null || { apt-get update -qq && apt-get install -y -qq hyperfine time; } 2>/dev/null \
   || echo "bench: no hyperfine here" >&2
@@ -32,12 +33,21 @@ pod_netns=(unshare --net --mount -- sh -c '
 set -e
 specs=$1; shift
 ip link set lo up
+# A pod'"'"'s namespace holds its own ends only: the peers go to a namespace of their own (the
+# node'"'"'s side), held by a sleeper that goes when the command ends.
+unshare --net sleep 1000000 &
+node=$!
+trap "kill $node 2>/dev/null" EXIT
+until [ "$(readlink /proc/$node/ns/net)" != "$(readlink /proc/self/ns/net)" ]; do sleep 0.01; done
 for spec in $specs; do
     name=${spec%%,*}; rest=${spec#*,}; mac=${rest%%,*}; addr=${rest#*,}
     ip link add "$name" type veth peer name "${name}p"
-    ip link set "$name" address "$mac"; ip link set "${name}p" up; ip link set "$name" up
+    ip link set "$name" address "$mac"
+    ip link set "${name}p" netns "$node"
+    nsenter -t "$node" -n ip link set "${name}p" up
+    ip link set "$name" up
     ip addr add "$addr" dev "$name"
     # The primary interface carries the default route, as a pod'"'"'s does.
     if [ "$name" = eth0 ]; then ip route add default via "${addr%.*}.1" dev eth0; fi
 done
-exec "$@"' sh)
+"$@"' sh)
