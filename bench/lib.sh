@@ -6,6 +6,8 @@
 #   pod_netns  a command prefix: `"${pod_netns[@]}" SPECS CMD...` runs CMD in a fresh network and
 #              mount namespace holding a pod's interfaces (veths whose peers are in another
 #              namespace, as a CNI leaves them; SPECS: `name,mac,addr/len` words)
+#   pod_specs  NODE (a name of fixtures/nodes.py, or `synthetic HCAS GIDS VISIBLE MODE OWN_AT`): the
+#              pod's interfaces on that node, as SPECS
 # Where nothing can be installed (the GPU host), tables.sh times with bench/alternate.py instead.
 command -v hyperfine >/dev/null || { apt-get update -qq && apt-get install -y -qq hyperfine time; } 2>/dev/null \
   || echo "bench: no hyperfine here" >&2
@@ -51,3 +53,36 @@ for spec in $specs; do
     if [ "$name" = eth0 ]; then ip route add default via "${addr%.*}.1" dev eth0; fi
 done
 "$@"' sh)
+
+# The pod's interfaces on NODE (a name of fixtures/nodes.py, or `synthetic ARGS...`), as
+# `name,mac,addr/len` words: its rails on their functions with the addresses their GID tables hold
+# (SR-IOV VFs, a privileged pod's netdevs), or, on a shared node, its children's addresses.
+pod_specs() {
+  python3 - "$@" <<'PY'
+import ipaddress, sys
+sys.path.insert(0, "fixtures")
+import nodes
+if sys.argv[1] == "synthetic":
+    a = sys.argv[2:]
+    kw = dict(hcas=int(a[0]), ports=1, gids=int(a[1]), visible=int(a[2]), mode=a[3], own_at=int(a[4]))
+    n = nodes.synthetic(**kw)
+    if kw["mode"] == "shared":
+        print(" ".join(f"net{i + 1},{m},{ip}/16" for i in range(kw["hcas"]) for m, ip in [nodes.synthetic_pod_address(i, 1)]))
+        sys.exit()
+else:
+    n = nodes.NODES[sys.argv[1]]()
+out = []
+for net in n.net:
+    if net.parent is None:
+        continue
+    for r in (r for r in n.rdma if r.parent == net.parent):
+        for p in r.ports:
+            for g in p.gids.values():
+                if g.ndev == net.name and g.gid.startswith("0000:0000:0000:0000:0000:ffff:"):
+                    ip = ipaddress.IPv6Address(g.gid).ipv4_mapped
+                    spec = f"{net.name},{net.address},{ip}/24"
+                    if spec not in out:
+                        out.append(spec)
+print(" ".join(out))
+PY
+}

@@ -93,42 +93,10 @@ PY
 
 # Every pod has its primary interface (a veth, the CNI's) with an address.
 eth0="eth0,0a:58:0a:80:02:11,10.128.2.17/23"
-# The 12-HCA node: h100-roce-sriov (4 of 12 VFs the pod's, 255-entry tables), and its shared
-# twin generated with the pod's entries at index 200 behind other pods'.
-# The pod's interfaces on NODE (a name of fixtures/nodes.py, or `synthetic ARGS...`), as
-# `name,mac,addr/len` words: its rails on their functions with the addresses their GID tables hold
-# (SR-IOV VFs, a privileged pod's netdevs), or, on a shared node, its children's addresses.
-pod_specs() {
-  python3 - "$@" <<'PY'
-import ipaddress, sys
-sys.path.insert(0, "fixtures")
-import nodes
-if sys.argv[1] == "synthetic":
-    a = sys.argv[2:]
-    kw = dict(hcas=int(a[0]), ports=1, gids=int(a[1]), visible=int(a[2]), mode=a[3], own_at=int(a[4]))
-    n = nodes.synthetic(**kw)
-    if kw["mode"] == "shared":
-        print(" ".join(f"net{i + 1},{m},{ip}/16" for i in range(kw["hcas"]) for m, ip in [nodes.synthetic_pod_address(i, 1)]))
-        sys.exit()
-else:
-    n = nodes.NODES[sys.argv[1]]()
-out = []
-for net in n.net:
-    if net.parent is None:
-        continue
-    for r in (r for r in n.rdma if r.parent == net.parent):
-        for p in r.ports:
-            for g in p.gids.values():
-                if g.ndev == net.name and g.gid.startswith("0000:0000:0000:0000:0000:ffff:"):
-                    ip = ipaddress.IPv6Address(g.gid).ipv4_mapped
-                    spec = f"{net.name},{net.address},{ip}/24"
-                    if spec not in out:
-                        out.append(spec)
-print(" ".join(out))
-PY
-}
 echo "| node (over the floor, ms) | this build | previous release | ratio | shell wrapper | this / wrapper | syscalls this / previous |"
 echo "|---|---|---|---|---|---|---|"
+# The 12-HCA node: h100-roce-sriov (4 of 12 VFs the pod's, 255-entry tables), and its shared
+# twin generated with the pod's entries at index 200 behind other pods'.
 fx=fixtures/nodes/h100-roce-sriov
 rails=$(pod_specs h100-roce-sriov)
 if [ "${SWEEP:-1}" != visible ]; then

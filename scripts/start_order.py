@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Writes link/start.ld: the sections of the code a start runs, gathered at the front of the image.
+
+A start runs about 300 KB of the binary's 2.4 MB of code, spread over nearly every 64 KiB of it;
+each first touch of a 64 KiB window is a page fault (the kernel maps page-cache pages around the
+fault), and `execve` of the command unmaps every page mapped. Gathered, the start's code spans a
+few windows.
+
+    python3 scripts/start_order.py MAP CALLGRIND_OUT... > link/start.ld
+
+MAP is LLD's link map of a release build (`-Wl,-Map`), CALLGRIND_OUT the outputs of callgrind
+runs of that build (`--demangle=no --compress-strings=no`) over the start path: every function a
+start ran. scripts/start-order.sh runs both.
+
+The script names sections, not symbols, and names them by patterns that survive a rebuild:
+- Rust functions (one section each, `.text.<mangled name>`): the legacy mangling's hash
+  (`17h<16 hex>E`) and the v0 mangling's crate disambiguators (`Cs<base62>_`) change with the
+  toolchain, the dependencies and the profile, so both become `*`. A pattern may then take every
+  instantiation of a generic function; that costs a few KB, not a fault.
+- C functions (glibc, libgcc, rdma-core: one `.text` section per archive member) by member:
+  `*/libc.a:malloc.o(.text)`, found in the map; a versioned or hashed archive (`libm-2.36.a`,
+  the crate's rlib holding rdma-core's objects) matches any version (`*/libm-*.a`).
+A function renamed or added since the script last ran is simply left where the linker puts it:
+the binary stays correct, only that function's first call may fault.
+"""
+import re
+import sys
+
+RUST_HASH = re.compile(r"17h[0-9a-f]{16}E$")
+V0_CRATE = re.compile(r"Cs[0-9A-Za-z]+_")
+# An input section line of LLD's map: "<vma> <lma> <size> <align>         FILE:(SECTION)".
+INPUT = re.compile(r"^\s*[0-9a-f]+\s+[0-9a-f]+\s+[0-9a-f]+\s+\d+ {9}(\S.*):\((\S+)\)$")
+# A glibc string function's CPU variant: `memmove-avx-unaligned-erms.o`, `strchr-evex.o`.
+ISA_VARIANT = re.compile(r"^([a-z0-9_]+)-(?:sse2|sse4|ssse3|avx|avx2|evex|evex512|avx512)[a-z0-9_-]*\.o$")
+SYMBOL = re.compile(r"^\s*[0-9a-f]+\s+[0-9a-f]+\s+[0-9a-f]+\s+\d+ {17}(\S+)$")
+# An archive member, `DIR/libc.a(malloc.o)`, `DIR/libm-2.36.a(s_trunc.o)`, or one of the C
+# archives build.rs bundles into the crate's own rlib, `DIR/libnccl_wrap-<hash>.rlib(init.c.o)`.
+ARCHIVE = re.compile(r"(?:^|/)([^/()]+?)(-[0-9a-f.]+)?\.(a|rlib)\(([^()]+)\)$")
+
+
+def functions(paths):
+    """Every function callgrind saw run, by its mangled name, in the order first seen."""
+    seen = {}
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(("fn=", "cfn=")):
+                    name = line.split("=", 1)[1].strip()
+                    if not name.startswith("0x") and name not in ("(below main)",):
+                        seen.setdefault(name, None)
+    return list(seen)
+
+
+def link_map(path):
+    """Input sections by name, and the input section (file, section) of each symbol in the map."""
+    sections, owner, current = set(), {}, None
+    with open(path) as f:
+        for line in f:
+            m = INPUT.match(line.rstrip("\n"))
+            if m:
+                current = (m.group(1), m.group(2))
+                sections.add(m.group(2))
+                continue
+            m = SYMBOL.match(line.rstrip("\n"))
+            if m and current and current[1].startswith(".text"):
+                # A static function's name may be defined in several members (each rdma-core
+                # provider's constructor is `drv__register_driver`): callgrind ran them all.
+                owner.setdefault(m.group(1), []).append(current)
+    return sections, owner
+
+
+def rust_pattern(name):
+    return V0_CRATE.sub("Cs*_", RUST_HASH.sub("17h*", name))
+
+
+def member_pattern(file, section):
+    """The pattern of a C input section: its archive member, or its object file."""
+    m = ARCHIVE.search(file)
+    if not m:
+        return f"*{file.rsplit('/', 1)[-1]}({section})"
+    stem, version, kind, member = m.groups()
+    archive = f"{stem}-*.{kind}" if version else f"{stem}.{kind}"
+    isa = ISA_VARIANT.match(member)
+    if isa:
+        # glibc picks a string function's variant by the CPU (callgrind's lacks AVX-512): take
+        # every variant of the function.
+        member, section = f"{isa.group(1)}-*.o", ".text .text.*"
+    return f"*/{archive}:{member}({section})"
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit("usage: start_order.py MAP CALLGRIND_OUT...")
+    sections, owner = link_map(sys.argv[1])
+    text, rodata, unplaced = [], [], []
+    for name in functions(sys.argv[2:]):
+        if ".text." + name in sections:
+            pat = rust_pattern(name)
+            text.append(f"*(.text.{pat})")
+            # Its switch tables and constants, where the compiler named them after it.
+            rodata.append(f"*(.rodata.{pat} .rodata..L*.{pat}*)")
+        elif name in owner:
+            text.extend(member_pattern(file, section) for file, section in owner[name])
+        else:
+            unplaced.append(name)
+    text = list(dict.fromkeys(text))
+    rodata = list(dict.fromkeys(rodata))
+    print("/* Generated by scripts/start-order.sh: the code a start runs, first in the image")
+    print(" * (docs/build.md, \"Start-up layout\"). Patterns, not symbols: see scripts/start_order.py. */")
+    print("SECTIONS {")
+    print("  .text.start : {")
+    for p in text:
+        print(f"    {p}")
+    print("  }")
+    print("} INSERT BEFORE .text;")
+    print("SECTIONS {")
+    print("  .rodata.start : {")
+    for p in rodata:
+        print(f"    {p}")
+    print("  }")
+    print("} INSERT BEFORE .rodata;")
+    print(f"start_order: {len(text)} code sections, {len(rodata)} data patterns; "
+          f"{len(unplaced)} functions without a section of their own", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
