@@ -32,6 +32,14 @@ V0_CRATE = re.compile(r"Cs[0-9A-Za-z]+_")
 INPUT = re.compile(r"^\s*[0-9a-f]+\s+[0-9a-f]+\s+[0-9a-f]+\s+\d+ {9}(\S.*):\((\S+)\)$")
 # A glibc string function's CPU variant: `memmove-avx-unaligned-erms.o`, `strchr-evex.o`.
 ISA_VARIANT = re.compile(r"^([a-z0-9_]+)-(?:sse2|sse4|ssse3|avx|avx2|evex|evex512|avx512)[a-z0-9_-]*\.o$")
+# What a start runs that callgrind cannot see: the command's `execve` (the runs are dumped just
+# before it), and glibc's set-up of the vDSO, which valgrind does not map into its guest
+# (`setup_vdso` in `_dl_non_dynamic_init`: `_dl_new_object`, `_dl_setup_hash`, and
+# `_dl_lookup_direct` for each vDSO function).
+UNSEEN = ["execve", "_dl_new_object", "_dl_setup_hash", "_dl_lookup_direct"]
+# Section prefixes a function's own section may carry: LLVM puts cold functions (`#[cold]`, such
+# as a vector's growth) in `.text.unlikely.<name>`.
+PREFIXES = (".text.", ".text.unlikely.")
 SYMBOL = re.compile(r"^\s*[0-9a-f]+\s+[0-9a-f]+\s+[0-9a-f]+\s+\d+ {17}(\S+)$")
 # An archive member, `DIR/libc.a(malloc.o)`, `DIR/libm-2.36.a(s_trunc.o)`, or one of the C
 # archives build.rs bundles into the crate's own rlib, `DIR/libnccl_wrap-<hash>.rlib(init.c.o)`.
@@ -73,18 +81,25 @@ def rust_pattern(name):
     return V0_CRATE.sub("Cs*_", RUST_HASH.sub("17h*", name))
 
 
-def member_pattern(file, section):
-    """The pattern of a C input section: its archive member, or its object file."""
+def variant_families(owner):
+    """glibc's string functions that come in CPU variants: `memmove` for `memmove-evex-...o`."""
+    members = {ARCHIVE.search(f).group(4) for secs in owner.values() for f, _ in secs if ARCHIVE.search(f)}
+    return {m.group(1) for m in map(ISA_VARIANT.match, members) if m}
+
+
+def member_pattern(file, section, families):
+    """The pattern of a C input section: its archive member, or its object file. glibc picks a
+    string function's variant by the CPU at start (callgrind's CPU lacks AVX-512, and may take
+    the generic one): a run of any variant, or of the selector in `memmove.o`, takes them all."""
     m = ARCHIVE.search(file)
     if not m:
         return f"*{file.rsplit('/', 1)[-1]}({section})"
     stem, version, kind, member = m.groups()
     archive = f"{stem}-*.{kind}" if version else f"{stem}.{kind}"
     isa = ISA_VARIANT.match(member)
-    if isa:
-        # glibc picks a string function's variant by the CPU (callgrind's lacks AVX-512): take
-        # every variant of the function.
-        member, section = f"{isa.group(1)}-*.o", ".text .text.*"
+    family = isa.group(1) if isa else member.removesuffix(".o")
+    if family in families:
+        return f"*/{archive}:{family}.o(.text) */{archive}:{family}-*.o(.text .text.*)"
     return f"*/{archive}:{member}({section})"
 
 
@@ -93,14 +108,16 @@ def main():
         sys.exit("usage: start_order.py MAP CALLGRIND_OUT...")
     sections, owner = link_map(sys.argv[1])
     text, rodata, unplaced = [], [], []
-    for name in functions(sys.argv[2:]):
-        if ".text." + name in sections:
+    families = variant_families(owner)
+    for name in functions(sys.argv[2:]) + UNSEEN:
+        own = [p for p in PREFIXES if p + name in sections]
+        if own:
             pat = rust_pattern(name)
-            text.append(f"*(.text.{pat})")
+            text.extend(f"*({p}{pat})" for p in own)
             # Its switch tables and constants, where the compiler named them after it.
             rodata.append(f"*(.rodata.{pat} .rodata..L*.{pat}*)")
         elif name in owner:
-            text.extend(member_pattern(file, section) for file, section in owner[name])
+            text.extend(member_pattern(file, section, families) for file, section in owner[name])
         else:
             unplaced.append(name)
     text = list(dict.fromkeys(text))
