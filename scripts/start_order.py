@@ -30,6 +30,8 @@ RUST_HASH = re.compile(r"17h[0-9a-f]{16}E$")
 V0_CRATE = re.compile(r"Cs[0-9A-Za-z]+_")
 # An input section line of LLD's map: "<vma> <lma> <size> <align>         FILE:(SECTION)".
 INPUT = re.compile(r"^\s*[0-9a-f]+\s+[0-9a-f]+\s+[0-9a-f]+\s+\d+ {9}(\S.*):\((\S+)\)$")
+# A symbol line under it (demangled: a Rust function is found by its section instead).
+SYMBOL = re.compile(r"^\s*[0-9a-f]+\s+[0-9a-f]+\s+[0-9a-f]+\s+\d+ {17}(\S+)$")
 # A glibc string function's CPU variant: `memmove-avx-unaligned-erms.o`, `strchr-evex.o`.
 ISA_VARIANT = re.compile(r"^([a-z0-9_]+)-(?:sse2|sse4|ssse3|avx|avx2|evex|evex512|avx512)[a-z0-9_-]*\.o$")
 # What a start runs that callgrind cannot see: the command's `execve` (the runs are dumped just
@@ -40,21 +42,20 @@ UNSEEN = ["execve", "_dl_new_object", "_dl_setup_hash", "_dl_lookup_direct"]
 # Section prefixes a function's own section may carry: LLVM puts cold functions (`#[cold]`, such
 # as a vector's growth) in `.text.unlikely.<name>`.
 PREFIXES = (".text.", ".text.unlikely.")
-SYMBOL = re.compile(r"^\s*[0-9a-f]+\s+[0-9a-f]+\s+[0-9a-f]+\s+\d+ {17}(\S+)$")
 # An archive member, `DIR/libc.a(malloc.o)`, `DIR/libm-2.36.a(s_trunc.o)`, or one of the C
 # archives build.rs bundles into the crate's own rlib, `DIR/libnccl_wrap-<hash>.rlib(init.c.o)`.
-ARCHIVE = re.compile(r"(?:^|/)([^/()]+?)(-[0-9a-f.]+)?\.(a|rlib)\(([^()]+)\)$")
+ARCHIVE = re.compile(r"(?:^|/)([^/()]+?)(-[0-9a-f.]+)?\.(a|rlib)\(([^()]+)\)$")  # stem, version or hash, kind, member
 
 
 def functions(paths):
-    """Every function callgrind saw run, by its mangled name, in the order first seen."""
+    """Every function callgrind saw run, once each, by its mangled name."""
     seen = {}
     for path in paths:
         with open(path) as f:
             for line in f:
                 if line.startswith(("fn=", "cfn=")):
                     name = line.split("=", 1)[1].strip()
-                    if not name.startswith("0x") and name not in ("(below main)",):
+                    if not name.startswith(("0x", "(below main)")):
                         seen.setdefault(name, None)
     return list(seen)
 
@@ -83,7 +84,8 @@ def rust_pattern(name):
 
 def variant_families(owner):
     """glibc's string functions that come in CPU variants: `memmove` for `memmove-evex-...o`."""
-    members = {ARCHIVE.search(f).group(4) for secs in owner.values() for f, _ in secs if ARCHIVE.search(f)}
+    archived = (ARCHIVE.search(file) for sections in owner.values() for file, _ in sections)
+    members = {m.group(4) for m in archived if m}
     return {m.group(1) for m in map(ISA_VARIANT.match, members) if m}
 
 
@@ -94,8 +96,8 @@ def member_pattern(file, section, families):
     m = ARCHIVE.search(file)
     if not m:
         return f"*{file.rsplit('/', 1)[-1]}({section})"
-    stem, version, kind, member = m.groups()
-    archive = f"{stem}-*.{kind}" if version else f"{stem}.{kind}"
+    stem, tag, kind, member = m.groups()
+    archive = f"{stem}-*.{kind}" if tag else f"{stem}.{kind}"
     isa = ISA_VARIANT.match(member)
     family = isa.group(1) if isa else member.removesuffix(".o")
     if family in families:
@@ -137,7 +139,7 @@ def main():
     print("  }")
     print("} INSERT BEFORE .rodata;")
     print(f"start_order: {len(text)} code sections, {len(rodata)} data patterns; "
-          f"{len(unplaced)} functions without a section of their own", file=sys.stderr)
+          f"{len(unplaced)} functions without a section of their own: {' '.join(unplaced)}", file=sys.stderr)
 
 
 if __name__ == "__main__":
