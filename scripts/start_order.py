@@ -111,10 +111,12 @@ def main():
     sections, owner = link_map(sys.argv[1])
     text, rodata, unplaced = [], [], []
     families = variant_families(owner)
+    # Sections by their patterns: a function is found whatever build its hash came from.
+    patterns = {rust_pattern(s) for s in sections}
     for name in functions(sys.argv[2:]) + UNSEEN:
-        own = [p for p in PREFIXES if p + name in sections]
+        pat = rust_pattern(name)
+        own = [p for p in PREFIXES if p + pat in patterns]
         if own:
-            pat = rust_pattern(name)
             text.extend(f"*({p}{pat})" for p in own)
             # Its switch tables and constants, where the compiler named them after it.
             rodata.append(f"*(.rodata.{pat} .rodata..L*.{pat}*)")

@@ -54,6 +54,7 @@ echo "$bin: $size bytes stripped (budget 3,145,728)"
 start=$(readelf -SW "$bin" | sed -n 's/.*\] \.text\.start  *PROGBITS  *[0-9a-f]*  *[0-9a-f]*  *\([0-9a-f]*\) .*/\1/p')
 echo "$bin: .text.start ${start:+$((16#$start)) bytes}"
 [ -n "$start" ] && [ "$((16#$start))" -ge 102400 ] || { echo "the start-up layout is not in the binary (link/start.ld, docs/build.md)" >&2; exit 1; }
+python3 tests/start_order_test.py 2>&1 | tail -n 3
 
 step "container image"
 export CONTAINERS_CONF=$PWD/ci/containers.conf
