@@ -115,6 +115,18 @@ class StartOrder(unittest.TestCase):
         # The vDSO set-up functions are not in this map: reported, not invented.
         self.assertIn("_dl_new_object", self.report)
 
+    def test_in_the_order_the_linker_laid_them_out(self):
+        order = [
+            "*(.text.unlikely._RNvMs4_NtCs*_5alloc7raw_vecNtB5_11RawVecInner11finish_growB7_)",
+            "*(.text._ZN9nccl_wrap6detect7devices6detect17h*)",
+            "*/libnccl_wrap-*.rlib:mlx5.c.o(.text.startup)",
+            "*/libm-*.a:s_trunc.o(.text)",
+            "*/libc.a:memmove.o(.text) */libc.a:memmove-*.o(.text .text.*)",
+            "*/libc.a:malloc.o(.text)",
+            "*/libc.a:execve.o(.text)",
+        ]
+        self.assertEqual([p for p in self.text if p in order], order)
+
     def test_well_formed_script(self):
         self.assertEqual(self.script.count("SECTIONS {"), 2)
         self.assertIn("} INSERT BEFORE .text;", self.script)
