@@ -20,6 +20,7 @@ The script names sections, not symbols, and names them by patterns that survive 
 - C functions (glibc, libgcc, rdma-core: one `.text` section per archive member) by member:
   `*/libc.a:malloc.o(.text)`, found in the map; a versioned or hashed archive (`libm-2.36.a`,
   the crate's rlib holding rdma-core's objects) matches any version (`*/libm-*.a`).
+They are listed in the order the linker lays the sections out without the script.
 A function renamed or added since the script last ran is simply left where the linker puts it:
 the binary stays correct, only that function's first call may fault.
 """
