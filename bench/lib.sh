@@ -6,6 +6,8 @@
 #   pod_netns  a command prefix: `"${pod_netns[@]}" SPECS CMD...` runs CMD in a fresh network and
 #              mount namespace holding a pod's interfaces (veths whose peers are in another
 #              namespace, as a CNI leaves them; SPECS: `name,mac,addr/len` words)
+#   pod_eth0   the pod's primary interface (a veth, the CNI's, with an address and the default
+#              route), as SPECS: every case's pod has it
 #   pod_specs  NODE (a name of fixtures/nodes.py, or `synthetic HCAS GIDS VISIBLE MODE OWN_AT`): the
 #              pod's interfaces on that node, as SPECS
 # Where nothing can be installed (the GPU host), tables.sh times with bench/alternate.py instead.
@@ -53,6 +55,8 @@ for spec in $specs; do
     if [ "$name" = eth0 ]; then ip route add default via "${addr%.*}.1" dev eth0; fi
 done
 "$@"' sh)
+
+pod_eth0="eth0,0a:58:0a:80:02:11,10.128.2.17/23"
 
 # The pod's interfaces on NODE (a name of fixtures/nodes.py, or `synthetic ARGS...`), as
 # `name,mac,addr/len` words: its rails on their functions with the addresses their GID tables hold

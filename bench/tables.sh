@@ -41,7 +41,7 @@ in_pod() {
 
 # name root mode [pod-specs]: one case. mode: sriov (the node's env), fallback or shared (no env).
 run_case() {
-  local name=$1 root=$2 mode=$3 specs="$eth0 ${4:-}"
+  local name=$1 root=$2 mode=$3 specs="$pod_eth0 ${4:-}"
   local envf=/dev/null
   [ "$mode" = sriov ] && envf=$root/../env
   local wrap="$bin -q --sysfs-root $root --annotations /nonexistent -- $truebin"
@@ -91,8 +91,6 @@ PY
   rm -f "$tmp"/r[0-9]*
 }
 
-# Every pod has its primary interface (a veth, the CNI's) with an address.
-eth0="eth0,0a:58:0a:80:02:11,10.128.2.17/23"
 echo "| node (over the floor, ms) | this build | previous release | ratio | shell wrapper | this / wrapper | syscalls this / previous |"
 echo "|---|---|---|---|---|---|---|"
 # The 12-HCA node: h100-roce-sriov (4 of 12 VFs the pod's, 255-entry tables), and its shared

@@ -16,7 +16,6 @@ NCCL_WRAP_START_LAYOUT=0 CARGO_PROFILE_RELEASE_STRIP=false cargo rustc --release
   -C link-arg=-Wl,-Map="$out/nccl-wrap.map"
 NCCL_WRAP_BIN=$out/x86_64-unknown-linux-gnu/release/nccl-wrap
 . bench/lib.sh
-eth0="eth0,0a:58:0a:80:02:11,10.128.2.17/23"
 n=0
 rm -f "$out"/cg.*
 # trace MODE ROOT SPECS [OPTIONS]: one start under callgrind, dumped before the command's execve.
@@ -25,7 +24,7 @@ trace() {
   local vars=()
   [ "$mode" = sriov ] && while IFS= read -r l; do [ -n "$l" ] && vars+=("$l"); done <"$root/../env"
   n=$((n + 1))
-  env -i PATH="$PATH" "${vars[@]}" "${pod_netns[@]}" "$eth0 $specs" valgrind --tool=callgrind \
+  env -i PATH="$PATH" "${vars[@]}" "${pod_netns[@]}" "$pod_eth0 $specs" valgrind --tool=callgrind \
     --demangle=no --compress-strings=no --dump-before=execve --callgrind-out-file="$out/cg.$n" \
     "$bin" "$@" --sysfs-root "$root" --annotations /nonexistent -- "$truebin" >/dev/null 2>&1
 }

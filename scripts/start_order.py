@@ -62,8 +62,9 @@ def functions(paths):
 
 
 def link_map(path):
-    """Input sections by name with where the linker put the first of that name, and the input
-    section (file, section, address) of each symbol in the map."""
+    """Where the linker put the first input section of each name, by the name's pattern (so a
+    function is found whatever build its hash came from), and the input section (file, section,
+    address) of each symbol in the map."""
     sections, owner, current = {}, {}, None
     with open(path) as f:
         for line in f:
@@ -71,7 +72,7 @@ def link_map(path):
             if m:
                 address = int(m.group(1), 16)
                 current = (m.group(2), m.group(3), address)
-                sections.setdefault(m.group(3), address)
+                sections.setdefault(rust_pattern(m.group(3)), address)
                 continue
             m = SYMBOL.match(line.rstrip("\n"))
             if m and current and current[1].startswith(".text"):
@@ -114,17 +115,13 @@ def main():
     sections, owner = link_map(sys.argv[1])
     text, rodata, unplaced = [], [], []
     families = variant_families(owner)
-    # Sections by their patterns: a function is found whatever build its hash came from.
-    patterns = {}
-    for s, address in sections.items():
-        patterns.setdefault(rust_pattern(s), address)
     for name in functions(sys.argv[2:]) + UNSEEN:
         pat = rust_pattern(name)
-        own = [p for p in PREFIXES if p + pat in patterns]
+        own = [p for p in PREFIXES if p + pat in sections]
         if own:
-            text.extend((patterns[p + pat], f"*({p}{pat})") for p in own)
+            text.extend((sections[p + pat], f"*({p}{pat})") for p in own)
             # Its switch tables and constants, where the compiler named them after it.
-            rodata.append((patterns[own[0] + pat], f"*(.rodata.{pat} .rodata..L*.{pat}*)"))
+            rodata.append((sections[own[0] + pat], f"*(.rodata.{pat} .rodata..L*.{pat}*)"))
         elif name in owner:
             text.extend((a, member_pattern(file, section, families)) for file, section, a in owner[name])
         else:
