@@ -5,7 +5,9 @@
 # and `synthetic_node DIR` (16 HCAs x 2 RoCE ports, 255-entry GID tables), `load_env FILE`, and
 #   pod_netns  a command prefix: `"${pod_netns[@]}" SPECS CMD...` runs CMD in a fresh network and
 #              mount namespace holding a pod's interfaces (veths whose peers are in another
-#              namespace, as a CNI leaves them; SPECS: `name,mac,addr/len` words)
+#              namespace, as a CNI leaves them, or with `,macvlan` macvlans whose lower device is
+#              there, as the macvlan CNI leaves a shared device's rails; SPECS:
+#              `name,mac,addr/len[,macvlan]` words)
 #   pod_eth0   the pod's primary interface (a veth, the CNI's, with an address and the default
 #              route), as SPECS: every case's pod has it
 #   pod_specs  NODE (a name of fixtures/nodes.py, or `synthetic HCAS GIDS VISIBLE MODE OWN_AT`): the
@@ -31,7 +33,7 @@ load_env() { # FILE: export a node's device-plugin variables (raw NAME=VALUE lin
   while IFS= read -r line; do export "${line%%=*}=${line#*=}"; done < "$1"
 }
 
-# The pod's interfaces are veths here (this machine's kernel has no macvlan); the kernel reads their
+# The pod's interfaces are veths, or macvlans where asked and the kernel has them; the kernel reads their
 # addresses to nccl-wrap through getifaddrs as it would a pod's rails.
 pod_netns=(unshare --net --mount -- sh -c '
 set -e
@@ -44,11 +46,25 @@ node=$!
 trap "kill $node 2>/dev/null" EXIT
 until [ "$(readlink /proc/$node/ns/net)" != "$(readlink /proc/self/ns/net)" ]; do sleep 0.01; done
 for spec in $specs; do
-    name=${spec%%,*}; rest=${spec#*,}; mac=${rest%%,*}; addr=${rest#*,}
-    ip link add "$name" type veth peer name "${name}p"
+    name=${spec%%,*}; rest=${spec#*,}; mac=${rest%%,*}; addr=${rest#*,}; kind=${addr#*,}
+    addr=${addr%%,*}
+    made=
+    if [ "$kind" = macvlan ]; then
+        # As the macvlan CNI leaves a shared device'"'"'s rail: a child of the node'"'"'s NIC (a veth
+        # end there), moved into the pod.
+        if nsenter -t "$node" -n sh -c "ip link add ${name}l type veth peer name ${name}p && ip link set ${name}l up && ip link set ${name}p up && ip link add link ${name}l name $name type macvlan && ip link set $name netns $$" 2>/dev/null; then
+            made=1
+        else
+            nsenter -t "$node" -n ip link del "${name}l" 2>/dev/null || true
+            echo "bench: no macvlan here, $name is a veth" >&2
+        fi
+    fi
+    if [ -z "$made" ]; then
+        ip link add "$name" type veth peer name "${name}p"
+        ip link set "${name}p" netns "$node"
+        nsenter -t "$node" -n ip link set "${name}p" up
+    fi
     ip link set "$name" address "$mac"
-    ip link set "${name}p" netns "$node"
-    nsenter -t "$node" -n ip link set "${name}p" up
     ip link set "$name" up
     ip addr add "$addr" dev "$name"
     # The primary interface carries the default route, as a pod'"'"'s does.
@@ -60,7 +76,8 @@ pod_eth0="eth0,0a:58:0a:80:02:11,10.128.2.17/23"
 
 # The pod's interfaces on NODE (a name of fixtures/nodes.py, or `synthetic ARGS...`), as
 # `name,mac,addr/len` words: its rails on their functions with the addresses their GID tables hold
-# (SR-IOV VFs, a privileged pod's netdevs), or, on a shared node, its children's addresses.
+# (SR-IOV VFs, a privileged pod's netdevs), or, on a shared node, its children (macvlans) with
+# their addresses.
 pod_specs() {
   python3 - "$@" <<'PY'
 import ipaddress, sys
@@ -71,7 +88,7 @@ if sys.argv[1] == "synthetic":
     kw = dict(hcas=int(a[0]), ports=1, gids=int(a[1]), visible=int(a[2]), mode=a[3], own_at=int(a[4]))
     n = nodes.synthetic(**kw)
     if kw["mode"] == "shared":
-        print(" ".join(f"net{i + 1},{m},{ip}/16" for i in range(kw["hcas"]) for m, ip in [nodes.synthetic_pod_address(i, 1)]))
+        print(" ".join(f"net{i + 1},{m},{ip}/16,macvlan" for i in range(kw["hcas"]) for m, ip in [nodes.synthetic_pod_address(i, 1)]))
         sys.exit()
 else:
     n = nodes.NODES[sys.argv[1]]()

@@ -3,7 +3,8 @@
 # previous release in one run: `nccl-wrap -q -- /bin/true` against the floor (bench/floor.c, exec
 # only), NCCL_WRAP_BASE (an earlier nccl-wrap, when given) and the shell wrapper nccl-wrap
 # replaces (bench/wrapper.sh). Each case runs in a fresh network and mount namespace; the shared
-# case's namespace holds the pod's rail addresses (veths: this is where getifaddrs reads them).
+# case's namespace holds the pod's rail addresses (veths, and on the shared node macvlans, as the
+# macvlan CNI leaves them: this is where nccl-wrap reads them).
 # Hyperfine, no shell; the commands of a case alternate over ROUNDS rounds, and each figure is the
 # median of the rounds' medians. Where hyperfine is absent (the GPU host: nothing can be installed
 # there), bench/alternate.py runs the commands in turn from one loop instead, and without strace
@@ -33,7 +34,7 @@ command -v hyperfine >/dev/null || timer=alternate
 command -v strace >/dev/null || { apt-get update -qq && apt-get install -y -qq strace >/dev/null; } 2>/dev/null || true
 
 # specs cmd...: runs cmd in a fresh network and mount namespace holding the pod's interfaces
-# (veths with the given names, MACs and addresses), with the case's variables only.
+# (veths or macvlans with the given names, MACs and addresses), with the case's variables only.
 in_pod() {
   local specs=$1; shift
   env -i PATH="$PATH" "${vars[@]}" "${pod_netns[@]}" "$specs" "$@"

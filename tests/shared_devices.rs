@@ -11,13 +11,22 @@ use std::process::Command;
 
 use common::{bin_argv, fixture, output_within, Done, DEADLINE};
 
-/// Makes the interfaces, then runs the command; the specs are `name,mac,addr/len` words.
+/// Makes the interfaces, then runs the command; the specs are `name,mac,addr/len[,macvlan]`
+/// words: a veth end, or with `macvlan` a macvlan child (of a veth standing in for the node's NIC),
+/// whose kind the kernel reports as a node's would.
 const POD_NETNS: &str = r#"set -e
 specs=$1; shift
 ip link set lo up
 for spec in $specs; do
-    name=${spec%%,*}; rest=${spec#*,}; mac=${rest%%,*}; addr=${rest#*,}
-    ip link add "$name" type veth peer name "${name}p"
+    name=${spec%%,*}; rest=${spec#*,}; mac=${rest%%,*}; addr=${rest#*,}; kind=${addr#*,}
+    addr=${addr%%,*}
+    if [ "$kind" = macvlan ]; then
+        ip link add "${name}l" type veth peer name "${name}p"
+        ip link set "${name}l" up
+        ip link add link "${name}l" name "$name" type macvlan
+    else
+        ip link add "$name" type veth peer name "${name}p"
+    fi
     ip link set "$name" address "$mac"
     ip link set "${name}p" up
     ip link set "$name" up
@@ -208,6 +217,64 @@ fn a_run_reads_a_shared_table_only_up_to_the_pods_own_entry() {
     let owner = doctor["checks"].as_array().expect("checks").iter().find(|c| c["id"] == "gid-owner").cloned();
     let whole = owner.and_then(|c| c["evidence"]["gid_table"].as_array().map(Vec::len));
     assert_eq!(whole, Some(14), "doctor shows every non-empty entry");
+}
+
+#[test]
+fn the_walk_stops_at_the_device_of_the_pods_last_child_interface() {
+    if common::no_netns() {
+        return;
+    }
+    if !macvlan_here() {
+        return;
+    }
+    // Pod b's rail 0 as a macvlan: a child sits on one device, so once mlx5_0's table holds its
+    // address, mlx5_1 is not read. The same rail as a veth (a fixture's stand-in) reads both.
+    let log = [("NCCL_WRAP_LOG", "nccl_wrap::detect::devices=debug")];
+    let child = in_pod("roce-shared-macvlan", "net1,0a:58:0a:09:00:34,10.9.0.52/24,macvlan", &log, &["env"]);
+    let veth = in_pod("roce-shared-macvlan", "net1,0a:58:0a:09:00:34,10.9.0.52/24", &log, &["env"]);
+    child.success();
+    veth.success();
+    assert_eq!(
+        env_lines(&child),
+        "export NCCL_IB_HCA='=mlx5_0:1'\nexport NCCL_IB_GID_INDEX='9'\n",
+        "{}",
+        child.stderr()
+    );
+    assert_eq!(env_lines(&child), env_lines(&veth));
+    assert!(child.stderr().contains("mlx5_1 and after: not read"), "{}", child.stderr());
+    assert!(!veth.stderr().contains("not read"), "{}", veth.stderr());
+    // Both rails children: each device holds one, and both are the pod's.
+    let both = in_pod("roce-shared-macvlan", &pod('b').replace("/24", "/24,macvlan"), &[], &["env"]);
+    assert_eq!(
+        env_lines(&both),
+        env_lines(&in_pod("roce-shared-macvlan", &pod('b'), &[], &["env"])),
+        "{}",
+        both.stderr()
+    );
+}
+
+/// Whether this machine's kernel makes macvlans (a pod's shared-device rail); SKIPPED if not.
+fn macvlan_here() -> bool {
+    let out = Command::new("unshare")
+        .args([
+            "--net",
+            "--",
+            "sh",
+            "-c",
+            "ip link add p0 type veth peer name p1 && ip link add link p0 name m0 type macvlan",
+        ])
+        .output();
+    match out {
+        Ok(o) if o.status.success() => true,
+        Ok(o) => {
+            common::skip(&format!("no macvlan here ({})", String::from_utf8_lossy(&o.stderr).trim()));
+            false
+        }
+        Err(e) => {
+            common::skip(&format!("cannot run unshare: {e}"));
+            false
+        }
+    }
 }
 
 /// The h100-roce-sriov pod's rails (its VFs' netdevs, named in the tree's `class/net`) with the

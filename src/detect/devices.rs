@@ -521,19 +521,32 @@ fn from_sysfs(inp: &Inputs, visible: &[String], own: &Own, warnings: &mut Vec<St
     // (macvlan, ipvlan, VLAN) can still be in a device the pod does not sit on: a pod whose other
     // interfaces are veths reads no table here, however many devices the node shows. With none
     // claimed, every address is looked for.
-    let look_for = if found.is_empty() || own.gids.is_empty() { own.gids.clone() } else { children(inp, own) };
+    let kinds = if own.gids.is_empty() { None } else { (inp.kinds)() };
+    let look_for = if found.is_empty() { own.gids.clone() } else { children(own, kinds.as_ref()) };
+    // A child interface sits on one device: once every one of the pod's children has been seen in
+    // a table, no device left can hold the pod's addresses, and the walk stops there.
+    let mut unseen = rails(own, kinds.as_ref());
+    let stops = !unseen.is_empty();
     let mut read: Vec<(String, ReadPorts)> = Vec::new();
     if !look_for.is_empty() {
         let claimed: Vec<String> = found.iter().map(|f| f.name.clone()).collect();
-        // Every other device's table is read here, so their order costs nothing next to it, and it
-        // keeps the warnings in the same order whatever order the directory lists them in.
+        // The walk goes in natural order, so that where it stops, and the warnings' order, do not
+        // depend on the order the directory lists the devices in.
         for dev in names::sorted_natural(visible).iter().filter(|v| !claimed.contains(v)) {
+            if stops && unseen.is_empty() {
+                log::debug!("{dev} and after: not read, every child interface of the pod is on a device already");
+                break;
+            }
             let ports = match inp.sysfs.open_device(dev) {
                 Ok(dir) => read_ports(inp.sysfs, &dir, own, warnings),
                 Err(e) => (Vec::new(), vec![e.to_string()]),
             };
             match own_entry(&ports.0) {
-                Some(entry) => found.push(named(dev, format!("sysfs (shared device, via {entry})"), Some(ports))),
+                Some(entry) => {
+                    let on = interfaces_on(&ports.0, own);
+                    unseen.retain(|r| !on.contains(r));
+                    found.push(named(dev, format!("sysfs (shared device, via {entry})"), Some(ports)));
+                }
                 None => read.push((dev.clone(), ports)),
             }
         }
@@ -557,8 +570,46 @@ fn from_sysfs(inp: &Inputs, visible: &[String], own: &Own, warnings: &mut Vec<St
 /// The pod's addresses on interfaces that may be another namespace's children (macvlan, ipvlan,
 /// VLAN, or a kind `links` does not know), the only ones a device the pod does not sit on can
 /// hold; every address when the kinds cannot be read.
-fn children(inp: &Inputs, own: &Own) -> Vec<Ipv6Addr> {
-    let Some(kinds) = (inp.kinds)() else { return own.gids.clone() };
-    let child = |a: &&OwnAddr| kinds.get(&a.ifname).is_none_or(|k| links::may_be_upper(k.as_deref()));
-    own.addrs.iter().filter(child).map(OwnAddr::gid).collect()
+fn children(own: &Own, kinds: Option<&links::Kinds>) -> Vec<Ipv6Addr> {
+    let Some(kinds) = kinds else { return own.gids.clone() };
+    own.addrs.iter().filter(|a| may_be_child(kinds, &a.ifname)).map(OwnAddr::gid).collect()
+}
+
+/// Whether an interface may be a child of another namespace's net device: its kind says so, or
+/// it is not in the dump (it came after).
+fn may_be_child(kinds: &links::Kinds, ifname: &str) -> bool {
+    kinds.get(ifname).is_none_or(|k| links::may_be_upper(k.as_deref()))
+}
+
+/// The pod's interfaces, with an address, that may be children: each sits on one device, so the
+/// walk of the devices the pod cannot claim by function may stop once it has seen them all. None
+/// when the kinds cannot be read: the walk then reads every device.
+fn rails(own: &Own, kinds: Option<&links::Kinds>) -> Vec<String> {
+    let Some(kinds) = kinds else { return Vec::new() };
+    let mut out: Vec<String> = Vec::new();
+    for a in own.addrs.iter().filter(|a| may_be_child(kinds, &a.ifname)) {
+        if !out.contains(&a.ifname) {
+            out.push(a.ifname.clone());
+        }
+    }
+    out
+}
+
+/// The pod's interfaces whose addresses a device's ports hold, as read: each port's pick where it
+/// is the pod's, and the rows read as the pod's.
+fn interfaces_on(ports: &[PortFacts], own: &Own) -> Vec<String> {
+    let mine = ports
+        .iter()
+        .flat_map(|p| p.gid.iter().chain(p.table.iter()))
+        .filter(|g| g.owner == Some(Owner::Pod))
+        .filter_map(|g| crate::nccl::gid::parse_gid(&g.gid));
+    let mut out: Vec<String> = Vec::new();
+    for g in mine {
+        for a in own.addrs.iter().filter(|a| a.gid() == g) {
+            if !out.contains(&a.ifname) {
+                out.push(a.ifname.clone());
+            }
+        }
+    }
+    out
 }

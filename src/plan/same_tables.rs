@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 
+use crate::detect::devices::KindSource;
 use crate::detect::gid_source::{Entry, SysfsOnly, TableSource, Whole};
 use crate::detect::netif::OwnAddr;
 use crate::detect::sysfs::Sysfs;
@@ -146,6 +147,11 @@ impl TableSource for Fake {
 }
 
 fn detect(root: &Path, tables: &dyn TableSource) -> Detection {
+    detect_with(root, tables, &|| None)
+}
+
+/// `detect`, with the pod's interfaces' kinds as `links::read` would give them.
+fn detect_with(root: &Path, tables: &dyn TableSource, kinds: KindSource) -> Detection {
     let vars = Vars::new();
     let sysfs = Sysfs::new(root);
     let (prefs, _) = crate::plan::gid_prefs(&vars);
@@ -155,7 +161,7 @@ fn detect(root: &Path, tables: &dyn TableSource) -> Detection {
         annotations: Path::new("/nonexistent/nccl-wrap-annotations"),
         prefs: &prefs,
         addrs: &|| Ok(pod_addrs()),
-        kinds: &|| None,
+        kinds,
         tables,
     })
 }
@@ -230,6 +236,69 @@ fn a_whole_table_source_gives_the_plan_sysfs_gives_on_a_busy_shared_node() {
     let plan = plan_of(by_sysfs, &full);
     assert_eq!(plan_of(by_source, &full), plan);
     assert_eq!(plan_of(by_source_only, &cut), plan);
+}
+
+/// The devices a source was asked for, in order, answered by `Fake`.
+struct Asked(std::cell::RefCell<Vec<String>>, Fake);
+
+impl Asked {
+    fn new() -> Self {
+        Asked(std::cell::RefCell::default(), Fake { asked: Cell::new(0) })
+    }
+
+    fn devices(&self) -> Vec<String> {
+        let mut d = self.0.borrow().clone();
+        d.sort();
+        d.dedup();
+        d
+    }
+}
+
+impl TableSource for Asked {
+    fn table(&self, device: &str, port: u32) -> Option<Whole> {
+        self.0.borrow_mut().push(device.to_string());
+        self.1.table(device, port)
+    }
+}
+
+/// The pod's rails are macvlans (each on one device) and its primary interface a veth: the walk
+/// stops at the device that holds the last rail, and the devices after it are never read. The
+/// detection, and so the plan, is the one the whole walk gives (kinds unknown: every device read).
+#[test]
+fn the_walk_stops_once_every_child_interface_is_found() {
+    let tmp = Tmp(std::env::temp_dir().join(format!("nccl-wrap-walk-stops-{}", std::process::id())));
+    tree(&tmp.0, false);
+    let kinds = |rails: &str| {
+        let mut k = crate::detect::links::Kinds::new();
+        k.insert("eth0".into(), Some("veth".into()));
+        for n in ["net1", "net2", "net3"] {
+            k.insert(n.into(), Some(rails.into()));
+        }
+        Some(k)
+    };
+    let all = ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"];
+    let whole = Asked::new();
+    let want = seen(&detect(&tmp.0, &whole), &tmp.0);
+    assert_eq!(whole.devices(), all, "every device read without the kinds");
+    // Veths stand in for children in fixtures: they sit on no device, so nothing stops the walk.
+    let veths = Asked::new();
+    same(&seen(&detect_with(&tmp.0, &veths, &|| kinds("veth")), &tmp.0), &want);
+    assert_eq!(veths.devices(), all);
+    let children = Asked::new();
+    let d = detect_with(&tmp.0, &children, &|| kinds("macvlan"));
+    assert_eq!(children.devices(), all[..3], "mlx5_3, after the last rail, is not read");
+    same(&seen(&d, &tmp.0), &want);
+    assert_eq!(plan_of(d, &tmp.0), plan_of(detect(&tmp.0, &SysfsOnly), &tmp.0));
+    // A child the tables do not hold (here eth0 as an ipvlan of a NIC without RDMA) keeps the
+    // walk going to the end.
+    let stray = Asked::new();
+    let with_stray = || {
+        let mut k = kinds("macvlan")?;
+        k.insert("eth0".into(), Some("ipvlan".into()));
+        Some(k)
+    };
+    same(&seen(&detect_with(&tmp.0, &stray, &with_stray), &tmp.0), &want);
+    assert_eq!(stray.devices(), all);
 }
 
 /// Calls every table empty, as no RoCE port's is.
