@@ -480,7 +480,8 @@ fn from_annotation(inp: &Inputs) -> (SourceReport, Vec<Named>) {
 ///   told by the MAC behind the device's identifiers, not by the name (see `software_identity`);
 /// - a shared device (macvlan or ipvlan children of its net device, one per pod) is the pod's
 ///   when its GID table holds one of the pod's addresses: by address, never by name, since every
-///   pod's child is `net1`;
+///   pod's child is `net1`; the devices are read in natural order until each of the pod's
+///   children has been seen on one (a child sits on one device);
 /// - when that matches nothing (no net device maps to any RDMA device: InfiniBand without IPoIB,
 ///   or a pod with only virtual interfaces), we cannot tell, and use every visible device, which
 ///   is what NCCL would do without us, with a warning that says so.
