@@ -597,7 +597,8 @@ fn rails(own: &Own, kinds: Option<&links::Kinds>) -> Vec<String> {
 }
 
 /// The pod's interfaces whose addresses a device's ports hold, as read: each port's pick where it
-/// is the pod's, and the rows read as the pod's.
+/// is the pod's, and the rows read as the pod's. An address that more than one of the pod's
+/// interfaces holds tells none of them (its entry may be another rail's).
 fn interfaces_on(ports: &[PortFacts], own: &Own) -> Vec<String> {
     let mine = ports
         .iter()
@@ -606,11 +607,66 @@ fn interfaces_on(ports: &[PortFacts], own: &Own) -> Vec<String> {
         .filter_map(|g| crate::nccl::gid::parse_gid(&g.gid));
     let mut out: Vec<String> = Vec::new();
     for g in mine {
-        for a in own.addrs.iter().filter(|a| a.gid() == g) {
-            if !out.contains(&a.ifname) {
-                out.push(a.ifname.clone());
+        let mut holders = own.addrs.iter().filter(|a| a.gid() == g).map(|a| &a.ifname);
+        let first = holders.next();
+        if let Some(name) = first.filter(|n| holders.all(|h| h == *n)) {
+            if !out.contains(name) {
+                out.push(name.clone());
             }
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detect::gid_source::SysfsOnly;
+    use crate::detect::port::GidPick;
+
+    fn addr(ifname: &str, ip: &str) -> OwnAddr {
+        OwnAddr { ifname: ifname.into(), addr: ip.parse().expect("ip"), ifindex: None }
+    }
+
+    /// A port whose table holds `gids` as the pod's entries.
+    fn port(gids: &[&str]) -> PortFacts {
+        let row = |ip: &&str| {
+            let g = crate::detect::netif::as_gid(ip.parse().expect("ip"));
+            GidPick {
+                index: 0,
+                gid: crate::detect::sysfs::format_gid(&g),
+                address: (*ip).into(),
+                roce: None,
+                ndev: None,
+                full_match: true,
+                owner: Some(Owner::Pod),
+            }
+        };
+        PortFacts {
+            port: 1,
+            state: None,
+            phys_state: None,
+            link_layer: None,
+            rate: None,
+            gid: None,
+            nccl_pick: None,
+            table: gids.iter().map(row).collect(),
+            table_len: 0,
+            pkey: None,
+            verbs: None,
+            selftest: None,
+            problems: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn an_address_two_rails_hold_tells_neither_so_the_walk_goes_on() {
+        let (prefs, _) = crate::plan::gid_prefs(&Vars::new());
+        let addrs = vec![addr("net1", "10.9.0.7"), addr("net2", "10.9.1.7"), addr("net2", "10.9.0.7")];
+        let gids = addrs.iter().map(OwnAddr::gid).collect();
+        let own = Own { addrs, gids, prefs: &prefs, tables: &SysfsOnly, deadline: Instant::now() };
+        // 10.9.0.7 is on both rails: seeing it on a device says nothing of which rail is there.
+        assert!(interfaces_on(&[port(&["10.9.0.7"])], &own).is_empty());
+        assert_eq!(interfaces_on(&[port(&["10.9.1.7", "10.9.0.7"])], &own), ["net2"]);
+    }
 }
