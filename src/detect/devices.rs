@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::detect::annotation;
+use crate::detect::children;
 use crate::detect::claim;
 use crate::detect::gid_source::TableSource;
 use crate::detect::gids;
@@ -523,10 +524,11 @@ fn from_sysfs(inp: &Inputs, visible: &[String], own: &Own, warnings: &mut Vec<St
     // interfaces are veths reads no table here, however many devices the node shows. With none
     // claimed, every address is looked for.
     let kinds = if own.gids.is_empty() { None } else { (inp.kinds)() };
-    let look_for = if found.is_empty() { own.gids.clone() } else { children(own, kinds.as_ref()) };
+    let look_for =
+        if found.is_empty() { own.gids.clone() } else { children::addresses(&own.addrs, &own.gids, kinds.as_ref()) };
     // A child interface sits on one device: once every one of the pod's children has been seen in
     // a table, no device left can hold the pod's addresses, and the walk stops there.
-    let mut unseen = rails(own, kinds.as_ref());
+    let mut unseen = children::names(&own.addrs, kinds.as_ref());
     let stops = !unseen.is_empty();
     let mut read: Vec<(String, ReadPorts)> = Vec::new();
     if !look_for.is_empty() {
@@ -544,7 +546,7 @@ fn from_sysfs(inp: &Inputs, visible: &[String], own: &Own, warnings: &mut Vec<St
             };
             match own_entry(&ports.0) {
                 Some(entry) => {
-                    let on = interfaces_on(&ports.0, own);
+                    let on = children::seen_on(&ports.0, &own.addrs);
                     unseen.retain(|r| !on.contains(r));
                     found.push(named(dev, format!("sysfs (shared device, via {entry})"), Some(ports)));
                 }
@@ -566,107 +568,4 @@ fn from_sysfs(inp: &Inputs, visible: &[String], own: &Own, warnings: &mut Vec<St
             .collect();
     }
     (report(Source::Sysfs, inputs, problems, true), found)
-}
-
-/// The pod's addresses on interfaces that may be another namespace's children (macvlan, ipvlan,
-/// VLAN, or a kind `links` does not know), the only ones a device the pod does not sit on can
-/// hold; every address when the kinds cannot be read.
-fn children(own: &Own, kinds: Option<&links::Kinds>) -> Vec<Ipv6Addr> {
-    let Some(kinds) = kinds else { return own.gids.clone() };
-    own.addrs.iter().filter(|a| may_be_child(kinds, &a.ifname)).map(OwnAddr::gid).collect()
-}
-
-/// Whether an interface may be a child of another namespace's net device: its kind says so, or
-/// it is not in the dump (it came after).
-fn may_be_child(kinds: &links::Kinds, ifname: &str) -> bool {
-    kinds.get(ifname).is_none_or(|k| links::may_be_upper(k.as_deref()))
-}
-
-/// The pod's interfaces, with an address, that may be children: each sits on one device, so the
-/// walk of the devices the pod cannot claim by function may stop once it has seen them all. None
-/// when the kinds cannot be read: the walk then reads every device.
-fn rails(own: &Own, kinds: Option<&links::Kinds>) -> Vec<String> {
-    let Some(kinds) = kinds else { return Vec::new() };
-    let mut out: Vec<String> = Vec::new();
-    for a in own.addrs.iter().filter(|a| may_be_child(kinds, &a.ifname)) {
-        if !out.contains(&a.ifname) {
-            out.push(a.ifname.clone());
-        }
-    }
-    out
-}
-
-/// The pod's interfaces whose addresses a device's ports hold, as read: each port's pick where it
-/// is the pod's, and the rows read as the pod's. An address that more than one of the pod's
-/// interfaces holds tells none of them (its entry may be another rail's).
-fn interfaces_on(ports: &[PortFacts], own: &Own) -> Vec<String> {
-    let mine = ports
-        .iter()
-        .flat_map(|p| p.gid.iter().chain(p.table.iter()))
-        .filter(|g| g.owner == Some(Owner::Pod))
-        .filter_map(|g| crate::nccl::gid::parse_gid(&g.gid));
-    let mut out: Vec<String> = Vec::new();
-    for g in mine {
-        let mut holders = own.addrs.iter().filter(|a| a.gid() == g).map(|a| &a.ifname);
-        let first = holders.next();
-        if let Some(name) = first.filter(|n| holders.all(|h| h == *n)) {
-            if !out.contains(name) {
-                out.push(name.clone());
-            }
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::detect::gid_source::SysfsOnly;
-    use crate::detect::port::GidPick;
-
-    fn addr(ifname: &str, ip: &str) -> OwnAddr {
-        OwnAddr { ifname: ifname.into(), addr: ip.parse().expect("ip"), ifindex: None }
-    }
-
-    /// A port whose table holds `gids` as the pod's entries.
-    fn port(gids: &[&str]) -> PortFacts {
-        let row = |ip: &&str| {
-            let g = crate::detect::netif::as_gid(ip.parse().expect("ip"));
-            GidPick {
-                index: 0,
-                gid: crate::detect::sysfs::format_gid(&g),
-                address: (*ip).into(),
-                roce: None,
-                ndev: None,
-                full_match: true,
-                owner: Some(Owner::Pod),
-            }
-        };
-        PortFacts {
-            port: 1,
-            state: None,
-            phys_state: None,
-            link_layer: None,
-            rate: None,
-            gid: None,
-            nccl_pick: None,
-            table: gids.iter().map(row).collect(),
-            table_len: 0,
-            pkey: None,
-            verbs: None,
-            selftest: None,
-            problems: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn an_address_two_rails_hold_tells_neither_so_the_walk_goes_on() {
-        let (prefs, _) = crate::plan::gid_prefs(&Vars::new());
-        let addrs = vec![addr("net1", "10.9.0.7"), addr("net2", "10.9.1.7"), addr("net2", "10.9.0.7")];
-        let gids = addrs.iter().map(OwnAddr::gid).collect();
-        let own = Own { addrs, gids, prefs: &prefs, tables: &SysfsOnly, deadline: Instant::now() };
-        // 10.9.0.7 is on both rails: seeing it on a device says nothing of which rail is there.
-        assert!(interfaces_on(&[port(&["10.9.0.7"])], &own).is_empty());
-        assert_eq!(interfaces_on(&[port(&["10.9.1.7", "10.9.0.7"])], &own), ["net2"]);
-    }
 }

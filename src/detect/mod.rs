@@ -17,7 +17,8 @@
 //! - `names`: validation of every name that comes from outside;
 //! - `netif`: this namespace's own addresses, and whose address a GID entry holds;
 //! - `links`: the kind of each of this namespace's interfaces (rtnetlink), which says whose
-//!   addresses can sit in another device's GID table;
+//!   addresses can sit in another device's GID table; `children`: those interfaces, and when the
+//!   walk of shared devices has seen them all;
 //! - `rtnetlink`: the bounded dump request, receive loop and message walk `links` and `netif`
 //!   share.
 //! - `userspace`: what NCCL in the image will load (libibverbs, providers, NCCL, net plugins),
@@ -27,6 +28,7 @@
 
 pub mod annotation;
 pub mod bootstrap;
+pub mod children;
 pub mod claim;
 pub mod counters;
 pub mod devices;
