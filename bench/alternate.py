@@ -10,6 +10,9 @@ Each command is an absolute path and its arguments; 20 warm-up rounds are not co
 round runs the commands in a new order (shuffled, with a fixed seed), so that no command always
 follows the same one: in a fixed order, the build that always ran right after the floor measured
 up to 0.1 ms slower than the same code one place later (H100 host, bench/tables.sh).
+
+Each line: the median, its difference from the first command's, then the mean user and system
+CPU time (ms) and minor faults of one run (`wait4`'s rusage, the exec'd command's included).
 """
 import os
 import random
@@ -32,6 +35,7 @@ def main():
     devnull = os.open("/dev/null", os.O_WRONLY)
     out = [(os.POSIX_SPAWN_DUP2, devnull, 1), (os.POSIX_SPAWN_DUP2, devnull, 2)]
     times = [[] for _ in cmds]
+    usage = [[0.0, 0.0, 0] for _ in cmds]
     order = list(range(len(cmds)))
     shuffle = random.Random(0).shuffle
     for i in range(rounds + 20):
@@ -40,13 +44,17 @@ def main():
             c = cmds[k]
             t = time.perf_counter()
             pid = os.posix_spawn(c[0], c, env, file_actions=out)
-            os.waitpid(pid, 0)
+            _, _, ru = os.wait4(pid, 0)
             if i >= 20:
                 times[k].append((time.perf_counter() - t) * 1e3)
+                usage[k][0] += ru.ru_utime
+                usage[k][1] += ru.ru_stime
+                usage[k][2] += ru.ru_minflt
     first = statistics.median(times[0])
-    for c, t in zip(cmds, times):
+    for c, t, (user, system, faults) in zip(cmds, times, usage):
         m = statistics.median(t)
-        print(f"{m:7.3f} ms  {m - first:+7.3f}  {' '.join(c)[:110]}")
+        cpu = f"user {user / rounds * 1e3:.3f} sys {system / rounds * 1e3:.3f} faults {faults / rounds:.1f}"
+        print(f"{m:7.3f} ms  {m - first:+7.3f}  {cpu}  {' '.join(c)[:110]}")
 
 
 if __name__ == "__main__":
