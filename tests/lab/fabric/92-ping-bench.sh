@@ -6,6 +6,10 @@
 # SENDs one way, as ib_send_lat; RDMA WRITEs of SIZE, as ib_write_bw). Node 1 prints LAB-BENCH
 # lines for the three and the ratios ping / perftest (goal: bandwidth >= 0.9, median latency
 # <= 1.2; under TCG every packet crosses two emulated guests, so these measure the emulator).
+# perftest runs with ping's ACK timeout for this deadline (-u 17: --timeout-ms 30000 gives 17,
+# 0.54 s a try, where perftest's own 14 retransmits after 67 ms, within TCG's round trip under
+# load). A perftest run that fails at either end is tried once more (perf_pair); one that fails
+# twice leaves nothing to compare with: SKIP, named, unless ping's own checks failed.
 . /lab/fabric/lib.sh
 mtu=${LAB_FABRIC_BENCH_MTU:-1500}
 size=${LAB_FABRIC_BW_SIZE:-65536}
@@ -16,13 +20,26 @@ require "rail 0 up with rxe0 (MTU $mtu)" fab_rail 0 "$mtu"
 require "both nodes have their rails" fab_barrier rails
 am=$(active_mtu rxe0)
 
-pair 0 1 bw 18515 "$FAB_CLIENT_TIMEOUT" ib_write_bw -d rxe0 -x 1 -s "$size" -D "$secs" --report_gbits
-assert_eq "ib_write_bw exit" 0 "$RC"
-bw=$(awk '/#bytes/ {h = 1; next} h && $1 ~ /^[0-9]+$/ {print $4; exit}' "$OUT")
-pair 0 1 lat 18516 "$FAB_CLIENT_TIMEOUT" ib_send_lat -d rxe0 -x 1 -s 8 -n "$lat_iters"
-assert_eq "ib_send_lat exit" 0 "$RC"
-set -- $(awk '/#bytes/ {h = 1; next} h && $1 ~ /^[0-9]+$/ {print $5, $8; exit}' "$OUT")
-lmed=$1 lp99=$2
+unmeasured= retried=
+perf_pair 0 1 bw 18515 "$FAB_CLIENT_TIMEOUT" ib_write_bw -d rxe0 -x 1 -u 17 -s "$size" -D "$secs" --report_gbits
+bw=
+if [ -n "$PERF_FAILED" ]; then
+    unmeasured="ib_write_bw failed twice: $PERF_NOTE"
+else
+    say "ok   ib_write_bw ran${PERF_NOTE:+ on its second try (first: $PERF_NOTE)}"
+    retried=${PERF_NOTE:+ib_write_bw ($PERF_NOTE)}
+    bw=$(awk '/#bytes/ {h = 1; next} h && $1 ~ /^[0-9]+$/ {print $4; exit}' "$OUT")
+fi
+perf_pair 0 1 lat 18516 "$FAB_CLIENT_TIMEOUT" ib_send_lat -d rxe0 -x 1 -u 17 -s 8 -n "$lat_iters"
+lmed= lp99=
+if [ -n "$PERF_FAILED" ]; then
+    unmeasured="${unmeasured:+$unmeasured; }ib_send_lat failed twice: $PERF_NOTE"
+else
+    say "ok   ib_send_lat ran${PERF_NOTE:+ on its second try (first: $PERF_NOTE)}"
+    retried="$retried${PERF_NOTE:+${retried:+, }ib_send_lat ($PERF_NOTE)}"
+    set -- $(awk '/#bytes/ {h = 1; next} h && $1 ~ /^[0-9]+$/ {print $5, $8; exit}' "$OUT")
+    lmed=$1 lp99=$2
+fi
 ping_pair 0 1 ping 18517 "$FAB_CLIENT_TIMEOUT" --bytes="$size" --duration-ms="$((secs * 1000))" \
     --iters="$lat_iters" --timeout-ms=30000
 assert_eq "ping exit" 0 "$RC"
@@ -30,8 +47,8 @@ l=$(pj_pair "$OUT" 0)
 pmed=$(pj_median "$l") pp99=$(pj_p99 "$l") pgb=$(pj_gbps "$l")
 
 if [ "$LAB_NODE" = 1 ]; then
-    assert "ib_write_bw reported a bandwidth" positive "$bw"
-    assert "ib_send_lat reported a median" positive "$lmed"
+    case $unmeasured in *ib_write_bw*) ;; *) assert "ib_write_bw reported a bandwidth" positive "$bw" ;; esac
+    case $unmeasured in *ib_send_lat*) ;; *) assert "ib_send_lat reported a median" positive "$lmed" ;; esac
     assert "ping reported a median" positive "$pmed"
     assert "ping reported a bandwidth" positive "$pgb"
     # ping reports GB/s (10^9 bytes), ib_write_bw --report_gbits Gb/s.
@@ -42,6 +59,9 @@ if [ "$LAB_NODE" = 1 ]; then
     echo "LAB-BENCH ib_send_lat median_us=${lmed:-?} p99_us=${lp99:-?} size=8 iters=$lat_iters mtu=$am"
     echo "LAB-BENCH nccl-wrap-ping median_us=${pmed:-?} p99_us=${pp99:-?} gbps=$pgbit gbytes_per_s=${pgb:-?} size=$size secs=$secs iters=$lat_iters mtu=$am"
     echo "LAB-BENCH ratio ping/ib_write_bw=$rbw ping/ib_send_lat=$rlat (goal >= 0.9, <= 1.2)"
-    finish "ib_write_bw ${bw:-?} Gb/s, ping $pgbit Gb/s (x$rbw); ib_send_lat median ${lmed:-?} us, ping ${pmed:-?} us (x$rlat)"
+    [ -n "$LAB_FAILED" ] || [ -z "$unmeasured" ] ||
+        skip "the perftest yardstick is missing, so no ratio (ping $pgbit Gb/s, median ${pmed:-?} us): $unmeasured"
+    finish "ib_write_bw ${bw:-?} Gb/s, ping $pgbit Gb/s (x$rbw); ib_send_lat median ${lmed:-?} us, ping ${pmed:-?} us (x$rlat)${retried:+; tried twice: $retried}"
 fi
+[ -n "$LAB_FAILED" ] || [ -z "$unmeasured" ] || skip "served ping (exit $RC); $unmeasured"
 finish "served ib_write_bw, ib_send_lat, nccl-wrap ping: exit $RC"

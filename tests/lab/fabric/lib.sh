@@ -244,6 +244,35 @@ pair() {
     fi
 }
 
+# perf_pair SERVER CLIENT TAG PORT SECONDS CMD...: `pair` for a perftest reference run, tried once
+# more (TAG.2 on PORT + 10) when either end exited non-zero. perftest is the yardstick here, not
+# the code under test, and under TCG it has failed with exit 1 at both ends, the pair fine before
+# and after. Both ends publish their status after each try and read the other's, so they agree on
+# the second try and on the outcome. Sets RC, OUT and SECS as `pair` does; PERF_FAILED=1 when a
+# try failed at either end in the last try, PERF_NOTE to what each failed try printed first.
+perf_pair() {
+    _fs=$1 _fc=$2 _ft=$3 _fp=$4 _fto=$5
+    shift 5
+    PERF_NOTE= PERF_FAILED=
+    [ "$LAB_NODE" = "$_fs" ] || [ "$LAB_NODE" = "$_fc" ] || return 0
+    _fo=$_fs
+    [ "$LAB_NODE" = "$_fs" ] && _fo=$_fc
+    for _try in 1 2; do
+        _tt=$_ft
+        [ "$_try" = 1 ] || _tt=$_ft.$_try
+        pair "$_fs" "$_fc" "$_tt" "$((_fp + 10 * (_try - 1)))" "$_fto" "$@"
+        fab_post "$_tt.rc" "$RC"
+        _frc=$(fab_wait "$_fo" "$_tt.rc") || _frc=unknown
+        PERF_FAILED=
+        [ "$RC" = 0 ] && [ "$_frc" = 0 ] && return 0
+        PERF_FAILED=1
+        PERF_NOTE="${PERF_NOTE:+$PERF_NOTE; }try $_try: exit $RC here, $_frc at the peer"
+        _fe=$(first_error "$OUT")
+        [ -z "$_fe" ] || PERF_NOTE="$PERF_NOTE ($_fe)"
+        say "$1 failed on try $_try ($PERF_NOTE)"
+    done
+}
+
 # --- nccl-wrap ping ------------------------------------------------------------------------------
 
 # Sizes for TCG (a round trip costs 25-60 ms): 20 round trips, 64 KiB writes for 2 s, a 20 s
