@@ -20,23 +20,22 @@ require "rail 0 up with rxe0 (MTU $mtu)" fab_rail 0 "$mtu"
 require "both nodes have their rails" fab_barrier rails
 am=$(active_mtu rxe0)
 
+# yardstick NAME: after perf_pair, NAME's run as measured (said, and named in `retried` when it took
+# two tries) or as missing (named in `unmeasured`, and false).
 unmeasured= retried=
+yardstick() {
+    if [ -n "$PERF_FAILED" ]; then
+        unmeasured="${unmeasured:+$unmeasured; }$1 failed twice: $PERF_NOTE"
+        return 1
+    fi
+    say "ok   $1 ran${PERF_NOTE:+ on its second try (first: $PERF_NOTE)}"
+    retried="$retried${PERF_NOTE:+${retried:+, }$1 ($PERF_NOTE)}"
+}
+bw= lmed= lp99=
 perf_pair 0 1 bw 18515 "$FAB_CLIENT_TIMEOUT" ib_write_bw -d rxe0 -x 1 -u 17 -s "$size" -D "$secs" --report_gbits
-bw=
-if [ -n "$PERF_FAILED" ]; then
-    unmeasured="ib_write_bw failed twice: $PERF_NOTE"
-else
-    say "ok   ib_write_bw ran${PERF_NOTE:+ on its second try (first: $PERF_NOTE)}"
-    retried=${PERF_NOTE:+ib_write_bw ($PERF_NOTE)}
-    bw=$(awk '/#bytes/ {h = 1; next} h && $1 ~ /^[0-9]+$/ {print $4; exit}' "$OUT")
-fi
+yardstick ib_write_bw && bw=$(awk '/#bytes/ {h = 1; next} h && $1 ~ /^[0-9]+$/ {print $4; exit}' "$OUT")
 perf_pair 0 1 lat 18516 "$FAB_CLIENT_TIMEOUT" ib_send_lat -d rxe0 -x 1 -u 17 -s 8 -n "$lat_iters"
-lmed= lp99=
-if [ -n "$PERF_FAILED" ]; then
-    unmeasured="${unmeasured:+$unmeasured; }ib_send_lat failed twice: $PERF_NOTE"
-else
-    say "ok   ib_send_lat ran${PERF_NOTE:+ on its second try (first: $PERF_NOTE)}"
-    retried="$retried${PERF_NOTE:+${retried:+, }ib_send_lat ($PERF_NOTE)}"
+if yardstick ib_send_lat; then
     set -- $(awk '/#bytes/ {h = 1; next} h && $1 ~ /^[0-9]+$/ {print $5, $8; exit}' "$OUT")
     lmed=$1 lp99=$2
 fi
