@@ -9,9 +9,9 @@
 # counters that moved, each with what it usually means. Measured: completer_retry_err +12 and
 # +13, retry_exceeded_err +1 (once with duplicate_request +1), the command done in 2.8-3.1 s.
 # Why arriving, not leaving: with a drop of what leaves eth1, rxe 6.1 meets each refused send
-# (send_err) by running its requester again at once, about 1.3 million times a minute; in about
-# one run of four that loop held the guest's one CPU past the soft-lockup watchdog (45 s), and
-# the boot was lost. 74-ping-tc-drop keeps the leaving drop, where one SEND is in flight and the
+# (send_err) by running its requester again at once, about 1.3 million times a minute; in four
+# of about twenty runs that loop held the guest's one CPU past the soft-lockup watchdog (26-48 s),
+# and the boot was lost. 74-ping-tc-drop keeps the leaving drop, where one SEND is in flight and the
 # queue pair gives up within a second.
 # Why two nodes: within one kernel rxe hands traffic between its own queue pairs over without its
 # net device (rxe_loopback), so no tc filter can drop it there.

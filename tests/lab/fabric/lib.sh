@@ -248,8 +248,8 @@ pair() {
 # more (TAG.2 on PORT + 10) when either end exited non-zero. perftest is the yardstick here, not
 # the code under test, and under TCG it has failed with exit 1 at both ends, the pair fine before
 # and after. Both ends publish their status after each try and read the other's, so they agree on
-# the second try and on the outcome. Sets RC, OUT and SECS as `pair` does; PERF_FAILED=1 when a
-# try failed at either end in the last try, PERF_NOTE to what each failed try printed first.
+# the second try and on the outcome. Sets RC, OUT and SECS as `pair` does; PERF_FAILED=1 when the
+# last try failed at either end, PERF_NOTE to what each failed try printed first.
 perf_pair() {
     _fs=$1 _fc=$2 _ft=$3 _fp=$4 _fto=$5
     shift 5
@@ -263,8 +263,7 @@ perf_pair() {
         pair "$_fs" "$_fc" "$_tt" "$((_fp + 10 * (_try - 1)))" "$_fto" "$@"
         fab_post "$_tt.rc" "$RC"
         _frc=$(fab_wait "$_fo" "$_tt.rc") || _frc=unknown
-        PERF_FAILED=
-        [ "$RC" = 0 ] && [ "$_frc" = 0 ] && return 0
+        [ "$RC" = 0 ] && [ "$_frc" = 0 ] && { PERF_FAILED=; return 0; }
         PERF_FAILED=1
         PERF_NOTE="${PERF_NOTE:+$PERF_NOTE; }try $_try: exit $RC here, $_frc at the peer"
         _fe=$(first_error "$OUT")
