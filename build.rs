@@ -205,28 +205,6 @@ fn main() {
         );
     }
     write_stubs(&out_dir.join("rdma_stubs.rs"), &stubs, &forwarded);
-    start_layout(&target);
-}
-
-/// The code a start runs, first in the image: `link/start.ld` (scripts/start-order.sh writes it)
-/// gathers those sections at the front of the text and read-only data, so that a start's first
-/// touches fault in a few 64 KiB windows instead of nearly all of them (docs/build.md, "Start-up
-/// layout"). Release builds of the x86_64 binary only: the script's patterns name this target's
-/// glibc members, and a debug build's start is not measured. It augments the linker's own layout
-/// (`INSERT BEFORE`), which LLD and GNU ld both read; `NCCL_WRAP_START_LAYOUT=0` leaves it out.
-fn start_layout(target: &str) {
-    println!("cargo:rerun-if-env-changed=NCCL_WRAP_START_LAYOUT");
-    let script =
-        Path::new(&env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("link/start.ld");
-    println!("cargo:rerun-if-changed={}", script.display());
-    let wanted = env::var("NCCL_WRAP_START_LAYOUT").map_or(true, |v| v != "0");
-    if wanted
-        && target == "x86_64-unknown-linux-gnu"
-        && env::var("PROFILE").as_deref() == Ok("release")
-        && script.is_file()
-    {
-        println!("cargo:rustc-link-arg-bins=-Wl,-T,{}", script.display());
-    }
 }
 
 /// The member called `name` of a System V / GNU `ar` archive (short names end in `/`; long names

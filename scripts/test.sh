@@ -50,11 +50,6 @@ case "$kind" in *static*) ;; *) echo "not statically linked" >&2; exit 1 ;; esac
 size=$(stat -c %s "$bin")
 echo "$bin: $size bytes stripped (budget 3,145,728)"
 [ "$size" -le 3145728 ] || { echo "the static binary is $size bytes, over its 3 MiB budget (README, Build)" >&2; exit 1; }
-# The start-up layout (link/start.ld, docs/build.md) is in: the code a start runs leads the text.
-start=$(readelf -SW "$bin" | sed -n 's/.*\] \.text\.start  *PROGBITS  *[0-9a-f]*  *[0-9a-f]*  *\([0-9a-f]*\) .*/\1/p')
-echo "$bin: .text.start ${start:+$((16#$start)) bytes}"
-[ -n "$start" ] && [ "$((16#$start))" -ge 102400 ] || { echo "the start-up layout is not in the binary (link/start.ld, docs/build.md)" >&2; exit 1; }
-python3 tests/start_order_test.py 2>&1 | tail -n 3
 
 step "container image"
 export CONTAINERS_CONF=$PWD/ci/containers.conf

@@ -6,12 +6,6 @@
 //! file only wires them and turns outcomes into exit codes.
 
 #![deny(unsafe_code)]
-#![cfg_attr(not(test), no_main)]
-
-#[cfg(not(test))]
-#[allow(unsafe_code)] // The C entry point's `no_mangle`; see entry.rs.
-mod entry;
-
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::Path;
@@ -21,8 +15,7 @@ use nccl_wrap::msg::PREFIX;
 use nccl_wrap::process::{self, exec, memlock, portwatch, supervise};
 use nccl_wrap::{detect, doctor, gate, health, install, nccl, pairtest, ping, plan, report, verbs};
 
-/// The whole start, and after it the run or the subcommand: its exit status (the entry point,
-/// entry.rs, exits with it).
+/// The whole start, and after it the run or the subcommand: its exit status.
 fn start() -> u8 {
     // Hidden entry for the Soft-RoCE lab and debugging: `nccl-wrap __verbs list|port|selftest ...`.
     if std::env::args_os().nth(1).is_some_and(|a| a == "__verbs") {
@@ -585,7 +578,9 @@ fn print_or_fail(text: &str) -> u8 {
     }
 }
 
-#[cfg(test)]
+/// Rust's own start is kept: it ignores SIGPIPE for nccl-wrap's writes (the inherited
+/// disposition goes back to the command, `process::sys`) and opens a closed descriptor 0, 1 or 2
+/// on `/dev/null`, which is all nccl-wrap needs of a start. `exit` flushes standard output.
 fn main() {
     std::process::exit(i32::from(start()));
 }

@@ -120,7 +120,7 @@ fn a_hostile_ld_so_cache_is_refused_and_the_check_goes_on() {
     let fifo = root.join("etc/ld.so.cache");
     let made = std::process::Command::new("mkfifo").arg(&fifo).status();
     if !made.is_ok_and(|s| s.success()) {
-        eprintln!("SKIPPED: mkfifo unavailable");
+        common::skip("mkfifo unavailable");
         return;
     }
     let j = Run::node(NODE).with_env_file(NODE, "env").env("NCCL_WRAP_IMAGE_ROOT", root).args(["env", "--json"]);

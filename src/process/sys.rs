@@ -28,8 +28,8 @@ const SYNCHRONOUS: [Signal; 7] =
 
 static SIGPIPE_IGNORED_AT_START: AtomicBool = AtomicBool::new(false);
 
-/// Runs from `.init_array`, before the entry point sets SIGPIPE to SIG_IGN for nccl-wrap's own
-/// writes (`prepare_standard_io`): the only moment the disposition it inherited can be seen.
+/// Runs from `.init_array`, before Rust's runtime start sets SIGPIPE to SIG_IGN for nccl-wrap's
+/// own writes: the only moment the disposition it inherited can be seen.
 extern "C" fn capture_sigpipe() {
     SIGPIPE_IGNORED_AT_START.store(is_ignored(libc::SIGPIPE), Ordering::Relaxed);
 }
@@ -37,36 +37,6 @@ extern "C" fn capture_sigpipe() {
 #[used]
 #[link_section = ".init_array"]
 static CAPTURE_SIGPIPE: extern "C" fn() = capture_sigpipe;
-
-/// What Rust's runtime would have done at start for nccl-wrap's own I/O, which the binary's C
-/// entry point (`src/entry.rs`) does instead: SIGPIPE ignored, so that a write to a gone reader
-/// or peer fails with EPIPE instead of killing nccl-wrap (PID 1, the gate's listener), and each
-/// of the descriptors 0, 1 and 2 that is closed opened on `/dev/null`, so that no file nccl-wrap
-/// opens later takes its number. One `poll`, one `sigaction`; the inherited SIGPIPE disposition
-/// was captured before (`capture_sigpipe`) and goes back to the command.
-pub fn prepare_standard_io() {
-    let mut fds = [0, 1, 2].map(|fd| libc::pollfd { fd, events: 0, revents: 0 });
-    // SAFETY: `fds` is a valid, writable array of three pollfd for the duration of the call, and
-    // its length is passed with it; a zero timeout never blocks.
-    let rc = unsafe { libc::poll(fds.as_mut_ptr(), 3, 0) };
-    if rc > 0 {
-        for p in fds.iter().filter(|p| p.revents & libc::POLLNVAL != 0) {
-            // SAFETY: a NUL-terminated path and plain flags; open returns the lowest free
-            // descriptor, which is this closed one (lower ones were checked first), so nothing
-            // else is handed this number. The descriptor is kept open for the process's life.
-            let fd = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) };
-            if fd >= 0 && fd != p.fd {
-                // SAFETY: both are descriptors of this process; dup2 onto the closed number and
-                // close the extra one, as the standard library's start-up does.
-                unsafe {
-                    libc::dup2(fd, p.fd);
-                    libc::close(fd);
-                }
-            }
-        }
-    }
-    set_handler(libc::SIGPIPE, libc::SIG_IGN);
-}
 
 /// Gives SIGPIPE back the disposition nccl-wrap inherited, as `std::process::Command` does for
 /// its children: a command must not start with SIGPIPE ignored only because nccl-wrap is written

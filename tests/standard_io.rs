@@ -1,5 +1,5 @@
-//! The binary's own entry point (`src/entry.rs`, in place of Rust's runtime start): what the
-//! runtime did that nccl-wrap relies on is still done. A write to a reader that has gone fails
+//! What nccl-wrap relies on from the start of the process: a write to a reader that has gone,
+//! and closed standard descriptors. A write to a reader that has gone fails
 //! with EPIPE instead of killing nccl-wrap, and a command started with a descriptor 0, 1 or 2
 //! closed finds it open on /dev/null, so that no file nccl-wrap opened took its number.
 
@@ -31,7 +31,7 @@ fn a_gone_reader_is_an_error_not_a_sigpipe() {
 fn a_closed_standard_descriptor_reaches_the_command_as_dev_null() {
     if !runner().is_empty() {
         // qemu-user opens descriptors of its own: the numbers would be the emulator's.
-        eprintln!("SKIP: descriptor numbering under an emulator is the emulator's");
+        common::skip("descriptor numbering under an emulator is the emulator's");
         return;
     }
     let bin = bin_argv().join(" ");
