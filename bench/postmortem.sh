@@ -46,7 +46,7 @@ cpu() { # WATCH_MS: "cpu_ns polls"
   echo "$ns $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["polls"])' "$tmp/r.json")"
 }
 first() { # the debug log's time of the first reading, in us
-  NCCL_WRAP_LOG=nccl_wrap::process::portwatch=debug "$bin" -q --supervise -- true 2>&1 |
+  NCCL_WRAP_LOG=nw_postmortem::portwatch=debug "$bin" -q --supervise -- true 2>&1 |
     sed -n 's/.*first reading of \([0-9]*\) port(s) took \(.*\)$/\2/p' |
     python3 -c 'import sys,re; t=sys.stdin.read().strip(); m=re.match(r"([0-9.]+)(ns|µs|us|ms|s)$", t); f={"ns":1e-3,"µs":1,"us":1,"ms":1e3,"s":1e6}; print(float(m.group(1))*f[m.group(2)])'
 }

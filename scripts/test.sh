@@ -28,9 +28,9 @@ bash scripts/setup.sh
 step "cargo fmt --check"
 cargo fmt --all -- --check
 step "cargo clippy"
-cargo clippy --all-targets -q -- -D warnings
+cargo clippy --workspace --all-targets -q -- -D warnings
 step "cargo test"
-cargo test -q 2>&1 | tee "$logs/cargo-test"
+cargo test --workspace -q 2>&1 | tee "$logs/cargo-test"
 step "fixtures are what mknode.py generates"
 python3 fixtures/mknode.py --check
 step "deploy kit: render, schema-validate, policy and report tests"
@@ -103,11 +103,11 @@ if [ -z "${SKIP_AARCH64:-}" ]; then
   # AARCH64_QUICK=1: the unit tests and the integration tests that read the machine only.
   step "aarch64: cargo test under qemu-user"
   if [ -n "${AARCH64_QUICK:-}" ]; then
-    timeout 1200 cargo test -q --target aarch64-unknown-linux-gnu --lib --test detect_nodes --test run_exec \
+    timeout 1200 cargo test -q --workspace --target aarch64-unknown-linux-gnu --lib --test detect_nodes --test run_exec \
       --test pid1 --test userspace --test providers --test status --test hostile_files -- --test-threads=1 2>&1 |
       tee "$logs/aarch64-cargo-test"
   else
-    timeout 1800 cargo test -q --target aarch64-unknown-linux-gnu -- --test-threads=1 2>&1 | tee "$logs/aarch64-cargo-test"
+    timeout 1800 cargo test -q --workspace --target aarch64-unknown-linux-gnu -- --test-threads=1 2>&1 | tee "$logs/aarch64-cargo-test"
   fi
   step "aarch64: same env plan as x86_64 on every fixture node"
   bash scripts/same-plan.sh "$bin" "$a64"

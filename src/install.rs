@@ -14,7 +14,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::msg::PREFIX;
+use nw_output::msg::PREFIX;
 
 /// The installed file's name in DIR.
 pub const NAME: &str = "nccl-wrap";

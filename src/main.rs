@@ -11,9 +11,14 @@ use std::io::Write;
 use std::path::Path;
 
 use nccl_wrap::cli::{self, Cli, HealthFiles, PingArgs, Sub, EXIT_REFUSED, EXIT_USAGE};
-use nccl_wrap::msg::PREFIX;
-use nccl_wrap::process::{self, exec, memlock, portwatch, supervise};
-use nccl_wrap::{detect, doctor, gate, health, install, nccl, pairtest, ping, plan, report, verbs};
+use nccl_wrap::{doctor, gate, health, install, ping, report};
+use nw_decide as plan;
+use nw_nccl as nccl;
+use nw_observe::{detect, verbs};
+use nw_output::msg::PREFIX;
+use nw_pairtest as pairtest;
+use nw_pid1::{exec, memlock, supervise};
+use nw_postmortem::{portwatch, status};
 
 /// The whole start, and after it the run or the subcommand: its exit status.
 fn start() -> u8 {
@@ -64,7 +69,7 @@ fn start() -> u8 {
         return health::watch::main(&roots, &opts, verbs.as_ref());
     }
     if let Some(Sub::Status { json }) = cli.sub {
-        return process::status::main(&cli.opts.state_file, &cli.opts.sysfs_root, json);
+        return status::main(&cli.opts.state_file, &cli.opts.sysfs_root, json);
     }
     let early_block = supervise::block_early(cli.opts.init);
     if cli.sub.is_none() && cli.command.is_empty() {
@@ -430,7 +435,7 @@ fn run(
     plan: &plan::Plan,
     memlock: &memlock::Memlock,
     env_list: &[(OsString, OsString)],
-    blocked: Option<process::sys::Blocked>,
+    blocked: Option<nw_pid1::sys::Blocked>,
     ping_inputs: &pairtest::here::Inputs,
 ) -> u8 {
     eprint!("{}", report::summary(plan, memlock, cli.opts.quiet));
@@ -547,7 +552,7 @@ fn bad_usage(e: &cli::CliError, raw: &[OsString], env: &[(OsString, OsString)]) 
                     kill_group: false,
                     grace: std::time::Duration::ZERO,
                     watch: portwatch::Config::none(),
-                    hang: process::hang::Config::default(),
+                    hang: nw_postmortem::hang::Config::default(),
                     state_file: None,
                 };
                 return supervise::run(cmd, &nccl::env::child_env(env, &[]), &defaults, None);

@@ -6,30 +6,12 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::msg::PREFIX;
-use crate::nccl::env::shell_quote;
-use crate::plan::{Action, Plan};
-use crate::process::memlock::Memlock;
+use nw_decide::{Action, Plan};
+use nw_nccl::env::shell_quote;
+use nw_output::msg::PREFIX;
+use nw_pid1::memlock::Memlock;
 
-/// How a check (doctor) or a pair (ping) came out; `Fail` sorts last, as the worst.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    Pass,
-    Warn,
-    Fail,
-}
-
-impl Status {
-    /// The word people read in the human form.
-    pub fn label(self) -> &'static str {
-        match self {
-            Status::Pass => "PASS",
-            Status::Warn => "WARN",
-            Status::Fail => "FAIL",
-        }
-    }
-}
+pub use nw_output::status::Status;
 
 /// The summary printed before the command runs. `quiet` keeps only warnings.
 pub fn summary(plan: &Plan, memlock: &Memlock, quiet: bool) -> String {
@@ -93,7 +75,7 @@ pub fn summary(plan: &Plan, memlock: &Memlock, quiet: bool) -> String {
             line(&format!(
                 "  {} other RDMA device(s) visible but not this pod's: {}",
                 d.not_ours.len(),
-                crate::detect::names::abbreviate(&d.not_ours, 8)
+                nw_observe::detect::names::abbreviate(&d.not_ours, 8)
             ));
         }
         for l in ready_lines(plan) {

@@ -229,7 +229,7 @@ fn the_walk_stops_at_the_device_of_the_pods_last_child_interface() {
     }
     // Pod b's rail 0 as a macvlan: a child sits on one device, so once mlx5_0's table holds its
     // address, mlx5_1 is not read. The same rail as a veth (a fixture's stand-in) reads both.
-    let log = [("NCCL_WRAP_LOG", "nccl_wrap::detect::devices=debug")];
+    let log = [("NCCL_WRAP_LOG", "nw_observe::detect::devices=debug")];
     let child = in_pod("roce-shared-macvlan", "net1,0a:58:0a:09:00:34,10.9.0.52/24,macvlan", &log, &["env"]);
     let veth = in_pod("roce-shared-macvlan", "net1,0a:58:0a:09:00:34,10.9.0.52/24", &log, &["env"]);
     child.success();

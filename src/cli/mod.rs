@@ -293,7 +293,7 @@ impl Default for Opts {
             report: None,
             watch_ms: 1000,
             stall_ms: 0,
-            state_file: PathBuf::from(crate::process::state::DEFAULT_PATH),
+            state_file: PathBuf::from(nw_postmortem::state::DEFAULT_PATH),
             dev_root: PathBuf::from("/dev"),
             image_root: PathBuf::from("/"),
             annotations: PathBuf::from("/etc/podnetinfo/annotations"),
@@ -546,20 +546,20 @@ fn find(name: &str, sub: Option<SubName>) -> Option<usize> {
         .or_else(|| SPECS.iter().position(|s| s.only.is_none() && matches(s)))
 }
 
-impl From<&Opts> for crate::process::supervise::Options {
+impl From<&Opts> for nw_pid1::supervise::Options {
     fn from(o: &Opts) -> Self {
-        crate::process::supervise::Options {
+        nw_pid1::supervise::Options {
             kill_group: o.kill_group,
             grace: std::time::Duration::from_secs(o.grace),
             // The ports come from the plan, which main adds.
-            watch: crate::process::portwatch::Config {
+            watch: nw_postmortem::portwatch::Config {
                 root: o.sysfs_root.clone(),
                 ports: Vec::new(),
                 every: std::time::Duration::from_millis(o.watch_ms),
                 report: o.report.clone(),
             },
             // The termination message's file is main's to pick, as for the gate.
-            hang: crate::process::hang::Config { stall_ms: o.stall_ms, termination_log: None },
+            hang: nw_postmortem::hang::Config { stall_ms: o.stall_ms, termination_log: None },
             state_file: Some(o.state_file.clone()),
         }
     }

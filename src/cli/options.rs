@@ -252,7 +252,7 @@ pub(super) const SPECS: &[Spec] = &[
         env: "NCCL_WRAP_STATE_FILE",
         kind: Kind::Value("FILE"),
         only: None,
-        default: Some(crate::process::state::DEFAULT_PATH),
+        default: Some(nw_postmortem::state::DEFAULT_PATH),
         help: "When supervising, where the first reading of the ports is kept (removed at exit) for `nccl-wrap status`, which reads it from the same place; the default is used only as PID 1 (a container's init)",
         set: |c, v| {
             c.opts.state_file = path(v)?;

@@ -9,11 +9,11 @@ use std::net::IpAddr;
 use serde_json::json;
 
 use super::{user_var, Check, Inputs, Status};
-use crate::detect::bootstrap::{interface_to, unfit};
-use crate::detect::netif::OwnAddr;
-use crate::detect::route;
-use crate::nccl::env::{GLOO_SOCKET_IFNAME, SOCKET_IFNAME};
-use crate::nccl::list::List;
+use nw_nccl::env::{GLOO_SOCKET_IFNAME, SOCKET_IFNAME};
+use nw_nccl::list::List;
+use nw_observe::detect::bootstrap::{interface_to, unfit};
+use nw_observe::detect::netif::OwnAddr;
+use nw_observe::detect::route;
 
 pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
     let Some(b) = inp.plan.bootstrap.as_ref() else { return Vec::new() };

@@ -21,7 +21,7 @@ pub(super) fn check(inp: &Inputs) -> Check {
         format!(
             "; {} other RDMA device(s) visible that are not this pod's ({}): a privileged pod, or shared RDMA netns mode",
             d.not_ours.len(),
-            crate::detect::names::abbreviate(&d.not_ours, 6)
+            nw_observe::detect::names::abbreviate(&d.not_ours, 6)
         )
     };
     let (status, summary, hint) = if d.devices.is_empty() {
@@ -61,7 +61,7 @@ pub(super) fn check(inp: &Inputs) -> Check {
         .ev("source", json!(d.source))
         .ev("sources", sources)
         .ev("devices", devs)
-        .ev("not_ours", json!(crate::detect::names::sorted_natural(&d.not_ours)))
+        .ev("not_ours", json!(nw_observe::detect::names::sorted_natural(&d.not_ours)))
         .ev("class_infiniband", class.display().to_string());
     if !problems.is_empty() {
         c = c.ev("problems", json!(problems));
@@ -95,7 +95,7 @@ pub(super) fn ports(inp: &Inputs) -> Vec<Check> {
                 p.link_layer.as_deref().unwrap_or("link layer unreadable"),
                 p.rate.as_deref().unwrap_or("rate unreadable")
             );
-            let mut c = match crate::plan::link_problem(p) {
+            let mut c = match nw_decide::link_problem(p) {
                 None => Check::new("ports", Status::Pass, what),
                 Some(why) => Check::new("ports", Status::Fail, format!("{what}: not usable, {why}")).hint(
                     "check the cable and the switch port (ibstat, `ip link` on its net device); for a VF, the PF's link and the VF's link state (`ip link set <pf> vf <n> state auto`); physical state Disabled means the port was disabled administratively (ibportstate, switch configuration)",

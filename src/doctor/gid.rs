@@ -1,9 +1,9 @@
 //! gid: does each RoCE port have the GID NCCL wants, and do the ports agree on one index.
 
 use super::*;
-use crate::detect::netif::Owner;
-use crate::nccl::env::IB_ADDR_RANGE;
-use crate::nccl::gid as nccl_gid;
+use nw_nccl::env::IB_ADDR_RANGE;
+use nw_nccl::gid as nccl_gid;
+use nw_observe::detect::netif::Owner;
 
 pub(super) fn roce_ports(plan: &Plan) -> Vec<(&Device, &PortFacts)> {
     plan.detection
@@ -112,7 +112,7 @@ pub(super) fn user_gid_index(inp: &Inputs, mut c: Check, dev: &Device, p: &PortF
     let (gp, gv, tp, tv) = gid_entry(inp.sysfs, &dev.name, p.port, i);
     let ok = gv.as_deref().and_then(nccl_gid::parse_gid).is_some_and(|g| {
         let entry = nccl_gid::GidEntry { index: i, gid: g, roce: tv.as_deref().and_then(nccl_gid::RoceType::parse) };
-        nccl_gid::is_full_match(&entry, &crate::plan::gid_prefs(inp.vars).0)
+        nccl_gid::is_full_match(&entry, &nw_decide::gid_prefs(inp.vars).0)
     });
     if !ok {
         c.status = Status::Fail;
@@ -207,12 +207,12 @@ pub(super) fn owner_checks(inp: &Inputs) -> Vec<Check> {
     };
     let forced = effective(IB_GID_INDEX);
     let range = effective(IB_ADDR_RANGE);
-    let (mut prefs, _) = crate::plan::gid_prefs(inp.vars);
+    let (mut prefs, _) = nw_decide::gid_prefs(inp.vars);
     if let Some(r) = range.as_deref().and_then(nccl_gid::AddrRange::parse) {
         prefs.range = Some(r);
     }
     let d = &inp.plan.detection;
-    let addrs = if d.source == crate::detect::Source::Sysfs { Ok(d.addresses.clone()) } else { (inp.addrs)() };
+    let addrs = if d.source == nw_observe::detect::Source::Sysfs { Ok(d.addresses.clone()) } else { (inp.addrs)() };
     let own: Vec<std::net::Ipv6Addr> = addrs.unwrap_or_default().iter().map(|a| a.gid()).collect();
     let mut out = Vec::new();
     for (dev, p) in roce_ports(inp.plan) {

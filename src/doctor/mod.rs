@@ -24,15 +24,15 @@ use rustix::fs::{Mode, OFlags};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
-use crate::detect::port::PortFacts;
-use crate::detect::sysfs::{read_attr, Attachment, Sysfs};
-use crate::detect::{Device, Vars};
-use crate::msg::PREFIX;
-use crate::nccl::env::{IB_DISABLE, IB_GID_INDEX, IB_HCA};
-use crate::nccl::list::List;
-use crate::plan::{Action, Plan};
-use crate::process::memlock::{Memlock, Outcome};
-use crate::verbs::{SelftestOptions, Verbs, VerbsError};
+use nw_decide::{Action, Plan};
+use nw_nccl::env::{IB_DISABLE, IB_GID_INDEX, IB_HCA};
+use nw_nccl::list::List;
+use nw_observe::detect::port::PortFacts;
+use nw_observe::detect::sysfs::{read_attr, Attachment, Sysfs};
+use nw_observe::detect::{Device, Vars};
+use nw_observe::verbs::{SelftestOptions, Verbs, VerbsError};
+use nw_output::msg::PREFIX;
+use nw_pid1::memlock::{Memlock, Outcome};
 
 mod bootstrap;
 mod devices;
@@ -60,7 +60,7 @@ pub const EXIT_CANNOT_RUN: u8 = 2;
 
 const SOCKET_IFNAME: &str = "NCCL_SOCKET_IFNAME";
 
-pub use crate::report::Status;
+pub use nw_output::status::Status;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Check {
@@ -110,7 +110,7 @@ pub struct Inputs<'a> {
     /// Run the loopback self-test through `verbs`, with these options (`None`: --no-selftest).
     pub selftest: Option<&'a SelftestOptions>,
     /// This namespace's addresses, where detection did not read them (a device plugin's VFs).
-    pub addrs: crate::detect::devices::AddrSource<'a>,
+    pub addrs: nw_observe::detect::devices::AddrSource<'a>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -232,7 +232,7 @@ fn pci_function(sysfs: &Sysfs, att: &Attachment) -> Option<String> {
         Attachment::Sf { id } => {
             let link = std::fs::read_link(sysfs.path(&format!("bus/auxiliary/devices/{id}"))).ok()?;
             let parts: Vec<&str> = link.iter().filter_map(|c| c.to_str()).collect();
-            parts.iter().rev().find(|c| crate::detect::sysfs::looks_like_pci(c)).map(|s| s.to_string())
+            parts.iter().rev().find(|c| nw_observe::detect::sysfs::looks_like_pci(c)).map(|s| s.to_string())
         }
         Attachment::Software { .. } | Attachment::Unknown => None,
     }
@@ -261,8 +261,8 @@ mod tests {
         assert!(lines.contains(&"device: mlx5_3".to_string()), "{lines:?}");
     }
 
-    use crate::detect::port::{SelftestResult, VerbsPort};
-    use crate::process::memlock::Limits;
+    use nw_observe::detect::port::{SelftestResult, VerbsPort};
+    use nw_pid1::memlock::Limits;
 
     /// Answers like a real verbs build would: mlx5_6 passes, the rest fail the send as a
     /// translated IOMMU makes them fail.
@@ -292,18 +292,18 @@ mod tests {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/nodes/h100-roce-sriov");
         let vars = Vars::new();
         let sysfs = Sysfs::new(root.join("sys"));
-        let (prefs, _) = crate::plan::gid_prefs(&vars);
+        let (prefs, _) = nw_decide::gid_prefs(&vars);
         let annotations = root.join("podnetinfo/annotations");
-        let det = crate::detect::detect(&crate::detect::Inputs {
+        let det = nw_observe::detect::detect(&nw_observe::detect::Inputs {
             vars: &vars,
             sysfs: &sysfs,
             annotations: &annotations,
             prefs: &prefs,
             addrs: &|| Ok(Vec::new()),
             kinds: &|| None,
-            tables: &crate::detect::gid_source::SysfsOnly,
+            tables: &nw_observe::detect::gid_source::SysfsOnly,
         });
-        let mut plan = crate::plan::plan(det, &vars, &prefs, crate::plan::Choices::default());
+        let mut plan = nw_decide::plan(det, &vars, &prefs, nw_decide::Choices::default());
         let lim = Limits { soft: None, hard: None };
         let memlock = Memlock {
             before: lim,
@@ -351,7 +351,7 @@ mod tests {
             "this build links no verbs provider for driver mlx4_core (rdma-core's mlx4; the providers it has: mlx5)";
         for d in plan.detection.devices.iter_mut().filter(|d| d.name == "mlx5_11") {
             for p in &mut d.ports {
-                p.verbs = Some(crate::detect::port::VerbsCheck::NotChecked { reason: reason.into() });
+                p.verbs = Some(nw_observe::detect::port::VerbsCheck::NotChecked { reason: reason.into() });
             }
         }
         let inp = Inputs {

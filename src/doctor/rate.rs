@@ -10,7 +10,7 @@ use super::*;
 
 /// `400 Gb/sec (4X NDR)` -> 400.0; `25 Gb/sec (1X EDR)` -> 25.0; garbage -> None.
 pub(super) fn gbps(rate: &str) -> Option<f64> {
-    crate::detect::port::rate_mbps(rate).map(|m| f64::from(m) / 1000.0)
+    nw_observe::detect::port::rate_mbps(rate).map(|m| f64::from(m) / 1000.0)
 }
 
 pub(super) fn checks(inp: &Inputs) -> Vec<Check> {

@@ -1,7 +1,7 @@
 //! selftest: move bytes through each usable port (loopback RC, through the `Verbs` seam).
 
 use super::*;
-use crate::detect::port::VerbsCheck;
+use nw_observe::detect::port::VerbsCheck;
 
 pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
     let Some(opts) = inp.selftest else {

@@ -15,13 +15,13 @@ use std::time::{Duration, Instant};
 use super::successor;
 use super::verdict::{self, pod_fails, Pod, SlowRule};
 use super::who::Who;
-use crate::msg::PREFIX;
-use crate::pairtest::edge::PairTest;
-use crate::pairtest::exchange::Session;
-use crate::pairtest::seal::{self, Bound, Secret};
-use crate::pairtest::session::{budget, pairing, rounds};
-use crate::pairtest::wire::{Assign, Bootstrap, Finding, Join, Message, PortInfo, Verdict};
-use crate::pairtest::Settings;
+use nw_output::msg::PREFIX;
+use nw_pairtest::edge::PairTest;
+use nw_pairtest::exchange::Session;
+use nw_pairtest::seal::{self, Bound, Secret};
+use nw_pairtest::session::{budget, pairing, rounds};
+use nw_pairtest::wire::{Assign, Bootstrap, Finding, Join, Message, PortInfo, Verdict};
+use nw_pairtest::Settings;
 
 /// A pod that joined: its connection, what it said, and the addresses of that connection.
 pub struct Member {
@@ -243,7 +243,7 @@ pub fn collect(roster: &mut Roster, until: Instant, job: &str, keys: Keys) -> Ve
         }
         let got = got.and_then(|x| match x {
             Message::Report(rep) => Ok(rep),
-            other => Err(crate::pairtest::exchange::ExchangeError::Unexpected {
+            other => Err(nw_pairtest::exchange::ExchangeError::Unexpected {
                 peer: m.session.peer.clone(),
                 want: "report",
                 got: other.name(),

@@ -12,14 +12,14 @@ use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{self, Sender};
 use std::time::{Duration, Instant};
 
-use crate::msg::PREFIX;
-use crate::pairtest::door::{Allow, Arrival, Desk, Door};
-use crate::pairtest::edge::PairTest;
-use crate::pairtest::exchange::Session;
-use crate::pairtest::output::PairResult;
-use crate::pairtest::seal::{self, Bound};
-use crate::pairtest::wire::{Join, Message};
-use crate::pairtest::Settings;
+use nw_output::msg::PREFIX;
+use nw_pairtest::door::{Allow, Arrival, Desk, Door};
+use nw_pairtest::edge::PairTest;
+use nw_pairtest::exchange::Session;
+use nw_pairtest::output::PairResult;
+use nw_pairtest::seal::{self, Bound};
+use nw_pairtest::wire::{Join, Message};
+use nw_pairtest::Settings;
 
 /// Whom the listener serves.
 pub struct Listen<'a> {

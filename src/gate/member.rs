@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 use super::successor;
 use super::verdict::{self, pod_fails, Pod, SlowRule};
 use super::who::Who;
-use crate::pairtest::edge::PairTest;
-use crate::pairtest::exchange::{self, ExchangeError, Session};
-use crate::pairtest::seal::{self, Bound, Secret};
-use crate::pairtest::wire::{Assign, Join, Message, Report, Verdict};
-use crate::pairtest::Settings;
+use nw_pairtest::edge::PairTest;
+use nw_pairtest::exchange::{self, ExchangeError, Session};
+use nw_pairtest::seal::{self, Bound, Secret};
+use nw_pairtest::wire::{Assign, Join, Message, Report, Verdict};
+use nw_pairtest::Settings;
 
 fn alone(who: &Who, me: &Pod, id: &'static str, summary: String, hint: &str) -> Verdict {
     verdict::decide(who.size, &[], vec![pod_fails(me.rank, &me.host, id, summary, hint)], SlowRule::OFF)
@@ -86,7 +86,7 @@ pub fn take_part(
     let key = trust.key;
     let (ports, problem) = match fabric.ports() {
         Ok(p) => (p, None),
-        Err(c) => (Vec::new(), Some(verdict::clip(&c.summary, crate::pairtest::wire::MAX_TEXT))),
+        Err(c) => (Vec::new(), Some(verdict::clip(&c.summary, nw_pairtest::wire::MAX_TEXT))),
     };
     let join = Join {
         job: who.job.clone(),

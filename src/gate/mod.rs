@@ -30,14 +30,14 @@ use who::{Given, Who};
 
 use nix::libc;
 
-use crate::detect::Vars;
-use crate::msg::PREFIX;
-use crate::pairtest::cause::{Cause, Status};
-use crate::pairtest::edge::PairTest;
-use crate::pairtest::exchange;
-use crate::pairtest::seal::{self, Secret};
-use crate::pairtest::wire::{GateTag, Verdict};
-use crate::pairtest::Settings;
+use nw_observe::detect::Vars;
+use nw_output::msg::PREFIX;
+use nw_pairtest::cause::{Cause, Status};
+use nw_pairtest::edge::PairTest;
+use nw_pairtest::exchange;
+use nw_pairtest::seal::{self, Secret};
+use nw_pairtest::wire::{GateTag, Verdict};
+use nw_pairtest::Settings;
 
 /// The gate's options (ping's test knobs included: the coordinator's rule every pair).
 #[derive(Debug, Clone)]
@@ -143,7 +143,7 @@ pub fn run(vars: &Vars, fabric: &dyn PairTest, opts: &Options) -> Ran {
         return Ran { outcome: Outcome::Start, verdict, rank };
     }
     if let Some(path) = &opts.termination_log {
-        if let Err(e) = crate::termination::write(path, &verdict::termination(&verdict, opts.wait_ms)) {
+        if let Err(e) = nw_output::termination::write(path, &verdict::termination(&verdict, opts.wait_ms)) {
             eprintln!("{PREFIX} gate: cannot write the termination message to {}: {e}", path.display());
         }
     }
@@ -200,7 +200,7 @@ fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32)
         // A stopping signal ends every wait of the gate (and the listener) at once.
         scope.spawn(|| {
             while !done.load(Ordering::SeqCst) {
-                if let Some(sig) = crate::process::sys::pending(&STOPPING) {
+                if let Some(sig) = nw_pid1::sys::pending(&STOPPING) {
                     signal.store(sig, Ordering::SeqCst);
                     stop.store(true, Ordering::SeqCst);
                     return;

@@ -6,7 +6,7 @@
 
 use nix::sys::resource::{getrlimit, setrlimit, Resource};
 
-use crate::msg::PREFIX;
+use nw_output::msg::PREFIX;
 
 /// Descriptors rank 0 needs besides one per pod: the listener, the first reads and their
 /// copies, the pair test, stdio and the binary's own.

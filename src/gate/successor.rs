@@ -1,12 +1,12 @@
 //! This pod's pairs towards its successor, as the verdict's findings: the pair test
-//! (`crate::pairtest`, through its [`PairTest`] seam: ibverbs in the binary, a stand-in on
+//! (`nw_pairtest`, through its [`PairTest`] seam: ibverbs in the binary, a stand-in on
 //! 127.0.0.1 in the protocol's tests) driven once, a test that could not run being one finding.
 
 use std::time::Instant;
 
-use crate::pairtest::edge::PairTest;
-use crate::pairtest::wire::Finding;
-use crate::pairtest::Settings;
+use nw_pairtest::edge::PairTest;
+use nw_pairtest::wire::Finding;
+use nw_pairtest::Settings;
 
 use super::verdict::{self, Pod};
 

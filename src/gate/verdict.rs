@@ -5,12 +5,12 @@
 
 use serde::Serialize;
 
-use crate::pairtest::cause::{Cause, Status};
-use crate::pairtest::output::PairResult;
-use crate::pairtest::slow::{self, Figure, Slow};
-use crate::pairtest::wire::{Finding, Verdict, MAX_LISTED, MAX_TEXT};
+use nw_pairtest::cause::{Cause, Status};
+use nw_pairtest::output::PairResult;
+use nw_pairtest::slow::{self, Figure, Slow};
+use nw_pairtest::wire::{Finding, Verdict, MAX_LISTED, MAX_TEXT};
 
-pub use crate::termination::{clip, MAX as TERMINATION_MAX};
+pub use nw_output::termination::{clip, MAX as TERMINATION_MAX};
 
 /// Who a finding is about: a rank and its pod's name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -247,7 +247,7 @@ pub fn json(v: &Verdict, rank: u32, started: bool) -> String {
 pub fn termination(v: &Verdict, wait_ms: u64) -> String {
     let lines: Vec<String> = v.findings.iter().map(line).collect();
     let headline = format!("nccl-wrap refused to start the command: {}", headline(v, wait_ms));
-    crate::termination::fit(&headline, &lines, (v.failed_total as usize).max(lines.len()))
+    nw_output::termination::fit(&headline, &lines, (v.failed_total as usize).max(lines.len()))
 }
 
 #[cfg(test)]

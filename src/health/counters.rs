@@ -8,8 +8,8 @@
 //! `detect::file`, `lifespan` left out: a setting, not a counter); this module gives the metrics
 //! their form.
 
-use crate::detect::counters as port_counters;
-use crate::detect::sysfs::Sysfs;
+use nw_observe::detect::counters as port_counters;
+use nw_observe::detect::sysfs::Sysfs;
 
 /// The two directories, as the metrics name them.
 pub const DIRS: [&str; 2] = port_counters::GROUPS;

@@ -9,10 +9,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::detect::devices::SourceReport;
-use crate::detect::sysfs::{Attachment, Sysfs};
-use crate::detect::{Detection, Device, Source};
-use crate::nccl::gid::GidPrefs;
+use nw_nccl::gid::GidPrefs;
+use nw_observe::detect::devices::SourceReport;
+use nw_observe::detect::sysfs::{Attachment, Sysfs};
+use nw_observe::detect::{Detection, Device, Source};
 
 /// More RDMA devices than a node has PFs (8 rails x 2 ports, BlueField, management NICs); the
 /// bound on one round's work.

@@ -11,7 +11,7 @@
 //! - `counters`: the per-port error counters under `ports/N/counters` and `ports/N/hw_counters`;
 //! - `features`: NFD's `features.d` file (`name=value` lines, Kubernetes label syntax checked);
 //! - `metrics`: the Prometheus text exposition format (node_exporter's textfile collector);
-//! - the files are replaced through `crate::write`, the one atomic write (temporary file in the same
+//! - the files are replaced through `nw_output::write`, the one atomic write (temporary file in the same
 //!   directory, fsync, rename);
 //! - `watch`: the agent's loop (rounds, jitter, SIGTERM);
 //! - `ring`: the agents' optional ring ping (peers from a headless Service, the pair test of `pairtest`).
@@ -28,10 +28,10 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::detect::sysfs::{Attachment, Sysfs};
 use crate::doctor::{Report, Status};
-use crate::plan::Plan;
-use crate::process::memlock::Memlock;
+use nw_decide::Plan;
+use nw_observe::detect::sysfs::{Attachment, Sysfs};
+use nw_pid1::memlock::Memlock;
 
 pub use counters::Counter;
 
@@ -215,7 +215,7 @@ pub fn summarize(f: &Facts) -> Health {
         for p in &d.ports {
             let usable = match f.view {
                 View::Pod => plan.is_used(&d.name, p.port),
-                View::Node => crate::plan::link_problem(p).is_none(),
+                View::Node => nw_decide::link_problem(p).is_none(),
             };
             ports.push(PortHealth {
                 device: d.name.clone(),
@@ -299,12 +299,12 @@ pub fn write_outputs(
                 text.len(),
                 features::NFD_MAX_BYTES
             ));
-        } else if let Err(e) = crate::write::atomic(path, text.as_bytes()) {
+        } else if let Err(e) = nw_output::write::atomic(path, text.as_bytes()) {
             errors.push(format!("features: {e}"));
         }
     }
     if let Some(path) = &out.metrics {
-        if let Err(e) = crate::write::atomic(path, metrics::render(h, round).as_bytes()) {
+        if let Err(e) = nw_output::write::atomic(path, metrics::render(h, round).as_bytes()) {
             errors.push(format!("metrics: {e}"));
         }
     }

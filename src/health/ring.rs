@@ -20,14 +20,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::doctor::Status;
-use crate::msg::PREFIX;
-use crate::pairtest::door::Allow;
-use crate::pairtest::edge::PairTest;
-use crate::pairtest::exchange::{self, ExchangeError, Serve, Session};
-use crate::pairtest::output::PairResult;
-use crate::pairtest::slow::{self, Figure};
-use crate::pairtest::wire::Hello;
-use crate::pairtest::Settings;
+use nw_output::msg::PREFIX;
+use nw_pairtest::door::Allow;
+use nw_pairtest::edge::PairTest;
+use nw_pairtest::exchange::{self, ExchangeError, Serve, Session};
+use nw_pairtest::output::PairResult;
+use nw_pairtest::slow::{self, Figure};
+use nw_pairtest::wire::Hello;
+use nw_pairtest::Settings;
 
 /// An agent's test: one 64 KiB message size, 20 round trips, a 200 ms bandwidth run, 2 s per
 /// phase. Enough to prove the path (connect, latency) and give each rail one bandwidth figure
@@ -148,7 +148,8 @@ fn list(a: &[IpAddr]) -> String {
 pub fn bind(port: u16, proc_root: &std::path::Path) -> Result<TcpListener, String> {
     let any6 = SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port));
     let any4 = SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, port));
-    let v6only = crate::detect::file::read_attr(&proc_root.join("sys/net/ipv6/bindv6only")).is_ok_and(|v| v == "1");
+    let v6only =
+        nw_observe::detect::file::read_attr(&proc_root.join("sys/net/ipv6/bindv6only")).is_ok_and(|v| v == "1");
     let first = if v6only { Err(()) } else { exchange::bind(any6).map_err(|_| ()) };
     first.or_else(|()| exchange::bind(any4)).map_err(|e| format!("ring: {e}"))
 }

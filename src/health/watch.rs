@@ -17,17 +17,17 @@ use nix::libc;
 
 use super::metrics::Round;
 use super::{host, read_counters, ring, summarize, write_outputs, Facts, Health, Outputs, View};
-use crate::detect::sysfs::Sysfs;
-use crate::detect::Vars;
 use crate::doctor::{self, DoctorError, Scope, Status};
-use crate::msg::PREFIX;
-use crate::pairtest::cause::Cause;
-use crate::pairtest::here::{self, Here};
-use crate::pairtest::rdma::Rdma;
-use crate::plan;
-use crate::process::memlock::{self, Memlock};
-use crate::process::sys::Blocked;
-use crate::verbs::{NoVerbs, Verbs};
+use nw_decide as plan;
+use nw_observe::detect::sysfs::Sysfs;
+use nw_observe::detect::Vars;
+use nw_observe::verbs::{NoVerbs, Verbs};
+use nw_output::msg::PREFIX;
+use nw_pairtest::cause::Cause;
+use nw_pairtest::here::{self, Here};
+use nw_pairtest::rdma::Rdma;
+use nw_pid1::memlock::{self, Memlock};
+use nw_pid1::sys::Blocked;
 
 /// Exit status when the agent cannot start (signals, the first round's files).
 pub const EXIT_CANNOT_RUN: u8 = 2;
@@ -106,7 +106,7 @@ struct Ring<'a> {
 /// Binds the ring's port and answers peers on a thread for the agent's life.
 fn start_ring<'a>(r: &Roots, config: &'a ring::Config, verbs: &'a dyn Verbs) -> Result<Ring<'a>, String> {
     let listener = ring::bind(config.port, r.proc_root)?;
-    let not_yet = crate::pairtest::edge::cannot("no-port", "the first ring round has not run yet", "wait for it");
+    let not_yet = nw_pairtest::edge::cannot("no-port", "the first ring round has not run yet", "wait for it");
     let fabric = std::sync::Arc::new(Rdma::new(Err(not_yet), here::hostname(r.proc_root, r.vars)));
     // The peers known before the listener starts: a predecessor whose first ring round comes
     // before this agent's is answered, not refused as a stranger.
@@ -122,7 +122,7 @@ fn start_ring<'a>(r: &Roots, config: &'a ring::Config, verbs: &'a dyn Verbs) -> 
 /// One ring round: the node view's ports renewed, then the test of the successor.
 fn ring_round(r: &Roots, ring: &Ring) -> ring::Report {
     ring.fabric.renew(ring_here(r, ring.verbs));
-    let own = crate::detect::netif::read().map(|a| a.into_iter().map(|o| o.addr).collect());
+    let own = nw_observe::detect::netif::read().map(|a| a.into_iter().map(|o| o.addr).collect());
     let round = ring::Round {
         config: ring.config,
         resolve: &ring::resolve,
@@ -145,7 +145,7 @@ pub fn main(r: &Roots, opts: &Options, verbs: &dyn Verbs) -> u8 {
     };
     let memlock = memlock::raise();
     for p in [&opts.outputs.features, &opts.outputs.metrics].into_iter().flatten() {
-        crate::write::sweep(p);
+        nw_output::write::sweep(p);
     }
     let files: Vec<String> = [&opts.outputs.features, &opts.outputs.metrics]
         .into_iter()

@@ -6,7 +6,7 @@
 //! bandwidth run on each pair of ports; prints one result per pair and a summary. Exit status:
 //! 0 every pair passes (warnings included), 1 a pair fails, 2 the check could not run.
 //!
-//! A front end of the pair test (`crate::pairtest`, which does the work): this file reads the
+//! A front end of the pair test (`nw_pairtest`, which does the work): this file reads the
 //! mode and prints; `order`: ping's ring mode's index, size and peer template (pure). It never
 //! names the gate or the node agent.
 
@@ -15,14 +15,14 @@ pub mod order;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use crate::msg::PREFIX;
-use crate::pairtest::cause::{Cause, Status};
-use crate::pairtest::door::{self, Allow};
-use crate::pairtest::edge::{self, cannot, peer_cause};
-use crate::pairtest::exchange::{self, Serve};
-use crate::pairtest::here::{self, hostname, Here, Inputs};
-use crate::pairtest::output::{self, PairResult};
-use crate::pairtest::Settings;
+use nw_output::msg::PREFIX;
+use nw_pairtest::cause::{Cause, Status};
+use nw_pairtest::door::{self, Allow};
+use nw_pairtest::edge::{self, cannot, peer_cause};
+use nw_pairtest::exchange::{self, Serve};
+use nw_pairtest::here::{self, hostname, Here, Inputs};
+use nw_pairtest::output::{self, PairResult};
+use nw_pairtest::Settings;
 
 pub const EXIT_PASS: u8 = 0;
 pub const EXIT_FAILED: u8 = 1;

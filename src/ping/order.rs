@@ -6,7 +6,7 @@
 
 use std::ffi::OsStr;
 
-use crate::detect::Vars;
+use nw_observe::detect::Vars;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RingError {

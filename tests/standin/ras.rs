@@ -38,7 +38,11 @@ pub struct Server {
 
 /// The captured reply `name` from fixtures/ras/.
 pub fn fixture(name: &str) -> String {
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/ras").join(name);
+    // Included by the workspace's tests and by a crate's unit tests: the fixtures are at the
+    // workspace root, the nearest folder above the manifest that has them.
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = here.ancestors().find(|d| d.join("fixtures/ras").is_dir()).unwrap_or(here);
+    let p = root.join("fixtures/ras").join(name);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 

@@ -60,7 +60,7 @@ dmax=$(sed -n 's/.*"gids\/\([0-9]*\)".*/\1/p' /tmp/doctor.trace | sort -n | tail
 assert "doctor: reads the whole table (up to $((len - 1)))" [ "$dmax" -ge "$id" ]
 
 # With verbs: the debug log names each whole-table call; strace keeps the files and the ioctls.
-$IP netns exec podB env NCCL_WRAP_LOG=nccl_wrap::verbs::opened=debug \
+$IP netns exec podB env NCCL_WRAP_LOG=nw_observe::verbs::opened=debug \
     strace -f -qq -e trace=openat,ioctl -o /tmp/verbs.trace "$NCCL_WRAP" -q env >/tmp/verbs.out 2>/tmp/verbs.err
 vmax=$(sed -n 's/.*"gids\/\([0-9]*\)".*/\1/p' /tmp/verbs.trace | sort -n | tail -n 1)
 calls=$(grep -c "from one ibv_query_gid_table" /tmp/verbs.err)

@@ -1,0 +1,517 @@
+//! Plan: pure decisions over what detection found. Which ports are used (and why each other one
+//! is not), which GID index to export, and which variables to set, keep or override. The plan is
+//! a plain value, so `nccl-wrap env --json` shows exactly what a run would do. No I/O here.
+
+#![deny(unsafe_code)]
+
+use std::ffi::OsStr;
+
+use serde::Serialize;
+
+use nw_nccl::env::{self, IB_ADDR_RANGE, IB_DISABLE, IB_GID_INDEX, IB_HCA, IB_PKEY, MAX_HCA_ENTRIES};
+use nw_nccl::gid::{self, AddrRange, Family, GidEntry, GidPrefs, RowTable};
+use nw_observe::detect::bootstrap::Bootstrap;
+use nw_observe::detect::netif::Owner;
+use nw_observe::detect::port::{GidPick, PortFacts, VerbsCheck};
+use nw_observe::detect::userspace::Userspace;
+use nw_observe::detect::{Detection, Source, Vars};
+use nw_observe::verbs::verify;
+
+mod ready;
+mod reasons;
+#[cfg(test)]
+mod same_tables;
+pub use ready::{ready, Ready};
+pub use reasons::{index_is_kept, Extra};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PortDecision {
+    pub device: String,
+    pub port: u32,
+    pub used: bool,
+    /// Why it is not used; `None` when it is.
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// We set it.
+    Set,
+    /// The user had set it; we leave it as it is (`--override` not given).
+    Kept,
+    /// The user had set it; `--override` replaces it.
+    Override,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Var {
+    pub name: &'static str,
+    /// The value we would set.
+    pub value: String,
+    pub action: Action,
+    /// The value already in the environment, if any.
+    pub previous: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    #[serde(flatten)]
+    pub detection: Detection,
+    pub decisions: Vec<PortDecision>,
+    /// `dev:port` of the ports handed to NCCL, in natural name order.
+    pub hca: Vec<String>,
+    pub gid_index: Option<u32>,
+    /// `NCCL_IB_ADDR_RANGE` to export where the ports' own entries differ in index but NCCL's
+    /// rule, narrowed to this range, lands on each of them.
+    pub addr_range: Option<String>,
+    pub rdma: bool,
+    pub vars: Vec<Var>,
+    pub warnings: Vec<String>,
+    /// What NCCL in this image will load (see `ready`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub userspace: Option<Userspace>,
+    /// NCCL's and Gloo's bootstrap interface (see `ready`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bootstrap: Option<Bootstrap>,
+    /// Lines the summary prints that are no warnings (a pin not set, and why).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+impl Plan {
+    /// Whether the plan hands `device`'s port `port` to NCCL.
+    pub fn is_used(&self, device: &str, port: u32) -> bool {
+        self.decisions.iter().any(|x| x.used && x.device == device && x.port == port)
+    }
+
+    /// The ports the plan hands to NCCL, with their device's name, in detection order.
+    pub fn used_ports(&self) -> impl Iterator<Item = (&str, &PortFacts)> {
+        self.detection
+            .devices
+            .iter()
+            .flat_map(|d| d.ports.iter().map(move |p| (d.name.as_str(), p)))
+            .filter(|(d, p)| self.is_used(d, p.port))
+    }
+
+    /// The variables a run actually changes: (name, value).
+    pub fn exports(&self) -> Vec<(&str, &str)> {
+        self.vars.iter().filter(|v| v.action != Action::Kept).map(|v| (v.name, v.value.as_str())).collect()
+    }
+}
+
+/// NCCL's GID preferences as the environment sets them.
+pub fn gid_prefs(vars: &Vars) -> (GidPrefs, Vec<String>) {
+    let mut prefs = GidPrefs::default();
+    let mut warnings = Vec::new();
+    let get = |n: &str| vars.get(OsStr::new(n)).map(|v| v.to_string_lossy().trim().to_string());
+    if let Some(f) = get("NCCL_IB_ADDR_FAMILY") {
+        match f.as_str() {
+            "AF_INET" => prefs.family = Family::Inet,
+            "AF_INET6" => prefs.family = Family::Inet6,
+            other => warnings.push(format!(
+                "NCCL_IB_ADDR_FAMILY={other:?} is neither AF_INET nor AF_INET6; assuming AF_INET as NCCL does"
+            )),
+        }
+    }
+    if let Some(v) = get("NCCL_IB_ROCE_VERSION_NUM") {
+        match v.parse::<u8>() {
+            Ok(n @ (1 | 2)) => prefs.roce_version = n,
+            _ => warnings.push(format!("NCCL_IB_ROCE_VERSION_NUM={v:?} is not 1 or 2; assuming 2")),
+        }
+    }
+    if let Some(r) = get("NCCL_IB_ADDR_RANGE") {
+        match nw_nccl::gid::AddrRange::parse(&r) {
+            Some(range) => prefs.range = Some(range),
+            None => warnings.push(format!("NCCL_IB_ADDR_RANGE={r:?} is not an address/prefix-length; ignored")),
+        }
+    }
+    (prefs, warnings)
+}
+
+/// Why a port cannot carry NCCL traffic by what sysfs and ibverbs say, or `None` when it can.
+/// (The self-test is weighed in `plan`, since `--require-rdma` decides what a failure means.)
+pub fn port_problem(p: &PortFacts, prefs: &GidPrefs) -> Option<String> {
+    sysfs_problem(p, prefs).or_else(|| verbs_problem(p))
+}
+
+fn verbs_problem(p: &PortFacts) -> Option<String> {
+    match &p.verbs {
+        Some(VerbsCheck::Unusable { error }) => Some(format!("ibverbs cannot use it: {error}")),
+        Some(VerbsCheck::Port(v)) if v.state != "ACTIVE" => {
+            Some(format!("sysfs reads ACTIVE but ibverbs reports {}; trusting ibverbs, as NCCL does", v.state))
+        }
+        _ => None,
+    }
+}
+
+/// Whether the link can carry NCCL traffic at all: ACTIVE, LinkUp, InfiniBand or Ethernet.
+pub fn link_problem(p: &PortFacts) -> Option<String> {
+    let state = p.state_name().unwrap_or("unreadable");
+    let phys = p.phys_state_name().unwrap_or("unreadable");
+    if state != "ACTIVE" {
+        return Some(format!("port state is {state} (physical state {phys}), not ACTIVE"));
+    }
+    if phys != "LinkUp" {
+        return Some(format!("physical state is {phys}, not LinkUp"));
+    }
+    match p.link_layer.as_deref() {
+        Some("InfiniBand" | "Ethernet") => None,
+        Some(other) => Some(format!("link layer is {other}, not InfiniBand or Ethernet")),
+        None => Some("link layer unreadable".into()),
+    }
+}
+
+/// The link, then for RoCE the GID NCCL would pick.
+fn sysfs_problem(p: &PortFacts, prefs: &GidPrefs) -> Option<String> {
+    if let Some(problem) = link_problem(p) {
+        return Some(problem);
+    }
+    if p.link_layer.as_deref() != Some("Ethernet") {
+        return None;
+    }
+    match &p.gid {
+        Some(g) if g.owner == Some(Owner::Other) => Some(format!(
+            "no GID entry of this pod's addresses (shared device): NCCL would take index {}, {} on {}, another namespace's address, and its connections would fail",
+            g.index,
+            g.address,
+            g.ndev.as_deref().unwrap_or("?")
+        )),
+        Some(g) if g.full_match => None,
+        Some(g) => Some(format!(
+            "no usable RoCE v{} {} GID (NCCL would fall back to index {}, {} {}): give its net device {} an address",
+            prefs.roce_version,
+            if prefs.family == Family::Inet { "IPv4" } else { "IPv6" },
+            g.index,
+            g.address,
+            g.roce.map_or("of unknown type", |r| if r.number() == 1 { "RoCE v1" } else { "RoCE v2" }),
+            g.ndev.as_deref().unwrap_or("?"),
+        )),
+        None => Some("no GID table (ports/N/gids unreadable or empty): NCCL's verbs transport needs a GID on a RoCE port, which this device's driver does not give".into()),
+    }
+}
+
+/// What the user asked for that bears on decisions.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Choices {
+    /// Replace variables the user already set.
+    pub override_user: bool,
+    /// A failed self-test drops the port (otherwise it warns).
+    pub require_rdma: bool,
+}
+
+pub fn plan(detection: Detection, vars: &Vars, prefs: &GidPrefs, choices: Choices) -> Plan {
+    let override_user = choices.override_user;
+    let mut warnings = Vec::new();
+    let mut decisions = Vec::new();
+    let mut used: Vec<(&str, &PortFacts)> = Vec::new();
+    for dev in &detection.devices {
+        if dev.ports.is_empty() {
+            warnings.push(format!("{}: no ports readable in sysfs", dev.name));
+        }
+        for p in &dev.ports {
+            let mut reason = port_problem(p, prefs);
+            if let (None, Some(VerbsCheck::Port(v)), Some(g)) = (&reason, &p.verbs, &p.gid) {
+                if v.gid.as_deref().is_some_and(|vg| vg != g.gid) {
+                    warnings.push(format!(
+                        "{}:{}: GID {} reads {} in sysfs but {} through ibverbs",
+                        dev.name,
+                        p.port,
+                        g.index,
+                        g.gid,
+                        v.gid.as_deref().unwrap_or("")
+                    ));
+                }
+            }
+            if let (None, Some(t)) = (&reason, &p.selftest) {
+                if !t.passed {
+                    let line = verify::describe_failure(&dev.name, p.port, t);
+                    if choices.require_rdma {
+                        reason = Some(line);
+                    } else {
+                        warnings.push(format!("{line}; the port is kept (--require-rdma would drop it)"));
+                    }
+                }
+            }
+            if reason.is_none() {
+                used.push((&dev.name, p));
+            }
+            decisions.push(PortDecision { device: dev.name.clone(), port: p.port, used: reason.is_none(), reason });
+        }
+    }
+    if used.len() > MAX_HCA_ENTRIES {
+        warnings.push(format!(
+            "{} usable ports, but NCCL reads at most {MAX_HCA_ENTRIES} NCCL_IB_HCA entries; using the first {MAX_HCA_ENTRIES}",
+            used.len()
+        ));
+        used.truncate(MAX_HCA_ENTRIES);
+    }
+
+    let (gid_index, addr_range) = gid_choice(&used, prefs, &mut warnings);
+    let pkey = pkey_choice(&used, &mut warnings);
+    let mut wanted: Vec<(&'static str, String)> = Vec::new();
+    let hca: Vec<String> = used.iter().map(|(d, p)| format!("{d}:{}", p.port)).collect();
+    let rdma = !used.is_empty();
+    if rdma {
+        wanted.push((IB_HCA, env::hca_value(used.iter().map(|(d, p)| (*d, p.port)))));
+        if let Some(i) = gid_index {
+            wanted.push((IB_GID_INDEX, i.to_string()));
+        }
+        if let Some(r) = &addr_range {
+            wanted.push((IB_ADDR_RANGE, r.clone()));
+        }
+        if let Some(k) = pkey {
+            wanted.push((IB_PKEY, k.to_string()));
+        }
+    } else {
+        wanted.push((IB_DISABLE, "1".into()));
+        warnings.push(match detection.source {
+            Source::None => "no RDMA device found: NCCL will run over TCP sockets (about 1 GiB/s instead of 80+ on RDMA); NCCL_IB_DISABLE=1 is set so it does not try".into(),
+            _ => "no usable RDMA port among this pod's devices: NCCL will run over TCP sockets (about 1 GiB/s instead of 80+ on RDMA); NCCL_IB_DISABLE=1 is set".into(),
+        });
+    }
+
+    let vars_out = wanted
+        .into_iter()
+        .map(|(name, value)| {
+            let previous = vars.get(OsStr::new(name)).map(|v| v.to_string_lossy().into_owned());
+            let action = match (&previous, override_user) {
+                (None, _) => Action::Set,
+                (Some(p), _) if *p == value => Action::Kept,
+                (Some(_), true) => Action::Override,
+                (Some(_), false) => Action::Kept,
+            };
+            Var { name, value, action, previous }
+        })
+        .collect::<Vec<_>>();
+    for v in vars_out.iter().filter(|v| v.action == Action::Kept && v.previous.as_deref() != Some(v.value.as_str())) {
+        warnings.push(format!(
+            "{} is already set to {:?}; kept (nccl-wrap would set {:?}; pass --override or NCCL_WRAP_OVERRIDE=1 to replace it)",
+            v.name,
+            v.previous.as_deref().unwrap_or(""),
+            v.value
+        ));
+    }
+    if let Some(user) = vars.get(OsStr::new(IB_HCA)) {
+        let list = nw_nccl::list::List::parse(&user.to_string_lossy());
+        let prefixes = list.prefix_names();
+        let replaced = override_user && rdma;
+        if !prefixes.is_empty() && !replaced {
+            warnings.push(format!(
+                "NCCL_IB_HCA={:?} is a prefix match: {} also selects devices whose names merely start with it (mlx5_1 selects mlx5_10..mlx5_19); put '=' before the list",
+                user.to_string_lossy(),
+                prefixes.join(", ")
+            ));
+        }
+    }
+    for g in used.iter().filter_map(|(d, p)| p.gid.as_ref().filter(|g| g.owner == Some(Owner::Host)).map(|g| (d, p, g)))
+    {
+        warnings.push(format!(
+            "{}:{}: the GID NCCL will use, index {} ({}), is the host's address, not one of this pod's; RDMA from the pod sourced from it may fail: give the pod an address on this device (a macvlan or ipvlan rail)",
+            g.0, g.1.port, g.2.index, g.2.address
+        ));
+    }
+    Plan {
+        detection,
+        decisions,
+        hca,
+        gid_index,
+        addr_range,
+        rdma,
+        vars: vars_out,
+        warnings,
+        userspace: None,
+        bootstrap: None,
+        notes: Vec::new(),
+    }
+}
+
+/// The GID index to export (every port's entry at one index), or else an address range that
+/// makes NCCL's own rule land on each port's entry, or neither, with a warning that says why.
+/// Each port's entry is this pod's own address where the table holds one (a shared device), else
+/// NCCL's pick; nothing exported here may land on another pod's or the host's address while the
+/// pod has its own.
+fn gid_choice(
+    used: &[(&str, &PortFacts)],
+    prefs: &GidPrefs,
+    warnings: &mut Vec<String>,
+) -> (Option<u32>, Option<String>) {
+    let roce: Vec<(String, &PortFacts, &GidPick)> =
+        used.iter().filter_map(|(d, p)| p.gid.as_ref().map(|g| (format!("{d}:{}", p.port), *p, g))).collect();
+    let Some(((_, _, first), rest)) = roce.split_first() else { return (None, None) };
+    if rest.iter().all(|(_, _, g)| g.index == first.index) {
+        return (Some(first.index), None);
+    }
+    let list: Vec<String> = roce.iter().map(|(l, _, g)| format!("{l}={}", g.index)).collect();
+    if !roce.iter().any(|(_, p, _)| p.nccl_pick.is_some()) {
+        // NCCL's own per-port pick is each port's entry already.
+        warnings.push(format!(
+            "RoCE ports disagree on the GID index ({}); NCCL_IB_GID_INDEX is one value for all ports, so it is left unset and NCCL 2.21.5+ picks per port (older NCCL would use index 0 and fail)",
+            list.join(", ")
+        ));
+        return (None, None);
+    }
+    let addrs: Vec<_> = roce.iter().filter_map(|(_, _, g)| gid::parse_gid(&g.gid)).collect();
+    let range = gid::covering_range(&addrs, prefs.family).filter(|r| {
+        let narrowed = GidPrefs { range: Some(*r), ..*prefs };
+        roce.iter().all(|(_, p, g)| nccl_lands_on(p, g, &narrowed))
+    });
+    if let Some(r) = range {
+        return (None, Some(r.to_string()));
+    }
+    let rows: Vec<String> = roce
+        .iter()
+        .map(|(l, p, g)| {
+            let nccl = p.nccl_pick.as_ref().unwrap_or(g);
+            let whose = nccl.owner.map_or("owner unknown", Owner::describe);
+            format!(
+                "{l}: own index {} ({}), NCCL would take {} ({}, {whose})",
+                g.index, g.address, nccl.index, nccl.address
+            )
+        })
+        .collect();
+    warnings.push(format!(
+        "this pod's GID entries sit at different indices on its ports, and NCCL_IB_GID_INDEX is one index for all ports (NVIDIA/nccl#890); no NCCL_IB_ADDR_RANGE makes NCCL's rule land on them either, so neither is exported and NCCL will take other pods' or the host's entries: {}. Fix: give each pod its rails in the same order on every device (the kernel numbers entries in the order addresses appear), or put pods' rail addresses in a subnet of their own (then NCCL_IB_ADDR_RANGE selects them), or use one rail",
+        rows.join("; ")
+    ));
+    (None, None)
+}
+
+/// Whether NCCL's rule under `prefs` picks `want` on port `p`: simulated over the table when it
+/// was read; otherwise `want` is NCCL's unnarrowed pick, a full match, so a range that holds it
+/// keeps it (entries before it were no full match without the range, and are none with it).
+fn nccl_lands_on(p: &PortFacts, want: &GidPick, prefs: &GidPrefs) -> bool {
+    if p.table.is_empty() {
+        return want.full_match
+            && gid::parse_gid(&want.gid).is_some_and(|g| prefs.range.is_none_or(|r: AddrRange| r.contains(&g)));
+    }
+    let entries: Vec<GidEntry> = p
+        .table
+        .iter()
+        .filter_map(|r| gid::parse_gid(&r.gid).map(|g| GidEntry { index: r.index, gid: g, roce: r.roce }))
+        .collect();
+    gid::choose(&mut RowTable { entries: &entries, len: p.table_len }, prefs).is_some_and(|e| e.index == want.index)
+}
+
+/// `NCCL_IB_PKEY`: the pkey index of the pod's IPoIB partition, when it is not the default
+/// index 0 and every InfiniBand port agrees.
+fn pkey_choice(used: &[(&str, &PortFacts)], warnings: &mut Vec<String>) -> Option<u32> {
+    let picks: Vec<(String, &nw_observe::detect::port::PkeyPick)> =
+        used.iter().filter_map(|(d, p)| p.pkey.as_ref().map(|k| (format!("{d}:{}", p.port), k))).collect();
+    for (l, k) in picks.iter().filter(|(_, k)| k.index.is_none()) {
+        warnings.push(format!(
+            "{l}: IPoIB interface {} is in partition 0x{:04x}, which the port's pkey table does not hold; NCCL's queue pairs use pkey index 0: check the subnet manager's partition configuration",
+            k.netdev, k.pkey
+        ));
+    }
+    let indices: Vec<(&String, u32)> = picks.iter().filter_map(|(l, k)| k.index.map(|i| (l, i))).collect();
+    let (_, first) = *indices.first()?;
+    if indices.iter().any(|(_, i)| *i != first) {
+        let list: Vec<String> = indices.iter().map(|(l, i)| format!("{l}={i}")).collect();
+        warnings.push(format!(
+            "the pod's IPoIB partitions sit at different pkey indices ({}); NCCL_IB_PKEY is one index for all ports, so it is not set",
+            list.join(", ")
+        ));
+        return None;
+    }
+    (first != 0).then_some(first)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nw_nccl::gid::RoceType;
+
+    /// A RoCE port whose table holds `rows` (address, owner) from index 0, all RoCE v2; its entry
+    /// is the pod's first full match and NCCL's pick is the first valid IPv4 entry.
+    fn port(rows: &[(&str, Owner)]) -> PortFacts {
+        let table: Vec<GidPick> = rows
+            .iter()
+            .enumerate()
+            .map(|(i, (a, o))| {
+                let ip: std::net::IpAddr = a.parse().expect("ip");
+                let g = nw_observe::detect::netif::as_gid(ip);
+                GidPick {
+                    index: u32::try_from(i).expect("index"),
+                    gid: nw_observe::detect::sysfs::format_gid(&g),
+                    address: gid::display(&g),
+                    roce: Some(RoceType::V2),
+                    ndev: Some("net1".into()),
+                    full_match: gid::valid(&g),
+                    owner: Some(*o),
+                }
+            })
+            .collect();
+        let mine = table.iter().find(|r| r.full_match && r.owner == Some(Pod)).cloned();
+        let nccl = table.iter().find(|r| r.full_match).cloned();
+        let differs = mine.as_ref().map(|m| m.index) != nccl.as_ref().map(|n| n.index);
+        PortFacts {
+            port: 1,
+            state: Some("4: ACTIVE".into()),
+            phys_state: Some("5: LinkUp".into()),
+            link_layer: Some("Ethernet".into()),
+            rate: None,
+            gid: mine.or(nccl.clone()),
+            nccl_pick: if differs { nccl } else { None },
+            table_len: u32::try_from(table.len()).expect("len"),
+            table,
+            pkey: None,
+            verbs: None,
+            selftest: None,
+            problems: Vec::new(),
+        }
+    }
+
+    use Owner::{Host, Other, Pod};
+
+    #[test]
+    fn one_own_index_on_every_port_is_exported_as_the_gid_index() {
+        let a = port(&[("fe80::1", Host), ("10.9.0.51", Other), ("10.9.0.52", Pod)]);
+        let b = port(&[("fe80::2", Host), ("10.9.1.51", Other), ("10.9.1.52", Pod)]);
+        let mut w = Vec::new();
+        assert_eq!(gid_choice(&[("mlx5_0", &a), ("mlx5_1", &b)], &GidPrefs::default(), &mut w), (Some(2), None));
+        assert!(w.is_empty(), "{w:?}");
+    }
+
+    #[test]
+    fn differing_own_indices_get_a_range_when_nccls_rule_lands_on_them() {
+        let a = port(&[("fe80::1", Host), ("10.9.0.51", Other), ("10.20.0.53", Pod)]);
+        let b = port(&[("fe80::2", Host), ("10.20.1.53", Pod), ("10.9.1.51", Other)]);
+        let mut w = Vec::new();
+        let got = gid_choice(&[("mlx5_0", &a), ("mlx5_1", &b)], &GidPrefs::default(), &mut w);
+        assert_eq!(got, (None, Some("10.20.0.0/23".into())), "{w:?}");
+    }
+
+    #[test]
+    fn no_index_or_range_lands_on_a_neighbour_while_the_pod_has_its_own() {
+        // The range over the pod's addresses, 10.9.0.0/23, holds the neighbour's 10.9.1.51, which
+        // comes first on the second port.
+        let a = port(&[("fe80::1", Host), ("10.9.0.52", Pod), ("10.9.0.51", Other)]);
+        let b = port(&[("fe80::2", Host), ("10.9.1.51", Other), ("10.9.1.52", Pod)]);
+        let mut w = Vec::new();
+        assert_eq!(gid_choice(&[("mlx5_0", &a), ("mlx5_1", &b)], &GidPrefs::default(), &mut w), (None, None));
+        assert!(
+            w[0].contains("mlx5_1:1: own index 2 (10.9.1.52), NCCL would take 1 (10.9.1.51, another namespace's)"),
+            "{w:?}"
+        );
+    }
+
+    #[test]
+    fn a_user_range_is_honoured_in_the_simulation() {
+        let a = port(&[("fe80::1", Host), ("10.9.0.51", Other), ("10.20.0.53", Pod)]);
+        let b = port(&[("fe80::2", Host), ("10.20.1.53", Pod)]);
+        // The user's range already excludes the neighbour: NCCL's rule lands on 2 and 1 as is, and
+        // the covering range (inside the user's) says the same.
+        let prefs = GidPrefs { range: AddrRange::parse("10.20.0.0/16"), ..GidPrefs::default() };
+        let mut w = Vec::new();
+        assert_eq!(gid_choice(&[("mlx5_0", &a), ("mlx5_1", &b)], &prefs, &mut w).1, Some("10.20.0.0/23".into()));
+    }
+
+    #[test]
+    fn another_namespaces_pick_without_an_own_entry_drops_the_port() {
+        let mut p = port(&[("fe80::1", Host), ("10.9.0.51", Other)]);
+        p.gid.as_mut().expect("gid").owner = Some(Other);
+        let why = port_problem(&p, &GidPrefs::default()).expect("dropped");
+        assert!(why.contains("another namespace's address"), "{why}");
+    }
+}

@@ -1,0 +1,114 @@
+//! "Ready" means NCCL is ready: the decisions that follow from the image's userspace and the
+//! bootstrap interface, made after the ports are planned. Pure: takes what detection found.
+//!
+//! - A missing `libibverbs.so.1` or provider is a warning naming the file and its package (NCCL
+//!   would run over sockets); under `--require-rdma` the runner refuses on it.
+//! - Under `--require-rdma`, `NCCL_NET=IB` so that NCCL itself stops at init when its IB transport
+//!   cannot start, instead of falling back to sockets. Not where the image holds a net plugin:
+//!   the plugin (aws-ofi-nccl, GKE's, others) is what carries the traffic, under a name only it
+//!   knows, and `IB` would turn it off.
+//! - The bootstrap interface as `NCCL_SOCKET_IFNAME==<if>` (exact: `eth0` alone is a prefix
+//!   that also takes `eth01`) and `GLOO_SOCKET_IFNAME=<if>` (Gloo takes plain names), each only
+//!   when the user has not set it; a user's value is kept whatever `--override` says, and
+//!   `doctor` checks it.
+//! - The address family from the pod's rails when the user set none: `NCCL_IB_ADDR_FAMILY=AF_INET6`
+//!   where they carry only IPv6; a mix no one family serves is named with the fix.
+//!
+//! Never sets a variable the user set, except through the shared `--override` rule for `NCCL_NET`.
+
+use std::ffi::OsStr;
+
+use super::{reasons, Action, Choices, Extra, Plan, Var};
+use nw_nccl::env::{GLOO_SOCKET_IFNAME, IB_ADDR_FAMILY, NET, SOCKET_IFNAME};
+use nw_nccl::gid::{GidPrefs, RailFamily};
+use nw_observe::detect::bootstrap::Bootstrap;
+use nw_observe::detect::userspace::Userspace;
+use nw_observe::detect::Vars;
+
+/// What the plan weighs beyond the ports.
+pub struct Ready {
+    pub userspace: Userspace,
+    pub bootstrap: Bootstrap,
+    pub extra: Extra,
+    /// NCCL's GID preferences as this run sets them (the family included).
+    pub prefs: GidPrefs,
+    /// The family the pod's rails call for (`Unknown` where the user set one).
+    pub family: RailFamily,
+}
+
+fn user(vars: &Vars, name: &str) -> Option<String> {
+    vars.get(OsStr::new(name)).map(|v| v.to_string_lossy().into_owned())
+}
+
+impl Plan {
+    /// Why NCCL's IB transport will not start in this image though ports are usable (what
+    /// `--require-rdma` refuses on), or `None`.
+    pub fn userspace_refusal(&self) -> Option<String> {
+        let u = self.userspace.as_ref()?;
+        (self.rdma && !u.missing.is_empty())
+            .then(|| u.missing.iter().map(|m| m.describe()).collect::<Vec<_>>().join("; "))
+    }
+}
+
+/// Adds the image's and the bootstrap's decisions to `plan`.
+pub fn ready(plan: &mut Plan, r: Ready, vars: &Vars, choices: Choices) {
+    if plan.rdma {
+        for m in &r.userspace.missing {
+            plan.warnings.push(format!(
+                "{}{}",
+                m.describe(),
+                if choices.require_rdma { "" } else { " (--require-rdma would refuse to start)" }
+            ));
+        }
+    }
+    if choices.require_rdma && plan.rdma && r.userspace.missing.is_empty() {
+        match &r.userspace.net_plugin {
+            None => {
+                let previous = user(vars, NET);
+                let action = match &previous {
+                    None => Action::Set,
+                    Some(p) if p == "IB" => Action::Kept,
+                    Some(_) if choices.override_user => Action::Override,
+                    Some(_) => Action::Kept,
+                };
+                if action == Action::Kept && previous.as_deref() != Some("IB") {
+                    plan.warnings.push(format!(
+                        "NCCL_NET is already set to {:?}; kept, so NCCL may still fall back to sockets (--require-rdma would set NCCL_NET=IB; pass --override to replace it)",
+                        previous.as_deref().unwrap_or("")
+                    ));
+                }
+                plan.vars.push(Var { name: NET, value: "IB".into(), action, previous });
+            }
+            Some(p) => plan.notes.push(format!(
+                "NCCL_NET not pinned: the image's net plugin {} ({}) carries the traffic under its own name, and NCCL_NET=IB would turn it off",
+                p.path, p.by
+            )),
+        }
+    }
+    if let Some(i) = &r.bootstrap.ifname {
+        for (name, value) in [(SOCKET_IFNAME, format!("={i}")), (GLOO_SOCKET_IFNAME, i.clone())] {
+            match user(vars, name) {
+                None => plan.vars.push(Var { name, value, action: Action::Set, previous: None }),
+                Some(p) => plan.vars.push(Var { name, value, action: Action::Kept, previous: Some(p) }),
+            }
+        }
+    }
+    match &r.family {
+        RailFamily::Inet6 if plan.rdma => {
+            plan.vars.push(Var { name: IB_ADDR_FAMILY, value: "AF_INET6".into(), action: Action::Set, previous: None });
+            plan.notes.push(
+                "the rails carry only IPv6 addresses: NCCL is told NCCL_IB_ADDR_FAMILY=AF_INET6, so that it takes their RoCE v2 IPv6 entries"
+                    .into(),
+            );
+        }
+        RailFamily::Mixed { inet, inet6_only } => plan.warnings.push(format!(
+            "the rails mix address families: {} carry IPv4, {} only IPv6; NCCL_IB_ADDR_FAMILY is one family for all ports, so NCCL (told AF_INET) finds no entry on the IPv6-only ones. Fix: give every rail an IPv4 address, or make every rail IPv6-only (then nccl-wrap exports AF_INET6)",
+            inet.join(", "),
+            inet6_only.join(", ")
+        )),
+        _ => {}
+    }
+    reasons::apply(plan, &r.extra, &r.prefs);
+    plan.userspace = Some(r.userspace);
+    plan.bootstrap = Some(r.bootstrap);
+}

@@ -1,0 +1,91 @@
+//! Reasons that name the real cause, where the port-level rule alone would say something
+//! misleading: a device NCCL's verbs transport cannot use (iWARP) is named as such, not as "give
+//! its net device an address"; a kept `NCCL_IB_GID_INDEX` that points at an empty or invalid
+//! entry says that NCCL will fail on it; an IPv4 link-local (169.254/16) GID is used as NCCL uses
+//! it, with the note that it reaches only its own link. Pure: the entries were read by the caller.
+
+use std::net::Ipv6Addr;
+
+use super::{Action, Plan};
+use nw_nccl::env::IB_GID_INDEX;
+use nw_nccl::gid::{self, GidEntry, GidPrefs, RoceType};
+
+/// One used RoCE port (`dev:port`) and the entry at a kept index: its GID text and type text,
+/// `None` where the read failed.
+pub type KeptEntry = (String, Option<String>, Option<String>);
+
+/// What sysfs said beyond the port facts, read only where it matters.
+#[derive(Debug, Clone, Default)]
+pub struct Extra {
+    /// Devices whose `node_type` is `4: RNIC` (iWARP).
+    pub iwarp: Vec<String>,
+    /// A user's kept `NCCL_IB_GID_INDEX`, and the entry it points at on each used RoCE port.
+    pub kept_index: Option<(String, Vec<KeptEntry>)>,
+}
+
+/// The user's `NCCL_IB_GID_INDEX` stays in the child's environment: set, and not replaced.
+pub fn index_is_kept(plan: &Plan, user: Option<&str>) -> bool {
+    user.is_some() && !plan.vars.iter().any(|v| v.name == IB_GID_INDEX && v.action != Action::Kept)
+}
+
+fn is_ipv4_link_local(g: &Ipv6Addr) -> bool {
+    g.to_ipv4_mapped().is_some_and(|v4| v4.is_link_local())
+}
+
+pub fn apply(plan: &mut Plan, extra: &Extra, prefs: &GidPrefs) {
+    for d in plan.decisions.iter_mut().filter(|d| extra.iwarp.contains(&d.device)) {
+        if !d.used {
+            d.reason = Some(format!(
+                "an iWARP device (node_type 4: RNIC): NCCL's verbs transport uses InfiniBand and RoCE ports only{}",
+                d.reason.as_deref().map(|r| format!(" (the port rule said: {r})")).unwrap_or_default()
+            ));
+        }
+    }
+    if let Some((value, entries)) = &extra.kept_index {
+        let index = value.trim().parse::<u32>().ok();
+        let mut bad = Vec::new();
+        for (label, g, t) in entries {
+            let parsed = g.as_deref().and_then(gid::parse_gid);
+            let roce = t.as_deref().and_then(RoceType::parse);
+            let ok = match (index, parsed) {
+                (Some(i), Some(addr)) => gid::is_full_match(&GidEntry { index: i, gid: addr, roce }, prefs),
+                _ => false,
+            };
+            if !ok {
+                bad.push(match parsed {
+                    Some(a) if !a.is_unspecified() => format!(
+                        "{label} holds {} ({}), no RoCE v{} {} entry",
+                        gid::display(&a),
+                        t.as_deref().unwrap_or("type unreadable"),
+                        prefs.roce_version,
+                        if prefs.family == gid::Family::Inet { "IPv4" } else { "IPv6" }
+                    ),
+                    _ => format!("{label} holds an empty entry"),
+                });
+            }
+        }
+        let what = match index {
+            None if !entries.is_empty() => Some("is not an index".to_string()),
+            Some(_) if !bad.is_empty() => Some(format!("points where {}", bad.join(", "))),
+            _ => None,
+        };
+        if let Some(what) = what {
+            plan.warnings.push(format!(
+                "NCCL_IB_GID_INDEX={value:?} is kept from the environment and {what}: NCCL will fail on it (its queue pairs take that entry as their source: an empty one sources nothing, a link-local or RoCE v1 one does not cross subnets); unset it and nccl-wrap sets the right one, or pass --override"
+            ));
+        }
+    }
+    let ll: Vec<String> = plan
+        .used_ports()
+        .filter_map(|(d, p)| {
+            let g = p.gid.as_ref()?;
+            gid::parse_gid(&g.gid).filter(is_ipv4_link_local).map(|_| format!("{d}:{} ({})", p.port, g.address))
+        })
+        .collect();
+    if !ll.is_empty() {
+        plan.notes.push(format!(
+            "link-local GID on {}: NCCL uses IPv4 link-local (169.254/16) entries like any other, but such a port reaches only its own link (no router forwards 169.254/16)",
+            ll.join(", ")
+        ));
+    }
+}

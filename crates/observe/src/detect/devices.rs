@@ -1,0 +1,571 @@
+//! Detect: find the RDMA devices that are this pod's and read their ports. Pure reads of the
+//! environment (handed in as a map), the annotations file and sysfs; no decisions about what to
+//! export, and nothing written anywhere.
+//!
+//! Sources are tried in order (SR-IOV device plugin variables, the network-status annotation,
+//! sysfs), and the first that names at least one device is the one used; the others are reported
+//! as not needed. A device a source names that does not exist is reported and skipped.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::net::Ipv6Addr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::detect::annotation;
+use crate::detect::children;
+use crate::detect::claim;
+use crate::detect::gid_source::TableSource;
+use crate::detect::gids;
+use crate::detect::links;
+use crate::detect::names;
+use crate::detect::netif::{OwnAddr, Owner};
+use crate::detect::port::PortFacts;
+use crate::detect::sriov;
+use crate::detect::sysfs::{Attachment, DeviceDir, Sysfs};
+use nw_nccl::gid::GidPrefs;
+
+/// The process environment as detection sees it.
+pub type Vars = BTreeMap<OsString, OsString>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// `PCIDEVICE_*` variables of the SR-IOV network device plugin.
+    Sriov,
+    /// The network-status annotation (downward API file).
+    Annotation,
+    /// Walking `class/infiniband` and matching net devices of this namespace.
+    Sysfs,
+    None,
+}
+
+impl Source {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Source::Sriov => "SR-IOV device plugin",
+            Source::Annotation => "network-status annotation",
+            Source::Sysfs => "sysfs",
+            Source::None => "no source",
+        }
+    }
+}
+
+/// What one source said.
+#[derive(Debug, Clone, Serialize)]
+pub struct SourceReport {
+    pub source: Source,
+    /// `used`, `no devices`, `not needed`, `absent`.
+    pub status: &'static str,
+    /// The variables or file read.
+    pub inputs: Vec<String>,
+    pub problems: Vec<String>,
+}
+
+/// A device this pod will consider, with where it came from and what sysfs says of it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Device {
+    pub name: String,
+    /// The variable, network or rule that named it.
+    pub origin: String,
+    #[serde(flatten)]
+    pub attachment: Attachment,
+    pub ports: Vec<PortFacts>,
+    pub problems: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Detection {
+    pub source: Source,
+    pub sources: Vec<SourceReport>,
+    pub devices: Vec<Device>,
+    /// Devices visible in this namespace that are not the pod's (a privileged pod sees the host's),
+    /// in the order sysfs lists them: a start only counts them, so they are not sorted then;
+    /// whatever shows them puts them in natural order (`names::abbreviate`, `sorted_natural`).
+    #[serde(serialize_with = "names::serialize_natural")]
+    pub not_ours: Vec<String>,
+    /// Devices a source named that do not exist, and other detection warnings.
+    #[serde(rename = "detection_warnings")]
+    pub warnings: Vec<String>,
+    /// This namespace's addresses (loopback left out), read only when RDMA devices are visible:
+    /// on a shared device they tell the pod's GID entries from the host's and other pods'.
+    #[serde(rename = "pod_addresses")]
+    pub addresses: Vec<OwnAddr>,
+}
+
+/// Reads this namespace's addresses (`netif::read` in production; tests hand in their own).
+pub type AddrSource<'a> = &'a dyn Fn() -> Result<Vec<OwnAddr>, String>;
+
+/// Reads the kind of each of this namespace's interfaces (`links::read` in production; `None`
+/// when it cannot be told, and then every address is looked for).
+pub type KindSource<'a> = &'a dyn Fn() -> Option<links::Kinds>;
+
+pub struct Inputs<'a> {
+    pub vars: &'a Vars,
+    pub sysfs: &'a Sysfs,
+    pub annotations: &'a Path,
+    pub prefs: &'a GidPrefs,
+    pub addrs: AddrSource<'a>,
+    pub kinds: KindSource<'a>,
+    /// Where a port's whole GID table may come from in one call (ibverbs), for the reads that go
+    /// far on shared devices; `gid_source::SysfsOnly` reads sysfs alone.
+    pub tables: &'a dyn TableSource,
+}
+
+/// How long detection waits, in all, for the kernel to add a pod address's GID entry: CNI gives
+/// the address a moment before the kernel's GID work adds its entries. Measured in the lab
+/// (`tests/lab/scenarios/37-shared-gid-timing.sh`): the entries follow within milliseconds.
+pub const GID_WAIT: Duration = Duration::from_millis(2000);
+const GID_POLL: Duration = Duration::from_millis(10);
+
+/// What detection knows of this pod's addresses while it reads ports.
+struct Own<'a> {
+    addrs: Vec<OwnAddr>,
+    gids: Vec<Ipv6Addr>,
+    prefs: &'a GidPrefs,
+    tables: &'a dyn TableSource,
+    /// When waiting for missing entries stops, for every device together.
+    deadline: Instant,
+}
+
+impl<'a> Own<'a> {
+    /// No addresses: every port gets NCCL's own pick.
+    fn none(inp: &Inputs<'a>) -> Own<'a> {
+        Own { addrs: Vec::new(), gids: Vec::new(), prefs: inp.prefs, tables: inp.tables, deadline: Instant::now() }
+    }
+
+    fn read(inp: &Inputs<'a>, warnings: &mut Vec<String>) -> Own<'a> {
+        let addrs = (inp.addrs)().unwrap_or_else(|e| {
+            warnings.push(format!("{e}; GID entries cannot be told from other pods' on a shared device"));
+            Vec::new()
+        });
+        let gids = addrs.iter().map(OwnAddr::gid).collect();
+        Own { addrs, gids, prefs: inp.prefs, tables: inp.tables, deadline: Instant::now() + GID_WAIT }
+    }
+}
+
+/// A device name a source gave, before its ports are read.
+struct Named {
+    name: String,
+    origin: String,
+    /// `class/infiniband/<name>` as the source already looked it up, to be read from.
+    dir: Option<DeviceDir>,
+    /// Its attachment (and function), where the source already read them to claim it.
+    attachment: Option<(Attachment, Option<String>)>,
+    /// The device ID (PCI address, auxiliary ID) the source gave along with the name: the
+    /// name is checked against it once the device's attachment is read.
+    claimed_id: Option<String>,
+    /// Ports the source already read (with their problems), to be used as they are.
+    ports: Option<ReadPorts>,
+}
+
+/// A device's ports as read, and the problems reading them.
+type ReadPorts = (Vec<PortFacts>, Vec<String>);
+
+pub fn detect(inp: &Inputs) -> Detection {
+    let mut warnings = Vec::new();
+    let mut sources = Vec::new();
+    let mut visible_problems = Vec::new();
+    let visible = inp.sysfs.rdma_devices_listed(&mut visible_problems);
+    warnings.extend(visible_problems.iter().map(ToString::to_string));
+    // A device the device plugin or the annotation names was allocated to this pod alone (a VF
+    // or SF), so its table holds only the pod's addresses and NCCL's pick is the pod's: the
+    // pod's addresses are read only for the sysfs walk, where shared devices are found.
+    let mut own = Own::none(inp);
+
+    let mut chosen: Option<(Source, Vec<Named>)> = None;
+    for source in [Source::Sriov, Source::Annotation, Source::Sysfs] {
+        if chosen.is_some() {
+            sources.push(SourceReport { source, status: "not needed", inputs: Vec::new(), problems: Vec::new() });
+            continue;
+        }
+        let (report, named) = match source {
+            Source::Sriov => from_sriov(inp),
+            Source::Annotation => from_annotation(inp),
+            _ => {
+                if !visible.is_empty() {
+                    own = Own::read(inp, &mut warnings);
+                }
+                from_sysfs(inp, &visible, &own, &mut warnings)
+            }
+        };
+        let (report, named) = (report, dedupe(named));
+        if !named.is_empty() {
+            chosen = Some((source, named));
+        }
+        sources.push(SourceReport { status: if chosen.is_some() { "used" } else { report.status }, ..report });
+    }
+
+    let (source, named) = chosen.unwrap_or((Source::None, Vec::new()));
+    let mut present = Vec::new();
+    for mut n in named {
+        match n.dir.take().map_or_else(|| inp.sysfs.open_device(&n.name), Ok) {
+            Ok(dir) => present.push((n, dir)),
+            Err(e) => {
+                warnings.push(format!("{} names RDMA device {}, which cannot be used ({e}); skipped", n.origin, n.name))
+            }
+        }
+    }
+    let mut devices: Vec<Device> = Vec::new();
+    for (n, dir) in present {
+        let claimed = n.claimed_id.clone();
+        let dev = read_device(inp, &own, n, &dir, &mut warnings);
+        match (claimed, function(&dev.attachment)) {
+            (Some(id), Some(func)) if id != func => {
+                // Two names for one device disagree: the device ID is what was allocated to the
+                // pod (its uverbs node is the one mounted), so the device sysfs finds there wins.
+                let mut found = Vec::new();
+                let mut problems = Vec::new();
+                resolve_id(inp, &id, &dev.origin, &mut found, &mut problems);
+                let others: Vec<String> = found.iter().map(|f| f.name.clone()).collect();
+                if others.is_empty() {
+                    warnings.push(format!(
+                        "{}: names {} for device {id}, but sysfs puts {} on {func}, and {id} has no RDMA device; using {}",
+                        dev.origin, dev.name, dev.name, dev.name
+                    ));
+                    devices.push(dev);
+                } else {
+                    warnings.push(format!(
+                        "{}: names {} for device {id}, but sysfs puts {} on {func} and finds {} on {id}; using {} (the device at the allocated ID)",
+                        dev.origin, dev.name, dev.name, others.join(","), others.join(",")
+                    ));
+                    for f in found {
+                        if devices.iter().any(|d| d.name == f.name) {
+                            continue;
+                        }
+                        if let Ok(dir) = inp.sysfs.open_device(&f.name) {
+                            devices.push(read_device(inp, &own, f, &dir, &mut warnings));
+                        }
+                    }
+                }
+            }
+            _ => {
+                if !devices.iter().any(|d| d.name == dev.name) {
+                    devices.push(dev);
+                }
+            }
+        }
+    }
+    types_for_a_range(inp, &mut devices);
+    let not_ours = visible.into_iter().filter(|v| !devices.iter().any(|d| &d.name == v)).collect();
+    Detection { source, sources, devices, not_ours, warnings, addresses: own.addrs }
+}
+
+/// Where the pod's own entries sit at different indices on its shared ports, the plan weighs an
+/// address range by simulating NCCL's rule over each table as far as the pod's entry, which needs
+/// the types of the other pods' entries before it: read them then, and only then (a run whose
+/// ports agree, the usual case, never reads them).
+fn types_for_a_range(inp: &Inputs, devices: &mut [Device]) {
+    let picks = || devices.iter().flat_map(|d| d.ports.iter()).filter_map(|p| p.gid.as_ref().map(|g| (p, g.index)));
+    let mut indices = picks().map(|(_, i)| i);
+    let first = indices.next();
+    if indices.all(|i| Some(i) == first) || !picks().any(|(p, _)| p.nccl_pick.is_some()) {
+        return;
+    }
+    for dev in devices.iter_mut() {
+        for p in dev.ports.iter_mut().filter(|p| p.nccl_pick.is_some()) {
+            let mut errs = Vec::new();
+            inp.sysfs.gid_types((&dev.name, p.port), &mut p.table, inp.prefs, inp.tables, &mut errs);
+            dev.problems.extend(errs.iter().map(ToString::to_string));
+        }
+    }
+}
+
+/// The function a device sits on (PCI address, auxiliary ID), if any.
+pub fn function(a: &Attachment) -> Option<&str> {
+    match a {
+        Attachment::Vf { pci, .. } | Attachment::Pf { pci } => Some(pci),
+        Attachment::Sf { id } => Some(id),
+        Attachment::Software { .. } | Attachment::Unknown => None,
+    }
+}
+
+/// Reads one device's attachment and ports (unless the source already read them).
+fn read_device(inp: &Inputs, own: &Own, n: Named, dir: &DeviceDir, warnings: &mut Vec<String>) -> Device {
+    let (attachment, func) = n.attachment.unwrap_or_else(|| inp.sysfs.attachment_of(dir));
+    let (mut ports, mut problems) = match n.ports {
+        Some(read) => read,
+        None => read_ports(inp.sysfs, dir, own, warnings),
+    };
+    if ports.iter().any(|p| p.link_layer.as_deref() == Some("InfiniBand")) {
+        ipoib_pkeys(inp.sysfs, &n.name, func.as_deref(), &mut ports, &mut problems);
+    }
+    Device { name: n.name, origin: n.origin, attachment, ports, problems }
+}
+
+/// Reads a device's ports. Where a port's table already holds an address of one of the pod's
+/// interfaces (its link-local entry, which the kernel adds when the link comes up) but not yet
+/// that interface's address of NCCL's family, the kernel is still adding entries: read again
+/// until they appear or the shared deadline passes, and say which never came.
+fn read_ports(sysfs: &Sysfs, dir: &DeviceDir, own: &Own, warnings: &mut Vec<String>) -> ReadPorts {
+    let dev = dir.name();
+    let start = Instant::now();
+    loop {
+        let mut errs = Vec::new();
+        let pod = gids::Pod { gids: &own.gids, addrs: &own.addrs, tables: own.tables };
+        let ports = sysfs.ports_of(dir, own.prefs, &pod, &mut errs);
+        let missing: Vec<String> = ports.iter().flat_map(|p| missing_entries(dev, p, own)).collect();
+        if missing.is_empty() || Instant::now() >= own.deadline {
+            if !missing.is_empty() {
+                warnings.push(format!(
+                    "{}: not in the GID table after waiting {} ms; the kernel adds an address's entries when it is configured: if the address came later, NCCL will still use another entry, so start nccl-wrap after the network is ready (a CNI that finished), or check that the interface sits on this device",
+                    missing.join("; "),
+                    start.elapsed().as_millis()
+                ));
+            } else if start.elapsed() >= GID_POLL {
+                log::info!("{dev}: waited {} ms for the pod's GID entries", start.elapsed().as_millis());
+            }
+            let mut problems: Vec<String> = errs.iter().map(ToString::to_string).collect();
+            problems.extend(ports.iter().flat_map(|p| p.problems.iter().cloned()));
+            return (ports, problems);
+        }
+        std::thread::sleep(GID_POLL);
+    }
+}
+
+/// The pod's addresses of NCCL's family on interfaces that already have an entry in this port's
+/// table, whose own entry is not there yet.
+fn missing_entries(dev: &str, p: &PortFacts, own: &Own) -> Vec<String> {
+    if p.table.is_empty() || p.gid.as_ref().is_some_and(|g| g.owner == Some(Owner::Pod)) {
+        return Vec::new();
+    }
+    let present: Vec<Ipv6Addr> = p.table.iter().filter_map(|r| nw_nccl::gid::parse_gid(&r.gid)).collect();
+    let on_device: Vec<&str> =
+        own.addrs.iter().filter(|a| present.contains(&a.gid())).map(|a| a.ifname.as_str()).collect();
+    own.addrs
+        .iter()
+        .filter(|a| on_device.contains(&a.ifname.as_str()) && !present.contains(&a.gid()))
+        .filter(|a| nw_nccl::gid::valid(&a.gid()) && nw_nccl::gid::family_of(&a.gid()) == own.prefs.family)
+        .map(|a| format!("{} {} on {dev}:{}", a.ifname, a.addr, p.port))
+        .collect()
+}
+
+/// Fills each InfiniBand port's partition from the pod's IPoIB child on it.
+fn ipoib_pkeys(sysfs: &Sysfs, dev: &str, func: Option<&str>, ports: &mut [PortFacts], problems: &mut Vec<String>) {
+    let Some(func) = func else { return };
+    let mut errs = Vec::new();
+    for (ifname, _) in sysfs.netdevs(&mut errs).iter().filter(|(_, f)| f.as_deref() == Some(func)) {
+        if let Some((port, pick)) = sysfs.ipoib_pkey(dev, ifname, &mut errs) {
+            if let Some(p) = ports.iter_mut().find(|p| p.port == port && p.pkey.is_none()) {
+                p.pkey = Some(pick);
+            }
+        }
+    }
+    problems.extend(errs.iter().map(ToString::to_string));
+}
+
+/// Whether a device's ports hold this pod's address, and the first such entry as `net1 10.9.0.52`.
+fn own_entry(ports: &[PortFacts]) -> Option<String> {
+    ports.iter().find_map(|p| {
+        let g = p.gid.as_ref().filter(|g| g.owner == Some(Owner::Pod));
+        g.map(|g| (g.ndev.clone(), g.address.clone()))
+            .or_else(|| {
+                p.table.iter().find(|r| r.owner == Some(Owner::Pod)).map(|r| (r.ndev.clone(), r.address.clone()))
+            })
+            .map(|(ndev, addr)| format!("{} {addr}", ndev.as_deref().unwrap_or("?")))
+    })
+}
+
+fn dedupe(mut named: Vec<Named>) -> Vec<Named> {
+    named.sort_by(|a, b| names::natural_cmp(&a.name, &b.name));
+    named.dedup_by(|a, b| a.name == b.name);
+    named
+}
+
+fn report(source: Source, inputs: Vec<String>, problems: Vec<String>, found: bool) -> SourceReport {
+    let status = match (found, inputs.is_empty()) {
+        (true, _) => "used",
+        (false, true) => "absent",
+        (false, false) => "no devices",
+    };
+    SourceReport { source, status, inputs, problems }
+}
+
+/// Resolves a device ID to its RDMA devices through sysfs, or says why it could not.
+fn resolve_id(inp: &Inputs, id: &str, origin: &str, out: &mut Vec<Named>, problems: &mut Vec<String>) {
+    let mut errs = Vec::new();
+    let found = inp.sysfs.rdma_devices_of(id, &mut errs);
+    problems.extend(errs.iter().map(ToString::to_string));
+    if found.is_empty() {
+        let bus = if crate::detect::sysfs::looks_like_pci(id) { "pci" } else { "auxiliary" };
+        problems.push(format!(
+            "{origin}: device {id} has no RDMA device ({} is empty or missing): is it an RDMA-capable function, and is the resource pool marked isRdma?",
+            inp.sysfs.path(&format!("bus/{bus}/devices/{id}/infiniband")).display()
+        ));
+    }
+    out.extend(found.into_iter().map(|name| Named {
+        name,
+        origin: origin.to_string(),
+        dir: None,
+        attachment: None,
+        claimed_id: None,
+        ports: None,
+    }));
+}
+
+fn from_sriov(inp: &Inputs) -> (SourceReport, Vec<Named>) {
+    let scan = sriov::scan(inp.vars);
+    let mut problems: Vec<String> = scan.problems.iter().map(ToString::to_string).collect();
+    let mut named = Vec::new();
+    for dev in &scan.devices {
+        match dev.rdma_dev.as_ref().map(|name| (name, inp.sysfs.open_device(name))) {
+            Some((name, Ok(dir))) => named.push(Named {
+                name: name.clone(),
+                origin: dev.variable.clone(),
+                dir: Some(dir),
+                attachment: None,
+                claimed_id: Some(dev.device_id.clone()),
+                ports: None,
+            }),
+            Some((name, Err(e))) => {
+                problems.push(format!(
+                    "{}: rdma_dev {name} of {} cannot be used ({e}); trying the device ID",
+                    dev.variable, dev.device_id
+                ));
+                resolve_id(inp, &dev.device_id, &dev.variable, &mut named, &mut problems);
+            }
+            None => resolve_id(inp, &dev.device_id, &dev.variable, &mut named, &mut problems),
+        }
+    }
+    (report(Source::Sriov, scan.variables, problems, !named.is_empty()), named)
+}
+
+fn from_annotation(inp: &Inputs) -> (SourceReport, Vec<Named>) {
+    let path = inp.annotations.display().to_string();
+    let text = match crate::detect::file::read(inp.annotations, annotation::MAX_FILE_BYTES) {
+        Err(e) if e.is_not_found() => {
+            return (report(Source::Annotation, Vec::new(), Vec::new(), false), Vec::new());
+        }
+        Err(e) => Err(format!("{e}; the annotation is not used")),
+        Ok(b) => Ok(String::from_utf8_lossy(&b).into_owned()),
+    };
+    let text = match text {
+        Ok(t) => t,
+        Err(msg) => return (report(Source::Annotation, vec![path], vec![msg], false), Vec::new()),
+    };
+    let scan = annotation::scan(&path, &text);
+    let mut problems: Vec<String> = scan.problems.iter().map(ToString::to_string).collect();
+    let mut named = Vec::new();
+    for dev in &scan.devices {
+        let origin = format!("network {}", dev.network);
+        let opened = dev.rdma_dev.as_ref().and_then(|name| inp.sysfs.open_device(name).ok());
+        match (opened, &dev.rdma_dev, &dev.pci_address) {
+            (Some(dir), Some(name), _) => named.push(Named {
+                name: name.clone(),
+                origin,
+                dir: Some(dir),
+                attachment: None,
+                claimed_id: dev.pci_address.clone(),
+                ports: None,
+            }),
+            (_, _, Some(addr)) => resolve_id(inp, addr, &origin, &mut named, &mut problems),
+            (_, Some(name), None) => {
+                problems.push(format!("{origin}: rdma-device {name} is not in this namespace's RDMA devices"))
+            }
+            (_, None, None) => {}
+        }
+    }
+    let inputs = if scan.found { vec![path] } else { Vec::new() };
+    (report(Source::Annotation, inputs, problems, !named.is_empty()), named)
+}
+
+/// The fallback: which of the visible devices are this pod's?
+///
+/// - exclusive RDMA netns mode: the kernel shows a namespace only its own devices, so all are;
+/// - a PCI function (VF, PF) or scalable function is the pod's when one of this namespace's net
+///   devices sits on the same function (sysfs shows only this namespace's net devices; an IPoIB
+///   child of a shared InfiniBand device sits on its function too);
+/// - a software device (rxe, siw) is the pod's when its `parent` net device is in this namespace,
+///   told by the MAC behind the device's identifiers, not by the name (see `software_identity`);
+/// - a shared device (macvlan or ipvlan children of its net device, one per pod) is the pod's
+///   when its GID table holds one of the pod's addresses: by address, never by name, since every
+///   pod's child is `net1`; the devices are read in natural order until each of the pod's
+///   children has been seen on one (a child sits on one device);
+/// - when that matches nothing (no net device maps to any RDMA device: InfiniBand without IPoIB,
+///   or a pod with only virtual interfaces), we cannot tell, and use every visible device, which
+///   is what NCCL would do without us, with a warning that says so.
+fn from_sysfs(inp: &Inputs, visible: &[String], own: &Own, warnings: &mut Vec<String>) -> (SourceReport, Vec<Named>) {
+    let class = inp.sysfs.path("class/infiniband").display().to_string();
+    if visible.is_empty() {
+        return (report(Source::Sysfs, Vec::new(), Vec::new(), false), Vec::new());
+    }
+    let mut problems = Vec::new();
+    let inputs = vec![class.clone()];
+    let named = |name: &String, origin: String, ports| Named {
+        name: name.clone(),
+        origin,
+        dir: None,
+        attachment: None,
+        claimed_id: None,
+        ports,
+    };
+    if inp.sysfs.netns_exclusive() == Some(true) {
+        let all = visible.iter().map(|n| named(n, "sysfs (exclusive RDMA netns mode)".into(), None));
+        return (report(Source::Sysfs, inputs, problems, true), all.collect());
+    }
+    let mut errs = Vec::new();
+    let netdevs = inp.sysfs.netdevs(&mut errs);
+    problems.extend(errs.iter().map(ToString::to_string));
+    // A claimed device goes on with the directory and attachment that claimed it: not looked up
+    // and read again.
+    let mut found: Vec<Named> = claim::claimed(inp.sysfs, visible, &netdevs, &mut problems)
+        .into_iter()
+        .map(|c| Named {
+            dir: Some(c.dir),
+            attachment: Some(c.attachment),
+            ..named(&c.name, format!("sysfs ({})", c.how), None)
+        })
+        .collect();
+    // Ports read to look for the pod's addresses, kept for the fallback below. Once devices are
+    // claimed by function, only addresses of interfaces that may be another namespace's children
+    // (macvlan, ipvlan, VLAN) can still be in a device the pod does not sit on: a pod whose other
+    // interfaces are veths reads no table here, however many devices the node shows. With none
+    // claimed, every address is looked for.
+    let kinds = if own.gids.is_empty() { None } else { (inp.kinds)() };
+    let look_for =
+        if found.is_empty() { own.gids.clone() } else { children::addresses(&own.addrs, &own.gids, kinds.as_ref()) };
+    // A child interface sits on one device: once every one of the pod's children has been seen in
+    // a table, no device left can hold the pod's addresses, and the walk stops there.
+    let mut unseen = children::names(&own.addrs, kinds.as_ref());
+    let stops = !unseen.is_empty();
+    let mut read: Vec<(String, ReadPorts)> = Vec::new();
+    if !look_for.is_empty() {
+        let claimed: Vec<String> = found.iter().map(|f| f.name.clone()).collect();
+        // The walk goes in natural order, so that where it stops, and the warnings' order, do not
+        // depend on the order the directory lists the devices in.
+        for dev in names::sorted_natural(visible).iter().filter(|v| !claimed.contains(v)) {
+            if stops && unseen.is_empty() {
+                log::debug!("{dev} and after: not read, every child interface of the pod is on a device already");
+                break;
+            }
+            let ports = match inp.sysfs.open_device(dev) {
+                Ok(dir) => read_ports(inp.sysfs, &dir, own, warnings),
+                Err(e) => (Vec::new(), vec![e.to_string()]),
+            };
+            match own_entry(&ports.0) {
+                Some(entry) => {
+                    let on = children::seen_on(&ports.0, &own.addrs);
+                    unseen.retain(|r| !on.contains(r));
+                    found.push(named(dev, format!("sysfs (shared device, via {entry})"), Some(ports)));
+                }
+                None => read.push((dev.clone(), ports)),
+            }
+        }
+    }
+    if found.is_empty() {
+        problems.push(format!(
+            "cannot tell which of the {} RDMA devices in {class} are this pod's: no net device in this namespace sits on any of them, and no GID table holds an address of this pod (InfiniBand without IPoIB?); using all of them, as NCCL would by default. Name the pod's devices with the SR-IOV device plugin or the network-status annotation.",
+            visible.len()
+        ));
+        found = visible
+            .iter()
+            .map(|n| {
+                let ports = read.iter().position(|(d, _)| d == n).map(|i| read.swap_remove(i).1);
+                named(n, "sysfs (ownership unknown)".into(), ports)
+            })
+            .collect();
+    }
+    (report(Source::Sysfs, inputs, problems, true), found)
+}

@@ -1,0 +1,255 @@
+//! A RoCE port's GID table in sysfs (`gids/<i>`, `gid_attrs/types/<i>`, `gid_attrs/ndevs/<i>`),
+//! read lazily and at most once per entry: NCCL's choice and the pod's own entry ask for what
+//! they need, and the start path stops at the entry that settles the port.
+//!
+//! Real tables are 255 entries long and mostly empty; each entry is three files, and each file an
+//! open, a read and a close. What a run reads therefore follows what its answer needs: NCCL's pick
+//! stops at its first full match (`gid::choose`), the pod's own entry at the first entry of its
+//! address that NCCL's rule accepts, and types and net devices are asked only of non-empty
+//! entries. Only `doctor` reads a table whole. Never decides anything: the plan does.
+//!
+//! Where the table must be read far (a shared device, whose pod entry sits after its
+//! neighbours'), a whole-table source (`gid_source`, ibverbs in production) may answer instead,
+//! in one call: its entries then answer every read, and only the net device names the pod's
+//! interfaces cannot give are still read from sysfs (a few entries a port, never the walk).
+
+use std::collections::BTreeMap;
+use std::net::Ipv6Addr;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+
+use crate::detect::file;
+use crate::detect::gid_source::{self, TableSource, Whole};
+use crate::detect::netif::{self, OwnAddr, Owner};
+use crate::detect::port::{GidPick, PortFacts};
+use crate::detect::sysfs::{format_gid, SysfsError};
+use nw_nccl::gid::{self, GidEntry, GidPrefs, GidTable, RoceType};
+
+/// One port's table, each entry's files read at most once.
+pub struct SysfsGids<'a> {
+    port: &'a OwnedFd,
+    dir: &'a Path,
+    problems: &'a mut Vec<SysfsError>,
+    /// Entries read so far, from index 0; `None` past the table's end.
+    gids: Vec<Option<Ipv6Addr>>,
+    types: BTreeMap<u32, Option<RoceType>>,
+    /// The whole table from a source other than sysfs, once `load`ed: it answers every entry,
+    /// with the names of the pod's own entries' net devices told by their index.
+    given: Option<(Whole, BTreeMap<u32, String>)>,
+}
+
+/// What reading a port's table against this pod needs: its addresses (in GID form, and with
+/// their interfaces), and where a whole table may come from instead of sysfs.
+pub struct Pod<'a> {
+    pub gids: &'a [Ipv6Addr],
+    pub addrs: &'a [OwnAddr],
+    pub tables: &'a dyn TableSource,
+}
+
+impl<'a> SysfsGids<'a> {
+    pub fn new(port: &'a OwnedFd, dir: &'a Path, problems: &'a mut Vec<SysfsError>) -> Self {
+        SysfsGids { port, dir, problems, gids: Vec::new(), types: BTreeMap::new(), given: None }
+    }
+
+    /// Takes the whole table of `device`'s port `port` from `tables` where it answers; reads go
+    /// on from sysfs where it does not, or where it calls an Ethernet port's table empty (no RoCE
+    /// port has none: sysfs decides then). The pod's own entries are named here (`pod_ndev`).
+    pub fn load(&mut self, tables: &dyn TableSource, device: &str, port: u32, pod: &[OwnAddr]) {
+        if let Some(whole) = tables.table(device, port).filter(|w| w.len > 0) {
+            let names =
+                whole.entries.iter().filter_map(|(&i, e)| gid_source::pod_ndev(e, pod).map(|n| (i, n))).collect();
+            self.given = Some((whole, names));
+        }
+    }
+
+    fn read_gid(&mut self, i: u32) -> Option<Ipv6Addr> {
+        let name = format!("gids/{i}");
+        match file::read_attr_at(self.port, self.dir, &name) {
+            Ok(text) => Some(gid::parse_gid(&text).unwrap_or_else(|| {
+                self.problems.push(SysfsError::Content { path: self.dir.join(&name), content: text });
+                Ipv6Addr::UNSPECIFIED
+            })),
+            Err(e) if e.is_not_found() => None,
+            Err(e) => {
+                self.problems.push(e.into());
+                Some(Ipv6Addr::UNSPECIFIED)
+            }
+        }
+    }
+
+    /// The net device an entry was added for (the kernel answers EINVAL for empty entries).
+    fn ndev(&self, i: u32) -> Option<String> {
+        if let Some((whole, names)) = &self.given {
+            if let Some(n) = names.get(&i) {
+                return Some(n.clone());
+            }
+            if !whole.entries.contains_key(&i) {
+                return None;
+            }
+        }
+        file::read_attr_at(self.port, self.dir, &format!("gid_attrs/ndevs/{i}")).ok()
+    }
+
+    /// The entry at `i` as a row: its type, net device and whose address it holds.
+    fn row(&mut self, i: u32, g: Ipv6Addr, prefs: &GidPrefs, own: &[Ipv6Addr], host_ndev: Option<&str>) -> GidPick {
+        let roce = self.roce(i);
+        let dev = self.ndev(i);
+        GidPick {
+            index: i,
+            gid: format_gid(&g),
+            address: gid::display(&g),
+            roce,
+            full_match: gid::is_full_match(&GidEntry { index: i, gid: g, roce }, prefs),
+            owner: Some(netif::owner(&g, dev.as_deref(), host_ndev, own)),
+            ndev: dev,
+        }
+    }
+}
+
+impl GidTable for SysfsGids<'_> {
+    fn gid(&mut self, i: u32) -> Option<Ipv6Addr> {
+        if let Some((whole, _)) = &self.given {
+            return (i < whole.len).then(|| whole.entries.get(&i).map_or(Ipv6Addr::UNSPECIFIED, |e| e.gid));
+        }
+        let at = usize::try_from(i).ok()?;
+        while self.gids.len() <= at {
+            if self.gids.last().is_some_and(Option::is_none) {
+                return None;
+            }
+            let next = u32::try_from(self.gids.len()).ok()?;
+            let g = self.read_gid(next);
+            self.gids.push(g);
+        }
+        self.gids[at]
+    }
+
+    fn roce(&mut self, i: u32) -> Option<RoceType> {
+        if let Some((whole, _)) = &self.given {
+            return whole.entries.get(&i).and_then(|e| e.roce);
+        }
+        if let Some(r) = self.types.get(&i) {
+            return *r;
+        }
+        // The kernel answers EINVAL for empty entries, as NCCL expects: not a problem to report.
+        let r = file::read_attr_at(self.port, self.dir, &format!("gid_attrs/types/{i}"))
+            .ok()
+            .as_deref()
+            .and_then(RoceType::parse);
+        self.types.insert(i, r);
+        r
+    }
+}
+
+/// NCCL's GID choice over the port's table, with the chosen entry's net device.
+pub fn choose(table: &mut SysfsGids, prefs: &GidPrefs) -> Option<GidPick> {
+    let e = gid::choose(table, prefs)?;
+    Some(GidPick {
+        index: e.index,
+        gid: format_gid(&e.gid),
+        address: gid::display(&e.gid),
+        roce: e.roce,
+        ndev: table.ndev(e.index),
+        full_match: gid::is_full_match(&e, prefs),
+        owner: None,
+    })
+}
+
+/// How far a table is read for its rows.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Extent {
+    /// Up to this pod's first own entry that NCCL's rule accepts: what a run needs (the entries
+    /// after it can change neither the pod's entry nor where NCCL's rule, narrowed to the pod's
+    /// addresses, lands).
+    UntilOwn,
+    /// Every entry: what `doctor` shows.
+    Whole,
+}
+
+/// On a shared device NCCL's pick may be the host's or another pod's address: when it is not one
+/// of `own`, read the table up to the pod's own entry and use that entry (the first of this pod's
+/// own addresses that NCCL's rule accepts: family, RoCE version, range). NCCL's pick is kept
+/// beside it, with whose it is. A table that holds none of the pod's addresses (read whole, then)
+/// tells nothing about whose entries are.
+///
+/// This is the read that goes far (up to the pod's entry, past the host's and its neighbours'),
+/// so it is the one a whole-table source answers where `pod` has one: `device` names the table.
+pub fn shared(facts: &mut PortFacts, table: &mut SysfsGids, prefs: &GidPrefs, pod: &Pod, device: &str) {
+    let own = pod.gids;
+    let Some(pick) = facts.gid.as_mut() else { return };
+    if gid::parse_gid(&pick.gid).is_some_and(|g| own.contains(&g)) {
+        pick.owner = Some(Owner::Pod);
+        return;
+    }
+    table.load(pod.tables, device, facts.port, pod.addrs);
+    let (rows, len) = rows(table, prefs, own, Extent::UntilOwn);
+    if !rows.iter().any(|r| r.owner == Some(Owner::Pod)) {
+        return;
+    }
+    let host_ndev = table.host_ndev();
+    pick.owner = gid::parse_gid(&pick.gid).map(|g| netif::owner(&g, pick.ndev.as_deref(), host_ndev.as_deref(), own));
+    if let Some(mine) = rows.iter().find(|r| r.owner == Some(Owner::Pod) && r.full_match) {
+        facts.nccl_pick = facts.gid.replace(mine.clone());
+    }
+    facts.table = rows;
+    facts.table_len = len;
+}
+
+impl SysfsGids<'_> {
+    /// The net device of the port's default entry (index 0): the device's own, the host's.
+    fn host_ndev(&mut self) -> Option<String> {
+        self.gid(0).filter(|g| !g.is_unspecified()).and_then(|_| self.ndev(0))
+    }
+}
+
+/// The non-empty entries of a port's table as far as `extent` reads, and the length read (empty
+/// entries included): the whole table's length when read to its end. Read whole, each row has
+/// its type, net device and owner. Read up to the pod's own entry, only the pod's own entries
+/// have them: the others are told by address alone (not the pod's), since their type matters only
+/// when the plan weighs an address range (`with_types` reads it then) and their net device only
+/// to `doctor`.
+pub fn rows(table: &mut SysfsGids, prefs: &GidPrefs, own: &[Ipv6Addr], extent: Extent) -> (Vec<GidPick>, u32) {
+    let host_ndev = if extent == Extent::Whole { table.host_ndev() } else { None };
+    let mut rows = Vec::new();
+    let mut len = 0;
+    for i in 0..gid::GID_TABLE_MAX {
+        let Some(g) = table.gid(i) else { break };
+        len = i + 1;
+        if g.is_unspecified() {
+            continue;
+        }
+        if extent == Extent::UntilOwn && !own.contains(&g) {
+            rows.push(bare(i, g));
+            continue;
+        }
+        let row = table.row(i, g, prefs, own, host_ndev.as_deref());
+        let settles = row.owner == Some(Owner::Pod) && row.full_match;
+        rows.push(row);
+        if settles && extent == Extent::UntilOwn {
+            break;
+        }
+    }
+    (rows, len)
+}
+
+/// An entry known by its address only.
+fn bare(index: u32, g: Ipv6Addr) -> GidPick {
+    GidPick {
+        index,
+        gid: format_gid(&g),
+        address: gid::display(&g),
+        roce: None,
+        ndev: None,
+        full_match: false,
+        owner: None,
+    }
+}
+
+/// Reads the types of `rows` that were read by address only (`rows` up to the pod's own entry),
+/// so that NCCL's rule can be simulated over them, and marks the full matches under `prefs`.
+pub fn with_types(table: &mut SysfsGids, rows: &mut [GidPick], prefs: &GidPrefs) {
+    for r in rows.iter_mut().filter(|r| r.roce.is_none() && r.owner.is_none()) {
+        r.roce = table.roce(r.index);
+        r.full_match = gid::parse_gid(&r.gid)
+            .is_some_and(|g| gid::is_full_match(&GidEntry { index: r.index, gid: g, roce: r.roce }, prefs));
+    }
+}

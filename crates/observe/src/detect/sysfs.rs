@@ -1,0 +1,598 @@
+//! Source 3, and the reader behind every source: a walker over an RDMA node's sysfs that fills
+//! the port facts (`port.rs`).
+//!
+//! The root is a parameter (`/sys` in production, a fixture tree in tests), so the same code
+//! reads both. Every read is bounded (one sysfs page) and every failure is returned with its path;
+//! the walker never follows a name it has not validated and never panics on what it finds.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::Ipv6Addr;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{Mode, OFlags};
+use serde::Serialize;
+
+use crate::detect::file::{self, FileError};
+use crate::detect::gid_source::{SysfsOnly, TableSource};
+use crate::detect::port::{GidPick, PkeyPick, PortFacts};
+use crate::detect::{gids, names};
+use nw_nccl::gid::{self, GidPrefs};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SysfsError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: io::Error },
+    #[error("{path}: unexpected content {content:?}")]
+    Content { path: PathBuf, content: String },
+    #[error("{path}: entry {name:?} refused: {source}")]
+    Name { path: PathBuf, name: String, source: names::NameError },
+    #[error(transparent)]
+    File(#[from] FileError),
+}
+
+/// How an RDMA device is attached, which decides how we tell whether it is the pod's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Attachment {
+    /// An SR-IOV virtual function; `pf` is its physical function's address.
+    Vf { pci: String, pf: String },
+    /// A PCI function without `physfn`: a PF (or a VF passed through to a VM).
+    Pf { pci: String },
+    /// A scalable function on the auxiliary bus.
+    Sf { id: String },
+    /// A software device (rxe, siw) bound to the net device `parent`.
+    Software { parent: String },
+    /// `device` could not be resolved.
+    Unknown,
+}
+
+/// An RDMA device's directory, `class/infiniband/<name>`, looked up once (`Sysfs::open_device`).
+pub struct DeviceDir {
+    fd: OwnedFd,
+    name: String,
+}
+
+impl DeviceDir {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// Whether a software RDMA device sits on a given net device of this namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Identity {
+    Same,
+    /// The device's identifier (`id`, EUI-64) is not derived from this net device's `mac`.
+    Different {
+        mac: String,
+        id: String,
+    },
+    /// Cannot be told, and why.
+    Unknown(String),
+}
+
+fn parse_mac(text: &str) -> Option<[u8; 6]> {
+    let mut out = [0u8; 6];
+    let mut parts = text.split(':');
+    for b in &mut out {
+        let p = parts.next()?;
+        if p.len() != 2 {
+            return None;
+        }
+        *b = u8::from_str_radix(p, 16).ok()?;
+    }
+    parts.next().is_none().then_some(out)
+}
+
+/// `node_guid` as sysfs prints it: `0858:0aff:fe64:0007`.
+fn parse_guid(text: &str) -> Option<[u8; 8]> {
+    let mut out = [0u8; 8];
+    let mut parts = text.split(':');
+    for pair in out.chunks_mut(2) {
+        let p = parts.next()?;
+        if p.len() != 4 {
+            return None;
+        }
+        let v = u16::from_str_radix(p, 16).ok()?;
+        pair.copy_from_slice(&v.to_be_bytes());
+    }
+    parts.next().is_none().then_some(out)
+}
+
+/// Modified EUI-64 of a MAC, as the kernel builds link-local GIDs and rxe's node GUID from it.
+fn eui64(mac: &[u8; 6]) -> [u8; 8] {
+    [mac[0] ^ 0x02, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]]
+}
+
+fn format_mac(mac: &[u8; 6]) -> String {
+    mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+}
+
+fn format_guid(id: &[u8; 8]) -> String {
+    id.chunks(2).map(|p| format!("{:02x}{:02x}", p[0], p[1])).collect::<Vec<_>>().join(":")
+}
+
+/// More ports than any RDMA device has (HCAs have one or two); a bound on the walk.
+const MAX_PORTS: u32 = 255;
+
+/// A sysfs tree rooted at `root`.
+pub struct Sysfs {
+    root: PathBuf,
+}
+
+/// Net devices of this network namespace: interface name -> the function its `device` link
+/// names (none for virtual devices).
+pub type NetDevs = BTreeMap<String, Option<String>>;
+
+impl Sysfs {
+    pub fn new(root: impl Into<PathBuf>) -> Sysfs {
+        Sysfs { root: root.into() }
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    /// Reads one attribute, without its trailing newline.
+    pub fn attr(&self, rel: &str) -> Result<String, SysfsError> {
+        read_attr(&self.path(rel))
+    }
+
+    /// Names under `rel`, validated, in natural order; invalid ones are reported, not returned. A
+    /// missing directory is an empty list.
+    pub fn list(&self, rel: &str, problems: &mut Vec<SysfsError>) -> Vec<String> {
+        let mut out = self.listed(rel, names::device_id, problems);
+        names::sort_natural(&mut out);
+        out
+    }
+
+    /// Names under `rel` that `check` accepts, in the order the directory lists them; the others
+    /// are reported, not returned. A missing directory is an empty list.
+    fn listed(
+        &self,
+        rel: &str,
+        check: fn(&str) -> Result<&str, names::NameError>,
+        problems: &mut Vec<SysfsError>,
+    ) -> Vec<String> {
+        let path = self.path(rel);
+        let mut entries = match file::names(&path, usize::MAX) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Vec::new(),
+            Err(source) => {
+                problems.push(SysfsError::Read { path, source });
+                return Vec::new();
+            }
+        };
+        entries.retain_mut(|name| match check(name) {
+            Ok(_) => true,
+            Err(source) => {
+                problems.push(SysfsError::Name { path: path.clone(), name: std::mem::take(name), source });
+                false
+            }
+        });
+        entries
+    }
+
+    /// Every RDMA device this namespace shows in `class/infiniband`, in natural order.
+    pub fn rdma_devices(&self, problems: &mut Vec<SysfsError>) -> Vec<String> {
+        let mut out = self.rdma_devices_listed(problems);
+        names::sort_natural(&mut out);
+        out
+    }
+
+    /// The same names in the order the directory lists them. A start only asks whether a name is
+    /// visible and counts the others, so it does not sort them: at 256 visible devices the sort
+    /// was a quarter of a start's instructions, all of it for devices that are not the pod's.
+    /// Device names are stricter than `list`'s IDs: no `:`, which NCCL_IB_HCA reads as a port
+    /// separator.
+    pub fn rdma_devices_listed(&self, problems: &mut Vec<SysfsError>) -> Vec<String> {
+        self.listed("class/infiniband", names::device_name, problems)
+    }
+
+    pub fn has_rdma_device(&self, name: &str) -> bool {
+        self.rdma_device_status(name).is_ok()
+    }
+
+    /// Whether `class/infiniband/<name>` leads to a device, and if not, why (absent, a loop...).
+    pub fn rdma_device_status(&self, name: &str) -> Result<(), SysfsError> {
+        self.open_device(name).map(drop)
+    }
+
+    /// `class/infiniband/<name>`, looked up once (`O_PATH`): the device's links and ports are
+    /// then read relative to it. Each lookup walks the class symlink and the device's whole PCI
+    /// path again, which on the start path cost more than the reads it led to; the error says why
+    /// the name leads to no device (absent, a loop, not a directory).
+    pub fn open_device(&self, name: &str) -> Result<DeviceDir, SysfsError> {
+        let path = self.path(&format!("class/infiniband/{name}"));
+        match rustix::fs::open(&path, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()) {
+            Ok(fd) => Ok(DeviceDir { fd, name: name.to_string() }),
+            Err(e) => Err(SysfsError::Read { path, source: e.into() }),
+        }
+    }
+
+    /// RDMA devices behind a device ID from the device plugin: a PCI address
+    /// (`bus/pci/devices/<id>/infiniband/`) or an auxiliary ID (`bus/auxiliary/devices/<id>/infiniband/`).
+    pub fn rdma_devices_of(&self, device_id: &str, problems: &mut Vec<SysfsError>) -> Vec<String> {
+        let Ok(id) = names::device_id(device_id) else { return Vec::new() };
+        let bus = if looks_like_pci(id) { "pci" } else { "auxiliary" };
+        let mut out = self.listed(&format!("bus/{bus}/devices/{id}/infiniband"), names::device_name, problems);
+        names::sort_natural(&mut out);
+        out
+    }
+
+    /// The last component of the symlink at `rel` (`../../../0000:3b:02.6` -> `0000:3b:02.6`).
+    /// One readlink: PCI addresses and auxiliary IDs are unique, so the name identifies the
+    /// function without resolving the whole path.
+    fn link_name(&self, rel: &str) -> Option<String> {
+        let target = std::fs::read_link(self.path(rel)).ok()?;
+        let name = target.file_name()?.to_str()?;
+        names::device_id(name).ok().map(String::from)
+    }
+
+    /// The function (PCI address or auxiliary ID) the net device `ifname` sits on, if any.
+    pub fn netdev_function(&self, ifname: &str) -> Option<String> {
+        names::device_name(ifname).ok()?;
+        self.link_name(&format!("class/net/{ifname}/device"))
+    }
+
+    /// How `dev` is attached, and the name of its function (PCI address or auxiliary ID).
+    pub fn attachment(&self, dev: &str) -> (Attachment, Option<String>) {
+        match self.open_device(dev) {
+            Ok(d) => self.attachment_of(&d),
+            Err(_) => (Attachment::Unknown, None),
+        }
+    }
+
+    /// `attachment`, for a device already looked up: its links read relative to its directory.
+    pub fn attachment_of(&self, d: &DeviceDir) -> (Attachment, Option<String>) {
+        match link_name_at(&d.fd, "device") {
+            Some(func) => {
+                let att = if !looks_like_pci(&func) {
+                    Attachment::Sf { id: func.clone() }
+                } else if let Some(pf) = link_name_at(&d.fd, "device/physfn") {
+                    Attachment::Vf { pci: func.clone(), pf }
+                } else {
+                    Attachment::Pf { pci: func.clone() }
+                };
+                (att, Some(func))
+            }
+            None => {
+                let dir = self.path(&format!("class/infiniband/{}", d.name));
+                match file::read_attr_at(&d.fd, &dir, "parent") {
+                    Ok(parent) if names::device_name(&parent).is_ok() => (Attachment::Software { parent }, None),
+                    _ => (Attachment::Unknown, None),
+                }
+            }
+        }
+    }
+
+    /// Net devices of this network namespace. Real sysfs shows only the namespace's own
+    /// interfaces in `class/net`, which is what tells a pod's VFs from the host's.
+    pub fn netdevs(&self, problems: &mut Vec<SysfsError>) -> NetDevs {
+        self.list("class/net", problems)
+            .into_iter()
+            .map(|name| {
+                let func = self.link_name(&format!("class/net/{name}/device"));
+                (name, func)
+            })
+            .collect()
+    }
+
+    /// Whether the software RDMA device `dev` is bound to this namespace's net device `ifname`,
+    /// told by identity, not by name: every Multus pod calls its rails `net1`, `net2`..., and in
+    /// shared RDMA netns mode a pod sees every rxe/siw device of the node, so a name match would
+    /// claim another pod's device. The port's default GID (entry 0, the link-local address the
+    /// kernel derives from the parent's MAC) and the device's `node_guid` (the same EUI-64 at
+    /// creation) are compared with the modified EUI-64 of this namespace's `ifname` MAC.
+    pub fn software_identity(&self, dev: &str, ifname: &str) -> Identity {
+        let mac = match self.attr(&format!("class/net/{ifname}/address")) {
+            Ok(text) => match parse_mac(&text) {
+                Some(mac) => mac,
+                None => {
+                    return Identity::Unknown(format!("class/net/{ifname}/address reads {text:?}, not a MAC address"))
+                }
+            },
+            Err(e) => return Identity::Unknown(e.to_string()),
+        };
+        let want = eui64(&mac);
+        let base = format!("class/infiniband/{dev}");
+        let gid0 = self.attr(&format!("{base}/ports/1/gids/0")).ok().and_then(|t| gid::parse_gid(&t));
+        let from_gid = gid0.filter(|g| g.segments()[0] == 0xfe80).map(|g| {
+            let o = g.octets();
+            [o[8], o[9], o[10], o[11], o[12], o[13], o[14], o[15]]
+        });
+        let from_guid = || self.attr(&format!("{base}/node_guid")).ok().and_then(|t| parse_guid(&t));
+        match from_gid.or_else(from_guid) {
+            Some(id) if id == want => Identity::Same,
+            Some(id) => Identity::Different { mac: format_mac(&mac), id: format_guid(&id) },
+            None => Identity::Unknown(format!(
+                "neither {base}/ports/1/gids/0 nor {base}/node_guid holds an identifier derived from a MAC"
+            )),
+        }
+    }
+
+    /// `Y` (shared, the default) or `N` (exclusive) from ib_core's `netns_mode` parameter.
+    pub fn netns_exclusive(&self) -> Option<bool> {
+        match self.attr("module/ib_core/parameters/netns_mode").ok()?.as_str() {
+            "N" | "0" => Some(true),
+            "Y" | "1" => Some(false),
+            _ => None,
+        }
+    }
+
+    /// Reads every port of `dev`; for Ethernet ports, runs NCCL's GID choice over the table.
+    ///
+    /// Ports are numbered 1, 2, ... without gaps (IBTA; the kernel's `ports/` holds exactly
+    /// those), so they are opened in turn until one is missing, rather than listing the directory:
+    /// one failed open instead of four calls, on a path every pod pays.
+    ///
+    /// `own` holds this pod's addresses in GID form: where NCCL's pick is not one of them, the
+    /// table is read up to the pod's own entry, which is used instead (see `gids::shared`).
+    pub fn ports(
+        &self,
+        dev: &str,
+        prefs: &GidPrefs,
+        own: &[Ipv6Addr],
+        problems: &mut Vec<SysfsError>,
+    ) -> Vec<PortFacts> {
+        self.ports_with(dev, prefs, &gids::Pod { gids: own, addrs: &[], tables: &SysfsOnly }, problems)
+    }
+
+    /// `ports`, with the pod's interfaces and a whole-table source for the reads that go far
+    /// (`gids::shared`).
+    pub fn ports_with(
+        &self,
+        dev: &str,
+        prefs: &GidPrefs,
+        pod: &gids::Pod,
+        problems: &mut Vec<SysfsError>,
+    ) -> Vec<PortFacts> {
+        match self.open_device(dev) {
+            Ok(d) => self.ports_of(&d, prefs, pod, problems),
+            Err(SysfsError::Read { source, .. }) if source.kind() != io::ErrorKind::NotFound => {
+                problems.push(SysfsError::Read { path: self.path(&format!("class/infiniband/{dev}/ports/1")), source });
+                Vec::new()
+            }
+            Err(_) => {
+                let base = self.path(&format!("class/infiniband/{dev}/ports"));
+                problems.push(SysfsError::Content { path: base, content: "no port 1".into() });
+                Vec::new()
+            }
+        }
+    }
+
+    /// `ports_with`, for a device already looked up: each port opened relative to its directory.
+    pub fn ports_of(
+        &self,
+        d: &DeviceDir,
+        prefs: &GidPrefs,
+        pod: &gids::Pod,
+        problems: &mut Vec<SysfsError>,
+    ) -> Vec<PortFacts> {
+        let base = format!("class/infiniband/{}/ports", d.name);
+        let mut ports = Vec::new();
+        for n in 1..=MAX_PORTS {
+            let dir = self.path(&format!("{base}/{n}"));
+            let opened = rustix::fs::openat(
+                &d.fd,
+                format!("ports/{n}"),
+                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                Mode::empty(),
+            );
+            match opened.map_err(io::Error::from) {
+                Ok(fd) => ports.push(self.port(fd, dir, (&d.name, n), prefs, pod)),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => break,
+                Err(source) => {
+                    problems.push(SysfsError::Read { path: dir, source });
+                    break;
+                }
+            }
+        }
+        if ports.is_empty() && !problems.iter().any(|p| matches!(p, SysfsError::Read { .. })) {
+            problems.push(SysfsError::Content { path: self.path(&base), content: "no port 1".into() });
+        }
+        ports
+    }
+
+    fn port(
+        &self,
+        fd: OwnedFd,
+        dir: PathBuf,
+        (dev, port): (&str, u32),
+        prefs: &GidPrefs,
+        pod: &gids::Pod,
+    ) -> PortFacts {
+        let mut problems = Vec::new();
+        let handle = Some(fd);
+        let get = |name: &str, problems: &mut Vec<SysfsError>| {
+            let fd = handle.as_ref()?;
+            file::read_attr_at(fd, &dir, name).map_err(|e| problems.push(e.into())).ok()
+        };
+        let state = get("state", &mut problems);
+        let phys_state = get("phys_state", &mut problems);
+        let link_layer = get("link_layer", &mut problems);
+        let rate = get("rate", &mut problems);
+        let mut facts = PortFacts {
+            port,
+            state,
+            phys_state,
+            link_layer,
+            rate,
+            gid: None,
+            nccl_pick: None,
+            table: Vec::new(),
+            table_len: 0,
+            pkey: None,
+            verbs: None,
+            selftest: None,
+            problems: Vec::new(),
+        };
+        if facts.link_layer.as_deref() == Some("Ethernet") {
+            if let Some(fd) = handle.as_ref() {
+                let mut table = gids::SysfsGids::new(fd, &dir, &mut problems);
+                facts.gid = gids::choose(&mut table, prefs);
+                if !pod.gids.is_empty() {
+                    gids::shared(&mut facts, &mut table, prefs, pod, dev);
+                }
+            }
+        }
+        facts.problems = problems.iter().map(ToString::to_string).collect();
+        facts
+    }
+}
+
+impl Sysfs {
+    /// Every non-empty entry of `dev`'s port `port`, with whose address it holds (given this
+    /// pod's addresses in GID form) and whether NCCL's rule under `prefs` accepts it, and the
+    /// table's length; `None` when the port cannot be opened.
+    pub fn gid_table(
+        &self,
+        dev: &str,
+        port: u32,
+        prefs: &GidPrefs,
+        own: &[Ipv6Addr],
+        problems: &mut Vec<SysfsError>,
+    ) -> Option<(Vec<GidPick>, u32)> {
+        let dir = self.path(&format!("class/infiniband/{dev}/ports/{port}"));
+        let fd = open_dir(&dir).map_err(|source| problems.push(SysfsError::Read { path: dir.clone(), source })).ok()?;
+        let mut table = gids::SysfsGids::new(&fd, &dir, problems);
+        Some(gids::rows(&mut table, prefs, own, gids::Extent::Whole))
+    }
+
+    /// Fills the types of the rows of `dev`'s port `port` that a run read by address only (see
+    /// `gids::with_types`), from `tables` where it answers for the port.
+    pub fn gid_types(
+        &self,
+        (dev, port): (&str, u32),
+        rows: &mut [GidPick],
+        prefs: &GidPrefs,
+        tables: &dyn TableSource,
+        problems: &mut Vec<SysfsError>,
+    ) {
+        let dir = self.path(&format!("class/infiniband/{dev}/ports/{port}"));
+        match open_dir(&dir) {
+            Ok(fd) => {
+                let mut table = gids::SysfsGids::new(&fd, &dir, problems);
+                table.load(tables, dev, port, &[]);
+                gids::with_types(&mut table, rows, prefs);
+            }
+            Err(source) => problems.push(SysfsError::Read { path: dir, source }),
+        }
+    }
+
+    /// The partition of an IPoIB child interface `ifname` (its `pkey` attribute) on `dev`'s port
+    /// (`dev_port` + 1), and where that port's pkey table holds it. `None` when `ifname` is not
+    /// an IPoIB interface.
+    pub fn ipoib_pkey(&self, dev: &str, ifname: &str, problems: &mut Vec<SysfsError>) -> Option<(u32, PkeyPick)> {
+        let raw = self.attr(&format!("class/net/{ifname}/pkey")).ok()?;
+        let Some(pkey) = raw.strip_prefix("0x").and_then(|h| u16::from_str_radix(h, 16).ok()) else {
+            problems.push(SysfsError::Content { path: self.path(&format!("class/net/{ifname}/pkey")), content: raw });
+            return None;
+        };
+        let port =
+            self.attr(&format!("class/net/{ifname}/dev_port")).ok().and_then(|p| p.parse::<u32>().ok()).unwrap_or(0)
+                + 1;
+        let mut found = None;
+        for i in 0..MAX_PKEYS {
+            let Ok(text) = self.attr(&format!("class/infiniband/{dev}/ports/{port}/pkeys/{i}")) else { break };
+            let Some(v) = text.strip_prefix("0x").and_then(|h| u16::from_str_radix(h, 16).ok()) else { continue };
+            // The low 15 bits name the partition; the top bit is full membership. An exact
+            // match (same membership) wins over a partition match.
+            if v == pkey {
+                found = Some(i);
+                break;
+            }
+            if v & 0x7fff == pkey & 0x7fff && v & 0x7fff != 0 && found.is_none() {
+                found = Some(i);
+            }
+        }
+        Some((port, PkeyPick { netdev: ifname.to_string(), pkey, index: found }))
+    }
+}
+
+/// The pkey table's length bound (mlx5 ports have 128 entries; IBTA allows up to 65536, kernels
+/// expose far fewer).
+const MAX_PKEYS: u32 = 256;
+
+/// sysfs's form: eight groups of four hex digits.
+pub fn format_gid(gid: &Ipv6Addr) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(39);
+    for (i, b) in gid.octets().into_iter().enumerate() {
+        if i > 0 && i % 2 == 0 {
+            out.push(':');
+        }
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    out
+}
+
+pub fn looks_like_pci(id: &str) -> bool {
+    // dddd:bb:dd.f
+    let b = id.as_bytes();
+    b.len() == 12 && b[4] == b':' && b[7] == b':' && b[10] == b'.' && {
+        let hex = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_hexdigit);
+        hex(0..4) && hex(5..7) && hex(8..10) && b[11].is_ascii_digit()
+    }
+}
+
+/// The last component of the symlink `rel` under `dir`, as `Sysfs::link_name` reads it.
+fn link_name_at(dir: &OwnedFd, rel: &str) -> Option<String> {
+    let target = rustix::fs::readlinkat(dir, rel, Vec::new()).ok()?;
+    let target = target.to_str().ok()?;
+    let name = target.rsplit('/').next()?;
+    names::device_id(name).ok().map(String::from)
+}
+
+fn open_dir(path: &Path) -> io::Result<OwnedFd> {
+    Ok(rustix::fs::open(path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?)
+}
+
+/// Reads a small attribute by path (bounded, non-blocking, regular files only: see `file`).
+pub fn read_attr(path: &Path) -> Result<String, SysfsError> {
+    Ok(file::read_attr(path)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rdma_device_names_with_a_colon_never_leave_the_walker() {
+        let root = std::env::temp_dir().join(format!("nccl-wrap-colon-{}", std::process::id()));
+        for name in ["mlx5_0", "mlx5:1", "bad name"] {
+            std::fs::create_dir_all(root.join("class/infiniband").join(name)).expect("mkdir");
+        }
+        let mut problems = Vec::new();
+        let names = Sysfs::new(&root).rdma_devices(&mut problems);
+        let _ = std::fs::remove_dir_all(&root);
+        assert_eq!(names, ["mlx5_0"]);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+    }
+
+    #[test]
+    fn eui64_matches_the_kernels_link_local_form() {
+        let mac = parse_mac("0a:58:0a:64:00:07").expect("mac");
+        assert_eq!(format_guid(&eui64(&mac)), "0858:0aff:fe64:0007");
+        assert_eq!(parse_guid("0858:0aff:fe64:0007"), Some(eui64(&mac)));
+        assert_eq!(parse_mac("0a:58:0a:64:00"), None);
+        assert_eq!(parse_mac("0a:58:0a:64:00:07:09"), None);
+        assert_eq!(parse_guid("0858:0aff:fe64"), None);
+    }
+
+    #[test]
+    fn pci_address_shape() {
+        assert!(looks_like_pci("0000:3b:02.6"));
+        assert!(!looks_like_pci("mlx5_core.sf.2"));
+        assert!(!looks_like_pci("0000:3b:02.x"));
+    }
+
+    #[test]
+    fn gid_format_matches_sysfs() {
+        let g = gid::parse_gid("0000:0000:0000:0000:0000:ffff:0a00:6a07").expect("gid");
+        assert_eq!(format_gid(&g), "0000:0000:0000:0000:0000:ffff:0a00:6a07");
+    }
+}

@@ -1,0 +1,338 @@
+//! RDMA devices as the kernel's RDMA netlink (`NETLINK_RDMA`, its `nldev` client) tells them:
+//! what libibverbs' own discovery asks (rdma-core `libibverbs/ibdev_nl.c`), answered here so that
+//! a start asks only about the devices it opens.
+//!
+//! libibverbs lists devices before it can open one. Built without libnl (build.rs), it scans
+//! `class/infiniband_verbs` instead: about 16 system calls for every uverbs device the node has,
+//! and the whole driver match for every one this container can reach, about 23 in all (lab
+//! `39-visible-verbs`), however few the pod owns. The kernel answers the same questions with one
+//! dump of every device (`RDMA_NLDEV_CMD_GET`: index, name, node type, node GUID, port count),
+//! then one question per device (`RDMA_NLDEV_CMD_GET_CHARDEV` for its `uverbs` character device).
+//! [`devices`] is the dump; [`uverbs_of`] asks the second only of the devices given, and says
+//! which of them this container can reach (its node in `/dev/infiniband`, as libibverbs'
+//! `try_access_device` checks).
+//!
+//! The replies are outside input: each read bounded (one dump at most `rtnetlink::MAX_BYTES`,
+//! one answer one buffer), each receive under the socket's deadline, every length checked, names
+//! held to the kernel's 64 bytes and to characters a device name may have (`names::device_name`,
+//! as `NCCL_IB_HCA` needs them). A dump message that does not read, or lacks what libibverbs
+//! needs, is left out; a failed dump, or a uverbs question unanswered or answered with something
+//! that does not read, is the caller's cue to let libibverbs scan sysfs, as it did before. Fuzz
+//! target `nldev`.
+
+use crate::detect::names;
+use crate::detect::rtnetlink::{self, Socket};
+
+/// `RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, op)`: `(5 << 10) + op`.
+const fn nldev(op: u16) -> u16 {
+    (5 << 10) + op
+}
+const CMD_GET: u16 = nldev(1);
+const CMD_GET_CHARDEV: u16 = nldev(15);
+
+// `enum rdma_nldev_attr` (uapi rdma/rdma_netlink.h).
+const ATTR_DEV_INDEX: u16 = 1;
+const ATTR_DEV_NAME: u16 = 2;
+const ATTR_PORT_INDEX: u16 = 3;
+const ATTR_NODE_GUID: u16 = 6;
+const ATTR_DEV_NODE_TYPE: u16 = 14;
+const ATTR_CHARDEV_TYPE: u16 = 69;
+const ATTR_CHARDEV_NAME: u16 = 70;
+const ATTR_CHARDEV_ABI: u16 = 71;
+const ATTR_CHARDEV: u16 = 72;
+const ATTR_UVERBS_DRIVER_ID: u16 = 73;
+
+/// libibverbs' `IBV_SYSFS_NAME_MAX`: a name and its NUL.
+pub const NAME_MAX: usize = 64;
+/// Where the uverbs nodes are (rdma-core's `RDMA_CDEV_DIR`).
+pub const CDEV_DIR: &str = "/dev/infiniband";
+
+/// One RDMA device from the dump.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NlDevice {
+    pub index: u32,
+    pub name: String,
+    /// The kernel's `RDMA_NODE_*` (1: InfiniBand CA ... 7: unspecified).
+    pub node_type: u8,
+    pub node_guid: u64,
+    /// The last port's number: how many ports the device has.
+    pub ports: u32,
+}
+
+/// A device's uverbs character device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Uverbs {
+    /// `uverbs3`: its node under [`CDEV_DIR`] and its sysfs name.
+    pub name: String,
+    pub abi: u64,
+    pub major: u32,
+    pub minor: u32,
+    /// `enum rdma_driver_id`, when the kernel says.
+    pub driver_id: Option<u32>,
+}
+
+/// A device libibverbs may list: the dump's facts and its uverbs node, which this container can
+/// reach.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    pub device: NlDevice,
+    pub uverbs: Uverbs,
+}
+
+/// Discovery over RDMA netlink failed: the caller lets libibverbs scan sysfs instead.
+#[derive(Debug, thiserror::Error)]
+#[error("RDMA netlink: {0}")]
+pub struct Error(#[from] rtnetlink::Error);
+
+/// Every RDMA device this namespace shows (the `RDMA_NLDEV_CMD_GET` dump; the kernel hands over
+/// one device a datagram), those with a name a device may have and every attribute libibverbs
+/// needs.
+pub fn devices() -> Result<Vec<NlDevice>, Error> {
+    let sock = Socket::open_rdma()?;
+    let mut devices = Vec::new();
+    sock.dump(CMD_GET, &[], |ty, payload| {
+        if ty == CMD_GET {
+            devices.extend(parse_device(payload));
+        }
+        Ok(())
+    })?;
+    Ok(devices)
+}
+
+/// `devices` with their uverbs nodes, those whose node this container can reach (`reachable`,
+/// given the node's name). Where the kernel does not answer a device's uverbs question (no
+/// `ib_uverbs`, a kernel older than 5.0, which has no such question) or answers something that
+/// does not read, the whole discovery is an error: libibverbs then looks in sysfs, as rdma-core's
+/// own discovery does.
+pub fn uverbs_of(devices: &[NlDevice], reachable: impl Fn(&str) -> bool) -> Result<Vec<Found>, Error> {
+    if devices.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sock = Socket::open_rdma()?;
+    let mut out = Vec::new();
+    for device in devices {
+        let answer = sock.ask(CMD_GET_CHARDEV, &chardev_request(device.index))?;
+        let uverbs = parse_uverbs(&answer)
+            .ok_or_else(|| rtnetlink::Error::Reply(format!("{}: the uverbs answer does not read", device.name)))?;
+        if reachable(&uverbs.name) {
+            out.push(Found { device: device.clone(), uverbs });
+        } else {
+            log::debug!("{}: {CDEV_DIR}/{} is not in this container", device.name, uverbs.name);
+        }
+    }
+    Ok(out)
+}
+
+/// `RDMA_NLDEV_CMD_GET_CHARDEV`'s attributes: the device's index, the client `uverbs`.
+fn chardev_request(index: u32) -> Vec<u8> {
+    let mut b = Vec::with_capacity(20);
+    attr(&mut b, ATTR_DEV_INDEX, &index.to_ne_bytes());
+    attr(&mut b, ATTR_CHARDEV_TYPE, b"uverbs\0");
+    b
+}
+
+/// One attribute, padded to 4 bytes.
+fn attr(b: &mut Vec<u8>, ty: u16, value: &[u8]) {
+    let len = u16::try_from(4 + value.len()).unwrap_or(u16::MAX);
+    b.extend_from_slice(&len.to_ne_bytes());
+    b.extend_from_slice(&ty.to_ne_bytes());
+    b.extend_from_slice(value);
+    b.resize(rtnetlink::align(b.len()), 0);
+}
+
+/// A dump message's device, when it has every attribute libibverbs needs (as `ibdev_nl.c` asks
+/// them) and a name a device may have.
+pub fn parse_device(payload: &[u8]) -> Option<NlDevice> {
+    let (mut index, mut name, mut node_type, mut guid, mut ports) = (None, None, None, None, None);
+    for (ty, v) in rtnetlink::attrs(payload).ok()? {
+        match ty {
+            ATTR_DEV_INDEX => index = u32_of(v),
+            ATTR_DEV_NAME => name = text(v),
+            ATTR_DEV_NODE_TYPE => node_type = v.first().copied(),
+            ATTR_NODE_GUID => guid = u64_of(v),
+            ATTR_PORT_INDEX => ports = u32_of(v),
+            _ => {}
+        }
+    }
+    let name = name.filter(|n| names::device_name(n).is_ok())?;
+    Some(NlDevice { index: index?, name, node_type: node_type?, node_guid: guid?, ports: ports? })
+}
+
+/// The uverbs answer, when it has the node's number, ABI and name, and the name is one a
+/// uverbs node has (`uverbs` and a number).
+pub fn parse_uverbs(payload: &[u8]) -> Option<Uverbs> {
+    let (mut name, mut abi, mut dev, mut driver_id) = (None, None, None, None);
+    for (ty, v) in rtnetlink::attrs(payload).ok()? {
+        match ty {
+            ATTR_CHARDEV_NAME => name = text(v),
+            ATTR_CHARDEV_ABI => abi = u64_of(v),
+            ATTR_CHARDEV => dev = u64_of(v),
+            // The kernel puts a u32 here, rdma-core reads a u32.
+            ATTR_UVERBS_DRIVER_ID => driver_id = u32_of(v),
+            _ => {}
+        }
+    }
+    let name = name
+        .filter(|n| n.strip_prefix("uverbs").is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())))?;
+    let dev = dev?;
+    // The kernel's `huge_encode_dev`, decoded as rdma-core decodes it.
+    let major = u32::try_from((dev & 0xfff00) >> 8).ok()?;
+    let minor = u32::try_from((dev & 0xff) | ((dev >> 12) & 0xfff00)).ok()?;
+    Some(Uverbs { name, abi: abi?, major, minor, driver_id })
+}
+
+/// A NUL-terminated string attribute that fits libibverbs' name buffers.
+fn text(v: &[u8]) -> Option<String> {
+    let s = v.split(|&b| b == 0).next()?;
+    (!s.is_empty() && s.len() < NAME_MAX).then(|| String::from_utf8(s.to_vec()).ok()).flatten()
+}
+
+fn u32_of(v: &[u8]) -> Option<u32> {
+    Some(u32::from_ne_bytes(v.get(..4)?.try_into().ok()?))
+}
+
+fn u64_of(v: &[u8]) -> Option<u64> {
+    Some(u64::from_ne_bytes(v.get(..8)?.try_into().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attrs(list: &[(u16, &[u8])]) -> Vec<u8> {
+        let mut b = Vec::new();
+        for (ty, v) in list {
+            attr(&mut b, *ty, v);
+        }
+        b
+    }
+
+    fn device(name: &[u8]) -> Vec<u8> {
+        attrs(&[
+            (ATTR_DEV_INDEX, &7u32.to_ne_bytes()),
+            (ATTR_DEV_NAME, name),
+            (ATTR_PORT_INDEX, &1u32.to_ne_bytes()),
+            (ATTR_NODE_GUID, &0x0258_0aff_fe80_0211u64.to_ne_bytes()),
+            (ATTR_DEV_NODE_TYPE, &[1]),
+        ])
+    }
+
+    #[test]
+    fn a_dump_message_reads_as_its_device() {
+        let d = parse_device(&device(b"mlx5_10\0")).expect("device");
+        assert_eq!(
+            d,
+            NlDevice { index: 7, name: "mlx5_10".into(), node_type: 1, node_guid: 0x0258_0aff_fe80_0211, ports: 1 }
+        );
+    }
+
+    #[test]
+    fn a_device_without_what_libibverbs_needs_or_with_a_bad_name_is_left_out() {
+        for name in [&b"mlx5_0:1\0"[..], b"\0", b"a b\0", &[b'x'; 64][..], b"\xff\xfe\0"] {
+            assert_eq!(parse_device(&device(name)), None, "{name:?}");
+        }
+        // Each attribute libibverbs needs, missing in turn.
+        let full = [
+            (ATTR_DEV_INDEX, &7u32.to_ne_bytes()[..]),
+            (ATTR_DEV_NAME, b"rxe0\0"),
+            (ATTR_PORT_INDEX, &1u32.to_ne_bytes()),
+            (ATTR_NODE_GUID, &1u64.to_ne_bytes()),
+            (ATTR_DEV_NODE_TYPE, &[4]),
+        ];
+        assert!(parse_device(&attrs(&full)).is_some());
+        for skip in 0..full.len() {
+            let some: Vec<_> = full.iter().enumerate().filter(|(i, _)| *i != skip).map(|(_, a)| *a).collect();
+            assert_eq!(parse_device(&attrs(&some)), None, "without attribute {}", full[skip].0);
+        }
+        // Short values and a truncated attribute.
+        assert_eq!(parse_device(&attrs(&[(ATTR_DEV_INDEX, &[1, 2])])), None);
+        let mut cut = device(b"rxe0\0");
+        cut.truncate(cut.len() - 6);
+        assert_eq!(parse_device(&cut), None);
+    }
+
+    #[test]
+    fn the_uverbs_answer_reads_as_its_node() {
+        // uverbs3: major 231, minor 195 (huge_encode_dev: minor's low byte, major << 8).
+        let dev: u64 = (195 & 0xff) | (231 << 8);
+        let a = attrs(&[
+            (ATTR_CHARDEV_NAME, b"uverbs3\0"),
+            (ATTR_CHARDEV_ABI, &1u64.to_ne_bytes()),
+            (ATTR_CHARDEV, &dev.to_ne_bytes()),
+            (ATTR_UVERBS_DRIVER_ID, &11u32.to_ne_bytes()),
+        ]);
+        let u = parse_uverbs(&a).expect("uverbs");
+        assert_eq!(u, Uverbs { name: "uverbs3".into(), abi: 1, major: 231, minor: 195, driver_id: Some(11) });
+        // A minor past 255 keeps its high bits.
+        let dev: u64 = (300 & 0xff) | (231 << 8) | ((300 & !0xff) << 12);
+        let a = attrs(&[
+            (ATTR_CHARDEV_NAME, b"uverbs300\0"),
+            (ATTR_CHARDEV_ABI, &1u64.to_ne_bytes()),
+            (ATTR_CHARDEV, &dev.to_ne_bytes()),
+        ]);
+        assert_eq!(parse_uverbs(&a).map(|u| (u.major, u.minor, u.driver_id)), Some((231, 300, None)));
+    }
+
+    #[test]
+    fn a_uverbs_answer_that_names_no_uverbs_node_is_refused() {
+        let dev = 231u64 << 8;
+        for name in [&b"uverbs\0"[..], b"../uverbs1\0", b"uverbs1/x\0", b"issm0\0", b"uverbs-1\0"] {
+            let a = attrs(&[
+                (ATTR_CHARDEV_NAME, name),
+                (ATTR_CHARDEV_ABI, &1u64.to_ne_bytes()),
+                (ATTR_CHARDEV, &dev.to_ne_bytes()),
+            ]);
+            assert_eq!(parse_uverbs(&a), None, "{name:?}");
+        }
+        assert_eq!(parse_uverbs(&attrs(&[(ATTR_CHARDEV_NAME, b"uverbs1\0")])), None);
+    }
+
+    #[test]
+    fn the_chardev_question_names_the_device_and_the_uverbs_client() {
+        let q = chardev_request(9);
+        let got: Vec<(u16, Vec<u8>)> = rtnetlink::attrs(&q).expect("attrs").map(|(t, v)| (t, v.to_vec())).collect();
+        assert_eq!(got, vec![(ATTR_DEV_INDEX, 9u32.to_ne_bytes().to_vec()), (ATTR_CHARDEV_TYPE, b"uverbs\0".to_vec())]);
+        assert_eq!(q.len() % 4, 0);
+    }
+
+    /// What a real kernel (Debian 12's 6.1, two rxe devices, lab `capture-nldev`) answered.
+    #[test]
+    fn the_kernels_captured_answers_read_as_its_devices_and_nodes() {
+        let capture = |name: &str| {
+            std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/nldev").join(name))
+                .expect("capture")
+        };
+        for (i, dev) in ["rxe0", "rxe1"].iter().enumerate() {
+            let mut got = Vec::new();
+            let end = rtnetlink::walk(&capture(&format!("dump-{dev}.bin")), |ty, p| {
+                assert_eq!(ty, CMD_GET);
+                got.push(parse_device(p));
+                Ok(())
+            })
+            .expect("walk");
+            assert!(!end, "one device a datagram, the end in a datagram of its own");
+            let d = got.pop().flatten().expect("device");
+            assert_eq!((d.index, d.name.as_str(), d.node_type, d.ports), (i as u32, *dev, 1, 1));
+            assert_ne!(d.node_guid, 0);
+            let answer = rtnetlink::answer(&capture(&format!("chardev-uverbs{i}.bin"))).expect("answer");
+            let u = parse_uverbs(&answer).expect("uverbs");
+            // rxe: uverbs ABI 2, RDMA_DRIVER_RXE (14); uverbs0 is 231:192.
+            assert_eq!(
+                u,
+                Uverbs { name: format!("uverbs{i}"), abi: 2, major: 231, minor: 192 + i as u32, driver_id: Some(14) }
+            );
+        }
+        assert!(rtnetlink::walk(&capture("dump-done.bin"), |_, _| Ok(())).expect("walk"), "the dump's end");
+    }
+
+    /// This kernel answers the dump (no RDMA device here: an empty list), or has no RDMA netlink
+    /// at all; either way nothing is found and nothing fails.
+    #[test]
+    fn this_kernel_answers_or_refuses_cleanly() {
+        match devices().and_then(|d| uverbs_of(&d, |_| true)) {
+            Ok(found) => assert!(found.iter().all(|f| names::device_name(&f.device.name).is_ok())),
+            Err(e) => assert!(e.to_string().starts_with("RDMA netlink: "), "{e}"),
+        }
+        assert!(uverbs_of(&[], |_| true).expect("nothing to ask").is_empty());
+    }
+}

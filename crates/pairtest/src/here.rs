@@ -1,0 +1,188 @@
+//! What this pod brings to every edge of a test, read once before any: its ports as the run will
+//! use them (the plan's, with NCCL_IB_GID_INDEX as NCCL will read it), its name, its routes, and
+//! the ports its plan left out for their GID. Reads only the plan, the variables and the proc
+//! root; opens nothing.
+
+use std::ffi::OsStr;
+use std::path::Path;
+
+use super::cause::{Cause, PlanGid, Status};
+use super::output::{self, Dropped};
+use super::pair::Planned;
+use super::route::{self, Route};
+use nw_decide::{Action, Plan};
+use nw_nccl::env::IB_GID_INDEX;
+use nw_nccl::gid::RoceType;
+use nw_observe::detect::port::{GidPick, PortFacts};
+use nw_observe::detect::sysfs::Attachment;
+use nw_observe::detect::Vars;
+use nw_observe::verbs::{Verbs, VerbsError};
+
+/// What ping (and the gate's pairs) read besides their options.
+pub struct Inputs<'a> {
+    pub plan: &'a Plan,
+    pub vars: &'a Vars,
+    pub proc_root: &'a Path,
+    pub verbs: &'a dyn Verbs,
+}
+
+/// What this pod brings to every edge: its ports as the run will use them, its name, its routes
+/// and the ports its plan left out for their GID.
+#[derive(Debug, Clone)]
+pub struct Here {
+    pub planned: Vec<Planned>,
+    pub host: String,
+    pub routes: Option<Vec<Route>>,
+    pub dropped: Vec<Dropped>,
+    /// The plan's entry at each port's GID index, for naming a foreign or vanished source GID.
+    pub gids: Vec<PlanGid>,
+}
+
+impl Here {
+    /// What a cause is named with beside the run.
+    pub fn local(&self) -> output::Local<'_> {
+        output::Local { routes: self.routes.as_deref(), gids: &self.gids }
+    }
+}
+
+/// This pod's side of every edge, or why it has none: ibverbs not used, no usable port.
+pub fn read(inp: &Inputs) -> Result<Here, Cause> {
+    if let Err(VerbsError::Unavailable(reason)) = inp.verbs.device_names() {
+        return Err(Cause::new(
+            "no-port",
+            Status::Fail,
+            format!("ping moves bytes through ibverbs, which are not used here: {reason}"),
+            "run against the kernel's /sys, without --skip-verbs",
+        ));
+    }
+    let planned = planned(inp.plan);
+    if planned.is_empty() {
+        return Err(Cause::new(
+            "no-port",
+            Status::Fail,
+            "no usable RDMA port in this pod: nothing to test (a run would set NCCL_IB_DISABLE=1)",
+            "run `nccl-wrap doctor` to see why each port is not used",
+        ));
+    }
+    let gids = plan_gids(inp.plan, &planned);
+    Ok(Here {
+        planned,
+        host: hostname(inp.proc_root, inp.vars),
+        routes: route::read(inp.proc_root),
+        dropped: dropped_for_gid(inp.plan),
+        gids,
+    })
+}
+
+/// The plan's entry at each planned port's GID index (its own pick, or the entry a forced
+/// NCCL_IB_GID_INDEX lands on in a table the plan read whole), and whose address it held.
+fn plan_gids(plan: &Plan, planned: &[Planned]) -> Vec<PlanGid> {
+    let mut out = Vec::new();
+    for p in planned {
+        let Some(index) = p.gid_index else { continue };
+        let facts = plan
+            .detection
+            .devices
+            .iter()
+            .find(|d| d.name == p.device)
+            .and_then(|d| d.ports.iter().find(|f| f.port == u32::from(p.port)));
+        let Some(f) = facts else { continue };
+        if let Some(g) = entry_at(f, index) {
+            out.push(PlanGid {
+                device: p.device.clone(),
+                port: p.port,
+                index,
+                gid: g.gid.clone(),
+                address: g.address.clone(),
+                owner: g.owner,
+            });
+        }
+    }
+    out
+}
+
+/// The plan's ports as the run will use them: NCCL_IB_GID_INDEX as NCCL will read it (the
+/// user's value when kept), otherwise each port's own pick.
+pub fn planned(plan: &Plan) -> Vec<Planned> {
+    let forced: Option<u32> = plan.vars.iter().find(|v| v.name == IB_GID_INDEX).and_then(|v| {
+        let value = if v.action == Action::Kept { v.previous.as_deref()? } else { v.value.as_str() };
+        value.trim().parse().ok()
+    });
+    let mut out = Vec::new();
+    for hca in &plan.hca {
+        let Some((dev, port)) = hca.rsplit_once(':') else { continue };
+        let Ok(port) = port.parse::<u8>() else { continue };
+        let device = plan.detection.devices.iter().find(|d| d.name == dev);
+        let facts = device.and_then(|d| d.ports.iter().find(|p| p.port == u32::from(port)));
+        // A software device's rate is its net device's, not what it moves: no rate to judge by.
+        let software = device.is_some_and(|d| matches!(d.attachment, Attachment::Software { .. }));
+        let rate_kbps = facts
+            .and_then(|f| nw_observe::detect::port::rate_mbps(f.rate.as_deref()?).map(|m| u64::from(m) * 1000))
+            .filter(|_| !software);
+        let pick = facts.and_then(|p| p.gid.as_ref());
+        let gid_index = forced.filter(|_| pick.is_some()).or(pick.map(|g| g.index));
+        // The entry at that index as the plan read it: its own pick, NCCL's, or a row of a
+        // table read whole (a forced index elsewhere is read from the port when it opens).
+        let entry = facts.and_then(|f| entry_at(f, gid_index?));
+        let gid_type = entry.and_then(|g| g.roce).map(|r| match r {
+            RoceType::V1 => "IB/RoCE v1".to_owned(),
+            RoceType::V2 => "RoCE v2".to_owned(),
+        });
+        out.push(Planned {
+            device: dev.to_owned(),
+            port,
+            gid_index,
+            gid_type,
+            netdev: entry.or(pick).and_then(|g| g.ndev.clone()),
+            rate_kbps,
+        });
+    }
+    out
+}
+
+/// The entry at `index` of a port, as the plan read it.
+fn entry_at(f: &PortFacts, index: u32) -> Option<&GidPick> {
+    f.gid.iter().chain(f.nccl_pick.iter()).chain(f.table.iter()).find(|g| g.index == index)
+}
+
+/// The RoCE ports the plan leaves out only for their GID (up and ACTIVE, but no GID of NCCL's
+/// family and RoCE version: a rail without its IPv4 address), with the plan's reason. A port
+/// left out for anything else (down, not this pod's) is not a rail of this pod.
+pub fn dropped_for_gid(plan: &Plan) -> Vec<output::Dropped> {
+    let mut out = Vec::new();
+    for d in plan.decisions.iter().filter(|d| !d.used) {
+        let (Some(reason), Ok(port)) = (&d.reason, u8::try_from(d.port)) else { continue };
+        let facts = plan
+            .detection
+            .devices
+            .iter()
+            .find(|x| x.name == d.device)
+            .and_then(|x| x.ports.iter().find(|p| p.port == d.port));
+        let Some(f) = facts else { continue };
+        let gid_only = f.link_layer.as_deref() == Some("Ethernet")
+            && nw_decide::link_problem(f).is_none()
+            && f.gid.as_ref().is_some_and(|g| !g.full_match);
+        if gid_only {
+            out.push(output::Dropped { device: d.device.clone(), port, reason: reason.clone() });
+        }
+    }
+    out
+}
+
+/// This pod's name: the kernel's hostname under the proc root, else `HOSTNAME`.
+pub fn hostname(proc_root: &Path, vars: &Vars) -> String {
+    let from_proc = nw_observe::detect::file::read_attr(&proc_root.join("sys/kernel/hostname")).ok();
+    let raw = from_proc.or_else(|| vars.get(OsStr::new("HOSTNAME")).map(|h| h.to_string_lossy().into_owned()));
+    let h: String = raw
+        .unwrap_or_default()
+        .trim()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || "-._".contains(*c))
+        .take(253)
+        .collect();
+    if h.is_empty() {
+        "unknown".into()
+    } else {
+        h
+    }
+}

@@ -1,0 +1,41 @@
+//! The pair test: two pods test the RDMA rails between them, over the ports a run would hand
+//! NCCL. One protocol layer under three front ends in the binary: `nccl-wrap ping`, the
+//! gate (`--gate`) and the node agent's ring (`watch --ring`). It knows none of
+//! them: a front end picks the peers, the test's [`Settings`] and what to do with the results.
+//!
+//! - `settings`: the one settings type of a test (sizes, pairing, deadline), and what a
+//!   listener lets a peer ask for;
+//! - `wire` (and `wire_gate`): every message kind and its framing (pure), the gate's included;
+//! - `exchange`: TCP with deadlines, hostile peers; `door`: the one accept policy of every
+//!   listener (who, how many at once, how long; what is kept open);
+//! - `clean`: peer-supplied text made printable and bounded before anything prints it;
+//! - `seal`: the job secret's MAC on the gate's frames (HMAC-SHA256, bound to job, kind, nonces);
+//! - `here`: what this pod brings (ports, name, routes); `session`: one run with one peer from
+//!   either end; `pair`: the verbs work; `edge`: this pod towards one peer, as results;
+//! - `rdma`: the one adapter of [`edge::PairTest`] over ibverbs;
+//! - `slow`: a pair that works but slowly, against the median and its rated speed (pure);
+//! - `cause`: why a pair failed (pure); `route`: this namespace's IPv4 routes (pure parse);
+//!   `output`: each pair's result, as JSON lines and the human form.
+//!
+//! It must never print a peer's text unsanitised, and never register more than the listener's
+//! own limit because a peer asked for it.
+
+#![deny(unsafe_code)]
+
+pub mod cause;
+pub mod clean;
+pub mod door;
+pub mod edge;
+pub mod exchange;
+pub mod here;
+pub mod output;
+pub mod pair;
+pub mod rdma;
+pub mod route;
+pub mod seal;
+pub mod session;
+pub mod settings;
+pub mod slow;
+pub mod wire;
+
+pub use settings::Settings;

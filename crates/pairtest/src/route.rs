@@ -1,0 +1,188 @@
+//! This namespace's IPv4 routes (`PROC/net/route`, the main table) and the one question ping asks
+//! of them: does rail X (its GID's net device) have a route to the peer's address? RoCE v2 is
+//! routed like any IP packet from the GID's net device, so a peer on a subnet no route of that
+//! device covers is unreachable however healthy both ports are (rail-optimised fabrics give each
+//! rail its own subnet: rail 0 to rail 1 has no route).
+//!
+//! The parse is pure; only [`read`] touches the file, under the `--proc-root` given. Policy
+//! routing tables other than main are not in this file, so a "no route" here is evidence for a
+//! failed pair, never a verdict on its own.
+
+use std::net::Ipv4Addr;
+use std::path::Path;
+
+use serde::Serialize;
+
+const RTF_UP: u32 = 0x1;
+const RTF_GATEWAY: u32 = 0x2;
+const RTF_REJECT: u32 = 0x200;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Route {
+    pub iface: String,
+    pub dest: Ipv4Addr,
+    pub prefix_len: u8,
+    pub gateway: Option<Ipv4Addr>,
+}
+
+impl Route {
+    fn covers(&self, addr: Ipv4Addr) -> bool {
+        let mask = if self.prefix_len == 0 { 0 } else { u32::MAX << (32 - u32::from(self.prefix_len)) };
+        u32::from(addr) & mask == u32::from(self.dest) & mask
+    }
+
+    pub fn describe(&self) -> String {
+        let via = self.gateway.map(|g| format!(" via {g}")).unwrap_or_default();
+        if self.prefix_len == 0 {
+            format!("default{via} dev {}", self.iface)
+        } else {
+            format!("{}/{}{via} dev {}", self.dest, self.prefix_len, self.iface)
+        }
+    }
+}
+
+/// A `/proc/net/route` address field: the kernel prints the network-order word as a host-order
+/// hex number, so the host's byte order gives the address back.
+fn addr(hex: &str) -> Option<Ipv4Addr> {
+    let v = u32::from_str_radix(hex, 16).ok()?;
+    (hex.len() == 8).then(|| Ipv4Addr::from(v.to_ne_bytes()))
+}
+
+/// The usable routes of a `/proc/net/route` text; lines that do not parse are skipped (the
+/// header, and anything a future kernel adds).
+pub fn parse(text: &str) -> Vec<Route> {
+    let mut out = Vec::new();
+    for line in text.lines().skip(1).take(4096) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 8 {
+            continue;
+        }
+        let (Some(dest), Some(gw), Ok(flags), Some(mask)) =
+            (addr(f[1]), addr(f[2]), u32::from_str_radix(f[3], 16), addr(f[7]))
+        else {
+            continue;
+        };
+        if flags & RTF_UP == 0 || flags & RTF_REJECT != 0 {
+            continue;
+        }
+        let m = u32::from(mask);
+        // Only contiguous masks describe a prefix.
+        if m.leading_ones() + m.trailing_zeros() != 32 {
+            continue;
+        }
+        let gateway = (flags & RTF_GATEWAY != 0).then_some(gw);
+        out.push(Route { iface: f[0].to_owned(), dest, prefix_len: m.leading_ones() as u8, gateway });
+    }
+    out
+}
+
+/// The most of `net/route` read: 8,000 routes of 128 bytes, far more than any pod has.
+const ROUTE_MAX: usize = 1 << 20;
+
+/// Reads `PROC/net/route`; `None` when it cannot be read (no procfs, or IPv4 absent).
+pub fn read(proc_root: &Path) -> Option<Vec<Route>> {
+    // Bounded and non-blocking: a FIFO or an endless file there must not hang the gate.
+    let bytes = nw_observe::detect::file::read(&proc_root.join("net/route"), ROUTE_MAX).ok()?;
+    Some(parse(&String::from_utf8_lossy(&bytes)))
+}
+
+/// What the routes say about reaching `peer` from `netdev`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reach {
+    /// The longest matching route through `netdev`.
+    Via(Route),
+    /// No route through `netdev` covers the peer; the best one overall, if any, uses another
+    /// device.
+    NoRoute { elsewhere: Option<Route> },
+}
+
+fn best<'a>(routes: impl Iterator<Item = &'a Route>, peer: Ipv4Addr) -> Option<&'a Route> {
+    routes.filter(|r| r.covers(peer)).max_by_key(|r| r.prefix_len)
+}
+
+pub fn reach(routes: &[Route], netdev: &str, peer: Ipv4Addr) -> Reach {
+    match best(routes.iter().filter(|r| r.iface == netdev), peer) {
+        Some(r) => Reach::Via(r.clone()),
+        None => Reach::NoRoute { elsewhere: best(routes.iter(), peer).cloned() },
+    }
+}
+
+/// The IPv4 address of an IPv4-mapped GID (`::ffff:a.b.c.d`), as RoCE v2 over IPv4 uses.
+pub fn gid_ipv4(gid: &[u8; 16]) -> Option<Ipv4Addr> {
+    (gid[..10] == [0; 10] && gid[10..12] == [0xff, 0xff]).then(|| Ipv4Addr::new(gid[12], gid[13], gid[14], gid[15]))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A pod with the pod network on eth0 (default route) and four rails, each on its own /24,
+    /// as `cat /proc/net/route` shows it on x86_64; plus a rejected route and a down one.
+    pub(crate) const POD_ROUTES: &str = "\
+Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT
+eth0\t00000000\t0100800A\t0003\t0\t0\t0\t00000000\t0\t0\t0
+eth0\t0000800A\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0
+net1\t006A000A\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0
+net2\t006B000A\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0
+net3\t00BE000A\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0
+net4\t00BF000A\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0
+net4\t0000000B\t00000000\t0201\t0\t0\t0\t000000FF\t0\t0\t0
+net3\t0000000C\t00000000\t0000\t0\t0\t0\t000000FF\t0\t0\t0
+garbage line
+";
+
+    #[test]
+    fn parses_the_main_table_as_the_kernel_prints_it() {
+        let r = parse(POD_ROUTES);
+        assert_eq!(r.len(), 6, "{r:?}");
+        assert_eq!(r[0].describe(), "default via 10.128.0.1 dev eth0");
+        assert_eq!(r[1].describe(), "10.128.0.0/16 dev eth0");
+        assert_eq!(r[2].describe(), "10.0.106.0/24 dev net1");
+    }
+
+    #[test]
+    fn a_rail_reaches_its_own_subnet_only() {
+        let r = parse(POD_ROUTES);
+        let peer = Ipv4Addr::new(10, 0, 106, 8);
+        assert_eq!(reach(&r, "net1", peer), Reach::Via(r[2].clone()));
+        // net1 to rail 2's subnet: only net2 (and the pod network's default route) cover it.
+        let peer = Ipv4Addr::new(10, 0, 107, 8);
+        match reach(&r, "net1", peer) {
+            Reach::NoRoute { elsewhere: Some(e) } => assert_eq!(e.describe(), "10.0.107.0/24 dev net2"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(reach(&r, "net2", peer), Reach::Via(r[3].clone()));
+        // Rejected and down routes do not count.
+        assert!(matches!(reach(&r, "net4", Ipv4Addr::new(11, 0, 0, 1)), Reach::NoRoute { .. }));
+        assert!(matches!(reach(&r, "net3", Ipv4Addr::new(12, 0, 0, 1)), Reach::NoRoute { .. }));
+    }
+
+    #[test]
+    fn longest_prefix_wins_and_default_routes_count() {
+        let text = "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\n\
+                    net1\t00000000\t0101000A\t0003\t0\t0\t0\t00000000\n\
+                    net1\t0000000A\t00000000\t0001\t0\t0\t0\t000000FF\n";
+        let r = parse(text);
+        assert_eq!(reach(&r, "net1", Ipv4Addr::new(10, 9, 9, 9)), Reach::Via(r[1].clone()));
+        assert_eq!(reach(&r, "net1", Ipv4Addr::new(192, 168, 0, 1)), Reach::Via(r[0].clone()));
+    }
+
+    #[test]
+    fn odd_fields_are_skipped() {
+        let text = "h\nnet1\tZZZZZZZZ\t00000000\t0001\t0\t0\t0\t00FFFFFF\n\
+                    net1\t006A000A\t00000000\t0001\t0\t0\t0\tFF00FFFF\n\
+                    net1\t006A0A\t00000000\t0001\t0\t0\t0\t00FFFFFF\n";
+        assert!(parse(text).is_empty());
+    }
+
+    #[test]
+    fn ipv4_mapped_gids_give_their_address() {
+        let mut g = [0u8; 16];
+        g[10] = 0xff;
+        g[11] = 0xff;
+        g[12..].copy_from_slice(&[10, 0, 106, 7]);
+        assert_eq!(gid_ipv4(&g), Some(Ipv4Addr::new(10, 0, 106, 7)));
+        g[0] = 0xfe;
+        assert_eq!(gid_ipv4(&g), None);
+    }
+}

@@ -1,0 +1,268 @@
+//! The job secret's MAC on the gate's frames (join, assign, report, verdict): HMAC-SHA256 keyed
+//! by the secret every pod of one job shares, over the frame bound to the job id, the frame's
+//! kind and the session's nonces (the joining pod's, fresh each run, and the coordinator's, fresh
+//! each gate run), so that a frame is taken by no other job, kind, pod or gate run.
+//!
+//! Pure but for [`nonce`] (the kernel's random bytes). It must never compare tags in variable
+//! time (the `hmac` crate's `verify_slice` is constant-time), never print the secret (its
+//! `Debug` says only its length), and never take a frame as authentic without checking it.
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use super::wire::{self, Message};
+
+/// The most bytes a secret may have (a mounted Secret's file is read with this bound).
+pub const MAX_SECRET: usize = 4096;
+/// Domain of every MAC: a tag made for anything else never verifies here.
+const DOMAIN: &[u8] = b"nccl-wrap gate frame v1";
+
+/// The job's secret, as bytes.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(Vec<u8>);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Secret({} bytes)", self.0.len())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SecretError {
+    #[error("the job secret is empty")]
+    Empty,
+    #[error("the job secret is {0} bytes, more than {MAX_SECRET}")]
+    TooLong(usize),
+}
+
+impl Secret {
+    /// The secret from a variable's value or a file's bytes; the whitespace around it (a
+    /// file's final newline) is not part of it.
+    pub fn new(bytes: &[u8]) -> Result<Secret, SecretError> {
+        if bytes.len() > MAX_SECRET {
+            return Err(SecretError::TooLong(bytes.len()));
+        }
+        let start = bytes.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(bytes.len());
+        let end = bytes.iter().rposition(|b| !b.is_ascii_whitespace()).map_or(start, |e| e + 1);
+        if start >= end {
+            return Err(SecretError::Empty);
+        }
+        Ok(Secret(bytes[start..end].to_vec()))
+    }
+}
+
+/// Why a frame is not taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SealError {
+    #[error("carries no job-secret MAC, and this pod has a job secret: that pod has no NCCL_WRAP_GATE_SECRET (or _FILE), or is not of this job")]
+    Missing,
+    #[error("carries a job-secret MAC, and this pod has no job secret: set the same NCCL_WRAP_GATE_SECRET (or _FILE) on every pod of the job")]
+    Unexpected,
+    #[error("fails the job-secret MAC check: it was made with another secret (or for another job, pod or gate run)")]
+    Wrong,
+}
+
+/// The session a frame belongs to.
+#[derive(Debug, Clone, Copy)]
+pub struct Bound<'a> {
+    pub job: &'a str,
+    /// The joining pod's nonce (its join's).
+    pub member: &'a str,
+    /// The coordinator's nonce for this gate run (its assignment's); empty before it is known.
+    pub gate: &'a str,
+}
+
+/// A fresh nonce: 16 random bytes from the kernel, in hex. Without them (a kernel refusing
+/// getrandom), the time and the process id: still unique per run, if not secret.
+pub fn nonce() -> String {
+    let mut b = [0u8; 16];
+    if rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty()) != Ok(b.len()) {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        b[..12].copy_from_slice(&t.to_le_bytes()[..12]);
+        b[12..].copy_from_slice(&std::process::id().to_le_bytes());
+    }
+    hex(&b)
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(h: &str) -> Option<Vec<u8>> {
+    if h.len() % 2 != 0 {
+        return None;
+    }
+    (0..h.len()).step_by(2).map(|i| h.get(i..i + 2).and_then(|p| u8::from_str_radix(p, 16).ok())).collect()
+}
+
+/// The frame's MAC field, and its body as the MAC covers it (the frame without its MAC).
+fn parts(msg: &Message) -> Option<(Option<&String>, Vec<u8>)> {
+    let body = |m: &Message| -> Option<Vec<u8>> {
+        match m {
+            Message::Join(j) => serde_json::to_vec(&wire::Join { mac: None, ..j.clone() }).ok(),
+            Message::Assign(a) => serde_json::to_vec(&wire::Assign { mac: None, ..a.clone() }).ok(),
+            Message::Report(r) => serde_json::to_vec(&wire::Report { mac: None, ..r.clone() }).ok(),
+            Message::Verdict(v) => serde_json::to_vec(&wire::Verdict { mac: None, ..v.clone() }).ok(),
+            _ => None,
+        }
+    };
+    let mac = match msg {
+        Message::Join(j) => j.mac.as_ref(),
+        Message::Assign(a) => a.mac.as_ref(),
+        Message::Report(r) => r.mac.as_ref(),
+        Message::Verdict(v) => v.mac.as_ref(),
+        _ => return None,
+    };
+    Some((mac, body(msg)?))
+}
+
+/// The MAC state over one frame; `None` only if HMAC refused the key (it takes any length).
+fn keyed(key: &Secret, kind: &str, b: &Bound, body: &[u8]) -> Option<Hmac<Sha256>> {
+    let mut m = Hmac::<Sha256>::new_from_slice(&key.0).ok()?;
+    // Each part length-prefixed: no two different sessions or frames give the same input.
+    for part in [DOMAIN, kind.as_bytes(), b.job.as_bytes(), b.member.as_bytes(), b.gate.as_bytes(), body] {
+        m.update(&(part.len() as u64).to_be_bytes());
+        m.update(part);
+    }
+    Some(m)
+}
+
+/// Puts the MAC on a gate frame (the frame's peer texts are made printable first, as the peer
+/// will decode them). Without a key, or on another kind, the frame is left as it is.
+pub fn seal(msg: Message, key: Option<&Secret>, b: &Bound) -> Message {
+    let msg = wire::printable(msg);
+    let Some(key) = key else { return msg };
+    let Some((_, body)) = parts(&msg) else { return msg };
+    let tag = keyed(key, msg.name(), b, &body).map(|m| hex(&m.finalize().into_bytes()));
+    match msg {
+        Message::Join(j) => Message::Join(wire::Join { mac: tag, ..j }),
+        Message::Assign(a) => Message::Assign(wire::Assign { mac: tag, ..a }),
+        Message::Report(r) => Message::Report(wire::Report { mac: tag, ..r }),
+        Message::Verdict(v) => Message::Verdict(wire::Verdict { mac: tag, ..v }),
+        other => other,
+    }
+}
+
+/// The gate's pair-test tag with its MAC (kind `hello`), bound to the successor's nonce: the
+/// successor serves it only if it proves the job's secret. Without a key, the tag as it is.
+pub fn seal_tag(tag: wire::GateTag, key: Option<&Secret>, b: &Bound) -> wire::GateTag {
+    let Some(key) = key else { return tag };
+    let body = serde_json::to_vec(&wire::GateTag { mac: None, ..tag.clone() }).unwrap_or_default();
+    let mac = keyed(key, "hello", b, &body).map(|m| hex(&m.finalize().into_bytes()));
+    wire::GateTag { mac, ..tag }
+}
+
+/// Whether a pair-test tag proves this pod's key (none: it must carry no MAC).
+pub fn check_tag(tag: &wire::GateTag, key: Option<&Secret>, b: &Bound) -> Result<(), SealError> {
+    let body = serde_json::to_vec(&wire::GateTag { mac: None, ..tag.clone() }).map_err(|_| SealError::Wrong)?;
+    match (key, &tag.mac) {
+        (None, None) => Ok(()),
+        (None, Some(_)) => Err(SealError::Unexpected),
+        (Some(_), None) => Err(SealError::Missing),
+        (Some(key), Some(t)) => {
+            let t = unhex(t).ok_or(SealError::Wrong)?;
+            keyed(key, "hello", b, &body).ok_or(SealError::Wrong)?.verify_slice(&t).map_err(|_| SealError::Wrong)
+        }
+    }
+}
+
+/// Whether a decoded gate frame is authentic for this pod's key (none: it must carry no MAC).
+pub fn check(msg: &Message, key: Option<&Secret>, b: &Bound) -> Result<(), SealError> {
+    let Some((mac, body)) = parts(msg) else { return Ok(()) };
+    match (key, mac) {
+        (None, None) => Ok(()),
+        (None, Some(_)) => Err(SealError::Unexpected),
+        (Some(_), None) => Err(SealError::Missing),
+        (Some(key), Some(tag)) => {
+            let tag = unhex(tag).ok_or(SealError::Wrong)?;
+            let m = keyed(key, msg.name(), b, &body).ok_or(SealError::Wrong)?;
+            m.verify_slice(&tag).map_err(|_| SealError::Wrong)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{decode, encode, Join, Report};
+
+    fn join() -> Message {
+        Message::Join(Join {
+            job: "train-0:18516/4".into(),
+            rank: 1,
+            size: 4,
+            host: "train-1".into(),
+            port: 18516,
+            ports: Vec::new(),
+            problem: Some("no usable port\nverdict: GO".into()),
+            nonce: Some("00112233445566778899aabbccddeeff".into()),
+            bootstrap: None,
+            mac: None,
+        })
+    }
+
+    fn key(s: &str) -> Secret {
+        Secret::new(s.as_bytes()).expect("secret")
+    }
+
+    const B: Bound = Bound { job: "train-0:18516/4", member: "00112233445566778899aabbccddeeff", gate: "" };
+
+    #[test]
+    fn a_sealed_frame_checks_after_the_wire_and_nothing_else_does() {
+        let k = key("s3cret");
+        let sealed = seal(join(), Some(&k), &B);
+        let back = decode(&encode(&sealed).expect("encode")).expect("decode");
+        assert_eq!(check(&back, Some(&k), &B), Ok(()));
+        // Another secret, none, or none expected.
+        assert_eq!(check(&back, Some(&key("other")), &B), Err(SealError::Wrong));
+        assert_eq!(check(&back, None, &B), Err(SealError::Unexpected));
+        assert_eq!(check(&seal(join(), None, &B), Some(&k), &B), Err(SealError::Missing));
+        assert_eq!(check(&seal(join(), None, &B), None, &B), Ok(()));
+        // Another job, pod nonce or gate run.
+        for other in [
+            Bound { job: "train-0:18516/8", ..B },
+            Bound { member: "ffffffffffffffffffffffffffffffff", ..B },
+            Bound { gate: "0123456789abcdef0123456789abcdef", ..B },
+        ] {
+            assert_eq!(check(&back, Some(&k), &other), Err(SealError::Wrong), "{other:?}");
+        }
+        // A field changed after sealing.
+        let Message::Join(mut j) = back.clone() else { panic!("a join") };
+        j.rank = 2;
+        assert_eq!(check(&Message::Join(j), Some(&k), &B), Err(SealError::Wrong));
+    }
+
+    #[test]
+    fn a_tag_is_bound_to_its_kind() {
+        let k = key("s3cret");
+        let r = seal(Message::Report(Report { rank: 1, pairs: Vec::new(), mac: None }), Some(&k), &B);
+        let Message::Report(r) = r else { panic!("a report") };
+        // The same tag on a verdict-shaped frame of the same session does not verify.
+        let v = crate::wire::Verdict {
+            go: true,
+            size: 2,
+            pairs: 2,
+            failed_total: 0,
+            missing: Vec::new(),
+            missing_total: 0,
+            findings: Vec::new(),
+            slow: Vec::new(),
+            slow_total: 0,
+            mac: r.mac.clone(),
+        };
+        assert_eq!(check(&Message::Verdict(v), Some(&k), &B), Err(SealError::Wrong));
+        assert_eq!(check(&Message::Report(r), Some(&k), &B), Ok(()));
+    }
+
+    #[test]
+    fn secrets_are_trimmed_bounded_and_never_printed() {
+        assert_eq!(key("  s3cret\n"), key("s3cret"));
+        assert_eq!(Secret::new(b" \n"), Err(SecretError::Empty));
+        assert_eq!(Secret::new(&[b'x'; MAX_SECRET + 1]), Err(SecretError::TooLong(MAX_SECRET + 1)));
+        assert_eq!(format!("{:?}", key("s3cret")), "Secret(6 bytes)");
+        let (a, b) = (nonce(), nonce());
+        assert!(a.len() == 32 && a != b && a.bytes().all(|c| c.is_ascii_hexdigit()), "{a} {b}");
+        assert_eq!(unhex("0aff"), Some(vec![10, 255]));
+        assert_eq!(unhex("0g"), None);
+    }
+}

@@ -1,0 +1,357 @@
+//! One run with one peer, from either end: hello, each pair's queue pair (setup), connecting
+//! (ready), the latency ping-pong and the bandwidth run (initiator) or the answering loop
+//! (listener), and the end (done). Both ends step through the same messages, so each learns
+//! the other's faults and the listener can print the initiator's figures.
+//!
+//! Every phase is bounded: the session's deadline covers the exchange, and each pair's waits
+//! have their own deadline under it.
+
+use std::time::{Duration, Instant};
+
+use super::exchange::{ExchangeError, Session};
+use super::pair::{self, Planned, Res, Stream};
+use super::settings::Settings;
+use super::wire::{Fault, Figures, Hello, Message, PairState, PortInfo, QpInfo};
+use nw_observe::verbs::ffi::Context;
+
+/// One pair as this end saw it.
+#[derive(Debug, Clone)]
+pub struct PairRun {
+    pub local: PortInfo,
+    pub remote: PortInfo,
+    pub local_fault: Option<Fault>,
+    pub remote_fault: Option<Fault>,
+    pub figures: Option<Figures>,
+}
+
+/// This end's ports, opened: contexts for the run and descriptions for the peer. A port that
+/// cannot be opened is set aside with its fault.
+pub struct Opened {
+    pub ctxs: Vec<Context>,
+    pub infos: Vec<PortInfo>,
+    pub max_msg: Vec<u32>,
+    pub failed: Vec<(Planned, Fault)>,
+}
+
+pub fn open_all(planned: &[Planned]) -> Opened {
+    let mut o = Opened { ctxs: Vec::new(), infos: Vec::new(), max_msg: Vec::new(), failed: Vec::new() };
+    for p in planned {
+        match pair::open(p) {
+            Ok((ctx, info, max)) => {
+                o.ctxs.push(ctx);
+                o.infos.push(info);
+                o.max_msg.push(max);
+            }
+            Err(f) => o.failed.push((p.clone(), f)),
+        }
+    }
+    o
+}
+
+/// (initiator's port, listener's port) of every pair: rail i with rail i, or every combination.
+pub fn pairing(initiator: usize, listener: usize, all_pairs: bool) -> Vec<(usize, usize)> {
+    if all_pairs {
+        (0..initiator).flat_map(|i| (0..listener).map(move |j| (i, j))).collect()
+    } else {
+        (0..initiator.min(listener)).map(|i| (i, i)).collect()
+    }
+}
+
+/// Bandwidth rounds: pairs that share no port on either end run at once.
+pub fn rounds(pairs: &[(usize, usize)]) -> Vec<Vec<usize>> {
+    let mut out: Vec<(Vec<usize>, Vec<usize>, Vec<usize>)> = Vec::new();
+    for (k, &(a, b)) in pairs.iter().enumerate() {
+        match out.iter_mut().find(|(l, r, _)| !l.contains(&a) && !r.contains(&b)) {
+            Some((l, r, ks)) => {
+                l.push(a);
+                r.push(b);
+                ks.push(k);
+            }
+            None => out.push((vec![a], vec![b], vec![k])),
+        }
+    }
+    out.into_iter().map(|(_, _, ks)| ks).collect()
+}
+
+/// How long a whole run may take once both hellos are in.
+pub fn budget(pairs: usize, rounds: usize, limits: &Settings) -> Duration {
+    limits.timeout * (2 + pairs as u32) + Duration::from_millis(u64::from(limits.duration_ms)) * rounds as u32
+}
+
+fn first(a: &mut Option<Fault>, f: Fault) {
+    a.get_or_insert(f);
+}
+
+fn peer_count<T>(s: &Session, got: &[T], want: usize, what: &'static str) -> Result<(), ExchangeError> {
+    if got.len() != want {
+        return Err(ExchangeError::Unexpected {
+            peer: s.peer.clone(),
+            want: what,
+            got: "message with another pair count",
+        });
+    }
+    Ok(())
+}
+
+/// Each pair's first fault on this end and on the peer's, and the peer's queue pairs.
+type Connected = (Vec<Option<Fault>>, Vec<Option<Fault>>, Vec<QpInfo>);
+
+/// The steps both ends share: setup and ready. Returns each pair's faults (local, remote) and
+/// the peer's queue pairs.
+fn connect(
+    s: &mut Session,
+    res: &[Result<Res<'_>, Fault>],
+    ends: &[(PortInfo, PortInfo)],
+    timeout: Duration,
+) -> Result<Connected, ExchangeError> {
+    let ack_timeout = pair::ack_timeout(timeout);
+    let n = res.len();
+    let psns: Vec<u32> = (0..n).map(|k| pair::psn(k as u64 + 1)).collect();
+    let mine: Vec<QpInfo> = res
+        .iter()
+        .enumerate()
+        .map(|(k, r)| match r {
+            Ok(r) => r.info(k as u16, psns[k]),
+            Err(f) => QpInfo { pair: k as u16, qpn: 0, psn: 0, addr: 0, rkey: 0, fault: Some(f.clone()) },
+        })
+        .collect();
+    let mut local: Vec<Option<Fault>> = mine.iter().map(|q| q.fault.clone()).collect();
+    s.send(&Message::Setup(mine))?;
+    let theirs = s.expect("setup", |m| if let Message::Setup(q) = m { Some(q) } else { None })?;
+    peer_count(s, &theirs, n, "setup")?;
+    let mut remote: Vec<Option<Fault>> = theirs.iter().map(|q| q.fault.clone()).collect();
+    for (k, r) in res.iter().enumerate() {
+        if let (Ok(r), None, None) = (r, &local[k], &remote[k]) {
+            if let Err(f) = r.connect(&ends[k].0, &ends[k].1, &theirs[k], psns[k], ack_timeout) {
+                local[k] = Some(f);
+            }
+        }
+    }
+    let states = local.iter().enumerate().map(|(k, f)| PairState { pair: k as u16, fault: f.clone(), figures: None });
+    s.send(&Message::Ready(states.collect()))?;
+    let ready = s.expect("ready", |m| if let Message::Ready(v) = m { Some(v) } else { None })?;
+    peer_count(s, &ready, n, "ready")?;
+    for (k, st) in ready.into_iter().enumerate() {
+        if let Some(f) = st.fault {
+            first(&mut remote[k], f);
+        }
+    }
+    Ok((local, remote, theirs))
+}
+
+/// The initiating end: hello, then every pair's tests; returns the pairs as this end saw them
+/// and the peer's ports.
+pub fn initiate(
+    s: &mut Session,
+    opened: &Opened,
+    host: &str,
+    asked: &Settings,
+) -> Result<(Vec<PairRun>, Vec<PortInfo>), ExchangeError> {
+    s.send(&Message::Hello(asked.hello(host, opened.infos.clone())))?;
+    let theirs = s.expect("hello", |m| if let Message::Hello(h) = m { Some(h) } else { None })?;
+    // The listener may have clamped the test to its own limits (its hello says so): both ends
+    // run the smaller, so that no write goes past the buffer the listener registered.
+    let limits = &Settings {
+        bytes: asked.bytes.min(theirs.bytes),
+        iters: asked.iters.min(theirs.iters),
+        duration_ms: asked.duration_ms.min(theirs.duration_ms),
+        ..asked.clone()
+    };
+    let pairs = pairing(opened.infos.len(), theirs.ports.len(), limits.all_pairs);
+    let rounds = rounds(&pairs);
+    s.extend(Instant::now() + budget(pairs.len(), rounds.len(), limits));
+    let ends: Vec<(PortInfo, PortInfo)> =
+        pairs.iter().map(|&(l, r)| (opened.infos[l].clone(), theirs.ports[r].clone())).collect();
+    let local_of: Vec<usize> = pairs.iter().map(|p| p.0).collect();
+    let runs = pair::with_pairs(&opened.ctxs, &local_of, limits.bytes, |res| {
+        let (mut local, mut remote, qps) = connect(s, &res, &ends, limits.timeout)?;
+        let mut figures: Vec<Figures> = vec![Figures { median_us: None, p99_us: None, gbps: None }; pairs.len()];
+        let ok =
+            |k: usize, local: &[Option<Fault>], remote: &[Option<Fault>]| local[k].is_none() && remote[k].is_none();
+        for (k, r) in res.iter().enumerate() {
+            let Ok(r) = r else { continue };
+            if !ok(k, &local, &remote) {
+                continue;
+            }
+            match r.latency(limits.iters, Instant::now() + limits.timeout) {
+                Ok(samples) => {
+                    // The first round trips warm caches and address translation: leave them out.
+                    let warm = samples.len().min(10).min(samples.len() / 10);
+                    let mut rest = samples;
+                    rest.drain(..warm);
+                    rest.sort_by(f64::total_cmp);
+                    if let Some((median, p99)) = pair::percentiles(&rest) {
+                        figures[k].median_us = Some(median);
+                        figures[k].p99_us = Some(p99);
+                    }
+                }
+                Err(f) => local[k] = Some(f),
+            }
+        }
+        let duration = Duration::from_millis(u64::from(limits.duration_ms));
+        for round in &rounds {
+            let mut streams: Vec<(usize, Stream<'_, '_>)> = round
+                .iter()
+                .filter(|&&k| ok(k, &local, &remote))
+                .filter_map(|&k| {
+                    res[k].as_ref().ok().map(|r| (k, Stream::new(r, &qps[k], opened.max_msg[local_of[k]])))
+                })
+                .collect();
+            if streams.is_empty() || duration.is_zero() {
+                continue;
+            }
+            let mut only: Vec<Stream<'_, '_>> = Vec::new();
+            let ks: Vec<usize> = streams.iter().map(|(k, _)| *k).collect();
+            only.extend(streams.drain(..).map(|(_, st)| st));
+            let start = pair::bandwidth(&mut only, duration, Instant::now() + duration + limits.timeout);
+            for (st, k) in only.into_iter().zip(ks) {
+                match st.fault {
+                    Some(f) => local[k] = Some(f),
+                    None => figures[k].gbps = st.gbps(start),
+                }
+            }
+        }
+        let done = (0..pairs.len())
+            .map(|k| PairState { pair: k as u16, fault: local[k].clone(), figures: Some(figures[k]) })
+            .collect();
+        s.send(&Message::Done(done))?;
+        let back = s.expect("done", |m| if let Message::Done(v) = m { Some(v) } else { None })?;
+        peer_count(s, &back, pairs.len(), "done")?;
+        for (k, st) in back.into_iter().enumerate() {
+            if let Some(f) = st.fault {
+                first(&mut remote[k], f);
+            }
+        }
+        Ok(ends
+            .iter()
+            .enumerate()
+            .map(|(k, (l, r))| PairRun {
+                local: l.clone(),
+                remote: r.clone(),
+                local_fault: local[k].clone(),
+                remote_fault: remote[k].clone(),
+                figures: Some(figures[k]),
+            })
+            .collect())
+    })?;
+    Ok((runs, theirs.ports))
+}
+
+/// The listening end, after the initiator's hello: answer it, then serve every pair until the
+/// initiator says it is done. The listener's own settings (`ours`) bound what the hello may ask
+/// for (what they clamp, the caller says first: `edge::clamped`).
+pub fn answer(
+    s: &mut Session,
+    hello: &Hello,
+    opened: &Opened,
+    host: &str,
+    ours: &Settings,
+) -> Result<Vec<PairRun>, ExchangeError> {
+    let pairs = pairing(hello.ports.len(), opened.infos.len(), hello.all_pairs);
+    let (limits, _) = ours.answer(hello, pairs.len());
+    // This end's hello carries the sizes it will run, so that the initiator runs the same.
+    s.send(&Message::Hello(limits.hello(host, opened.infos.clone())))?;
+    s.extend(Instant::now() + budget(pairs.len(), rounds(&pairs).len(), &limits));
+    let ends: Vec<(PortInfo, PortInfo)> =
+        pairs.iter().map(|&(r, l)| (opened.infos[l].clone(), hello.ports[r].clone())).collect();
+    let local_of: Vec<usize> = pairs.iter().map(|p| p.1).collect();
+    let runs = pair::with_pairs(&opened.ctxs, &local_of, limits.bytes, |res| {
+        let (mut local, mut remote, _) = connect(s, &res, &ends, limits.timeout)?;
+        // Answer every ready pair's messages until the initiator's `done` arrives.
+        let mut polls = 0u32;
+        let mut last_check = Instant::now();
+        loop {
+            let mut any = false;
+            for (k, r) in res.iter().enumerate() {
+                let Ok(r) = r else { continue };
+                if local[k].is_some() || remote[k].is_some() {
+                    continue;
+                }
+                match r.respond() {
+                    Ok(n) => any |= n > 0,
+                    Err(f) => local[k] = Some(f),
+                }
+            }
+            polls = polls.wrapping_add(1);
+            if !any && (polls % 256 == 0 || last_check.elapsed() > Duration::from_millis(2)) {
+                last_check = Instant::now();
+                if s.readable()? {
+                    break;
+                }
+                if Instant::now() >= s.deadline {
+                    return Err(ExchangeError::Timeout {
+                        peer: s.peer.clone(),
+                        what: "the end of the run",
+                        got: 0,
+                        want: 1,
+                    });
+                }
+                std::thread::yield_now();
+            }
+        }
+        let theirs = s.expect("done", |m| if let Message::Done(v) = m { Some(v) } else { None })?;
+        peer_count(s, &theirs, pairs.len(), "done")?;
+        let done = (0..pairs.len()).map(|k| PairState { pair: k as u16, fault: local[k].clone(), figures: None });
+        s.send(&Message::Done(done.collect()))?;
+        Ok(theirs
+            .into_iter()
+            .enumerate()
+            .map(|(k, st)| {
+                if let Some(f) = st.fault {
+                    first(&mut remote[k], f);
+                }
+                PairRun {
+                    local: ends[k].0.clone(),
+                    remote: ends[k].1.clone(),
+                    local_fault: local[k].clone(),
+                    remote_fault: remote[k].clone(),
+                    figures: st.figures,
+                }
+            })
+            .collect())
+    })?;
+    Ok(runs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rails_pair_in_order_and_all_pairs_cover_every_combination() {
+        assert_eq!(pairing(4, 4, false), vec![(0, 0), (1, 1), (2, 2), (3, 3)]);
+        assert_eq!(pairing(4, 2, false), vec![(0, 0), (1, 1)]);
+        assert_eq!(pairing(2, 3, true).len(), 6);
+        assert_eq!(pairing(2, 3, true)[4], (1, 1));
+    }
+
+    #[test]
+    fn bandwidth_rounds_never_share_a_port() {
+        assert_eq!(rounds(&pairing(4, 4, false)), vec![vec![0, 1, 2, 3]]);
+        let p = pairing(4, 4, true);
+        let r = rounds(&p);
+        assert_eq!(r.len(), 4);
+        for round in &r {
+            let mut l: Vec<usize> = round.iter().map(|&k| p[k].0).collect();
+            let mut m: Vec<usize> = round.iter().map(|&k| p[k].1).collect();
+            l.dedup();
+            m.sort_unstable();
+            m.dedup();
+            assert_eq!((l.len(), m.len()), (round.len(), round.len()));
+        }
+        assert_eq!(r.iter().map(Vec::len).sum::<usize>(), 16);
+    }
+
+    #[test]
+    fn the_budget_grows_with_pairs_and_rounds() {
+        let l = Settings {
+            all_pairs: false,
+            bytes: 1 << 20,
+            iters: 1000,
+            duration_ms: 1000,
+            timeout: Duration::from_secs(2),
+            gate: None,
+        };
+        assert_eq!(budget(4, 1, &l), Duration::from_secs(13));
+    }
+}

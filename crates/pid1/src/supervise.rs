@@ -1,0 +1,413 @@
+//! Process supervision: nccl-wrap as the container's init. As PID 1 (or with `--supervise`,
+//! formerly `--init`) it runs the command as a child instead of becoming it, forwards the signals
+//! it receives, reaps every zombie, and exits with the command's status, as tini does.
+//!
+//! Why at all: the kernel drops a signal sent to PID 1 from inside its namespace when PID 1 has
+//! the default disposition for it, and re-parents every orphan to PID 1; a launcher that is PID 1
+//! and neither handles TERM nor reaps leaves a pod that ignores `kill 1` and fills with zombies.
+//!
+//! It must never forward SIGCHLD (it only says that one of our children ended), the synchronous
+//! fault signals, or a SIGPIPE its own write raised (stderr's reader gone: blocked, that signal
+//! waits to be taken like any other); never lose the main child's status to the reaping loop
+//! (every reaped status is checked against the main child), and never outlive the command by
+//! more than the grace period. The raw system calls live in `sys`.
+//!
+//! While the command runs it also watches the RDMA ports the plan chose (`watch`): the wait for
+//! signals has a timeout, the poll period, so polling costs one wake-up per period and never
+//! delays a signal or the command's status (both stay pending until the next `sigtimedwait`).
+//! When the command has ended, the post-mortem (`postmortem`) is told before the grace period.
+
+use std::ffi::{c_int, OsString};
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::libc;
+use nix::unistd::Pid;
+
+use crate::exec;
+use crate::sys::{self, Blocked, ChildSetup};
+use nw_output::msg::PREFIX;
+use nw_postmortem::hang::{self, Hang};
+use nw_postmortem::portwatch::{self, Watch};
+use nw_postmortem::postmortem::Exit;
+use nw_postmortem::state;
+
+/// `eprintln!` that ignores a failed write: `eprintln!` panics when stderr is a pipe whose reader
+/// has gone, and the supervisor must end with the command's status whatever became of stderr.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// How long to wait for the last processes after SIGKILL before exiting anyway.
+const AFTER_KILL: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Forward signals to the command's process group rather than to the command alone.
+    pub kill_group: bool,
+    /// After the command exits: how long the processes it left get between SIGTERM and SIGKILL.
+    /// Zero: none are signalled, nccl-wrap exits at once.
+    pub grace: Duration,
+    /// The ports to watch and where to report what changed on them.
+    pub watch: portwatch::Config,
+    /// When to ask NCCL's RAS about the job, and where its account goes.
+    pub hang: hang::Config,
+    /// Where the first reading is kept for `nccl-wrap status` (`None`: not kept).
+    pub state_file: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SuperviseError {
+    #[error("cannot block signals before starting the command: {source}")]
+    Block { source: Errno },
+    #[error("cannot fork to start the command: {source}")]
+    Fork { source: Errno },
+}
+
+/// Whether to supervise: as asked, or by default when this process is PID 1.
+pub fn wanted(init: Option<bool>) -> bool {
+    init.unwrap_or_else(is_pid1)
+}
+
+fn is_pid1() -> bool {
+    nix::unistd::getpid().as_raw() == 1
+}
+
+/// Blocks signals as early as possible when supervision is wanted: a PID 1 with default
+/// dispositions loses a SIGTERM that arrives while detection runs; blocked, it stays pending and
+/// is forwarded once the command runs.
+pub fn block_early(init: Option<bool>) -> Option<sys::Blocked> {
+    if wanted(init) {
+        sys::Blocked::block().ok()
+    } else {
+        None
+    }
+}
+
+/// Runs the command as a supervised child; returns the exit status nccl-wrap should end with.
+/// `blocked` is the early block, if [`block_early`] made one.
+pub fn run(argv: &[OsString], env: &[(OsString, OsString)], opts: &Options, blocked: Option<sys::Blocked>) -> u8 {
+    let prepared = match exec::prepare(argv, env) {
+        Ok(p) => p,
+        Err(e) => {
+            say!("{PREFIX} {e}");
+            return e.exit_code();
+        }
+    };
+    let pid1 = is_pid1();
+    if !pid1 {
+        if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+            say!("{PREFIX} warning: cannot become a child subreaper ({e}): orphans of the command are reaped by the real init instead");
+        }
+    }
+    let mut hang = Hang::new(&opts.hang, env);
+    match supervise(&prepared, opts, pid1, blocked, &mut hang) {
+        Ok(code) => code,
+        Err(e) => {
+            // A supervisor that cannot start must not cost the job: run the command as exec would.
+            say!("{PREFIX} warning: {e}; running the command without supervision");
+            let err = exec::exec(&prepared);
+            say!("{PREFIX} {err}");
+            err.exit_code()
+        }
+    }
+}
+
+fn supervise(
+    prepared: &exec::Prepared,
+    opts: &Options,
+    pid1: bool,
+    early: Option<Blocked>,
+    hang: &mut Hang,
+) -> Result<u8, SuperviseError> {
+    let blocked = match early {
+        Some(b) => b,
+        None => Blocked::block().map_err(|source| SuperviseError::Block { source })?,
+    };
+    let foreground = holds_terminal();
+    // On a terminal the command gets a group of its own, made the foreground group: Ctrl-C then
+    // reaches the command once, from the terminal, and not a second time through us.
+    let own_group = opts.kill_group || foreground;
+    let attempt = |execve: &dyn Fn(&std::ffi::CStr) -> nix::errno::Errno| exec::attempt(prepared, execve);
+    let setup = ChildSetup { argv: prepared.argv(), envp: prepared.envp(), attempt: &attempt, own_group, foreground };
+    // The first reading before the command starts, so that everything it does comes after it
+    // (2.2 ms for 4 ports with mlx5's counter files on a fixture: BENCHMARKS.md).
+    let mut watch = Watch::start(&opts.watch);
+    let child = match sys::spawn(&setup, &blocked) {
+        Ok(child) => child,
+        Err(source) => {
+            blocked.restore();
+            return Err(SuperviseError::Fork { source });
+        }
+    };
+    let pid = child.pid;
+    // The default path is the container's own /run: used as PID 1 only, so that supervised runs
+    // on a host (tests, a login node) do not overwrite one another's state there.
+    let state_file =
+        opts.state_file.as_ref().filter(|p| pid1 || p.as_path() != std::path::Path::new(state::DEFAULT_PATH));
+    if let Some(path) = state_file {
+        let st = state::State {
+            pid: u32::try_from(pid.as_raw()).unwrap_or(0),
+            started: watch.started(),
+            ras: hang.addr(),
+            ports: watch.first_reading(),
+        };
+        state::publish(path, &st);
+    }
+    log::debug!("supervising {pid} (PID 1: {pid1}, own group: {own_group}, terminal: {foreground})");
+    // Take the terminal back once the command has ended, for the grace period and for a shell
+    // that waits on us; SIGTTOU is blocked, so doing it from the background does not stop us.
+    let take_back_terminal = || {
+        if foreground {
+            let _ = nix::unistd::tcsetpgrp(std::io::stdin(), nix::unistd::getpgrp());
+        }
+    };
+    if let Err(failure) = child.exec_result() {
+        let _ = until_exit(pid, Target::Process(pid), &blocked, None, &mut Hang::off());
+        take_back_terminal();
+        let err = exec::error(prepared, failure);
+        say!("{PREFIX} {err}");
+        return Ok(err.exit_code());
+    }
+    let target = if opts.kill_group { Target::Group(pid) } else { Target::Process(pid) };
+    let ended = until_exit(pid, target, &blocked, Some(&mut watch), hang);
+    let code = ended.code;
+    take_back_terminal();
+    // Told before the grace period: the kubelet may SIGKILL us during it.
+    hang.on_exit(&ended);
+    let report = watch.end(ended, hang.section());
+    hang.tell(&report);
+    if let Some(path) = state_file {
+        state::withdraw(path);
+    }
+    let rest = if pid1 {
+        Rest::Namespace
+    } else if own_group {
+        Rest::Group(pid)
+    } else {
+        Rest::Unknown
+    };
+    finish(pid, opts.grace, rest, &blocked);
+    Ok(code)
+}
+
+/// stdin is a terminal whose foreground group is ours (not a job started in the background).
+fn holds_terminal() -> bool {
+    let stdin = std::io::stdin();
+    stdin.is_terminal() && nix::unistd::tcgetpgrp(&stdin) == Ok(nix::unistd::getpgrp())
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Target {
+    Process(Pid),
+    Group(Pid),
+}
+
+/// Forwards signals and reaps every zombie until the main child has ended, polling the watch
+/// between signals when it is due; returns how the child ended.
+fn until_exit(main: Pid, target: Target, blocked: &Blocked, mut watch: Option<&mut Watch>, hang: &mut Hang) -> Exit {
+    let mut forwarded = None;
+    loop {
+        if let (Some(status), _) = reap(main) {
+            let signal = libc::WIFSIGNALED(status).then(|| signal_name(libc::WTERMSIG(status)));
+            // A status that is neither (stopped, continued) is never returned by reap_one.
+            let code = exit_code(status).unwrap_or(1);
+            return Exit { code, signal, forwarded: forwarded.map(signal_name) };
+        }
+        let timeout = watch.as_deref_mut().and_then(|w| {
+            w.poll_if_due(Instant::now());
+            w.timeout(Instant::now())
+        });
+        hang.poll_if_due(Instant::now());
+        let timeout = match (timeout, hang.timeout(Instant::now())) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        match blocked.wait_sender(timeout) {
+            Ok(None) | Err(Errno::EINTR) => {}
+            Ok(Some(c)) if c.sig == libc::SIGCHLD => {}
+            Ok(Some(c)) if c.own_sigpipe() => {
+                log::debug!("SIGPIPE from nccl-wrap's own write (stderr's reader gone?): not forwarded");
+            }
+            Ok(Some(c)) => {
+                // The kubelet's SIGTERM: RAS's view first (bounded: hang::AT_SIGNAL), then on.
+                hang.on_signal(c.sig);
+                forward(target, c.sig);
+                forwarded = Some(c.sig);
+            }
+            Err(e) => {
+                log::warn!("sigtimedwait failed: {e}");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+}
+
+fn forward(target: Target, sig: c_int) {
+    let pid = match target {
+        Target::Process(p) => p.as_raw(),
+        Target::Group(p) => -p.as_raw(),
+    };
+    log::debug!("forwarding signal {sig} to {pid}");
+    match sys::kill(pid, sig) {
+        // The command (or its whole group) is already gone; its SIGCHLD is on the way.
+        Ok(()) | Err(Errno::ESRCH) => {}
+        Err(e) => log::warn!("cannot forward signal {sig} to {pid}: {e}"),
+    }
+}
+
+/// `SIGTERM`, `SIGRTMIN+3`, or the number.
+fn signal_name(sig: c_int) -> String {
+    match nix::sys::signal::Signal::try_from(sig) {
+        Ok(s) => s.as_str().to_string(),
+        Err(_) if (libc::SIGRTMIN()..=libc::SIGRTMAX()).contains(&sig) => {
+            format!("SIGRTMIN+{}", sig - libc::SIGRTMIN())
+        }
+        Err(_) => format!("signal {sig}"),
+    }
+}
+
+/// Reaps every child that has ended, whatever its origin: the main child's raw status if it was
+/// among them, and whether any children are left.
+fn reap(main: Pid) -> (Option<c_int>, bool) {
+    let mut code = None;
+    loop {
+        match sys::reap_one() {
+            Ok(Some((pid, status))) if pid == main && exit_code(status).is_some() => code = Some(status),
+            Ok(Some((pid, _))) => log::trace!("reaped {pid}"),
+            Ok(None) => return (code, true),
+            Err(Errno::EINTR) => {}
+            Err(_) => return (code, false),
+        }
+    }
+}
+
+/// The child's code, or 128+N when signal N ended it (what a shell reports).
+fn exit_code(status: c_int) -> Option<u8> {
+    if libc::WIFEXITED(status) {
+        u8::try_from(libc::WEXITSTATUS(status) & 0xff).ok()
+    } else if libc::WIFSIGNALED(status) {
+        u8::try_from(128 + libc::WTERMSIG(status)).ok()
+    } else {
+        None
+    }
+}
+
+/// The processes the command may have left behind, that the grace period applies to.
+#[derive(Debug, Clone, Copy)]
+enum Rest {
+    /// As PID 1, every other process of the namespace (all are our descendants).
+    Namespace,
+    /// The command's own process group.
+    Group(Pid),
+    /// Not PID 1 and no group of its own: nothing we may signal without hitting others.
+    Unknown,
+}
+
+impl Rest {
+    fn kill_arg(self) -> Option<libc::pid_t> {
+        match self {
+            Rest::Namespace => Some(-1),
+            Rest::Group(pg) => Some(-pg.as_raw()),
+            Rest::Unknown => None,
+        }
+    }
+
+    fn remains(self, children_left: bool) -> bool {
+        match self {
+            Rest::Namespace => children_left,
+            Rest::Group(pg) => sys::kill(-pg.as_raw(), 0) != Err(Errno::ESRCH),
+            Rest::Unknown => false,
+        }
+    }
+}
+
+/// After the command exits: reap what has ended; with a grace period, SIGTERM the rest, wait up
+/// to `grace` for them, then SIGKILL. A signal received meanwhile goes to the rest, and a second
+/// SIGTERM or SIGINT (the kubelet or a person asking again) ends the wait at once. As PID 1 with
+/// no grace, exiting makes the kernel SIGKILL the rest of the namespace.
+fn finish(main: Pid, grace: Duration, rest: Rest, blocked: &Blocked) {
+    let (_, left) = reap(main);
+    let Some(who) = rest.kill_arg() else { return };
+    if grace.is_zero() || !rest.remains(left) {
+        return;
+    }
+    log::debug!("command exited; sending SIGTERM to {who}, SIGKILL in {grace:?}");
+    let _ = sys::kill(who, libc::SIGTERM);
+    if reap_until(main, rest, who, deadline_after(grace), blocked) {
+        say!(
+            "{PREFIX} processes left by the command did not end within {}s of SIGTERM (--grace); sending SIGKILL",
+            grace.as_secs_f64()
+        );
+        let _ = sys::kill(who, libc::SIGKILL);
+        let _ = reap_until(main, rest, who, Instant::now() + AFTER_KILL, blocked);
+    }
+}
+
+/// `grace` from now. A grace the clock cannot add (`--grace 18446744073709551615`) waits a year,
+/// which no pod outlives, instead of panicking in PID 1 and losing the command's status.
+fn deadline_after(grace: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(grace).or_else(|| now.checked_add(Duration::from_secs(365 * 86_400))).unwrap_or(now)
+}
+
+/// Reaps until none of `rest` remains (false), or the deadline passes or SIGTERM/SIGINT arrives
+/// (true); other signals are passed on to `who`.
+fn reap_until(main: Pid, rest: Rest, who: libc::pid_t, deadline: Instant, blocked: &Blocked) -> bool {
+    loop {
+        let (_, left) = reap(main);
+        if !rest.remains(left) {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return true;
+        }
+        // Woken by SIGCHLD, or after a short while for group members that are not our children.
+        match blocked.wait_sender(Some((deadline - now).min(Duration::from_millis(100)))) {
+            Ok(Some(c)) if c.sig == libc::SIGTERM || c.sig == libc::SIGINT => return true,
+            Ok(Some(c)) if c.sig != libc::SIGCHLD && !c.own_sigpipe() => {
+                let _ = sys::kill(who, c.sig);
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grace_too_large_for_the_clock_gives_a_far_deadline_not_a_panic() {
+        assert!(deadline_after(Duration::MAX) > Instant::now() + Duration::from_secs(86_400));
+        assert!(deadline_after(Duration::from_secs(1)) <= Instant::now() + Duration::from_secs(1));
+    }
+
+    #[test]
+    fn exit_codes_follow_the_shell() {
+        assert_eq!(exit_code(0), Some(0));
+        assert_eq!(exit_code(3 << 8), Some(3));
+        assert_eq!(exit_code(255 << 8), Some(255));
+        assert_eq!(exit_code(libc::SIGTERM), Some(143));
+        assert_eq!(exit_code(libc::SIGKILL | 0x80), Some(137), "core dump flag");
+        assert_eq!(exit_code(libc::SIGRTMAX()), u8::try_from(128 + libc::SIGRTMAX()).ok());
+    }
+
+    #[test]
+    fn signals_are_named_as_people_know_them() {
+        assert_eq!(signal_name(libc::SIGKILL), "SIGKILL");
+        assert_eq!(signal_name(libc::SIGRTMIN() + 2), "SIGRTMIN+2");
+        assert_eq!(signal_name(200), "signal 200");
+    }
+
+    #[test]
+    fn explicit_init_wins_over_pid() {
+        assert!(wanted(Some(true)));
+        assert!(!wanted(Some(false)));
+    }
+}

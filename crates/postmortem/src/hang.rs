@@ -1,0 +1,443 @@
+//! When the supervisor asks NCCL's RAS about the job, and what it says of the answers.
+//!
+//! It asks: at the first SIGTERM or SIGINT (the kubelet ending a hung job), before that signal is
+//! forwarded, waiting at most [`AT_SIGNAL`]; when the command has failed (a non-zero status or a
+//! signal), at most [`AT_EXIT`]; and with `--stall-ms`, every [`Hang::period`] while the command
+//! runs, to see the collective counts stop moving. Each answer is kept (time, why, findings);
+//! at the end they go to stderr (only when RAS named something), to the post-mortem's JSON, and
+//! with the port transitions to the termination message.
+//!
+//! It must never change the exit status, never ask when RAS is off (said once) and never wait
+//! longer than the bounds above; an unanswered query is said once and then only counted.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde::Serialize;
+
+use crate::postmortem::{Exit, Report};
+use crate::ras::{self, Target};
+use crate::utc;
+use nw_nccl::ras::{Finding, Progress};
+use nw_output::msg::PREFIX;
+
+/// The longest the forwarding of the kubelet's SIGTERM is held for RAS's answer: far inside the
+/// default 30 s termination grace period (an answer takes about 2 ms; RAS's own timeouts are 5 s).
+pub const AT_SIGNAL: Duration = Duration::from_secs(2);
+/// After the command has failed (its ranks on this node are usually gone: refused at once).
+pub const AT_EXIT: Duration = Duration::from_secs(1);
+/// A stall poll's bound: a signal arriving meanwhile waits at most this long to be forwarded.
+pub const AT_POLL: Duration = Duration::from_millis(500);
+/// Stall polls are never more frequent than this.
+pub const MIN_PERIOD: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    /// `--stall-ms`: report when the collective counts have not moved for this long; 0: off.
+    pub stall_ms: u64,
+    /// Where the account goes for Kubernetes (`/dev/termination-log` when it exists).
+    pub termination_log: Option<PathBuf>,
+}
+
+/// One answer (or why there was none).
+#[derive(Debug, Clone, Serialize)]
+pub struct Snapshot {
+    /// UTC, when it was asked.
+    pub time: String,
+    /// `signal`, `exit` or `stall`.
+    pub why: &'static str,
+    /// How long the answer took, in milliseconds.
+    pub ms: f64,
+    pub nccl_version: Option<String>,
+    /// The findings as people read them, most important first.
+    pub lines: Vec<String>,
+    pub findings: Vec<Finding>,
+    /// Why there was no answer.
+    pub error: Option<String>,
+}
+
+/// The post-mortem's `ras` member.
+#[derive(Debug, Clone, Serialize)]
+pub struct Section {
+    /// Where RAS was asked (`127.0.0.1:28028`), or why not.
+    pub addr: String,
+    /// `--stall-ms` (0: off).
+    pub stall_ms: u64,
+    /// When a stall was seen (the collective counts had not moved for stall_ms), if one was.
+    pub stalled_at: Option<String>,
+    pub snapshots: Vec<Snapshot>,
+}
+
+pub struct Hang {
+    target: Target,
+    config: Config,
+    snapshots: Vec<Snapshot>,
+    told_unanswered: bool,
+    asked_at_signal: bool,
+    next_poll: Option<Instant>,
+    last_progress: Option<(Vec<Progress>, Instant)>,
+    stalled_at: Option<String>,
+}
+
+impl Hang {
+    /// `env`: the command's environment (the ranks read `NCCL_RAS_ADDR` from the same).
+    pub fn new(config: &Config, env: &[(OsString, OsString)]) -> Hang {
+        let target = ras::target(env);
+        let mut told_unanswered = false;
+        let next_poll = match (&target, config.stall_ms) {
+            (Target::At(_), ms) if ms > 0 => Some(Instant::now() + period(ms)),
+            (Target::Off(why), ms) if ms > 0 => {
+                say(&format!("{PREFIX} warning: --stall-ms is set but {why}: no stall will be seen"));
+                told_unanswered = true;
+                None
+            }
+            _ => None,
+        };
+        Hang {
+            target,
+            config: config.clone(),
+            snapshots: Vec::new(),
+            told_unanswered,
+            asked_at_signal: false,
+            next_poll,
+            last_progress: None,
+            stalled_at: None,
+        }
+    }
+
+    /// A hang that never asks (exec failures, bad options).
+    pub fn off() -> Hang {
+        Hang::new(&Config::default(), &[(OsString::from("NCCL_RAS_ENABLE"), OsString::from("0"))])
+    }
+
+    /// How long until the next stall poll, for the supervisor's wait.
+    pub fn timeout(&self, now: Instant) -> Option<Duration> {
+        self.next_poll.map(|t| t.saturating_duration_since(now))
+    }
+
+    /// At the first SIGTERM or SIGINT, before it is forwarded.
+    pub fn on_signal(&mut self, sig: i32) {
+        if (sig == nix::libc::SIGTERM || sig == nix::libc::SIGINT) && !self.asked_at_signal {
+            self.asked_at_signal = true;
+            self.ask("signal", false, AT_SIGNAL);
+        }
+    }
+
+    /// Once the command has ended: asks when it failed and RAS was not asked at a signal.
+    pub fn on_exit(&mut self, exit: &Exit) {
+        if (exit.code != 0 || exit.signal.is_some()) && !self.asked_at_signal {
+            self.ask("exit", false, AT_EXIT);
+        }
+    }
+
+    /// With `--stall-ms`: asks for the JSON report when due, and says once when the collective
+    /// counts have not moved for that long.
+    pub fn poll_if_due(&mut self, now: Instant) {
+        let Some(due) = self.next_poll else { return };
+        if now < due {
+            return;
+        }
+        let Target::At(addr) = self.target else { return };
+        let started = Instant::now();
+        let answer = ras::query(addr, true, AT_POLL);
+        let cost = started.elapsed();
+        // Never more often than ten times what an answer costs, nor than MIN_PERIOD.
+        self.next_poll = Some(Instant::now() + period(self.config.stall_ms).max(cost * 10));
+        let Ok(reply) = answer else { return };
+        let progress = reply.view.progress.clone();
+        if progress.iter().all(|p| p.collectives == 0) {
+            return;
+        }
+        match &self.last_progress {
+            Some((last, since)) if *last == progress => {
+                let still = since.elapsed();
+                if still >= Duration::from_millis(self.config.stall_ms) && self.stalled_at.is_none() {
+                    let time = utc::format(SystemTime::now());
+                    let snap = snapshot("stall", &time, Ok::<_, String>(reply));
+                    say(&format!(
+                        "{PREFIX} stall: no collective launched for {:.0} s (NCCL's RAS){}",
+                        still.as_secs_f64(),
+                        if snap.lines.is_empty() { ": RAS names no rank behind".to_string() } else { ":".into() }
+                    ));
+                    for l in &snap.lines {
+                        say(&format!("{PREFIX}   {l}"));
+                    }
+                    self.stalled_at = Some(time);
+                    self.snapshots.push(snap);
+                }
+            }
+            _ => {
+                self.last_progress = Some((progress, Instant::now()));
+                self.stalled_at = None;
+            }
+        }
+    }
+
+    fn ask(&mut self, why: &'static str, json: bool, bound: Duration) {
+        let time = utc::format(SystemTime::now());
+        let (answer, expected) = match self.target {
+            // After the command has ended its ranks here are usually gone: nothing listening is
+            // the expected answer then, kept in the report but not said.
+            Target::At(addr) => match ras::query(addr, json, bound) {
+                Ok(r) => (Ok(r), false),
+                Err(e) => (Err(e.to_string()), why == "exit" && e.is_refused()),
+            },
+            Target::Off(ref off) => (Err(off.clone()), false),
+        };
+        if let Err(e) = &answer {
+            if !self.told_unanswered && !expected {
+                say(&format!("{PREFIX} NCCL's RAS not asked about the job ({why}): {e}"));
+                self.told_unanswered = true;
+            }
+        }
+        self.snapshots.push(snapshot(why, &time, answer));
+    }
+
+    /// Where RAS is asked (`127.0.0.1:28028`), or `off: why`.
+    pub fn addr(&self) -> String {
+        match &self.target {
+            Target::At(a) => a.to_string(),
+            Target::Off(why) => format!("off: {why}"),
+        }
+    }
+
+    /// The post-mortem's `ras` member: `None` when RAS was never asked.
+    pub fn section(&self) -> Option<Section> {
+        (!self.snapshots.is_empty()).then(|| Section {
+            addr: self.addr(),
+            stall_ms: self.config.stall_ms,
+            stalled_at: self.stalled_at.clone(),
+            snapshots: self.snapshots.clone(),
+        })
+    }
+
+    /// After the post-mortem: RAS's findings on stderr, joined with the ports' transitions on one
+    /// time line, and the termination message. Nothing when RAS named nothing.
+    pub fn tell(&self, report: &Report) {
+        let Some(text) = account(&self.snapshots, report) else { return };
+        // The headline's own `nccl-wrap:` is for the termination message, read without our prefix.
+        let first = text.headline.strip_prefix("nccl-wrap: ").unwrap_or(&text.headline);
+        say(&format!("{PREFIX} {first}"));
+        for l in &text.lines[1..] {
+            say(&format!("{PREFIX} {l}"));
+        }
+        // The termination message only for a job that failed: a stall the job got over is told
+        // on stderr and in the report, not as the reason it ended.
+        if let Some(path) = self.config.termination_log.as_ref().filter(|_| report.command.code != 0) {
+            let body = nw_output::termination::fit(&text.headline, &text.lines[1..], text.lines.len() - 1);
+            if let Err(e) = nw_output::termination::write(path, &body) {
+                say(&format!("{PREFIX} cannot write the termination message to {}: {e}", path.display()));
+            }
+        }
+    }
+}
+
+fn period(stall_ms: u64) -> Duration {
+    (Duration::from_millis(stall_ms) / 4).max(MIN_PERIOD)
+}
+
+fn snapshot(why: &'static str, time: &str, answer: Result<ras::Reply, impl ToString>) -> Snapshot {
+    match answer {
+        Ok(r) => Snapshot {
+            time: time.to_string(),
+            why,
+            ms: (r.ms * 100.0).round() / 100.0,
+            nccl_version: r.view.nccl_version.clone(),
+            lines: r.view.lines(),
+            findings: r.view.findings,
+            error: None,
+        },
+        Err(e) => Snapshot {
+            time: time.to_string(),
+            why,
+            ms: 0.0,
+            nccl_version: None,
+            lines: Vec::new(),
+            findings: Vec::new(),
+            error: Some(e.to_string()),
+        },
+    }
+}
+
+/// What is said: a headline, then RAS's latest findings (most important first, each with when it
+/// was first seen), then the time line of port transitions and RAS findings.
+pub struct Account {
+    pub headline: String,
+    pub lines: Vec<String>,
+}
+
+/// The account of the snapshots and the post-mortem, `None` when RAS named nothing.
+pub fn account(snapshots: &[Snapshot], report: &Report) -> Option<Account> {
+    let last = snapshots.iter().rev().find(|s| !s.lines.is_empty())?;
+    let first_seen = |line: &str| snapshots.iter().find(|s| s.lines.iter().any(|l| l == line)).map(|s| s.time.as_str());
+    let when = match last.why {
+        "signal" => "when nccl-wrap was told to stop",
+        "exit" => "after the command failed",
+        _ => "when the job stalled",
+    };
+    let headline = format!("nccl-wrap: the command {}; NCCL's RAS {when} ({}):", report.command.describe(), last.time);
+    let mut lines = vec![headline.clone()];
+    for l in &last.lines {
+        lines.push(format!("  {l} (first seen {})", first_seen(l).unwrap_or(&last.time)));
+    }
+    // Within one millisecond a port's move comes first, then what RAS said (asked later), then the
+    // counters read at exit: the order in which they were observed.
+    let mut timeline: Vec<(String, u8, String)> = report
+        .transitions
+        .iter()
+        .map(|t| (t.time.clone(), 0, format!("{} port state {} -> {}", t.port, t.from, t.to)))
+        .collect();
+    for l in &last.lines {
+        let t = first_seen(l).unwrap_or(&last.time).to_string();
+        timeline.push((t, 1, format!("RAS: {l}")));
+    }
+    // Error counters are read at start and at exit only: their moves stand at the exit's time.
+    for p in &report.ports {
+        for m in p.counters.iter().filter(|m| m.kind == crate::meaning::Kind::Error) {
+            let change = m.delta.map_or_else(|| "reset".to_string(), |d| format!("+{d}"));
+            timeline.push((
+                report.ended.clone(),
+                2,
+                format!("{} {} {change} since the start (read at exit)", p.port, m.name),
+            ));
+        }
+    }
+    timeline.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    lines.push("time line:".into());
+    lines.extend(timeline.into_iter().map(|(t, _, l)| format!("  {t} {l}")));
+    if report.transitions.is_empty() {
+        let errors = report.ports.iter().any(|p| p.counters.iter().any(|m| m.kind == crate::meaning::Kind::Error));
+        if report.ports.is_empty() {
+            lines.push("  no RDMA port was watched (NCCL on sockets?): look at the process named above".into());
+        } else if errors {
+            lines.push("  no port changed state, but error counters moved (above, and the post-mortem)".into());
+        } else {
+            lines.push("  no port moved: look at the process named above".into());
+        }
+    }
+    Some(Account { headline, lines })
+}
+
+/// Writes a line to stderr, ignoring failure (stderr's reader may be gone; the supervisor must
+/// go on).
+fn say(text: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{text}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::postmortem::{Link, Seen, Transition};
+
+    fn report(transitions: Vec<Transition>) -> Report {
+        Report {
+            kind: "postmortem",
+            command: Exit { code: 143, signal: Some("SIGTERM".into()), forwarded: Some("SIGTERM".into()) },
+            started: "2026-11-24T18:20:00.000Z".into(),
+            ended: "2026-11-24T18:25:00.000Z".into(),
+            seconds: 300.0,
+            watch_ms: 1000,
+            polls: 300,
+            ports: Vec::new(),
+            transitions,
+            transitions_dropped: 0,
+            problems: Vec::new(),
+            ras: None,
+        }
+    }
+
+    fn snap(time: &str, why: &'static str, lines: &[&str]) -> Snapshot {
+        Snapshot {
+            time: time.into(),
+            why,
+            ms: 2.0,
+            nccl_version: None,
+            lines: lines.iter().map(|s| s.to_string()).collect(),
+            findings: Vec::new(),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn ras_and_the_ports_share_one_time_line_with_first_seen_times() {
+        let link = |s: &str| Link { state: s.into(), phys_state: "LinkUp".into() };
+        let t = Transition {
+            time: "2026-11-24T18:24:29.000Z".into(),
+            port: "mlx5_10:1".into(),
+            from: link("ACTIVE"),
+            to: link("DOWN"),
+            seen: Seen::Poll,
+        };
+        let snaps = [
+            snap("2026-11-24T18:24:31.000Z", "stall", &["rank 21 (pid 7 on node b, GPU 3) not answering"]),
+            snap("2026-11-24T18:30:00.000Z", "signal", &["rank 21 (pid 7 on node b, GPU 3) not answering"]),
+        ];
+        let a = account(&snaps, &report(vec![t])).expect("named");
+        assert!(a.headline.contains("when nccl-wrap was told to stop"), "{}", a.headline);
+        assert_eq!(
+            a.lines[1],
+            "  rank 21 (pid 7 on node b, GPU 3) not answering (first seen 2026-11-24T18:24:31.000Z)"
+        );
+        assert_eq!(a.lines[3], "  2026-11-24T18:24:29.000Z mlx5_10:1 port state ACTIVE/LinkUp -> DOWN/LinkUp");
+        assert_eq!(a.lines[4], "  2026-11-24T18:24:31.000Z RAS: rank 21 (pid 7 on node b, GPU 3) not answering");
+    }
+
+    /// Regression: a port's move and RAS's answer in one millisecond were ordered by their text,
+    /// which put RAS (asked later) first.
+    #[test]
+    fn within_one_millisecond_the_port_comes_before_what_ras_said_later() {
+        let link = |s: &str| Link { state: s.into(), phys_state: "LinkUp".into() };
+        let at = "2026-11-24T23:11:35.677Z";
+        let t = Transition {
+            time: at.into(),
+            port: "mlx5_6:1".into(),
+            from: link("ACTIVE"),
+            to: link("DOWN"),
+            seen: Seen::Poll,
+        };
+        let a = account(&[snap(at, "signal", &["rank 1 (pid 610 on node a, GPU 0) dead"])], &report(vec![t]))
+            .expect("named");
+        assert_eq!(a.lines[3], format!("  {at} mlx5_6:1 port state ACTIVE/LinkUp -> DOWN/LinkUp"));
+        assert_eq!(a.lines[4], format!("  {at} RAS: rank 1 (pid 610 on node a, GPU 0) dead"));
+    }
+
+    #[test]
+    fn error_counters_that_moved_stand_on_the_time_line_at_exit() {
+        use crate::postmortem::{Moved, PortReport};
+        let link = Link { state: "ACTIVE".into(), phys_state: "LinkUp".into() };
+        let mut r = report(Vec::new());
+        r.ports = vec![PortReport {
+            port: "mlx5_6:1".into(),
+            start: link.clone(),
+            exit: link,
+            counters: vec![Moved {
+                name: "symbol_error".into(),
+                group: "counters".into(),
+                start: 2,
+                exit: 9,
+                delta: Some(7),
+                kind: crate::meaning::Kind::Error,
+                meaning: None,
+            }],
+        }];
+        let a = account(&[snap("2026-11-24T18:24:31.000Z", "signal", &["rank 1 dead"])], &r).expect("named");
+        assert!(
+            a.lines.contains(
+                &"  2026-11-24T18:25:00.000Z mlx5_6:1 symbol_error +7 since the start (read at exit)".to_string()
+            ),
+            "{:?}",
+            a.lines
+        );
+        assert!(a.lines.last().is_some_and(|l| l.contains("error counters moved")), "{:?}", a.lines);
+    }
+
+    #[test]
+    fn without_a_port_change_the_process_is_blamed_and_silence_says_nothing() {
+        let snaps = [snap("2026-11-24T18:30:00.000Z", "signal", &["rank 1 dead"])];
+        let a = account(&snaps, &report(Vec::new())).expect("named");
+        assert!(a.lines.last().is_some_and(|l| l.contains("look at the process")), "{:?}", a.lines);
+        assert!(account(&[snap("t", "signal", &[])], &report(Vec::new())).is_none(), "a healthy answer adds nothing");
+    }
+}

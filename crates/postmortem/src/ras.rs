@@ -1,0 +1,277 @@
+//! The RAS client: asks NCCL's RAS (every rank runs it; `localhost:28028`, or `NCCL_RAS_ADDR`
+//! from the command's environment) for its STATUS report, and reads it with `nccl::ras`.
+//!
+//! Bounded in everything: a connect deadline ([`CONNECT`]), one deadline for the whole reply
+//! (the caller's), [`MAX_REPLY`] bytes. Every rank of a node listens on the same port
+//! (SO_REUSEPORT) and the kernel hands each connection to one of them; a stopped rank's socket
+//! accepts and never answers (measured with NCCL 2.28.9: fixtures/ras/README.md). So a query
+//! opens [`ATTEMPTS`] connections at once and takes the first reply; each attempt runs in its own
+//! thread and ends by the deadline. It must never block past the deadline, never send anything but
+//! the protocol's commands, and never print: the caller says what an error means, once.
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use nw_nccl::ras::{self, ParseError, View};
+
+/// NCCL's default: `localhost:28028`.
+pub const DEFAULT_PORT: u16 = 28028;
+/// Connecting on loopback takes microseconds; a port nobody listens on is refused at once.
+pub const CONNECT: Duration = Duration::from_millis(300);
+/// The largest reply read: a report for thousands of ranks with many missing is tens of KiB.
+pub const MAX_REPLY: usize = 1 << 20;
+/// Connections opened at once, to reach a live rank past stopped ones sharing the port.
+pub const ATTEMPTS: usize = 3;
+/// How long past the deadline an attempt may take to hand in what it read (its reads end at the
+/// deadline; on a loaded machine its thread may run a little later): the query's whole bound is
+/// the deadline plus this.
+pub const REPORT_GRACE: Duration = Duration::from_millis(250);
+
+/// Where RAS listens, or why it is not asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    At(SocketAddr),
+    Off(String),
+}
+
+/// From the command's environment (the ranks read the same): `NCCL_RAS_ENABLE=0` turns RAS
+/// off; `NCCL_RAS_ADDR` is `HOST:PORT` with HOST an IP address or `localhost` (a name that would
+/// need DNS is not looked up: the supervisor never waits on a resolver).
+pub fn target(env: &[(OsString, OsString)]) -> Target {
+    let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.to_string_lossy().into_owned());
+    if get("NCCL_RAS_ENABLE").is_some_and(|v| v.trim() == "0") {
+        return Target::Off("NCCL_RAS_ENABLE=0: NCCL's RAS is off".into());
+    }
+    match get("NCCL_RAS_ADDR") {
+        None => Target::At(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), DEFAULT_PORT)),
+        Some(v) => match addr(v.trim()) {
+            Some(a) => Target::At(a),
+            None => Target::Off(format!(
+                "NCCL_RAS_ADDR={:?} is not HOST:PORT with HOST an IP address or localhost",
+                ras::clean(&v)
+            )),
+        },
+    }
+}
+
+fn addr(v: &str) -> Option<SocketAddr> {
+    if let Ok(a) = v.parse::<SocketAddr>() {
+        return Some(a);
+    }
+    let (host, port) = v.rsplit_once(':')?;
+    let port: u16 = port.parse().ok()?;
+    (host == "localhost" || host.is_empty()).then(|| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port))
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RasError {
+    #[error("nothing listens on {addr}: NCCL's RAS is not running here (NCCL before 2.24, NCCL_RAS_ENABLE=0, another NCCL_RAS_ADDR, or the ranks have ended)")]
+    Refused { addr: SocketAddr },
+    #[error("{addr} accepted the connection but sent nothing within {ms} ms: a stopped or hung rank holds it (NCCL's RAS answers again once it has written that rank off)")]
+    Silent { addr: SocketAddr, ms: u64 },
+    #[error("{addr} had sent {bytes} bytes but not its whole report within {ms} ms")]
+    Slow { addr: SocketAddr, ms: u64, bytes: usize },
+    #[error("{addr} sent more than {max} bytes: not read further")]
+    TooLarge { addr: SocketAddr, max: usize },
+    #[error("cannot ask {addr}: {source}")]
+    Io { addr: SocketAddr, source: std::io::Error },
+    #[error("{addr}: {source}")]
+    Parse { addr: SocketAddr, source: ParseError },
+}
+
+impl RasError {
+    /// Nothing listens: RAS is off or absent, or the ranks have ended.
+    pub fn is_refused(&self) -> bool {
+        matches!(self, RasError::Refused { .. })
+    }
+
+    /// Which error to tell when every attempt failed: the most informative.
+    fn weight(&self) -> u8 {
+        match self {
+            RasError::Parse { .. } | RasError::TooLarge { .. } => 5,
+            RasError::Slow { .. } => 4,
+            RasError::Silent { .. } => 3,
+            RasError::Io { .. } => 2,
+            RasError::Refused { .. } => 1,
+        }
+    }
+}
+
+/// A reply read.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub view: View,
+    /// From the first connect to the reply's end.
+    pub ms: f64,
+    pub bytes: usize,
+}
+
+/// Asks for STATUS (`json`: after `SET FORMAT json`), waiting at most `deadline` in all.
+pub fn query(addr: SocketAddr, json: bool, deadline: Duration) -> Result<Reply, RasError> {
+    let started = Instant::now();
+    let until = started + deadline;
+    let request: &'static [u8] =
+        if json { b"CLIENT PROTOCOL 2\nSET FORMAT json\nSTATUS\n" } else { b"CLIENT PROTOCOL 2\nSTATUS\n" };
+    let (tx, rx) = mpsc::channel();
+    for _ in 0..ATTEMPTS {
+        let tx = tx.clone();
+        let spawned = std::thread::Builder::new().name("ras".into()).spawn(move || {
+            let _ = tx.send(attempt(addr, request, until));
+        });
+        if let Err(source) = spawned {
+            return Err(RasError::Io { addr, source });
+        }
+    }
+    drop(tx);
+    let mut worst: Option<RasError> = None;
+    for _ in 0..ATTEMPTS {
+        let left = until.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left + REPORT_GRACE) {
+            Ok(Ok((text, bytes))) => {
+                let view = ras::parse(&text).map_err(|source| RasError::Parse { addr, source })?;
+                return Ok(Reply { view, ms: started.elapsed().as_secs_f64() * 1e3, bytes });
+            }
+            Ok(Err(e)) => {
+                if worst.as_ref().is_none_or(|w| e.weight() > w.weight()) {
+                    worst = Some(e);
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    Err(worst.unwrap_or(RasError::Silent { addr, ms: millis(deadline) }))
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// One connection: the request, then bytes until the server closes, the cap, or `until`.
+fn attempt(addr: SocketAddr, request: &[u8], until: Instant) -> Result<(String, usize), RasError> {
+    let io = |source| RasError::Io { addr, source };
+    let left = until.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(RasError::Silent { addr, ms: 0 });
+    }
+    let mut s = match TcpStream::connect_timeout(&addr, left.min(CONNECT)) {
+        Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => return Err(RasError::Refused { addr }),
+        Err(e) => return Err(io(e)),
+    };
+    let _ = s.set_nodelay(true);
+    s.set_write_timeout(Some(left.max(Duration::from_millis(1)))).map_err(io)?;
+    s.write_all(request).map_err(io)?;
+    let started = Instant::now();
+    let mut buf = Vec::with_capacity(4096);
+    let mut chunk = [0u8; 16384];
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        s.set_read_timeout(Some(left)).map_err(io)?;
+        match s.read(&mut chunk) {
+            Ok(0) => {
+                return Ok((String::from_utf8_lossy(&buf).into_owned(), buf.len()));
+            }
+            Ok(n) => {
+                if buf.len() + n > MAX_REPLY {
+                    return Err(RasError::TooLarge { addr, max: MAX_REPLY });
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            // A reset after the whole report (the server closed with bytes unread) is its end.
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset && !buf.is_empty() => {
+                return Ok((String::from_utf8_lossy(&buf).into_owned(), buf.len()));
+            }
+            Err(e) => return Err(io(e)),
+        }
+    }
+    let ms = millis(started.elapsed());
+    if buf.is_empty() {
+        return Err(RasError::Silent { addr, ms });
+    }
+    // A refusal (`ERROR: Unknown command`) leaves the connection open: the deadline ends it.
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    match ras::parse(&text) {
+        Err(source @ ParseError::Refused(_)) => Err(RasError::Parse { addr, source }),
+        _ => Err(RasError::Slow { addr, ms, bytes: buf.len() }),
+    }
+}
+
+#[cfg(test)]
+#[path = "../../../tests/standin/ras.rs"]
+mod standin;
+
+#[cfg(test)]
+mod tests {
+    use super::standin::{captured, fixture, Mode, Server};
+    use super::*;
+    use nw_nccl::ras::Kind;
+
+    const D: Duration = Duration::from_millis(700);
+
+    #[test]
+    fn both_formats_of_a_live_server_are_read() {
+        let s = Server::start(captured("stopped-dead"));
+        for json in [false, true] {
+            let r = query(s.addr, json, D).expect("reply");
+            assert_eq!(r.view.findings[0].kind, Kind::Dead, "json {json}");
+            assert_eq!(r.view.findings[0].who[0].pid, Some(610));
+        }
+    }
+
+    #[test]
+    fn an_old_server_without_the_protocol_line_is_read() {
+        let s = Server::start(Mode::NoProtocolLine(fixture("no-protocol-line.txt")));
+        let r = query(s.addr, false, D).expect("reply");
+        assert_eq!(r.view.protocol, None);
+        assert!(r.view.findings.is_empty());
+    }
+
+    #[test]
+    fn no_server_is_refused_at_once() {
+        let t = Instant::now();
+        let e = query(Server::closed_port(), false, Duration::from_secs(30)).expect_err("nobody");
+        assert!(matches!(e, RasError::Refused { .. }), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(15), "a refusal must not wait for the deadline");
+    }
+
+    #[test]
+    fn hostile_servers_are_bounded_by_the_deadline_and_named() {
+        for (mode, want) in [
+            (Mode::Garbage, "not NCCL's RAS report"),
+            (Mode::Endless, "more than"),
+            (Mode::Drip, "not its whole report"),
+            (Mode::Silent, "sent nothing"),
+            (Mode::Unknown, "refused the request"),
+        ] {
+            let s = Server::start(mode.clone());
+            let t = Instant::now();
+            let e = query(s.addr, false, D).expect_err("hostile");
+            // Bounded, not timed: far below the 30 s an unbounded read would run into here.
+            assert!(t.elapsed() < D + Duration::from_secs(5), "{mode:?} took {:?}", t.elapsed());
+            assert!(e.to_string().contains(want), "{mode:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_address_comes_from_the_commands_environment() {
+        let env = |pairs: &[(&str, &str)]| -> Vec<(OsString, OsString)> {
+            pairs.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))).collect()
+        };
+        assert_eq!(target(&env(&[])), Target::At("127.0.0.1:28028".parse().expect("addr")));
+        assert_eq!(
+            target(&env(&[("NCCL_RAS_ADDR", "localhost:29000")])),
+            Target::At("127.0.0.1:29000".parse().expect("addr"))
+        );
+        assert_eq!(target(&env(&[("NCCL_RAS_ADDR", "[::1]:29001")])), Target::At("[::1]:29001".parse().expect("addr")));
+        assert!(matches!(target(&env(&[("NCCL_RAS_ADDR", "ras.example.com:1")])), Target::Off(_)));
+        assert!(matches!(target(&env(&[("NCCL_RAS_ENABLE", "0")])), Target::Off(_)));
+    }
+}

@@ -1,0 +1,148 @@
+//! The supervisor's state for `nccl-wrap status`: a small JSON file written once the command has
+//! started (its pid, when, where NCCL's RAS was asked, each watched port's first reading) and
+//! removed when the supervisor ends, so that `kubectl exec POD -- nccl-wrap status` can say what
+//! moved since the start.
+//!
+//! The file lives in the container's own `/run/nccl-wrap/state.json` (`--state-file`), written
+//! atomically (`write`), mode 0644: anyone in the container may read it; it holds port names and
+//! counter values, nothing secret, and nothing outside the container sees it. It must never fail
+//! the supervisor (an unwritable path is a debug line) and, read back, is untrusted: at most
+//! [`MAX_STATE`] bytes, and port names that are not `dev:port` with a plain device name are
+//! dropped (status rebuilds each port's directory under the sysfs root from the name).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use nw_observe::detect::counters::Counters;
+
+/// `/run/nccl-wrap/state.json`.
+pub const DEFAULT_PATH: &str = "/run/nccl-wrap/state.json";
+/// The largest state file read back (hundreds of counters on a few ports are tens of KiB).
+pub const MAX_STATE: u64 = 1 << 20;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortStart {
+    /// `dev:port`.
+    pub port: String,
+    pub state: String,
+    pub phys_state: String,
+    pub counters: Counters,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct State {
+    /// The command's pid, as the supervisor sees it.
+    pub pid: u32,
+    /// UTC, the first reading.
+    pub started: String,
+    /// Where NCCL's RAS is asked (`127.0.0.1:28028`), or `off: why`.
+    pub ras: String,
+    pub ports: Vec<PortStart>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("no supervisor state at {path} ({source}): is nccl-wrap this container's PID 1 (or run with --supervise), and is --state-file the same?")]
+    Missing { path: PathBuf, source: std::io::Error },
+    #[error("{path} is larger than {max} bytes: not read")]
+    TooLarge { path: PathBuf, max: u64 },
+    #[error("{path} is not nccl-wrap's state: {why}")]
+    Invalid { path: PathBuf, why: String },
+}
+
+/// Writes the state; any failure is only logged (`status` then says the file is missing).
+pub fn publish(path: &Path, state: &State) {
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let text = match serde_json::to_string(state) {
+        Ok(t) => t + "\n",
+        Err(e) => return log::debug!("state not serialised: {e}"),
+    };
+    if let Err(e) = nw_output::write::atomic(path, text.as_bytes()) {
+        log::debug!("no state for `nccl-wrap status`: {e}");
+    }
+}
+
+/// Removes the state once the supervisor is done (the command has ended).
+pub fn withdraw(path: &Path) {
+    let _ = std::fs::remove_file(path);
+}
+
+/// A port name `status` may turn into a sysfs path: `dev:port`, dev of `[A-Za-z0-9_.-]`.
+pub fn plain_port(name: &str) -> Option<(&str, u32)> {
+    let (dev, port) = name.split_once(':')?;
+    let ok = !dev.is_empty()
+        && dev.len() <= 64
+        && dev != "."
+        && dev != ".."
+        && dev.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
+    ok.then_some(())?;
+    Some((dev, port.parse().ok()?))
+}
+
+/// Reads the state back, bounded; drops ports whose names are not plain.
+pub fn read(path: &Path) -> Result<State, StateError> {
+    let f = std::fs::File::open(path).map_err(|source| StateError::Missing { path: path.into(), source })?;
+    let mut text = String::new();
+    f.take(MAX_STATE + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| StateError::Invalid { path: path.into(), why: e.to_string() })?;
+    if text.len() as u64 > MAX_STATE {
+        return Err(StateError::TooLarge { path: path.into(), max: MAX_STATE });
+    }
+    let mut state: State =
+        serde_json::from_str(&text).map_err(|e| StateError::Invalid { path: path.into(), why: e.to_string() })?;
+    state.ports.retain(|p| plain_port(&p.port).is_some());
+    Ok(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_port_names_become_paths() {
+        assert_eq!(plain_port("mlx5_6:1"), Some(("mlx5_6", 1)));
+        for bad in ["../x:1", "..:1", "a/b:1", "mlx5_0", "mlx5_0:x", ":1", "a b:1"] {
+            assert_eq!(plain_port(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_state_round_trips_and_hostile_files_are_named() {
+        let dir = std::env::temp_dir().join(format!("nccl-wrap-state-{}", std::process::id()));
+        let path = dir.join("state.json");
+        let s = State {
+            pid: 7,
+            started: "2026-11-24T18:00:00.000Z".into(),
+            ras: "127.0.0.1:28028".into(),
+            ports: vec![
+                PortStart {
+                    port: "mlx5_6:1".into(),
+                    state: "ACTIVE".into(),
+                    phys_state: "LinkUp".into(),
+                    counters: Counters::new(),
+                },
+                PortStart {
+                    port: "../../etc:1".into(),
+                    state: "x".into(),
+                    phys_state: "y".into(),
+                    counters: Counters::new(),
+                },
+            ],
+        };
+        publish(&path, &s);
+        let back = read(&path).expect("read");
+        assert_eq!(back.ports.len(), 1, "the hostile name is dropped");
+        std::fs::write(&path, "x".repeat(MAX_STATE as usize + 10)).expect("write");
+        assert!(matches!(read(&path), Err(StateError::TooLarge { .. })));
+        std::fs::write(&path, "{\"pid\": \"no\"}").expect("write");
+        assert!(matches!(read(&path), Err(StateError::Invalid { .. })));
+        withdraw(&path);
+        assert!(matches!(read(&path), Err(StateError::Missing { .. })));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,170 @@
+//! `nccl-wrap status`, for `kubectl exec POD -- nccl-wrap status`: on one screen, the ports the
+//! supervisor handed to NCCL as they are now, the counters that moved since the command started
+//! (against the supervisor's first reading, `state`), and NCCL's RAS view of the job; `--json`
+//! for the same as one JSON object (docs/schemas/status.schema.json).
+//!
+//! Reads only: the state file (bounded, untrusted), the ports' sysfs files under the sysfs root,
+//! one RAS query (2 s at most). It must never signal or touch the job. Exit status: 0 read, 1
+//! RAS or a port names a problem, 2 no supervisor state.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::postmortem::{self, Link, Moved};
+use crate::state::{self, State};
+use crate::{portwatch, ras};
+use nw_output::msg::PREFIX;
+
+/// The RAS query's bound: a person is waiting.
+pub const RAS_DEADLINE: Duration = Duration::from_secs(2);
+
+#[derive(Debug, Serialize)]
+pub struct PortNow {
+    pub port: String,
+    pub start: Link,
+    pub now: Link,
+    /// Counters that moved since the start, errors first.
+    pub counters: Vec<Moved>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RasNow {
+    pub addr: String,
+    pub nccl_version: Option<String>,
+    pub ms: f64,
+    pub lines: Vec<String>,
+    pub findings: Vec<nw_nccl::ras::Finding>,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Status {
+    pub kind: &'static str,
+    pub pid: u32,
+    pub started: String,
+    pub ports: Vec<PortNow>,
+    pub ras: RasNow,
+    pub problems: Vec<String>,
+}
+
+/// Reads everything; `Err` when there is no usable state file.
+pub fn gather(state_path: &Path, sysfs_root: &Path) -> Result<Status, state::StateError> {
+    let st: State = state::read(state_path)?;
+    let mut problems = Vec::new();
+    let ports = st
+        .ports
+        .iter()
+        .filter_map(|p| {
+            let (dev, port) = state::plain_port(&p.port)?;
+            let (now, counters) = portwatch::read_now(sysfs_root, dev, port, &mut problems);
+            let start = Link { state: ras_clean(&p.state), phys_state: ras_clean(&p.phys_state) };
+            Some(PortNow { port: p.port.clone(), start, now, counters: postmortem::moved(&p.counters, &counters) })
+        })
+        .collect();
+    let ras = ask(&st.ras);
+    Ok(Status { kind: "status", pid: st.pid, started: ras_clean(&st.started), ports, ras, problems })
+}
+
+fn ras_clean(s: &str) -> String {
+    nw_nccl::ras::clean(s)
+}
+
+fn ask(addr: &str) -> RasNow {
+    let mut out = RasNow {
+        addr: ras_clean(addr),
+        nccl_version: None,
+        ms: 0.0,
+        lines: Vec::new(),
+        findings: Vec::new(),
+        error: None,
+    };
+    match addr.parse::<SocketAddr>() {
+        Ok(a) => match ras::query(a, false, RAS_DEADLINE) {
+            Ok(r) => {
+                out.ms = (r.ms * 100.0).round() / 100.0;
+                out.lines = r.view.lines();
+                out.nccl_version = r.view.nccl_version;
+                out.findings = r.view.findings;
+            }
+            Err(e) => out.error = Some(e.to_string()),
+        },
+        Err(_) => out.error = Some(format!("not asked: {}", ras_clean(addr))),
+    }
+    out
+}
+
+impl Status {
+    /// Whether anything needs a look: a port not ACTIVE, an error counter moved, RAS findings.
+    pub fn troubled(&self) -> bool {
+        !self.ras.lines.is_empty()
+            || self
+                .ports
+                .iter()
+                .any(|p| p.now.state != "ACTIVE" || p.counters.iter().any(|m| m.kind == crate::meaning::Kind::Error))
+    }
+
+    pub fn human(&self) -> String {
+        let mut out = format!("nccl-wrap status: command pid {}, started {}\n", self.pid, self.started);
+        if self.ports.is_empty() {
+            out.push_str("ports: none watched (NCCL on sockets?)\n");
+        }
+        for p in &self.ports {
+            let was = if p.now == p.start { String::new() } else { format!(" (was {})", p.start) };
+            out.push_str(&format!("port {} {}{was}\n", p.port, p.now));
+            let moved: Vec<&Moved> =
+                p.counters.iter().filter(|m| m.kind != crate::meaning::Kind::Traffic).take(10).collect();
+            for m in &moved {
+                let change = m.delta.map_or_else(|| format!("reset ({} -> {})", m.start, m.exit), |d| format!("+{d}"));
+                let meaning = m.meaning.map(|t| format!(": {t}")).unwrap_or_default();
+                out.push_str(&format!("  {} {change} since the start{meaning}\n", m.name));
+            }
+            if moved.is_empty() {
+                out.push_str("  no error or congestion counter moved since the start\n");
+            }
+        }
+        match (&self.ras.error, self.ras.lines.is_empty()) {
+            (Some(e), _) => out.push_str(&format!("NCCL's RAS ({}): {e}\n", self.ras.addr)),
+            (None, true) => out.push_str(&format!(
+                "NCCL's RAS ({}, NCCL {}, {:.1} ms): every rank answers, no error\n",
+                self.ras.addr,
+                self.ras.nccl_version.as_deref().unwrap_or("?"),
+                self.ras.ms
+            )),
+            (None, false) => {
+                out.push_str(&format!("NCCL's RAS ({}, {:.1} ms):\n", self.ras.addr, self.ras.ms));
+                for l in &self.ras.lines {
+                    out.push_str(&format!("  {l}\n"));
+                }
+            }
+        }
+        for p in &self.problems {
+            out.push_str(&format!("unreadable: {p}\n"));
+        }
+        out
+    }
+}
+
+/// The subcommand: prints, returns the exit status.
+pub fn main(state_path: &Path, sysfs_root: &Path, json: bool) -> u8 {
+    use std::io::Write as _;
+    match gather(state_path, sysfs_root) {
+        Ok(s) => {
+            let text = if json {
+                serde_json::to_string(&s)
+                    .unwrap_or_else(|e| format!("{{\"kind\":\"status\",\"error\":{:?}}}", e.to_string()))
+                    + "\n"
+            } else {
+                s.human()
+            };
+            let _ = std::io::stdout().write_all(text.as_bytes());
+            u8::from(s.troubled())
+        }
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "{PREFIX} {e}");
+            2
+        }
+    }
+}
