@@ -29,7 +29,7 @@ kind=$(file -b "$bin")
 case $kind in *"ARM aarch64"*"statically linked"*) ;; *) fail "$bin is not a static aarch64 executable: $kind" ;; esac
 aarch64-linux-gnu-readelf -h "$bin" | grep -q 'Type:.*EXEC' || fail "$bin is position-independent (want relocation-model=static)"
 size=$(stat -c %s "$bin")
-# The budget (README, "Build"): a pull of the image and every pod's page cache pay for each byte.
+# The budget (docs/build.md, "Size"): a pull of the image and every pod's page cache pay for each byte.
 [ "$size" -le 3145728 ] || fail "$bin is $size bytes, over its 3 MiB budget (3,145,728 bytes)"
 version=$(qemu-aarch64-static "$bin" --version) || fail "$bin does not run under qemu-aarch64-static"
 # The providers linked, as the hidden verbs entry names them (its device list may fail here).
