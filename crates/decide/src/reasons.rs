@@ -12,7 +12,7 @@ use nw_nccl::gid::{self, GidEntry, GidPrefs, RoceType};
 
 /// One used RoCE port (`dev:port`) and the entry at a kept index: its GID text and type text,
 /// `None` where the read failed.
-pub type KeptEntry = (String, Option<String>, Option<String>);
+pub(crate) type KeptEntry = (String, Option<String>, Option<String>);
 
 /// What sysfs said beyond the port facts, read only where it matters.
 #[derive(Debug, Clone, Default)]
@@ -32,7 +32,7 @@ fn is_ipv4_link_local(g: &Ipv6Addr) -> bool {
     g.to_ipv4_mapped().is_some_and(|v4| v4.is_link_local())
 }
 
-pub fn apply(plan: &mut Plan, extra: &Extra, prefs: &GidPrefs) {
+pub(crate) fn apply(plan: &mut Plan, extra: &Extra, prefs: &GidPrefs) {
     for d in plan.decisions.iter_mut().filter(|d| extra.iwarp.contains(&d.device)) {
         if !d.used {
             d.reason = Some(format!(

@@ -54,7 +54,7 @@ pub fn child_env(base: &[(OsString, OsString)], set: &[(&str, &str)]) -> Vec<(Os
 }
 
 /// The variable that holds the gate's job secret (`--gate-secret`).
-pub const GATE_SECRET: &str = "NCCL_WRAP_GATE_SECRET";
+pub(crate) const GATE_SECRET: &str = "NCCL_WRAP_GATE_SECRET";
 
 #[cfg(test)]
 mod tests {

@@ -13,7 +13,7 @@ pub const MAX_ENTRIES: usize = 32;
 pub struct Entry {
     pub name: String,
     /// `None`: any port (NCCL's -1).
-    pub port: Option<i64>,
+    pub(crate) port: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -34,14 +34,14 @@ pub enum Kind {
 /// One process or rank a finding names; each part only when the reply said it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Who {
-    pub rank: Option<u32>,
+    pub(crate) rank: Option<u32>,
     pub pid: Option<u32>,
-    pub node: Option<String>,
-    pub gpu: Option<u32>,
+    pub(crate) node: Option<String>,
+    pub(crate) gpu: Option<u32>,
     /// MISMATCH: the operation this rank has launched up to.
-    pub op: Option<u64>,
+    pub(crate) op: Option<u64>,
     /// What the rank reported (`Remote process error`).
-    pub what: Option<String>,
+    pub(crate) what: Option<String>,
 }
 
 impl Who {
@@ -78,9 +78,9 @@ impl Who {
 pub struct Finding {
     pub kind: Kind,
     /// The communicator's hash, when the finding is about one.
-    pub comm: Option<String>,
+    pub(crate) comm: Option<String>,
     /// MISMATCH: the collective whose counts disagree (`AllReduce`).
-    pub collective: Option<String>,
+    pub(crate) collective: Option<String>,
     /// RAS's own summary line.
     pub summary: String,
     pub who: Vec<Who>,
@@ -90,14 +90,14 @@ pub struct Finding {
 /// stall is these sums not moving.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Progress {
-    pub comm: String,
-    pub ranks: u32,
+    pub(crate) comm: String,
+    pub(crate) ranks: u32,
     pub collectives: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Format {
+pub(crate) enum Format {
     Text,
     Json,
 }
@@ -105,7 +105,7 @@ pub enum Format {
 /// What one RAS reply says.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct View {
-    pub format: Format,
+    pub(crate) format: Format,
     /// `SERVER PROTOCOL N`, absent from servers asked without `CLIENT PROTOCOL`.
     pub protocol: Option<u32>,
     /// `2.28.9`.
@@ -113,9 +113,9 @@ pub struct View {
     pub findings: Vec<Finding>,
     pub progress: Vec<Progress>,
     /// Findings or people past [`MAX_ITEMS`].
-    pub left_out: usize,
+    pub(crate) left_out: usize,
     /// `ERROR:` lines the server sent before its report (an option it did not know).
-    pub errors: Vec<String>,
+    pub(crate) errors: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -447,12 +447,6 @@ fn json(body: &str) -> Result<View, ParseError> {
 }
 
 impl View {
-    /// Whether RAS reported anything wrong (a MISMATCH alone is normal while collectives run:
-    /// it counts, but a caller that sees only one snapshot says so).
-    pub fn troubled(&self) -> bool {
-        !self.findings.is_empty()
-    }
-
     /// The findings as lines for people, most important first: each process once, with its
     /// rank when a communicator's entry names it (RAS lists a dead process by pid and the
     /// communicator's missing rank separately).

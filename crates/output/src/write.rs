@@ -36,7 +36,7 @@ fn parts(path: &Path) -> Result<(PathBuf, String), WriteError> {
 }
 
 /// The temporary name for `path` in this process.
-pub fn temp_path(path: &Path) -> Option<PathBuf> {
+pub(crate) fn temp_path(path: &Path) -> Option<PathBuf> {
     let (dir, name) = parts(path).ok()?;
     Some(dir.join(format!(".{name}.tmp.{}", std::process::id())))
 }

@@ -20,9 +20,9 @@ pub use nw_output::status::Status;
 pub struct Cause {
     pub id: &'static str,
     #[serde(skip)]
-    pub status: Status,
+    pub(crate) status: Status,
     pub summary: String,
-    pub evidence: Map<String, Value>,
+    pub(crate) evidence: Map<String, Value>,
     pub hint: String,
 }
 
@@ -30,7 +30,7 @@ impl Cause {
     pub fn new(id: &'static str, status: Status, summary: impl Into<String>, hint: impl Into<String>) -> Cause {
         Cause { id, status, summary: summary.into(), evidence: Map::new(), hint: hint.into() }
     }
-    pub fn ev(mut self, key: &str, value: impl Into<Value>) -> Cause {
+    pub(crate) fn ev(mut self, key: &str, value: impl Into<Value>) -> Cause {
         self.evidence.insert(key.to_owned(), value.into());
         self
     }
@@ -38,7 +38,7 @@ impl Cause {
 
 /// Which end hit a fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Side {
+pub(crate) enum Side {
     Local,
     Remote,
 }
@@ -54,35 +54,35 @@ impl Side {
 
 /// Everything known about one pair once it has run (or stopped).
 #[derive(Debug, Clone)]
-pub struct PairFacts<'a> {
-    pub local: &'a PortInfo,
-    pub remote: &'a PortInfo,
+pub(crate) struct PairFacts<'a> {
+    pub(crate) local: &'a PortInfo,
+    pub(crate) remote: &'a PortInfo,
     /// The first fault of each end, if any.
-    pub local_fault: Option<&'a Fault>,
-    pub remote_fault: Option<&'a Fault>,
+    pub(crate) local_fault: Option<&'a Fault>,
+    pub(crate) remote_fault: Option<&'a Fault>,
     /// The route verdict for the peer's address from the local rail (`None`: not IPv4, or the
     /// routes could not be read).
-    pub reach: Option<&'a Reach>,
+    pub(crate) reach: Option<&'a Reach>,
     /// The path MTU the queue pair used, in bytes.
-    pub path_mtu: u32,
+    pub(crate) path_mtu: u32,
     /// The plan's entry at the local port's GID index, where the plan has one.
-    pub plan_gid: Option<&'a PlanGid>,
+    pub(crate) plan_gid: Option<&'a PlanGid>,
 }
 
 /// The entry at the GID index a local port uses, as the plan read it: the GID then, and whose
 /// address it held (on a shared device, where the pod's addresses tell).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlanGid {
-    pub device: String,
-    pub port: u8,
-    pub index: u32,
-    pub gid: String,
-    pub address: String,
-    pub owner: Option<Owner>,
+pub(crate) struct PlanGid {
+    pub(crate) device: String,
+    pub(crate) port: u8,
+    pub(crate) index: u32,
+    pub(crate) gid: String,
+    pub(crate) address: String,
+    pub(crate) owner: Option<Owner>,
 }
 
 /// The cause of a failed pair, or the warning of a passed one; `None` for a clean pass.
-pub fn classify(f: &PairFacts) -> Option<Cause> {
+pub(crate) fn classify(f: &PairFacts) -> Option<Cause> {
     let fault = f.local_fault.map(|x| (Side::Local, x)).or(f.remote_fault.map(|x| (Side::Remote, x)));
     let Some((side, fault)) = fault else {
         return mtu_warning(f);

@@ -7,7 +7,7 @@
 //! separators, bidirectional marks and overrides) and never return more than its bound.
 
 /// The most bytes of peer text one log line keeps (the wire allows 1024).
-pub const MAX_SHOWN: usize = 512;
+pub(crate) const MAX_SHOWN: usize = 512;
 
 /// Whether `c` may reach a terminal or a log line as it is.
 fn shown(c: char) -> bool {
@@ -36,12 +36,13 @@ pub fn bounded(text: &str, max: usize) -> String {
 }
 
 /// [`bounded`] at [`MAX_SHOWN`].
-pub fn text(text: &str) -> String {
+pub(crate) fn text(text: &str) -> String {
     bounded(text, MAX_SHOWN)
 }
 
 /// Whether `text` would print as it is (nothing to escape, within [`MAX_SHOWN`]).
-pub fn is_clean(text: &str) -> bool {
+#[cfg(test)]
+pub(crate) fn is_clean(text: &str) -> bool {
     text.len() <= MAX_SHOWN && text.chars().all(shown)
 }
 

@@ -31,12 +31,12 @@ use super::wire::Message;
 
 /// First messages read at once by default: scanners opening hundreds of connections get the
 /// rest closed unread.
-pub const READERS: usize = 32;
+pub(crate) const READERS: usize = 32;
 /// How long a connection in its first read must have been silent before a newer one may close it.
-pub const SILENT: Duration = Duration::from_millis(250);
+pub(crate) const SILENT: Duration = Duration::from_millis(250);
 /// The most entries an allow-list takes, and its longest spelling.
 pub const MAX_NETS: usize = 64;
-pub const MAX_ALLOW_LEN: usize = 4096;
+pub(crate) const MAX_ALLOW_LEN: usize = 4096;
 
 /// An IPv4 or IPv6 network (`10.0.0.0/8`, `fd00::/8`, or one address).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,11 +166,11 @@ impl Allow {
 /// A listener's policy.
 #[derive(Debug, Clone)]
 pub struct Door {
-    pub allow: Allow,
+    pub(crate) allow: Allow,
     /// Connections in their first read at once; past it, closed unread.
-    pub readers: usize,
+    pub(crate) readers: usize,
     /// Deadline of each connection's first message, from its acceptance.
-    pub hello: Duration,
+    pub(crate) hello: Duration,
 }
 
 impl Door {
@@ -220,7 +220,7 @@ impl<'l> Desk<'l> {
     }
 
     /// Connections in their first read now.
-    pub fn reading(&self) -> usize {
+    pub(crate) fn reading(&self) -> usize {
         self.reading.lock().map_or(0, |r| r.len())
     }
 
@@ -351,11 +351,6 @@ impl<'l> Desk<'l> {
                 Err(_) => std::thread::sleep(Duration::from_millis(50)),
             }
         }
-    }
-
-    /// Shuts every connection still in its first read, and waits a moment for the readers.
-    pub fn close(self) {
-        drop(self);
     }
 }
 

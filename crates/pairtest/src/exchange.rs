@@ -67,12 +67,12 @@ impl ExchangeError {
 pub struct Session {
     stream: TcpStream,
     pub peer: String,
-    pub deadline: Instant,
+    pub(crate) deadline: Instant,
 }
 
 /// Waits until `fd` is readable (data, the end, or an error) or `timeout` passes: one poll(2),
 /// where a loop of sleeps and peeks would wake a thousand idle pods' threads for nothing.
-pub fn wait_readable(fd: BorrowedFd<'_>, timeout: Duration) -> bool {
+pub(crate) fn wait_readable(fd: BorrowedFd<'_>, timeout: Duration) -> bool {
     let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
     let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
     matches!(poll(&mut fds, ms), Ok(n) if n > 0)
@@ -95,7 +95,7 @@ impl Session {
     }
 
     /// Pushes the deadline to `deadline` (the run's phases are bounded one by one).
-    pub fn extend(&mut self, deadline: Instant) {
+    pub(crate) fn extend(&mut self, deadline: Instant) {
         self.deadline = self.deadline.max(deadline);
     }
 
@@ -200,7 +200,7 @@ impl Session {
     }
 
     /// Closes the connection both ways at once (a peer waiting for our close sees EOF now).
-    pub fn close(self) {
+    pub(crate) fn close(self) {
         let _ = self.stream.shutdown(Shutdown::Both);
     }
 

@@ -31,16 +31,16 @@ pub struct Inputs<'a> {
 #[derive(Debug, Clone)]
 pub struct Here {
     pub planned: Vec<Planned>,
-    pub host: String,
-    pub routes: Option<Vec<Route>>,
-    pub dropped: Vec<Dropped>,
+    pub(crate) host: String,
+    pub(crate) routes: Option<Vec<Route>>,
+    pub(crate) dropped: Vec<Dropped>,
     /// The plan's entry at each port's GID index, for naming a foreign or vanished source GID.
-    pub gids: Vec<PlanGid>,
+    pub(crate) gids: Vec<PlanGid>,
 }
 
 impl Here {
     /// What a cause is named with beside the run.
-    pub fn local(&self) -> output::Local<'_> {
+    pub(crate) fn local(&self) -> output::Local<'_> {
         output::Local { routes: self.routes.as_deref(), gids: &self.gids }
     }
 }
@@ -103,7 +103,7 @@ fn plan_gids(plan: &Plan, planned: &[Planned]) -> Vec<PlanGid> {
 
 /// The plan's ports as the run will use them: NCCL_IB_GID_INDEX as NCCL will read it (the
 /// user's value when kept), otherwise each port's own pick.
-pub fn planned(plan: &Plan) -> Vec<Planned> {
+pub(crate) fn planned(plan: &Plan) -> Vec<Planned> {
     let forced: Option<u32> = plan.vars.iter().find(|v| v.name == IB_GID_INDEX).and_then(|v| {
         let value = if v.action == Action::Kept { v.previous.as_deref()? } else { v.value.as_str() };
         value.trim().parse().ok()
@@ -148,7 +148,7 @@ fn entry_at(f: &PortFacts, index: u32) -> Option<&GidPick> {
 /// The RoCE ports the plan leaves out only for their GID (up and ACTIVE, but no GID of NCCL's
 /// family and RoCE version: a rail without its IPv4 address), with the plan's reason. A port
 /// left out for anything else (down, not this pod's) is not a rail of this pod.
-pub fn dropped_for_gid(plan: &Plan) -> Vec<output::Dropped> {
+pub(crate) fn dropped_for_gid(plan: &Plan) -> Vec<output::Dropped> {
     let mut out = Vec::new();
     for d in plan.decisions.iter().filter(|d| !d.used) {
         let (Some(reason), Ok(port)) = (&d.reason, u8::try_from(d.port)) else { continue };

@@ -29,12 +29,12 @@ pub mod edge;
 pub mod exchange;
 pub mod here;
 pub mod output;
-pub mod pair;
+pub(crate) mod pair;
 pub mod rdma;
-pub mod route;
+pub(crate) mod route;
 pub mod seal;
 pub mod session;
-pub mod settings;
+pub(crate) mod settings;
 pub mod slow;
 pub mod wire;
 

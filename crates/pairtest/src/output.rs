@@ -12,23 +12,23 @@ use super::wire::{parse_gid, PortInfo};
 /// One pair's result, in the form `--json` prints.
 #[derive(Debug, Clone, Serialize)]
 pub struct PairResult {
-    pub kind: &'static str,
-    pub index: usize,
+    pub(crate) kind: &'static str,
+    pub(crate) index: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_index: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peer_index: Option<u32>,
-    pub peer: String,
+    pub(crate) peer: String,
     pub local: PortOut,
     pub remote: Option<PortOut>,
     pub status: Status,
-    pub latency_us: Option<Value>,
-    pub bandwidth_gbytes_per_s: Option<f64>,
+    pub(crate) latency_us: Option<Value>,
+    pub(crate) bandwidth_gbytes_per_s: Option<f64>,
     pub cause: Option<Cause>,
     /// The slower end's rated speed in kb/s, when both ends are hardware ports with a rate
     /// (what `slow` judges the figure against; not part of ping's JSON).
     #[serde(skip)]
-    pub rated_kbps: Option<u64>,
+    pub(crate) rated_kbps: Option<u64>,
 }
 
 impl PairResult {
@@ -47,13 +47,13 @@ impl PairResult {
 pub struct PortOut {
     pub device: String,
     pub port: u8,
-    pub link_layer: Option<&'static str>,
-    pub gid_index: Option<u8>,
-    pub gid: Option<String>,
-    pub lid: Option<u16>,
+    pub(crate) link_layer: Option<&'static str>,
+    pub(crate) gid_index: Option<u8>,
+    pub(crate) gid: Option<String>,
+    pub(crate) lid: Option<u16>,
     /// The port's active MTU.
     #[serde(rename = "mtu_bytes")]
-    pub mtu: Option<u32>,
+    pub(crate) mtu: Option<u32>,
 }
 
 impl PortOut {
@@ -88,8 +88,8 @@ fn gbytes(g: f64) -> f64 {
 /// at each port's GID index.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Local<'a> {
-    pub routes: Option<&'a [Route]>,
-    pub gids: &'a [PlanGid],
+    pub(crate) routes: Option<&'a [Route]>,
+    pub(crate) gids: &'a [PlanGid],
 }
 
 /// A pair's result from what both ends said, with its cause.
@@ -129,7 +129,7 @@ pub fn result(index: usize, peer: &str, run: &PairRun, local: Local) -> PairResu
 }
 
 /// A pair that never ran because this end's port could not be opened.
-pub fn unopened(index: usize, peer: &str, device: &str, port: u8, cause: Cause) -> PairResult {
+pub(crate) fn unopened(index: usize, peer: &str, device: &str, port: u8, cause: Cause) -> PairResult {
     fail(index, peer, bare(device, port), None, cause)
 }
 
@@ -137,10 +137,10 @@ pub fn unopened(index: usize, peer: &str, device: &str, port: u8, cause: Cause) 
 /// NCCL will not use it, so its rail cannot be paired, and ping says so rather than test one
 /// rail fewer without a word.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Dropped {
-    pub device: String,
-    pub port: u8,
-    pub reason: String,
+pub(crate) struct Dropped {
+    pub(crate) device: String,
+    pub(crate) port: u8,
+    pub(crate) reason: String,
 }
 
 fn bare(device: &str, port: u8) -> PortOut {
@@ -168,7 +168,7 @@ fn fail(index: usize, peer: &str, local: PortOut, remote: Option<PortOut>, cause
 /// usable ports) and this end's ports the plan dropped for their GID, each as a failed pair with
 /// cause `no-port`, numbered from `first`. With `--all-pairs` every port meets every port, so only
 /// the dropped ports are reported.
-pub fn unpaired(
+pub(crate) fn unpaired(
     first: usize,
     peer: &str,
     local: &[PortInfo],

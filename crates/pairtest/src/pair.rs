@@ -35,7 +35,7 @@ const WR_RECV: u64 = 0x100;
 /// Retries of an unacknowledged packet before `IBV_WC_RETRY_EXC_ERR`. Not 7: the spec reserves
 /// 7 for "retry for ever" on the RNR count only, but rxe (and perhaps others) treats a
 /// `retry_cnt` of 7 the same way, so a path that drops RoCE would never complete there.
-pub const RETRY_CNT: u8 = 6;
+pub(crate) const RETRY_CNT: u8 = 6;
 /// Bounds of the ACK timeout exponent: 4.096 us x 2^8 = 1 ms, x 2^20 = 4.3 s per try.
 const ACK_TIMEOUT_MIN: u8 = 8;
 const ACK_TIMEOUT_MAX: u8 = 20;
@@ -45,7 +45,7 @@ const ACK_TIMEOUT_MAX: u8 = 20;
 /// 2^timeout, fit in a quarter of the deadline, so that a path dropping RoCE ends in
 /// `IBV_WC_RETRY_EXC_ERR` well before the phase gives up. The default 3000 ms gives 14 (67 ms a
 /// try, 0.47 s in all).
-pub fn ack_timeout(phase: Duration) -> u8 {
+pub(crate) fn ack_timeout(phase: Duration) -> u8 {
     let budget_ns = phase.as_nanos() / 4;
     let per_try_ns = |t: u8| 4096u128 << t;
     let tries = u128::from(RETRY_CNT) + 1;
@@ -53,28 +53,29 @@ pub fn ack_timeout(phase: Duration) -> u8 {
 }
 
 /// How long a queue pair with ACK timeout `t` and [`RETRY_CNT`] retries takes to give up.
-pub fn retry_span(t: u8) -> Duration {
+#[cfg(test)]
+pub(crate) fn retry_span(t: u8) -> Duration {
     Duration::from_nanos((u64::from(RETRY_CNT) + 1) * (4096u64 << t))
 }
 
 /// A port of the plan, as the run will use it.
 #[derive(Debug, Clone)]
 pub struct Planned {
-    pub device: String,
-    pub port: u8,
-    pub gid_index: Option<u32>,
-    pub gid_type: Option<String>,
-    pub netdev: Option<String>,
+    pub(crate) device: String,
+    pub(crate) port: u8,
+    pub(crate) gid_index: Option<u32>,
+    pub(crate) gid_type: Option<String>,
+    pub(crate) netdev: Option<String>,
     /// The port's rated speed in kb/s, hardware ports only (`PortInfo::rate_kbps`).
-    pub rate_kbps: Option<u64>,
+    pub(crate) rate_kbps: Option<u64>,
 }
 
 /// A fault at `step` from an OS error.
-pub fn os_fault(step: &str, e: &io::Error) -> Fault {
+pub(crate) fn os_fault(step: &str, e: &io::Error) -> Fault {
     Fault { step: step.into(), error: errno_text(e), wc_status: None, errno: e.raw_os_error() }
 }
 
-pub fn fault(step: &str, error: impl Into<String>) -> Fault {
+pub(crate) fn fault(step: &str, error: impl Into<String>) -> Fault {
     Fault { step: step.into(), error: error.into(), wc_status: None, errno: None }
 }
 
@@ -140,19 +141,11 @@ pub fn open(p: &Planned) -> Result<(Context, PortInfo, u32), Fault> {
     Ok((ctx, info, max_msg))
 }
 
-/// The test parameters both ends run with (the client's).
-#[derive(Debug, Clone, Copy)]
-pub struct Params {
-    pub bytes: u32,
-    pub iters: u32,
-    pub duration: Duration,
-}
-
 /// One pair's resources on this end.
-pub struct Res<'x> {
-    pub qp: &'x Qp<'x>,
-    pub cq: &'x Cq<'x>,
-    pub mr: &'x Mr<'x>,
+pub(crate) struct Res<'x> {
+    pub(crate) qp: &'x Qp<'x>,
+    pub(crate) cq: &'x Cq<'x>,
+    pub(crate) mr: &'x Mr<'x>,
     inline: u32,
     bytes: usize,
 }
@@ -166,7 +159,7 @@ impl Res<'_> {
     }
 
     /// What the peer needs to reach this queue pair and its test buffer.
-    pub fn info(&self, pair: u16, psn: u32) -> QpInfo {
+    pub(crate) fn info(&self, pair: u16, psn: u32) -> QpInfo {
         QpInfo { pair, qpn: self.qp.qp_num(), psn, addr: self.mr.addr(0), rkey: self.mr.rkey(), fault: None }
     }
 
@@ -222,7 +215,7 @@ impl Res<'_> {
 
     /// The responder's share of the latency test: answers every message with one. Call it in
     /// a loop; returns how many completions it handled.
-    pub fn respond(&self) -> Result<usize, Fault> {
+    pub(crate) fn respond(&self) -> Result<usize, Fault> {
         let mut wcs = [Completion::default(); 16];
         let n = self.cq.poll_many(&mut wcs).map_err(|e| os_fault("poll", &e))?;
         for wc in &wcs[..n] {
@@ -239,7 +232,7 @@ impl Res<'_> {
 
     /// The initiator's latency test: `iters` round trips of an 8-byte SEND. Returns the
     /// one-way times (half the round trip, as ib_send_lat reports) in microseconds, in order.
-    pub fn latency(&self, iters: u32, deadline: Instant) -> Result<Vec<f64>, Fault> {
+    pub(crate) fn latency(&self, iters: u32, deadline: Instant) -> Result<Vec<f64>, Fault> {
         let mut out = Vec::with_capacity(iters as usize);
         let mut wcs = [Completion::default(); 16];
         let mut idle = Idle::default();
@@ -290,20 +283,20 @@ impl Idle {
 }
 
 /// Median and 99th percentile of sorted samples.
-pub fn percentiles(sorted: &[f64]) -> Option<(f64, f64)> {
+pub(crate) fn percentiles(sorted: &[f64]) -> Option<(f64, f64)> {
     let at = |q: f64| sorted[((sorted.len() - 1) as f64 * q).round() as usize];
     (!sorted.is_empty()).then(|| (at(0.5), at(0.99)))
 }
 
 /// One write stream of the bandwidth run.
-pub struct Stream<'a, 'x> {
-    pub res: &'a Res<'x>,
-    pub remote: (u64, u32),
-    pub len: u32,
+pub(crate) struct Stream<'a, 'x> {
+    pub(crate) res: &'a Res<'x>,
+    pub(crate) remote: (u64, u32),
+    pub(crate) len: u32,
     in_flight: usize,
     done_bytes: u64,
     last: Option<Instant>,
-    pub fault: Option<Fault>,
+    pub(crate) fault: Option<Fault>,
 }
 
 impl<'a, 'x> Stream<'a, 'x> {
@@ -344,7 +337,7 @@ impl<'a, 'x> Stream<'a, 'x> {
     }
 
     /// Gigabytes (10^9 bytes) per second from the start to the last completion.
-    pub fn gbps(&self, start: Instant) -> Option<f64> {
+    pub(crate) fn gbps(&self, start: Instant) -> Option<f64> {
         let secs = self.last?.duration_since(start).as_secs_f64();
         (secs > 0.0).then(|| self.done_bytes as f64 / secs / 1e9)
     }
@@ -352,7 +345,7 @@ impl<'a, 'x> Stream<'a, 'x> {
 
 /// Runs every stream at once for `duration` (rails are separate adapters, so one loop can keep
 /// them all busy, as NCCL does), then waits for what is in flight until `deadline`.
-pub fn bandwidth(streams: &mut [Stream<'_, '_>], duration: Duration, deadline: Instant) -> Instant {
+pub(crate) fn bandwidth(streams: &mut [Stream<'_, '_>], duration: Duration, deadline: Instant) -> Instant {
     let start = Instant::now();
     let end = start + duration;
     let mut wcs = [Completion::default(); 32];
@@ -391,7 +384,7 @@ pub fn bandwidth(streams: &mut [Stream<'_, '_>], duration: Duration, deadline: I
 /// Creates this end's resources for every pair and hands them to `f`; everything is destroyed
 /// (QPs, CQs, MRs, PDs, in that order) when `f` returns. `local_of[k]` is pair k's local port
 /// (an index into `ctxs`); a pair whose resources cannot be made gets its fault instead.
-pub fn with_pairs<R>(
+pub(crate) fn with_pairs<R>(
     ctxs: &[Context],
     local_of: &[usize],
     bytes: u32,
@@ -441,7 +434,7 @@ pub fn with_pairs<R>(
 }
 
 /// A starting packet sequence number that differs between runs (the low 24 bits count).
-pub fn psn(seed: u64) -> u32 {
+pub(crate) fn psn(seed: u64) -> u32 {
     let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
     ((u64::from(t) ^ seed.wrapping_mul(0x9e37_79b9)) & 0xff_ffff) as u32
 }

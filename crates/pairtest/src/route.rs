@@ -19,10 +19,10 @@ const RTF_REJECT: u32 = 0x200;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Route {
-    pub iface: String,
+    pub(crate) iface: String,
     pub dest: Ipv4Addr,
-    pub prefix_len: u8,
-    pub gateway: Option<Ipv4Addr>,
+    pub(crate) prefix_len: u8,
+    pub(crate) gateway: Option<Ipv4Addr>,
 }
 
 impl Route {
@@ -88,7 +88,7 @@ pub fn read(proc_root: &Path) -> Option<Vec<Route>> {
 
 /// What the routes say about reaching `peer` from `netdev`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reach {
+pub(crate) enum Reach {
     /// The longest matching route through `netdev`.
     Via(Route),
     /// No route through `netdev` covers the peer; the best one overall, if any, uses another
@@ -100,7 +100,7 @@ fn best<'a>(routes: impl Iterator<Item = &'a Route>, peer: Ipv4Addr) -> Option<&
     routes.filter(|r| r.covers(peer)).max_by_key(|r| r.prefix_len)
 }
 
-pub fn reach(routes: &[Route], netdev: &str, peer: Ipv4Addr) -> Reach {
+pub(crate) fn reach(routes: &[Route], netdev: &str, peer: Ipv4Addr) -> Reach {
     match best(routes.iter().filter(|r| r.iface == netdev), peer) {
         Some(r) => Reach::Via(r.clone()),
         None => Reach::NoRoute { elsewhere: best(routes.iter(), peer).cloned() },
@@ -108,7 +108,7 @@ pub fn reach(routes: &[Route], netdev: &str, peer: Ipv4Addr) -> Reach {
 }
 
 /// The IPv4 address of an IPv4-mapped GID (`::ffff:a.b.c.d`), as RoCE v2 over IPv4 uses.
-pub fn gid_ipv4(gid: &[u8; 16]) -> Option<Ipv4Addr> {
+pub(crate) fn gid_ipv4(gid: &[u8; 16]) -> Option<Ipv4Addr> {
     (gid[..10] == [0; 10] && gid[10..12] == [0xff, 0xff]).then(|| Ipv4Addr::new(gid[12], gid[13], gid[14], gid[15]))
 }
 

@@ -27,13 +27,13 @@ pub struct PairRun {
 /// This end's ports, opened: contexts for the run and descriptions for the peer. A port that
 /// cannot be opened is set aside with its fault.
 pub struct Opened {
-    pub ctxs: Vec<Context>,
-    pub infos: Vec<PortInfo>,
-    pub max_msg: Vec<u32>,
-    pub failed: Vec<(Planned, Fault)>,
+    pub(crate) ctxs: Vec<Context>,
+    pub(crate) infos: Vec<PortInfo>,
+    pub(crate) max_msg: Vec<u32>,
+    pub(crate) failed: Vec<(Planned, Fault)>,
 }
 
-pub fn open_all(planned: &[Planned]) -> Opened {
+pub(crate) fn open_all(planned: &[Planned]) -> Opened {
     let mut o = Opened { ctxs: Vec::new(), infos: Vec::new(), max_msg: Vec::new(), failed: Vec::new() };
     for p in planned {
         match pair::open(p) {

@@ -12,7 +12,7 @@ use super::wire::{self, Assign, GateTag, Hello, PortInfo, WireError};
 /// The most a listener registers for one peer, all pairs together (a peer's hello asking for
 /// more is clamped to it, and said so): 32 rails x 8 MiB, far above what a rail test needs and
 /// far below what would get a pod OOM-killed.
-pub const MAX_REGISTERED: u64 = 256 << 20;
+pub(crate) const MAX_REGISTERED: u64 = 256 << 20;
 
 /// What one test does: how rails pair, the bandwidth message size (also the buffer each pair
 /// registers), the latency round trips, the bandwidth run, each phase's deadline; and, when the
@@ -43,7 +43,7 @@ impl Settings {
     }
 
     /// The initiator's hello.
-    pub fn hello(&self, host: &str, ports: Vec<PortInfo>) -> Hello {
+    pub(crate) fn hello(&self, host: &str, ports: Vec<PortInfo>) -> Hello {
         Hello {
             host: host.to_owned(),
             ports,

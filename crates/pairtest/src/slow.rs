@@ -23,13 +23,13 @@ pub struct Figure {
 pub struct Slow {
     pub kbps: u64,
     /// The median it was judged against, when it is below `pct` of it.
-    pub median: Option<u64>,
+    pub(crate) median: Option<u64>,
     /// Its rated speed, when it is below `pct` of it.
-    pub rated: Option<u64>,
+    pub(crate) rated: Option<u64>,
 }
 
 /// The median of the figures (the mean of the middle two for an even count).
-pub fn median(figures: &[u64]) -> Option<u64> {
+pub(crate) fn median(figures: &[u64]) -> Option<u64> {
     let mut v = figures.to_vec();
     v.sort_unstable();
     let n = v.len();
@@ -60,7 +60,7 @@ pub fn judge(figures: &[Figure], pct: u8) -> Vec<Option<Slow>> {
 
 /// A figure for people: `400 Gb/s`, `31.2 Gb/s`, `22.5 Mb/s`, `750 kb/s` (three significant
 /// figures at most, a whole number without its `.0`).
-pub fn rate(kbps: u64) -> String {
+pub(crate) fn rate(kbps: u64) -> String {
     let (v, unit) = match kbps {
         k if k >= 1_000_000 => (k as f64 / 1e6, "Gb/s"),
         k if k >= 1_000 => (k as f64 / 1e3, "Mb/s"),

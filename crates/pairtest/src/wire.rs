@@ -11,26 +11,26 @@ use serde::{Deserialize, Serialize};
 
 use super::clean;
 
-pub const MAGIC: &[u8; 7] = b"NCWPING";
-pub const VERSION: u8 = 1;
+pub(crate) const MAGIC: &[u8; 7] = b"NCWPING";
+pub(crate) const VERSION: u8 = 1;
 /// Magic, version, kind, length.
-pub const HEADER_LEN: usize = 13;
+pub(crate) const HEADER_LEN: usize = 13;
 /// Hard limit of one payload: a description of 32 ports is about 8 KiB.
-pub const MAX_PAYLOAD: usize = 64 << 10;
+pub(crate) const MAX_PAYLOAD: usize = 64 << 10;
 /// NCCL reads at most 32 `NCCL_IB_HCA` entries; no pod has more rails.
-pub const MAX_PORTS: usize = 32;
+pub(crate) const MAX_PORTS: usize = 32;
 /// Every local x remote pair of two 32-port pods.
-pub const MAX_PAIRS: usize = MAX_PORTS * MAX_PORTS;
+pub(crate) const MAX_PAIRS: usize = MAX_PORTS * MAX_PORTS;
 /// Longest text a peer may send (a failure's detail, a refusal's reason).
 pub const MAX_TEXT: usize = 1024;
 /// Largest bandwidth message (1 GiB, what most adapters allow in one work request).
-pub const MAX_BYTES: u32 = 1 << 30;
+pub(crate) const MAX_BYTES: u32 = 1 << 30;
 /// The gate: the most pods one job may have.
 pub const MAX_GATE_SIZE: u32 = 1 << 16;
 /// The gate: the most findings or missing ranks a verdict lists (the counts cover the rest).
 pub const MAX_LISTED: usize = 64;
 /// The fastest figure a port or a pair may carry, in kb/s (10 Tb/s: far above any port's rate).
-pub const MAX_KBPS: u64 = 10_000_000_000;
+pub(crate) const MAX_KBPS: u64 = 10_000_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LinkLayer {
@@ -108,12 +108,12 @@ pub struct Fault {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct QpInfo {
-    pub pair: u16,
-    pub qpn: u32,
-    pub psn: u32,
+    pub(crate) pair: u16,
+    pub(crate) qpn: u32,
+    pub(crate) psn: u32,
     /// The test buffer the peer may RDMA WRITE into, for this run only.
-    pub addr: u64,
-    pub rkey: u32,
+    pub(crate) addr: u64,
+    pub(crate) rkey: u32,
     pub fault: Option<Fault>,
 }
 
@@ -121,11 +121,11 @@ pub struct QpInfo {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PairState {
-    pub pair: u16,
+    pub(crate) pair: u16,
     pub fault: Option<Fault>,
     /// The initiator's figures, so the listener can print them too (`done` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub figures: Option<Figures>,
+    pub(crate) figures: Option<Figures>,
 }
 
 /// What a pair measured.
@@ -176,7 +176,7 @@ impl Message {
     }
 }
 
-pub fn kind_name(kind: u8) -> &'static str {
+pub(crate) fn kind_name(kind: u8) -> &'static str {
     match kind {
         1 => "hello",
         2 => "setup",
@@ -248,7 +248,7 @@ pub fn decode(bytes: &[u8]) -> Result<Message, WireError> {
     decode_payload(kind, payload)
 }
 
-pub fn decode_payload(kind: u8, payload: &[u8]) -> Result<Message, WireError> {
+pub(crate) fn decode_payload(kind: u8, payload: &[u8]) -> Result<Message, WireError> {
     let name = kind_name(kind);
     // serde's message quotes the peer's bytes (an unknown variant, a bad string): printable.
     let json = |e: serde_json::Error| WireError::Json { kind: name, detail: clean::text(&e.to_string()) };
@@ -430,7 +430,7 @@ fn validate_fault(f: &Fault) -> Result<(), WireError> {
 }
 
 /// Range of `--bytes`, `--iters` and `--duration-ms` a listener accepts from a client.
-pub fn check_params(bytes: u32, iters: u32, duration_ms: u32) -> Result<(), WireError> {
+pub(crate) fn check_params(bytes: u32, iters: u32, duration_ms: u32) -> Result<(), WireError> {
     if !(8..=MAX_BYTES).contains(&bytes) {
         return Err(field("bytes", format!("{bytes} is not in 8..={MAX_BYTES}")));
     }
@@ -508,7 +508,7 @@ fn validate_port(p: &PortInfo) -> Result<(), WireError> {
 }
 
 /// A GID in sysfs's form (eight groups of four hex digits) to its 16 bytes.
-pub fn parse_gid(text: &str) -> Option<[u8; 16]> {
+pub(crate) fn parse_gid(text: &str) -> Option<[u8; 16]> {
     let groups: Vec<&str> = text.split(':').collect();
     if groups.len() != 8 || groups.iter().any(|g| g.len() != 4 || !g.bytes().all(|b| b.is_ascii_hexdigit())) {
         return None;

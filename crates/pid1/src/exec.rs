@@ -13,8 +13,8 @@ use nix::errno::Errno;
 
 use super::sys::Failure;
 
-pub const EXIT_NOT_EXECUTABLE: u8 = 126;
-pub const EXIT_NOT_FOUND: u8 = 127;
+pub(crate) const EXIT_NOT_EXECUTABLE: u8 = 126;
+pub(crate) const EXIT_NOT_FOUND: u8 = 127;
 
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -99,7 +99,7 @@ pub fn exec(p: &Prepared) -> ExecError {
 
 /// The PATH search itself, given the execve to call; allocation-free, because it also runs in a
 /// forked child. Returns only on failure.
-pub fn attempt(p: &Prepared, mut execve: impl FnMut(&CStr) -> Errno) -> Failure {
+pub(crate) fn attempt(p: &Prepared, mut execve: impl FnMut(&CStr) -> Errno) -> Failure {
     let mut denied: Option<Failure> = None;
     for (index, path) in p.candidates.iter().enumerate() {
         let errno = execve(path);
@@ -113,7 +113,7 @@ pub fn attempt(p: &Prepared, mut execve: impl FnMut(&CStr) -> Errno) -> Failure 
 }
 
 /// The error a [`Failure`] of these candidates means, worded the same whichever process saw it.
-pub fn error(p: &Prepared, failure: Failure) -> ExecError {
+pub(crate) fn error(p: &Prepared, failure: Failure) -> ExecError {
     match failure {
         Failure::Candidate(index, errno) => match p.candidates.get(index) {
             Some(path) => ExecError::Exec { path: PathBuf::from(OsStr::from_bytes(path.as_bytes())), errno },
@@ -124,11 +124,11 @@ pub fn error(p: &Prepared, failure: Failure) -> ExecError {
 }
 
 impl Prepared {
-    pub fn argv(&self) -> &[CString] {
+    pub(crate) fn argv(&self) -> &[CString] {
         &self.argv
     }
 
-    pub fn envp(&self) -> &[CString] {
+    pub(crate) fn envp(&self) -> &[CString] {
         &self.envp
     }
 }

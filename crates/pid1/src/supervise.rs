@@ -61,7 +61,7 @@ pub struct Options {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum SuperviseError {
+pub(crate) enum SuperviseError {
     #[error("cannot block signals before starting the command: {source}")]
     Block { source: Errno },
     #[error("cannot fork to start the command: {source}")]

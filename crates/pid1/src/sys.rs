@@ -41,7 +41,7 @@ static CAPTURE_SIGPIPE: extern "C" fn() = capture_sigpipe;
 /// Gives SIGPIPE back the disposition nccl-wrap inherited, as `std::process::Command` does for
 /// its children: a command must not start with SIGPIPE ignored only because nccl-wrap is written
 /// in Rust. Async-signal-safe.
-pub fn restore_inherited_sigpipe() {
+pub(crate) fn restore_inherited_sigpipe() {
     if !SIGPIPE_IGNORED_AT_START.load(Ordering::Relaxed) {
         set_handler(libc::SIGPIPE, libc::SIG_DFL);
     }
@@ -92,7 +92,7 @@ impl Blocked {
     }
 
     /// Undoes [`Blocked::block`] in this process, for running the command without supervision.
-    pub fn restore(self) {
+    pub(crate) fn restore(self) {
         if self.sigchld_ignored {
             set_handler(libc::SIGCHLD, libc::SIG_IGN);
         }
@@ -109,7 +109,7 @@ impl Blocked {
     /// PID namespace did). nccl-wrap's own write to a pipe whose reader is gone raises SIGPIPE
     /// with its own pid as sender; blocked, that signal stays pending until taken here, and must
     /// not be forwarded to the command as if someone had sent it.
-    pub fn wait_sender(&self, timeout: Option<Duration>) -> Result<Option<Caught>, Errno> {
+    pub(crate) fn wait_sender(&self, timeout: Option<Duration>) -> Result<Option<Caught>, Errno> {
         let ts = timeout.map(|d| libc::timespec {
             tv_sec: libc::time_t::try_from(d.as_secs()).unwrap_or(libc::time_t::MAX),
             tv_nsec: libc::c_long::from(d.subsec_nanos()),
@@ -135,15 +135,15 @@ impl Blocked {
 
 /// A signal taken by [`Blocked::wait_sender`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Caught {
-    pub sig: c_int,
+pub(crate) struct Caught {
+    pub(crate) sig: c_int,
     /// The sender's pid as this process's namespace sees it; 0 when unknown.
-    pub sender: libc::pid_t,
+    pub(crate) sender: libc::pid_t,
 }
 
 impl Caught {
     /// SIGPIPE raised by this process's own write: to be dropped, never forwarded.
-    pub fn own_sigpipe(&self) -> bool {
+    pub(crate) fn own_sigpipe(&self) -> bool {
         self.sig == libc::SIGPIPE && self.sender == nix::unistd::getpid().as_raw()
     }
 }
@@ -176,7 +176,7 @@ fn blocked_set() -> SigSet {
 /// How the execve attempts of a forked child ended: a plain value, so the child can compute it
 /// without allocating and hand it to its parent through a pipe.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// The candidate at this index failed with this errno, and that ends the search.
     Candidate(usize, Errno),
     /// No candidate exists.
@@ -185,24 +185,24 @@ pub enum Failure {
 
 /// Runs the PATH search given the raw execve to call; returns only when every attempt failed.
 /// Must be async-signal-safe: it runs in the forked child.
-pub type Attempt<'a> = &'a dyn Fn(&dyn Fn(&CStr) -> Errno) -> Failure;
+pub(crate) type Attempt<'a> = &'a dyn Fn(&dyn Fn(&CStr) -> Errno) -> Failure;
 
 /// What the child does between fork and execve.
-pub struct ChildSetup<'a> {
+pub(crate) struct ChildSetup<'a> {
     /// NUL-terminated strings, turned into pointer arrays before the fork.
-    pub argv: &'a [CString],
-    pub envp: &'a [CString],
-    pub attempt: Attempt<'a>,
+    pub(crate) argv: &'a [CString],
+    pub(crate) envp: &'a [CString],
+    pub(crate) attempt: Attempt<'a>,
     /// Put the child in a process group of its own (`--kill-group`, or to give it the terminal).
-    pub own_group: bool,
+    pub(crate) own_group: bool,
     /// Make that group the terminal's foreground group (stdin is a terminal whose foreground
     /// group is nccl-wrap's), so that Ctrl-C reaches the command, and only once.
-    pub foreground: bool,
+    pub(crate) foreground: bool,
 }
 
 /// A started child whose execve may still fail.
-pub struct Child {
-    pub pid: Pid,
+pub(crate) struct Child {
+    pub(crate) pid: Pid,
     /// Read end of a CLOEXEC pipe: end-of-file once the execve succeeded, or the encoded
     /// [`Failure`] when every attempt failed.
     report: OwnedFd,
@@ -234,7 +234,7 @@ impl<'a> ExecArgs<'a> {
 
 /// Forks the child, which prepares itself (group, terminal, signal state) and execs the command.
 /// Must be called with [`Blocked`] in force.
-pub fn spawn(setup: &ChildSetup, blocked: &Blocked) -> Result<Child, Errno> {
+pub(crate) fn spawn(setup: &ChildSetup, blocked: &Blocked) -> Result<Child, Errno> {
     let args = ExecArgs::new(setup.argv, setup.envp);
     let (report, report_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
     // SAFETY: after fork the child may only run async-signal-safe code, as any lock another
@@ -317,7 +317,7 @@ fn decode(bytes: &[u8; REPORT_LEN]) -> Failure {
 impl Child {
     /// Waits until the child has exec'd the command (`Ok`) or given up (`Err` with why).
     /// Signals stay blocked meanwhile, so none is forwarded into the child's pre-exec window.
-    pub fn exec_result(self) -> Result<(), Failure> {
+    pub(crate) fn exec_result(self) -> Result<(), Failure> {
         let mut buf = [0u8; REPORT_LEN];
         let mut got = 0;
         while got < REPORT_LEN {
@@ -339,7 +339,7 @@ impl Child {
 /// One `waitpid(-1, WNOHANG | __WALL)`: a reaped child and its raw status, or `None` while
 /// children remain and none has ended. `__WALL` also reaps clone children whose exit signal is
 /// not SIGCHLD, so nothing is left a zombie.
-pub fn reap_one() -> Result<Option<(Pid, c_int)>, Errno> {
+pub(crate) fn reap_one() -> Result<Option<(Pid, c_int)>, Errno> {
     let mut status: c_int = 0;
     // SAFETY: `status` is a valid, writable c_int for the call.
     let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG | libc::__WALL) };
@@ -352,7 +352,7 @@ pub fn reap_one() -> Result<Option<(Pid, c_int)>, Errno> {
 
 /// `kill(2)` with a raw signal number (real-time signals included): `pid` as kill reads it
 /// (negative for a process group, -1 for every process this one may signal).
-pub fn kill(pid: libc::pid_t, sig: c_int) -> Result<(), Errno> {
+pub(crate) fn kill(pid: libc::pid_t, sig: c_int) -> Result<(), Errno> {
     // SAFETY: kill takes two integers and touches no memory of ours.
     Errno::result(unsafe { libc::kill(pid, sig) }).map(drop)
 }

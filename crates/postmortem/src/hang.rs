@@ -24,13 +24,13 @@ use nw_output::msg::PREFIX;
 
 /// The longest the forwarding of the kubelet's SIGTERM is held for RAS's answer: far inside the
 /// default 30 s termination grace period (an answer takes about 2 ms; RAS's own timeouts are 5 s).
-pub const AT_SIGNAL: Duration = Duration::from_secs(2);
+pub(crate) const AT_SIGNAL: Duration = Duration::from_secs(2);
 /// After the command has failed (its ranks on this node are usually gone: refused at once).
-pub const AT_EXIT: Duration = Duration::from_secs(1);
+pub(crate) const AT_EXIT: Duration = Duration::from_secs(1);
 /// A stall poll's bound: a signal arriving meanwhile waits at most this long to be forwarded.
-pub const AT_POLL: Duration = Duration::from_millis(500);
+pub(crate) const AT_POLL: Duration = Duration::from_millis(500);
 /// Stall polls are never more frequent than this.
-pub const MIN_PERIOD: Duration = Duration::from_secs(1);
+pub(crate) const MIN_PERIOD: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone, Default)]
 pub struct Config {
@@ -42,31 +42,31 @@ pub struct Config {
 
 /// One answer (or why there was none).
 #[derive(Debug, Clone, Serialize)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     /// UTC, when it was asked.
-    pub time: String,
+    pub(crate) time: String,
     /// `signal`, `exit` or `stall`.
-    pub why: &'static str,
+    pub(crate) why: &'static str,
     /// How long the answer took, in milliseconds.
-    pub ms: f64,
-    pub nccl_version: Option<String>,
+    pub(crate) ms: f64,
+    pub(crate) nccl_version: Option<String>,
     /// The findings as people read them, most important first.
-    pub lines: Vec<String>,
-    pub findings: Vec<Finding>,
+    pub(crate) lines: Vec<String>,
+    pub(crate) findings: Vec<Finding>,
     /// Why there was no answer.
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
 }
 
 /// The post-mortem's `ras` member.
 #[derive(Debug, Clone, Serialize)]
 pub struct Section {
     /// Where RAS was asked (`127.0.0.1:28028`), or why not.
-    pub addr: String,
+    pub(crate) addr: String,
     /// `--stall-ms` (0: off).
-    pub stall_ms: u64,
+    pub(crate) stall_ms: u64,
     /// When a stall was seen (the collective counts had not moved for stall_ms), if one was.
-    pub stalled_at: Option<String>,
-    pub snapshots: Vec<Snapshot>,
+    pub(crate) stalled_at: Option<String>,
+    pub(crate) snapshots: Vec<Snapshot>,
 }
 
 pub struct Hang {
@@ -262,13 +262,13 @@ fn snapshot(why: &'static str, time: &str, answer: Result<ras::Reply, impl ToStr
 
 /// What is said: a headline, then RAS's latest findings (most important first, each with when it
 /// was first seen), then the time line of port transitions and RAS findings.
-pub struct Account {
-    pub headline: String,
-    pub lines: Vec<String>,
+pub(crate) struct Account {
+    pub(crate) headline: String,
+    pub(crate) lines: Vec<String>,
 }
 
 /// The account of the snapshots and the post-mortem, `None` when RAS named nothing.
-pub fn account(snapshots: &[Snapshot], report: &Report) -> Option<Account> {
+pub(crate) fn account(snapshots: &[Snapshot], report: &Report) -> Option<Account> {
     let last = snapshots.iter().rev().find(|s| !s.lines.is_empty())?;
     let first_seen = |line: &str| snapshots.iter().find(|s| s.lines.iter().any(|l| l == line)).map(|s| s.time.as_str());
     let when = match last.why {

@@ -8,10 +8,10 @@
 use std::collections::VecDeque;
 
 /// Entries kept at each end.
-pub const HALF: usize = 32;
+pub(crate) const HALF: usize = 32;
 
 #[derive(Debug, Clone)]
-pub struct Kept<T> {
+pub(crate) struct Kept<T> {
     first: Vec<T>,
     last: VecDeque<T>,
     dropped: u64,
@@ -24,7 +24,7 @@ impl<T> Default for Kept<T> {
 }
 
 impl<T> Kept<T> {
-    pub fn push(&mut self, item: T) {
+    pub(crate) fn push(&mut self, item: T) {
         if self.first.len() < HALF {
             self.first.push(item);
             return;
@@ -36,16 +36,18 @@ impl<T> Kept<T> {
         self.last.push_back(item);
     }
 
-    pub fn len(&self) -> usize {
+    /// The kept entries in the order seen, and how many between them were dropped.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.first.len() + self.last.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.first.is_empty()
     }
 
-    /// The kept entries in the order seen, and how many between them were dropped.
-    pub fn into_parts(self) -> (Vec<T>, u64) {
+    pub(crate) fn into_parts(self) -> (Vec<T>, u64) {
         let mut all = self.first;
         all.extend(self.last);
         (all, self.dropped)

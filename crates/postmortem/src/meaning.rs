@@ -10,7 +10,7 @@ use serde::Serialize;
 /// How a counter reads when it moves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Kind {
+pub(crate) enum Kind {
     /// Something went wrong on the link, the path or a queue pair.
     Error,
     /// The fabric slowed senders down (ECN, CNPs, waits): load, not a fault.
@@ -22,7 +22,7 @@ pub enum Kind {
 }
 
 /// The kind of counter `name` (bare, without its group) and what its moving usually means.
-pub fn of(name: &str) -> (Kind, Option<&'static str>) {
+pub(crate) fn of(name: &str) -> (Kind, Option<&'static str>) {
     match TABLE.iter().find(|(n, _, _)| *n == name) {
         Some((_, kind, text)) => (*kind, (!text.is_empty()).then_some(*text)),
         None => (Kind::Unknown, None),

@@ -199,7 +199,7 @@ impl Watch {
     }
 
     /// The last reading, once the command has ended; builds the report.
-    pub fn finish(mut self, exit: Exit) -> Report {
+    pub(crate) fn finish(mut self, exit: Exit) -> Report {
         self.read_states(Seen::Exit, false);
         let ended = SystemTime::now();
         let ports = self
@@ -274,7 +274,7 @@ fn once_each(problems: Vec<String>) -> Vec<String> {
 }
 
 /// One port's link and counters now (`nccl-wrap status`), reads that failed added to `problems`.
-pub fn read_now(root: &Path, device: &str, port: u32, problems: &mut Vec<String>) -> (Link, Counters) {
+pub(crate) fn read_now(root: &Path, device: &str, port: u32, problems: &mut Vec<String>) -> (Link, Counters) {
     let dir = root.join(format!("class/infiniband/{device}/ports/{port}"));
     let mut w = Watched {
         name: format!("{device}:{port}"),

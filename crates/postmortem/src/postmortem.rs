@@ -18,9 +18,9 @@ const MAX_COUNTER_LINES: usize = 10;
 
 /// A port's link as sysfs names it (`ACTIVE`, `LinkUp`), or `unreadable`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Link {
-    pub state: String,
-    pub phys_state: String,
+pub(crate) struct Link {
+    pub(crate) state: String,
+    pub(crate) phys_state: String,
 }
 
 impl std::fmt::Display for Link {
@@ -33,41 +33,41 @@ impl std::fmt::Display for Link {
 /// happened after the last poll, or polling was off).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Seen {
+pub(crate) enum Seen {
     Poll,
     Exit,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Transition {
+pub(crate) struct Transition {
     /// UTC, when it was seen (at most one poll period after it happened).
-    pub time: String,
+    pub(crate) time: String,
     /// `dev:port`.
-    pub port: String,
-    pub from: Link,
-    pub to: Link,
-    pub seen: Seen,
+    pub(crate) port: String,
+    pub(crate) from: Link,
+    pub(crate) to: Link,
+    pub(crate) seen: Seen,
 }
 
 impl Transition {
     /// The line logged when it is seen, and repeated in the post-mortem.
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         format!("{} {} port state {} -> {}", self.time, self.port, self.from, self.to)
     }
 }
 
 /// A counter whose value at exit differs from its value at start.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Moved {
-    pub name: String,
+pub(crate) struct Moved {
+    pub(crate) name: String,
     /// `counters` or `hw_counters`.
-    pub group: String,
-    pub start: u64,
-    pub exit: u64,
+    pub(crate) group: String,
+    pub(crate) start: u64,
+    pub(crate) exit: u64,
     /// `exit - start`; `None` when it went down (the counter was reset during the run).
-    pub delta: Option<u64>,
-    pub kind: Kind,
-    pub meaning: Option<&'static str>,
+    pub(crate) delta: Option<u64>,
+    pub(crate) kind: Kind,
+    pub(crate) meaning: Option<&'static str>,
 }
 
 impl Moved {
@@ -81,7 +81,7 @@ impl Moved {
 
 /// The counters read both at start and at exit whose values differ, errors first, then
 /// congestion, unknown names and traffic; by name within each.
-pub fn moved(start: &Counters, exit: &Counters) -> Vec<Moved> {
+pub(crate) fn moved(start: &Counters, exit: &Counters) -> Vec<Moved> {
     let mut out: Vec<Moved> = start
         .iter()
         .filter_map(|(key, &before)| {
@@ -112,12 +112,12 @@ pub fn moved(start: &Counters, exit: &Counters) -> Vec<Moved> {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct PortReport {
+pub(crate) struct PortReport {
     /// `dev:port`.
-    pub port: String,
-    pub start: Link,
-    pub exit: Link,
-    pub counters: Vec<Moved>,
+    pub(crate) port: String,
+    pub(crate) start: Link,
+    pub(crate) exit: Link,
+    pub(crate) counters: Vec<Moved>,
 }
 
 /// How the command ended.
@@ -146,26 +146,26 @@ impl Exit {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
-    pub kind: &'static str,
-    pub command: Exit,
+    pub(crate) kind: &'static str,
+    pub(crate) command: Exit,
     /// UTC, when the watch took its first reading and when the command's end was seen.
-    pub started: String,
-    pub ended: String,
-    pub seconds: f64,
+    pub(crate) started: String,
+    pub(crate) ended: String,
+    pub(crate) seconds: f64,
     /// The poll period, in milliseconds (0: read at start and exit only).
-    pub watch_ms: u64,
+    pub(crate) watch_ms: u64,
     /// How many polls ran.
-    pub polls: u64,
-    pub ports: Vec<PortReport>,
+    pub(crate) polls: u64,
+    pub(crate) ports: Vec<PortReport>,
     /// The state changes in the order seen: the first and the last ones (`kept::HALF` each).
-    pub transitions: Vec<Transition>,
+    pub(crate) transitions: Vec<Transition>,
     /// State changes seen between those kept, counted, not kept (a link flapping for days).
-    pub transitions_dropped: u64,
+    pub(crate) transitions_dropped: u64,
     /// Reads that failed (a counter file that holds no number, a port that vanished...).
-    pub problems: Vec<String>,
+    pub(crate) problems: Vec<String>,
     /// What NCCL's RAS said of the job, when the supervisor asked it (`hang`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub ras: Option<crate::hang::Section>,
+    pub(crate) ras: Option<crate::hang::Section>,
 }
 
 impl Report {
@@ -232,7 +232,7 @@ impl Report {
 
     /// At most one line after a clean exit: only when a port changed state or an error
     /// counter moved (congestion on a busy fabric is no news).
-    pub fn clean_line(&self) -> Option<String> {
+    pub(crate) fn clean_line(&self) -> Option<String> {
         let errors = self.notable(&[Kind::Error]);
         if self.transitions.is_empty() && errors.is_empty() {
             return None;
@@ -255,7 +255,7 @@ impl Report {
         Some(format!("{PREFIX} the command exited 0, but its RDMA ports changed during the run: {}", parts.join("; ")))
     }
 
-    pub fn json(&self) -> String {
+    pub(crate) fn json(&self) -> String {
         serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"kind\":\"postmortem\",\"error\":\"{e}\"}}"))
     }
 }

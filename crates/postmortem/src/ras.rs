@@ -18,21 +18,21 @@ use std::time::{Duration, Instant};
 use nw_nccl::ras::{self, ParseError, View};
 
 /// NCCL's default: `localhost:28028`.
-pub const DEFAULT_PORT: u16 = 28028;
+pub(crate) const DEFAULT_PORT: u16 = 28028;
 /// Connecting on loopback takes microseconds; a port nobody listens on is refused at once.
-pub const CONNECT: Duration = Duration::from_millis(300);
+pub(crate) const CONNECT: Duration = Duration::from_millis(300);
 /// The largest reply read: a report for thousands of ranks with many missing is tens of KiB.
-pub const MAX_REPLY: usize = 1 << 20;
+pub(crate) const MAX_REPLY: usize = 1 << 20;
 /// Connections opened at once, to reach a live rank past stopped ones sharing the port.
-pub const ATTEMPTS: usize = 3;
+pub(crate) const ATTEMPTS: usize = 3;
 /// How long past the deadline an attempt may take to hand in what it read (its reads end at the
 /// deadline; on a loaded machine its thread may run a little later): the query's whole bound is
 /// the deadline plus this.
-pub const REPORT_GRACE: Duration = Duration::from_millis(250);
+pub(crate) const REPORT_GRACE: Duration = Duration::from_millis(250);
 
 /// Where RAS listens, or why it is not asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
+pub(crate) enum Target {
     At(SocketAddr),
     Off(String),
 }
@@ -40,7 +40,7 @@ pub enum Target {
 /// From the command's environment (the ranks read the same): `NCCL_RAS_ENABLE=0` turns RAS
 /// off; `NCCL_RAS_ADDR` is `HOST:PORT` with HOST an IP address or `localhost` (a name that would
 /// need DNS is not looked up: the supervisor never waits on a resolver).
-pub fn target(env: &[(OsString, OsString)]) -> Target {
+pub(crate) fn target(env: &[(OsString, OsString)]) -> Target {
     let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.to_string_lossy().into_owned());
     if get("NCCL_RAS_ENABLE").is_some_and(|v| v.trim() == "0") {
         return Target::Off("NCCL_RAS_ENABLE=0: NCCL's RAS is off".into());
@@ -67,7 +67,7 @@ fn addr(v: &str) -> Option<SocketAddr> {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum RasError {
+pub(crate) enum RasError {
     #[error("nothing listens on {addr}: NCCL's RAS is not running here (NCCL before 2.24, NCCL_RAS_ENABLE=0, another NCCL_RAS_ADDR, or the ranks have ended)")]
     Refused { addr: SocketAddr },
     #[error("{addr} accepted the connection but sent nothing within {ms} ms: a stopped or hung rank holds it (NCCL's RAS answers again once it has written that rank off)")]
@@ -84,7 +84,7 @@ pub enum RasError {
 
 impl RasError {
     /// Nothing listens: RAS is off or absent, or the ranks have ended.
-    pub fn is_refused(&self) -> bool {
+    pub(crate) fn is_refused(&self) -> bool {
         matches!(self, RasError::Refused { .. })
     }
 
@@ -102,15 +102,14 @@ impl RasError {
 
 /// A reply read.
 #[derive(Debug, Clone)]
-pub struct Reply {
-    pub view: View,
+pub(crate) struct Reply {
+    pub(crate) view: View,
     /// From the first connect to the reply's end.
-    pub ms: f64,
-    pub bytes: usize,
+    pub(crate) ms: f64,
 }
 
 /// Asks for STATUS (`json`: after `SET FORMAT json`), waiting at most `deadline` in all.
-pub fn query(addr: SocketAddr, json: bool, deadline: Duration) -> Result<Reply, RasError> {
+pub(crate) fn query(addr: SocketAddr, json: bool, deadline: Duration) -> Result<Reply, RasError> {
     let started = Instant::now();
     let until = started + deadline;
     let request: &'static [u8] =
@@ -130,9 +129,9 @@ pub fn query(addr: SocketAddr, json: bool, deadline: Duration) -> Result<Reply, 
     for _ in 0..ATTEMPTS {
         let left = until.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left + REPORT_GRACE) {
-            Ok(Ok((text, bytes))) => {
+            Ok(Ok((text, _))) => {
                 let view = ras::parse(&text).map_err(|source| RasError::Parse { addr, source })?;
-                return Ok(Reply { view, ms: started.elapsed().as_secs_f64() * 1e3, bytes });
+                return Ok(Reply { view, ms: started.elapsed().as_secs_f64() * 1e3 });
             }
             Ok(Err(e)) => {
                 if worst.as_ref().is_none_or(|w| e.weight() > w.weight()) {

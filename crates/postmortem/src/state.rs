@@ -20,15 +20,15 @@ use nw_observe::detect::counters::Counters;
 /// `/run/nccl-wrap/state.json`.
 pub const DEFAULT_PATH: &str = "/run/nccl-wrap/state.json";
 /// The largest state file read back (hundreds of counters on a few ports are tens of KiB).
-pub const MAX_STATE: u64 = 1 << 20;
+pub(crate) const MAX_STATE: u64 = 1 << 20;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PortStart {
     /// `dev:port`.
-    pub port: String,
-    pub state: String,
-    pub phys_state: String,
-    pub counters: Counters,
+    pub(crate) port: String,
+    pub(crate) state: String,
+    pub(crate) phys_state: String,
+    pub(crate) counters: Counters,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,7 +72,7 @@ pub fn withdraw(path: &Path) {
 }
 
 /// A port name `status` may turn into a sysfs path: `dev:port`, dev of `[A-Za-z0-9_.-]`.
-pub fn plain_port(name: &str) -> Option<(&str, u32)> {
+pub(crate) fn plain_port(name: &str) -> Option<(&str, u32)> {
     let (dev, port) = name.split_once(':')?;
     let ok = !dev.is_empty()
         && dev.len() <= 64

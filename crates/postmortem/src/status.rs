@@ -19,39 +19,39 @@ use crate::{portwatch, ras};
 use nw_output::msg::PREFIX;
 
 /// The RAS query's bound: a person is waiting.
-pub const RAS_DEADLINE: Duration = Duration::from_secs(2);
+pub(crate) const RAS_DEADLINE: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Serialize)]
-pub struct PortNow {
-    pub port: String,
-    pub start: Link,
-    pub now: Link,
+pub(crate) struct PortNow {
+    pub(crate) port: String,
+    pub(crate) start: Link,
+    pub(crate) now: Link,
     /// Counters that moved since the start, errors first.
-    pub counters: Vec<Moved>,
+    pub(crate) counters: Vec<Moved>,
 }
 
 #[derive(Debug, Serialize)]
-pub struct RasNow {
-    pub addr: String,
-    pub nccl_version: Option<String>,
-    pub ms: f64,
-    pub lines: Vec<String>,
+pub(crate) struct RasNow {
+    pub(crate) addr: String,
+    pub(crate) nccl_version: Option<String>,
+    pub(crate) ms: f64,
+    pub(crate) lines: Vec<String>,
     pub findings: Vec<nw_nccl::ras::Finding>,
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
-pub struct Status {
-    pub kind: &'static str,
-    pub pid: u32,
-    pub started: String,
-    pub ports: Vec<PortNow>,
-    pub ras: RasNow,
-    pub problems: Vec<String>,
+pub(crate) struct Status {
+    pub(crate) kind: &'static str,
+    pub(crate) pid: u32,
+    pub(crate) started: String,
+    pub(crate) ports: Vec<PortNow>,
+    pub(crate) ras: RasNow,
+    pub(crate) problems: Vec<String>,
 }
 
 /// Reads everything; `Err` when there is no usable state file.
-pub fn gather(state_path: &Path, sysfs_root: &Path) -> Result<Status, state::StateError> {
+pub(crate) fn gather(state_path: &Path, sysfs_root: &Path) -> Result<Status, state::StateError> {
     let st: State = state::read(state_path)?;
     let mut problems = Vec::new();
     let ports = st
@@ -98,7 +98,7 @@ fn ask(addr: &str) -> RasNow {
 
 impl Status {
     /// Whether anything needs a look: a port not ACTIVE, an error counter moved, RAS findings.
-    pub fn troubled(&self) -> bool {
+    pub(crate) fn troubled(&self) -> bool {
         !self.ras.lines.is_empty()
             || self
                 .ports

@@ -8,7 +8,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// `t` in UTC with milliseconds; a time before 1970 (a clock not yet set) prints as 1970-01-01.
-pub fn format(t: SystemTime) -> String {
+pub(crate) fn format(t: SystemTime) -> String {
     let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = d.as_secs();
     let (y, m, day) = civil(i64::try_from(secs / 86_400).unwrap_or(i64::MAX / 2));

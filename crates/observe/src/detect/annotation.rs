@@ -11,7 +11,7 @@ use crate::detect::names::{self, NameError};
 
 pub const NETWORK_STATUS: &str = "k8s.v1.cni.cncf.io/network-status";
 /// Largest annotations file we read.
-pub const MAX_FILE_BYTES: usize = 1024 * 1024;
+pub(crate) const MAX_FILE_BYTES: usize = 1024 * 1024;
 
 /// One device a network attachment says is the pod's.
 #[derive(Debug, Clone, PartialEq, Eq)]

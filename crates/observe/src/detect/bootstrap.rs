@@ -104,7 +104,7 @@ pub fn on_functions<'a>(sysfs: &Sysfs, names: impl IntoIterator<Item = &'a str>,
 }
 
 /// Where the coordinator comes from, in order: the launcher's variables, then the gate's.
-pub fn coordinator(vars: &Vars, gate: Option<&str>) -> Option<(String, String)> {
+pub(crate) fn coordinator(vars: &Vars, gate: Option<&str>) -> Option<(String, String)> {
     for v in ["MASTER_ADDR", "PET_MASTER_ADDR"] {
         if let Some(x) = vars.get(OsStr::new(v)).map(|x| x.to_string_lossy().trim().to_string()) {
             if !x.is_empty() {

@@ -23,7 +23,7 @@ fn may_be_child(kinds: &Kinds, ifname: &str) -> bool {
 /// The pod's addresses (`gids`, each `addrs` entry's in GID form) on interfaces that may be
 /// children (or of a kind `links` does not know): the only ones a device the pod does not sit on
 /// can hold. Every address when the kinds cannot be read.
-pub fn addresses(addrs: &[OwnAddr], gids: &[Ipv6Addr], kinds: Option<&Kinds>) -> Vec<Ipv6Addr> {
+pub(crate) fn addresses(addrs: &[OwnAddr], gids: &[Ipv6Addr], kinds: Option<&Kinds>) -> Vec<Ipv6Addr> {
     let Some(kinds) = kinds else { return gids.to_vec() };
     addrs.iter().filter(|a| may_be_child(kinds, &a.ifname)).map(OwnAddr::gid).collect()
 }
@@ -44,7 +44,7 @@ pub fn names(addrs: &[OwnAddr], kinds: Option<&Kinds>) -> Vec<String> {
 /// The pod's interfaces whose addresses a device's ports hold, as read: each port's pick where it
 /// is the pod's, and the rows read as the pod's. An address that more than one of the pod's
 /// interfaces holds tells none of them (its entry may be another rail's).
-pub fn seen_on(ports: &[PortFacts], addrs: &[OwnAddr]) -> Vec<String> {
+pub(crate) fn seen_on(ports: &[PortFacts], addrs: &[OwnAddr]) -> Vec<String> {
     let mine = ports
         .iter()
         .flat_map(|p| p.gid.iter().chain(p.table.iter()))

@@ -10,7 +10,7 @@ use crate::detect::sysfs::{Attachment, DeviceDir, Identity, NetDevs, Sysfs};
 /// found from the pod's side: the RDMA devices on each net device's function (PCI or auxiliary),
 /// and the software devices (`devices/virtual/infiniband`, rxe and siw) bound to one of them.
 /// The cost follows the pod's interfaces, not the number of devices the node shows.
-pub fn claimed(sysfs: &Sysfs, visible: &[String], netdevs: &NetDevs, problems: &mut Vec<String>) -> Vec<Claim> {
+pub(crate) fn claimed(sysfs: &Sysfs, visible: &[String], netdevs: &NetDevs, problems: &mut Vec<String>) -> Vec<Claim> {
     let mut errs = Vec::new();
     let mut out: Vec<Claim> = Vec::new();
     let mut candidates: Vec<String> =
@@ -33,11 +33,11 @@ pub fn claimed(sysfs: &Sysfs, visible: &[String], netdevs: &NetDevs, problems: &
 
 /// A device this namespace's net devices make the pod's: how that was told, and what telling it
 /// read (its directory and attachment), for the device's reads to go on from.
-pub struct Claim {
-    pub name: String,
-    pub how: String,
-    pub dir: DeviceDir,
-    pub attachment: (Attachment, Option<String>),
+pub(crate) struct Claim {
+    pub(crate) name: String,
+    pub(crate) how: String,
+    pub(crate) dir: DeviceDir,
+    pub(crate) attachment: (Attachment, Option<String>),
 }
 
 /// Which net device of this namespace makes `dev` the pod's, and how that was told.

@@ -117,7 +117,7 @@ pub struct Inputs<'a> {
 /// How long detection waits, in all, for the kernel to add a pod address's GID entry: CNI gives
 /// the address a moment before the kernel's GID work adds its entries. Measured in the lab
 /// (`tests/lab/scenarios/37-shared-gid-timing.sh`): the entries follow within milliseconds.
-pub const GID_WAIT: Duration = Duration::from_millis(2000);
+pub(crate) const GID_WAIT: Duration = Duration::from_millis(2000);
 const GID_POLL: Duration = Duration::from_millis(10);
 
 /// What detection knows of this pod's addresses while it reads ports.

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{FileType, Mode, OFlags};
 
 /// A sysfs attribute is at most one page.
-pub const ATTR_MAX: usize = 4096;
+pub(crate) const ATTR_MAX: usize = 4096;
 
 const OPEN_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::NONBLOCK).union(OFlags::NOCTTY).union(OFlags::CLOEXEC);
 
@@ -74,16 +74,8 @@ pub enum FileError {
 
 impl FileError {
     /// The file is not there (a missing attribute or an absent optional file).
-    pub fn is_not_found(&self) -> bool {
+    pub(crate) fn is_not_found(&self) -> bool {
         matches!(self, FileError::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
-    }
-
-    /// The OS error, if the failure was one (EINVAL from an empty GID entry, ENOENT...).
-    pub fn os_error(&self) -> Option<&io::Error> {
-        match self {
-            FileError::Io { source, .. } => Some(source),
-            _ => None,
-        }
     }
 }
 
@@ -91,14 +83,6 @@ impl FileError {
 pub fn read(path: &Path, limit: usize) -> Result<Vec<u8>, FileError> {
     let fd = rustix::fs::open(path, OPEN_FLAGS, Mode::empty()).map_err(|e| open_error(path, None, e))?;
     read_open(&fd, path, limit)
-}
-
-/// Reads `name` relative to the open directory `dir` (whose path is `dir_path`, for messages).
-pub fn read_at(dir: &OwnedFd, dir_path: &Path, name: &str, limit: usize) -> Result<Vec<u8>, FileError> {
-    let path = || dir_path.join(name);
-    let fd = rustix::fs::openat(dir, name, OPEN_FLAGS, Mode::empty())
-        .map_err(|e| open_error(&path(), Some((dir, name)), e))?;
-    read_open(&fd, &path(), limit)
 }
 
 /// A small text attribute: at most one page, UTF-8, without trailing newlines or NULs.

@@ -122,7 +122,7 @@ pub fn max_entries(lens: &BTreeMap<u32, u32>) -> usize {
 /// for. Where no interface of the pod matches both, `None`: the name is then read from sysfs,
 /// as without a source (the host's and other pods' net devices have indices of namespaces the
 /// pod cannot see).
-pub fn pod_ndev(entry: &Entry, pod: &[OwnAddr]) -> Option<String> {
+pub(crate) fn pod_ndev(entry: &Entry, pod: &[OwnAddr]) -> Option<String> {
     let ifindex = entry.ifindex?;
     pod.iter()
         .find(|a| a.ifindex == Some(ifindex) && a.gid() == entry.gid && names::device_name(&a.ifname).is_ok())

@@ -26,7 +26,7 @@ use crate::detect::sysfs::{format_gid, SysfsError};
 use nw_nccl::gid::{self, GidEntry, GidPrefs, GidTable, RoceType};
 
 /// One port's table, each entry's files read at most once.
-pub struct SysfsGids<'a> {
+pub(crate) struct SysfsGids<'a> {
     port: &'a OwnedFd,
     dir: &'a Path,
     problems: &'a mut Vec<SysfsError>,
@@ -40,10 +40,10 @@ pub struct SysfsGids<'a> {
 
 /// What reading a port's table against this pod needs: its addresses (in GID form, and with
 /// their interfaces), and where a whole table may come from instead of sysfs.
-pub struct Pod<'a> {
-    pub gids: &'a [Ipv6Addr],
-    pub addrs: &'a [OwnAddr],
-    pub tables: &'a dyn TableSource,
+pub(crate) struct Pod<'a> {
+    pub(crate) gids: &'a [Ipv6Addr],
+    pub(crate) addrs: &'a [OwnAddr],
+    pub(crate) tables: &'a dyn TableSource,
 }
 
 impl<'a> SysfsGids<'a> {
@@ -54,7 +54,7 @@ impl<'a> SysfsGids<'a> {
     /// Takes the whole table of `device`'s port `port` from `tables` where it answers; reads go
     /// on from sysfs where it does not, or where it calls an Ethernet port's table empty (no RoCE
     /// port has none: sysfs decides then). The pod's own entries are named here (`pod_ndev`).
-    pub fn load(&mut self, tables: &dyn TableSource, device: &str, port: u32, pod: &[OwnAddr]) {
+    pub(crate) fn load(&mut self, tables: &dyn TableSource, device: &str, port: u32, pod: &[OwnAddr]) {
         if let Some(whole) = tables.table(device, port).filter(|w| w.len > 0) {
             let names =
                 whole.entries.iter().filter_map(|(&i, e)| gid_source::pod_ndev(e, pod).map(|n| (i, n))).collect();
@@ -141,7 +141,7 @@ impl GidTable for SysfsGids<'_> {
 }
 
 /// NCCL's GID choice over the port's table, with the chosen entry's net device.
-pub fn choose(table: &mut SysfsGids, prefs: &GidPrefs) -> Option<GidPick> {
+pub(crate) fn choose(table: &mut SysfsGids, prefs: &GidPrefs) -> Option<GidPick> {
     let e = gid::choose(table, prefs)?;
     Some(GidPick {
         index: e.index,
@@ -156,7 +156,7 @@ pub fn choose(table: &mut SysfsGids, prefs: &GidPrefs) -> Option<GidPick> {
 
 /// How far a table is read for its rows.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Extent {
+pub(crate) enum Extent {
     /// Up to this pod's first own entry that NCCL's rule accepts: what a run needs (the entries
     /// after it can change neither the pod's entry nor where NCCL's rule, narrowed to the pod's
     /// addresses, lands).
@@ -173,7 +173,7 @@ pub enum Extent {
 ///
 /// This is the read that goes far (up to the pod's entry, past the host's and its neighbours'),
 /// so it is the one a whole-table source answers where `pod` has one: `device` names the table.
-pub fn shared(facts: &mut PortFacts, table: &mut SysfsGids, prefs: &GidPrefs, pod: &Pod, device: &str) {
+pub(crate) fn shared(facts: &mut PortFacts, table: &mut SysfsGids, prefs: &GidPrefs, pod: &Pod, device: &str) {
     let own = pod.gids;
     let Some(pick) = facts.gid.as_mut() else { return };
     if gid::parse_gid(&pick.gid).is_some_and(|g| own.contains(&g)) {
@@ -207,7 +207,7 @@ impl SysfsGids<'_> {
 /// have them: the others are told by address alone (not the pod's), since their type matters only
 /// when the plan weighs an address range (`with_types` reads it then) and their net device only
 /// to `doctor`.
-pub fn rows(table: &mut SysfsGids, prefs: &GidPrefs, own: &[Ipv6Addr], extent: Extent) -> (Vec<GidPick>, u32) {
+pub(crate) fn rows(table: &mut SysfsGids, prefs: &GidPrefs, own: &[Ipv6Addr], extent: Extent) -> (Vec<GidPick>, u32) {
     let host_ndev = if extent == Extent::Whole { table.host_ndev() } else { None };
     let mut rows = Vec::new();
     let mut len = 0;
@@ -246,7 +246,7 @@ fn bare(index: u32, g: Ipv6Addr) -> GidPick {
 
 /// Reads the types of `rows` that were read by address only (`rows` up to the pod's own entry),
 /// so that NCCL's rule can be simulated over them, and marks the full matches under `prefs`.
-pub fn with_types(table: &mut SysfsGids, rows: &mut [GidPick], prefs: &GidPrefs) {
+pub(crate) fn with_types(table: &mut SysfsGids, rows: &mut [GidPick], prefs: &GidPrefs) {
     for r in rows.iter_mut().filter(|r| r.roce.is_none() && r.owner.is_none()) {
         r.roce = table.roce(r.index);
         r.full_match = gid::parse_gid(&r.gid)

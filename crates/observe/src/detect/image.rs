@@ -5,12 +5,12 @@
 use std::path::{Path, PathBuf};
 
 /// At most this many entries of one directory are looked at (`python3.*`, the provider directory).
-pub const DIR_ENTRIES: usize = 256;
+pub(crate) const DIR_ENTRIES: usize = 256;
 
 /// A path inside the image, joined under the root; `None` for anything that could climb out, and
 /// for any name with a control character (paths reach the summary and JSON; the cache, the
 /// variables and directory listings are the image's, not ours).
-pub fn inside(root: &Path, p: &str) -> Option<PathBuf> {
+pub(crate) fn inside(root: &Path, p: &str) -> Option<PathBuf> {
     let rel = p.trim_start_matches('/');
     (p.len() <= 4096 && stays_inside(rel)).then(|| root.join(rel))
 }
@@ -38,13 +38,13 @@ fn stays_inside(rel: &str) -> bool {
     true
 }
 
-pub fn exists(root: &Path, p: &str) -> bool {
+pub(crate) fn exists(root: &Path, p: &str) -> bool {
     inside(root, p).is_some_and(|x| x.is_file())
 }
 
 /// A scratch image root for tests, holding `files` (empty) and `links` (path, target).
 #[cfg(test)]
-pub fn scratch(tag: &str, files: &[&str], links: &[(&str, &str)]) -> PathBuf {
+pub(crate) fn scratch(tag: &str, files: &[&str], links: &[(&str, &str)]) -> PathBuf {
     let root = std::env::temp_dir().join(format!("nccl-wrap-image-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     for p in files.iter().chain(links.iter().map(|(p, _)| p)) {

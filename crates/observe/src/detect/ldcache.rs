@@ -13,7 +13,7 @@
 //! still searches its default directories, and so does the caller.
 
 /// The largest cache read: real ones hold a few thousand entries in well under 1 MiB.
-pub const MAX_BYTES: usize = 4 << 20;
+pub(crate) const MAX_BYTES: usize = 4 << 20;
 /// The most entries kept.
 pub const MAX_ENTRIES: usize = 65_536;
 

@@ -28,20 +28,20 @@
 
 pub mod annotation;
 pub mod bootstrap;
-pub mod children;
-pub mod claim;
+pub(crate) mod children;
+pub(crate) mod claim;
 pub mod counters;
 pub mod devices;
 pub mod file;
 pub mod gid_source;
-pub mod gids;
-pub mod image;
+pub(crate) mod gids;
+pub(crate) mod image;
 pub mod ldcache;
 pub mod links;
 pub mod names;
 pub mod netif;
 pub mod port;
-pub mod python;
+pub(crate) mod python;
 pub mod route;
 pub mod rtnetlink;
 pub mod sriov;

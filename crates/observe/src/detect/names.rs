@@ -7,7 +7,7 @@
 use std::cmp::Ordering;
 
 /// Longest RDMA device name the kernel allows (IB_DEVICE_NAME_MAX - 1).
-pub const MAX_DEVICE_NAME: usize = 63;
+pub(crate) const MAX_DEVICE_NAME: usize = 63;
 
 /// Why a name from outside was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -84,7 +84,7 @@ pub fn natural_cmp(a: &str, b: &str) -> Ordering {
 /// Sorts names in [`natural_cmp`]'s order, each name's key built once, all keys in one buffer: a
 /// directory of 1,024 devices is sorted with some 10,000 comparisons, which then compare bytes,
 /// and with three allocations instead of one per name.
-pub fn sort_natural(names: &mut [String]) {
+pub(crate) fn sort_natural(names: &mut [String]) {
     let mut keys = Vec::with_capacity(names.iter().map(|n| 2 * n.len() + 8).sum());
     let mut order: Vec<(usize, usize, usize)> = Vec::with_capacity(names.len());
     for (i, n) in names.iter().enumerate() {
@@ -109,7 +109,7 @@ pub fn sorted_natural(names: &[String]) -> Vec<String> {
 
 /// Serialises a list kept in listing order in natural order, so that output does not depend on
 /// the order a file system lists a directory in.
-pub fn serialize_natural<S: serde::Serializer>(names: &[String], s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn serialize_natural<S: serde::Serializer>(names: &[String], s: S) -> Result<S::Ok, S::Error> {
     serde::Serialize::serialize(&sorted_natural(names), s)
 }
 

@@ -76,7 +76,7 @@ pub fn read() -> Result<Vec<OwnAddr>, String> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KernelAddr {
     pub ifindex: u32,
-    pub addr: IpAddr,
+    pub(crate) addr: IpAddr,
 }
 
 const RTM_NEWADDR: u16 = 20;
@@ -163,7 +163,7 @@ impl Owner {
 
 /// Whose `gid` is, on a port whose default entry (index 0) belongs to net device `host_ndev`.
 /// `own` holds this pod's addresses in GID form.
-pub fn owner(gid: &Ipv6Addr, ndev: Option<&str>, host_ndev: Option<&str>, own: &[Ipv6Addr]) -> Owner {
+pub(crate) fn owner(gid: &Ipv6Addr, ndev: Option<&str>, host_ndev: Option<&str>, own: &[Ipv6Addr]) -> Owner {
     if own.contains(gid) {
         Owner::Pod
     } else if ndev.is_some() && ndev == host_ndev {

@@ -11,7 +11,7 @@ use crate::detect::{file, Vars};
 
 /// `site-packages/nvidia/nccl/lib/libnccl.so.2` of the Pythons the image holds: what PyTorch's
 /// wheel loads (its libraries name it by a RUNPATH relative to themselves).
-pub fn wheel_nccl(root: &Path, vars: &Vars) -> Option<String> {
+pub(crate) fn wheel_nccl(root: &Path, vars: &Vars) -> Option<String> {
     let mut prefixes: Vec<String> = ["/usr/local/lib", "/usr/lib", "/opt/conda/lib"].map(String::from).to_vec();
     // A virtual environment is often used through PATH alone (`/opt/torch/.venv/bin` first, no
     // VIRTUAL_ENV): the Python the command runs is the first PATH entry's, so its `lib` comes first.

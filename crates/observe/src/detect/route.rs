@@ -17,8 +17,8 @@ use serde::Serialize;
 
 use crate::detect::file;
 
-pub const MAX_BYTES: usize = 1 << 20;
-pub const MAX_ROUTES: usize = 8192;
+pub(crate) const MAX_BYTES: usize = 1 << 20;
+pub(crate) const MAX_ROUTES: usize = 8192;
 
 /// `RTF_UP`: the route is usable.
 const RTF_UP: u32 = 0x0001;
@@ -30,8 +30,8 @@ pub struct Route {
     pub ifname: String,
     pub dest: IpAddr,
     pub prefix: u8,
-    pub gateway: Option<IpAddr>,
-    pub metric: u32,
+    pub(crate) gateway: Option<IpAddr>,
+    pub(crate) metric: u32,
 }
 
 impl Route {
@@ -49,7 +49,7 @@ impl Route {
         }
     }
 
-    pub fn is_default(&self) -> bool {
+    pub(crate) fn is_default(&self) -> bool {
         self.prefix == 0
     }
 }
@@ -178,13 +178,14 @@ impl<'a> Table<'a> {
     }
 
     /// One family's routes.
-    pub fn family(&self, v6: bool) -> &[Route] {
+    pub(crate) fn family(&self, v6: bool) -> &[Route] {
         let cell = if v6 { &self.v6 } else { &self.v4 };
         cell.get_or_init(|| self.proc_root.map(|p| read_family(p, v6).unwrap_or_default()).unwrap_or_default())
     }
 
     /// Whether one family's table has been read (or given).
-    pub fn has_read(&self, v6: bool) -> bool {
+    #[cfg(test)]
+    pub(crate) fn has_read(&self, v6: bool) -> bool {
         if v6 { &self.v6 } else { &self.v4 }.get().is_some()
     }
 }

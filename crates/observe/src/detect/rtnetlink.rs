@@ -22,14 +22,14 @@ use nix::sys::time::TimeVal;
 /// one, and the 32 KiB buffer this replaced was mostly pages zeroed and never read.
 const BUF: usize = 8 * 1024;
 /// At most this much of a dump is read: about 1,000 links with their attributes.
-pub const MAX_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) const MAX_BYTES: usize = 4 * 1024 * 1024;
 /// How long one receive may wait for the kernel, in microseconds (under a second).
 const DEADLINE_US: i64 = 500_000;
 
 /// `struct nlmsghdr`: length, type, flags, sequence, port.
-pub const NLMSG_HDR: usize = 16;
-pub const NLMSG_ERROR: u16 = 2;
-pub const NLMSG_DONE: u16 = 3;
+pub(crate) const NLMSG_HDR: usize = 16;
+pub(crate) const NLMSG_ERROR: u16 = 2;
+pub(crate) const NLMSG_DONE: u16 = 3;
 const NLM_F_REQUEST: u16 = 0x1;
 const NLM_F_DUMP: u16 = 0x300;
 
@@ -42,7 +42,7 @@ pub enum Error {
 }
 
 /// A bound netlink socket whose receives give up after [`DEADLINE_US`].
-pub struct Socket(OwnedFd);
+pub(crate) struct Socket(OwnedFd);
 
 impl Socket {
     /// Routing netlink (`NETLINK_ROUTE`).
@@ -51,7 +51,7 @@ impl Socket {
     }
 
     /// RDMA netlink (`NETLINK_RDMA`).
-    pub fn open_rdma() -> Result<Self, Error> {
+    pub(crate) fn open_rdma() -> Result<Self, Error> {
         Self::open_protocol(SockProtocol::NetlinkRDMA)
     }
 
@@ -66,7 +66,12 @@ impl Socket {
     /// Sends a dump request of type `ty` (its family header and attributes in `body`), then hands
     /// each message of the reply to `each` (its type, its payload after the header) until the
     /// dump's end.
-    pub fn dump(&self, ty: u16, body: &[u8], each: impl FnMut(u16, &[u8]) -> Result<(), Error>) -> Result<(), Error> {
+    pub(crate) fn dump(
+        &self,
+        ty: u16,
+        body: &[u8],
+        each: impl FnMut(u16, &[u8]) -> Result<(), Error>,
+    ) -> Result<(), Error> {
         socket::send(self.0.as_raw_fd(), &request(ty, NLM_F_REQUEST | NLM_F_DUMP, body), MsgFlags::empty())
             .map_err(io("send"))?;
         receive(|buf| socket::recv(self.0.as_raw_fd(), buf, MsgFlags::empty()).map_err(io("recv")), each)
@@ -74,7 +79,7 @@ impl Socket {
 
     /// Sends one request of type `ty` that is not a dump, and returns the payload of its answer:
     /// the first message of the one datagram the kernel replies with (an error is the error).
-    pub fn ask(&self, ty: u16, body: &[u8]) -> Result<Vec<u8>, Error> {
+    pub(crate) fn ask(&self, ty: u16, body: &[u8]) -> Result<Vec<u8>, Error> {
         socket::send(self.0.as_raw_fd(), &request(ty, NLM_F_REQUEST, body), MsgFlags::empty()).map_err(io("send"))?;
         let mut buf = vec![0u8; BUF];
         let n = socket::recv(self.0.as_raw_fd(), &mut buf, MsgFlags::empty()).map_err(io("recv"))?.min(BUF);
@@ -116,7 +121,7 @@ fn request(ty: u16, flags: u16, body: &[u8]) -> Vec<u8> {
 }
 
 /// The receive loop: datagrams from `recv` walked until the dump's end, at most [`MAX_BYTES`].
-pub fn receive(
+pub(crate) fn receive(
     mut recv: impl FnMut(&mut [u8]) -> Result<usize, Error>,
     mut each: impl FnMut(u16, &[u8]) -> Result<(), Error>,
 ) -> Result<(), Error> {
@@ -161,7 +166,7 @@ pub fn walk(mut buf: &[u8], mut each: impl FnMut(u16, &[u8]) -> Result<(), Error
 
 /// Route attributes (`struct rtattr`: length, type, value, padded to 4 bytes). Ends at the first
 /// attribute whose length does not fit.
-pub struct Attrs<'a>(pub &'a [u8]);
+pub(crate) struct Attrs<'a>(pub(crate) &'a [u8]);
 
 impl<'a> Iterator for Attrs<'a> {
     type Item = (u16, &'a [u8]);
@@ -185,7 +190,7 @@ impl<'a> Iterator for Attrs<'a> {
 
 /// The attributes of `b`, once every one of them is checked to fit: for readers to whom a
 /// truncated attribute means a malformed message, not merely the end of what is known.
-pub fn attrs(b: &[u8]) -> Result<Attrs<'_>, Error> {
+pub(crate) fn attrs(b: &[u8]) -> Result<Attrs<'_>, Error> {
     let mut rest = b;
     while !rest.is_empty() {
         let len = usize::from(u16_at(rest, 0));
@@ -198,15 +203,15 @@ pub fn attrs(b: &[u8]) -> Result<Attrs<'_>, Error> {
 }
 
 /// Netlink's 4-byte alignment of messages and attributes.
-pub fn align(n: usize) -> usize {
+pub(crate) fn align(n: usize) -> usize {
     (n + 3) & !3
 }
 
-pub fn u16_at(b: &[u8], at: usize) -> u16 {
+pub(crate) fn u16_at(b: &[u8], at: usize) -> u16 {
     b.get(at..at + 2).map_or(0, |x| u16::from_ne_bytes([x[0], x[1]]))
 }
 
-pub fn u32_at(b: &[u8], at: usize) -> u32 {
+pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
     b.get(at..at + 4).map_or(0, |x| u32::from_ne_bytes([x[0], x[1], x[2], x[3]]))
 }
 

@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::detect::names::{self, NameError};
 
 /// Largest value we parse. Real values are a few hundred bytes per device.
-pub const MAX_VALUE_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_VALUE_BYTES: usize = 64 * 1024;
 
 const PREFIX: &str = "PCIDEVICE_";
 const INFO_SUFFIX: &str = "_INFO";

@@ -49,7 +49,7 @@ pub enum Attachment {
 }
 
 /// An RDMA device's directory, `class/infiniband/<name>`, looked up once (`Sysfs::open_device`).
-pub struct DeviceDir {
+pub(crate) struct DeviceDir {
     fd: OwnedFd,
     name: String,
 }
@@ -62,7 +62,7 @@ impl DeviceDir {
 
 /// Whether a software RDMA device sits on a given net device of this namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Identity {
+pub(crate) enum Identity {
     Same,
     /// The device's identifier (`id`, EUI-64) is not derived from this net device's `mac`.
     Different {
@@ -124,7 +124,7 @@ pub struct Sysfs {
 
 /// Net devices of this network namespace: interface name -> the function its `device` link
 /// names (none for virtual devices).
-pub type NetDevs = BTreeMap<String, Option<String>>;
+pub(crate) type NetDevs = BTreeMap<String, Option<String>>;
 
 impl Sysfs {
     pub fn new(root: impl Into<PathBuf>) -> Sysfs {
@@ -187,12 +187,8 @@ impl Sysfs {
     /// was a quarter of a start's instructions, all of it for devices that are not the pod's.
     /// Device names are stricter than `list`'s IDs: no `:`, which NCCL_IB_HCA reads as a port
     /// separator.
-    pub fn rdma_devices_listed(&self, problems: &mut Vec<SysfsError>) -> Vec<String> {
+    pub(crate) fn rdma_devices_listed(&self, problems: &mut Vec<SysfsError>) -> Vec<String> {
         self.listed("class/infiniband", names::device_name, problems)
-    }
-
-    pub fn has_rdma_device(&self, name: &str) -> bool {
-        self.rdma_device_status(name).is_ok()
     }
 
     /// Whether `class/infiniband/<name>` leads to a device, and if not, why (absent, a loop...).
@@ -204,7 +200,7 @@ impl Sysfs {
     /// then read relative to it. Each lookup walks the class symlink and the device's whole PCI
     /// path again, which on the start path cost more than the reads it led to; the error says why
     /// the name leads to no device (absent, a loop, not a directory).
-    pub fn open_device(&self, name: &str) -> Result<DeviceDir, SysfsError> {
+    pub(crate) fn open_device(&self, name: &str) -> Result<DeviceDir, SysfsError> {
         let path = self.path(&format!("class/infiniband/{name}"));
         match rustix::fs::open(&path, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()) {
             Ok(fd) => Ok(DeviceDir { fd, name: name.to_string() }),
@@ -214,7 +210,7 @@ impl Sysfs {
 
     /// RDMA devices behind a device ID from the device plugin: a PCI address
     /// (`bus/pci/devices/<id>/infiniband/`) or an auxiliary ID (`bus/auxiliary/devices/<id>/infiniband/`).
-    pub fn rdma_devices_of(&self, device_id: &str, problems: &mut Vec<SysfsError>) -> Vec<String> {
+    pub(crate) fn rdma_devices_of(&self, device_id: &str, problems: &mut Vec<SysfsError>) -> Vec<String> {
         let Ok(id) = names::device_id(device_id) else { return Vec::new() };
         let bus = if looks_like_pci(id) { "pci" } else { "auxiliary" };
         let mut out = self.listed(&format!("bus/{bus}/devices/{id}/infiniband"), names::device_name, problems);
@@ -232,7 +228,7 @@ impl Sysfs {
     }
 
     /// The function (PCI address or auxiliary ID) the net device `ifname` sits on, if any.
-    pub fn netdev_function(&self, ifname: &str) -> Option<String> {
+    pub(crate) fn netdev_function(&self, ifname: &str) -> Option<String> {
         names::device_name(ifname).ok()?;
         self.link_name(&format!("class/net/{ifname}/device"))
     }
@@ -246,7 +242,7 @@ impl Sysfs {
     }
 
     /// `attachment`, for a device already looked up: its links read relative to its directory.
-    pub fn attachment_of(&self, d: &DeviceDir) -> (Attachment, Option<String>) {
+    pub(crate) fn attachment_of(&self, d: &DeviceDir) -> (Attachment, Option<String>) {
         match link_name_at(&d.fd, "device") {
             Some(func) => {
                 let att = if !looks_like_pci(&func) {
@@ -286,7 +282,7 @@ impl Sysfs {
     /// claim another pod's device. The port's default GID (entry 0, the link-local address the
     /// kernel derives from the parent's MAC) and the device's `node_guid` (the same EUI-64 at
     /// creation) are compared with the modified EUI-64 of this namespace's `ifname` MAC.
-    pub fn software_identity(&self, dev: &str, ifname: &str) -> Identity {
+    pub(crate) fn software_identity(&self, dev: &str, ifname: &str) -> Identity {
         let mac = match self.attr(&format!("class/net/{ifname}/address")) {
             Ok(text) => match parse_mac(&text) {
                 Some(mac) => mac,
@@ -342,7 +338,7 @@ impl Sysfs {
 
     /// `ports`, with the pod's interfaces and a whole-table source for the reads that go far
     /// (`gids::shared`).
-    pub fn ports_with(
+    pub(crate) fn ports_with(
         &self,
         dev: &str,
         prefs: &GidPrefs,
@@ -364,7 +360,7 @@ impl Sysfs {
     }
 
     /// `ports_with`, for a device already looked up: each port opened relative to its directory.
-    pub fn ports_of(
+    pub(crate) fn ports_of(
         &self,
         d: &DeviceDir,
         prefs: &GidPrefs,
@@ -463,7 +459,7 @@ impl Sysfs {
 
     /// Fills the types of the rows of `dev`'s port `port` that a run read by address only (see
     /// `gids::with_types`), from `tables` where it answers for the port.
-    pub fn gid_types(
+    pub(crate) fn gid_types(
         &self,
         (dev, port): (&str, u32),
         rows: &mut [GidPick],
@@ -485,7 +481,12 @@ impl Sysfs {
     /// The partition of an IPoIB child interface `ifname` (its `pkey` attribute) on `dev`'s port
     /// (`dev_port` + 1), and where that port's pkey table holds it. `None` when `ifname` is not
     /// an IPoIB interface.
-    pub fn ipoib_pkey(&self, dev: &str, ifname: &str, problems: &mut Vec<SysfsError>) -> Option<(u32, PkeyPick)> {
+    pub(crate) fn ipoib_pkey(
+        &self,
+        dev: &str,
+        ifname: &str,
+        problems: &mut Vec<SysfsError>,
+    ) -> Option<(u32, PkeyPick)> {
         let raw = self.attr(&format!("class/net/{ifname}/pkey")).ok()?;
         let Some(pkey) = raw.strip_prefix("0x").and_then(|h| u16::from_str_radix(h, 16).ok()) else {
             problems.push(SysfsError::Content { path: self.path(&format!("class/net/{ifname}/pkey")), content: raw });

@@ -66,7 +66,7 @@ pub struct Missing {
     pub file: String,
     pub package: &'static str,
     /// What NCCL does without it.
-    pub effect: String,
+    pub(crate) effect: String,
 }
 
 impl Missing {
@@ -79,7 +79,7 @@ impl Missing {
 pub struct Userspace {
     pub image_root: String,
     /// What the loader cache said: `N entries`, `absent`, or why it was not read.
-    pub ld_cache: String,
+    pub(crate) ld_cache: String,
     pub libibverbs: Option<Found>,
     pub providers: Vec<Provider>,
     pub nccl: Option<Nccl>,
@@ -88,12 +88,7 @@ pub struct Userspace {
     pub missing: Vec<Missing>,
 }
 
-impl Userspace {
-    /// NCCL's own IB transport can load the verbs stack for every device.
-    pub fn verbs_ready(&self) -> bool {
-        self.missing.is_empty()
-    }
-}
+impl Userspace {}
 
 const VERBS_PKG: &str = "libibverbs1 on Debian/Ubuntu, libibverbs from rdma-core on RHEL";
 const PROVIDER_PKG: &str = "ibverbs-providers on Debian/Ubuntu, libibverbs from rdma-core on RHEL";
@@ -112,7 +107,7 @@ const DEFAULT_DIRS: [&str; 6] =
     ["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"];
 
 /// The image's loader: its root, `LD_LIBRARY_PATH` and cache.
-pub struct Loader<'a> {
+pub(crate) struct Loader<'a> {
     root: &'a Path,
     ld_path: Vec<String>,
     /// The cache's bytes, read once and searched per name (`ldcache::find`).
@@ -140,7 +135,7 @@ impl<'a> Loader<'a> {
 
     /// The file the loader opens for `name`: `LD_LIBRARY_PATH`, then the cache, then the default
     /// directories (glibc's, with Debian's multiarch ones first).
-    pub fn find(&self, name: &str) -> Option<Found> {
+    pub(crate) fn find(&self, name: &str) -> Option<Found> {
         if name.contains('/') {
             return exists(self.root, name).then(|| Found { path: name.into(), by: "a path".into() });
         }

@@ -127,7 +127,7 @@ pub(crate) mod tree {
     pub(crate) struct Tree(PathBuf);
 
     impl Tree {
-        pub(crate) fn new(tag: &str) -> Tree {
+        pub fn new(tag: &str) -> Tree {
             let root = std::env::temp_dir().join(format!("nccl-wrap-driver-{tag}-{}", std::process::id()));
             let _ = std::fs::remove_dir_all(&root);
             std::fs::create_dir_all(&root).expect("mkdir");
@@ -155,7 +155,7 @@ pub(crate) mod tree {
         pub(crate) fn sysfs(&self) -> Sysfs {
             Sysfs::new(self.path())
         }
-        pub(crate) fn path(&self) -> &Path {
+        pub fn path(&self) -> &Path {
             &self.0
         }
     }

@@ -117,10 +117,10 @@ enum Kept {
 /// While it lives, listings on this thread share one RDMA netlink dump of the node's devices
 /// (each listing still asks for the uverbs node of the devices it is for, afresh). For the
 /// devices of one start; dropped before the command runs.
-pub struct Discovery(());
+pub(crate) struct Discovery(());
 
 impl Discovery {
-    pub fn begin() -> Self {
+    pub(crate) fn begin() -> Self {
         KEPT.with(|k| *k.borrow_mut() = Kept::Waiting);
         Discovery(())
     }
@@ -259,7 +259,7 @@ pub struct PortAttr {
     /// `enum ibv_mtu`: 1 = 256 bytes ... 5 = 4096 bytes.
     pub active_mtu: u32,
     pub max_msg_sz: u32,
-    pub gid_tbl_len: i32,
+    pub(crate) gid_tbl_len: i32,
 }
 
 /// One work completion, as plain values.
@@ -334,20 +334,20 @@ fn check_ret(ret: c_int) -> io::Result<()> {
 static REGISTER_PROVIDERS: Once = Once::new();
 
 /// The array `ibv_get_device_list` returns; the device pointers in it are valid while it lives.
-pub struct DeviceList {
+pub(crate) struct DeviceList {
     list: NonNull<*mut ffi::ibv_device>,
     len: usize,
 }
 
 impl DeviceList {
     /// Every device libibverbs lists.
-    pub fn get() -> io::Result<Self> {
+    pub(crate) fn get() -> io::Result<Self> {
         Self::list(None)
     }
 
     /// A list of `name` alone, if libibverbs lists it: only that device is discovered (see
     /// [`find_sysfs_devs_nl`]), however many the node has.
-    pub fn get_only(name: &str) -> io::Result<Self> {
+    pub(crate) fn get_only(name: &str) -> io::Result<Self> {
         Self::list(Some(name))
     }
 
@@ -426,7 +426,7 @@ impl Context {
     }
 
     /// Opens `name` from a list already read.
-    pub fn open_in(list: &DeviceList, name: &str) -> Result<Self, VerbsError> {
+    pub(crate) fn open_in(list: &DeviceList, name: &str) -> Result<Self, VerbsError> {
         let dev = list.find(name).ok_or_else(|| VerbsError::NotListed(name.to_owned()))?;
         // SAFETY: `dev` is an entry of `list`, which is alive for this call. The context
         // returned is owned by this `Context` and closed once in Drop; it does not depend on
@@ -469,7 +469,7 @@ impl Context {
     }
 
     /// How many physical ports the device has (`ibv_query_device`).
-    pub fn port_count(&self) -> Result<u8, VerbsError> {
+    pub(crate) fn port_count(&self) -> Result<u8, VerbsError> {
         // SAFETY: ibv_device_attr is plain C data (integers and a char array); all-zero is valid.
         let mut attr: ffi::ibv_device_attr = unsafe { std::mem::zeroed() };
         // SAFETY: `ctx` is an open context owned by self; `attr` is a writable ibv_device_attr
@@ -484,7 +484,7 @@ impl Context {
     /// where the kernel has it, 5.9 and later; libibverbs reads sysfs itself where it does not).
     /// At most `max_entries`: a table with more valid entries is an error (EINVAL), not a
     /// truncated answer.
-    pub fn query_gid_table(&self, max_entries: usize) -> Result<Vec<Raw>, VerbsError> {
+    pub(crate) fn query_gid_table(&self, max_entries: usize) -> Result<Vec<Raw>, VerbsError> {
         let err = |e: io::Error| VerbsError::QueryGidTable { device: self.name.clone(), errno: errno_text(&e) };
         // SAFETY: ibv_gid_entry is plain C data (a 16-byte union and integers); all-zero is valid.
         let zero = || -> ffi::ibv_gid_entry { unsafe { std::mem::zeroed() } };
@@ -589,11 +589,11 @@ impl DmaBuf {
     }
 
     #[allow(clippy::len_without_is_empty)] // never empty: at least one byte is allocated
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.layout.size()
     }
 
-    pub fn addr(&self, offset: usize) -> u64 {
+    pub(crate) fn addr(&self, offset: usize) -> u64 {
         self.ptr.as_ptr() as u64 + offset as u64
     }
 
@@ -696,7 +696,7 @@ impl<'c> Cq<'c> {
     }
 
     /// One non-blocking poll; `Ok(None)` when the queue is empty.
-    pub fn poll_one(&self) -> io::Result<Option<Completion>> {
+    pub(crate) fn poll_one(&self) -> io::Result<Option<Completion>> {
         // SAFETY: ibv_wc is plain C data; all-zero is a valid value.
         let mut wc: ffi::ibv_wc = unsafe { std::mem::zeroed() };
         // SAFETY: `cq` is a live CQ owned by self; `wc` has room for the one entry asked for.
@@ -747,7 +747,7 @@ pub struct Qp<'a> {
 
 impl<'a> Qp<'a> {
     /// `depth` work requests may be outstanding on each of the send and receive queues.
-    pub fn create_rc(pd: &'a Pd<'_>, cq: &'a Cq<'_>, depth: u32) -> io::Result<Self> {
+    pub(crate) fn create_rc(pd: &'a Pd<'_>, cq: &'a Cq<'_>, depth: u32) -> io::Result<Self> {
         // SAFETY: ibv_qp_init_attr is plain C data (pointers and integers); zero is valid.
         let mut init: ffi::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
         init.send_cq = cq.cq.as_ptr();
@@ -914,7 +914,7 @@ impl<'a> Qp<'a> {
     }
 
     /// Posts one signaled SEND (`remote == None`) or RDMA WRITE to `remote` = (addr, rkey).
-    pub fn post_send(
+    pub(crate) fn post_send(
         &self,
         wr_id: u64,
         mr: &Mr<'_>,

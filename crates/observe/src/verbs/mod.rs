@@ -19,11 +19,11 @@ pub mod debug;
 pub mod driver;
 #[allow(unsafe_code)] // The FFI fence; see lib.rs for the crate's two unsafe modules.
 pub mod ffi;
-pub mod ibverbs;
+pub(crate) mod ibverbs;
 pub mod nldev;
-pub mod opened;
-pub mod probe;
-pub mod selftest;
+pub(crate) mod opened;
+pub(crate) mod probe;
+pub(crate) mod selftest;
 pub mod status;
 pub mod verify;
 

@@ -45,18 +45,18 @@ const ATTR_UVERBS_DRIVER_ID: u16 = 73;
 /// libibverbs' `IBV_SYSFS_NAME_MAX`: a name and its NUL.
 pub const NAME_MAX: usize = 64;
 /// Where the uverbs nodes are (rdma-core's `RDMA_CDEV_DIR`).
-pub const CDEV_DIR: &str = "/dev/infiniband";
+pub(crate) const CDEV_DIR: &str = "/dev/infiniband";
 
 /// One RDMA device from the dump.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NlDevice {
-    pub index: u32,
+    pub(crate) index: u32,
     pub name: String,
     /// The kernel's `RDMA_NODE_*` (1: InfiniBand CA ... 7: unspecified).
-    pub node_type: u8,
-    pub node_guid: u64,
+    pub(crate) node_type: u8,
+    pub(crate) node_guid: u64,
     /// The last port's number: how many ports the device has.
-    pub ports: u32,
+    pub(crate) ports: u32,
 }
 
 /// A device's uverbs character device.
@@ -64,19 +64,19 @@ pub struct NlDevice {
 pub struct Uverbs {
     /// `uverbs3`: its node under [`CDEV_DIR`] and its sysfs name.
     pub name: String,
-    pub abi: u64,
+    pub(crate) abi: u64,
     pub major: u32,
     pub minor: u32,
     /// `enum rdma_driver_id`, when the kernel says.
-    pub driver_id: Option<u32>,
+    pub(crate) driver_id: Option<u32>,
 }
 
 /// A device libibverbs may list: the dump's facts and its uverbs node, which this container can
 /// reach.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Found {
-    pub device: NlDevice,
-    pub uverbs: Uverbs,
+    pub(crate) device: NlDevice,
+    pub(crate) uverbs: Uverbs,
 }
 
 /// Discovery over RDMA netlink failed: the caller lets libibverbs scan sysfs instead.
@@ -104,7 +104,7 @@ pub fn devices() -> Result<Vec<NlDevice>, Error> {
 /// `ib_uverbs`, a kernel older than 5.0, which has no such question) or answers something that
 /// does not read, the whole discovery is an error: libibverbs then looks in sysfs, as rdma-core's
 /// own discovery does.
-pub fn uverbs_of(devices: &[NlDevice], reachable: impl Fn(&str) -> bool) -> Result<Vec<Found>, Error> {
+pub(crate) fn uverbs_of(devices: &[NlDevice], reachable: impl Fn(&str) -> bool) -> Result<Vec<Found>, Error> {
     if devices.is_empty() {
         return Ok(Vec::new());
     }

@@ -16,9 +16,9 @@ use super::status::{errno_text, port_state_name, wc_status_name};
 
 /// Why the self-test stopped.
 pub(crate) struct Failure {
-    pub step: &'static str,
-    pub status: String,
-    pub hint: Option<String>,
+    pub(crate) step: &'static str,
+    pub(crate) status: String,
+    pub(crate) hint: Option<String>,
 }
 
 impl Failure {

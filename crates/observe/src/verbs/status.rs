@@ -17,7 +17,7 @@ pub fn port_state_name(state: u32) -> String {
 }
 
 /// `IBV_LINK_LAYER_*` as sysfs spells it.
-pub fn link_layer_name(link_layer: u8) -> &'static str {
+pub(crate) fn link_layer_name(link_layer: u8) -> &'static str {
     match link_layer {
         1 => "InfiniBand",
         2 => "Ethernet",
