@@ -17,6 +17,7 @@ use nw_observe::detect::userspace::Userspace;
 use nw_observe::detect::{Detection, Source, Vars};
 use nw_observe::verbs::verify;
 
+pub mod rails;
 mod ready;
 mod reasons;
 #[cfg(test)]

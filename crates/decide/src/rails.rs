@@ -13,10 +13,6 @@
 //!
 //! Pure: takes values, returns a value. Never reads a file, the environment or the network, and
 //! never panics (no indexing, no unwrap; every input size is fine).
-//!
-//! Over 600 lines: the inputs, the rules in their order, the verdict and the `--rails` parser are
-//! one decision read top to bottom; half the file is its tests, one per rule, each built from a
-//! fixture node (fixtures/nodes.py, `host-*`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
