@@ -237,13 +237,13 @@ impl<'a> ExecArgs<'a> {
 pub(crate) fn spawn(setup: &ChildSetup, blocked: &Blocked) -> Result<Child, Errno> {
     let args = ExecArgs::new(setup.argv, setup.envp);
     let (report, report_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
-    // SAFETY: after fork the child may only run async-signal-safe code, as any lock another
-    // thread held (the allocator's among them) stays locked in the copy. nccl-wrap runs no other
-    // threads (detection and planning are single-threaded, and nothing is spawned), and the
-    // child runs `child_until_exec`, which makes only async-signal-safe calls (setpgid,
-    // tcsetpgrp, sigaction, sigprocmask, execve, write, _exit) on memory prepared before the
-    // fork (`args`, what `setup.attempt` reads, `blocked.original`), and never allocates,
-    // prints or returns.
+    // SAFETY: other threads may be running at the fork (a name lookup of MASTER_ADDR that did
+    // not answer in time is left to finish on its own thread, `detect::bootstrap::resolve`), and
+    // any lock one of them held (the allocator's, the resolver's) stays locked in the child's
+    // copy. What makes the fork sound is that the child never takes such a lock: it runs only
+    // `child_until_exec`, which makes only async-signal-safe calls (setpgid, tcsetpgrp,
+    // sigaction, sigprocmask, execve, write, _exit) on memory prepared before the fork (`args`,
+    // what `setup.attempt` reads, `blocked.original`), and never allocates, prints or returns.
     match unsafe { nix::unistd::fork() }? {
         ForkResult::Child => child_until_exec(setup, &args, blocked, report_w.as_raw_fd()),
         ForkResult::Parent { child } => {
