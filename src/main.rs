@@ -14,7 +14,7 @@ use nccl_wrap::cli::{self, Cli, HealthFiles, PingArgs, Sub, EXIT_REFUSED, EXIT_U
 use nccl_wrap::{doctor, gate, health, install, ping, report};
 use nw_decide as plan;
 use nw_nccl as nccl;
-use nw_observe::{detect, verbs};
+use nw_observe::{detect, observation, verbs};
 use nw_output::msg::PREFIX;
 use nw_pairtest as pairtest;
 use nw_pid1::{exec, memlock, supervise};
@@ -77,18 +77,19 @@ fn start() -> u8 {
         return EXIT_USAGE;
     }
 
-    // Detect
+    // Observe: every read any decision needs. Where ibverbs are consulted, the devices are
+    // opened once for detection's far GID table reads and the probe, and closed before the
+    // plan: never held while the job runs.
     let (mut prefs, pref_warnings) = plan::gid_prefs(&vars);
     let sysfs = detect::sysfs::Sysfs::new(&cli.opts.sysfs_root);
-    let mut seen = Seen::default();
-    // Where ibverbs are consulted, the devices are opened once for detection's far GID table
-    // reads and the probe, and closed before the plan: never held while the job runs.
+    let roots = roots(&cli.opts, &sysfs);
     let opened = verbs_skipped(&cli.opts).is_none().then(verbs::Opened::new);
     let tables: &dyn detect::gid_source::TableSource = match &opened {
         Some(o) => o,
         None => &detect::gid_source::SysfsOnly,
     };
-    let (mut detection, family) = detect_for_family(&cli.opts, &vars, &sysfs, (&mut prefs, tables), &mut seen);
+    let observation::Observation { mut detection, family, mut seen, .. } =
+        observation::observe(&roots, &vars, observation::View::Pod, &mut prefs, tables);
     let verbs = verbs_for(&cli.opts);
     verbs::verify::probe(&mut detection, opened.as_ref().map_or(verbs.as_ref(), |o| o), &sysfs);
     drop(opened);
@@ -105,7 +106,7 @@ fn start() -> u8 {
         });
     }
 
-    // Plan
+    // Decide, in two rounds: the ports, then what the far reads it asks for settle.
     let choices = plan::Choices { override_user: cli.opts.override_user, require_rdma: cli.opts.require_rdma };
     let mut plan = plan::plan(detection, &vars, &prefs, choices);
     plan.warnings.extend(pref_warnings);
@@ -114,8 +115,10 @@ fn start() -> u8 {
     } else {
         detect::userspace::Depth::Quick
     };
-    let ready = ready_for(&cli.opts, &vars, &sysfs, &plan, depth, (prefs, family), &mut seen);
-    plan::ready(&mut plan, ready, &vars, choices);
+    let gate = gate_coordinator(&cli.opts);
+    let asks = plan::asks(&plan, &vars, gate, depth);
+    let answers = observation::answer(&roots, &vars, &plan.detection, &mut seen, &asks);
+    plan::settle(&mut plan, answers, &vars, gate, prefs, family, choices);
 
     match cli.sub {
         Some(Sub::Env { json }) => {
@@ -171,154 +174,20 @@ fn start() -> u8 {
     }
 }
 
-/// What the start reads once for both the rails' family and the bootstrap: this namespace's
-/// addresses (where detection did not already read them) and each device's net devices.
-#[derive(Default)]
-struct Seen {
-    addrs: Option<Vec<detect::netif::OwnAddr>>,
-    netdevs: std::collections::BTreeMap<String, Vec<String>>,
-}
-
-impl Seen {
-    fn addrs(&mut self, detection: &detect::Detection) -> &[detect::netif::OwnAddr] {
-        self.addrs.get_or_insert_with(|| {
-            if detection.addresses.is_empty() {
-                detect::netif::read().unwrap_or_default()
-            } else {
-                detection.addresses.clone()
-            }
-        })
-    }
-
-    fn netdevs(&mut self, sysfs: &detect::sysfs::Sysfs, device: &detect::Device) -> &[String] {
-        self.netdevs.entry(device.name.clone()).or_insert_with(|| detect::bootstrap::rails(sysfs, device))
+/// Where every read starts, from the options.
+fn roots<'a>(o: &'a cli::Opts, sysfs: &'a detect::sysfs::Sysfs) -> observation::Roots<'a> {
+    observation::Roots {
+        sysfs,
+        proc_root: &o.proc_root,
+        dev_root: &o.dev_root,
+        image_root: &o.image_root,
+        annotations: &o.annotations,
     }
 }
 
-/// Detection under NCCL's GID preferences. Where the user set no NCCL_IB_ADDR_FAMILY, the pod's
-/// rails decide it: rails with only IPv6 addresses are read again with AF_INET6 (a second pass
-/// only then), so that their RoCE v2 IPv6 entries are found instead of none.
-fn detect_for_family(
-    opts: &cli::Opts,
-    vars: &detect::Vars,
-    sysfs: &detect::sysfs::Sysfs,
-    (prefs, tables): (&mut nccl::gid::GidPrefs, &dyn detect::gid_source::TableSource),
-    seen: &mut Seen,
-) -> (detect::Detection, nccl::gid::RailFamily) {
-    use nccl::gid::{Family, RailFamily};
-    let detect_with = |p: &nccl::gid::GidPrefs| {
-        detect::detect(&detect::Inputs {
-            vars,
-            sysfs,
-            annotations: &opts.annotations,
-            prefs: p,
-            addrs: &detect::netif::read,
-            kinds: &detect::links::read_or_log,
-            tables,
-        })
-    };
-    let detection = detect_with(prefs);
-    if vars.contains_key(std::ffi::OsStr::new(nccl::env::IB_ADDR_FAMILY)) || detection.devices.is_empty() {
-        return (detection, RailFamily::Unknown);
-    }
-    let addrs = seen.addrs(&detection).to_vec();
-    let mut rails: Vec<(String, Vec<std::net::IpAddr>)> = Vec::new();
-    for d in &detection.devices {
-        if !d.ports.iter().any(|p| p.link_layer.as_deref() == Some("Ethernet")) {
-            continue;
-        }
-        let mut names = seen.netdevs(sysfs, d).to_vec();
-        names.extend(d.ports.iter().filter_map(|p| p.gid.as_ref().and_then(|g| g.ndev.clone())));
-        names.sort();
-        names.dedup();
-        for n in names {
-            let a = addrs.iter().filter(|a| a.ifname == n).map(|a| a.addr).collect();
-            rails.push((n, a));
-        }
-    }
-    let family = nccl::gid::rail_family(&rails);
-    if family == RailFamily::Inet6 {
-        prefs.family = Family::Inet6;
-        return (detect_with(prefs), family);
-    }
-    (detection, family)
-}
-
-/// What NCCL in this image and namespace meets beyond the ports: the userspace it loads and the
-/// interface its bootstrap should use (rails excluded).
-fn ready_for(
-    opts: &cli::Opts,
-    vars: &detect::Vars,
-    sysfs: &detect::sysfs::Sysfs,
-    plan: &plan::Plan,
-    depth: detect::userspace::Depth,
-    (prefs, family): (nccl::gid::GidPrefs, nccl::gid::RailFamily),
-    seen: &mut Seen,
-) -> plan::Ready {
-    let used: Vec<&str> = plan.decisions.iter().filter(|d| d.used).map(|d| d.device.as_str()).collect();
-    let userspace = detect::userspace::check(
-        &opts.image_root,
-        vars,
-        &detect::userspace::drivers(sysfs, used.iter().copied()),
-        depth,
-    );
-    let used_devices: Vec<&detect::Device> =
-        plan.detection.devices.iter().filter(|d| used.contains(&d.name.as_str())).collect();
-    let mut rails: Vec<String> = used_devices.iter().flat_map(|d| seen.netdevs(sysfs, d).to_vec()).collect();
-    for p in plan.detection.devices.iter().flat_map(|d| &d.ports) {
-        rails.extend(p.gid.as_ref().and_then(|g| g.ndev.clone()));
-        rails.extend(p.pkey.as_ref().map(|k| k.netdev.clone()));
-    }
-    let addrs = seen.addrs(&plan.detection).to_vec();
-    // The pod's other interfaces that sit on a used device's function are rails too (only those
-    // with an address beyond link-local could carry the bootstrap at all).
-    let functions: Vec<&str> = used_devices.iter().filter_map(|d| detect::devices::function(&d.attachment)).collect();
-    let mut others: Vec<&str> = addrs
-        .iter()
-        .filter(|a| !detect::bootstrap::is_link_local(&a.addr))
-        .map(|a| a.ifname.as_str())
-        .filter(|n| !rails.iter().any(|r| r == n))
-        .collect();
-    others.sort_unstable();
-    others.dedup();
-    rails.extend(detect::bootstrap::on_functions(sysfs, others, &functions));
-    let routes = detect::route::Table::read(&opts.proc_root);
-    let lookup = |n: &str| detect::bootstrap::resolve(n, detect::bootstrap::RESOLVE_WAIT);
-    let bootstrap = detect::bootstrap::choose(vars, opts.gate_coordinator.as_deref(), &routes, &addrs, &rails, &lookup);
-    plan::Ready { userspace, bootstrap, extra: reason_facts(vars, sysfs, plan), prefs, family }
-}
-
-/// What sysfs says beyond the ports' facts, read only where a reason needs it: the node type of
-/// a device with unused ports (iWARP), and the entry a kept NCCL_IB_GID_INDEX points at.
-fn reason_facts(vars: &detect::Vars, sysfs: &detect::sysfs::Sysfs, plan: &plan::Plan) -> plan::Extra {
-    let mut extra = plan::Extra::default();
-    for d in &plan.detection.devices {
-        if plan.decisions.iter().any(|x| x.device == d.name && !x.used)
-            && sysfs.attr(&format!("class/infiniband/{}/node_type", d.name)).is_ok_and(|t| t.starts_with("4:"))
-        {
-            extra.iwarp.push(d.name.clone());
-        }
-    }
-    let user = vars.get(std::ffi::OsStr::new(nccl::env::IB_GID_INDEX)).map(|v| v.to_string_lossy().into_owned());
-    if plan::index_is_kept(plan, user.as_deref()) {
-        let value = user.unwrap_or_default();
-        let index = value.trim().to_string();
-        let mut entries = Vec::new();
-        for d in &plan.detection.devices {
-            for p in d.ports.iter().filter(|p| p.link_layer.as_deref() == Some("Ethernet")) {
-                if !plan.is_used(&d.name, p.port) {
-                    continue;
-                }
-                let base = format!("class/infiniband/{}/ports/{}", d.name, p.port);
-                let ok = index.parse::<u32>().is_ok();
-                let g = ok.then(|| sysfs.attr(&format!("{base}/gids/{index}")).ok()).flatten();
-                let t = ok.then(|| sysfs.attr(&format!("{base}/gid_attrs/types/{index}")).ok()).flatten();
-                entries.push((format!("{}:{}", d.name, p.port), g, t));
-            }
-        }
-        extra.kept_index = Some((value, entries));
-    }
-    extra
+/// The gate's coordinator, as the bootstrap's last source of where the job's coordinator is.
+fn gate_coordinator(o: &cli::Opts) -> Option<plan::bootstrap::Gate<'_>> {
+    o.gate_coordinator.as_deref().map(|value| plan::bootstrap::Gate { name: "--gate-coordinator", value })
 }
 
 fn outputs(f: &HealthFiles) -> health::Outputs {

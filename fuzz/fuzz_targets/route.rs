@@ -10,7 +10,8 @@
 use std::net::IpAddr;
 
 use libfuzzer_sys::fuzz_target;
-use nccl_wrap::detect::bootstrap::{choose, unfit, Lookup};
+use nccl_wrap::detect::bootstrap::Lookup;
+use nccl_wrap::plan::bootstrap::{choose, unfit};
 use nccl_wrap::detect::netif::OwnAddr;
 use nccl_wrap::detect::route::{lookup, parse_v4, parse_v6, Table};
 use nccl_wrap::detect::Vars;
@@ -41,8 +42,8 @@ fuzz_target!(|data: &[u8]| {
     if !coordinator.is_empty() {
         vars.insert("MASTER_ADDR".into(), coordinator.into());
     }
-    let answer = |_: &str| -> Lookup { Lookup::Addrs(vec![IpAddr::from([10, 0, 0, 1])]) };
-    let b = choose(&vars, None, &Table::given(routes.clone()), &addrs, &rails, &answer);
+    let answer = Lookup::Addrs(vec![IpAddr::from([10, 0, 0, 1])]);
+    let b = choose(&vars, None, &Table::given(routes.clone()), &addrs, &rails, Some(&answer));
     if let Some(i) = &b.ifname {
         assert!(unfit(i, &addrs, &rails).is_none(), "{b:?}");
     }

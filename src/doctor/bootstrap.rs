@@ -9,9 +9,9 @@ use std::net::IpAddr;
 use serde_json::json;
 
 use super::{user_var, Check, Inputs, Status};
+use nw_decide::bootstrap::{interface_to, unfit};
 use nw_nccl::env::{GLOO_SOCKET_IFNAME, SOCKET_IFNAME};
 use nw_nccl::list::List;
-use nw_observe::detect::bootstrap::{interface_to, unfit};
 use nw_observe::detect::netif::OwnAddr;
 use nw_observe::detect::route;
 

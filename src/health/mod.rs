@@ -7,7 +7,6 @@
 //! value; the renderers are pure functions of that value. Names are stable and documented in
 //! `docs/health.md`; nothing here decides anything doctor did not.
 //!
-//! - `host`: the node's view of its devices (every RDMA device but the VFs and SFs handed to pods);
 //! - `counters`: the per-port error counters under `ports/N/counters` and `ports/N/hw_counters`;
 //! - `features`: NFD's `features.d` file (`name=value` lines, Kubernetes label syntax checked);
 //! - `metrics`: the Prometheus text exposition format (node_exporter's textfile collector);
@@ -18,7 +17,6 @@
 
 pub mod counters;
 pub mod features;
-pub mod host;
 pub mod metrics;
 pub mod ring;
 pub mod watch;
@@ -30,7 +28,7 @@ use serde_json::Value;
 
 use crate::doctor::{Report, Status};
 use nw_decide::Plan;
-use nw_observe::detect::sysfs::{Attachment, Sysfs};
+use nw_observe::detect::sysfs::Sysfs;
 use nw_pid1::memlock::Memlock;
 
 pub use counters::Counter;
@@ -195,23 +193,13 @@ pub fn read_counters(sysfs: &Sysfs, plan: &Plan) -> BTreeMap<(String, u32), Vec<
     out
 }
 
-pub fn kind(a: &Attachment) -> &'static str {
-    match a {
-        Attachment::Pf { .. } => "pf",
-        Attachment::Vf { .. } => "vf",
-        Attachment::Sf { .. } => "sf",
-        Attachment::Software { .. } => "software",
-        Attachment::Unknown => "unknown",
-    }
-}
-
 /// Doctor's findings and the plan, reduced to what the files say. Pure.
 pub fn summarize(f: &Facts) -> Health {
     let plan = f.plan;
     let mut ports = Vec::new();
     let mut devices: BTreeMap<&'static str, usize> = f.skipped.clone();
     for d in &plan.detection.devices {
-        *devices.entry(kind(&d.attachment)).or_default() += 1;
+        *devices.entry(d.attachment.kind()).or_default() += 1;
         for p in &d.ports {
             let usable = match f.view {
                 View::Pod => plan.is_used(&d.name, p.port),
@@ -220,7 +208,7 @@ pub fn summarize(f: &Facts) -> Health {
             ports.push(PortHealth {
                 device: d.name.clone(),
                 port: p.port,
-                kind: kind(&d.attachment),
+                kind: d.attachment.kind(),
                 link_layer: p.link_layer.clone(),
                 rate: p.rate.clone(),
                 state: p.state.as_deref().and_then(state_number),

@@ -3,24 +3,27 @@
 //! rewritten. One line on stderr when the verdict changes, not every round.
 //!
 //! A round reads sysfs and procfs only (no device is opened, nothing registered), at most
-//! `host::MAX_DEVICES` devices, their ports (`detect`'s bound) and their counters (`detect::counters`
+//! `detect::host::MAX_DEVICES` devices, their ports (`detect`'s bound) and their counters (`detect::counters`
 //! bounds each directory), and writes two files. Signals are blocked for the whole run
 //! and taken only between rounds (`sigtimedwait`, through `process::sys`): SIGTERM, SIGINT or
 //! SIGQUIT ends it after the round in progress, with both files whole; SIGHUP runs a round now.
 //! It must never leave a file half-written, and never exit on a transient failure after its
 //! first round (a missing directory is reported each round until it comes back).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nix::libc;
 
 use super::metrics::Round;
-use super::{host, read_counters, ring, summarize, write_outputs, Facts, Health, Outputs, View};
+use super::{read_counters, ring, summarize, write_outputs, Facts, Health, Outputs, View};
 use crate::doctor::{self, DoctorError, Scope, Status};
 use nw_decide as plan;
+use nw_observe::detect::gid_source::SysfsOnly;
 use nw_observe::detect::sysfs::Sysfs;
 use nw_observe::detect::Vars;
+use nw_observe::observation;
 use nw_observe::verbs::{NoVerbs, Verbs};
 use nw_output::msg::PREFIX;
 use nw_pairtest::cause::Cause;
@@ -53,16 +56,33 @@ pub struct Roots<'a> {
     pub vars: &'a Vars,
 }
 
-/// One round: the node's devices, the plan over them, doctor's node checks, the counters.
-pub fn round(r: &Roots, memlock: &Memlock) -> Result<Health, DoctorError> {
-    let (prefs, _) = plan::gid_prefs(r.vars);
-    let (detection, skipped) = host::detect(r.sysfs, &prefs);
-    // The node's view takes no NCCL variable of the agent's own environment into account.
+/// The road of every subcommand, in the node's view: the node's devices observed, the plan over
+/// them. The node's view takes no NCCL variable of the agent's own environment into account but
+/// its GID preferences.
+pub fn node_plan(r: &Roots) -> (plan::Plan, BTreeMap<&'static str, usize>) {
+    let (mut prefs, _) = plan::gid_prefs(r.vars);
+    let roots = observation::Roots {
+        sysfs: r.sysfs,
+        proc_root: r.proc_root,
+        dev_root: r.dev_root,
+        image_root: Path::new("/"),
+        annotations: Path::new(""),
+    };
     let none = Vars::new();
-    let plan = plan::plan(detection, &none, &prefs, plan::Choices::default());
+    let seen = observation::observe(&roots, &none, observation::View::Node, &mut prefs, &SysfsOnly);
+    (plan::plan(seen.detection, &none, &prefs, plan::Choices::default()), seen.skipped)
+}
+
+/// One round: doctor's node checks over the node's plan, the counters.
+pub fn round(
+    r: &Roots,
+    memlock: &Memlock,
+    (plan, skipped): &(plan::Plan, BTreeMap<&'static str, usize>),
+) -> Result<Health, DoctorError> {
+    let none = Vars::new();
     let verbs = NoVerbs { reason: "the node agent reads sysfs only".into() };
     let inp = doctor::Inputs {
-        plan: &plan,
+        plan,
         memlock,
         vars: &none,
         sysfs: r.sysfs,
@@ -74,25 +94,14 @@ pub fn round(r: &Roots, memlock: &Memlock) -> Result<Health, DoctorError> {
         addrs: &|| Ok(Vec::new()),
     };
     let report = doctor::run_scoped(&inp, Scope::Node)?;
-    let counters = read_counters(r.sysfs, &plan);
-    Ok(summarize(&Facts {
-        view: View::Node,
-        plan: &plan,
-        report: &report,
-        memlock,
-        counters: &counters,
-        skipped: &skipped,
-    }))
+    let counters = read_counters(r.sysfs, plan);
+    Ok(summarize(&Facts { view: View::Node, plan, report: &report, memlock, counters: &counters, skipped }))
 }
 
 /// What the pair test brings from this node for the ring: the node view's ports (PFs), with
 /// `verbs` (the real ibverbs unless the sysfs root is a fixture's).
-pub fn ring_here(r: &Roots, verbs: &dyn Verbs) -> Result<Here, Cause> {
-    let (prefs, _) = plan::gid_prefs(r.vars);
-    let (detection, _) = host::detect(r.sysfs, &prefs);
-    let none = Vars::new();
-    let plan = plan::plan(detection, &none, &prefs, plan::Choices::default());
-    here::read(&here::Inputs { plan: &plan, vars: r.vars, proc_root: r.proc_root, verbs })
+pub fn ring_here(r: &Roots, plan: &plan::Plan, verbs: &dyn Verbs) -> Result<Here, Cause> {
+    here::read(&here::Inputs { plan, vars: r.vars, proc_root: r.proc_root, verbs })
 }
 
 /// The agent's side of the ring: its configuration, the pair test, whom it answers.
@@ -120,8 +129,8 @@ fn start_ring<'a>(r: &Roots, config: &'a ring::Config, verbs: &'a dyn Verbs) -> 
 }
 
 /// One ring round: the node view's ports renewed, then the test of the successor.
-fn ring_round(r: &Roots, ring: &Ring) -> ring::Report {
-    ring.fabric.renew(ring_here(r, ring.verbs));
+fn ring_round(r: &Roots, plan: &plan::Plan, ring: &Ring) -> ring::Report {
+    ring.fabric.renew(ring_here(r, plan, ring.verbs));
     let own = nw_observe::detect::netif::read().map(|a| a.into_iter().map(|o| o.addr).collect());
     let round = ring::Round {
         config: ring.config,
@@ -183,14 +192,16 @@ pub fn main(r: &Roots, opts: &Options, verbs: &dyn Verbs) -> u8 {
         n += 1;
         let started = Instant::now();
         let timestamp = unix_now();
+        // One observation and one plan a round, for the ring and the node's checks alike.
+        let node = node_plan(r);
         if let Some(ring) = ring.as_ref().filter(|g| (n - 1) % g.config.every.max(1) == 0) {
-            let report = ring_round(r, ring);
+            let report = ring_round(r, &node.0, ring);
             if last_ring.as_ref().map(ring::Report::key) != Some(report.key()) {
                 eprintln!("{PREFIX} watch: {}", report.line());
             }
             last_ring = Some(report);
         }
-        match round(r, &memlock) {
+        match round(r, &memlock, &node) {
             Ok(mut h) => {
                 h.ring = last_ring.clone();
                 let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).ok();

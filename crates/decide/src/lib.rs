@@ -8,21 +8,22 @@ use std::ffi::OsStr;
 
 use serde::Serialize;
 
+use crate::bootstrap::Bootstrap;
 use nw_nccl::env::{self, IB_ADDR_RANGE, IB_DISABLE, IB_GID_INDEX, IB_HCA, IB_PKEY, MAX_HCA_ENTRIES};
 use nw_nccl::gid::{self, AddrRange, Family, GidEntry, GidPrefs, RowTable};
-use nw_observe::detect::bootstrap::Bootstrap;
 use nw_observe::detect::netif::Owner;
 use nw_observe::detect::port::{GidPick, PortFacts, VerbsCheck};
 use nw_observe::detect::userspace::Userspace;
 use nw_observe::detect::{Detection, Source, Vars};
 use nw_observe::verbs::verify;
 
+pub mod bootstrap;
 pub mod rails;
 mod ready;
 mod reasons;
 #[cfg(test)]
 mod same_tables;
-pub use ready::{ready, Ready};
+pub use ready::{asks, ready, settle, Ready};
 pub use reasons::{index_is_kept, Extra};
 
 #[derive(Debug, Clone, Serialize)]

@@ -18,12 +18,14 @@
 
 use std::ffi::OsStr;
 
-use super::{reasons, Action, Choices, Extra, Plan, Var};
-use nw_nccl::env::{GLOO_SOCKET_IFNAME, IB_ADDR_FAMILY, NET, SOCKET_IFNAME};
+use super::{index_is_kept, reasons, Action, Choices, Extra, Plan, Var};
+use crate::bootstrap::Bootstrap;
+use crate::bootstrap::{self, Gate};
+use nw_nccl::env::{GLOO_SOCKET_IFNAME, IB_ADDR_FAMILY, IB_GID_INDEX, NET, SOCKET_IFNAME};
 use nw_nccl::gid::{GidPrefs, RailFamily};
-use nw_observe::detect::bootstrap::Bootstrap;
-use nw_observe::detect::userspace::Userspace;
+use nw_observe::detect::userspace::{Depth, Userspace};
 use nw_observe::detect::Vars;
+use nw_observe::observation::{Answers, Asks};
 
 /// What the plan weighs beyond the ports.
 pub struct Ready {
@@ -48,6 +50,48 @@ impl Plan {
         (self.rdma && !u.missing.is_empty())
             .then(|| u.missing.iter().map(|m| m.describe()).collect::<Vec<_>>().join("; "))
     }
+}
+
+/// The far reads the plan's second round needs, now that it knows which devices it uses: the
+/// userspace of their drivers and their net devices, the coordinator's name where it is one,
+/// the node type of a device whose ports go unused, and the entry a kept NCCL_IB_GID_INDEX names.
+pub fn asks(plan: &Plan, vars: &Vars, gate: Option<Gate>, depth: Depth) -> Asks {
+    let mut used: Vec<String> = plan.decisions.iter().filter(|d| d.used).map(|d| d.device.clone()).collect();
+    used.dedup();
+    let mut node_types: Vec<String> = plan.decisions.iter().filter(|d| !d.used).map(|d| d.device.clone()).collect();
+    node_types.dedup();
+    let user = user(vars, IB_GID_INDEX);
+    let entries = index_is_kept(plan, user.as_deref()).then(|| {
+        let ports = plan
+            .detection
+            .devices
+            .iter()
+            .flat_map(|d| d.ports.iter().map(move |p| (d, p)))
+            .filter(|(d, p)| p.link_layer.as_deref() == Some("Ethernet") && plan.is_used(&d.name, p.port))
+            .map(|(d, p)| (d.name.clone(), p.port))
+            .collect();
+        (user.unwrap_or_default().trim().to_string(), ports)
+    });
+    Asks { used, depth, resolve: bootstrap::to_resolve(vars, gate), node_types, entries }
+}
+
+/// The second round's decisions over what was read for [`asks`]: the bootstrap interface, the
+/// facts reasons name, and then [`ready`].
+pub fn settle(
+    plan: &mut Plan,
+    a: Answers,
+    vars: &Vars,
+    gate: Option<Gate>,
+    prefs: GidPrefs,
+    family: RailFamily,
+    choices: Choices,
+) {
+    let bootstrap = bootstrap::choose(vars, gate, &a.routes, &a.addrs, &a.rails, a.lookup.as_ref());
+    let iwarp = a.node_types.into_iter().filter(|(_, t)| t.starts_with("4:")).map(|(d, _)| d).collect();
+    let user = user(vars, IB_GID_INDEX);
+    let kept_index = index_is_kept(plan, user.as_deref()).then(|| (user.unwrap_or_default(), a.entries));
+    let extra = Extra { iwarp, kept_index };
+    ready(plan, Ready { userspace: a.userspace, bootstrap, extra, prefs, family }, vars, choices);
 }
 
 /// Adds the image's and the bootstrap's decisions to `plan`.

@@ -1,33 +1,17 @@
-//! NCCL's bootstrap interface: which of this namespace's interfaces routes to the job's
-//! coordinator (`MASTER_ADDR`, `PET_MASTER_ADDR`, or the gate's coordinator), else carries the
-//! default route. NCCL left to itself prefers `ib*` interfaces, then any but `lo` and `docker*`:
-//! in a pod that can be a rail, a link-local-only link or a pod-identity (169.254) link, and its
-//! out-of-band socket then hangs or fails.
-//!
-//! A coordinator given by name is resolved with a deadline ([`RESOLVE_WAIT`]): its DNS record
-//! often appears only once its pod is ready, and the job must not wait on it here; past the
-//! deadline the default route decides and the answer says so. The candidate is never a rail
-//! (an interface whose RDMA port is handed to NCCL), never loopback, never an interface with only
-//! link-local addresses. Reads the routing table (`route`) and this namespace's addresses; the
-//! name lookup comes in as a function, so tests decide what it answers and how long it takes.
+//! Reads for NCCL's bootstrap interface: each device's net devices (rails, never the bootstrap's)
+//! and the coordinator's name, resolved with a deadline ([`RESOLVE_WAIT`]): its DNS record often
+//! appears only once its pod is ready, and the job must not wait on it here. Which interface the
+//! bootstrap takes is decided from these (`nw_decide::bootstrap`).
 
-use std::ffi::OsStr;
 use std::net::IpAddr;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use serde::Serialize;
-
 use crate::detect::devices::Device;
-use crate::detect::netif::OwnAddr;
-use crate::detect::route::{self, Route};
 use crate::detect::sysfs::Sysfs;
-use crate::detect::Vars;
 
 /// How long a coordinator's name may take to resolve at start.
 pub const RESOLVE_WAIT: Duration = Duration::from_millis(1000);
-/// The longest coordinator value looked at (a DNS name is at most 253 bytes).
-const MAX_NAME: usize = 253;
 
 /// What a name lookup gave.
 pub enum Lookup {
@@ -54,20 +38,6 @@ pub fn resolve(name: &str, wait: Duration) -> Lookup {
         Ok(Err(e)) => Lookup::Failed(e.to_string()),
         Err(_) => Lookup::TimedOut,
     }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Bootstrap {
-    /// `MASTER_ADDR=trainer-0.job` (sanitised), when one was given.
-    pub coordinator: Option<String>,
-    /// What it resolved to (empty: not given, not resolved in time, or no address).
-    pub coordinator_addresses: Vec<IpAddr>,
-    /// The interface NCCL's and Gloo's bootstrap should use, when one qualifies.
-    pub ifname: Option<String>,
-    /// `AF_INET` or `AF_INET6`: the family of the address it reaches the coordinator with.
-    pub family: Option<&'static str>,
-    /// How it was chosen, or why none was: for the summary.
-    pub how: String,
 }
 
 /// A device's net devices: rails, whose RDMA ports NCCL_IB_HCA holds, never the bootstrap's.
@@ -103,31 +73,6 @@ pub fn on_functions<'a>(sysfs: &Sysfs, names: impl IntoIterator<Item = &'a str>,
         .collect()
 }
 
-/// Where the coordinator comes from, in order: the launcher's variables, then the gate's.
-pub(crate) fn coordinator(vars: &Vars, gate: Option<&str>) -> Option<(String, String)> {
-    for v in ["MASTER_ADDR", "PET_MASTER_ADDR"] {
-        if let Some(x) = vars.get(OsStr::new(v)).map(|x| x.to_string_lossy().trim().to_string()) {
-            if !x.is_empty() {
-                return Some((v.to_string(), x));
-            }
-        }
-    }
-    let g = gate?;
-    // The gate's coordinator is HOST or HOST:PORT (an IPv6 literal in brackets).
-    let host = match g.strip_prefix('[') {
-        Some(rest) => rest.split_once(']').map_or(rest, |(h, _)| h),
-        None if g.matches(':').count() == 1 => g.split_once(':').map_or(g, |(h, _)| h),
-        None => g,
-    };
-    Some(("--gate-coordinator".into(), host.to_string()))
-}
-
-/// A value from outside as it may be printed: control characters escaped, length bounded.
-fn shown(s: &str) -> String {
-    let cut: String = s.chars().take(MAX_NAME).collect();
-    cut.escape_debug().to_string()
-}
-
 /// fe80::/10 or 169.254.0.0/16: an address that reaches only its own link.
 pub fn is_link_local(a: &IpAddr) -> bool {
     match a {
@@ -136,257 +81,9 @@ pub fn is_link_local(a: &IpAddr) -> bool {
     }
 }
 
-/// Why `ifname` must not carry the bootstrap, or `None` when it may.
-pub fn unfit(ifname: &str, addrs: &[OwnAddr], rails: &[String]) -> Option<String> {
-    if ifname == "lo" {
-        return Some("loopback".into());
-    }
-    if rails.iter().any(|r| r == ifname) {
-        return Some("a rail whose RDMA port NCCL_IB_HCA holds".into());
-    }
-    let own: Vec<&IpAddr> = addrs.iter().filter(|a| a.ifname == ifname).map(|a| &a.addr).collect();
-    if own.is_empty() {
-        return Some("an interface without an address".into());
-    }
-    if own.iter().all(|a| is_link_local(a)) {
-        return Some(
-            "an interface with only link-local addresses (fe80::/10, 169.254.0.0/16), which reach only their own link"
-                .into(),
-        );
-    }
-    None
-}
-
-/// The interface that leaves for `to`: the one holding it, if it is this namespace's own, else
-/// the route's.
-pub fn interface_to<'a>(to: &IpAddr, routes: &'a [Route], addrs: &'a [OwnAddr]) -> Option<&'a str> {
-    if let Some(a) = addrs.iter().find(|a| a.addr == *to) {
-        return Some(&a.ifname);
-    }
-    route::lookup(routes, to).map(|r| r.ifname.as_str())
-}
-
-fn family(a: &IpAddr) -> &'static str {
-    if a.is_ipv4() {
-        "AF_INET"
-    } else {
-        "AF_INET6"
-    }
-}
-
-/// The interface the bootstrap should use.
-pub fn choose(
-    vars: &Vars,
-    gate: Option<&str>,
-    routes: &route::Table,
-    addrs: &[OwnAddr],
-    rails: &[String],
-    lookup: &dyn Fn(&str) -> Lookup,
-) -> Bootstrap {
-    let coord = coordinator(vars, gate);
-    let mut notes = Vec::new();
-    let mut resolved = Vec::new();
-    if let Some((var, value)) = &coord {
-        let targets: Vec<IpAddr> = match value.parse::<IpAddr>() {
-            Ok(a) => vec![a],
-            Err(_) if value.len() > MAX_NAME || value.chars().any(|c| c.is_control() || c.is_whitespace()) => {
-                notes.push(format!("{var}={} is no host name", shown(value)));
-                Vec::new()
-            }
-            Err(_) => match lookup(value) {
-                Lookup::Addrs(a) => a,
-                Lookup::Failed(e) => {
-                    notes.push(format!("{var}={} does not resolve ({})", shown(value), shown(&e)));
-                    Vec::new()
-                }
-                Lookup::TimedOut => {
-                    notes.push(format!(
-                        "{var}={} did not resolve within {} ms (its record may appear only once its pod is ready)",
-                        shown(value),
-                        RESOLVE_WAIT.as_millis()
-                    ));
-                    Vec::new()
-                }
-            },
-        };
-        resolved.clone_from(&targets);
-        for t in &targets {
-            if t.is_loopback() {
-                notes.push(format!(
-                    "{var}={} is this host's loopback, which tells nothing of the job's network",
-                    shown(value)
-                ));
-                continue;
-            }
-            match interface_to(t, routes.family(t.is_ipv6()), addrs) {
-                Some(i) => match unfit(i, addrs, rails) {
-                    None => {
-                        return Bootstrap {
-                            coordinator: Some(format!("{var}={}", shown(value))),
-                            coordinator_addresses: targets.clone(),
-                            ifname: Some(i.to_string()),
-                            family: Some(family(t)),
-                            how: format!("{i} routes to the coordinator {var}={} ({t})", shown(value)),
-                        }
-                    }
-                    Some(why) => notes.push(format!("the route to {var}={} ({t}) leaves by {i}, {why}", shown(value))),
-                },
-                None => notes.push(format!("no route to {var}={} ({t})", shown(value))),
-            }
-        }
-    }
-    // An IPv4 default route before any IPv6 one: the IPv6 table is read only when no IPv4 one
-    // qualifies.
-    let default_of = |v6: bool| {
-        routes
-            .family(v6)
-            .iter()
-            .filter(|r| r.is_default() && unfit(&r.ifname, addrs, rails).is_none())
-            .min_by_key(|r| r.metric)
-    };
-    let default = default_of(false).or_else(|| default_of(true));
-    let coordinator = coord.as_ref().map(|(v, x)| format!("{v}={}", shown(x)));
-    match default {
-        Some(r) => {
-            let why = if coord.is_none() {
-                "no MASTER_ADDR, PET_MASTER_ADDR or gate coordinator".to_string()
-            } else {
-                notes.join("; ")
-            };
-            Bootstrap {
-                coordinator,
-                coordinator_addresses: resolved,
-                ifname: Some(r.ifname.clone()),
-                family: Some(family(&r.dest)),
-                how: format!("{} carries the default route ({why})", r.ifname),
-            }
-        }
-        None => {
-            notes.push("no default route leaves by an interface that qualifies".into());
-            Bootstrap {
-                coordinator,
-                coordinator_addresses: resolved,
-                ifname: None,
-                family: None,
-                how: format!("left to NCCL: {}", notes.join("; ")),
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn addr(i: &str, a: &str) -> OwnAddr {
-        OwnAddr { ifname: i.into(), addr: a.parse().expect("ip"), ifindex: None }
-    }
-    fn r(i: &str, d: &str, p: u8, m: u32) -> Route {
-        Route { ifname: i.into(), dest: d.parse().expect("ip"), prefix: p, gateway: None, metric: m }
-    }
-    fn vars(kv: &[(&str, &str)]) -> Vars {
-        kv.iter().map(|(k, v)| (k.into(), v.into())).collect()
-    }
-    fn pod() -> (route::Table<'static>, Vec<OwnAddr>) {
-        let (routes, addrs) = pod_routes();
-        (route::Table::given(routes), addrs)
-    }
-    fn pod_routes() -> (Vec<Route>, Vec<OwnAddr>) {
-        (
-            vec![
-                r("eth0", "0.0.0.0", 0, 0),
-                r("eth0", "10.128.0.0", 16, 0),
-                r("net1", "10.9.0.0", 24, 0),
-                r("ib0", "10.50.0.0", 16, 0),
-            ],
-            vec![
-                addr("eth0", "10.128.3.4"),
-                addr("net1", "10.9.0.51"),
-                addr("ib0", "10.50.0.2"),
-                addr("pid0", "169.254.1.2"),
-            ],
-        )
-    }
-    fn never(_: &str) -> Lookup {
-        Lookup::Failed("not asked".into())
-    }
-
-    #[test]
-    fn the_coordinators_route_decides() {
-        let (routes, addrs) = pod();
-        let b = choose(&vars(&[("MASTER_ADDR", "10.50.0.9")]), None, &routes, &addrs, &["net1".into()], &never);
-        assert_eq!(b.ifname.as_deref(), Some("ib0"), "{b:?}");
-        assert_eq!(b.family, Some("AF_INET"));
-    }
-
-    #[test]
-    fn a_rail_route_falls_back_to_the_default_route_and_says_why() {
-        let (routes, addrs) = pod();
-        let b = choose(&vars(&[("MASTER_ADDR", "10.9.0.9")]), None, &routes, &addrs, &["net1".into()], &never);
-        assert_eq!(b.ifname.as_deref(), Some("eth0"));
-        assert!(b.how.contains("leaves by net1, a rail"), "{}", b.how);
-    }
-
-    #[test]
-    fn a_name_that_does_not_resolve_in_time_leaves_it_to_the_default_route() {
-        let (routes, addrs) = pod();
-        let b = choose(&vars(&[("MASTER_ADDR", "trainer-0.job")]), None, &routes, &addrs, &[], &|_| Lookup::TimedOut);
-        assert_eq!(b.ifname.as_deref(), Some("eth0"));
-        assert!(b.how.contains("did not resolve within 1000 ms"), "{}", b.how);
-    }
-
-    #[test]
-    fn link_local_only_and_loopback_never_qualify() {
-        let (mut routes, addrs) = pod_routes();
-        routes.retain(|r| r.ifname != "eth0");
-        routes.push(r("pid0", "0.0.0.0", 0, 0));
-        let routes = route::Table::given(routes);
-        let b = choose(&vars(&[("MASTER_ADDR", "127.0.0.1")]), None, &routes, &addrs, &[], &never);
-        assert_eq!(b.ifname, None, "{b:?}");
-        assert!(b.how.contains("loopback") && b.how.starts_with("left to NCCL"), "{}", b.how);
-    }
-
-    /// A pod's proc root holding both tables: an IPv4 default route by eth0, an IPv6 one by eth1.
-    fn proc_root(tag: &str) -> std::path::PathBuf {
-        let root = std::env::temp_dir().join(format!("nccl-wrap-routes-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(root.join("net")).expect("mkdir");
-        std::fs::write(
-            root.join("net/route"),
-            "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
-eth0\t00000000\t0100800A\t0003\t0\t0\t0\t00000000\t0\t0\t0\n",
-        )
-        .expect("write");
-        std::fs::write(
-            root.join("net/ipv6_route"),
-            "00000000000000000000000000000000 00 00000000000000000000000000000000 00 fe800000000000000000000000000001 00000400 00000001 00000000 00000003     eth1\n",
-        )
-        .expect("write");
-        root
-    }
-
-    #[test]
-    fn an_ipv4_default_route_settles_it_without_the_ipv6_table() {
-        let root = proc_root("v4");
-        let routes = route::Table::read(&root);
-        let addrs = vec![addr("eth0", "10.128.3.4"), addr("eth1", "fd00::4")];
-        let b = choose(&vars(&[]), None, &routes, &addrs, &[], &never);
-        assert_eq!((b.ifname.as_deref(), b.family), (Some("eth0"), Some("AF_INET")), "{b:?}");
-        assert!(routes.has_read(false) && !routes.has_read(true), "the IPv6 table was read");
-        // An IPv6 coordinator is looked up in the IPv6 table.
-        let b = choose(&vars(&[("MASTER_ADDR", "2001:db8::9")]), None, &routes, &addrs, &[], &never);
-        assert_eq!((b.ifname.as_deref(), b.family), (Some("eth1"), Some("AF_INET6")), "{b:?}");
-        std::fs::remove_dir_all(&root).expect("clean");
-    }
-
-    #[test]
-    fn the_ipv6_default_route_is_taken_when_no_ipv4_one_qualifies() {
-        let root = proc_root("v6");
-        let routes = route::Table::read(&root);
-        let addrs = vec![addr("eth0", "10.128.3.4"), addr("eth1", "fd00::4")];
-        let b = choose(&vars(&[]), None, &routes, &addrs, &["eth0".into()], &never);
-        assert_eq!((b.ifname.as_deref(), b.family), (Some("eth1"), Some("AF_INET6")), "{b:?}");
-        std::fs::remove_dir_all(&root).expect("clean");
-    }
 
     /// mlx5_6 of the h100 node (a VF whose netdev is net1, on 0000:3c:00.2), as detection reads it.
     fn h100_vf() -> (Sysfs, Device) {
@@ -418,19 +115,5 @@ eth0\t00000000\t0100800A\t0003\t0\t0\t0\t00000000\t0\t0\t0\n",
         let f = crate::detect::devices::function(&d.attachment).expect("a VF");
         assert_eq!(on_functions(&sysfs, ["eth0", "net1", "net2", "no/such"], &[f]), vec!["net1".to_string()]);
         assert!(on_functions(&sysfs, ["net1"], &[]).is_empty());
-    }
-
-    #[test]
-    fn the_gate_coordinator_is_read_without_its_port() {
-        assert_eq!(coordinator(&vars(&[]), Some("head-0:18516")).map(|c| c.1).as_deref(), Some("head-0"));
-        assert_eq!(coordinator(&vars(&[]), Some("[fd00::1]:1")).map(|c| c.1).as_deref(), Some("fd00::1"));
-        assert_eq!(coordinator(&vars(&[]), Some("fd00::1")).map(|c| c.1).as_deref(), Some("fd00::1"));
-    }
-
-    #[test]
-    fn hostile_names_are_not_looked_up_and_print_escaped() {
-        let (routes, addrs) = pod();
-        let b = choose(&vars(&[("MASTER_ADDR", "a\u{1b}[31mb")]), None, &routes, &addrs, &[], &|_| panic!("looked up"));
-        assert!(b.how.contains("\\u{1b}"), "{}", b.how);
     }
 }

@@ -35,6 +35,7 @@ pub mod devices;
 pub mod file;
 pub mod gid_source;
 pub(crate) mod gids;
+pub(crate) mod host;
 pub(crate) mod image;
 pub mod ldcache;
 pub mod links;

@@ -30,8 +30,8 @@ pub struct Route {
     pub ifname: String,
     pub dest: IpAddr,
     pub prefix: u8,
-    pub(crate) gateway: Option<IpAddr>,
-    pub(crate) metric: u32,
+    pub gateway: Option<IpAddr>,
+    pub metric: u32,
 }
 
 impl Route {
@@ -49,7 +49,7 @@ impl Route {
         }
     }
 
-    pub(crate) fn is_default(&self) -> bool {
+    pub fn is_default(&self) -> bool {
         self.prefix == 0
     }
 }
@@ -178,14 +178,13 @@ impl<'a> Table<'a> {
     }
 
     /// One family's routes.
-    pub(crate) fn family(&self, v6: bool) -> &[Route] {
+    pub fn family(&self, v6: bool) -> &[Route] {
         let cell = if v6 { &self.v6 } else { &self.v4 };
         cell.get_or_init(|| self.proc_root.map(|p| read_family(p, v6).unwrap_or_default()).unwrap_or_default())
     }
 
-    /// Whether one family's table has been read (or given).
-    #[cfg(test)]
-    pub(crate) fn has_read(&self, v6: bool) -> bool {
+    /// Whether one family's table has been read (or given): for tests of its laziness.
+    pub fn has_read(&self, v6: bool) -> bool {
         if v6 { &self.v6 } else { &self.v4 }.get().is_some()
     }
 }

@@ -48,6 +48,19 @@ pub enum Attachment {
     Unknown,
 }
 
+impl Attachment {
+    /// The kind's short name, as the node agent counts and labels devices.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Attachment::Pf { .. } => "pf",
+            Attachment::Vf { .. } => "vf",
+            Attachment::Sf { .. } => "sf",
+            Attachment::Software { .. } => "software",
+            Attachment::Unknown => "unknown",
+        }
+    }
+}
+
 /// An RDMA device's directory, `class/infiniband/<name>`, looked up once (`Sysfs::open_device`).
 pub(crate) struct DeviceDir {
     fd: OwnedFd,

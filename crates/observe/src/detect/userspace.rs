@@ -23,8 +23,9 @@ use crate::detect::sysfs::Sysfs;
 use crate::detect::{file, ldcache, python, Vars};
 
 /// How much to read: the start path's few `stat`s, or doctor's full look.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Depth {
+    #[default]
     Quick,
     Full,
 }

@@ -1,4 +1,4 @@
-//! The node's view of its RDMA devices, for the node agent: every device `class/infiniband` shows
+//! The node's view of its RDMA devices (`View::Node`), for the node agent: every device `class/infiniband` shows
 //! in the agent's namespace (the host's), not only a pod's. VFs and scalable functions are left
 //! out and counted: they are slices handed to pods (doctor checks them there), their link follows
 //! their PF's, and an unassigned VF without an address would otherwise fail the node.
@@ -9,10 +9,10 @@
 
 use std::collections::BTreeMap;
 
+use crate::detect::devices::SourceReport;
+use crate::detect::sysfs::{Attachment, Sysfs};
+use crate::detect::{Detection, Device, Source};
 use nw_nccl::gid::GidPrefs;
-use nw_observe::detect::devices::SourceReport;
-use nw_observe::detect::sysfs::{Attachment, Sysfs};
-use nw_observe::detect::{Detection, Device, Source};
 
 /// More RDMA devices than a node has PFs (8 rails x 2 ports, BlueField, management NICs); the
 /// bound on one round's work.
@@ -32,7 +32,7 @@ pub fn detect(sysfs: &Sysfs, prefs: &GidPrefs) -> (Detection, BTreeMap<&'static 
         }
         let (attachment, _) = sysfs.attachment(&name);
         if matches!(attachment, Attachment::Vf { .. } | Attachment::Sf { .. }) {
-            *skipped.entry(super::kind(&attachment)).or_default() += 1;
+            *skipped.entry(attachment.kind()).or_default() += 1;
             continue;
         }
         if devices.len() == MAX_DEVICES {

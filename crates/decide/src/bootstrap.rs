@@ -1,0 +1,358 @@
+//! NCCL's bootstrap interface: which of this namespace's interfaces routes to the job's
+//! coordinator (`MASTER_ADDR`, `PET_MASTER_ADDR`, or the gate's coordinator), else carries the
+//! default route. NCCL left to itself prefers `ib*` interfaces, then any but `lo` and `docker*`:
+//! in a pod that can be a rail, a link-local-only link or a pod-identity (169.254) link, and its
+//! out-of-band socket then hangs or fails.
+//!
+//! Pure but for the routing table's lazy read (an IPv6 table is read only when no IPv4 route
+//! qualifies): the coordinator's name comes in already resolved (`nw_observe`'s second round,
+//! asked for by [`to_resolve`]). The candidate is never a rail (an interface whose RDMA port is
+//! handed to NCCL), never loopback, never an interface with only link-local addresses.
+
+use std::ffi::OsStr;
+use std::net::IpAddr;
+
+use serde::Serialize;
+
+use nw_observe::detect::bootstrap::{is_link_local, Lookup, RESOLVE_WAIT};
+use nw_observe::detect::netif::OwnAddr;
+use nw_observe::detect::route::{self, Route};
+use nw_observe::detect::Vars;
+
+/// The longest coordinator value looked at (a DNS name is at most 253 bytes).
+const MAX_NAME: usize = 253;
+
+/// The gate's coordinator as its front end names it (`--gate-coordinator`), and its value
+/// (`HOST` or `HOST:PORT`).
+#[derive(Debug, Clone, Copy)]
+pub struct Gate<'a> {
+    pub name: &'a str,
+    pub value: &'a str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Bootstrap {
+    /// `MASTER_ADDR=trainer-0.job` (sanitised), when one was given.
+    pub coordinator: Option<String>,
+    /// What it resolved to (empty: not given, not resolved in time, or no address).
+    pub coordinator_addresses: Vec<IpAddr>,
+    /// The interface NCCL's and Gloo's bootstrap should use, when one qualifies.
+    pub ifname: Option<String>,
+    /// `AF_INET` or `AF_INET6`: the family of the address it reaches the coordinator with.
+    pub family: Option<&'static str>,
+    /// How it was chosen, or why none was: for the summary.
+    pub how: String,
+}
+
+/// Where the coordinator comes from, in order: the launcher's variables, then the gate's, as
+/// `(where it was given, host)`.
+pub(crate) fn coordinator(vars: &Vars, gate: Option<Gate>) -> Option<(String, String)> {
+    for v in ["MASTER_ADDR", "PET_MASTER_ADDR"] {
+        if let Some(x) = vars.get(OsStr::new(v)).map(|x| x.to_string_lossy().trim().to_string()) {
+            if !x.is_empty() {
+                return Some((v.to_string(), x));
+            }
+        }
+    }
+    let Gate { name, value: g } = gate?;
+    // The gate's coordinator is HOST or HOST:PORT (an IPv6 literal in brackets).
+    let host = match g.strip_prefix('[') {
+        Some(rest) => rest.split_once(']').map_or(rest, |(h, _)| h),
+        None if g.matches(':').count() == 1 => g.split_once(':').map_or(g, |(h, _)| h),
+        None => g,
+    };
+    Some((name.to_string(), host.to_string()))
+}
+
+/// A value from outside as it may be printed: control characters escaped, length bounded.
+fn shown(s: &str) -> String {
+    let cut: String = s.chars().take(MAX_NAME).collect();
+    cut.escape_debug().to_string()
+}
+
+/// Why `ifname` must not carry the bootstrap, or `None` when it may.
+pub fn unfit(ifname: &str, addrs: &[OwnAddr], rails: &[String]) -> Option<String> {
+    if ifname == "lo" {
+        return Some("loopback".into());
+    }
+    if rails.iter().any(|r| r == ifname) {
+        return Some("a rail whose RDMA port NCCL_IB_HCA holds".into());
+    }
+    let own: Vec<&IpAddr> = addrs.iter().filter(|a| a.ifname == ifname).map(|a| &a.addr).collect();
+    if own.is_empty() {
+        return Some("an interface without an address".into());
+    }
+    if own.iter().all(|a| is_link_local(a)) {
+        return Some(
+            "an interface with only link-local addresses (fe80::/10, 169.254.0.0/16), which reach only their own link"
+                .into(),
+        );
+    }
+    None
+}
+
+/// The interface that leaves for `to`: the one holding it, if it is this namespace's own, else
+/// the route's.
+pub fn interface_to<'a>(to: &IpAddr, routes: &'a [Route], addrs: &'a [OwnAddr]) -> Option<&'a str> {
+    if let Some(a) = addrs.iter().find(|a| a.addr == *to) {
+        return Some(&a.ifname);
+    }
+    route::lookup(routes, to).map(|r| r.ifname.as_str())
+}
+
+fn family(a: &IpAddr) -> &'static str {
+    if a.is_ipv4() {
+        "AF_INET"
+    } else {
+        "AF_INET6"
+    }
+}
+
+/// The coordinator's host name, where the bootstrap needs it looked up: given, and neither an
+/// address nor a value that is no host name.
+pub fn to_resolve(vars: &Vars, gate: Option<Gate>) -> Option<String> {
+    let (_, value) = coordinator(vars, gate)?;
+    let named = value.parse::<IpAddr>().is_err()
+        && value.len() <= MAX_NAME
+        && !value.chars().any(|c| c.is_control() || c.is_whitespace());
+    named.then_some(value)
+}
+
+/// The interface the bootstrap should use, from the routes, this namespace's addresses, the
+/// rails and what the coordinator's name resolved to (`lookup`, read for [`to_resolve`]).
+pub fn choose(
+    vars: &Vars,
+    gate: Option<Gate>,
+    routes: &route::Table,
+    addrs: &[OwnAddr],
+    rails: &[String],
+    lookup: Option<&Lookup>,
+) -> Bootstrap {
+    let coord = coordinator(vars, gate);
+    let mut notes = Vec::new();
+    let mut resolved = Vec::new();
+    if let Some((var, value)) = &coord {
+        let targets: Vec<IpAddr> = match value.parse::<IpAddr>() {
+            Ok(a) => vec![a],
+            Err(_) if value.len() > MAX_NAME || value.chars().any(|c| c.is_control() || c.is_whitespace()) => {
+                notes.push(format!("{var}={} is no host name", shown(value)));
+                Vec::new()
+            }
+            Err(_) => match lookup {
+                Some(Lookup::Addrs(a)) => a.clone(),
+                Some(Lookup::Failed(e)) => {
+                    notes.push(format!("{var}={} does not resolve ({})", shown(value), shown(e)));
+                    Vec::new()
+                }
+                None => {
+                    notes.push(format!("{var}={} was not looked up", shown(value)));
+                    Vec::new()
+                }
+                Some(Lookup::TimedOut) => {
+                    notes.push(format!(
+                        "{var}={} did not resolve within {} ms (its record may appear only once its pod is ready)",
+                        shown(value),
+                        RESOLVE_WAIT.as_millis()
+                    ));
+                    Vec::new()
+                }
+            },
+        };
+        resolved.clone_from(&targets);
+        for t in &targets {
+            if t.is_loopback() {
+                notes.push(format!(
+                    "{var}={} is this host's loopback, which tells nothing of the job's network",
+                    shown(value)
+                ));
+                continue;
+            }
+            match interface_to(t, routes.family(t.is_ipv6()), addrs) {
+                Some(i) => match unfit(i, addrs, rails) {
+                    None => {
+                        return Bootstrap {
+                            coordinator: Some(format!("{var}={}", shown(value))),
+                            coordinator_addresses: targets.clone(),
+                            ifname: Some(i.to_string()),
+                            family: Some(family(t)),
+                            how: format!("{i} routes to the coordinator {var}={} ({t})", shown(value)),
+                        }
+                    }
+                    Some(why) => notes.push(format!("the route to {var}={} ({t}) leaves by {i}, {why}", shown(value))),
+                },
+                None => notes.push(format!("no route to {var}={} ({t})", shown(value))),
+            }
+        }
+    }
+    // An IPv4 default route before any IPv6 one: the IPv6 table is read only when no IPv4 one
+    // qualifies.
+    let default_of = |v6: bool| {
+        routes
+            .family(v6)
+            .iter()
+            .filter(|r| r.is_default() && unfit(&r.ifname, addrs, rails).is_none())
+            .min_by_key(|r| r.metric)
+    };
+    let default = default_of(false).or_else(|| default_of(true));
+    let coordinator = coord.as_ref().map(|(v, x)| format!("{v}={}", shown(x)));
+    match default {
+        Some(r) => {
+            let why = if coord.is_none() {
+                "no MASTER_ADDR, PET_MASTER_ADDR or gate coordinator".to_string()
+            } else {
+                notes.join("; ")
+            };
+            Bootstrap {
+                coordinator,
+                coordinator_addresses: resolved,
+                ifname: Some(r.ifname.clone()),
+                family: Some(family(&r.dest)),
+                how: format!("{} carries the default route ({why})", r.ifname),
+            }
+        }
+        None => {
+            notes.push("no default route leaves by an interface that qualifies".into());
+            Bootstrap {
+                coordinator,
+                coordinator_addresses: resolved,
+                ifname: None,
+                family: None,
+                how: format!("left to NCCL: {}", notes.join("; ")),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(i: &str, a: &str) -> OwnAddr {
+        OwnAddr { ifname: i.into(), addr: a.parse().expect("ip"), ifindex: None }
+    }
+    fn r(i: &str, d: &str, p: u8, m: u32) -> Route {
+        Route { ifname: i.into(), dest: d.parse().expect("ip"), prefix: p, gateway: None, metric: m }
+    }
+    fn vars(kv: &[(&str, &str)]) -> Vars {
+        kv.iter().map(|(k, v)| (k.into(), v.into())).collect()
+    }
+    fn pod() -> (route::Table<'static>, Vec<OwnAddr>) {
+        let (routes, addrs) = pod_routes();
+        (route::Table::given(routes), addrs)
+    }
+    fn pod_routes() -> (Vec<Route>, Vec<OwnAddr>) {
+        (
+            vec![
+                r("eth0", "0.0.0.0", 0, 0),
+                r("eth0", "10.128.0.0", 16, 0),
+                r("net1", "10.9.0.0", 24, 0),
+                r("ib0", "10.50.0.0", 16, 0),
+            ],
+            vec![
+                addr("eth0", "10.128.3.4"),
+                addr("net1", "10.9.0.51"),
+                addr("ib0", "10.50.0.2"),
+                addr("pid0", "169.254.1.2"),
+            ],
+        )
+    }
+    fn g(value: &str) -> Option<Gate<'_>> {
+        Some(Gate { name: "--gate-coordinator", value })
+    }
+
+    #[test]
+    fn the_coordinators_route_decides() {
+        let (routes, addrs) = pod();
+        let b = choose(&vars(&[("MASTER_ADDR", "10.50.0.9")]), None, &routes, &addrs, &["net1".into()], None);
+        assert_eq!(b.ifname.as_deref(), Some("ib0"), "{b:?}");
+        assert_eq!(b.family, Some("AF_INET"));
+    }
+
+    #[test]
+    fn a_rail_route_falls_back_to_the_default_route_and_says_why() {
+        let (routes, addrs) = pod();
+        let b = choose(&vars(&[("MASTER_ADDR", "10.9.0.9")]), None, &routes, &addrs, &["net1".into()], None);
+        assert_eq!(b.ifname.as_deref(), Some("eth0"));
+        assert!(b.how.contains("leaves by net1, a rail"), "{}", b.how);
+    }
+
+    #[test]
+    fn a_name_that_does_not_resolve_in_time_leaves_it_to_the_default_route() {
+        let (routes, addrs) = pod();
+        let v = vars(&[("MASTER_ADDR", "trainer-0.job")]);
+        assert_eq!(to_resolve(&v, None).as_deref(), Some("trainer-0.job"));
+        let b = choose(&v, None, &routes, &addrs, &[], Some(&Lookup::TimedOut));
+        assert_eq!(b.ifname.as_deref(), Some("eth0"));
+        assert!(b.how.contains("did not resolve within 1000 ms"), "{}", b.how);
+    }
+
+    #[test]
+    fn link_local_only_and_loopback_never_qualify() {
+        let (mut routes, addrs) = pod_routes();
+        routes.retain(|r| r.ifname != "eth0");
+        routes.push(r("pid0", "0.0.0.0", 0, 0));
+        let routes = route::Table::given(routes);
+        let b = choose(&vars(&[("MASTER_ADDR", "127.0.0.1")]), None, &routes, &addrs, &[], None);
+        assert_eq!(b.ifname, None, "{b:?}");
+        assert!(b.how.contains("loopback") && b.how.starts_with("left to NCCL"), "{}", b.how);
+    }
+
+    /// A pod's proc root holding both tables: an IPv4 default route by eth0, an IPv6 one by eth1.
+    fn proc_root(tag: &str) -> std::path::PathBuf {
+        let root = std::env::temp_dir().join(format!("nccl-wrap-routes-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(root.join("net")).expect("mkdir");
+        std::fs::write(
+            root.join("net/route"),
+            "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
+eth0\t00000000\t0100800A\t0003\t0\t0\t0\t00000000\t0\t0\t0\n",
+        )
+        .expect("write");
+        std::fs::write(
+            root.join("net/ipv6_route"),
+            "00000000000000000000000000000000 00 00000000000000000000000000000000 00 fe800000000000000000000000000001 00000400 00000001 00000000 00000003     eth1\n",
+        )
+        .expect("write");
+        root
+    }
+
+    #[test]
+    fn an_ipv4_default_route_settles_it_without_the_ipv6_table() {
+        let root = proc_root("v4");
+        let routes = route::Table::read(&root);
+        let addrs = vec![addr("eth0", "10.128.3.4"), addr("eth1", "fd00::4")];
+        let b = choose(&vars(&[]), None, &routes, &addrs, &[], None);
+        assert_eq!((b.ifname.as_deref(), b.family), (Some("eth0"), Some("AF_INET")), "{b:?}");
+        assert!(routes.has_read(false) && !routes.has_read(true), "the IPv6 table was read");
+        // An IPv6 coordinator is looked up in the IPv6 table.
+        let b = choose(&vars(&[("MASTER_ADDR", "2001:db8::9")]), None, &routes, &addrs, &[], None);
+        assert_eq!((b.ifname.as_deref(), b.family), (Some("eth1"), Some("AF_INET6")), "{b:?}");
+        std::fs::remove_dir_all(&root).expect("clean");
+    }
+
+    #[test]
+    fn the_ipv6_default_route_is_taken_when_no_ipv4_one_qualifies() {
+        let root = proc_root("v6");
+        let routes = route::Table::read(&root);
+        let addrs = vec![addr("eth0", "10.128.3.4"), addr("eth1", "fd00::4")];
+        let b = choose(&vars(&[]), None, &routes, &addrs, &["eth0".into()], None);
+        assert_eq!((b.ifname.as_deref(), b.family), (Some("eth1"), Some("AF_INET6")), "{b:?}");
+        std::fs::remove_dir_all(&root).expect("clean");
+    }
+
+    #[test]
+    fn the_gate_coordinator_is_read_without_its_port_and_named_as_given() {
+        assert_eq!(coordinator(&vars(&[]), g("head-0")).map(|c| c.0).as_deref(), Some("--gate-coordinator"));
+        assert_eq!(coordinator(&vars(&[]), g("head-0:18516")).map(|c| c.1).as_deref(), Some("head-0"));
+        assert_eq!(coordinator(&vars(&[]), g("[fd00::1]:1")).map(|c| c.1).as_deref(), Some("fd00::1"));
+        assert_eq!(coordinator(&vars(&[]), g("fd00::1")).map(|c| c.1).as_deref(), Some("fd00::1"));
+    }
+
+    #[test]
+    fn hostile_names_are_not_looked_up_and_print_escaped() {
+        let (routes, addrs) = pod();
+        let v = vars(&[("MASTER_ADDR", "a\u{1b}[31mb")]);
+        assert_eq!(to_resolve(&v, None), None, "a hostile name is never looked up");
+        let b = choose(&v, None, &routes, &addrs, &[], None);
+        assert!(b.how.contains("\\u{1b}"), "{}", b.how);
+    }
+}

@@ -1,0 +1,207 @@
+//! The road's first stage for every subcommand: every read a start makes, in two rounds.
+//!
+//! [`observe`] reads what any decision needs (the variables' sources, the annotation, sysfs, the
+//! GID tables, the rails' addresses for their family) in the pod's or the node's [`View`]. The
+//! decision then says which far reads it needs ([`Asks`]: the userspace of the drivers it uses,
+//! the rails its bootstrap must avoid, the name of a coordinator to resolve, the facts a reason
+//! names), and [`answer`] reads exactly those. The laziness of the old road is kept, in the open.
+//!
+//! It reads; it never decides what a caller could decide from what it returns, and it never
+//! names a caller. Every root is a parameter.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use nw_nccl::gid::{rail_family, Family, GidPrefs, RailFamily};
+
+use crate::detect::bootstrap::{self, Lookup};
+use crate::detect::gid_source::TableSource;
+use crate::detect::netif::OwnAddr;
+use crate::detect::sysfs::Sysfs;
+use crate::detect::userspace::{self, Depth, Userspace};
+use crate::detect::{self, host, route, Detection, Device, Vars};
+
+/// Where every read starts: the machine's, or a fixture's.
+pub struct Roots<'a> {
+    pub sysfs: &'a Sysfs,
+    pub proc_root: &'a Path,
+    pub dev_root: &'a Path,
+    pub image_root: &'a Path,
+    /// The downward-API file of the pod's annotations.
+    pub annotations: &'a Path,
+}
+
+/// Whose devices: the pod's (its sources, its namespace's addresses), or the node's (every
+/// device but VFs and SFs, for the node agent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    Pod,
+    Node,
+}
+
+/// What the first round read.
+pub struct Observation {
+    pub detection: Detection,
+    /// The family the pod's rails call for (`Unknown` where the user set one, or in the node's view).
+    pub family: RailFamily,
+    /// The node's view only: how many devices of each kind it left out (VFs, SFs).
+    pub skipped: BTreeMap<&'static str, usize>,
+    /// What both rounds read once: this namespace's addresses and each device's net devices.
+    pub seen: Seen,
+}
+
+/// Reads kept for the second round, so that nothing is read twice.
+#[derive(Default)]
+pub struct Seen {
+    addrs: Option<Vec<OwnAddr>>,
+    netdevs: BTreeMap<String, Vec<String>>,
+}
+
+impl Seen {
+    fn addrs(&mut self, detection: &Detection) -> &[OwnAddr] {
+        self.addrs.get_or_insert_with(|| {
+            if detection.addresses.is_empty() {
+                detect::netif::read().unwrap_or_default()
+            } else {
+                detection.addresses.clone()
+            }
+        })
+    }
+
+    fn netdevs(&mut self, sysfs: &Sysfs, device: &Device) -> &[String] {
+        self.netdevs.entry(device.name.clone()).or_insert_with(|| bootstrap::rails(sysfs, device))
+    }
+}
+
+/// The first round. In the pod's view, where the user set no NCCL_IB_ADDR_FAMILY, the pod's rails
+/// decide it: rails with only IPv6 addresses are read again with AF_INET6 (a second pass only
+/// then), so that their RoCE v2 IPv6 entries are found instead of none; `prefs` says so after.
+pub fn observe(roots: &Roots, vars: &Vars, view: View, prefs: &mut GidPrefs, tables: &dyn TableSource) -> Observation {
+    if view == View::Node {
+        let (detection, skipped) = host::detect(roots.sysfs, prefs);
+        return Observation { detection, family: RailFamily::Unknown, skipped, seen: Seen::default() };
+    }
+    let detect_with = |p: &GidPrefs| {
+        detect::detect(&detect::Inputs {
+            vars,
+            sysfs: roots.sysfs,
+            annotations: roots.annotations,
+            prefs: p,
+            addrs: &detect::netif::read,
+            kinds: &detect::links::read_or_log,
+            tables,
+        })
+    };
+    let mut seen = Seen::default();
+    let detection = detect_with(prefs);
+    let done = |detection, family| Observation { detection, family, skipped: BTreeMap::new(), seen: Seen::default() };
+    if vars.contains_key(std::ffi::OsStr::new(nw_nccl::env::IB_ADDR_FAMILY)) || detection.devices.is_empty() {
+        return done(detection, RailFamily::Unknown);
+    }
+    let addrs = seen.addrs(&detection).to_vec();
+    let mut rails: Vec<(String, Vec<IpAddr>)> = Vec::new();
+    for d in &detection.devices {
+        if !d.ports.iter().any(|p| p.link_layer.as_deref() == Some("Ethernet")) {
+            continue;
+        }
+        let mut names = seen.netdevs(roots.sysfs, d).to_vec();
+        names.extend(d.ports.iter().filter_map(|p| p.gid.as_ref().and_then(|g| g.ndev.clone())));
+        names.sort();
+        names.dedup();
+        for n in names {
+            let a = addrs.iter().filter(|a| a.ifname == n).map(|a| a.addr).collect();
+            rails.push((n, a));
+        }
+    }
+    let family = rail_family(&rails);
+    let detection = if family == RailFamily::Inet6 {
+        prefs.family = Family::Inet6;
+        detect_with(prefs)
+    } else {
+        detection
+    };
+    Observation { seen, ..done(detection, family) }
+}
+
+/// The far reads a decision asks for, once it knows which devices it uses.
+#[derive(Debug, Default)]
+pub struct Asks {
+    /// The devices handed to NCCL: their drivers' userspace, and their net devices (rails the
+    /// bootstrap must not take).
+    pub used: Vec<String>,
+    /// How far to check the image's userspace.
+    pub depth: Depth,
+    /// The coordinator's host name to resolve, when it is a name and not an address.
+    pub resolve: Option<String>,
+    /// Devices with unused ports: their node type (an iWARP device explains them).
+    pub node_types: Vec<String>,
+    /// A kept NCCL_IB_GID_INDEX: the entry and its type on each of these ports.
+    pub entries: Option<(String, Vec<(String, u32)>)>,
+}
+
+/// What [`answer`] read for [`Asks`].
+pub struct Answers<'a> {
+    pub userspace: Userspace,
+    /// Net devices of the used devices, and the pod's other interfaces on their functions.
+    pub rails: Vec<String>,
+    pub addrs: Vec<OwnAddr>,
+    /// Read lazily, one family at a time: an IPv6 table only where the decision looks at it.
+    pub routes: route::Table<'a>,
+    pub lookup: Option<Lookup>,
+    /// `(device, node_type)` for each asked device that has one.
+    pub node_types: Vec<(String, String)>,
+    /// `(device:port, entry, type)` for the kept index.
+    pub entries: Vec<(String, Option<String>, Option<String>)>,
+}
+
+/// How long the start waits for the coordinator's name to resolve.
+pub const RESOLVE_WAIT: Duration = bootstrap::RESOLVE_WAIT;
+
+/// The second round: exactly the reads `asks` names.
+pub fn answer<'a>(roots: &Roots<'a>, vars: &Vars, detection: &Detection, seen: &mut Seen, asks: &Asks) -> Answers<'a> {
+    let sysfs = roots.sysfs;
+    let userspace = userspace::check(
+        roots.image_root,
+        vars,
+        &userspace::drivers(sysfs, asks.used.iter().map(String::as_str)),
+        asks.depth,
+    );
+    let used: Vec<&Device> = detection.devices.iter().filter(|d| asks.used.contains(&d.name)).collect();
+    let mut rails: Vec<String> = used.iter().flat_map(|d| seen.netdevs(sysfs, d).to_vec()).collect();
+    for p in detection.devices.iter().flat_map(|d| &d.ports) {
+        rails.extend(p.gid.as_ref().and_then(|g| g.ndev.clone()));
+        rails.extend(p.pkey.as_ref().map(|k| k.netdev.clone()));
+    }
+    let addrs = seen.addrs(detection).to_vec();
+    // The pod's other interfaces that sit on a used device's function are rails too (only those
+    // with an address beyond link-local could carry the bootstrap at all).
+    let functions: Vec<&str> = used.iter().filter_map(|d| detect::devices::function(&d.attachment)).collect();
+    let mut others: Vec<&str> = addrs
+        .iter()
+        .filter(|a| !bootstrap::is_link_local(&a.addr))
+        .map(|a| a.ifname.as_str())
+        .filter(|n| !rails.iter().any(|r| r == n))
+        .collect();
+    others.sort_unstable();
+    others.dedup();
+    rails.extend(bootstrap::on_functions(sysfs, others, &functions));
+    let lookup = asks.resolve.as_deref().map(|n| bootstrap::resolve(n, RESOLVE_WAIT));
+    let node_types = asks
+        .node_types
+        .iter()
+        .filter_map(|d| sysfs.attr(&format!("class/infiniband/{d}/node_type")).ok().map(|t| (d.clone(), t)))
+        .collect();
+    let mut entries = Vec::new();
+    if let Some((index, ports)) = &asks.entries {
+        for (device, port) in ports {
+            let base = format!("class/infiniband/{device}/ports/{port}");
+            let ok = index.parse::<u32>().is_ok();
+            let g = ok.then(|| sysfs.attr(&format!("{base}/gids/{index}")).ok()).flatten();
+            let t = ok.then(|| sysfs.attr(&format!("{base}/gid_attrs/types/{index}")).ok()).flatten();
+            entries.push((format!("{device}:{port}"), g, t));
+        }
+    }
+    Answers { userspace, rails, addrs, routes: route::Table::read(roots.proc_root), lookup, node_types, entries }
+}
