@@ -70,7 +70,8 @@ pub struct Scan {
     pub pci_addresses: Vec<String>,
     /// The variables read, sorted.
     pub variables: Vec<String>,
-    /// `SRIOVNETWORK_*` variables of no form this reader knows, sorted: a newer driver's.
+    /// `SRIOVNETWORK_*` variables of no form this reader knows, sorted: a newer driver's. Exact
+    /// names, as `variables`: a message shows them through a printable filter.
     pub unknown: Vec<String>,
     pub problems: Vec<SriovDraError>,
 }
@@ -111,13 +112,15 @@ where
     let mut listed = None;
     for (name, value) in vars {
         let Some(name) = name.to_str().filter(|n| n.starts_with(PREFIX)) else { continue };
-        let Some(value) = checked(name, value, &mut out.problems) else { continue };
+        // The name as messages show it: a variable's name is bytes from outside too.
+        let shown = quoted(name);
+        let Some(value) = checked(&shown, value, &mut out.problems) else { continue };
         let variable = name.to_string();
         if name == NAD {
             if dns_label(value) {
                 out.net_attach_def = Some(value.to_string());
             } else {
-                out.problems.push(SriovDraError::BadNetAttachDef { variable: variable.clone(), value: quoted(value) });
+                out.problems.push(SriovDraError::BadNetAttachDef { variable: shown, value: quoted(value) });
             }
         } else if name == PCI_ADDRESSES {
             let mut list = Vec::new();
@@ -125,14 +128,14 @@ where
                 match dra_drivers::pci_address(a) {
                     Some(a) => list.push(a),
                     None => {
-                        out.problems.push(SriovDraError::BadPciAddress { variable: variable.clone(), value: quoted(a) })
+                        out.problems.push(SriovDraError::BadPciAddress { variable: shown.clone(), value: quoted(a) })
                     }
                 }
             }
             listed = Some(list);
         } else if let Some((key, field)) = split(name) {
             if !key_ok(key) {
-                out.problems.push(SriovDraError::BadKey { variable: variable.clone(), key: quoted(key) });
+                out.problems.push(SriovDraError::BadKey { variable: shown, key: quoted(key) });
                 continue;
             }
             if !by_key.contains_key(key) && by_key.len() >= MAX_DEVICES {
@@ -147,7 +150,7 @@ where
                 rdma: None,
                 vfio_device: None,
             });
-            field.apply(vf, &variable, value, &mut out.problems);
+            field.apply(vf, &shown, value, &mut out.problems);
         } else {
             out.unknown.push(variable);
             continue;
@@ -448,6 +451,16 @@ SRIOVNETWORK_a/b_RDMA_DEVICE=mlx5_0",
             "{msgs:?}"
         );
         assert!(s.devices.is_empty());
+    }
+
+    #[test]
+    fn a_variable_name_is_shown_printable() {
+        // Found by the fuzz target: a name's bytes reached a message as they were.
+        let v =
+            vars("SRIOVNETWORK_VF_DE\u{0}\u{1b}[2J_0000_08_00_3=0000:08:00.3\nSRIOVNETWORK_\u{1b}_RDMA_UVERB=/dev/x");
+        let s = scan(&v);
+        assert_eq!((s.problems.len(), s.unknown.len()), (1, 1), "{s:?}");
+        assert!(s.problems.iter().all(|p| !p.to_string().contains(char::is_control)), "{:?}", s.problems);
     }
 
     #[test]
