@@ -1,0 +1,315 @@
+//! What the Dynamic Resource Allocation NIC drivers publish about a device, as data: the driver
+//! names nccl-wrap accepts, the attribute keys that carry a PCI address, an RDMA device name or an
+//! interface name, and the forms of device names. One row each, with the source it was read from.
+//!
+//! The metadata reader (`dra_metadata.rs`) and the SR-IOV DRA variables reader (`sriov_dra.rs`)
+//! look keys up here, so a new driver or key is one row, not a change to a parser. This module
+//! holds facts and the checks of their forms; it never reads a file, never touches the
+//! environment, and never lets a name or an address it has not checked out.
+
+/// What an attribute tells nccl-wrap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Meaning {
+    /// The device's PCI address (`0000:08:00.2`): how a device is matched to sysfs.
+    PciAddress,
+    /// The RDMA device's name on the host at allocation time: a hint only, the pod may see
+    /// another name (rdma-cni renames, udev renames).
+    RdmaDevice,
+    /// The network interface's name on the host (it may be renamed when moved into the pod).
+    InterfaceName,
+    /// The PF's PCI address of a VF.
+    PfPciAddress,
+    /// The PCIe root complex (`pci0000:00`).
+    PcieRoot,
+    /// The NUMA node.
+    NumaNode,
+    /// Whether the device is RDMA-capable.
+    RdmaCapable,
+    /// The device ID the network-status annotation would carry (a PCI address or an auxiliary ID).
+    MultusDeviceId,
+    /// Cloud placement (a block, a placement group, an HPC island): for reports, never for choice.
+    CloudTopology,
+}
+
+/// The ResourceSlice attribute union's member that the value has (`k8s.io/api` resource/v1
+/// `DeviceAttribute`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Int,
+    Bool,
+    String,
+}
+
+/// One attribute key nccl-wrap understands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attribute {
+    /// The qualified name, `<domain>/<id>`.
+    pub key: &'static str,
+    pub meaning: Meaning,
+    pub kind: Kind,
+    /// Where the key was read: repository, path and commit, or document.
+    pub source: &'static str,
+}
+
+/// How a driver names its devices in a ResourceSlice (and so in the metadata file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceNameForm {
+    /// `pci-0000-8a-00-0`: `pci-` and the PCI address with `:` and `.` made `-` (dranet's
+    /// `NormalizePCIAddress`); interfaces without a PCI function get other names.
+    PciPrefixed,
+    /// `0000-08-00-2`: the PCI address with `:` and `.` made `-` (the SR-IOV DRA driver).
+    PciDashed,
+}
+
+/// One DRA driver of NICs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Driver {
+    /// The driver name, as in `ResourceSlice.spec.driver` and the metadata file's name.
+    pub name: &'static str,
+    pub project: &'static str,
+    pub device_names: DeviceNameForm,
+    /// Whether it writes KEP-5304 device metadata files, and which versions.
+    pub metadata: &'static str,
+    pub source: &'static str,
+}
+
+/// The drivers whose devices nccl-wrap takes from metadata. A file of another driver (GPUs,
+/// storage) is read but none of its devices is taken as a NIC.
+pub const DRIVERS: &[Driver] = &[
+    Driver {
+        name: "dra.net",
+        project: "kubernetes-sigs/dranet",
+        device_names: DeviceNameForm::PciPrefixed,
+        metadata: "none at f258477: the netdev and the uverbs nodes are the only signs in the pod",
+        source: "kubernetes-sigs/dranet cmd/dranet/app.go (driverName), pkg/names/names.go @ f258477",
+    },
+    Driver {
+        name: "sriovnetwork.k8snetworkplumbingwg.io",
+        project: "k8snetworkplumbingwg/dra-driver-sriov",
+        device_names: DeviceNameForm::PciDashed,
+        metadata: "metadata.resource.k8s.io/v1alpha1, behind --enable-device-metadata",
+        source: "k8snetworkplumbingwg/dra-driver-sriov pkg/consts/consts.go (DriverName), cmd/dra-driver-sriov/main.go @ cd9404f",
+    },
+];
+
+/// The attribute keys nccl-wrap reads. For a PCI address the first key present wins, in this
+/// order: the standard one, then each driver's own.
+pub const ATTRIBUTES: &[Attribute] = &[
+    Attribute {
+        key: "resource.kubernetes.io/pciBusID",
+        meaning: Meaning::PciAddress,
+        kind: Kind::String,
+        source: "kubernetes/dynamic-resource-allocation deviceattribute/attribute.go (StandardDeviceAttributePCIBusID) @ 3d03671",
+    },
+    Attribute {
+        key: "dra.net/pciAddress",
+        meaning: Meaning::PciAddress,
+        kind: Kind::String,
+        source: "kubernetes-sigs/dranet pkg/apis/attributes.go (AttrPCIAddress) @ f258477",
+    },
+    Attribute {
+        key: "sriovnetwork.k8snetworkplumbingwg.io/pciAddress",
+        meaning: Meaning::PciAddress,
+        kind: Kind::String,
+        source: "k8snetworkplumbingwg/dra-driver-sriov pkg/consts/consts.go (AttributePciAddress) @ cd9404f",
+    },
+    Attribute {
+        key: "dra.net/rdmaDevice",
+        meaning: Meaning::RdmaDevice,
+        kind: Kind::String,
+        source: "kubernetes-sigs/dranet pkg/apis/attributes.go (AttrRDMADevice) @ f258477",
+    },
+    Attribute {
+        key: "dra.net/ifName",
+        meaning: Meaning::InterfaceName,
+        kind: Kind::String,
+        source: "kubernetes-sigs/dranet pkg/apis/attributes.go (AttrInterfaceName) @ f258477",
+    },
+    Attribute {
+        key: "sriovnetwork.k8snetworkplumbingwg.io/interfaceName",
+        meaning: Meaning::InterfaceName,
+        kind: Kind::String,
+        source: "k8snetworkplumbingwg/dra-driver-sriov pkg/consts/consts.go (AttributeInterfaceName) @ cd9404f",
+    },
+    Attribute {
+        key: "sriovnetwork.k8snetworkplumbingwg.io/pfPciAddress",
+        meaning: Meaning::PfPciAddress,
+        kind: Kind::String,
+        source: "k8snetworkplumbingwg/dra-driver-sriov pkg/consts/consts.go (AttributePfPciAddress) @ cd9404f",
+    },
+    Attribute {
+        key: "resource.kubernetes.io/pcieRoot",
+        meaning: Meaning::PcieRoot,
+        kind: Kind::String,
+        source: "kubernetes/dynamic-resource-allocation deviceattribute/attribute.go (StandardDeviceAttributePCIeRoot) @ 3d03671",
+    },
+    Attribute {
+        key: "dra.net/numaNode",
+        meaning: Meaning::NumaNode,
+        kind: Kind::Int,
+        source: "kubernetes-sigs/dranet pkg/apis/attributes.go (AttrNUMANode) @ f258477; the SR-IOV DRA driver writes it too (consts.go AttributeNUMANode)",
+    },
+    Attribute {
+        key: "sriovnetwork.k8snetworkplumbingwg.io/rdmaCapable",
+        meaning: Meaning::RdmaCapable,
+        kind: Kind::Bool,
+        source: "k8snetworkplumbingwg/dra-driver-sriov pkg/consts/consts.go (AttributeRDMACapable) @ cd9404f",
+    },
+    Attribute {
+        key: "dra.net/rdma",
+        meaning: Meaning::RdmaCapable,
+        kind: Kind::Bool,
+        source: "kubernetes-sigs/dranet pkg/apis/attributes.go (AttrRDMA) @ f258477",
+    },
+    Attribute {
+        key: "k8s.cni.cncf.io/deviceID",
+        meaning: Meaning::MultusDeviceId,
+        kind: Kind::String,
+        source: "k8snetworkplumbingwg/dra-driver-sriov pkg/consts/consts.go (AttributeMultusDeviceID) @ cd9404f; the Network Operator docs' example spells it deviceId",
+    },
+    Attribute {
+        key: "gce.dra.net/block",
+        meaning: Meaning::CloudTopology,
+        kind: Kind::String,
+        source: "kubernetes-sigs/dranet pkg/cloudprovider/gce/gce.go (GCEAttrPrefix) @ f258477",
+    },
+    Attribute {
+        key: "azure.dra.net/placementGroupId",
+        meaning: Meaning::CloudTopology,
+        kind: Kind::String,
+        source: "kubernetes-sigs/dranet pkg/cloudprovider/azure/azure.go (AzureAttrPrefix) @ f258477",
+    },
+    Attribute {
+        key: "oke.dra.net/hpcIslandId",
+        meaning: Meaning::CloudTopology,
+        kind: Kind::String,
+        source: "kubernetes-sigs/dranet pkg/cloudprovider/oke/oke.go (OKEAttrPrefix) @ f258477",
+    },
+];
+
+/// The driver of that name, if nccl-wrap knows it.
+pub fn driver(name: &str) -> Option<&'static Driver> {
+    DRIVERS.iter().find(|d| d.name == name)
+}
+
+/// The attribute of that key, if nccl-wrap reads it.
+pub fn attribute(key: &str) -> Option<&'static Attribute> {
+    ATTRIBUTES.iter().find(|a| a.key == key)
+}
+
+/// The keys that carry `meaning`, in the table's order (its preference).
+pub fn keys_for(meaning: Meaning) -> impl Iterator<Item = &'static str> {
+    ATTRIBUTES.iter().filter(move |a| a.meaning == meaning).map(|a| a.key)
+}
+
+/// A PCI address in sysfs's form, `dddd:bb:ss.f` in lower-case hex, from `s` in that form (either
+/// case). Anything else, a short form without the domain included, is `None`: the address becomes
+/// part of a sysfs path, so only this exact shape leaves here.
+pub fn pci_address(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    if b.len() != 12 || b[4] != b':' || b[7] != b':' || b[10] != b'.' {
+        return None;
+    }
+    let hex = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_hexdigit);
+    // The function number is 0..7 (3 bits); ARI's larger ones are spelled through the slot.
+    if !(hex(0..4) && hex(5..7) && hex(8..10) && (b'0'..=b'7').contains(&b[11])) {
+        return None;
+    }
+    // Slot numbers are 5 bits: 00..1f.
+    let slot = u8::from_str_radix(&s[8..10], 16).ok()?;
+    (slot < 0x20).then(|| s.to_ascii_lowercase())
+}
+
+/// The PCI address a device name of `form` spells, if it spells one: `pci-0000-8a-00-0` or
+/// `0000-08-00-2` give `0000:8a:00.0` and `0000:08:00.2`.
+pub fn pci_address_from_name(form: DeviceNameForm, name: &str) -> Option<String> {
+    let dashed = match form {
+        DeviceNameForm::PciPrefixed => name.strip_prefix("pci-")?,
+        DeviceNameForm::PciDashed => name,
+    };
+    let b = dashed.as_bytes();
+    if b.len() != 12 || b[4] != b'-' || b[7] != b'-' || b[10] != b'-' {
+        return None;
+    }
+    pci_address(&format!("{}:{}:{}.{}", &dashed[..4], &dashed[5..7], &dashed[8..10], &dashed[11..]))
+}
+
+/// Longest RDMA device name the kernel allows (IB_DEVICE_NAME_MAX - 1).
+pub const MAX_RDMA_NAME: usize = 63;
+/// Longest interface name the kernel allows (IFNAMSIZ - 1).
+pub const MAX_IFNAME: usize = 15;
+
+/// Whether `name` may be an RDMA device or interface name of at most `max` bytes that is safe to
+/// put in `NCCL_IB_HCA` or a sysfs path: `[A-Za-z0-9_.-]`, not `.` or `..`. The same rule as the
+/// main crate's `detect::names::check`; that function replaces this one when these files move in.
+pub fn name_ok(name: &str, max: usize) -> bool {
+    !name.is_empty()
+        && name.len() <= max
+        && name != "."
+        && name != ".."
+        && name.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_row_names_its_source_and_no_key_or_driver_is_listed_twice() {
+        for (i, a) in ATTRIBUTES.iter().enumerate() {
+            assert!(!a.source.is_empty() && a.key.contains('/'), "{a:?}");
+            assert!(ATTRIBUTES[..i].iter().all(|b| b.key != a.key), "{} twice", a.key);
+        }
+        for (i, d) in DRIVERS.iter().enumerate() {
+            assert!(!d.source.is_empty(), "{d:?}");
+            assert!(DRIVERS[..i].iter().all(|e| e.name != d.name), "{} twice", d.name);
+        }
+    }
+
+    #[test]
+    fn the_standard_pci_key_comes_first() {
+        let keys: Vec<_> = keys_for(Meaning::PciAddress).collect();
+        assert_eq!(keys[0], "resource.kubernetes.io/pciBusID");
+        assert_eq!(keys.len(), 3);
+        assert_eq!(attribute("dra.net/rdmaDevice").map(|a| a.meaning), Some(Meaning::RdmaDevice));
+        assert!(driver("sriov.k8snetworkplumbingwg.io").is_none(), "only the name the driver registers");
+    }
+
+    #[test]
+    fn pci_addresses_are_checked_and_lower_cased() {
+        assert_eq!(pci_address("0000:08:00.2").as_deref(), Some("0000:08:00.2"));
+        assert_eq!(pci_address("0000:8A:1F.7").as_deref(), Some("0000:8a:1f.7"));
+        for bad in [
+            "",
+            "08:00.2",
+            "0000:08:00.8",
+            "0000:08:20.0",
+            "0000:08:00.2\n",
+            "0000_08_00_2",
+            "../../x/yy.z",
+            "0000:0g:00.0",
+        ] {
+            assert_eq!(pci_address(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn device_names_spell_addresses_in_each_drivers_form() {
+        assert_eq!(
+            pci_address_from_name(DeviceNameForm::PciPrefixed, "pci-0101-00-00-0").as_deref(),
+            Some("0101:00:00.0")
+        );
+        assert_eq!(pci_address_from_name(DeviceNameForm::PciDashed, "0000-08-00-2").as_deref(), Some("0000:08:00.2"));
+        assert_eq!(pci_address_from_name(DeviceNameForm::PciPrefixed, "0000-08-00-2"), None);
+        assert_eq!(pci_address_from_name(DeviceNameForm::PciDashed, "gpu0rdma0"), None);
+        assert_eq!(pci_address_from_name(DeviceNameForm::PciDashed, "0000-08-00-9"), None);
+    }
+
+    #[test]
+    fn names_that_would_leave_a_path_or_split_a_list_are_refused() {
+        assert!(name_ok("rdma_0_1_0", MAX_RDMA_NAME) && name_ok("net1", MAX_IFNAME));
+        for bad in ["", ".", "..", "mlx5_1,mlx5_2", "a/b", "mlx5_1;rm", "é", "sixteen-chars-xx"] {
+            assert!(!name_ok(bad, MAX_IFNAME), "{bad:?}");
+        }
+    }
+}
