@@ -17,10 +17,10 @@ import kit
 ALERTS = os.path.join(kit.DEPLOY, "node-health", "alerts")
 METRICS = (
     "nccl_wrap_port_usable",
-    "nccl_wrap_port_counter_total",
+    "nccl_wrap_symbol_error_total",
     "nccl_wrap_check_status",
     "nccl_wrap_ring_pair_status",
-    "nccl_wrap_ring_pair_gbps",
+    "nccl_wrap_ring_pair_bandwidth_bytes_per_second",
     "nccl_wrap_last_run_timestamp_seconds",
 )
 

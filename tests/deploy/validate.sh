@@ -3,8 +3,8 @@
 # kustomize, validates every core object against the Kubernetes OpenAPI schemas of 1.27-1.31
 # (kubernetes-validate; 1.27-1.30 are OpenShift 4.14-4.17's), every custom resource against its
 # CRD vendored under deploy/schemas/, and runs the policy tests, the preflight report's tests and the
-# node agent's (its metrics through prometheus_client's parser, its labels against Kubernetes' syntax), and
-# `promtool` on the alert rules (deploy/node-health/alerts/).
+# node agent's (its metrics through prometheus_client's parser and `promtool check metrics`, its labels
+# against Kubernetes' syntax), and `promtool` on the alert rules (deploy/node-health/alerts/).
 #
 #   bash tests/deploy/validate.sh
 #
@@ -24,7 +24,8 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "${requirem
   "$venv/bin/pip" install --quiet --disable-pip-version-check "${requirements[@]}"
   echo "${requirements[*]}" >"$stamp"
 fi
-# promtool (Debian's prometheus package) checks and unit-tests the alert rules (test_alerts.py).
+# promtool (Debian's prometheus package) checks and unit-tests the alert rules (test_alerts.py) and
+# lints the metrics a real `nccl-wrap watch` round writes on the fixture nodes (test_node_health.py).
 if ! command -v promtool >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
