@@ -189,7 +189,7 @@ class Output(unittest.TestCase):
 def daemonset_problems(objects):
     """What the agent's DaemonSet must keep: host network, no privilege, every capability dropped, a
     read-only root, no token, exactly two hostPath directories mounted where its file options point,
-    one of them NFD's features.d."""
+    one of them NFD's features.d; and nccl-wrap on PATH, for `kubectl exec`."""
     bad = []
     sets = [o for o in objects if o["kind"] == "DaemonSet"]
     if len(sets) != 1:
@@ -228,6 +228,8 @@ def daemonset_problems(objects):
             bad.append(f"{opt} {path} is not in NFD's {FEATURES_D}")
     if watch.get("command") != ["/nccl-wrap", "watch"]:
         bad.append(f"command {watch.get('command')}")
+    if policy.on_path(sets[0]["spec"]["template"], watch) is None:
+        bad.append("nccl-wrap is not on PATH (kubectl exec POD -- nccl-wrap doctor): set PATH to /")
     return bad
 
 
@@ -253,6 +255,7 @@ class DaemonSet(unittest.TestCase):
         self.assertTrue(broken(lambda s: c0(s)["securityContext"].update(readOnlyRootFilesystem=False)))
         self.assertTrue(broken(lambda s: s["volumes"].append({"name": "root", "hostPath": {"path": "/"}})))
         self.assertTrue(broken(lambda s: c0(s).update(args=["--features=/tmp/nccl-wrap", "--metrics=/host/textfile/nccl-wrap.prom"])))
+        self.assertTrue(broken(lambda s: c0(s).update(env=[e for e in c0(s)["env"] if e["name"] != "PATH"])))
 
     def test_the_namespace_admits_host_network_and_host_path(self):
         ns = [o for o in kit.render("node-health") if o["kind"] == "Namespace"][0]
