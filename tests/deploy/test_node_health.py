@@ -186,10 +186,12 @@ class Output(unittest.TestCase):
 
 # ---- the DaemonSet ------------------------------------------------------------------------------
 
-def daemonset_problems(objects):
+def daemonset_problems(objects, textfile_on_host=True):
     """What the agent's DaemonSet must keep: host network, no privilege, every capability dropped, a
     read-only root, no token, exactly two hostPath directories mounted where its file options point,
-    one of them NFD's features.d; and nccl-wrap on PATH, for `kubectl exec`."""
+    one of them NFD's features.d; and nccl-wrap on PATH, for `kubectl exec`. With
+    textfile_on_host false (OpenShift), NFD's features.d is the only hostPath and the metrics go to
+    an emptyDir."""
     bad = []
     sets = [o for o in objects if o["kind"] == "DaemonSet"]
     if len(sets) != 1:
@@ -211,8 +213,11 @@ def daemonset_problems(objects):
         if caps.get("drop") != ["ALL"] or caps.get("add"):
             bad.append(f"{c['name']}: capabilities {caps}, not drop [ALL] and nothing added")
     hostpaths = {v["name"]: v["hostPath"]["path"] for v in spec.get("volumes", []) if "hostPath" in v}
-    if len(hostpaths) != 2 or FEATURES_D not in hostpaths.values():
+    empty = {v["name"] for v in spec.get("volumes", []) if "emptyDir" in v}
+    if textfile_on_host and (len(hostpaths) != 2 or FEATURES_D not in hostpaths.values()):
         bad.append(f"hostPath volumes {hostpaths}: want exactly NFD's features.d and the textfile directory")
+    if not textfile_on_host and list(hostpaths.values()) != [FEATURES_D]:
+        bad.append(f"hostPath volumes {hostpaths}: want NFD's features.d alone")
     watch = spec["containers"][0]
     mounts = {m["mountPath"]: m["name"] for m in watch.get("volumeMounts", [])}
     args = dict(a.split("=", 1) for a in watch.get("args", []) if a.startswith("--"))
@@ -222,7 +227,10 @@ def daemonset_problems(objects):
             bad.append(f"{opt} is {path!r}")
             continue
         mount = mounts.get(os.path.dirname(path))
-        if mount not in hostpaths:
+        if opt == "--metrics" and not textfile_on_host:
+            if mount not in empty:
+                bad.append(f"{opt} {path} is not in an emptyDir mount")
+        elif mount not in hostpaths:
             bad.append(f"{opt} {path} is not in a hostPath mount")
         elif opt == "--features" and hostpaths[mount] != FEATURES_D:
             bad.append(f"{opt} {path} is not in NFD's {FEATURES_D}")
