@@ -216,13 +216,14 @@ fn healthy_node() {
     assert_eq!(sample(&m, r#"nccl_wrap_port_state{device="mlx5_0",port="1"}"#), "4");
     assert_eq!(sample(&m, r#"nccl_wrap_port_rate_bytes_per_second{device="mlx5_0",port="1"}"#), "50000000000");
     assert_eq!(sample(&m, r#"nccl_wrap_port_gid_index{device="mlx5_1",port="1"}"#), "3");
-    // Both counter directories, whatever they hold; lifespan is a setting and left out.
-    let c = |dir: &str, name: &str| {
-        format!(r#"nccl_wrap_port_counter_total{{device="mlx5_0",port="1",source="{dir}",counter="{name}"}}"#)
-    };
-    assert_eq!(sample(&m, &c("hw_counters", "out_of_sequence")), "17");
-    assert_eq!(sample(&m, &c("counters", "port_xmit_data")), "902117334207");
-    assert_eq!(sample(&m, &c("counters", "VL15_dropped")), "0");
+    // Both counter directories, one family per counter, node_exporter's names; the IBTA data
+    // counters (4-octet words) in bytes; lifespan is a setting and left out.
+    let c = |family: &str| format!(r#"nccl_wrap_{family}{{device="mlx5_0",port="1"}}"#);
+    assert_eq!(sample(&m, &c("out_of_sequence_packets_received_total")), "17");
+    assert_eq!(sample(&m, &c("port_data_transmitted_bytes_total")), (902117334207u64 * 4).to_string());
+    assert_eq!(sample(&m, &c("vl15_dropped_total")), "0");
+    assert!(f.metrics.contains("# TYPE nccl_wrap_port_packets_received_total counter\n"), "{}", f.metrics);
+    assert!(!f.metrics.contains("counter=") && !f.metrics.contains("_counter_total"), "{}", f.metrics);
     assert!(!f.metrics.contains("lifespan"), "{}", f.metrics);
     assert_eq!(sample(&m, r#"nccl_wrap_check_status{check="iommu",device="mlx5_1"}"#), "0");
     assert_eq!(sample(&m, "nccl_wrap_rounds_total"), "1");
@@ -261,10 +262,7 @@ fn a_port_down_flips_its_metric_and_the_node_label() {
     assert_eq!(sample(&m, r#"nccl_wrap_port_usable{device="mlx5_1",port="1"}"#), "0");
     assert_eq!(sample(&m, r#"nccl_wrap_port_usable{device="mlx5_0",port="1"}"#), "1");
     assert_eq!(sample(&m, r#"nccl_wrap_check_status{check="ports",device="mlx5_1",port="1"}"#), "2");
-    assert_eq!(
-        sample(&m, r#"nccl_wrap_port_counter_total{device="mlx5_1",port="1",source="counters",counter="link_downed"}"#),
-        "3"
-    );
+    assert_eq!(sample(&m, r#"nccl_wrap_link_downed_total{device="mlx5_1",port="1"}"#), "3");
     assert_eq!(sample(&m, r#"nccl_wrap_checks{status="fail"}"#), "1");
     assert!(f.stderr.contains("NOT healthy: 1 of 2 RDMA port(s) usable; failing: ports mlx5_1:1"), "{}", f.stderr);
 }

@@ -3,7 +3,14 @@
 //! name under `nccl_wrap_`, label values escaped (`\\`, `\"`, `\n`). A family with no sample is
 //! left out. Every label set is unique within its family (checks are keyed by id and subject,
 //! ports by device and port). Pure: the health value and the round's figures in, text out.
+//!
+//! Names pass `promtool check metrics`: counters end in `_total` and never name their type,
+//! figures are in base units (bytes, bytes per second, seconds), and one family holds one kind of
+//! figure: the port counters are one family each, named as node_exporter's InfiniBand collector
+//! names them (`nccl_wrap_port_data_received_bytes_total` for its
+//! `node_infiniband_port_data_received_bytes_total`), never data, packets and errors under a label.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::{Health, View};
@@ -234,24 +241,7 @@ pub fn render(h: &Health, round: &Round) -> String {
         "The RoCE v2 GID index NCCL would pick on the port (RoCE ports with a GID of the wanted family)",
         &each(&|p| p.gid_index.map(f64::from)),
     );
-    let counters: Vec<_> = h
-        .ports
-        .iter()
-        .flat_map(|p| {
-            p.counters.iter().map(move |c| {
-                let mut l = port(p);
-                l.push(("source", c.dir.to_string()));
-                l.push(("counter", c.name.clone()));
-                (l, c.value as f64)
-            })
-        })
-        .collect();
-    o.family(
-        "port_counter_total",
-        "counter",
-        "Every counter the device has under ports/N/counters (IBTA port counters) and ports/N/hw_counters (the driver's)",
-        &counters,
-    );
+    port_counters(&mut o, h);
     if let Some(r) = &h.ring {
         ring(&mut o, r);
     }
@@ -277,6 +267,378 @@ pub fn render(h: &Health, round: &Round) -> String {
         o.one("agent_max_rss_bytes", "gauge", "The agent's peak resident set size", r as f64);
     }
     o.text
+}
+
+/// A port counter's metric: its family (after `nccl_wrap_`), its help, and the factor from the
+/// file's unit to the metric's.
+struct Named {
+    dir: &'static str,
+    file: &'static str,
+    family: &'static str,
+    help: &'static str,
+    scale: f64,
+}
+
+const fn named(dir: &'static str, file: &'static str, family: &'static str, help: &'static str) -> Named {
+    Named { dir, file, family, help, scale: 1.0 }
+}
+
+/// The counters node_exporter's InfiniBand collector has a name for (`node_infiniband_<name>`,
+/// collector/infiniband_linux.go, and procfs's sysfs/class_infiniband.go for which file each
+/// reads), under our prefix: one metric per counter, so data, packets and errors never share a
+/// family. The IBTA data counters count 4-octet words; their metrics are bytes, as node_exporter's.
+const NAMED: &[Named] = &[
+    Named {
+        dir: "counters",
+        file: "port_rcv_data",
+        family: "port_data_received_bytes_total",
+        help: "counters/port_rcv_data x 4: data received on the port, bytes (IBTA counts 4-octet words)",
+        scale: 4.0,
+    },
+    Named {
+        dir: "counters",
+        file: "port_xmit_data",
+        family: "port_data_transmitted_bytes_total",
+        help: "counters/port_xmit_data x 4: data transmitted on the port, bytes (IBTA counts 4-octet words)",
+        scale: 4.0,
+    },
+    named(
+        "counters",
+        "port_rcv_packets",
+        "port_packets_received_total",
+        "counters/port_rcv_packets: packets received, errors included",
+    ),
+    named(
+        "counters",
+        "port_xmit_packets",
+        "port_packets_transmitted_total",
+        "counters/port_xmit_packets: packets transmitted, errors included",
+    ),
+    named(
+        "counters",
+        "unicast_rcv_packets",
+        "unicast_packets_received_total",
+        "counters/unicast_rcv_packets: unicast packets received",
+    ),
+    named(
+        "counters",
+        "unicast_xmit_packets",
+        "unicast_packets_transmitted_total",
+        "counters/unicast_xmit_packets: unicast packets transmitted",
+    ),
+    named(
+        "counters",
+        "multicast_rcv_packets",
+        "multicast_packets_received_total",
+        "counters/multicast_rcv_packets: multicast packets received",
+    ),
+    named(
+        "counters",
+        "multicast_xmit_packets",
+        "multicast_packets_transmitted_total",
+        "counters/multicast_xmit_packets: multicast packets transmitted",
+    ),
+    named(
+        "counters",
+        "port_xmit_wait",
+        "port_transmit_wait_total",
+        "counters/port_xmit_wait: ticks the port had data to send and sent none (congestion, credit starvation)",
+    ),
+    named(
+        "counters",
+        "symbol_error",
+        "symbol_error_total",
+        "counters/symbol_error: minor link errors on the lanes (cable, optics)",
+    ),
+    named(
+        "counters",
+        "link_error_recovery",
+        "link_error_recovery_total",
+        "counters/link_error_recovery: times the link retrained and recovered",
+    ),
+    named(
+        "counters",
+        "link_downed",
+        "link_downed_total",
+        "counters/link_downed: times the link failed to recover and went down",
+    ),
+    named(
+        "counters",
+        "port_rcv_errors",
+        "port_errors_received_total",
+        "counters/port_rcv_errors: packets received with an error",
+    ),
+    named(
+        "counters",
+        "port_rcv_remote_physical_errors",
+        "port_receive_remote_physical_errors_total",
+        "counters/port_rcv_remote_physical_errors: packets received marked bad by the sender (EBP)",
+    ),
+    named(
+        "counters",
+        "port_rcv_switch_relay_errors",
+        "port_receive_switch_relay_errors_total",
+        "counters/port_rcv_switch_relay_errors: packets a switch could not forward",
+    ),
+    named(
+        "counters",
+        "port_rcv_discards",
+        "port_discards_received_total",
+        "counters/port_rcv_discards: inbound packets discarded (port down or congested)",
+    ),
+    named(
+        "counters",
+        "port_xmit_discards",
+        "port_discards_transmitted_total",
+        "counters/port_xmit_discards: outbound packets discarded (port down or congested)",
+    ),
+    named(
+        "counters",
+        "port_rcv_constraint_errors",
+        "port_constraint_errors_received_total",
+        "counters/port_rcv_constraint_errors: inbound packets discarded by partition or filter rules",
+    ),
+    named(
+        "counters",
+        "port_xmit_constraint_errors",
+        "port_constraint_errors_transmitted_total",
+        "counters/port_xmit_constraint_errors: outbound packets not sent by partition or filter rules",
+    ),
+    named(
+        "counters",
+        "local_link_integrity_errors",
+        "local_link_integrity_errors_total",
+        "counters/local_link_integrity_errors: times local physical errors crossed their threshold",
+    ),
+    named(
+        "counters",
+        "excessive_buffer_overrun_errors",
+        "excessive_buffer_overrun_errors_total",
+        "counters/excessive_buffer_overrun_errors: runs of flow-control periods with a buffer overrun",
+    ),
+    named(
+        "counters",
+        "VL15_dropped",
+        "vl15_dropped_total",
+        "counters/VL15_dropped: subnet management packets dropped for lack of resources",
+    ),
+    named(
+        "hw_counters",
+        "duplicate_request",
+        "duplicate_requests_packets_total",
+        "hw_counters/duplicate_request: requests received again after they were executed (the sender retransmitted)",
+    ),
+    named(
+        "hw_counters",
+        "implied_nak_seq_err",
+        "implied_nak_seq_errors_total",
+        "hw_counters/implied_nak_seq_err: responses with a PSN beyond the expected one (an implied NAK)",
+    ),
+    named(
+        "hw_counters",
+        "local_ack_timeout_err",
+        "local_ack_timeout_errors_total",
+        "hw_counters/local_ack_timeout_err: times a queue pair's ACK timer expired (a retransmission followed)",
+    ),
+    named(
+        "hw_counters",
+        "np_cnp_sent",
+        "np_cnp_packets_sent_total",
+        "hw_counters/np_cnp_sent: congestion notification packets sent (ECN-marked RoCE traffic received)",
+    ),
+    named(
+        "hw_counters",
+        "np_ecn_marked_roce_packets",
+        "np_ecn_marked_roce_packets_received_total",
+        "hw_counters/np_ecn_marked_roce_packets: RoCE packets received with ECN congestion marks",
+    ),
+    named(
+        "hw_counters",
+        "out_of_buffer",
+        "out_of_buffer_drops_total",
+        "hw_counters/out_of_buffer: packets dropped for lack of a receive work request",
+    ),
+    named(
+        "hw_counters",
+        "out_of_sequence",
+        "out_of_sequence_packets_received_total",
+        "hw_counters/out_of_sequence: packets received out of sequence (a drop on the path)",
+    ),
+    named(
+        "hw_counters",
+        "packet_seq_err",
+        "packet_sequence_errors_total",
+        "hw_counters/packet_seq_err: NAK sequence error packets received",
+    ),
+    named(
+        "hw_counters",
+        "req_cqe_error",
+        "req_cqes_errors_total",
+        "hw_counters/req_cqe_error: requester completions with an error",
+    ),
+    named(
+        "hw_counters",
+        "req_cqe_flush_error",
+        "req_cqes_flush_errors_total",
+        "hw_counters/req_cqe_flush_error: requester completions flushed with an error",
+    ),
+    named(
+        "hw_counters",
+        "req_remote_access_errors",
+        "req_remote_access_errors_total",
+        "hw_counters/req_remote_access_errors: remote access errors the requester saw",
+    ),
+    named(
+        "hw_counters",
+        "req_remote_invalid_request",
+        "req_remote_invalid_request_errors_total",
+        "hw_counters/req_remote_invalid_request: remote invalid request errors the requester saw",
+    ),
+    named(
+        "hw_counters",
+        "resp_cqe_error",
+        "resp_cqes_errors_total",
+        "hw_counters/resp_cqe_error: responder completions with an error",
+    ),
+    named(
+        "hw_counters",
+        "resp_cqe_flush_error",
+        "resp_cqes_flush_errors_total",
+        "hw_counters/resp_cqe_flush_error: responder completions flushed with an error",
+    ),
+    named(
+        "hw_counters",
+        "resp_local_length_error",
+        "resp_local_length_errors_total",
+        "hw_counters/resp_local_length_error: local length errors the responder saw",
+    ),
+    named(
+        "hw_counters",
+        "resp_remote_access_errors",
+        "resp_remote_access_errors_total",
+        "hw_counters/resp_remote_access_errors: remote access errors the responder saw",
+    ),
+    named(
+        "hw_counters",
+        "rnr_nak_retry_err",
+        "rnr_nak_retry_packets_received_total",
+        "hw_counters/rnr_nak_retry_err: receiver-not-ready NAKs received",
+    ),
+    named(
+        "hw_counters",
+        "roce_adp_retrans",
+        "roce_adp_retransmits_total",
+        "hw_counters/roce_adp_retrans: adaptive retransmissions of RoCE traffic",
+    ),
+    named(
+        "hw_counters",
+        "roce_adp_retrans_to",
+        "roce_adp_retransmits_timeout_total",
+        "hw_counters/roce_adp_retrans_to: adaptive retransmission timeouts of RoCE traffic",
+    ),
+    named(
+        "hw_counters",
+        "roce_slow_restart",
+        "roce_slow_restart_used_total",
+        "hw_counters/roce_slow_restart: times RoCE slow restart was used",
+    ),
+    named(
+        "hw_counters",
+        "roce_slow_restart_cnps",
+        "roce_slow_restart_cnps_total",
+        "hw_counters/roce_slow_restart_cnps: CNPs RoCE slow restart generated",
+    ),
+    named(
+        "hw_counters",
+        "roce_slow_restart_trans",
+        "roce_slow_restart_total",
+        "hw_counters/roce_slow_restart_trans: times RoCE entered slow restart",
+    ),
+    named(
+        "hw_counters",
+        "rp_cnp_handled",
+        "rp_cnp_packets_handled_total",
+        "hw_counters/rp_cnp_handled: congestion notification packets the sender acted on (rate lowered)",
+    ),
+    named(
+        "hw_counters",
+        "rp_cnp_ignored",
+        "rp_cnp_ignored_packets_received_total",
+        "hw_counters/rp_cnp_ignored: congestion notification packets received and ignored",
+    ),
+    named(
+        "hw_counters",
+        "rx_atomic_requests",
+        "rx_atomic_requests_total",
+        "hw_counters/rx_atomic_requests: atomic requests received",
+    ),
+    named(
+        "hw_counters",
+        "rx_dct_connect",
+        "rx_dct_connect_requests_total",
+        "hw_counters/rx_dct_connect: DCT connection requests received",
+    ),
+    named(
+        "hw_counters",
+        "rx_icrc_encapsulated",
+        "rx_icrc_encapsulated_errors_total",
+        "hw_counters/rx_icrc_encapsulated: RoCE packets received with an ICRC error",
+    ),
+    named(
+        "hw_counters",
+        "rx_read_requests",
+        "rx_read_requests_total",
+        "hw_counters/rx_read_requests: RDMA read requests received",
+    ),
+    named(
+        "hw_counters",
+        "rx_write_requests",
+        "rx_write_requests_total",
+        "hw_counters/rx_write_requests: RDMA write requests received",
+    ),
+];
+
+/// The family of a counter node_exporter has no name for (a driver's own, such as rxe's
+/// `rcvd_seq_err`): `port_hw_<name>_total` for `hw_counters`, `port_ibta_<name>_total` for
+/// `counters`, the name lower-cased (the reader admits only `[A-Za-z0-9_]`). Its unit is the
+/// driver's, so each counter is a family of its own, never a label of a shared one.
+fn other_family(dir: &str, name: &str) -> String {
+    let tag = if dir == "counters" { "ibta" } else { "hw" };
+    let name = name.to_ascii_lowercase();
+    format!("port_{tag}_{}_total", name.strip_suffix("_total").unwrap_or(&name))
+}
+
+/// Every port counter, one family per counter (named as node_exporter names it where it has a
+/// name, else by [`other_family`]): known families in the table's order, the others after them by
+/// name. A second file that would give a family the same port twice (two names that differ in
+/// case only) is left out.
+fn port_counters(o: &mut Out, h: &Health) {
+    type Samples<'a> = Vec<(Vec<(&'a str, String)>, f64)>;
+    let mut families: BTreeMap<(usize, String), (String, Samples)> = BTreeMap::new();
+    for p in &h.ports {
+        for c in &p.counters {
+            let known = NAMED.iter().enumerate().find(|(_, n)| n.dir == c.dir && n.file == c.name);
+            let (key, help, value) = match known {
+                Some((i, n)) => ((i, n.family.to_string()), n.help.to_string(), c.value as f64 * n.scale),
+                None => (
+                    (NAMED.len(), other_family(c.dir, &c.name)),
+                    format!(
+                        "{}/{}: a counter of the driver's, as it counts (node_exporter has no name for it)",
+                        c.dir, c.name
+                    ),
+                    c.value as f64,
+                ),
+            };
+            let labels = vec![("device", p.device.clone()), ("port", p.port.to_string())];
+            let (_, samples) = families.entry(key).or_insert_with(|| (help, Vec::new()));
+            if !samples.iter().any(|(l, _)| *l == labels) {
+                samples.push((labels, value));
+            }
+        }
+    }
+    for ((_, name), (help, samples)) in &families {
+        o.family(name, "counter", help, samples);
+    }
 }
 
 /// The last ring round (watch --ring), kept until the next one.
@@ -320,19 +682,20 @@ fn ring(o: &mut Out, r: &super::ring::Report) {
                 "Each pair of the last ring round towards the successor (peer): 0 pass, 1 warn (slow-pair: below 70 % of this node's rails' median or of its rated speed), 2 fail, with ping's cause id; no device: the test could not run",
                 &samples,
             );
+            // kb/s (the pair test's figures) to bytes per second: x 1000 / 8.
             let figure = |f: &dyn Fn(&super::ring::Pair) -> Option<u64>| -> Vec<(Vec<(&str, String)>, f64)> {
-                pairs.iter().filter_map(|p| Some((pair(p), f(p)? as f64 / 1e6))).collect()
+                pairs.iter().filter_map(|p| Some((pair(p), f(p)? as f64 * 125.0))).collect()
             };
             o.family(
-                "ring_pair_gbps",
+                "ring_pair_bandwidth_bytes_per_second",
                 "gauge",
-                "Each passing pair's bandwidth in the last ring round towards the successor (peer), Gb/s: a 200 ms run of 64 KiB RDMA writes, host memory to host memory",
+                "Each passing pair's bandwidth in the last ring round towards the successor (peer), bytes per second: a 200 ms run of 64 KiB RDMA writes, host memory to host memory",
                 &figure(&|p| p.kbps),
             );
             o.family(
-                "ring_pair_rated_gbps",
+                "ring_pair_rate_bytes_per_second",
                 "gauge",
-                "The rated speed of each pair's slower end (the ports' rate), Gb/s; hardware ports only",
+                "The rated speed of each pair's slower end (the ports' rate), bytes per second; hardware ports only",
                 &figure(&|p| p.rated_kbps),
             );
         }
@@ -342,6 +705,7 @@ fn ring(o: &mut Out, r: &super::ring::Report) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::health::Counter;
 
     #[test]
     fn numbers_and_escapes() {
@@ -366,8 +730,8 @@ mod tests {
             "nccl_wrap_port_info{device=\"mlx5_0\",port=\"1\",kind=\"pf\",link_layer=\"Ethernet\",rate=\"400 Gb/sec (4X NDR)\"} 1",
             "nccl_wrap_port_state{device=\"mlx5_1\",port=\"1\"} 1",
             "nccl_wrap_port_rate_bytes_per_second{device=\"mlx5_1\",port=\"1\"} 50000000000",
-            "nccl_wrap_port_counter_total{device=\"mlx5_0\",port=\"1\",source=\"hw_counters\",counter=\"out_of_sequence\"} 17",
-            "# TYPE nccl_wrap_port_counter_total counter",
+            "nccl_wrap_out_of_sequence_packets_received_total{device=\"mlx5_0\",port=\"1\"} 17",
+            "# TYPE nccl_wrap_out_of_sequence_packets_received_total counter",
             "nccl_wrap_last_run_timestamp_seconds 1690629753.5",
         ] {
             assert!(text.lines().any(|l| l == line), "no line {line:?} in\n{text}");
@@ -387,5 +751,113 @@ mod tests {
         assert_eq!(o.text, "");
         o.family("y", "gauge", "line\none", &[(vec![("a", "q\"".into()), ("b", String::new())], 1.0)]);
         assert_eq!(o.text, "# HELP nccl_wrap_y line\\none\n# TYPE nccl_wrap_y gauge\nnccl_wrap_y{a=\"q\\\"\"} 1\n");
+    }
+
+    #[test]
+    fn each_counter_is_a_family_of_its_own_in_base_units() {
+        let mut h = super::super::sample();
+        h.ports[0].counters = vec![
+            Counter { dir: "counters", name: "port_rcv_data".into(), value: 10 },
+            Counter { dir: "counters", name: "port_rcv_packets".into(), value: 3 },
+            Counter { dir: "counters", name: "symbol_error".into(), value: 2 },
+            Counter { dir: "counters", name: "VL15_dropped".into(), value: 1 },
+            Counter { dir: "hw_counters", name: "rcvd_seq_err".into(), value: 5 },
+            Counter { dir: "hw_counters", name: "RCVD_SEQ_ERR".into(), value: 6 },
+            Counter { dir: "counters", name: "new_one_total".into(), value: 7 },
+        ];
+        h.ports[1].counters = vec![Counter { dir: "counters", name: "port_rcv_data".into(), value: 1 }];
+        let text = render(&h, &Round::default());
+        for line in [
+            "# TYPE nccl_wrap_port_data_received_bytes_total counter",
+            "nccl_wrap_port_data_received_bytes_total{device=\"mlx5_0\",port=\"1\"} 40",
+            "nccl_wrap_port_data_received_bytes_total{device=\"mlx5_1\",port=\"1\"} 4",
+            "nccl_wrap_port_packets_received_total{device=\"mlx5_0\",port=\"1\"} 3",
+            "nccl_wrap_symbol_error_total{device=\"mlx5_0\",port=\"1\"} 2",
+            "nccl_wrap_vl15_dropped_total{device=\"mlx5_0\",port=\"1\"} 1",
+            "# TYPE nccl_wrap_port_hw_rcvd_seq_err_total counter",
+            "nccl_wrap_port_hw_rcvd_seq_err_total{device=\"mlx5_0\",port=\"1\"} 5",
+            "nccl_wrap_port_ibta_new_one_total{device=\"mlx5_0\",port=\"1\"} 7",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no line {line:?} in\n{text}");
+        }
+        assert!(!text.contains("RCVD_SEQ_ERR") && !text.contains("counter=\""), "{text}");
+        assert_eq!(
+            text.matches("# TYPE nccl_wrap_port_data_received_bytes_total ").count(),
+            1,
+            "one family, both ports"
+        );
+        let bytes = text.find("port_data_received_bytes_total{").unwrap_or(usize::MAX);
+        assert!(bytes < text.find("port_hw_rcvd_seq_err_total{").unwrap_or(0), "named families first");
+    }
+
+    /// promtool's lint (promlint) on every family name the renderer can write, ring included:
+    /// a counter ends in `_total`, no name carries its type, no abbreviated or non-base unit.
+    #[test]
+    fn every_name_passes_promtools_lint_rules() {
+        use super::super::ring::{Outcome, Pair, Report};
+        let mut h = super::super::sample();
+        h.ports[0].counters = NAMED
+            .iter()
+            .map(|n| Counter { dir: n.dir, name: n.file.into(), value: 1 })
+            .chain([Counter { dir: "hw_counters", name: "rcvd_seq_err".into(), value: 1 }])
+            .collect();
+        let pair = Pair {
+            device: "mlx5_0".into(),
+            port: Some(1),
+            status: Status::Pass,
+            cause: None,
+            summary: None,
+            kbps: Some(380_000_000),
+            rated_kbps: Some(400_000_000),
+        };
+        h.ring = Some(Report {
+            timestamp: 1.0,
+            peers: 2,
+            outcome: Outcome::Tested { next: "10.0.0.2".parse().expect("ip"), pairs: vec![pair] },
+        });
+        let round = Round {
+            timestamp: 1.0,
+            duration: Some(0.1),
+            rounds: Some(1),
+            interval: Some(60.0),
+            cpu_seconds: Some(0.5),
+            max_rss_bytes: Some(1),
+        };
+        let text = render(&h, &round);
+        assert!(text.contains("nccl_wrap_ring_pair_bandwidth_bytes_per_second{peer=\"10.0.0.2\",device=\"mlx5_0\",port=\"1\"} 47500000000\n"), "{text}");
+        assert!(text.contains("nccl_wrap_ring_pair_rate_bytes_per_second{peer=\"10.0.0.2\",device=\"mlx5_0\",port=\"1\"} 50000000000\n"), "{text}");
+        let types: Vec<(&str, &str)> =
+            text.lines().filter_map(|l| l.strip_prefix("# TYPE ")).filter_map(|l| l.split_once(' ')).collect();
+        assert!(types.len() > NAMED.len() + 20, "{types:?}");
+        for (name, kind) in types {
+            assert!(name.starts_with("nccl_wrap_"), "{name}");
+            assert_eq!(kind == "counter", name.ends_with("_total"), "{name} is a {kind}");
+            for t in ["counter", "gauge", "histogram", "summary"] {
+                assert!(!name.contains(&format!("_{t}_")) && !name.ends_with(&format!("_{t}")), "{name} names a type");
+            }
+            for unit in [
+                "gbps",
+                "mbps",
+                "kbps",
+                "bits",
+                "milliseconds",
+                "microseconds",
+                "kilobytes",
+                "megabytes",
+                "gigabytes",
+                "minutes",
+                "hours",
+                "percent",
+            ] {
+                assert!(!name.split('_').any(|w| w == unit), "{name}: {unit} is not a base unit");
+            }
+            for abbr in ["s", "ms", "us", "ns", "sec", "b", "kb", "mb", "gb", "tb", "pb", "m", "h", "d"] {
+                assert!(
+                    !name.contains(&format!("_{abbr}_")) && !name.ends_with(&format!("_{abbr}")),
+                    "{name}: abbreviated unit {abbr}"
+                );
+            }
+            assert_eq!(name, name.to_ascii_lowercase(), "{name} is not snake_case");
+        }
     }
 }

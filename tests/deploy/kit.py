@@ -21,6 +21,35 @@ SCHEMAS = os.path.join(DEPLOY, "schemas")
 # OpenShift 4.14-4.17 are built on (4.14: 1.27, 4.15: 1.28, 4.16: 1.29, 4.17: 1.30).
 KUBERNETES_VERSIONS = ["1.27", "1.28", "1.29", "1.30", "1.31"]
 OPENSHIFT_VERSIONS = {"4.14": "1.27", "4.15": "1.28", "4.16": "1.29", "4.17": "1.30"}
+# Kinds the kit uses that exist only in later Kubernetes versions, validated against those
+# (kubernetes-validate ships 1.25-1.37): MutatingAdmissionPolicy is beta (off by default) in 1.34
+# and 1.35, GA in 1.36 (KEP-3962).
+LATER_VERSIONS = ["1.32", "1.33", "1.34", "1.35", "1.36", "1.37"]
+SINCE = {
+    ("admissionregistration.k8s.io/v1beta1", "MutatingAdmissionPolicy"): "1.34",
+    ("admissionregistration.k8s.io/v1beta1", "MutatingAdmissionPolicyBinding"): "1.34",
+    ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicy"): "1.36",
+    ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicyBinding"): "1.36",
+}
+
+
+def versions_for(obj):
+    """The Kubernetes versions a core object is validated against: the kit's, or for a kind that
+    came later, every version from the one that brought it."""
+    since = SINCE.get((obj.get("apiVersion"), obj.get("kind")))
+    if since is None:
+        return KUBERNETES_VERSIONS
+    everything = KUBERNETES_VERSIONS + LATER_VERSIONS
+    return [v for v in everything if tuple(map(int, v.split("."))) >= tuple(map(int, since.split(".")))]
+
+
+# Core kinds that are cluster-scoped (custom kinds: their CRD's `scope`); kustomize's namespace
+# transformer does not know the newer ones and gives them a namespace.
+CLUSTER_SCOPED_CORE = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
+                       "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding",
+                       "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+                       "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+                       "PriorityClass", "StorageClass", "PersistentVolume", "Node"}
 
 
 # The launchers' gate secret is a file each user creates per job (deploy/README.md) and git
@@ -29,7 +58,7 @@ def _stand_in_gate_secrets():
     import atexit
     import secrets
     made = []
-    for launcher in ("pytorchjob", "jobset"):
+    for launcher in ("pytorchjob", "jobset", "trainjob"):
         path = os.path.join(DEPLOY, "launchers", launcher, "gate-secret")
         if not os.path.exists(path):
             with open(path, "w") as f:
@@ -93,6 +122,11 @@ def pod_templates(obj):
         return [(f"spec.replicatedJobs[{rj.get('name')}].template.spec.template",
                  ((rj.get("template") or {}).get("spec") or {}).get("template") or {})
                 for rj in spec.get("replicatedJobs") or []]
+    if kind in ("ClusterTrainingRuntime", "TrainingRuntime"):
+        jobset = ((spec.get("template") or {}).get("spec")) or {}
+        return [(f"spec.template.spec.replicatedJobs[{rj.get('name')}].template.spec.template",
+                 ((rj.get("template") or {}).get("spec") or {}).get("template") or {})
+                for rj in jobset.get("replicatedJobs") or []]
     return []
 
 
@@ -129,6 +163,24 @@ def validate_pod_template(template, version, where):
 
 
 # ---- custom resources: vendored CRDs -----------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def cluster_scoped_custom_kinds():
+    """{(group, kind)} of every vendored CRD whose scope is Cluster."""
+    out = set()
+    for name in sorted(os.listdir(SCHEMAS)):
+        if name.endswith(".yaml"):
+            with open(os.path.join(SCHEMAS, name)) as f:
+                for doc in yaml.safe_load_all(f):
+                    if doc and doc.get("kind") == "CustomResourceDefinition" and doc["spec"].get("scope") == "Cluster":
+                        out.add((doc["spec"]["group"], doc["spec"]["names"]["kind"]))
+    return out
+
+
+def is_cluster_scoped(obj):
+    group = obj.get("apiVersion", "").rpartition("/")[0]
+    return obj.get("kind") in CLUSTER_SCOPED_CORE or (group, obj.get("kind")) in cluster_scoped_custom_kinds()
+
 
 @functools.lru_cache(maxsize=None)
 def crds():

@@ -167,8 +167,8 @@ def check_same_pattern_as_base(objects, base_template):
     want_volumes = {v["name"]: v for v in base_spec["volumes"] if v["name"] in shared}
     for label, template, trainers in training_pods(objects):
         spec = template.get("spec") or {}
-        if spec.get("initContainers") != want_init:
-            bad.append(f"{label}: init containers differ from deploy/base's pattern")
+        if (spec.get("initContainers") or [])[:len(want_init)] != want_init:
+            bad.append(f"{label}: init containers differ from deploy/base's pattern (which come first, unchanged)")
         for name, want in want_volumes.items():
             got = volume(template, name)
             if name == "dshm" and is_preflight(template):
@@ -187,17 +187,37 @@ GATE_PORT = 18516
 LAUNCHER_KINDS = ("PyTorchJob", "JobSet")
 
 
+def runs_gate(container):
+    """Whether a container runs nccl-wrap's gate: NCCL_WRAP_GATE=1, or `--gate` before its `--`."""
+    env = {e.get("name"): e.get("value") for e in container.get("env") or []}
+    argv = (container.get("command") or []) + (container.get("args") or [])
+    before = argv[:argv.index("--")] if "--" in argv else argv
+    return env.get("NCCL_WRAP_GATE") == "1" or (bool(before) and before[0].endswith("nccl-wrap") and "--gate" in before)
+
+
+def gate_runners(template, trainers):
+    """The containers of a pod that run the gate: its init containers (the Trainer v2 runtime's
+    preflight slot) and its training containers."""
+    spec = template.get("spec") or {}
+    return [c for c in (spec.get("initContainers") or []) + trainers if runs_gate(c)]
+
+
 def check_gate(objects):
-    """The launchers' training containers turn the gate on (NCCL_WRAP_GATE=1) and declare its TCP
+    """Every launcher pod runs the gate once: in its training container (NCCL_WRAP_GATE=1) or in an
+    init container before it (`nccl-wrap --gate`); the container that runs it declares its TCP
     port (NCCL_WRAP_GATE_PORT, default 18516), never the launcher's MASTER_PORT."""
     bad = []
     for label, template, trainers in training_pods(objects):
         if not label.startswith(LAUNCHER_KINDS):
             continue
-        for c in trainers:
+        runners = gate_runners(template, trainers)
+        if not runners:
+            names = ", ".join(c["name"] for c in trainers)
+            bad.append(f"{label} {names}: NCCL_WRAP_GATE is not \"1\" and no init container runs `nccl-wrap --gate`")
+        elif len(runners) > 1:
+            bad.append(f"{label}: the gate runs {len(runners)} times ({', '.join(c['name'] for c in runners)})")
+        for c in runners:
             env = {e.get("name"): e.get("value") for e in c.get("env") or []}
-            if env.get("NCCL_WRAP_GATE") != "1":
-                bad.append(f"{label} {c['name']}: NCCL_WRAP_GATE is not \"1\"")
             port = int(env.get("NCCL_WRAP_GATE_PORT") or GATE_PORT)
             if str(port) in (env.get("MASTER_PORT"), env.get("PET_MASTER_PORT")):
                 bad.append(f"{label} {c['name']}: the gate's port {port} is the launcher's MASTER_PORT")
@@ -206,8 +226,77 @@ def check_gate(objects):
     return bad
 
 
+# The directories of the PATH a container runtime sets when the image sets none, and every
+# training image keeps: a file mounted at one of them is found by `kubectl exec POD -- nccl-wrap`.
+STANDARD_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+
+
+def on_path(template, container):
+    """Where `nccl-wrap` resolves on the container's PATH: the install volume's file mounted into a
+    standard PATH directory, or a directory the container's own PATH names that holds the image's
+    binary (its command's). None when it does not resolve."""
+    install = None
+    for i in (template.get("spec") or {}).get("initContainers") or []:
+        if (i.get("command") or [])[1:] == ["install", INSTALL_DIR]:
+            m = mount_of(i, INSTALL_DIR)
+            install = m and m.get("name")
+    for m in container.get("volumeMounts") or []:
+        directory, _, name = (m.get("mountPath") or "").rpartition("/")
+        if name == "nccl-wrap" and directory in STANDARD_PATH and m.get("name") == install \
+                and m.get("subPath") == "nccl-wrap":
+            return m["mountPath"]
+    env = {e.get("name"): e.get("value") for e in container.get("env") or []}
+    binary = (container.get("command") or [""])[0]
+    if binary.endswith("/nccl-wrap") and env.get("PATH"):
+        directory = binary.rpartition("/")[0] or "/"
+        if directory in env["PATH"].split(":"):
+            return binary
+    return None
+
+
+def check_nccl_wrap_on_path(objects):
+    """`nccl-wrap` is on PATH in every training and preflight container, so `kubectl exec POD --
+    nccl-wrap status` works (the binary itself lives at /opt/nccl-wrap/nccl-wrap)."""
+    bad = []
+    for label, template, trainers in training_pods(objects):
+        for c in trainers:
+            if on_path(template, c) is None:
+                bad.append(f"{label} {c['name']}: nccl-wrap is not on PATH (mount the installed file at "
+                           f"/usr/local/bin/nccl-wrap with subPath nccl-wrap)")
+    return bad
+
+
+STALL_MS_MIN = 1000
+
+
+def check_supervision(objects):
+    """Every training container (the preflight aside: it runs doctor and ping, no job) has the
+    supervisor name stalled ranks (NCCL_WRAP_STALL_MS: 1000 or more), and writes no --report
+    where nothing can read it after the container ends (an emptyDir or the container's own file
+    system): only into a PersistentVolumeClaim's mount."""
+    bad = []
+    for label, template, trainers in training_pods(objects):
+        if is_preflight(template):
+            continue
+        for c in trainers:
+            env = {e.get("name"): e.get("value") for e in c.get("env") or []}
+            stall = env.get("NCCL_WRAP_STALL_MS")
+            if not (stall or "").isdigit() or int(stall) < STALL_MS_MIN:
+                bad.append(f"{label} {c['name']}: NCCL_WRAP_STALL_MS is {stall!r}, not {STALL_MS_MIN} ms or more")
+            report = env.get("NCCL_WRAP_REPORT")
+            if report:
+                mounts = sorted((m for m in c.get("volumeMounts") or [] if report.startswith(m["mountPath"].rstrip("/") + "/")),
+                                key=lambda m: -len(m["mountPath"]))
+                v = volume(template, mounts[0]["name"]) if mounts else None
+                if v is None or "persistentVolumeClaim" not in v:
+                    bad.append(f"{label} {c['name']}: NCCL_WRAP_REPORT {report} is not on a PersistentVolumeClaim: "
+                               f"the report would be gone with the container")
+    return bad
+
+
 TRAINING_RULES = [check_command, check_ipc_lock, check_rdma_resource, check_init_container,
-                  check_require_rdma_and_podnetinfo, check_networks_match_resources]
+                  check_require_rdma_and_podnetinfo, check_networks_match_resources,
+                  check_nccl_wrap_on_path, check_supervision]
 
 
 # ---- the cluster side of an overlay and its workloads agree -------------------------------------
@@ -311,7 +400,8 @@ def check_overlay_consistency(cluster, workloads):
             if n.strip() and n.strip() not in networks:
                 bad.append(f"{label}: network {n.strip()} is not defined by the overlay (or not tied to its resources)")
     for obj in workloads:
-        if training_pods([obj]) and obj.get("metadata", {}).get("namespace") not in namespaces:
+        # A cluster-scoped runtime's pods run in each TrainJob's namespace, checked with the TrainJob.
+        if training_pods([obj]) and not kit.is_cluster_scoped(obj) and obj.get("metadata", {}).get("namespace") not in namespaces:
             bad.append(f"{kit.name_of(obj)}: namespace {obj.get('metadata', {}).get('namespace')} "
                        f"is not where the networks are rendered ({sorted(namespaces)})")
     return bad

@@ -25,7 +25,7 @@ class Schemas(unittest.TestCase):
             obj = {"apiVersion": api_version, "kind": kind, "metadata": {"name": "x"}}
             if kit.is_custom(obj):
                 continue
-            errors = [e for e in kit.validate_core(obj, kit.KUBERNETES_VERSIONS[-1]) if "find schema" in e]
+            errors = [e for e in kit.validate_core(obj, kit.versions_for(obj)[-1]) if "find schema" in e]
             self.assertEqual(errors, [], f"{api_version} {kind}: neither core nor a vendored CRD")
 
     def test_core_unknown_field_is_caught(self):
@@ -95,6 +95,20 @@ class Schemas(unittest.TestCase):
             self.assertTrue(repo and path and release, name)
             self.assertRegex(commit, r"^[0-9a-f]{40}$", name)
 
+    def test_later_kinds_are_validated_from_their_version_on(self):
+        for api, since in (("admissionregistration.k8s.io/v1", "1.36"), ("admissionregistration.k8s.io/v1beta1", "1.34")):
+            obj = {"apiVersion": api, "kind": "MutatingAdmissionPolicy", "metadata": {"name": "x"}, "spec": {"failurePolicy": "Fail"}}
+            self.assertEqual(kit.versions_for(obj)[0], since)
+            self.assertEqual(kit.validate_core(obj, kit.versions_for(obj)[-1]), [])
+            obj["spec"]["failurPolicy"] = "Fail"
+            self.assertTrue(kit.validate_core(obj, since), "a typo in a MutatingAdmissionPolicy is caught")
+        self.assertEqual(kit.versions_for({"apiVersion": "v1", "kind": "ConfigMap"}), kit.KUBERNETES_VERSIONS)
+
+    def test_cluster_scope_is_known(self):
+        self.assertTrue(kit.is_cluster_scoped({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime"}))
+        self.assertTrue(kit.is_cluster_scoped({"apiVersion": "security.openshift.io/v1", "kind": "SecurityContextConstraints"}))
+        self.assertFalse(kit.is_cluster_scoped({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob"}))
+
     def test_unknown_custom_kind_is_an_error(self):
         obj = {"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "x"}}
         self.assertTrue(kit.validate_custom(obj))
@@ -116,8 +130,10 @@ def _make_test(path):
                     for where, template in kit.pod_templates(obj):
                         errors += kit.validate_pod_template(template, version, f"{kit.name_of(obj)} {where} on Kubernetes {version}")
             else:
-                for version in kit.KUBERNETES_VERSIONS:
+                for version in kit.versions_for(obj):
                     errors += kit.validate_core(obj, version)
+            if kit.is_cluster_scoped(obj) and (obj.get("metadata") or {}).get("namespace"):
+                errors.append(f"{kit.name_of(obj)}: cluster-scoped, but rendered into namespace {obj['metadata']['namespace']}")
         self.assertEqual(errors, [], "\n".join(errors))
     test.__doc__ = f"deploy/{path} renders and validates"
     return test

@@ -1,5 +1,6 @@
 """The node agent's kit and output: the metrics `nccl-wrap watch` writes on each host-* fixture node
-read by prometheus_client's own text parser, every feature line checked against Kubernetes' label
+read by prometheus_client's own text parser and linted by `promtool check metrics` (Debian's
+`prometheus` package; skipped, never passed, without it), every feature line checked against Kubernetes' label
 syntax (the API machinery's regular expressions) and NFD's rules (allowed namespace, size, expiry
 directive), the DaemonSet's least privilege, and the trainer pods' affinity on the label the agent
 writes. Each policy rule is also run on a broken copy and must report it.
@@ -12,6 +13,7 @@ import copy
 import datetime
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import unittest
@@ -112,13 +114,48 @@ class Output(unittest.TestCase):
                 self.assertEqual(values[("nccl_wrap_healthy", ())], 1.0 if healthy == "true" else 0.0)
                 self.assertEqual(values[("nccl_wrap_rdma_ports_usable", ())], float(usable))
                 self.assertEqual(values[("nccl_wrap_iommu_passthrough", ())], 1.0 if passthrough == "true" else 0.0)
-                counters = [f for f in families if f.name == "nccl_wrap_port_counter"]
-                self.assertEqual(len(counters), 1, "the counter family, as the parser names it (without _total)")
-                self.assertEqual(counters[0].type, "counter")
-                sources = {s.labels["source"] for s in counters[0].samples}
-                self.assertEqual(sources, {"counters", "hw_counters"})
+                # One family per port counter, node_exporter's names, device and port only; the
+                # IBTA data counters (4-octet words) in bytes. The parser names a counter family
+                # without its _total.
+                by_name = {f.name: f for f in families}
+                for name in ("nccl_wrap_port_data_received_bytes", "nccl_wrap_port_packets_received",
+                             "nccl_wrap_symbol_error", "nccl_wrap_out_of_sequence_packets_received"):
+                    self.assertIn(name, by_name, "a port counter's family")
+                    self.assertEqual(by_name[name].type, "counter", name)
+                    self.assertEqual({tuple(sorted(x.labels)) for x in by_name[name].samples}, {("device", "port")}, name)
+                rcv = os.path.join(kit.ROOT, "fixtures", "nodes", node, "sys", "class", "infiniband", "mlx5_0", "ports", "1",
+                                   "counters", "port_rcv_data")
+                with open(rcv) as f:
+                    words = int(f.read())
+                self.assertEqual(values[("nccl_wrap_port_data_received_bytes_total", (("device", "mlx5_0"), ("port", "1")))],
+                                 float(words * 4))
+                for fam in families:
+                    for x in fam.samples:
+                        self.assertFalse({"counter", "source"} & set(x.labels), f"{x.name}: counters under a label")
                 memlock = values[("nccl_wrap_memlock_limit_bytes", ())]
                 self.assertTrue(memlock > 0, memlock)
+
+    def _promtool_check_metrics(self, text):
+        tool = shutil.which("promtool")
+        if tool is None:
+            print("SKIP: promtool not installed (Debian package prometheus)")
+            self.skipTest("promtool not installed")
+        return subprocess.run([tool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+
+    def test_promtool_check_metrics_passes_on_the_agents_output(self):
+        # promtool's lint (promlint): counters end in _total and do not name their type, no
+        # non-base or abbreviated units, HELP on every family.
+        for node in NODES:
+            with self.subTest(node=node):
+                out = self._promtool_check_metrics(self.out[node][1])
+                self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+
+    def test_promtool_check_metrics_catches_what_it_is_there_for(self):
+        old = ("# HELP nccl_wrap_port_counter_total Every counter\n# TYPE nccl_wrap_port_counter_total counter\n"
+               'nccl_wrap_port_counter_total{device="mlx5_0",port="1",counter="symbol_error"} 1\n')
+        out = self._promtool_check_metrics(self.out["host-healthy"][1] + old)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn("nccl_wrap_port_counter_total", out.stdout + out.stderr)
 
     def test_feature_lines_are_kubernetes_labels_nfd_takes(self):
         for node, (healthy, usable, _) in NODES.items():
@@ -149,10 +186,12 @@ class Output(unittest.TestCase):
 
 # ---- the DaemonSet ------------------------------------------------------------------------------
 
-def daemonset_problems(objects):
+def daemonset_problems(objects, textfile_on_host=True):
     """What the agent's DaemonSet must keep: host network, no privilege, every capability dropped, a
     read-only root, no token, exactly two hostPath directories mounted where its file options point,
-    one of them NFD's features.d."""
+    one of them NFD's features.d; and nccl-wrap on PATH, for `kubectl exec`. With
+    textfile_on_host false (OpenShift), NFD's features.d is the only hostPath and the metrics go to
+    an emptyDir."""
     bad = []
     sets = [o for o in objects if o["kind"] == "DaemonSet"]
     if len(sets) != 1:
@@ -174,8 +213,11 @@ def daemonset_problems(objects):
         if caps.get("drop") != ["ALL"] or caps.get("add"):
             bad.append(f"{c['name']}: capabilities {caps}, not drop [ALL] and nothing added")
     hostpaths = {v["name"]: v["hostPath"]["path"] for v in spec.get("volumes", []) if "hostPath" in v}
-    if len(hostpaths) != 2 or FEATURES_D not in hostpaths.values():
+    empty = {v["name"] for v in spec.get("volumes", []) if "emptyDir" in v}
+    if textfile_on_host and (len(hostpaths) != 2 or FEATURES_D not in hostpaths.values()):
         bad.append(f"hostPath volumes {hostpaths}: want exactly NFD's features.d and the textfile directory")
+    if not textfile_on_host and list(hostpaths.values()) != [FEATURES_D]:
+        bad.append(f"hostPath volumes {hostpaths}: want NFD's features.d alone")
     watch = spec["containers"][0]
     mounts = {m["mountPath"]: m["name"] for m in watch.get("volumeMounts", [])}
     args = dict(a.split("=", 1) for a in watch.get("args", []) if a.startswith("--"))
@@ -185,12 +227,17 @@ def daemonset_problems(objects):
             bad.append(f"{opt} is {path!r}")
             continue
         mount = mounts.get(os.path.dirname(path))
-        if mount not in hostpaths:
+        if opt == "--metrics" and not textfile_on_host:
+            if mount not in empty:
+                bad.append(f"{opt} {path} is not in an emptyDir mount")
+        elif mount not in hostpaths:
             bad.append(f"{opt} {path} is not in a hostPath mount")
         elif opt == "--features" and hostpaths[mount] != FEATURES_D:
             bad.append(f"{opt} {path} is not in NFD's {FEATURES_D}")
     if watch.get("command") != ["/nccl-wrap", "watch"]:
         bad.append(f"command {watch.get('command')}")
+    if policy.on_path(sets[0]["spec"]["template"], watch) is None:
+        bad.append("nccl-wrap is not on PATH (kubectl exec POD -- nccl-wrap doctor): set PATH to /")
     return bad
 
 
@@ -216,6 +263,7 @@ class DaemonSet(unittest.TestCase):
         self.assertTrue(broken(lambda s: c0(s)["securityContext"].update(readOnlyRootFilesystem=False)))
         self.assertTrue(broken(lambda s: s["volumes"].append({"name": "root", "hostPath": {"path": "/"}})))
         self.assertTrue(broken(lambda s: c0(s).update(args=["--features=/tmp/nccl-wrap", "--metrics=/host/textfile/nccl-wrap.prom"])))
+        self.assertTrue(broken(lambda s: c0(s).update(env=[e for e in c0(s)["env"] if e["name"] != "PATH"])))
 
     def test_the_namespace_admits_host_network_and_host_path(self):
         ns = [o for o in kit.render("node-health") if o["kind"] == "Namespace"][0]

@@ -157,6 +157,43 @@ class BrokenCopies(unittest.TestCase):
                 self.trainer(objects, kind)["spec"]["containers"][0]["ports"] = []
                 self.assertReports(policy.check_gate, objects, "18516/TCP")
 
+    def test_nccl_wrap_not_on_path(self):
+        for workload, kind in (("pytorchjob", "PyTorchJob"), ("jobset", "JobSet"), ("preflight", "Job")):
+            with self.subTest(workload=workload):
+                objects = self.objects(workload=workload)
+                self.assertEqual(policy.check_nccl_wrap_on_path(objects), [])
+                c = self.trainer(objects, kind)["spec"]["containers"][0]
+                c["volumeMounts"] = [m for m in c["volumeMounts"] if m["mountPath"] != "/usr/local/bin/nccl-wrap"]
+                self.assertReports(policy.check_nccl_wrap_on_path, objects, "not on PATH")
+        # A directory that is not on a standard PATH, or the whole volume instead of the file.
+        for mount in ({"name": "nccl-wrap", "mountPath": "/opt/tools/nccl-wrap", "subPath": "nccl-wrap"},
+                      {"name": "nccl-wrap", "mountPath": "/usr/local/bin/nccl-wrap"}):
+            objects = self.objects()
+            c = self.trainer(objects)["spec"]["containers"][0]
+            c["volumeMounts"] = [m for m in c["volumeMounts"] if m["mountPath"] != "/usr/local/bin/nccl-wrap"] + [mount]
+            self.assertReports(policy.check_nccl_wrap_on_path, objects, "not on PATH")
+
+    def test_supervision_without_stall_detection_or_with_a_lost_report(self):
+        for workload, kind in (("pytorchjob", "PyTorchJob"), ("jobset", "JobSet")):
+            with self.subTest(workload=workload):
+                objects = self.objects(workload=workload)
+                self.assertEqual(policy.check_supervision(objects), [])
+                c = self.trainer(objects, kind)["spec"]["containers"][0]
+                c["env"] = [e for e in c["env"] if e["name"] != "NCCL_WRAP_STALL_MS"]
+                self.assertReports(policy.check_supervision, objects, "NCCL_WRAP_STALL_MS")
+                objects = self.objects(workload=workload)
+                c = self.trainer(objects, kind)["spec"]["containers"][0]
+                c["env"].append({"name": "NCCL_WRAP_REPORT", "value": "/dev/shm/postmortem.json"})
+                self.assertReports(policy.check_supervision, objects, "PersistentVolumeClaim")
+        # A report on a claim's mount is what the rule asks for.
+        objects = self.objects()
+        template = self.trainer(objects)
+        c = template["spec"]["containers"][0]
+        c["env"].append({"name": "NCCL_WRAP_REPORT", "value": "/checkpoints/nccl-wrap/report.json"})
+        c["volumeMounts"].append({"name": "checkpoints", "mountPath": "/checkpoints"})
+        template["spec"]["volumes"].append({"name": "checkpoints", "persistentVolumeClaim": {"claimName": "ckpt"}})
+        self.assertEqual([b for b in policy.check_supervision(objects) if "Master" in b], [])
+
     def test_missing_podnetinfo(self):
         objects = self.objects(network="network-operator")
         template = self.trainer(objects)

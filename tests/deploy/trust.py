@@ -107,8 +107,8 @@ def check_listeners_admit_only_the_job(objects):
 
 
 def check_gate_secret(objects):
-    """Every launcher pod that runs the gate reads its job secret from a file of a Secret volume
-    mounted read-only, and that Secret is rendered with the kit, named for the job (one per job),
+    """Every launcher pod that runs the gate (in its trainer or in an init container) reads its job
+    secret from a file of a Secret volume mounted read-only, and that Secret is rendered with the kit, named for the job (one per job),
     and holds the key the file names."""
     bad = []
     secrets = {o["metadata"]["name"]: o for o in objects if o.get("kind") == "Secret"}
@@ -117,10 +117,8 @@ def check_gate_secret(objects):
         if not label.startswith(policy.LAUNCHER_KINDS):
             continue
         job = launchers[label.split(" ")[0]]["metadata"]["name"]
-        for c in trainers:
+        for c in policy.gate_runners(template, trainers):
             env = {e.get("name"): e.get("value") for e in c.get("env") or []}
-            if env.get("NCCL_WRAP_GATE") != "1":
-                continue
             path = env.get(GATE_SECRET_FILE)
             if not path:
                 bad.append(f"{label} {c['name']}: the gate runs without {GATE_SECRET_FILE}: any process that knows the job id can join as a rank")

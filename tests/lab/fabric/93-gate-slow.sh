@@ -77,9 +77,9 @@ grep 'ring_pair' /tmp/fab.ring.prom | sed 's/^/      prom| /'
 if [ "$LAB_NODE" = 1 ]; then
     assert "ring: rail 0's pair is slow (warn, slow-pair)" \
         grep -q '^nccl_wrap_ring_pair_status{peer="192.168.0.3",device="rxe0",port="1",cause="slow-pair"} 1$' /tmp/fab.ring.prom
-    g0=$(sed -n 's/^nccl_wrap_ring_pair_gbps{.*device="rxe0".*} //p' /tmp/fab.ring.prom)
-    g1=$(sed -n 's/^nccl_wrap_ring_pair_gbps{.*device="rxe1".*} //p' /tmp/fab.ring.prom)
-    assert "ring: rail 0's figure ($g0 Gb/s) below rail 1's ($g1 Gb/s)" awk -v a="$g0" -v b="$g1" 'BEGIN {exit !(a > 0 && a < b)}'
+    g0=$(sed -n 's/^nccl_wrap_ring_pair_bandwidth_bytes_per_second{.*device="rxe0".*} //p' /tmp/fab.ring.prom)
+    g1=$(sed -n 's/^nccl_wrap_ring_pair_bandwidth_bytes_per_second{.*device="rxe1".*} //p' /tmp/fab.ring.prom)
+    assert "ring: rail 0's figure ($g0 B/s) below rail 1's ($g1 B/s)" awk -v a="$g0" -v b="$g1" 'BEGIN {exit !(a > 0 && a < b)}'
     assert "ring: the slow pair said on stderr" grep -q 'ring: warn towards 192.168.0.3 .*rxe0:1 slow-pair' /tmp/fab.ring.err
 fi
 assert "ring: no pair fails" sh -c '! grep -q "^nccl_wrap_ring_pair_status{.*} 2$" /tmp/fab.ring.prom'
