@@ -156,7 +156,7 @@ fn a_parse_past_its_budget_stops_and_says_so() {
     });
     assert_eq!(e, Err(ParseError::Budget));
     assert_eq!(asked, 4, "asked between steps, stopped at the first no");
-    let json = format!("{{\"communicators\": [{}]}}", vec!["{\"hash\": \"0x1\"}"; 10].join(","));
+    let json = format!("{{\"communicators\": [{}]}}", ["{\"hash\": \"0x1\"}"; 10].join(","));
     assert_eq!(parse_within(&json, &mut || true), Err(ParseError::Budget));
     assert!(parse_within(&json, &mut || false).is_ok());
 }
