@@ -179,7 +179,7 @@ fn supervise(
     take_back_terminal();
     // Told before the grace period: the kubelet may SIGKILL us during it.
     hang.on_exit(&ended);
-    let report = watch.end(ended, hang.section());
+    let report = watch.end(ended, hang.take_section());
     hang.tell(&report);
     if let Some(path) = state_file {
         state::withdraw(path);
@@ -209,24 +209,45 @@ enum Target {
 
 /// Forwards signals and reaps every zombie until the main child has ended, polling the watch
 /// between signals when it is due; returns how the child ended.
+///
+/// The first SIGTERM or SIGINT is held while NCCL's RAS is asked (on its own thread): it goes on
+/// as soon as the answer is in, at `hang::AT_SIGNAL` whatever RAS does, or at once when another
+/// signal comes or the command ends meanwhile, so that no signal waits on RAS past its bound.
 fn until_exit(main: Pid, target: Target, blocked: &Blocked, mut watch: Option<&mut Watch>, hang: &mut Hang) -> Exit {
     let mut forwarded = None;
+    // The signal held for RAS's answer, and until when at the latest.
+    let mut held: Option<(c_int, Instant)> = None;
+    let pass_on = |sig: c_int, forwarded: &mut Option<c_int>| {
+        forward(target, sig);
+        *forwarded = Some(sig);
+    };
     loop {
         if let (Some(status), _) = reap(main) {
+            // The command ended while a signal was held: its group may still be there to get it.
+            if let Some((sig, _)) = held.take() {
+                pass_on(sig, &mut forwarded);
+            }
             let signal = libc::WIFSIGNALED(status).then(|| signal_name(libc::WTERMSIG(status)));
             // A status that is neither (stopped, continued) is never returned by reap_one.
             let code = exit_code(status).unwrap_or(1);
             return Exit { code, signal, forwarded: forwarded.map(signal_name) };
+        }
+        if let Some((sig, until)) = held {
+            if hang.answered(Instant::now()) || Instant::now() >= until {
+                held = None;
+                pass_on(sig, &mut forwarded);
+            }
         }
         let timeout = watch.as_deref_mut().and_then(|w| {
             w.poll_if_due(Instant::now());
             w.timeout(Instant::now())
         });
         hang.poll_if_due(Instant::now());
-        let timeout = match (timeout, hang.timeout(Instant::now())) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let now = Instant::now();
+        let timeout = [timeout, hang.timeout(now), held.map(|(_, until)| until.saturating_duration_since(now))]
+            .into_iter()
+            .flatten()
+            .min();
         match blocked.wait_sender(timeout) {
             Ok(None) | Err(Errno::EINTR) => {}
             Ok(Some(c)) if c.sig == libc::SIGCHLD => {}
@@ -234,10 +255,16 @@ fn until_exit(main: Pid, target: Target, blocked: &Blocked, mut watch: Option<&m
                 log::debug!("SIGPIPE from nccl-wrap's own write (stderr's reader gone?): not forwarded");
             }
             Ok(Some(c)) => {
-                // The kubelet's SIGTERM: RAS's view first (bounded: hang::AT_SIGNAL), then on.
-                hang.on_signal(c.sig);
-                forward(target, c.sig);
-                forwarded = Some(c.sig);
+                // Another signal while one is held: the held one first, in the order they came.
+                if let Some((sig, _)) = held.take() {
+                    pass_on(sig, &mut forwarded);
+                    pass_on(c.sig, &mut forwarded);
+                } else if let Some(until) = hang.on_signal(c.sig) {
+                    // The kubelet's SIGTERM: RAS's view first (bounded: hang::AT_SIGNAL), then on.
+                    held = Some((c.sig, until));
+                } else {
+                    pass_on(c.sig, &mut forwarded);
+                }
             }
             Err(e) => {
                 log::warn!("sigtimedwait failed: {e}");
