@@ -561,6 +561,22 @@ fn a_second_term_during_the_grace_period_ends_it_at_once() {
     assert!(r.stderr.contains("sending SIGKILL"), "{}", r.stderr);
 }
 
+/// Regression (issue 40): as PID 1, nccl-wrap's `/proc/1/environ` held the job secret, readable
+/// by the command (same user) though its own environment was clean.
+#[test]
+fn regression_the_secret_is_not_in_pid_1s_environ() {
+    need_namespaces!();
+    let s = Scratch::new();
+    let mut c =
+        s.in_namespace(&[], &["sh", "-c", "tr '\\0' '\\n' < /proc/1/environ; echo \"own: $NCCL_WRAP_GATE_SECRET\""]);
+    c.env("NCCL_WRAP_GATE_SECRET", "correct-horse-battery-staple");
+    let r = run(c, &s);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("PATH="), "PID 1's environment was read: {}", r.stdout);
+    assert!(!r.stdout.contains("horse"), "the secret is readable in /proc/1/environ: {}", r.stdout);
+    assert!(r.stdout.contains("own: \n"), "the command's own environment is clean: {}", r.stdout);
+}
+
 /// Every process whose command line names `dir` (the scratch directory of one test).
 fn processes_naming(dir: &Path) -> Vec<String> {
     let needle = dir.to_string_lossy().into_owned();
