@@ -55,21 +55,29 @@ pub struct Who {
 impl Who {
     /// `rank 1 (pid 610 on node n1, GPU 0)`, with what is known.
     pub fn name(&self) -> String {
-        let mut parts = Vec::new();
+        self.name_as(self.rank)
+    }
+
+    /// [`Who::name`] with `rank` for the rank (one filled in from another finding).
+    fn name_as(&self, rank: Option<u32>) -> String {
+        use std::fmt::Write as _;
+        let mut inner = String::new();
         if let Some(p) = self.pid {
-            parts.push(format!("pid {p}"));
+            let _ = write!(inner, "pid {p}");
         }
         if let Some(n) = &self.node {
-            parts.push(format!("on node {n}"));
+            if !inner.is_empty() {
+                inner.push(' ');
+            }
+            let _ = write!(inner, "on node {n}");
         }
-        let mut inner = parts.join(" ");
         if let Some(g) = self.gpu {
             if !inner.is_empty() {
                 inner.push_str(", ");
             }
-            inner.push_str(&format!("GPU {g}"));
+            let _ = write!(inner, "GPU {g}");
         }
-        match (self.rank, inner.is_empty()) {
+        match (rank, inner.is_empty()) {
             (Some(r), false) => format!("rank {r} ({inner})"),
             (Some(r), true) => format!("rank {r}"),
             (None, false) => format!("process ({inner})"),
@@ -346,9 +354,8 @@ fn kind_of_summary(line: &str) -> Option<Kind> {
 fn who(line: &str) -> Who {
     let head = line.split_once(" -- ").map_or(line, |(h, _)| h);
     let mut w = Who::default();
-    let words: Vec<&str> = line.split_whitespace().collect();
-    for pair in words.windows(2) {
-        let (k, v) = (pair[0], pair[1]);
+    let mut words = line.split_whitespace().peekable();
+    while let (Some(k), Some(&v)) = (words.next(), words.peek()) {
         match k {
             "Rank" if w.rank.is_none() => w.rank = v.parse().ok(),
             "Process" | "process" if w.pid.is_none() => w.pid = v.parse().ok(),
@@ -513,12 +520,7 @@ impl View {
                 ranked.entry(p).or_insert(r);
             }
         }
-        let fill = |w: &Who| -> Who {
-            match (w.rank, w.process().and_then(|p| ranked.get(&p))) {
-                (None, Some(r)) => Who { rank: Some(*r), ..w.clone() },
-                _ => w.clone(),
-            }
-        };
+        let rank_of = |w: &Who| w.rank.or_else(|| w.process().and_then(|p| ranked.get(&p).copied()));
         // Said already: processes by pid and node; ranks said without a pid, by rank.
         let mut said_processes: HashSet<(u32, Option<&str>)> = HashSet::new();
         let mut said_ranks: HashSet<u32> = HashSet::new();
@@ -528,10 +530,9 @@ impl View {
             match f.kind {
                 Kind::Dead | Kind::Missing => {
                     for named in &f.who {
-                        // Filling in the rank keeps the pid and node: `named` keys what is said.
-                        let w = fill(named);
+                        let rank = rank_of(named);
                         let known = named.process().is_some_and(|p| said_processes.contains(&p))
-                            || w.rank.is_some_and(|r| said_ranks.contains(&r));
+                            || rank.is_some_and(|r| said_ranks.contains(&r));
                         if known {
                             continue;
                         }
@@ -540,8 +541,8 @@ impl View {
                         } else {
                             "not answering: RAS has no data from it (stopped, hung, or just died)"
                         };
-                        out.push(format!("{} {state}", w.name()));
-                        match (named.process(), w.rank) {
+                        out.push(format!("{} {state}", named.name_as(rank)));
+                        match (named.process(), rank) {
                             (Some(p), _) => {
                                 said_processes.insert(p);
                             }
