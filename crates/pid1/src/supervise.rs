@@ -365,14 +365,20 @@ fn finish(main: Pid, grace: Duration, rest: Rest, blocked: &Blocked) {
     }
     log::debug!("command exited; sending SIGTERM to {who}, SIGKILL in {grace:?}");
     let _ = sys::kill(who, libc::SIGTERM);
-    if reap_until(main, rest, who, deadline_after(grace), blocked) {
-        say!(
-            "{PREFIX} processes left by the command did not end within {}s of SIGTERM (--grace); sending SIGKILL",
+    let why = match reap_until(main, rest, who, deadline_after(grace), blocked) {
+        Waited::Ended => return,
+        Waited::Out => format!("did not end within {}s of SIGTERM (--grace)", grace.as_secs_f64()),
+        // Not the grace period running out: someone asked nccl-wrap itself to stop meanwhile.
+        Waited::Asked(sig, after) => format!(
+            "were still running when a {} to nccl-wrap ended the grace period early ({:.1}s into --grace {}s)",
+            signal_name(sig),
+            after.as_secs_f64(),
             grace.as_secs_f64()
-        );
-        let _ = sys::kill(who, libc::SIGKILL);
-        let _ = reap_until(main, rest, who, Instant::now() + AFTER_KILL, blocked);
-    }
+        ),
+    };
+    say!("{PREFIX} processes left by the command {why}; sending SIGKILL");
+    let _ = sys::kill(who, libc::SIGKILL);
+    let _ = reap_until(main, rest, who, Instant::now() + AFTER_KILL, blocked);
 }
 
 /// `grace` from now. A grace the clock cannot add (`--grace 18446744073709551615`) waits a year,
@@ -382,21 +388,35 @@ fn deadline_after(grace: Duration) -> Instant {
     now.checked_add(grace).or_else(|| now.checked_add(Duration::from_secs(365 * 86_400))).unwrap_or(now)
 }
 
-/// Reaps until none of `rest` remains (false), or the deadline passes or SIGTERM/SIGINT arrives
-/// (true); other signals are passed on to `who`.
-fn reap_until(main: Pid, rest: Rest, who: libc::pid_t, deadline: Instant, blocked: &Blocked) -> bool {
+/// How a wait for the processes the command left ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Waited {
+    /// None remains.
+    Ended,
+    /// The deadline passed.
+    Out,
+    /// SIGTERM or SIGINT arrived (someone asking again), this long into the wait.
+    Asked(c_int, Duration),
+}
+
+/// Reaps until none of `rest` remains, the deadline passes, or SIGTERM/SIGINT arrives; other
+/// signals are passed on to `who`.
+fn reap_until(main: Pid, rest: Rest, who: libc::pid_t, deadline: Instant, blocked: &Blocked) -> Waited {
+    let began = Instant::now();
     loop {
         let (_, left) = reap(main);
         if !rest.remains(left) {
-            return false;
+            return Waited::Ended;
         }
         let now = Instant::now();
         if now >= deadline {
-            return true;
+            return Waited::Out;
         }
         // Woken by SIGCHLD, or after a short while for group members that are not our children.
         match blocked.wait_sender(Some((deadline - now).min(Duration::from_millis(100)))) {
-            Ok(Some(c)) if c.sig == libc::SIGTERM || c.sig == libc::SIGINT => return true,
+            Ok(Some(c)) if c.sig == libc::SIGTERM || c.sig == libc::SIGINT => {
+                return Waited::Asked(c.sig, began.elapsed());
+            }
             Ok(Some(c)) if c.sig != libc::SIGCHLD && !c.own_sigpipe() => {
                 let _ = sys::kill(who, c.sig);
             }
