@@ -557,6 +557,57 @@ mod tests {
         assert!(a.lines.last().is_some_and(|l| l.contains("error counters moved")), "{:?}", a.lines);
     }
 
+    /// The supervisor's side of the hold: asking returns at once, with until when the signal
+    /// may be held; while the answer is not in the wait wakes every TICK; asked once; at exit
+    /// the unanswered query is waited for at most AT_EXIT and kept as such.
+    #[test]
+    fn a_signal_is_held_only_while_the_query_is_under_way_and_within_its_bound() {
+        use crate::ras::standin::{Mode, Server};
+        let s = Server::start(Mode::Silent);
+        let env = [(OsString::from("NCCL_RAS_ADDR"), OsString::from(s.addr.to_string()))];
+        let mut h = Hang::new(&Config::default(), &env);
+        let t = Instant::now();
+        let until = h.on_signal(nix::libc::SIGTERM).expect("held for RAS");
+        assert!(t.elapsed() < Duration::from_millis(200), "asking waited: {:?}", t.elapsed());
+        assert!(until <= t + AT_SIGNAL + Duration::from_millis(200), "held past AT_SIGNAL");
+        assert!(!h.answered(Instant::now()), "a silent server has not answered");
+        assert!(h.timeout(Instant::now()).is_some_and(|d| d <= TICK));
+        assert_eq!(h.on_signal(nix::libc::SIGTERM), None, "asked at the first signal only");
+        assert_eq!(h.on_signal(nix::libc::SIGUSR1), None);
+        let exit = Exit { code: 143, signal: Some("SIGTERM".into()), forwarded: Some("SIGTERM".into()) };
+        let t = Instant::now();
+        h.on_exit(&exit);
+        assert!(t.elapsed() < AT_EXIT + Duration::from_millis(500), "waited {:?} at exit", t.elapsed());
+        let section = h.take_section().expect("asked");
+        assert_eq!(section.snapshots.len(), 1, "no second query at exit");
+        assert_eq!(section.snapshots[0].why, "signal");
+        assert!(section.snapshots[0].error.is_some());
+        assert!(h.take_section().is_none(), "moved into the report");
+        assert_eq!(Hang::off().on_signal(nix::libc::SIGTERM), None, "RAS off: forwarded at once");
+    }
+
+    /// Regression (issue 40): the account looked for each line's first sighting in every line of
+    /// every snapshot (65,536 lines: billions of comparisons); and said every line on stderr.
+    #[test]
+    fn regression_the_account_of_65536_lines_is_linear_and_says_at_most_max_said() {
+        let many: Vec<String> = (0..65_536).map(|r| format!("rank {r} not answering")).collect();
+        let refs: Vec<&str> = many.iter().map(String::as_str).collect();
+        let snaps = [
+            snap("2026-11-24T18:24:31.000Z", "stall", &refs[..1000]),
+            snap("2026-11-24T18:30:00.000Z", "signal", &refs),
+        ];
+        let t = Instant::now();
+        let a = account(&snaps, &report(Vec::new())).expect("named");
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        assert_eq!(a.lines[1], "  rank 0 not answering (first seen 2026-11-24T18:24:31.000Z)");
+        assert_eq!(a.lines[MAX_SAID], "  rank 255 not answering (first seen 2026-11-24T18:24:31.000Z)");
+        assert_eq!(
+            a.lines[MAX_SAID + 1],
+            "  ... and 65280 more that RAS named (each in the post-mortem's JSON, --report)"
+        );
+        assert!(a.lines.len() < 2 * MAX_SAID + 8, "{}", a.lines.len());
+    }
+
     #[test]
     fn without_a_port_change_the_process_is_blamed_and_silence_says_nothing() {
         let snaps = [snap("2026-11-24T18:30:00.000Z", "signal", &["rank 1 dead"])];

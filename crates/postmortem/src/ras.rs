@@ -202,7 +202,7 @@ fn query_here(addr: SocketAddr, json: bool, deadline: Duration) -> Result<Reply,
         match rx.recv_timeout(left + REPORT_GRACE) {
             Ok(Ok((text, bytes))) => {
                 let ms = started.elapsed().as_secs_f64() * 1e3;
-                return read(addr, &text, bytes).map(|(view, lines)| Reply { view, lines, ms });
+                return read(addr, &text, bytes, CPU_BUDGET).map(|(view, lines)| Reply { view, lines, ms });
             }
             Ok(Err(e)) => {
                 if worst.as_ref().is_none_or(|w| e.weight() > w.weight()) {
@@ -215,18 +215,18 @@ fn query_here(addr: SocketAddr, json: bool, deadline: Duration) -> Result<Reply,
     Err(worst.unwrap_or(RasError::Silent { addr, ms: millis(deadline) }))
 }
 
-/// The reply read, and its lines, within [`CPU_BUDGET`] of this thread's CPU time.
-fn read(addr: SocketAddr, text: &str, bytes: usize) -> Result<(View, Vec<String>), RasError> {
+/// The reply read, and its lines, within `budget` of this thread's CPU time.
+fn read(addr: SocketAddr, text: &str, bytes: usize, budget: Duration) -> Result<(View, Vec<String>), RasError> {
     let begun = thread_cpu();
-    let over = RasError::OverBudget { addr, ms: millis(CPU_BUDGET), bytes };
-    let view = match ras::parse_within(text, &mut || thread_cpu().saturating_sub(begun) > CPU_BUDGET) {
+    let over = RasError::OverBudget { addr, ms: millis(budget), bytes };
+    let view = match ras::parse_within(text, &mut || thread_cpu().saturating_sub(begun) > budget) {
         Ok(v) => v,
         Err(ParseError::Budget) => return Err(over),
         Err(source) => return Err(RasError::Parse { addr, source }),
     };
     // Linear in what the view keeps (at most MAX_ITEMS findings of MAX_ITEMS people).
     let lines = view.lines();
-    if thread_cpu().saturating_sub(begun) > CPU_BUDGET {
+    if thread_cpu().saturating_sub(begun) > budget {
         return Err(over);
     }
     Ok((view, lines))
@@ -304,11 +304,11 @@ fn attempt(addr: SocketAddr, request: &[u8], until: Instant) -> Result<(String, 
 
 #[cfg(test)]
 #[path = "../../../tests/standin/ras.rs"]
-mod standin;
+pub(crate) mod standin;
 
 #[cfg(test)]
 mod tests {
-    use super::standin::{captured, fixture, Mode, Server};
+    use super::standin::{captured, fixture, many, Mode, Server};
     use super::*;
     use nw_nccl::ras::Kind;
 
@@ -356,6 +356,51 @@ mod tests {
             assert!(t.elapsed() < D + Duration::from_secs(5), "{mode:?} took {:?}", t.elapsed());
             assert!(e.to_string().contains(want), "{mode:?}: {e}");
         }
+    }
+
+    #[test]
+    fn a_reply_naming_65536_processes_is_read_with_its_lines_on_the_querys_thread() {
+        let s = Server::start(Mode::Replies { text: many(65_536), json: String::new() });
+        let r = query(s.addr, false, D).expect("reply");
+        assert_eq!(r.lines.len(), 65_536);
+        assert_eq!(r.view.findings.len(), 256);
+    }
+
+    #[test]
+    fn a_reply_past_its_cpu_budget_is_not_read_further_and_says_so() {
+        let addr = Server::closed_port();
+        let reply = many(65_536);
+        let e = read(addr, &reply, reply.len(), Duration::ZERO).expect_err("no CPU left");
+        assert!(matches!(e, RasError::OverBudget { .. }), "{e}");
+        assert!(e.to_string().contains("more than 0 ms of CPU time: not read further"), "{e}");
+        assert!(read(addr, &reply, reply.len(), CPU_BUDGET).is_ok(), "well inside the budget");
+    }
+
+    /// The supervisor's side: `ask` returns at once; the answer is taken when it is in, and a
+    /// silent server's query ends at its bound, not later, without the caller waiting meanwhile.
+    #[test]
+    fn an_asked_query_never_blocks_its_caller_and_ends_at_its_bound() {
+        let s = Server::start(Mode::Silent);
+        let t = Instant::now();
+        let asked = ask(s.addr, false, Duration::from_millis(300));
+        assert!(t.elapsed() < Duration::from_millis(100), "ask waited: {:?}", t.elapsed());
+        assert!(asked.try_take(Instant::now()).is_none(), "under way");
+        let e = asked.wait(Instant::now() + Duration::from_secs(30)).expect_err("silent");
+        assert!(t.elapsed() < Duration::from_millis(300) + REPORT_GRACE + Duration::from_secs(2), "{:?}", t.elapsed());
+        assert!(e.to_string().contains("sent nothing"), "{e}");
+        let live = Server::start(captured("stopped-dead"));
+        let asked = ask(live.addr, false, D);
+        let answer = loop {
+            if let Some(a) = asked.try_take(Instant::now()) {
+                break a;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        assert_eq!(answer.expect("reply").view.findings[0].who[0].pid, Some(610));
+        // Past its bound with nothing in, a query is late, said without waiting.
+        let silent = ask(s.addr, false, Duration::from_millis(300));
+        let e = silent.try_take(silent.until + Duration::from_millis(1)).expect("over").expect_err("late");
+        assert!(matches!(e, RasError::Late { .. }), "{e}");
     }
 
     #[test]
