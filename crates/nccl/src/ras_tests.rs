@@ -160,3 +160,25 @@ fn a_parse_past_its_budget_stops_and_says_so() {
     assert_eq!(parse_within(&json, &mut || true), Err(ParseError::Budget));
     assert!(parse_within(&json, &mut || false).is_ok());
 }
+
+/// The parse and the lines at 16,384 to 262,144 processes, the byte cap lifted (it is the
+/// client's): best of 5 each, printed. Run optimised for BENCHMARKS.md:
+/// `cargo test --release -p nw-nccl ras_scale -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement: run it optimised, by name"]
+fn ras_scale() {
+    for n in [16_384, 32_768, 65_536, 131_072, 262_144] {
+        let reply = many(n);
+        let (mut parse_ms, mut lines_ms, mut said) = (f64::MAX, f64::MAX, 0);
+        for _ in 0..5 {
+            let t = std::time::Instant::now();
+            let v = parse(&reply).expect("text");
+            let p = t.elapsed();
+            let lines = v.lines();
+            parse_ms = parse_ms.min(p.as_secs_f64() * 1e3);
+            lines_ms = lines_ms.min((t.elapsed() - p).as_secs_f64() * 1e3);
+            said = lines.len();
+        }
+        println!("{n} processes, {} bytes: parse {parse_ms:.1} ms, lines {lines_ms:.1} ms ({said} lines)", reply.len());
+    }
+}
