@@ -15,6 +15,9 @@
 //! While the command runs it also watches the RDMA ports the plan chose (`watch`): the wait for
 //! signals has a timeout, the poll period, so polling costs one wake-up per period and never
 //! delays a signal or the command's status (both stay pending until the next `sigtimedwait`).
+//! NCCL's RAS is asked on a thread of its own (`hang`): the first SIGTERM or SIGINT is held until
+//! its answer is in (the wait wakes every `hang::TICK` meanwhile), at most `hang::AT_SIGNAL`, and
+//! any other signal, or the command's end, sends it on at once; nothing else ever waits on RAS.
 //! When the command has ended, the post-mortem (`postmortem`) is told before the grace period.
 
 use std::ffi::{c_int, OsString};
@@ -232,17 +235,19 @@ fn until_exit(main: Pid, target: Target, blocked: &Blocked, mut watch: Option<&m
             let code = exit_code(status).unwrap_or(1);
             return Exit { code, signal, forwarded: forwarded.map(signal_name) };
         }
-        if let Some((sig, until)) = held {
-            if hang.answered(Instant::now()) || Instant::now() >= until {
-                held = None;
-                pass_on(sig, &mut forwarded);
-            }
-        }
         let timeout = watch.as_deref_mut().and_then(|w| {
             w.poll_if_due(Instant::now());
             w.timeout(Instant::now())
         });
         hang.poll_if_due(Instant::now());
+        // After the poll, which may have taken the answer in: then the held signal goes on now,
+        // not after the next wait.
+        if let Some((sig, until)) = held {
+            if !hang.holding(Instant::now()) || Instant::now() >= until {
+                held = None;
+                pass_on(sig, &mut forwarded);
+            }
+        }
         let now = Instant::now();
         let timeout = [timeout, hang.timeout(now), held.map(|(_, until)| until.saturating_duration_since(now))]
             .into_iter()

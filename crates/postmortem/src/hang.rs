@@ -9,7 +9,7 @@
 //!
 //! Every query runs on a thread of its own (`ras::ask`), its reply read there within a CPU
 //! budget; the supervisor only starts it and takes the answer when it is in, between signals
-//! ([`Hang::answered`], [`Hang::poll_if_due`]), so that it goes on forwarding and reaping while
+//! ([`Hang::holding`], [`Hang::poll_if_due`]), so that it goes on forwarding and reaping while
 //! RAS answers: a held SIGTERM goes on as soon as the answer is in, or at [`AT_SIGNAL`] whatever
 //! RAS does, and any other signal meanwhile ends the hold at once.
 //!
@@ -155,8 +155,8 @@ impl Hang {
 
     /// At a signal, before it is forwarded. At the first SIGTERM or SIGINT, asks RAS (on its own
     /// thread) and returns until when the signal may be held for the answer ([`AT_SIGNAL`] from
-    /// now): the supervisor forwards it once [`Hang::answered`] says so, or then. `None`: forward
-    /// at once.
+    /// now): the supervisor forwards it once [`Hang::holding`] says the answer is in, or then.
+    /// `None`: forward at once.
     pub fn on_signal(&mut self, sig: i32) -> Option<Instant> {
         if (sig != nix::libc::SIGTERM && sig != nix::libc::SIGINT) || self.asked_at_signal {
             return None;
@@ -172,9 +172,16 @@ impl Hang {
         self.start("signal", false, AT_SIGNAL).then_some(held)
     }
 
+    /// Whether the query asked at the signal is still under way (the answer of any query that is
+    /// in is taken first; never waits): while it is, the supervisor may hold that signal.
+    pub fn holding(&mut self, now: Instant) -> bool {
+        self.answered(now);
+        self.asking.as_ref().is_some_and(|a| a.why == "signal")
+    }
+
     /// Takes the answer of the query under way if it is in (never waits); `true` when none is
     /// under way any more.
-    pub fn answered(&mut self, now: Instant) -> bool {
+    fn answered(&mut self, now: Instant) -> bool {
         let Some(a) = &self.asking else { return true };
         let Some(answer) = a.asked.try_take(now) else { return false };
         if let Some(a) = self.asking.take() {
@@ -570,7 +577,7 @@ mod tests {
         let until = h.on_signal(nix::libc::SIGTERM).expect("held for RAS");
         assert!(t.elapsed() < Duration::from_millis(200), "asking waited: {:?}", t.elapsed());
         assert!(until <= t + AT_SIGNAL + Duration::from_millis(200), "held past AT_SIGNAL");
-        assert!(!h.answered(Instant::now()), "a silent server has not answered");
+        assert!(h.holding(Instant::now()), "a silent server has not answered");
         assert!(h.timeout(Instant::now()).is_some_and(|d| d <= TICK));
         assert_eq!(h.on_signal(nix::libc::SIGTERM), None, "asked at the first signal only");
         assert_eq!(h.on_signal(nix::libc::SIGUSR1), None);
