@@ -28,6 +28,9 @@ fn start() -> u8 {
     }
     let raw: Vec<OsString> = std::env::args_os().collect();
     let env_list: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    // The job secret lives on in `env_list` only: its bytes leave nccl-wrap's own environment
+    // block (/proc/PID/environ, readable by the command), while there is still one thread.
+    nw_pid1::sys::scrub_env("NCCL_WRAP_GATE_SECRET");
     let vars: detect::Vars = env_list.iter().cloned().collect();
     let mut cli = match Cli::parse(&raw, |name| vars.get(std::ffi::OsStr::new(name)).cloned()) {
         Ok(cli) => cli,

@@ -561,6 +561,48 @@ fn a_second_term_during_the_grace_period_ends_it_at_once() {
     assert!(r.stderr.contains("sending SIGKILL"), "{}", r.stderr);
 }
 
+/// Regression (issue 40): a SIGTERM that ended a long grace period at once was told as the
+/// period running out ("did not end within 86400s of SIGTERM").
+#[test]
+fn regression_a_grace_period_ended_by_sigterm_says_so_not_that_it_ran_out() {
+    need_namespaces!();
+    let s = Scratch::new();
+    let script = "(trap '' TERM; exec sleep 1000) & sleep 0.2; exit 3";
+    let running = start(s.in_namespace(&["--grace", "86400"], &["sh", "-c", script]), &s, "grace3");
+    let wrapper = running.supervising();
+    let path = format!("/proc/{wrapper}/task/{wrapper}/children");
+    wait_for("the command to exit", || {
+        std::fs::read_to_string(&path).unwrap_or_default().split_whitespace().count() == 1
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    kill(wrapper, Signal::SIGTERM).expect("kill");
+    let r = running.finish(Duration::from_secs(10));
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(!r.stderr.contains("did not end within"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("were still running when a SIGTERM to nccl-wrap ended the grace period early (")
+            && r.stderr.contains("s into --grace 86400s); sending SIGKILL"),
+        "{}",
+        r.stderr
+    );
+}
+
+/// Regression (issue 40): as PID 1, nccl-wrap's `/proc/1/environ` held the job secret, readable
+/// by the command (same user) though its own environment was clean.
+#[test]
+fn regression_the_secret_is_not_in_pid_1s_environ() {
+    need_namespaces!();
+    let s = Scratch::new();
+    let mut c =
+        s.in_namespace(&[], &["sh", "-c", "tr '\\0' '\\n' < /proc/1/environ; echo \"own: $NCCL_WRAP_GATE_SECRET\""]);
+    c.env("NCCL_WRAP_GATE_SECRET", "correct-horse-battery-staple");
+    let r = run(c, &s);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("PATH="), "PID 1's environment was read: {}", r.stdout);
+    assert!(!r.stdout.contains("horse"), "the secret is readable in /proc/1/environ: {}", r.stdout);
+    assert!(r.stdout.contains("own: \n"), "the command's own environment is clean: {}", r.stdout);
+}
+
 /// Every process whose command line names `dir` (the scratch directory of one test).
 fn processes_naming(dir: &Path) -> Vec<String> {
     let needle = dir.to_string_lossy().into_owned();

@@ -242,3 +242,104 @@ fn in_exec_mode_a_stall_option_is_said_to_do_nothing() {
     assert_eq!(out.status.code(), Some(5), "{err}");
     assert_eq!(err.matches("no stall will be seen").count(), 1, "{err}");
 }
+
+/// How long until `path` exists, polled every 2 ms; `None` after `within`.
+fn appears(path: &std::path::Path, within: Duration) -> Option<Duration> {
+    let t = Instant::now();
+    while t.elapsed() < within {
+        if path.exists() {
+            return Some(t.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    None
+}
+
+/// The documented bound on holding the kubelet's SIGTERM for RAS: AT_SIGNAL (2 s) plus the
+/// attempts' 0.25 s to report (docs/postmortem.md).
+const HOLD_BOUND: Duration = Duration::from_millis(2250);
+/// The documented bound on nccl-wrap's stay after a failed command: AT_EXIT (1 s) plus 0.25 s.
+const EXIT_BOUND: Duration = Duration::from_millis(1250);
+
+/// A command that says when it got SIGTERM (a file), then ends with 143.
+fn traps_term(dir_tag: &str) -> String {
+    let got = std::env::temp_dir().join(format!("nccl-wrap-ras-{dir_tag}-{}", std::process::id())).join("got");
+    format!("trap 'touch {}; exit 143' TERM; while :; do sleep 0.02; done", got.display())
+}
+
+/// Regression (issue 40): an answer naming 65,536 processes (858 KB, inside the byte cap) was
+/// read in time growing fourfold per doubling: the SIGTERM reached the command 30 s late, and
+/// with `--stall-ms` was never forwarded. Now the SIGTERM goes on within its bound, with and
+/// without stall polls under way, and nccl-wrap ends within its bound after the command.
+#[test]
+fn regression_an_answer_naming_65536_processes_never_holds_sigterm_past_its_bound() {
+    let ras = Server::start(Mode::Replies { text: standin::many(65_536), json: standin::many_json(4096) });
+    for (tag, opts) in [("big", &[][..]), ("bigstall", &["--stall-ms", "1000"][..])] {
+        let mut r = start(tag, ras.addr, opts, &traps_term(tag));
+        r.wait_ready();
+        // With stall polls, let a few run (each reads the JSON), so that one may be under way.
+        std::thread::sleep(Duration::from_millis(if opts.is_empty() { 50 } else { 2500 }));
+        r.term();
+        let got = appears(&r.dir.join("got"), Duration::from_secs(60));
+        let got = got.unwrap_or_else(|| panic!("{tag}: the command never got SIGTERM\n{}", r.file("stderr")));
+        assert!(got <= HOLD_BOUND, "{tag}: SIGTERM reached the command after {got:?}\n{}", r.file("stderr"));
+        let ended = Instant::now();
+        let (code, err) = r.finish();
+        let stayed = ended.elapsed();
+        assert_eq!(code, 143, "{tag}: {err}");
+        assert!(stayed <= EXIT_BOUND, "{tag}: nccl-wrap stayed {stayed:?} after the command\n{err}");
+        assert!(err.contains("rank 0 not answering: RAS has no data from it"), "{tag}: {err}");
+        assert!(err.contains("... and 65280 more that RAS named"), "{tag}: said at most 256 of them\n{err}");
+        assert!(err.lines().count() < 1200, "{tag}: {} lines on stderr", err.lines().count());
+        let j = report(&r);
+        let signal = j["ras"]["snapshots"].as_array().and_then(|s| s.iter().find(|s| s["why"] == "signal"));
+        let signal = signal.unwrap_or_else(|| panic!("{tag}: no answer at the signal: {}", j["ras"]));
+        assert_eq!(signal["lines"].as_array().map(Vec::len), Some(65_536), "{tag}: the JSON keeps every line");
+        assert!(r.file("termination").len() <= 4096);
+    }
+}
+
+/// The same answer after the command failed on its own: nccl-wrap asks, reads and says it, and
+/// is gone within its bound.
+#[test]
+fn regression_after_a_failure_an_answer_naming_65536_processes_is_read_within_the_bound() {
+    let ras = Server::start(Mode::Replies { text: standin::many(65_536), json: standin::many_json(4096) });
+    let dir = std::env::temp_dir().join(format!("nccl-wrap-ras-bigexit-{}", std::process::id()));
+    let mut r = start("bigexit", ras.addr, &[], &format!("sleep 0.2; touch {}; exit 3", dir.join("ended").display()));
+    let ended = appears(&dir.join("ended"), Duration::from_secs(60)).map(|_| Instant::now());
+    let ended = ended.unwrap_or_else(|| panic!("the command never ended\n{}", r.file("stderr")));
+    let (code, err) = r.finish();
+    let stayed = ended.elapsed();
+    assert_eq!(code, 3, "{err}");
+    assert!(stayed <= EXIT_BOUND, "nccl-wrap stayed {stayed:?} after the command\n{err}");
+    assert!(err.contains("NCCL's RAS after the command failed"), "{err}");
+    assert!(err.contains("rank 65535 not answering") || err.contains("... and 65280 more"), "{err}");
+}
+
+/// While the SIGTERM is held for RAS (a silent server holds it the whole bound), any other signal
+/// ends the hold: both go on at once (the held one first; the shell runs its traps in its own
+/// order, so only the arrival is checked).
+#[test]
+fn a_signal_during_the_hold_for_ras_sends_the_held_sigterm_on_at_once() {
+    let ras = Server::start(Mode::Silent);
+    let tag = "hold";
+    let got = std::env::temp_dir().join(format!("nccl-wrap-ras-{tag}-{}", std::process::id()));
+    let script = format!(
+        "trap 'echo USR1 >> {0}/order' USR1; trap 'echo TERM >> {0}/order; exit 143' TERM; while :; do sleep 0.02; done",
+        got.display()
+    );
+    let mut r = start(tag, ras.addr, &[], &script);
+    r.wait_ready();
+    r.term();
+    std::thread::sleep(Duration::from_millis(300));
+    let sent = Instant::now();
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(r.child.id()).expect("pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGUSR1).expect("SIGUSR1");
+    let order = r.dir.join("order");
+    let at = appears(&order, Duration::from_secs(10)).expect("the command got a signal");
+    assert!(at < Duration::from_millis(1500), "the held SIGTERM waited on the silent RAS: {at:?}");
+    let (code, err) = r.finish();
+    assert_eq!(code, 143, "{err}");
+    assert!(sent.elapsed() < HOLD_BOUND, "{err}");
+    assert!(r.file("order").lines().any(|l| l == "TERM"), "{}", r.file("order"));
+}

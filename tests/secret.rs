@@ -34,3 +34,20 @@ fn a_secret_that_cannot_be_used_is_named_never_shown() {
     assert!(!err.contains("TOPSECRET"), "the value is shown: {err}");
     assert_eq!(r.child_var("NCCL_WRAP_GATE_SECRET"), None);
 }
+
+/// Regression (issue 40): while nccl-wrap supervised the command, its own `/proc/PID/environ`
+/// still held the secret (the block the kernel filled at execve), readable by the command it
+/// hands a clean environment to. The command here reads its parent's, nccl-wrap's.
+#[test]
+fn regression_the_secret_leaves_the_supervisors_own_environ() {
+    let r = Run::node(NODE)
+        .with_env_file(NODE, "env")
+        .no_annotations()
+        .env("NCCL_WRAP_GATE_SECRET", "correct-horse-battery-staple")
+        .args(["--supervise", "--", "sh", "-c", "tr '\\0' '\\n' < /proc/$PPID/environ"]);
+    r.success();
+    let environ = r.stdout();
+    assert!(environ.contains("NCCL_WRAP_SYSFS_ROOT="), "nccl-wrap's environment was read: {environ}");
+    assert!(!environ.contains("correct-horse"), "the secret is in nccl-wrap's environ: {environ}");
+    assert!(!environ.contains("horse-battery"), "part of it: {environ}");
+}

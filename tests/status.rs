@@ -106,3 +106,49 @@ fn status_names_the_moved_counter_and_the_rank_ras_names_while_the_job_runs() {
     assert_eq!(code, 2);
     assert!(err.contains("no supervisor state"), "{err}");
 }
+
+/// Regression (issue 40): `status --state-file FIFO` opened the FIFO blocking and waited for a
+/// writer for ever, against "FIFOs are refused"; a character device was read to the bound.
+#[test]
+fn regression_a_fifo_or_a_device_as_the_state_file_is_refused_at_once() {
+    let s = Scratch::node(NODE, "status-fifo");
+    let fifo = s.0.join("state.json");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR).expect("mkfifo");
+    for (path, kind) in [(fifo.as_path(), "is a FIFO (named pipe)"), (Path::new("/dev/zero"), "is a character device")]
+    {
+        let t = Instant::now();
+        let (code, out, err) = status(&s, path, false);
+        assert!(t.elapsed() < Duration::from_secs(5), "{} took {:?}", path.display(), t.elapsed());
+        assert_eq!(code, 2, "no supervisor state\n{out}{err}");
+        assert!(err.contains(kind) && err.contains("not a regular file"), "{err}");
+    }
+}
+
+/// Regression (issue 40): `status` read an answer naming 65,536 processes in 27-41 s. Now within
+/// its bound (2 s for RAS and 0.25 s to read), printing at most 256 lines of them.
+#[test]
+fn regression_status_reads_an_answer_naming_65536_processes_within_its_bound() {
+    let s = Scratch::node(NODE, "status-big");
+    let ras = Server::start(standin::Mode::Replies { text: standin::many(65_536), json: standin::many_json(256) });
+    let state = s.0.join("state.json");
+    let body = format!(
+        "{{\"pid\": 7, \"started\": \"2026-11-24T18:00:00.000Z\", \"ras\": \"{}\", \"ports\": []}}\n",
+        ras.addr
+    );
+    std::fs::write(&state, body).expect("state");
+    for json in [false, true] {
+        let t = Instant::now();
+        let (code, out, err) = status(&s, &state, json);
+        let took = t.elapsed();
+        assert!(took < Duration::from_millis(2250), "--json {json}: {took:?}");
+        assert_eq!(code, 1, "RAS names ranks\n{err}");
+        if json {
+            let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(v["ras"]["lines"].as_array().map(Vec::len), Some(65_536));
+        } else {
+            assert!(out.contains("  rank 0 not answering"), "{out}");
+            assert!(out.contains("... and 65280 more that RAS named (each in --json)"), "{out}");
+            assert!(out.lines().count() < 300, "{} lines", out.lines().count());
+        }
+    }
+}

@@ -46,6 +46,44 @@ pub fn fixture(name: &str) -> String {
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
+/// A text report naming `n` processes as briefly as NCCL prints them: communicators of 256
+/// missing ranks each, every rank its own (65,536 of them are 858 KB, inside the client's cap).
+pub fn many(n: usize) -> String {
+    let mut t = String::from("SERVER PROTOCOL 2\nNCCL version 2.28.9 compiled with CUDA 13.0\n\nErrors\n======\n\n");
+    for c in 0..n.div_ceil(256) {
+        t.push_str(&format!("#0-{c} ({c:016x}) INCOMPLETE\n  Missing communicator data from 256 ranks\n"));
+        for r in c * 256..((c + 1) * 256).min(n) {
+            t.push_str(&format!("  Rank {r}\n"));
+        }
+        t.push('\n');
+    }
+    t
+}
+
+/// The JSON report (after `SET FORMAT json`) of a job whose `n` ranks are all missing but one
+/// per communicator of 256, which has launched 57 AllReduces: what a stall poll reads.
+pub fn many_json(n: usize) -> String {
+    let mut comms = Vec::new();
+    for c in 0..n.div_ceil(256) {
+        let missing: Vec<String> = (c * 256 + 1..((c + 1) * 256).min(n))
+            .map(|r| {
+                format!(
+                    "{{\"rank\": {r}, \"host\": \"10.0.0.{}\", \"pid\": {}, \"cuda_dev\": {}}}",
+                    r % 250,
+                    1000 + r,
+                    r % 8
+                )
+            })
+            .collect();
+        comms.push(format!(
+            "{{\"hash\": \"0x{c:016x}\", \"ranks\": [{{\"rank\": {}, \"pid\": 1, \"collective_counts\": {{\"AllReduce\": 57}}}}], \"missing_ranks\": [{}]}}",
+            c * 256,
+            missing.join(", ")
+        ));
+    }
+    format!("SERVER PROTOCOL 2\nOK\n{{\"nccl_version\": \"2.28.9\", \"communicators\": [{}]}}\n", comms.join(", "))
+}
+
 /// The healthy / stopped / killed captures, in both formats.
 pub fn captured(state: &str) -> Mode {
     Mode::Replies { text: fixture(&format!("{state}.txt")), json: fixture(&format!("{state}.json.txt")) }

@@ -5,8 +5,14 @@
 //!
 //! Pure and bounded: the reply comes in as a string the client has already capped; at most
 //! [`MAX_ITEMS`] findings and people per finding are kept, every text taken from the reply is
-//! cut to [`MAX_TEXT`] bytes of printable ASCII. It must never trust the reply's shape (any line
-//! may be missing or malformed: such lines are skipped, never a panic) and never do I/O.
+//! cut to [`MAX_TEXT`] bytes of printable ASCII. Every step is linear in the reply's size (or in
+//! what is kept, for the lines): a reply of a megabyte naming 65,536 processes is read in
+//! milliseconds, and [`parse_within`] asks the caller's budget between bounded steps, so that
+//! the caller can stop it. It must never trust the reply's shape (any line may be missing or
+//! malformed: such lines are skipped, never a panic), never scan what it has read once per line
+//! read, and never do I/O.
+
+use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
@@ -14,6 +20,8 @@ use serde::Serialize;
 pub const MAX_ITEMS: usize = 256;
 /// Bytes kept of any text taken from the reply (a node name, an error, a summary).
 pub const MAX_TEXT: usize = 120;
+/// Lines read between two asks of the budget ([`parse_within`]).
+pub const STEP: usize = 4096;
 
 /// What a finding says, most important first (the order lines are printed in).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -47,21 +55,29 @@ pub struct Who {
 impl Who {
     /// `rank 1 (pid 610 on node n1, GPU 0)`, with what is known.
     pub fn name(&self) -> String {
-        let mut parts = Vec::new();
+        self.name_as(self.rank)
+    }
+
+    /// [`Who::name`] with `rank` for the rank (one filled in from another finding).
+    fn name_as(&self, rank: Option<u32>) -> String {
+        use std::fmt::Write as _;
+        let mut inner = String::new();
         if let Some(p) = self.pid {
-            parts.push(format!("pid {p}"));
+            let _ = write!(inner, "pid {p}");
         }
         if let Some(n) = &self.node {
-            parts.push(format!("on node {n}"));
+            if !inner.is_empty() {
+                inner.push(' ');
+            }
+            let _ = write!(inner, "on node {n}");
         }
-        let mut inner = parts.join(" ");
         if let Some(g) = self.gpu {
             if !inner.is_empty() {
                 inner.push_str(", ");
             }
-            inner.push_str(&format!("GPU {g}"));
+            let _ = write!(inner, "GPU {g}");
         }
-        match (self.rank, inner.is_empty()) {
+        match (rank, inner.is_empty()) {
             (Some(r), false) => format!("rank {r} ({inner})"),
             (Some(r), true) => format!("rank {r}"),
             (None, false) => format!("process ({inner})"),
@@ -69,8 +85,9 @@ impl Who {
         }
     }
 
-    fn same_process(&self, other: &Who) -> bool {
-        self.pid.is_some() && self.pid == other.pid && self.node == other.node
+    /// What tells one process from another: its pid and node, when the pid is known.
+    fn process(&self) -> Option<(u32, Option<&str>)> {
+        self.pid.map(|p| (p, self.node.as_deref()))
     }
 }
 
@@ -128,6 +145,8 @@ pub enum ParseError {
     NotRas(String),
     #[error("the RAS report's JSON cannot be read ({0})")]
     Json(String),
+    #[error("reading the RAS report used up its CPU budget: not read further")]
+    Budget,
 }
 
 /// Printable ASCII, cut to [`MAX_TEXT`] bytes: what may reach a terminal or a log.
@@ -142,6 +161,13 @@ pub fn clean(s: &str) -> String {
 
 /// Reads a reply, text or JSON, protocol line and `OK` included.
 pub fn parse(reply: &str) -> Result<View, ParseError> {
+    parse_within(reply, &mut || false)
+}
+
+/// [`parse`], asking `spent` every [`STEP`] lines and each communicator whether the budget is
+/// used up; `true` ends the parse with [`ParseError::Budget`]. The caller decides what is
+/// counted (the CPU time of its thread, for the RAS client).
+pub fn parse_within(reply: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError> {
     let mut protocol = None;
     let mut errors = Vec::new();
     let mut rest = reply;
@@ -167,9 +193,9 @@ pub fn parse(reply: &str) -> Result<View, ParseError> {
     }
     let body = rest.trim_start();
     let mut view = if body.starts_with('{') {
-        json(body)?
+        json(body, spent)?
     } else if body.starts_with("NCCL version") {
-        text(body)
+        text(body, spent)?
     } else if let Some(e) = errors.first() {
         return Err(ParseError::Refused(e.clone()));
     } else if body.is_empty() {
@@ -203,12 +229,13 @@ fn push<T>(list: &mut Vec<T>, item: T, left_out: &mut usize) {
 }
 
 /// The text report: the `Errors` and `Warnings` sections' blocks, each a header line (`DEAD`,
-/// `INCOMPLETE`, `#0-0 (95613aa3907df2fe) INCOMPLETE,ERROR`) and indented lines under it.
-fn text(body: &str) -> View {
+/// `INCOMPLETE`, `#0-0 (95613aa3907df2fe) INCOMPLETE,ERROR`) and indented lines under it. One
+/// pass over the lines, each looked at with the next one only (a section's underline).
+fn text(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError> {
     let mut view = empty(Format::Text);
-    let lines: Vec<&str> = body.lines().collect();
-    view.nccl_version = lines
-        .first()
+    view.nccl_version = body
+        .lines()
+        .next()
         .and_then(|l| l.strip_prefix("NCCL version "))
         .and_then(|v| v.split_whitespace().next())
         .map(clean);
@@ -221,14 +248,20 @@ fn text(body: &str) -> View {
             }
         }
     };
-    for (i, line) in lines.iter().enumerate() {
-        let underline = lines.get(i + 1).is_some_and(|n| !n.is_empty() && n.chars().all(|c| c == '='));
+    let mut lines = body.lines().peekable();
+    let mut read = 0usize;
+    while let Some(line) = lines.next() {
+        read += 1;
+        if read % STEP == 0 && spent() {
+            return Err(ParseError::Budget);
+        }
+        let underline = lines.peek().is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c == b'='));
         if (line.trim() == "Errors" || line.trim() == "Warnings") && underline {
             flush(&mut block, &mut view);
             in_sections = true;
             continue;
         }
-        if !in_sections || line.chars().all(|c| c == '=') {
+        if !in_sections || line.bytes().all(|c| c == b'=') {
             continue;
         }
         if line.trim().is_empty() {
@@ -244,11 +277,12 @@ fn text(body: &str) -> View {
         }
     }
     flush(&mut block, &mut view);
-    view
+    Ok(view)
 }
 
 /// `DEAD` -> ([Dead], None); `#0-0 (95613aa3907df2fe) INCOMPLETE,ERROR` -> ([Missing,
-/// AsyncError], Some(hash)).
+/// AsyncError], Some(hash)). Each kind once, in the order named: a header naming a kind a
+/// hundred thousand times is five kinds, not a list every line under it is checked against.
 fn header(line: &str) -> (Vec<Kind>, Option<String>) {
     let t = line.trim();
     let (comm, kinds) = if t.starts_with('#') {
@@ -257,17 +291,20 @@ fn header(line: &str) -> (Vec<Kind>, Option<String>) {
     } else {
         (None, t)
     };
-    let kinds = kinds
-        .split(',')
-        .map(|k| match k.trim() {
+    let mut named = Vec::new();
+    for k in kinds.split(',') {
+        let k = match k.trim() {
             "DEAD" => Kind::Dead,
             "INCOMPLETE" => Kind::Missing,
             "ERROR" => Kind::AsyncError,
             "MISMATCH" => Kind::Mismatch,
             _ => Kind::Other,
-        })
-        .collect();
-    (kinds, comm)
+        };
+        if !named.contains(&k) {
+            named.push(k);
+        }
+    }
+    (named, comm)
 }
 
 /// A block's findings. A header naming several kinds (`INCOMPLETE,ERROR`) is followed by one
@@ -317,9 +354,8 @@ fn kind_of_summary(line: &str) -> Option<Kind> {
 fn who(line: &str) -> Who {
     let head = line.split_once(" -- ").map_or(line, |(h, _)| h);
     let mut w = Who::default();
-    let words: Vec<&str> = line.split_whitespace().collect();
-    for pair in words.windows(2) {
-        let (k, v) = (pair[0], pair[1]);
+    let mut words = line.split_whitespace().peekable();
+    while let (Some(k), Some(&v)) = (words.next(), words.peek()) {
         match k {
             "Rank" if w.rank.is_none() => w.rank = v.parse().ok(),
             "Process" | "process" if w.pid.is_none() => w.pid = v.parse().ok(),
@@ -337,31 +373,51 @@ fn who(line: &str) -> Who {
 
 /// NCCL 2.28.9 omits the comma after `"nvml_dev": N` in `missing_ranks` entries: a line that
 /// ends a value followed by a line that starts a key gets the comma it lacks. Valid JSON never
-/// has such a pair, so this changes nothing else.
+/// has such a pair, so this changes nothing else. One pass: the last line that held something
+/// waits for the next one that does (blank lines between them are passed over once).
 pub fn repair_json(body: &str) -> String {
-    let lines: Vec<&str> = body.lines().collect();
+    repair_within(body, &mut || false).unwrap_or_default()
+}
+
+fn repair_within(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<String, ParseError> {
     let mut out = String::with_capacity(body.len() + 16);
-    for (i, line) in lines.iter().enumerate() {
+    // Where the comma would go after the last line that held something, if it ended a value.
+    let mut open: Option<usize> = None;
+    for (i, line) in body.lines().enumerate() {
+        if i % STEP == STEP - 1 && spent() {
+            return Err(ParseError::Budget);
+        }
+        let t = line.trim();
+        if !t.is_empty() {
+            if let Some(at) = open.take() {
+                if t.starts_with('"') {
+                    out.insert(at, ',');
+                }
+            }
+        }
         out.push_str(line);
-        let ends_value = line
-            .trim_end()
+        let end = line.trim_end();
+        let ends_value = end
             .chars()
             .last()
             .is_some_and(|c| c.is_ascii_digit() || c == '"' || c == 'e' || c == 'l' || c == '}' || c == ']');
-        let next_key =
-            lines[i + 1..].iter().map(|l| l.trim()).find(|l| !l.is_empty()).is_some_and(|l| l.starts_with('"'));
-        if ends_value && next_key && !line.trim_end().ends_with(':') {
-            out.push(',');
+        if ends_value && !end.ends_with(':') {
+            open = Some(out.len());
+        } else if !t.is_empty() {
+            open = None;
         }
         out.push('\n');
     }
-    out
+    Ok(out)
 }
 
-fn json(body: &str) -> Result<View, ParseError> {
+fn json(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError> {
     let v: serde_json::Value = match serde_json::from_str(body) {
         Ok(v) => v,
-        Err(_) => serde_json::from_str(&repair_json(body)).map_err(|e| ParseError::Json(clean(&e.to_string())))?,
+        Err(_) => {
+            let repaired = repair_within(body, spent)?;
+            serde_json::from_str(&repaired).map_err(|e| ParseError::Json(clean(&e.to_string())))?
+        }
     };
     let mut view = empty(Format::Json);
     view.nccl_version = v.get("nccl_version").and_then(|s| s.as_str()).map(clean);
@@ -377,6 +433,9 @@ fn json(body: &str) -> Result<View, ParseError> {
         what: None,
     };
     for c in comms.iter().take(MAX_ITEMS) {
+        if spent() {
+            return Err(ParseError::Budget);
+        }
         let comm = c.get("hash").and_then(|h| h.as_str()).map(|h| clean(h.trim_start_matches("0x")));
         let ranks = c.get("ranks").and_then(|r| r.as_array()).map(Vec::as_slice).unwrap_or_default();
         let missing = c.get("missing_ranks").and_then(|r| r.as_array()).map(Vec::as_slice).unwrap_or_default();
@@ -449,28 +508,32 @@ fn json(body: &str) -> Result<View, ParseError> {
 impl View {
     /// The findings as lines for people, most important first: each process once, with its
     /// rank when a communicator's entry names it (RAS lists a dead process by pid and the
-    /// communicator's missing rank separately).
+    /// communicator's missing rank separately). Linear in the people kept: who has a rank, and
+    /// who was said, are looked up, not searched.
     pub fn lines(&self) -> Vec<String> {
         let mut findings: Vec<&Finding> = self.findings.iter().collect();
         findings.sort_by_key(|f| f.kind);
-        let ranked: Vec<&Who> = self.findings.iter().flat_map(|f| f.who.iter()).filter(|w| w.rank.is_some()).collect();
-        let fill = |w: &Who| -> Who {
-            match (w.rank, ranked.iter().find(|r| r.same_process(w))) {
-                (None, Some(r)) => Who { rank: r.rank, ..w.clone() },
-                _ => w.clone(),
+        // The first rank named for each process, in the reply's order.
+        let mut ranked: HashMap<(u32, Option<&str>), u32> = HashMap::new();
+        for w in self.findings.iter().flat_map(|f| f.who.iter()) {
+            if let (Some(p), Some(r)) = (w.process(), w.rank) {
+                ranked.entry(p).or_insert(r);
             }
-        };
-        let mut said: Vec<Who> = Vec::new();
+        }
+        let rank_of = |w: &Who| w.rank.or_else(|| w.process().and_then(|p| ranked.get(&p).copied()));
+        // Said already: processes by pid and node; ranks said without a pid, by rank.
+        let mut said_processes: HashSet<(u32, Option<&str>)> = HashSet::new();
+        let mut said_ranks: HashSet<u32> = HashSet::new();
         let mut out = Vec::new();
         for f in findings {
             let on = f.comm.as_deref().map(|c| format!(" in communicator {c}")).unwrap_or_default();
             match f.kind {
                 Kind::Dead | Kind::Missing => {
-                    for w in f.who.iter().map(fill) {
-                        if said
-                            .iter()
-                            .any(|s| s.same_process(&w) || (s.pid.is_none() && s.rank == w.rank && s.rank.is_some()))
-                        {
+                    for named in &f.who {
+                        let rank = rank_of(named);
+                        let known = named.process().is_some_and(|p| said_processes.contains(&p))
+                            || rank.is_some_and(|r| said_ranks.contains(&r));
+                        if known {
                             continue;
                         }
                         let state = if f.kind == Kind::Dead {
@@ -478,8 +541,16 @@ impl View {
                         } else {
                             "not answering: RAS has no data from it (stopped, hung, or just died)"
                         };
-                        out.push(format!("{} {state}", w.name()));
-                        said.push(w);
+                        out.push(format!("{} {state}", named.name_as(rank)));
+                        match (named.process(), rank) {
+                            (Some(p), _) => {
+                                said_processes.insert(p);
+                            }
+                            (None, Some(r)) => {
+                                said_ranks.insert(r);
+                            }
+                            (None, None) => {}
+                        }
                     }
                 }
                 Kind::AsyncError => {

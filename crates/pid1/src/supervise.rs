@@ -15,6 +15,9 @@
 //! While the command runs it also watches the RDMA ports the plan chose (`watch`): the wait for
 //! signals has a timeout, the poll period, so polling costs one wake-up per period and never
 //! delays a signal or the command's status (both stay pending until the next `sigtimedwait`).
+//! NCCL's RAS is asked on a thread of its own (`hang`): the first SIGTERM or SIGINT is held until
+//! its answer is in (the wait wakes every `hang::TICK` meanwhile), at most `hang::AT_SIGNAL`, and
+//! any other signal, or the command's end, sends it on at once; nothing else ever waits on RAS.
 //! When the command has ended, the post-mortem (`postmortem`) is told before the grace period.
 
 use std::ffi::{c_int, OsString};
@@ -179,7 +182,7 @@ fn supervise(
     take_back_terminal();
     // Told before the grace period: the kubelet may SIGKILL us during it.
     hang.on_exit(&ended);
-    let report = watch.end(ended, hang.section());
+    let report = watch.end(ended, hang.take_section());
     hang.tell(&report);
     if let Some(path) = state_file {
         state::withdraw(path);
@@ -209,10 +212,24 @@ enum Target {
 
 /// Forwards signals and reaps every zombie until the main child has ended, polling the watch
 /// between signals when it is due; returns how the child ended.
+///
+/// The first SIGTERM or SIGINT is held while NCCL's RAS is asked (on its own thread): it goes on
+/// as soon as the answer is in, at `hang::AT_SIGNAL` whatever RAS does, or at once when another
+/// signal comes or the command ends meanwhile, so that no signal waits on RAS past its bound.
 fn until_exit(main: Pid, target: Target, blocked: &Blocked, mut watch: Option<&mut Watch>, hang: &mut Hang) -> Exit {
     let mut forwarded = None;
+    // The signal held for RAS's answer, and until when at the latest.
+    let mut held: Option<(c_int, Instant)> = None;
+    let pass_on = |sig: c_int, forwarded: &mut Option<c_int>| {
+        forward(target, sig);
+        *forwarded = Some(sig);
+    };
     loop {
         if let (Some(status), _) = reap(main) {
+            // The command ended while a signal was held: its group may still be there to get it.
+            if let Some((sig, _)) = held.take() {
+                pass_on(sig, &mut forwarded);
+            }
             let signal = libc::WIFSIGNALED(status).then(|| signal_name(libc::WTERMSIG(status)));
             // A status that is neither (stopped, continued) is never returned by reap_one.
             let code = exit_code(status).unwrap_or(1);
@@ -223,10 +240,19 @@ fn until_exit(main: Pid, target: Target, blocked: &Blocked, mut watch: Option<&m
             w.timeout(Instant::now())
         });
         hang.poll_if_due(Instant::now());
-        let timeout = match (timeout, hang.timeout(Instant::now())) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        // After the poll, which may have taken the answer in: then the held signal goes on now,
+        // not after the next wait.
+        if let Some((sig, until)) = held {
+            if !hang.holding(Instant::now()) || Instant::now() >= until {
+                held = None;
+                pass_on(sig, &mut forwarded);
+            }
+        }
+        let now = Instant::now();
+        let timeout = [timeout, hang.timeout(now), held.map(|(_, until)| until.saturating_duration_since(now))]
+            .into_iter()
+            .flatten()
+            .min();
         match blocked.wait_sender(timeout) {
             Ok(None) | Err(Errno::EINTR) => {}
             Ok(Some(c)) if c.sig == libc::SIGCHLD => {}
@@ -234,10 +260,16 @@ fn until_exit(main: Pid, target: Target, blocked: &Blocked, mut watch: Option<&m
                 log::debug!("SIGPIPE from nccl-wrap's own write (stderr's reader gone?): not forwarded");
             }
             Ok(Some(c)) => {
-                // The kubelet's SIGTERM: RAS's view first (bounded: hang::AT_SIGNAL), then on.
-                hang.on_signal(c.sig);
-                forward(target, c.sig);
-                forwarded = Some(c.sig);
+                // Another signal while one is held: the held one first, in the order they came.
+                if let Some((sig, _)) = held.take() {
+                    pass_on(sig, &mut forwarded);
+                    pass_on(c.sig, &mut forwarded);
+                } else if let Some(until) = hang.on_signal(c.sig) {
+                    // The kubelet's SIGTERM: RAS's view first (bounded: hang::AT_SIGNAL), then on.
+                    held = Some((c.sig, until));
+                } else {
+                    pass_on(c.sig, &mut forwarded);
+                }
             }
             Err(e) => {
                 log::warn!("sigtimedwait failed: {e}");
@@ -338,14 +370,20 @@ fn finish(main: Pid, grace: Duration, rest: Rest, blocked: &Blocked) {
     }
     log::debug!("command exited; sending SIGTERM to {who}, SIGKILL in {grace:?}");
     let _ = sys::kill(who, libc::SIGTERM);
-    if reap_until(main, rest, who, deadline_after(grace), blocked) {
-        say!(
-            "{PREFIX} processes left by the command did not end within {}s of SIGTERM (--grace); sending SIGKILL",
+    let why = match reap_until(main, rest, who, deadline_after(grace), blocked) {
+        Waited::Ended => return,
+        Waited::Out => format!("did not end within {}s of SIGTERM (--grace)", grace.as_secs_f64()),
+        // Not the grace period running out: someone asked nccl-wrap itself to stop meanwhile.
+        Waited::Asked(sig, after) => format!(
+            "were still running when a {} to nccl-wrap ended the grace period early ({:.1}s into --grace {}s)",
+            signal_name(sig),
+            after.as_secs_f64(),
             grace.as_secs_f64()
-        );
-        let _ = sys::kill(who, libc::SIGKILL);
-        let _ = reap_until(main, rest, who, Instant::now() + AFTER_KILL, blocked);
-    }
+        ),
+    };
+    say!("{PREFIX} processes left by the command {why}; sending SIGKILL");
+    let _ = sys::kill(who, libc::SIGKILL);
+    let _ = reap_until(main, rest, who, Instant::now() + AFTER_KILL, blocked);
 }
 
 /// `grace` from now. A grace the clock cannot add (`--grace 18446744073709551615`) waits a year,
@@ -355,21 +393,35 @@ fn deadline_after(grace: Duration) -> Instant {
     now.checked_add(grace).or_else(|| now.checked_add(Duration::from_secs(365 * 86_400))).unwrap_or(now)
 }
 
-/// Reaps until none of `rest` remains (false), or the deadline passes or SIGTERM/SIGINT arrives
-/// (true); other signals are passed on to `who`.
-fn reap_until(main: Pid, rest: Rest, who: libc::pid_t, deadline: Instant, blocked: &Blocked) -> bool {
+/// How a wait for the processes the command left ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Waited {
+    /// None remains.
+    Ended,
+    /// The deadline passed.
+    Out,
+    /// SIGTERM or SIGINT arrived (someone asking again), this long into the wait.
+    Asked(c_int, Duration),
+}
+
+/// Reaps until none of `rest` remains, the deadline passes, or SIGTERM/SIGINT arrives; other
+/// signals are passed on to `who`.
+fn reap_until(main: Pid, rest: Rest, who: libc::pid_t, deadline: Instant, blocked: &Blocked) -> Waited {
+    let began = Instant::now();
     loop {
         let (_, left) = reap(main);
         if !rest.remains(left) {
-            return false;
+            return Waited::Ended;
         }
         let now = Instant::now();
         if now >= deadline {
-            return true;
+            return Waited::Out;
         }
         // Woken by SIGCHLD, or after a short while for group members that are not our children.
         match blocked.wait_sender(Some((deadline - now).min(Duration::from_millis(100)))) {
-            Ok(Some(c)) if c.sig == libc::SIGTERM || c.sig == libc::SIGINT => return true,
+            Ok(Some(c)) if c.sig == libc::SIGTERM || c.sig == libc::SIGINT => {
+                return Waited::Asked(c.sig, began.elapsed());
+            }
             Ok(Some(c)) if c.sig != libc::SIGCHLD && !c.own_sigpipe() => {
                 let _ = sys::kill(who, c.sig);
             }

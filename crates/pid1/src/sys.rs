@@ -1,7 +1,8 @@
 //! The one module that makes raw system calls for process supervision: fork and the forked
 //! child's steps up to execve, sigtimedwait, waitpid and kill on raw signal numbers (nix's
 //! `Signal` has no real-time signals, and its `waitpid` fails after reaping a child killed by
-//! one, which would lose that child's status), and reading or resetting signal dispositions.
+//! one, which would lose that child's status), reading or resetting signal dispositions, and
+//! wiping a secret's bytes from this process's own environment block (`scrub_env`).
 //!
 //! It must never allocate, lock or print between fork and execve in the child (only
 //! async-signal-safe calls there), and never install an asynchronous signal handler: signals
@@ -11,6 +12,7 @@ use std::ffi::{c_char, c_int, CStr, CString};
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -161,6 +163,51 @@ pub fn pending(wanted: &[c_int]) -> Option<c_int> {
         let set = set.assume_init();
         wanted.iter().copied().find(|&sig| libc::sigismember(&set, sig) == 1)
     }
+}
+
+extern "C" {
+    /// The C library's environment: a null-terminated array of `NAME=value` strings (POSIX).
+    static environ: *const *mut c_char;
+}
+
+/// Overwrites with NUL bytes, in place, the value of every `NAME=value` entry of this process's
+/// environment block, then removes the variable; returns how many entries were wiped.
+///
+/// Why in place: `/proc/PID/environ` shows the memory the kernel filled at execve (the top of
+/// the stack), not the C library's list, so `unsetenv` alone leaves the value readable there by
+/// any process of the same user (the command nccl-wrap supervises included). The value must have
+/// been read into memory of our own before (the options and the environment are values taken at
+/// the start). Call it only while this process has a single thread: nothing else may read or
+/// change the environment meanwhile.
+pub fn scrub_env(name: &str) -> usize {
+    let name = name.as_bytes();
+    let mut wiped = 0;
+    // SAFETY: `environ` is the C library's own pointer, valid for the life of the process; it
+    // points to an array ended by a null pointer whose entries each point to a NUL-terminated,
+    // writable string (the kernel's stack area for the entries of execve, the heap for those a
+    // setenv added). The process has one thread (the caller's promise), so no setenv or getenv
+    // runs meanwhile. Each entry's bytes are read up to its NUL (strlen) and only those bytes
+    // after `NAME=` are written, never the NUL itself, so every string stays terminated.
+    unsafe {
+        let mut entry = environ;
+        while !entry.is_null() && !(*entry).is_null() {
+            let s = *entry;
+            let bytes = std::slice::from_raw_parts_mut(s.cast::<u8>(), libc::strlen(s));
+            if bytes.len() > name.len() && bytes.starts_with(name) && bytes[name.len()] == b'=' {
+                for b in &mut bytes[name.len() + 1..] {
+                    // Volatile: a store the program never reads back must still be made.
+                    ptr::write_volatile(b, 0);
+                }
+                wiped += 1;
+            }
+            entry = entry.add(1);
+        }
+    }
+    if wiped > 0 {
+        // Out of the C library's list too, so that nothing later reads it as set and empty.
+        std::env::remove_var(std::ffi::OsStr::from_bytes(name));
+    }
+    wiped
 }
 
 /// Every signal but the synchronous ones (SIGKILL and SIGSTOP cannot be blocked; glibc keeps
@@ -379,6 +426,36 @@ mod tests {
         assert!(!Caught { sig: libc::SIGPIPE, sender: me + 1 }.own_sigpipe(), "kill -PIPE from another process");
         assert!(!Caught { sig: libc::SIGPIPE, sender: 0 }.own_sigpipe(), "from outside the namespace");
         assert!(!Caught { sig: libc::SIGTERM, sender: me }.own_sigpipe());
+    }
+
+    /// The bytes `/proc/self/environ` shows are the block the kernel filled at execve: after
+    /// the scrub, the value is gone from it and from the C library's list. Run in a child
+    /// process (this test binary's own, re-run with one test), where no other thread touches
+    /// the environment.
+    #[test]
+    fn a_scrubbed_variable_leaves_proc_self_environ() {
+        const NAME: &str = "NW_PID1_SCRUB_TEST";
+        if std::env::var_os("NW_PID1_SCRUB_CHILD").is_some() {
+            let before = std::fs::read("/proc/self/environ").expect("environ");
+            assert!(before.windows(14).any(|w| w == b"hunter2-secret"), "set at execve");
+            assert_eq!(scrub_env(NAME), 1);
+            let after = std::fs::read("/proc/self/environ").expect("environ");
+            assert!(!after.windows(7).any(|w| w == b"hunter2"), "{}", String::from_utf8_lossy(&after));
+            assert_eq!(after.len(), before.len(), "overwritten in place, not moved");
+            assert!(after.windows(NAME.len() + 1).any(|w| w == format!("{NAME}=").as_bytes()), "the name stays");
+            assert_eq!(std::env::var_os(NAME), None, "out of the list");
+            assert!(std::env::var_os("NW_PID1_SCRUB_CHILD").is_some(), "the others are untouched");
+            return;
+        }
+        let me = std::env::current_exe().expect("test binary");
+        let out = std::process::Command::new(me)
+            .args(["--exact", "sys::tests::a_scrubbed_variable_leaves_proc_self_environ", "--test-threads=1"])
+            .env("NW_PID1_SCRUB_CHILD", "1")
+            .env(NAME, "hunter2-secret")
+            .output()
+            .expect("run the child");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && text.contains("1 passed"), "{text}{}", String::from_utf8_lossy(&out.stderr));
     }
 
     #[test]

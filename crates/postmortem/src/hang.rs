@@ -7,9 +7,18 @@
 //! at the end they go to stderr (only when RAS named something), to the post-mortem's JSON, and
 //! with the port transitions to the termination message.
 //!
-//! It must never change the exit status, never ask when RAS is off (said once) and never wait
-//! longer than the bounds above; an unanswered query is said once and then only counted.
+//! Every query runs on a thread of its own (`ras::ask`), its reply read there within a CPU
+//! budget; the supervisor only starts it and takes the answer when it is in, between signals
+//! ([`Hang::holding`], [`Hang::poll_if_due`]), so that it goes on forwarding and reaping while
+//! RAS answers: a held SIGTERM goes on as soon as the answer is in, or at [`AT_SIGNAL`] whatever
+//! RAS does, and any other signal meanwhile ends the hold at once.
+//!
+//! It must never change the exit status, never ask when RAS is off (said once), never wait
+//! longer than the bounds above (a wait ends at its bound even while the query's thread still
+//! reads), and never scan the answers once per line said; an unanswered query is said once and
+//! then only counted.
 
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
@@ -31,6 +40,12 @@ pub(crate) const AT_EXIT: Duration = Duration::from_secs(1);
 pub(crate) const AT_POLL: Duration = Duration::from_millis(500);
 /// Stall polls are never more frequent than this.
 pub(crate) const MIN_PERIOD: Duration = Duration::from_secs(1);
+/// While a query is under way the supervisor's wait wakes this often to take its answer (a
+/// signal still wakes it at once): a held SIGTERM goes on at most this long after RAS answered.
+pub(crate) const TICK: Duration = Duration::from_millis(5);
+/// RAS lines said on stderr, and on the time line, at most; the rest are counted there and are
+/// all in the post-mortem's JSON (a job of 65,536 ranks can name as many).
+pub(crate) const MAX_SAID: usize = 256;
 
 #[derive(Debug, Clone, Default)]
 pub struct Config {
@@ -75,9 +90,26 @@ pub struct Hang {
     snapshots: Vec<Snapshot>,
     told_unanswered: bool,
     asked_at_signal: bool,
+    /// The next stall poll; `None` while one is under way (or when there are none).
     next_poll: Option<Instant>,
     last_progress: Option<(Vec<Progress>, Instant)>,
     stalled_at: Option<String>,
+    /// The query under way, at most one.
+    asking: Option<Asking>,
+}
+
+/// Why a query has no answer: what is said, and whether nothing listened.
+struct NoAnswer {
+    text: String,
+    refused: bool,
+}
+
+/// A query under way, and why it was asked.
+struct Asking {
+    why: &'static str,
+    /// UTC, when it was asked.
+    time: String,
+    asked: ras::Asked,
 }
 
 impl Hang {
@@ -103,6 +135,7 @@ impl Hang {
             next_poll,
             last_progress: None,
             stalled_at: None,
+            asking: None,
         }
     }
 
@@ -111,37 +144,128 @@ impl Hang {
         Hang::new(&Config::default(), &[(OsString::from("NCCL_RAS_ENABLE"), OsString::from("0"))])
     }
 
-    /// How long until the next stall poll, for the supervisor's wait.
+    /// How long the supervisor's wait may last: until the next stall poll, or [`TICK`] while a
+    /// query is under way.
     pub fn timeout(&self, now: Instant) -> Option<Duration> {
-        self.next_poll.map(|t| t.saturating_duration_since(now))
-    }
-
-    /// At the first SIGTERM or SIGINT, before it is forwarded.
-    pub fn on_signal(&mut self, sig: i32) {
-        if (sig == nix::libc::SIGTERM || sig == nix::libc::SIGINT) && !self.asked_at_signal {
-            self.asked_at_signal = true;
-            self.ask("signal", false, AT_SIGNAL);
+        match &self.asking {
+            Some(a) => Some(TICK.min(a.asked.until.saturating_duration_since(now))),
+            None => self.next_poll.map(|t| t.saturating_duration_since(now)),
         }
     }
 
-    /// Once the command has ended: asks when it failed and RAS was not asked at a signal.
+    /// At a signal, before it is forwarded. At the first SIGTERM or SIGINT, asks RAS (on its own
+    /// thread) and returns until when the signal may be held for the answer ([`AT_SIGNAL`] from
+    /// now): the supervisor forwards it once [`Hang::holding`] says the answer is in, or then.
+    /// `None`: forward at once.
+    pub fn on_signal(&mut self, sig: i32) -> Option<Instant> {
+        if (sig != nix::libc::SIGTERM && sig != nix::libc::SIGINT) || self.asked_at_signal {
+            return None;
+        }
+        self.asked_at_signal = true;
+        let held = Instant::now() + AT_SIGNAL;
+        // A stall poll under way gives way: its answer no longer matters once the job is told to
+        // stop (its thread ends by its own bound).
+        if self.asking.as_ref().is_some_and(|a| a.why == "stall") {
+            self.asking = None;
+            self.next_poll = Some(Instant::now() + period(self.config.stall_ms));
+        }
+        self.start("signal", false, AT_SIGNAL).then_some(held)
+    }
+
+    /// Whether the query asked at the signal is still under way (the answer of any query that is
+    /// in is taken first; never waits): while it is, the supervisor may hold that signal.
+    pub fn holding(&mut self, now: Instant) -> bool {
+        self.answered(now);
+        self.asking.as_ref().is_some_and(|a| a.why == "signal")
+    }
+
+    /// Takes the answer of the query under way if it is in (never waits); `true` when none is
+    /// under way any more.
+    fn answered(&mut self, now: Instant) -> bool {
+        let Some(a) = &self.asking else { return true };
+        let Some(answer) = a.asked.try_take(now) else { return false };
+        if let Some(a) = self.asking.take() {
+            self.record(a, answer);
+        }
+        true
+    }
+
+    /// Once the command has ended: the answer to the signal's query if it is still under way
+    /// (waited for at most [`AT_EXIT`]), then a query when the command failed and RAS was not
+    /// asked at a signal, waited for at most [`AT_EXIT`] (and [`ras::REPORT_GRACE`] for its
+    /// reading).
     pub fn on_exit(&mut self, exit: &Exit) {
-        if (exit.code != 0 || exit.signal.is_some()) && !self.asked_at_signal {
-            self.ask("exit", false, AT_EXIT);
+        if let Some(a) = self.asking.take() {
+            // A stall poll under way no longer matters: the command has ended.
+            if a.why != "stall" {
+                let answer = a.asked.wait(Instant::now() + AT_EXIT);
+                self.record(a, answer);
+            }
+        }
+        if (exit.code != 0 || exit.signal.is_some()) && !self.asked_at_signal && self.start("exit", false, AT_EXIT) {
+            if let Some(a) = self.asking.take() {
+                let answer = a.asked.wait(a.asked.until);
+                self.record(a, answer);
+            }
         }
     }
 
-    /// With `--stall-ms`: asks for the JSON report when due, and says once when the collective
-    /// counts have not moved for that long.
+    /// With `--stall-ms`: takes a stall poll's answer when it is in, starts the next one when due
+    /// (JSON, on its own thread), and says once when the collective counts have not moved for
+    /// that long.
     pub fn poll_if_due(&mut self, now: Instant) {
+        if !self.answered(now) {
+            return;
+        }
         let Some(due) = self.next_poll else { return };
         if now < due {
             return;
         }
-        let Target::At(addr) = self.target else { return };
-        let started = Instant::now();
-        let answer = ras::query(addr, true, AT_POLL);
-        let cost = started.elapsed();
+        self.next_poll = None;
+        self.start("stall", true, AT_POLL);
+    }
+
+    /// Starts a query; `false` when RAS is not asked (off: the snapshot says why).
+    fn start(&mut self, why: &'static str, json: bool, bound: Duration) -> bool {
+        let time = utc::format(SystemTime::now());
+        match &self.target {
+            Target::At(addr) => {
+                self.asking = Some(Asking { why, time, asked: ras::ask(*addr, json, bound) });
+                true
+            }
+            Target::Off(off) => {
+                let text = off.clone();
+                self.keep(why, time, Err(NoAnswer { text, refused: false }));
+                false
+            }
+        }
+    }
+
+    /// Keeps the answer of a query that was under way.
+    fn record(&mut self, a: Asking, answer: Result<ras::Reply, ras::RasError>) {
+        let answer = answer.map_err(|e| NoAnswer { refused: e.is_refused(), text: e.to_string() });
+        if a.why == "stall" {
+            self.stall_answer(a.asked.started.elapsed(), answer);
+        } else {
+            self.keep(a.why, a.time, answer);
+        }
+    }
+
+    /// An answer as a snapshot; no answer said once.
+    fn keep(&mut self, why: &'static str, time: String, answer: Result<ras::Reply, NoAnswer>) {
+        if let Err(e) = &answer {
+            // After the command has ended its ranks here are usually gone: nothing listening is
+            // the expected answer then, kept in the report but not said.
+            let expected = why == "exit" && e.refused;
+            if !self.told_unanswered && !expected {
+                say(&format!("{PREFIX} NCCL's RAS not asked about the job ({why}): {}", e.text));
+                self.told_unanswered = true;
+            }
+        }
+        self.snapshots.push(snapshot(why, &time, answer.map_err(|e| e.text)));
+    }
+
+    fn stall_answer(&mut self, cost: Duration, answer: Result<ras::Reply, NoAnswer>) {
         // Never more often than ten times what an answer costs, nor than MIN_PERIOD.
         self.next_poll = Some(Instant::now() + period(self.config.stall_ms).max(cost * 10));
         let Ok(reply) = answer else { return };
@@ -160,7 +284,7 @@ impl Hang {
                         still.as_secs_f64(),
                         if snap.lines.is_empty() { ": RAS names no rank behind".to_string() } else { ":".into() }
                     ));
-                    for l in &snap.lines {
+                    for l in said(&snap.lines) {
                         say(&format!("{PREFIX}   {l}"));
                     }
                     self.stalled_at = Some(time);
@@ -174,26 +298,6 @@ impl Hang {
         }
     }
 
-    fn ask(&mut self, why: &'static str, json: bool, bound: Duration) {
-        let time = utc::format(SystemTime::now());
-        let (answer, expected) = match self.target {
-            // After the command has ended its ranks here are usually gone: nothing listening is
-            // the expected answer then, kept in the report but not said.
-            Target::At(addr) => match ras::query(addr, json, bound) {
-                Ok(r) => (Ok(r), false),
-                Err(e) => (Err(e.to_string()), why == "exit" && e.is_refused()),
-            },
-            Target::Off(ref off) => (Err(off.clone()), false),
-        };
-        if let Err(e) = &answer {
-            if !self.told_unanswered && !expected {
-                say(&format!("{PREFIX} NCCL's RAS not asked about the job ({why}): {e}"));
-                self.told_unanswered = true;
-            }
-        }
-        self.snapshots.push(snapshot(why, &time, answer));
-    }
-
     /// Where RAS is asked (`127.0.0.1:28028`), or `off: why`.
     pub fn addr(&self) -> String {
         match &self.target {
@@ -202,26 +306,31 @@ impl Hang {
         }
     }
 
-    /// The post-mortem's `ras` member: `None` when RAS was never asked.
-    pub fn section(&self) -> Option<Section> {
+    /// The post-mortem's `ras` member, the snapshots moved into it: `None` when RAS was never
+    /// asked.
+    pub fn take_section(&mut self) -> Option<Section> {
         (!self.snapshots.is_empty()).then(|| Section {
             addr: self.addr(),
             stall_ms: self.config.stall_ms,
             stalled_at: self.stalled_at.clone(),
-            snapshots: self.snapshots.clone(),
+            snapshots: std::mem::take(&mut self.snapshots),
         })
     }
 
-    /// After the post-mortem: RAS's findings on stderr, joined with the ports' transitions on one
-    /// time line, and the termination message. Nothing when RAS named nothing.
+    /// After the post-mortem (which holds the snapshots, [`Hang::take_section`]): RAS's findings
+    /// on stderr, joined with the ports' transitions on one time line, and the termination
+    /// message. Nothing when RAS named nothing.
     pub fn tell(&self, report: &Report) {
-        let Some(text) = account(&self.snapshots, report) else { return };
+        let snapshots = report.ras.as_ref().map(|s| s.snapshots.as_slice()).unwrap_or_default();
+        let Some(text) = account(snapshots, report) else { return };
         // The headline's own `nccl-wrap:` is for the termination message, read without our prefix.
         let first = text.headline.strip_prefix("nccl-wrap: ").unwrap_or(&text.headline);
-        say(&format!("{PREFIX} {first}"));
+        let mut err = std::io::stderr().lock();
+        say_to(&mut err, &format!("{PREFIX} {first}"));
         for l in &text.lines[1..] {
-            say(&format!("{PREFIX} {l}"));
+            say_to(&mut err, &format!("{PREFIX} {l}"));
         }
+        drop(err);
         // The termination message only for a job that failed: a stall the job got over is told
         // on stderr and in the report, not as the reason it ended.
         if let Some(path) = self.config.termination_log.as_ref().filter(|_| report.command.code != 0) {
@@ -243,8 +352,8 @@ fn snapshot(why: &'static str, time: &str, answer: Result<ras::Reply, impl ToStr
             time: time.to_string(),
             why,
             ms: (r.ms * 100.0).round() / 100.0,
-            nccl_version: r.view.nccl_version.clone(),
-            lines: r.view.lines(),
+            nccl_version: r.view.nccl_version,
+            lines: r.lines,
             findings: r.view.findings,
             error: None,
         },
@@ -270,7 +379,14 @@ pub(crate) struct Account {
 /// The account of the snapshots and the post-mortem, `None` when RAS named nothing.
 pub(crate) fn account(snapshots: &[Snapshot], report: &Report) -> Option<Account> {
     let last = snapshots.iter().rev().find(|s| !s.lines.is_empty())?;
-    let first_seen = |line: &str| snapshots.iter().find(|s| s.lines.iter().any(|l| l == line)).map(|s| s.time.as_str());
+    // When each line was first said: one pass over the snapshots, in the order they were taken.
+    let mut first: HashMap<&str, &str> = HashMap::new();
+    for s in snapshots {
+        for l in &s.lines {
+            first.entry(l.as_str()).or_insert(s.time.as_str());
+        }
+    }
+    let first_seen = |line: &str| first.get(line).copied().unwrap_or(&last.time);
     let when = match last.why {
         "signal" => "when nccl-wrap was told to stop",
         "exit" => "after the command failed",
@@ -278,9 +394,11 @@ pub(crate) fn account(snapshots: &[Snapshot], report: &Report) -> Option<Account
     };
     let headline = format!("nccl-wrap: the command {}; NCCL's RAS {when} ({}):", report.command.describe(), last.time);
     let mut lines = vec![headline.clone()];
-    for l in &last.lines {
-        lines.push(format!("  {l} (first seen {})", first_seen(l).unwrap_or(&last.time)));
+    let kept = &last.lines[..last.lines.len().min(MAX_SAID)];
+    for l in kept {
+        lines.push(format!("  {l} (first seen {})", first_seen(l)));
     }
+    lines.extend(more(last.lines.len()).map(|m| format!("  {m}")));
     // Within one millisecond a port's move comes first, then what RAS said (asked later), then the
     // counters read at exit: the order in which they were observed.
     let mut timeline: Vec<(String, u8, String)> = report
@@ -288,9 +406,8 @@ pub(crate) fn account(snapshots: &[Snapshot], report: &Report) -> Option<Account
         .iter()
         .map(|t| (t.time.clone(), 0, format!("{} port state {} -> {}", t.port, t.from, t.to)))
         .collect();
-    for l in &last.lines {
-        let t = first_seen(l).unwrap_or(&last.time).to_string();
-        timeline.push((t, 1, format!("RAS: {l}")));
+    for l in kept {
+        timeline.push((first_seen(l).to_string(), 1, format!("RAS: {l}")));
     }
     // Error counters are read at start and at exit only: their moves stand at the exit's time.
     for p in &report.ports {
@@ -319,11 +436,25 @@ pub(crate) fn account(snapshots: &[Snapshot], report: &Report) -> Option<Account
     Some(Account { headline, lines })
 }
 
+/// The first [`MAX_SAID`] lines, then how many more there are, as a line of their own.
+fn said(lines: &[String]) -> impl Iterator<Item = String> + '_ {
+    lines.iter().take(MAX_SAID).cloned().chain(more(lines.len()))
+}
+
+/// `... and N more`, for the lines past [`MAX_SAID`] of `total`.
+fn more(total: usize) -> Option<String> {
+    let n = total.checked_sub(MAX_SAID).filter(|n| *n > 0)?;
+    Some(format!("... and {n} more that RAS named (each in the post-mortem's JSON, --report)"))
+}
+
 /// Writes a line to stderr, ignoring failure (stderr's reader may be gone; the supervisor must
 /// go on).
 fn say(text: &str) {
-    use std::io::Write as _;
-    let _ = writeln!(std::io::stderr(), "{text}");
+    say_to(&mut std::io::stderr().lock(), text);
+}
+
+fn say_to(out: &mut impl std::io::Write, text: &str) {
+    let _ = writeln!(out, "{text}");
 }
 
 #[cfg(test)]
@@ -431,6 +562,57 @@ mod tests {
             a.lines
         );
         assert!(a.lines.last().is_some_and(|l| l.contains("error counters moved")), "{:?}", a.lines);
+    }
+
+    /// The supervisor's side of the hold: asking returns at once, with until when the signal
+    /// may be held; while the answer is not in the wait wakes every TICK; asked once; at exit
+    /// the unanswered query is waited for at most AT_EXIT and kept as such.
+    #[test]
+    fn a_signal_is_held_only_while_the_query_is_under_way_and_within_its_bound() {
+        use crate::ras::standin::{Mode, Server};
+        let s = Server::start(Mode::Silent);
+        let env = [(OsString::from("NCCL_RAS_ADDR"), OsString::from(s.addr.to_string()))];
+        let mut h = Hang::new(&Config::default(), &env);
+        let t = Instant::now();
+        let until = h.on_signal(nix::libc::SIGTERM).expect("held for RAS");
+        assert!(t.elapsed() < Duration::from_millis(200), "asking waited: {:?}", t.elapsed());
+        assert!(until <= t + AT_SIGNAL + Duration::from_millis(200), "held past AT_SIGNAL");
+        assert!(h.holding(Instant::now()), "a silent server has not answered");
+        assert!(h.timeout(Instant::now()).is_some_and(|d| d <= TICK));
+        assert_eq!(h.on_signal(nix::libc::SIGTERM), None, "asked at the first signal only");
+        assert_eq!(h.on_signal(nix::libc::SIGUSR1), None);
+        let exit = Exit { code: 143, signal: Some("SIGTERM".into()), forwarded: Some("SIGTERM".into()) };
+        let t = Instant::now();
+        h.on_exit(&exit);
+        assert!(t.elapsed() < AT_EXIT + Duration::from_millis(500), "waited {:?} at exit", t.elapsed());
+        let section = h.take_section().expect("asked");
+        assert_eq!(section.snapshots.len(), 1, "no second query at exit");
+        assert_eq!(section.snapshots[0].why, "signal");
+        assert!(section.snapshots[0].error.is_some());
+        assert!(h.take_section().is_none(), "moved into the report");
+        assert_eq!(Hang::off().on_signal(nix::libc::SIGTERM), None, "RAS off: forwarded at once");
+    }
+
+    /// Regression (issue 40): the account looked for each line's first sighting in every line of
+    /// every snapshot (65,536 lines: billions of comparisons); and said every line on stderr.
+    #[test]
+    fn regression_the_account_of_65536_lines_is_linear_and_says_at_most_max_said() {
+        let many: Vec<String> = (0..65_536).map(|r| format!("rank {r} not answering")).collect();
+        let refs: Vec<&str> = many.iter().map(String::as_str).collect();
+        let snaps = [
+            snap("2026-11-24T18:24:31.000Z", "stall", &refs[..1000]),
+            snap("2026-11-24T18:30:00.000Z", "signal", &refs),
+        ];
+        let t = Instant::now();
+        let a = account(&snaps, &report(Vec::new())).expect("named");
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        assert_eq!(a.lines[1], "  rank 0 not answering (first seen 2026-11-24T18:24:31.000Z)");
+        assert_eq!(a.lines[MAX_SAID], "  rank 255 not answering (first seen 2026-11-24T18:24:31.000Z)");
+        assert_eq!(
+            a.lines[MAX_SAID + 1],
+            "  ... and 65280 more that RAS named (each in the post-mortem's JSON, --report)"
+        );
+        assert!(a.lines.len() < 2 * MAX_SAID + 8, "{}", a.lines.len());
     }
 
     #[test]

@@ -264,13 +264,8 @@ impl Watch {
 /// The problems in the order first seen, each once (a counter that cannot be read fails at start
 /// and at exit alike).
 fn once_each(problems: Vec<String>) -> Vec<String> {
-    let mut out: Vec<String> = Vec::with_capacity(problems.len());
-    for p in problems {
-        if !out.contains(&p) {
-            out.push(p);
-        }
-    }
-    out
+    let mut seen = std::collections::HashSet::with_capacity(problems.len());
+    problems.into_iter().filter(|p| seen.insert(p.clone())).collect()
 }
 
 /// One port's link and counters now (`nccl-wrap status`), reads that failed added to `problems`.

@@ -2,12 +2,16 @@
 //! from the command's environment) for its STATUS report, and reads it with `nccl::ras`.
 //!
 //! Bounded in everything: a connect deadline ([`CONNECT`]), one deadline for the whole reply
-//! (the caller's), [`MAX_REPLY`] bytes. Every rank of a node listens on the same port
-//! (SO_REUSEPORT) and the kernel hands each connection to one of them; a stopped rank's socket
-//! accepts and never answers (measured with NCCL 2.28.9: fixtures/ras/README.md). So a query
-//! opens [`ATTEMPTS`] connections at once and takes the first reply; each attempt runs in its own
-//! thread and ends by the deadline. It must never block past the deadline, never send anything but
-//! the protocol's commands, and never print: the caller says what an error means, once.
+//! (the caller's), [`MAX_REPLY`] bytes, and [`CPU_BUDGET`] of CPU time to read what came (the
+//! parse and the lines, linear in the reply's size: a megabyte takes milliseconds). Every rank
+//! of a node listens on the same port (SO_REUSEPORT) and the kernel hands each connection to
+//! one of them; a stopped rank's socket accepts and never answers (measured with NCCL 2.28.9:
+//! fixtures/ras/README.md). So a query opens [`ATTEMPTS`] connections at once and takes the
+//! first reply; each attempt runs in its own thread and ends by the deadline. [`ask`] runs the
+//! whole query, reading included, on a thread of its own, so that the supervisor goes on
+//! forwarding signals meanwhile and takes the answer when it is in ([`Asked`]). It must never
+//! block past the deadline, never send anything but the protocol's commands, and never print:
+//! the caller says what an error means, once.
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -26,9 +30,17 @@ pub(crate) const MAX_REPLY: usize = 1 << 20;
 /// Connections opened at once, to reach a live rank past stopped ones sharing the port.
 pub(crate) const ATTEMPTS: usize = 3;
 /// How long past the deadline an attempt may take to hand in what it read (its reads end at the
-/// deadline; on a loaded machine its thread may run a little later): the query's whole bound is
-/// the deadline plus this.
+/// deadline; on a loaded machine its thread may run a little later) and the reply be read: the
+/// query's whole bound is the deadline plus this.
 pub(crate) const REPORT_GRACE: Duration = Duration::from_millis(250);
+/// The most an unfinished reply may hold to be read as a refusal (`ERROR: ...` lines).
+const REFUSAL_MAX: usize = 4096;
+/// The CPU time the query's thread may spend reading one reply (its parse, asked between
+/// bounded steps, and its lines): a reply of [`MAX_REPLY`] bytes naming 65,536 processes takes
+/// about 40 ms optimised (BENCHMARKS.md), so only a reply built to be slow meets it. It bounds
+/// the work of the thread; what a caller waits is bounded apart ([`Asked::wait`] ends at the
+/// query's bound whatever the thread does), so a reply still being read then is not waited for.
+pub(crate) const CPU_BUDGET: Duration = Duration::from_millis(500);
 
 /// Where RAS listens, or why it is not asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,6 +90,10 @@ pub(crate) enum RasError {
     TooLarge { addr: SocketAddr, max: usize },
     #[error("cannot ask {addr}: {source}")]
     Io { addr: SocketAddr, source: std::io::Error },
+    #[error("{addr} sent {bytes} bytes whose reading took more than {ms} ms of CPU time: not read further")]
+    OverBudget { addr: SocketAddr, ms: u64, bytes: usize },
+    #[error("{addr}: no answer read within {ms} ms")]
+    Late { addr: SocketAddr, ms: u64 },
     #[error("{addr}: {source}")]
     Parse { addr: SocketAddr, source: ParseError },
 }
@@ -91,8 +107,8 @@ impl RasError {
     /// Which error to tell when every attempt failed: the most informative.
     fn weight(&self) -> u8 {
         match self {
-            RasError::Parse { .. } | RasError::TooLarge { .. } => 5,
-            RasError::Slow { .. } => 4,
+            RasError::Parse { .. } | RasError::TooLarge { .. } | RasError::OverBudget { .. } => 5,
+            RasError::Slow { .. } | RasError::Late { .. } => 4,
             RasError::Silent { .. } => 3,
             RasError::Io { .. } => 2,
             RasError::Refused { .. } => 1,
@@ -104,12 +120,67 @@ impl RasError {
 #[derive(Debug, Clone)]
 pub(crate) struct Reply {
     pub(crate) view: View,
+    /// The view's lines for people (`View::lines`), made on the query's thread.
+    pub(crate) lines: Vec<String>,
     /// From the first connect to the reply's end.
     pub(crate) ms: f64,
 }
 
-/// Asks for STATUS (`json`: after `SET FORMAT json`), waiting at most `deadline` in all.
+/// A query under way on its own thread ([`ask`]).
+pub(crate) struct Asked {
+    addr: SocketAddr,
+    rx: mpsc::Receiver<Result<Reply, RasError>>,
+    pub(crate) started: Instant,
+    /// The query's whole bound: its deadline plus [`REPORT_GRACE`].
+    pub(crate) until: Instant,
+}
+
+/// Starts a query ([`query`]) on a thread of its own and returns at once.
+pub(crate) fn ask(addr: SocketAddr, json: bool, deadline: Duration) -> Asked {
+    let started = Instant::now();
+    let (tx, rx) = mpsc::sync_channel(1);
+    let failed = tx.clone();
+    let spawned = std::thread::Builder::new().name("ras".into()).spawn(move || {
+        let _ = tx.send(query_here(addr, json, deadline));
+    });
+    if let Err(source) = spawned {
+        let _ = failed.send(Err(RasError::Io { addr, source }));
+    }
+    Asked { addr, rx, started, until: started + deadline + REPORT_GRACE }
+}
+
+impl Asked {
+    /// The answer if it is in, or the query's bound has passed (then [`RasError::Late`]);
+    /// `None` while it is under way. Never waits.
+    pub(crate) fn try_take(&self, now: Instant) -> Option<Result<Reply, RasError>> {
+        match self.rx.try_recv() {
+            Ok(answer) => Some(answer),
+            Err(mpsc::TryRecvError::Empty) if now < self.until => None,
+            Err(_) => Some(Err(self.late())),
+        }
+    }
+
+    /// Waits for the answer until `by`, and never past the query's bound.
+    pub(crate) fn wait(&self, by: Instant) -> Result<Reply, RasError> {
+        let left = by.min(self.until).saturating_duration_since(Instant::now());
+        self.rx.recv_timeout(left).unwrap_or_else(|_| Err(self.late()))
+    }
+
+    fn late(&self) -> RasError {
+        RasError::Late { addr: self.addr, ms: millis(self.started.elapsed()) }
+    }
+}
+
+/// Asks for STATUS (`json`: after `SET FORMAT json`) and waits for the answer, at most
+/// `deadline` plus [`REPORT_GRACE`] in all, the reply's reading included.
 pub(crate) fn query(addr: SocketAddr, json: bool, deadline: Duration) -> Result<Reply, RasError> {
+    let asked = ask(addr, json, deadline);
+    asked.wait(asked.until)
+}
+
+/// The query on the calling thread: the attempts, then the first reply read within
+/// [`CPU_BUDGET`] of this thread's CPU time.
+fn query_here(addr: SocketAddr, json: bool, deadline: Duration) -> Result<Reply, RasError> {
     let started = Instant::now();
     let until = started + deadline;
     let request: &'static [u8] =
@@ -129,9 +200,9 @@ pub(crate) fn query(addr: SocketAddr, json: bool, deadline: Duration) -> Result<
     for _ in 0..ATTEMPTS {
         let left = until.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left + REPORT_GRACE) {
-            Ok(Ok((text, _))) => {
-                let view = ras::parse(&text).map_err(|source| RasError::Parse { addr, source })?;
-                return Ok(Reply { view, ms: started.elapsed().as_secs_f64() * 1e3 });
+            Ok(Ok((text, bytes))) => {
+                let ms = started.elapsed().as_secs_f64() * 1e3;
+                return read(addr, &text, bytes, CPU_BUDGET).map(|(view, lines)| Reply { view, lines, ms });
             }
             Ok(Err(e)) => {
                 if worst.as_ref().is_none_or(|w| e.weight() > w.weight()) {
@@ -142,6 +213,29 @@ pub(crate) fn query(addr: SocketAddr, json: bool, deadline: Duration) -> Result<
         }
     }
     Err(worst.unwrap_or(RasError::Silent { addr, ms: millis(deadline) }))
+}
+
+/// The reply read, and its lines, within `budget` of this thread's CPU time.
+fn read(addr: SocketAddr, text: &str, bytes: usize, budget: Duration) -> Result<(View, Vec<String>), RasError> {
+    let begun = thread_cpu();
+    let over = RasError::OverBudget { addr, ms: millis(budget), bytes };
+    let view = match ras::parse_within(text, &mut || thread_cpu().saturating_sub(begun) > budget) {
+        Ok(v) => v,
+        Err(ParseError::Budget) => return Err(over),
+        Err(source) => return Err(RasError::Parse { addr, source }),
+    };
+    // Linear in what the view keeps (at most MAX_ITEMS findings of MAX_ITEMS people).
+    let lines = view.lines();
+    if thread_cpu().saturating_sub(begun) > budget {
+        return Err(over);
+    }
+    Ok((view, lines))
+}
+
+/// The CPU time this thread has used.
+fn thread_cpu() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(u64::try_from(t.tv_sec).unwrap_or(0), u32::try_from(t.tv_nsec).unwrap_or(0))
 }
 
 fn millis(d: Duration) -> u64 {
@@ -196,20 +290,25 @@ fn attempt(addr: SocketAddr, request: &[u8], until: Instant) -> Result<(String, 
         return Err(RasError::Silent { addr, ms });
     }
     // A refusal (`ERROR: Unknown command`) leaves the connection open: the deadline ends it.
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    match ras::parse(&text) {
-        Err(source @ ParseError::Refused(_)) => Err(RasError::Parse { addr, source }),
-        _ => Err(RasError::Slow { addr, ms, bytes: buf.len() }),
+    // It is a line or two; a longer unfinished reply is only slow, and is not read.
+    let refused = if buf.len() <= REFUSAL_MAX {
+        ras::parse(&String::from_utf8_lossy(&buf)).err().filter(|e| matches!(e, ParseError::Refused(_)))
+    } else {
+        None
+    };
+    match refused {
+        Some(source) => Err(RasError::Parse { addr, source }),
+        None => Err(RasError::Slow { addr, ms, bytes: buf.len() }),
     }
 }
 
 #[cfg(test)]
 #[path = "../../../tests/standin/ras.rs"]
-mod standin;
+pub(crate) mod standin;
 
 #[cfg(test)]
 mod tests {
-    use super::standin::{captured, fixture, Mode, Server};
+    use super::standin::{captured, fixture, many, Mode, Server};
     use super::*;
     use nw_nccl::ras::Kind;
 
@@ -257,6 +356,51 @@ mod tests {
             assert!(t.elapsed() < D + Duration::from_secs(5), "{mode:?} took {:?}", t.elapsed());
             assert!(e.to_string().contains(want), "{mode:?}: {e}");
         }
+    }
+
+    #[test]
+    fn a_reply_naming_65536_processes_is_read_with_its_lines_on_the_querys_thread() {
+        let s = Server::start(Mode::Replies { text: many(65_536), json: String::new() });
+        let r = query(s.addr, false, D).expect("reply");
+        assert_eq!(r.lines.len(), 65_536);
+        assert_eq!(r.view.findings.len(), 256);
+    }
+
+    #[test]
+    fn a_reply_past_its_cpu_budget_is_not_read_further_and_says_so() {
+        let addr = Server::closed_port();
+        let reply = many(65_536);
+        let e = read(addr, &reply, reply.len(), Duration::ZERO).expect_err("no CPU left");
+        assert!(matches!(e, RasError::OverBudget { .. }), "{e}");
+        assert!(e.to_string().contains("more than 0 ms of CPU time: not read further"), "{e}");
+        assert!(read(addr, &reply, reply.len(), CPU_BUDGET).is_ok(), "well inside the budget");
+    }
+
+    /// The supervisor's side: `ask` returns at once; the answer is taken when it is in, and a
+    /// silent server's query ends at its bound, not later, without the caller waiting meanwhile.
+    #[test]
+    fn an_asked_query_never_blocks_its_caller_and_ends_at_its_bound() {
+        let s = Server::start(Mode::Silent);
+        let t = Instant::now();
+        let asked = ask(s.addr, false, Duration::from_millis(300));
+        assert!(t.elapsed() < Duration::from_millis(100), "ask waited: {:?}", t.elapsed());
+        assert!(asked.try_take(Instant::now()).is_none(), "under way");
+        let e = asked.wait(Instant::now() + Duration::from_secs(30)).expect_err("silent");
+        assert!(t.elapsed() < Duration::from_millis(300) + REPORT_GRACE + Duration::from_secs(2), "{:?}", t.elapsed());
+        assert!(e.to_string().contains("sent nothing"), "{e}");
+        let live = Server::start(captured("stopped-dead"));
+        let asked = ask(live.addr, false, D);
+        let answer = loop {
+            if let Some(a) = asked.try_take(Instant::now()) {
+                break a;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        assert_eq!(answer.expect("reply").view.findings[0].who[0].pid, Some(610));
+        // Past its bound with nothing in, a query is late, said without waiting.
+        let silent = ask(s.addr, false, Duration::from_millis(300));
+        let e = silent.try_take(silent.until + Duration::from_millis(1)).expect("over").expect_err("late");
+        assert!(matches!(e, RasError::Late { .. }), "{e}");
     }
 
     #[test]

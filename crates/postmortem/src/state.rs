@@ -6,16 +6,18 @@
 //! The file lives in the container's own `/run/nccl-wrap/state.json` (`--state-file`), written
 //! atomically (`write`), mode 0644: anyone in the container may read it; it holds port names and
 //! counter values, nothing secret, and nothing outside the container sees it. It must never fail
-//! the supervisor (an unwritable path is a debug line) and, read back, is untrusted: at most
-//! [`MAX_STATE`] bytes, and port names that are not `dev:port` with a plain device name are
-//! dropped (status rebuilds each port's directory under the sysfs root from the name).
+//! the supervisor (an unwritable path is a debug line) and, read back, is untrusted: opened as
+//! every outside file is (`detect::file`: non-blocking, a regular file only, so a FIFO or a
+//! device given as `--state-file` is refused at once), at most [`MAX_STATE`] bytes, and port
+//! names that are not `dev:port` with a plain device name are dropped (status rebuilds each
+//! port's directory under the sysfs root from the name).
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use nw_observe::detect::counters::Counters;
+use nw_observe::detect::file::{self, FileError};
 
 /// `/run/nccl-wrap/state.json`.
 pub const DEFAULT_PATH: &str = "/run/nccl-wrap/state.json";
@@ -48,6 +50,8 @@ pub enum StateError {
     Missing { path: PathBuf, source: std::io::Error },
     #[error("{path} is larger than {max} bytes: not read")]
     TooLarge { path: PathBuf, max: u64 },
+    #[error("no supervisor state: {source}")]
+    NotRegular { source: FileError },
     #[error("{path} is not nccl-wrap's state: {why}")]
     Invalid { path: PathBuf, why: String },
 }
@@ -83,16 +87,15 @@ pub(crate) fn plain_port(name: &str) -> Option<(&str, u32)> {
     Some((dev, port.parse().ok()?))
 }
 
-/// Reads the state back, bounded; drops ports whose names are not plain.
+/// Reads the state back, bounded and without blocking; drops ports whose names are not plain.
 pub fn read(path: &Path) -> Result<State, StateError> {
-    let f = std::fs::File::open(path).map_err(|source| StateError::Missing { path: path.into(), source })?;
-    let mut text = String::new();
-    f.take(MAX_STATE + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| StateError::Invalid { path: path.into(), why: e.to_string() })?;
-    if text.len() as u64 > MAX_STATE {
-        return Err(StateError::TooLarge { path: path.into(), max: MAX_STATE });
-    }
+    let limit = usize::try_from(MAX_STATE).unwrap_or(usize::MAX);
+    let bytes = file::read(path, limit).map_err(|e| match e {
+        FileError::Io { source, .. } => StateError::Missing { path: path.into(), source },
+        FileError::TooLarge { .. } => StateError::TooLarge { path: path.into(), max: MAX_STATE },
+        source @ FileError::NotRegular { .. } => StateError::NotRegular { source },
+    })?;
+    let text = String::from_utf8(bytes).map_err(|e| StateError::Invalid { path: path.into(), why: e.to_string() })?;
     let mut state: State =
         serde_json::from_str(&text).map_err(|e| StateError::Invalid { path: path.into(), why: e.to_string() })?;
     state.ports.retain(|p| plain_port(&p.port).is_some());
@@ -143,6 +146,24 @@ mod tests {
         assert!(matches!(read(&path), Err(StateError::Invalid { .. })));
         withdraw(&path);
         assert!(matches!(read(&path), Err(StateError::Missing { .. })));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Regression (issue 40): `status --state-file FIFO` opened the FIFO blocking and waited for a
+    /// writer for ever; a character device was read up to the bound.
+    #[test]
+    fn regression_a_fifo_or_a_device_as_the_state_is_refused_at_once() {
+        let dir = std::env::temp_dir().join(format!("nccl-wrap-state-fifo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let fifo = dir.join("state.json");
+        let mode = rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR;
+        rustix::fs::mknodat(rustix::fs::CWD, &fifo, rustix::fs::FileType::Fifo, mode, 0).expect("mkfifo");
+        let t = std::time::Instant::now();
+        let e = read(&fifo).expect_err("a FIFO");
+        assert!(t.elapsed() < std::time::Duration::from_secs(5), "waited on the FIFO");
+        assert!(e.to_string().contains("is a FIFO (named pipe), not a regular file"), "{e}");
+        let e = read(Path::new("/dev/zero")).expect_err("a device");
+        assert!(e.to_string().contains("is a character device"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

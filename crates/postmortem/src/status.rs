@@ -3,8 +3,10 @@
 //! (against the supervisor's first reading, `state`), and NCCL's RAS view of the job; `--json`
 //! for the same as one JSON object (docs/schemas/status.schema.json).
 //!
-//! Reads only: the state file (bounded, untrusted), the ports' sysfs files under the sysfs root,
-//! one RAS query (2 s at most). It must never signal or touch the job. Exit status: 0 read, 1
+//! Reads only: the state file (bounded, non-blocking, a regular file only, untrusted), the ports'
+//! sysfs files under the sysfs root, one RAS query (2 s at most, and 0.25 s to read the reply,
+//! its CPU budget included). It must never signal or touch the job, nor wait on any input
+//! past its bound. Exit status: 0 read, 1
 //! RAS or a port names a problem, 2 no supervisor state.
 
 use std::net::SocketAddr;
@@ -18,8 +20,11 @@ use crate::state::{self, State};
 use crate::{portwatch, ras};
 use nw_output::msg::PREFIX;
 
-/// The RAS query's bound: a person is waiting.
+/// The RAS query's bound: a person is waiting. The reply is read on the query's thread within
+/// its CPU budget, and the wait for it ends at this plus `ras::REPORT_GRACE` whatever it does.
 pub(crate) const RAS_DEADLINE: Duration = Duration::from_secs(2);
+/// RAS lines printed, at most (`--json` has every one).
+pub(crate) const MAX_SHOWN: usize = 256;
 
 #[derive(Debug, Serialize)]
 pub(crate) struct PortNow {
@@ -85,7 +90,7 @@ fn ask(addr: &str) -> RasNow {
         Ok(a) => match ras::query(a, false, RAS_DEADLINE) {
             Ok(r) => {
                 out.ms = (r.ms * 100.0).round() / 100.0;
-                out.lines = r.view.lines();
+                out.lines = r.lines;
                 out.nccl_version = r.view.nccl_version;
                 out.findings = r.view.findings;
             }
@@ -135,8 +140,11 @@ impl Status {
             )),
             (None, false) => {
                 out.push_str(&format!("NCCL's RAS ({}, {:.1} ms):\n", self.ras.addr, self.ras.ms));
-                for l in &self.ras.lines {
+                for l in self.ras.lines.iter().take(MAX_SHOWN) {
                     out.push_str(&format!("  {l}\n"));
+                }
+                if let Some(n) = self.ras.lines.len().checked_sub(MAX_SHOWN).filter(|n| *n > 0) {
+                    out.push_str(&format!("  ... and {n} more that RAS named (each in --json)\n"));
                 }
             }
         }
