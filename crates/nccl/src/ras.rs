@@ -12,7 +12,7 @@
 //! malformed: such lines are skipped, never a panic), never scan what it has read once per line
 //! read, and never do I/O.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
@@ -514,7 +514,7 @@ impl View {
         let mut findings: Vec<&Finding> = self.findings.iter().collect();
         findings.sort_by_key(|f| f.kind);
         // The first rank named for each process, in the reply's order.
-        let mut ranked: HashMap<(u32, Option<&str>), u32> = HashMap::new();
+        let mut ranked: BTreeMap<(u32, Option<&str>), u32> = BTreeMap::new();
         for w in self.findings.iter().flat_map(|f| f.who.iter()) {
             if let (Some(p), Some(r)) = (w.process(), w.rank) {
                 ranked.entry(p).or_insert(r);
@@ -522,8 +522,8 @@ impl View {
         }
         let rank_of = |w: &Who| w.rank.or_else(|| w.process().and_then(|p| ranked.get(&p).copied()));
         // Said already: processes by pid and node; ranks said without a pid, by rank.
-        let mut said_processes: HashSet<(u32, Option<&str>)> = HashSet::new();
-        let mut said_ranks: HashSet<u32> = HashSet::new();
+        let mut said_processes: BTreeSet<(u32, Option<&str>)> = BTreeSet::new();
+        let mut said_ranks: BTreeSet<u32> = BTreeSet::new();
         let mut out = Vec::new();
         for f in findings {
             let on = f.comm.as_deref().map(|c| format!(" in communicator {c}")).unwrap_or_default();

@@ -18,7 +18,7 @@
 //! reads), and never scan the answers once per line said; an unanswered query is said once and
 //! then only counted.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
@@ -380,7 +380,7 @@ pub(crate) struct Account {
 pub(crate) fn account(snapshots: &[Snapshot], report: &Report) -> Option<Account> {
     let last = snapshots.iter().rev().find(|s| !s.lines.is_empty())?;
     // When each line was first said: one pass over the snapshots, in the order they were taken.
-    let mut first: HashMap<&str, &str> = HashMap::new();
+    let mut first: BTreeMap<&str, &str> = BTreeMap::new();
     for s in snapshots {
         for l in &s.lines {
             first.entry(l.as_str()).or_insert(s.time.as_str());

@@ -264,7 +264,7 @@ impl Watch {
 /// The problems in the order first seen, each once (a counter that cannot be read fails at start
 /// and at exit alike).
 fn once_each(problems: Vec<String>) -> Vec<String> {
-    let mut seen = std::collections::HashSet::with_capacity(problems.len());
+    let mut seen = std::collections::BTreeSet::new();
     problems.into_iter().filter(|p| seen.insert(p.clone())).collect()
 }
 
