@@ -27,7 +27,9 @@ As PID 1 (or with --supervise) the command runs as a child: signals are forwarde
 are reaped, and the exit status is the command's as above. The RDMA ports in use are watched; when
 the command fails, a post-mortem on stderr says what changed on them (docs/postmortem.md).
 
-Boolean options take no value (true), or =VALUE: true/false, yes/no, on/off, 1/0.
+Boolean options take no value (true), or =VALUE: true/false, yes/no, on/off, 1/0. An option never
+takes a following --option or -x as its value (it is then missing): give such a value inline,
+as in --gate-id=--odd.
 Logging detail: NCCL_WRAP_LOG=debug (env_logger syntax).";
 
 const WATCH_AFTER_HELP: &str = "\

@@ -335,6 +335,14 @@ impl CliError {
     }
 }
 
+/// A word a value-taking option never takes as its value: `--`, a `--long` option, or `-x`. Such
+/// a value is given inline (`--gate-id=--odd`); otherwise an option given no value would swallow
+/// the option after it, an interlock included (`--grace --require-rdma`).
+fn is_option_word(word: &OsStr) -> bool {
+    let b = word.as_bytes();
+    b.starts_with(b"--") || (b.len() == 2 && b[0] == b'-' && b[1].is_ascii_alphabetic())
+}
+
 impl Cli {
     /// Blank options with the run's defaults, and ping's for the gate's pair test.
     fn new() -> Cli {
@@ -419,8 +427,7 @@ impl Cli {
                 let (value, utf8) = match (opt.ty.takes_value(), inline) {
                     (false, v) => (v.unwrap_or("true").to_owned(), true),
                     (true, Some(v)) => (v.to_owned(), true),
-                    // `--` is never a value: `--grace -- cmd` is a missing value, not a command.
-                    (true, None) => match rest.next_if(|a| *a != "--") {
+                    (true, None) => match rest.next_if(|a| !is_option_word(a)) {
                         Some(v) => (v.to_string_lossy().into_owned(), v.to_str().is_some()),
                         None => {
                             cli.problems.push(Problem::missing(name, opt.long));

@@ -443,3 +443,55 @@ fn each_command_helps_with_its_own_options_within_100_columns() {
     assert!(!ping.contains("--grace") && !ping.contains("--gate-secret"), "{ping}");
     assert_ne!(err(&["-h"]), err(&["--help"]));
 }
+
+/// The value-taking options of a run.
+fn value_options() -> Vec<String> {
+    OPTS.iter().filter(|o| o.scope & RUN != 0 && o.ty.takes_value()).map(|o| format!("--{}", o.long)).collect()
+}
+
+/// Issue 40.3: an option given no value never takes the option after it as its value: its value
+/// is missing (named; without a command, the usage error), and an interlock after it holds, so the
+/// run refuses or runs with it, never without it.
+#[test]
+fn a_missing_value_never_swallows_the_interlock_after_it() {
+    type On = fn(&Opts) -> bool;
+    let after: [(&str, On); 5] = [
+        ("--require-rdma", |o| o.require_rdma),
+        ("--require-memlock", |o| o.require_memlock),
+        ("--gate", |o| o.gate == Gate::Refuse),
+        ("--gate=warn", |o| o.gate == Gate::Warn),
+        ("-q", |o| o.quiet),
+    ];
+    let options = value_options();
+    assert!(options.len() > 20, "{options:?}");
+    for missing in &options {
+        for (flag, on) in after {
+            let c = ok(parse(&[missing, flag, "--", "x"]));
+            assert!(on(&c.opts), "{missing} {flag}: the flag was taken as a value");
+            assert!(
+                c.problems.iter().any(|p| p.fault == Fault::MissingValue && &p.source == missing),
+                "{missing} {flag}: {:?}",
+                c.problems
+            );
+            // A gate setting with the gate on refuses; anything else is named and ignored, and the
+            // interlock stays on for the run to honour.
+            let refuses = flag == "--gate" && missing.starts_with("--gate-");
+            assert_eq!(verdict(&c).refusal.is_some(), refuses, "{missing} {flag}");
+            // Without a command it is the usage error it names (exit 2).
+            assert_eq!(err(&[missing, flag]), ErrorKind::MissingValue(missing.clone()), "{missing} {flag}");
+        }
+    }
+    // The reproductions: each keeps its interlock.
+    assert!(ok(parse(&["--grace", "--require-rdma", "--", "cmd"])).opts.require_rdma);
+    assert!(ok(parse(&["--gate-id", "--require-rdma", "--", "cmd"])).opts.require_rdma);
+    assert_eq!(ok(parse(&["--report", "--gate", "--", "cmd"])).opts.gate, Gate::Refuse);
+    // A subcommand's option too; a value that only looks like an option goes inline.
+    assert_eq!(
+        parse(&["ping", "--listen", "--json"]).map_err(|e| (e.sub, e.kind)),
+        Err((Some(SubName::Ping), ErrorKind::MissingValue("--listen".into())))
+    );
+    assert_eq!(ok(parse(&["--gate-id=--odd", "--", "x"])).opts.gate_id.as_deref(), Some("--odd"));
+    assert_eq!(err(&["--gate-id", "-q"]), ErrorKind::MissingValue("--gate-id".into()));
+    // A negative number is a value (out of range), not an option.
+    assert!(matches!(err(&["--grace", "-1"]), ErrorKind::BadValue { .. }));
+}
