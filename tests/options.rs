@@ -1,5 +1,6 @@
 //! The command line as a hurried person or a pod spec gets it wrong, through the real binary: an
-//! option left without its value before an interlock (the interlock still holds).
+//! option left without its value before an interlock (the interlock still holds), an empty job
+//! secret from each of its sources (refused before anything is printed).
 
 mod common;
 
@@ -66,4 +67,47 @@ fn every_option_without_its_value_before_each_interlock_keeps_the_interlock() {
             assert_eq!(r.stdout(), "", "{shown}: the command ran");
         }
     }
+}
+
+/// The gate is on for a job of one pod: only the secret stands between it and running.
+fn gated() -> Run {
+    let port = (20_000 + std::process::id() % 20_000).to_string();
+    Run::node(NO_RDMA)
+        .env("NCCL_WRAP_GATE", "1")
+        .env("NCCL_WRAP_GATE_RANK", "0")
+        .env("NCCL_WRAP_GATE_SIZE", "1")
+        .env("NCCL_WRAP_GATE_COORDINATOR", "127.0.0.1")
+        .env("NCCL_WRAP_GATE_PORT", port)
+        .env("NCCL_WRAP_GATE_WAIT_MS", "1000")
+}
+
+/// Issue 40.4: an empty or whitespace secret, from any source, with the gate on: refused (125)
+/// and named, before the summary or the gate (an empty variable once ran the gate unauthenticated).
+#[test]
+fn an_empty_secret_from_any_source_refuses_before_anything_runs() {
+    let dir = std::env::temp_dir().join(format!("nccl-wrap-options-secret-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch");
+    let (empty, blank) = (dir.join("empty"), dir.join("blank"));
+    std::fs::write(&empty, "").expect("write");
+    std::fs::write(&blank, " \n\t\n").expect("write");
+    let cmd = ["--", "sh", "-c", "echo the command ran"];
+    let cases: [(&str, Run, &[&str]); 7] = [
+        ("NCCL_WRAP_GATE_SECRET", gated().env("NCCL_WRAP_GATE_SECRET", ""), &[]),
+        ("NCCL_WRAP_GATE_SECRET", gated().env("NCCL_WRAP_GATE_SECRET", " \t "), &[]),
+        ("NCCL_WRAP_GATE_SECRET_FILE", gated().env("NCCL_WRAP_GATE_SECRET_FILE", ""), &[]),
+        ("'--gate-secret'", gated(), &["--gate-secret="]),
+        ("'--gate-secret-file'", gated(), &["--gate-secret-file="]),
+        ("NCCL_WRAP_GATE_SECRET_FILE", gated().env("NCCL_WRAP_GATE_SECRET_FILE", &empty), &[]),
+        ("NCCL_WRAP_GATE_SECRET_FILE", gated().env("NCCL_WRAP_GATE_SECRET_FILE", &blank), &[]),
+    ];
+    for (source, run, args) in cases {
+        let r = run.args(args.iter().chain(&cmd));
+        r.code_is(125).stderr_has("refusing to start").stderr_has(source);
+        r.stderr_lacks("gate: rank").stderr_lacks("RDMA port(s) usable");
+        assert_eq!(r.stdout(), "", "{source}: the command ran");
+    }
+    // The gate off, a secret is none of the run's business: named, and the command runs.
+    let r = Run::node(NO_RDMA).env("NCCL_WRAP_GATE_SECRET", "").args(["--supervise=false"].iter().chain(&cmd));
+    r.success().stderr_has("warning: NCCL_WRAP_GATE_SECRET=").stdout_is("the command ran\n");
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -498,7 +498,8 @@ impl Cli {
             }
             let names = std::iter::once(opt.var)
                 .chain(ALIASES.iter().filter(|(_, _, to)| *to == opt.long).map(|(_, var, _)| *var));
-            if let Some((var, value)) = names.filter_map(|n| env(n).filter(|v| !v.is_empty()).map(|v| (n, v))).next() {
+            let set = |v: &OsString| !v.is_empty() || opt.ty.empty_is_set();
+            if let Some((var, value)) = names.filter_map(|n| env(n).filter(set).map(|v| (n, v))).next() {
                 cli.set_var(opt, var, &value, false);
             }
         }

@@ -47,7 +47,8 @@ pub(super) enum Ty {
     Path(&'static str, Option<&'static str>),
     /// Text whose form its one user checks (a peer's address, a template, an identity).
     Text(&'static str),
-    /// The job's secret, or the file holding it.
+    /// The job's secret, or the file holding it. A variable set to nothing still counts as set:
+    /// an empty secret is a mistake that would otherwise turn the gate's authentication off.
     Secret,
     SecretFile,
     /// `SERVICE[:PORT]`: a DNS name, and the ring's port unless given.
@@ -70,6 +71,11 @@ impl Ty {
     /// Whether it takes a value (`--opt VALUE`); a flag takes one only inline (`--flag=BOOL`).
     pub(super) fn takes_value(self) -> bool {
         !matches!(self, Ty::Flag | Ty::Maybe | Ty::Mode)
+    }
+
+    /// Whether its variable set to nothing counts as set (see [`Ty::Secret`]).
+    pub(super) fn empty_is_set(self) -> bool {
+        matches!(self, Ty::Secret | Ty::SecretFile)
     }
 
     /// What `--help` calls its value.
@@ -421,10 +427,10 @@ pub(super) const OPTS: &[Opt] = &[
     o("gate-secret", "NCCL_WRAP_GATE_SECRET", RUN, Ty::Secret, opts!(gate_secret),
         "Gate: the job's secret, the same on every pod: every gate frame carries its HMAC-SHA256, and a pod \
          with another or none is refused. Prefer the variable or --gate-secret-file (a flag shows in the \
-         process list). Default: none (the job is not authenticated, said once)"),
+         process list). Default: none (the job is not authenticated, said once); set but empty: exit 125"),
     o("gate-secret-file", "NCCL_WRAP_GATE_SECRET_FILE", RUN, Ty::SecretFile, opts!(gate_secret_file),
         "Gate: read the job's secret from FILE (a mounted Secret; at most 4096 bytes, surrounding \
-         whitespace ignored); unreadable while --gate is on: exit 125"),
+         whitespace ignored); unreadable or empty while --gate is on: exit 125"),
     o("gate-slow", "NCCL_WRAP_GATE_SLOW", RUN, Ty::Num("PERCENT", 0, 100, Some(70)), opts!(gate_slow_pct),
         "Gate: a pair that passes below this percent of the job's median bandwidth, or of its rated speed \
          (the slower end's port rate; hardware ports only), is named as slow with both figures; the \

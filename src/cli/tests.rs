@@ -495,3 +495,47 @@ fn a_missing_value_never_swallows_the_interlock_after_it() {
     // A negative number is a value (out of range), not an option.
     assert!(matches!(err(&["--grace", "-1"]), ErrorKind::BadValue { .. }));
 }
+
+/// Issue 40.4: an empty or whitespace secret, from a flag, a variable or a file, with the gate on,
+/// refuses (the file read by `validate`, before anything else happens); the gate off, a flag or
+/// variable is named and ignored, and the file not even read; with `--gate=warn` the gate is told
+/// why, never run as though no secret was set.
+#[test]
+fn an_empty_secret_from_any_source_refuses_with_the_gate() {
+    let dir = std::env::temp_dir().join(format!("nccl-wrap-cli-secret-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch");
+    let file = |name: &str, body: &str| {
+        std::fs::write(dir.join(name), body).expect("write");
+        dir.join(name).to_string_lossy().into_owned()
+    };
+    let (empty, blank, good) = (file("empty", ""), file("blank", " \n\t\n"), file("good", "s3cret\n"));
+    type Case<'a> = (&'a [&'a str], Vec<(&'a str, &'a str)>);
+    let cases: Vec<Case> = vec![
+        (&["--", "x"], vec![("NCCL_WRAP_GATE_SECRET", "")]),
+        (&["--", "x"], vec![("NCCL_WRAP_GATE_SECRET", " \t\n")]),
+        (&["--", "x"], vec![("NCCL_WRAP_GATE_SECRET_FILE", "")]),
+        (&["--gate-secret=", "--", "x"], vec![]),
+        (&["--gate-secret", " ", "--", "x"], vec![]),
+        (&["--gate-secret-file=", "--", "x"], vec![]),
+        (&["--", "x"], vec![("NCCL_WRAP_GATE_SECRET_FILE", &empty)]),
+        (&["--", "x"], vec![("NCCL_WRAP_GATE_SECRET_FILE", &blank)]),
+        (&["--", "x"], vec![("NCCL_WRAP_GATE_SECRET_FILE", "/nonexistent/secret")]),
+    ];
+    let run = |a: &[&str], env: &[(&str, &str)], gate: &str| {
+        let env: Vec<(&str, &str)> = env.iter().copied().chain([("NCCL_WRAP_GATE", gate)]).collect();
+        validate(ok(parse_env(a, &env)), &Default::default())
+    };
+    for (a, env) in &cases {
+        let refusal = run(a, env, "1").1.refusal.unwrap_or_default();
+        assert!(refusal.contains("SECRET") || refusal.contains("secret"), "{a:?} {env:?}: {refusal:?}");
+        let (config, v) = run(a, env, "warn");
+        assert!(v.refusal.is_none() && config.gate.is_some_and(|g| g.secret.is_err()), "{a:?} {env:?}");
+        let (config, v) = run(a, env, "0");
+        assert!(config.gate.is_none() && v.refusal.is_none(), "{a:?} {env:?}");
+        assert_eq!(v.ignored.len(), usize::from(!env.iter().any(|(k, v)| k.ends_with("FILE") && !v.is_empty())));
+    }
+    let (config, v) = run(&["--", "x"], &[("NCCL_WRAP_GATE_SECRET_FILE", &good)], "1");
+    assert_eq!(config.gate.map(|g| g.secret), Some(Ok(Some(Secret::new(b"s3cret").expect("secret")))));
+    assert_eq!(v.refusal, None);
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -16,7 +16,7 @@ use nw_pid1::supervise;
 use nw_postmortem::{hang, portwatch};
 
 use super::problem::shown;
-use super::{unknown_variables, verdict, Cli, Gate, Opts, Verdict};
+use super::{unknown_variables, verdict, Cli, Gate, Opts, Problem, Verdict};
 
 /// The options ready to act on.
 #[derive(Debug, Clone)]
@@ -34,7 +34,8 @@ pub struct Config {
 pub struct GateConfig {
     /// `--gate=warn`: report, and start the command anyway.
     pub warn: bool,
-    /// The job's secret, none, or why it cannot be had (the gate then does not run).
+    /// The job's secret, none, or why the one given cannot be used: never "none" then, so that a
+    /// secret set wrong never runs the gate unauthenticated.
     pub secret: Result<Option<Secret>, String>,
     /// Where a refusal's cause goes for Kubernetes.
     pub termination_log: Option<PathBuf>,
@@ -50,7 +51,7 @@ pub fn validate(mut cli: Cli, vars: &Vars) -> (Config, Verdict) {
     let termination_log = runs.then(|| termination_log(o)).flatten();
     let gate = (runs && o.gate != Gate::Off).then(|| GateConfig {
         warn: o.gate == Gate::Warn,
-        secret: secret(o),
+        secret: secret(o, &cli.problems),
         termination_log: termination_log.clone(),
     });
     if let Some(GateConfig { warn: false, secret: Err(e), .. }) = &gate {
@@ -83,8 +84,11 @@ fn termination_log(o: &Opts) -> Option<PathBuf> {
 }
 
 /// The job's secret from `--gate-secret` or the file `--gate-secret-file` names (read with a
-/// bound, never blocking), none, or why it cannot be had.
-fn secret(o: &Opts) -> Result<Option<Secret>, String> {
+/// bound, never blocking), none, or why the one given cannot be had.
+fn secret(o: &Opts, problems: &[Problem]) -> Result<Option<Secret>, String> {
+    if let Some(p) = problems.iter().find(|p| matches!(p.long, Some("gate-secret" | "gate-secret-file"))) {
+        return Err(format!("{}: {}", p.source, p.why));
+    }
     match (&o.gate_secret, &o.gate_secret_file) {
         (None, None) => Ok(None),
         (Some(_), Some(_)) => Err("both NCCL_WRAP_GATE_SECRET and NCCL_WRAP_GATE_SECRET_FILE are set: set one".into()),
