@@ -556,7 +556,8 @@ fn bad_usage(e: &cli::CliError, raw: &[OsString], env: &[(OsString, OsString)]) 
             exec_or_report(cmd, &nccl::env::child_env(env, &[]))
         }
         None => {
-            eprintln!("{PREFIX} usage: nccl-wrap [OPTIONS] -- COMMAND [ARGS]... (see --help)");
+            let help = e.sub.map_or(String::new(), |s| format!("nccl-wrap {} ", s.name()));
+            eprintln!("{PREFIX} usage: {} (see {help}--help)", cli::usage(e.sub));
             EXIT_USAGE
         }
     }

@@ -1,6 +1,7 @@
 //! The command line as a hurried person or a pod spec gets it wrong, through the real binary: an
 //! option left without its value before an interlock (the interlock still holds), an empty job
-//! secret from each of its sources (refused before anything is printed).
+//! secret from each of its sources (refused before anything is printed), a mistyped subcommand
+//! (a usage error, never a command to exec), and each command's own help and usage.
 
 mod common;
 
@@ -110,4 +111,43 @@ fn an_empty_secret_from_any_source_refuses_before_anything_runs() {
     let r = Run::node(NO_RDMA).env("NCCL_WRAP_GATE_SECRET", "").args(["--supervise=false"].iter().chain(&cmd));
     r.success().stderr_has("warning: NCCL_WRAP_GATE_SECRET=").stdout_is("the command ran\n");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Issue 39: a first word a letter off a subcommand is a usage error naming the subcommand, not
+/// a summary followed by an attempt to exec it (exit 127).
+#[test]
+fn a_mistyped_subcommand_is_a_usage_error_with_the_closest() {
+    for (word, near) in [("doctr", "doctor"), ("stauts", "status"), ("evn", "env")] {
+        let r = Run::node(NO_RDMA).args([word]);
+        r.code_is(2).stderr_has(&format!("'{word}' is not a subcommand")).stderr_has(&format!("did you mean {near}?"));
+        r.stderr_lacks("RDMA port(s) usable");
+    }
+    // After `--` it is the command, as any other.
+    Run::node(NO_RDMA).args(["--supervise=false", "--", "doctr"]).code_is(127);
+}
+
+/// Issue 39: a usage error shows its own command's usage; each command's help names only its own
+/// options and words, within 100 columns, `-h` briefer than `--help`.
+#[test]
+fn usage_and_help_are_each_commands_own() {
+    let r = Run::node(NO_RDMA).args(["doctor", "--bogus"]);
+    r.code_is(2).stderr_has("usage: nccl-wrap doctor [OPTIONS] (see nccl-wrap doctor --help)");
+    let r = Run::node(NO_RDMA).args(["ping", "--listen", "--json"]);
+    r.code_is(2).stderr_has("option '--listen' needs a value").stderr_has("usage: nccl-wrap ping [OPTIONS] <HOST:PORT");
+    Run::node(NO_RDMA).args(["install"]).code_is(2).stderr_has("usage: nccl-wrap install DIR");
+    let r = Run::node(NO_RDMA).args(["status", "--gate"]);
+    r.code_is(2).stderr_has("'--gate' is not an option of `nccl-wrap status`");
+
+    let install = Run::node(NO_RDMA).args(["install", "--help"]).success().stdout();
+    assert!(install.contains("Usage: nccl-wrap install DIR") && !install.contains("--gate-secret"), "{install}");
+    let ping = Run::node(NO_RDMA).args(["ping", "--help"]).success().stdout();
+    assert!(ping.contains("HOST:PORT") && ping.contains("--peer-template") && !ping.contains("--grace"), "{ping}");
+    for sub in [None, Some("env"), Some("doctor"), Some("ping"), Some("watch"), Some("install"), Some("status")] {
+        let short = Run::node(NO_RDMA).args(sub.into_iter().chain(["-h"])).success().stdout();
+        let long = Run::node(NO_RDMA).args(sub.into_iter().chain(["--help"])).success().stdout();
+        assert!(short.len() < long.len(), "{sub:?}: -h is not briefer than --help");
+        for line in short.lines().chain(long.lines()) {
+            assert!(line.chars().count() <= 100, "{sub:?}: {line:?}");
+        }
+    }
 }

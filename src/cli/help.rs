@@ -29,7 +29,8 @@ the command fails, a post-mortem on stderr says what changed on them (docs/postm
 
 Boolean options take no value (true), or =VALUE: true/false, yes/no, on/off, 1/0. An option never
 takes a following --option or -x as its value (it is then missing): give such a value inline,
-as in --gate-id=--odd.
+as in --gate-id=--odd. The first word names a command unless it is a subcommand; a word a letter
+off one (doctr) is refused as a typo: put a command of that name after --.
 Logging detail: NCCL_WRAP_LOG=debug (env_logger syntax).";
 
 const WATCH_AFTER_HELP: &str = "\

@@ -320,6 +320,9 @@ pub enum ErrorKind {
     Unexpected(String),
     #[error("'{option}' is not an option of `nccl-wrap {sub}` (see nccl-wrap {sub} --help)")]
     NotHere { option: String, sub: &'static str },
+    /// A first word a letter or two from a subcommand's name: a typo, not a command to run.
+    #[error("'{word}' is not a subcommand (to run a command of that name, put it after `--`)")]
+    NotASubcommand { word: String, near: &'static str },
     #[error("option '{0}' needs a value")]
     MissingValue(String),
     #[error("invalid value '{value}' for {source_name}: {why}")]
@@ -450,6 +453,9 @@ impl Cli {
                     let sub = rest.next().and_then(|a| SubName::ALL.into_iter().find(|s| a == s.name()));
                     return fail(&cli, ErrorKind::Help(help::help(sub, true)));
                 }
+                if let Some(near) = near_subcommand(arg) {
+                    return fail(&cli, ErrorKind::NotASubcommand { word: shown(&arg.to_string_lossy()), near });
+                }
             }
             match &mut cli.sub {
                 Some(Sub::Ping(p)) if p.target.is_none() => {
@@ -553,6 +559,12 @@ fn find(name: &str, cmd: Option<Option<SubName>>) -> Option<usize> {
         None => name.len() == 2 && o.short.is_some_and(|c| name.ends_with(c)),
     };
     OPTS.iter().position(|o| matches(o) && cmd.is_none_or(|c| o.scope & bit(c) != 0))
+}
+
+/// The subcommand a first word is a typo of, if it is one (never a path, which names a command).
+fn near_subcommand(word: &OsStr) -> Option<&'static str> {
+    let word = word.to_str().filter(|w| !w.contains('/'))?;
+    problem::closest(word, SubName::ALL.into_iter().map(SubName::name))
 }
 
 /// Finds the command after a literal `--`, for running it untouched when the options are bad.

@@ -192,12 +192,13 @@ pub fn interlock_asked<'a>(
     None
 }
 
-/// The closest known option to a mistyped one in a usage error, if one is near.
+/// The closest known option or subcommand to a mistyped one in a usage error, if one is near.
 pub fn suggest(e: &CliError) -> Option<String> {
     match &e.kind {
         ErrorKind::Unexpected(name) if name.starts_with('-') => {
             Problem::unknown_option(name.split_once('=').map_or(name.as_str(), |(n, _)| n)).suggestion
         }
+        ErrorKind::NotASubcommand { near, .. } => Some((*near).to_owned()),
         _ => None,
     }
 }
@@ -271,7 +272,7 @@ pub fn unknown_variables<'a>(names: impl IntoIterator<Item = &'a OsStr>) -> Vec<
 
 /// The closest of `known` to `name`, if near enough to be a typo of it: at most one edit in
 /// three characters (a swap counts as one).
-fn closest<'k>(name: &str, known: impl Iterator<Item = &'k str>) -> Option<&'k str> {
+pub(super) fn closest<'k>(name: &str, known: impl Iterator<Item = &'k str>) -> Option<&'k str> {
     let limit = (name.len() / 3).max(1);
     known.map(|k| (distance(name, k), k)).filter(|(d, _)| *d <= limit).min_by_key(|(d, _)| *d).map(|(_, k)| k)
 }

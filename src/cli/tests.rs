@@ -444,6 +444,24 @@ fn each_command_helps_with_its_own_options_within_100_columns() {
     assert_ne!(err(&["-h"]), err(&["--help"]));
 }
 
+/// Issue 39: a first word a letter off a subcommand, not after `--`, is a typo with its
+/// suggestion (exit 2), never a command to exec; after `--`, or as a path, it is the command.
+#[test]
+fn a_first_word_a_letter_off_a_subcommand_is_a_typo_not_a_command() {
+    for (word, near) in
+        [("doctr", "doctor"), ("stauts", "status"), ("evn", "env"), ("pnig", "ping"), ("wacth", "watch")]
+    {
+        let e = parse(&["-q", word, "--json"]).expect_err(word);
+        assert_eq!(e.kind, ErrorKind::NotASubcommand { word: word.into(), near }, "{word}");
+        assert_eq!(suggest(&e).as_deref(), Some(near));
+        assert_eq!(ok(parse(&["--", word])).command, args(&[word])[1..]);
+        assert_eq!(ok(parse(&[&format!("./{word}")])).command.len(), 1);
+    }
+    for command in ["torchrun", "python3", "sh", "bash", "true", "deepspeed", "stat", "envs2"] {
+        assert_eq!(ok(parse(&[command, "-x"])).command.len(), 2, "{command}");
+    }
+}
+
 /// The value-taking options of a run.
 fn value_options() -> Vec<String> {
     OPTS.iter().filter(|o| o.scope & RUN != 0 && o.ty.takes_value()).map(|o| format!("--{}", o.long)).collect()
