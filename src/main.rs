@@ -32,7 +32,7 @@ fn start() -> u8 {
     // block (/proc/PID/environ, readable by the command), while there is still one thread.
     nw_pid1::sys::scrub_env("NCCL_WRAP_GATE_SECRET");
     let vars: detect::Vars = env_list.iter().cloned().collect();
-    let mut cli = match Cli::parse(&raw, |name| vars.get(std::ffi::OsStr::new(name)).cloned()) {
+    let cli = match Cli::parse(&raw, |name| vars.get(std::ffi::OsStr::new(name)).cloned()) {
         Ok(cli) => cli,
         Err(e) => return bad_usage(&e, &raw, &env_list),
     };
@@ -41,10 +41,11 @@ fn start() -> u8 {
         return install::main(dir);
     }
     // Validate, then act: every problem is named here, before anything touches the process.
-    cli.problems.extend(cli::validate::unknown_variables(env_list.iter().map(|(k, _)| k.as_os_str())));
-    if let Some(code) = judge(&cli) {
-        return code;
-    }
+    let config = match judge(cli, &vars) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    let cli = &config.cli;
     init_logging();
     if let Some(Sub::Watch(w)) = &cli.sub {
         // The node agent runs its own detection every round, in the node's view.
@@ -169,7 +170,7 @@ fn start() -> u8 {
                 proc_root: &cli.opts.proc_root,
                 verbs: verbs.as_ref(),
             };
-            run(&cli, &plan, &memlock, &env_list, early_block, &ping_inputs)
+            run(&config, &plan, &memlock, &env_list, early_block, &ping_inputs)
         }
         Some(Sub::Install { .. } | Sub::Watch(_) | Sub::Status { .. }) => {
             unreachable!("install, watch and status return before detection")
@@ -242,24 +243,29 @@ fn verbs_skipped(opts: &cli::Opts) -> Option<&'static str> {
 }
 
 /// The gate's options: its own, and ping's test knobs from `NCCL_WRAP_PING_*`.
-fn gate_options(o: &cli::Opts, plan: &plan::Plan) -> gate::Options {
+fn gate_options(o: &cli::Opts, g: &cli::GateConfig, plan: &plan::Plan) -> gate::Options {
     let p = &o.gate_ping;
     gate::Options {
-        warn: o.gate == cli::Gate::Warn,
-        given: gate::who::Given {
-            coordinator: o.gate_coordinator.clone(),
-            rank: o.gate_rank,
-            size: o.gate_size,
-            port: o.gate_port,
-            id: o.gate_id.clone(),
-            bootstrap: bootstrap_of(plan),
-        },
+        warn: g.warn,
+        given: given(o, Some(plan)),
         wait_ms: o.gate_wait_ms,
         test: test_settings(p),
         json: p.json,
-        termination_log: termination_log(o),
-        secret: gate_secret(o),
+        termination_log: g.termination_log.clone(),
+        secret: g.secret.clone(),
         slow: gate::verdict::SlowRule { pct: o.gate_slow_pct, refuse: o.gate_refuse_slow },
+    }
+}
+
+/// Who the gate's options say this pod is (the bootstrap from the plan, once there is one).
+fn given(o: &cli::Opts, plan: Option<&plan::Plan>) -> gate::who::Given {
+    gate::who::Given {
+        coordinator: o.gate_coordinator.clone(),
+        rank: o.gate_rank,
+        size: o.gate_size,
+        port: o.gate_port,
+        id: o.gate_id.clone(),
+        bootstrap: plan.and_then(bootstrap_of),
     }
 }
 
@@ -278,38 +284,16 @@ fn bootstrap_of(plan: &plan::Plan) -> Option<pairtest::wire::Bootstrap> {
     plain.then(|| pairtest::wire::Bootstrap { ifname, family: ours.family.map(str::to_owned) })
 }
 
-/// The job's secret from NCCL_WRAP_GATE_SECRET or the file NCCL_WRAP_GATE_SECRET_FILE names
-/// (read with a bound, never blocking), none, or why it cannot be had.
-fn gate_secret(o: &cli::Opts) -> Result<Option<pairtest::seal::Secret>, String> {
-    use pairtest::seal::{Secret, MAX_SECRET};
-    match (&o.gate_secret, &o.gate_secret_file) {
-        (None, None) => Ok(None),
-        (Some(_), Some(_)) => Err("both NCCL_WRAP_GATE_SECRET and NCCL_WRAP_GATE_SECRET_FILE are set: set one".into()),
-        (Some(v), None) => Secret::new(v.as_bytes()).map(Some).map_err(|e| format!("NCCL_WRAP_GATE_SECRET: {e}")),
-        (None, Some(path)) => {
-            let file = |e: String| format!("NCCL_WRAP_GATE_SECRET_FILE={}: {e}", path.display());
-            let bytes = detect::file::read(path, MAX_SECRET + 1).map_err(|e| file(format!("cannot read it: {e}")))?;
-            Secret::new(&bytes).map(Some).map_err(|e| file(e.to_string()))
-        }
-    }
-}
-
-/// Where a termination message goes: as asked, or Kubernetes' /dev/termination-log, which exists
-/// in every container it starts unless the pod says otherwise.
-fn termination_log(o: &cli::Opts) -> Option<std::path::PathBuf> {
-    let default_log = o.dev_root.join("termination-log");
-    o.termination_log.clone().or_else(|| default_log.exists().then_some(default_log))
-}
-
 /// Apply the environment and run the command.
 fn run(
-    cli: &Cli,
+    config: &cli::Config,
     plan: &plan::Plan,
     memlock: &memlock::Memlock,
     env_list: &[(OsString, OsString)],
     blocked: Option<nw_pid1::sys::Blocked>,
     ping_inputs: &pairtest::here::Inputs,
 ) -> u8 {
+    let cli = &config.cli;
     eprint!("{}", report::summary(plan, memlock, cli.opts.quiet));
     if cli.opts.require_rdma && !plan.rdma {
         eprintln!("{PREFIX} refusing to start {:?}: --require-rdma (NCCL_WRAP_REQUIRE_RDMA) is set and no usable RDMA port was found; see the warnings above, or run `nccl-wrap env --json`", cli.command[0]);
@@ -327,14 +311,14 @@ fn run(
         );
         return EXIT_REFUSED;
     }
-    if cli.opts.gate != cli::Gate::Off {
+    if let Some(g) = &config.gate {
         // Before exec or the child: the gate's listener, connections and RDMA resources are all
         // closed when it returns.
         let fabric = pairtest::rdma::Rdma::new(
             pairtest::here::read(ping_inputs),
             pairtest::here::hostname(ping_inputs.proc_root, ping_inputs.vars),
         );
-        match gate::run(ping_inputs.vars, &fabric, &gate_options(&cli.opts, plan)).outcome {
+        match gate::run(ping_inputs.vars, &fabric, &gate_options(&cli.opts, g, plan)).outcome {
             gate::Outcome::Start => {}
             gate::Outcome::Refuse => {
                 eprintln!("{PREFIX} refusing to start {:?}: --gate (NCCL_WRAP_GATE) is set and the job's fabric check failed (see above; docs/gate.md)", cli.command[0]);
@@ -346,9 +330,8 @@ fn run(
     }
     let env = nccl::env::child_env(env_list, &plan.exports());
     if supervise::wanted(cli.opts.init) {
-        let mut opts = supervise::Options::from(&cli.opts);
+        let mut opts = config.supervise.clone();
         opts.watch.ports = watched_ports(plan);
-        opts.hang.termination_log = termination_log(&cli.opts);
         return supervise::run(&cli.command, &env, &opts, blocked);
     }
     if cli.opts.stall_ms > 0 {
@@ -381,22 +364,35 @@ fn exec_or_report(argv: &[OsString], env: &[(OsString, OsString)]) -> u8 {
     err.exit_code()
 }
 
-/// Names each option or variable that could not be used; `Some(125)` when one belongs to an
-/// interlock the user asked for and a command was to run (docs: README, "Misconfiguration").
-fn judge(cli: &Cli) -> Option<u8> {
-    let verdict = cli::verdict(cli);
+/// The options made ready, each option or variable that could not be used named; 125 when one
+/// belongs to an interlock the user asked for, or the gate asked for cannot run (its secret, who
+/// this pod is), and a command was to run: before anything touches the process (docs: README,
+/// "Misconfiguration"). The refusal's cause is also the termination message.
+fn judge(cli: Cli, vars: &detect::Vars) -> Result<cli::Config, u8> {
+    let (config, mut verdict) = cli::validate(cli, vars);
+    if let Some(cli::GateConfig { warn: false, .. }) = config.gate {
+        if let Err(e) = gate::who::resolve(&given(&config.cli.opts, None), vars) {
+            verdict.refusal.get_or_insert_with(|| format!("gate-usage: {e}"));
+        }
+    }
     for line in &verdict.ignored {
         eprintln!("{PREFIX} warning: {line}");
     }
-    let refusal = verdict.refusal?;
-    match cli.command.first() {
-        Some(cmd) if cli.sub.is_none() => {
+    let Some(refusal) = verdict.refusal else { return Ok(config) };
+    match config.cli.command.first() {
+        Some(cmd) if config.cli.sub.is_none() => {
             eprintln!("{PREFIX} refusing to start {cmd:?}: {refusal}");
-            Some(EXIT_REFUSED)
+            if let Some(path) = &config.supervise.hang.termination_log {
+                let text = nw_output::termination::fit("nccl-wrap refused to start the command", &[refusal], 1);
+                if let Err(e) = nw_output::termination::write(path, &text) {
+                    eprintln!("{PREFIX} cannot write the termination message to {}: {e}", path.display());
+                }
+            }
+            Err(EXIT_REFUSED)
         }
         _ => {
             eprintln!("{PREFIX} warning: a run with these settings would refuse to start: {refusal}");
-            None
+            Ok(config)
         }
     }
 }
@@ -407,13 +403,13 @@ fn bad_usage(e: &cli::CliError, raw: &[OsString], env: &[(OsString, OsString)]) 
         return print_or_fail(&format!("{e}\n"));
     }
     eprintln!("{PREFIX} {e}");
-    if let Some(near) = cli::validate::suggest(e) {
+    if let Some(near) = cli::suggest(e) {
         eprintln!("{PREFIX} did you mean {near}?");
     }
     match cli::command_after_dashes(raw) {
         Some(cmd) => {
             let vars = env.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str()));
-            if let Some(asked) = cli::validate::interlock_asked(raw, vars) {
+            if let Some(asked) = cli::interlock_asked(raw, vars) {
                 eprintln!("{PREFIX} refusing to start {:?}: the options were not understood, and {asked} asks for an interlock that a run without nccl-wrap's settings would drop", cmd[0]);
                 return EXIT_REFUSED;
             }
@@ -432,7 +428,8 @@ fn bad_usage(e: &cli::CliError, raw: &[OsString], env: &[(OsString, OsString)]) 
             exec_or_report(cmd, &nccl::env::child_env(env, &[]))
         }
         None => {
-            eprintln!("{PREFIX} usage: nccl-wrap [OPTIONS] -- COMMAND [ARGS]... (see --help)");
+            let help = e.sub.map_or(String::new(), |s| format!("nccl-wrap {} ", s.name()));
+            eprintln!("{PREFIX} usage: {} (see {help}--help)", cli::usage(e.sub));
             EXIT_USAGE
         }
     }

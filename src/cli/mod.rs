@@ -1,27 +1,29 @@
-//! Command-line options. Every option also reads an `NCCL_WRAP_*` variable, because a pod spec
-//! sets environment more easily than arguments. Parsing only: nothing here does I/O, and the
-//! environment comes in as a lookup, so tests and fuzz targets hand in their own.
+//! Command-line options, in two layers. The low one, here: every option (each also an
+//! `NCCL_WRAP_*` variable, because a pod spec sets environment more easily than arguments) read
+//! into its type by the one option table (`table.rs`), and every value that could not be used
+//! kept as a [`Problem`]. It does no I/O: the environment comes in as a lookup, so tests and fuzz
+//! targets hand in their own. The high one, [`validate`], makes it ready to act on.
 //!
-//! Hand-written over one table of options ([`SPECS`]) rather than a parser library: every pod
-//! pays this parse at start, and a general parser cost about a third of nccl-wrap's own
-//! instructions there (bench/startup.sh). The table also renders `--help`, so an option cannot
-//! exist without its variable and its help line.
+//! Hand-written over the table rather than a parser library: every pod pays this parse at start,
+//! and a general parser cost about a third of nccl-wrap's own instructions there
+//! (bench/startup.sh). The table also renders `--help`, so an option cannot exist without its
+//! variable and its help line.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
+use nw_pairtest::seal::Secret;
+
 mod help;
-#[macro_use]
-mod setters;
+mod problem;
+mod table;
+mod validate;
 
-mod options;
-pub mod validate;
-
-use help::help;
-use options::{Kind, Spec, ALIASES, SPECS, TARGET};
-use validate::Origin;
-pub use validate::{verdict, Problem, Verdict};
+use problem::shown;
+pub use problem::{interlock_asked, suggest, unknown_variables, verdict, Belongs, Fault, Origin, Problem, Verdict};
+use table::{bit, Opt, ALIASES, OPTS, RUN};
+pub use validate::{validate, Config, GateConfig};
 
 /// Exit code of the wrapper's own refusals (`--require-*`), as `timeout` and `env` use 125 for
 /// their own failures: never a code the training command's 0-124 or 126+ could be mistaken for.
@@ -43,7 +45,7 @@ impl SubName {
     const ALL: [SubName; 6] =
         [SubName::Env, SubName::Doctor, SubName::Ping, SubName::Watch, SubName::Install, SubName::Status];
 
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             SubName::Env => "env",
             SubName::Doctor => "doctor",
@@ -52,6 +54,11 @@ impl SubName {
             SubName::Install => "install",
             SubName::Status => "status",
         }
+    }
+
+    /// Its bit in an option's commands (the run's is 1).
+    const fn bit(self) -> u8 {
+        2 << self as u8
     }
 
     fn about(self) -> &'static str {
@@ -63,6 +70,35 @@ impl SubName {
             SubName::Watch => "The node agent: every --interval, check this node's RDMA health in the node's view (every device but VFs and SFs; sysfs only) and rewrite the --features (NFD) and --metrics (Prometheus) files atomically; stops cleanly on SIGTERM. Exit status: 0 stopped, 2 it could not start (signals, the first round's files)",
             SubName::Ping => "Test RDMA between this pod and another over the ports a run would use: a latency ping-pong and a bandwidth run per rail pair. Exit status: 0 every pair passes, 1 a pair fails, 2 the check could not run (usage, no RDMA port, the peer never came)",
         }
+    }
+
+    /// Its usage line, after `nccl-wrap `.
+    fn usage(self) -> &'static str {
+        match self {
+            SubName::Env => "env [OPTIONS]",
+            SubName::Doctor => "doctor [OPTIONS]",
+            SubName::Ping => "ping [OPTIONS] <HOST:PORT | --listen [ADDR:]PORT | --ring>",
+            SubName::Watch => "watch [OPTIONS]",
+            SubName::Install => "install DIR",
+            SubName::Status => "status [OPTIONS]",
+        }
+    }
+
+    /// Its words that are not options: (name, what it is).
+    fn args(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            SubName::Ping => &[("[HOST:PORT]", "The peer's listener (as --target)")],
+            SubName::Install => &[("DIR", "Where to copy this binary: a volume the training container mounts")],
+            _ => &[],
+        }
+    }
+}
+
+/// A command's usage line: a subcommand's, or the run's.
+pub fn usage(sub: Option<SubName>) -> String {
+    match sub {
+        Some(s) => format!("nccl-wrap {}", s.usage()),
+        None => "nccl-wrap [OPTIONS] -- COMMAND [ARGS]...".into(),
     }
 }
 
@@ -95,6 +131,32 @@ pub enum Sub {
     },
 }
 
+impl Sub {
+    /// Which subcommand it is.
+    pub fn name(&self) -> SubName {
+        match self {
+            Sub::Env { .. } => SubName::Env,
+            Sub::Doctor { .. } => SubName::Doctor,
+            Sub::Ping(_) => SubName::Ping,
+            Sub::Watch(_) => SubName::Watch,
+            Sub::Install { .. } => SubName::Install,
+            Sub::Status { .. } => SubName::Status,
+        }
+    }
+
+    /// Blank: its own options' defaults are the table's, written on by [`Cli::enter`].
+    fn blank(name: SubName) -> Sub {
+        match name {
+            SubName::Env => Sub::Env { json: false },
+            SubName::Doctor => Sub::Doctor { json: false, no_selftest: false, files: HealthFiles::default() },
+            SubName::Ping => Sub::Ping(PingArgs::default()),
+            SubName::Watch => Sub::Watch(WatchArgs::default()),
+            SubName::Install => Sub::Install { dir: PathBuf::new() },
+            SubName::Status => Sub::Status { json: false },
+        }
+    }
+}
+
 /// Where `doctor` and `watch` write node health: NFD's feature file and a Prometheus textfile.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HealthFiles {
@@ -102,8 +164,8 @@ pub struct HealthFiles {
     pub metrics: Option<PathBuf>,
 }
 
-/// `nccl-wrap watch`'s own options.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `nccl-wrap watch`'s own options. `Default` is blank: the defaults are the option table's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WatchArgs {
     pub files: HealthFiles,
     /// Between the starts of two rounds, before jitter.
@@ -120,22 +182,9 @@ pub struct WatchArgs {
     pub ring_timeout_ms: u64,
 }
 
-impl Default for WatchArgs {
-    fn default() -> Self {
-        WatchArgs {
-            files: HealthFiles::default(),
-            interval_ms: 60_000,
-            jitter_pct: 10,
-            rounds: 0,
-            ring: None,
-            ring_every: RING_EVERY,
-            ring_timeout_ms: 2000,
-        }
-    }
-}
-
 /// `nccl-wrap ping`'s own options; exactly one of `target`, `listen` and `ring` is given.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `Default` is blank: the defaults are the option table's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PingArgs {
     /// The peer's listener, HOST:PORT.
     pub target: Option<String>,
@@ -162,42 +211,6 @@ pub struct PingArgs {
     pub wait_ms: u64,
 }
 
-impl Default for PingArgs {
-    fn default() -> Self {
-        PingArgs {
-            target: None,
-            listen: None,
-            keep: false,
-            allow: None,
-            all_pairs: false,
-            ring: false,
-            peer_template: None,
-            index: None,
-            size: None,
-            port: 18515,
-            json: false,
-            bytes: 1 << 20,
-            duration_ms: 1000,
-            iters: 1000,
-            timeout_ms: 3000,
-            wait_ms: 60000,
-        }
-    }
-}
-
-impl Sub {
-    fn new(name: SubName) -> Sub {
-        match name {
-            SubName::Env => Sub::Env { json: false },
-            SubName::Doctor => Sub::Doctor { json: false, no_selftest: false, files: HealthFiles::default() },
-            SubName::Ping => Sub::Ping(PingArgs::default()),
-            SubName::Watch => Sub::Watch(WatchArgs::default()),
-            SubName::Install => Sub::Install { dir: PathBuf::new() },
-            SubName::Status => Sub::Status { json: false },
-        }
-    }
-}
-
 /// `--gate`: check the job's pods against each other before starting the command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Gate {
@@ -217,14 +230,14 @@ pub const RING_PORT: u16 = 18517;
 pub const RING_EVERY: u64 = 10;
 /// How long the gate waits for late pods by default: 10 minutes, for image pulls.
 pub const GATE_WAIT_MS: u64 = 600_000;
-/// `--gate-slow`'s default: a pair below 70 % of the job's median (or of its rated speed) is slow.
-pub const GATE_SLOW_PCT: u8 = 70;
 
 /// `ping`'s test knobs that the gate reads from `NCCL_WRAP_PING_*` (the gate's pairs run ping's
 /// test); the others (target, listen, ring...) are ping's own.
 pub const GATE_PING_KNOBS: &[&str] = &["all-pairs", "json", "bytes", "duration-ms", "iters", "timeout-ms"];
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The run's options, and the plan's inputs that `env`, `doctor` and `ping` share with it.
+/// `Default` is blank: the defaults are the option table's, which [`Cli::parse`] applies.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Opts {
     pub require_rdma: bool,
     pub require_memlock: bool,
@@ -259,9 +272,9 @@ pub struct Opts {
     pub gate_size: Option<u32>,
     pub gate_port: u16,
     pub gate_id: Option<String>,
-    /// The job's secret, as given (read and checked by the gate only when it runs).
-    pub gate_secret: Option<String>,
-    /// A file holding the job's secret (a mounted Secret).
+    /// The job's secret, as given (a flag or the variable).
+    pub gate_secret: Option<Secret>,
+    /// A file holding the job's secret (a mounted Secret), read by [`validate`] when the gate runs.
     pub gate_secret_file: Option<PathBuf>,
     pub gate_wait_ms: u64,
     /// A pair below this percent of the job's median bandwidth, or of its rated speed, is named
@@ -274,46 +287,6 @@ pub struct Opts {
     pub gate_ping: PingArgs,
 }
 
-impl Default for Opts {
-    fn default() -> Self {
-        Opts {
-            require_rdma: false,
-            require_memlock: false,
-            override_user: false,
-            quiet: false,
-            selftest: false,
-            selftest_bytes: 64 << 20,
-            selftest_timeout_ms: 2000,
-            skip_verbs: false,
-            sysfs_root: PathBuf::from("/sys"),
-            proc_root: PathBuf::from("/proc"),
-            init: None,
-            kill_group: false,
-            grace: 0,
-            report: None,
-            watch_ms: 1000,
-            stall_ms: 0,
-            state_file: PathBuf::from(nw_postmortem::state::DEFAULT_PATH),
-            dev_root: PathBuf::from("/dev"),
-            image_root: PathBuf::from("/"),
-            annotations: PathBuf::from("/etc/podnetinfo/annotations"),
-            gate: Gate::Off,
-            gate_coordinator: None,
-            gate_rank: None,
-            gate_size: None,
-            gate_port: GATE_PORT,
-            gate_id: None,
-            gate_secret: None,
-            gate_secret_file: None,
-            gate_wait_ms: GATE_WAIT_MS,
-            gate_slow_pct: GATE_SLOW_PCT,
-            gate_refuse_slow: false,
-            termination_log: None,
-            gate_ping: PingArgs::default(),
-        }
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cli {
     pub sub: Option<Sub>,
@@ -321,15 +294,23 @@ pub struct Cli {
     /// The training command and its arguments (after `--`, or from the first word that is not
     /// an option or a subcommand).
     pub command: Vec<OsString>,
-    /// Every option or variable that could not be used, in the order met; `validate::verdict`
-    /// says what each costs.
+    /// Every option or variable that could not be used, in the order met; [`verdict`] says what
+    /// each costs.
     pub problems: Vec<Problem>,
 }
 
-/// What the parse ended in instead of a [`Cli`].
+/// What the parse ended in instead of a [`Cli`], and the command it was read for (whose usage
+/// a usage error shows).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CliError {
-    /// `--help`: the text to print on stdout, exit 0.
+#[error("{kind}")]
+pub struct CliError {
+    pub sub: Option<SubName>,
+    pub kind: ErrorKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ErrorKind {
+    /// `-h` or `--help`: the text to print on stdout, exit 0.
     #[error("{0}")]
     Help(String),
     /// `--version`: the line to print on stdout, exit 0.
@@ -337,10 +318,13 @@ pub enum CliError {
     Version(String),
     #[error("unexpected argument '{0}' found (to pass it to the command, put it after `--`)")]
     Unexpected(String),
+    #[error("'{option}' is not an option of `nccl-wrap {sub}` (see nccl-wrap {sub} --help)")]
+    NotHere { option: String, sub: &'static str },
+    /// A first word a letter or two from a subcommand's name: a typo, not a command to run.
+    #[error("'{word}' is not a subcommand (to run a command of that name, put it after `--`)")]
+    NotASubcommand { word: String, near: &'static str },
     #[error("option '{0}' needs a value")]
     MissingValue(String),
-    #[error("option '{0}' takes no value")]
-    NoValueWanted(String),
     #[error("invalid value '{value}' for {source_name}: {why}")]
     BadValue { source_name: String, value: String, why: String },
     #[error("{0}")]
@@ -350,37 +334,71 @@ pub enum CliError {
 impl CliError {
     /// Help and version are answers, not errors.
     pub fn is_answer(&self) -> bool {
-        matches!(self, CliError::Help(_) | CliError::Version(_))
+        matches!(self.kind, ErrorKind::Help(_) | ErrorKind::Version(_))
     }
 }
 
+/// A word a value-taking option never takes as its value: `--`, a `--long` option, or `-x`. Such
+/// a value is given inline (`--gate-id=--odd`); otherwise an option given no value would swallow
+/// the option after it, an interlock included (`--grace --require-rdma`).
+fn is_option_word(word: &OsStr) -> bool {
+    let b = word.as_bytes();
+    b.starts_with(b"--") || (b.len() == 2 && b[0] == b'-' && b[1].is_ascii_alphabetic())
+}
+
 impl Cli {
+    /// Blank options with the run's defaults, and ping's for the gate's pair test.
+    fn new() -> Cli {
+        let mut cli = Cli { sub: None, opts: Opts::default(), command: Vec::new(), problems: Vec::new() };
+        cli.defaults(|scope| scope & (RUN | SubName::Ping.bit()) != 0);
+        cli
+    }
+
+    /// Enters subcommand `name`, with its own options' defaults.
+    fn enter(&mut self, name: SubName) {
+        self.sub = Some(Sub::blank(name));
+        self.defaults(|scope| scope & RUN == 0 && scope & name.bit() != 0);
+    }
+
+    fn defaults(&mut self, pick: impl Fn(u8) -> bool) {
+        for opt in OPTS.iter().filter(|o| pick(o.scope)) {
+            if let Some(v) = opt.ty.default() {
+                let set = (opt.set)(self, v);
+                debug_assert!(set.is_ok(), "--{}'s default: {set:?}", opt.long);
+            }
+        }
+    }
+
+    fn sub_name(&self) -> Option<SubName> {
+        self.sub.as_ref().map(Sub::name)
+    }
+
     /// Parses `args` (the program name first) with `env` looked up for every option not given.
     /// Options may come before or after the subcommand; a subcommand's own options only after it.
     pub fn parse(args: &[OsString], env: impl Fn(&str) -> Option<OsString>) -> Result<Cli, CliError> {
-        let mut cli = Cli { sub: None, opts: Opts::default(), command: Vec::new(), problems: Vec::new() };
-        let mut given = vec![false; SPECS.len()];
+        let mut cli = Cli::new();
+        let fail = |cli: &Cli, kind| Err(CliError { sub: cli.sub_name(), kind });
+        let mut given = vec![false; OPTS.len()];
         let mut rest = args.iter().skip(1).peekable();
         while let Some(arg) = rest.next() {
             let bytes = arg.as_bytes();
             if bytes == b"--" {
                 cli.command.extend(rest.by_ref().cloned());
-                if let (Some(sub), Some(first)) = (&cli.sub, cli.command.first()) {
+                if let (Some(sub), Some(first)) = (cli.sub_name(), cli.command.first()) {
                     // A subcommand runs no command: dropping it silently would hide a mistake.
-                    return Err(CliError::Usage(format!(
-                        "{} takes no command, but {:?} follows `--`: drop `{}` to run the command",
-                        sub_name(sub).name(),
-                        first.to_string_lossy(),
-                        sub_name(sub).name()
-                    )));
+                    let (name, first) = (sub.name(), shown(&first.to_string_lossy()));
+                    let why = format!(
+                        "{name} takes no command, but {first:?} follows `--`: drop `{name}` to run the command"
+                    );
+                    return fail(&cli, ErrorKind::Usage(why));
                 }
                 break;
             }
             if bytes == b"-h" || bytes == b"--help" {
-                return Err(CliError::Help(help(cli.sub.as_ref().map(sub_name))));
+                return fail(&cli, ErrorKind::Help(help::help(cli.sub_name(), bytes == b"--help")));
             }
             if bytes == b"-V" || bytes == b"--version" {
-                return Err(CliError::Version(format!("nccl-wrap {}", env!("CARGO_PKG_VERSION"))));
+                return fail(&cli, ErrorKind::Version(format!("nccl-wrap {}", env!("CARGO_PKG_VERSION"))));
             }
             if bytes.starts_with(b"-") && bytes.len() > 1 {
                 let text = arg.to_string_lossy();
@@ -388,181 +406,165 @@ impl Cli {
                     Some((n, v)) => (n, Some(v)),
                     None => (&*text, None),
                 };
-                let found = arg.to_str().and_then(|_| find(name, cli.sub.as_ref().map(sub_name)));
+                let sub = cli.sub_name();
+                let found = arg.to_str().and_then(|_| find(name, Some(sub)));
                 let Some(index) = found else {
+                    if let Some(sub) = sub.filter(|_| find(name, None).is_some()) {
+                        return fail(&cli, ErrorKind::NotHere { option: shown(name), sub: sub.name() });
+                    }
                     // Unknown: with a command after `--` (and no subcommand), named and
                     // skipped with the words up to `--`, which may be its value; otherwise where
                     // the command starts cannot be told, a usage error.
-                    if cli.sub.is_some() || !rest.clone().any(|a| a == "--") {
-                        return Err(CliError::Unexpected(text.into_owned()));
+                    if sub.is_some() || !rest.clone().any(|a| a == "--") {
+                        return fail(&cli, ErrorKind::Unexpected(text.into_owned()));
                     }
                     while rest.next_if(|a| *a != "--" && !a.as_bytes().starts_with(b"-")).is_some() {}
                     cli.problems.push(Problem::unknown_option(name));
                     continue;
                 };
-                let spec = &SPECS[index];
+                let opt = &OPTS[index];
                 // A bad value is ignored alone: the option counts as given, so its variable
                 // does not stand in for what the command line said.
                 given[index] = true;
                 // (The value, whether it is valid UTF-8.)
-                let (value, utf8) = match (spec.kind, inline) {
-                    (Kind::Flag, v) => (v.unwrap_or("true").to_owned(), true),
-                    (Kind::Value(_), Some(v)) => (v.to_owned(), true),
-                    // `--` is never a value: `--grace -- cmd` is a missing value, not a command.
-                    (Kind::Value(_), None) => match rest.next_if(|a| *a != "--") {
+                let (value, utf8) = match (opt.ty.takes_value(), inline) {
+                    (false, v) => (v.unwrap_or("true").to_owned(), true),
+                    (true, Some(v)) => (v.to_owned(), true),
+                    (true, None) => match rest.next_if(|a| !is_option_word(a)) {
                         Some(v) => (v.to_string_lossy().into_owned(), v.to_str().is_some()),
                         None => {
-                            cli.problems.push(Problem::missing(name, spec.long));
+                            cli.problems.push(Problem::missing(name, opt.long));
                             continue;
                         }
                     },
                 };
-                let source = format!("'--{}'", spec.long);
-                let set = if utf8 { (spec.set)(&mut cli, &value) } else { Err("not valid UTF-8".to_string()) };
-                if let Err(why) = set {
-                    cli.problems.push(Problem::bad(Origin::Arg, &source, &value, &why, spec.long, false));
+                if let Err(why) = cli.set(opt, &value, utf8) {
+                    let source = format!("'--{}'", opt.long);
+                    cli.problems.push(Problem::bad(Origin::Arg, &source, &value, &why, opt.long, false));
                 }
                 continue;
             }
             if cli.sub.is_none() && cli.command.is_empty() {
                 if let Some(name) = SubName::ALL.into_iter().find(|s| OsStr::new(s.name()) == arg.as_os_str()) {
-                    cli.sub = Some(Sub::new(name));
+                    cli.enter(name);
                     continue;
                 }
                 if arg == "help" {
-                    return Err(CliError::Help(help(
-                        rest.next().and_then(|a| SubName::ALL.into_iter().find(|s| a == s.name())),
-                    )));
+                    let sub = rest.next().and_then(|a| SubName::ALL.into_iter().find(|s| a == s.name()));
+                    return fail(&cli, ErrorKind::Help(help::help(sub, true)));
+                }
+                if let Some(near) = near_subcommand(arg) {
+                    return fail(&cli, ErrorKind::NotASubcommand { word: shown(&arg.to_string_lossy()), near });
                 }
             }
-            if let Some(Sub::Ping(p)) = &mut cli.sub {
-                if p.target.is_none() {
-                    let text =
-                        arg.to_str().ok_or_else(|| bad("HOST:PORT", &arg.to_string_lossy(), "not valid UTF-8"))?;
+            match &mut cli.sub {
+                Some(Sub::Ping(p)) if p.target.is_none() => {
+                    let Some(text) = arg.to_str() else {
+                        let value = arg.to_string_lossy().into_owned();
+                        let why = "not valid UTF-8".into();
+                        return fail(&cli, ErrorKind::BadValue { source_name: "HOST:PORT".into(), value, why });
+                    };
                     p.target = Some(text.to_owned());
-                    given[TARGET] = true;
+                    // It counts as giving --target: the variable does not stand in for it.
+                    if let Some(target) = find("--target", Some(Some(SubName::Ping))) {
+                        given[target] = true;
+                    }
                     continue;
                 }
-            }
-            if let Some(Sub::Install { dir }) = &mut cli.sub {
-                if dir.as_os_str().is_empty() && !arg.is_empty() {
+                Some(Sub::Install { dir }) if dir.as_os_str().is_empty() && !arg.is_empty() => {
                     *dir = PathBuf::from(arg);
                     continue;
                 }
-            }
-            if cli.sub.is_some() {
-                return Err(CliError::Unexpected(arg.to_string_lossy().into_owned()));
+                Some(_) => return fail(&cli, ErrorKind::Unexpected(arg.to_string_lossy().into_owned())),
+                None => {}
             }
             // The first word that is neither an option nor a subcommand starts the command.
             cli.command.push(arg.clone());
             cli.command.extend(rest.by_ref().cloned());
             break;
         }
+        let sub = cli.sub_name();
+        // An option given before the subcommand must be one of the subcommand's.
+        if let Some(s) = sub {
+            if let Some(opt) = OPTS.iter().zip(&given).find(|(o, g)| **g && o.scope & s.bit() == 0).map(|(o, _)| o) {
+                return fail(&cli, ErrorKind::NotHere { option: format!("--{}", opt.long), sub: s.name() });
+            }
+        }
         // A command line that runs no command (a subcommand, or nothing after the options) is
         // a usage error at its first problem: nothing would be started anyway, and a person
         // typed it. With a command, each problem is ignored alone or refuses (`verdict`).
-        if cli.sub.is_some() || cli.command.is_empty() {
-            if let Some(p) = cli.problems.iter().find(|p| p.origin == Origin::Arg) {
-                return Err(p.to_error());
+        if sub.is_some() || cli.command.is_empty() {
+            if let Some(kind) = cli.problems.iter().find(|p| p.origin == Origin::Arg).map(Problem::to_error) {
+                return fail(&cli, kind);
             }
         }
-        let sub = cli.sub.as_ref().map(sub_name);
-        for (index, spec) in SPECS.iter().enumerate() {
-            if given[index] || spec.env.is_empty() || (spec.only.is_some() && spec.only != sub) {
+        for (index, opt) in OPTS.iter().enumerate() {
+            if given[index] || opt.var.is_empty() || opt.scope & bit(sub) == 0 {
                 continue;
             }
-            let names = std::iter::once(spec.env)
-                .chain(ALIASES.iter().filter(|(_, _, to)| *to == spec.long).map(|(_, var, _)| *var));
-            let Some((var, value)) = names.filter_map(|n| env(n).filter(|v| !v.is_empty()).map(|v| (n, v))).next()
-            else {
-                continue;
-            };
-            from_var(&mut cli, spec, var, &value, false);
+            let names = std::iter::once(opt.var)
+                .chain(ALIASES.iter().filter(|(_, _, to)| *to == opt.long).map(|(_, var, _)| *var));
+            let set = |v: &OsString| !v.is_empty() || opt.ty.empty_is_set();
+            if let Some((var, value)) = names.filter_map(|n| env(n).filter(set).map(|v| (n, v))).next() {
+                cli.set_var(opt, var, &value, false);
+            }
         }
         if sub.is_none() && cli.opts.gate != Gate::Off {
             // The gate's pairs run ping's test: its knobs come from ping's variables.
-            for spec in SPECS.iter().filter(|s| s.only == Some(SubName::Ping) && GATE_PING_KNOBS.contains(&s.long)) {
-                let Some(value) = env(spec.env).filter(|v| !v.is_empty()) else { continue };
-                from_var(&mut cli, spec, spec.env, &value, true);
+            for opt in OPTS.iter().filter(|o| o.scope == SubName::Ping.bit() && GATE_PING_KNOBS.contains(&o.long)) {
+                let Some(value) = env(opt.var).filter(|v| !v.is_empty()) else { continue };
+                cli.set_var(opt, opt.var, &value, true);
             }
         }
-        if let Some(Sub::Install { dir }) = &cli.sub {
-            if dir.as_os_str().is_empty() {
-                return Err(CliError::Usage("install needs a directory: nccl-wrap install DIR".into()));
+        match &cli.sub {
+            Some(Sub::Install { dir }) if dir.as_os_str().is_empty() => {
+                fail(&cli, ErrorKind::Usage("install needs a directory: nccl-wrap install DIR".into()))
             }
-        }
-        if let Some(Sub::Ping(p)) = &cli.sub {
-            let modes = [p.target.is_some(), p.listen.is_some(), p.ring].iter().filter(|m| **m).count();
-            if modes != 1 {
-                return Err(CliError::Usage(
-                    "ping needs exactly one of HOST:PORT (connect), --listen [ADDR:]PORT, or --ring (see nccl-wrap ping --help)".into(),
-                ));
+            Some(Sub::Ping(p))
+                if [p.target.is_some(), p.listen.is_some(), p.ring].iter().filter(|m| **m).count() != 1 =>
+            {
+                let why = "ping needs exactly one of HOST:PORT (connect), --listen [ADDR:]PORT, or --ring (see nccl-wrap ping --help)";
+                fail(&cli, ErrorKind::Usage(why.into()))
             }
+            _ => Ok(cli),
         }
-        Ok(cli)
+    }
+
+    /// Reads `value` into `opt`'s type and stores it, or says why it cannot be.
+    fn set(&mut self, opt: &Opt, value: &str, utf8: bool) -> Result<(), String> {
+        if !utf8 {
+            return Err("not valid UTF-8".into());
+        }
+        (opt.set)(self, opt.ty.read(value)?)
+    }
+
+    /// Applies one variable's value, or records why it cannot be (`knob`: one of ping's, read for
+    /// the gate's pair test).
+    fn set_var(&mut self, opt: &Opt, var: &str, value: &OsStr, knob: bool) {
+        let text = value.to_string_lossy();
+        if let Err(why) = self.set(opt, &text, value.to_str().is_some()) {
+            self.problems.push(Problem::bad(Origin::Var, var, &text, &why, opt.long, knob));
+        }
     }
 }
 
-/// Applies one variable's value, or records why it cannot be (`knob`: one of ping's, read for
-/// the gate's pair test).
-fn from_var(cli: &mut Cli, spec: &Spec, var: &str, value: &OsStr, knob: bool) {
-    let set = match value.to_str() {
-        Some(text) => (spec.set)(cli, text),
-        None => Err("not valid UTF-8".to_string()),
-    };
-    if let Err(why) = set {
-        cli.problems.push(Problem::bad(Origin::Var, var, &value.to_string_lossy(), &why, spec.long, knob));
-    }
-}
-
-fn bad(source_name: &str, value: &str, why: &str) -> CliError {
-    CliError::BadValue { source_name: source_name.into(), value: value.into(), why: why.into() }
-}
-
-fn sub_name(sub: &Sub) -> SubName {
-    match sub {
-        Sub::Env { .. } => SubName::Env,
-        Sub::Doctor { .. } => SubName::Doctor,
-        Sub::Ping(_) => SubName::Ping,
-        Sub::Watch(_) => SubName::Watch,
-        Sub::Install { .. } => SubName::Install,
-        Sub::Status { .. } => SubName::Status,
-    }
-}
-
-/// The option `name` (`--long` or `-s`) means here: a subcommand's own options first; a former
-/// name (`ALIASES`) finds its entry.
-fn find(name: &str, sub: Option<SubName>) -> Option<usize> {
+/// The option `name` (`--long` or `-s`) means under `cmd` (`None`: under any command; no two
+/// entries of one name share a command); a former name (`ALIASES`) finds its entry.
+fn find(name: &str, cmd: Option<Option<SubName>>) -> Option<usize> {
     let long = name
         .strip_prefix("--")
         .map(|long| ALIASES.iter().find(|(old, _, _)| *old == long).map_or(long, |(_, _, to)| *to));
-    let matches = |s: &Spec| match long {
-        Some(long) => s.long == long,
-        None => name.len() == 2 && s.short.is_some_and(|c| name.ends_with(c)),
+    let matches = |o: &Opt| match long {
+        Some(long) => o.long == long,
+        None => name.len() == 2 && o.short.is_some_and(|c| name.ends_with(c)),
     };
-    SPECS
-        .iter()
-        .position(|s| s.only.is_some() && s.only == sub && matches(s))
-        .or_else(|| SPECS.iter().position(|s| s.only.is_none() && matches(s)))
+    OPTS.iter().position(|o| matches(o) && cmd.is_none_or(|c| o.scope & bit(c) != 0))
 }
 
-impl From<&Opts> for nw_pid1::supervise::Options {
-    fn from(o: &Opts) -> Self {
-        nw_pid1::supervise::Options {
-            kill_group: o.kill_group,
-            grace: std::time::Duration::from_secs(o.grace),
-            // The ports come from the plan, which main adds.
-            watch: nw_postmortem::portwatch::Config {
-                root: o.sysfs_root.clone(),
-                ports: Vec::new(),
-                every: std::time::Duration::from_millis(o.watch_ms),
-                report: o.report.clone(),
-            },
-            // The termination message's file is main's to pick, as for the gate.
-            hang: nw_postmortem::hang::Config { stall_ms: o.stall_ms, termination_log: None },
-            state_file: Some(o.state_file.clone()),
-        }
-    }
+/// The subcommand a first word is a typo of, if it is one (never a path, which names a command).
+fn near_subcommand(word: &OsStr) -> Option<&'static str> {
+    let word = word.to_str().filter(|w| !w.contains('/'))?;
+    problem::closest(word, SubName::ALL.into_iter().map(SubName::name))
 }
 
 /// Finds the command after a literal `--`, for running it untouched when the options are bad.
