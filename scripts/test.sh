@@ -52,6 +52,9 @@ case "$kind" in *static*) ;; *) echo "not statically linked" >&2; exit 1 ;; esac
 size=$(stat -c %s "$bin")
 echo "$bin: $size bytes stripped (budget 3,145,728)"
 [ "$size" -le 3145728 ] || { echo "the static binary is $size bytes, over its 3 MiB budget (docs/build.md)" >&2; exit 1; }
+# The release link discards the unwind tables (link/no-unwind.ld, docs/build.md): if it dropped
+# out of the build, the size above would say so late; this says it at once.
+! readelf -SW "$bin" | grep -q '\.eh_frame' || { echo "$bin has unwind tables: link/no-unwind.ld is not in the release link" >&2; exit 1; }
 
 step "container image"
 export CONTAINERS_CONF=$PWD/ci/containers.conf
