@@ -82,7 +82,8 @@ fn start() -> u8 {
     // plan: never held while the job runs.
     let (mut prefs, pref_warnings) = plan::gid_prefs(&vars);
     let sysfs = detect::sysfs::Sysfs::new(&cli.opts.sysfs_root);
-    let roots = roots(&cli.opts, &sysfs);
+    let dra_metadata = dra_metadata_root(&cli.opts);
+    let roots = roots(&cli.opts, &sysfs, &dra_metadata);
     let opened = verbs_skipped(&cli.opts).is_none().then(verbs::Opened::new);
     let tables: &dyn detect::gid_source::TableSource = match &opened {
         Some(o) => o,
@@ -175,13 +176,28 @@ fn start() -> u8 {
 }
 
 /// Where every read starts, from the options.
-fn roots<'a>(o: &'a cli::Opts, sysfs: &'a detect::sysfs::Sysfs) -> observation::Roots<'a> {
+fn roots<'a>(o: &'a cli::Opts, sysfs: &'a detect::sysfs::Sysfs, dra_metadata: &'a Path) -> observation::Roots<'a> {
     observation::Roots {
         sysfs,
         proc_root: &o.proc_root,
         dev_root: &o.dev_root,
         image_root: &o.image_root,
         annotations: &o.annotations,
+        dra_metadata,
+    }
+}
+
+/// Where the KEP-5304 device metadata trees are: the container's
+/// `/var/run/kubernetes.io/dra-device-attributes`; where the sysfs root is a node tree's own
+/// (`<node>/sys`, as the fixtures lay a node out), the same path inside that tree, so that a node
+/// read from a tree is read whole. No option names it (yet): the kubelet mounts it at one place.
+fn dra_metadata_root(o: &cli::Opts) -> std::path::PathBuf {
+    let container = Path::new(detect::dra_metadata::CONTAINER_DIR);
+    match o.sysfs_root.parent() {
+        Some(node) if o.sysfs_root != Path::new("/sys") && o.sysfs_root.ends_with("sys") => {
+            node.join(container.strip_prefix("/").unwrap_or(container))
+        }
+        _ => container.to_path_buf(),
     }
 }
 

@@ -31,7 +31,7 @@ pub fn summary(plan: &Plan, memlock: &Memlock, quiet: bool) -> String {
                 .iter()
                 .find(|s| s.status == "used")
                 .filter(|s| !s.inputs.is_empty())
-                .map(|s| format!(" ({})", s.inputs.join(", ")))
+                .map(|s| format!(" ({})", inputs_shown(&s.inputs)))
                 .unwrap_or_default()
         ));
         for dev in &d.devices {
@@ -101,6 +101,16 @@ pub fn summary(plan: &Plan, memlock: &Memlock, quiet: bool) -> String {
         line(&format!("warning: {w}"));
     }
     out
+}
+
+/// A source's inputs for the summary's first line: all of them where they are few (a variable, a
+/// file), else the first two and how many more (the SR-IOV DRA driver sets a handful per device;
+/// `env --json` lists them all).
+fn inputs_shown(inputs: &[String]) -> String {
+    if inputs.len() <= 3 {
+        return inputs.join(", ");
+    }
+    format!("{}, ... ({} more)", inputs[..2].join(", "), inputs.len() - 2)
 }
 
 /// The image's userspace and the bootstrap interface, one line each, and the plan's notes.

@@ -10,6 +10,15 @@ const H100_HCA: &str = "export NCCL_IB_HCA='=mlx5_6:1,mlx5_7:1,mlx5_10:1,mlx5_11
 fn sriov_plugin_v3_10_names_the_pods_four_vfs() {
     let r = Run::node(H100).with_env_file(H100, "env").args(["env"]);
     r.success().stdout_is(H100_HCA);
+    // The annotation and the sysfs walk give the same four: only the source says the variables
+    // decided, so that this test fails without them.
+    let j = Run::node(H100).with_env_file(H100, "env").args(["env", "--json"]).success().json();
+    assert_eq!(j["source"], "sriov", "{j}");
+    assert_eq!(j["sources"][2]["inputs"], serde_json::json!(["PCIDEVICE_OPENSHIFT_IO_MLX_RDMA_INFO"]), "{j}");
+    assert!(
+        j["devices"].as_array().expect("devices").iter().all(|d| d["origin"] == "PCIDEVICE_OPENSHIFT_IO_MLX_RDMA_INFO"),
+        "{j}"
+    );
 }
 
 /// The two VFs of the pod's RDMA pool: neither the annotation nor the sysfs walk (both find all
@@ -182,4 +191,92 @@ fn nccl_addr_family_and_range_steer_the_gid_choice() {
     let j = r.success().json();
     assert_eq!(j["hca"], serde_json::json!(["mlx5_3:1"]), "{j}");
     assert_eq!(j["gid_index"], 201);
+}
+
+const DRA_META: &str = "dra-metadata";
+const DRA_ENV: &str = "dra-sriov-env";
+
+/// The names of the sources in order, with the status each reported.
+fn statuses(j: &serde_json::Value) -> Vec<(String, String)> {
+    j["sources"]
+        .as_array()
+        .expect("sources")
+        .iter()
+        .map(|s| (s["source"].as_str().unwrap_or("").to_string(), s["status"].as_str().unwrap_or("").to_string()))
+        .collect()
+}
+
+#[test]
+fn dra_metadata_files_name_the_claims_devices_before_every_other_source() {
+    // Both trees: a claim's v1beta1+v1alpha1 stream (net1, net2) and a template claim's stream led
+    // by an unknown version (net3).
+    let j = Run::node(DRA_META).with_env_file(DRA_META, "env.cdi").args(["env", "--json"]).success().json();
+    assert_eq!(j["source"], "dra_metadata", "{j}");
+    assert_eq!(j["hca"], serde_json::json!(["mlx5_5:1", "mlx5_6:1", "mlx5_7:1"]), "{j}");
+    let s = statuses(&j);
+    assert_eq!(s[0], ("dra_metadata".into(), "used".into()));
+    assert_eq!(s[1], ("sriov_dra".into(), "not needed".into()));
+    assert_eq!(s[2].0, "sriov");
+    assert_eq!(j["sources"][0]["inputs"].as_array().map(Vec::len), Some(2), "{j}");
+    assert_eq!(j["devices"][0]["origin"], "DRA claim rdma-rails/nics (0000-08-00-2, net1)", "{j}");
+    assert_eq!(j["devices"][2]["origin"], "DRA pod claim extra-nic/nic (0000-08-00-4, net3)", "{j}");
+    assert!(j["all_warnings"].as_array().expect("warnings").is_empty(), "{j}");
+    Run::node(DRA_META)
+        .args(["--", "true"])
+        .success()
+        .stderr_has("nccl-wrap: 3 of 3 RDMA port(s) usable, from DRA device metadata (");
+}
+
+#[test]
+fn only_the_metadata_tells_a_claim_that_is_not_every_interface_of_the_pod() {
+    // Without the template claim's file, the metadata names mlx5_5 and mlx5_6 alone, while net3
+    // (mlx5_7) is still in the namespace: the sysfs walk would take all three.
+    let s = common::Scratch::node(DRA_META, "dra-one-claim");
+    let templates = s.root().join("var/run/kubernetes.io/dra-device-attributes/resourceclaimtemplates");
+    std::fs::remove_dir_all(&templates).expect("rm");
+    let j =
+        Run::node(DRA_META).env("NCCL_WRAP_SYSFS_ROOT", s.root().join("sys")).args(["env", "--json"]).success().json();
+    assert_eq!(j["source"], "dra_metadata", "{j}");
+    assert_eq!(j["hca"], serde_json::json!(["mlx5_5:1", "mlx5_6:1"]), "{j}");
+    // Without any metadata the walk of sysfs answers, with all three.
+    std::fs::remove_dir_all(s.root().join("var")).expect("rm");
+    let j =
+        Run::node(DRA_META).env("NCCL_WRAP_SYSFS_ROOT", s.root().join("sys")).args(["env", "--json"]).success().json();
+    assert_eq!((j["source"].as_str(), j["hca"].as_array().map(Vec::len)), (Some("sysfs"), Some(3)), "{j}");
+    assert_eq!(statuses(&j)[0], ("dra_metadata".into(), "absent".into()));
+}
+
+/// `dra-sriov-env`'s variables of one VF only: the sysfs walk (net1 and net2 are both in the
+/// namespace) would name two.
+fn one_vf_env() -> Vec<(String, String)> {
+    common::env_file(DRA_ENV, "env").into_iter().filter(|(k, _)| k.contains("0000_08_00_3")).collect()
+}
+
+#[test]
+fn sriov_dra_variables_name_the_pods_vfs_by_pci_address() {
+    let mut r = Run::node(DRA_ENV);
+    for (k, v) in one_vf_env() {
+        r = r.env(k, v);
+    }
+    let j = r.args(["env", "--json"]).success().json();
+    assert_eq!(j["source"], "sriov_dra", "{j}");
+    assert_eq!(j["hca"], serde_json::json!(["mlx5_6:1"]), "{j}");
+    assert_eq!(j["devices"][0]["origin"], "SRIOVNETWORK_VF_DEVICE_0000_08_00_3", "{j}");
+    // The whole environment: both VFs, ahead of the device plugin's source.
+    let j = Run::node(DRA_ENV).with_env_file(DRA_ENV, "env").args(["env", "--json"]).success().json();
+    assert_eq!((j["source"].as_str(), &j["hca"]), (Some("sriov_dra"), &serde_json::json!(["mlx5_5:1", "mlx5_6:1"])));
+    assert_eq!(statuses(&j)[1], ("sriov_dra".into(), "used".into()));
+    assert!(j["all_warnings"].as_array().expect("warnings").is_empty(), "{j}");
+}
+
+#[test]
+fn sriov_dra_vfs_without_rdma_variables_are_looked_up_by_address_and_said_so() {
+    let j = Run::node(DRA_ENV).with_env_file(DRA_ENV, "env.no-rdma").args(["env", "--json"]).success().json();
+    assert_eq!(j["source"], "sriov_dra", "{j}");
+    assert_eq!(j["hca"], serde_json::json!(["mlx5_5:1", "mlx5_6:1"]), "{j}");
+    let w = j["all_warnings"].to_string();
+    assert!(
+        w.contains("SRIOVNETWORK_VF_DEVICE_0000_08_00_2: no SRIOVNETWORK_0000_08_00_2_RDMA_* variables (the driver did not prepare 0000:08:00.2 as RDMA-capable)"),
+        "{w}"
+    );
 }

@@ -19,6 +19,8 @@ const NODES: &[&str] = &[
     "translated-iommu",
     "bad-input",
     "missing-uverbs",
+    "dra-metadata",
+    "dra-sriov-env",
 ];
 
 fn schema(name: &str) -> jsonschema::Validator {

@@ -298,6 +298,7 @@ mod tests {
             vars: &vars,
             sysfs: &sysfs,
             annotations: &annotations,
+            dra_metadata: None,
             prefs: &prefs,
             addrs: &|| Ok(Vec::new()),
             kinds: &|| None,

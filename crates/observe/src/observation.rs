@@ -31,6 +31,8 @@ pub struct Roots<'a> {
     pub image_root: &'a Path,
     /// The downward-API file of the pod's annotations.
     pub annotations: &'a Path,
+    /// The root of the KEP-5304 device metadata trees (`dra_metadata::CONTAINER_DIR` in a pod).
+    pub dra_metadata: &'a Path,
 }
 
 /// Whose devices: the pod's (its sources, its namespace's addresses), or the node's (every
@@ -88,6 +90,7 @@ pub fn observe(roots: &Roots, vars: &Vars, view: View, prefs: &mut GidPrefs, tab
             vars,
             sysfs: roots.sysfs,
             annotations: roots.annotations,
+            dra_metadata: Some(roots.dra_metadata),
             prefs: p,
             addrs: &detect::netif::read,
             kinds: &detect::links::read_or_log,

@@ -2,9 +2,10 @@
 //! environment (handed in as a map), the annotations file and sysfs; no decisions about what to
 //! export, and nothing written anywhere.
 //!
-//! Sources are tried in order (SR-IOV device plugin variables, the network-status annotation,
-//! sysfs), and the first that names at least one device is the one used; the others are reported
-//! as not needed. A device a source names that does not exist is reported and skipped.
+//! Sources are tried in order (the KEP-5304 DRA device metadata files, the SR-IOV DRA driver's
+//! variables, the SR-IOV device plugin's variables, the network-status annotation, sysfs), and the
+//! first that names at least one device is the one used; the others are reported as not needed. A
+//! device a source names that does not exist is reported and skipped.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -17,6 +18,8 @@ use serde::Serialize;
 use crate::detect::annotation;
 use crate::detect::children;
 use crate::detect::claim;
+use crate::detect::dra_files;
+use crate::detect::dra_metadata::ClaimKind;
 use crate::detect::gid_source::TableSource;
 use crate::detect::gids;
 use crate::detect::links;
@@ -24,6 +27,7 @@ use crate::detect::names;
 use crate::detect::netif::{OwnAddr, Owner};
 use crate::detect::port::PortFacts;
 use crate::detect::sriov;
+use crate::detect::sriov_dra;
 use crate::detect::sysfs::{Attachment, DeviceDir, Sysfs};
 use nw_nccl::gid::GidPrefs;
 
@@ -33,6 +37,10 @@ pub type Vars = BTreeMap<OsString, OsString>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Source {
+    /// KEP-5304 device metadata files of the pod's DRA claims.
+    DraMetadata,
+    /// `SRIOVNETWORK_*` variables of the SR-IOV DRA driver.
+    SriovDra,
     /// `PCIDEVICE_*` variables of the SR-IOV network device plugin.
     Sriov,
     /// The network-status annotation (downward API file).
@@ -45,6 +53,8 @@ pub enum Source {
 impl Source {
     pub fn describe(self) -> &'static str {
         match self {
+            Source::DraMetadata => "DRA device metadata",
+            Source::SriovDra => "SR-IOV DRA driver",
             Source::Sriov => "SR-IOV device plugin",
             Source::Annotation => "network-status annotation",
             Source::Sysfs => "sysfs",
@@ -106,6 +116,9 @@ pub struct Inputs<'a> {
     pub vars: &'a Vars,
     pub sysfs: &'a Sysfs,
     pub annotations: &'a Path,
+    /// The root of the KEP-5304 metadata trees (`/var/run/kubernetes.io/dra-device-attributes`);
+    /// `None`: not looked for.
+    pub dra_metadata: Option<&'a Path>,
     pub prefs: &'a GidPrefs,
     pub addrs: AddrSource<'a>,
     pub kinds: KindSource<'a>,
@@ -176,12 +189,14 @@ pub fn detect(inp: &Inputs) -> Detection {
     let mut own = Own::none(inp);
 
     let mut chosen: Option<(Source, Vec<Named>)> = None;
-    for source in [Source::Sriov, Source::Annotation, Source::Sysfs] {
+    for source in [Source::DraMetadata, Source::SriovDra, Source::Sriov, Source::Annotation, Source::Sysfs] {
         if chosen.is_some() {
             sources.push(SourceReport { source, status: "not needed", inputs: Vec::new(), problems: Vec::new() });
             continue;
         }
         let (report, named) = match source {
+            Source::DraMetadata => from_dra_metadata(inp),
+            Source::SriovDra => from_sriov_dra(inp),
             Source::Sriov => from_sriov(inp),
             Source::Annotation => from_annotation(inp),
             _ => {
@@ -403,6 +418,99 @@ fn resolve_id(inp: &Inputs, id: &str, origin: &str, out: &mut Vec<Named>, proble
         claimed_id: None,
         ports: None,
     }));
+}
+
+/// The KEP-5304 metadata files of the pod's DRA claims: each NIC driver's device, found in sysfs
+/// by the PCI address its attributes (or its name) carry, else by the interface its `networkData`
+/// names, else by the RDMA device name it was given (a hint: the pod may see another name).
+fn from_dra_metadata(inp: &Inputs) -> (SourceReport, Vec<Named>) {
+    let Some(root) = inp.dra_metadata else {
+        return (report(Source::DraMetadata, Vec::new(), Vec::new(), false), Vec::new());
+    };
+    let walk = dra_files::walk(root);
+    let mut problems = walk.problems;
+    let mut named = Vec::new();
+    let mut inputs = Vec::new();
+    for f in &walk.files {
+        inputs.push(root.join(&f.rel).display().to_string());
+        let claim = match f.path.kind {
+            ClaimKind::Claim => "claim",
+            ClaimKind::Template => "pod claim",
+        };
+        for d in f.metadata.devices.iter().filter(|d| d.nic_driver) {
+            let iface = d.network.as_ref().and_then(|n| n.interface_name.as_deref());
+            let origin = format!(
+                "DRA {claim} {}/{} ({}{})",
+                f.path.claim,
+                f.path.request,
+                d.name,
+                iface.map(|i| format!(", {i}")).unwrap_or_default()
+            );
+            let before = named.len();
+            match (&d.pci_address, iface, &d.rdma_device_hint) {
+                (Some(a), _, _) => resolve_id(inp, a, &origin, &mut named, &mut problems),
+                (None, Some(i), _) => match inp.sysfs.netdev_function(i) {
+                    Some(func) => resolve_id(inp, &func, &origin, &mut named, &mut problems),
+                    None => problems.push(format!(
+                        "{origin}: no PCI address, and its interface {i} is not on a function in this namespace"
+                    )),
+                },
+                (None, None, Some(hint)) => match inp.sysfs.open_device(hint) {
+                    Ok(dir) => named.push(Named {
+                        name: hint.clone(),
+                        origin: origin.clone(),
+                        dir: Some(dir),
+                        attachment: None,
+                        claimed_id: None,
+                        ports: None,
+                    }),
+                    Err(e) => {
+                        problems.push(format!("{origin}: no PCI address, and RDMA device {hint} cannot be used ({e})"))
+                    }
+                },
+                (None, None, None) => problems.push(format!(
+                    "{origin}: neither a PCI address, an interface nor an RDMA device name tells which device it is"
+                )),
+            }
+            log::debug!("{origin}: {} RDMA device(s)", named.len() - before);
+        }
+    }
+    (report(Source::DraMetadata, inputs, problems, !named.is_empty()), named)
+}
+
+/// The SR-IOV DRA driver's `SRIOVNETWORK_*` variables: each VF found in sysfs by its PCI address
+/// (its `_RDMA_DEVICE` is the host's name when the claim was prepared, a hint only).
+fn from_sriov_dra(inp: &Inputs) -> (SourceReport, Vec<Named>) {
+    let scan = sriov_dra::scan(inp.vars);
+    let mut problems: Vec<String> = scan.problems.iter().map(ToString::to_string).collect();
+    if !scan.unknown.is_empty() {
+        let shown: Vec<String> = scan.unknown.iter().take(8).map(|v| printable(v)).collect();
+        problems.push(format!(
+            "SRIOVNETWORK_* variables of no form nccl-wrap reads (a newer driver's?), not read: {}",
+            shown.join(", ")
+        ));
+    }
+    let mut named = Vec::new();
+    for vf in &scan.devices {
+        let origin = format!("SRIOVNETWORK_VF_DEVICE_{}", vf.key);
+        let Some(addr) = &vf.pci_address else {
+            problems.push(format!("{origin}: no PCI address for device {}; not used", vf.key));
+            continue;
+        };
+        if vf.rdma.is_none() {
+            problems.push(format!(
+                "{origin}: no SRIOVNETWORK_{}_RDMA_* variables (the driver did not prepare {addr} as RDMA-capable); looking for an RDMA device at its address",
+                vf.key
+            ));
+        }
+        resolve_id(inp, addr, &origin, &mut named, &mut problems);
+    }
+    (report(Source::SriovDra, scan.variables, problems, !named.is_empty()), named)
+}
+
+/// A name from outside for a message: printable ASCII only.
+fn printable(s: &str) -> String {
+    s.chars().take(100).map(|c| if c.is_ascii_graphic() { c } else { '?' }).collect()
 }
 
 fn from_sriov(inp: &Inputs) -> (SourceReport, Vec<Named>) {

@@ -6,9 +6,13 @@
 //! no decisions about what to export, and nothing written anywhere.
 //!
 //! - `devices`: tries the sources in order and reads the chosen devices' ports;
-//! - `sriov`: source 1, the SR-IOV device plugin's `PCIDEVICE_*` variables;
-//! - `annotation`: source 2, the network-status annotation (downward-API file);
-//! - `sysfs`: source 3, and the bounded reader under a root that every source goes through;
+//! - `dra_metadata` (with the walk that finds its files, `dra_files`): source 1, the KEP-5304
+//!   device metadata files of the pod's DRA claims; `sriov_dra`: source 2, the SR-IOV DRA
+//!   driver's `SRIOVNETWORK_*` variables; `dra_drivers`: the DRA NIC drivers and attribute keys
+//!   both read, one row each with its source;
+//! - `sriov`: source 3, the SR-IOV device plugin's `PCIDEVICE_*` variables;
+//! - `annotation`: source 4, the network-status annotation (downward-API file);
+//! - `sysfs`: source 5, and the bounded reader under a root that every source goes through;
 //! - `gids`: a port's GID table, read lazily, each entry at most once;
 //! - `gid_source`: the seam through which a whole table may come from ibverbs instead;
 //! - `port`: the per-port facts that later stages read and fill;
@@ -32,6 +36,9 @@ pub(crate) mod children;
 pub(crate) mod claim;
 pub mod counters;
 pub mod devices;
+pub mod dra_drivers;
+pub mod dra_files;
+pub mod dra_metadata;
 pub mod file;
 pub mod gid_source;
 pub(crate) mod gids;
@@ -46,6 +53,7 @@ pub(crate) mod python;
 pub mod route;
 pub mod rtnetlink;
 pub mod sriov;
+pub mod sriov_dra;
 pub mod sysfs;
 pub mod userspace;
 

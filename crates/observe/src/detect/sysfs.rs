@@ -1,4 +1,4 @@
-//! Source 3, and the reader behind every source: a walker over an RDMA node's sysfs that fills
+//! Source 5, and the reader behind every source: a walker over an RDMA node's sysfs that fills
 //! the port facts (`port.rs`).
 //!
 //! The root is a parameter (`/sys` in production, a fixture tree in tests), so the same code
