@@ -184,7 +184,15 @@ fn roots<'a>(o: &'a cli::Opts, sysfs: &'a detect::sysfs::Sysfs, dra_metadata: &'
         image_root: &o.image_root,
         annotations: &o.annotations,
         dra_metadata,
+        device_nodes: device_nodes(o),
     }
+}
+
+/// The dev root, where its uverbs nodes say something of the sysfs tree read: always, but where
+/// a sysfs root other than `/sys` (a node tree) is read with the machine's own `/dev`, whose nodes
+/// are another machine's (as libibverbs, which reads the kernel's sysfs, is then not consulted).
+fn device_nodes(o: &cli::Opts) -> Option<&Path> {
+    (o.sysfs_root == Path::new("/sys") || o.dev_root != Path::new("/dev")).then_some(o.dev_root.as_path())
 }
 
 /// Where the KEP-5304 device metadata trees are: the container's

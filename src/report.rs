@@ -35,7 +35,7 @@ pub fn summary(plan: &Plan, memlock: &Memlock, quiet: bool) -> String {
                 .unwrap_or_default()
         ));
         for dev in &d.devices {
-            if dev.origin.contains("shared device") {
+            if dev.origin.contains("shared device") || dev.origin.contains("uverbs node") {
                 line(&format!("  {}: {}", dev.name, dev.origin));
             }
             for p in &dev.ports {

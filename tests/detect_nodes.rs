@@ -280,3 +280,82 @@ fn sriov_dra_vfs_without_rdma_variables_are_looked_up_by_address_and_said_so() {
         "{w}"
     );
 }
+
+/// A run on `node` with the node's own `/dev`, whose uverbs nodes say which devices the container
+/// can open.
+fn with_dev(node: &str) -> Run {
+    Run::node(node).env("NCCL_WRAP_DEV_ROOT", common::fixture(node).join("dev"))
+}
+
+#[test]
+fn an_infiniband_only_dra_pod_is_told_by_its_uverbs_node_alone() {
+    // dranet moved no netdev (IB-only), and nothing names the device: only uverbs0 is in the pod.
+    let j = with_dev("dra-ib-only").args(["env", "--json"]).success().json();
+    assert_eq!(j["hca"], serde_json::json!(["mlx5_0:1"]), "{j}");
+    assert!(j["devices"][0]["origin"].as_str().expect("origin").contains("its uverbs node is in"), "{j}");
+    assert!(!j["all_warnings"].to_string().contains("cannot tell"), "{j}");
+    assert_eq!(j["not_ours"], serde_json::json!(["mlx5_1", "mlx5_2", "mlx5_3"]), "{j}");
+    // Without the pod's /dev nothing tells: every visible device, as NCCL would, with the warning.
+    let j = Run::node("dra-ib-only").args(["env", "--json"]).success().json();
+    assert_eq!(j["hca"].as_array().map(Vec::len), Some(4), "{j}");
+    assert!(j["all_warnings"].to_string().contains("cannot tell which of the 4 RDMA devices"), "{j}");
+}
+
+#[test]
+fn a_dranet_shared_mode_pod_takes_the_two_hcas_it_was_given() {
+    let r = with_dev("dranet-gb200-shared").args(["env"]);
+    r.success().stdout_is("export NCCL_IB_HCA='=mlx5_2:1,mlx5_3:1'\nexport NCCL_IB_GID_INDEX='3'\n");
+}
+
+#[test]
+fn a_device_without_its_uverbs_node_is_never_exported_whatever_the_source_says() {
+    // The SR-IOV pool without isRdma: the plugin names mlx5_3, the container has no uverbs3. A
+    // stat, so also with verbs skipped.
+    let node = "missing-uverbs";
+    let j = with_dev(node).with_env_file(node, "env").args(["--skip-verbs", "env", "--json"]).success().json();
+    assert_eq!(j["source"], "sriov", "{j}");
+    assert_eq!(j["hca"], serde_json::json!(["mlx5_2:1"]), "{j}");
+    assert_eq!(j["not_openable"][0]["name"], "mlx5_3", "{j}");
+    assert_eq!(j["not_openable"][0]["origin"], "PCIDEVICE_OPENSHIFT_IO_RAIL_B_INFO", "{j}");
+    let w = j["all_warnings"].to_string();
+    assert!(w.contains("PCIDEVICE_OPENSHIFT_IO_RAIL_B_INFO names mlx5_3, but its uverbs node is not in"), "{w}");
+    // NVIDIA/nccl#2428: two eRDMA devices listed, one node given. erdma_1 never reaches NCCL.
+    let j = with_dev("two-hcas-one-uverbs").args(["env", "--json"]).success().json();
+    let names: Vec<&str> =
+        j["devices"].as_array().expect("devices").iter().filter_map(|d| d["name"].as_str()).collect();
+    assert_eq!(names, ["erdma_0"], "{j}");
+    assert!(!j["hca"].to_string().contains("erdma_1"), "{j}");
+}
+
+#[test]
+fn a_pod_given_no_uverbs_node_gets_no_device_of_the_node() {
+    // An RDMA node in shared mode, a pod without any RDMA resource: /dev/infiniband is absent.
+    let r = Run::node("two-hcas-one-uverbs").env("NCCL_WRAP_DEV_ROOT", "/nonexistent/dev").args(["env", "--json"]);
+    let j = r.success().json();
+    assert_eq!(j["source"], "none", "{j}");
+    assert_eq!(j["rdma"], false, "{j}");
+    let w = j["all_warnings"].to_string();
+    assert!(w.contains("none of the 2 RDMA devices"), "{w}");
+    assert!(w.contains("NCCL can open none of them"), "{w}");
+}
+
+#[test]
+fn a_privileged_pods_dev_with_every_node_tells_nothing() {
+    // Every uverbs node of the node present: the rule that cannot tell stands, with its warning.
+    let s = common::Scratch::node("two-hcas-one-uverbs", "privileged-dev");
+    std::fs::write(s.root().join("dev/infiniband/uverbs1"), "").expect("write");
+    let j = Run::node("two-hcas-one-uverbs")
+        .env("NCCL_WRAP_SYSFS_ROOT", s.root().join("sys"))
+        .env("NCCL_WRAP_DEV_ROOT", s.root().join("dev"))
+        .args(["env", "--json"])
+        .success()
+        .json();
+    let names: Vec<&str> =
+        j["devices"].as_array().expect("devices").iter().filter_map(|d| d["name"].as_str()).collect();
+    assert_eq!(names, ["erdma_0", "erdma_1"], "{j}");
+    assert!(j["all_warnings"].to_string().contains("cannot tell which of the 2 RDMA devices"), "{j}");
+    assert!(j.get("not_openable").is_none(), "{j}");
+    // h200-ib: a bare-metal pod's /dev, every node: all seven usable ports, as before.
+    let j = with_dev("h200-ib").args(["env", "--json"]).success().json();
+    assert_eq!(j["hca"].as_array().map(Vec::len), Some(7), "{j}");
+}

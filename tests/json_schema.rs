@@ -21,6 +21,9 @@ const NODES: &[&str] = &[
     "missing-uverbs",
     "dra-metadata",
     "dra-sriov-env",
+    "dra-ib-only",
+    "dranet-gb200-shared",
+    "two-hcas-one-uverbs",
 ];
 
 fn schema(name: &str) -> jsonschema::Validator {

@@ -299,6 +299,7 @@ mod tests {
             sysfs: &sysfs,
             annotations: &annotations,
             dra_metadata: None,
+            device_nodes: None,
             prefs: &prefs,
             addrs: &|| Ok(Vec::new()),
             kinds: &|| None,

@@ -68,6 +68,7 @@ pub fn node_plan(r: &Roots) -> (plan::Plan, BTreeMap<&'static str, usize>) {
         image_root: Path::new("/"),
         annotations: Path::new(""),
         dra_metadata: Path::new(""),
+        device_nodes: None,
     };
     let none = Vars::new();
     let seen = observation::observe(&roots, &none, observation::View::Node, &mut prefs, &SysfsOnly);

@@ -33,6 +33,9 @@ pub struct Roots<'a> {
     pub annotations: &'a Path,
     /// The root of the KEP-5304 device metadata trees (`dra_metadata::CONTAINER_DIR` in a pod).
     pub dra_metadata: &'a Path,
+    /// `dev_root`, where its `infiniband/` uverbs nodes belong with the sysfs tree read (the
+    /// machine's own, or a node tree's); `None` where they would be another machine's.
+    pub device_nodes: Option<&'a Path>,
 }
 
 /// Whose devices: the pod's (its sources, its namespace's addresses), or the node's (every
@@ -91,6 +94,7 @@ pub fn observe(roots: &Roots, vars: &Vars, view: View, prefs: &mut GidPrefs, tab
             sysfs: roots.sysfs,
             annotations: roots.annotations,
             dra_metadata: Some(roots.dra_metadata),
+            device_nodes: roots.device_nodes,
             prefs: p,
             addrs: &detect::netif::read,
             kinds: &detect::links::read_or_log,

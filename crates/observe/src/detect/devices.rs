@@ -29,6 +29,7 @@ use crate::detect::port::PortFacts;
 use crate::detect::sriov;
 use crate::detect::sriov_dra;
 use crate::detect::sysfs::{Attachment, DeviceDir, Sysfs};
+use crate::detect::uverbs::{self, Nodes};
 use nw_nccl::gid::GidPrefs;
 
 /// The process environment as detection sees it.
@@ -74,6 +75,15 @@ pub struct SourceReport {
     pub problems: Vec<String>,
 }
 
+/// A device a source named (or the walk found) that this container cannot open: its uverbs node is
+/// not in the container's `/dev/infiniband`, so it is not this pod's, whatever the source said.
+#[derive(Debug, Clone, Serialize)]
+pub struct NotOpenable {
+    pub name: String,
+    /// What named it.
+    pub origin: String,
+}
+
 /// A device this pod will consider, with where it came from and what sysfs says of it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Device {
@@ -96,6 +106,9 @@ pub struct Detection {
     /// whatever shows them puts them in natural order (`names::abbreviate`, `sorted_natural`).
     #[serde(serialize_with = "names::serialize_natural")]
     pub not_ours: Vec<String>,
+    /// Devices named or found whose uverbs node is not in the container: never exported.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_openable: Vec<NotOpenable>,
     /// Devices a source named that do not exist, and other detection warnings.
     #[serde(rename = "detection_warnings")]
     pub warnings: Vec<String>,
@@ -119,6 +132,10 @@ pub struct Inputs<'a> {
     /// The root of the KEP-5304 metadata trees (`/var/run/kubernetes.io/dra-device-attributes`);
     /// `None`: not looked for.
     pub dra_metadata: Option<&'a Path>,
+    /// The container's dev root, whose `infiniband/` uverbs nodes say which devices it can open
+    /// (`uverbs`); `None` where it does not belong with the sysfs tree read (a node tree read on
+    /// another machine).
+    pub device_nodes: Option<&'a Path>,
     pub prefs: &'a GidPrefs,
     pub addrs: AddrSource<'a>,
     pub kinds: KindSource<'a>,
@@ -183,6 +200,15 @@ pub fn detect(inp: &Inputs) -> Detection {
     let mut visible_problems = Vec::new();
     let visible = inp.sysfs.rdma_devices_listed(&mut visible_problems);
     warnings.extend(visible_problems.iter().map(ToString::to_string));
+    // Which devices the container can open at all: a device whose uverbs node it lacks is never
+    // the pod's, whatever a source says, and where some have theirs and others not, that tells
+    // the pod's when nothing else can.
+    let nodes = match inp.device_nodes {
+        Some(dev) if !visible.is_empty() => uverbs::read(inp.sysfs, dev),
+        Some(_) => Nodes::Silent("no RDMA device is visible".into()),
+        None => Nodes::Silent("the container's /dev does not go with the sysfs tree read".into()),
+    };
+    log::debug!("uverbs nodes: {nodes:?}");
     // A device the device plugin or the annotation names was allocated to this pod alone (a VF
     // or SF), so its table holds only the pod's addresses and NCCL's pick is the pod's: the
     // pod's addresses are read only for the sysfs walk, where shared devices are found.
@@ -203,7 +229,7 @@ pub fn detect(inp: &Inputs) -> Detection {
                 if !visible.is_empty() {
                     own = Own::read(inp, &mut warnings);
                 }
-                from_sysfs(inp, &visible, &own, &mut warnings)
+                from_sysfs(inp, &visible, &own, &nodes, &mut warnings)
             }
         };
         let (report, named) = (report, dedupe(named));
@@ -214,6 +240,9 @@ pub fn detect(inp: &Inputs) -> Detection {
     }
 
     let (source, named) = chosen.unwrap_or((Source::None, Vec::new()));
+    let mut not_openable = Vec::new();
+    let named: Vec<Named> =
+        named.into_iter().filter(|n| openable(&nodes, &n.name, &n.origin, &mut warnings, &mut not_openable)).collect();
     let mut present = Vec::new();
     for mut n in named {
         match n.dir.take().map_or_else(|| inp.sysfs.open_device(&n.name), Ok) {
@@ -247,7 +276,9 @@ pub fn detect(inp: &Inputs) -> Detection {
                         dev.origin, dev.name, dev.name, others.join(","), others.join(",")
                     ));
                     for f in found {
-                        if devices.iter().any(|d| d.name == f.name) {
+                        if devices.iter().any(|d| d.name == f.name)
+                            || !openable(&nodes, &f.name, &f.origin, &mut warnings, &mut not_openable)
+                        {
                             continue;
                         }
                         if let Ok(dir) = inp.sysfs.open_device(&f.name) {
@@ -265,7 +296,30 @@ pub fn detect(inp: &Inputs) -> Detection {
     }
     types_for_a_range(inp, &mut devices);
     let not_ours = visible.into_iter().filter(|v| !devices.iter().any(|d| &d.name == v)).collect();
-    Detection { source, sources, devices, not_ours, warnings, addresses: own.addrs }
+    Detection { source, sources, devices, not_ours, not_openable, warnings, addresses: own.addrs }
+}
+
+/// Whether the container can open `name` (or its nodes tell nothing); where it cannot, says so
+/// and keeps it in `not_openable`.
+fn openable(
+    nodes: &Nodes,
+    name: &str,
+    origin: &str,
+    warnings: &mut Vec<String>,
+    not_openable: &mut Vec<NotOpenable>,
+) -> bool {
+    let Nodes::Tell { dir, .. } = nodes else { return true };
+    if nodes.openable(name) != Some(false) {
+        return true;
+    }
+    if !not_openable.iter().any(|n: &NotOpenable| n.name == name) {
+        warnings.push(format!(
+            "{origin} names {name}, but its uverbs node is not in {}: this container cannot open it (libibverbs lists only the devices whose node it has), so it is not this pod's; left out",
+            dir.display()
+        ));
+        not_openable.push(NotOpenable { name: name.to_string(), origin: origin.to_string() });
+    }
+    false
 }
 
 /// Where the pod's own entries sit at different indices on its shared ports, the plan weighs an
@@ -594,7 +648,13 @@ fn from_annotation(inp: &Inputs) -> (SourceReport, Vec<Named>) {
 /// - when that matches nothing (no net device maps to any RDMA device: InfiniBand without IPoIB,
 ///   or a pod with only virtual interfaces), we cannot tell, and use every visible device, which
 ///   is what NCCL would do without us, with a warning that says so.
-fn from_sysfs(inp: &Inputs, visible: &[String], own: &Own, warnings: &mut Vec<String>) -> (SourceReport, Vec<Named>) {
+fn from_sysfs(
+    inp: &Inputs,
+    visible: &[String],
+    own: &Own,
+    nodes: &Nodes,
+    warnings: &mut Vec<String>,
+) -> (SourceReport, Vec<Named>) {
     let class = inp.sysfs.path("class/infiniband").display().to_string();
     if visible.is_empty() {
         return (report(Source::Sysfs, Vec::new(), Vec::new(), false), Vec::new());
@@ -663,6 +723,27 @@ fn from_sysfs(inp: &Inputs, visible: &[String], own: &Own, warnings: &mut Vec<St
         }
     }
     if found.is_empty() {
+        if let Nodes::Tell { openable, dir } = nodes {
+            // The container's uverbs nodes tell: dranet's InfiniBand-only NICs (no netdev moves),
+            // an RDMA shared device plugin's resource without a rail, a pod given one of two HCAs.
+            let mine: Vec<&String> = visible.iter().filter(|v| openable.contains(*v)).collect();
+            if mine.is_empty() {
+                problems.push(format!(
+                    "none of the {} RDMA devices in {class} is this pod's: no net device here sits on one, no GID table holds an address of this pod, and none has its uverbs node in {} (NCCL can open none of them)",
+                    visible.len(),
+                    dir.display()
+                ));
+                return (report(Source::Sysfs, inputs, problems, false), Vec::new());
+            }
+            let found = mine
+                .into_iter()
+                .map(|n| {
+                    let ports = read.iter().position(|(d, _)| d == n).map(|i| read.swap_remove(i).1);
+                    named(n, format!("sysfs (its uverbs node is in {})", dir.display()), ports)
+                })
+                .collect();
+            return (report(Source::Sysfs, inputs, problems, true), found);
+        }
         problems.push(format!(
             "cannot tell which of the {} RDMA devices in {class} are this pod's: no net device in this namespace sits on any of them, and no GID table holds an address of this pod (InfiniBand without IPoIB?); using all of them, as NCCL would by default. Name the pod's devices with the SR-IOV device plugin or the network-status annotation.",
             visible.len()

@@ -65,6 +65,7 @@ pub fn detect(sysfs: &Sysfs, prefs: &GidPrefs) -> (Detection, BTreeMap<&'static 
         sources: vec![report],
         devices,
         not_ours: Vec::new(),
+        not_openable: Vec::new(),
         warnings,
         addresses: Vec::new(),
     };

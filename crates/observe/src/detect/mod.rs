@@ -19,6 +19,8 @@
 //! - `counters`: a port's error and traffic counters (`counters/`, `hw_counters/`);
 //! - `file`: the one bounded, non-blocking way to read a file (regular files only);
 //! - `names`: validation of every name that comes from outside;
+//! - `uverbs`: which devices the container can open, by the uverbs nodes in its `/dev/infiniband`
+//!   (a device without its node is never the pod's; where some have theirs, they tell the pod's);
 //! - `netif`: this namespace's own addresses, and whose address a GID entry holds;
 //! - `links`: the kind of each of this namespace's interfaces (rtnetlink), which says whose
 //!   addresses can sit in another device's GID table; `children`: those interfaces, and when the
@@ -56,5 +58,6 @@ pub mod sriov;
 pub mod sriov_dra;
 pub mod sysfs;
 pub mod userspace;
+pub mod uverbs;
 
 pub use devices::{detect, Detection, Device, Inputs, Source, Vars};

@@ -244,6 +244,7 @@ mod tests {
                 problems: Vec::new(),
             }],
             not_ours: Vec::new(),
+            not_openable: Vec::new(),
             warnings: Vec::new(),
             addresses: Vec::new(),
         };
