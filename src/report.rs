@@ -38,6 +38,15 @@ pub fn summary(plan: &Plan, memlock: &Memlock, quiet: bool) -> String {
             if dev.origin.contains("shared device") || dev.origin.contains("uverbs node") {
                 line(&format!("  {}: {}", dev.name, dev.origin));
             }
+            if let Some(host) = &dev.named_as {
+                let at = nw_observe::detect::devices::function(&dev.attachment)
+                    .map(|f| format!(" at {f}"))
+                    .unwrap_or_default();
+                line(&format!(
+                    "  {}: {} names it {host} (its name in the host's namespace, or before a rename); found{at}",
+                    dev.name, dev.origin
+                ));
+            }
             for p in &dev.ports {
                 let decision = plan.decisions.iter().find(|x| x.device == dev.name && x.port == p.port);
                 let mut s = format!("  {}:{} ", dev.name, p.port);

@@ -262,6 +262,16 @@ fn sriov_dra_variables_name_the_pods_vfs_by_pci_address() {
     assert_eq!(j["source"], "sriov_dra", "{j}");
     assert_eq!(j["hca"], serde_json::json!(["mlx5_6:1"]), "{j}");
     assert_eq!(j["devices"][0]["origin"], "SRIOVNETWORK_VF_DEVICE_0000_08_00_3", "{j}");
+    assert!(j["devices"][0].get("named_as").is_none(), "the host's name is the pod's here: {j}");
+    // `_RDMA_DEVICE` is the host's name at prepare time, a hint: the address decides, and a name
+    // the pod does not see is shown beside the one it does.
+    let mut r = Run::node(DRA_ENV);
+    for (k, v) in one_vf_env() {
+        let v = if k.ends_with("_RDMA_DEVICE") { "mlx5_99".to_string() } else { v };
+        r = r.env(k, v);
+    }
+    let j = r.args(["env", "--json"]).success().json();
+    assert_eq!((&j["hca"], &j["devices"][0]["named_as"]), (&serde_json::json!(["mlx5_6:1"]), &"mlx5_99".into()));
     // The whole environment: both VFs, ahead of the device plugin's source.
     let j = Run::node(DRA_ENV).with_env_file(DRA_ENV, "env").args(["env", "--json"]).success().json();
     assert_eq!((j["source"].as_str(), &j["hca"]), (Some("sriov_dra"), &serde_json::json!(["mlx5_5:1", "mlx5_6:1"])));
@@ -358,4 +368,33 @@ fn a_privileged_pods_dev_with_every_node_tells_nothing() {
     // h200-ib: a bare-metal pod's /dev, every node: all seven usable ports, as before.
     let j = with_dev("h200-ib").args(["env", "--json"]).success().json();
     assert_eq!(j["hca"].as_array().map(Vec::len), Some(7), "{j}");
+}
+
+#[test]
+fn a_device_renamed_in_the_pod_is_found_by_its_address_and_shown_by_both_names() {
+    // rdma-cni renamed the pod's VFs after their interfaces: the plugin (v3.10) and the annotation
+    // say mlx5_7/mlx5_9, the pod (exclusive mode) sees rdma_net1/rdma_net2.
+    let node = "renamed-pod-device";
+    for r in [with_dev(node).with_env_file(node, "env"), with_dev(node)] {
+        let j = r.args(["env", "--json"]).success().json();
+        assert_eq!(j["hca"], serde_json::json!(["rdma_net1:1", "rdma_net2:1"]), "{j}");
+        assert_eq!((&j["devices"][0]["named_as"], &j["devices"][1]["named_as"]), (&"mlx5_7".into(), &"mlx5_9".into()));
+        assert!(j["all_warnings"].as_array().expect("warnings").is_empty(), "a rename is no fault: {j}");
+    }
+    with_dev(node)
+        .with_env_file(node, "env")
+        .args(["--", "true"])
+        .success()
+        .stderr_has("rdma_net1: PCIDEVICE_OPENSHIFT_IO_RAIL_INFO names it mlx5_7 (its name in the host's namespace, or before a rename); found at 0000:3a:00.3")
+        .stderr_has("set NCCL_IB_HCA='=rdma_net1:1,rdma_net2:1'")
+        .stderr_lacks("cannot be used");
+}
+
+#[test]
+fn host_devices_renamed_by_plane_and_rail_are_taken_in_natural_order() {
+    // No mlx5_ name anywhere: the nic-configuration-operator's rdma_<nic>_<plane>_<rail>.
+    let r = with_dev("host-renamed-rdma").args(["--", "true"]);
+    r.success()
+        .stderr_has("set NCCL_IB_HCA='=rdma_0_0_0:1,rdma_0_1_0:1,rdma_1_0_1:1,rdma_1_1_1:1,rdma_2_0_2:1,rdma_2_1_2:1,rdma_3_0_3:1,rdma_3_1_3:1'")
+        .stderr_has("(providers: mlx5 ok)");
 }

@@ -24,6 +24,8 @@ const NODES: &[&str] = &[
     "dra-ib-only",
     "dranet-gb200-shared",
     "two-hcas-one-uverbs",
+    "renamed-pod-device",
+    "host-renamed-rdma",
 ];
 
 fn schema(name: &str) -> jsonschema::Validator {

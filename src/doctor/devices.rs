@@ -10,8 +10,11 @@ pub(super) fn check(inp: &Inputs) -> Check {
         .iter()
         .map(|s| json!({"source": s.source, "status": s.status, "inputs": s.inputs, "problems": s.problems}))
         .collect();
-    let devs: Vec<Value> =
-        d.devices.iter().map(|x| json!({"name": x.name, "origin": x.origin, "attachment": x.attachment})).collect();
+    let devs: Vec<Value> = d
+        .devices
+        .iter()
+        .map(|x| json!({"name": x.name, "origin": x.origin, "attachment": x.attachment, "named_as": x.named_as}))
+        .collect();
     let mut problems: Vec<String> = d.sources.iter().flat_map(|s| s.problems.iter().cloned()).collect();
     problems.extend(d.warnings.iter().cloned());
     let names: Vec<&str> = d.devices.iter().map(|x| x.name.as_str()).collect();

@@ -94,6 +94,11 @@ pub struct Device {
     pub attachment: Attachment,
     pub ports: Vec<PortFacts>,
     pub problems: Vec<String>,
+    /// The name the source gave it, where this pod sees it under another and it was found by
+    /// its PCI address or net device instead: the host's `mlx5_7` for the pod's `rdma_net1`
+    /// (rdma-cni, the Spectrum-X operator), or a name from before a udev rename.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub named_as: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -187,6 +192,8 @@ struct Named {
     /// The device ID (PCI address, auxiliary ID) the source gave along with the name: the
     /// name is checked against it once the device's attachment is read.
     claimed_id: Option<String>,
+    /// The name the source gave, where the device was found under another (see `Device`).
+    named_as: Option<String>,
     /// Ports the source already read (with their problems), to be used as they are.
     ports: Option<ReadPorts>,
 }
@@ -361,7 +368,7 @@ fn read_device(inp: &Inputs, own: &Own, n: Named, dir: &DeviceDir, warnings: &mu
     if ports.iter().any(|p| p.link_layer.as_deref() == Some("InfiniBand")) {
         ipoib_pkeys(inp.sysfs, &n.name, func.as_deref(), &mut ports, &mut problems);
     }
-    Device { name: n.name, origin: n.origin, attachment, ports, problems }
+    Device { name: n.name, origin: n.origin, attachment, ports, problems, named_as: n.named_as }
 }
 
 /// Reads a device's ports. Where a port's table already holds an address of one of the pod's
@@ -452,6 +459,22 @@ fn report(source: Source, inputs: Vec<String>, problems: Vec<String>, found: boo
     SourceReport { source, status, inputs, problems }
 }
 
+/// Marks the devices found from `from` on as named `hint` by their source, where that is not the
+/// name this pod sees: the source spoke of another name (the host's, before a rename).
+fn named_as(found: &mut [Named], hint: Option<&String>) {
+    for n in found.iter_mut() {
+        if let Some(h) = hint.filter(|h| **h != n.name) {
+            n.named_as = Some(h.clone());
+        }
+    }
+}
+
+/// Whether a device name failed to open because there is no such name (a rename), not for
+/// another reason (a symlink loop, permissions) that is worth a warning of its own.
+fn absent(e: &crate::detect::sysfs::SysfsError) -> bool {
+    matches!(e, crate::detect::sysfs::SysfsError::Read { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+}
+
 /// Resolves a device ID to its RDMA devices through sysfs, or says why it could not.
 fn resolve_id(inp: &Inputs, id: &str, origin: &str, out: &mut Vec<Named>, problems: &mut Vec<String>) {
     let mut errs = Vec::new();
@@ -470,6 +493,7 @@ fn resolve_id(inp: &Inputs, id: &str, origin: &str, out: &mut Vec<Named>, proble
         dir: None,
         attachment: None,
         claimed_id: None,
+        named_as: None,
         ports: None,
     }));
 }
@@ -516,6 +540,7 @@ fn from_dra_metadata(inp: &Inputs) -> (SourceReport, Vec<Named>) {
                         dir: Some(dir),
                         attachment: None,
                         claimed_id: None,
+                        named_as: None,
                         ports: None,
                     }),
                     Err(e) => {
@@ -526,6 +551,7 @@ fn from_dra_metadata(inp: &Inputs) -> (SourceReport, Vec<Named>) {
                     "{origin}: neither a PCI address, an interface nor an RDMA device name tells which device it is"
                 )),
             }
+            named_as(&mut named[before..], d.rdma_device_hint.as_ref());
             log::debug!("{origin}: {} RDMA device(s)", named.len() - before);
         }
     }
@@ -557,7 +583,9 @@ fn from_sriov_dra(inp: &Inputs) -> (SourceReport, Vec<Named>) {
                 vf.key
             ));
         }
+        let before = named.len();
         resolve_id(inp, addr, &origin, &mut named, &mut problems);
+        named_as(&mut named[before..], vf.rdma.as_ref().and_then(|r| r.device.as_ref()));
     }
     (report(Source::SriovDra, scan.variables, problems, !named.is_empty()), named)
 }
@@ -579,14 +607,24 @@ fn from_sriov(inp: &Inputs) -> (SourceReport, Vec<Named>) {
                 dir: Some(dir),
                 attachment: None,
                 claimed_id: Some(dev.device_id.clone()),
+                named_as: None,
                 ports: None,
             }),
             Some((name, Err(e))) => {
-                problems.push(format!(
-                    "{}: rdma_dev {name} of {} cannot be used ({e}); trying the device ID",
-                    dev.variable, dev.device_id
-                ));
-                resolve_id(inp, &dev.device_id, &dev.variable, &mut named, &mut problems);
+                // A name this pod does not have, where the device ID finds one: the device was
+                // renamed in the pod (the plugin gives the host's name); both names are shown.
+                let before = named.len();
+                let mut found = Vec::new();
+                resolve_id(inp, &dev.device_id, &dev.variable, &mut named, &mut found);
+                if named.len() > before && absent(&e) {
+                    named_as(&mut named[before..], Some(name));
+                } else {
+                    problems.push(format!(
+                        "{}: rdma_dev {name} of {} cannot be used ({e}); trying the device ID",
+                        dev.variable, dev.device_id
+                    ));
+                }
+                problems.extend(found);
             }
             None => resolve_id(inp, &dev.device_id, &dev.variable, &mut named, &mut problems),
         }
@@ -620,11 +658,26 @@ fn from_annotation(inp: &Inputs) -> (SourceReport, Vec<Named>) {
                 dir: Some(dir),
                 attachment: None,
                 claimed_id: dev.pci_address.clone(),
+                named_as: None,
                 ports: None,
             }),
-            (_, _, Some(addr)) => resolve_id(inp, addr, &origin, &mut named, &mut problems),
+            (_, _, Some(addr)) => {
+                let before = named.len();
+                resolve_id(inp, addr, &origin, &mut named, &mut problems);
+                named_as(&mut named[before..], dev.rdma_dev.as_ref());
+            }
             (_, Some(name), None) => {
-                problems.push(format!("{origin}: rdma-device {name} is not in this namespace's RDMA devices"))
+                // No address: the interface the network gave the pod sits on the device's function.
+                match dev.interface.as_deref().and_then(|i| inp.sysfs.netdev_function(i)) {
+                    Some(func) => {
+                        let before = named.len();
+                        resolve_id(inp, &func, &origin, &mut named, &mut problems);
+                        named_as(&mut named[before..], Some(name));
+                    }
+                    None => {
+                        problems.push(format!("{origin}: rdma-device {name} is not in this namespace's RDMA devices"))
+                    }
+                }
             }
             (_, None, None) => {}
         }
@@ -667,6 +720,7 @@ fn from_sysfs(
         dir: None,
         attachment: None,
         claimed_id: None,
+        named_as: None,
         ports,
     };
     if inp.sysfs.netns_exclusive() == Some(true) {

@@ -50,6 +50,7 @@ pub fn detect(sysfs: &Sysfs, prefs: &GidPrefs) -> (Detection, BTreeMap<&'static 
             attachment,
             ports,
             problems,
+            named_as: None,
         });
     }
     let class = sysfs.path("class/infiniband").display().to_string();

@@ -242,6 +242,7 @@ mod tests {
                 attachment: crate::detect::sysfs::Attachment::Unknown,
                 ports: vec![port("ACTIVE")],
                 problems: Vec::new(),
+                named_as: None,
             }],
             not_ours: Vec::new(),
             not_openable: Vec::new(),
