@@ -332,7 +332,8 @@ fn run(
     ping_inputs: &pairtest::here::Inputs,
 ) -> u8 {
     eprint!("{}", report::summary(plan, memlock, cli.opts.quiet));
-    if cli.opts.require_rdma && !plan.rdma {
+    // EFA pods carry NCCL's traffic through a net plugin: what it needs is weighed below.
+    if cli.opts.require_rdma && !plan.rdma && plan.efa.is_none() {
         eprintln!("{PREFIX} refusing to start {:?}: --require-rdma (NCCL_WRAP_REQUIRE_RDMA) is set and no usable RDMA port was found; see the warnings above, or run `nccl-wrap env --json`", cli.command[0]);
         return EXIT_REFUSED;
     }

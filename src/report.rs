@@ -21,11 +21,11 @@ pub fn summary(plan: &Plan, memlock: &Memlock, quiet: bool) -> String {
     };
     if !quiet {
         let d = &plan.detection;
-        let used = plan.decisions.iter().filter(|x| x.used).count();
-        line(&format!(
-            "{} of {} RDMA port(s) usable, from {}{}",
-            used,
-            plan.decisions.len(),
+        let on_efa = |name: &str| plan.efa.as_ref().is_some_and(|e| e.devices.iter().any(|x| x == name));
+        let decisions: Vec<_> = plan.decisions.iter().filter(|x| !on_efa(&x.device)).collect();
+        let used = decisions.iter().filter(|x| x.used).count();
+        let from = format!(
+            "from {}{}",
             d.source.describe(),
             d.sources
                 .iter()
@@ -33,8 +33,18 @@ pub fn summary(plan: &Plan, memlock: &Memlock, quiet: bool) -> String {
                 .filter(|s| !s.inputs.is_empty())
                 .map(|s| format!(" ({})", inputs_shown(&s.inputs)))
                 .unwrap_or_default()
-        ));
-        for dev in &d.devices {
+        );
+        if plan.efa.is_none() || !decisions.is_empty() {
+            line(&format!("{} of {} RDMA port(s) usable, {from}", used, decisions.len()));
+        }
+        if let Some(e) = &plan.efa {
+            line(&format!(
+                "{} AWS EFA device(s) of this pod, {from}: {}; NCCL reaches them through its net plugin (aws-ofi-nccl over libfabric), never NCCL_IB_HCA",
+                e.devices.len(),
+                nw_observe::detect::names::abbreviate(&e.devices, 4)
+            ));
+        }
+        for dev in d.devices.iter().filter(|x| !on_efa(&x.name)) {
             if dev.origin.contains("shared device") || dev.origin.contains("uverbs node") {
                 line(&format!("  {}: {}", dev.name, dev.origin));
             }

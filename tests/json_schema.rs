@@ -26,6 +26,7 @@ const NODES: &[&str] = &[
     "two-hcas-one-uverbs",
     "renamed-pod-device",
     "host-renamed-rdma",
+    "eks-p5-efa",
 ];
 
 fn schema(name: &str) -> jsonschema::Validator {

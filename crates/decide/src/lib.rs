@@ -14,7 +14,7 @@ use nw_nccl::gid::{self, AddrRange, Family, GidEntry, GidPrefs, RowTable};
 use nw_observe::detect::netif::Owner;
 use nw_observe::detect::port::{GidPick, PortFacts, VerbsCheck};
 use nw_observe::detect::userspace::Userspace;
-use nw_observe::detect::{Detection, Source, Vars};
+use nw_observe::detect::{Detection, Device, Source, Vars};
 use nw_observe::verbs::verify;
 
 pub mod bootstrap;
@@ -79,7 +79,32 @@ pub struct Plan {
     /// Lines the summary prints that are no warnings (a pin not set, and why).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The pod's AWS EFA devices, and what NCCL needs for them (see [`Efa`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub efa: Option<Efa>,
 }
+
+/// The pod's AWS EFA devices. NCCL reaches them through a net plugin (aws-ofi-nccl, over
+/// libfabric's `efa` provider), never through its IB transport: they are named as EFA, never put
+/// in `NCCL_IB_HCA`, and what the plugin needs is checked instead.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Efa {
+    pub devices: Vec<String>,
+    /// The net plugin NCCL will load (filled by `ready`).
+    pub plugin: Option<String>,
+    /// `libfabric.so.1`, which aws-ofi-nccl loads (filled by `ready`).
+    pub libfabric: Option<String>,
+    /// What the image lacks for them, in words: a warning, and what `--require-rdma` refuses on.
+    pub missing: Vec<String>,
+}
+
+/// Whether a device is an AWS EFA device: its function's kernel driver is `efa`.
+pub fn is_efa(d: &Device) -> bool {
+    d.driver.as_deref() == Some("efa")
+}
+
+/// Why an EFA port is not in `NCCL_IB_HCA`.
+const EFA_REASON: &str = "an AWS EFA device: NCCL reaches it through its net plugin (aws-ofi-nccl over libfabric), not its IB transport, so it is never put in NCCL_IB_HCA";
 
 impl Plan {
     /// Whether the plan hands `device`'s port `port` to NCCL.
@@ -207,12 +232,24 @@ pub fn plan(detection: Detection, vars: &Vars, prefs: &GidPrefs, choices: Choice
     let mut warnings = Vec::new();
     let mut decisions = Vec::new();
     let mut used: Vec<(&str, &PortFacts)> = Vec::new();
+    let mut efa = Vec::new();
     for dev in &detection.devices {
         if dev.ports.is_empty() {
             warnings.push(format!("{}: no ports readable in sysfs", dev.name));
         }
+        let on_efa = is_efa(dev);
+        if on_efa {
+            efa.push(dev.name.clone());
+        }
         for p in &dev.ports {
-            let mut reason = port_problem(p, prefs);
+            let mut reason = if on_efa {
+                Some(match p.state_name() {
+                    Some("ACTIVE") => EFA_REASON.to_string(),
+                    other => format!("{EFA_REASON}; its port is {}", other.unwrap_or("in an unreadable state")),
+                })
+            } else {
+                port_problem(p, prefs)
+            };
             if let (None, Some(VerbsCheck::Port(v)), Some(g)) = (&reason, &p.verbs, &p.gid) {
                 if v.gid.as_deref().is_some_and(|vg| vg != g.gid) {
                     warnings.push(format!(
@@ -265,7 +302,7 @@ pub fn plan(detection: Detection, vars: &Vars, prefs: &GidPrefs, choices: Choice
         if let Some(k) = pkey {
             wanted.push((IB_PKEY, k.to_string()));
         }
-    } else {
+    } else if efa.is_empty() {
         wanted.push((IB_DISABLE, "1".into()));
         warnings.push(match detection.source {
             Source::None => "no RDMA device found: NCCL will run over TCP sockets (about 1 GiB/s instead of 80+ on RDMA); NCCL_IB_DISABLE=1 is set so it does not try".into(),
@@ -325,6 +362,7 @@ pub fn plan(detection: Detection, vars: &Vars, prefs: &GidPrefs, choices: Choice
         userspace: None,
         bootstrap: None,
         notes: Vec::new(),
+        efa: (!efa.is_empty()).then(|| Efa { devices: efa, ..Efa::default() }),
     }
 }
 

@@ -47,8 +47,14 @@ impl Plan {
     /// `--require-rdma` refuses on), or `None`.
     pub fn userspace_refusal(&self) -> Option<String> {
         let u = self.userspace.as_ref()?;
-        (self.rdma && !u.missing.is_empty())
-            .then(|| u.missing.iter().map(|m| m.describe()).collect::<Vec<_>>().join("; "))
+        let mut why: Vec<String> = Vec::new();
+        if self.rdma || self.efa.is_some() {
+            why.extend(u.missing.iter().map(|m| m.describe()));
+        }
+        if let Some(e) = &self.efa {
+            why.extend(e.missing.iter().cloned());
+        }
+        (!why.is_empty()).then(|| why.join("; "))
     }
 }
 
@@ -58,6 +64,9 @@ impl Plan {
 pub fn asks(plan: &Plan, vars: &Vars, gate: Option<Gate>, depth: Depth) -> Asks {
     let mut used: Vec<String> = plan.decisions.iter().filter(|d| d.used).map(|d| d.device.clone()).collect();
     used.dedup();
+    // EFA devices are not NCCL_IB_HCA's, but their provider (libefa) and libfabric are what the
+    // net plugin loads.
+    used.extend(plan.efa.iter().flat_map(|e| e.devices.iter().cloned()));
     let mut node_types: Vec<String> = plan.decisions.iter().filter(|d| !d.used).map(|d| d.device.clone()).collect();
     node_types.dedup();
     let user = user(vars, IB_GID_INDEX);
@@ -94,9 +103,36 @@ pub fn settle(
     ready(plan, Ready { userspace: a.userspace, bootstrap, extra, prefs, family }, vars, choices);
 }
 
+/// The pod's EFA devices: the net plugin NCCL needs for them (aws-ofi-nccl) and the libfabric it
+/// loads; a missing one is a warning naming it, and what `--require-rdma` refuses on.
+fn efa(plan: &mut Plan, u: &Userspace, choices: Choices) {
+    let Some(e) = plan.efa.as_mut() else { return };
+    let n = e.devices.len();
+    e.plugin = u.net_plugin.as_ref().map(|p| p.path.clone());
+    e.libfabric = u.libfabric.as_ref().map(|f| f.path.clone());
+    match (&u.net_plugin, &u.libfabric) {
+        (None, _) => e.missing.push(format!(
+            "the image has no NCCL net plugin for this pod's {n} EFA device(s): aws-ofi-nccl (libnccl-net.so, or libnccl-net-ofi.so with NCCL_NET_PLUGIN=ofi, from /opt/amazon/ofi-nccl/lib on LD_LIBRARY_PATH or in ld.so.cache) carries NCCL's traffic over EFA, and without it NCCL runs over TCP sockets"
+        )),
+        (Some(p), None) => e.missing.push(format!(
+            "the image lacks libfabric.so.1 (the EFA installer's /opt/amazon/efa/lib, on LD_LIBRARY_PATH or in ld.so.cache), which the net plugin {} loads for this pod's {n} EFA device(s): NCCL runs over TCP sockets",
+            p.path
+        )),
+        (Some(p), Some(f)) => plan.notes.push(format!(
+            "EFA: NCCL will use the image's net plugin {} ({}) over libfabric {} for the {n} EFA device(s); no NCCL_IB_* is exported for them",
+            p.path, p.by, f.path
+        )),
+    }
+    for m in &e.missing {
+        plan.warnings
+            .push(format!("{m}{}", if choices.require_rdma { "" } else { " (--require-rdma would refuse to start)" }));
+    }
+}
+
 /// Adds the image's and the bootstrap's decisions to `plan`.
 pub fn ready(plan: &mut Plan, r: Ready, vars: &Vars, choices: Choices) {
-    if plan.rdma {
+    efa(plan, &r.userspace, choices);
+    if plan.rdma || plan.efa.is_some() {
         for m in &r.userspace.missing {
             plan.warnings.push(format!(
                 "{}{}",

@@ -100,6 +100,7 @@ mod tests {
             ports,
             problems: Vec::new(),
             named_as: None,
+            driver: None,
         };
         (sysfs, d)
     }

@@ -99,6 +99,10 @@ pub struct Device {
     /// (rdma-cni, the Spectrum-X operator), or a name from before a udev rename.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub named_as: Option<String>,
+    /// The kernel driver of its function (`efa`, `erdma`), read where its ports' link layer does
+    /// not say what the device is (neither InfiniBand nor Ethernet: EFA reports none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -368,7 +372,9 @@ fn read_device(inp: &Inputs, own: &Own, n: Named, dir: &DeviceDir, warnings: &mu
     if ports.iter().any(|p| p.link_layer.as_deref() == Some("InfiniBand")) {
         ipoib_pkeys(inp.sysfs, &n.name, func.as_deref(), &mut ports, &mut problems);
     }
-    Device { name: n.name, origin: n.origin, attachment, ports, problems, named_as: n.named_as }
+    let told = |p: &PortFacts| matches!(p.link_layer.as_deref(), Some("InfiniBand" | "Ethernet"));
+    let driver = (ports.is_empty() || !ports.iter().all(told)).then(|| inp.sysfs.driver_of(dir)).flatten();
+    Device { name: n.name, origin: n.origin, attachment, ports, problems, named_as: n.named_as, driver }
 }
 
 /// Reads a device's ports. Where a port's table already holds an address of one of the pod's
@@ -686,6 +692,12 @@ fn from_annotation(inp: &Inputs) -> (SourceReport, Vec<Named>) {
     (report(Source::Annotation, inputs, problems, !named.is_empty()), named)
 }
 
+/// Whether every visible device is an AWS EFA device (its function's driver is `efa`).
+fn all_efa(sysfs: &Sysfs, visible: &[String]) -> bool {
+    !visible.is_empty()
+        && visible.iter().all(|v| sysfs.open_device(v).ok().and_then(|d| sysfs.driver_of(&d)).as_deref() == Some("efa"))
+}
+
 /// The fallback: which of the visible devices are this pod's?
 ///
 /// - exclusive RDMA netns mode: the kernel shows a namespace only its own devices, so all are;
@@ -797,6 +809,15 @@ fn from_sysfs(
                 })
                 .collect();
             return (report(Source::Sysfs, inputs, problems, true), found);
+        }
+        if all_efa(inp.sysfs, visible) {
+            // AWS EFA: NCCL's net plugin (aws-ofi-nccl, over libfabric) opens what the container was
+            // given, never through NCCL_IB_HCA, so which are this pod's is not a question to answer.
+            let all = visible.iter().map(|n| {
+                let ports = read.iter().position(|(d, _)| d == n).map(|i| read.swap_remove(i).1);
+                named(n, "sysfs (EFA: NCCL's net plugin takes the devices the container was given)".into(), ports)
+            });
+            return (report(Source::Sysfs, inputs, problems, true), all.collect());
         }
         problems.push(format!(
             "cannot tell which of the {} RDMA devices in {class} are this pod's: no net device in this namespace sits on any of them, and no GID table holds an address of this pod (InfiniBand without IPoIB?); using all of them, as NCCL would by default. Name the pod's devices with the SR-IOV device plugin or the network-status annotation.",

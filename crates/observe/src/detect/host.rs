@@ -51,6 +51,7 @@ pub fn detect(sysfs: &Sysfs, prefs: &GidPrefs) -> (Detection, BTreeMap<&'static 
             ports,
             problems,
             named_as: None,
+            driver: None,
         });
     }
     let class = sysfs.path("class/infiniband").display().to_string();

@@ -277,6 +277,12 @@ impl Sysfs {
         }
     }
 
+    /// The kernel driver bound to the device's function (`device/driver`'s last component:
+    /// `mlx5_core`, `efa`, `erdma`), if it has one.
+    pub(crate) fn driver_of(&self, d: &DeviceDir) -> Option<String> {
+        link_name_at(&d.fd, "device/driver")
+    }
+
     /// Net devices of this network namespace. Real sysfs shows only the namespace's own
     /// interfaces in `class/net`, which is what tells a pod's VFs from the host's.
     pub fn netdevs(&self, problems: &mut Vec<SysfsError>) -> NetDevs {

@@ -243,6 +243,7 @@ mod tests {
                 ports: vec![port("ACTIVE")],
                 problems: Vec::new(),
                 named_as: None,
+                driver: None,
             }],
             not_ours: Vec::new(),
             not_openable: Vec::new(),
