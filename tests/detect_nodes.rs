@@ -398,3 +398,23 @@ fn host_devices_renamed_by_plane_and_rail_are_taken_in_natural_order() {
         .stderr_has("set NCCL_IB_HCA='=rdma_0_0_0:1,rdma_0_1_0:1,rdma_1_0_1:1,rdma_1_1_1:1,rdma_2_0_2:1,rdma_2_1_2:1,rdma_3_0_3:1,rdma_3_1_3:1'")
         .stderr_has("(providers: mlx5 ok)");
 }
+
+#[test]
+fn every_data_port_of_a_multi_plane_device_is_handed_to_nccl() {
+    // ConnectX-8 in multi-plane mode: 12 ports per device, data on 3/6/9/12, port 1 down.
+    let j = with_dev("cx8-multiplane").args(["env", "--json"]).success().json();
+    let hca: Vec<String> = (0..8).flat_map(|d| [3, 6, 9, 12].map(move |p| format!("mlx5_{d}:{p}"))).collect();
+    assert_eq!(j["hca"], serde_json::json!(hca), "{j}");
+    assert_eq!(j["decisions"].as_array().map(Vec::len), Some(96), "{j}");
+    let down = &j["decisions"][0];
+    assert_eq!(
+        (down["device"].as_str(), down["port"].as_u64(), down["used"].as_bool()),
+        (Some("mlx5_0"), Some(1), Some(false))
+    );
+    with_dev("cx8-multiplane")
+        .args(["--", "true"])
+        .success()
+        .stderr_has("nccl-wrap: 32 of 96 RDMA port(s) usable")
+        .stderr_has("nccl-wrap:   mlx5_0:12 InfiniBand 200 Gb/sec (1X XDR)")
+        .stderr_has("set NCCL_IB_HCA='=mlx5_0:3,mlx5_0:6,mlx5_0:9,mlx5_0:12,mlx5_1:3,");
+}

@@ -27,6 +27,7 @@ const NODES: &[&str] = &[
     "renamed-pod-device",
     "host-renamed-rdma",
     "eks-p5-efa",
+    "cx8-multiplane",
 ];
 
 fn schema(name: &str) -> jsonschema::Validator {
