@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 fx=../fixtures/nodes
 export LC_ALL=C
-for t in sriov annotations nccl_list gid cli ping_wire netlink_links ifaddr driver ldcache route ras allow gid_table nldev dra_metadata sriov_dra; do
+for t in sriov annotations nccl_list gid cli ping_wire netlink_links ifaddr driver ldcache route ras allow gid_table nldev dra_metadata sriov_dra vpd; do
   mkdir -p "corpus/$t"
   rm -f "corpus/$t"/seed-* "corpus/$t"/hand-*
 done
@@ -303,3 +303,12 @@ h sriov_dra 'SRIOVNETWORK_0000_3b_02_6_RDMA_UVERB=/dev/infiniband/uverbs4\nSRIOV
 h sriov_dra 'SRIOVNETWORK_VF_DEVICE_0000_08_00_2=0000:08:00.2\nSRIOVNETWORK_0000_08_00_2_RDMA_DEVICE=mlx5_1,mlx5_2\nSRIOVNETWORK_0000_08_00_2_RDMA_UVERB=/dev/infiniband/../../etc/shadow\nSRIOVNETWORK_0000_08_00_2_RDMA_CM=/dev/infiniband/rdma_cm2\nSRIOVNETWORK_a/b_RDMA_UMAD=/dev/infiniband/umad1\nSRIOVNETWORK_NET_ATTACH_DEF_NAME=\x1b[2J\n' hostile
 h sriov_dra 'SRIOVNETWORK_VF_DE\x00\x1b[2J_0000_08_00_3=0000:08:00.3\n' control-name
 h sriov_dra 'SRIOVNETWORK_VF_DEVICE_0000_08_00_4=0000:08:00.4\nSRIOVNETWORK_0000_08_00_4_VFIO_DEVICE=/dev/vfio/42\nSRIOVNETWORK_0000_08_00_4_NEW=1\nSRIOVNETWORK_VF_DEVICE_A=\xff\n' vfio-unknown
+
+# vpd: every function's VPD of the fixtures (the HGX B200 bridge's with SMDL=SW_MNG, the data NICs'),
+# and by hand: a length past the end, a keyword past its resource, bytes after the end tag.
+find "$fx" -path '*/sys/devices/*' -name vpd -type f | sort | while read -r f; do
+  cp "$f" "corpus/vpd/seed-$(basename "$(dirname "$f")" | tr : -)"
+done
+h vpd '\x82\xff\xffabc' past-end
+h vpd '\x90\x04\x00VA\x09SMDL' keyword-past-resource
+h vpd '\x82\x02\x00ok\x78\x90\x06\x00VAz=y' after-end

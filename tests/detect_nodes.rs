@@ -418,3 +418,34 @@ fn every_data_port_of_a_multi_plane_device_is_handed_to_nccl() {
         .stderr_has("nccl-wrap:   mlx5_0:12 InfiniBand 200 Gb/sec (1X XDR)")
         .stderr_has("set NCCL_IB_HCA='=mlx5_0:3,mlx5_0:6,mlx5_0:9,mlx5_0:12,mlx5_1:3,");
 }
+
+#[test]
+fn an_nvswitch_management_function_is_left_out_with_its_reason_whatever_names_it() {
+    // A source names a management function of the HGX B200 baseboard (0000:05:00.0, mlx5_0) beside
+    // a data NIC: its ACTIVE InfiniBand port is not handed to NCCL, and the reason says why.
+    let node = "hgx-b200-lpf";
+    let r = with_dev(node).env("PCIDEVICE_X", "0000:05:00.0,0000:19:00.0").args(["env", "--json"]);
+    let j = r.success().json();
+    assert_eq!(j["hca"], serde_json::json!(["mlx5_4:1"]), "{j}");
+    let why = j["decisions"][0]["reason"].as_str().expect("reason");
+    assert!(why.starts_with("an NVSwitch management function, not a data NIC (its PCI VPD says SMDL=SW_MNG"), "{why}");
+    assert_eq!(j["devices"][0]["function"]["vpd_smdl"], "SW_MNG", "{j}");
+    // Where VPD cannot be read (root-only on most kernels), the x2 link and subsystem 15b3:0087
+    // still leave it out, said to be weak evidence.
+    let s = common::Scratch::node(node, "lpf-no-vpd");
+    let vpd = std::fs::canonicalize(s.root().join("sys/class/infiniband/mlx5_0/device/vpd")).expect("vpd");
+    std::fs::remove_file(vpd).expect("rm");
+    let j = with_dev(node)
+        .env("NCCL_WRAP_SYSFS_ROOT", s.root().join("sys"))
+        .env("PCIDEVICE_X", "0000:05:00.0,0000:19:00.0")
+        .args(["env", "--json"])
+        .success()
+        .json();
+    assert_eq!(j["hca"], serde_json::json!(["mlx5_4:1"]), "{j}");
+    let w = j["all_warnings"].to_string();
+    assert!(w.contains("mlx5_0: left out, probably an NVSwitch management function"), "{w}");
+    assert!(w.contains("PCIe x2 16.0 GT/s PCIe link with subsystem 15b3:0087") && w.contains("weak evidence"), "{w}");
+    // The data NICs' VPD has no SMDL: all eight are used on the node's own sysfs walk.
+    let j = with_dev(node).args(["env", "--json"]).success().json();
+    assert_eq!(j["hca"].as_array().map(Vec::len), Some(8), "{j}");
+}

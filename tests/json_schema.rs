@@ -28,6 +28,8 @@ const NODES: &[&str] = &[
     "host-renamed-rdma",
     "eks-p5-efa",
     "cx8-multiplane",
+    "hgx-b200-lpf",
+    "counters-einval",
 ];
 
 fn schema(name: &str) -> jsonschema::Validator {

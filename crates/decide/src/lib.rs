@@ -103,6 +103,45 @@ pub fn is_efa(d: &Device) -> bool {
     d.driver.as_deref() == Some("efa")
 }
 
+/// Why a device carries no job traffic, where what it says of itself shows it is an NVSwitch
+/// management function (the HGX/DGX B200 and B300 baseboard's ConnectX-7 bridge: Fabric Manager's
+/// "limited PFs" and their FC PFs, which the host sees as mlx5 InfiniBand devices with ACTIVE
+/// ports). Strongest evidence first (docs/field-inputs.md, section 6): the PCI VPD's
+/// `SMDL=SW_MNG`, Fabric Manager's own rule; where VPD cannot be read (root-only on most kernels),
+/// the PCIe shape the bridge has (an x2 link, subsystem 15b3:0087), said to be weak. The device
+/// ID does not tell: it is the data NICs' own.
+pub fn management_function(d: &Device) -> Option<Management> {
+    let f = d.function.as_ref()?;
+    if f.vpd_smdl.as_deref() == Some("SW_MNG") {
+        return Some(Management {
+            reason: format!(
+                "an NVSwitch management function, not a data NIC (its PCI VPD says SMDL=SW_MNG{}, Fabric Manager's mark of the GPU baseboard's bridge): it carries no job traffic",
+                f.vpd_product.as_deref().map(|p| format!(", product \"{p}\"")).unwrap_or_default()
+            ),
+            weak: false,
+        });
+    }
+    let shape = f.subsystem.as_deref() == Some("15b3:0087") && f.max_link_width == Some(2);
+    match (&f.vpd_unreadable, shape) {
+        (Some(why), true) => Some(Management {
+            reason: format!(
+                "probably an NVSwitch management function, not a data NIC: a PCIe x2 {}link with subsystem 15b3:0087, as the HGX B200 baseboard's ConnectX-7 bridge (weak evidence: its VPD, which would say SMDL=SW_MNG, cannot be read here: {why})",
+                f.max_link_speed.as_deref().map(|s| format!("{s} ")).unwrap_or_default()
+            ),
+            weak: true,
+        }),
+        _ => None,
+    }
+}
+
+/// A function that carries no job traffic, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Management {
+    pub reason: String,
+    /// Told by its shape alone, its VPD unreadable.
+    pub weak: bool,
+}
+
 /// Why an EFA port is not in `NCCL_IB_HCA`.
 const EFA_REASON: &str = "an AWS EFA device: NCCL reaches it through its net plugin (aws-ofi-nccl over libfabric), not its IB transport, so it is never put in NCCL_IB_HCA";
 
@@ -241,8 +280,14 @@ pub fn plan(detection: Detection, vars: &Vars, prefs: &GidPrefs, choices: Choice
         if on_efa {
             efa.push(dev.name.clone());
         }
+        let management = management_function(dev);
+        if let Some(m) = management.as_ref().filter(|m| m.weak) {
+            warnings.push(format!("{}: left out, {}", dev.name, m.reason));
+        }
         for p in &dev.ports {
-            let mut reason = if on_efa {
+            let mut reason = if let Some(m) = &management {
+                Some(m.reason.clone())
+            } else if on_efa {
                 Some(match p.state_name() {
                     Some("ACTIVE") => EFA_REASON.to_string(),
                     other => format!("{EFA_REASON}; its port is {}", other.unwrap_or("in an unreadable state")),
@@ -545,6 +590,35 @@ mod tests {
         let prefs = GidPrefs { range: AddrRange::parse("10.20.0.0/16"), ..GidPrefs::default() };
         let mut w = Vec::new();
         assert_eq!(gid_choice(&[("mlx5_0", &a), ("mlx5_1", &b)], &prefs, &mut w).1, Some("10.20.0.0/23".into()));
+    }
+
+    #[test]
+    fn a_management_function_is_told_by_its_vpd_else_weakly_by_its_shape() {
+        use nw_observe::detect::function::FunctionFacts;
+        let dev = |f: FunctionFacts| Device {
+            name: "mlx5_0".into(),
+            origin: "test".into(),
+            attachment: nw_observe::detect::sysfs::Attachment::Pf { pci: "0000:05:00.0".into() },
+            ports: Vec::new(),
+            problems: Vec::new(),
+            named_as: None,
+            driver: None,
+            function: Some(f),
+        };
+        let bridge = FunctionFacts {
+            subsystem: Some("15b3:0087".into()),
+            max_link_width: Some(2),
+            max_link_speed: Some("16.0 GT/s PCIe".into()),
+            ..FunctionFacts::default()
+        };
+        let strong = management_function(&dev(FunctionFacts { vpd_smdl: Some("SW_MNG".into()), ..bridge.clone() }));
+        assert!(strong.as_ref().is_some_and(|m| !m.weak && m.reason.contains("SMDL=SW_MNG")), "{strong:?}");
+        let weak = management_function(&dev(FunctionFacts { vpd_unreadable: Some("EACCES".into()), ..bridge.clone() }));
+        assert!(weak.as_ref().is_some_and(|m| m.weak && m.reason.contains("weak evidence")), "{weak:?}");
+        // A readable VPD without the mark is a data NIC, whatever its shape; so is an x16 card.
+        assert_eq!(management_function(&dev(bridge.clone())), None);
+        let x16 = FunctionFacts { max_link_width: Some(16), vpd_unreadable: Some("EACCES".into()), ..bridge };
+        assert_eq!(management_function(&dev(x16)), None);
     }
 
     #[test]

@@ -101,6 +101,7 @@ mod tests {
             problems: Vec::new(),
             named_as: None,
             driver: None,
+            function: None,
         };
         (sysfs, d)
     }

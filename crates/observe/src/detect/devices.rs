@@ -20,6 +20,7 @@ use crate::detect::children;
 use crate::detect::claim;
 use crate::detect::dra_files;
 use crate::detect::dra_metadata::ClaimKind;
+use crate::detect::function::{self, FunctionFacts};
 use crate::detect::gid_source::TableSource;
 use crate::detect::gids;
 use crate::detect::links;
@@ -103,6 +104,9 @@ pub struct Device {
     /// not say what the device is (neither InfiniBand nor Ethernet: EFA reports none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub driver: Option<String>,
+    /// What its PCI function says of itself, read for InfiniBand PFs (see `function`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub function: Option<FunctionFacts>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -362,6 +366,11 @@ pub fn function(a: &Attachment) -> Option<&str> {
     }
 }
 
+/// Whether a device is an InfiniBand PF, the only kind an NVSwitch management function can be.
+pub(crate) fn infiniband_pf(attachment: &Attachment, ports: &[PortFacts]) -> bool {
+    matches!(attachment, Attachment::Pf { .. }) && ports.iter().any(|p| p.link_layer.as_deref() == Some("InfiniBand"))
+}
+
 /// Reads one device's attachment and ports (unless the source already read them).
 fn read_device(inp: &Inputs, own: &Own, n: Named, dir: &DeviceDir, warnings: &mut Vec<String>) -> Device {
     let (attachment, func) = n.attachment.unwrap_or_else(|| inp.sysfs.attachment_of(dir));
@@ -374,7 +383,8 @@ fn read_device(inp: &Inputs, own: &Own, n: Named, dir: &DeviceDir, warnings: &mu
     }
     let told = |p: &PortFacts| matches!(p.link_layer.as_deref(), Some("InfiniBand" | "Ethernet"));
     let driver = (ports.is_empty() || !ports.iter().all(told)).then(|| inp.sysfs.driver_of(dir)).flatten();
-    Device { name: n.name, origin: n.origin, attachment, ports, problems, named_as: n.named_as, driver }
+    let function = infiniband_pf(&attachment, &ports).then(|| function::read(inp.sysfs, &n.name));
+    Device { name: n.name, origin: n.origin, attachment, ports, problems, named_as: n.named_as, driver, function }
 }
 
 /// Reads a device's ports. Where a port's table already holds an address of one of the pod's

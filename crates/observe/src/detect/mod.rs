@@ -17,6 +17,8 @@
 //! - `gid_source`: the seam through which a whole table may come from ibverbs instead;
 //! - `port`: the per-port facts that later stages read and fill;
 //! - `counters`: a port's error and traffic counters (`counters/`, `hw_counters/`);
+//! - `function`: what an InfiniBand PF says of itself (its VPD, read by `vpd`, its subsystem and
+//!   PCIe link), which tells an NVSwitch management function from a data NIC;
 //! - `file`: the one bounded, non-blocking way to read a file (regular files only);
 //! - `names`: validation of every name that comes from outside;
 //! - `uverbs`: which devices the container can open, by the uverbs nodes in its `/dev/infiniband`
@@ -42,6 +44,7 @@ pub mod dra_drivers;
 pub mod dra_files;
 pub mod dra_metadata;
 pub mod file;
+pub mod function;
 pub mod gid_source;
 pub(crate) mod gids;
 pub(crate) mod host;
@@ -59,5 +62,6 @@ pub mod sriov_dra;
 pub mod sysfs;
 pub mod userspace;
 pub mod uverbs;
+pub mod vpd;
 
 pub use devices::{detect, Detection, Device, Inputs, Source, Vars};

@@ -244,6 +244,7 @@ mod tests {
                 problems: Vec::new(),
                 named_as: None,
                 driver: None,
+                function: None,
             }],
             not_ours: Vec::new(),
             not_openable: Vec::new(),
