@@ -108,7 +108,12 @@ fn start() -> u8 {
     }
 
     // Decide, in two rounds: the ports, then what the far reads it asks for settle.
-    let choices = plan::Choices { override_user: cli.opts.override_user, require_rdma: cli.opts.require_rdma };
+    let choices = plan::Choices {
+        override_user: cli.opts.override_user,
+        require_rdma: cli.opts.require_rdma,
+        // `--gate=warn` starts the command whatever the pairs say: it promises no refusal.
+        gate: cli.opts.gate == cli::Gate::Refuse,
+    };
     let mut plan = plan::plan(detection, &vars, &prefs, choices);
     plan.warnings.extend(pref_warnings);
     let depth = if matches!(cli.sub, Some(Sub::Doctor { .. })) {

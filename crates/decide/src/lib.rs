@@ -264,6 +264,9 @@ pub struct Choices {
     pub override_user: bool,
     /// A failed self-test drops the port (otherwise it warns).
     pub require_rdma: bool,
+    /// The gate refuses a failing job (`--gate`, not `--gate=warn`): like `--require-rdma`, it
+    /// promises to refuse a crippled job.
+    pub gate: bool,
 }
 
 pub fn plan(detection: Detection, vars: &Vars, prefs: &GidPrefs, choices: Choices) -> Plan {
