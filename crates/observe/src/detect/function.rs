@@ -3,10 +3,11 @@
 //!
 //! Read only for InfiniBand PFs, the only devices an NVSwitch management function can be (the
 //! HGX/DGX B200 and B300 baseboard's ConnectX-7 bridge, docs/field-inputs.md section 6): a
-//! handful of attributes and one bounded read of `device/vpd`, which is root-only on most kernels
-//! (then the reason is kept, and what the shape says is weighed as weak evidence). Never a read of
-//! the function's counters: probing them is what floods the kernel log on those functions. Reads
-//! only; what the facts mean is decided above.
+//! handful of attributes and, where the link is narrow enough to be the bridge's, one bounded
+//! read of `device/vpd`, which is root-only on most kernels (then the reason is kept, and what the
+//! shape says is weighed as weak evidence). Never a read of the function's counters: probing them
+//! is what floods the kernel log on those functions. Reads only; what the facts mean is decided
+//! above.
 
 use serde::Serialize;
 
@@ -14,7 +15,10 @@ use crate::detect::file;
 use crate::detect::sysfs::Sysfs;
 use crate::detect::vpd;
 
-/// The facts; each `None` where sysfs did not have it.
+/// The widest PCIe link whose function's VPD is read (see `read`).
+pub const MAX_VPD_WIDTH: u32 = 8;
+
+/// The facts; each `None` where sysfs did not have it (VPD: where it was not read).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct FunctionFacts {
     /// VPD's identifier string.
@@ -50,6 +54,12 @@ pub fn read(sysfs: &Sysfs, dev: &str) -> FunctionFacts {
         max_link_speed: attr("max_link_speed"),
         ..FunctionFacts::default()
     };
+    // VPD is read through the function's config space, dword by dword, answered by its firmware:
+    // milliseconds a device. A data NIC is an x16 card; the bridge's functions are x2. So VPD is
+    // read only where the link is x8 or narrower, or its width unknown.
+    if facts.max_link_width.is_some_and(|w| w > MAX_VPD_WIDTH) {
+        return facts;
+    }
     match file::read(&sysfs.path(&format!("class/infiniband/{dev}/device/vpd")), vpd::MAX_BYTES) {
         Ok(bytes) => {
             let v = vpd::parse(&bytes);

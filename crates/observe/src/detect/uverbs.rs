@@ -40,9 +40,13 @@ impl Nodes {
 
 /// Reads `<dev_root>/infiniband` against `class/infiniband_verbs`.
 pub fn read(sysfs: &Sysfs, dev_root: &Path) -> Nodes {
-    let mut problems = Vec::new();
-    let listed: Vec<String> =
-        sysfs.list("class/infiniband_verbs", &mut problems).into_iter().filter(|n| n.starts_with("uverbs")).collect();
+    // In listing order: a privileged pod's node may list hundreds, and nothing here needs them
+    // sorted (the class lists every device of the node, whatever the namespace).
+    let listed: Vec<String> = file::names(&sysfs.path("class/infiniband_verbs"), MAX_NODES)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| n.starts_with("uverbs") && names::device_name(n).is_ok())
+        .collect();
     if listed.is_empty() {
         return Nodes::Silent(format!(
             "{} lists no uverbs device (ib_uverbs not loaded?)",
