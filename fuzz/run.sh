@@ -17,7 +17,7 @@
 set -uo pipefail
 cd "$(dirname "$0")"
 secs=${1:-30}
-targets=${TARGETS:-sriov annotations nccl_list gid cli ping_wire netlink_links ifaddr driver ldcache route ras allow gid_table nldev}
+targets=${TARGETS:-sriov annotations nccl_list gid cli ping_wire netlink_links ifaddr driver ldcache route ras allow gid_table nldev dra_metadata sriov_dra vpd}
 triple=x86_64-unknown-linux-gnu
 
 command -v cargo >/dev/null || { echo "fuzz: cargo not found: install Rust with rustup" >&2; exit 2; }

@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 fx=../fixtures/nodes
 export LC_ALL=C
-for t in sriov annotations nccl_list gid cli ping_wire netlink_links ifaddr driver ldcache route ras allow gid_table nldev; do
+for t in sriov annotations nccl_list gid cli ping_wire netlink_links ifaddr driver ldcache route ras allow gid_table nldev dra_metadata sriov_dra vpd; do
   mkdir -p "corpus/$t"
   rm -f "corpus/$t"/seed-* "corpus/$t"/hand-*
 done
@@ -277,3 +277,38 @@ PY
 # and one dump message made of both devices' datagrams.
 for f in ../fixtures/nldev/*.bin; do cp "$f" "corpus/nldev/seed-$(basename "$f" .bin)"; done
 cat ../fixtures/nldev/dump-rxe0.bin ../fixtures/nldev/dump-rxe1.bin ../fixtures/nldev/dump-done.bin > corpus/nldev/hand-dump-two
+
+# dra_metadata: every metadata file of the fixtures.
+find "$fx" -path '*/var/run/kubernetes.io/dra-device-attributes/*-metadata.json' | sort | while read -r f; do
+  node=${f#"$fx"/}; node=${node%%/*}
+  rel=${f#*dra-device-attributes/}
+  cp "$f" "corpus/dra_metadata/seed-$node-$(echo "${rel%/*}" | tr / -)"
+done
+# sriov_dra: every env file that sets SRIOVNETWORK_ variables.
+for f in "$fx"/*/env "$fx"/*/env.*; do
+  [ -f "$f" ] && grep -q '^SRIOVNETWORK_' "$f" || continue
+  cp "$f" "corpus/sriov_dra/seed-$(basename "$(dirname "$f")")-$(basename "$f")"
+done
+
+# dra_metadata, sriov_dra: by hand, what the fixtures lack (a dranet device named only by its name,
+# hostile values, a repeated header, deep nesting, escapes, bytes that are not UTF-8).
+m='"kind":"DeviceMetadata","apiVersion":"metadata.resource.k8s.io'
+h dra_metadata "{$m/v1beta1\",\"requests\":[{\"name\":\"nics\",\"devices\":[{\"driver\":\"dra.net\",\"pool\":\"p\",\"name\":\"pci-0101-00-00-0\",\"attributes\":{\"dra.net/rdmaDevice\":{\"string\":\"mlx5_0\"},\"resource.kubernetes.io/numaNode\":{\"ints\":[0,1]}}}]}]}\n" dranet-by-name
+h dra_metadata "{$m/v2\",\"x\":1}\n{$m/v1alpha1\",\"requests\":[{\"name\":\"r\",\"devices\":[{\"driver\":\"sriovnetwork.k8snetworkplumbingwg.io\",\"pool\":\"p\",\"name\":\"0000-08-00-2\",\"attributes\":{\"resource.kubernetes.io/pciBusID\":{\"string\":\"0000:08:00.2\"},\"resource.kubernetes.io/pciBusID\":{\"string\":\"../x\"}},\"networkData\":{\"interfaceName\":\"net1;x\",\"ips\":[\"10.0.0.1\",\"fd00::1/129\"],\"hardwareAddress\":\"zz\"}}]}]}\n" hostile
+h dra_metadata "{$m/v1beta1\",\"apiVersion\":\"x\"}" dup-header
+h dra_metadata '[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]' deep
+h dra_metadata "{$m/v1beta1\",\"requests\":[{\"name\":\"r\",\"devices\":[{\"driver\":\"d\",\"name\":\"\\\\u0000\\\\\"\",\"attributes\":{\"a/b\":{\"int\":1,\"bool\":true}}}]}]} trailing" escapes
+h dra_metadata '\xff\xfe{}' not-utf8
+h sriov_dra 'SRIOVNETWORK_0000_3b_02_6_RDMA_UVERB=/dev/infiniband/uverbs4\nSRIOVNETWORK_VF_DEVICE_0000_08_00_2=0000:08:00.3\nSRIOVNETWORK_PCI_ADDRESSES=0000:08:00.2,,x\n' key-only
+h sriov_dra 'SRIOVNETWORK_VF_DEVICE_0000_08_00_2=0000:08:00.2\nSRIOVNETWORK_0000_08_00_2_RDMA_DEVICE=mlx5_1,mlx5_2\nSRIOVNETWORK_0000_08_00_2_RDMA_UVERB=/dev/infiniband/../../etc/shadow\nSRIOVNETWORK_0000_08_00_2_RDMA_CM=/dev/infiniband/rdma_cm2\nSRIOVNETWORK_a/b_RDMA_UMAD=/dev/infiniband/umad1\nSRIOVNETWORK_NET_ATTACH_DEF_NAME=\x1b[2J\n' hostile
+h sriov_dra 'SRIOVNETWORK_VF_DE\x00\x1b[2J_0000_08_00_3=0000:08:00.3\n' control-name
+h sriov_dra 'SRIOVNETWORK_VF_DEVICE_0000_08_00_4=0000:08:00.4\nSRIOVNETWORK_0000_08_00_4_VFIO_DEVICE=/dev/vfio/42\nSRIOVNETWORK_0000_08_00_4_NEW=1\nSRIOVNETWORK_VF_DEVICE_A=\xff\n' vfio-unknown
+
+# vpd: every function's VPD of the fixtures (the HGX B200 bridge's with SMDL=SW_MNG, the data NICs'),
+# and by hand: a length past the end, a keyword past its resource, bytes after the end tag.
+find "$fx" -path '*/sys/devices/*' -name vpd -type f | sort | while read -r f; do
+  cp "$f" "corpus/vpd/seed-$(basename "$(dirname "$f")" | tr : -)"
+done
+h vpd '\x82\xff\xffabc' past-end
+h vpd '\x90\x04\x00VA\x09SMDL' keyword-past-resource
+h vpd '\x82\x02\x00ok\x78\x90\x06\x00VAz=y' after-end

@@ -86,7 +86,8 @@ fn start() -> u8 {
     // plan: never held while the job runs.
     let (mut prefs, pref_warnings) = plan::gid_prefs(&vars);
     let sysfs = detect::sysfs::Sysfs::new(&cli.opts.sysfs_root);
-    let roots = roots(&cli.opts, &sysfs);
+    let dra_metadata = dra_metadata_root(&cli.opts);
+    let roots = roots(&cli.opts, &sysfs, &dra_metadata);
     let opened = verbs_skipped(&cli.opts).is_none().then(verbs::Opened::new);
     let tables: &dyn detect::gid_source::TableSource = match &opened {
         Some(o) => o,
@@ -111,7 +112,12 @@ fn start() -> u8 {
     }
 
     // Decide, in two rounds: the ports, then what the far reads it asks for settle.
-    let choices = plan::Choices { override_user: cli.opts.override_user, require_rdma: cli.opts.require_rdma };
+    let choices = plan::Choices {
+        override_user: cli.opts.override_user,
+        require_rdma: cli.opts.require_rdma,
+        // `--gate=warn` starts the command whatever the pairs say: it promises no refusal.
+        gate: cli.opts.gate == cli::Gate::Refuse,
+    };
     let mut plan = plan::plan(detection, &vars, &prefs, choices);
     plan.warnings.extend(pref_warnings);
     let depth = if matches!(cli.sub, Some(Sub::Doctor { .. })) {
@@ -179,13 +185,36 @@ fn start() -> u8 {
 }
 
 /// Where every read starts, from the options.
-fn roots<'a>(o: &'a cli::Opts, sysfs: &'a detect::sysfs::Sysfs) -> observation::Roots<'a> {
+fn roots<'a>(o: &'a cli::Opts, sysfs: &'a detect::sysfs::Sysfs, dra_metadata: &'a Path) -> observation::Roots<'a> {
     observation::Roots {
         sysfs,
         proc_root: &o.proc_root,
         dev_root: &o.dev_root,
         image_root: &o.image_root,
         annotations: &o.annotations,
+        dra_metadata,
+        device_nodes: device_nodes(o),
+    }
+}
+
+/// The dev root, where its uverbs nodes say something of the sysfs tree read: always, but where
+/// a sysfs root other than `/sys` (a node tree) is read with the machine's own `/dev`, whose nodes
+/// are another machine's (as libibverbs, which reads the kernel's sysfs, is then not consulted).
+fn device_nodes(o: &cli::Opts) -> Option<&Path> {
+    (o.sysfs_root == Path::new("/sys") || o.dev_root != Path::new("/dev")).then_some(o.dev_root.as_path())
+}
+
+/// Where the KEP-5304 device metadata trees are: the container's
+/// `/var/run/kubernetes.io/dra-device-attributes`; where the sysfs root is a node tree's own
+/// (`<node>/sys`, as the fixtures lay a node out), the same path inside that tree, so that a node
+/// read from a tree is read whole. No option names it (yet): the kubelet mounts it at one place.
+fn dra_metadata_root(o: &cli::Opts) -> std::path::PathBuf {
+    let container = Path::new(detect::dra_metadata::CONTAINER_DIR);
+    match o.sysfs_root.parent() {
+        Some(node) if o.sysfs_root != Path::new("/sys") && o.sysfs_root.ends_with("sys") => {
+            node.join(container.strip_prefix("/").unwrap_or(container))
+        }
+        _ => container.to_path_buf(),
     }
 }
 
@@ -295,7 +324,8 @@ fn run(
 ) -> u8 {
     let cli = &config.cli;
     eprint!("{}", report::summary(plan, memlock, cli.opts.quiet));
-    if cli.opts.require_rdma && !plan.rdma {
+    // EFA pods carry NCCL's traffic through a net plugin: what it needs is weighed below.
+    if cli.opts.require_rdma && !plan.rdma && plan.efa.is_none() {
         eprintln!("{PREFIX} refusing to start {:?}: --require-rdma (NCCL_WRAP_REQUIRE_RDMA) is set and no usable RDMA port was found; see the warnings above, or run `nccl-wrap env --json`", cli.command[0]);
         return EXIT_REFUSED;
     }

@@ -21,22 +21,41 @@ pub fn summary(plan: &Plan, memlock: &Memlock, quiet: bool) -> String {
     };
     if !quiet {
         let d = &plan.detection;
-        let used = plan.decisions.iter().filter(|x| x.used).count();
-        line(&format!(
-            "{} of {} RDMA port(s) usable, from {}{}",
-            used,
-            plan.decisions.len(),
+        let on_efa = |name: &str| plan.efa.as_ref().is_some_and(|e| e.devices.iter().any(|x| x == name));
+        let decisions: Vec<_> = plan.decisions.iter().filter(|x| !on_efa(&x.device)).collect();
+        let used = decisions.iter().filter(|x| x.used).count();
+        let from = format!(
+            "from {}{}",
             d.source.describe(),
             d.sources
                 .iter()
                 .find(|s| s.status == "used")
                 .filter(|s| !s.inputs.is_empty())
-                .map(|s| format!(" ({})", s.inputs.join(", ")))
+                .map(|s| format!(" ({})", inputs_shown(&s.inputs)))
                 .unwrap_or_default()
-        ));
-        for dev in &d.devices {
-            if dev.origin.contains("shared device") {
+        );
+        if plan.efa.is_none() || !decisions.is_empty() {
+            line(&format!("{} of {} RDMA port(s) usable, {from}", used, decisions.len()));
+        }
+        if let Some(e) = &plan.efa {
+            line(&format!(
+                "{} AWS EFA device(s) of this pod, {from}: {}; NCCL reaches them through its net plugin (aws-ofi-nccl over libfabric), never NCCL_IB_HCA",
+                e.devices.len(),
+                nw_observe::detect::names::abbreviate(&e.devices, 4)
+            ));
+        }
+        for dev in d.devices.iter().filter(|x| !on_efa(&x.name)) {
+            if dev.origin.contains("shared device") || dev.origin.contains("uverbs node") {
                 line(&format!("  {}: {}", dev.name, dev.origin));
+            }
+            if let Some(host) = &dev.named_as {
+                let at = nw_observe::detect::devices::function(&dev.attachment)
+                    .map(|f| format!(" at {f}"))
+                    .unwrap_or_default();
+                line(&format!(
+                    "  {}: {} names it {host} (its name in the host's namespace, or before a rename); found{at}",
+                    dev.name, dev.origin
+                ));
             }
             for p in &dev.ports {
                 let decision = plan.decisions.iter().find(|x| x.device == dev.name && x.port == p.port);
@@ -101,6 +120,16 @@ pub fn summary(plan: &Plan, memlock: &Memlock, quiet: bool) -> String {
         line(&format!("warning: {w}"));
     }
     out
+}
+
+/// A source's inputs for the summary's first line: all of them where they are few (a variable, a
+/// file), else the first two and how many more (the SR-IOV DRA driver sets a handful per device;
+/// `env --json` lists them all).
+fn inputs_shown(inputs: &[String]) -> String {
+    if inputs.len() <= 3 {
+        return inputs.join(", ");
+    }
+    format!("{}, ... ({} more)", inputs[..2].join(", "), inputs.len() - 2)
 }
 
 /// The image's userspace and the bootstrap interface, one line each, and the plan's notes.

@@ -138,3 +138,29 @@ fn a_device_id_twice_in_one_info_object_names_both_values() {
     // The second names mlx5_7, which does not sit on that ID: that is reported too, and the ID wins.
     assert_eq!(j["hca"], serde_json::json!(["mlx5_6:1"]), "{j}");
 }
+
+#[test]
+fn hostile_sriov_dra_variables_are_named_and_never_reach_nccl_or_sysfs() {
+    use std::os::unix::ffi::OsStrExt;
+    let node = "dra-sriov-env";
+    let r = Run::node(node)
+        .env("SRIOVNETWORK_VF_DEVICE_0000_08_00_2", "0000:08:00.2")
+        .env("SRIOVNETWORK_0000_08_00_2_RDMA_DEVICE", "mlx5_5,mlx5_0;rm -rf /")
+        .env("SRIOVNETWORK_0000_08_00_2_RDMA_UVERB", "/dev/infiniband/../../etc/shadow")
+        .env("SRIOVNETWORK_VF_DEVICE_0000_08_00_3", "../../../../etc")
+        .env("SRIOVNETWORK_VF_DEVICE_X", std::ffi::OsStr::from_bytes(b"\xff\xfe"))
+        .env("SRIOVNETWORK_PCI_ADDRESSES", "0".repeat(100_000))
+        .args(["--", "/usr/bin/env", "-0"]);
+    r.success()
+        .stderr_has("SRIOVNETWORK_0000_08_00_2_RDMA_DEVICE: \"mlx5_5,mlx5_0;rm -rf /\" is not an RDMA device name")
+        .stderr_has("SRIOVNETWORK_VF_DEVICE_0000_08_00_3: \"../../../../etc\" is not a PCI address")
+        .stderr_has("SRIOVNETWORK_VF_DEVICE_X: value is not UTF-8; ignored")
+        .stderr_has("SRIOVNETWORK_PCI_ADDRESSES: value is 100000 bytes, over the 16384-byte bound; ignored");
+    // The device is still found by its address; the other VF by the address its name spells.
+    assert_eq!(r.child_var("NCCL_IB_HCA").as_deref(), Some("=mlx5_5:1,mlx5_6:1"));
+    for (k, v) in r.child_env() {
+        if k.to_string_lossy().starts_with("NCCL_") {
+            assert!(!v.to_string_lossy().contains("rm -rf"), "{k:?}={v:?}");
+        }
+    }
+}

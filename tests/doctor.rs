@@ -291,3 +291,21 @@ fn memlock_on_this_machine() {
         _ => assert_eq!(c["evidence"]["soft_bytes"], "unlimited", "{c:#}"),
     }
 }
+
+#[test]
+fn the_devices_check_says_which_source_decided() {
+    for (n, env, source, words) in [
+        ("dra-metadata", None, "dra_metadata", "from DRA device metadata: mlx5_5, mlx5_6, mlx5_7"),
+        ("dra-sriov-env", Some("env"), "sriov_dra", "from SR-IOV DRA driver: mlx5_5, mlx5_6"),
+        (H100, Some("env"), "sriov", "from SR-IOV device plugin: mlx5_6, mlx5_7, mlx5_10, mlx5_11"),
+    ] {
+        let mut r = Run::node(n).env("NCCL_WRAP_DEV_ROOT", fixture(n).join("dev"));
+        if let Some(e) = env {
+            r = r.with_env_file(n, e);
+        }
+        let j = r.args(["doctor", "--json", "--no-selftest"]).json();
+        let c = check(&j, "devices", None);
+        assert_eq!(c["evidence"]["source"], source, "{c}");
+        assert!(c["summary"].as_str().expect("summary").contains(words), "{n}: {c}");
+    }
+}

@@ -458,3 +458,52 @@ fn sigterm_ends_the_agent_between_rounds_with_both_files_whole() {
     metrics_are_well_formed(&f.metrics);
     assert!(f.metrics.ends_with("\n") && f.metrics.contains("nccl_wrap_agent_max_rss_bytes "));
 }
+
+/// HGX B200: the GPU baseboard's NVSwitch management functions (mlx5_0..3, VPD `SMDL=SW_MNG`)
+/// are ACTIVE InfiniBand devices whose counters fail to read (and flood the kernel log when
+/// read): the agent never reads them, and never counts their ports as usable.
+#[test]
+fn management_functions_counters_are_never_read_and_their_ports_never_usable() {
+    let f = watch_once("hgx-b200-lpf", &[], "lpf");
+    let m = samples(&f.metrics);
+    for d in 0..12 {
+        let usable = sample(&m, &format!("nccl_wrap_port_usable{{device=\"mlx5_{d}\",port=\"1\"}}"));
+        assert_eq!(usable, if d < 4 { "0" } else { "1" }, "mlx5_{d}");
+        let counters = m
+            .keys()
+            .filter(|k| k.ends_with("_total") || k.contains("_total{"))
+            .filter(|k| k.contains(&format!("device=\"mlx5_{d}\"")))
+            .count();
+        if d < 4 {
+            assert_eq!(counters, 0, "mlx5_{d}'s counters were read\n{}", f.metrics);
+        } else {
+            assert!(counters > 0, "mlx5_{d}'s counters are missing\n{}", f.metrics);
+        }
+    }
+    // Their counter files fail to read: had they been read, each would have been named.
+    assert!(!f.stderr.contains("port_rcv_data"), "{}", f.stderr);
+}
+
+/// A healthy port whose `counters/VL15_dropped` fails (EINVAL in switching mode,
+/// prometheus/node_exporter#3265): that file costs itself only, and is named once, not every round.
+#[test]
+fn a_counter_file_that_fails_costs_that_file_only_named_once() {
+    let out = Out::new("einval");
+    let mut cmd = command("counters-einval", &[]);
+    cmd.args(["watch", "--rounds", "3", "--interval", "1", "--features"])
+        .arg(out.features())
+        .arg("--metrics")
+        .arg(out.metrics());
+    let o = output_within(&mut cmd, DEADLINE);
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert_eq!(stderr.matches("VL15_dropped").count(), 1, "named once over three rounds:\n{stderr}");
+    let f = read(&out, stderr);
+    let m = samples(&f.metrics);
+    assert!(!m.contains_key("nccl_wrap_vl15_dropped_total{device=\"mlx5_0\",port=\"1\"}"), "{}", f.metrics);
+    assert_eq!(sample(&m, "nccl_wrap_vl15_dropped_total{device=\"mlx5_1\",port=\"1\"}"), "0");
+    let mlx5_0 = m.keys().filter(|k| k.contains("_total{device=\"mlx5_0\"")).count();
+    let mlx5_1 = m.keys().filter(|k| k.contains("_total{device=\"mlx5_1\"")).count();
+    assert_eq!(mlx5_0 + 1, mlx5_1, "mlx5_0 lost VL15_dropped only\n{}", f.metrics);
+    assert_eq!(f.features.get("healthy").map(String::as_str), Some("true"), "{:?}", f.features);
+}

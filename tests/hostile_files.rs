@@ -128,3 +128,46 @@ fn fifo_proc_hostname_and_route_do_not_hang_the_gate() {
         .args(["--", "/usr/bin/true"]);
     r.code_is(125).stderr_has("gate: rank 0 of 1").stderr_has("pod-a");
 }
+
+/// KEP-5304 metadata under a tree the container was handed: a 10 MB file, a FIFO, JSON nested far
+/// deeper than any metadata, directories nested 200 deep (one of them named like a metadata file),
+/// a symlink to itself and one back to its own tree. Each is named and skipped, never waited on;
+/// the good files still name the pod's devices.
+#[test]
+fn hostile_dra_metadata_is_named_and_skipped_and_never_hangs() {
+    const DRIVER_FILE: &str = "sriovnetwork.k8snetworkplumbingwg.io-metadata.json";
+    let node = "dra-metadata";
+    let s = Scratch::node(node, "hostile-dra");
+    let claims = s.root().join("var/run/kubernetes.io/dra-device-attributes/resourceclaims");
+    let request = |claim: &str| {
+        let d = claims.join(claim).join("nics");
+        std::fs::create_dir_all(&d).expect("mkdir");
+        d
+    };
+    std::fs::write(request("big").join(DRIVER_FILE), vec![b' '; 10 << 20]).expect("write");
+    mkfifo(&request("fifo").join(DRIVER_FILE));
+    std::fs::write(request("deep").join(DRIVER_FILE), "[".repeat(100_000)).expect("write");
+    let mut nested = request("dirs").join(DRIVER_FILE);
+    for _ in 0..200 {
+        nested = nested.join("a");
+    }
+    std::fs::create_dir_all(&nested).expect("mkdir");
+    std::os::unix::fs::symlink("loop", claims.join("loop")).expect("symlink");
+    std::os::unix::fs::symlink(".", claims.join("cycle")).expect("symlink");
+
+    let run = || Run::node(node).env("NCCL_WRAP_SYSFS_ROOT", s.root().join("sys"));
+    let j = run().args(["env", "--json"]).success().json();
+    assert_eq!(j["source"], "dra_metadata", "{j}");
+    assert_eq!(j["hca"], serde_json::json!(["mlx5_5:1", "mlx5_6:1", "mlx5_7:1"]), "{j}");
+    let problems = j["sources"][0]["problems"].to_string();
+    for needle in [
+        "big/nics/sriovnetwork.k8snetworkplumbingwg.io-metadata.json is larger than 1048576 bytes: refused, not read",
+        "fifo/nics/sriovnetwork.k8snetworkplumbingwg.io-metadata.json is a FIFO (named pipe), not a regular file",
+        "deep/nics/sriovnetwork.k8snetworkplumbingwg.io-metadata.json skipped: metadata file nests arrays and objects deeper than 32",
+        "dirs/nics/sriovnetwork.k8snetworkplumbingwg.io-metadata.json is a directory, not a regular file",
+        "resourceclaims/loop: Too many levels of symbolic links",
+    ] {
+        assert!(problems.contains(needle), "{needle}\n{problems}");
+    }
+    run().args(["--", "/usr/bin/true"]).success().stderr_lacks("panicked");
+}

@@ -19,6 +19,17 @@ const NODES: &[&str] = &[
     "translated-iommu",
     "bad-input",
     "missing-uverbs",
+    "dra-metadata",
+    "dra-sriov-env",
+    "dra-ib-only",
+    "dranet-gb200-shared",
+    "two-hcas-one-uverbs",
+    "renamed-pod-device",
+    "host-renamed-rdma",
+    "eks-p5-efa",
+    "cx8-multiplane",
+    "hgx-b200-lpf",
+    "counters-einval",
 ];
 
 fn schema(name: &str) -> jsonschema::Validator {

@@ -198,3 +198,56 @@ fn doctor_names_a_provider_built_for_another_libibverbs_abi() {
     assert_eq!(c["evidence"]["userspace"]["missing"].as_array().map(Vec::len), Some(0), "{c}");
     assert!(c["summary"].as_str().is_some_and(|s| s.contains("libmlx5-rdmav34.so")), "{c}");
 }
+
+/// The `full` image with its NCCL made `version` (the versioned file its `libnccl.so.2` names).
+fn full_with_nccl(version: &str) -> TempRoot {
+    let root = TempRoot::new(&format!("nccl-{version}"));
+    let st = std::process::Command::new("cp").arg("-a").arg(image("full")).arg(root.path().join("img")).status();
+    assert!(st.expect("cp").success(), "cp -a");
+    let triplet = if cfg!(target_arch = "aarch64") { "aarch64-linux-gnu" } else { "x86_64-linux-gnu" };
+    let lib = root.path().join(format!("img/usr/lib/{triplet}"));
+    std::fs::remove_file(lib.join("libnccl.so.2")).expect("rm");
+    std::fs::write(lib.join(format!("libnccl.so.{version}")), b"NCCL stand-in").expect("write");
+    std::os::unix::fs::symlink(format!("libnccl.so.{version}"), lib.join("libnccl.so.2")).expect("symlink");
+    root
+}
+
+fn with_image(root: &TempRoot) -> Run {
+    Run::node(NODE).with_env_file(NODE, "env").env("NCCL_WRAP_IMAGE_ROOT", root.path().join("img"))
+}
+
+#[test]
+fn nccl_2_30_under_an_interlock_is_told_to_fail_on_unequal_nics() {
+    let img = full_with_nccl("2.30.7");
+    // --require-rdma: exported, and said with the version that reads it.
+    let r = with_image(&img).env("NCCL_WRAP_REQUIRE_RDMA", "1").args(["--", "/usr/bin/env", "-0"]);
+    r.success()
+        .stderr_has("NCCL_IGNORE_NET_MISMATCH=0 under --require-rdma: ranks handed different numbers of NICs fail at NCCL's init instead of starting crippled or spinning")
+        .stderr_has("NCCL 2.30.7 reads it");
+    assert_eq!(r.child_var("NCCL_IGNORE_NET_MISMATCH").as_deref(), Some("0"));
+    // The gate (refusing) promises the same; --gate=warn and no interlock do not.
+    let gate = with_image(&img).env("NCCL_WRAP_GATE", "1").args(["env"]);
+    assert!(gate.success().stdout().contains("export NCCL_IGNORE_NET_MISMATCH='0'\n"), "{}", gate.stdout());
+    for r in [with_image(&img).env("NCCL_WRAP_GATE", "warn"), with_image(&img)] {
+        let out = r.args(["env"]);
+        assert!(!out.success().stdout().contains("NCCL_IGNORE_NET_MISMATCH"), "{}", out.stdout());
+    }
+    // A user's value is kept, and named, unless --override.
+    let kept = with_image(&img).env("NCCL_WRAP_REQUIRE_RDMA", "1").env("NCCL_IGNORE_NET_MISMATCH", "1");
+    kept.args(["--", "true"]).success().stderr_has("NCCL_IGNORE_NET_MISMATCH is already set to \"1\"; kept");
+    let over = with_image(&img).env("NCCL_WRAP_REQUIRE_RDMA", "1").env("NCCL_IGNORE_NET_MISMATCH", "1");
+    let r = over.args(["--override", "--", "/usr/bin/env", "-0"]);
+    assert_eq!(r.success().child_var("NCCL_IGNORE_NET_MISMATCH").as_deref(), Some("0"));
+}
+
+#[test]
+fn nccl_before_2_30_is_not_told_and_an_unknown_version_is_told_anyway() {
+    // The `full` image's NCCL is 2.28.9: it does not read the variable.
+    let r = on("full").env("NCCL_WRAP_REQUIRE_RDMA", "1").args(["env"]);
+    assert!(!r.success().stdout().contains("NCCL_IGNORE_NET_MISMATCH"), "{}", r.stdout());
+    // The PyTorch wheel's libnccl.so.2 names no version: set, and said why.
+    let r = on("wheel-nccl").env("NCCL_WRAP_REQUIRE_RDMA", "1").args(["--", "true"]);
+    r.success()
+        .stderr_has("set NCCL_IGNORE_NET_MISMATCH='0'")
+        .stderr_has("NCCL's version is not known from its file name (`nccl-wrap doctor` reads it): set anyway, as NCCL before 2.30 does not read it");
+}

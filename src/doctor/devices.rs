@@ -10,8 +10,11 @@ pub(super) fn check(inp: &Inputs) -> Check {
         .iter()
         .map(|s| json!({"source": s.source, "status": s.status, "inputs": s.inputs, "problems": s.problems}))
         .collect();
-    let devs: Vec<Value> =
-        d.devices.iter().map(|x| json!({"name": x.name, "origin": x.origin, "attachment": x.attachment})).collect();
+    let devs: Vec<Value> = d
+        .devices
+        .iter()
+        .map(|x| json!({"name": x.name, "origin": x.origin, "attachment": x.attachment, "named_as": x.named_as}))
+        .collect();
     let mut problems: Vec<String> = d.sources.iter().flat_map(|s| s.problems.iter().cloned()).collect();
     problems.extend(d.warnings.iter().cloned());
     let names: Vec<&str> = d.devices.iter().map(|x| x.name.as_str()).collect();
@@ -95,7 +98,26 @@ pub(super) fn ports(inp: &Inputs) -> Vec<Check> {
                 p.link_layer.as_deref().unwrap_or("link layer unreadable"),
                 p.rate.as_deref().unwrap_or("rate unreadable")
             );
-            let mut c = match nw_decide::link_problem(p) {
+            // EFA reports no link layer: its port is fine when it is up, and NCCL reaches it
+            // through the net plugin (the `efa` check), not its IB transport.
+            let problem = if nw_decide::is_efa(dev) {
+                match (p.state_name(), p.phys_state_name()) {
+                    (Some("ACTIVE"), Some("LinkUp")) => None,
+                    (state, phys) => Some(format!(
+                        "port state is {} (physical state {}), not ACTIVE and LinkUp",
+                        state.unwrap_or("unreadable"),
+                        phys.unwrap_or("unreadable")
+                    )),
+                }
+            } else {
+                nw_decide::link_problem(p)
+            };
+            let what = if nw_decide::is_efa(dev) && problem.is_none() {
+                format!("{what} (an EFA port: EFA reports no link layer)")
+            } else {
+                what
+            };
+            let mut c = match problem {
                 None => Check::new("ports", Status::Pass, what),
                 Some(why) => Check::new("ports", Status::Fail, format!("{what}: not usable, {why}")).hint(
                     "check the cable and the switch port (ibstat, `ip link` on its net device); for a VF, the PF's link and the VF's link state (`ip link set <pf> vf <n> state auto`); physical state Disabled means the port was disabled administratively (ibportstate, switch configuration)",

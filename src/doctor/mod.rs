@@ -9,6 +9,7 @@
 //!
 //! Check ids (documented in `docs/doctor.md`), one file per family: `devices` (devices, ports),
 //! `uverbs`, `gid`, `nccl_env` (nccl-env), `userspace` (the image's verbs, NCCL and net plugin),
+//! `efa` (what NCCL needs for AWS EFA devices: the net plugin, libfabric, the uverbs nodes),
 //! `bootstrap` (the out-of-band interface), `memlock`, `iommu`, `gpu` (gpudirect, topology, with
 //! the PCI placement reader `topology`), `netns`, `selftest`; `human` renders the report. This
 //! file holds the check type, the inputs, and the order the families run in.
@@ -36,6 +37,7 @@ use nw_pid1::memlock::{Memlock, Outcome};
 
 mod bootstrap;
 mod devices;
+mod efa;
 mod gid;
 mod gpu;
 mod human;
@@ -193,6 +195,7 @@ pub fn run_scoped(inp: &Inputs, scope: Scope) -> Result<Report, DoctorError> {
         checks.extend(gid::owner_checks(inp));
         checks.extend(nccl_env::checks(inp));
         checks.extend(userspace::check(inp));
+        checks.extend(efa::check(inp));
         checks.extend(bootstrap::checks(inp));
     }
     checks.push(memlock::check(inp));
@@ -298,6 +301,8 @@ mod tests {
             vars: &vars,
             sysfs: &sysfs,
             annotations: &annotations,
+            dra_metadata: None,
+            device_nodes: None,
             prefs: &prefs,
             addrs: &|| Ok(Vec::new()),
             kinds: &|| None,

@@ -41,11 +41,13 @@ pub(super) fn check(inp: &Inputs) -> Option<Check> {
     let mut hint = None;
     if !u.missing.is_empty() {
         let what: Vec<String> = u.missing.iter().map(|m| format!("{} ({})", m.file, m.package)).collect();
-        status = if inp.plan.rdma { Status::Fail } else { Status::Warn };
+        // EFA devices need the provider too (libfabric's efa provider opens them through libefa).
+        let needed = inp.plan.rdma || inp.plan.efa.is_some();
+        status = if needed { Status::Fail } else { Status::Warn };
         findings.push(format!(
             "missing: {}{}",
             what.join(", "),
-            if inp.plan.rdma { ": NCCL will run over TCP sockets though the pod has usable RDMA ports" } else { "" }
+            if needed { ": NCCL will run over TCP sockets though the pod has usable RDMA or EFA devices" } else { "" }
         ));
         hint = Some(format!(
             "install {} in the training image (NCCL loads the image's verbs stack, not nccl-wrap's); --require-rdma refuses to start without it",

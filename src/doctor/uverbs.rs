@@ -16,18 +16,19 @@ pub(super) fn uverbs_map(sysfs: &Sysfs) -> BTreeMap<String, String> {
 pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
     let map = uverbs_map(inp.sysfs);
     let mut out = Vec::new();
-    for dev in &inp.plan.detection.devices {
-        let Some(uv) = map.get(&dev.name) else {
+    // The devices the plan took, and those a source named that detection left out for want of
+    // their node: doctor names the node each one lacks, and the fix.
+    let d = &inp.plan.detection;
+    let names = d.devices.iter().map(|x| x.name.as_str()).chain(d.not_openable.iter().map(|x| x.name.as_str()));
+    for name in names {
+        let Some(uv) = map.get(name) else {
             out.push(
                 Check::new(
                     "uverbs",
                     Status::Fail,
-                    format!(
-                        "{}: no uverbs device names it in class/infiniband_verbs: libibverbs cannot open it",
-                        dev.name
-                    ),
+                    format!("{}: no uverbs device names it in class/infiniband_verbs: libibverbs cannot open it", name),
                 )
-                .ev("device", dev.name.as_str())
+                .ev("device", name)
                 .ev("class_infiniband_verbs", inp.sysfs.path("class/infiniband_verbs").display().to_string())
                 .hint("load ib_uverbs on the host (modprobe ib_uverbs)"),
             );
@@ -37,18 +38,18 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
         let sys_dev = inp.sysfs.attr(&format!("class/infiniband_verbs/{uv}/dev")).ok();
         let node = inp.dev_root.join("infiniband").join(uv);
         let base = Check::new("uverbs", Status::Pass, String::new())
-            .ev("device", dev.name.as_str())
+            .ev("device", name)
             .ev("uverbs", uv.as_str())
-            .ev("ibdev", file(&ibdev, Some(&dev.name)))
+            .ev("ibdev", file(&ibdev, Some(name)))
             .ev("dev", node.display().to_string());
         let (status, summary, kind, hint) = match std::fs::metadata(&node) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => (
                 Status::Fail,
-                format!("{}: {} is not in this container: libibverbs will not list {} and NCCL cannot use it", dev.name, node.display(), dev.name),
+                format!("{}: {} is not in this container: libibverbs will not list {} and NCCL cannot use it", name, node.display(), name),
                 None,
                 Some("the device plugin must mount it: set isRdma: true in the SR-IOV resource pool (or request the RDMA shared device plugin's resource); a privileged pod needs /dev/infiniband mounted"),
             ),
-            Err(e) => (Status::Fail, format!("{}: cannot stat {}: {e}", dev.name, node.display()), None, None),
+            Err(e) => (Status::Fail, format!("{}: cannot stat {}: {e}", name, node.display()), None, None),
             Ok(m) => {
                 let kind = if m.file_type().is_char_device() {
                     use std::os::unix::fs::MetadataExt;
@@ -64,17 +65,17 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
                 match open_rw(&node) {
                     Err(e) => (
                         Status::Fail,
-                        format!("{}: {} is present but cannot be opened read-write: {e}", dev.name, node.display()),
+                        format!("{}: {} is present but cannot be opened read-write: {e}", name, node.display()),
                         Some(kind),
                         Some("the container's device cgroup or file mode refuses it: the device plugin must add it to the container's devices (or run privileged)"),
                     ),
                     Ok(()) if mismatch => (
                         Status::Fail,
-                        format!("{}: {} is {kind}, but sysfs says {uv} is {}", dev.name, node.display(), sys_dev.as_deref().unwrap_or("?")),
+                        format!("{}: {} is {kind}, but sysfs says {uv} is {}", name, node.display(), sys_dev.as_deref().unwrap_or("?")),
                         Some(kind),
                         Some("the node under /dev/infiniband points at another device: remount /dev/infiniband from the host"),
                     ),
-                    Ok(()) => (Status::Pass, format!("{}: {} present and opens read-write", dev.name, node.display()), Some(kind), None),
+                    Ok(()) => (Status::Pass, format!("{}: {} present and opens read-write", name, node.display()), Some(kind), None),
                 }
             }
         };

@@ -8,8 +8,24 @@
 //! `detect::file`, `lifespan` left out: a setting, not a counter); this module gives the metrics
 //! their form.
 
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
 use nw_observe::detect::counters as port_counters;
 use nw_observe::detect::sysfs::Sysfs;
+use nw_output::msg::PREFIX;
+
+/// The counter problems already named by this process (the node agent reads every round).
+static NAMED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+
+/// Whether `problem` is named for the first time; at most 1,024 are remembered.
+fn first_time(problem: &str) -> bool {
+    let Ok(mut named) = NAMED.lock() else { return false };
+    if named.contains(problem) || named.len() >= 1024 {
+        return false;
+    }
+    named.insert(problem.to_string())
+}
 
 /// The two directories, as the metrics name them.
 pub const DIRS: [&str; 2] = port_counters::GROUPS;
@@ -23,12 +39,18 @@ pub struct Counter {
 }
 
 /// Every counter of one port, in name order per directory, read by `detect::counters`;
-/// unreadable or non-numeric entries are left out (logged at debug level).
+/// unreadable or non-numeric entries are left out, each costing only itself (a healthy port's
+/// `VL15_dropped` can fail with EINVAL: prometheus/node_exporter#3265 lost every InfiniBand metric
+/// to one such file), and named once per process, not every round.
 pub fn read(sysfs: &Sysfs, device: &str, port: u32) -> Vec<Counter> {
     let mut problems = Vec::new();
     let read = port_counters::read(&sysfs.path(&format!("class/infiniband/{device}/ports/{port}")), &mut problems);
     for p in problems {
-        log::debug!("{p}");
+        if first_time(&p) {
+            eprintln!("{PREFIX} warning: {p}; that counter is left out, the port's others are read");
+        } else {
+            log::debug!("{p}");
+        }
     }
     read.into_iter()
         .filter_map(|(key, value)| {

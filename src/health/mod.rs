@@ -182,10 +182,13 @@ pub struct Facts<'a> {
     pub skipped: &'a BTreeMap<&'static str, usize>,
 }
 
-/// Reads the counters of every port the plan's detection holds.
+/// Reads the counters of every port the plan's detection holds, but a function that carries no
+/// job traffic (an NVSwitch management function): reading its counters floods the kernel log
+/// (`ACCESS_REG ... err(-22)`, prometheus/node_exporter#3434), and they would say nothing of the
+/// job's fabric.
 pub fn read_counters(sysfs: &Sysfs, plan: &Plan) -> BTreeMap<(String, u32), Vec<Counter>> {
     let mut out = BTreeMap::new();
-    for d in &plan.detection.devices {
+    for d in plan.detection.devices.iter().filter(|d| nw_decide::management_function(d).is_none()) {
         for p in &d.ports {
             out.insert((d.name.clone(), p.port), counters::read(sysfs, &d.name, p.port));
         }
@@ -203,7 +206,7 @@ pub fn summarize(f: &Facts) -> Health {
         for p in &d.ports {
             let usable = match f.view {
                 View::Pod => plan.is_used(&d.name, p.port),
-                View::Node => nw_decide::link_problem(p).is_none(),
+                View::Node => nw_decide::link_problem(p).is_none() && nw_decide::management_function(d).is_none(),
             };
             ports.push(PortHealth {
                 device: d.name.clone(),

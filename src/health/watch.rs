@@ -67,6 +67,8 @@ pub fn node_plan(r: &Roots) -> (plan::Plan, BTreeMap<&'static str, usize>) {
         dev_root: r.dev_root,
         image_root: Path::new("/"),
         annotations: Path::new(""),
+        dra_metadata: Path::new(""),
+        device_nodes: None,
     };
     let none = Vars::new();
     let seen = observation::observe(&roots, &none, observation::View::Node, &mut prefs, &SysfsOnly);

@@ -14,7 +14,7 @@ use nw_nccl::gid::{self, AddrRange, Family, GidEntry, GidPrefs, RowTable};
 use nw_observe::detect::netif::Owner;
 use nw_observe::detect::port::{GidPick, PortFacts, VerbsCheck};
 use nw_observe::detect::userspace::Userspace;
-use nw_observe::detect::{Detection, Source, Vars};
+use nw_observe::detect::{Detection, Device, Source, Vars};
 use nw_observe::verbs::verify;
 
 pub mod bootstrap;
@@ -79,7 +79,71 @@ pub struct Plan {
     /// Lines the summary prints that are no warnings (a pin not set, and why).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The pod's AWS EFA devices, and what NCCL needs for them (see [`Efa`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub efa: Option<Efa>,
 }
+
+/// The pod's AWS EFA devices. NCCL reaches them through a net plugin (aws-ofi-nccl, over
+/// libfabric's `efa` provider), never through its IB transport: they are named as EFA, never put
+/// in `NCCL_IB_HCA`, and what the plugin needs is checked instead.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Efa {
+    pub devices: Vec<String>,
+    /// The net plugin NCCL will load (filled by `ready`).
+    pub plugin: Option<String>,
+    /// `libfabric.so.1`, which aws-ofi-nccl loads (filled by `ready`).
+    pub libfabric: Option<String>,
+    /// What the image lacks for them, in words: a warning, and what `--require-rdma` refuses on.
+    pub missing: Vec<String>,
+}
+
+/// Whether a device is an AWS EFA device: its function's kernel driver is `efa`.
+pub fn is_efa(d: &Device) -> bool {
+    d.driver.as_deref() == Some("efa")
+}
+
+/// Why a device carries no job traffic, where what it says of itself shows it is an NVSwitch
+/// management function (the HGX/DGX B200 and B300 baseboard's ConnectX-7 bridge: Fabric Manager's
+/// "limited PFs" and their FC PFs, which the host sees as mlx5 InfiniBand devices with ACTIVE
+/// ports). Strongest evidence first (docs/field-inputs.md, section 6): the PCI VPD's
+/// `SMDL=SW_MNG`, Fabric Manager's own rule; where VPD cannot be read (root-only on most kernels),
+/// the PCIe shape the bridge has (an x2 link, subsystem 15b3:0087), said to be weak. The device
+/// ID does not tell: it is the data NICs' own.
+pub fn management_function(d: &Device) -> Option<Management> {
+    let f = d.function.as_ref()?;
+    if f.vpd_smdl.as_deref() == Some("SW_MNG") {
+        return Some(Management {
+            reason: format!(
+                "an NVSwitch management function, not a data NIC (its PCI VPD says SMDL=SW_MNG{}, Fabric Manager's mark of the GPU baseboard's bridge): it carries no job traffic",
+                f.vpd_product.as_deref().map(|p| format!(", product \"{p}\"")).unwrap_or_default()
+            ),
+            weak: false,
+        });
+    }
+    let shape = f.subsystem.as_deref() == Some("15b3:0087") && f.max_link_width == Some(2);
+    match (&f.vpd_unreadable, shape) {
+        (Some(why), true) => Some(Management {
+            reason: format!(
+                "probably an NVSwitch management function, not a data NIC: a PCIe x2 {}link with subsystem 15b3:0087, as the HGX B200 baseboard's ConnectX-7 bridge (weak evidence: its VPD, which would say SMDL=SW_MNG, cannot be read here: {why})",
+                f.max_link_speed.as_deref().map(|s| format!("{s} ")).unwrap_or_default()
+            ),
+            weak: true,
+        }),
+        _ => None,
+    }
+}
+
+/// A function that carries no job traffic, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Management {
+    pub reason: String,
+    /// Told by its shape alone, its VPD unreadable.
+    pub weak: bool,
+}
+
+/// Why an EFA port is not in `NCCL_IB_HCA`.
+const EFA_REASON: &str = "an AWS EFA device: NCCL reaches it through its net plugin (aws-ofi-nccl over libfabric), not its IB transport, so it is never put in NCCL_IB_HCA";
 
 impl Plan {
     /// Whether the plan hands `device`'s port `port` to NCCL.
@@ -200,6 +264,9 @@ pub struct Choices {
     pub override_user: bool,
     /// A failed self-test drops the port (otherwise it warns).
     pub require_rdma: bool,
+    /// The gate refuses a failing job (`--gate`, not `--gate=warn`): like `--require-rdma`, it
+    /// promises to refuse a crippled job.
+    pub gate: bool,
 }
 
 pub fn plan(detection: Detection, vars: &Vars, prefs: &GidPrefs, choices: Choices) -> Plan {
@@ -207,12 +274,30 @@ pub fn plan(detection: Detection, vars: &Vars, prefs: &GidPrefs, choices: Choice
     let mut warnings = Vec::new();
     let mut decisions = Vec::new();
     let mut used: Vec<(&str, &PortFacts)> = Vec::new();
+    let mut efa = Vec::new();
     for dev in &detection.devices {
         if dev.ports.is_empty() {
             warnings.push(format!("{}: no ports readable in sysfs", dev.name));
         }
+        let on_efa = is_efa(dev);
+        if on_efa {
+            efa.push(dev.name.clone());
+        }
+        let management = management_function(dev);
+        if let Some(m) = management.as_ref().filter(|m| m.weak) {
+            warnings.push(format!("{}: left out, {}", dev.name, m.reason));
+        }
         for p in &dev.ports {
-            let mut reason = port_problem(p, prefs);
+            let mut reason = if let Some(m) = &management {
+                Some(m.reason.clone())
+            } else if on_efa {
+                Some(match p.state_name() {
+                    Some("ACTIVE") => EFA_REASON.to_string(),
+                    other => format!("{EFA_REASON}; its port is {}", other.unwrap_or("in an unreadable state")),
+                })
+            } else {
+                port_problem(p, prefs)
+            };
             if let (None, Some(VerbsCheck::Port(v)), Some(g)) = (&reason, &p.verbs, &p.gid) {
                 if v.gid.as_deref().is_some_and(|vg| vg != g.gid) {
                     warnings.push(format!(
@@ -265,7 +350,7 @@ pub fn plan(detection: Detection, vars: &Vars, prefs: &GidPrefs, choices: Choice
         if let Some(k) = pkey {
             wanted.push((IB_PKEY, k.to_string()));
         }
-    } else {
+    } else if efa.is_empty() {
         wanted.push((IB_DISABLE, "1".into()));
         warnings.push(match detection.source {
             Source::None => "no RDMA device found: NCCL will run over TCP sockets (about 1 GiB/s instead of 80+ on RDMA); NCCL_IB_DISABLE=1 is set so it does not try".into(),
@@ -325,6 +410,7 @@ pub fn plan(detection: Detection, vars: &Vars, prefs: &GidPrefs, choices: Choice
         userspace: None,
         bootstrap: None,
         notes: Vec::new(),
+        efa: (!efa.is_empty()).then(|| Efa { devices: efa, ..Efa::default() }),
     }
 }
 
@@ -507,6 +593,35 @@ mod tests {
         let prefs = GidPrefs { range: AddrRange::parse("10.20.0.0/16"), ..GidPrefs::default() };
         let mut w = Vec::new();
         assert_eq!(gid_choice(&[("mlx5_0", &a), ("mlx5_1", &b)], &prefs, &mut w).1, Some("10.20.0.0/23".into()));
+    }
+
+    #[test]
+    fn a_management_function_is_told_by_its_vpd_else_weakly_by_its_shape() {
+        use nw_observe::detect::function::FunctionFacts;
+        let dev = |f: FunctionFacts| Device {
+            name: "mlx5_0".into(),
+            origin: "test".into(),
+            attachment: nw_observe::detect::sysfs::Attachment::Pf { pci: "0000:05:00.0".into() },
+            ports: Vec::new(),
+            problems: Vec::new(),
+            named_as: None,
+            driver: None,
+            function: Some(f),
+        };
+        let bridge = FunctionFacts {
+            subsystem: Some("15b3:0087".into()),
+            max_link_width: Some(2),
+            max_link_speed: Some("16.0 GT/s PCIe".into()),
+            ..FunctionFacts::default()
+        };
+        let strong = management_function(&dev(FunctionFacts { vpd_smdl: Some("SW_MNG".into()), ..bridge.clone() }));
+        assert!(strong.as_ref().is_some_and(|m| !m.weak && m.reason.contains("SMDL=SW_MNG")), "{strong:?}");
+        let weak = management_function(&dev(FunctionFacts { vpd_unreadable: Some("EACCES".into()), ..bridge.clone() }));
+        assert!(weak.as_ref().is_some_and(|m| m.weak && m.reason.contains("weak evidence")), "{weak:?}");
+        // A readable VPD without the mark is a data NIC, whatever its shape; so is an x16 card.
+        assert_eq!(management_function(&dev(bridge.clone())), None);
+        let x16 = FunctionFacts { max_link_width: Some(16), vpd_unreadable: Some("EACCES".into()), ..bridge };
+        assert_eq!(management_function(&dev(x16)), None);
     }
 
     #[test]

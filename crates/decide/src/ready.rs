@@ -14,14 +14,23 @@
 //! - The address family from the pod's rails when the user set none: `NCCL_IB_ADDR_FAMILY=AF_INET6`
 //!   where they carry only IPv6; a mix no one family serves is named with the fix.
 //!
-//! Never sets a variable the user set, except through the shared `--override` rule for `NCCL_NET`.
+//! - Under `--require-rdma` or the gate, where the image's NCCL is 2.30 or later (or its version is
+//!   not known: older NCCL does not read it), `NCCL_IGNORE_NET_MISMATCH=0`, so that ranks handed
+//!   different numbers of NICs fail at init instead of starting crippled or spinning
+//!   (NVIDIA/nccl#2428); both already promise to refuse a crippled job.
+//!
+//! Never sets a variable the user set, except through the shared `--override` rule for `NCCL_NET`
+//! and `NCCL_IGNORE_NET_MISMATCH`.
 
 use std::ffi::OsStr;
 
 use super::{index_is_kept, reasons, Action, Choices, Extra, Plan, Var};
 use crate::bootstrap::Bootstrap;
 use crate::bootstrap::{self, Gate};
-use nw_nccl::env::{GLOO_SOCKET_IFNAME, IB_ADDR_FAMILY, IB_GID_INDEX, NET, SOCKET_IFNAME};
+use nw_nccl::env::{
+    version_at_least, GLOO_SOCKET_IFNAME, IB_ADDR_FAMILY, IB_GID_INDEX, IGNORE_NET_MISMATCH, IGNORE_NET_MISMATCH_SINCE,
+    NET, SOCKET_IFNAME,
+};
 use nw_nccl::gid::{GidPrefs, RailFamily};
 use nw_observe::detect::userspace::{Depth, Userspace};
 use nw_observe::detect::Vars;
@@ -47,8 +56,14 @@ impl Plan {
     /// `--require-rdma` refuses on), or `None`.
     pub fn userspace_refusal(&self) -> Option<String> {
         let u = self.userspace.as_ref()?;
-        (self.rdma && !u.missing.is_empty())
-            .then(|| u.missing.iter().map(|m| m.describe()).collect::<Vec<_>>().join("; "))
+        let mut why: Vec<String> = Vec::new();
+        if self.rdma || self.efa.is_some() {
+            why.extend(u.missing.iter().map(|m| m.describe()));
+        }
+        if let Some(e) = &self.efa {
+            why.extend(e.missing.iter().cloned());
+        }
+        (!why.is_empty()).then(|| why.join("; "))
     }
 }
 
@@ -58,6 +73,9 @@ impl Plan {
 pub fn asks(plan: &Plan, vars: &Vars, gate: Option<Gate>, depth: Depth) -> Asks {
     let mut used: Vec<String> = plan.decisions.iter().filter(|d| d.used).map(|d| d.device.clone()).collect();
     used.dedup();
+    // EFA devices are not NCCL_IB_HCA's, but their provider (libefa) and libfabric are what the
+    // net plugin loads.
+    used.extend(plan.efa.iter().flat_map(|e| e.devices.iter().cloned()));
     let mut node_types: Vec<String> = plan.decisions.iter().filter(|d| !d.used).map(|d| d.device.clone()).collect();
     node_types.dedup();
     let user = user(vars, IB_GID_INDEX);
@@ -94,9 +112,77 @@ pub fn settle(
     ready(plan, Ready { userspace: a.userspace, bootstrap, extra, prefs, family }, vars, choices);
 }
 
+/// `NCCL_IGNORE_NET_MISMATCH=0` under an interlock, where the image's NCCL reads it (2.30+) or its
+/// version is not known here (the start path knows it only from a versioned file name; NCCL
+/// before 2.30 does not read the variable, so setting it costs nothing there).
+fn net_mismatch(plan: &mut Plan, u: &Userspace, vars: &Vars, choices: Choices) {
+    if !(choices.require_rdma || choices.gate) || !(plan.rdma || plan.efa.is_some()) {
+        return;
+    }
+    let version = u.nccl.as_ref().and_then(|n| n.version.as_deref());
+    let since = format!("{}.{}", IGNORE_NET_MISMATCH_SINCE.0, IGNORE_NET_MISMATCH_SINCE.1);
+    let which = match version.map(|v| (v, version_at_least(v, IGNORE_NET_MISMATCH_SINCE))) {
+        Some((_, Some(false))) => return,
+        Some((v, Some(true))) => format!("NCCL {v} reads it"),
+        _ => format!(
+            "NCCL's version is not known from its file name (`nccl-wrap doctor` reads it): set anyway, as NCCL before {since} does not read it"
+        ),
+    };
+    let asked = match (choices.require_rdma, choices.gate) {
+        (true, true) => "--require-rdma and --gate",
+        (true, false) => "--require-rdma",
+        _ => "--gate",
+    };
+    let previous = user(vars, IGNORE_NET_MISMATCH);
+    let action = match &previous {
+        None => Action::Set,
+        Some(p) if p.trim() == "0" => Action::Kept,
+        Some(_) if choices.override_user => Action::Override,
+        Some(_) => Action::Kept,
+    };
+    if action == Action::Kept && previous.as_deref().map(str::trim) != Some("0") {
+        plan.warnings.push(format!(
+            "{IGNORE_NET_MISMATCH} is already set to {:?}; kept, so ranks handed different numbers of NICs may still start ({asked} would set it to 0; pass --override to replace it)",
+            previous.as_deref().unwrap_or("")
+        ));
+    } else {
+        plan.notes.push(format!(
+            "{IGNORE_NET_MISMATCH}=0 under {asked}: ranks handed different numbers of NICs fail at NCCL's init instead of starting crippled or spinning (NVIDIA/nccl#2428; {since}'s default is 1); {which}"
+        ));
+    }
+    plan.vars.push(Var { name: IGNORE_NET_MISMATCH, value: "0".into(), action, previous });
+}
+
+/// The pod's EFA devices: the net plugin NCCL needs for them (aws-ofi-nccl) and the libfabric it
+/// loads; a missing one is a warning naming it, and what `--require-rdma` refuses on.
+fn efa(plan: &mut Plan, u: &Userspace, choices: Choices) {
+    let Some(e) = plan.efa.as_mut() else { return };
+    let n = e.devices.len();
+    e.plugin = u.net_plugin.as_ref().map(|p| p.path.clone());
+    e.libfabric = u.libfabric.as_ref().map(|f| f.path.clone());
+    match (&u.net_plugin, &u.libfabric) {
+        (None, _) => e.missing.push(format!(
+            "the image has no NCCL net plugin for this pod's {n} EFA device(s): aws-ofi-nccl (libnccl-net.so, or libnccl-net-ofi.so with NCCL_NET_PLUGIN=ofi, from /opt/amazon/ofi-nccl/lib on LD_LIBRARY_PATH or in ld.so.cache) carries NCCL's traffic over EFA, and without it NCCL runs over TCP sockets"
+        )),
+        (Some(p), None) => e.missing.push(format!(
+            "the image lacks libfabric.so.1 (the EFA installer's /opt/amazon/efa/lib, on LD_LIBRARY_PATH or in ld.so.cache), which the net plugin {} loads for this pod's {n} EFA device(s): NCCL runs over TCP sockets",
+            p.path
+        )),
+        (Some(p), Some(f)) => plan.notes.push(format!(
+            "EFA: NCCL will use the image's net plugin {} ({}) over libfabric {} for the {n} EFA device(s); no NCCL_IB_* is exported for them",
+            p.path, p.by, f.path
+        )),
+    }
+    for m in &e.missing {
+        plan.warnings
+            .push(format!("{m}{}", if choices.require_rdma { "" } else { " (--require-rdma would refuse to start)" }));
+    }
+}
+
 /// Adds the image's and the bootstrap's decisions to `plan`.
 pub fn ready(plan: &mut Plan, r: Ready, vars: &Vars, choices: Choices) {
-    if plan.rdma {
+    efa(plan, &r.userspace, choices);
+    if plan.rdma || plan.efa.is_some() {
         for m in &r.userspace.missing {
             plan.warnings.push(format!(
                 "{}{}",
@@ -129,6 +215,7 @@ pub fn ready(plan: &mut Plan, r: Ready, vars: &Vars, choices: Choices) {
             )),
         }
     }
+    net_mismatch(plan, &r.userspace, vars, choices);
     if let Some(i) = &r.bootstrap.ifname {
         for (name, value) in [(SOCKET_IFNAME, format!("={i}")), (GLOO_SOCKET_IFNAME, i.clone())] {
             match user(vars, name) {

@@ -19,6 +19,20 @@ pub const NET: &str = "NCCL_NET";
 pub const SOCKET_IFNAME: &str = "NCCL_SOCKET_IFNAME";
 /// PyTorch's Gloo and its TCP store: a plain name or comma list (no `=` or `^`).
 pub const GLOO_SOCKET_IFNAME: &str = "GLOO_SOCKET_IFNAME";
+/// NCCL 2.30+: with its default 1, ranks that open different numbers of NICs still start (and
+/// may run crippled or spin, NVIDIA/nccl#2428); 0 makes NCCL fail at init instead.
+pub const IGNORE_NET_MISMATCH: &str = "NCCL_IGNORE_NET_MISMATCH";
+/// The first NCCL release that reads `NCCL_IGNORE_NET_MISMATCH`.
+pub const IGNORE_NET_MISMATCH_SINCE: (u32, u32) = (2, 30);
+
+/// Whether NCCL of version `v` (`2.30.7`, `2.28.9+cuda12.9`) is `major.minor` or later; `None`
+/// where `v` is not such a version.
+pub fn version_at_least(v: &str, (major, minor): (u32, u32)) -> Option<bool> {
+    let mut parts = v.split(['.', '+']);
+    let a: u32 = parts.next()?.parse().ok()?;
+    let b: u32 = parts.next()?.parse().ok()?;
+    Some((a, b) >= (major, minor))
+}
 
 /// `=dev:port,dev:port`: the leading `=` makes NCCL match names exactly, so `mlx5_1` does not
 /// also select `mlx5_10`..`mlx5_19` as a bare prefix would.
@@ -59,6 +73,17 @@ pub(crate) const GATE_SECRET: &str = "NCCL_WRAP_GATE_SECRET";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn versions_compare_by_major_and_minor() {
+        assert_eq!(version_at_least("2.30.7", IGNORE_NET_MISMATCH_SINCE), Some(true));
+        assert_eq!(version_at_least("2.31.0+cuda13.0", IGNORE_NET_MISMATCH_SINCE), Some(true));
+        assert_eq!(version_at_least("3.0.1", IGNORE_NET_MISMATCH_SINCE), Some(true));
+        assert_eq!(version_at_least("2.28.9", IGNORE_NET_MISMATCH_SINCE), Some(false));
+        assert_eq!(version_at_least("2.3", IGNORE_NET_MISMATCH_SINCE), Some(false));
+        assert_eq!(version_at_least("two", IGNORE_NET_MISMATCH_SINCE), None);
+        assert_eq!(version_at_least("2", IGNORE_NET_MISMATCH_SINCE), None);
+    }
 
     #[test]
     fn the_gate_secret_never_reaches_the_command() {

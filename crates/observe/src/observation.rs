@@ -31,6 +31,11 @@ pub struct Roots<'a> {
     pub image_root: &'a Path,
     /// The downward-API file of the pod's annotations.
     pub annotations: &'a Path,
+    /// The root of the KEP-5304 device metadata trees (`dra_metadata::CONTAINER_DIR` in a pod).
+    pub dra_metadata: &'a Path,
+    /// `dev_root`, where its `infiniband/` uverbs nodes belong with the sysfs tree read (the
+    /// machine's own, or a node tree's); `None` where they would be another machine's.
+    pub device_nodes: Option<&'a Path>,
 }
 
 /// Whose devices: the pod's (its sources, its namespace's addresses), or the node's (every
@@ -88,6 +93,8 @@ pub fn observe(roots: &Roots, vars: &Vars, view: View, prefs: &mut GidPrefs, tab
             vars,
             sysfs: roots.sysfs,
             annotations: roots.annotations,
+            dra_metadata: Some(roots.dra_metadata),
+            device_nodes: roots.device_nodes,
             prefs: p,
             addrs: &detect::netif::read,
             kinds: &detect::links::read_or_log,

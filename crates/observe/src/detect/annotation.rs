@@ -1,4 +1,4 @@
-//! Source 2: the `k8s.v1.cni.cncf.io/network-status` annotation, read from the downward-API
+//! Source 4: the `k8s.v1.cni.cncf.io/network-status` annotation, read from the downward-API
 //! file (by convention `/etc/podnetinfo/annotations`).
 //!
 //! The file holds one `key="value"` line per annotation, the value Go-quoted. Each network-status

@@ -93,7 +93,16 @@ mod tests {
         let mut problems = Vec::new();
         let ports = sysfs.ports("mlx5_6", &nw_nccl::gid::GidPrefs::default(), &[], &mut problems);
         let (attachment, _) = sysfs.attachment("mlx5_6");
-        let d = Device { name: "mlx5_6".into(), origin: "test".into(), attachment, ports, problems: Vec::new() };
+        let d = Device {
+            name: "mlx5_6".into(),
+            origin: "test".into(),
+            attachment,
+            ports,
+            problems: Vec::new(),
+            named_as: None,
+            driver: None,
+            function: None,
+        };
         (sysfs, d)
     }
 

@@ -2,9 +2,10 @@
 //! environment (handed in as a map), the annotations file and sysfs; no decisions about what to
 //! export, and nothing written anywhere.
 //!
-//! Sources are tried in order (SR-IOV device plugin variables, the network-status annotation,
-//! sysfs), and the first that names at least one device is the one used; the others are reported
-//! as not needed. A device a source names that does not exist is reported and skipped.
+//! Sources are tried in order (the KEP-5304 DRA device metadata files, the SR-IOV DRA driver's
+//! variables, the SR-IOV device plugin's variables, the network-status annotation, sysfs), and the
+//! first that names at least one device is the one used; the others are reported as not needed. A
+//! device a source names that does not exist is reported and skipped.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -17,6 +18,9 @@ use serde::Serialize;
 use crate::detect::annotation;
 use crate::detect::children;
 use crate::detect::claim;
+use crate::detect::dra_files;
+use crate::detect::dra_metadata::ClaimKind;
+use crate::detect::function::{self, FunctionFacts};
 use crate::detect::gid_source::TableSource;
 use crate::detect::gids;
 use crate::detect::links;
@@ -24,7 +28,9 @@ use crate::detect::names;
 use crate::detect::netif::{OwnAddr, Owner};
 use crate::detect::port::PortFacts;
 use crate::detect::sriov;
+use crate::detect::sriov_dra;
 use crate::detect::sysfs::{Attachment, DeviceDir, Sysfs};
+use crate::detect::uverbs::{self, Nodes};
 use nw_nccl::gid::GidPrefs;
 
 /// The process environment as detection sees it.
@@ -33,6 +39,10 @@ pub type Vars = BTreeMap<OsString, OsString>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Source {
+    /// KEP-5304 device metadata files of the pod's DRA claims.
+    DraMetadata,
+    /// `SRIOVNETWORK_*` variables of the SR-IOV DRA driver.
+    SriovDra,
     /// `PCIDEVICE_*` variables of the SR-IOV network device plugin.
     Sriov,
     /// The network-status annotation (downward API file).
@@ -45,6 +55,8 @@ pub enum Source {
 impl Source {
     pub fn describe(self) -> &'static str {
         match self {
+            Source::DraMetadata => "DRA device metadata",
+            Source::SriovDra => "SR-IOV DRA driver",
             Source::Sriov => "SR-IOV device plugin",
             Source::Annotation => "network-status annotation",
             Source::Sysfs => "sysfs",
@@ -64,6 +76,15 @@ pub struct SourceReport {
     pub problems: Vec<String>,
 }
 
+/// A device a source named (or the walk found) that this container cannot open: its uverbs node is
+/// not in the container's `/dev/infiniband`, so it is not this pod's, whatever the source said.
+#[derive(Debug, Clone, Serialize)]
+pub struct NotOpenable {
+    pub name: String,
+    /// What named it.
+    pub origin: String,
+}
+
 /// A device this pod will consider, with where it came from and what sysfs says of it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Device {
@@ -74,6 +95,18 @@ pub struct Device {
     pub attachment: Attachment,
     pub ports: Vec<PortFacts>,
     pub problems: Vec<String>,
+    /// The name the source gave it, where this pod sees it under another and it was found by
+    /// its PCI address or net device instead: the host's `mlx5_7` for the pod's `rdma_net1`
+    /// (rdma-cni, the Spectrum-X operator), or a name from before a udev rename.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub named_as: Option<String>,
+    /// The kernel driver of its function (`efa`, `erdma`), read where its ports' link layer does
+    /// not say what the device is (neither InfiniBand nor Ethernet: EFA reports none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+    /// What its PCI function says of itself, read for InfiniBand PFs (see `function`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub function: Option<FunctionFacts>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -86,6 +119,9 @@ pub struct Detection {
     /// whatever shows them puts them in natural order (`names::abbreviate`, `sorted_natural`).
     #[serde(serialize_with = "names::serialize_natural")]
     pub not_ours: Vec<String>,
+    /// Devices named or found whose uverbs node is not in the container: never exported.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_openable: Vec<NotOpenable>,
     /// Devices a source named that do not exist, and other detection warnings.
     #[serde(rename = "detection_warnings")]
     pub warnings: Vec<String>,
@@ -106,6 +142,13 @@ pub struct Inputs<'a> {
     pub vars: &'a Vars,
     pub sysfs: &'a Sysfs,
     pub annotations: &'a Path,
+    /// The root of the KEP-5304 metadata trees (`/var/run/kubernetes.io/dra-device-attributes`);
+    /// `None`: not looked for.
+    pub dra_metadata: Option<&'a Path>,
+    /// The container's dev root, whose `infiniband/` uverbs nodes say which devices it can open
+    /// (`uverbs`); `None` where it does not belong with the sysfs tree read (a node tree read on
+    /// another machine).
+    pub device_nodes: Option<&'a Path>,
     pub prefs: &'a GidPrefs,
     pub addrs: AddrSource<'a>,
     pub kinds: KindSource<'a>,
@@ -157,6 +200,8 @@ struct Named {
     /// The device ID (PCI address, auxiliary ID) the source gave along with the name: the
     /// name is checked against it once the device's attachment is read.
     claimed_id: Option<String>,
+    /// The name the source gave, where the device was found under another (see `Device`).
+    named_as: Option<String>,
     /// Ports the source already read (with their problems), to be used as they are.
     ports: Option<ReadPorts>,
 }
@@ -170,25 +215,36 @@ pub fn detect(inp: &Inputs) -> Detection {
     let mut visible_problems = Vec::new();
     let visible = inp.sysfs.rdma_devices_listed(&mut visible_problems);
     warnings.extend(visible_problems.iter().map(ToString::to_string));
+    // Which devices the container can open at all: a device whose uverbs node it lacks is never
+    // the pod's, whatever a source says, and where some have theirs and others not, that tells
+    // the pod's when nothing else can.
+    let nodes = match inp.device_nodes {
+        Some(dev) if !visible.is_empty() => uverbs::read(inp.sysfs, dev),
+        Some(_) => Nodes::Silent("no RDMA device is visible".into()),
+        None => Nodes::Silent("the container's /dev does not go with the sysfs tree read".into()),
+    };
+    log::debug!("uverbs nodes: {nodes:?}");
     // A device the device plugin or the annotation names was allocated to this pod alone (a VF
     // or SF), so its table holds only the pod's addresses and NCCL's pick is the pod's: the
     // pod's addresses are read only for the sysfs walk, where shared devices are found.
     let mut own = Own::none(inp);
 
     let mut chosen: Option<(Source, Vec<Named>)> = None;
-    for source in [Source::Sriov, Source::Annotation, Source::Sysfs] {
+    for source in [Source::DraMetadata, Source::SriovDra, Source::Sriov, Source::Annotation, Source::Sysfs] {
         if chosen.is_some() {
             sources.push(SourceReport { source, status: "not needed", inputs: Vec::new(), problems: Vec::new() });
             continue;
         }
         let (report, named) = match source {
+            Source::DraMetadata => from_dra_metadata(inp),
+            Source::SriovDra => from_sriov_dra(inp),
             Source::Sriov => from_sriov(inp),
             Source::Annotation => from_annotation(inp),
             _ => {
                 if !visible.is_empty() {
                     own = Own::read(inp, &mut warnings);
                 }
-                from_sysfs(inp, &visible, &own, &mut warnings)
+                from_sysfs(inp, &visible, &own, &nodes, &mut warnings)
             }
         };
         let (report, named) = (report, dedupe(named));
@@ -199,6 +255,9 @@ pub fn detect(inp: &Inputs) -> Detection {
     }
 
     let (source, named) = chosen.unwrap_or((Source::None, Vec::new()));
+    let mut not_openable = Vec::new();
+    let named: Vec<Named> =
+        named.into_iter().filter(|n| openable(&nodes, &n.name, &n.origin, &mut warnings, &mut not_openable)).collect();
     let mut present = Vec::new();
     for mut n in named {
         match n.dir.take().map_or_else(|| inp.sysfs.open_device(&n.name), Ok) {
@@ -232,7 +291,9 @@ pub fn detect(inp: &Inputs) -> Detection {
                         dev.origin, dev.name, dev.name, others.join(","), others.join(",")
                     ));
                     for f in found {
-                        if devices.iter().any(|d| d.name == f.name) {
+                        if devices.iter().any(|d| d.name == f.name)
+                            || !openable(&nodes, &f.name, &f.origin, &mut warnings, &mut not_openable)
+                        {
                             continue;
                         }
                         if let Ok(dir) = inp.sysfs.open_device(&f.name) {
@@ -250,7 +311,30 @@ pub fn detect(inp: &Inputs) -> Detection {
     }
     types_for_a_range(inp, &mut devices);
     let not_ours = visible.into_iter().filter(|v| !devices.iter().any(|d| &d.name == v)).collect();
-    Detection { source, sources, devices, not_ours, warnings, addresses: own.addrs }
+    Detection { source, sources, devices, not_ours, not_openable, warnings, addresses: own.addrs }
+}
+
+/// Whether the container can open `name` (or its nodes tell nothing); where it cannot, says so
+/// and keeps it in `not_openable`.
+fn openable(
+    nodes: &Nodes,
+    name: &str,
+    origin: &str,
+    warnings: &mut Vec<String>,
+    not_openable: &mut Vec<NotOpenable>,
+) -> bool {
+    let Nodes::Tell { dir, .. } = nodes else { return true };
+    if nodes.openable(name) != Some(false) {
+        return true;
+    }
+    if !not_openable.iter().any(|n: &NotOpenable| n.name == name) {
+        warnings.push(format!(
+            "{origin} names {name}, but its uverbs node is not in {}: this container cannot open it (libibverbs lists only the devices whose node it has), so it is not this pod's; left out",
+            dir.display()
+        ));
+        not_openable.push(NotOpenable { name: name.to_string(), origin: origin.to_string() });
+    }
+    false
 }
 
 /// Where the pod's own entries sit at different indices on its shared ports, the plan weighs an
@@ -282,6 +366,11 @@ pub fn function(a: &Attachment) -> Option<&str> {
     }
 }
 
+/// Whether a device is an InfiniBand PF, the only kind an NVSwitch management function can be.
+pub(crate) fn infiniband_pf(attachment: &Attachment, ports: &[PortFacts]) -> bool {
+    matches!(attachment, Attachment::Pf { .. }) && ports.iter().any(|p| p.link_layer.as_deref() == Some("InfiniBand"))
+}
+
 /// Reads one device's attachment and ports (unless the source already read them).
 fn read_device(inp: &Inputs, own: &Own, n: Named, dir: &DeviceDir, warnings: &mut Vec<String>) -> Device {
     let (attachment, func) = n.attachment.unwrap_or_else(|| inp.sysfs.attachment_of(dir));
@@ -292,7 +381,10 @@ fn read_device(inp: &Inputs, own: &Own, n: Named, dir: &DeviceDir, warnings: &mu
     if ports.iter().any(|p| p.link_layer.as_deref() == Some("InfiniBand")) {
         ipoib_pkeys(inp.sysfs, &n.name, func.as_deref(), &mut ports, &mut problems);
     }
-    Device { name: n.name, origin: n.origin, attachment, ports, problems }
+    let told = |p: &PortFacts| matches!(p.link_layer.as_deref(), Some("InfiniBand" | "Ethernet"));
+    let driver = (ports.is_empty() || !ports.iter().all(told)).then(|| inp.sysfs.driver_of(dir)).flatten();
+    let function = infiniband_pf(&attachment, &ports).then(|| function::read(inp.sysfs, &n.name));
+    Device { name: n.name, origin: n.origin, attachment, ports, problems, named_as: n.named_as, driver, function }
 }
 
 /// Reads a device's ports. Where a port's table already holds an address of one of the pod's
@@ -383,6 +475,22 @@ fn report(source: Source, inputs: Vec<String>, problems: Vec<String>, found: boo
     SourceReport { source, status, inputs, problems }
 }
 
+/// Marks the devices found from `from` on as named `hint` by their source, where that is not the
+/// name this pod sees: the source spoke of another name (the host's, before a rename).
+fn named_as(found: &mut [Named], hint: Option<&String>) {
+    for n in found.iter_mut() {
+        if let Some(h) = hint.filter(|h| **h != n.name) {
+            n.named_as = Some(h.clone());
+        }
+    }
+}
+
+/// Whether a device name failed to open because there is no such name (a rename), not for
+/// another reason (a symlink loop, permissions) that is worth a warning of its own.
+fn absent(e: &crate::detect::sysfs::SysfsError) -> bool {
+    matches!(e, crate::detect::sysfs::SysfsError::Read { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+}
+
 /// Resolves a device ID to its RDMA devices through sysfs, or says why it could not.
 fn resolve_id(inp: &Inputs, id: &str, origin: &str, out: &mut Vec<Named>, problems: &mut Vec<String>) {
     let mut errs = Vec::new();
@@ -401,8 +509,106 @@ fn resolve_id(inp: &Inputs, id: &str, origin: &str, out: &mut Vec<Named>, proble
         dir: None,
         attachment: None,
         claimed_id: None,
+        named_as: None,
         ports: None,
     }));
+}
+
+/// The KEP-5304 metadata files of the pod's DRA claims: each NIC driver's device, found in sysfs
+/// by the PCI address its attributes (or its name) carry, else by the interface its `networkData`
+/// names, else by the RDMA device name it was given (a hint: the pod may see another name).
+fn from_dra_metadata(inp: &Inputs) -> (SourceReport, Vec<Named>) {
+    let Some(root) = inp.dra_metadata else {
+        return (report(Source::DraMetadata, Vec::new(), Vec::new(), false), Vec::new());
+    };
+    let walk = dra_files::walk(root);
+    let mut problems = walk.problems;
+    let mut named = Vec::new();
+    let mut inputs = Vec::new();
+    for f in &walk.files {
+        inputs.push(root.join(&f.rel).display().to_string());
+        let claim = match f.path.kind {
+            ClaimKind::Claim => "claim",
+            ClaimKind::Template => "pod claim",
+        };
+        for d in f.metadata.devices.iter().filter(|d| d.nic_driver) {
+            let iface = d.network.as_ref().and_then(|n| n.interface_name.as_deref());
+            let origin = format!(
+                "DRA {claim} {}/{} ({}{})",
+                f.path.claim,
+                f.path.request,
+                d.name,
+                iface.map(|i| format!(", {i}")).unwrap_or_default()
+            );
+            let before = named.len();
+            match (&d.pci_address, iface, &d.rdma_device_hint) {
+                (Some(a), _, _) => resolve_id(inp, a, &origin, &mut named, &mut problems),
+                (None, Some(i), _) => match inp.sysfs.netdev_function(i) {
+                    Some(func) => resolve_id(inp, &func, &origin, &mut named, &mut problems),
+                    None => problems.push(format!(
+                        "{origin}: no PCI address, and its interface {i} is not on a function in this namespace"
+                    )),
+                },
+                (None, None, Some(hint)) => match inp.sysfs.open_device(hint) {
+                    Ok(dir) => named.push(Named {
+                        name: hint.clone(),
+                        origin: origin.clone(),
+                        dir: Some(dir),
+                        attachment: None,
+                        claimed_id: None,
+                        named_as: None,
+                        ports: None,
+                    }),
+                    Err(e) => {
+                        problems.push(format!("{origin}: no PCI address, and RDMA device {hint} cannot be used ({e})"))
+                    }
+                },
+                (None, None, None) => problems.push(format!(
+                    "{origin}: neither a PCI address, an interface nor an RDMA device name tells which device it is"
+                )),
+            }
+            named_as(&mut named[before..], d.rdma_device_hint.as_ref());
+            log::debug!("{origin}: {} RDMA device(s)", named.len() - before);
+        }
+    }
+    (report(Source::DraMetadata, inputs, problems, !named.is_empty()), named)
+}
+
+/// The SR-IOV DRA driver's `SRIOVNETWORK_*` variables: each VF found in sysfs by its PCI address
+/// (its `_RDMA_DEVICE` is the host's name when the claim was prepared, a hint only).
+fn from_sriov_dra(inp: &Inputs) -> (SourceReport, Vec<Named>) {
+    let scan = sriov_dra::scan(inp.vars);
+    let mut problems: Vec<String> = scan.problems.iter().map(ToString::to_string).collect();
+    if !scan.unknown.is_empty() {
+        let shown: Vec<String> = scan.unknown.iter().take(8).map(|v| printable(v)).collect();
+        problems.push(format!(
+            "SRIOVNETWORK_* variables of no form nccl-wrap reads (a newer driver's?), not read: {}",
+            shown.join(", ")
+        ));
+    }
+    let mut named = Vec::new();
+    for vf in &scan.devices {
+        let origin = format!("SRIOVNETWORK_VF_DEVICE_{}", vf.key);
+        let Some(addr) = &vf.pci_address else {
+            problems.push(format!("{origin}: no PCI address for device {}; not used", vf.key));
+            continue;
+        };
+        if vf.rdma.is_none() {
+            problems.push(format!(
+                "{origin}: no SRIOVNETWORK_{}_RDMA_* variables (the driver did not prepare {addr} as RDMA-capable); looking for an RDMA device at its address",
+                vf.key
+            ));
+        }
+        let before = named.len();
+        resolve_id(inp, addr, &origin, &mut named, &mut problems);
+        named_as(&mut named[before..], vf.rdma.as_ref().and_then(|r| r.device.as_ref()));
+    }
+    (report(Source::SriovDra, scan.variables, problems, !named.is_empty()), named)
+}
+
+/// A name from outside for a message: printable ASCII only.
+fn printable(s: &str) -> String {
+    s.chars().take(100).map(|c| if c.is_ascii_graphic() { c } else { '?' }).collect()
 }
 
 fn from_sriov(inp: &Inputs) -> (SourceReport, Vec<Named>) {
@@ -417,14 +623,24 @@ fn from_sriov(inp: &Inputs) -> (SourceReport, Vec<Named>) {
                 dir: Some(dir),
                 attachment: None,
                 claimed_id: Some(dev.device_id.clone()),
+                named_as: None,
                 ports: None,
             }),
             Some((name, Err(e))) => {
-                problems.push(format!(
-                    "{}: rdma_dev {name} of {} cannot be used ({e}); trying the device ID",
-                    dev.variable, dev.device_id
-                ));
-                resolve_id(inp, &dev.device_id, &dev.variable, &mut named, &mut problems);
+                // A name this pod does not have, where the device ID finds one: the device was
+                // renamed in the pod (the plugin gives the host's name); both names are shown.
+                let before = named.len();
+                let mut found = Vec::new();
+                resolve_id(inp, &dev.device_id, &dev.variable, &mut named, &mut found);
+                if named.len() > before && absent(&e) {
+                    named_as(&mut named[before..], Some(name));
+                } else {
+                    problems.push(format!(
+                        "{}: rdma_dev {name} of {} cannot be used ({e}); trying the device ID",
+                        dev.variable, dev.device_id
+                    ));
+                }
+                problems.extend(found);
             }
             None => resolve_id(inp, &dev.device_id, &dev.variable, &mut named, &mut problems),
         }
@@ -458,17 +674,38 @@ fn from_annotation(inp: &Inputs) -> (SourceReport, Vec<Named>) {
                 dir: Some(dir),
                 attachment: None,
                 claimed_id: dev.pci_address.clone(),
+                named_as: None,
                 ports: None,
             }),
-            (_, _, Some(addr)) => resolve_id(inp, addr, &origin, &mut named, &mut problems),
+            (_, _, Some(addr)) => {
+                let before = named.len();
+                resolve_id(inp, addr, &origin, &mut named, &mut problems);
+                named_as(&mut named[before..], dev.rdma_dev.as_ref());
+            }
             (_, Some(name), None) => {
-                problems.push(format!("{origin}: rdma-device {name} is not in this namespace's RDMA devices"))
+                // No address: the interface the network gave the pod sits on the device's function.
+                match dev.interface.as_deref().and_then(|i| inp.sysfs.netdev_function(i)) {
+                    Some(func) => {
+                        let before = named.len();
+                        resolve_id(inp, &func, &origin, &mut named, &mut problems);
+                        named_as(&mut named[before..], Some(name));
+                    }
+                    None => {
+                        problems.push(format!("{origin}: rdma-device {name} is not in this namespace's RDMA devices"))
+                    }
+                }
             }
             (_, None, None) => {}
         }
     }
     let inputs = if scan.found { vec![path] } else { Vec::new() };
     (report(Source::Annotation, inputs, problems, !named.is_empty()), named)
+}
+
+/// Whether every visible device is an AWS EFA device (its function's driver is `efa`).
+fn all_efa(sysfs: &Sysfs, visible: &[String]) -> bool {
+    !visible.is_empty()
+        && visible.iter().all(|v| sysfs.open_device(v).ok().and_then(|d| sysfs.driver_of(&d)).as_deref() == Some("efa"))
 }
 
 /// The fallback: which of the visible devices are this pod's?
@@ -486,7 +723,13 @@ fn from_annotation(inp: &Inputs) -> (SourceReport, Vec<Named>) {
 /// - when that matches nothing (no net device maps to any RDMA device: InfiniBand without IPoIB,
 ///   or a pod with only virtual interfaces), we cannot tell, and use every visible device, which
 ///   is what NCCL would do without us, with a warning that says so.
-fn from_sysfs(inp: &Inputs, visible: &[String], own: &Own, warnings: &mut Vec<String>) -> (SourceReport, Vec<Named>) {
+fn from_sysfs(
+    inp: &Inputs,
+    visible: &[String],
+    own: &Own,
+    nodes: &Nodes,
+    warnings: &mut Vec<String>,
+) -> (SourceReport, Vec<Named>) {
     let class = inp.sysfs.path("class/infiniband").display().to_string();
     if visible.is_empty() {
         return (report(Source::Sysfs, Vec::new(), Vec::new(), false), Vec::new());
@@ -499,6 +742,7 @@ fn from_sysfs(inp: &Inputs, visible: &[String], own: &Own, warnings: &mut Vec<St
         dir: None,
         attachment: None,
         claimed_id: None,
+        named_as: None,
         ports,
     };
     if inp.sysfs.netns_exclusive() == Some(true) {
@@ -555,6 +799,36 @@ fn from_sysfs(inp: &Inputs, visible: &[String], own: &Own, warnings: &mut Vec<St
         }
     }
     if found.is_empty() {
+        if let Nodes::Tell { openable, dir } = nodes {
+            // The container's uverbs nodes tell: dranet's InfiniBand-only NICs (no netdev moves),
+            // an RDMA shared device plugin's resource without a rail, a pod given one of two HCAs.
+            let mine: Vec<&String> = visible.iter().filter(|v| openable.contains(*v)).collect();
+            if mine.is_empty() {
+                problems.push(format!(
+                    "none of the {} RDMA devices in {class} is this pod's: no net device here sits on one, no GID table holds an address of this pod, and none has its uverbs node in {} (NCCL can open none of them)",
+                    visible.len(),
+                    dir.display()
+                ));
+                return (report(Source::Sysfs, inputs, problems, false), Vec::new());
+            }
+            let found = mine
+                .into_iter()
+                .map(|n| {
+                    let ports = read.iter().position(|(d, _)| d == n).map(|i| read.swap_remove(i).1);
+                    named(n, format!("sysfs (its uverbs node is in {})", dir.display()), ports)
+                })
+                .collect();
+            return (report(Source::Sysfs, inputs, problems, true), found);
+        }
+        if all_efa(inp.sysfs, visible) {
+            // AWS EFA: NCCL's net plugin (aws-ofi-nccl, over libfabric) opens what the container was
+            // given, never through NCCL_IB_HCA, so which are this pod's is not a question to answer.
+            let all = visible.iter().map(|n| {
+                let ports = read.iter().position(|(d, _)| d == n).map(|i| read.swap_remove(i).1);
+                named(n, "sysfs (EFA: NCCL's net plugin takes the devices the container was given)".into(), ports)
+            });
+            return (report(Source::Sysfs, inputs, problems, true), all.collect());
+        }
         problems.push(format!(
             "cannot tell which of the {} RDMA devices in {class} are this pod's: no net device in this namespace sits on any of them, and no GID table holds an address of this pod (InfiniBand without IPoIB?); using all of them, as NCCL would by default. Name the pod's devices with the SR-IOV device plugin or the network-status annotation.",
             visible.len()

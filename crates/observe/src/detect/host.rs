@@ -44,12 +44,18 @@ pub fn detect(sysfs: &Sysfs, prefs: &GidPrefs) -> (Detection, BTreeMap<&'static 
         let ports = sysfs.ports(&name, prefs, &[], &mut errs);
         let mut problems: Vec<String> = errs.iter().map(ToString::to_string).collect();
         problems.extend(ports.iter().flat_map(|p| p.problems.iter().cloned()));
+        // Never the counters: reading a management function's floods the kernel log.
+        let function = crate::detect::devices::infiniband_pf(&attachment, &ports)
+            .then(|| crate::detect::function::read(sysfs, &name));
         devices.push(Device {
             name,
             origin: "the node's view (every device but VFs and SFs)".into(),
             attachment,
             ports,
             problems,
+            named_as: None,
+            driver: None,
+            function,
         });
     }
     let class = sysfs.path("class/infiniband").display().to_string();
@@ -65,6 +71,7 @@ pub fn detect(sysfs: &Sysfs, prefs: &GidPrefs) -> (Detection, BTreeMap<&'static 
         sources: vec![report],
         devices,
         not_ours: Vec::new(),
+        not_openable: Vec::new(),
         warnings,
         addresses: Vec::new(),
     };

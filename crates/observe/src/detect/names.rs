@@ -282,6 +282,26 @@ mod tests {
     }
 
     #[test]
+    fn any_name_the_kernel_gives_a_device_is_taken_not_only_mlx5_n() {
+        // rdma-cni's, the nic-configuration-operator's, rdma-core's PCI naming (EFA, RoCE), eRDMA,
+        // NVLink controllers, a name at the kernel's length bound.
+        let long = "r".repeat(MAX_DEVICE_NAME);
+        for name in [
+            "rdma_net1",
+            "rdma_0_1_0",
+            "rdmap80s0",
+            "rocep1s0f0",
+            "roceP2p1s0f0",
+            "erdma_0",
+            "ibp3s0",
+            "mlx5_bond_0",
+            &long,
+        ] {
+            assert_eq!(device_name(name), Ok(name));
+        }
+    }
+
+    #[test]
     fn hostile_names_are_refused() {
         assert!(device_name("mlx5_1;rm -rf /").is_err());
         assert!(device_name("mlx5_1,mlx5_2").is_err());

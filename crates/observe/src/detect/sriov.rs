@@ -1,4 +1,4 @@
-//! Source 1: the SR-IOV network device plugin's `PCIDEVICE_*` variables.
+//! Source 3: the SR-IOV network device plugin's `PCIDEVICE_*` variables.
 //!
 //! `PCIDEVICE_<PREFIX>_<RESOURCE>_INFO` (plugin v3.6+) is a JSON object keyed by device ID; from
 //! v3.10 its `rdma.rdma_dev` names the RDMA device. Older plugins give only the plain

@@ -1,4 +1,4 @@
-//! Source 3, and the reader behind every source: a walker over an RDMA node's sysfs that fills
+//! Source 5, and the reader behind every source: a walker over an RDMA node's sysfs that fills
 //! the port facts (`port.rs`).
 //!
 //! The root is a parameter (`/sys` in production, a fixture tree in tests), so the same code
@@ -277,6 +277,12 @@ impl Sysfs {
         }
     }
 
+    /// The kernel driver bound to the device's function (`device/driver`'s last component:
+    /// `mlx5_core`, `efa`, `erdma`), if it has one.
+    pub(crate) fn driver_of(&self, d: &DeviceDir) -> Option<String> {
+        link_name_at(&d.fd, "device/driver")
+    }
+
     /// Net devices of this network namespace. Real sysfs shows only the namespace's own
     /// interfaces in `class/net`, which is what tells a pod's VFs from the host's.
     pub fn netdevs(&self, problems: &mut Vec<SysfsError>) -> NetDevs {
@@ -335,7 +341,10 @@ impl Sysfs {
     ///
     /// Ports are numbered 1, 2, ... without gaps (IBTA; the kernel's `ports/` holds exactly
     /// those), so they are opened in turn until one is missing, rather than listing the directory:
-    /// one failed open instead of four calls, on a path every pod pays.
+    /// one failed open instead of four calls, on a path every pod pays. Every port is read, not
+    /// only port 1: a multi-plane ConnectX-8 carries data on ports 3/6/9/12 of one device, with
+    /// port 1 down. Where there is no port 1 at all, the directory is listed, and whatever ports it
+    /// holds are read: which carry data is their state's to say, whatever their numbers.
     ///
     /// `own` holds this pod's addresses in GID form: where NCCL's pick is not one of them, the
     /// table is read up to the pod's own entry, which is used instead (see `gids::shared`).
@@ -382,7 +391,9 @@ impl Sysfs {
     ) -> Vec<PortFacts> {
         let base = format!("class/infiniband/{}/ports", d.name);
         let mut ports = Vec::new();
-        for n in 1..=MAX_PORTS {
+        let mut numbers: Box<dyn Iterator<Item = u32>> = Box::new(1..=MAX_PORTS);
+        let mut listed = false;
+        while let Some(n) = numbers.next() {
             let dir = self.path(&format!("{base}/{n}"));
             let opened = rustix::fs::openat(
                 &d.fd,
@@ -392,7 +403,19 @@ impl Sysfs {
             );
             match opened.map_err(io::Error::from) {
                 Ok(fd) => ports.push(self.port(fd, dir, (&d.name, n), prefs, pod)),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => break,
+                Err(e) if e.kind() == io::ErrorKind::NotFound && n == 1 && !listed => {
+                    listed = true;
+                    let mut found: Vec<u32> = file::names(&self.path(&base), MAX_PORTS as usize)
+                        .unwrap_or_default()
+                        .iter()
+                        .filter_map(|p| p.parse::<u32>().ok())
+                        .filter(|p| (2..=MAX_PORTS).contains(p))
+                        .collect();
+                    found.sort_unstable();
+                    numbers = Box::new(found.into_iter());
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound && !listed => break,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(source) => {
                     problems.push(SysfsError::Read { path: dir, source });
                     break;
@@ -585,6 +608,26 @@ mod tests {
         let _ = std::fs::remove_dir_all(&root);
         assert_eq!(names, ["mlx5_0"]);
         assert_eq!(problems.len(), 2, "{problems:?}");
+    }
+
+    #[test]
+    fn a_device_without_port_1_has_its_ports_read_whatever_their_numbers() {
+        let root = std::env::temp_dir().join(format!("nccl-wrap-ports-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        for (n, state) in [(3, "4: ACTIVE"), (6, "4: ACTIVE"), (7, "1: DOWN")] {
+            let p = root.join(format!("class/infiniband/cx8_0/ports/{n}"));
+            std::fs::create_dir_all(&p).expect("mkdir");
+            for (attr, v) in [("state", state), ("phys_state", "5: LinkUp"), ("link_layer", "InfiniBand")] {
+                std::fs::write(p.join(attr), format!("{v}\n")).expect("write");
+            }
+        }
+        std::fs::create_dir_all(root.join("class/infiniband/cx8_0/ports/not-a-port")).expect("mkdir");
+        let mut problems = Vec::new();
+        let ports = Sysfs::new(&root).ports("cx8_0", &GidPrefs::default(), &[], &mut problems);
+        let _ = std::fs::remove_dir_all(&root);
+        let seen: Vec<(u32, Option<&str>)> = ports.iter().map(|p| (p.port, p.state_name())).collect();
+        assert_eq!(seen, [(3, Some("ACTIVE")), (6, Some("ACTIVE")), (7, Some("DOWN"))]);
+        assert!(problems.is_empty(), "{problems:?}");
     }
 
     #[test]

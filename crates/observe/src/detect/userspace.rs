@@ -86,6 +86,9 @@ pub struct Userspace {
     pub nccl: Option<Nccl>,
     /// An NCCL net plugin the image holds (`libnccl-net*.so`, `NCCL_NET_PLUGIN`).
     pub net_plugin: Option<Found>,
+    /// `libfabric.so.1`, looked for where a device's provider is EFA's (aws-ofi-nccl loads it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub libfabric: Option<Found>,
     pub missing: Vec<Missing>,
 }
 
@@ -403,7 +406,11 @@ pub fn check(root: &Path, vars: &Vars, devices: &[(String, Option<String>)], dep
         let version = nccl_version(root, &found.path, depth);
         Nccl { found, version }
     });
+    // AWS EFA: NCCL reaches the devices through aws-ofi-nccl, which loads libfabric (the EFA
+    // installer's /opt/amazon/efa/lib): looked for only where a device needs it.
+    let libfabric = providers.iter().any(|p| p.name == "efa").then(|| loader.find("libfabric.so.1")).flatten();
     Userspace {
+        libfabric,
         image_root: root.display().to_string(),
         ld_cache: loader.cache_note.clone(),
         net_plugin: net_plugin(&loader, vars),

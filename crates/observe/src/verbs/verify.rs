@@ -242,8 +242,12 @@ mod tests {
                 attachment: crate::detect::sysfs::Attachment::Unknown,
                 ports: vec![port("ACTIVE")],
                 problems: Vec::new(),
+                named_as: None,
+                driver: None,
+                function: None,
             }],
             not_ours: Vec::new(),
+            not_openable: Vec::new(),
             warnings: Vec::new(),
             addresses: Vec::new(),
         };

@@ -1,4 +1,4 @@
-//! The SR-IOV DRA driver's `SRIOVNETWORK_*` variables into typed devices.
+//! Source 2: the SR-IOV DRA driver's `SRIOVNETWORK_*` variables into typed devices.
 //!
 //! k8snetworkplumbingwg/dra-driver-sriov sets them through CDI when it prepares a claim
 //! (pkg/devicestate/state.go and pkg/cdi/cdi.go @ cd9404f; read from the code, not a live pod).
@@ -21,7 +21,7 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 
-use super::dra_drivers;
+use crate::detect::dra_drivers;
 
 /// Every variable of the driver starts so.
 pub const PREFIX: &str = "SRIOVNETWORK_";

@@ -3,8 +3,6 @@
 //! Input: an environment in the fixtures' `env` form, one `NAME=VALUE` per line, the value raw to
 //! the end of the line and not necessarily UTF-8 (the environment is bytes). A later line with the
 //! same name wins, as in an environment.
-//!
-//! Staged beside `staging/observe/`: the `use` path follows where those files are wired in.
 
 #![no_main]
 
@@ -13,8 +11,8 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 
 use libfuzzer_sys::fuzz_target;
-use nccl_wrap::observe::dra_drivers;
-use nccl_wrap::observe::sriov_dra::{self, MAX_DEVICES, PREFIX};
+use nccl_wrap::detect::dra_drivers;
+use nccl_wrap::detect::sriov_dra::{self, MAX_DEVICES, PREFIX};
 
 fn path_ok(p: &Option<String>, prefix: &str) -> bool {
     p.as_deref()

@@ -7,6 +7,8 @@
 //! holds facts and the checks of their forms; it never reads a file, never touches the
 //! environment, and never lets a name or an address it has not checked out.
 
+use crate::detect::names;
+
 /// What an attribute tells nccl-wrap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Meaning {
@@ -240,14 +242,10 @@ pub const MAX_RDMA_NAME: usize = 63;
 pub const MAX_IFNAME: usize = 15;
 
 /// Whether `name` may be an RDMA device or interface name of at most `max` bytes that is safe to
-/// put in `NCCL_IB_HCA` or a sysfs path: `[A-Za-z0-9_.-]`, not `.` or `..`. The same rule as the
-/// main crate's `detect::names::check`; that function replaces this one when these files move in.
+/// put in `NCCL_IB_HCA` or a sysfs path: `detect::names`' rule (`[A-Za-z0-9_.-]`, not `.` or
+/// `..`), within the shorter bound an interface name has.
 pub fn name_ok(name: &str, max: usize) -> bool {
-    !name.is_empty()
-        && name.len() <= max
-        && name != "."
-        && name != ".."
-        && name.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
+    name.len() <= max && names::device_name(name).is_ok()
 }
 
 #[cfg(test)]

@@ -3,14 +3,12 @@
 //! Input: the file's bytes, as read from the mount (any bytes: the parser checks UTF-8 itself).
 //! Besides not panicking: everything that leaves the parser passed its check, the size bound is
 //! the caller's, and an unknown newer version put in front changes nothing but `skipped`.
-//!
-//! Staged beside `staging/observe/`: the `use` path follows where those files are wired in.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nccl_wrap::observe::dra_drivers;
-use nccl_wrap::observe::dra_metadata::{self, MetadataError, DEFAULT_MAX_BYTES, KNOWN_VERSIONS, MAX_ADDRESSES};
+use nccl_wrap::detect::dra_drivers;
+use nccl_wrap::detect::dra_metadata::{self, MetadataError, DEFAULT_MAX_BYTES, KNOWN_VERSIONS, MAX_ADDRESSES};
 
 const NEWER: &str = "{\"kind\":\"DeviceMetadata\",\"apiVersion\":\"metadata.resource.k8s.io/v999\"}\n";
 

@@ -1,4 +1,4 @@
-//! KEP-5304 device metadata: one file's bytes into typed devices.
+//! Source 1, KEP-5304 device metadata: one file's bytes into typed devices.
 //!
 //! With Dynamic Resource Allocation no variable names a pod's NICs; a driver that supports it
 //! writes a file per claim request, mounted read-only into the container
@@ -29,7 +29,7 @@ use std::net::IpAddr;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::dra_drivers::{self, Meaning};
+use crate::detect::dra_drivers::{self, Meaning};
 
 /// The API group of the metadata objects.
 pub const GROUP: &str = "metadata.resource.k8s.io";

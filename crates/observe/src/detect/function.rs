@@ -1,0 +1,73 @@
+//! What a PCI function says of itself that tells a function carrying no job traffic from a data
+//! NIC: its VPD (product name, vendor-specific `SMDL` field), its subsystem IDs and its PCIe link.
+//!
+//! Read only for InfiniBand PFs, the only devices an NVSwitch management function can be (the
+//! HGX/DGX B200 and B300 baseboard's ConnectX-7 bridge, docs/field-inputs.md section 6): a
+//! handful of attributes and, where the link is narrow enough to be the bridge's, one bounded
+//! read of `device/vpd`, which is root-only on most kernels (then the reason is kept, and what the
+//! shape says is weighed as weak evidence). Never a read of the function's counters: probing them
+//! is what floods the kernel log on those functions. Reads only; what the facts mean is decided
+//! above.
+
+use serde::Serialize;
+
+use crate::detect::file;
+use crate::detect::sysfs::Sysfs;
+use crate::detect::vpd;
+
+/// The widest PCIe link whose function's VPD is read (see `read`).
+pub const MAX_VPD_WIDTH: u32 = 8;
+
+/// The facts; each `None` where sysfs did not have it (VPD: where it was not read).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct FunctionFacts {
+    /// VPD's identifier string.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vpd_product: Option<String>,
+    /// VPD's vendor-specific `SMDL` field (`SW_MNG` on the NVSwitch management bridge).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vpd_smdl: Option<String>,
+    /// Why VPD could not be read (permissions: `vpd` is 0600 on most kernels).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vpd_unreadable: Option<String>,
+    /// `subsystem_vendor:subsystem_device` without `0x` (`15b3:0087`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subsystem: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_link_width: Option<u32>,
+    /// `16.0 GT/s PCIe`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_link_speed: Option<String>,
+}
+
+/// Reads `class/infiniband/<dev>/device`'s facts.
+pub fn read(sysfs: &Sysfs, dev: &str) -> FunctionFacts {
+    let attr = |name: &str| sysfs.attr(&format!("class/infiniband/{dev}/device/{name}")).ok();
+    let hex = |name: &str| attr(name).map(|v| v.trim_start_matches("0x").to_ascii_lowercase());
+    let subsystem = match (hex("subsystem_vendor"), hex("subsystem_device")) {
+        (Some(v), Some(d)) if v.len() <= 4 && d.len() <= 4 => Some(format!("{v}:{d}")),
+        _ => None,
+    };
+    let mut facts = FunctionFacts {
+        subsystem,
+        max_link_width: attr("max_link_width").and_then(|w| w.parse().ok()),
+        max_link_speed: attr("max_link_speed"),
+        ..FunctionFacts::default()
+    };
+    // VPD is read through the function's config space, dword by dword, answered by its firmware:
+    // milliseconds a device. A data NIC is an x16 card; the bridge's functions are x2. So VPD is
+    // read only where the link is x8 or narrower, or its width unknown.
+    if facts.max_link_width.is_some_and(|w| w > MAX_VPD_WIDTH) {
+        return facts;
+    }
+    match file::read(&sysfs.path(&format!("class/infiniband/{dev}/device/vpd")), vpd::MAX_BYTES) {
+        Ok(bytes) => {
+            let v = vpd::parse(&bytes);
+            facts.vpd_smdl = v.field("SMDL").map(String::from);
+            facts.vpd_product = v.product;
+        }
+        Err(e) if e.is_not_found() => facts.vpd_unreadable = Some("the function has no vpd".into()),
+        Err(e) => facts.vpd_unreadable = Some(e.to_string()),
+    }
+    facts
+}

@@ -1,0 +1,50 @@
+//! Check `efa`: what NCCL needs for the pod's AWS EFA devices that can be seen from here. NCCL
+//! reaches EFA through the aws-ofi-nccl net plugin, which loads libfabric, whose `efa` provider
+//! opens each device's `/dev/infiniband/uverbsN` through rdma-core's libefa: the plugin and
+//! libfabric in the image (the plan carries them), the provider (the `userspace` check) and the
+//! uverbs nodes in the container. Only for a pod with EFA devices; stats only, never a load.
+
+use serde_json::json;
+
+use super::{uverbs, Check, Inputs, Status};
+
+pub(super) fn check(inp: &Inputs) -> Option<Check> {
+    let e = inp.plan.efa.as_ref()?;
+    let map = uverbs::uverbs_map(inp.sysfs);
+    let dir = inp.dev_root.join("infiniband");
+    let no_node: Vec<&str> =
+        e.devices.iter().filter(|d| map.get(*d).is_none_or(|uv| !dir.join(uv).exists())).map(String::as_str).collect();
+    let mut missing = e.missing.clone();
+    if !no_node.is_empty() {
+        missing.push(format!(
+            "no uverbs node in {} for {}: libfabric's efa provider cannot open them",
+            dir.display(),
+            nw_observe::detect::names::abbreviate(&no_node.iter().map(|s| s.to_string()).collect::<Vec<_>>(), 8)
+        ));
+    }
+    let n = e.devices.len();
+    let (status, summary, hint) = if missing.is_empty() {
+        (
+            Status::Pass,
+            format!(
+                "{n} EFA device(s), each with its uverbs node; net plugin {}, libfabric {}: NCCL will carry its traffic over EFA",
+                e.plugin.as_deref().unwrap_or("?"),
+                e.libfabric.as_deref().unwrap_or("?")
+            ),
+            None,
+        )
+    } else {
+        (
+            Status::Fail,
+            format!("{n} EFA device(s), and NCCL will run over TCP sockets: {}", missing.join("; ")),
+            Some("use an image with the EFA installer's libfabric (/opt/amazon/efa/lib) and aws-ofi-nccl (/opt/amazon/ofi-nccl/lib) on LD_LIBRARY_PATH or in ld.so.cache (AWS's Deep Learning Containers have both); request the EFA devices (vpc.amazonaws.com/efa) so that the EFA device plugin mounts their uverbs nodes"),
+        )
+    };
+    let mut c = Check::new("efa", status, summary)
+        .ev("devices", json!(e.devices))
+        .ev("net_plugin", json!(e.plugin))
+        .ev("libfabric", json!(e.libfabric))
+        .ev("no_uverbs_node", json!(no_node));
+    c.hint = hint.map(String::from);
+    Some(c)
+}
