@@ -399,14 +399,14 @@ pub(super) const OPTS: &[Opt] = &[
         opts!(state_file),
         "Where the supervisor keeps the first reading of the ports (removed at exit) for `nccl-wrap \
          status`, which reads it from the same place; the default is used only as PID 1 (a container's init)"),
-    o("dev-root", "NCCL_WRAP_DEV_ROOT", RUN | DOCTOR | WATCH, Ty::Path("DIR", Some("/dev")), opts!(dev_root),
+    o("dev-root", "NCCL_WRAP_DEV_ROOT", PLAN | WATCH, Ty::Path("DIR", Some("/dev")), opts!(dev_root),
         "Root of the device tree holding infiniband/uverbsN and termination-log"),
     o("image-root", "NCCL_WRAP_IMAGE_ROOT", PLAN, Ty::Path("DIR", Some("/")), opts!(image_root),
         "Root of the training image whose libibverbs, providers, NCCL and net plugin are checked, by its \
          loader's rules (for tests and chroots)"),
     o("annotations", "NCCL_WRAP_ANNOTATIONS", PLAN, Ty::Path("FILE", Some("/etc/podnetinfo/annotations")),
         opts!(annotations), "Downward-API annotations file holding k8s.v1.cni.cncf.io/network-status"),
-    o("gate", "NCCL_WRAP_GATE", RUN, Ty::Mode, opts!(gate),
+    o("gate", "NCCL_WRAP_GATE", RUN | ENV, Ty::Mode, opts!(gate),
         "Before starting the command, test RDMA between this job's pods (each pod with its ring successor, \
          ping's test over every rail); start it only when every pair passes, else exit 125 on every pod. \
          =warn: report and start anyway. See docs/gate.md"),
