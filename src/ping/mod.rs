@@ -7,10 +7,12 @@
 //! 0 every pair passes (warnings included), 1 a pair fails, 2 the check could not run.
 //!
 //! A front end of the pair test (`nw_pairtest`, which does the work): this file reads the
-//! mode and prints; `order`: ping's ring mode's index, size and peer template (pure). It never
+//! mode; `print`: each result, the summary and the check that could not run, as JSON lines or
+//! for people (pure); `order`: ping's ring mode's index, size and peer template (pure). It never
 //! names the gate or the node agent.
 
 pub mod order;
+pub mod print;
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -21,7 +23,7 @@ use nw_pairtest::door::{self, Allow};
 use nw_pairtest::edge::{self, cannot, peer_cause};
 use nw_pairtest::exchange::{self, Serve};
 use nw_pairtest::here::{self, hostname, Here, Inputs};
-use nw_pairtest::output::{self, PairResult};
+use nw_pairtest::output::PairResult;
 use nw_pairtest::Settings;
 
 pub const EXIT_PASS: u8 = 0;
@@ -57,7 +59,7 @@ pub fn main(inp: &Inputs, opts: &Options) -> u8 {
         Ok(()) => EXIT_PASS,
         Err(cause) => {
             eprintln!("{PREFIX} ping cannot run: {}", cause.summary);
-            out.emit(&if opts.json { output::error_json(&cause) } else { output::error_human(&cause) });
+            out.emit(&if opts.json { print::error_json(&cause) } else { print::error_human(&cause) });
             EXIT_CANNOT_RUN
         }
     };
@@ -67,9 +69,9 @@ pub fn main(inp: &Inputs, opts: &Options) -> u8 {
         Mode::Ring { .. } => "the next pod of the ring".into(),
     };
     out.emit(&if opts.json {
-        output::summary_json(out.pairs, out.failed, exit)
+        print::summary_json(out.pairs, out.failed, exit)
     } else {
-        output::summary_human(out.pairs, out.failed, &peer)
+        print::summary_human(out.pairs, out.failed, &peer)
     });
     exit
 }
@@ -86,7 +88,7 @@ impl Printer {
         if r.status == Status::Fail {
             self.failed += 1;
         }
-        self.emit(&if self.json { output::json_line(r) } else { output::human(r) });
+        self.emit(&if self.json { print::json_line(r) } else { print::human(r) });
     }
     fn emit(&self, text: &str) {
         let mut o = std::io::stdout().lock();
