@@ -395,7 +395,7 @@ fn gate_options(o: &cli::Opts, plan: &plan::Plan) -> gate::Options {
 /// compare: only where it is the plan's own pick (a user's NCCL_SOCKET_IFNAME that names another,
 /// or a list, is the user's to answer for, and its family is not known here), and only a name the
 /// wire carries (a join it would refuse must never cost the pod its place in the gate).
-fn bootstrap_of(plan: &plan::Plan) -> Option<pairtest::wire::Bootstrap> {
+fn bootstrap_of(plan: &plan::Plan) -> Option<gate::wire::Bootstrap> {
     let ours = plan.bootstrap.as_ref()?;
     let ifname = ours.ifname.clone()?;
     let kept = plan.vars.iter().find(|v| v.name == nccl::env::SOCKET_IFNAME && v.action == plan::Action::Kept);
@@ -403,13 +403,13 @@ fn bootstrap_of(plan: &plan::Plan) -> Option<pairtest::wire::Bootstrap> {
         return None;
     }
     let plain = ifname.len() <= 64 && ifname.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-@".contains(&b));
-    plain.then(|| pairtest::wire::Bootstrap { ifname, family: ours.family.map(str::to_owned) })
+    plain.then(|| gate::wire::Bootstrap { ifname, family: ours.family.map(str::to_owned) })
 }
 
 /// The job's secret from NCCL_WRAP_GATE_SECRET or the file NCCL_WRAP_GATE_SECRET_FILE names
 /// (read with a bound, never blocking), none, or why it cannot be had.
-fn gate_secret(o: &cli::Opts) -> Result<Option<pairtest::seal::Secret>, String> {
-    use pairtest::seal::{Secret, MAX_SECRET};
+fn gate_secret(o: &cli::Opts) -> Result<Option<gate::seal::Secret>, String> {
+    use gate::seal::{Secret, MAX_SECRET};
     match (&o.gate_secret, &o.gate_secret_file) {
         (None, None) => Ok(None),
         (Some(_), Some(_)) => Err("both NCCL_WRAP_GATE_SECRET and NCCL_WRAP_GATE_SECRET_FILE are set: set one".into()),

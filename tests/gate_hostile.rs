@@ -247,7 +247,7 @@ fn a_stranger_knowing_the_job_id_cannot_take_the_predecessors_pair_test() {
         let target = format!("127.0.0.1:{port}");
         let until = Instant::now() + Duration::from_secs(5);
         let mut s = nccl_wrap::pairtest::exchange::connect(&target, until, Duration::from_secs(2)).expect("connect");
-        let tag = nccl_wrap::pairtest::wire::GateTag { job: "llm-train".into(), rank: 1, mac: None };
+        let tag = nccl_wrap::pairtest::wire::Tag { job: "llm-train".into(), rank: 1, mac: None };
         let h = nccl_wrap::pairtest::wire::Hello { gate: Some(tag), ..hello(&fake(1), None) };
         s.send(&nccl_wrap::pairtest::wire::Message::Hello(h)).expect("send");
         refused = s.recv().map(|m| format!("{m:?}")).unwrap_or_else(|e| e.to_string());

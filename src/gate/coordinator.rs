@@ -18,10 +18,12 @@ use super::who::Who;
 use nw_output::msg::PREFIX;
 use nw_pairtest::edge::PairTest;
 use nw_pairtest::exchange::Session;
-use nw_pairtest::seal::{self, Bound, Secret};
 use nw_pairtest::session::{budget, pairing, rounds};
-use nw_pairtest::wire::{Assign, Bootstrap, Finding, Join, Message, PortInfo, Verdict};
+use nw_pairtest::wire::{PortInfo, Protocol};
 use nw_pairtest::Settings;
+
+use super::seal::{self, Bound, Secret};
+use super::wire::{Assign, Bootstrap, Finding, Frame, Join, Verdict};
 
 /// A pod that joined: its connection, what it said, and the addresses of that connection.
 pub struct Member {
@@ -106,9 +108,9 @@ pub fn gather(
         // refused and told why.
         let nonce = j.nonce.clone().unwrap_or_default();
         let (rank, host) = (j.rank, j.host.clone());
-        let msg = Message::Join(j);
+        let msg = Frame::Join(j);
         let checked = seal::check(&msg, key, &Bound { job: &who.job, member: &nonce, gate: "" });
-        let Message::Join(j) = msg else { continue };
+        let Frame::Join(j) = msg else { continue };
         if let Err(e) = checked {
             let why = format!("rank {rank} ({host}): its join {e}: refused");
             eprintln!("{PREFIX} gate: ignored {peer}: {why}");
@@ -207,9 +209,9 @@ pub fn assign(
             mac: None,
         };
         m.assigned = true;
-        let sealed = seal::seal(Message::Assign(a), keys.key, &m.bound(&who.job, keys.gate));
+        let sealed = seal::seal(Frame::Assign(a), keys.key, &m.bound(&who.job, keys.gate));
         m.session.set_deadline(Instant::now() + limits.timeout);
-        if let Err(e) = m.session.send(&sealed) {
+        if let Err(e) = m.session.send_as(&sealed) {
             lost.push(pod_fails(
                 r,
                 &m.join.host,
@@ -227,9 +229,9 @@ pub fn collect(roster: &mut Roster, until: Instant, job: &str, keys: Keys) -> Ve
     let mut out = Vec::new();
     for (&r, m) in roster.members.iter_mut() {
         m.session.set_deadline(until);
-        let got = m.session.recv();
+        let got = m.session.recv_as::<Frame>();
         // Checked before it is used: a report without the job's MAC counts for nothing.
-        if let Ok(x @ Message::Report(_)) = &got {
+        if let Ok(x @ Frame::Report(_)) = &got {
             if let Err(e) = seal::check(x, keys.key, &m.bound(job, keys.gate)) {
                 out.push(pod_fails(
                     r,
@@ -242,7 +244,7 @@ pub fn collect(roster: &mut Roster, until: Instant, job: &str, keys: Keys) -> Ve
             }
         }
         let got = got.and_then(|x| match x {
-            Message::Report(rep) => Ok(rep),
+            Frame::Report(rep) => Ok(rep),
             other => Err(nw_pairtest::exchange::ExchangeError::Unexpected {
                 peer: m.session.peer.clone(),
                 want: "report",
@@ -277,9 +279,9 @@ pub fn collect(roster: &mut Roster, until: Instant, job: &str, keys: Keys) -> Ve
 /// Sends the verdict to every member (best effort, each bounded by `timeout`).
 pub fn announce(roster: &mut Roster, v: &Verdict, timeout: Duration, job: &str, keys: Keys) {
     for (r, m) in roster.members.iter_mut() {
-        let sealed = seal::seal(Message::Verdict(v.clone()), keys.key, &m.bound(job, keys.gate));
+        let sealed = seal::seal(Frame::Verdict(v.clone()), keys.key, &m.bound(job, keys.gate));
         m.session.set_deadline(Instant::now() + timeout);
-        if let Err(e) = m.session.send(&sealed) {
+        if let Err(e) = m.session.send_as(&sealed) {
             eprintln!("{PREFIX} gate: could not send the verdict to rank {r} ({}): {e}", m.join.host);
         }
     }

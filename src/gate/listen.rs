@@ -17,9 +17,11 @@ use nw_pairtest::door::{Allow, Arrival, Desk, Door};
 use nw_pairtest::edge::PairTest;
 use nw_pairtest::exchange::Session;
 use nw_pairtest::output::PairResult;
-use nw_pairtest::seal::{self, Bound};
-use nw_pairtest::wire::{Join, Message};
+use nw_pairtest::wire::{Message, Protocol};
 use nw_pairtest::Settings;
+
+use super::seal::{self, Bound};
+use super::wire::{Frame, Join};
 
 /// Whom the listener serves.
 pub struct Listen<'a> {
@@ -53,7 +55,7 @@ fn stray(served: &mut Served, what: &str) {
 /// door: strays are closed as soon as they are judged, and at most the door's readers are open
 /// unjudged; those are shut when this returns.
 pub fn serve(l: &TcpListener, opts: Listen<'_>, fabric: &dyn PairTest, until: Instant) -> Served {
-    let mut desk = Desk::new(l, Door::new(Allow::Anyone, opts.hello));
+    let mut desk: Desk<'_, Frame> = Desk::new(l, Door::new(Allow::Anyone, opts.hello));
     let mut desk_of = Dispatch {
         job: opts.job,
         predecessor: opts.predecessor,
@@ -85,12 +87,12 @@ struct Dispatch<'a> {
 }
 
 impl Dispatch<'_> {
-    fn dispatch(&mut self, s: Session, first: Message) {
+    fn dispatch(&mut self, s: Session, first: Frame) {
         let Dispatch { job, predecessor, joins, fabric, test, trust, served } = self;
         let (job, predecessor, fabric, test, trust) = (*job, *predecessor, *fabric, *test, *trust);
         let peer = s.peer.clone();
         match first {
-            Message::Join(j) => match joins {
+            Frame::Join(j) => match joins {
                 Some(tx) => {
                     if let Err(mpsc::SendError((s, j))) = tx.send((s, j)) {
                         *joins = None;
@@ -109,7 +111,7 @@ impl Dispatch<'_> {
                     s.refuse(&format!("{why}: set NCCL_WRAP_GATE_COORDINATOR to rank 0's address"));
                 }
             },
-            Message::Hello(h) => {
+            Frame::Pair(Message::Hello(h)) => {
                 let ours = h.gate.as_ref().is_some_and(|g| g.job == job && g.rank == predecessor);
                 // The job's secret, bound to this pod's nonce (which only rank 0 and this pod
                 // know), before anything of the test runs.

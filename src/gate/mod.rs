@@ -14,9 +14,11 @@ pub mod coordinator;
 pub mod listen;
 pub mod member;
 pub mod nofile;
+pub mod seal;
 pub mod successor;
 pub mod verdict;
 pub mod who;
+pub mod wire;
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
@@ -35,9 +37,10 @@ use nw_output::msg::PREFIX;
 use nw_pairtest::cause::{Cause, Status};
 use nw_pairtest::edge::PairTest;
 use nw_pairtest::exchange;
-use nw_pairtest::seal::{self, Secret};
-use nw_pairtest::wire::{GateTag, Verdict};
+use nw_pairtest::wire::Tag;
 use nw_pairtest::Settings;
+use seal::Secret;
+use wire::Verdict;
 
 /// The gate's options (ping's test knobs included: the coordinator's rule every pair).
 #[derive(Debug, Clone)]
@@ -75,7 +78,7 @@ const STOPPING: [i32; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIG
 
 impl Options {
     fn limits(&self, job: &str, rank: u32) -> Settings {
-        Settings { gate: Some(GateTag { job: job.to_owned(), rank, mac: None }), ..self.test.clone() }
+        Settings { gate: Some(Tag { job: job.to_owned(), rank, mac: None }), ..self.test.clone() }
     }
 }
 

@@ -1,22 +1,28 @@
-//! The gate's frames (kinds 6-9, and the tag of a gate pair test's hello) and their checks: the
-//! same framing and the same rule as ping's own (every field's range checked before anyone
-//! reads it), kept apart only for the length of `wire.rs`.
+//! The gate's protocol: its frames (kinds 6 to 9: join, assign, report, verdict) over the pair
+//! test's framing, beside the pair test's own (a tagged hello, a refusal), and their checks: the
+//! same rule as the pair test's (every field's range checked, every peer text made printable,
+//! before anyone reads it). Pure: a fuzz target calls [`decode`].
+//!
+//! It must never let a frame through that `decode` would refuse, nor a peer's text unprintable.
 
 use serde::{Deserialize, Serialize};
 
-use super::{check_params, field, name, text, validate_port, PortInfo, WireError, MAX_GATE_SIZE, MAX_PORTS};
+use nw_pairtest::clean;
+use nw_pairtest::wire::{
+    self, check_hex as hex, check_host as host, check_name as name, check_params, check_port, check_text as text,
+    field, Message, PortInfo, Protocol, WireError, MAX_KBPS, MAX_TEXT,
+};
 
-/// Who opens a gate pair test: the job and the rank of the initiating pod.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GateTag {
-    pub job: String,
-    pub rank: u32,
-    /// With a job secret: its MAC over this tag, bound to the successor's nonce
-    /// (`pairtest::seal::seal_tag`), so that only this job's pods are served.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mac: Option<String>,
-}
+pub use nw_pairtest::wire::check_job;
+
+/// The most pods one job may have.
+pub const MAX_GATE_SIZE: u32 = wire::MAX_JOB_SIZE;
+/// The most findings or missing ranks a verdict lists (the counts cover the rest).
+pub const MAX_LISTED: usize = 64;
+/// NCCL reads at most 32 `NCCL_IB_HCA` entries; no pod has more rails.
+const MAX_PORTS: usize = 32;
+/// Every local x remote pair of two 32-port pods.
+const MAX_PAIRS: usize = MAX_PORTS * MAX_PORTS;
 
 /// How a pod's NCCL bootstrap reaches rank 0: the interface nccl-wrap exported as
 /// `NCCL_SOCKET_IFNAME` (or the user's, kept) and the family of its address towards the
@@ -52,7 +58,7 @@ pub struct Join {
     /// This pod's bootstrap interface, compared with rank 0's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bootstrap: Option<Bootstrap>,
-    /// The job secret's MAC over this frame (`pairtest::seal`); absent when the job has none.
+    /// The job secret's MAC over this frame (`gate::seal`); absent when the job has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
 }
@@ -83,7 +89,7 @@ pub struct Assign {
     /// towards it is bound to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub successor_nonce: Option<String>,
-    /// The job secret's MAC over this frame (`pairtest::seal`); absent when the job has none.
+    /// The job secret's MAC over this frame (`gate::seal`); absent when the job has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
 }
@@ -119,7 +125,7 @@ pub struct Finding {
 pub struct Report {
     pub rank: u32,
     pub pairs: Vec<Finding>,
-    /// The job secret's MAC over this frame (`pairtest::seal`); absent when the job has none.
+    /// The job secret's MAC over this frame (`gate::seal`); absent when the job has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
 }
@@ -134,51 +140,23 @@ pub struct Verdict {
     /// Pairs tested, and how many failed.
     pub pairs: u32,
     pub failed_total: u32,
-    /// The ranks that never joined (at most [`MAX_LISTED`](super::MAX_LISTED)), and how many in all.
+    /// The ranks that never joined (at most [`MAX_LISTED`]), and how many in all.
     pub missing: Vec<u32>,
     pub missing_total: u32,
-    /// What failed, most important first (at most [`MAX_LISTED`](super::MAX_LISTED)).
+    /// What failed, most important first (at most [`MAX_LISTED`]).
     pub findings: Vec<Finding>,
-    /// The pairs that passed but slowly, slowest first (at most
-    /// [`MAX_LISTED`](super::MAX_LISTED)), and how many in all; with a refusal of slow pairs
-    /// asked for, they are failures instead.
+    /// The pairs that passed but slowly, slowest first (at most [`MAX_LISTED`]), and how many
+    /// in all; with a refusal of slow pairs asked for, they are failures instead.
     #[serde(default)]
     pub slow: Vec<Finding>,
     #[serde(default)]
     pub slow_total: u32,
-    /// The job secret's MAC over this frame (`pairtest::seal`); absent when the job has none.
+    /// The job secret's MAC over this frame (`gate::seal`); absent when the job has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
 }
 
-/// Host names and addresses as a peer may name itself (never read by a shell or a terminal).
-pub(super) fn host(what: &'static str, h: &str) -> Result<(), WireError> {
-    let ok = !h.is_empty() && h.len() <= 253 && h.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b));
-    if !ok {
-        return Err(field(what, format!("{:?}", h.escape_debug().to_string())));
-    }
-    Ok(())
-}
-
-/// A job identity: 1..=253 printable ASCII bytes (a Kubernetes name or UID, or HOST:PORT/SIZE).
-pub fn check_job(job: &str) -> Result<(), WireError> {
-    if job.is_empty() || job.len() > 253 || !job.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(field("job", format!("{:?} is not 1..=253 printable ASCII bytes", job.escape_debug().to_string())));
-    }
-    Ok(())
-}
-
-/// A MAC (64 hex digits) and a nonce (32) as the wire carries them.
-pub(super) fn hex(what: &'static str, v: Option<&String>, len: usize) -> Result<(), WireError> {
-    match v {
-        Some(h) if h.len() != len || !h.bytes().all(|b| b.is_ascii_hexdigit()) => {
-            Err(field(what, format!("not {len} hex digits ({} bytes)", h.len())))
-        }
-        _ => Ok(()),
-    }
-}
-
-pub(super) fn validate_join(j: &Join) -> Result<(), WireError> {
+fn validate_join(j: &Join) -> Result<(), WireError> {
     check_job(&j.job)?;
     hex("join.nonce", j.nonce.as_ref(), 32)?;
     hex("join.mac", j.mac.as_ref(), 64)?;
@@ -201,10 +179,10 @@ pub(super) fn validate_join(j: &Join) -> Result<(), WireError> {
             return Err(field("join.bootstrap.family", format!("{:?}", b.family)));
         }
     }
-    j.ports.iter().try_for_each(validate_port)
+    j.ports.iter().try_for_each(check_port)
 }
 
-pub(super) fn validate_assign(a: &Assign) -> Result<(), WireError> {
+fn validate_assign(a: &Assign) -> Result<(), WireError> {
     hex("assign.nonce", a.nonce.as_ref(), 32)?;
     hex("assign.successor_nonce", a.successor_nonce.as_ref(), 32)?;
     hex("assign.mac", a.mac.as_ref(), 64)?;
@@ -226,7 +204,7 @@ pub(super) fn validate_assign(a: &Assign) -> Result<(), WireError> {
     Ok(())
 }
 
-pub(super) fn validate_finding(f: &Finding) -> Result<(), WireError> {
+fn validate_finding(f: &Finding) -> Result<(), WireError> {
     host("finding.host", &f.host)?;
     if let Some(h) = &f.peer_host {
         host("finding.peer_host", h)?;
@@ -242,9 +220,403 @@ pub(super) fn validate_finding(f: &Finding) -> Result<(), WireError> {
             return Err(field("finding.cause", format!("{:?}", c.escape_debug().to_string())));
         }
     }
-    if [f.kbps, f.rated_kbps].into_iter().flatten().any(|m| m > super::MAX_KBPS) {
-        return Err(field("finding.kbps", format!("over {} kb/s", super::MAX_KBPS)));
+    if [f.kbps, f.rated_kbps].into_iter().flatten().any(|m| m > MAX_KBPS) {
+        return Err(field("finding.kbps", format!("over {MAX_KBPS} kb/s")));
     }
     text("finding.summary", &f.summary)?;
     text("finding.hint", &f.hint)
+}
+
+/// What one connection of the gate carries: the pair test's own messages (the pair test's tagged
+/// hello, a refusal) and the gate's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame {
+    Pair(Message),
+    Join(Join),
+    Assign(Assign),
+    Report(Report),
+    Verdict(Verdict),
+}
+
+impl Frame {
+    fn kind(&self) -> u8 {
+        match self {
+            Frame::Pair(m) => m.kind(),
+            Frame::Join(_) => 6,
+            Frame::Assign(_) => 7,
+            Frame::Report(_) => 8,
+            Frame::Verdict(_) => 9,
+        }
+    }
+}
+
+fn kind_name(kind: u8) -> &'static str {
+    match kind {
+        6 => "join",
+        7 => "assign",
+        8 => "report",
+        9 => "verdict",
+        _ => "unknown",
+    }
+}
+
+fn validate(f: &Frame) -> Result<(), WireError> {
+    match f {
+        Frame::Pair(_) => Ok(()),
+        Frame::Join(j) => validate_join(j),
+        Frame::Assign(a) => validate_assign(a),
+        Frame::Report(r) => {
+            hex("report.mac", r.mac.as_ref(), 64)?;
+            if r.pairs.len() > MAX_PAIRS {
+                return Err(field("report.pairs", format!("{} findings, more than {MAX_PAIRS}", r.pairs.len())));
+            }
+            r.pairs.iter().try_for_each(validate_finding)
+        }
+        Frame::Verdict(v) => {
+            hex("verdict.mac", v.mac.as_ref(), 64)?;
+            if v.findings.len() > MAX_LISTED || v.missing.len() > MAX_LISTED || v.slow.len() > MAX_LISTED {
+                return Err(field(
+                    "verdict",
+                    format!("more than {MAX_LISTED} findings, slow pairs or missing ranks listed"),
+                ));
+            }
+            if (v.slow_total as usize) < v.slow.len() || v.slow_total > v.pairs {
+                return Err(field("verdict.slow_total", "more slow pairs listed than counted, or than tested"));
+            }
+            if !(1..=MAX_GATE_SIZE).contains(&v.size) {
+                return Err(field("verdict.size", format!("{} is not in 1..={MAX_GATE_SIZE}", v.size)));
+            }
+            if v.missing.iter().any(|&r| r >= v.size) || (v.missing_total as usize) < v.missing.len() {
+                return Err(field("verdict.missing", "a rank outside the job, or more listed than counted"));
+            }
+            if (v.failed_total as usize) > v.pairs as usize + MAX_GATE_SIZE as usize {
+                return Err(field("verdict.failed_total", format!("{} is out of range", v.failed_total)));
+            }
+            v.findings.iter().chain(&v.slow).try_for_each(validate_finding)
+        }
+    }
+}
+
+/// Every free text a pod sends (its problem, a finding's summary and hint) made printable and
+/// bounded: whatever prints it later, a log line, JSON or the termination message, never
+/// carries a pod's line break or escape sequence. The pair test's own are cleaned by the pair
+/// test.
+pub(crate) fn printable(mut f: Frame) -> Frame {
+    let finding = |f: &mut Finding| {
+        f.summary = clean::bounded(&f.summary, MAX_TEXT);
+        f.hint = clean::bounded(&f.hint, MAX_TEXT);
+    };
+    match &mut f {
+        Frame::Join(j) => {
+            if let Some(p) = &mut j.problem {
+                *p = clean::bounded(p, MAX_TEXT);
+            }
+        }
+        Frame::Report(r) => r.pairs.iter_mut().for_each(finding),
+        Frame::Verdict(v) => v.findings.iter_mut().for_each(finding),
+        Frame::Pair(_) | Frame::Assign(_) => {}
+    }
+    f
+}
+
+impl Protocol for Frame {
+    fn knows(kind: u8) -> bool {
+        Message::knows(kind) || (6..=9).contains(&kind)
+    }
+    fn decode_payload(kind: u8, payload: &[u8]) -> Result<Frame, WireError> {
+        let name = kind_name(kind);
+        let f = match kind {
+            6 => Frame::Join(wire::json(name, payload)?),
+            7 => Frame::Assign(wire::json(name, payload)?),
+            8 => Frame::Report(wire::json(name, payload)?),
+            9 => Frame::Verdict(wire::json(name, payload)?),
+            other => return Message::decode_payload(other, payload).map(Frame::Pair),
+        };
+        validate(&f)?;
+        Ok(printable(f))
+    }
+    fn encode_payload(&self) -> Result<(u8, Vec<u8>), WireError> {
+        validate(self)?;
+        let payload = match self {
+            Frame::Pair(m) => return m.encode_payload(),
+            Frame::Join(j) => serde_json::to_vec(j),
+            Frame::Assign(a) => serde_json::to_vec(a),
+            Frame::Report(r) => serde_json::to_vec(r),
+            Frame::Verdict(v) => serde_json::to_vec(v),
+        }
+        .map_err(|e| WireError::Json { kind: self.name(), detail: e.to_string() })?;
+        Ok((self.kind(), payload))
+    }
+    fn name(&self) -> &'static str {
+        match self {
+            Frame::Pair(m) => m.name(),
+            other => kind_name(other.kind()),
+        }
+    }
+    fn as_pair(&self) -> Option<&Message> {
+        match self {
+            Frame::Pair(m) => Some(m),
+            _ => None,
+        }
+    }
+}
+
+/// One whole frame of the gate's connections, every field checked.
+pub fn decode(bytes: &[u8]) -> Result<Frame, WireError> {
+    wire::decode_as(bytes)
+}
+
+/// A frame of the gate's to bytes; fails only on a frame that [`decode`] would refuse.
+pub fn encode(f: &Frame) -> Result<Vec<u8>, WireError> {
+    wire::encode_as(f)
+}
+
+/// A frame's header: (kind, payload length), an unknown kind or an over-long frame refused.
+pub fn header(h: &[u8]) -> Result<(u8, usize), WireError> {
+    wire::header_as::<Frame>(h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nw_pairtest::wire::{Hello, LinkLayer, Tag};
+
+    fn roce_port(dev: &str, last: u8) -> PortInfo {
+        PortInfo {
+            device: dev.into(),
+            port: 1,
+            link_layer: LinkLayer::Ethernet,
+            gid_index: Some(3),
+            gid: Some(format!("0000:0000:0000:0000:0000:ffff:0a00:6a{last:02x}")),
+            gid_type: Some("RoCE v2".into()),
+            lid: None,
+            mtu: 4096,
+            pkey: None,
+            netdev: Some("net1".into()),
+            rate_kbps: None,
+        }
+    }
+
+    fn hello() -> Hello {
+        Hello {
+            host: "train-0.train".into(),
+            ports: vec![roce_port("mlx5_6", 7), roce_port("mlx5_7", 7)],
+            all_pairs: false,
+            bytes: 1 << 20,
+            iters: 1000,
+            duration_ms: 1000,
+            gate: None,
+        }
+    }
+
+    fn frame(kind: u8, payload: &[u8]) -> Vec<u8> {
+        let mut f = b"NCWPING".to_vec();
+        f.push(1);
+        f.push(kind);
+        f.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        f.extend_from_slice(payload);
+        f
+    }
+
+    fn payload_of(f: &Frame) -> Vec<u8> {
+        match f {
+            Frame::Pair(Message::Hello(h)) => serde_json::to_vec(h),
+            Frame::Pair(other) => panic!("not a gate test's frame: {other:?}"),
+            Frame::Join(j) => serde_json::to_vec(j),
+            Frame::Assign(a) => serde_json::to_vec(a),
+            Frame::Report(r) => serde_json::to_vec(r),
+            Frame::Verdict(v) => serde_json::to_vec(v),
+        }
+        .expect("json")
+    }
+
+    fn join() -> Join {
+        Join {
+            job: "llm-train-master-0:18516/4".into(),
+            rank: 2,
+            size: 4,
+            host: "llm-train-worker-1".into(),
+            port: 18516,
+            ports: vec![roce_port("mlx5_6", 9)],
+            problem: None,
+            nonce: None,
+            bootstrap: Some(Bootstrap { ifname: "eth0".into(), family: Some("AF_INET".into()) }),
+            mac: None,
+        }
+    }
+
+    fn finding(status: &str, cause: Option<&str>) -> Finding {
+        Finding {
+            rank: 1,
+            host: "train-1".into(),
+            peer_rank: Some(2),
+            peer_host: Some("train-2".into()),
+            rail: Some("mlx5_6:1".into()),
+            peer_rail: Some("mlx5_6:1".into()),
+            status: status.into(),
+            cause: cause.map(str::to_owned),
+            summary: "the local end's packets were never acknowledged".into(),
+            hint: "check the VLAN".into(),
+            kbps: None,
+            rated_kbps: None,
+        }
+    }
+
+    fn assign() -> Assign {
+        Assign {
+            successor: 3,
+            successor_host: "train-3".into(),
+            target: "10.0.0.9:18516".into(),
+            predecessor: 1,
+            all_pairs: false,
+            bytes: 1 << 20,
+            iters: 1000,
+            duration_ms: 1000,
+            timeout_ms: 3000,
+            results_ms: 9000,
+            nonce: None,
+            successor_nonce: None,
+            mac: None,
+        }
+    }
+
+    #[test]
+    fn the_gate_frames_round_trip() {
+        let mut tagged = hello();
+        tagged.gate = Some(Tag { job: "uid-1".into(), rank: 3, mac: None });
+        let verdict = Verdict {
+            go: false,
+            size: 4,
+            pairs: 4,
+            failed_total: 1,
+            missing: vec![],
+            missing_total: 0,
+            findings: vec![finding("fail", Some("retry-exceeded"))],
+            slow: vec![Finding {
+                status: "warn".into(),
+                cause: Some("slow-pair".into()),
+                kbps: Some(120_000_000),
+                rated_kbps: Some(400_000_000),
+                ..finding("warn", None)
+            }],
+            slow_total: 1,
+            mac: None,
+        };
+        let msgs = vec![
+            Frame::Pair(Message::Hello(tagged)),
+            Frame::Join(join()),
+            Frame::Join(Join { ports: vec![], problem: Some("no usable RDMA port".into()), ..join() }),
+            Frame::Assign(assign()),
+            Frame::Assign(Assign { target: "[fd00::1]:18516".into(), ..assign() }),
+            Frame::Join(Join { nonce: Some("0a".repeat(16)), mac: Some("ff".repeat(32)), ..join() }),
+            Frame::Assign(Assign { nonce: Some("0b".repeat(16)), mac: Some("ee".repeat(32)), ..assign() }),
+            Frame::Report(Report {
+                rank: 1,
+                pairs: vec![finding("pass", None), finding("warn", Some("mtu-mismatch"))],
+                mac: None,
+            }),
+            Frame::Verdict(verdict),
+        ];
+        for m in msgs {
+            let f = encode(&m).expect("encode");
+            assert_eq!(decode(&f).expect("decode"), m);
+        }
+        // Plain ping's hello carries no gate tag, so older peers read it as before.
+        let plain = encode(&Frame::Pair(Message::Hello(hello()))).expect("encode");
+        assert!(!String::from_utf8_lossy(&plain).contains("gate"));
+    }
+
+    #[test]
+    fn gate_fields_are_checked() {
+        let check = |m: Frame, want: &str| match decode(&frame(m.kind(), &payload_of(&m))) {
+            Err(WireError::Field { field, .. }) => assert_eq!(field, want, "{m:?}"),
+            other => panic!("{want}: {other:?}"),
+        };
+        check(Frame::Join(Join { job: "a b".into(), ..join() }), "job");
+        check(Frame::Join(Join { job: String::new(), ..join() }), "job");
+        check(Frame::Join(Join { rank: 4, ..join() }), "join.rank");
+        check(Frame::Join(Join { size: MAX_GATE_SIZE + 1, rank: 0, ..join() }), "join.rank");
+        check(Frame::Join(Join { host: "a\u{1b}[2J".into(), ..join() }), "join.host");
+        check(Frame::Join(Join { port: 0, ..join() }), "join.port");
+        check(Frame::Join(Join { ports: vec![], ..join() }), "join.ports");
+        check(Frame::Assign(Assign { target: "$(reboot):1".into(), ..assign() }), "assign.target");
+        check(Frame::Assign(Assign { target: "h:0".into(), ..assign() }), "assign.target");
+        check(Frame::Assign(Assign { target: "h".into(), ..assign() }), "assign.target");
+        check(Frame::Assign(Assign { bytes: 0, ..assign() }), "bytes");
+        check(Frame::Assign(Assign { timeout_ms: 0, ..assign() }), "assign.timeout_ms");
+        check(Frame::Join(Join { mac: Some("ff".repeat(31)), ..join() }), "join.mac");
+        check(Frame::Assign(Assign { successor_nonce: Some("0".into()), ..assign() }), "assign.successor_nonce");
+        check(Frame::Join(Join { nonce: Some("zz".repeat(16)), ..join() }), "join.nonce");
+        check(Frame::Assign(Assign { mac: Some("g".repeat(64)), ..assign() }), "assign.mac");
+        check(Frame::Report(Report { rank: 0, pairs: vec![], mac: Some(String::new()) }), "report.mac");
+        check(Frame::Report(Report { rank: 0, pairs: vec![finding("ok", None)], mac: None }), "finding.status");
+        check(
+            Frame::Report(Report { rank: 0, pairs: vec![finding("fail", Some("Retry!"))], mac: None }),
+            "finding.cause",
+        );
+        let mut rail = finding("fail", None);
+        rail.rail = Some("mlx5_6:1;rm".into());
+        check(Frame::Report(Report { rank: 0, pairs: vec![rail], mac: None }), "finding.rail");
+        let mut long = finding("fail", None);
+        long.summary = "x".repeat(MAX_TEXT + 1);
+        check(Frame::Report(Report { rank: 0, pairs: vec![long], mac: None }), "finding.summary");
+        let v = Verdict {
+            go: true,
+            size: 2,
+            pairs: 2,
+            failed_total: 0,
+            missing: vec![2],
+            missing_total: 1,
+            findings: vec![],
+            slow: vec![],
+            slow_total: 0,
+            mac: None,
+        };
+        check(Frame::Verdict(v.clone()), "verdict.missing");
+        let mut fast = finding("pass", None);
+        fast.kbps = Some(u64::MAX);
+        check(Frame::Report(Report { rank: 0, pairs: vec![fast], mac: None }), "finding.kbps");
+        let unix = Bootstrap { ifname: "eth0".into(), family: Some("AF_UNIX".into()) };
+        check(Frame::Join(Join { bootstrap: Some(unix), ..join() }), "join.bootstrap.family");
+        let escape = Bootstrap { ifname: "eth0\u{1b}[2J".into(), family: None };
+        check(Frame::Join(Join { bootstrap: Some(escape), ..join() }), "join.bootstrap.ifname");
+        let listed = Verdict { missing: vec![], slow: vec![finding("warn", None); 2], slow_total: 1, ..v.clone() };
+        check(Frame::Verdict(listed), "verdict.slow_total");
+        check(
+            Frame::Verdict(Verdict {
+                missing: vec![],
+                findings: vec![finding("fail", None); MAX_LISTED + 1],
+                ..v.clone()
+            }),
+            "verdict",
+        );
+        check(Frame::Verdict(Verdict { missing: vec![], size: 0, ..v }), "verdict.size");
+        let mut h = hello();
+        h.gate = Some(Tag { job: "x\ny".into(), rank: 0, mac: None });
+        check(Frame::Pair(Message::Hello(h)), "job");
+    }
+
+    #[test]
+    fn the_gate_seeds_of_the_fuzz_corpus_decode() {
+        // fuzz/seed.sh writes them; a seed that does not decode would leave the fuzzer outside the
+        // gate's frames.
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/ping_wire");
+        for (name, kind) in [
+            ("gate-hello", 1),
+            ("join", 6),
+            ("join-problem", 6),
+            ("assign", 7),
+            ("report", 8),
+            ("verdict", 9),
+            ("join-sealed", 6),
+            ("assign-sealed", 7),
+            ("report-sealed", 8),
+            ("verdict-sealed", 9),
+            ("refuse-forged", 5),
+        ] {
+            let bytes = std::fs::read(dir.join(format!("hand-{name}"))).expect("seed");
+            let m = decode(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(m.kind(), kind, "{name}");
+        }
+    }
 }

@@ -8,16 +8,17 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use nccl_wrap::detect::Vars;
+use nccl_wrap::gate::seal::Secret;
 use nccl_wrap::gate::verdict::SlowRule;
 use nccl_wrap::gate::who::Given;
+use nccl_wrap::gate::wire::Bootstrap;
 use nccl_wrap::gate::{self, Ran};
 use nccl_wrap::pairtest::cause::Cause;
 use nccl_wrap::pairtest::edge::{peer_cause, PairTest};
 use nccl_wrap::pairtest::exchange::{self, Session};
 use nccl_wrap::pairtest::output::{self, PairResult};
-use nccl_wrap::pairtest::seal::Secret;
 use nccl_wrap::pairtest::session::PairRun;
-use nccl_wrap::pairtest::wire::{Bootstrap, Fault, Figures, Hello, LinkLayer, Message, PortInfo};
+use nccl_wrap::pairtest::wire::{Fault, Figures, Hello, LinkLayer, Message, PortInfo};
 use nccl_wrap::pairtest::Settings;
 
 pub fn port_info(last: u8) -> PortInfo {

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use super::clean;
 use super::exchange::{self, ExchangeError, Session};
-use super::wire::Message;
+use super::wire::{Message, Protocol};
 
 /// First messages read at once by default: scanners opening hundreds of connections get the
 /// rest closed unread.
@@ -180,28 +180,28 @@ impl Door {
 }
 
 /// What one accepted connection came to.
-pub enum Arrival {
+pub enum Arrival<P = Message> {
     /// Its first message, valid; the connection is the caller's now.
-    First(Session, Message),
+    First(Session, P),
     /// A stray, already closed: what happened (peer text in it is printable: the wire cleans it).
     Stray(ExchangeError),
 }
 
-type Read = (u64, Session, Result<Message, ExchangeError>);
+type Read<P> = (u64, Session, Result<P, ExchangeError>);
 
 /// The connections in their first read: a copy to shut each, its peer, when it was accepted.
 type Reading = Arc<Mutex<BTreeMap<u64, (TcpStream, String, Instant)>>>;
 
 /// A listener under its door: accepts, reads first messages, hands them out one at a time.
-pub struct Desk<'l> {
+pub struct Desk<'l, P = Message> {
     l: &'l TcpListener,
     door: Door,
-    tx: Sender<Read>,
-    rx: Receiver<Read>,
+    tx: Sender<Read<P>>,
+    rx: Receiver<Read<P>>,
     /// The connections in their first read, to be shut when the desk closes.
     reading: Reading,
     next_id: u64,
-    pending: Vec<Arrival>,
+    pending: Vec<Arrival<P>>,
 }
 
 fn would_block(e: &io::Error) -> bool {
@@ -213,15 +213,17 @@ fn close(s: &TcpStream) {
     let _ = s.shutdown(Shutdown::Both);
 }
 
-impl<'l> Desk<'l> {
-    pub fn new(l: &'l TcpListener, door: Door) -> Desk<'l> {
-        let (tx, rx) = mpsc::channel();
-        Desk { l, door, tx, rx, reading: Arc::default(), next_id: 0, pending: Vec::new() }
-    }
-
+impl<P> Desk<'_, P> {
     /// Connections in their first read now.
     pub(crate) fn reading(&self) -> usize {
         self.reading.lock().map_or(0, |r| r.len())
+    }
+}
+
+impl<'l, P: Protocol + Send + 'static> Desk<'l, P> {
+    pub fn new(l: &'l TcpListener, door: Door) -> Desk<'l, P> {
+        let (tx, rx) = mpsc::channel();
+        Desk { l, door, tx, rx, reading: Arc::default(), next_id: 0, pending: Vec::new() }
     }
 
     fn admit(&mut self, stream: TcpStream, addr: SocketAddr) {
@@ -269,7 +271,7 @@ impl<'l> Desk<'l> {
         let (tx, reading, hello) = (self.tx.clone(), Arc::clone(&self.reading), self.door.hello);
         let spawned = std::thread::Builder::new().name("first-read".into()).spawn(move || {
             let mut s = Session::new(stream, addr.to_string(), Instant::now() + hello);
-            let first = s.recv();
+            let first = s.recv_as::<P>();
             // Gone from the map: evicted (already reported) or the desk closed; just close. The
             // result is sent before the lock is let go, so that a desk that sees no first read
             // under way finds every finished one's result in its channel (see `next`).
@@ -294,7 +296,7 @@ impl<'l> Desk<'l> {
         }
     }
 
-    fn judge(&mut self, (_, s, first): Read) -> Arrival {
+    fn judge(&mut self, (_, s, first): Read<P>) -> Arrival<P> {
         match first {
             Ok(m) => Arrival::First(s, m),
             Err(e) => {
@@ -309,7 +311,7 @@ impl<'l> Desk<'l> {
     }
 
     /// The next arrival, waiting until `until` (`None`: for ever) or `stop`.
-    pub fn next(&mut self, until: Option<Instant>, stop: &AtomicBool) -> Option<Arrival> {
+    pub fn next(&mut self, until: Option<Instant>, stop: &AtomicBool) -> Option<Arrival<P>> {
         loop {
             if let Some(a) = self.pending.pop() {
                 return Some(a);
@@ -354,7 +356,7 @@ impl<'l> Desk<'l> {
     }
 }
 
-impl Drop for Desk<'_> {
+impl<P> Drop for Desk<'_, P> {
     fn drop(&mut self) {
         if let Ok(r) = self.reading.lock() {
             r.values().for_each(|(s, _, _)| close(s));

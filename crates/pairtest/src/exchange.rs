@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use std::sync::atomic::AtomicBool;
 
 use super::door::{Allow, Arrival, Desk, Door};
-use super::wire::{self, Hello, Message, WireError, HEADER_LEN};
+use super::wire::{self, Hello, Message, Protocol, WireError, HEADER_LEN};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExchangeError {
@@ -130,18 +130,25 @@ impl Session {
     /// Reads one message before the deadline. A header declaring more than the limit is
     /// refused before the payload is read or allocated.
     pub fn recv(&mut self) -> Result<Message, ExchangeError> {
+        self.recv_as()
+    }
+
+    /// [`Session::recv`] for protocol `P` (a front end's kinds beside the pair test's).
+    pub fn recv_as<P: Protocol>(&mut self) -> Result<P, ExchangeError> {
         let mut head = [0u8; HEADER_LEN];
         self.read_full(&mut head, "a message header")?;
         let wire = |source| ExchangeError::Wire { peer: self.peer.clone(), source };
-        let (kind, len) = wire::header(&head).map_err(wire)?;
+        let (kind, len) = wire::header_as::<P>(&head).map_err(wire)?;
         let mut payload = vec![0u8; len];
         self.read_full(&mut payload, "a message body")?;
-        match wire::decode_payload(kind, &payload)
-            .map_err(|source| ExchangeError::Wire { peer: self.peer.clone(), source })?
-        {
+        let m = P::decode_payload(kind, &payload)
+            .map_err(|source| ExchangeError::Wire { peer: self.peer.clone(), source })?;
+        match m.as_pair() {
             // Printable already: the wire cleans every peer text it decodes.
-            Message::Refuse(reason) => Err(ExchangeError::Refused { peer: self.peer.clone(), reason }),
-            m => Ok(m),
+            Some(Message::Refuse(reason)) => {
+                Err(ExchangeError::Refused { peer: self.peer.clone(), reason: reason.clone() })
+            }
+            _ => Ok(m),
         }
     }
 
@@ -157,7 +164,12 @@ impl Session {
     }
 
     pub fn send(&mut self, msg: &Message) -> Result<(), ExchangeError> {
-        let bytes = wire::encode(msg).map_err(|source| ExchangeError::Wire { peer: "this end".into(), source })?;
+        self.send_as(msg)
+    }
+
+    /// [`Session::send`] for protocol `P`.
+    pub fn send_as<P: Protocol>(&mut self, msg: &P) -> Result<(), ExchangeError> {
+        let bytes = wire::encode_as(msg).map_err(|source| ExchangeError::Wire { peer: "this end".into(), source })?;
         let Some(left) = self.remaining() else {
             return Err(ExchangeError::Timeout { peer: self.peer.clone(), what: "sending", got: 0, want: bytes.len() });
         };

@@ -5,17 +5,17 @@
 //!
 //! - `settings`: the one settings type of a test (sizes, pairing, deadline), and what a
 //!   listener lets a peer ask for;
-//! - `wire` (and `wire_gate`): every message kind and its framing (pure), the gate's included;
+//! - `wire`: the pair test's messages and their framing (pure), and the checks a front end's own
+//!   kinds are built from (the gate's protocol is the gate's);
 //! - `exchange`: TCP with deadlines, hostile peers; `door`: the one accept policy of every
 //!   listener (who, how many at once, how long; what is kept open);
 //! - `clean`: peer-supplied text made printable and bounded before anything prints it;
-//! - `seal`: the job secret's MAC on the gate's frames (HMAC-SHA256, bound to job, kind, nonces);
 //! - `here`: what this pod brings (ports, name, routes); `session`: one run with one peer from
 //!   either end; `pair`: the verbs work; `edge`: this pod towards one peer, as results;
 //! - `rdma`: the one adapter of [`edge::PairTest`] over ibverbs;
 //! - `slow`: a pair that works but slowly, against the median and its rated speed (pure);
 //! - `cause`: why a pair failed (pure); `route`: this namespace's IPv4 routes (pure parse);
-//!   `output`: each pair's result, as JSON lines and the human form.
+//!   `output`: each pair's result, in the contract's form (the front ends print it).
 //!
 //! It must never print a peer's text unsanitised, and never register more than the listener's
 //! own limit because a peer asked for it.
@@ -32,7 +32,6 @@ pub mod output;
 pub(crate) mod pair;
 pub mod rdma;
 pub(crate) mod route;
-pub mod seal;
 pub mod session;
 pub(crate) mod settings;
 pub mod slow;
