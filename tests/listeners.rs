@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use common::Run;
 use nccl_wrap::health::ring::{self, Allowed};
-use nccl_wrap::pairtest::door::{parse_allow, Allow};
-use nccl_wrap::pairtest::exchange::{self, ExchangeError, Serve};
+use nccl_wrap::pairtest::door::{self, parse_allow, Allow, Policy};
+use nccl_wrap::pairtest::exchange::{self, ExchangeError};
 use nccl_wrap::pairtest::wire::{self, Message};
 use standin::*;
 
@@ -64,18 +64,18 @@ fn half_close(port: u16) -> Result<usize, std::io::ErrorKind> {
 /// ping's listener (`--listen --keep`): serves `max` connections, answering each hello.
 fn ping_listener(l: TcpListener, allow: Allow, max: usize) -> thread::JoinHandle<(usize, Vec<String>)> {
     thread::spawn(move || {
-        let opts = Serve {
+        let ours = options(&job(1), 0, None).test;
+        let opts = Policy {
             keep: true,
             wait: Some(Duration::from_secs(10)),
-            hello: Duration::from_secs(2),
             max_peers: Some(max),
-            allow,
+            ..Policy::new(allow, Duration::from_secs(2), ours)
         };
         let mut errors = Vec::new();
         let f = fake(1);
-        let served = exchange::serve(
+        let served = door::serve(
             &l,
-            opts,
+            &opts,
             |mut s, _| s.send(&Message::Hello(hello(&f, None))),
             |e: &ExchangeError| errors.push(e.to_string()),
         );

@@ -13,7 +13,7 @@ use std::sync::mpsc::{self, Sender};
 use std::time::{Duration, Instant};
 
 use nw_output::msg::PREFIX;
-use nw_pairtest::door::{Allow, Arrival, Desk, Door};
+use nw_pairtest::door::{Allow, Arrival, Desk, Policy};
 use nw_pairtest::edge::PairTest;
 use nw_pairtest::exchange::Session;
 use nw_pairtest::output::PairResult;
@@ -46,6 +46,11 @@ pub struct Served {
     pub strays: usize,
 }
 
+/// One line for what this pod's test cut of its predecessor's hello, said before it answers.
+fn say_clamped(peer: &str, clamped: &[String]) {
+    eprintln!("{PREFIX} pair test: {peer} asked for more than this listener allows: {}", clamped.join(", "));
+}
+
 fn stray(served: &mut Served, what: &str) {
     served.strays += 1;
     eprintln!("{PREFIX} gate: ignored a stray connection: {what}");
@@ -55,7 +60,8 @@ fn stray(served: &mut Served, what: &str) {
 /// door: strays are closed as soon as they are judged, and at most the door's readers are open
 /// unjudged; those are shut when this returns.
 pub fn serve(l: &TcpListener, opts: Listen<'_>, fabric: &dyn PairTest, until: Instant) -> Served {
-    let mut desk: Desk<'_, Frame> = Desk::new(l, Door::new(Allow::Anyone, opts.hello));
+    // Anyone may knock: a join proves itself by the job's secret, a pair test by its tag.
+    let mut desk: Desk<'_, Frame> = Desk::new(l, Policy::new(Allow::Anyone, opts.hello, opts.test.clone()));
     let mut desk_of = Dispatch {
         job: opts.job,
         predecessor: opts.predecessor,
@@ -127,7 +133,7 @@ impl Dispatch<'_> {
                     return;
                 }
                 if ours && served.pairs.is_none() {
-                    served.pairs = Some(fabric.answer(s, &h, test));
+                    served.pairs = Some(fabric.answer(s, &h, test, &say_clamped));
                     if let Some(Err(e)) = &served.pairs {
                         eprintln!("{PREFIX} gate: serving rank {predecessor}'s pair test: {e}");
                     }

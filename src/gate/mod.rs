@@ -21,7 +21,7 @@ pub mod who;
 pub mod wire;
 
 use std::io::Write;
-use std::net::{SocketAddr, TcpListener};
+use std::net::TcpListener;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::mpsc;
@@ -37,6 +37,7 @@ use nw_output::msg::PREFIX;
 use nw_pairtest::cause::{Cause, Status};
 use nw_pairtest::edge::PairTest;
 use nw_pairtest::exchange;
+use nw_pairtest::ring;
 use nw_pairtest::wire::Tag;
 use nw_pairtest::Settings;
 use seal::Secret;
@@ -183,7 +184,7 @@ fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32)
     })?;
     // Rank 0 holds a connection per pod until the verdict; the limit is put back on return.
     let _nofile = (who.rank == 0).then(|| nofile::raise(who.size));
-    let l: TcpListener = exchange::bind(SocketAddr::from(([0, 0, 0, 0], who.port))).map_err(|e| {
+    let l: TcpListener = exchange::bind_any(who.port).map_err(|e| {
         usage(
             e.to_string(),
             "pick a free NCCL_WRAP_GATE_PORT (the same on every pod), never the launcher's MASTER_PORT",
@@ -211,7 +212,9 @@ fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32)
                 std::thread::sleep(Duration::from_millis(50));
             }
         });
-        let listener = scope.spawn(|| {
+        // The ring's step: this pod's listener serves its predecessor (and, on rank 0, takes the
+        // joins) until the verdict is in, while this thread joins, tests its successor, reports.
+        let serve = || {
             let l_opts = listen::Listen {
                 job: &who.job,
                 predecessor,
@@ -223,23 +226,27 @@ fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32)
             };
             // Bounded by the verdict (stop), or else by the longest the gate can last.
             listen::serve(&l, l_opts, fabric, Instant::now() + wait * 2 + timeout * 8 + Duration::from_secs(3600))
-        });
-        let v = if who.rank == 0 {
-            let until = Instant::now() + wait;
-            let joins = coordinator::Joins { rx: joins_rx, until, cancel: &stop };
-            coordinator::run(&who, &me, fabric, &limits, joins, trust, opts.slow)
-        } else {
-            drop(joins_rx);
-            member::take_part(&who, &me, fabric, &limits, wait, &stop, trust)
         };
-        stop.store(true, Ordering::SeqCst);
+        let test = || {
+            let v = if who.rank == 0 {
+                let until = Instant::now() + wait;
+                let joins = coordinator::Joins { rx: joins_rx, until, cancel: &stop };
+                coordinator::run(&who, &me, fabric, &limits, joins, trust, opts.slow)
+            } else {
+                drop(joins_rx);
+                member::take_part(&who, &me, fabric, &limits, wait, &stop, trust)
+            };
+            stop.store(true, Ordering::SeqCst);
+            v
+        };
+        let (v, served) = ring::step(serve, test);
         done.store(true, Ordering::SeqCst);
-        match listener.join() {
-            Ok(served) if served.strays > 0 => {
+        match served {
+            Some(served) if served.strays > 0 => {
                 eprintln!("{PREFIX} gate: {} stray connection(s) ignored on port {}", served.strays, who.port)
             }
-            Ok(_) => {}
-            Err(_) => eprintln!("{PREFIX} gate: the listener thread stopped"),
+            Some(_) => {}
+            None => eprintln!("{PREFIX} gate: the listener thread stopped"),
         }
         v
     });

@@ -14,7 +14,7 @@ use nccl_wrap::gate::who::Given;
 use nccl_wrap::gate::wire::Bootstrap;
 use nccl_wrap::gate::{self, Ran};
 use nccl_wrap::pairtest::cause::Cause;
-use nccl_wrap::pairtest::edge::{peer_cause, PairTest};
+use nccl_wrap::pairtest::edge::{peer_cause, Clamped, PairTest};
 use nccl_wrap::pairtest::exchange::{self, Session};
 use nccl_wrap::pairtest::output::{self, PairResult};
 use nccl_wrap::pairtest::session::PairRun;
@@ -131,7 +131,13 @@ impl PairTest for Fake {
         };
         Ok(vec![output::result(0, target, &run, output::Local::default())])
     }
-    fn answer(&self, mut s: Session, _hello: &Hello, _ours: &Settings) -> Result<Vec<PairResult>, String> {
+    fn answer(
+        &self,
+        mut s: Session,
+        _hello: &Hello,
+        _ours: &Settings,
+        _: Clamped<'_>,
+    ) -> Result<Vec<PairResult>, String> {
         s.send(&Message::Hello(hello(self, None))).map_err(|e| e.to_string())?;
         Ok(Vec::new())
     }

@@ -1,10 +1,12 @@
 //! The one accept policy of every listener of the pair test (`ping --listen`, `ping --ring`, the
-//! gate's port, the node agents' ring): who may connect, how many connections are read at once,
-//! how long each may take for its first message, and what is kept open.
+//! gate's port, the node agents' ring), in one type, [`Policy`]: who may connect, how many
+//! connections are read at once, how long each may take for its first message, how long a peer
+//! is waited for, and the most a peer's test may ask; and the serving of hellos under it
+//! ([`serve`]).
 //!
 //! - A connection from an address the listener does not admit is closed at once, unread.
 //! - Each admitted connection's first message is read on a short-lived thread under the hello
-//!   deadline, so a silent one holds up nothing; at most [`Door::readers`] such reads run at
+//!   deadline, so a silent one holds up nothing; at most [`Policy::readers`] such reads run at
 //!   once: a new connection past that closes the oldest one if it has been silent for
 //!   [`SILENT`] (a scanner holding connections open cannot keep a real peer out: its first
 //!   message comes at once), else the new one is closed unread (a burst of real peers: each
@@ -12,6 +14,9 @@
 //! - A connection judged a stray (EOF, garbage, a refusal, a wrong first message) is closed as
 //!   soon as it is judged: nothing keeps a copy of it. The only sockets held besides the
 //!   caller's are those in their first read (at most `readers`), shut when the desk closes.
+//! - A hello asking for more than the listener's own test ([`Policy::answer`]) is clamped to it
+//!   (ping, the gate: both ends then run the smaller), or refused ([`Over::Refuse`], the agents'
+//!   ring); a test tagged for a job is refused where the listener serves plain tests only.
 //!
 //! It must never keep a stray's socket open past its judgement, never hold more than `readers`
 //! unjudged connections, and never print a peer's text (the caller gets it as a value).
@@ -27,7 +32,8 @@ use std::time::{Duration, Instant};
 
 use super::clean;
 use super::exchange::{self, ExchangeError, Session};
-use super::wire::{Message, Protocol};
+use super::settings::Settings;
+use super::wire::{Hello, Message, Protocol};
 
 /// First messages read at once by default: scanners opening hundreds of connections get the
 /// rest closed unread.
@@ -163,19 +169,83 @@ impl Allow {
     }
 }
 
-/// A listener's policy.
-#[derive(Debug, Clone)]
-pub struct Door {
-    pub(crate) allow: Allow,
-    /// Connections in their first read at once; past it, closed unread.
-    pub(crate) readers: usize,
-    /// Deadline of each connection's first message, from its acceptance.
-    pub(crate) hello: Duration,
+/// What a listener does with a hello that asks for more than its own test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Over {
+    /// Run the listener's own sizes, said on stderr (both ends run the smaller).
+    Clamp,
+    /// Refuse the test, naming the listener so (`"an agent"`: "an agent answers at most ...").
+    Refuse(&'static str),
 }
 
-impl Door {
-    pub fn new(allow: Allow, hello: Duration) -> Door {
-        Door { allow, readers: READERS, hello }
+/// Whether a test tagged for a job (a gate's pair test) is served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tags {
+    /// Served; the front end judges the tag (the gate: its predecessor only, with the secret).
+    Serve,
+    /// Refused with this reason (the agents' ring answers plain tests only).
+    Refuse(&'static str),
+}
+
+/// A listener's policy, the one of every listener of the pair test.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// Who may connect.
+    pub allow: Allow,
+    /// Connections in their first read at once; past it, closed unread.
+    pub readers: usize,
+    /// Deadline of each connection's first message, from its acceptance.
+    pub hello: Duration,
+    /// How long to wait for the first valid peer (`None`: for ever).
+    pub wait: Option<Duration>,
+    /// Serve peer after peer (otherwise one valid peer).
+    pub keep: bool,
+    /// Stop after this many connections (tests; `None` in the binary).
+    pub max_peers: Option<usize>,
+    /// The most a peer's test may ask: the listener's own test (message size per pair, round
+    /// trips, bandwidth run; its phase deadline is the listener's).
+    pub answer: Settings,
+    /// A hello asking for more than `answer`.
+    pub over: Over,
+    /// A hello tagged for a job.
+    pub tags: Tags,
+}
+
+impl Policy {
+    /// Anyone admitted by `allow`, each first message within `hello`, one peer served within
+    /// `answer` (clamped to it), waited for for ever: the rest is set field by field.
+    pub fn new(allow: Allow, hello: Duration, answer: Settings) -> Policy {
+        Policy {
+            allow,
+            readers: READERS,
+            hello,
+            wait: None,
+            keep: false,
+            max_peers: None,
+            answer,
+            over: Over::Clamp,
+            tags: Tags::Serve,
+        }
+    }
+
+    /// Why a valid hello is not served, or `None`: a tag where plain tests only are served, or
+    /// more than the listener's test where it refuses rather than clamps.
+    pub fn refusal(&self, hello: &Hello) -> Option<String> {
+        if let (Tags::Refuse(why), Some(_)) = (self.tags, &hello.gate) {
+            return Some(why.to_owned());
+        }
+        let a = &self.answer;
+        match self.over {
+            Over::Refuse(who)
+                if hello.bytes > a.bytes || hello.iters > a.iters || hello.duration_ms > a.duration_ms =>
+            {
+                Some(format!(
+                    "asked for {} bytes x {} iterations ({} ms); {who} answers at most {} bytes x {}, {} ms",
+                    hello.bytes, hello.iters, hello.duration_ms, a.bytes, a.iters, a.duration_ms
+                ))
+            }
+            _ => None,
+        }
     }
 }
 
@@ -195,7 +265,7 @@ type Reading = Arc<Mutex<BTreeMap<u64, (TcpStream, String, Instant)>>>;
 /// A listener under its door: accepts, reads first messages, hands them out one at a time.
 pub struct Desk<'l, P = Message> {
     l: &'l TcpListener,
-    door: Door,
+    door: Policy,
     tx: Sender<Read<P>>,
     rx: Receiver<Read<P>>,
     /// The connections in their first read, to be shut when the desk closes.
@@ -221,12 +291,14 @@ impl<P> Desk<'_, P> {
 }
 
 impl<'l, P: Protocol + Send + 'static> Desk<'l, P> {
-    pub fn new(l: &'l TcpListener, door: Door) -> Desk<'l, P> {
+    pub fn new(l: &'l TcpListener, door: Policy) -> Desk<'l, P> {
         let (tx, rx) = mpsc::channel();
         Desk { l, door, tx, rx, reading: Arc::default(), next_id: 0, pending: Vec::new() }
     }
 
     fn admit(&mut self, stream: TcpStream, addr: SocketAddr) {
+        // A dual-stack listener sees IPv4 peers as IPv4-mapped IPv6 addresses: named as IPv4.
+        let addr = SocketAddr::new(addr.ip().to_canonical(), addr.port());
         if let Some(why) = self.door.allow.refusal(addr.ip()) {
             close(&stream);
             self.pending.push(Arrival::Stray(ExchangeError::Unread { peer: addr.to_string(), why }));
@@ -368,6 +440,64 @@ impl<P> Drop for Desk<'_, P> {
         }
         while let Ok((_, s, _)) = self.rx.try_recv() {
             s.close();
+        }
+    }
+}
+
+/// Accepts peers under `policy` and hands each valid hello to `on_peer`, one at a time on this
+/// thread. A connection that never sends a valid hello (a probe, a scanner, garbage, silence, an
+/// address not admitted) is a stray: reported to `on_error`, closed as soon as it is judged, and
+/// the wait goes on until it ends; so is a hello the policy refuses (told why). A peer that fails
+/// after its hello is reported too; without `keep` it ends the serving, with `keep` the next peer
+/// is served. Returns how many peers `on_peer` completed.
+pub fn serve(
+    l: &TcpListener,
+    policy: &Policy,
+    mut on_peer: impl FnMut(Session, Hello) -> Result<(), ExchangeError>,
+    mut on_error: impl FnMut(&ExchangeError),
+) -> Result<usize, ExchangeError> {
+    let start = Instant::now();
+    let addr = l.local_addr().map_or_else(|_| "the listener".to_owned(), |a| a.to_string());
+    let first_until = policy.wait.map(|w| start + w);
+    let (mut seen, mut served, mut strays) = (0usize, 0usize, 0usize);
+    let mut desk: Desk<'_, Message> = Desk::new(l, policy.clone());
+    let never = AtomicBool::new(false);
+    loop {
+        // With `keep`, only the first peer is waited for; without it, strays do not end the wait.
+        let until = if policy.keep && seen > 0 { None } else { first_until };
+        let Some(arrival) = desk.next(until, &never) else {
+            return Err(ExchangeError::NoPeer { addr, waited_ms: start.elapsed().as_millis(), strays });
+        };
+        seen += 1;
+        let outcome = match arrival {
+            Arrival::First(session, Message::Hello(hello)) => match policy.refusal(&hello) {
+                Some(why) => {
+                    let e = ExchangeError::NotServed { peer: session.peer.clone(), why: why.clone() };
+                    session.refuse(&why);
+                    Err((false, e))
+                }
+                None => on_peer(session, hello).map_err(|e| (true, e)),
+            },
+            Arrival::First(session, m) => {
+                let e = ExchangeError::Unexpected { peer: session.peer.clone(), want: "hello", got: m.name() };
+                session.refuse(&e.to_string());
+                Err((false, e))
+            }
+            Arrival::Stray(e) => Err((false, e)),
+        };
+        let at_max = policy.max_peers.is_some_and(|m| seen >= m);
+        match outcome {
+            Ok(()) => served += 1,
+            Err((valid, e)) => {
+                on_error(&e);
+                strays += usize::from(!valid);
+                if (valid && !policy.keep) || (at_max && served == 0) {
+                    return Err(e);
+                }
+            }
+        }
+        if (!policy.keep && served > 0) || at_max {
+            return Ok(served);
         }
     }
 }

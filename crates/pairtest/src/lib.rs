@@ -7,8 +7,10 @@
 //!   listener lets a peer ask for;
 //! - `wire`: the pair test's messages and their framing (pure), and the checks a front end's own
 //!   kinds are built from (the gate's protocol is the gate's);
-//! - `exchange`: TCP with deadlines, hostile peers; `door`: the one accept policy of every
-//!   listener (who, how many at once, how long; what is kept open);
+//! - `exchange`: TCP with deadlines, hostile peers, the one dual-stack bind; `door`: the one
+//!   policy of every listener (who, how many at once, how long, what a peer may ask; what is kept
+//!   open) and the serving of hellos under it; `ring`: a ring's step (serve the predecessor,
+//!   test the successor);
 //! - `clean`: peer-supplied text made printable and bounded before anything prints it;
 //! - `here`: what this pod brings (ports, name, routes); `session`: one run with one peer from
 //!   either end; `pair`: the verbs work; `edge`: this pod towards one peer, as results;
@@ -31,6 +33,7 @@ pub mod here;
 pub mod output;
 pub(crate) mod pair;
 pub mod rdma;
+pub mod ring;
 pub(crate) mod route;
 pub mod session;
 pub(crate) mod settings;
