@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use common::Run;
 use nccl_wrap::detect::Vars;
+use nccl_wrap::gate::wire::{Challenge, Frame, Knock};
 use nccl_wrap::gate::{self, Outcome, Ran};
+use nccl_wrap::pairtest::exchange::{self, Session};
 use standin::*;
 
 /// One test at a time: descriptor counts and timings are this process's.
@@ -254,5 +256,64 @@ fn a_stranger_knowing_the_job_id_cannot_take_the_predecessors_pair_test() {
     });
     assert!(refused.contains("refused the run") && refused.contains("carries no job-secret MAC"), "{refused}");
     // The real rank 1 is still served: the job starts.
+    assert_eq!((ran.0.outcome, ran.1.outcome), (Outcome::Start, Outcome::Start), "{ran:?}");
+}
+
+/// Stands as rank 0 of an earlier run of `j` for rank 1: answers its knock with a challenge of
+/// that run and returns the join it sent (sealed with the job's secret), then refuses it.
+fn record_a_join(j: &Job, scratch: &Scratch) -> Frame {
+    let l = std::net::TcpListener::bind(("127.0.0.1", j.ports[0])).expect("the coordinator's port");
+    let vars = Vars::new();
+    let o1 = options(j, 1, Some(scratch.log(1)));
+    std::thread::scope(|s| {
+        let pod = s.spawn(|| gate::run(&vars, &fake(1), &o1));
+        let (c, from) = l.accept().expect("rank 1 knocks");
+        let mut earlier = Session::new(c, from.to_string(), Instant::now() + Duration::from_secs(5));
+        assert!(matches!(earlier.recv_as::<Frame>(), Ok(Frame::Knock(_))), "a knock first");
+        let challenge = Frame::Challenge(Challenge { nonce: "3c".repeat(16) });
+        earlier.send_as(&challenge).expect("the earlier run's challenge");
+        let join = earlier.recv_as::<Frame>().expect("rank 1's join");
+        earlier.refuse("the earlier run ends here");
+        assert_eq!(pod.join().expect("rank 1").outcome, Outcome::Refuse);
+        join
+    })
+}
+
+#[test]
+fn a_join_recorded_from_an_earlier_run_is_refused_and_the_real_pod_still_joins() {
+    // Regression: rank 0 took a join replayed from an earlier run of the same job (same id and
+    // secret) as that rank, closed its roster and sent the verdict down the replayed connection;
+    // the real pod found no coordinator and exited 125.
+    let _one = one();
+    let scratch = Scratch::new("replay");
+    let mut j = job(2);
+    j.id = Some("llm-train".into());
+    j.secret = Some("job-7f3a");
+    let recorded = record_a_join(&j, &scratch);
+    let Frame::Join(join) = &recorded else { panic!("not a join: {recorded:?}") };
+    assert!(join.mac.is_some() && join.challenge.as_deref() == Some("3c".repeat(16).as_str()), "{join:?}");
+    let port = j.ports[0];
+    let mut said = Vec::new();
+    let ran = two_pods(&j, &scratch, || {
+        // The replay as it was recorded, sent first on a new connection, and after a knock of
+        // its own (the new challenge is not the one the recorded join answers).
+        let target = format!("127.0.0.1:{port}");
+        for knock in [false, true] {
+            let until = Instant::now() + Duration::from_secs(5);
+            let mut s = exchange::connect(&target, until, Duration::from_secs(2)).expect("connect");
+            if knock {
+                s.send_as(&Frame::Knock(Knock { job: "llm-train".into(), rank: 1 })).expect("knock");
+                assert!(matches!(s.recv_as::<Frame>(), Ok(Frame::Challenge(_))), "a challenge for the knock");
+            }
+            s.send_as(&recorded).expect("the replayed join");
+            said.push(s.recv_as::<Frame>().map(|m| format!("{m:?}")).unwrap_or_else(|e| e.to_string()));
+        }
+    });
+    for (k, what) in said.iter().enumerate() {
+        assert!(what.contains("refused the run"), "replay {k} was taken: {what}");
+    }
+    assert!(said[0].contains("answers another") || said[0].contains("another connection's challenge"), "{}", said[0]);
+    assert!(said[1].contains("replayed"), "{}", said[1]);
+    // The real rank 1 joins: the job starts.
     assert_eq!((ran.0.outcome, ran.1.outcome), (Outcome::Start, Outcome::Start), "{ran:?}");
 }

@@ -1,5 +1,5 @@
 //! The pair test's frames (`nccl-wrap ping`'s exchange) and the gate's (join, assign, report,
-//! verdict, sealed or not, the tagged hello), as a hostile peer would send them, through
+//! verdict, knock, challenge, sealed or not, the tagged hello), as a hostile peer would send them, through
 //! `gate::wire::decode` (the gate's connections carry both) and `pairtest::wire::decode`: a frame
 //! is refused with a typed error or decodes to a message whose
 //! every field was checked and whose free texts are printable, whatever decodes encodes back to
@@ -28,7 +28,7 @@ fn texts(m: &Frame) -> Vec<&str> {
         Frame::Join(j) => out.extend(j.problem.as_deref()),
         Frame::Report(r) => out.extend(r.pairs.iter().flat_map(|f| [f.summary.as_str(), f.hint.as_str()])),
         Frame::Verdict(v) => out.extend(v.findings.iter().flat_map(|f| [f.summary.as_str(), f.hint.as_str()])),
-        Frame::Pair(Message::Hello(_)) | Frame::Assign(_) => {}
+        Frame::Pair(Message::Hello(_)) | Frame::Assign(_) | Frame::Knock(_) | Frame::Challenge(_) => {}
     }
     out
 }

@@ -1,7 +1,8 @@
 //! Rank 0's part: the roster (every pod's join, until all are in or the wait ends), each pod's
 //! successor, every pod's results, and the verdict sent to all. Joins arrive from the listener
 //! over a channel; a join of another job, of another size, of a rank out of range or already
-//! taken is refused and logged, and the wait goes on.
+//! taken, or one that does not answer its connection's challenge (a join of an earlier run,
+//! replayed), is refused and logged, and the wait goes on.
 //!
 //! Data walks one way: joins -> roster -> assignments -> this pod's edge and the reports ->
 //! verdict, sent to all ([`run`]).
@@ -79,14 +80,37 @@ pub fn check(join: &Join, who: &Who) -> Result<(), String> {
     Ok(())
 }
 
+/// Why a join that is this job's is not taken: it does not answer its connection's challenge, or
+/// fails the job secret's MAC over it. A join made with the job's secret for another challenge
+/// is named a replay: a frame recorded from an earlier run (or another connection) sent again.
+fn unsealed(j: Join, peer: SocketAddr, local: SocketAddr, job: &str, keys: Keys) -> Result<Join, String> {
+    let expected = seal::challenge(keys.gate, peer, local);
+    let nonce = j.nonce.clone().unwrap_or_default();
+    let (rank, host, answered) = (j.rank, j.host.clone(), j.challenge.clone());
+    let bound = |gate| Bound { job, member: &nonce, gate };
+    let msg = Frame::Join(j);
+    let replayed = || {
+        format!("rank {rank} ({host}): its join was made for another connection's challenge: a join recorded from an earlier run (or another connection) and replayed: refused")
+    };
+    match seal::check(&msg, keys.key, &bound(&expected)) {
+        Ok(()) if answered.as_deref() == Some(expected.as_str()) => {}
+        Ok(()) if answered.is_none() => {
+            return Err(format!("rank {rank} ({host}): its join answers no challenge (sent without a knock: a join replayed from an earlier run, or a pod of an older nccl-wrap): refused"))
+        }
+        Ok(()) => return Err(replayed()),
+        Err(_) if answered.as_deref().is_some_and(|c| seal::check(&msg, keys.key, &bound(c)).is_ok()) => {
+            return Err(replayed())
+        }
+        Err(e) => return Err(format!("rank {rank} ({host}): its join {e}: refused")),
+    }
+    match msg {
+        Frame::Join(j) => Ok(j),
+        _ => Err(format!("rank {rank} ({host}): its join was lost")),
+    }
+}
+
 /// Gathers joins until every rank 1..size is in, `until` passes or `cancel` is set.
-pub fn gather(
-    joins: &Receiver<(Session, Join)>,
-    who: &Who,
-    until: Instant,
-    cancel: &AtomicBool,
-    key: Option<&Secret>,
-) -> Roster {
+pub fn gather(joins: &Receiver<(Session, Join)>, who: &Who, until: Instant, cancel: &AtomicBool, keys: Keys) -> Roster {
     let mut members: BTreeMap<u32, Member> = BTreeMap::new();
     while members.len() + 1 < who.size as usize && !cancel.load(Ordering::SeqCst) {
         let left = until.saturating_duration_since(Instant::now());
@@ -104,19 +128,16 @@ pub fn gather(
             s.refuse(&why);
             continue;
         }
-        // The job's secret, checked before the join is used: a pod with another or none is
-        // refused and told why.
-        let nonce = j.nonce.clone().unwrap_or_default();
-        let (rank, host) = (j.rank, j.host.clone());
-        let msg = Frame::Join(j);
-        let checked = seal::check(&msg, key, &Bound { job: &who.job, member: &nonce, gate: "" });
-        let Frame::Join(j) = msg else { continue };
-        if let Err(e) = checked {
-            let why = format!("rank {rank} ({host}): its join {e}: refused");
-            eprintln!("{PREFIX} gate: ignored {peer}: {why}");
-            s.refuse(&why);
-            continue;
-        }
+        // This connection's challenge and the job's secret, checked before the join is used: a
+        // replayed join, or a pod with another secret or none, is refused and told why.
+        let j = match unsealed(j, peer, local, &who.job, keys) {
+            Ok(j) => j,
+            Err(why) => {
+                eprintln!("{PREFIX} gate: ignored {peer}: {why}");
+                s.refuse(&why);
+                continue;
+            }
+        };
         if let Some(m) = members.get(&j.rank) {
             // An earlier pod of this rank whose connection has ended is an old run's: replaced.
             if !m.session.readable().unwrap_or(true) {
@@ -359,7 +380,7 @@ pub fn run(
     let timeout = limits.timeout;
     let mine = fabric.ports();
     let keys = Keys { key, gate: trust.nonce };
-    let mut roster = gather(&joins, who, until, cancel, key);
+    let mut roster = gather(&joins, who, until, cancel, keys);
     // The roster is closed: the listener tells a late join so (its channel is gone).
     drop(joins);
     let mut findings: Vec<Finding> = problems(&roster);
@@ -416,6 +437,7 @@ mod tests {
             ports: Vec::new(),
             problem: Some("x".into()),
             nonce: None,
+            challenge: None,
             bootstrap: None,
             mac: None,
         }

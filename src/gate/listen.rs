@@ -1,7 +1,8 @@
 //! The gate's port on every pod: one listener that serves the predecessor's pair test and, on
-//! rank 0, takes the other pods' joins. Everything else that connects (a probe, a scanner, a
-//! plain `ping`, a pod of another job or an old run) is a stray: logged, told why, and ignored
-//! while the wait goes on. Never a peer.
+//! rank 0, takes the other pods' joins: a pod knocks, is sent this connection's challenge, and
+//! its join (read as a first message again) must answer it. Everything else that connects (a
+//! probe, a scanner, a plain `ping`, a pod of another job or an old run) is a stray: logged,
+//! told why, and ignored while the wait goes on. Never a peer.
 //!
 //! Connections come through the pair test's door (`pairtest::door`): each first message is
 //! read on a short-lived thread under the hello deadline, at most `door::READERS` at once (a
@@ -21,7 +22,7 @@ use nw_pairtest::wire::{Message, Protocol};
 use nw_pairtest::Settings;
 
 use super::seal::{self, Bound};
-use super::wire::{Frame, Join};
+use super::wire::{Challenge, Frame, Join};
 
 /// Whom the listener serves.
 pub struct Listen<'a> {
@@ -69,11 +70,16 @@ pub fn serve(l: &TcpListener, opts: Listen<'_>, fabric: &dyn PairTest, until: In
         fabric,
         test: opts.test,
         trust: opts.trust,
+        hello: opts.hello,
         served: Served::default(),
     };
     while let Some(arrival) = desk.next(Some(until), opts.stop) {
         match arrival {
-            Arrival::First(s, m) => desk_of.dispatch(s, m),
+            Arrival::First(s, m) => {
+                if let Some(s) = desk_of.dispatch(s, m) {
+                    desk.again(s);
+                }
+            }
             Arrival::Stray(e) => stray(&mut desk_of.served, &e.to_string()),
         }
     }
@@ -89,15 +95,35 @@ struct Dispatch<'a> {
     fabric: &'a dyn PairTest,
     test: &'a Settings,
     trust: super::Trust<'a>,
+    hello: Duration,
     served: Served,
 }
 
 impl Dispatch<'_> {
-    fn dispatch(&mut self, s: Session, first: Frame) {
-        let Dispatch { job, predecessor, joins, fabric, test, trust, served } = self;
-        let (job, predecessor, fabric, test, trust) = (*job, *predecessor, *fabric, *test, *trust);
+    /// Sorts one first message; returns the connection where its next message is to be read as a
+    /// first message again (a knock answered with its challenge: the join comes next).
+    fn dispatch(&mut self, mut s: Session, first: Frame) -> Option<Session> {
+        let Dispatch { job, predecessor, joins, fabric, test, trust, hello, served } = self;
+        let (job, predecessor, fabric, test, trust, hello) = (*job, *predecessor, *fabric, *test, *trust, *hello);
         let peer = s.peer.clone();
         match first {
+            Frame::Knock(k) if joins.is_some() => {
+                // This connection's challenge, fresh for this gate run: the join sent next on it
+                // must answer it, so that a join recorded from an earlier run is refused.
+                let (theirs, ours) = s.addrs()?;
+                let nonce = seal::challenge(trust.nonce, theirs, ours);
+                s.set_deadline(Instant::now() + hello);
+                match s.send_as(&Frame::Challenge(Challenge { nonce })) {
+                    Ok(()) => return Some(s),
+                    Err(e) => stray(served, &format!("{peer}: rank {} of job {:?} knocked: {e}", k.rank, k.job)),
+                }
+            }
+            Frame::Knock(k) => {
+                let why =
+                    format!("a knock from rank {} of job {:?}, but this pod is not the coordinator", k.rank, k.job);
+                stray(served, &format!("{peer}: {why}"));
+                s.refuse(&format!("{why}: set NCCL_WRAP_GATE_COORDINATOR to rank 0's address"));
+            }
             Frame::Join(j) => match joins {
                 Some(tx) => {
                     if let Err(mpsc::SendError((s, j))) = tx.send((s, j)) {
@@ -130,14 +156,14 @@ impl Dispatch<'_> {
                     let why = format!("a pair test as rank {predecessor} of job {job:?} ({}): its tag {e}", h.host);
                     stray(served, &format!("{peer}: {why}"));
                     s.refuse(&why);
-                    return;
+                    return None;
                 }
                 if ours && served.pairs.is_none() {
                     served.pairs = Some(fabric.answer(s, &h, test, &say_clamped));
                     if let Some(Err(e)) = &served.pairs {
                         eprintln!("{PREFIX} gate: serving rank {predecessor}'s pair test: {e}");
                     }
-                    return;
+                    return None;
                 }
                 let who = match &h.gate {
                     Some(g) => format!("rank {} of job {:?}", g.rank, g.job),
@@ -157,5 +183,6 @@ impl Dispatch<'_> {
                 s.refuse(&why);
             }
         }
+        None
     }
 }

@@ -1,5 +1,5 @@
-//! Every rank but 0: join the coordinator, take the assignment, test the successor, report,
-//! and wait for the verdict. A coordinator that cannot be reached, or that goes silent, is a
+//! Every rank but 0: knock at the coordinator, join answering its challenge, take the
+//! assignment, test the successor, report, and wait for the verdict. A coordinator that cannot be reached, or that goes silent, is a
 //! failure of this pod's gate (it cannot know that the job's fabric works).
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,7 +14,7 @@ use nw_pairtest::wire::{Protocol, Tag};
 use nw_pairtest::Settings;
 
 use super::seal::{self, Bound, Secret};
-use super::wire::{Assign, Frame, Join, Report, Verdict};
+use super::wire::{Assign, Frame, Join, Knock, Report, Verdict};
 
 fn alone(who: &Who, me: &Pod, id: &'static str, summary: String, hint: &str) -> Verdict {
     verdict::decide(who.size, &[], vec![pod_fails(me.rank, &me.host, id, summary, hint)], SlowRule::OFF)
@@ -115,12 +115,13 @@ pub fn take_part(
         ports,
         problem,
         nonce: Some(trust.nonce.to_owned()),
+        challenge: None,
         bootstrap: who.bootstrap.clone(),
         mac: None,
     };
     let mine = join.nonce.clone().unwrap_or_default();
     let early = Bound { job: &who.job, member: &mine, gate: "" };
-    let join = seal::seal(Frame::Join(join), key, &early);
+    let knock = Frame::Knock(Knock { job: who.job.clone(), rank: who.rank });
     let reach_until = Instant::now() + wait;
     // The coordinator waits for the last pod up to its own wait, which began no later than ours.
     let until = Instant::now() + wait + limits.timeout;
@@ -129,7 +130,28 @@ pub fn take_part(
             Ok(s) => s,
             Err(e) => return coordinator_lost(who, me, &e, "could not be reached"),
         };
-        if let Err(e) = s.send_as(&join) {
+        // The coordinator's challenge for this connection first: the join answers it, so that
+        // no one can join as this pod with a join of an earlier run.
+        if let Err(e) = s.send_as(&knock) {
+            return coordinator_lost(who, me, &e, "did not take this pod's join");
+        }
+        s.set_deadline(Instant::now() + limits.timeout);
+        let challenge = match s.recv_as::<Frame>() {
+            Ok(Frame::Challenge(c)) => c.nonce,
+            // Closed without a word: the coordinator's door was full, the knock never read.
+            Err(ExchangeError::Closed { got: 0, .. }) if Instant::now() < reach_until => {
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+            Ok(m) => {
+                let e = ExchangeError::Unexpected { peer: s.peer.clone(), want: "challenge", got: m.name() };
+                return coordinator_lost(who, me, &e, "answered this pod's knock wrongly");
+            }
+            Err(e) => return coordinator_lost(who, me, &e, "did not take this pod's join"),
+        };
+        let answered = Join { challenge: Some(challenge.clone()), ..join.clone() };
+        let sealed = seal::seal(Frame::Join(answered), key, &Bound { gate: &challenge, ..early });
+        if let Err(e) = s.send_as(&sealed) {
             return coordinator_lost(who, me, &e, "did not take this pod's join");
         }
         arrival(&s, until, cancel);

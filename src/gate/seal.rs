@@ -1,11 +1,15 @@
 //! The job secret's MAC on the gate's frames (join, assign, report, verdict): HMAC-SHA256 keyed
 //! by the secret every pod of one job shares, over the frame bound to the job id, the frame's
-//! kind and the session's nonces (the joining pod's, fresh each run, and the coordinator's, fresh
-//! each gate run), so that a frame is taken by no other job, kind, pod or gate run.
+//! kind and the session's nonces (the joining pod's, fresh each run, and the coordinator's: for
+//! the join, the challenge it sent on that connection; after it, the gate run's), so that a frame
+//! is taken by no other job, kind, pod, gate run or connection: a join recorded from an earlier
+//! run and replayed answers another challenge.
 //!
 //! Pure but for [`nonce`] (the kernel's random bytes). It must never compare tags in variable
 //! time (the `hmac` crate's `verify_slice` is constant-time), never print the secret (its
 //! `Debug` says only its length), and never take a frame as authentic without checking it.
+
+use std::net::SocketAddr;
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -17,6 +21,8 @@ use nw_pairtest::wire::{Protocol, Tag};
 pub const MAX_SECRET: usize = 4096;
 /// Domain of every MAC: a tag made for anything else never verifies here.
 const DOMAIN: &[u8] = b"nccl-wrap gate frame v1";
+/// Domain of the coordinator's challenges.
+const CHALLENGE: &[u8] = b"nccl-wrap gate challenge v1";
 
 /// The job's secret, as bytes.
 #[derive(Clone, PartialEq, Eq)]
@@ -69,8 +75,22 @@ pub struct Bound<'a> {
     pub job: &'a str,
     /// The joining pod's nonce (its join's).
     pub member: &'a str,
-    /// The coordinator's nonce for this gate run (its assignment's); empty before it is known.
+    /// The coordinator's: for the join, the challenge it sent on that connection; after the
+    /// assignment, this gate run's nonce (the assignment's); empty for a verdict sent before it.
     pub gate: &'a str,
+}
+
+/// The coordinator's challenge on one connection: fresh each gate run (keyed by the gate's nonce,
+/// drawn at its start) and each connection (its two addresses), so that a join made for another
+/// run or connection does not answer it. Derived rather than kept: the listener that sends it
+/// and the roster that checks the join agree without sharing state.
+pub fn challenge(gate: &str, peer: SocketAddr, local: SocketAddr) -> String {
+    let Ok(mut m) = Hmac::<Sha256>::new_from_slice(gate.as_bytes()) else { return String::new() };
+    for part in [CHALLENGE, peer.to_string().as_bytes(), local.to_string().as_bytes()] {
+        m.update(&(part.len() as u64).to_be_bytes());
+        m.update(part);
+    }
+    hex(&m.finalize().into_bytes()[..16])
 }
 
 /// A fresh nonce: 16 random bytes from the kernel, in hex. Without them (a kernel refusing
@@ -197,6 +217,7 @@ mod tests {
             ports: Vec::new(),
             problem: Some("no usable port\nverdict: GO".into()),
             nonce: Some("00112233445566778899aabbccddeeff".into()),
+            challenge: None,
             bootstrap: None,
             mac: None,
         })
@@ -265,5 +286,15 @@ mod tests {
         assert!(a.len() == 32 && a != b && a.bytes().all(|c| c.is_ascii_hexdigit()), "{a} {b}");
         assert_eq!(unhex("0aff"), Some(vec![10, 255]));
         assert_eq!(unhex("0g"), None);
+    }
+
+    #[test]
+    fn a_challenge_is_fresh_for_each_run_and_each_connection() {
+        let (peer, local) = ("10.0.0.2:40000".parse().expect("addr"), "10.0.0.1:18516".parse().expect("addr"));
+        let c = challenge("0123456789abcdef0123456789abcdef", peer, local);
+        assert!(c.len() == 32 && c.bytes().all(|b| b.is_ascii_hexdigit()), "{c}");
+        assert_eq!(c, challenge("0123456789abcdef0123456789abcdef", peer, local), "derived, not drawn");
+        assert_ne!(c, challenge("fedcba9876543210fedcba9876543210", peer, local), "another run");
+        assert_ne!(c, challenge("0123456789abcdef0123456789abcdef", "10.0.0.2:40001".parse().expect("a"), local));
     }
 }

@@ -1,5 +1,6 @@
-//! The gate's protocol: its frames (kinds 6 to 9: join, assign, report, verdict) over the pair
-//! test's framing, beside the pair test's own (a tagged hello, a refusal), and their checks: the
+//! The gate's protocol: its frames (kinds 6 to 11: join, assign, report, verdict, knock,
+//! challenge) over the pair test's framing, beside the pair test's own (a tagged hello, a
+//! refusal), and their checks: the
 //! same rule as the pair test's (every field's range checked, every peer text made printable,
 //! before anyone reads it). Pure: a fuzz target calls [`decode`].
 //!
@@ -55,12 +56,32 @@ pub struct Join {
     /// This pod's fresh nonce: every later frame of its session is bound to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nonce: Option<String>,
+    /// The challenge the coordinator sent on this connection ([`Challenge`]), which the join's MAC
+    /// covers: a join recorded from an earlier run (or another connection) answers another one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub challenge: Option<String>,
     /// This pod's bootstrap interface, compared with rank 0's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bootstrap: Option<Bootstrap>,
     /// The job secret's MAC over this frame (`gate::seal`); absent when the job has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
+}
+
+/// The gate: a pod asks the coordinator for a challenge before it joins (pod -> coordinator).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Knock {
+    pub job: String,
+    pub rank: u32,
+}
+
+/// The gate: the coordinator's fresh challenge on one connection, which the join sent on it must
+/// answer (coordinator -> pod).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Challenge {
+    pub nonce: String,
 }
 
 /// The gate: the coordinator's answer to a pod once every rank is in: whom to test, and how.
@@ -159,6 +180,7 @@ pub struct Verdict {
 fn validate_join(j: &Join) -> Result<(), WireError> {
     check_job(&j.job)?;
     hex("join.nonce", j.nonce.as_ref(), 32)?;
+    hex("join.challenge", j.challenge.as_ref(), 32)?;
     hex("join.mac", j.mac.as_ref(), 64)?;
     host("join.host", &j.host)?;
     if !(1..=MAX_GATE_SIZE).contains(&j.size) || j.rank >= j.size {
@@ -236,6 +258,8 @@ pub enum Frame {
     Assign(Assign),
     Report(Report),
     Verdict(Verdict),
+    Knock(Knock),
+    Challenge(Challenge),
 }
 
 impl Frame {
@@ -246,6 +270,8 @@ impl Frame {
             Frame::Assign(_) => 7,
             Frame::Report(_) => 8,
             Frame::Verdict(_) => 9,
+            Frame::Knock(_) => 10,
+            Frame::Challenge(_) => 11,
         }
     }
 }
@@ -256,6 +282,8 @@ fn kind_name(kind: u8) -> &'static str {
         7 => "assign",
         8 => "report",
         9 => "verdict",
+        10 => "knock",
+        11 => "challenge",
         _ => "unknown",
     }
 }
@@ -263,6 +291,14 @@ fn kind_name(kind: u8) -> &'static str {
 fn validate(f: &Frame) -> Result<(), WireError> {
     match f {
         Frame::Pair(_) => Ok(()),
+        Frame::Knock(k) => {
+            check_job(&k.job)?;
+            if k.rank >= MAX_GATE_SIZE {
+                return Err(field("knock.rank", format!("{} is over the largest job", k.rank)));
+            }
+            Ok(())
+        }
+        Frame::Challenge(c) => hex("challenge.nonce", Some(&c.nonce), 32),
         Frame::Join(j) => validate_join(j),
         Frame::Assign(a) => validate_assign(a),
         Frame::Report(r) => {
@@ -314,14 +350,14 @@ pub(crate) fn printable(mut f: Frame) -> Frame {
         }
         Frame::Report(r) => r.pairs.iter_mut().for_each(finding),
         Frame::Verdict(v) => v.findings.iter_mut().for_each(finding),
-        Frame::Pair(_) | Frame::Assign(_) => {}
+        Frame::Pair(_) | Frame::Assign(_) | Frame::Knock(_) | Frame::Challenge(_) => {}
     }
     f
 }
 
 impl Protocol for Frame {
     fn knows(kind: u8) -> bool {
-        Message::knows(kind) || (6..=9).contains(&kind)
+        Message::knows(kind) || (6..=11).contains(&kind)
     }
     fn decode_payload(kind: u8, payload: &[u8]) -> Result<Frame, WireError> {
         let name = kind_name(kind);
@@ -330,6 +366,8 @@ impl Protocol for Frame {
             7 => Frame::Assign(wire::json(name, payload)?),
             8 => Frame::Report(wire::json(name, payload)?),
             9 => Frame::Verdict(wire::json(name, payload)?),
+            10 => Frame::Knock(wire::json(name, payload)?),
+            11 => Frame::Challenge(wire::json(name, payload)?),
             other => return Message::decode_payload(other, payload).map(Frame::Pair),
         };
         validate(&f)?;
@@ -343,6 +381,8 @@ impl Protocol for Frame {
             Frame::Assign(a) => serde_json::to_vec(a),
             Frame::Report(r) => serde_json::to_vec(r),
             Frame::Verdict(v) => serde_json::to_vec(v),
+            Frame::Knock(k) => serde_json::to_vec(k),
+            Frame::Challenge(c) => serde_json::to_vec(c),
         }
         .map_err(|e| WireError::Json { kind: self.name(), detail: e.to_string() })?;
         Ok((self.kind(), payload))
@@ -426,6 +466,8 @@ mod tests {
             Frame::Assign(a) => serde_json::to_vec(a),
             Frame::Report(r) => serde_json::to_vec(r),
             Frame::Verdict(v) => serde_json::to_vec(v),
+            Frame::Knock(k) => serde_json::to_vec(k),
+            Frame::Challenge(c) => serde_json::to_vec(c),
         }
         .expect("json")
     }
@@ -440,6 +482,7 @@ mod tests {
             ports: vec![roce_port("mlx5_6", 9)],
             problem: None,
             nonce: None,
+            challenge: None,
             bootstrap: Some(Bootstrap { ifname: "eth0".into(), family: Some("AF_INET".into()) }),
             mac: None,
         }
@@ -509,6 +552,9 @@ mod tests {
             Frame::Assign(assign()),
             Frame::Assign(Assign { target: "[fd00::1]:18516".into(), ..assign() }),
             Frame::Join(Join { nonce: Some("0a".repeat(16)), mac: Some("ff".repeat(32)), ..join() }),
+            Frame::Join(Join { challenge: Some("0c".repeat(16)), ..join() }),
+            Frame::Knock(Knock { job: "uid-1".into(), rank: 2 }),
+            Frame::Challenge(Challenge { nonce: "0d".repeat(16) }),
             Frame::Assign(Assign { nonce: Some("0b".repeat(16)), mac: Some("ee".repeat(32)), ..assign() }),
             Frame::Report(Report {
                 rank: 1,
@@ -547,6 +593,10 @@ mod tests {
         check(Frame::Join(Join { mac: Some("ff".repeat(31)), ..join() }), "join.mac");
         check(Frame::Assign(Assign { successor_nonce: Some("0".into()), ..assign() }), "assign.successor_nonce");
         check(Frame::Join(Join { nonce: Some("zz".repeat(16)), ..join() }), "join.nonce");
+        check(Frame::Join(Join { challenge: Some("0c".repeat(15)), ..join() }), "join.challenge");
+        check(Frame::Knock(Knock { job: "a\nb".into(), rank: 1 }), "job");
+        check(Frame::Knock(Knock { job: "j".into(), rank: MAX_GATE_SIZE }), "knock.rank");
+        check(Frame::Challenge(Challenge { nonce: "g".repeat(32) }), "challenge.nonce");
         check(Frame::Assign(Assign { mac: Some("g".repeat(64)), ..assign() }), "assign.mac");
         check(Frame::Report(Report { rank: 0, pairs: vec![], mac: Some(String::new()) }), "report.mac");
         check(Frame::Report(Report { rank: 0, pairs: vec![finding("ok", None)], mac: None }), "finding.status");
@@ -613,6 +663,9 @@ mod tests {
             ("report-sealed", 8),
             ("verdict-sealed", 9),
             ("refuse-forged", 5),
+            ("knock", 10),
+            ("challenge", 11),
+            ("join-challenged", 6),
         ] {
             let bytes = std::fs::read(dir.join(format!("hand-{name}"))).expect("seed");
             let m = decode(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));

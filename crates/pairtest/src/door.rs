@@ -310,6 +310,20 @@ impl<'l, P: Protocol + Send + 'static> Desk<'l, P> {
             self.pending.push(Arrival::Stray(ExchangeError::Unread { peer: addr.to_string(), why }));
             return;
         }
+        self.read(stream, addr);
+    }
+
+    /// Reads the next message of `s` as a first message, under the same policy: a front end that
+    /// answered a first message and waits for the next (the gate's challenge, then the join).
+    pub fn again(&mut self, s: Session) {
+        match s.addrs() {
+            Some((peer, _)) => self.read(s.into_stream(), peer),
+            None => s.close(),
+        }
+    }
+
+    /// One connection's first message read on a thread of its own, under the hello deadline.
+    fn read(&mut self, stream: TcpStream, addr: SocketAddr) {
         // Full: the oldest connection gives way if it has been silent for a while (closed now;
         // its reader ends), else this one is closed unread.
         if self.reading() >= self.door.readers {

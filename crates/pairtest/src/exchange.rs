@@ -215,6 +215,11 @@ impl Session {
         self.deadline = deadline;
     }
 
+    /// The connection, for another first read (`Desk::again`).
+    pub(crate) fn into_stream(self) -> TcpStream {
+        self.stream
+    }
+
     /// Closes the connection both ways at once (a peer waiting for our close sees EOF now).
     pub(crate) fn close(self) {
         let _ = self.stream.shutdown(Shutdown::Both);
