@@ -135,7 +135,7 @@ seeds = {
     "magic": frame(1, hello, magic=b"GARBAGE"),
     "version": frame(1, hello, version=9),
     "truncated": frame(1, hello)[:40],
-    # The gate's frames (kinds 6-9) and a gate pair test's tagged hello.
+    # The gate's frames (kinds 6-11) and a gate pair test's tagged hello.
     "gate-hello": frame(1, dict(hello, gate={"job": "llm-train", "rank": 3})),
     "join": frame(6, {"job": "llm-train-master-0:18516/4", "rank": 2, "size": 4, "host": "llm-train-worker-1",
                       "port": 18516, "ports": [port("mlx5_6", 9), ib], "problem": None}),

@@ -19,6 +19,7 @@ use super::who::Who;
 use nw_output::msg::PREFIX;
 use nw_pairtest::edge::PairTest;
 use nw_pairtest::exchange::Session;
+use nw_pairtest::ledger::Ledger;
 use nw_pairtest::session::{budget, pairing, rounds};
 use nw_pairtest::wire::{PortInfo, Protocol};
 use nw_pairtest::Settings;
@@ -109,8 +110,20 @@ fn unsealed(j: Join, peer: SocketAddr, local: SocketAddr, job: &str, keys: Keys)
     }
 }
 
-/// Gathers joins until every rank 1..size is in, `until` passes or `cancel` is set.
-pub fn gather(joins: &Receiver<(Session, Join)>, who: &Who, until: Instant, cancel: &AtomicBool, keys: Keys) -> Roster {
+/// Refuses a join, telling the pod why; said on stderr as the port's strays are (the first few
+/// of a source in full, the rest counted into the listener's line), so that a flood of joins
+/// that are refused is a few lines.
+fn refuse(s: Session, peer: SocketAddr, why: &str, ledger: &Ledger) {
+    if ledger.refused(peer.ip(), why) {
+        eprintln!("{PREFIX} gate: ignored {peer}: {why}");
+    }
+    s.refuse(why);
+}
+
+/// Gathers joins until every rank 1..size is in, the wait passes or it is cancelled.
+pub fn gather(joins: &Joins, who: &Who, keys: Keys) -> Roster {
+    let Joins { rx: joins, until, cancel, ledger } = joins;
+    let until = *until;
     let mut members: BTreeMap<u32, Member> = BTreeMap::new();
     while members.len() + 1 < who.size as usize && !cancel.load(Ordering::SeqCst) {
         let left = until.saturating_duration_since(Instant::now());
@@ -124,8 +137,7 @@ pub fn gather(joins: &Receiver<(Session, Join)>, who: &Who, until: Instant, canc
         };
         let Some((peer, local)) = s.addrs() else { continue };
         if let Err(why) = check(&j, who) {
-            eprintln!("{PREFIX} gate: ignored {peer}: {why}");
-            s.refuse(&why);
+            refuse(s, peer, &why, ledger);
             continue;
         }
         // This connection's challenge and the job's secret, checked before the join is used: a
@@ -133,8 +145,7 @@ pub fn gather(joins: &Receiver<(Session, Join)>, who: &Who, until: Instant, canc
         let j = match unsealed(j, peer, local, &who.job, keys) {
             Ok(j) => j,
             Err(why) => {
-                eprintln!("{PREFIX} gate: ignored {peer}: {why}");
-                s.refuse(&why);
+                refuse(s, peer, &why, ledger);
                 continue;
             }
         };
@@ -145,8 +156,7 @@ pub fn gather(joins: &Receiver<(Session, Join)>, who: &Who, until: Instant, canc
                     "rank {} already joined from {} ({}): refused {peer} ({})",
                     j.rank, m.peer, m.join.host, j.host
                 );
-                eprintln!("{PREFIX} gate: ignored {peer}: {why}");
-                s.refuse(&why);
+                refuse(s, peer, &why, ledger);
                 continue;
             }
         }
@@ -357,11 +367,13 @@ pub fn rails(roster: &Roster, mine: &[PortInfo], size: u32) -> Vec<usize> {
         .collect()
 }
 
-/// Where the joins come from, and until when they are waited for (or `cancel`).
+/// Where the joins come from, and until when they are waited for (or `cancel`); the gate
+/// port's sources, which a refused join counts against.
 pub struct Joins<'a> {
     pub rx: Receiver<(Session, Join)>,
     pub until: Instant,
     pub cancel: &'a AtomicBool,
+    pub ledger: Ledger,
 }
 
 /// Rank 0: the roster, the assignments, this pod's own edge, the reports, the verdict to all
@@ -375,12 +387,11 @@ pub fn run(
     trust: super::Trust,
     slow: SlowRule,
 ) -> Verdict {
-    let Joins { rx: joins, until, cancel } = joins;
     let key = trust.key;
     let timeout = limits.timeout;
     let mine = fabric.ports();
     let keys = Keys { key, gate: trust.nonce };
-    let mut roster = gather(&joins, who, until, cancel, keys);
+    let mut roster = gather(&joins, who, keys);
     // The roster is closed: the listener tells a late join so (its channel is gone).
     drop(joins);
     let mut findings: Vec<Finding> = problems(&roster);

@@ -37,6 +37,7 @@ use nw_output::msg::PREFIX;
 use nw_pairtest::cause::{Cause, Status};
 use nw_pairtest::edge::PairTest;
 use nw_pairtest::exchange;
+use nw_pairtest::ledger::Ledger;
 use nw_pairtest::ring;
 use nw_pairtest::wire::Tag;
 use nw_pairtest::Settings;
@@ -200,6 +201,8 @@ fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32)
     let trust = Trust { key: key.as_ref(), nonce: &nonce };
     let predecessor = (who.rank + who.size - 1) % who.size;
     let done = AtomicBool::new(false);
+    // The gate port's sources: the listener admits by it, the roster's refusals count there.
+    let ledger = Ledger::of(&listen::policy(timeout, &opts.test));
     let v = std::thread::scope(|scope| {
         // A stopping signal ends every wait of the gate (and the listener) at once.
         scope.spawn(|| {
@@ -223,6 +226,7 @@ fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32)
                 trust,
                 joins: (who.rank == 0).then_some(joins_tx),
                 stop: &stop,
+                ledger: ledger.clone(),
             };
             // Bounded by the verdict (stop), or else by the longest the gate can last.
             listen::serve(&l, l_opts, fabric, Instant::now() + wait * 2 + timeout * 8 + Duration::from_secs(3600))
@@ -230,7 +234,7 @@ fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32)
         let test = || {
             let v = if who.rank == 0 {
                 let until = Instant::now() + wait;
-                let joins = coordinator::Joins { rx: joins_rx, until, cancel: &stop };
+                let joins = coordinator::Joins { rx: joins_rx, until, cancel: &stop, ledger: ledger.clone() };
                 coordinator::run(&who, &me, fabric, &limits, joins, trust, opts.slow)
             } else {
                 drop(joins_rx);

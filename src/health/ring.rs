@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 
 use crate::doctor::Status;
 use nw_output::msg::PREFIX;
-use nw_pairtest::door::{self, Allow, Over, Policy, Tags};
+use nw_pairtest::desk;
+use nw_pairtest::door::{Allow, Over, Policy, Tags};
 use nw_pairtest::edge::PairTest;
 use nw_pairtest::exchange::{self, ExchangeError, Session};
 use nw_pairtest::output::PairResult;
@@ -153,7 +154,7 @@ pub fn serve(l: &TcpListener, fabric: &dyn PairTest, allowed: &Allowed, timeout:
         Ok(())
     };
     let on_error = |e: &ExchangeError| eprintln!("{PREFIX} watch: ring: ignored a connection: {e}");
-    if let Err(e) = door::serve(l, &policy, on_peer, on_error) {
+    if let Err(e) = desk::serve(l, &policy, on_peer, on_error) {
         eprintln!("{PREFIX} watch: ring: the listener stopped: {e}");
     }
 }

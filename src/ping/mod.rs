@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use nw_output::msg::PREFIX;
 use nw_pairtest::cause::{Cause, Status};
+use nw_pairtest::desk;
 use nw_pairtest::door::{self, Allow, Policy};
 use nw_pairtest::edge::{cannot, peer_cause, PairTest};
 use nw_pairtest::exchange::{self, ExchangeError, Session};
@@ -161,7 +162,7 @@ fn run(inp: &Inputs, opts: &Options, out: &mut Printer) -> Result<(), Cause> {
             let l = place.bind().map_err(|e| cannot("peer", e.to_string(), "pick a free port"))?;
             // A pod none of whose ports opens is named now, not when a peer comes.
             fabric.ports()?;
-            let served = door::serve(
+            let served = desk::serve(
                 &l,
                 &policy(opts, allow, *keep),
                 |s, hello| {
@@ -201,7 +202,7 @@ fn ring_run(r: &order::Ring, port: u16, fabric: &Rdma, opts: &Options, allow: Al
             let peer = s.peer.clone();
             fabric.answer(s, &h, &opts.test, &say_clamped).map(drop).map_err(|why| ExchangeError::Answer { peer, why })
         };
-        door::serve(&l, &policy, answer, |e| eprintln!("{PREFIX} ping: serving the previous pod of the ring: {e}"))
+        desk::serve(&l, &policy, answer, |e| eprintln!("{PREFIX} ping: serving the previous pod of the ring: {e}"))
     };
     let (result, served) = ring::step(serve, || fabric.initiate(&target, &opts.test, Instant::now() + wait));
     match served {

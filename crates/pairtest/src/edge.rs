@@ -8,7 +8,7 @@
 //!
 //! Every context, queue pair and registration an edge opens is closed before it returns.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::cause::{Cause, Status};
 use super::exchange::{self, ExchangeError, Session};
@@ -104,12 +104,39 @@ pub(crate) fn initiate(
     wait_until: Instant,
 ) -> Result<Vec<PairResult>, Cause> {
     let opened = open(&here.planned)?;
-    let mut s = exchange::connect(target, wait_until, limits.timeout).map_err(|e| peer_cause(&e))?;
-    let (runs, theirs) = session::initiate(&mut s, &opened, &here.host, limits).map_err(|e| peer_cause(&e))?;
+    let (mut s, hello) = greet(target, wait_until, |s| session::greet(s, &opened, &here.host, limits), limits)
+        .map_err(|e| peer_cause(&e))?;
+    let (runs, theirs) = session::initiate(&mut s, &opened, hello, limits).map_err(|e| peer_cause(&e))?;
     let mut out = unopened(&opened, target);
     out.extend(runs.iter().enumerate().map(|(k, r)| output::result(k, target, r, here.local())));
     out.extend(output::unpaired(runs.len(), target, &opened.infos, &theirs, limits.all_pairs, &here.dropped));
     Ok(out)
+}
+
+/// How long a client waits before it connects again to a listener that closed it unread.
+pub(crate) const AGAIN: Duration = Duration::from_millis(50);
+
+/// Connects to `target` and exchanges the first messages (`first`), connecting again while a
+/// listener closes the connection without a word (its reads were full, or this source's share
+/// of them: a flood of someone else's) and `wait_until` has not passed; the session's deadline is
+/// then `limits.timeout` from each connection. A client that connects once would be kept out by
+/// a listener busy for a moment; a refusal, garbage or silence is the peer's answer, not retried.
+pub fn greet<T>(
+    target: &str,
+    wait_until: Instant,
+    mut first: impl FnMut(&mut Session) -> Result<T, ExchangeError>,
+    limits: &Settings,
+) -> Result<(Session, T), ExchangeError> {
+    loop {
+        let mut s = exchange::connect(target, wait_until, limits.timeout)?;
+        match first(&mut s) {
+            Ok(t) => return Ok((s, t)),
+            Err(ExchangeError::Closed { got: 0, .. }) if Instant::now() + AGAIN < wait_until => {
+                std::thread::sleep(AGAIN);
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// What of `hello` this listener's `settings` clamp (its message size, round trips, timed run,

@@ -48,6 +48,17 @@ pub enum ExchangeError {
     /// A peer's test this end could not answer (what the pair test said, as it said it).
     #[error("{why}")]
     Answer { peer: String, why: String },
+    /// A log window's strays of one source not said one by one (`door`'s limits, `ledger`).
+    #[error("{} connection(s) refused from {from} in the last {secs} s{}", super::ledger::thousands(*count), last_note(last))]
+    Counted { count: u64, from: String, secs: u64, last: String },
+}
+
+fn last_note(last: &str) -> String {
+    if last.is_empty() {
+        String::new()
+    } else {
+        format!(" (the last: {last})")
+    }
 }
 
 fn strays_note(strays: usize) -> String {

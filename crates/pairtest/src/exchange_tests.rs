@@ -7,7 +7,8 @@ use std::net::TcpStream;
 use std::thread;
 
 use super::*;
-use crate::door::{serve, Allow, Policy};
+use crate::desk::serve;
+use crate::door::{Allow, Policy};
 use crate::settings::Settings;
 use crate::wire::{Hello, LinkLayer, PortInfo};
 
@@ -298,4 +299,38 @@ fn the_one_bind_takes_both_families() {
         assert_eq!(theirs.ip(), c.local_addr().expect("client").ip(), "{peer}");
         assert_eq!(ours.ip(), c.peer_addr().expect("client").ip(), "{peer}");
     }
+}
+
+#[test]
+fn a_client_closed_unread_connects_again_within_its_deadline() {
+    // Regression: the pair test's hello connected once, so a listener whose first reads were
+    // full for a moment (someone else's flood) failed it as `peer`.
+    let (l, addr) = listener();
+    let server = thread::spawn(move || {
+        // The first connection is closed without a word, as a full door does; the second answered.
+        let (first, _) = accept(&l, Some(Instant::now() + Duration::from_secs(2))).expect("first");
+        first.shutdown(std::net::Shutdown::Both).expect("close");
+        let (s, from) = accept(&l, Some(Instant::now() + Duration::from_secs(2))).expect("again");
+        let mut s = Session::new(s, from.to_string(), Instant::now() + Duration::from_secs(2));
+        let _ = s.recv();
+        s.send(&Message::Hello(hello())).expect("answer");
+    });
+    let greet = |s: &mut Session| {
+        s.send(&Message::Hello(hello()))?;
+        s.expect("hello", |m| if let Message::Hello(h) = m { Some(h) } else { None })
+    };
+    let (_, theirs) =
+        crate::edge::greet(&addr, Instant::now() + Duration::from_secs(3), greet, &ours()).expect("greeted");
+    assert_eq!(theirs, hello());
+    server.join().expect("listener");
+    // A refusal is the listener's answer: not tried again.
+    let (l, addr) = listener();
+    let server = thread::spawn(move || {
+        let (s, from) = accept(&l, Some(Instant::now() + Duration::from_secs(2))).expect("first");
+        Session::new(s, from.to_string(), Instant::now() + SHORT).refuse("busy");
+        accept(&l, Some(Instant::now() + Duration::from_millis(600))).is_ok()
+    });
+    let r = crate::edge::greet(&addr, Instant::now() + Duration::from_secs(1), greet, &ours());
+    assert!(matches!(r, Err(ExchangeError::Refused { .. })), "{r:?}");
+    assert!(!server.join().expect("listener"), "a refused client connected again");
 }

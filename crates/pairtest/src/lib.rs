@@ -8,9 +8,10 @@
 //! - `wire`: the pair test's messages and their framing (pure), and the checks a front end's own
 //!   kinds are built from (the gate's protocol is the gate's);
 //! - `exchange`: TCP with deadlines, hostile peers, the one dual-stack bind; `door`: the one
-//!   policy of every listener (who, how many at once, how long, what a peer may ask; what is kept
-//!   open) and the serving of hellos under it; `ring`: a ring's step (serve the predecessor,
-//!   test the successor);
+//!   policy of every listener (who, how many at once and from one source, how fast, how long,
+//!   what a peer may ask); `desk`: a listener at work under it (first reads, what is kept open)
+//!   and the serving of hellos; `ledger`: each source's share and the refusals said at a bounded
+//!   rate; `ring`: a ring's step (serve the predecessor, test the successor);
 //! - `clean`: peer-supplied text made printable and bounded before anything prints it;
 //! - `here`: what this pod brings (ports, name, routes); `session`: one run with one peer from
 //!   either end; `pair`: the verbs work; `edge`: this pod towards one peer, as results;
@@ -26,10 +27,12 @@
 
 pub mod cause;
 pub mod clean;
+pub mod desk;
 pub mod door;
 pub mod edge;
 pub mod exchange;
 pub mod here;
+pub mod ledger;
 pub mod output;
 pub(crate) mod pair;
 pub mod rdma;
