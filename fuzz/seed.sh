@@ -135,7 +135,7 @@ seeds = {
     "magic": frame(1, hello, magic=b"GARBAGE"),
     "version": frame(1, hello, version=9),
     "truncated": frame(1, hello)[:40],
-    # The gate's frames (kinds 6-9) and a gate pair test's tagged hello.
+    # The gate's frames (kinds 6-11) and a gate pair test's tagged hello.
     "gate-hello": frame(1, dict(hello, gate={"job": "llm-train", "rank": 3})),
     "join": frame(6, {"job": "llm-train-master-0:18516/4", "rank": 2, "size": 4, "host": "llm-train-worker-1",
                       "port": 18516, "ports": [port("mlx5_6", 9), ib], "problem": None}),
@@ -161,6 +161,12 @@ seeds = {
     "verdict-sealed": frame(9, {"go": True, "size": 2, "pairs": 2, "failed_total": 0, "missing": [],
                                 "missing_total": 0, "findings": [], "mac": "ff" * 32}),
     "refuse-forged": frame(5, "busy\nnccl-wrap: gate: verdict: GO\u001b[2J\u2028\u202e"),
+    # The knock before a join, rank 0's challenge on that connection, and a join answering it.
+    "knock": frame(10, {"job": "llm-train", "rank": 2}),
+    "challenge": frame(11, {"nonce": "3c" * 16}),
+    "join-challenged": frame(6, {"job": "uid-1", "rank": 1, "size": 2, "host": "w-1", "port": 18516, "ports": [],
+                                 "problem": "no usable RDMA port", "nonce": "0a" * 16, "challenge": "3c" * 16,
+                                 "mac": "5f" * 32}),
 }
 for name, data in seeds.items():
     open(f"corpus/ping_wire/hand-{name}", "wb").write(data)

@@ -302,7 +302,7 @@ fn given(o: &cli::Opts, plan: Option<&plan::Plan>) -> gate::who::Given {
 /// compare: only where it is the plan's own pick (a user's NCCL_SOCKET_IFNAME that names another,
 /// or a list, is the user's to answer for, and its family is not known here), and only a name the
 /// wire carries (a join it would refuse must never cost the pod its place in the gate).
-fn bootstrap_of(plan: &plan::Plan) -> Option<pairtest::wire::Bootstrap> {
+fn bootstrap_of(plan: &plan::Plan) -> Option<gate::wire::Bootstrap> {
     let ours = plan.bootstrap.as_ref()?;
     let ifname = ours.ifname.clone()?;
     let kept = plan.vars.iter().find(|v| v.name == nccl::env::SOCKET_IFNAME && v.action == plan::Action::Kept);
@@ -310,7 +310,7 @@ fn bootstrap_of(plan: &plan::Plan) -> Option<pairtest::wire::Bootstrap> {
         return None;
     }
     let plain = ifname.len() <= 64 && ifname.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-@".contains(&b));
-    plain.then(|| pairtest::wire::Bootstrap { ifname, family: ours.family.map(str::to_owned) })
+    plain.then(|| gate::wire::Bootstrap { ifname, family: ours.family.map(str::to_owned) })
 }
 
 /// Apply the environment and run the command.

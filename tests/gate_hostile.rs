@@ -1,21 +1,24 @@
 //! The gate's listener and protocol against strangers, on 127.0.0.1 with the stand-in fabric
 //! (`standin`): a stray that half-closes and waits for our close, hundreds of silent
 //! connections, a scanner during the whole wait, forged peer text, and pods with another job
-//! secret or none. Each must leave the job able to start (or refuse, named), with rank 0's file
-//! descriptors bounded. The tests run one at a time: the descriptor counts are this process's.
+//! secret or none, a join replayed from an earlier run, one address's flood of connections (20
+//! joins that connect once must get in; rank 0's lines stay a few). Each must leave the job able
+//! to start (or refuse, named), with rank 0's file descriptors bounded. The tests run one at a time: the descriptor counts are this process's.
 
 mod common;
 mod standin;
 
 use std::io::{Read, Write};
-use std::net::{Shutdown, TcpStream};
+use std::net::{Ipv4Addr, Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::Run;
 use nccl_wrap::detect::Vars;
+use nccl_wrap::gate::wire::{Challenge, Frame, Knock};
 use nccl_wrap::gate::{self, Outcome, Ran};
+use nccl_wrap::pairtest::exchange::{self, Session};
 use standin::*;
 
 /// One test at a time: descriptor counts and timings are this process's.
@@ -247,7 +250,7 @@ fn a_stranger_knowing_the_job_id_cannot_take_the_predecessors_pair_test() {
         let target = format!("127.0.0.1:{port}");
         let until = Instant::now() + Duration::from_secs(5);
         let mut s = nccl_wrap::pairtest::exchange::connect(&target, until, Duration::from_secs(2)).expect("connect");
-        let tag = nccl_wrap::pairtest::wire::GateTag { job: "llm-train".into(), rank: 1, mac: None };
+        let tag = nccl_wrap::pairtest::wire::Tag { job: "llm-train".into(), rank: 1, mac: None };
         let h = nccl_wrap::pairtest::wire::Hello { gate: Some(tag), ..hello(&fake(1), None) };
         s.send(&nccl_wrap::pairtest::wire::Message::Hello(h)).expect("send");
         refused = s.recv().map(|m| format!("{m:?}")).unwrap_or_else(|e| e.to_string());
@@ -255,4 +258,160 @@ fn a_stranger_knowing_the_job_id_cannot_take_the_predecessors_pair_test() {
     assert!(refused.contains("refused the run") && refused.contains("carries no job-secret MAC"), "{refused}");
     // The real rank 1 is still served: the job starts.
     assert_eq!((ran.0.outcome, ran.1.outcome), (Outcome::Start, Outcome::Start), "{ran:?}");
+}
+
+/// Stands as rank 0 of an earlier run of `j` for rank 1: answers its knock with a challenge of
+/// that run and returns the join it sent (sealed with the job's secret), then refuses it.
+fn record_a_join(j: &Job, scratch: &Scratch) -> Frame {
+    let l = std::net::TcpListener::bind(("127.0.0.1", j.ports[0])).expect("the coordinator's port");
+    let vars = Vars::new();
+    let o1 = options(j, 1, Some(scratch.log(1)));
+    std::thread::scope(|s| {
+        let pod = s.spawn(|| gate::run(&vars, &fake(1), &o1));
+        let (c, from) = l.accept().expect("rank 1 knocks");
+        let mut earlier = Session::new(c, from.to_string(), Instant::now() + Duration::from_secs(5));
+        assert!(matches!(earlier.recv_as::<Frame>(), Ok(Frame::Knock(_))), "a knock first");
+        let challenge = Frame::Challenge(Challenge { nonce: "3c".repeat(16) });
+        earlier.send_as(&challenge).expect("the earlier run's challenge");
+        let join = earlier.recv_as::<Frame>().expect("rank 1's join");
+        earlier.refuse("the earlier run ends here");
+        assert_eq!(pod.join().expect("rank 1").outcome, Outcome::Refuse);
+        join
+    })
+}
+
+#[test]
+fn a_join_recorded_from_an_earlier_run_is_refused_and_the_real_pod_still_joins() {
+    // Regression: rank 0 took a join replayed from an earlier run of the same job (same id and
+    // secret) as that rank, closed its roster and sent the verdict down the replayed connection;
+    // the real pod found no coordinator and exited 125.
+    let _one = one();
+    let scratch = Scratch::new("replay");
+    let mut j = job(2);
+    j.id = Some("llm-train".into());
+    j.secret = Some("job-7f3a");
+    let recorded = record_a_join(&j, &scratch);
+    let Frame::Join(join) = &recorded else { panic!("not a join: {recorded:?}") };
+    assert!(join.mac.is_some() && join.challenge.as_deref() == Some("3c".repeat(16).as_str()), "{join:?}");
+    let port = j.ports[0];
+    let mut said = Vec::new();
+    let ran = two_pods(&j, &scratch, || {
+        // The replay as it was recorded, sent first on a new connection, and after a knock of
+        // its own (the new challenge is not the one the recorded join answers).
+        let target = format!("127.0.0.1:{port}");
+        for knock in [false, true] {
+            let until = Instant::now() + Duration::from_secs(5);
+            let mut s = exchange::connect(&target, until, Duration::from_secs(2)).expect("connect");
+            if knock {
+                s.send_as(&Frame::Knock(Knock { job: "llm-train".into(), rank: 1 })).expect("knock");
+                assert!(matches!(s.recv_as::<Frame>(), Ok(Frame::Challenge(_))), "a challenge for the knock");
+            }
+            s.send_as(&recorded).expect("the replayed join");
+            said.push(s.recv_as::<Frame>().map(|m| format!("{m:?}")).unwrap_or_else(|e| e.to_string()));
+        }
+    });
+    for (k, what) in said.iter().enumerate() {
+        assert!(what.contains("refused the run"), "replay {k} was taken: {what}");
+    }
+    assert!(said[0].contains("answers another") || said[0].contains("another connection's challenge"), "{}", said[0]);
+    assert!(said[1].contains("replayed"), "{}", said[1]);
+    // The real rank 1 joins: the job starts.
+    assert_eq!((ran.0.outcome, ran.1.outcome), (Outcome::Start, Outcome::Start), "{ran:?}");
+}
+
+#[test]
+fn a_flood_from_one_address_keeps_no_single_try_join_out_of_rank_0() {
+    // Regression: under one client's reconnect flood, rank 0 read 0 of 20 joins that connect
+    // once (7-9 of 20 under a connect flood); real pods got in only by retrying, seconds late.
+    let _one = one();
+    let scratch = Scratch::new("flood-joins");
+    let mut j = job(21);
+    j.wait_ms = 20_000;
+    let (port, id) = (j.ports[0], format!("{}/{}", j.coordinator, j.size));
+    let stop = AtomicBool::new(false);
+    let vars = Vars::new();
+    let o0 = options(&j, 0, Some(scratch.log(0)));
+    let (read, made) = std::thread::scope(|s| {
+        let rank0 = s.spawn(|| gate::run(&vars, &fake(0), &o0));
+        let floods: Vec<_> = [Flood::Reconnect, Flood::Connect]
+            .into_iter()
+            .map(|how| {
+                let stop = &stop;
+                s.spawn(move || flood(Ipv4Addr::new(127, 0, 0, 2), port, how, stop))
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(500));
+        // 20 pods, each from an address of its own, each connecting once.
+        let pods: Vec<_> = (1..=20u32)
+            .map(|r| {
+                let id = &id;
+                s.spawn(move || {
+                    single_try_join(Ipv4Addr::new(127, 0, 1, r as u8), port, id, r, 21, Duration::from_secs(10))
+                })
+            })
+            .collect();
+        let read = pods.into_iter().map(|p| p.join()).filter(|p| matches!(p, Ok(true))).count();
+        stop.store(true, Ordering::SeqCst);
+        let made: usize = floods.into_iter().map(|f| f.join().expect("flood")).sum();
+        let _ = rank0.join();
+        (read, made)
+    });
+    eprintln!("rank 0 read {read} of 20 single-try joins under a flood of {made} connections");
+    assert_eq!(read, 20, "under a flood of {made} connections");
+}
+
+/// The real binary as rank 0 of a 2-pod job on a fixture node (it cannot test: it refuses after
+/// its wait), while `how` floods its port from 127.0.0.2 (or nothing does): its stderr lines, and
+/// the connections the flood made.
+fn rank_0_logs(how: Option<Flood>) -> (Vec<String>, usize) {
+    let scratch = Scratch::new("flood-log");
+    let port = free_port();
+    let root = common::fixture("h100-roce-sriov");
+    let mut cmd = common::bin_command();
+    cmd.env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("NCCL_WRAP_SYSFS_ROOT", root.join("sys"))
+        .env("NCCL_WRAP_ANNOTATIONS", root.join("podnetinfo/annotations"))
+        .env("NCCL_WRAP_TERMINATION_LOG", scratch.log(0))
+        .args(["--gate", "--gate-rank=0", "--gate-size=2", "--gate-wait-ms=3000"])
+        .arg(format!("--gate-coordinator=127.0.0.1:{port}"))
+        .args(["--", "true"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn nccl-wrap");
+    let stop = AtomicBool::new(false);
+    let made = std::thread::scope(|s| {
+        let stop = &stop;
+        let f = how.map(|how| s.spawn(move || flood(Ipv4Addr::new(127, 0, 0, 2), port, how, stop)));
+        let start = Instant::now();
+        while child.try_wait().expect("wait").is_none() && start.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        stop.store(true, Ordering::SeqCst);
+        f.map_or(0, |f| f.join().expect("flood"))
+    });
+    let _ = child.kill();
+    let out = child.wait_with_output().expect("output");
+    (String::from_utf8_lossy(&out.stderr).lines().map(str::to_owned).collect(), made)
+}
+
+#[test]
+fn a_log_flood_is_a_few_lines_with_a_count() {
+    // Regression: every refused connection was a stderr line: 126k-546k lines in 7-15 s at
+    // rank 0 under one client's flood.
+    let _one = one();
+    let (quiet, _) = rank_0_logs(None);
+    let (flooded, made) = rank_0_logs(Some(Flood::Garbage));
+    eprintln!("rank 0 said {} line(s) under a flood of {made} connections, {} without", flooded.len(), quiet.len());
+    assert!(made >= 200, "the flood made only {made} connections");
+    // The first few of the source in full, then its count, said when the gate ends.
+    assert!(
+        flooded.len() <= quiet.len() + 8,
+        "{} lines for {made} connections:\n{}",
+        flooded.len(),
+        flooded.join("\n")
+    );
+    let count = flooded.iter().find(|l| l.contains("connection(s) refused from 127.0.0.2 in the last"));
+    assert!(count.is_some(), "no count line:\n{}", flooded.join("\n"));
 }

@@ -1,7 +1,8 @@
 //! `ping --listen` (and `--ring`)'s listener and the node agents' ring listener against
 //! strangers, on 127.0.0.1, through the same accept policy (`pairtest::door`) the gate's uses: a
 //! stray that half-closes and waits for our close, 200 silent connections, an address not
-//! admitted, a hello asking for 1 GiB, forged text in a refusal. The pair test itself is the
+//! admitted, a hello asking for 1 GiB, forged text in a refusal, one address's flood of
+//! connections against a peer that connects once. The pair test itself is the
 //! stand-in of `standin` (a hello exchange): ibverbs are not what is tested here. The tests run
 //! one at a time: the descriptor counts are this process's.
 
@@ -16,8 +17,9 @@ use std::time::{Duration, Instant};
 
 use common::Run;
 use nccl_wrap::health::ring::{self, Allowed};
-use nccl_wrap::pairtest::door::{parse_allow, Allow};
-use nccl_wrap::pairtest::exchange::{self, ExchangeError, Serve};
+use nccl_wrap::pairtest::desk;
+use nccl_wrap::pairtest::door::{parse_allow, Allow, Policy};
+use nccl_wrap::pairtest::exchange::{self, ExchangeError};
 use nccl_wrap::pairtest::wire::{self, Message};
 use standin::*;
 
@@ -64,18 +66,18 @@ fn half_close(port: u16) -> Result<usize, std::io::ErrorKind> {
 /// ping's listener (`--listen --keep`): serves `max` connections, answering each hello.
 fn ping_listener(l: TcpListener, allow: Allow, max: usize) -> thread::JoinHandle<(usize, Vec<String>)> {
     thread::spawn(move || {
-        let opts = Serve {
+        let ours = options(&job(1), 0, None).test;
+        let opts = Policy {
             keep: true,
             wait: Some(Duration::from_secs(10)),
-            hello: Duration::from_secs(2),
             max_peers: Some(max),
-            allow,
+            ..Policy::new(allow, Duration::from_secs(2), ours)
         };
         let mut errors = Vec::new();
         let f = fake(1);
-        let served = exchange::serve(
+        let served = desk::serve(
             &l,
-            opts,
+            &opts,
             |mut s, _| s.send(&Message::Hello(hello(&f, None))),
             |e: &ExchangeError| errors.push(e.to_string()),
         );
@@ -219,5 +221,72 @@ fn the_allow_list_takes_both_families() {
     for (ip, ok) in [("10.1.1.1", true), ("fd00::5", true), ("::ffff:10.2.3.4", true), ("192.168.0.1", false)] {
         let ip: std::net::IpAddr = ip.parse().expect("ip");
         assert_eq!(a.refusal(SocketAddr::new(ip, 1).ip()).is_none(), ok, "{ip}");
+    }
+}
+
+/// A client that connects once, from 127.0.0.1, sends its hello and reads the answer: no retry.
+fn single_try_hello(port: u16) -> Result<Message, String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    s.write_all(&wire::encode(&Message::Hello(hello(&fake(9), None))).expect("frame")).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
+    let mut head = [0u8; 13];
+    s.read_exact(&mut head).map_err(|e| format!("closed unread: {e}"))?;
+    let (_, len) = wire::header(&head).map_err(|e| e.to_string())?;
+    let mut frame = head.to_vec();
+    frame.resize(13 + len, 0);
+    s.read_exact(&mut frame[13..]).map_err(|e| e.to_string())?;
+    wire::decode(&frame).map_err(|e| e.to_string())
+}
+
+/// Serves under `policy` (one peer, answered with the stand-in's hello) while 127.0.0.2 floods
+/// the port `how`; a single-try peer from 127.0.0.1 comes once the flood is under way. Returns
+/// what the peer got, the listener's outcome, its stray lines and the connections the flood made.
+fn flooded(policy: Policy, how: Flood) -> (Result<Message, String>, Result<usize, String>, usize, usize) {
+    let (l, port) = listener();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    thread::scope(|s| {
+        let flood = s.spawn(|| flood(std::net::Ipv4Addr::new(127, 0, 0, 2), port, how, &stop));
+        let server = s.spawn(|| {
+            let mut lines = 0;
+            let f = fake(1);
+            let served = desk::serve(&l, &policy, |mut s, _| s.send(&Message::Hello(hello(&f, None))), |_| lines += 1);
+            (served.map_err(|e| e.to_string()), lines)
+        });
+        thread::sleep(Duration::from_millis(500));
+        let got = single_try_hello(port);
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let made = flood.join().expect("flood");
+        let (served, lines) = server.join().expect("listener");
+        (got, served, lines, made)
+    })
+}
+
+#[test]
+fn a_flood_from_one_address_keeps_no_single_try_peer_out() {
+    // Regression: one client's flood of connections took every first read, so a peer that
+    // connects once (ping's hello, the pair test's) was closed unread; and each stray was a
+    // stderr line of its own.
+    let _one = one();
+    let ours = options(&job(1), 0, None).test;
+    let ping = || Policy {
+        wait: Some(Duration::from_secs(10)),
+        ..Policy::new(Allow::Anyone, Duration::from_secs(2), ours.clone())
+    };
+    // The agents' ring, flooded from an address it admits.
+    let peers: Allowed = Arc::new(Mutex::new(vec!["127.0.0.1".parse().expect("ip"), "127.0.0.2".parse().expect("ip")]));
+    let ring = || Policy {
+        keep: false,
+        wait: Some(Duration::from_secs(10)),
+        ..ring::policy(&peers, Duration::from_secs(2), None)
+    };
+    for (what, policy) in [("ping", ping()), ("ring", ring())] {
+        for how in [Flood::Connect, Flood::Reconnect, Flood::Garbage] {
+            let (got, served, lines, made) = flooded(policy.clone(), how);
+            eprintln!("{what} under a {how:?} flood: {made} connections, {lines} line(s)");
+            assert!(matches!(got, Ok(Message::Hello(_))), "{what} under a {how:?} flood of {made}: {got:?}");
+            assert_eq!(served, Ok(1), "{what} {how:?}");
+            // A few lines a source, however many connections.
+            assert!(lines <= 8, "{what} under a {how:?} flood of {made} connections said {lines} lines");
+        }
     }
 }

@@ -18,7 +18,7 @@ use common::{fixture, output_within, DEADLINE};
 use nccl_wrap::doctor::Status;
 use nccl_wrap::health::ring::{self, Allowed, Config, Outcome, Report};
 use nccl_wrap::pairtest::cause::Cause;
-use nccl_wrap::pairtest::edge::{peer_cause, PairTest};
+use nccl_wrap::pairtest::edge::{peer_cause, Clamped, PairTest};
 use nccl_wrap::pairtest::exchange::{self, Session};
 use nccl_wrap::pairtest::output::{self, PairResult};
 use nccl_wrap::pairtest::session::PairRun;
@@ -89,7 +89,13 @@ impl PairTest for StandIn {
         };
         Ok(vec![output::result(0, target, &run, output::Local::default())])
     }
-    fn answer(&self, mut s: Session, theirs: &Hello, _ours: &Settings) -> Result<Vec<PairResult>, String> {
+    fn answer(
+        &self,
+        mut s: Session,
+        theirs: &Hello,
+        _ours: &Settings,
+        _: Clamped<'_>,
+    ) -> Result<Vec<PairResult>, String> {
         let limits = Settings { bytes: theirs.bytes, iters: theirs.iters, ..ring::LIMITS };
         s.send(&Message::Hello(hello(self, &limits))).map_err(|e| e.to_string())?;
         Ok(Vec::new())

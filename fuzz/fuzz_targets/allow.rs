@@ -1,5 +1,5 @@
 //! `--allow` / `NCCL_WRAP_PING_ALLOW` (`pairtest::door::parse_allow`) and a job secret as a
-//! variable or a mounted file holds it (`pairtest::seal::Secret::new`), as a user or a template
+//! variable or a mounted file holds it (`gate::seal::Secret::new`), as a user or a template
 //! may write them: a list is refused with a typed error whose text is printable, or gives 1 to
 //! 64 networks whose prefixes fit their family and which hold their own address, and every
 //! address is matched without a panic; a secret is refused, or taken within its bound and never
@@ -9,7 +9,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use nccl_wrap::pairtest::door::{parse_allow, Allow, MAX_NETS};
-use nccl_wrap::pairtest::seal::{Secret, MAX_SECRET};
+use nccl_wrap::gate::seal::{Secret, MAX_SECRET};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {

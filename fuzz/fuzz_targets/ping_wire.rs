@@ -1,6 +1,7 @@
 //! The pair test's frames (`nccl-wrap ping`'s exchange) and the gate's (join, assign, report,
-//! verdict, sealed or not, the tagged hello), as a hostile peer would send them, through
-//! `pairtest::wire::decode`: a frame is refused with a typed error or decodes to a message whose
+//! verdict, knock, challenge, sealed or not, the tagged hello), as a hostile peer would send them, through
+//! `gate::wire::decode` (the gate's connections carry both) and `pairtest::wire::decode`: a frame
+//! is refused with a typed error or decodes to a message whose
 //! every field was checked and whose free texts are printable, whatever decodes encodes back to
 //! a frame that decodes to the same message (the peer and we read one format), and the job
 //! secret's check of a decoded gate frame answers without a panic.
@@ -8,23 +9,26 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use nccl_wrap::gate::seal::{self, Bound, Secret};
+use nccl_wrap::gate::wire::{decode, encode, header, Frame};
 use nccl_wrap::pairtest::clean;
-use nccl_wrap::pairtest::seal::{self, Bound, Secret};
-use nccl_wrap::pairtest::wire::{decode, encode, header, Message};
+use nccl_wrap::pairtest::wire::{self, Message};
 
 /// Every free text a peer may send.
-fn texts(m: &Message) -> Vec<&str> {
+fn texts(m: &Frame) -> Vec<&str> {
     let mut out: Vec<&str> = Vec::new();
     match m {
-        Message::Refuse(r) => out.push(r),
-        Message::Setup(q) => out.extend(q.iter().filter_map(|q| q.fault.as_ref()).map(|f| f.error.as_str())),
-        Message::Ready(s) | Message::Done(s) => {
+        Frame::Pair(Message::Refuse(r)) => out.push(r),
+        Frame::Pair(Message::Setup(q)) => {
+            out.extend(q.iter().filter_map(|q| q.fault.as_ref()).map(|f| f.error.as_str()))
+        }
+        Frame::Pair(Message::Ready(s) | Message::Done(s)) => {
             out.extend(s.iter().filter_map(|s| s.fault.as_ref()).map(|f| f.error.as_str()))
         }
-        Message::Join(j) => out.extend(j.problem.as_deref()),
-        Message::Report(r) => out.extend(r.pairs.iter().flat_map(|f| [f.summary.as_str(), f.hint.as_str()])),
-        Message::Verdict(v) => out.extend(v.findings.iter().flat_map(|f| [f.summary.as_str(), f.hint.as_str()])),
-        Message::Hello(_) | Message::Assign(_) => {}
+        Frame::Join(j) => out.extend(j.problem.as_deref()),
+        Frame::Report(r) => out.extend(r.pairs.iter().flat_map(|f| [f.summary.as_str(), f.hint.as_str()])),
+        Frame::Verdict(v) => out.extend(v.findings.iter().flat_map(|f| [f.summary.as_str(), f.hint.as_str()])),
+        Frame::Pair(Message::Hello(_)) | Frame::Assign(_) | Frame::Knock(_) | Frame::Challenge(_) => {}
     }
     out
 }
@@ -33,6 +37,12 @@ fuzz_target!(|data: &[u8]| {
     // The header alone must decide a frame's length, and never over the bound.
     if let Ok((_, len)) = header(data) {
         assert!(len <= 64 * 1024, "header accepted a {len}-byte payload");
+    }
+    // The pair test alone reads its own kinds only, and the same frame the same way.
+    match (wire::decode(data), decode(data)) {
+        (Ok(m), Ok(f)) => assert_eq!(Frame::Pair(m), f),
+        (Ok(m), Err(e)) => panic!("the pair test took {m:?}, the gate refused it: {e}"),
+        _ => {}
     }
     if let Ok(msg) = decode(data) {
         for t in texts(&msg) {

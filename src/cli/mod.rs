@@ -13,7 +13,7 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
-use nw_pairtest::seal::Secret;
+use crate::gate::seal::Secret;
 
 mod help;
 mod problem;

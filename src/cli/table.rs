@@ -7,8 +7,8 @@
 
 use std::path::PathBuf;
 
-use nw_pairtest::seal::Secret;
-use nw_pairtest::wire::MAX_GATE_SIZE;
+use crate::gate::seal::Secret;
+use crate::gate::wire::MAX_GATE_SIZE;
 
 use super::{Cli, Gate, Sub, SubName};
 
@@ -117,7 +117,7 @@ impl Ty {
             Ty::Path(..) | Ty::SecretFile => Ok(Val::Path(PathBuf::from(v))),
             Ty::Text(_) => Ok(Val::Text(v.to_owned())),
             Ty::Secret => Secret::new(v.as_bytes()).map(Val::Secret).map_err(|e| match e {
-                nw_pairtest::seal::SecretError::Empty => {
+                crate::gate::seal::SecretError::Empty => {
                     "an empty secret (only whitespace): every pod needs the same non-empty secret".into()
                 }
                 e => e.to_string(),

@@ -10,8 +10,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::gate::seal::{Secret, MAX_SECRET};
 use nw_observe::detect::{file, Vars};
-use nw_pairtest::seal::{Secret, MAX_SECRET};
 use nw_pid1::supervise;
 use nw_postmortem::{hang, portwatch};
 

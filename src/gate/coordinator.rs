@@ -1,7 +1,8 @@
 //! Rank 0's part: the roster (every pod's join, until all are in or the wait ends), each pod's
 //! successor, every pod's results, and the verdict sent to all. Joins arrive from the listener
 //! over a channel; a join of another job, of another size, of a rank out of range or already
-//! taken is refused and logged, and the wait goes on.
+//! taken, or one that does not answer its connection's challenge (a join of an earlier run,
+//! replayed), is refused and logged, and the wait goes on.
 //!
 //! Data walks one way: joins -> roster -> assignments -> this pod's edge and the reports ->
 //! verdict, sent to all ([`run`]).
@@ -18,10 +19,13 @@ use super::who::Who;
 use nw_output::msg::PREFIX;
 use nw_pairtest::edge::PairTest;
 use nw_pairtest::exchange::Session;
-use nw_pairtest::seal::{self, Bound, Secret};
+use nw_pairtest::ledger::Ledger;
 use nw_pairtest::session::{budget, pairing, rounds};
-use nw_pairtest::wire::{Assign, Bootstrap, Finding, Join, Message, PortInfo, Verdict};
+use nw_pairtest::wire::{PortInfo, Protocol};
 use nw_pairtest::Settings;
+
+use super::seal::{self, Bound, Secret};
+use super::wire::{Assign, Bootstrap, Finding, Frame, Join, Verdict};
 
 /// A pod that joined: its connection, what it said, and the addresses of that connection.
 pub struct Member {
@@ -77,14 +81,49 @@ pub fn check(join: &Join, who: &Who) -> Result<(), String> {
     Ok(())
 }
 
-/// Gathers joins until every rank 1..size is in, `until` passes or `cancel` is set.
-pub fn gather(
-    joins: &Receiver<(Session, Join)>,
-    who: &Who,
-    until: Instant,
-    cancel: &AtomicBool,
-    key: Option<&Secret>,
-) -> Roster {
+/// Why a join that is this job's is not taken: it does not answer its connection's challenge, or
+/// fails the job secret's MAC over it. A join made with the job's secret for another challenge
+/// is named a replay: a frame recorded from an earlier run (or another connection) sent again.
+fn unsealed(j: Join, peer: SocketAddr, local: SocketAddr, job: &str, keys: Keys) -> Result<Join, String> {
+    let expected = seal::challenge(keys.gate, peer, local);
+    let nonce = j.nonce.clone().unwrap_or_default();
+    let (rank, host, answered) = (j.rank, j.host.clone(), j.challenge.clone());
+    let bound = |gate| Bound { job, member: &nonce, gate };
+    let msg = Frame::Join(j);
+    let replayed = || {
+        format!("rank {rank} ({host}): its join was made for another connection's challenge: a join recorded from an earlier run (or another connection) and replayed: refused")
+    };
+    match seal::check(&msg, keys.key, &bound(&expected)) {
+        Ok(()) if answered.as_deref() == Some(expected.as_str()) => {}
+        Ok(()) if answered.is_none() => {
+            return Err(format!("rank {rank} ({host}): its join answers no challenge (sent without a knock: a join replayed from an earlier run, or a pod of an older nccl-wrap): refused"))
+        }
+        Ok(()) => return Err(replayed()),
+        Err(_) if answered.as_deref().is_some_and(|c| seal::check(&msg, keys.key, &bound(c)).is_ok()) => {
+            return Err(replayed())
+        }
+        Err(e) => return Err(format!("rank {rank} ({host}): its join {e}: refused")),
+    }
+    match msg {
+        Frame::Join(j) => Ok(j),
+        _ => Err(format!("rank {rank} ({host}): its join was lost")),
+    }
+}
+
+/// Refuses a join, telling the pod why; said on stderr as the port's strays are (the first few
+/// of a source in full, the rest counted into the listener's line), so that a flood of joins
+/// that are refused is a few lines.
+fn refuse(s: Session, peer: SocketAddr, why: &str, ledger: &Ledger) {
+    if ledger.refused(peer.ip(), why) {
+        eprintln!("{PREFIX} gate: ignored {peer}: {why}");
+    }
+    s.refuse(why);
+}
+
+/// Gathers joins until every rank 1..size is in, the wait passes or it is cancelled.
+pub fn gather(joins: &Joins, who: &Who, keys: Keys) -> Roster {
+    let Joins { rx: joins, until, cancel, ledger } = joins;
+    let until = *until;
     let mut members: BTreeMap<u32, Member> = BTreeMap::new();
     while members.len() + 1 < who.size as usize && !cancel.load(Ordering::SeqCst) {
         let left = until.saturating_duration_since(Instant::now());
@@ -98,23 +137,18 @@ pub fn gather(
         };
         let Some((peer, local)) = s.addrs() else { continue };
         if let Err(why) = check(&j, who) {
-            eprintln!("{PREFIX} gate: ignored {peer}: {why}");
-            s.refuse(&why);
+            refuse(s, peer, &why, ledger);
             continue;
         }
-        // The job's secret, checked before the join is used: a pod with another or none is
-        // refused and told why.
-        let nonce = j.nonce.clone().unwrap_or_default();
-        let (rank, host) = (j.rank, j.host.clone());
-        let msg = Message::Join(j);
-        let checked = seal::check(&msg, key, &Bound { job: &who.job, member: &nonce, gate: "" });
-        let Message::Join(j) = msg else { continue };
-        if let Err(e) = checked {
-            let why = format!("rank {rank} ({host}): its join {e}: refused");
-            eprintln!("{PREFIX} gate: ignored {peer}: {why}");
-            s.refuse(&why);
-            continue;
-        }
+        // This connection's challenge and the job's secret, checked before the join is used: a
+        // replayed join, or a pod with another secret or none, is refused and told why.
+        let j = match unsealed(j, peer, local, &who.job, keys) {
+            Ok(j) => j,
+            Err(why) => {
+                refuse(s, peer, &why, ledger);
+                continue;
+            }
+        };
         if let Some(m) = members.get(&j.rank) {
             // An earlier pod of this rank whose connection has ended is an old run's: replaced.
             if !m.session.readable().unwrap_or(true) {
@@ -122,8 +156,7 @@ pub fn gather(
                     "rank {} already joined from {} ({}): refused {peer} ({})",
                     j.rank, m.peer, m.join.host, j.host
                 );
-                eprintln!("{PREFIX} gate: ignored {peer}: {why}");
-                s.refuse(&why);
+                refuse(s, peer, &why, ledger);
                 continue;
             }
         }
@@ -207,9 +240,9 @@ pub fn assign(
             mac: None,
         };
         m.assigned = true;
-        let sealed = seal::seal(Message::Assign(a), keys.key, &m.bound(&who.job, keys.gate));
+        let sealed = seal::seal(Frame::Assign(a), keys.key, &m.bound(&who.job, keys.gate));
         m.session.set_deadline(Instant::now() + limits.timeout);
-        if let Err(e) = m.session.send(&sealed) {
+        if let Err(e) = m.session.send_as(&sealed) {
             lost.push(pod_fails(
                 r,
                 &m.join.host,
@@ -227,9 +260,9 @@ pub fn collect(roster: &mut Roster, until: Instant, job: &str, keys: Keys) -> Ve
     let mut out = Vec::new();
     for (&r, m) in roster.members.iter_mut() {
         m.session.set_deadline(until);
-        let got = m.session.recv();
+        let got = m.session.recv_as::<Frame>();
         // Checked before it is used: a report without the job's MAC counts for nothing.
-        if let Ok(x @ Message::Report(_)) = &got {
+        if let Ok(x @ Frame::Report(_)) = &got {
             if let Err(e) = seal::check(x, keys.key, &m.bound(job, keys.gate)) {
                 out.push(pod_fails(
                     r,
@@ -242,7 +275,7 @@ pub fn collect(roster: &mut Roster, until: Instant, job: &str, keys: Keys) -> Ve
             }
         }
         let got = got.and_then(|x| match x {
-            Message::Report(rep) => Ok(rep),
+            Frame::Report(rep) => Ok(rep),
             other => Err(nw_pairtest::exchange::ExchangeError::Unexpected {
                 peer: m.session.peer.clone(),
                 want: "report",
@@ -277,9 +310,9 @@ pub fn collect(roster: &mut Roster, until: Instant, job: &str, keys: Keys) -> Ve
 /// Sends the verdict to every member (best effort, each bounded by `timeout`).
 pub fn announce(roster: &mut Roster, v: &Verdict, timeout: Duration, job: &str, keys: Keys) {
     for (r, m) in roster.members.iter_mut() {
-        let sealed = seal::seal(Message::Verdict(v.clone()), keys.key, &m.bound(job, keys.gate));
+        let sealed = seal::seal(Frame::Verdict(v.clone()), keys.key, &m.bound(job, keys.gate));
         m.session.set_deadline(Instant::now() + timeout);
-        if let Err(e) = m.session.send(&sealed) {
+        if let Err(e) = m.session.send_as(&sealed) {
             eprintln!("{PREFIX} gate: could not send the verdict to rank {r} ({}): {e}", m.join.host);
         }
     }
@@ -334,11 +367,13 @@ pub fn rails(roster: &Roster, mine: &[PortInfo], size: u32) -> Vec<usize> {
         .collect()
 }
 
-/// Where the joins come from, and until when they are waited for (or `cancel`).
+/// Where the joins come from, and until when they are waited for (or `cancel`); the gate
+/// port's sources, which a refused join counts against.
 pub struct Joins<'a> {
     pub rx: Receiver<(Session, Join)>,
     pub until: Instant,
     pub cancel: &'a AtomicBool,
+    pub ledger: Ledger,
 }
 
 /// Rank 0: the roster, the assignments, this pod's own edge, the reports, the verdict to all
@@ -352,12 +387,11 @@ pub fn run(
     trust: super::Trust,
     slow: SlowRule,
 ) -> Verdict {
-    let Joins { rx: joins, until, cancel } = joins;
     let key = trust.key;
     let timeout = limits.timeout;
     let mine = fabric.ports();
     let keys = Keys { key, gate: trust.nonce };
-    let mut roster = gather(&joins, who, until, cancel, key);
+    let mut roster = gather(&joins, who, keys);
     // The roster is closed: the listener tells a late join so (its channel is gone).
     drop(joins);
     let mut findings: Vec<Finding> = problems(&roster);
@@ -414,6 +448,7 @@ mod tests {
             ports: Vec::new(),
             problem: Some("x".into()),
             nonce: None,
+            challenge: None,
             bootstrap: None,
             mac: None,
         }

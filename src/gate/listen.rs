@@ -1,11 +1,15 @@
 //! The gate's port on every pod: one listener that serves the predecessor's pair test and, on
-//! rank 0, takes the other pods' joins. Everything else that connects (a probe, a scanner, a
-//! plain `ping`, a pod of another job or an old run) is a stray: logged, told why, and ignored
-//! while the wait goes on. Never a peer.
+//! rank 0, takes the other pods' joins: a pod knocks, is sent this connection's challenge, and
+//! its join (read as a first message again) must answer it. Everything else that connects (a
+//! probe, a scanner, a plain `ping`, a pod of another job or an old run) is a stray: logged,
+//! told why, and ignored while the wait goes on. Never a peer.
 //!
-//! Connections come through the pair test's door (`pairtest::door`): each first message is
-//! read on a short-lived thread under the hello deadline, at most `door::READERS` at once (a
-//! connection past that is closed unread), and a stray is closed as soon as it is judged.
+//! Connections come through the pair test's one listener policy (`pairtest::door`, applied by
+//! `pairtest::desk`): each first message is read on a short-lived thread under the hello
+//! deadline, at most `door::READERS` at once and half of them from one source, a source's reads
+//! a second bounded (a connection past a limit is closed unread), a stray closed as soon as it is
+//! judged, and strays said at a bounded rate: the first few of a source one by one, the rest as
+//! one count line every 10 s (`pairtest::ledger`, shared with the roster's refusals).
 
 use std::net::TcpListener;
 use std::sync::atomic::AtomicBool;
@@ -13,13 +17,17 @@ use std::sync::mpsc::{self, Sender};
 use std::time::{Duration, Instant};
 
 use nw_output::msg::PREFIX;
-use nw_pairtest::door::{Allow, Arrival, Desk, Door};
+use nw_pairtest::desk::{Arrival, Desk};
+use nw_pairtest::door::{Allow, Policy};
 use nw_pairtest::edge::PairTest;
 use nw_pairtest::exchange::Session;
+use nw_pairtest::ledger::Ledger;
 use nw_pairtest::output::PairResult;
-use nw_pairtest::seal::{self, Bound};
-use nw_pairtest::wire::{Join, Message};
+use nw_pairtest::wire::{Message, Protocol};
 use nw_pairtest::Settings;
+
+use super::seal::{self, Bound};
+use super::wire::{Challenge, Frame, Join};
 
 /// Whom the listener serves.
 pub struct Listen<'a> {
@@ -35,6 +43,8 @@ pub struct Listen<'a> {
     pub joins: Option<Sender<(Session, Join)>>,
     /// Set when the verdict is in: the listener returns.
     pub stop: &'a AtomicBool,
+    /// This port's sources, shared with the roster (its refusals count there too).
+    pub ledger: Ledger,
 }
 
 /// What the listener did: the predecessor's pairs (as this end saw them), and the strays.
@@ -44,16 +54,36 @@ pub struct Served {
     pub strays: usize,
 }
 
-fn stray(served: &mut Served, what: &str) {
+/// One line for what this pod's test cut of its predecessor's hello, said before it answers.
+fn say_clamped(peer: &str, clamped: &[String]) {
+    eprintln!("{PREFIX} pair test: {peer} asked for more than this listener allows: {}", clamped.join(", "));
+}
+
+/// A stray: counted, and said if its source's share of lines this window allows.
+fn stray(served: &mut Served, what: &str, said: bool) {
     served.strays += 1;
-    eprintln!("{PREFIX} gate: ignored a stray connection: {what}");
+    if said {
+        eprintln!("{PREFIX} gate: ignored a stray connection: {what}");
+    }
+}
+
+/// Strays not said one by one, as one line.
+fn counted(what: &str) {
+    eprintln!("{PREFIX} gate: ignored: {what}");
+}
+
+/// The gate port's policy: anyone may knock (a join proves itself by the job's secret and its
+/// challenge, a pair test by its tag), each first message within `hello`, the predecessor's test
+/// answered within this pod's own.
+pub fn policy(hello: Duration, test: &Settings) -> Policy {
+    Policy::new(Allow::Anyone, hello, test.clone())
 }
 
 /// Serves until `stop` is set or `until` passes. Every connection goes through the pair test's
 /// door: strays are closed as soon as they are judged, and at most the door's readers are open
 /// unjudged; those are shut when this returns.
 pub fn serve(l: &TcpListener, opts: Listen<'_>, fabric: &dyn PairTest, until: Instant) -> Served {
-    let mut desk = Desk::new(l, Door::new(Allow::Anyone, opts.hello));
+    let mut desk: Desk<'_, Frame> = Desk::with_ledger(l, policy(opts.hello, opts.test), opts.ledger.clone());
     let mut desk_of = Dispatch {
         job: opts.job,
         predecessor: opts.predecessor,
@@ -61,16 +91,29 @@ pub fn serve(l: &TcpListener, opts: Listen<'_>, fabric: &dyn PairTest, until: In
         fabric,
         test: opts.test,
         trust: opts.trust,
+        hello: opts.hello,
+        ledger: opts.ledger,
         served: Served::default(),
     };
     while let Some(arrival) = desk.next(Some(until), opts.stop) {
         match arrival {
-            Arrival::First(s, m) => desk_of.dispatch(s, m),
-            Arrival::Stray(e) => stray(&mut desk_of.served, &e.to_string()),
+            Arrival::First(s, m) => {
+                if let Some(s) = desk_of.dispatch(s, m) {
+                    desk.again(s);
+                }
+            }
+            Arrival::Stray { error, said } => stray(&mut desk_of.served, &error.to_string(), said),
+            Arrival::Counted(e) => counted(&e.to_string()),
         }
     }
+    desk.counted(true).iter().for_each(|e| counted(&e.to_string()));
     drop(desk);
     desk_of.served
+}
+
+/// Whether a refusal of `s` is said in full (counted against its source either way).
+fn say(ledger: &Ledger, s: &Session, why: &str) -> bool {
+    s.addrs().is_none_or(|(peer, _)| ledger.refused(peer.ip(), why))
 }
 
 /// Where each connection's first message is sorted: a join, the predecessor, or a stray.
@@ -81,16 +124,40 @@ struct Dispatch<'a> {
     fabric: &'a dyn PairTest,
     test: &'a Settings,
     trust: super::Trust<'a>,
+    hello: Duration,
+    ledger: Ledger,
     served: Served,
 }
 
 impl Dispatch<'_> {
-    fn dispatch(&mut self, s: Session, first: Message) {
-        let Dispatch { job, predecessor, joins, fabric, test, trust, served } = self;
-        let (job, predecessor, fabric, test, trust) = (*job, *predecessor, *fabric, *test, *trust);
+    /// Sorts one first message; returns the connection where its next message is to be read as a
+    /// first message again (a knock answered with its challenge: the join comes next).
+    fn dispatch(&mut self, mut s: Session, first: Frame) -> Option<Session> {
+        let Dispatch { job, predecessor, joins, fabric, test, trust, hello, ledger, served } = self;
+        let (job, predecessor, fabric, test, trust, hello) = (*job, *predecessor, *fabric, *test, *trust, *hello);
         let peer = s.peer.clone();
         match first {
-            Message::Join(j) => match joins {
+            Frame::Knock(k) if joins.is_some() => {
+                // This connection's challenge, fresh for this gate run: the join sent next on it
+                // must answer it, so that a join recorded from an earlier run is refused.
+                let (theirs, ours) = s.addrs()?;
+                let nonce = seal::challenge(trust.nonce, theirs, ours);
+                s.set_deadline(Instant::now() + hello);
+                match s.send_as(&Frame::Challenge(Challenge { nonce })) {
+                    Ok(()) => return Some(s),
+                    Err(e) => {
+                        let why = format!("rank {} of job {:?} knocked: {e}", k.rank, k.job);
+                        stray(served, &format!("{peer}: {why}"), say(ledger, &s, &why));
+                    }
+                }
+            }
+            Frame::Knock(k) => {
+                let why =
+                    format!("a knock from rank {} of job {:?}, but this pod is not the coordinator", k.rank, k.job);
+                stray(served, &format!("{peer}: {why}"), say(ledger, &s, &why));
+                s.refuse(&format!("{why}: set NCCL_WRAP_GATE_COORDINATOR to rank 0's address"));
+            }
+            Frame::Join(j) => match joins {
                 Some(tx) => {
                     if let Err(mpsc::SendError((s, j))) = tx.send((s, j)) {
                         *joins = None;
@@ -98,18 +165,18 @@ impl Dispatch<'_> {
                             "rank {} of job {:?} joined after the roster closed (every rank was in, or the wait ended)",
                             j.rank, j.job
                         );
-                        stray(served, &format!("{peer}: {why}"));
+                        stray(served, &format!("{peer}: {why}"), say(ledger, &s, &why));
                         s.refuse(&why);
                     }
                 }
                 None => {
                     let why =
                         format!("a join from rank {} of job {:?}, but this pod is not the coordinator", j.rank, j.job);
-                    stray(served, &format!("{peer}: {why}"));
+                    stray(served, &format!("{peer}: {why}"), say(ledger, &s, &why));
                     s.refuse(&format!("{why}: set NCCL_WRAP_GATE_COORDINATOR to rank 0's address"));
                 }
             },
-            Message::Hello(h) => {
+            Frame::Pair(Message::Hello(h)) => {
                 let ours = h.gate.as_ref().is_some_and(|g| g.job == job && g.rank == predecessor);
                 // The job's secret, bound to this pod's nonce (which only rank 0 and this pod
                 // know), before anything of the test runs.
@@ -120,16 +187,16 @@ impl Dispatch<'_> {
                 };
                 if let Some(e) = proof {
                     let why = format!("a pair test as rank {predecessor} of job {job:?} ({}): its tag {e}", h.host);
-                    stray(served, &format!("{peer}: {why}"));
+                    stray(served, &format!("{peer}: {why}"), say(ledger, &s, &why));
                     s.refuse(&why);
-                    return;
+                    return None;
                 }
                 if ours && served.pairs.is_none() {
-                    served.pairs = Some(fabric.answer(s, &h, test));
+                    served.pairs = Some(fabric.answer(s, &h, test, &say_clamped));
                     if let Some(Err(e)) = &served.pairs {
                         eprintln!("{PREFIX} gate: serving rank {predecessor}'s pair test: {e}");
                     }
-                    return;
+                    return None;
                 }
                 let who = match &h.gate {
                     Some(g) => format!("rank {} of job {:?}", g.rank, g.job),
@@ -140,14 +207,15 @@ impl Dispatch<'_> {
                     h.host,
                     if served.pairs.is_some() { ", already served" } else { "" }
                 );
-                stray(served, &format!("{peer}: {why}"));
+                stray(served, &format!("{peer}: {why}"), say(ledger, &s, &why));
                 s.refuse(&why);
             }
             other => {
                 let why = format!("sent a {} message first", other.name());
-                stray(served, &format!("{peer}: {why}"));
+                stray(served, &format!("{peer}: {why}"), say(ledger, &s, &why));
                 s.refuse(&why);
             }
         }
+        None
     }
 }

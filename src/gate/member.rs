@@ -1,5 +1,5 @@
-//! Every rank but 0: join the coordinator, take the assignment, test the successor, report,
-//! and wait for the verdict. A coordinator that cannot be reached, or that goes silent, is a
+//! Every rank but 0: knock at the coordinator, join answering its challenge, take the
+//! assignment, test the successor, report, and wait for the verdict. A coordinator that cannot be reached, or that goes silent, is a
 //! failure of this pod's gate (it cannot know that the job's fabric works).
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,9 +10,11 @@ use super::verdict::{self, pod_fails, Pod, SlowRule};
 use super::who::Who;
 use nw_pairtest::edge::PairTest;
 use nw_pairtest::exchange::{self, ExchangeError, Session};
-use nw_pairtest::seal::{self, Bound, Secret};
-use nw_pairtest::wire::{Assign, Join, Message, Report, Verdict};
+use nw_pairtest::wire::{Protocol, Tag};
 use nw_pairtest::Settings;
+
+use super::seal::{self, Bound, Secret};
+use super::wire::{Assign, Frame, Join, Knock, Report, Verdict};
 
 fn alone(who: &Who, me: &Pod, id: &'static str, summary: String, hint: &str) -> Verdict {
     verdict::decide(who.size, &[], vec![pod_fails(me.rank, &me.host, id, summary, hint)], SlowRule::OFF)
@@ -38,11 +40,27 @@ fn coordinator_lost(who: &Who, me: &Pod, e: &ExchangeError, when: &str) -> Verdi
 }
 
 fn verdict_of(s: &mut Session) -> Result<Verdict, ExchangeError> {
-    s.expect("verdict", |m| if let Message::Verdict(v) = m { Some(v) } else { None })
+    match s.recv_as::<Frame>()? {
+        Frame::Verdict(v) => Ok(v),
+        other => Err(ExchangeError::Unexpected { peer: s.peer.clone(), want: "verdict", got: other.name() }),
+    }
+}
+
+/// The test's settings as the coordinator's assignment gives them (every pair of the job runs
+/// the same), with this pod's tag.
+fn settings_of(a: &Assign, gate: Option<Tag>) -> Settings {
+    Settings {
+        all_pairs: a.all_pairs,
+        bytes: a.bytes,
+        iters: a.iters,
+        duration_ms: a.duration_ms,
+        timeout: Duration::from_millis(u64::from(a.timeout_ms)),
+        gate,
+    }
 }
 
 /// The coordinator's frame, checked against this pod's key before it is used.
-fn authentic(who: &Who, me: &Pod, m: &Message, key: Option<&Secret>, b: &Bound) -> Result<(), Verdict> {
+fn authentic(who: &Who, me: &Pod, m: &Frame, key: Option<&Secret>, b: &Bound) -> Result<(), Verdict> {
     seal::check(m, key, b).map_err(|e| {
         let summary = format!("the coordinator {}'s {} {e}", who.coordinator, m.name());
         alone(who, me, "secret", summary, SECRET_HINT)
@@ -97,12 +115,13 @@ pub fn take_part(
         ports,
         problem,
         nonce: Some(trust.nonce.to_owned()),
+        challenge: None,
         bootstrap: who.bootstrap.clone(),
         mac: None,
     };
     let mine = join.nonce.clone().unwrap_or_default();
     let early = Bound { job: &who.job, member: &mine, gate: "" };
-    let join = seal::seal(Message::Join(join), key, &early);
+    let knock = Frame::Knock(Knock { job: who.job.clone(), rank: who.rank });
     let reach_until = Instant::now() + wait;
     // The coordinator waits for the last pod up to its own wait, which began no later than ours.
     let until = Instant::now() + wait + limits.timeout;
@@ -111,7 +130,28 @@ pub fn take_part(
             Ok(s) => s,
             Err(e) => return coordinator_lost(who, me, &e, "could not be reached"),
         };
-        if let Err(e) = s.send(&join) {
+        // The coordinator's challenge for this connection first: the join answers it, so that
+        // no one can join as this pod with a join of an earlier run.
+        if let Err(e) = s.send_as(&knock) {
+            return coordinator_lost(who, me, &e, "did not take this pod's join");
+        }
+        s.set_deadline(Instant::now() + limits.timeout);
+        let challenge = match s.recv_as::<Frame>() {
+            Ok(Frame::Challenge(c)) => c.nonce,
+            // Closed without a word: the coordinator's door was full, the knock never read.
+            Err(ExchangeError::Closed { got: 0, .. }) if Instant::now() < reach_until => {
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+            Ok(m) => {
+                let e = ExchangeError::Unexpected { peer: s.peer.clone(), want: "challenge", got: m.name() };
+                return coordinator_lost(who, me, &e, "answered this pod's knock wrongly");
+            }
+            Err(e) => return coordinator_lost(who, me, &e, "did not take this pod's join"),
+        };
+        let answered = Join { challenge: Some(challenge.clone()), ..join.clone() };
+        let sealed = seal::seal(Frame::Join(answered), key, &Bound { gate: &challenge, ..early });
+        if let Err(e) = s.send_as(&sealed) {
             return coordinator_lost(who, me, &e, "did not take this pod's join");
         }
         arrival(&s, until, cancel);
@@ -119,7 +159,7 @@ pub fn take_part(
             return alone(who, me, "peer", "stopped by a signal while waiting for the coordinator".into(), "");
         }
         s.set_deadline(until);
-        match s.recv() {
+        match s.recv_as::<Frame>() {
             // Closed without a word: the coordinator's door was full (a burst of joins, or a
             // scanner), so the join was never read. Join again while the wait lasts.
             Err(ExchangeError::Closed { got: 0, .. }) if Instant::now() < reach_until => {
@@ -129,25 +169,25 @@ pub fn take_part(
         }
     };
     let a: Assign = match first {
-        Ok(m @ Message::Assign(_)) => {
+        Ok(m @ Frame::Assign(_)) => {
             let gate = match &m {
-                Message::Assign(a) => a.nonce.clone().unwrap_or_default(),
+                Frame::Assign(a) => a.nonce.clone().unwrap_or_default(),
                 _ => String::new(),
             };
             if let Err(v) = authentic(who, me, &m, key, &Bound { gate: &gate, ..early }) {
                 return v;
             }
             match m {
-                Message::Assign(a) => a,
+                Frame::Assign(a) => a,
                 _ => return alone(who, me, "peer", "the coordinator's assignment was lost".into(), ""),
             }
         }
-        Ok(m @ Message::Verdict(_)) => {
+        Ok(m @ Frame::Verdict(_)) => {
             if let Err(v) = authentic(who, me, &m, key, &early) {
                 return v;
             }
             match m {
-                Message::Verdict(v) => return v,
+                Frame::Verdict(v) => return v,
                 _ => return alone(who, me, "peer", "the coordinator's verdict was lost".into(), ""),
             }
         }
@@ -160,26 +200,26 @@ pub fn take_part(
     // The pair test's tag proves the secret to the successor, bound to the nonce it joined with.
     let succ = a.successor_nonce.clone().unwrap_or_default();
     let tag = limits.gate.clone().map(|t| seal::seal_tag(t, key, &Bound { job: &who.job, member: &succ, gate: "" }));
-    let theirs = Settings::of_assign(&a, tag);
+    let theirs = settings_of(&a, tag);
     let until = Instant::now() + Duration::from_millis(u64::from(a.results_ms));
     let next = Pod { rank: a.successor, host: a.successor_host.clone() };
     let pairs = successor::test(me, &next, fabric, &a.target, &theirs);
     s.set_deadline(until.max(Instant::now()) + theirs.timeout);
     let gate = a.nonce.clone().unwrap_or_default();
     let session = Bound { gate: &gate, ..early };
-    let report = seal::seal(Message::Report(Report { rank: who.rank, pairs, mac: None }), key, &session);
-    if let Err(e) = s.send(&report) {
+    let report = seal::seal(Frame::Report(Report { rank: who.rank, pairs, mac: None }), key, &session);
+    if let Err(e) = s.send_as(&report) {
         return coordinator_lost(who, me, &e, "did not take this pod's results");
     }
     s.set_deadline(until.max(Instant::now()) + theirs.timeout * 3);
     match verdict_of(&mut s) {
         Ok(v) => {
-            let m = Message::Verdict(v);
+            let m = Frame::Verdict(v);
             if let Err(lost) = authentic(who, me, &m, key, &session) {
                 return lost;
             }
             match m {
-                Message::Verdict(v) => v,
+                Frame::Verdict(v) => v,
                 _ => alone(who, me, "peer", "the coordinator's verdict was lost".into(), ""),
             }
         }

@@ -14,12 +14,14 @@ pub mod coordinator;
 pub mod listen;
 pub mod member;
 pub mod nofile;
+pub mod seal;
 pub mod successor;
 pub mod verdict;
 pub mod who;
+pub mod wire;
 
 use std::io::Write;
-use std::net::{SocketAddr, TcpListener};
+use std::net::TcpListener;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::mpsc;
@@ -35,9 +37,12 @@ use nw_output::msg::PREFIX;
 use nw_pairtest::cause::{Cause, Status};
 use nw_pairtest::edge::PairTest;
 use nw_pairtest::exchange;
-use nw_pairtest::seal::{self, Secret};
-use nw_pairtest::wire::{GateTag, Verdict};
+use nw_pairtest::ledger::Ledger;
+use nw_pairtest::ring;
+use nw_pairtest::wire::Tag;
 use nw_pairtest::Settings;
+use seal::Secret;
+use wire::Verdict;
 
 /// The gate's options (ping's test knobs included: the coordinator's rule every pair).
 #[derive(Debug, Clone)]
@@ -75,7 +80,7 @@ const STOPPING: [i32; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIG
 
 impl Options {
     fn limits(&self, job: &str, rank: u32) -> Settings {
-        Settings { gate: Some(GateTag { job: job.to_owned(), rank, mac: None }), ..self.test.clone() }
+        Settings { gate: Some(Tag { job: job.to_owned(), rank, mac: None }), ..self.test.clone() }
     }
 }
 
@@ -180,7 +185,7 @@ fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32)
     })?;
     // Rank 0 holds a connection per pod until the verdict; the limit is put back on return.
     let _nofile = (who.rank == 0).then(|| nofile::raise(who.size));
-    let l: TcpListener = exchange::bind(SocketAddr::from(([0, 0, 0, 0], who.port))).map_err(|e| {
+    let l: TcpListener = exchange::bind_any(who.port).map_err(|e| {
         usage(
             e.to_string(),
             "pick a free NCCL_WRAP_GATE_PORT (the same on every pod), never the launcher's MASTER_PORT",
@@ -196,6 +201,8 @@ fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32)
     let trust = Trust { key: key.as_ref(), nonce: &nonce };
     let predecessor = (who.rank + who.size - 1) % who.size;
     let done = AtomicBool::new(false);
+    // The gate port's sources: the listener admits by it, the roster's refusals count there.
+    let ledger = Ledger::of(&listen::policy(timeout, &opts.test));
     let v = std::thread::scope(|scope| {
         // A stopping signal ends every wait of the gate (and the listener) at once.
         scope.spawn(|| {
@@ -208,7 +215,9 @@ fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32)
                 std::thread::sleep(Duration::from_millis(50));
             }
         });
-        let listener = scope.spawn(|| {
+        // The ring's step: this pod's listener serves its predecessor (and, on rank 0, takes the
+        // joins) until the verdict is in, while this thread joins, tests its successor, reports.
+        let serve = || {
             let l_opts = listen::Listen {
                 job: &who.job,
                 predecessor,
@@ -217,26 +226,31 @@ fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32)
                 trust,
                 joins: (who.rank == 0).then_some(joins_tx),
                 stop: &stop,
+                ledger: ledger.clone(),
             };
             // Bounded by the verdict (stop), or else by the longest the gate can last.
             listen::serve(&l, l_opts, fabric, Instant::now() + wait * 2 + timeout * 8 + Duration::from_secs(3600))
-        });
-        let v = if who.rank == 0 {
-            let until = Instant::now() + wait;
-            let joins = coordinator::Joins { rx: joins_rx, until, cancel: &stop };
-            coordinator::run(&who, &me, fabric, &limits, joins, trust, opts.slow)
-        } else {
-            drop(joins_rx);
-            member::take_part(&who, &me, fabric, &limits, wait, &stop, trust)
         };
-        stop.store(true, Ordering::SeqCst);
+        let test = || {
+            let v = if who.rank == 0 {
+                let until = Instant::now() + wait;
+                let joins = coordinator::Joins { rx: joins_rx, until, cancel: &stop, ledger: ledger.clone() };
+                coordinator::run(&who, &me, fabric, &limits, joins, trust, opts.slow)
+            } else {
+                drop(joins_rx);
+                member::take_part(&who, &me, fabric, &limits, wait, &stop, trust)
+            };
+            stop.store(true, Ordering::SeqCst);
+            v
+        };
+        let (v, served) = ring::step(serve, test);
         done.store(true, Ordering::SeqCst);
-        match listener.join() {
-            Ok(served) if served.strays > 0 => {
+        match served {
+            Some(served) if served.strays > 0 => {
                 eprintln!("{PREFIX} gate: {} stray connection(s) ignored on port {}", served.strays, who.port)
             }
-            Ok(_) => {}
-            Err(_) => eprintln!("{PREFIX} gate: the listener thread stopped"),
+            Some(_) => {}
+            None => eprintln!("{PREFIX} gate: the listener thread stopped"),
         }
         v
     });

@@ -4,8 +4,8 @@
 
 use std::time::Instant;
 
+use super::wire::Finding;
 use nw_pairtest::edge::PairTest;
-use nw_pairtest::wire::Finding;
 use nw_pairtest::Settings;
 
 use super::verdict::{self, Pod};

@@ -5,10 +5,11 @@
 
 use serde::Serialize;
 
+use super::wire::{Finding, Verdict, MAX_LISTED};
 use nw_pairtest::cause::{Cause, Status};
 use nw_pairtest::output::PairResult;
 use nw_pairtest::slow::{self, Figure, Slow};
-use nw_pairtest::wire::{Finding, Verdict, MAX_LISTED, MAX_TEXT};
+use nw_pairtest::wire::MAX_TEXT;
 
 pub use nw_output::termination::{clip, MAX as TERMINATION_MAX};
 

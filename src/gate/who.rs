@@ -13,9 +13,9 @@
 
 use std::ffi::OsStr;
 
+use super::wire::{check_job, Bootstrap, MAX_GATE_SIZE};
 use nw_observe::detect::Vars;
 use nw_pairtest::exchange::split_target;
-use nw_pairtest::wire::{check_job, Bootstrap, MAX_GATE_SIZE};
 
 /// What the gate's options say (each `None` when not given).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -6,12 +6,12 @@
 //!
 //! Every agent answers tests for its whole life ([`serve`], on its own thread): the agents'
 //! rounds are not in step (jitter, start times), so a listener opened only during one's own ring
-//! round would never meet its predecessor's. Connections come through the pair test's accept
-//! policy (`pairtest::door`): an address outside the last resolved peer list is closed unread;
-//! peers are answered one at a time, and only plain pair tests within [`ANSWER`]'s sizes;
-//! anything else is a stray, told why and closed. Each step of a served or initiated test is
-//! bounded by the pair test's phase deadline, so a ring round ends by its deadline whatever a
-//! peer or a stray does.
+//! round would never meet its predecessor's. Connections come through the pair test's one
+//! listener policy ([`policy`], `pairtest::door`): an address outside the last resolved peer
+//! list is closed unread; peers are answered one at a time, and only plain pair tests within
+//! [`ANSWER`]'s sizes; anything else is a stray, told why and closed. Each step of a served or
+//! initiated test is bounded by the pair test's phase deadline, so a ring round ends by its
+//! deadline whatever a peer or a stray does.
 //! Data from outside (DNS answers, peers' messages) never panics: it is a cause in the results.
 
 use std::collections::BTreeSet;
@@ -21,9 +21,10 @@ use std::time::{Duration, Instant};
 
 use crate::doctor::Status;
 use nw_output::msg::PREFIX;
-use nw_pairtest::door::Allow;
+use nw_pairtest::desk;
+use nw_pairtest::door::{Allow, Over, Policy, Tags};
 use nw_pairtest::edge::PairTest;
-use nw_pairtest::exchange::{self, ExchangeError, Serve, Session};
+use nw_pairtest::exchange::{self, ExchangeError, Session};
 use nw_pairtest::output::PairResult;
 use nw_pairtest::slow::{self, Figure};
 use nw_pairtest::wire::Hello;
@@ -52,8 +53,8 @@ pub const MAX_ANSWER_BYTES: u32 = 1 << 20;
 pub const MAX_ANSWER_ITERS: u32 = 1000;
 pub const MAX_ANSWER_DURATION_MS: u32 = 500;
 
-/// What an agent answers at most: the listener's own settings bound every hello (the refusal
-/// above names a larger one first).
+/// What an agent answers at most: the listener's own settings bound every hello (a larger one is
+/// refused, named: [`policy`]).
 pub const ANSWER: Settings = Settings {
     all_pairs: true,
     bytes: MAX_ANSWER_BYTES,
@@ -116,75 +117,51 @@ pub fn resolve(service: &str) -> Result<Vec<IpAddr>, String> {
 /// The addresses whose hellos are answered: the last resolved peers.
 pub type Allowed = Arc<Mutex<Vec<IpAddr>>>;
 
-/// Why a hello is not served, or `None`.
-pub fn refusal(from: IpAddr, hello: &Hello, allowed: &[IpAddr]) -> Option<String> {
-    let from = from.to_canonical();
-    if !allowed.iter().any(|a| a.to_canonical() == from) {
-        return Some(format!("{from} is not among the ring's peers (the last resolved list: {})", list(allowed)));
-    }
-    if hello.gate.is_some() {
-        return Some("a gate's pair test; this port is a node agent's ring".into());
-    }
-    if hello.bytes > MAX_ANSWER_BYTES || hello.iters > MAX_ANSWER_ITERS || hello.duration_ms > MAX_ANSWER_DURATION_MS {
-        return Some(format!(
-            "asked for {} bytes x {} iterations ({} ms); an agent answers at most {MAX_ANSWER_BYTES} bytes x {MAX_ANSWER_ITERS}, {MAX_ANSWER_DURATION_MS} ms",
-            hello.bytes, hello.iters, hello.duration_ms
-        ));
-    }
-    None
-}
-
-fn list(a: &[IpAddr]) -> String {
-    if a.is_empty() {
-        "none yet".into()
-    } else {
-        a.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+/// The agent's listener policy: the last resolved peers only, each hello within [`HELLO`], peer
+/// after peer for the agent's life (`max_peers`: tests), plain tests within [`ANSWER`]'s sizes
+/// (each phase bounded by `timeout`), anything larger or tagged for a job refused, named.
+pub fn policy(allowed: &Allowed, timeout: Duration, max_peers: Option<usize>) -> Policy {
+    Policy {
+        keep: true,
+        max_peers,
+        over: Over::Refuse("an agent"),
+        tags: Tags::Refuse("a gate's pair test; this port is a node agent's ring"),
+        ..Policy::new(Allow::Peers(Arc::clone(allowed)), HELLO, Settings { timeout, ..ANSWER })
     }
 }
 
-/// The listener of `port` on every address: `[::]`, which takes IPv4 too, unless the kernel's
-/// `net.ipv6.bindv6only` (read under `proc_root`) makes it IPv6-only, or IPv6 is off; then
-/// `0.0.0.0` (node addresses are IPv4 in nearly every cluster).
-pub fn bind(port: u16, proc_root: &std::path::Path) -> Result<TcpListener, String> {
-    let any6 = SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port));
-    let any4 = SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, port));
-    let v6only =
-        nw_observe::detect::file::read_attr(&proc_root.join("sys/net/ipv6/bindv6only")).is_ok_and(|v| v == "1");
-    let first = if v6only { Err(()) } else { exchange::bind(any6).map_err(|_| ()) };
-    first.or_else(|()| exchange::bind(any4)).map_err(|e| format!("ring: {e}"))
+/// The listener of `port` on every address, both families: the pair test's one dual-stack
+/// bind (node addresses are IPv4 in nearly every cluster, IPv6 in some).
+pub fn bind(port: u16) -> Result<TcpListener, String> {
+    exchange::bind_any(port).map_err(|e| format!("ring: {e}"))
 }
 
 /// Answers peers on `l` one at a time until `max_peers` connections (tests) or for ever.
 /// A stray or a failed peer is one stderr line; nothing ends the serving but `max_peers`.
 pub fn serve(l: &TcpListener, fabric: &dyn PairTest, allowed: &Allowed, timeout: Duration, max_peers: Option<usize>) {
-    let answer = Settings { timeout, ..ANSWER };
-    let opts = Serve { keep: true, wait: None, hello: HELLO, max_peers, allow: Allow::Peers(Arc::clone(allowed)) };
+    let policy = policy(allowed, timeout, max_peers);
     // No deadline to wait for: a blocking accept sleeps in the kernel until a peer comes, where
     // a polling listener would cost the agent 100 wake-ups a second for its life.
     if let Err(e) = l.set_nonblocking(false) {
         eprintln!("{PREFIX} watch: ring: the listener polls every 10 ms (cannot make it blocking: {e})");
     }
     let on_peer = |s: Session, hello: Hello| -> Result<(), ExchangeError> {
-        let from = s.peer.parse::<SocketAddr>().map(|a| a.ip());
-        let peers = allowed.lock().map(|a| a.clone()).unwrap_or_default();
-        let why = match from {
-            Ok(ip) => refusal(ip, &hello, &peers),
-            Err(_) => Some(format!("{} is not an address", s.peer)),
-        };
         let peer = s.peer.clone();
-        // Our refusals and a failed answer are reported here, not as the peer's refusal.
-        if let Some(why) = why {
-            eprintln!("{PREFIX} watch: ring: refused {peer}: {why}");
-            s.refuse(&why);
-        } else if let Err(e) = fabric.answer(s, &hello, &answer) {
+        // A failed answer is reported here, not as the peer's refusal.
+        if let Err(e) = fabric.answer(s, &hello, &policy.answer, &say_clamped) {
             eprintln!("{PREFIX} watch: ring: answering {peer} ({}): {e}", hello.host);
         }
         Ok(())
     };
     let on_error = |e: &ExchangeError| eprintln!("{PREFIX} watch: ring: ignored a connection: {e}");
-    if let Err(e) = exchange::serve(l, opts, on_peer, on_error) {
+    if let Err(e) = desk::serve(l, &policy, on_peer, on_error) {
         eprintln!("{PREFIX} watch: ring: the listener stopped: {e}");
     }
+}
+
+/// One line for what the agent's test cut of a peer's hello (its deadline), said before it answers.
+fn say_clamped(peer: &str, clamped: &[String]) {
+    eprintln!("{PREFIX} watch: ring: {peer} asked for more than this agent allows: {}", clamped.join(", "));
 }
 
 /// One pair of a ring round, as the files show it.
@@ -428,6 +405,12 @@ mod tests {
         Hello { host: "n".into(), ports: Vec::new(), all_pairs: false, bytes, iters: 20, duration_ms: 0, gate: None }
     }
 
+    /// Why the agent's one listener policy does not serve this hello from `from`, or `None`.
+    fn refusal(from: IpAddr, hello: &Hello, peers: &[IpAddr]) -> Option<String> {
+        let p = policy(&Allowed::new(Mutex::new(peers.to_vec())), Duration::from_secs(2), None);
+        p.allow.refusal(from).or_else(|| p.refusal(hello))
+    }
+
     #[test]
     fn only_peers_small_plain_tests_are_answered() {
         let peers = [ip("10.0.0.1"), ip("10.0.0.2")];
@@ -435,6 +418,9 @@ mod tests {
         assert!(refusal(ip("10.0.0.3"), &hello(4096), &peers).is_some_and(|w| w.contains("not among")));
         assert!(refusal(ip("10.0.0.1"), &hello(MAX_ANSWER_BYTES + 1), &peers).is_some_and(|w| w.contains("at most")));
         assert!(refusal(ip("10.0.0.1"), &hello(4096), &[]).is_some_and(|w| w.contains("none yet")));
+        let tagged =
+            Hello { gate: Some(nw_pairtest::wire::Tag { job: "j".into(), rank: 1, mac: None }), ..hello(4096) };
+        assert!(refusal(ip("10.0.0.1"), &tagged, &peers).is_some_and(|w| w.contains("a gate's pair test")));
     }
 
     fn report(outcome: Outcome) -> Report {

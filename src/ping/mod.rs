@@ -7,21 +7,27 @@
 //! 0 every pair passes (warnings included), 1 a pair fails, 2 the check could not run.
 //!
 //! A front end of the pair test (`nw_pairtest`, which does the work): this file reads the
-//! mode and prints; `order`: ping's ring mode's index, size and peer template (pure). It never
+//! mode; `print`: each result, the summary and the check that could not run, as JSON lines or
+//! for people (pure); `order`: ping's ring mode's index, size and peer template (pure). It never
 //! names the gate or the node agent.
 
 pub mod order;
+pub mod print;
 
 use std::io::Write;
 use std::time::{Duration, Instant};
 
 use nw_output::msg::PREFIX;
 use nw_pairtest::cause::{Cause, Status};
-use nw_pairtest::door::{self, Allow};
-use nw_pairtest::edge::{self, cannot, peer_cause};
-use nw_pairtest::exchange::{self, Serve};
-use nw_pairtest::here::{self, hostname, Here, Inputs};
-use nw_pairtest::output::{self, PairResult};
+use nw_pairtest::desk;
+use nw_pairtest::door::{self, Allow, Policy};
+use nw_pairtest::edge::{cannot, peer_cause, PairTest};
+use nw_pairtest::exchange::{self, ExchangeError, Session};
+use nw_pairtest::here::{self, hostname, Inputs};
+use nw_pairtest::output::PairResult;
+use nw_pairtest::rdma::Rdma;
+use nw_pairtest::ring;
+use nw_pairtest::wire::Hello;
 use nw_pairtest::Settings;
 
 pub const EXIT_PASS: u8 = 0;
@@ -57,7 +63,7 @@ pub fn main(inp: &Inputs, opts: &Options) -> u8 {
         Ok(()) => EXIT_PASS,
         Err(cause) => {
             eprintln!("{PREFIX} ping cannot run: {}", cause.summary);
-            out.emit(&if opts.json { output::error_json(&cause) } else { output::error_human(&cause) });
+            out.emit(&if opts.json { print::error_json(&cause) } else { print::error_human(&cause) });
             EXIT_CANNOT_RUN
         }
     };
@@ -67,9 +73,9 @@ pub fn main(inp: &Inputs, opts: &Options) -> u8 {
         Mode::Ring { .. } => "the next pod of the ring".into(),
     };
     out.emit(&if opts.json {
-        output::summary_json(out.pairs, out.failed, exit)
+        print::summary_json(out.pairs, out.failed, exit)
     } else {
-        output::summary_human(out.pairs, out.failed, &peer)
+        print::summary_human(out.pairs, out.failed, &peer)
     });
     exit
 }
@@ -86,7 +92,7 @@ impl Printer {
         if r.status == Status::Fail {
             self.failed += 1;
         }
-        self.emit(&if self.json { output::json_line(r) } else { output::human(r) });
+        self.emit(&if self.json { print::json_line(r) } else { print::human(r) });
     }
     fn emit(&self, text: &str) {
         let mut o = std::io::stdout().lock();
@@ -131,35 +137,39 @@ fn check_usage(inp: &Inputs, opts: &Options) -> Result<(Option<(order::Ring, u16
     Ok((ring, allow))
 }
 
+/// The listener's policy: whom `allow` admits, each hello within the test's deadline, peers
+/// asking for more than this end's own test clamped to it.
+fn policy(opts: &Options, allow: Allow, keep: bool) -> Policy {
+    let wait = Duration::from_millis(opts.wait_ms);
+    Policy { keep, wait: (!keep).then_some(wait), ..Policy::new(allow, opts.test.timeout, opts.test.clone()) }
+}
+
 fn run(inp: &Inputs, opts: &Options, out: &mut Printer) -> Result<(), Cause> {
     let (ring, allow) = check_usage(inp, opts)?;
-    let here = here::read(inp)?;
+    // Through the pair test's one seam, as the gate and the agents' ring: ports are opened on
+    // the thread that tests, and closed before each test returns.
+    let fabric = Rdma::new(Ok(here::read(inp)?), hostname(inp.proc_root, inp.vars));
     let wait = Duration::from_millis(opts.wait_ms);
     match (&opts.mode, ring) {
         (Mode::Connect(target), _) => {
-            let results = edge::initiate(&here, target, &opts.test, Instant::now() + wait)?;
+            let results = fabric.initiate(target, &opts.test, Instant::now() + wait)?;
             results.iter().for_each(|r| out.pair(r));
             Ok(())
         }
         (Mode::Listen { addr, keep }, _) => {
-            let sock = exchange::listen_addr(addr)
+            let place = exchange::listen_addr(addr)
                 .map_err(|e| cannot("peer", e.to_string(), "--listen takes PORT or ADDR:PORT"))?;
-            let l = exchange::bind(sock).map_err(|e| cannot("peer", e.to_string(), "pick a free port"))?;
-            let opened = edge::open(&here.planned)?;
-            let timeout = opts.test.timeout;
-            let serve = Serve {
-                keep: *keep,
-                wait: (!keep).then_some(wait),
-                hello: timeout,
-                max_peers: None,
-                allow: allow.clone(),
-            };
-            let served = exchange::serve(
+            let l = place.bind().map_err(|e| cannot("peer", e.to_string(), "pick a free port"))?;
+            // A pod none of whose ports opens is named now, not when a peer comes.
+            fabric.ports()?;
+            let served = desk::serve(
                 &l,
-                serve,
+                &policy(opts, allow, *keep),
                 |s, hello| {
-                    say_clamped(&s.peer, &edge::clamped(&opened, &hello, &opts.test));
-                    let results = edge::answer(&here, &opened, s, &hello, &opts.test)?;
+                    let peer = s.peer.clone();
+                    let results = fabric
+                        .answer(s, &hello, &opts.test, &say_clamped)
+                        .map_err(|why| ExchangeError::Answer { peer, why })?;
                     results.iter().for_each(|r| out.pair(r));
                     Ok(())
                 },
@@ -168,7 +178,7 @@ fn run(inp: &Inputs, opts: &Options, out: &mut Printer) -> Result<(), Cause> {
             served.map(|_| ()).map_err(|e| peer_cause(&e))
         }
         (Mode::Ring { .. }, Some((r, port))) => {
-            for mut res in ring_run(&r, port, &here, opts, &allow)? {
+            for mut res in ring_run(&r, port, &fabric, opts, allow)? {
                 res.node_index = Some(r.index);
                 res.peer_index = Some(r.peer_index);
                 out.pair(&res);
@@ -179,45 +189,34 @@ fn run(inp: &Inputs, opts: &Options, out: &mut Printer) -> Result<(), Cause> {
     }
 }
 
-/// Ring mode: serve the predecessor on a thread, test the successor here; returns the pairs
-/// towards the successor.
-fn ring_run(r: &order::Ring, port: u16, here: &Here, opts: &Options, allow: &Allow) -> Result<Vec<PairResult>, Cause> {
-    let l = exchange::bind(std::net::SocketAddr::from(([0, 0, 0, 0], port)))
+/// Ring mode, the pair test's ring step: serve the predecessor on a thread, test the successor
+/// here; returns the pairs towards the successor.
+fn ring_run(r: &order::Ring, port: u16, fabric: &Rdma, opts: &Options, allow: Allow) -> Result<Vec<PairResult>, Cause> {
+    let l = exchange::bind_any(port)
         .map_err(|e| cannot("peer", e.to_string(), "pick a free --port (NCCL_WRAP_PING_PORT)"))?;
     let target = format!("{}:{port}", r.peer_host);
-    let timeout = opts.test.timeout;
     let wait = Duration::from_millis(opts.wait_ms);
-    std::thread::scope(|scope| {
-        let listener = scope.spawn(|| {
-            // Contexts are opened on this thread: nothing of verbs crosses threads.
-            let opened = edge::open(&here.planned).map_err(|c| c.summary)?;
-            let serve = Serve { keep: false, wait: Some(wait), hello: timeout, max_peers: None, allow: allow.clone() };
-            exchange::serve(
-                &l,
-                serve,
-                |s, h| {
-                    say_clamped(&s.peer, &edge::clamped(&opened, &h, &opts.test));
-                    edge::answer(here, &opened, s, &h, &opts.test).map(drop)
-                },
-                |e| eprintln!("{PREFIX} ping: serving the previous pod of the ring: {e}"),
-            )
-            .map_err(|e| e.to_string())
-        });
-        let result = edge::initiate(here, &target, &opts.test, Instant::now() + wait);
-        match listener.join() {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => eprintln!("{PREFIX} ping: serving the previous pod of the ring: {e}"),
-            Err(_) => eprintln!("{PREFIX} ping: the listener thread stopped"),
-        }
-        result
-    })
+    let policy = policy(opts, allow, false);
+    let serve = || {
+        let answer = |s: Session, h: Hello| {
+            let peer = s.peer.clone();
+            fabric.answer(s, &h, &opts.test, &say_clamped).map(drop).map_err(|why| ExchangeError::Answer { peer, why })
+        };
+        desk::serve(&l, &policy, answer, |e| eprintln!("{PREFIX} ping: serving the previous pod of the ring: {e}"))
+    };
+    let (result, served) = ring::step(serve, || fabric.initiate(&target, &opts.test, Instant::now() + wait));
+    match served {
+        Some(Ok(_)) => {}
+        Some(Err(e)) => eprintln!("{PREFIX} ping: serving the previous pod of the ring: {e}"),
+        None => eprintln!("{PREFIX} ping: the listener thread stopped"),
+    }
+    result
 }
+
 /// One line for what a listener clamped of a peer's hello, said before it answers.
 fn say_clamped(peer: &str, clamped: &[String]) {
-    if !clamped.is_empty() {
-        eprintln!(
-            "{PREFIX} ping: {peer} asked for more than --bytes/--iters/--duration-ms allow here: {}",
-            clamped.join(", ")
-        );
-    }
+    eprintln!(
+        "{PREFIX} ping: {peer} asked for more than --bytes/--iters/--duration-ms allow here: {}",
+        clamped.join(", ")
+    );
 }

@@ -3,21 +3,24 @@
 //! protocol (and its listeners) are tested without RDMA.
 #![allow(dead_code)]
 
-use std::net::TcpListener;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use nccl_wrap::detect::Vars;
+use nccl_wrap::gate::seal::Secret;
 use nccl_wrap::gate::verdict::SlowRule;
 use nccl_wrap::gate::who::Given;
+use nccl_wrap::gate::wire::{self as gate_wire, Bootstrap, Challenge, Frame, Join, Knock};
 use nccl_wrap::gate::{self, Ran};
 use nccl_wrap::pairtest::cause::Cause;
-use nccl_wrap::pairtest::edge::{peer_cause, PairTest};
+use nccl_wrap::pairtest::edge::{peer_cause, Clamped, PairTest};
 use nccl_wrap::pairtest::exchange::{self, Session};
 use nccl_wrap::pairtest::output::{self, PairResult};
-use nccl_wrap::pairtest::seal::Secret;
 use nccl_wrap::pairtest::session::PairRun;
-use nccl_wrap::pairtest::wire::{Bootstrap, Fault, Figures, Hello, LinkLayer, Message, PortInfo};
+use nccl_wrap::pairtest::wire::{Fault, Figures, Hello, LinkLayer, Message, PortInfo};
 use nccl_wrap::pairtest::Settings;
 
 pub fn port_info(last: u8) -> PortInfo {
@@ -130,7 +133,13 @@ impl PairTest for Fake {
         };
         Ok(vec![output::result(0, target, &run, output::Local::default())])
     }
-    fn answer(&self, mut s: Session, _hello: &Hello, _ours: &Settings) -> Result<Vec<PairResult>, String> {
+    fn answer(
+        &self,
+        mut s: Session,
+        _hello: &Hello,
+        _ours: &Settings,
+        _: Clamped<'_>,
+    ) -> Result<Vec<PairResult>, String> {
         s.send(&Message::Hello(hello(self, None))).map_err(|e| e.to_string())?;
         Ok(Vec::new())
     }
@@ -231,4 +240,117 @@ pub fn run_pods(j: &Job, pods: Vec<(u32, Fake)>, scratch: &Scratch) -> Vec<Ran> 
             .collect();
         handles.into_iter().map(|h| h.join().expect("pod thread")).collect()
     })
+}
+
+/// A connection to 127.0.0.1:`port` from the loopback address `src` (every 127/8 address is
+/// this host's): another client, as the listener's per-source limits see it. Its port is
+/// reusable once it is closed, and (`abort`) it closes with a reset: a flood's thousands of
+/// connections leave no TIME_WAIT behind that would keep later listeners off those ports.
+pub fn connect_from(src: Ipv4Addr, port: u16, abort: bool) -> std::io::Result<TcpStream> {
+    use rustix::net::{sockopt, AddressFamily, SocketFlags, SocketType};
+    let fd = rustix::net::socket_with(AddressFamily::INET, SocketType::STREAM, SocketFlags::CLOEXEC, None)?;
+    sockopt::set_socket_reuseaddr(&fd, true)?;
+    if abort {
+        sockopt::set_socket_linger(&fd, Some(Duration::ZERO))?;
+    }
+    rustix::net::bind_v4(&fd, &SocketAddrV4::new(src, 0))?;
+    rustix::net::connect_v4(&fd, &SocketAddrV4::new(Ipv4Addr::LOCALHOST, port))?;
+    Ok(TcpStream::from(fd))
+}
+
+/// How one client floods a port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flood {
+    /// Connects, stays silent for 100 ms (less than the 250 ms after which a silent first read
+    /// may be closed for a newer connection), closes, and again, from 40 threads: every first
+    /// read a listener holds is a young, silent one of the flood's.
+    Reconnect,
+    /// Opens connections as fast as it can and holds them open, silent (500 a thread at most).
+    Connect,
+    /// Connects, sends garbage, closes, over and over.
+    Garbage,
+}
+
+/// Floods 127.0.0.1:`port` from `src` until `stop`, once something listens there (before it,
+/// the flood's own ephemeral ports could take the port it waits for); returns how many
+/// connections it made.
+pub fn flood(src: Ipv4Addr, port: u16, how: Flood, stop: &AtomicBool) -> usize {
+    let until = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() && Instant::now() < until && !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let made = AtomicUsize::new(0);
+    let threads = if how == Flood::Reconnect { 40 } else { 3 };
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                let mut held = std::collections::VecDeque::new();
+                while !stop.load(Ordering::SeqCst) {
+                    let Ok(mut c) = connect_from(src, port, true) else {
+                        std::thread::sleep(Duration::from_millis(1));
+                        continue;
+                    };
+                    made.fetch_add(1, Ordering::SeqCst);
+                    match how {
+                        Flood::Reconnect => std::thread::sleep(Duration::from_millis(100)),
+                        Flood::Garbage => {
+                            let _ = c.write_all(b"GET / HTTP/1.0\r\n\r\n");
+                        }
+                        Flood::Connect => {
+                            held.push_back(c);
+                            if held.len() > 500 {
+                                held.pop_front();
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    made.into_inner()
+}
+
+/// A pod that joins rank 0 at `port` once, from `src`, as rank `rank` of `size` in job `job`:
+/// one connection, its knock, the join answering the challenge (no secret); whether rank 0 read
+/// it (it answered the join: an assignment, a verdict or a refusal), within `wait`.
+pub fn single_try_join(src: Ipv4Addr, port: u16, job: &str, rank: u32, size: u32, wait: Duration) -> bool {
+    let Ok(mut c) = connect_from(src, port, false) else { return false };
+    let until = Instant::now() + wait;
+    let send = |c: &mut TcpStream, f: &Frame| c.write_all(&gate_wire::encode(f).expect("frame")).is_ok();
+    let recv = |c: &mut TcpStream| -> Option<Frame> {
+        c.set_read_timeout(Some(until.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)))).ok()?;
+        let mut head = [0u8; 13];
+        c.read_exact(&mut head).ok()?;
+        let (_, len) = gate_wire::header(&head).ok()?;
+        let mut body = vec![0u8; len];
+        c.read_exact(&mut body).ok()?;
+        let mut frame = head.to_vec();
+        frame.extend_from_slice(&body);
+        gate_wire::decode(&frame).ok()
+    };
+    if !send(&mut c, &Frame::Knock(Knock { job: job.into(), rank })) {
+        return false;
+    }
+    let Some(Frame::Challenge(Challenge { nonce })) = recv(&mut c) else { return false };
+    let f = fake(rank);
+    let join = Join {
+        job: job.into(),
+        rank,
+        size,
+        host: f.host.clone(),
+        port: 1,
+        ports: vec![port_info(f.last)],
+        problem: None,
+        nonce: None,
+        challenge: Some(nonce),
+        bootstrap: None,
+        mac: None,
+    };
+    if !send(&mut c, &Frame::Join(join)) {
+        return false;
+    }
+    // Read: rank 0 answered the join (a refusal of a read join comes back as an error frame).
+    let mut head = [0u8; 13];
+    c.set_read_timeout(Some(until.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)))).is_ok()
+        && c.read_exact(&mut head).is_ok()
 }

@@ -22,7 +22,7 @@ pub struct Cause {
     #[serde(skip)]
     pub(crate) status: Status,
     pub summary: String,
-    pub(crate) evidence: Map<String, Value>,
+    pub evidence: Map<String, Value>,
     pub hint: String,
 }
 

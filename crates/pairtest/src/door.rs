@@ -1,37 +1,43 @@
-//! The one accept policy of every listener of the pair test (`ping --listen`, `ping --ring`, the
-//! gate's port, the node agents' ring): who may connect, how many connections are read at once,
-//! how long each may take for its first message, and what is kept open.
+//! The one policy of every listener of the pair test (`ping --listen`, `ping --ring`, the gate's
+//! port, the node agents' ring), in one type, [`Policy`]: who may connect, how many connections
+//! are read at once (in all, and from one source), how fast one source may open them, how long
+//! each may take for its first message, how long a peer is waited for, and the most a peer's test
+//! may ask. The desk (`desk`) applies it; pure.
 //!
 //! - A connection from an address the listener does not admit is closed at once, unread.
 //! - Each admitted connection's first message is read on a short-lived thread under the hello
-//!   deadline, so a silent one holds up nothing; at most [`Door::readers`] such reads run at
-//!   once: a new connection past that closes the oldest one if it has been silent for
-//!   [`SILENT`] (a scanner holding connections open cannot keep a real peer out: its first
-//!   message comes at once), else the new one is closed unread (a burst of real peers: each
-//!   retries).
-//! - A connection judged a stray (EOF, garbage, a refusal, a wrong first message) is closed as
-//!   soon as it is judged: nothing keeps a copy of it. The only sockets held besides the
-//!   caller's are those in their first read (at most `readers`), shut when the desk closes.
+//!   deadline, so a silent one holds up nothing; at most [`Policy::readers`] such reads run at
+//!   once, at most [`Policy::per_source`] of them one source's (an IPv4 address, an IPv6 /64),
+//!   and a source starts at most [`Policy::burst`] of them at once, then [`Policy::rate`] a
+//!   second (a read that comes to a valid first message gives its share back: a source's real
+//!   peers never run short; strays spend it). Past a limit, the oldest silent read of that
+//!   source (of any, for the whole) gives way after [`SILENT`], else the new connection is closed
+//!   unread, without a thread: one client's flood of connections keeps out no one else.
+//! - A hello asking for more than the listener's own test ([`Policy::answer`]) is clamped to it
+//!   (ping, the gate: both ends then run the smaller), or refused ([`Over::Refuse`], the agents'
+//!   ring); a test tagged for a job is refused where the listener serves plain tests only.
 //!
-//! It must never keep a stray's socket open past its judgement, never hold more than `readers`
-//! unjudged connections, and never print a peer's text (the caller gets it as a value).
+//! It must never admit an address `allow` does not, and never let a hello decide more than the
+//! listener's own test allows.
 
-use std::collections::BTreeMap;
-use std::io;
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::clean;
-use super::exchange::{self, ExchangeError, Session};
-use super::wire::Message;
+use super::settings::Settings;
+use super::wire::Hello;
 
 /// First messages read at once by default: scanners opening hundreds of connections get the
 /// rest closed unread.
 pub(crate) const READERS: usize = 32;
+/// First messages of one source read at once by default: half, so that one client holding its
+/// share leaves the other half to everyone else.
+pub(crate) const PER_SOURCE: usize = READERS / 2;
+/// First reads one source may start at once by default, and a second past them: far above what
+/// one pod opens (a knock and a join, a pair test), far below a flood.
+pub(crate) const BURST: u32 = 64;
+pub(crate) const RATE: u32 = 32;
 /// How long a connection in its first read must have been silent before a newer one may close it.
 pub(crate) const SILENT: Duration = Duration::from_millis(250);
 /// The most entries an allow-list takes, and its longest spelling.
@@ -163,209 +169,91 @@ impl Allow {
     }
 }
 
-/// A listener's policy.
+/// What a listener does with a hello that asks for more than its own test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Over {
+    /// Run the listener's own sizes, said on stderr (both ends run the smaller).
+    Clamp,
+    /// Refuse the test, naming the listener so (`"an agent"`: "an agent answers at most ...").
+    Refuse(&'static str),
+}
+
+/// Whether a test tagged for a job (a gate's pair test) is served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tags {
+    /// Served; the front end judges the tag (the gate: its predecessor only, with the secret).
+    Serve,
+    /// Refused with this reason (the agents' ring answers plain tests only).
+    Refuse(&'static str),
+}
+
+/// A listener's policy, the one of every listener of the pair test.
 #[derive(Debug, Clone)]
-pub struct Door {
-    pub(crate) allow: Allow,
+pub struct Policy {
+    /// Who may connect.
+    pub allow: Allow,
     /// Connections in their first read at once; past it, closed unread.
-    pub(crate) readers: usize,
+    pub readers: usize,
+    /// Of them, from one source at once.
+    pub per_source: usize,
+    /// First reads one source may start at once, and then a second (a valid first message gives
+    /// its share back).
+    pub burst: u32,
+    pub rate: u32,
     /// Deadline of each connection's first message, from its acceptance.
-    pub(crate) hello: Duration,
+    pub hello: Duration,
+    /// How long to wait for the first valid peer (`None`: for ever).
+    pub wait: Option<Duration>,
+    /// Serve peer after peer (otherwise one valid peer).
+    pub keep: bool,
+    /// Stop after this many connections (tests; `None` in the binary).
+    pub max_peers: Option<usize>,
+    /// The most a peer's test may ask: the listener's own test (message size per pair, round
+    /// trips, bandwidth run; its phase deadline is the listener's).
+    pub answer: Settings,
+    /// A hello asking for more than `answer`.
+    pub over: Over,
+    /// A hello tagged for a job.
+    pub tags: Tags,
 }
 
-impl Door {
-    pub fn new(allow: Allow, hello: Duration) -> Door {
-        Door { allow, readers: READERS, hello }
-    }
-}
-
-/// What one accepted connection came to.
-pub enum Arrival {
-    /// Its first message, valid; the connection is the caller's now.
-    First(Session, Message),
-    /// A stray, already closed: what happened (peer text in it is printable: the wire cleans it).
-    Stray(ExchangeError),
-}
-
-type Read = (u64, Session, Result<Message, ExchangeError>);
-
-/// The connections in their first read: a copy to shut each, its peer, when it was accepted.
-type Reading = Arc<Mutex<BTreeMap<u64, (TcpStream, String, Instant)>>>;
-
-/// A listener under its door: accepts, reads first messages, hands them out one at a time.
-pub struct Desk<'l> {
-    l: &'l TcpListener,
-    door: Door,
-    tx: Sender<Read>,
-    rx: Receiver<Read>,
-    /// The connections in their first read, to be shut when the desk closes.
-    reading: Reading,
-    next_id: u64,
-    pending: Vec<Arrival>,
-}
-
-fn would_block(e: &io::Error) -> bool {
-    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted)
-}
-
-/// Closes a stray at once: both directions, so a client waiting for our close sees EOF now.
-fn close(s: &TcpStream) {
-    let _ = s.shutdown(Shutdown::Both);
-}
-
-impl<'l> Desk<'l> {
-    pub fn new(l: &'l TcpListener, door: Door) -> Desk<'l> {
-        let (tx, rx) = mpsc::channel();
-        Desk { l, door, tx, rx, reading: Arc::default(), next_id: 0, pending: Vec::new() }
-    }
-
-    /// Connections in their first read now.
-    pub(crate) fn reading(&self) -> usize {
-        self.reading.lock().map_or(0, |r| r.len())
-    }
-
-    fn admit(&mut self, stream: TcpStream, addr: SocketAddr) {
-        if let Some(why) = self.door.allow.refusal(addr.ip()) {
-            close(&stream);
-            self.pending.push(Arrival::Stray(ExchangeError::Unread { peer: addr.to_string(), why }));
-            return;
-        }
-        if stream.set_nonblocking(false).is_err() {
-            close(&stream);
-            let why = "cannot read it (socket mode)".to_owned();
-            self.pending.push(Arrival::Stray(ExchangeError::Unread { peer: addr.to_string(), why }));
-            return;
-        }
-        // Full: the oldest connection gives way if it has been silent for a while (closed now;
-        // its reader ends), else this one is closed unread.
-        if self.reading() >= self.door.readers {
-            let oldest = self.reading.lock().ok().and_then(|mut r| {
-                let silent = r.first_key_value().is_some_and(|(_, (_, _, since))| since.elapsed() >= SILENT);
-                if silent {
-                    r.pop_first()
-                } else {
-                    None
-                }
-            });
-            match oldest {
-                Some((_, (s, peer, _))) => {
-                    close(&s);
-                    let why = format!("silent for {} ms while newer connections waited", SILENT.as_millis());
-                    self.pending.push(Arrival::Stray(ExchangeError::Unread { peer, why }));
-                }
-                None => {
-                    close(&stream);
-                    let why = format!("{} connections already in their first read", self.door.readers);
-                    self.pending.push(Arrival::Stray(ExchangeError::Unread { peer: addr.to_string(), why }));
-                    return;
-                }
-            }
-        }
-        let id = self.next_id;
-        self.next_id += 1;
-        if let (Ok(copy), Ok(mut r)) = (stream.try_clone(), self.reading.lock()) {
-            r.insert(id, (copy, addr.to_string(), Instant::now()));
-        }
-        let (tx, reading, hello) = (self.tx.clone(), Arc::clone(&self.reading), self.door.hello);
-        let spawned = std::thread::Builder::new().name("first-read".into()).spawn(move || {
-            let mut s = Session::new(stream, addr.to_string(), Instant::now() + hello);
-            let first = s.recv();
-            // Gone from the map: evicted (already reported) or the desk closed; just close. The
-            // result is sent before the lock is let go, so that a desk that sees no first read
-            // under way finds every finished one's result in its channel (see `next`).
-            let mut map = reading.lock();
-            let ours = map.as_mut().map(|r| r.remove(&id).is_some()).unwrap_or(false);
-            if ours {
-                let _ = tx.send((id, s, first));
-                drop(map);
-            } else {
-                drop(map);
-                s.close();
-            }
-        });
-        if spawned.is_err() {
-            if let Ok(mut r) = self.reading.lock() {
-                if let Some((s, _, _)) = r.remove(&id) {
-                    close(&s);
-                }
-            }
-            let why = "no thread to read it".to_owned();
-            self.pending.push(Arrival::Stray(ExchangeError::Unread { peer: addr.to_string(), why }));
+impl Policy {
+    /// Anyone admitted by `allow`, each first message within `hello`, one peer served within
+    /// `answer` (clamped to it), waited for for ever: the rest is set field by field.
+    pub fn new(allow: Allow, hello: Duration, answer: Settings) -> Policy {
+        Policy {
+            allow,
+            readers: READERS,
+            per_source: PER_SOURCE,
+            burst: BURST,
+            rate: RATE,
+            hello,
+            wait: None,
+            keep: false,
+            max_peers: None,
+            answer,
+            over: Over::Clamp,
+            tags: Tags::Serve,
         }
     }
 
-    fn judge(&mut self, (_, s, first): Read) -> Arrival {
-        match first {
-            Ok(m) => Arrival::First(s, m),
-            Err(e) => {
-                if !matches!(e, ExchangeError::Closed { .. } | ExchangeError::Refused { .. }) {
-                    s.refuse(&e.to_string());
-                } else {
-                    s.close();
-                }
-                Arrival::Stray(e)
-            }
+    /// Why a valid hello is not served, or `None`: a tag where plain tests only are served, or
+    /// more than the listener's test where it refuses rather than clamps.
+    pub fn refusal(&self, hello: &Hello) -> Option<String> {
+        if let (Tags::Refuse(why), Some(_)) = (self.tags, &hello.gate) {
+            return Some(why.to_owned());
         }
-    }
-
-    /// The next arrival, waiting until `until` (`None`: for ever) or `stop`.
-    pub fn next(&mut self, until: Option<Instant>, stop: &AtomicBool) -> Option<Arrival> {
-        loop {
-            if let Some(a) = self.pending.pop() {
-                return Some(a);
+        let a = &self.answer;
+        match self.over {
+            Over::Refuse(who)
+                if hello.bytes > a.bytes || hello.iters > a.iters || hello.duration_ms > a.duration_ms =>
+            {
+                Some(format!(
+                    "asked for {} bytes x {} iterations ({} ms); {who} answers at most {} bytes x {}, {} ms",
+                    hello.bytes, hello.iters, hello.duration_ms, a.bytes, a.iters, a.duration_ms
+                ))
             }
-            if let Ok(read) = self.rx.try_recv() {
-                return Some(self.judge(read));
-            }
-            if stop.load(Ordering::SeqCst) || until.is_some_and(|u| Instant::now() >= u) {
-                return None;
-            }
-            // Nothing in flight and no end to wait for: sleep in the kernel until a peer comes
-            // (the node agent's listener lives as long as the agent: no polling for its life).
-            let idle = until.is_none() && self.reading() == 0;
-            if idle {
-                // A first read that ended between the look at the channel above and the count
-                // has sent its result already: take it rather than block in accept with it
-                // waiting (regression: a listener hung under qemu-user with a peer served).
-                if let Ok(read) = self.rx.try_recv() {
-                    return Some(self.judge(read));
-                }
-            }
-            if idle && self.l.set_nonblocking(false).is_ok() {
-                let got = self.l.accept();
-                let _ = self.l.set_nonblocking(true);
-                if let Ok((s, a)) = got {
-                    self.admit(s, a);
-                }
-                continue;
-            }
-            match self.l.accept() {
-                Ok((s, a)) => self.admit(s, a),
-                // Until a peer comes: short while first reads are under way (their results come
-                // over the channel), longer when idle (`stop` and `until` are checked between).
-                Err(e) if would_block(&e) => {
-                    let nap = if self.reading() > 0 { Duration::from_millis(2) } else { Duration::from_millis(25) };
-                    let nap = until.map_or(nap, |u| nap.min(u.saturating_duration_since(Instant::now())));
-                    exchange::wait_readable(self.l.as_fd(), nap);
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(50)),
-            }
-        }
-    }
-}
-
-impl Drop for Desk<'_> {
-    fn drop(&mut self) {
-        if let Ok(r) = self.reading.lock() {
-            r.values().for_each(|(s, _, _)| close(s));
-        }
-        // The readers see their connection end at once; give them a moment to drop it.
-        let end = Instant::now() + Duration::from_millis(500);
-        while self.reading() > 0 && Instant::now() < end {
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        while let Ok((_, s, _)) = self.rx.try_recv() {
-            s.close();
+            _ => None,
         }
     }
 }

@@ -1,13 +1,14 @@
 //! One edge of a test: this pod towards one peer (the initiating end), or serving the peer that
-//! tests it (the listening end). What comes in is what this pod brings ([`Here`], from
-//! [`here`](super::here)) and the peer; what goes out is every pair's
-//! result, unopened ports and unpaired rails included. Nothing here prints: `ping` and the gate
+//! tests it (the listening end), and [`PairTest`], the seam every front end drives a test
+//! through (ping, the gate and the agents' ring alike: the only way in). What comes in is what
+//! this pod brings ([`Here`], from [`here`](super::here)) and the peer; what goes out is every
+//! pair's result, unopened ports and unpaired rails included. Nothing here prints: the front ends
 //! each decide what to do with the results, so data walks one way, plan -> session -> pairs ->
 //! results.
 //!
 //! Every context, queue pair and registration an edge opens is closed before it returns.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::cause::{Cause, Status};
 use super::exchange::{self, ExchangeError, Session};
@@ -37,7 +38,7 @@ pub fn peer_cause(e: &ExchangeError) -> Cause {
 }
 
 /// Opens every planned port; fails only when none opens.
-pub fn open(planned: &[Planned]) -> Result<Opened, Cause> {
+pub(crate) fn open(planned: &[Planned]) -> Result<Opened, Cause> {
     let opened = session::open_all(planned);
     if opened.infos.is_empty() {
         let why: Vec<String> =
@@ -78,27 +79,70 @@ pub trait PairTest: Send + Sync {
     /// Tests the peer at `target`: every pair's result, or why the test could not run.
     fn initiate(&self, target: &str, settings: &Settings, wait_until: Instant) -> Result<Vec<PairResult>, Cause>;
     /// Answers a peer whose hello arrived (on the serving thread), within this listener's own
-    /// `settings`.
-    fn answer(&self, s: Session, hello: &Hello, settings: &Settings) -> Result<Vec<PairResult>, String>;
+    /// `settings`. What of the hello they clamp is told to `clamped` (the peer, what was cut)
+    /// before the run, so that a peer that asks for more and then vanishes half way is named for
+    /// what it asked all the same.
+    fn answer(
+        &self,
+        s: Session,
+        hello: &Hello,
+        settings: &Settings,
+        clamped: Clamped<'_>,
+    ) -> Result<Vec<PairResult>, String>;
 }
+
+/// Where a listener says what of a peer's hello its own settings cut: (the peer, what was cut).
+pub type Clamped<'a> = &'a dyn Fn(&str, &[String]);
 
 /// Tests `target` from this pod: opens the ports, connects (retrying until `wait_until`), runs
 /// the session and returns every pair's result. Err: the peer never came or misbehaved, or no
 /// port opened.
-pub fn initiate(here: &Here, target: &str, limits: &Settings, wait_until: Instant) -> Result<Vec<PairResult>, Cause> {
+pub(crate) fn initiate(
+    here: &Here,
+    target: &str,
+    limits: &Settings,
+    wait_until: Instant,
+) -> Result<Vec<PairResult>, Cause> {
     let opened = open(&here.planned)?;
-    let mut s = exchange::connect(target, wait_until, limits.timeout).map_err(|e| peer_cause(&e))?;
-    let (runs, theirs) = session::initiate(&mut s, &opened, &here.host, limits).map_err(|e| peer_cause(&e))?;
+    let (mut s, hello) = greet(target, wait_until, |s| session::greet(s, &opened, &here.host, limits), limits)
+        .map_err(|e| peer_cause(&e))?;
+    let (runs, theirs) = session::initiate(&mut s, &opened, hello, limits).map_err(|e| peer_cause(&e))?;
     let mut out = unopened(&opened, target);
     out.extend(runs.iter().enumerate().map(|(k, r)| output::result(k, target, r, here.local())));
     out.extend(output::unpaired(runs.len(), target, &opened.infos, &theirs, limits.all_pairs, &here.dropped));
     Ok(out)
 }
 
+/// How long a client waits before it connects again to a listener that closed it unread.
+pub(crate) const AGAIN: Duration = Duration::from_millis(50);
+
+/// Connects to `target` and exchanges the first messages (`first`), connecting again while a
+/// listener closes the connection without a word (its reads were full, or this source's share
+/// of them: a flood of someone else's) and `wait_until` has not passed; the session's deadline is
+/// then `limits.timeout` from each connection. A client that connects once would be kept out by
+/// a listener busy for a moment; a refusal, garbage or silence is the peer's answer, not retried.
+pub fn greet<T>(
+    target: &str,
+    wait_until: Instant,
+    mut first: impl FnMut(&mut Session) -> Result<T, ExchangeError>,
+    limits: &Settings,
+) -> Result<(Session, T), ExchangeError> {
+    loop {
+        let mut s = exchange::connect(target, wait_until, limits.timeout)?;
+        match first(&mut s) {
+            Ok(t) => return Ok((s, t)),
+            Err(ExchangeError::Closed { got: 0, .. }) if Instant::now() + AGAIN < wait_until => {
+                std::thread::sleep(AGAIN);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// What of `hello` this listener's `settings` clamp (its message size, round trips, timed run,
 /// and the total it registers): for the caller to say before it answers, so that a peer that
 /// asks for more and then vanishes half way is named for what it asked all the same.
-pub fn clamped(opened: &Opened, hello: &Hello, settings: &Settings) -> Vec<String> {
+pub(crate) fn clamped(opened: &Opened, hello: &Hello, settings: &Settings) -> Vec<String> {
     let pairs = session::pairing(hello.ports.len(), opened.infos.len(), hello.all_pairs);
     settings.answer(hello, pairs.len()).1
 }
@@ -106,7 +150,7 @@ pub fn clamped(opened: &Opened, hello: &Hello, settings: &Settings) -> Vec<Strin
 /// Answers one peer whose hello arrived, with ports opened by this thread, within this
 /// listener's `settings` (what they clamp: [`clamped`]); returns the pairs as this end saw them
 /// (the initiator's figures included).
-pub fn answer(
+pub(crate) fn answer(
     here: &Here,
     opened: &Opened,
     mut s: Session,

@@ -1,24 +1,21 @@
-//! The out-of-band exchange over TCP (the pod network): connecting, accepting, and reading and
-//! writing [`wire`](super::wire) frames, every one bounded by a deadline.
+//! The out-of-band exchange over TCP (the pod network): binding (the one dual-stack bind of every
+//! listener), connecting, and reading and writing [`wire`](super::wire) frames, every one bounded
+//! by a deadline.
 //!
 //! A peer is not trusted: a read never blocks past its deadline (socket timeouts recomputed on
 //! every read, so a peer trickling bytes is stopped too), a frame longer than the limit is
 //! refused before anything is allocated for it, and every way a peer can go wrong (garbage, a
-//! huge length, silence, a disconnect half way) is a typed error naming what happened. The
-//! listener serves one peer, or with `keep` one after another, and a bad peer never stops it
-//! from serving the next. Nothing here touches RDMA.
+//! huge length, silence, a disconnect half way) is a typed error naming what happened. Who a
+//! listener serves is [`door`](super::door)'s. Nothing here touches RDMA.
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd};
 
 use nix::poll::{poll, PollFd, PollFlags};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, SocketAddrV6, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use std::sync::atomic::AtomicBool;
-
-use super::door::{Allow, Arrival, Desk, Door};
-use super::wire::{self, Hello, Message, WireError, HEADER_LEN};
+use super::wire::{self, Message, Protocol, WireError, HEADER_LEN};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExchangeError {
@@ -46,6 +43,22 @@ pub enum ExchangeError {
     Io { peer: String, source: io::Error },
     #[error("{peer}: closed unread: {why}")]
     Unread { peer: String, why: String },
+    #[error("{peer}: not served: {why}")]
+    NotServed { peer: String, why: String },
+    /// A peer's test this end could not answer (what the pair test said, as it said it).
+    #[error("{why}")]
+    Answer { peer: String, why: String },
+    /// A log window's strays of one source not said one by one (`door`'s limits, `ledger`).
+    #[error("{} connection(s) refused from {from} in the last {secs} s{}", super::ledger::thousands(*count), last_note(last))]
+    Counted { count: u64, from: String, secs: u64, last: String },
+}
+
+fn last_note(last: &str) -> String {
+    if last.is_empty() {
+        String::new()
+    } else {
+        format!(" (the last: {last})")
+    }
 }
 
 fn strays_note(strays: usize) -> String {
@@ -89,9 +102,11 @@ impl Session {
         Session { stream, peer, deadline }
     }
 
-    /// The peer's address and ours on this connection (the gate learns pod addresses so).
+    /// The peer's address and ours on this connection (the gate learns pod addresses so); an
+    /// IPv4 peer of a dual-stack listener as IPv4, not IPv4-mapped IPv6.
     pub fn addrs(&self) -> Option<(SocketAddr, SocketAddr)> {
-        Some((self.stream.peer_addr().ok()?, self.stream.local_addr().ok()?))
+        let canonical = |a: SocketAddr| SocketAddr::new(a.ip().to_canonical(), a.port());
+        Some((canonical(self.stream.peer_addr().ok()?), canonical(self.stream.local_addr().ok()?)))
     }
 
     /// Pushes the deadline to `deadline` (the run's phases are bounded one by one).
@@ -130,18 +145,25 @@ impl Session {
     /// Reads one message before the deadline. A header declaring more than the limit is
     /// refused before the payload is read or allocated.
     pub fn recv(&mut self) -> Result<Message, ExchangeError> {
+        self.recv_as()
+    }
+
+    /// [`Session::recv`] for protocol `P` (a front end's kinds beside the pair test's).
+    pub fn recv_as<P: Protocol>(&mut self) -> Result<P, ExchangeError> {
         let mut head = [0u8; HEADER_LEN];
         self.read_full(&mut head, "a message header")?;
         let wire = |source| ExchangeError::Wire { peer: self.peer.clone(), source };
-        let (kind, len) = wire::header(&head).map_err(wire)?;
+        let (kind, len) = wire::header_as::<P>(&head).map_err(wire)?;
         let mut payload = vec![0u8; len];
         self.read_full(&mut payload, "a message body")?;
-        match wire::decode_payload(kind, &payload)
-            .map_err(|source| ExchangeError::Wire { peer: self.peer.clone(), source })?
-        {
+        let m = P::decode_payload(kind, &payload)
+            .map_err(|source| ExchangeError::Wire { peer: self.peer.clone(), source })?;
+        match m.as_pair() {
             // Printable already: the wire cleans every peer text it decodes.
-            Message::Refuse(reason) => Err(ExchangeError::Refused { peer: self.peer.clone(), reason }),
-            m => Ok(m),
+            Some(Message::Refuse(reason)) => {
+                Err(ExchangeError::Refused { peer: self.peer.clone(), reason: reason.clone() })
+            }
+            _ => Ok(m),
         }
     }
 
@@ -157,7 +179,12 @@ impl Session {
     }
 
     pub fn send(&mut self, msg: &Message) -> Result<(), ExchangeError> {
-        let bytes = wire::encode(msg).map_err(|source| ExchangeError::Wire { peer: "this end".into(), source })?;
+        self.send_as(msg)
+    }
+
+    /// [`Session::send`] for protocol `P`.
+    pub fn send_as<P: Protocol>(&mut self, msg: &P) -> Result<(), ExchangeError> {
+        let bytes = wire::encode_as(msg).map_err(|source| ExchangeError::Wire { peer: "this end".into(), source })?;
         let Some(left) = self.remaining() else {
             return Err(ExchangeError::Timeout { peer: self.peer.clone(), what: "sending", got: 0, want: bytes.len() });
         };
@@ -199,6 +226,11 @@ impl Session {
         self.deadline = deadline;
     }
 
+    /// The connection, for another first read (`Desk::again`).
+    pub(crate) fn into_stream(self) -> TcpStream {
+        self.stream
+    }
+
     /// Closes the connection both ways at once (a peer waiting for our close sees EOF now).
     pub(crate) fn close(self) {
         let _ = self.stream.shutdown(Shutdown::Both);
@@ -214,13 +246,32 @@ impl Session {
     }
 }
 
-/// Splits `[ADDR:]PORT` for `--listen` (`18515`, `0.0.0.0:18515`, `[::]:18515`).
-pub fn listen_addr(spec: &str) -> Result<SocketAddr, ExchangeError> {
+/// Where a listener binds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// Every address of both families, at this port ([`bind_any`]).
+    Any(u16),
+    /// This address only.
+    At(SocketAddr),
+}
+
+impl Place {
+    pub fn bind(self) -> Result<TcpListener, ExchangeError> {
+        match self {
+            Place::Any(port) => bind_any(port),
+            Place::At(addr) => bind(addr),
+        }
+    }
+}
+
+/// Splits `[ADDR:]PORT` for `--listen` (`18515`: every address of both families;
+/// `0.0.0.0:18515`, `[::]:18515`: that address).
+pub fn listen_addr(spec: &str) -> Result<Place, ExchangeError> {
     let bad = |detail: &str| ExchangeError::Address { addr: spec.to_owned(), detail: detail.to_owned() };
     if let Ok(port) = spec.parse::<u16>() {
-        return Ok(SocketAddr::from(([0, 0, 0, 0], port)));
+        return Ok(Place::Any(port));
     }
-    spec.parse::<SocketAddr>().map_err(|_| bad("a port, or an IP address and a port"))
+    spec.parse::<SocketAddr>().map(Place::At).map_err(|_| bad("a port, or an IP address and a port"))
 }
 
 /// Splits `HOST:PORT` (`[v6]:PORT` too) and checks the host is a name or an address.
@@ -274,8 +325,39 @@ pub fn connect(target: &str, wait_until: Instant, run: Duration) -> Result<Sessi
     }
 }
 
+/// A listener on one address.
 pub fn bind(addr: SocketAddr) -> Result<TcpListener, ExchangeError> {
     let l = TcpListener::bind(addr).map_err(|source| ExchangeError::Bind { addr: addr.to_string(), source })?;
+    ready(l, addr)
+}
+
+/// The one listener on every address (ping's `--listen PORT` and ring, the gate's port, the node
+/// agents' ring): `[::]` with IPV6_V6ONLY off, so that it takes IPv4 too whatever the kernel's
+/// `net.ipv6.bindv6only` says (a pod network may give pods IPv6 addresses, or both); `0.0.0.0`
+/// where that cannot be had (IPv6 off in the kernel), named in the error if that fails too.
+pub fn bind_any(port: u16) -> Result<TcpListener, ExchangeError> {
+    let any6 = SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, port, 0, 0);
+    let dual = || -> io::Result<TcpListener> {
+        use rustix::net::{sockopt, AddressFamily, SocketFlags, SocketType};
+        let fd = rustix::net::socket_with(AddressFamily::INET6, SocketType::STREAM, SocketFlags::CLOEXEC, None)?;
+        // What std's bind sets: a port in TIME_WAIT from the last run is free again.
+        sockopt::set_socket_reuseaddr(&fd, true)?;
+        sockopt::set_ipv6_v6only(&fd, false)?;
+        rustix::net::bind_v6(&fd, &any6)?;
+        rustix::net::listen(&fd, 128)?;
+        Ok(TcpListener::from(fd))
+    };
+    match dual() {
+        Ok(l) => ready(l, SocketAddr::V6(any6)),
+        Err(e) => {
+            log::debug!("[::]:{port}: {e}; listening on IPv4 only");
+            bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)))
+        }
+    }
+}
+
+/// A bound listener made ready to serve: the kernel's longest accept queue, non-blocking.
+fn ready(l: TcpListener, addr: SocketAddr) -> Result<TcpListener, ExchangeError> {
     // A job's pods join in one burst: std listens with a backlog of 128, which a few hundred pods
     // overflow, and the kernel then drops their SYNs, retried only after a second. The kernel's
     // own bound (net.core.somaxconn) still applies; calling listen again only changes the queue.
@@ -305,72 +387,6 @@ pub fn accept(l: &TcpListener, until: Option<Instant>) -> Result<(TcpStream, Soc
             return Err(ExchangeError::NoPeer { addr, waited_ms: start.elapsed().as_millis(), strays: 0 });
         }
         std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// How the listener serves.
-#[derive(Debug, Clone)]
-pub struct Serve {
-    /// Serve peer after peer (otherwise one valid peer).
-    pub keep: bool,
-    /// How long to wait for the first valid peer (`None`: for ever).
-    pub wait: Option<Duration>,
-    /// Deadline of the hello, counted from the connection; the handler extends it.
-    pub hello: Duration,
-    /// Stop after this many connections (tests; `None` in the binary).
-    pub max_peers: Option<usize>,
-    /// Who may connect (`ping --allow`, the ring's peers; anyone by default).
-    pub allow: Allow,
-}
-
-/// Accepts peers under the [`door`](super::door)'s policy and hands each valid hello to
-/// `on_peer`, one at a time on this thread. A connection that never sends a valid hello (a
-/// probe, a scanner, garbage, silence, an address not admitted) is a stray: reported to
-/// `on_error`, closed as soon as it is judged, and the wait goes on until it ends. A peer that
-/// fails after its hello is reported too; without `keep` it ends the serving, with `keep` the
-/// next peer is served. Returns how many peers `on_peer` completed.
-pub fn serve(
-    l: &TcpListener,
-    opts: Serve,
-    mut on_peer: impl FnMut(Session, Hello) -> Result<(), ExchangeError>,
-    mut on_error: impl FnMut(&ExchangeError),
-) -> Result<usize, ExchangeError> {
-    let start = Instant::now();
-    let addr = l.local_addr().map_or_else(|_| "the listener".to_owned(), |a| a.to_string());
-    let first_until = opts.wait.map(|w| start + w);
-    let (mut seen, mut served, mut strays) = (0usize, 0usize, 0usize);
-    let mut desk = Desk::new(l, Door::new(opts.allow.clone(), opts.hello));
-    let never = AtomicBool::new(false);
-    loop {
-        // With `keep`, only the first peer is waited for; without it, strays do not end the wait.
-        let until = if opts.keep && seen > 0 { None } else { first_until };
-        let Some(arrival) = desk.next(until, &never) else {
-            return Err(ExchangeError::NoPeer { addr, waited_ms: start.elapsed().as_millis(), strays });
-        };
-        seen += 1;
-        let outcome = match arrival {
-            Arrival::First(session, Message::Hello(hello)) => on_peer(session, hello).map_err(|e| (true, e)),
-            Arrival::First(session, m) => {
-                let e = ExchangeError::Unexpected { peer: session.peer.clone(), want: "hello", got: m.name() };
-                session.refuse(&e.to_string());
-                Err((false, e))
-            }
-            Arrival::Stray(e) => Err((false, e)),
-        };
-        let at_max = opts.max_peers.is_some_and(|m| seen >= m);
-        match outcome {
-            Ok(()) => served += 1,
-            Err((valid, e)) => {
-                on_error(&e);
-                strays += usize::from(!valid);
-                if (valid && !opts.keep) || (at_max && served == 0) {
-                    return Err(e);
-                }
-            }
-        }
-        if (!opts.keep && served > 0) || at_max {
-            return Ok(served);
-        }
     }
 }
 

@@ -7,7 +7,10 @@ use std::net::TcpStream;
 use std::thread;
 
 use super::*;
-use crate::wire::{LinkLayer, PortInfo};
+use crate::desk::serve;
+use crate::door::{Allow, Policy};
+use crate::settings::Settings;
+use crate::wire::{Hello, LinkLayer, PortInfo};
 
 fn hello() -> Hello {
     Hello {
@@ -41,8 +44,17 @@ fn listener() -> (TcpListener, String) {
 
 const SHORT: Duration = Duration::from_millis(300);
 
-fn opts(keep: bool, max: usize) -> Serve {
-    Serve { keep, wait: Some(Duration::from_secs(5)), hello: SHORT, max_peers: Some(max), allow: Allow::Anyone }
+/// The listener's own test: what it answers at most.
+fn ours() -> Settings {
+    Settings { all_pairs: false, bytes: 4096, iters: 10, duration_ms: 10, timeout: SHORT, gate: None }
+}
+
+fn policy(keep: bool, wait: Duration, max: Option<usize>) -> Policy {
+    Policy { keep, wait: Some(wait), max_peers: max, ..Policy::new(Allow::Anyone, SHORT, ours()) }
+}
+
+fn opts(keep: bool, max: usize) -> Policy {
+    policy(keep, Duration::from_secs(5), Some(max))
 }
 
 /// A peer that sends `bytes`, then holds the connection for `hold` (or closes at once).
@@ -71,7 +83,7 @@ fn serve_collect(l: &TcpListener, keep: bool, max: usize) -> (Result<usize, Exch
     let mut errors = Vec::new();
     let r = serve(
         l,
-        opts(keep, max),
+        &opts(keep, max),
         |mut s, h| {
             assert_eq!(h, hello());
             s.send(&Message::Hello(hello()))
@@ -178,15 +190,9 @@ fn without_keep_a_stray_is_ignored_and_the_peer_after_it_served() {
 fn without_keep_strays_until_the_wait_ends_are_counted() {
     let (l, addr) = listener();
     let b = raw_peer(&addr, b"\0\0\0\0\0\0\0\0\0\0\0\0\0\0".to_vec(), Duration::from_millis(100));
-    let o = Serve {
-        keep: false,
-        wait: Some(Duration::from_millis(700)),
-        hello: SHORT,
-        max_peers: None,
-        allow: Allow::Anyone,
-    };
+    let o = policy(false, Duration::from_millis(700), None);
     let mut errors = Vec::new();
-    let r = serve(&l, o, |_, _| Ok(()), |e| errors.push(e.to_string()));
+    let r = serve(&l, &o, |_, _| Ok(()), |e| errors.push(e.to_string()));
     match r {
         Err(e @ ExchangeError::NoPeer { strays: 1, .. }) => assert!(e.to_string().contains("1 stray"), "{e}"),
         other => panic!("{other:?}"),
@@ -199,9 +205,8 @@ fn without_keep_strays_until_the_wait_ends_are_counted() {
 fn without_keep_a_peer_failing_after_its_hello_ends_the_listener() {
     let (l, addr) = listener();
     let g = good_peer(&addr);
-    let o =
-        Serve { keep: false, wait: Some(Duration::from_secs(5)), hello: SHORT, max_peers: None, allow: Allow::Anyone };
-    let r = serve(&l, o, |s, _| Err(ExchangeError::Unexpected { peer: s.peer, want: "x", got: "y" }), |_| {});
+    let o = policy(false, Duration::from_secs(5), None);
+    let r = serve(&l, &o, |s, _| Err(ExchangeError::Unexpected { peer: s.peer, want: "x", got: "y" }), |_| {});
     assert!(matches!(r, Err(ExchangeError::Unexpected { .. })), "{r:?}");
     let _ = g.join();
 }
@@ -228,14 +233,8 @@ fn the_refused_client_reads_why() {
 #[test]
 fn no_peer_within_the_wait_is_named() {
     let (l, _) = listener();
-    let o = Serve {
-        keep: false,
-        wait: Some(Duration::from_millis(100)),
-        hello: SHORT,
-        max_peers: None,
-        allow: Allow::Anyone,
-    };
-    let r = serve(&l, o, |_, _| Ok(()), |_| {});
+    let o = policy(false, Duration::from_millis(100), None);
+    let r = serve(&l, &o, |_, _| Ok(()), |_| {});
     assert!(matches!(&r, Err(e) if e.no_peer()), "{r:?}");
 }
 
@@ -264,8 +263,9 @@ fn a_client_reading_garbage_from_a_listener_is_bounded() {
 
 #[test]
 fn addresses_are_checked() {
-    assert_eq!(listen_addr("18515").expect("port").to_string(), "0.0.0.0:18515");
-    assert_eq!(listen_addr("127.0.0.1:9").expect("addr").to_string(), "127.0.0.1:9");
+    // A bare port: every address, IPv4 and IPv6 (the one dual-stack bind).
+    assert_eq!(listen_addr("18515").expect("port"), Place::Any(18515));
+    assert_eq!(listen_addr("127.0.0.1:9").expect("addr"), Place::At("127.0.0.1:9".parse().expect("addr")));
     assert!(listen_addr("[::]:9").is_ok());
     assert!(listen_addr("host:9").is_err());
     assert_eq!(split_target("train-1.train:18515").expect("t"), ("train-1.train".into(), 18515));
@@ -273,4 +273,64 @@ fn addresses_are_checked() {
     for bad in ["train-1", "h:0", "h:99999", ":1", "a b:1", "$(x):1", "-x:1"] {
         assert!(split_target(bad).is_err(), "{bad}");
     }
+}
+
+#[test]
+fn the_one_bind_takes_both_families() {
+    // Regression: the gate and ping bound 0.0.0.0 only, so a pod reached over IPv6 was never
+    // served; only the agents' ring bound both.
+    let Ok(probe) = TcpListener::bind("[::1]:0") else {
+        eprintln!("skipped: no IPv6 loopback here");
+        return;
+    };
+    drop(probe);
+    let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+    let l = match bind_any(port) {
+        Ok(l) => l,
+        Err(e) => panic!("{e}"),
+    };
+    assert!(l.local_addr().expect("addr").is_ipv6(), "{:?}", l.local_addr());
+    for peer in [format!("127.0.0.1:{port}"), format!("[::1]:{port}")] {
+        let c = TcpStream::connect(&peer).expect("connect");
+        let (s, from) = accept(&l, Some(Instant::now() + Duration::from_secs(2))).expect("accept");
+        let session = Session::new(s, from.to_string(), Instant::now() + SHORT);
+        let (theirs, ours) = session.addrs().expect("addrs");
+        // An IPv4 peer is named as IPv4, not IPv4-mapped IPv6.
+        assert_eq!(theirs.ip(), c.local_addr().expect("client").ip(), "{peer}");
+        assert_eq!(ours.ip(), c.peer_addr().expect("client").ip(), "{peer}");
+    }
+}
+
+#[test]
+fn a_client_closed_unread_connects_again_within_its_deadline() {
+    // Regression: the pair test's hello connected once, so a listener whose first reads were
+    // full for a moment (someone else's flood) failed it as `peer`.
+    let (l, addr) = listener();
+    let server = thread::spawn(move || {
+        // The first connection is closed without a word, as a full door does; the second answered.
+        let (first, _) = accept(&l, Some(Instant::now() + Duration::from_secs(2))).expect("first");
+        first.shutdown(std::net::Shutdown::Both).expect("close");
+        let (s, from) = accept(&l, Some(Instant::now() + Duration::from_secs(2))).expect("again");
+        let mut s = Session::new(s, from.to_string(), Instant::now() + Duration::from_secs(2));
+        let _ = s.recv();
+        s.send(&Message::Hello(hello())).expect("answer");
+    });
+    let greet = |s: &mut Session| {
+        s.send(&Message::Hello(hello()))?;
+        s.expect("hello", |m| if let Message::Hello(h) = m { Some(h) } else { None })
+    };
+    let (_, theirs) =
+        crate::edge::greet(&addr, Instant::now() + Duration::from_secs(3), greet, &ours()).expect("greeted");
+    assert_eq!(theirs, hello());
+    server.join().expect("listener");
+    // A refusal is the listener's answer: not tried again.
+    let (l, addr) = listener();
+    let server = thread::spawn(move || {
+        let (s, from) = accept(&l, Some(Instant::now() + Duration::from_secs(2))).expect("first");
+        Session::new(s, from.to_string(), Instant::now() + SHORT).refuse("busy");
+        accept(&l, Some(Instant::now() + Duration::from_millis(600))).is_ok()
+    });
+    let r = crate::edge::greet(&addr, Instant::now() + Duration::from_secs(1), greet, &ours());
+    assert!(matches!(r, Err(ExchangeError::Refused { .. })), "{r:?}");
+    assert!(!server.join().expect("listener"), "a refused client connected again");
 }

@@ -5,17 +5,20 @@
 //!
 //! - `settings`: the one settings type of a test (sizes, pairing, deadline), and what a
 //!   listener lets a peer ask for;
-//! - `wire` (and `wire_gate`): every message kind and its framing (pure), the gate's included;
-//! - `exchange`: TCP with deadlines, hostile peers; `door`: the one accept policy of every
-//!   listener (who, how many at once, how long; what is kept open);
+//! - `wire`: the pair test's messages and their framing (pure), and the checks a front end's own
+//!   kinds are built from (the gate's protocol is the gate's);
+//! - `exchange`: TCP with deadlines, hostile peers, the one dual-stack bind; `door`: the one
+//!   policy of every listener (who, how many at once and from one source, how fast, how long,
+//!   what a peer may ask); `desk`: a listener at work under it (first reads, what is kept open)
+//!   and the serving of hellos; `ledger`: each source's share and the refusals said at a bounded
+//!   rate; `ring`: a ring's step (serve the predecessor, test the successor);
 //! - `clean`: peer-supplied text made printable and bounded before anything prints it;
-//! - `seal`: the job secret's MAC on the gate's frames (HMAC-SHA256, bound to job, kind, nonces);
 //! - `here`: what this pod brings (ports, name, routes); `session`: one run with one peer from
 //!   either end; `pair`: the verbs work; `edge`: this pod towards one peer, as results;
 //! - `rdma`: the one adapter of [`edge::PairTest`] over ibverbs;
 //! - `slow`: a pair that works but slowly, against the median and its rated speed (pure);
 //! - `cause`: why a pair failed (pure); `route`: this namespace's IPv4 routes (pure parse);
-//!   `output`: each pair's result, as JSON lines and the human form.
+//!   `output`: each pair's result, in the contract's form (the front ends print it).
 //!
 //! It must never print a peer's text unsanitised, and never register more than the listener's
 //! own limit because a peer asked for it.
@@ -24,15 +27,17 @@
 
 pub mod cause;
 pub mod clean;
+pub mod desk;
 pub mod door;
 pub mod edge;
 pub mod exchange;
 pub mod here;
+pub mod ledger;
 pub mod output;
 pub(crate) mod pair;
 pub mod rdma;
+pub mod ring;
 pub(crate) mod route;
-pub mod seal;
 pub mod session;
 pub(crate) mod settings;
 pub mod slow;

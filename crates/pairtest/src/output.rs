@@ -1,5 +1,6 @@
-//! What ping prints: one result per pair and a summary, as compact JSON lines (`--json`) or a
-//! short doctor-like form for people. Pure: builds strings, the caller writes them.
+//! Each pair's result as the front ends take it: what both ends said, the cause it came to, and
+//! the keys of the contract (`--json`'s form is this type's). Pure: the front ends print it
+//! (ping's printers are `src/ping/print.rs`), fold it into the gate's findings or the agent's files.
 
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -13,7 +14,7 @@ use super::wire::{parse_gid, PortInfo};
 #[derive(Debug, Clone, Serialize)]
 pub struct PairResult {
     pub(crate) kind: &'static str,
-    pub(crate) index: usize,
+    pub index: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_index: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -22,8 +23,9 @@ pub struct PairResult {
     pub local: PortOut,
     pub remote: Option<PortOut>,
     pub status: Status,
-    pub(crate) latency_us: Option<Value>,
-    pub(crate) bandwidth_gbytes_per_s: Option<f64>,
+    /// `{"median", "p99"}`, one way.
+    pub latency_us: Option<Value>,
+    pub bandwidth_gbytes_per_s: Option<f64>,
     pub cause: Option<Cause>,
     /// The slower end's rated speed in kb/s, when both ends are hardware ports with a rate
     /// (what `slow` judges the figure against; not part of ping's JSON).
@@ -68,7 +70,8 @@ impl PortOut {
             mtu: Some(p.mtu),
         }
     }
-    fn name(&self) -> String {
+    /// `device:port`.
+    pub fn name(&self) -> String {
         format!("{}:{}", self.device, self.port)
     }
 }
@@ -137,10 +140,10 @@ pub(crate) fn unopened(index: usize, peer: &str, device: &str, port: u8, cause: 
 /// NCCL will not use it, so its rail cannot be paired, and ping says so rather than test one
 /// rail fewer without a word.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Dropped {
-    pub(crate) device: String,
-    pub(crate) port: u8,
-    pub(crate) reason: String,
+pub struct Dropped {
+    pub device: String,
+    pub port: u8,
+    pub reason: String,
 }
 
 fn bare(device: &str, port: u8) -> PortOut {
@@ -168,7 +171,7 @@ fn fail(index: usize, peer: &str, local: PortOut, remote: Option<PortOut>, cause
 /// usable ports) and this end's ports the plan dropped for their GID, each as a failed pair with
 /// cause `no-port`, numbered from `first`. With `--all-pairs` every port meets every port, so only
 /// the dropped ports are reported.
-pub(crate) fn unpaired(
+pub fn unpaired(
     first: usize,
     peer: &str,
     local: &[PortInfo],
@@ -226,90 +229,6 @@ pub(crate) fn unpaired(
     out
 }
 
-pub fn json_line(r: &PairResult) -> String {
-    serde_json::to_string(r).unwrap_or_else(|e| format!("{{\"kind\":\"ping-pair\",\"error\":{:?}}}", e.to_string()))
-        + "\n"
-}
-
-#[derive(Serialize)]
-struct Summary {
-    kind: &'static str,
-    pairs: usize,
-    failed: usize,
-    exit: u8,
-}
-
-pub fn summary_json(pairs: usize, failed: usize, exit: u8) -> String {
-    let s = Summary { kind: "ping-summary", pairs, failed, exit };
-    serde_json::to_string(&s).unwrap_or_default() + "\n"
-}
-
-/// Why the check could not run, as a line before the summary.
-pub fn error_json(cause: &Cause) -> String {
-    json!({"kind": "ping-error", "cause": cause}).to_string() + "\n"
-}
-
-fn evidence_lines(c: &Cause, out: &mut String) {
-    out.push_str(&format!("  {}: {}\n", c.id, c.summary));
-    for (k, v) in &c.evidence {
-        let text = match v {
-            Value::String(s) => s.clone(),
-            Value::Object(o) => o
-                .iter()
-                .filter(|(_, x)| !x.is_null())
-                .map(|(k, x)| format!("{k}={}", x.as_str().map_or_else(|| x.to_string(), str::to_owned)))
-                .collect::<Vec<_>>()
-                .join(" "),
-            other => other.to_string(),
-        };
-        out.push_str(&format!("  evidence: {k}: {text}\n"));
-    }
-    out.push_str(&format!("  fix: {}\n", c.hint));
-}
-
-/// `PASS pair 0 mlx5_6:1 -> peer mlx5_6:1  latency median 5.1 us p99 7.0 us, 92.3 GB/s`
-pub fn human(r: &PairResult) -> String {
-    let ring = r.node_index.map(|n| format!(" (node {n} -> {})", r.peer_index.unwrap_or(0))).unwrap_or_default();
-    let mut out = format!(
-        "{} pair {}{ring} {} -> peer {}",
-        r.status.label(),
-        r.index,
-        r.local.name(),
-        r.remote.as_ref().map_or("?".into(), PortOut::name)
-    );
-    let lat = r.latency_us.as_ref().and_then(|l| Some((l["median"].as_f64()?, l["p99"].as_f64()?)));
-    match (lat, r.bandwidth_gbytes_per_s) {
-        (Some((m, p)), Some(g)) => out.push_str(&format!("  latency median {m:.1} us p99 {p:.1} us, {}", gbs(g))),
-        (Some((m, p)), None) => out.push_str(&format!("  latency median {m:.1} us p99 {p:.1} us")),
-        (None, Some(g)) => out.push_str(&format!("  {}", gbs(g))),
-        (None, None) => {}
-    }
-    out.push('\n');
-    if let Some(c) = &r.cause {
-        evidence_lines(c, &mut out);
-    }
-    out
-}
-
-/// GB/s with one decimal, or three below 1 GB/s (software RoCE).
-fn gbs(g: f64) -> String {
-    if g < 1.0 {
-        format!("{g:.3} GB/s")
-    } else {
-        format!("{g:.1} GB/s")
-    }
-}
-
-pub fn summary_human(pairs: usize, failed: usize, peer: &str) -> String {
-    format!("{pairs} pair(s) with {peer}, {failed} failed\n")
-}
-
-pub fn error_human(c: &Cause) -> String {
-    let mut out = String::from("FAIL the check could not run\n");
-    evidence_lines(c, &mut out);
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::wire::tests::roce_port;
@@ -326,8 +245,12 @@ mod tests {
         }
     }
 
+    fn json_line(r: &PairResult) -> String {
+        serde_json::to_string(r).expect("json") + "\n"
+    }
+
     #[test]
-    fn a_passing_pair_prints_the_contract_keys_and_one_line() {
+    fn a_passing_pair_has_the_contract_keys() {
         let r = result(0, "train-1.train:18515", &run(None), Local::default());
         let v: Value = serde_json::from_str(&json_line(&r)).expect("json");
         let keys: Vec<&str> = v.as_object().expect("obj").keys().map(String::as_str).collect();
@@ -341,21 +264,15 @@ mod tests {
         assert_eq!(v["status"], "pass");
         assert_eq!(v["latency_us"]["median"], 5.12);
         assert_eq!(v["cause"], Value::Null);
-        assert_eq!(human(&r), "PASS pair 0 mlx5_6:1 -> peer mlx5_6:1  latency median 5.1 us p99 7.0 us, 46.2 GB/s\n");
-        assert_eq!(summary_json(4, 1, 1), "{\"kind\":\"ping-summary\",\"pairs\":4,\"failed\":1,\"exit\":1}\n");
     }
 
     #[test]
-    fn a_failing_pair_prints_evidence_and_a_fix() {
+    fn a_failing_pair_names_its_cause_with_evidence_and_a_fix() {
         let f =
             Fault { step: "latency".into(), error: "IBV_WC_RETRY_EXC_ERR".into(), wc_status: Some(12), errno: None };
         let r = result(1, "h:1", &run(Some(f)), Local::default());
         assert_eq!(r.status, Status::Fail);
         assert!(r.latency_us.is_none() && r.bandwidth_gbytes_per_s.is_none());
-        let text = human(&r);
-        assert!(text.starts_with("FAIL pair 1 mlx5_6:1 -> peer mlx5_6:1\n  retry-exceeded: "), "{text}");
-        assert!(text.contains("  evidence: error: IBV_WC_RETRY_EXC_ERR\n"), "{text}");
-        assert!(text.contains("  fix: "), "{text}");
         let v: Value = serde_json::from_str(&json_line(&r)).expect("json");
         assert_eq!(v["cause"]["id"], "retry-exceeded");
         assert!(v["cause"]["evidence"].is_object() && v["cause"]["hint"].is_string());
@@ -396,6 +313,6 @@ mod tests {
         let r = unpaired(2, "p", &one, &one, true, &[d]);
         assert_eq!(r.len(), 1);
         assert!(r[0].cause.as_ref().expect("cause").summary.starts_with("rxe1:1 is not used here"));
-        assert!(human(&r[0]).starts_with("FAIL pair 2 rxe1:1 -> peer ?\n  no-port: "), "{}", human(&r[0]));
+        assert!(r[0].remote.is_none() && r[0].local.name() == "rxe1:1", "{:?}", r[0]);
     }
 }

@@ -1,6 +1,6 @@
 //! The one adapter of the pair test over ibverbs: [`PairTest`] on the ports this pod (or node)
-//! brings. The gate holds one for its run; the node agent's ring renews what it brings every
-//! ring round, read by both the round and the serving thread.
+//! brings. ping and the gate hold one for their run; the node agent's ring renews what it brings
+//! every ring round, read by both the round and the serving thread.
 //!
 //! Contexts are opened on the calling thread and closed before each call returns: nothing of
 //! verbs crosses threads, and nothing is held between tests.
@@ -9,13 +9,12 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use super::cause::Cause;
-use super::edge::{self, PairTest};
+use super::edge::{self, Clamped, PairTest};
 use super::exchange::Session;
 use super::here::Here;
 use super::output::PairResult;
 use super::settings::Settings;
 use super::wire::{Hello, PortInfo};
-use nw_output::msg::PREFIX;
 
 pub struct Rdma {
     here: Mutex<Result<Here, Cause>>,
@@ -55,16 +54,18 @@ impl PairTest for Rdma {
     fn initiate(&self, target: &str, settings: &Settings, wait_until: Instant) -> Result<Vec<PairResult>, Cause> {
         edge::initiate(&self.here()?, target, settings, wait_until)
     }
-    fn answer(&self, s: Session, hello: &Hello, settings: &Settings) -> Result<Vec<PairResult>, String> {
+    fn answer(
+        &self,
+        s: Session,
+        hello: &Hello,
+        settings: &Settings,
+        said: Clamped<'_>,
+    ) -> Result<Vec<PairResult>, String> {
         let here = self.here().map_err(|c| c.summary)?;
         let opened = edge::open(&here.planned).map_err(|c| c.summary)?;
         let clamped = edge::clamped(&opened, hello, settings);
         if !clamped.is_empty() {
-            eprintln!(
-                "{PREFIX} pair test: {} asked for more than this listener allows: {}",
-                s.peer,
-                clamped.join(", ")
-            );
+            said(&s.peer, &clamped);
         }
         edge::answer(&here, &opened, s, hello, settings).map_err(|e| e.to_string())
     }

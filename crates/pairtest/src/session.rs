@@ -139,16 +139,20 @@ fn connect(
     Ok((local, remote, theirs))
 }
 
-/// The initiating end: hello, then every pair's tests; returns the pairs as this end saw them
-/// and the peer's ports.
-pub fn initiate(
+/// The initiating end's hellos: ours, and the listener's answer (with the sizes it will run).
+pub(crate) fn greet(s: &mut Session, opened: &Opened, host: &str, asked: &Settings) -> Result<Hello, ExchangeError> {
+    s.send(&Message::Hello(asked.hello(host, opened.infos.clone())))?;
+    s.expect("hello", |m| if let Message::Hello(h) = m { Some(h) } else { None })
+}
+
+/// The initiating end, once the hellos are exchanged ([`greet`]): every pair's tests; returns
+/// the pairs as this end saw them and the peer's ports.
+pub(crate) fn initiate(
     s: &mut Session,
     opened: &Opened,
-    host: &str,
+    theirs: Hello,
     asked: &Settings,
 ) -> Result<(Vec<PairRun>, Vec<PortInfo>), ExchangeError> {
-    s.send(&Message::Hello(asked.hello(host, opened.infos.clone())))?;
-    let theirs = s.expect("hello", |m| if let Message::Hello(h) = m { Some(h) } else { None })?;
     // The listener may have clamped the test to its own limits (its hello says so): both ends
     // run the smaller, so that no write goes past the buffer the listener registered.
     let limits = &Settings {

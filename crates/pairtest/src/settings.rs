@@ -1,13 +1,13 @@
 //! The one settings type of a pair test, and every conversion of it: from a front end's options
-//! (ping's flags, the gate's `NCCL_WRAP_PING_*`, the ring's constant), to and from the wire (the
-//! initiator's hello, the coordinator's assignment), and what a listener lets a hello ask for.
+//! (ping's flags, the gate's `NCCL_WRAP_PING_*`, the ring's constant), to the wire (the
+//! initiator's hello), and what a listener lets a hello ask for.
 //!
 //! Pure. It must never let a peer's hello decide more than the listener's own settings allow: a
 //! listener registers at most its own message size per pair and [`MAX_REGISTERED`] in all.
 
 use std::time::Duration;
 
-use super::wire::{self, Assign, GateTag, Hello, PortInfo, WireError};
+use super::wire::{self, Hello, PortInfo, Tag, WireError};
 
 /// The most a listener registers for one peer, all pairs together (a peer's hello asking for
 /// more is clamped to it, and said so): 32 rails x 8 MiB, far above what a rail test needs and
@@ -25,8 +25,8 @@ pub struct Settings {
     pub duration_ms: u32,
     /// Each pair's deadline, per phase.
     pub timeout: Duration,
-    /// The gate's pair test: who this end is (plain ping and the ring: none).
-    pub gate: Option<GateTag>,
+    /// A test on a job's behalf (the gate's): who this end is (plain ping and the ring: none).
+    pub gate: Option<Tag>,
 }
 
 impl Settings {
@@ -77,18 +77,6 @@ impl Settings {
             gate: None,
         };
         (run, clamped)
-    }
-
-    /// The coordinator's assignment carries its settings: every pair of the job runs the same.
-    pub fn of_assign(a: &Assign, gate: Option<GateTag>) -> Settings {
-        Settings {
-            all_pairs: a.all_pairs,
-            bytes: a.bytes,
-            iters: a.iters,
-            duration_ms: a.duration_ms,
-            timeout: Duration::from_millis(u64::from(a.timeout_ms)),
-            gate,
-        }
     }
 
     /// The timeout in the wire's milliseconds.

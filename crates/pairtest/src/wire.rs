@@ -1,11 +1,14 @@
-//! The ping protocol's messages and their framing: pure encode and decode, no I/O.
+//! The pair test's messages and their framing: pure encode and decode, no I/O.
 //!
 //! A frame is `NCWPING` (7 bytes), the version (1 byte), the kind (1 byte), the payload length
-//! (4 bytes, big-endian), then a JSON payload of at most [`MAX_PAYLOAD`] bytes. Decoding checks
-//! every field's range (names, port numbers, GIDs, MTUs, QPNs, PSNs, counts) before anything else
-//! sees it, so the rest of `ping` only ever holds values a real peer could have sent. It must
-//! never panic or allocate more than the frame's declared (and bounded) length, whatever the
-//! bytes: a fuzz target calls [`decode`].
+//! (4 bytes, big-endian), then a JSON payload of at most [`MAX_PAYLOAD`] bytes. The pair test's
+//! own kinds are 1 to 5 ([`Message`]); a front end adds its own kinds over the same framing
+//! through [`Protocol`] (the gate's join, assign, report and verdict live with the gate), with
+//! the field checks here ([`check_port`], [`check_text`], ...) as its building blocks. Decoding
+//! checks every field's range (names, port numbers, GIDs, MTUs, QPNs, PSNs, counts) before
+//! anything else sees it, so the rest of the pair test only ever holds values a real peer could
+//! have sent. It must never panic or allocate more than the frame's declared (and bounded)
+//! length, whatever the bytes: a fuzz target calls [`decode`] (and the gate's decode).
 
 use serde::{Deserialize, Serialize};
 
@@ -25,12 +28,10 @@ pub(crate) const MAX_PAIRS: usize = MAX_PORTS * MAX_PORTS;
 pub const MAX_TEXT: usize = 1024;
 /// Largest bandwidth message (1 GiB, what most adapters allow in one work request).
 pub(crate) const MAX_BYTES: u32 = 1 << 30;
-/// The gate: the most pods one job may have.
-pub const MAX_GATE_SIZE: u32 = 1 << 16;
-/// The gate: the most findings or missing ranks a verdict lists (the counts cover the rest).
-pub const MAX_LISTED: usize = 64;
+/// The most pods of one job a tagged test may come from (its rank is below it).
+pub const MAX_JOB_SIZE: u32 = 1 << 16;
 /// The fastest figure a port or a pair may carry, in kb/s (10 Tb/s: far above any port's rate).
-pub(crate) const MAX_KBPS: u64 = 10_000_000_000;
+pub const MAX_KBPS: u64 = 10_000_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LinkLayer {
@@ -84,10 +85,23 @@ pub struct Hello {
     pub bytes: u32,
     pub iters: u32,
     pub duration_ms: u32,
-    /// The gate's pair test: the initiator's job and rank, so that a gate listener serves its
-    /// predecessor and no one else. Plain ping leaves it out.
+    /// A test opened on a job's behalf: the initiator's job and rank, so that a listener of that
+    /// job (the gate's) serves its predecessor and no one else. Plain ping leaves it out; the wire
+    /// calls it `gate`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gate: Option<GateTag>,
+    pub gate: Option<Tag>,
+}
+
+/// Who opens a tagged test: the job and the rank of the initiating pod, and, with a job secret,
+/// the front end's proof over both (the gate's MAC, bound to the listener's nonce), so that only
+/// that job's pods are served. The pair test checks its form only; the front end checks the rest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tag {
+    pub job: String,
+    pub rank: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
 }
 
 /// Why one side could not go on with a pair: a cause id and what it saw.
@@ -150,31 +164,25 @@ pub enum Message {
     Done(Vec<PairState>),
     /// The listener will not run with this peer (busy, bad hello).
     Refuse(String),
-    /// The gate's coordination: join, assign, report, verdict.
-    Join(Join),
-    Assign(Assign),
-    Report(Report),
-    Verdict(Verdict),
 }
 
 impl Message {
-    fn kind(&self) -> u8 {
+    pub fn kind(&self) -> u8 {
         match self {
             Message::Hello(_) => 1,
             Message::Setup(_) => 2,
             Message::Ready(_) => 3,
             Message::Done(_) => 4,
             Message::Refuse(_) => 5,
-            Message::Join(_) => 6,
-            Message::Assign(_) => 7,
-            Message::Report(_) => 8,
-            Message::Verdict(_) => 9,
         }
     }
     pub fn name(&self) -> &'static str {
         kind_name(self.kind())
     }
 }
+
+/// The pair test's own kinds; a front end numbers its own above [`LAST_KIND`].
+pub const LAST_KIND: u8 = 5;
 
 pub(crate) fn kind_name(kind: u8) -> &'static str {
     match kind {
@@ -183,11 +191,49 @@ pub(crate) fn kind_name(kind: u8) -> &'static str {
         3 => "ready",
         4 => "done",
         5 => "refuse",
-        6 => "join",
-        7 => "assign",
-        8 => "report",
-        9 => "verdict",
         _ => "unknown",
+    }
+}
+
+/// The messages one connection carries over the pair test's framing: the pair test's own
+/// ([`Message`]), or a front end's that adds its kinds to them (the gate's). A session reads
+/// and writes either (`Session::recv_as`, `Session::send_as`).
+pub trait Protocol: Sized {
+    /// Whether `kind` is one of this protocol's: an unknown kind is refused from the header,
+    /// before the payload is read.
+    fn knows(kind: u8) -> bool;
+    /// The message of `kind` from its payload: every field checked, every peer text printable.
+    fn decode_payload(kind: u8, payload: &[u8]) -> Result<Self, WireError>;
+    /// Its kind and payload, refused where decoding would refuse it.
+    fn encode_payload(&self) -> Result<(u8, Vec<u8>), WireError>;
+    fn name(&self) -> &'static str;
+    /// The pair test's own message, where this is one (a session reports a refusal as the peer's).
+    fn as_pair(&self) -> Option<&Message>;
+}
+
+impl Protocol for Message {
+    fn knows(kind: u8) -> bool {
+        (1..=LAST_KIND).contains(&kind)
+    }
+    fn decode_payload(kind: u8, payload: &[u8]) -> Result<Message, WireError> {
+        decode_payload(kind, payload)
+    }
+    fn encode_payload(&self) -> Result<(u8, Vec<u8>), WireError> {
+        validate(self)?;
+        let payload = match self {
+            Message::Hello(h) => serde_json::to_vec(h),
+            Message::Setup(q) => serde_json::to_vec(q),
+            Message::Ready(s) | Message::Done(s) => serde_json::to_vec(s),
+            Message::Refuse(r) => serde_json::to_vec(r),
+        }
+        .map_err(|e| WireError::Json { kind: self.name(), detail: e.to_string() })?;
+        Ok((self.kind(), payload))
+    }
+    fn name(&self) -> &'static str {
+        Message::name(self)
+    }
+    fn as_pair(&self) -> Option<&Message> {
+        Some(self)
     }
 }
 
@@ -211,13 +257,19 @@ pub enum WireError {
     Field { field: &'static str, detail: String },
 }
 
-fn field(field: &'static str, detail: impl Into<String>) -> WireError {
+/// A field out of range, named.
+pub fn field(field: &'static str, detail: impl Into<String>) -> WireError {
     WireError::Field { field, detail: detail.into() }
 }
 
 /// Checks a frame header and returns (kind, payload length) without reading further: the
 /// reader refuses an over-long frame before allocating for it.
 pub fn header(h: &[u8]) -> Result<(u8, usize), WireError> {
+    header_as::<Message>(h)
+}
+
+/// [`header`] for the kinds of protocol `P`.
+pub fn header_as<P: Protocol>(h: &[u8]) -> Result<(u8, usize), WireError> {
     if h.len() < HEADER_LEN {
         return Err(WireError::Short { got: h.len() });
     }
@@ -228,7 +280,7 @@ pub fn header(h: &[u8]) -> Result<(u8, usize), WireError> {
         return Err(WireError::Version { got: h[7] });
     }
     let kind = h[8];
-    if !(1..=9).contains(&kind) {
+    if !P::knows(kind) {
         return Err(WireError::Kind(kind));
     }
     let len = u32::from_be_bytes([h[9], h[10], h[11], h[12]]);
@@ -240,80 +292,69 @@ pub fn header(h: &[u8]) -> Result<(u8, usize), WireError> {
 
 /// One whole frame to a message, every field checked.
 pub fn decode(bytes: &[u8]) -> Result<Message, WireError> {
-    let (kind, len) = header(bytes)?;
+    decode_as(bytes)
+}
+
+/// [`decode`] for protocol `P`.
+pub fn decode_as<P: Protocol>(bytes: &[u8]) -> Result<P, WireError> {
+    let (kind, len) = header_as::<P>(bytes)?;
     let payload = &bytes[HEADER_LEN..];
     if payload.len() != len {
         return Err(WireError::Length { declared: len, got: payload.len() });
     }
-    decode_payload(kind, payload)
+    P::decode_payload(kind, payload)
+}
+
+/// A payload's JSON as the message of `kind` (named `name`), without its checks: a front end's
+/// decoding starts here, then checks every field. serde's message quotes the peer's bytes (an
+/// unknown variant, a bad string): it is made printable.
+pub fn json<'a, T: Deserialize<'a>>(name: &'static str, payload: &'a [u8]) -> Result<T, WireError> {
+    serde_json::from_slice(payload).map_err(|e| WireError::Json { kind: name, detail: clean::text(&e.to_string()) })
 }
 
 pub(crate) fn decode_payload(kind: u8, payload: &[u8]) -> Result<Message, WireError> {
     let name = kind_name(kind);
-    // serde's message quotes the peer's bytes (an unknown variant, a bad string): printable.
-    let json = |e: serde_json::Error| WireError::Json { kind: name, detail: clean::text(&e.to_string()) };
     let msg = match kind {
-        1 => Message::Hello(serde_json::from_slice(payload).map_err(json)?),
-        2 => Message::Setup(serde_json::from_slice(payload).map_err(json)?),
-        3 => Message::Ready(serde_json::from_slice(payload).map_err(json)?),
-        4 => Message::Done(serde_json::from_slice(payload).map_err(json)?),
-        5 => Message::Refuse(serde_json::from_slice(payload).map_err(json)?),
-        6 => Message::Join(serde_json::from_slice(payload).map_err(json)?),
-        7 => Message::Assign(serde_json::from_slice(payload).map_err(json)?),
-        8 => Message::Report(serde_json::from_slice(payload).map_err(json)?),
-        9 => Message::Verdict(serde_json::from_slice(payload).map_err(json)?),
+        1 => Message::Hello(json(name, payload)?),
+        2 => Message::Setup(json(name, payload)?),
+        3 => Message::Ready(json(name, payload)?),
+        4 => Message::Done(json(name, payload)?),
+        5 => Message::Refuse(json(name, payload)?),
         other => return Err(WireError::Kind(other)),
     };
     validate(&msg)?;
     Ok(printable(msg))
 }
 
-/// Every free text a peer sends (a refusal, a fault's error, a pod's problem, a finding's summary
-/// and hint) made printable and bounded: whatever prints it later, a log line, JSON or the
-/// termination message, never carries a peer's line break or escape sequence.
+/// Every free text a peer sends (a refusal, a fault's error) made printable and bounded:
+/// whatever prints it later, a log line, JSON or a termination message, never carries a peer's
+/// line break or escape sequence.
 pub(crate) fn printable(mut msg: Message) -> Message {
     let fault = |f: &mut Fault| f.error = clean::bounded(&f.error, MAX_TEXT);
-    let finding = |f: &mut Finding| {
-        f.summary = clean::bounded(&f.summary, MAX_TEXT);
-        f.hint = clean::bounded(&f.hint, MAX_TEXT);
-    };
     match &mut msg {
         Message::Refuse(r) => *r = clean::bounded(r, MAX_TEXT),
         Message::Setup(qps) => qps.iter_mut().filter_map(|q| q.fault.as_mut()).for_each(fault),
         Message::Ready(st) | Message::Done(st) => st.iter_mut().filter_map(|s| s.fault.as_mut()).for_each(fault),
-        Message::Join(j) => {
-            if let Some(p) = &mut j.problem {
-                *p = clean::bounded(p, MAX_TEXT);
-            }
-        }
-        Message::Report(r) => r.pairs.iter_mut().for_each(finding),
-        Message::Verdict(v) => v.findings.iter_mut().for_each(finding),
-        Message::Hello(_) | Message::Assign(_) => {}
+        Message::Hello(_) => {}
     }
     msg
 }
 
 /// A message to one frame. Fails only on a message that `decode` would refuse.
 pub fn encode(msg: &Message) -> Result<Vec<u8>, WireError> {
-    validate(msg)?;
-    let payload = match msg {
-        Message::Hello(h) => serde_json::to_vec(h),
-        Message::Setup(q) => serde_json::to_vec(q),
-        Message::Ready(s) | Message::Done(s) => serde_json::to_vec(s),
-        Message::Refuse(r) => serde_json::to_vec(r),
-        Message::Join(j) => serde_json::to_vec(j),
-        Message::Assign(a) => serde_json::to_vec(a),
-        Message::Report(r) => serde_json::to_vec(r),
-        Message::Verdict(v) => serde_json::to_vec(v),
-    }
-    .map_err(|e| WireError::Json { kind: msg.name(), detail: e.to_string() })?;
+    encode_as(msg)
+}
+
+/// [`encode`] for protocol `P`.
+pub fn encode_as<P: Protocol>(msg: &P) -> Result<Vec<u8>, WireError> {
+    let (kind, payload) = msg.encode_payload()?;
     if payload.len() > MAX_PAYLOAD {
         return Err(WireError::TooLong(payload.len() as u64));
     }
     let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
     out.extend_from_slice(MAGIC);
     out.push(VERSION);
-    out.push(msg.kind());
+    out.push(kind);
     out.extend_from_slice(&(payload.len() as u32).to_be_bytes());
     out.extend_from_slice(&payload);
     Ok(out)
@@ -355,38 +396,7 @@ fn validate(msg: &Message) -> Result<(), WireError> {
             }
             Ok(())
         }
-        Message::Refuse(reason) => text("refuse", reason),
-        Message::Join(j) => validate_join(j),
-        Message::Assign(a) => validate_assign(a),
-        Message::Report(r) => {
-            gate::hex("report.mac", r.mac.as_ref(), 64)?;
-            if r.pairs.len() > MAX_PAIRS {
-                return Err(field("report.pairs", format!("{} findings, more than {MAX_PAIRS}", r.pairs.len())));
-            }
-            r.pairs.iter().try_for_each(validate_finding)
-        }
-        Message::Verdict(v) => {
-            gate::hex("verdict.mac", v.mac.as_ref(), 64)?;
-            if v.findings.len() > MAX_LISTED || v.missing.len() > MAX_LISTED || v.slow.len() > MAX_LISTED {
-                return Err(field(
-                    "verdict",
-                    format!("more than {MAX_LISTED} findings, slow pairs or missing ranks listed"),
-                ));
-            }
-            if (v.slow_total as usize) < v.slow.len() || v.slow_total > v.pairs {
-                return Err(field("verdict.slow_total", "more slow pairs listed than counted, or than tested"));
-            }
-            if !(1..=MAX_GATE_SIZE).contains(&v.size) {
-                return Err(field("verdict.size", format!("{} is not in 1..={MAX_GATE_SIZE}", v.size)));
-            }
-            if v.missing.iter().any(|&r| r >= v.size) || (v.missing_total as usize) < v.missing.len() {
-                return Err(field("verdict.missing", "a rank outside the job, or more listed than counted"));
-            }
-            if (v.failed_total as usize) > v.pairs as usize + MAX_GATE_SIZE as usize {
-                return Err(field("verdict.failed_total", format!("{} is out of range", v.failed_total)));
-            }
-            v.findings.iter().chain(&v.slow).try_for_each(validate_finding)
-        }
+        Message::Refuse(reason) => check_text("refuse", reason),
     }
 }
 
@@ -405,7 +415,8 @@ fn order(what: &'static str, i: usize, pair: u16) -> Result<(), WireError> {
     Ok(())
 }
 
-fn text(what: &'static str, s: &str) -> Result<(), WireError> {
+/// A peer's free text: at most [`MAX_TEXT`] bytes (made printable after decoding).
+pub fn check_text(what: &'static str, s: &str) -> Result<(), WireError> {
     if s.len() > MAX_TEXT {
         return Err(field(what, format!("{} bytes, more than {MAX_TEXT}", s.len())));
     }
@@ -414,7 +425,7 @@ fn text(what: &'static str, s: &str) -> Result<(), WireError> {
 
 /// Device and net-device names: what the kernel allows, and never anything a terminal or a
 /// shell would read specially.
-fn name(what: &'static str, s: &str) -> Result<(), WireError> {
+pub fn check_name(what: &'static str, s: &str) -> Result<(), WireError> {
     let ok = !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-@:".contains(&b));
     if !ok {
         return Err(field(what, format!("{:?} is not a device name", s.escape_debug().to_string())));
@@ -426,11 +437,11 @@ fn validate_fault(f: &Fault) -> Result<(), WireError> {
     if f.step.is_empty() || f.step.len() > 32 || !f.step.bytes().all(|b| b.is_ascii_graphic()) {
         return Err(field("fault.step", format!("{:?}", f.step.escape_debug().to_string())));
     }
-    text("fault.error", &f.error)
+    check_text("fault.error", &f.error)
 }
 
 /// Range of `--bytes`, `--iters` and `--duration-ms` a listener accepts from a client.
-pub(crate) fn check_params(bytes: u32, iters: u32, duration_ms: u32) -> Result<(), WireError> {
+pub fn check_params(bytes: u32, iters: u32, duration_ms: u32) -> Result<(), WireError> {
     if !(8..=MAX_BYTES).contains(&bytes) {
         return Err(field("bytes", format!("{bytes} is not in 8..={MAX_BYTES}")));
     }
@@ -443,12 +454,39 @@ pub(crate) fn check_params(bytes: u32, iters: u32, duration_ms: u32) -> Result<(
     Ok(())
 }
 
+/// Host names and addresses as a peer may name itself (never read by a shell or a terminal).
+pub fn check_host(what: &'static str, h: &str) -> Result<(), WireError> {
+    let ok = !h.is_empty() && h.len() <= 253 && h.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b));
+    if !ok {
+        return Err(field(what, format!("{:?}", h.escape_debug().to_string())));
+    }
+    Ok(())
+}
+
+/// A job identity: 1..=253 printable ASCII bytes (a Kubernetes name or UID, or HOST:PORT/SIZE).
+pub fn check_job(job: &str) -> Result<(), WireError> {
+    if job.is_empty() || job.len() > 253 || !job.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(field("job", format!("{:?} is not 1..=253 printable ASCII bytes", job.escape_debug().to_string())));
+    }
+    Ok(())
+}
+
+/// A MAC (64 hex digits) or a nonce (32) as the wire carries them.
+pub fn check_hex(what: &'static str, v: Option<&String>, len: usize) -> Result<(), WireError> {
+    match v {
+        Some(h) if h.len() != len || !h.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            Err(field(what, format!("not {len} hex digits ({} bytes)", h.len())))
+        }
+        _ => Ok(()),
+    }
+}
+
 fn validate_hello(h: &Hello) -> Result<(), WireError> {
-    host("hello.host", &h.host)?;
+    check_host("hello.host", &h.host)?;
     if let Some(g) = &h.gate {
         check_job(&g.job)?;
-        gate::hex("hello.gate.mac", g.mac.as_ref(), 64)?;
-        if g.rank >= MAX_GATE_SIZE {
+        check_hex("hello.gate.mac", g.mac.as_ref(), 64)?;
+        if g.rank >= MAX_JOB_SIZE {
             return Err(field("hello.gate.rank", format!("{} is over the largest job", g.rank)));
         }
     }
@@ -457,15 +495,16 @@ fn validate_hello(h: &Hello) -> Result<(), WireError> {
     }
     check_params(h.bytes, h.iters, h.duration_ms)?;
     for p in &h.ports {
-        validate_port(p)?;
+        check_port(p)?;
     }
     Ok(())
 }
 
-fn validate_port(p: &PortInfo) -> Result<(), WireError> {
-    name("port.device", &p.device)?;
+/// One port as a peer describes it: every field in range.
+pub fn check_port(p: &PortInfo) -> Result<(), WireError> {
+    check_name("port.device", &p.device)?;
     if let Some(n) = &p.netdev {
-        name("port.netdev", n)?;
+        check_name("port.netdev", n)?;
     }
     if p.port == 0 {
         return Err(field("port.port", "port numbers start at 1"));
@@ -520,11 +559,6 @@ pub(crate) fn parse_gid(text: &str) -> Option<[u8; 16]> {
     }
     Some(out)
 }
-
-#[path = "wire_gate.rs"]
-mod gate;
-pub use gate::{check_job, Assign, Bootstrap, Finding, GateTag, Join, Report, Verdict};
-use gate::{host, validate_assign, validate_finding, validate_join};
 
 #[cfg(test)]
 #[path = "wire_tests.rs"]

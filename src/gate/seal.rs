@@ -1,21 +1,28 @@
 //! The job secret's MAC on the gate's frames (join, assign, report, verdict): HMAC-SHA256 keyed
 //! by the secret every pod of one job shares, over the frame bound to the job id, the frame's
-//! kind and the session's nonces (the joining pod's, fresh each run, and the coordinator's, fresh
-//! each gate run), so that a frame is taken by no other job, kind, pod or gate run.
+//! kind and the session's nonces (the joining pod's, fresh each run, and the coordinator's: for
+//! the join, the challenge it sent on that connection; after it, the gate run's), so that a frame
+//! is taken by no other job, kind, pod, gate run or connection: a join recorded from an earlier
+//! run and replayed answers another challenge.
 //!
 //! Pure but for [`nonce`] (the kernel's random bytes). It must never compare tags in variable
 //! time (the `hmac` crate's `verify_slice` is constant-time), never print the secret (its
 //! `Debug` says only its length), and never take a frame as authentic without checking it.
 
+use std::net::SocketAddr;
+
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use super::wire::{self, Message};
+use super::wire::{self, Frame};
+use nw_pairtest::wire::{Protocol, Tag};
 
 /// The most bytes a secret may have (a mounted Secret's file is read with this bound).
 pub const MAX_SECRET: usize = 4096;
 /// Domain of every MAC: a tag made for anything else never verifies here.
 const DOMAIN: &[u8] = b"nccl-wrap gate frame v1";
+/// Domain of the coordinator's challenges.
+const CHALLENGE: &[u8] = b"nccl-wrap gate challenge v1";
 
 /// The job's secret, as bytes.
 #[derive(Clone, PartialEq, Eq)]
@@ -68,8 +75,22 @@ pub struct Bound<'a> {
     pub job: &'a str,
     /// The joining pod's nonce (its join's).
     pub member: &'a str,
-    /// The coordinator's nonce for this gate run (its assignment's); empty before it is known.
+    /// The coordinator's: for the join, the challenge it sent on that connection; after the
+    /// assignment, this gate run's nonce (the assignment's); empty for a verdict sent before it.
     pub gate: &'a str,
+}
+
+/// The coordinator's challenge on one connection: fresh each gate run (keyed by the gate's nonce,
+/// drawn at its start) and each connection (its two addresses), so that a join made for another
+/// run or connection does not answer it. Derived rather than kept: the listener that sends it
+/// and the roster that checks the join agree without sharing state.
+pub fn challenge(gate: &str, peer: SocketAddr, local: SocketAddr) -> String {
+    let Ok(mut m) = Hmac::<Sha256>::new_from_slice(gate.as_bytes()) else { return String::new() };
+    for part in [CHALLENGE, peer.to_string().as_bytes(), local.to_string().as_bytes()] {
+        m.update(&(part.len() as u64).to_be_bytes());
+        m.update(part);
+    }
+    hex(&m.finalize().into_bytes()[..16])
 }
 
 /// A fresh nonce: 16 random bytes from the kernel, in hex. Without them (a kernel refusing
@@ -96,21 +117,21 @@ fn unhex(h: &str) -> Option<Vec<u8>> {
 }
 
 /// The frame's MAC field, and its body as the MAC covers it (the frame without its MAC).
-fn parts(msg: &Message) -> Option<(Option<&String>, Vec<u8>)> {
-    let body = |m: &Message| -> Option<Vec<u8>> {
+fn parts(msg: &Frame) -> Option<(Option<&String>, Vec<u8>)> {
+    let body = |m: &Frame| -> Option<Vec<u8>> {
         match m {
-            Message::Join(j) => serde_json::to_vec(&wire::Join { mac: None, ..j.clone() }).ok(),
-            Message::Assign(a) => serde_json::to_vec(&wire::Assign { mac: None, ..a.clone() }).ok(),
-            Message::Report(r) => serde_json::to_vec(&wire::Report { mac: None, ..r.clone() }).ok(),
-            Message::Verdict(v) => serde_json::to_vec(&wire::Verdict { mac: None, ..v.clone() }).ok(),
+            Frame::Join(j) => serde_json::to_vec(&wire::Join { mac: None, ..j.clone() }).ok(),
+            Frame::Assign(a) => serde_json::to_vec(&wire::Assign { mac: None, ..a.clone() }).ok(),
+            Frame::Report(r) => serde_json::to_vec(&wire::Report { mac: None, ..r.clone() }).ok(),
+            Frame::Verdict(v) => serde_json::to_vec(&wire::Verdict { mac: None, ..v.clone() }).ok(),
             _ => None,
         }
     };
     let mac = match msg {
-        Message::Join(j) => j.mac.as_ref(),
-        Message::Assign(a) => a.mac.as_ref(),
-        Message::Report(r) => r.mac.as_ref(),
-        Message::Verdict(v) => v.mac.as_ref(),
+        Frame::Join(j) => j.mac.as_ref(),
+        Frame::Assign(a) => a.mac.as_ref(),
+        Frame::Report(r) => r.mac.as_ref(),
+        Frame::Verdict(v) => v.mac.as_ref(),
         _ => return None,
     };
     Some((mac, body(msg)?))
@@ -129,32 +150,32 @@ fn keyed(key: &Secret, kind: &str, b: &Bound, body: &[u8]) -> Option<Hmac<Sha256
 
 /// Puts the MAC on a gate frame (the frame's peer texts are made printable first, as the peer
 /// will decode them). Without a key, or on another kind, the frame is left as it is.
-pub fn seal(msg: Message, key: Option<&Secret>, b: &Bound) -> Message {
+pub fn seal(msg: Frame, key: Option<&Secret>, b: &Bound) -> Frame {
     let msg = wire::printable(msg);
     let Some(key) = key else { return msg };
     let Some((_, body)) = parts(&msg) else { return msg };
     let tag = keyed(key, msg.name(), b, &body).map(|m| hex(&m.finalize().into_bytes()));
     match msg {
-        Message::Join(j) => Message::Join(wire::Join { mac: tag, ..j }),
-        Message::Assign(a) => Message::Assign(wire::Assign { mac: tag, ..a }),
-        Message::Report(r) => Message::Report(wire::Report { mac: tag, ..r }),
-        Message::Verdict(v) => Message::Verdict(wire::Verdict { mac: tag, ..v }),
+        Frame::Join(j) => Frame::Join(wire::Join { mac: tag, ..j }),
+        Frame::Assign(a) => Frame::Assign(wire::Assign { mac: tag, ..a }),
+        Frame::Report(r) => Frame::Report(wire::Report { mac: tag, ..r }),
+        Frame::Verdict(v) => Frame::Verdict(wire::Verdict { mac: tag, ..v }),
         other => other,
     }
 }
 
 /// The gate's pair-test tag with its MAC (kind `hello`), bound to the successor's nonce: the
 /// successor serves it only if it proves the job's secret. Without a key, the tag as it is.
-pub fn seal_tag(tag: wire::GateTag, key: Option<&Secret>, b: &Bound) -> wire::GateTag {
+pub fn seal_tag(tag: Tag, key: Option<&Secret>, b: &Bound) -> Tag {
     let Some(key) = key else { return tag };
-    let body = serde_json::to_vec(&wire::GateTag { mac: None, ..tag.clone() }).unwrap_or_default();
+    let body = serde_json::to_vec(&Tag { mac: None, ..tag.clone() }).unwrap_or_default();
     let mac = keyed(key, "hello", b, &body).map(|m| hex(&m.finalize().into_bytes()));
-    wire::GateTag { mac, ..tag }
+    Tag { mac, ..tag }
 }
 
 /// Whether a pair-test tag proves this pod's key (none: it must carry no MAC).
-pub fn check_tag(tag: &wire::GateTag, key: Option<&Secret>, b: &Bound) -> Result<(), SealError> {
-    let body = serde_json::to_vec(&wire::GateTag { mac: None, ..tag.clone() }).map_err(|_| SealError::Wrong)?;
+pub fn check_tag(tag: &Tag, key: Option<&Secret>, b: &Bound) -> Result<(), SealError> {
+    let body = serde_json::to_vec(&Tag { mac: None, ..tag.clone() }).map_err(|_| SealError::Wrong)?;
     match (key, &tag.mac) {
         (None, None) => Ok(()),
         (None, Some(_)) => Err(SealError::Unexpected),
@@ -167,7 +188,7 @@ pub fn check_tag(tag: &wire::GateTag, key: Option<&Secret>, b: &Bound) -> Result
 }
 
 /// Whether a decoded gate frame is authentic for this pod's key (none: it must carry no MAC).
-pub fn check(msg: &Message, key: Option<&Secret>, b: &Bound) -> Result<(), SealError> {
+pub fn check(msg: &Frame, key: Option<&Secret>, b: &Bound) -> Result<(), SealError> {
     let Some((mac, body)) = parts(msg) else { return Ok(()) };
     match (key, mac) {
         (None, None) => Ok(()),
@@ -184,10 +205,10 @@ pub fn check(msg: &Message, key: Option<&Secret>, b: &Bound) -> Result<(), SealE
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::{decode, encode, Join, Report};
+    use crate::gate::wire::{decode, encode, Join, Report};
 
-    fn join() -> Message {
-        Message::Join(Join {
+    fn join() -> Frame {
+        Frame::Join(Join {
             job: "train-0:18516/4".into(),
             rank: 1,
             size: 4,
@@ -196,6 +217,7 @@ mod tests {
             ports: Vec::new(),
             problem: Some("no usable port\nverdict: GO".into()),
             nonce: Some("00112233445566778899aabbccddeeff".into()),
+            challenge: None,
             bootstrap: None,
             mac: None,
         })
@@ -227,18 +249,18 @@ mod tests {
             assert_eq!(check(&back, Some(&k), &other), Err(SealError::Wrong), "{other:?}");
         }
         // A field changed after sealing.
-        let Message::Join(mut j) = back.clone() else { panic!("a join") };
+        let Frame::Join(mut j) = back.clone() else { panic!("a join") };
         j.rank = 2;
-        assert_eq!(check(&Message::Join(j), Some(&k), &B), Err(SealError::Wrong));
+        assert_eq!(check(&Frame::Join(j), Some(&k), &B), Err(SealError::Wrong));
     }
 
     #[test]
     fn a_tag_is_bound_to_its_kind() {
         let k = key("s3cret");
-        let r = seal(Message::Report(Report { rank: 1, pairs: Vec::new(), mac: None }), Some(&k), &B);
-        let Message::Report(r) = r else { panic!("a report") };
+        let r = seal(Frame::Report(Report { rank: 1, pairs: Vec::new(), mac: None }), Some(&k), &B);
+        let Frame::Report(r) = r else { panic!("a report") };
         // The same tag on a verdict-shaped frame of the same session does not verify.
-        let v = crate::wire::Verdict {
+        let v = crate::gate::wire::Verdict {
             go: true,
             size: 2,
             pairs: 2,
@@ -250,8 +272,8 @@ mod tests {
             slow_total: 0,
             mac: r.mac.clone(),
         };
-        assert_eq!(check(&Message::Verdict(v), Some(&k), &B), Err(SealError::Wrong));
-        assert_eq!(check(&Message::Report(r), Some(&k), &B), Ok(()));
+        assert_eq!(check(&Frame::Verdict(v), Some(&k), &B), Err(SealError::Wrong));
+        assert_eq!(check(&Frame::Report(r), Some(&k), &B), Ok(()));
     }
 
     #[test]
@@ -264,5 +286,15 @@ mod tests {
         assert!(a.len() == 32 && a != b && a.bytes().all(|c| c.is_ascii_hexdigit()), "{a} {b}");
         assert_eq!(unhex("0aff"), Some(vec![10, 255]));
         assert_eq!(unhex("0g"), None);
+    }
+
+    #[test]
+    fn a_challenge_is_fresh_for_each_run_and_each_connection() {
+        let (peer, local) = ("10.0.0.2:40000".parse().expect("addr"), "10.0.0.1:18516".parse().expect("addr"));
+        let c = challenge("0123456789abcdef0123456789abcdef", peer, local);
+        assert!(c.len() == 32 && c.bytes().all(|b| b.is_ascii_hexdigit()), "{c}");
+        assert_eq!(c, challenge("0123456789abcdef0123456789abcdef", peer, local), "derived, not drawn");
+        assert_ne!(c, challenge("fedcba9876543210fedcba9876543210", peer, local), "another run");
+        assert_ne!(c, challenge("0123456789abcdef0123456789abcdef", "10.0.0.2:40001".parse().expect("a"), local));
     }
 }

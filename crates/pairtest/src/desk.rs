@@ -1,0 +1,388 @@
+//! A listener at work under its [`Policy`](super::door::Policy): it accepts, reads each first
+//! message on a short-lived thread of its own, and hands the arrivals out one at a time
+//! ([`Desk`]); and the serving of hellos that ping and the agents' ring share ([`serve`]).
+//!
+//! - A connection is judged once: admitted to a first read, or closed unread (an address not
+//!   admitted, a source past its share or its rate, the reads full), without a thread.
+//! - A connection judged a stray (EOF, garbage, a refusal, a wrong first message) is closed as
+//!   soon as it is judged: nothing keeps a copy of it. The only sockets held besides the
+//!   caller's are those in their first read (at most `readers`), shut when the desk closes.
+//! - Every stray is handed out, but only the first few of a source in a log window are to be
+//!   said one by one: the rest are counted (`ledger`) and said as one line at the window's end
+//!   ([`Arrival::Counted`]), so that a flood of connections is a few lines, not one each.
+//!
+//! It must never keep a stray's socket open past its judgement, never hold more than `readers`
+//! unjudged connections (`per_source` of one source), never start a reader for a source out of
+//! its rate, and never print a peer's text (the caller gets it as a value).
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::door::{Policy, SILENT};
+use super::exchange::{self, ExchangeError, Session};
+use super::ledger::{Ledger, Source};
+use super::wire::{Hello, Message, Protocol};
+
+/// What one accepted connection came to, or what is due to be said.
+pub enum Arrival<P = Message> {
+    /// Its first message, valid; the connection is the caller's now.
+    First(Session, P),
+    /// A stray, already closed: what happened (peer text in it is printable: the wire cleans
+    /// it), and whether to say it (`false`: it is counted into its source's line instead).
+    Stray { error: ExchangeError, said: bool },
+    /// The strays of a log window not said one by one, as one line to say
+    /// ([`ExchangeError::Counted`]); they were handed out already.
+    Counted(ExchangeError),
+}
+
+type Read<P> = (u64, Source, Session, Result<P, ExchangeError>);
+
+/// One connection in its first read: a copy to shut it, its peer and source, since when.
+struct Reader {
+    stream: TcpStream,
+    peer: String,
+    source: Source,
+    since: Instant,
+}
+
+/// The connections in their first read.
+type Reading = Arc<Mutex<BTreeMap<u64, Reader>>>;
+
+/// A listener under its policy: accepts, reads first messages, hands them out one at a time.
+pub struct Desk<'l, P = Message> {
+    l: &'l TcpListener,
+    policy: Policy,
+    ledger: Ledger,
+    tx: Sender<Read<P>>,
+    rx: Receiver<Read<P>>,
+    /// The connections in their first read, to be shut when the desk closes.
+    reading: Reading,
+    next_id: u64,
+    pending: Vec<Arrival<P>>,
+}
+
+fn would_block(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted)
+}
+
+/// Closes a stray at once: both directions, so a client waiting for our close sees EOF now.
+fn close(s: &TcpStream) {
+    let _ = s.shutdown(Shutdown::Both);
+}
+
+impl<P> Desk<'_, P> {
+    /// Connections in their first read now.
+    pub(crate) fn reading(&self) -> usize {
+        self.reading.lock().map_or(0, |r| r.len())
+    }
+}
+
+impl<'l, P: Protocol + Send + 'static> Desk<'l, P> {
+    pub fn new(l: &'l TcpListener, policy: Policy) -> Desk<'l, P> {
+        let ledger = Ledger::of(&policy);
+        Desk::with_ledger(l, policy, ledger)
+    }
+
+    /// A desk whose sources are counted in `ledger`, which the front end shares (the gate's
+    /// roster counts its refusals there too).
+    pub fn with_ledger(l: &'l TcpListener, policy: Policy, ledger: Ledger) -> Desk<'l, P> {
+        let (tx, rx) = mpsc::channel();
+        Desk { l, policy, ledger, tx, rx, reading: Arc::default(), next_id: 0, pending: Vec::new() }
+    }
+
+    /// The book of this listener's sources.
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    /// Counts a first message the front end refuses (a hello it does not serve) against its
+    /// source; whether it is to be said in full (`false`: counted into the window's line).
+    pub fn refused(&self, peer: IpAddr, why: &str) -> bool {
+        self.ledger.refused(peer, why)
+    }
+
+    /// A stray closed unread, handed out and counted.
+    fn unread(&mut self, peer: SocketAddr, why: String, charge: bool) {
+        let said = self.ledger.count(Source::of(peer.ip()), &why, charge);
+        self.pending.push(Arrival::Stray { error: ExchangeError::Unread { peer: peer.to_string(), why }, said });
+    }
+
+    fn admit(&mut self, stream: TcpStream, addr: SocketAddr) {
+        // A dual-stack listener sees IPv4 peers as IPv4-mapped IPv6 addresses: named as IPv4.
+        let addr = SocketAddr::new(addr.ip().to_canonical(), addr.port());
+        if let Some(why) = self.policy.allow.refusal(addr.ip()) {
+            close(&stream);
+            return self.unread(addr, why, false);
+        }
+        if stream.set_nonblocking(false).is_err() {
+            close(&stream);
+            return self.unread(addr, "cannot read it (socket mode)".to_owned(), false);
+        }
+        self.read(stream, addr);
+    }
+
+    /// Reads the next message of `s` as a first message, under the same policy: a front end that
+    /// answered a first message and waits for the next (the gate's challenge, then the join).
+    pub fn again(&mut self, s: Session) {
+        match s.addrs() {
+            Some((peer, _)) => self.read(s.into_stream(), peer),
+            None => s.close(),
+        }
+    }
+
+    /// Closes the oldest first read (of `source`, or of any) silent for [`SILENT`]; whether one was.
+    fn evict(&mut self, source: Option<Source>) -> bool {
+        let oldest = self.reading.lock().ok().and_then(|mut r| {
+            let id = r
+                .iter()
+                .filter(|(_, x)| source.is_none_or(|s| x.source == s))
+                .min_by_key(|(id, _)| **id)
+                .filter(|(_, x)| x.since.elapsed() >= SILENT)
+                .map(|(id, _)| *id)?;
+            r.remove(&id)
+        });
+        let Some(x) = oldest else { return false };
+        close(&x.stream);
+        let why = format!("silent for {} ms while newer connections waited", SILENT.as_millis());
+        let said = self.ledger.count(x.source, &why, false);
+        self.pending.push(Arrival::Stray { error: ExchangeError::Unread { peer: x.peer, why }, said });
+        true
+    }
+
+    /// One connection's first message read on a thread of its own, under the hello deadline,
+    /// if its source's share, its source's rate and the whole allow it.
+    fn read(&mut self, stream: TcpStream, addr: SocketAddr) {
+        let source = Source::of(addr.ip());
+        let mine = self.reading.lock().map_or(0, |r| r.values().filter(|x| x.source == source).count());
+        // One source's share: its own oldest silent read gives way, else this one is closed.
+        if mine >= self.policy.per_source && !self.evict(Some(source)) {
+            close(&stream);
+            let why = format!("{mine} connections from {source} already in their first read");
+            return self.unread(addr, why, false);
+        }
+        // Its rate: no thread for a source that has spent its reads (a reconnecting flood).
+        if !self.ledger.take(source) {
+            close(&stream);
+            let why = format!(
+                "more than {} first reads from {source} at once and {} a second past them",
+                self.policy.burst, self.policy.rate
+            );
+            return self.unread(addr, why, false);
+        }
+        // The whole: the oldest connection gives way if it has been silent for a while (closed
+        // now; its reader ends), else this one is closed unread (its token given back).
+        if self.reading() >= self.policy.readers && !self.evict(None) {
+            close(&stream);
+            self.ledger.give_back(source);
+            let why = format!("{} connections already in their first read", self.policy.readers);
+            return self.unread(addr, why, false);
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        if let (Ok(copy), Ok(mut r)) = (stream.try_clone(), self.reading.lock()) {
+            r.insert(id, Reader { stream: copy, peer: addr.to_string(), source, since: Instant::now() });
+        }
+        let (tx, reading, hello) = (self.tx.clone(), Arc::clone(&self.reading), self.policy.hello);
+        let spawned = std::thread::Builder::new().name("first-read".into()).spawn(move || {
+            let mut s = Session::new(stream, addr.to_string(), Instant::now() + hello);
+            let first = s.recv_as::<P>();
+            // Gone from the map: evicted (already reported) or the desk closed; just close. The
+            // result is sent before the lock is let go, so that a desk that sees no first read
+            // under way finds every finished one's result in its channel (see `next`).
+            let mut map = reading.lock();
+            let ours = map.as_mut().map(|r| r.remove(&id).is_some()).unwrap_or(false);
+            if ours {
+                let _ = tx.send((id, source, s, first));
+                drop(map);
+            } else {
+                drop(map);
+                s.close();
+            }
+        });
+        if spawned.is_err() {
+            if let Ok(mut r) = self.reading.lock() {
+                if let Some(x) = r.remove(&id) {
+                    close(&x.stream);
+                }
+            }
+            self.unread(addr, "no thread to read it".to_owned(), false);
+        }
+    }
+
+    fn judge(&mut self, (_, source, s, first): Read<P>) -> Arrival<P> {
+        match first {
+            Ok(m) => {
+                // A valid first message: its source's share comes back.
+                self.ledger.give_back(source);
+                Arrival::First(s, m)
+            }
+            Err(e) => {
+                if !matches!(e, ExchangeError::Closed { .. } | ExchangeError::Refused { .. }) {
+                    s.refuse(&e.to_string());
+                } else {
+                    s.close();
+                }
+                let said = self.ledger.count(source, &e.to_string(), false);
+                Arrival::Stray { error: e, said }
+            }
+        }
+    }
+
+    /// The count lines due: at a window's end, or all of them now (`now`: the listener closes).
+    pub fn counted(&mut self, now: bool) -> Vec<ExchangeError> {
+        self.ledger.due(now)
+    }
+
+    /// The next arrival, waiting until `until` (`None`: for ever) or `stop`.
+    pub fn next(&mut self, until: Option<Instant>, stop: &AtomicBool) -> Option<Arrival<P>> {
+        loop {
+            if let Some(a) = self.pending.pop() {
+                return Some(a);
+            }
+            if let Ok(read) = self.rx.try_recv() {
+                return Some(self.judge(read));
+            }
+            let due = self.ledger.due(false);
+            if !due.is_empty() {
+                self.pending.extend(due.into_iter().rev().map(Arrival::Counted));
+                continue;
+            }
+            if stop.load(Ordering::SeqCst) || until.is_some_and(|u| Instant::now() >= u) {
+                return None;
+            }
+            // Nothing in flight, nothing counted to say and no end to wait for: sleep in the
+            // kernel until a peer comes (the node agent's listener lives as long as the agent:
+            // no polling for its life).
+            let idle = until.is_none() && self.reading() == 0 && !self.ledger.pending();
+            if idle {
+                // A first read that ended between the look at the channel above and the count
+                // has sent its result already: take it rather than block in accept with it
+                // waiting (regression: a listener hung under qemu-user with a peer served).
+                if let Ok(read) = self.rx.try_recv() {
+                    return Some(self.judge(read));
+                }
+            }
+            if idle && self.l.set_nonblocking(false).is_ok() {
+                let got = self.l.accept();
+                let _ = self.l.set_nonblocking(true);
+                if let Ok((s, a)) = got {
+                    self.admit(s, a);
+                }
+                continue;
+            }
+            match self.l.accept() {
+                Ok((s, a)) => self.admit(s, a),
+                // Until a peer comes: short while first reads are under way (their results come
+                // over the channel), longer when idle (`stop` and `until` are checked between).
+                Err(e) if would_block(&e) => {
+                    let nap = if self.reading() > 0 { Duration::from_millis(2) } else { Duration::from_millis(25) };
+                    let nap = until.map_or(nap, |u| nap.min(u.saturating_duration_since(Instant::now())));
+                    exchange::wait_readable(self.l.as_fd(), nap);
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+}
+
+impl<P> Drop for Desk<'_, P> {
+    fn drop(&mut self) {
+        if let Ok(r) = self.reading.lock() {
+            r.values().for_each(|x| close(&x.stream));
+        }
+        // The readers see their connection end at once; give them a moment to drop it.
+        let end = Instant::now() + Duration::from_millis(500);
+        while self.reading() > 0 && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        while let Ok((_, _, s, _)) = self.rx.try_recv() {
+            s.close();
+        }
+    }
+}
+
+/// The counts not yet said, said as the serving ends (whichever way it does).
+fn end(desk: &mut Desk<'_, Message>, on_error: &mut dyn FnMut(&ExchangeError)) {
+    desk.counted(true).iter().for_each(on_error);
+}
+
+/// Accepts peers under `policy` and hands each valid hello to `on_peer`, one at a time on this
+/// thread. A connection that never sends a valid hello (a probe, a scanner, garbage, silence, an
+/// address not admitted) is a stray: reported to `on_error` (the first few of a source in a log
+/// window one by one, the rest as one count line), closed as soon as it is judged, and the wait
+/// goes on until it ends; so is a hello the policy refuses (told why). A peer that fails after
+/// its hello is reported too; without `keep` it ends the serving, with `keep` the next peer is
+/// served. Returns how many peers `on_peer` completed.
+pub fn serve(
+    l: &TcpListener,
+    policy: &Policy,
+    mut on_peer: impl FnMut(Session, Hello) -> Result<(), ExchangeError>,
+    mut on_error: impl FnMut(&ExchangeError),
+) -> Result<usize, ExchangeError> {
+    let start = Instant::now();
+    let addr = l.local_addr().map_or_else(|_| "the listener".to_owned(), |a| a.to_string());
+    let first_until = policy.wait.map(|w| start + w);
+    let (mut seen, mut served, mut strays) = (0usize, 0usize, 0usize);
+    let mut desk: Desk<'_, Message> = Desk::new(l, policy.clone());
+    let never = AtomicBool::new(false);
+    loop {
+        // With `keep`, only the first peer is waited for; without it, strays do not end the wait.
+        let until = if policy.keep && seen > 0 { None } else { first_until };
+        let Some(arrival) = desk.next(until, &never) else {
+            end(&mut desk, &mut on_error);
+            return Err(ExchangeError::NoPeer { addr, waited_ms: start.elapsed().as_millis(), strays });
+        };
+        // A peer's refusal of ours, said or counted against its source as a stray is.
+        let refused = |desk: &Desk<'_, Message>, s: &Session, e: ExchangeError| {
+            let said = s.addrs().is_none_or(|(ip, _)| desk.refused(ip.ip(), &e.to_string()));
+            (e, said)
+        };
+        let outcome = match arrival {
+            Arrival::Counted(e) => {
+                on_error(&e);
+                continue;
+            }
+            Arrival::First(session, Message::Hello(hello)) => match policy.refusal(&hello) {
+                Some(why) => {
+                    let e = ExchangeError::NotServed { peer: session.peer.clone(), why: why.clone() };
+                    let (e, said) = refused(&desk, &session, e);
+                    session.refuse(&why);
+                    Err((false, e, said))
+                }
+                None => on_peer(session, hello).map_err(|e| (true, e, true)),
+            },
+            Arrival::First(session, m) => {
+                let e = ExchangeError::Unexpected { peer: session.peer.clone(), want: "hello", got: m.name() };
+                let (e, said) = refused(&desk, &session, e);
+                session.refuse(&e.to_string());
+                Err((false, e, said))
+            }
+            Arrival::Stray { error, said } => Err((false, error, said)),
+        };
+        seen += 1;
+        let at_max = policy.max_peers.is_some_and(|m| seen >= m);
+        match outcome {
+            Ok(()) => served += 1,
+            Err((valid, e, said)) => {
+                if said {
+                    on_error(&e);
+                }
+                strays += usize::from(!valid);
+                if (valid && !policy.keep) || (at_max && served == 0) {
+                    end(&mut desk, &mut on_error);
+                    return Err(e);
+                }
+            }
+        }
+        if (!policy.keep && served > 0) || at_max {
+            end(&mut desk, &mut on_error);
+            return Ok(served);
+        }
+    }
+}
