@@ -125,6 +125,21 @@ fn a_pod_whose_bootstrap_cannot_reach_rank_0s_family_stops_the_job_and_is_named(
 }
 
 #[test]
+fn a_pod_handing_nccl_one_rail_more_than_the_others_stops_the_job_and_is_named() {
+    let scratch = Scratch::new("rails");
+    let j = job(3);
+    let mut wide = fake(2);
+    wide.extra_rails = 1;
+    let ran = run_pods(&j, vec![(0, fake(0)), (1, fake(1)), (2, wide)], &scratch);
+    for r in &ran {
+        assert_eq!(r.outcome, Outcome::Refuse, "rank {}", r.rank);
+        let text = std::fs::read_to_string(scratch.log(r.rank)).expect("termination message");
+        assert!(text.contains("pod-2 (rank 2): rail-count: this pod hands NCCL 2 rail(s)"), "{text}");
+        assert!(!text.contains("(rank 1): rail-count"), "{text}");
+    }
+}
+
+#[test]
 fn a_pod_that_never_comes_is_named_after_the_wait() {
     let scratch = Scratch::new("missing");
     let mut j = job(3);

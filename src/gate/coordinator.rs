@@ -360,6 +360,53 @@ pub fn bootstrap_mismatches<'a>(joins: impl IntoIterator<Item = &'a Join>, mine:
         .collect()
 }
 
+/// The pods that hand NCCL another number of rails than the job's most common count (rank 0's
+/// where two counts are as common). NCCL pairs rails by their place in the list, and a rank that
+/// opens fewer NICs than its peers starts crippled, or with 2.30's default
+/// `NCCL_IGNORE_NET_MISMATCH=1` spins for ever (NVIDIA/nccl#2428). A pod that brings no rail for
+/// a reason of its own (`problem`, named apart) is not counted.
+pub fn rail_count_mismatches<'a>(joins: impl IntoIterator<Item = &'a Join>, mine: Option<usize>) -> Vec<Finding> {
+    let joins: Vec<&Join> = joins.into_iter().filter(|j| j.problem.is_none()).collect();
+    let mut counts: BTreeMap<usize, u32> = BTreeMap::new();
+    for n in joins.iter().map(|j| j.ports.len()).chain(mine) {
+        *counts.entry(n).or_default() += 1;
+    }
+    let Some(&most) = counts.values().max() else { return Vec::new() };
+    let common = mine
+        .filter(|m| counts.get(m) == Some(&most))
+        .unwrap_or_else(|| counts.iter().find(|(_, &c)| c == most).map_or(0, |(&n, _)| n));
+    let with = counts.get(&common).copied().unwrap_or(0);
+    let pods = counts.values().sum::<u32>();
+    let mut found: Vec<Finding> = joins
+        .iter()
+        .filter(|j| j.ports.len() != common)
+        .map(|j| {
+            let names: Vec<String> = j.ports.iter().map(|p| format!("{}:{}", p.device, p.port)).collect();
+            pod_fails(
+                j.rank,
+                &j.host,
+                "rail-count",
+                format!(
+                    "this pod hands NCCL {} rail(s) ({}), {with} of the job's {pods} pods hand it {common}: NCCL pairs rails by their place in the list, and a rank with fewer NICs than its peers starts crippled or spins (NVIDIA/nccl#2428)",
+                    j.ports.len(),
+                    if names.is_empty() { "none".to_string() } else { names.join(",") }
+                ),
+                "give every pod the same rails (one device-plugin resource per rail, the same count on every node), or name them with --rails on host-network nodes",
+            )
+        })
+        .collect();
+    if let Some(n) = mine.filter(|&n| n != common) {
+        found.push(pod_fails(
+            0,
+            "rank 0",
+            "rail-count",
+            format!("rank 0 hands NCCL {n} rail(s), {with} of the job's {pods} pods hand it {common}: NCCL pairs rails by their place in the list"),
+            "give every pod the same rails (one device-plugin resource per rail, the same count on every node)",
+        ));
+    }
+    found
+}
+
 /// Every member's rail count (rank 0's first), for the results budget.
 pub fn rails(roster: &Roster, mine: &[PortInfo], size: u32) -> Vec<usize> {
     (0..size)
@@ -396,6 +443,8 @@ pub fn run(
     drop(joins);
     let mut findings: Vec<Finding> = problems(&roster);
     findings.extend(bootstrap_mismatches(roster.members.values().map(|m| &m.join), who.bootstrap.as_ref()));
+    let my_count = mine.as_ref().ok().map(Vec::len);
+    findings.extend(rail_count_mismatches(roster.members.values().map(|m| &m.join), my_count));
     if let Err(c) = &mine {
         findings.push(verdict::of_pod(me, None, c));
     }
@@ -452,6 +501,51 @@ mod tests {
             bootstrap: None,
             mac: None,
         }
+    }
+
+    fn rails(n: usize) -> Vec<PortInfo> {
+        (0..n)
+            .map(|i| PortInfo {
+                device: format!("mlx5_{i}"),
+                port: 1,
+                link_layer: nw_pairtest::wire::LinkLayer::InfiniBand,
+                gid_index: None,
+                gid: None,
+                gid_type: None,
+                lid: Some(u16::try_from(i + 1).unwrap_or(1)),
+                mtu: 4096,
+                pkey: None,
+                netdev: None,
+                rate_kbps: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_pod_handing_nccl_another_number_of_rails_is_named() {
+        let with = |rank, n| Join {
+            rank,
+            host: format!("train-{rank}"),
+            ports: rails(n),
+            problem: None,
+            ..join("j", rank, 4)
+        };
+        // Rank 2 brings 7 rails where the job's others, rank 0 included, bring 8.
+        let joins = [with(1, 8), with(2, 7), with(3, 8)];
+        let found = rail_count_mismatches(&joins, Some(8));
+        assert_eq!(found.len(), 1, "{found:?}");
+        let f = &found[0];
+        assert_eq!((f.rank, f.cause.as_deref(), f.status.as_str()), (2, Some("rail-count"), "fail"));
+        assert!(f.summary.starts_with("this pod hands NCCL 7 rail(s) (mlx5_0:1,"), "{}", f.summary);
+        assert!(f.summary.contains("3 of the job's 4 pods hand it 8"), "{}", f.summary);
+        // Rank 0 the odd one: named as such, the others not.
+        let found = rail_count_mismatches(&[with(1, 4), with(2, 4), with(3, 4)], Some(5));
+        assert_eq!(found.iter().map(|f| f.rank).collect::<Vec<_>>(), [0], "{found:?}");
+        // Two counts as common: rank 0's is the job's.
+        let found = rail_count_mismatches(&[with(1, 2), with(2, 4), with(3, 2)], Some(4));
+        assert_eq!(found.iter().map(|f| f.rank).collect::<Vec<_>>(), [1, 3], "{found:?}");
+        // Equal counts, and a pod that brings none for a reason of its own, are not findings.
+        assert!(rail_count_mismatches(&[with(1, 8), with(2, 8), join("j", 3, 4)], Some(8)).is_empty());
     }
 
     #[test]

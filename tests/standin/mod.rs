@@ -53,6 +53,8 @@ pub struct Fake {
     pub gbytes_per_s: f64,
     /// The family of its NCCL bootstrap interface (eth0), when known.
     pub bootstrap_family: Option<&'static str>,
+    /// Rails it hands NCCL beyond its first (named mlx5_1, mlx5_2, ...): a pod of another shape.
+    pub extra_rails: u8,
 }
 
 pub fn fake(rank: u32) -> Fake {
@@ -64,6 +66,7 @@ pub fn fake(rank: u32) -> Fake {
         problem: None,
         gbytes_per_s: 0.01,
         bootstrap_family: Some("AF_INET"),
+        extra_rails: 0,
     }
 }
 
@@ -110,7 +113,8 @@ impl PairTest for Fake {
                 "doctor",
             ));
         }
-        Ok(vec![port_info(self.last)])
+        let extra = (1..=self.extra_rails).map(|i| PortInfo { device: format!("mlx5_{i}"), ..port_info(self.last) });
+        Ok(std::iter::once(port_info(self.last)).chain(extra).collect())
     }
     fn initiate(&self, target: &str, limits: &Settings, wait_until: Instant) -> Result<Vec<PairResult>, Cause> {
         let mut s = exchange::connect(target, wait_until, limits.timeout).map_err(|e| peer_cause(&e))?;
