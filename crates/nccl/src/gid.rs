@@ -167,6 +167,20 @@ pub trait GidTable {
     fn roce(&mut self, i: u32) -> Option<RoceType>;
 }
 
+/// sysfs's form of a GID: eight groups of four hex digits, the form [`parse_gid`] reads.
+pub fn format_gid(gid: &Ipv6Addr) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(39);
+    for (i, b) in gid.octets().into_iter().enumerate() {
+        if i > 0 && i % 2 == 0 {
+            out.push(':');
+        }
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    out
+}
+
 /// Parses sysfs's colon-separated GID form (`fe80:0000:...`), which is an IPv6 address.
 ///
 /// The kernel prints every entry as eight groups of four hex digits (`%pI6`), read four times a

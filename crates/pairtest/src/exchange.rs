@@ -49,7 +49,7 @@ pub enum ExchangeError {
     #[error("{why}")]
     Answer { peer: String, why: String },
     /// A log window's strays of one source not said one by one (`door`'s limits, `ledger`).
-    #[error("{} connection(s) refused from {from} in the last {secs} s{}", super::ledger::thousands(*count), last_note(last))]
+    #[error("{} connection(s) refused from {from} in the last {secs} s{}", nw_output::msg::thousands(*count), last_note(last))]
     Counted { count: u64, from: String, secs: u64, last: String },
 }
 

@@ -225,19 +225,6 @@ impl Ledger {
     }
 }
 
-/// `1204` as `1,204`.
-pub(crate) fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,14 +292,5 @@ mod tests {
         let lines = l.due(true);
         assert_eq!(lines.len(), SUMS_PER_WINDOW + 1, "{lines:?}");
         assert!(lines[SUMS_PER_WINDOW].to_string().contains("other source(s)"), "{lines:?}");
-    }
-
-    #[test]
-    fn numbers_are_grouped_by_thousands() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1204), "1,204");
-        assert_eq!(thousands(546_000), "546,000");
-        assert_eq!(thousands(1_234_567), "1,234,567");
     }
 }

@@ -23,12 +23,10 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
-use serde::Serialize;
-
-use crate::postmortem::{Exit, Report};
+use crate::postmortem::{Exit, Report, Section, Snapshot};
 use crate::ras::{self, Target};
 use crate::utc;
-use nw_nccl::ras::{Finding, Progress};
+use nw_nccl::ras::Progress;
 use nw_output::msg::PREFIX;
 
 /// The longest the forwarding of the kubelet's SIGTERM is held for RAS's answer: far inside the
@@ -53,35 +51,6 @@ pub struct Config {
     pub stall_ms: u64,
     /// Where the account goes for Kubernetes (`/dev/termination-log` when it exists).
     pub termination_log: Option<PathBuf>,
-}
-
-/// One answer (or why there was none).
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct Snapshot {
-    /// UTC, when it was asked.
-    pub(crate) time: String,
-    /// `signal`, `exit` or `stall`.
-    pub(crate) why: &'static str,
-    /// How long the answer took, in milliseconds.
-    pub(crate) ms: f64,
-    pub(crate) nccl_version: Option<String>,
-    /// The findings as people read them, most important first.
-    pub(crate) lines: Vec<String>,
-    pub(crate) findings: Vec<Finding>,
-    /// Why there was no answer.
-    pub(crate) error: Option<String>,
-}
-
-/// The post-mortem's `ras` member.
-#[derive(Debug, Clone, Serialize)]
-pub struct Section {
-    /// Where RAS was asked (`127.0.0.1:28028`), or why not.
-    pub(crate) addr: String,
-    /// `--stall-ms` (0: off).
-    pub(crate) stall_ms: u64,
-    /// When a stall was seen (the collective counts had not moved for stall_ms), if one was.
-    pub(crate) stalled_at: Option<String>,
-    pub(crate) snapshots: Vec<Snapshot>,
 }
 
 pub struct Hang {

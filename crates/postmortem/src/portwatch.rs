@@ -252,7 +252,7 @@ impl Watch {
 
     /// Ends the watch once the command has ended: the last reading, then the post-mortem told
     /// (with what NCCL's RAS said, if it was asked); returns it.
-    pub fn end(self, exit: Exit, ras: Option<crate::hang::Section>) -> Report {
+    pub fn end(self, exit: Exit, ras: Option<crate::postmortem::Section>) -> Report {
         let (path, has_ports) = (self.report.clone(), !self.ports.is_empty());
         let mut report = self.finish(exit);
         report.ras = ras;

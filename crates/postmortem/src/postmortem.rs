@@ -10,6 +10,7 @@
 use serde::Serialize;
 
 use crate::meaning::{self, Kind};
+use nw_nccl::ras::Finding;
 use nw_observe::detect::counters::{self, Counters};
 use nw_output::msg::PREFIX;
 
@@ -165,7 +166,7 @@ pub struct Report {
     pub(crate) problems: Vec<String>,
     /// What NCCL's RAS said of the job, when the supervisor asked it (`hang`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) ras: Option<crate::hang::Section>,
+    pub(crate) ras: Option<Section>,
 }
 
 impl Report {
@@ -258,6 +259,35 @@ impl Report {
     pub(crate) fn json(&self) -> String {
         serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"kind\":\"postmortem\",\"error\":\"{e}\"}}"))
     }
+}
+
+/// One answer (or why there was none).
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Snapshot {
+    /// UTC, when it was asked.
+    pub(crate) time: String,
+    /// `signal`, `exit` or `stall`.
+    pub(crate) why: &'static str,
+    /// How long the answer took, in milliseconds.
+    pub(crate) ms: f64,
+    pub(crate) nccl_version: Option<String>,
+    /// The findings as people read them, most important first.
+    pub(crate) lines: Vec<String>,
+    pub(crate) findings: Vec<Finding>,
+    /// Why there was no answer.
+    pub(crate) error: Option<String>,
+}
+
+/// The post-mortem's `ras` member.
+#[derive(Debug, Clone, Serialize)]
+pub struct Section {
+    /// Where RAS was asked (`127.0.0.1:28028`), or why not.
+    pub(crate) addr: String,
+    /// `--stall-ms` (0: off).
+    pub(crate) stall_ms: u64,
+    /// When a stall was seen (the collective counts had not moved for stall_ms), if one was.
+    pub(crate) stalled_at: Option<String>,
+    pub(crate) snapshots: Vec<Snapshot>,
 }
 
 #[cfg(test)]

@@ -22,7 +22,8 @@ use crate::detect::file;
 use crate::detect::gid_source::{self, TableSource, Whole};
 use crate::detect::netif::{self, OwnAddr, Owner};
 use crate::detect::port::{GidPick, PortFacts};
-use crate::detect::sysfs::{format_gid, SysfsError};
+use crate::detect::sysfs_error::SysfsError;
+use nw_nccl::gid::format_gid;
 use nw_nccl::gid::{self, GidEntry, GidPrefs, GidTable, RoceType};
 
 /// One port's table, each entry's files read at most once.

@@ -60,6 +60,7 @@ pub mod rtnetlink;
 pub mod sriov;
 pub mod sriov_dra;
 pub mod sysfs;
+pub mod sysfs_error;
 pub mod userspace;
 pub mod uverbs;
 pub mod vpd;

@@ -14,23 +14,14 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{Mode, OFlags};
 use serde::Serialize;
 
-use crate::detect::file::{self, FileError};
+use crate::detect::file;
 use crate::detect::gid_source::{SysfsOnly, TableSource};
 use crate::detect::port::{GidPick, PkeyPick, PortFacts};
 use crate::detect::{gids, names};
 use nw_nccl::gid::{self, GidPrefs};
 
-#[derive(Debug, thiserror::Error)]
-pub enum SysfsError {
-    #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: io::Error },
-    #[error("{path}: unexpected content {content:?}")]
-    Content { path: PathBuf, content: String },
-    #[error("{path}: entry {name:?} refused: {source}")]
-    Name { path: PathBuf, name: String, source: names::NameError },
-    #[error(transparent)]
-    File(#[from] FileError),
-}
+pub use super::sysfs_error::SysfsError;
+pub use nw_nccl::gid::format_gid;
 
 /// How an RDMA device is attached, which decides how we tell whether it is the pod's.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -552,20 +543,6 @@ impl Sysfs {
 /// The pkey table's length bound (mlx5 ports have 128 entries; IBTA allows up to 65536, kernels
 /// expose far fewer).
 const MAX_PKEYS: u32 = 256;
-
-/// sysfs's form: eight groups of four hex digits.
-pub fn format_gid(gid: &Ipv6Addr) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(39);
-    for (i, b) in gid.octets().into_iter().enumerate() {
-        if i > 0 && i % 2 == 0 {
-            out.push(':');
-        }
-        out.push(char::from(HEX[usize::from(b >> 4)]));
-        out.push(char::from(HEX[usize::from(b & 0xf)]));
-    }
-    out
-}
 
 pub fn looks_like_pci(id: &str) -> bool {
     // dddd:bb:dd.f
