@@ -192,6 +192,11 @@ pub fn parse_gid(text: &str) -> Option<Ipv6Addr> {
     fixed_form(text.as_bytes()).or_else(|| text.parse().ok())
 }
 
+/// sysfs's fixed form alone, untrimmed (what a peer must send on the pair test's wire).
+pub fn parse_fixed(text: &str) -> Option<Ipv6Addr> {
+    fixed_form(text.as_bytes())
+}
+
 /// `xxxx:xxxx:xxxx:xxxx:xxxx:xxxx:xxxx:xxxx`, and nothing else.
 fn fixed_form(b: &[u8]) -> Option<Ipv6Addr> {
     if b.len() != 39 {

@@ -548,16 +548,7 @@ pub fn check_port(p: &PortInfo) -> Result<(), WireError> {
 
 /// A GID in sysfs's form (eight groups of four hex digits) to its 16 bytes.
 pub(crate) fn parse_gid(text: &str) -> Option<[u8; 16]> {
-    let groups: Vec<&str> = text.split(':').collect();
-    if groups.len() != 8 || groups.iter().any(|g| g.len() != 4 || !g.bytes().all(|b| b.is_ascii_hexdigit())) {
-        return None;
-    }
-    let mut out = [0u8; 16];
-    for (i, g) in groups.iter().enumerate() {
-        let v = u16::from_str_radix(g, 16).ok()?;
-        out[2 * i..2 * i + 2].copy_from_slice(&v.to_be_bytes());
-    }
-    Some(out)
+    nw_nccl::gid::parse_fixed(text).map(|a| a.octets())
 }
 
 #[cfg(test)]
