@@ -1,7 +1,8 @@
 //! Each cause from the facts that make it: which fault on which end, and what the ports and the
 //! plan say; and the order in which causes are tried.
 
-use super::super::route::{parse, reach};
+use super::super::route::reach;
+use super::super::route::tests::parse;
 use super::*;
 use std::net::Ipv4Addr;
 

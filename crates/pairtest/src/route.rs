@@ -4,86 +4,20 @@
 //! device covers is unreachable however healthy both ports are (rail-optimised fabrics give each
 //! rail its own subnet: rail 0 to rail 1 has no route).
 //!
-//! The parse is pure; only [`read`] touches the file, under the `--proc-root` given. Policy
+//! The table is observation's (`nw_observe::detect::route`, the one parser of it); only [`read`]
+//! touches the file, under the `--proc-root` given. Policy
 //! routing tables other than main are not in this file, so a "no route" here is evidence for a
 //! failed pair, never a verdict on its own.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 
-use serde::Serialize;
+pub use nw_observe::detect::route::Route;
 
-const RTF_UP: u32 = 0x1;
-const RTF_GATEWAY: u32 = 0x2;
-const RTF_REJECT: u32 = 0x200;
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Route {
-    pub(crate) iface: String,
-    pub dest: Ipv4Addr,
-    pub(crate) prefix_len: u8,
-    pub(crate) gateway: Option<Ipv4Addr>,
-}
-
-impl Route {
-    fn covers(&self, addr: Ipv4Addr) -> bool {
-        let mask = if self.prefix_len == 0 { 0 } else { u32::MAX << (32 - u32::from(self.prefix_len)) };
-        u32::from(addr) & mask == u32::from(self.dest) & mask
-    }
-
-    pub fn describe(&self) -> String {
-        let via = self.gateway.map(|g| format!(" via {g}")).unwrap_or_default();
-        if self.prefix_len == 0 {
-            format!("default{via} dev {}", self.iface)
-        } else {
-            format!("{}/{}{via} dev {}", self.dest, self.prefix_len, self.iface)
-        }
-    }
-}
-
-/// A `/proc/net/route` address field: the kernel prints the network-order word as a host-order
-/// hex number, so the host's byte order gives the address back.
-fn addr(hex: &str) -> Option<Ipv4Addr> {
-    let v = u32::from_str_radix(hex, 16).ok()?;
-    (hex.len() == 8).then(|| Ipv4Addr::from(v.to_ne_bytes()))
-}
-
-/// The usable routes of a `/proc/net/route` text; lines that do not parse are skipped (the
-/// header, and anything a future kernel adds).
-pub fn parse(text: &str) -> Vec<Route> {
-    let mut out = Vec::new();
-    for line in text.lines().skip(1).take(4096) {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() < 8 {
-            continue;
-        }
-        let (Some(dest), Some(gw), Ok(flags), Some(mask)) =
-            (addr(f[1]), addr(f[2]), u32::from_str_radix(f[3], 16), addr(f[7]))
-        else {
-            continue;
-        };
-        if flags & RTF_UP == 0 || flags & RTF_REJECT != 0 {
-            continue;
-        }
-        let m = u32::from(mask);
-        // Only contiguous masks describe a prefix.
-        if m.leading_ones() + m.trailing_zeros() != 32 {
-            continue;
-        }
-        let gateway = (flags & RTF_GATEWAY != 0).then_some(gw);
-        out.push(Route { iface: f[0].to_owned(), dest, prefix_len: m.leading_ones() as u8, gateway });
-    }
-    out
-}
-
-/// The most of `net/route` read: 8,000 routes of 128 bytes, far more than any pod has.
-const ROUTE_MAX: usize = 1 << 20;
-
-/// Reads `PROC/net/route`; `None` when it cannot be read (no procfs, or IPv4 absent).
+/// Reads `PROC/net/route` (bounded, never blocking); `None` when it cannot be read (no procfs, or
+/// IPv4 absent).
 pub fn read(proc_root: &Path) -> Option<Vec<Route>> {
-    // Bounded and non-blocking: a FIFO or an endless file there must not hang the gate.
-    let bytes = nw_observe::detect::file::read(&proc_root.join("net/route"), ROUTE_MAX).ok()?;
-    Some(parse(&String::from_utf8_lossy(&bytes)))
+    nw_observe::detect::route::read_v4(proc_root).ok()
 }
 
 /// What the routes say about reaching `peer` from `netdev`.
@@ -97,11 +31,11 @@ pub(crate) enum Reach {
 }
 
 fn best<'a>(routes: impl Iterator<Item = &'a Route>, peer: Ipv4Addr) -> Option<&'a Route> {
-    routes.filter(|r| r.covers(peer)).max_by_key(|r| r.prefix_len)
+    routes.filter(|r| r.holds(&IpAddr::V4(peer))).max_by_key(|r| r.prefix)
 }
 
 pub(crate) fn reach(routes: &[Route], netdev: &str, peer: Ipv4Addr) -> Reach {
-    match best(routes.iter().filter(|r| r.iface == netdev), peer) {
+    match best(routes.iter().filter(|r| r.ifname == netdev), peer) {
         Some(r) => Reach::Via(r.clone()),
         None => Reach::NoRoute { elsewhere: best(routes.iter(), peer).cloned() },
     }
@@ -115,6 +49,7 @@ pub(crate) fn gid_ipv4(gid: &[u8; 16]) -> Option<Ipv4Addr> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    pub(crate) use nw_observe::detect::route::parse_v4 as parse;
 
     /// A pod with the pod network on eth0 (default route) and four rails, each on its own /24,
     /// as `cat /proc/net/route` shows it on x86_64; plus a rejected route and a down one.

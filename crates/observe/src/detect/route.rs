@@ -35,7 +35,8 @@ pub struct Route {
 }
 
 impl Route {
-    fn holds(&self, a: &IpAddr) -> bool {
+    /// Whether `a` is inside this route's destination prefix.
+    pub fn holds(&self, a: &IpAddr) -> bool {
         match (self.dest, a) {
             (IpAddr::V4(d), IpAddr::V4(a)) => {
                 let mask = if self.prefix == 0 { 0 } else { u32::MAX << (32 - u32::from(self.prefix.min(32))) };
@@ -51,6 +52,16 @@ impl Route {
 
     pub fn is_default(&self) -> bool {
         self.prefix == 0
+    }
+
+    /// As `ip route` prints it: `default via 10.128.0.1 dev eth0`, `10.0.106.0/24 dev net1`.
+    pub fn describe(&self) -> String {
+        let via = self.gateway.map(|g| format!(" via {g}")).unwrap_or_default();
+        if self.prefix == 0 {
+            format!("default{via} dev {}", self.ifname)
+        } else {
+            format!("{}/{}{via} dev {}", self.dest, self.prefix, self.ifname)
+        }
     }
 }
 
@@ -74,7 +85,10 @@ fn fields<const N: usize>(line: &str) -> Option<[&str; N]> {
 /// `/proc/net/route`: `Iface Destination Gateway Flags RefCnt Use Metric Mask ...`, addresses as
 /// the 32-bit value in host byte order, `%08X`.
 pub fn parse_v4(text: &str) -> Vec<Route> {
-    let ip = |h: &str| u32::from_str_radix(h, 16).ok().map(|v| Ipv4Addr::from(v.to_ne_bytes()));
+    // The kernel prints each address as eight hex digits: anything else is not its table.
+    let ip = |h: &str| {
+        (h.len() == 8).then(|| u32::from_str_radix(h, 16).ok().map(|v| Ipv4Addr::from(v.to_ne_bytes()))).flatten()
+    };
     text.lines()
         .skip(1)
         .filter_map(|l| {
@@ -147,6 +161,11 @@ pub fn read(proc_root: &Path) -> Result<Vec<Route>, String> {
         return Err(errors.join("; "));
     }
     Ok(out)
+}
+
+/// The IPv4 table alone, or why it could not be read.
+pub fn read_v4(proc_root: &Path) -> Result<Vec<Route>, String> {
+    read_family(proc_root, false)
 }
 
 fn read_family(proc_root: &Path, v6: bool) -> Result<Vec<Route>, String> {
