@@ -9,12 +9,12 @@
 //!
 //! It runs no detection and touches nothing but DIR.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::fs::{self, File};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use nw_output::msg::PREFIX;
+use nw_output::write;
 
 /// The installed file's name in DIR.
 pub const NAME: &str = "nccl-wrap";
@@ -49,38 +49,24 @@ pub fn install(source: &Path, dir: &Path) -> Result<PathBuf, InstallError> {
     let mut src = File::open(source).map_err(|e| InstallError::Source { path: source.to_path_buf(), source: e })?;
     let bytes = src.metadata().map(|m| m.len()).unwrap_or(0);
     let target = dir.join(NAME);
-    let tmp = dir.join(format!(".{NAME}.tmp.{}", std::process::id()));
-    let classify = |path: &Path, e: io::Error| {
+    let classify = |e: io::Error| {
         use rustix::io::Errno;
         match e.raw_os_error().map(Errno::from_raw_os_error) {
             Some(Errno::ROFS | Errno::ACCESS | Errno::PERM) => {
                 InstallError::ReadOnly { dir: dir.to_path_buf(), source: e }
             }
             Some(Errno::NOSPC | Errno::DQUOT) => InstallError::Full { dir: dir.to_path_buf(), bytes, source: e },
-            _ => InstallError::Write { path: path.to_path_buf(), source: e },
+            _ => InstallError::Write { path: target.clone(), source: e },
         }
     };
-    // A temporary file left by an install that was killed has our name pattern but another pid;
-    // ours is created exclusively, so two installs into one volume never share one.
-    let mut out =
-        OpenOptions::new().write(true).create_new(true).mode(0o700).open(&tmp).map_err(|e| classify(&tmp, e))?;
-    let result = (|| {
-        io::copy(&mut src, &mut out).map_err(|e| classify(&tmp, e))?;
-        out.flush().map_err(|e| classify(&tmp, e))?;
-        out.sync_all().map_err(|e| classify(&tmp, e))?;
-        fs::set_permissions(&tmp, fs::Permissions::from_mode(0o755)).map_err(|e| classify(&tmp, e))?;
-        fs::rename(&tmp, &target).map_err(|e| classify(&target, e))?;
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result?;
-    // The rename is durable once the directory is: a node crash right after an init container
-    // exits must not leave an empty name behind.
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
+    // The one atomic writer (nw_output::write): a temporary file beside the target, written,
+    // fsync'ed, made 0755, renamed over it, the directory fsync'ed; removed on any failure.
+    write::atomic_with(&target, 0o755, |out| io::copy(&mut src, out).map(|_| ())).map_err(|e| {
+        e.into_io().map_or_else(
+            || InstallError::Write { path: target.clone(), source: io::ErrorKind::InvalidInput.into() },
+            classify,
+        )
+    })?;
     Ok(target)
 }
 
@@ -101,6 +87,7 @@ pub fn main(dir: &Path) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     struct Tmp(PathBuf);
 

@@ -41,8 +41,14 @@ pub(crate) fn temp_path(path: &Path) -> Option<PathBuf> {
     Some(dir.join(format!(".{name}.tmp.{}", std::process::id())))
 }
 
-/// Replaces `path` with `bytes`, atomically.
+/// Replaces `path` with `bytes`, atomically, readable by all (0644).
 pub fn atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
+    atomic_with(path, 0o644, |f| f.write_all(bytes))
+}
+
+/// Replaces `path` with what `fill` writes, atomically, then gives it `mode`: the temporary file
+/// is fsync'ed before the rename, the directory after it, and removed on any failure.
+pub fn atomic_with(path: &Path, mode: u32, fill: impl FnOnce(&mut File) -> io::Result<()>) -> Result<(), WriteError> {
     let (dir, _) = parts(path)?;
     let tmp = temp_path(path).ok_or_else(|| WriteError::NoName { path: path.to_path_buf() })?;
     // A leftover of this PID (a previous process of the same id killed mid-write) is replaced.
@@ -54,9 +60,9 @@ pub fn atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
         .open(&tmp)
         .map_err(|source| WriteError::Create { path: path.to_path_buf(), tmp: tmp.clone(), source })?;
     let result = (|| {
-        f.write_all(bytes).map_err(|source| WriteError::Write { tmp: tmp.clone(), source })?;
+        fill(&mut f).and_then(|()| f.flush()).map_err(|source| WriteError::Write { tmp: tmp.clone(), source })?;
         f.sync_all().map_err(|source| WriteError::Write { tmp: tmp.clone(), source })?;
-        fs::set_permissions(&tmp, fs::Permissions::from_mode(0o644))
+        fs::set_permissions(&tmp, fs::Permissions::from_mode(mode))
             .map_err(|source| WriteError::Write { tmp: tmp.clone(), source })?;
         fs::rename(&tmp, path).map_err(|source| WriteError::Rename {
             tmp: tmp.clone(),
@@ -72,6 +78,18 @@ pub fn atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
         let _ = d.sync_all();
     }
     Ok(())
+}
+
+impl WriteError {
+    /// The OS error behind it, if one is: for a caller that names the cause its own way.
+    pub fn into_io(self) -> Option<io::Error> {
+        match self {
+            WriteError::NoName { .. } => None,
+            WriteError::Create { source, .. }
+            | WriteError::Write { source, .. }
+            | WriteError::Rename { source, .. } => Some(source),
+        }
+    }
 }
 
 /// Removes temporary files an earlier process left for `path` (killed between create and rename).
