@@ -16,27 +16,18 @@ use nix::unistd::Pid;
 
 const P: &str = "nccl-wrap.feature.node.kubernetes.io/";
 
-/// A temporary output directory, removed on drop.
-struct Out(PathBuf);
+/// The two health files in a test's own directory.
+struct Out(common::Scratch);
 
 impl Out {
     fn new(tag: &str) -> Out {
-        let d = std::env::temp_dir().join(format!("nccl-wrap-health-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).expect("mkdir");
-        Out(d)
+        Out(common::Scratch::new(&format!("health-{tag}")))
     }
     fn features(&self) -> PathBuf {
-        self.0.join("nccl-wrap")
+        self.0.path().join("nccl-wrap")
     }
     fn metrics(&self) -> PathBuf {
-        self.0.join("nccl-wrap.prom")
-    }
-}
-
-impl Drop for Out {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.0.path().join("nccl-wrap.prom")
     }
 }
 
@@ -448,7 +439,7 @@ fn sigterm_ends_the_agent_between_rounds_with_both_files_whole() {
     let _ = std::io::Read::read_to_string(agent.0.stderr.as_mut().expect("stderr"), &mut err);
     assert_eq!(status.and_then(|s| s.code()), Some(0), "{err}");
     assert!(err.contains("stopping on signal 15"), "{err}");
-    let names: Vec<String> = std::fs::read_dir(&out.0)
+    let names: Vec<String> = std::fs::read_dir(out.0.path())
         .expect("ls")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .collect();

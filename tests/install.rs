@@ -6,27 +6,9 @@
 mod common;
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
 use std::process::Command;
 
 use common::{bin_argv, bin_command, output_within, BIN, DEADLINE};
-
-struct Tmp(PathBuf);
-
-impl Tmp {
-    fn new(tag: &str) -> Tmp {
-        let p = std::env::temp_dir().join(format!("nccl-wrap-install-it-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).expect("mkdir");
-        Tmp(p)
-    }
-}
-
-impl Drop for Tmp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn install(dir: &std::path::Path) -> std::process::Output {
     output_within(bin_command().env_clear().arg("install").arg(dir), DEADLINE)
@@ -65,7 +47,7 @@ fn in_mount_ns(script: &str) -> Option<std::process::Output> {
 
 #[test]
 fn installs_itself_byte_for_byte_and_again_harmlessly() {
-    let t = Tmp::new("ok");
+    let t = common::Scratch::new("install-it-ok");
     for _ in 0..2 {
         let out = install(&t.0);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -83,7 +65,7 @@ fn installs_itself_byte_for_byte_and_again_harmlessly() {
 
 #[test]
 fn a_missing_directory_is_named_with_the_fix() {
-    let t = Tmp::new("missing");
+    let t = common::Scratch::new("install-it-missing");
     let out = install(&t.0.join("not-there"));
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
@@ -94,7 +76,7 @@ fn a_missing_directory_is_named_with_the_fix() {
 
 #[test]
 fn a_read_only_volume_is_named_and_left_untouched() {
-    let t = Tmp::new("ro");
+    let t = common::Scratch::new("install-it-ro");
     let dir = t.0.join("vol");
     std::fs::create_dir(&dir).expect("mkdir");
     let script = format!(
@@ -110,7 +92,7 @@ fn a_read_only_volume_is_named_and_left_untouched() {
 
 #[test]
 fn a_full_volume_is_named_and_no_partial_file_stays() {
-    let t = Tmp::new("full");
+    let t = common::Scratch::new("install-it-full");
     let dir = t.0.join("vol");
     std::fs::create_dir(&dir).expect("mkdir");
     let script = format!(

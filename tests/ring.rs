@@ -11,7 +11,6 @@ mod common;
 
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use common::{fixture, output_within, DEADLINE};
@@ -264,20 +263,9 @@ fn no_ring_without_two_peers_a_listed_self_or_an_answer_from_dns() {
     assert_eq!(untested(&|_| Err("cannot resolve svc: no such name".into())), ("resolve", 0));
 }
 
-/// A scratch directory removed when dropped (on every way out of the test).
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 #[test]
 fn the_binary_binds_the_ring_port_and_reports_an_untested_ring() {
-    let dir = Scratch(std::env::temp_dir().join(format!("nccl-wrap-ring-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&dir.0);
-    std::fs::create_dir_all(&dir.0).expect("scratch dir");
+    let dir = common::Scratch::new("ring");
     let (features, metrics) = (dir.0.join("nccl-wrap"), dir.0.join("nccl-wrap.prom"));
     let root = fixture("host-healthy");
     let port = free_port();

@@ -8,27 +8,6 @@ use common::{image, Run};
 
 const NODE: &str = "h100-roce-sriov";
 
-/// An image root a test builds; removed on drop, so on a failing assertion too.
-struct TempRoot(std::path::PathBuf);
-
-impl TempRoot {
-    fn new(tag: &str) -> TempRoot {
-        let dir = std::env::temp_dir().join(format!("nccl-wrap-image-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("mkdir");
-        TempRoot(dir)
-    }
-    fn path(&self) -> &std::path::Path {
-        &self.0
-    }
-}
-
-impl Drop for TempRoot {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn on(img: &str) -> Run {
     Run::node(NODE).with_env_file(NODE, "env").env("NCCL_WRAP_IMAGE_ROOT", image(img))
 }
@@ -92,7 +71,7 @@ fn a_net_plugin_is_named_and_nccl_net_is_not_pinned() {
 #[test]
 fn ld_so_cache_finds_a_library_outside_the_default_directories() {
     use nccl_wrap::detect::ldcache::{encode, NATIVE};
-    let dir = TempRoot::new("cache");
+    let dir = common::Scratch::new("image-cache");
     let root = dir.path();
     std::fs::create_dir_all(root.join("etc/libibverbs.d")).expect("mkdir");
     std::fs::create_dir_all(root.join("opt/rdma/lib/libibverbs")).expect("mkdir");
@@ -113,7 +92,7 @@ fn ld_so_cache_finds_a_library_outside_the_default_directories() {
 
 #[test]
 fn a_hostile_ld_so_cache_is_refused_and_the_check_goes_on() {
-    let dir = TempRoot::new("hostile");
+    let dir = common::Scratch::new("image-hostile");
     let root = dir.path();
     std::fs::create_dir_all(root.join("etc")).expect("mkdir");
     // A FIFO without a writer: opening it must not block, reading it is refused by kind.
@@ -163,7 +142,7 @@ fn doctor_fails_an_image_that_would_run_nccl_over_sockets_and_reads_the_wheels_v
 fn doctor_names_a_provider_built_for_another_libibverbs_abi() {
     // libibverbs of ABI 34 (the symbol version its providers link against, as the real library
     // carries it in its dynamic string table) beside an mlx5 provider of ABI 25 only.
-    let dir = TempRoot::new("abi");
+    let dir = common::Scratch::new("image-abi");
     let root = dir.path();
     // The loader's default directory of the architecture the tests run as (qemu-user on aarch64).
     let triplet = if cfg!(target_arch = "aarch64") { "aarch64-linux-gnu" } else { "x86_64-linux-gnu" };
@@ -200,8 +179,8 @@ fn doctor_names_a_provider_built_for_another_libibverbs_abi() {
 }
 
 /// The `full` image with its NCCL made `version` (the versioned file its `libnccl.so.2` names).
-fn full_with_nccl(version: &str) -> TempRoot {
-    let root = TempRoot::new(&format!("nccl-{version}"));
+fn full_with_nccl(version: &str) -> common::Scratch {
+    let root = common::Scratch::new(&format!("image-nccl-{version}"));
     let st = std::process::Command::new("cp").arg("-a").arg(image("full")).arg(root.path().join("img")).status();
     assert!(st.expect("cp").success(), "cp -a");
     let triplet = if cfg!(target_arch = "aarch64") { "aarch64-linux-gnu" } else { "x86_64-linux-gnu" };
@@ -212,7 +191,7 @@ fn full_with_nccl(version: &str) -> TempRoot {
     root
 }
 
-fn with_image(root: &TempRoot) -> Run {
+fn with_image(root: &common::Scratch) -> Run {
     Run::node(NODE).with_env_file(NODE, "env").env("NCCL_WRAP_IMAGE_ROOT", root.path().join("img"))
 }
 

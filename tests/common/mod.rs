@@ -199,18 +199,27 @@ impl Done {
     }
 }
 
-/// A copy of a fixture node (symlinks kept) that a test may change; removed on drop, so on a
-/// failing assertion too.
+/// A test's own directory, empty or holding a copy of a fixture node (symlinks kept) that the
+/// test may change; removed on drop, so on a failing assertion too. The one temporary-directory
+/// guard of the integration tests.
 pub struct Scratch(pub PathBuf);
 
 impl Scratch {
-    pub fn node(node: &str, tag: &str) -> Scratch {
+    /// An empty directory, named for the test's `tag` and this process.
+    pub fn new(tag: &str) -> Scratch {
         let dir = std::env::temp_dir().join(format!("nccl-wrap-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("mkdir");
-        let st = Command::new("cp").arg("-a").arg(fixture(node)).arg(dir.join("node")).status().expect("cp");
-        assert!(st.success(), "cp -a {node}");
         Scratch(dir)
+    }
+    pub fn node(node: &str, tag: &str) -> Scratch {
+        let dir = Scratch::new(tag);
+        let st = Command::new("cp").arg("-a").arg(fixture(node)).arg(dir.0.join("node")).status().expect("cp");
+        assert!(st.success(), "cp -a {node}");
+        dir
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
     }
     /// The copied node's root (holding `sys/`, `env`...).
     pub fn root(&self) -> PathBuf {
