@@ -4,7 +4,7 @@
 //!
 //! It must never raise the hard limit, and never leave the soft limit changed after the gate.
 
-use nix::sys::resource::{getrlimit, setrlimit, Resource};
+use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
 
 use nw_output::msg::PREFIX;
 
@@ -14,7 +14,7 @@ const SPARE: u64 = 128;
 
 /// The soft limit as it was, put back when dropped.
 pub struct Raised {
-    was: Option<(u64, u64)>,
+    was: Option<Rlimit>,
 }
 
 /// The soft limit `pods` need given the current limits: `None` when it is high enough, else
@@ -27,7 +27,9 @@ pub fn target(soft: u64, hard: u64, pods: u32) -> Option<u64> {
 /// Raises the soft limit to what `pods` need (at most the hard limit); says so when even the
 /// hard limit is too low.
 pub fn raise(pods: u32) -> Raised {
-    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else { return Raised { was: None } };
+    // rustix, as for memlock: `None` is RLIM_INFINITY.
+    let was = getrlimit(Resource::Nofile);
+    let (soft, hard) = (was.current.unwrap_or(u64::MAX), was.maximum.unwrap_or(u64::MAX));
     let need = u64::from(pods) + SPARE;
     if hard < need {
         eprintln!(
@@ -35,8 +37,8 @@ pub fn raise(pods: u32) -> Raised {
         );
     }
     let Some(to) = target(soft, hard, pods) else { return Raised { was: None } };
-    match setrlimit(Resource::RLIMIT_NOFILE, to, hard) {
-        Ok(()) => Raised { was: Some((soft, hard)) },
+    match setrlimit(Resource::Nofile, Rlimit { current: Some(to), maximum: was.maximum }) {
+        Ok(()) => Raised { was: Some(was) },
         Err(e) => {
             eprintln!("{PREFIX} gate: cannot raise the open-descriptor limit from {soft} to {to}: {e}");
             Raised { was: None }
@@ -46,8 +48,9 @@ pub fn raise(pods: u32) -> Raised {
 
 impl Drop for Raised {
     fn drop(&mut self) {
-        if let Some((soft, hard)) = self.was {
-            if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, soft, hard) {
+        if let Some(was) = self.was.take() {
+            let soft = was.current.map_or_else(|| "unlimited".to_string(), |s| s.to_string());
+            if let Err(e) = setrlimit(Resource::Nofile, was) {
                 eprintln!("{PREFIX} gate: cannot put the open-descriptor limit back to {soft}: {e}");
             }
         }
