@@ -7,7 +7,7 @@
 //! not. We reproduce that rule exactly, so the index we export is the one NCCL would have chosen,
 //! and we can tell when every port agrees. This module is pure: the table is read elsewhere.
 
-use std::net::Ipv6Addr;
+use std::net::{IpAddr, Ipv6Addr};
 
 use serde::Serialize;
 
@@ -70,19 +70,14 @@ impl AddrRange {
     }
 
     pub fn contains(&self, gid: &Ipv6Addr) -> bool {
-        let (base, addr, bits) = match self.family {
+        let prefix = |addr: IpAddr| crate::prefix::Prefix { addr, len: self.prefix_len };
+        match self.family {
             // For IPv4 NCCL compares the last 32 bits only.
-            Family::Inet => (self.base.octets()[12..].to_vec(), gid.octets()[12..].to_vec(), self.prefix_len),
-            Family::Inet6 => (self.base.octets().to_vec(), gid.octets().to_vec(), self.prefix_len),
-        };
-        let full = usize::from(bits / 8);
-        if base[..full] != addr[..full] {
-            return false;
-        }
-        let rest = bits % 8;
-        rest == 0 || {
-            let mask = 0xffu8 << (8 - rest);
-            base[full] & mask == addr[full] & mask
+            Family::Inet => {
+                let last = |a: &Ipv6Addr| IpAddr::V4(std::net::Ipv4Addr::from(u128::from(*a) as u32));
+                prefix(last(&self.base)).contains(last(gid))
+            }
+            Family::Inet6 => prefix(IpAddr::V6(self.base)).contains(IpAddr::V6(*gid)),
         }
     }
 }

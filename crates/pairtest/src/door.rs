@@ -72,13 +72,6 @@ impl Net {
         }
     }
 
-    fn as_u128(a: IpAddr) -> u128 {
-        match a {
-            IpAddr::V4(v) => u128::from(u32::from(v)),
-            IpAddr::V6(v) => u128::from(v),
-        }
-    }
-
     /// `ADDR` or `ADDR/PREFIX`.
     pub fn parse(spec: &str) -> Result<Net, AllowError> {
         let bad = || AllowError::Net(clean::bounded(spec, 64));
@@ -100,18 +93,7 @@ impl Net {
 
     /// Whether `ip` is in this network (an IPv4-mapped IPv6 address counts as its IPv4 one).
     pub fn contains(&self, ip: IpAddr) -> bool {
-        let ip = ip.to_canonical();
-        let net = self.addr.to_canonical();
-        if ip.is_ipv4() != net.is_ipv4() {
-            return false;
-        }
-        let bits = Net::bits(net);
-        let prefix = u32::from(self.prefix).min(bits);
-        if prefix == 0 {
-            return true;
-        }
-        let shift = bits - prefix;
-        (Net::as_u128(ip) >> shift) == (Net::as_u128(net) >> shift)
+        nw_nccl::prefix::Prefix { addr: self.addr.to_canonical(), len: self.prefix }.contains(ip.to_canonical())
     }
 }
 

@@ -37,17 +37,7 @@ pub struct Route {
 impl Route {
     /// Whether `a` is inside this route's destination prefix.
     pub fn holds(&self, a: &IpAddr) -> bool {
-        match (self.dest, a) {
-            (IpAddr::V4(d), IpAddr::V4(a)) => {
-                let mask = if self.prefix == 0 { 0 } else { u32::MAX << (32 - u32::from(self.prefix.min(32))) };
-                u32::from(d) & mask == u32::from(*a) & mask
-            }
-            (IpAddr::V6(d), IpAddr::V6(a)) => {
-                let mask = if self.prefix == 0 { 0 } else { u128::MAX << (128 - u32::from(self.prefix.min(128))) };
-                u128::from(d) & mask == u128::from(*a) & mask
-            }
-            _ => false,
-        }
+        nw_nccl::prefix::Prefix { addr: self.dest, len: self.prefix }.contains(*a)
     }
 
     pub fn is_default(&self) -> bool {
