@@ -8,7 +8,8 @@
 //!   (its `--ring` drives the pair test between nodes);
 //! - `ping`: the pair test as a command, between two pods (or a ring of them);
 //! - `gate`: the job's pods test each other before the command starts;
-//! - `install`: copies the binary into a shared volume, for an init container.
+//! - `install`: copies the binary into a shared volume, for an init container;
+//! - `run`: the interlocks, then the command exec'd or supervised.
 //!
 //! The front ends stand on the pair test (`nw_pairtest`) and never name each other.
 
@@ -21,6 +22,7 @@ pub mod health;
 pub mod install;
 pub mod ping;
 pub mod report;
+pub mod run;
 
 /// The layers under their old names, for the integration tests, fuzz targets and benchmarks that
 /// reach a parser directly; the front ends above name the crates themselves.

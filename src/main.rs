@@ -10,14 +10,14 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::path::Path;
 
-use nccl_wrap::cli::{self, Cli, HealthFiles, PingArgs, Sub, EXIT_REFUSED, EXIT_USAGE};
-use nccl_wrap::{doctor, gate, health, install, ping, report};
+use nccl_wrap::cli::{self, Cli, Sub, EXIT_REFUSED, EXIT_USAGE};
+use nccl_wrap::{doctor, gate, health, install, ping, report, run};
 use nw_decide as plan;
 use nw_nccl as nccl;
 use nw_observe::{detect, observation, verbs};
 use nw_output::msg::PREFIX;
 use nw_pairtest as pairtest;
-use nw_pid1::{exec, memlock, supervise};
+use nw_pid1::{memlock, supervise};
 use nw_postmortem::{portwatch, status};
 
 /// The whole start, and after it the run or the subcommand: its exit status.
@@ -60,7 +60,7 @@ fn start() -> u8 {
             interval: std::time::Duration::from_millis(w.interval_ms),
             jitter_pct: w.jitter_pct,
             rounds: w.rounds,
-            outputs: outputs(&w.files),
+            outputs: cli::configs::outputs(&w.files),
             ring: w.ring.clone().map(|(service, port)| health::ring::Config {
                 service,
                 port,
@@ -69,7 +69,7 @@ fn start() -> u8 {
             }),
         };
         // The ring's pair test goes through ibverbs; the node's checks never do.
-        let verbs = verbs_for(&cli.opts);
+        let verbs = cli::configs::verbs_for(&cli.opts);
         return health::watch::main(&roots, &opts, verbs.as_ref());
     }
     if let Some(Sub::Status { json }) = cli.sub {
@@ -88,14 +88,14 @@ fn start() -> u8 {
     let sysfs = detect::sysfs::Sysfs::new(&cli.opts.sysfs_root);
     let dra_metadata = dra_metadata_root(&cli.opts);
     let roots = roots(&cli.opts, &sysfs, &dra_metadata);
-    let opened = verbs_skipped(&cli.opts).is_none().then(verbs::Opened::new);
+    let opened = cli::configs::verbs_skipped(&cli.opts).is_none().then(verbs::Opened::new);
     let tables: &dyn detect::gid_source::TableSource = match &opened {
         Some(o) => o,
         None => &detect::gid_source::SysfsOnly,
     };
     let observation::Observation { mut detection, family, mut seen, .. } =
         observation::observe(&roots, &vars, observation::View::Pod, &mut prefs, tables);
-    let verbs = verbs_for(&cli.opts);
+    let verbs = cli::configs::verbs_for(&cli.opts);
     verbs::verify::probe(&mut detection, opened.as_ref().map_or(verbs.as_ref(), |o| o), &sysfs);
     drop(opened);
     log::debug!("detection: {detection:?}");
@@ -153,7 +153,7 @@ fn start() -> u8 {
                 selftest: (!no_selftest).then_some(&selftest_opts),
                 addrs: &detect::netif::read,
             };
-            let out = outputs(files);
+            let out = cli::configs::outputs(files);
             if out.is_empty() {
                 doctor::main(&inputs, json)
             } else {
@@ -167,7 +167,7 @@ fn start() -> u8 {
                 proc_root: &cli.opts.proc_root,
                 verbs: verbs.as_ref(),
             };
-            ping::main(&inputs, &ping_options(p))
+            ping::main(&inputs, &cli::configs::ping_options(p))
         }
         None => {
             let ping_inputs = pairtest::here::Inputs {
@@ -176,7 +176,7 @@ fn start() -> u8 {
                 proc_root: &cli.opts.proc_root,
                 verbs: verbs.as_ref(),
             };
-            run(&config, &plan, &memlock, &env_list, early_block, &ping_inputs)
+            run::run(&config, &plan, &memlock, &env_list, early_block, &ping_inputs)
         }
         Some(Sub::Install { .. } | Sub::Watch(_) | Sub::Status { .. }) => {
             unreachable!("install, watch and status return before detection")
@@ -223,177 +223,6 @@ fn gate_coordinator(o: &cli::Opts) -> Option<plan::bootstrap::Gate<'_>> {
     o.gate_coordinator.as_deref().map(|value| plan::bootstrap::Gate { name: "--gate-coordinator", value })
 }
 
-fn outputs(f: &HealthFiles) -> health::Outputs {
-    health::Outputs { features: f.features.clone(), metrics: f.metrics.clone() }
-}
-
-fn ping_options(p: &PingArgs) -> ping::Options {
-    let mode = match (&p.target, &p.listen) {
-        (Some(t), _) => ping::Mode::Connect(t.clone()),
-        (None, Some(l)) => ping::Mode::Listen { addr: l.clone(), keep: p.keep },
-        (None, None) => {
-            ping::Mode::Ring { template: p.peer_template.clone(), index: p.index, size: p.size, port: p.port }
-        }
-    };
-    ping::Options { mode, json: p.json, test: test_settings(p), wait_ms: p.wait_ms, allow: p.allow.clone() }
-}
-
-/// The pair test's settings from ping's knobs (`nccl-wrap ping`'s flags, or the gate's
-/// `NCCL_WRAP_PING_*`): the one place they become the test's.
-fn test_settings(p: &PingArgs) -> pairtest::Settings {
-    pairtest::Settings {
-        all_pairs: p.all_pairs,
-        bytes: p.bytes,
-        iters: p.iters,
-        duration_ms: p.duration_ms,
-        timeout: std::time::Duration::from_millis(p.timeout_ms),
-        gate: None,
-    }
-}
-
-/// The real ibverbs, or a stand-in that says why they are not consulted.
-fn verbs_for(opts: &cli::Opts) -> Box<dyn verbs::Verbs> {
-    match verbs_skipped(opts) {
-        Some(reason) => Box::new(verbs::NoVerbs { reason: reason.to_string() }),
-        None => Box::new(verbs::IbVerbs::new()),
-    }
-}
-
-/// Why ibverbs are not consulted, if they are not.
-fn verbs_skipped(opts: &cli::Opts) -> Option<&'static str> {
-    if opts.skip_verbs {
-        Some("--skip-verbs (NCCL_WRAP_SKIP_VERBS) is set")
-    } else if opts.sysfs_root != Path::new("/sys") {
-        // libibverbs reads the kernel's /sys: its answers would not be about this tree's devices.
-        Some("the sysfs root is not /sys, and libibverbs reads the kernel's")
-    } else {
-        None
-    }
-}
-
-/// The gate's options: its own, and ping's test knobs from `NCCL_WRAP_PING_*`.
-fn gate_options(o: &cli::Opts, g: &cli::GateConfig, plan: &plan::Plan) -> gate::Options {
-    let p = &o.gate_ping;
-    gate::Options {
-        warn: g.warn,
-        given: given(o, Some(plan)),
-        wait_ms: o.gate_wait_ms,
-        test: test_settings(p),
-        json: p.json,
-        termination_log: g.termination_log.clone(),
-        secret: g.secret.clone(),
-        slow: gate::verdict::SlowRule { pct: o.gate_slow_pct, refuse: o.gate_refuse_slow },
-    }
-}
-
-/// Who the gate's options say this pod is (the bootstrap from the plan, once there is one).
-fn given(o: &cli::Opts, plan: Option<&plan::Plan>) -> gate::who::Given {
-    gate::who::Given {
-        coordinator: o.gate_coordinator.clone(),
-        rank: o.gate_rank,
-        size: o.gate_size,
-        port: o.gate_port,
-        id: o.gate_id.clone(),
-        bootstrap: plan.and_then(bootstrap_of),
-    }
-}
-
-/// The interface NCCL's bootstrap will use and its family towards the coordinator, for rank 0 to
-/// compare: only where it is the plan's own pick (a user's NCCL_SOCKET_IFNAME that names another,
-/// or a list, is the user's to answer for, and its family is not known here), and only a name the
-/// wire carries (a join it would refuse must never cost the pod its place in the gate).
-fn bootstrap_of(plan: &plan::Plan) -> Option<gate::wire::Bootstrap> {
-    let ours = plan.bootstrap.as_ref()?;
-    let ifname = ours.ifname.clone()?;
-    let kept = plan.vars.iter().find(|v| v.name == nccl::env::SOCKET_IFNAME && v.action == plan::Action::Kept);
-    if kept.is_some_and(|v| v.previous.as_deref().map(|p| p.trim_start_matches('=')) != Some(ifname.as_str())) {
-        return None;
-    }
-    let plain = ifname.len() <= 64 && ifname.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-@".contains(&b));
-    plain.then(|| gate::wire::Bootstrap { ifname, family: ours.family.map(str::to_owned) })
-}
-
-/// Apply the environment and run the command.
-fn run(
-    config: &cli::Config,
-    plan: &plan::Plan,
-    memlock: &memlock::Memlock,
-    env_list: &[(OsString, OsString)],
-    blocked: Option<nw_pid1::sys::Blocked>,
-    ping_inputs: &pairtest::here::Inputs,
-) -> u8 {
-    let cli = &config.cli;
-    eprint!("{}", report::summary(plan, memlock, cli.opts.quiet));
-    // EFA pods carry NCCL's traffic through a net plugin: what it needs is weighed below.
-    if cli.opts.require_rdma && !plan.rdma && plan.efa.is_none() {
-        eprintln!("{PREFIX} refusing to start {:?}: --require-rdma (NCCL_WRAP_REQUIRE_RDMA) is set and no usable RDMA port was found; see the warnings above, or run `nccl-wrap env --json`", cli.command[0]);
-        return EXIT_REFUSED;
-    }
-    if let Some(why) = plan.userspace_refusal().filter(|_| cli.opts.require_rdma) {
-        eprintln!("{PREFIX} refusing to start {:?}: --require-rdma (NCCL_WRAP_REQUIRE_RDMA) is set and NCCL would run over TCP sockets: {why}", cli.command[0]);
-        return EXIT_REFUSED;
-    }
-    if cli.opts.require_memlock && !memlock.sufficient() {
-        eprintln!(
-            "{PREFIX} refusing to start {:?}: --require-memlock (NCCL_WRAP_REQUIRE_MEMLOCK) is set and {}",
-            cli.command[0],
-            memlock.describe()
-        );
-        return EXIT_REFUSED;
-    }
-    if let Some(g) = &config.gate {
-        // Before exec or the child: the gate's listener, connections and RDMA resources are all
-        // closed when it returns.
-        let fabric = pairtest::rdma::Rdma::new(
-            pairtest::here::read(ping_inputs),
-            pairtest::here::hostname(ping_inputs.proc_root, ping_inputs.vars),
-        );
-        match gate::run(ping_inputs.vars, &fabric, &gate_options(&cli.opts, g, plan)).outcome {
-            gate::Outcome::Start => {}
-            gate::Outcome::Refuse => {
-                eprintln!("{PREFIX} refusing to start {:?}: --gate (NCCL_WRAP_GATE) is set and the job's fabric check failed (see above; docs/gate.md)", cli.command[0]);
-                return EXIT_REFUSED;
-            }
-            // As the command would have ended had it run: 128 + the signal.
-            gate::Outcome::Interrupted(sig) => return u8::try_from(128 + sig).unwrap_or(EXIT_REFUSED),
-        }
-    }
-    let env = nccl::env::child_env(env_list, &plan.exports());
-    if supervise::wanted(cli.opts.init) {
-        let mut opts = config.supervise.clone();
-        opts.watch.ports = watched_ports(plan);
-        return supervise::run(&cli.command, &env, &opts, blocked);
-    }
-    if cli.opts.stall_ms > 0 {
-        eprintln!("{PREFIX} warning: no stall will be seen (--stall-ms): nccl-wrap execs the command and is gone, so nothing asks NCCL's RAS; use --supervise (the default as PID 1)");
-    }
-    if let Some(path) = &cli.opts.report {
-        eprintln!(
-            "{PREFIX} warning: no post-mortem will be written to {} (--report): nccl-wrap execs the command and is gone when it ends; use --supervise (the default as PID 1)",
-            path.display()
-        );
-    }
-    exec_or_report(&cli.command, &env)
-}
-
-/// The ports the plan hands to NCCL: the ones the post-mortem watches.
-fn watched_ports(plan: &plan::Plan) -> Vec<portwatch::PortId> {
-    plan.decisions
-        .iter()
-        .filter(|d| d.used)
-        .map(|d| portwatch::PortId { device: d.device.clone(), port: d.port })
-        .collect()
-}
-
-fn exec_or_report(argv: &[OsString], env: &[(OsString, OsString)]) -> u8 {
-    let err = match exec::prepare(argv, env) {
-        Ok(prepared) => exec::exec(&prepared),
-        Err(e) => e,
-    };
-    eprintln!("{PREFIX} {err}");
-    err.exit_code()
-}
-
 /// The options made ready, each option or variable that could not be used named; 125 when one
 /// belongs to an interlock the user asked for, or the gate asked for cannot run (its secret, who
 /// this pod is), and a command was to run: before anything touches the process (docs: README,
@@ -401,7 +230,7 @@ fn exec_or_report(argv: &[OsString], env: &[(OsString, OsString)]) -> u8 {
 fn judge(cli: Cli, vars: &detect::Vars) -> Result<cli::Config, u8> {
     let (config, mut verdict) = cli::validate(cli, vars);
     if let Some(cli::GateConfig { warn: false, .. }) = config.gate {
-        if let Err(e) = gate::who::resolve(&given(&config.cli.opts, None), vars) {
+        if let Err(e) = gate::who::resolve(&run::given(&config.cli.opts, None), vars) {
             verdict.refusal.get_or_insert_with(|| format!("gate-usage: {e}"));
         }
     }
@@ -455,7 +284,7 @@ fn bad_usage(e: &cli::CliError, raw: &[OsString], env: &[(OsString, OsString)]) 
                 };
                 return supervise::run(cmd, &nccl::env::child_env(env, &[]), &defaults, None);
             }
-            exec_or_report(cmd, &nccl::env::child_env(env, &[]))
+            run::exec_or_report(cmd, &nccl::env::child_env(env, &[]))
         }
         None => {
             let help = e.sub.map_or(String::new(), |s| format!("nccl-wrap {} ", s.name()));

@@ -168,6 +168,29 @@ fn require_rdma_refuses_with_125_and_does_not_run_the_command() {
 }
 
 #[test]
+fn every_interlock_refusal_is_the_termination_message() {
+    // kubectl describe pod shows the cause: here --require-rdma on a node without RDMA (the
+    // memlock and userspace refusals take the same road, src/run.rs's refuse).
+    let dir = common::Scratch::new("refusal-log");
+    let log = dir.path().join("termination-log");
+    let r = Run::node("no-rdma").args([
+        std::ffi::OsStr::new("--require-rdma"),
+        "--termination-log".as_ref(),
+        log.as_os_str(),
+        "--".as_ref(),
+        "true".as_ref(),
+    ]);
+    r.code_is(125);
+    let text = std::fs::read_to_string(&log).expect("a termination message");
+    assert!(text.starts_with("nccl-wrap refused to start the command"), "{text}");
+    assert!(
+        text.contains("--require-rdma (NCCL_WRAP_REQUIRE_RDMA) is set and no usable RDMA port was found"),
+        "{text}"
+    );
+    assert!(text.len() <= 4096, "{}", text.len());
+}
+
+#[test]
 fn summary_names_source_ports_gids_and_privileged_visibility() {
     let r = Run::node(H100).with_env_file(H100, "env").args(["--", "true"]);
     r.success()

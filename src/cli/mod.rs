@@ -15,6 +15,7 @@ use std::path::PathBuf;
 
 use crate::gate::seal::Secret;
 
+pub mod configs;
 mod help;
 mod problem;
 mod table;

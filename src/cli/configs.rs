@@ -1,0 +1,58 @@
+//! The typed settings of each front end, made from the validated options: ping's and the pair
+//! test's, the health files', and whether ibverbs are consulted. No reads, no checks: the
+//! options are valid by the time they come here (`validate`).
+
+use std::path::Path;
+
+use super::{HealthFiles, Opts, PingArgs};
+use crate::{health, ping};
+use nw_observe::verbs;
+use nw_pairtest as pairtest;
+
+pub fn ping_options(p: &PingArgs) -> ping::Options {
+    let mode = match (&p.target, &p.listen) {
+        (Some(t), _) => ping::Mode::Connect(t.clone()),
+        (None, Some(l)) => ping::Mode::Listen { addr: l.clone(), keep: p.keep },
+        (None, None) => {
+            ping::Mode::Ring { template: p.peer_template.clone(), index: p.index, size: p.size, port: p.port }
+        }
+    };
+    ping::Options { mode, json: p.json, test: test_settings(p), wait_ms: p.wait_ms, allow: p.allow.clone() }
+}
+
+/// The pair test's settings from ping's knobs (`nccl-wrap ping`'s flags, or the gate's
+/// `NCCL_WRAP_PING_*`): the one place they become the test's.
+pub fn test_settings(p: &PingArgs) -> pairtest::Settings {
+    pairtest::Settings {
+        all_pairs: p.all_pairs,
+        bytes: p.bytes,
+        iters: p.iters,
+        duration_ms: p.duration_ms,
+        timeout: std::time::Duration::from_millis(p.timeout_ms),
+        gate: None,
+    }
+}
+
+/// The real ibverbs, or a stand-in that says why they are not consulted.
+pub fn verbs_for(opts: &Opts) -> Box<dyn verbs::Verbs> {
+    match verbs_skipped(opts) {
+        Some(reason) => Box::new(verbs::NoVerbs { reason: reason.to_string() }),
+        None => Box::new(verbs::IbVerbs::new()),
+    }
+}
+
+/// Why ibverbs are not consulted, if they are not.
+pub fn verbs_skipped(opts: &Opts) -> Option<&'static str> {
+    if opts.skip_verbs {
+        Some("--skip-verbs (NCCL_WRAP_SKIP_VERBS) is set")
+    } else if opts.sysfs_root != Path::new("/sys") {
+        // libibverbs reads the kernel's /sys: its answers would not be about this tree's devices.
+        Some("the sysfs root is not /sys, and libibverbs reads the kernel's")
+    } else {
+        None
+    }
+}
+
+pub fn outputs(f: &HealthFiles) -> health::Outputs {
+    health::Outputs { features: f.features.clone(), metrics: f.metrics.clone() }
+}
