@@ -56,18 +56,7 @@ fn start() -> u8 {
             dev_root: &cli.opts.dev_root,
             vars: &vars,
         };
-        let opts = health::watch::Options {
-            interval: std::time::Duration::from_millis(w.interval_ms),
-            jitter_pct: w.jitter_pct,
-            rounds: w.rounds,
-            outputs: cli::configs::outputs(&w.files),
-            ring: w.ring.clone().map(|(service, port)| health::ring::Config {
-                service,
-                port,
-                every: w.ring_every,
-                timeout: std::time::Duration::from_millis(w.ring_timeout_ms),
-            }),
-        };
+        let opts = cli::configs::watch_options(w);
         // The ring's pair test goes through ibverbs; the node's checks never do.
         let verbs = cli::configs::verbs_for(&cli.opts);
         return health::watch::main(&roots, &opts, verbs.as_ref());

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::{HealthFiles, Opts, PingArgs};
+use super::{HealthFiles, Opts, PingArgs, WatchArgs};
 use crate::{health, ping};
 use nw_observe::verbs;
 use nw_pairtest as pairtest;
@@ -55,4 +55,20 @@ pub fn verbs_skipped(opts: &Opts) -> Option<&'static str> {
 
 pub fn outputs(f: &HealthFiles) -> health::Outputs {
     health::Outputs { features: f.features.clone(), metrics: f.metrics.clone() }
+}
+
+/// The node agent's settings: its rounds, its files and its ring.
+pub fn watch_options(w: &WatchArgs) -> health::watch::Options {
+    health::watch::Options {
+        interval: std::time::Duration::from_millis(w.interval_ms),
+        jitter_pct: w.jitter_pct,
+        rounds: w.rounds,
+        outputs: outputs(&w.files),
+        ring: w.ring.clone().map(|(service, port)| health::ring::Config {
+            service,
+            port,
+            every: w.ring_every,
+            timeout: std::time::Duration::from_millis(w.ring_timeout_ms),
+        }),
+    }
 }
