@@ -121,14 +121,40 @@ fn refuse(s: Session, peer: SocketAddr, why: &str, ledger: &Ledger) {
 }
 
 /// Gathers joins until every rank 1..size is in, the wait passes or it is cancelled.
+/// How often rank 0 says whom it still waits for (the wait is 10 minutes by default).
+const WAITING_EVERY: Duration = Duration::from_secs(30);
+
+/// `waiting for 2 of 8 pods (ranks 3, 7), 9m30s left`: the ranks not yet joined, at most 16.
+fn waiting(members: &BTreeMap<u32, Member>, size: u32, left: Duration) -> String {
+    let missing: Vec<u32> = (1..size).filter(|r| !members.contains_key(r)).collect();
+    let mut ranks: Vec<String> = missing.iter().take(16).map(u32::to_string).collect();
+    if missing.len() > 16 {
+        ranks.push(format!("and {} more", missing.len() - 16));
+    }
+    let secs = left.as_secs();
+    format!(
+        "waiting for {} of {size} pods (rank{} {}), {}m{:02}s left",
+        missing.len(),
+        if missing.len() == 1 { "" } else { "s" },
+        ranks.join(", "),
+        secs / 60,
+        secs % 60
+    )
+}
+
 pub fn gather(joins: &Joins, who: &Who, keys: Keys) -> Roster {
     let Joins { rx: joins, until, cancel, ledger } = joins;
     let until = *until;
     let mut members: BTreeMap<u32, Member> = BTreeMap::new();
+    let mut said = Instant::now();
     while members.len() + 1 < who.size as usize && !cancel.load(Ordering::SeqCst) {
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
             break;
+        }
+        if said.elapsed() >= WAITING_EVERY {
+            said = Instant::now();
+            eprintln!("{PREFIX} gate: {}", waiting(&members, who.size, left));
         }
         let (s, j) = match joins.recv_timeout(left.min(Duration::from_millis(100))) {
             Ok(x) => x,
@@ -519,6 +545,16 @@ mod tests {
                 rate_kbps: None,
             })
             .collect()
+    }
+
+    #[test]
+    fn the_wait_names_the_ranks_not_yet_joined() {
+        let none = BTreeMap::new();
+        assert_eq!(waiting(&none, 3, Duration::from_secs(570)), "waiting for 2 of 3 pods (ranks 1, 2), 9m30s left");
+        assert_eq!(waiting(&none, 2, Duration::from_secs(5)), "waiting for 1 of 2 pods (rank 1), 0m05s left");
+        let many = waiting(&none, 40, Duration::ZERO);
+        assert!(many.starts_with("waiting for 39 of 40 pods (ranks 1, 2,"), "{many}");
+        assert!(many.contains("16, and 23 more)"), "{many}");
     }
 
     #[test]
