@@ -164,6 +164,17 @@ fn no_ras_at_sigterm_is_said_once_and_the_status_is_kept() {
 }
 
 #[test]
+fn with_stall_ms_a_ras_that_does_not_answer_is_said_early_and_once() {
+    // The first stall poll is due after a second (--stall-ms 1000 / 4, at least 1 s): its
+    // refusal is said then, not only in the report at the end, and never again.
+    let mut r = start("stallnone", Server::closed_port(), &["--stall-ms", "1000"], "sleep 4; exit 0");
+    let (code, err) = r.finish();
+    assert_eq!(code, 0);
+    assert_eq!(err.matches("--stall-ms is set but NCCL's RAS does not answer").count(), 1, "{err}");
+    assert!(err.contains("no stall will be seen until it does"), "{err}");
+}
+
+#[test]
 fn after_a_failure_with_the_ranks_gone_nothing_listening_is_not_said() {
     let mut r = start("gone", Server::closed_port(), &[], "exit 7");
     let (code, err) = r.finish();

@@ -237,7 +237,21 @@ impl Hang {
     fn stall_answer(&mut self, cost: Duration, answer: Result<ras::Reply, NoAnswer>) {
         // Never more often than ten times what an answer costs, nor than MIN_PERIOD.
         self.next_poll = Some(Instant::now() + period(self.config.stall_ms).max(cost * 10));
-        let Ok(reply) = answer else { return };
+        let reply = match answer {
+            Ok(reply) => reply,
+            Err(e) => {
+                // Said once, early: --stall-ms promises a word on a stall, and without RAS none
+                // would come before the report.
+                if !self.told_unanswered {
+                    say(&format!(
+                        "{PREFIX} warning: --stall-ms is set but NCCL's RAS does not answer ({}): no stall will be seen until it does",
+                        e.text
+                    ));
+                    self.told_unanswered = true;
+                }
+                return;
+            }
+        };
         let progress = reply.view.progress.clone();
         if progress.iter().all(|p| p.collectives == 0) {
             return;
