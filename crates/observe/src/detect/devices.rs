@@ -129,6 +129,11 @@ pub struct Detection {
     /// on a shared device they tell the pod's GID entries from the host's and other pods'.
     #[serde(rename = "pod_addresses")]
     pub addresses: Vec<OwnAddr>,
+    /// No source told the pod's devices from the node's and every visible device was taken (a
+    /// hostNetwork or privileged pod sharing the host's namespace, or the walk's fallback): the
+    /// case where the rails rule weighs each port's evidence.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub every_visible: bool,
 }
 
 /// Reads this namespace's addresses (`netif::read` in production; tests hand in their own).
@@ -310,8 +315,15 @@ pub fn detect(inp: &Inputs) -> Detection {
         }
     }
     types_for_a_range(inp, &mut devices);
-    let not_ours = visible.into_iter().filter(|v| !devices.iter().any(|d| &d.name == v)).collect();
-    Detection { source, sources, devices, not_ours, not_openable, warnings, addresses: own.addrs }
+    let not_ours: Vec<String> = visible.into_iter().filter(|v| !devices.iter().any(|d| &d.name == v)).collect();
+    // Exclusive RDMA netns mode shows a namespace its own devices only, and EFA devices are the
+    // net plugin's: neither is a node's every port.
+    let every_visible = source == Source::Sysfs
+        && not_ours.is_empty()
+        && !devices.is_empty()
+        && inp.sysfs.netns_exclusive() != Some(true)
+        && devices.iter().all(|d| d.driver.as_deref() != Some("efa"));
+    Detection { source, sources, devices, not_ours, not_openable, warnings, addresses: own.addrs, every_visible }
 }
 
 /// Whether the container can open `name` (or its nodes tell nothing); where it cannot, says so
