@@ -46,7 +46,7 @@ pub struct Bootstrap {
 
 /// Where the coordinator comes from, in order: the launcher's variables, then the gate's, as
 /// `(where it was given, host)`.
-pub(crate) fn coordinator(vars: &Vars, gate: Option<Gate>) -> Option<(String, String)> {
+pub fn coordinator(vars: &Vars, gate: Option<Gate>) -> Option<(String, String)> {
     for v in ["MASTER_ADDR", "PET_MASTER_ADDR"] {
         if let Some(x) = vars.get(OsStr::new(v)).map(|x| x.to_string_lossy().trim().to_string()) {
             if !x.is_empty() {

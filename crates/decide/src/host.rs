@@ -1,0 +1,154 @@
+//! The rails rule at work in the plan: where every visible device is the pod's (hostNetwork, a
+//! privileged pod, the walk's fallback), the ports NCCL would take are classified by
+//! [`rails::classify`] from the evidence observe read (`nw_observe::detect::rails`), and only the
+//! rails go to `NCCL_IB_HCA`. Each port left out keeps its reason (rule, evidence, what to set);
+//! a disagreement exports no list (NCCL's own default) and says why.
+//!
+//! Pure: turns observed facts into the rule's inputs and its verdict into the plan's terms.
+
+use serde::Serialize;
+
+use crate::rails::{self, Addr, Class, GpuDistance, Iface, LinkLayer, Port, Selector, Verdict};
+use nw_observe::detect::port::PortFacts;
+use nw_observe::detect::rails::Evidence;
+use nw_observe::detect::topology::Relation;
+
+/// What the plan needs to apply the rule.
+#[derive(Debug, Clone, Copy)]
+pub struct Rails<'a> {
+    pub evidence: &'a Evidence,
+    /// The coordinator as given (`MASTER_ADDR=10.0.2.117`), for messages.
+    pub coordinator: Option<&'a str>,
+    pub selector: Option<&'a Selector>,
+}
+
+/// One port as the rule classified it, for `env --json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Classified {
+    pub device: String,
+    pub port: u32,
+    /// `rail`, `left_out` or `unsettled`.
+    pub class: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+/// The rule's verdict and what it weighed, shown as `rails` in `env --json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RailsReport {
+    /// `confident`, `override`, `unmatched` or `disagreement`.
+    pub verdict: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    pub ports: Vec<Classified>,
+    pub evidence: Evidence,
+}
+
+impl RailsReport {
+    /// NCCL_IB_HCA is left to NCCL's default.
+    pub fn exports_nothing(&self) -> bool {
+        matches!(self.verdict, "unmatched" | "disagreement")
+    }
+}
+
+fn gpu(r: Option<Relation>) -> GpuDistance {
+    match r {
+        Some(Relation::Pix | Relation::Pxb) => GpuDistance::SameSwitch,
+        Some(Relation::Phb) => GpuDistance::SameRootPort,
+        Some(Relation::Node) => GpuDistance::SameNuma,
+        Some(Relation::Sys) => GpuDistance::Far,
+        None => GpuDistance::Unknown,
+    }
+}
+
+/// `400 Gb/sec (4X NDR)` -> 400.
+fn rate_gbps(rate: Option<&str>) -> Option<u32> {
+    let n: f64 = rate?.split_whitespace().next()?.parse().ok()?;
+    // A rate in sysfs is at most a few thousand Gb/s; anything else is not one.
+    (n.is_finite() && (0.0..1.0e6).contains(&n)).then(|| n.round() as u32)
+}
+
+fn iface(i: &nw_observe::detect::rails::Iface) -> Iface {
+    Iface {
+        name: i.name.clone(),
+        addrs: i.addrs.iter().map(|a| Addr::new(a.addr, a.prefix)).collect(),
+        master: i.master.clone(),
+        default_route: i.default_route,
+        coordinator_route: i.coordinator_route,
+    }
+}
+
+/// Classifies `used` (device, port facts); `None` where the rule does not apply (a port of a
+/// link layer it does not weigh).
+pub fn classify(used: &[(&str, &PortFacts)], r: Rails<'_>) -> Option<(rails::Decision, RailsReport)> {
+    let ev = r.evidence;
+    let mut ports = Vec::new();
+    for (d, p) in used {
+        let link_layer = match p.link_layer.as_deref() {
+            Some("InfiniBand") => LinkLayer::InfiniBand,
+            Some("Ethernet") => LinkLayer::Ethernet,
+            _ => return None,
+        };
+        let seen = ev.ports.iter().find(|e| e.device == *d && e.port == p.port);
+        let netdevs = seen
+            .map(|e| e.netdevs.iter().filter_map(|n| ev.ifaces.iter().find(|i| i.name == *n)).map(iface).collect())
+            .unwrap_or_default();
+        ports.push(Port {
+            device: (*d).to_string(),
+            port: p.port,
+            pci: seen.and_then(|e| e.pci.clone()),
+            link_layer,
+            rate_gbps: rate_gbps(p.rate.as_deref()),
+            netdevs,
+            gpu: if ev.gpus == 0 { GpuDistance::Unknown } else { gpu(seen.and_then(|e| e.gpu)) },
+        });
+    }
+    let masters: Vec<Iface> = ev
+        .ifaces
+        .iter()
+        .filter(|i| ev.ifaces.iter().any(|s| s.master.as_deref() == Some(&i.name)))
+        .map(iface)
+        .collect();
+    let inputs = rails::Inputs { ports: &ports, masters: &masters, coordinator: r.coordinator, selector: r.selector };
+    let decision = rails::classify(&inputs);
+    let (verdict, why) = match &decision.verdict {
+        Verdict::Confident => ("confident", None),
+        Verdict::Override => ("override", None),
+        Verdict::Unmatched { selector } => {
+            ("unmatched", Some(format!("--rails {selector} matches none of the {} usable ports", ports.len())))
+        }
+        Verdict::Disagreement { why } => ("disagreement", Some(why.clone())),
+    };
+    let classified = decision
+        .ports
+        .iter()
+        .map(|c| {
+            let (class, rule, evidence, fix) = match &c.class {
+                Class::Rail { rule, evidence } => ("rail", Some(rule.name()), Some(evidence.clone()), None),
+                Class::LeftOut { rule, evidence, fix } => {
+                    ("left_out", Some(rule.name()), Some(evidence.clone()), Some(fix.clone()))
+                }
+                Class::Unsettled => ("unsettled", None, None, None),
+            };
+            Classified { device: c.device.clone(), port: c.port, class, rule, evidence, fix }
+        })
+        .collect();
+    Some((decision, RailsReport { verdict, why, ports: classified, evidence: ev.clone() }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_read_as_sysfs_writes_them() {
+        assert_eq!(rate_gbps(Some("400 Gb/sec (4X NDR)")), Some(400));
+        assert_eq!(rate_gbps(Some("2.5 Gb/sec (1X SDR)")), Some(3));
+        assert_eq!(rate_gbps(Some("fast")), None);
+        assert_eq!(rate_gbps(None), None);
+    }
+}
