@@ -82,10 +82,15 @@ fn iface(i: &nw_observe::detect::rails::Iface) -> Iface {
     }
 }
 
-/// Classifies `used` (device, port facts); `None` where the rule does not apply (a port of a
-/// link layer it does not weigh).
+/// Classifies `used` (device, port facts); `None` where the rule does not apply: no usable port,
+/// a port of a link layer it does not weigh, or no address of any port's interface in this
+/// namespace (the sysfs tree read is not this namespace's, or the evidence could not be read:
+/// "only link-local" would then be said of every port on no evidence at all).
 pub fn classify(used: &[(&str, &PortFacts)], r: Rails<'_>) -> Option<(rails::Decision, RailsReport)> {
     let ev = r.evidence;
+    if used.is_empty() || ev.ifaces.iter().all(|i| i.addrs.is_empty()) {
+        return None;
+    }
     let mut ports = Vec::new();
     for (d, p) in used {
         let link_layer = match p.link_layer.as_deref() {
