@@ -344,6 +344,21 @@ mod tests {
     }
 
     #[test]
+    fn user_values_gloo_cannot_read_or_that_take_a_link_local_link_are_named() {
+        let addrs = [addr("eth0", "10.0.0.5"), addr("pod-id-link0", "169.254.170.23"), addr("eth0", "fe80::1")];
+        let eks = "^lo,docker,veth,eni";
+        let why = user_value_problem(SOCKET_IFNAME, eks, &addrs).expect("takes the pod-identity link");
+        assert!(why.contains("lets NCCL take pod-id-link0"), "{why}");
+        let why = user_value_problem(GLOO_SOCKET_IFNAME, eks, &addrs).expect("NCCL's syntax");
+        assert!(why.contains("Gloo does not read"), "{why}");
+        assert!(user_value_problem(GLOO_SOCKET_IFNAME, "=eth0", &addrs).is_some());
+        // Plain names for Gloo, and an NCCL list that leaves the link out, are fine.
+        assert_eq!(user_value_problem(GLOO_SOCKET_IFNAME, "eth0", &addrs), None);
+        assert_eq!(user_value_problem(SOCKET_IFNAME, "=eth0", &addrs), None);
+        assert_eq!(user_value_problem(SOCKET_IFNAME, "^lo,docker,veth,eni,pod-id", &addrs), None);
+    }
+
+    #[test]
     fn the_coordinators_route_decides() {
         let (routes, addrs) = pod();
         let b = choose(&vars(&[("MASTER_ADDR", "10.50.0.9")]), None, &routes, &addrs, &["net1".into()], None);

@@ -149,6 +149,64 @@ pub fn classify(used: &[(&str, &PortFacts)], r: Rails<'_>) -> Option<(rails::Dec
 mod tests {
     use super::*;
 
+    fn port(link_layer: &str) -> PortFacts {
+        PortFacts {
+            port: 1,
+            state: Some("4: ACTIVE".into()),
+            phys_state: Some("5: LinkUp".into()),
+            link_layer: Some(link_layer.into()),
+            rate: Some("200 Gb/sec (4X HDR)".into()),
+            gid: None,
+            nccl_pick: None,
+            table: Vec::new(),
+            table_len: 0,
+            pkey: None,
+            verbs: None,
+            selftest: None,
+            problems: Vec::new(),
+        }
+    }
+
+    fn evidence(addr: Option<&str>) -> Evidence {
+        use nw_observe::detect::rails::{IfAddr, Iface as Seen, PortEvidence};
+        Evidence {
+            ports: vec![PortEvidence {
+                device: "mlx5_0".into(),
+                port: 1,
+                pci: Some("0000:1b:00.0".into()),
+                netdevs: vec!["eth0".into()],
+                gpu: Some(Relation::Pix),
+            }],
+            ifaces: vec![Seen {
+                name: "eth0".into(),
+                addrs: addr.map(|a| IfAddr { addr: a.parse().expect("ip"), prefix: 24 }).into_iter().collect(),
+                master: None,
+                default_route: false,
+                coordinator_route: false,
+            }],
+            gpus: 1,
+        }
+    }
+
+    #[test]
+    fn without_any_address_of_the_ports_interfaces_nothing_is_weighed() {
+        let p = port("Ethernet");
+        let used = [("mlx5_0", &p)];
+        let ev = evidence(None);
+        let r = Rails { evidence: &ev, coordinator: None, selector: None };
+        assert!(classify(&used, r).is_none(), "no address: no evidence, the plan as before");
+        let ev = evidence(Some("10.0.0.5"));
+        let r = Rails { evidence: &ev, coordinator: None, selector: None };
+        let (_, report) = classify(&used, r).expect("weighed");
+        assert_eq!(report.verdict, "confident");
+        assert_eq!(report.ports[0].class, "rail");
+        assert_eq!(report.ports[0].rule, Some("PCIe placement"));
+        // A link layer the rule does not weigh: not applied.
+        let iw = port("iWARP");
+        assert!(classify(&[("mlx5_0", &iw)], r).is_none());
+        assert!(classify(&[], r).is_none());
+    }
+
     #[test]
     fn rates_read_as_sysfs_writes_them() {
         assert_eq!(rate_gbps(Some("400 Gb/sec (4X NDR)")), Some(400));
