@@ -107,14 +107,33 @@ fn start() -> u8 {
         // `--gate=warn` starts the command whatever the pairs say: it promises no refusal.
         gate: cli.opts.gate == cli::Gate::Refuse,
     };
-    let mut plan = plan::plan(detection, &vars, &prefs, choices);
+    let gate = gate_coordinator(&cli.opts);
+    // Where every visible device is the pod's (hostNetwork), the rails rule weighs each usable
+    // port's evidence: read here, decided in the plan.
+    let coordinator = plan::bootstrap::coordinator(&vars, gate);
+    let evidence = detection.every_visible.then(|| {
+        let usable: Vec<(String, u32)> = detection
+            .devices
+            .iter()
+            .flat_map(|d| d.ports.iter().map(move |p| (d, p)))
+            .filter(|(_, p)| plan::port_problem(p, &prefs).is_none())
+            .map(|(d, p)| (d.name.clone(), p.port))
+            .collect();
+        observation::rails_evidence(&roots, &detection, &mut seen, &usable, coordinator.as_ref().map(|c| c.1.as_str()))
+    });
+    let shown = coordinator.as_ref().map(|(v, h)| format!("{v}={h}"));
+    let rails = evidence.as_ref().map(|evidence| plan::host::Rails {
+        evidence,
+        coordinator: shown.as_deref(),
+        selector: config.rails.as_ref(),
+    });
+    let mut plan = plan::plan_with(detection, &vars, &prefs, choices, rails);
     plan.warnings.extend(pref_warnings);
     let depth = if matches!(cli.sub, Some(Sub::Doctor { .. })) {
         detect::userspace::Depth::Full
     } else {
         detect::userspace::Depth::Quick
     };
-    let gate = gate_coordinator(&cli.opts);
     let asks = plan::asks(&plan, &vars, gate, depth);
     let answers = observation::answer(&roots, &vars, &plan.detection, &mut seen, &asks);
     plan::settle(&mut plan, answers, &vars, gate, prefs, family, choices);

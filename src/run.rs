@@ -42,6 +42,12 @@ pub fn run(
     if cli.opts.require_rdma && !plan.rdma && plan.efa.is_none() {
         return refuse(config, "--require-rdma (NCCL_WRAP_REQUIRE_RDMA) is set and no usable RDMA port was found; see the warnings above, or run `nccl-wrap env --json`".into());
     }
+    if let Some(why) = plan.rails_refusal().filter(|_| cli.opts.require_rdma) {
+        return refuse(
+            config,
+            format!("--require-rdma (NCCL_WRAP_REQUIRE_RDMA) is set and {why}: the rails asked for are not here"),
+        );
+    }
     if let Some(why) = plan.userspace_refusal().filter(|_| cli.opts.require_rdma) {
         return refuse(
             config,

@@ -57,6 +57,7 @@ const TABLE: &[(&str, Class, &[&str])] = &[
     ("NCCL_WRAP_PING_ITERS", GateKnob, &["many", "1000001"]),
     ("NCCL_WRAP_PING_TIMEOUT_MS", GateKnob, &["0", "3s"]),
     ("NCCL_WRAP_OVERRIDE", Run, &["please"]),
+    ("NCCL_WRAP_RAILS", Run, &["^mlx5_0", "=mlx5_0", "mlx5_0,,mlx5_1", "pci:zz", "nic:eth0", "mlx5_0:0"]),
     ("NCCL_WRAP_QUIET", Run, &["shh"]),
     ("NCCL_WRAP_SELFTEST", Run, &["maybe"]),
     ("NCCL_WRAP_SELFTEST_BYTES", Run, &["lots", "4095", "1073741825"]),

@@ -269,6 +269,8 @@ pub struct Opts {
     pub gate: Gate,
     /// The gate's rank 0: HOST or HOST:PORT.
     pub gate_coordinator: Option<String>,
+    /// `--rails` as given (its form checked by the table; validate keeps it parsed).
+    pub rails: Option<String>,
     pub gate_rank: Option<u32>,
     pub gate_size: Option<u32>,
     pub gate_port: u16,

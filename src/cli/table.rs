@@ -53,6 +53,9 @@ pub(super) enum Ty {
     SecretFile,
     /// `SERVICE[:PORT]`: a DNS name, and the ring's port unless given.
     Service,
+    /// `--rails` terms, checked by `nw_decide::rails::Selector::parse` (validate keeps the value
+    /// parsed).
+    Rails,
 }
 
 /// A value read into its type.
@@ -88,6 +91,7 @@ impl Ty {
             Ty::Secret => "SECRET",
             Ty::SecretFile => "FILE",
             Ty::Service => "SERVICE[:PORT]",
+            Ty::Rails => "TERM[,TERM...]",
         }
     }
 
@@ -123,6 +127,9 @@ impl Ty {
                 e => e.to_string(),
             }),
             Ty::Service => service(v).map(|(host, port)| Val::Service(host, port)),
+            Ty::Rails => {
+                nw_decide::rails::Selector::parse(v).map(|_| Val::Text(v.to_owned())).map_err(|e| e.to_string())
+            }
         }
     }
 
@@ -135,7 +142,7 @@ impl Ty {
             Ty::OffOr(..) => Some(Val::Num(0)),
             Ty::Secs(.., d) => Some(Val::Num(d)),
             Ty::Path(_, d) => d.map(|p| Val::Path(PathBuf::from(p))),
-            Ty::Maybe | Ty::Text(_) | Ty::Secret | Ty::SecretFile | Ty::Service => None,
+            Ty::Maybe | Ty::Text(_) | Ty::Secret | Ty::SecretFile | Ty::Service | Ty::Rails => None,
         }
     }
 
@@ -361,6 +368,10 @@ pub(super) const OPTS: &[Opt] = &[
         "Refuse to start the command (exit 125) when memlock stays limited and CAP_IPC_LOCK is missing"),
     o("override", "NCCL_WRAP_OVERRIDE", PLAN, Ty::Flag, opts!(override_user),
         "Replace NCCL variables the user already set (by default they are kept and reported)"),
+    o("rails", "NCCL_WRAP_RAILS", PLAN, Ty::Rails, opts!(rails),
+        "Where the pod sees every RDMA port (hostNetwork): the rails NCCL gets, by device (mlx5_*, \
+         mlx5_3:1), net device (netdev:rdma*) or PCI address (pci:1b:00.0), comma-separated, instead of \
+         the rule's choice; matching none warns, or refuses under --require-rdma. See docs/rails.md"),
     Opt { short: Some('q'), ..o("quiet", "NCCL_WRAP_QUIET", RUN, Ty::Flag, opts!(quiet),
         "Print only warnings, not the summary") },
     o("selftest", "NCCL_WRAP_SELFTEST", PLAN, Ty::Flag, opts!(selftest),

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::gate::seal::{Secret, MAX_SECRET};
+use nw_decide::rails::Selector;
 use nw_observe::detect::{file, Vars};
 use nw_pid1::supervise;
 use nw_postmortem::{hang, portwatch};
@@ -27,6 +28,8 @@ pub struct Config {
     pub supervise: supervise::Options,
     /// The gate's, when a run asks for it.
     pub gate: Option<GateConfig>,
+    /// `--rails`, parsed: the site's rails where the pod sees every RDMA port.
+    pub rails: Option<Selector>,
 }
 
 /// What the gate takes beyond its settings in [`Opts`].
@@ -73,7 +76,9 @@ pub fn validate(mut cli: Cli, vars: &Vars) -> (Config, Verdict) {
         hang: hang::Config { stall_ms: o.stall_ms, termination_log },
         state_file: Some(o.state_file.clone()),
     };
-    (Config { cli, supervise, gate }, verdict)
+    // The table refused a malformed value already (a problem, ignored alone): what is left parses.
+    let rails = cli.opts.rails.as_deref().and_then(|v| Selector::parse(v).ok());
+    (Config { cli, supervise, gate, rails }, verdict)
 }
 
 /// As asked, or Kubernetes' /dev/termination-log, which exists in every container it starts

@@ -48,12 +48,11 @@ mod netns;
 mod pcie;
 mod rate;
 mod selftest;
-mod topology;
 mod userspace;
 mod uverbs;
 
 pub use human::human;
-use topology::{Place, Relation};
+use nw_observe::detect::topology::{self, Place, Relation};
 
 /// NCCL registers at least its own communication buffers; a limit below this refuses them.
 pub const REGISTER_BYTES: u64 = 64 << 20;

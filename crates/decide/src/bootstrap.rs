@@ -7,17 +7,29 @@
 //! Pure but for the routing table's lazy read (an IPv6 table is read only when no IPv4 route
 //! qualifies): the coordinator's name comes in already resolved (`nw_observe`'s second round,
 //! asked for by [`to_resolve`]). The candidate is never a rail (an interface whose RDMA port is
-//! handed to NCCL), never loopback, never an interface with only link-local addresses.
+//! handed to NCCL), never loopback, never an interface with only link-local addresses. Where
+//! every visible device is the pod's (hostNetwork), the rails are the ports the rails rule chose,
+//! and the interface that routes to the coordinator carries the bootstrap even when its port is
+//! one of them: on a small node the coordinator's network is the RDMA network ([`host_rails`]).
+//!
+//! A user's `NCCL_SOCKET_IFNAME` or `GLOO_SOCKET_IFNAME` is kept, but one that Gloo cannot read
+//! (NCCL's `^`/`=` syntax) or that lets NCCL take a link-local-only interface is a warning at
+//! start, and `--override` replaces it ([`user_values`]).
 
 use std::ffi::OsStr;
 use std::net::IpAddr;
 
 use serde::Serialize;
 
+use nw_nccl::env::{GLOO_SOCKET_IFNAME, SOCKET_IFNAME};
+use nw_nccl::list::List;
 use nw_observe::detect::bootstrap::{is_link_local, Lookup, RESOLVE_WAIT};
 use nw_observe::detect::netif::OwnAddr;
 use nw_observe::detect::route::{self, Route};
 use nw_observe::detect::Vars;
+
+use crate::host::RailsReport;
+use crate::{Action, Plan};
 
 /// The longest coordinator value looked at (a DNS name is at most 253 bytes).
 const MAX_NAME: usize = 253;
@@ -46,7 +58,7 @@ pub struct Bootstrap {
 
 /// Where the coordinator comes from, in order: the launcher's variables, then the gate's, as
 /// `(where it was given, host)`.
-pub(crate) fn coordinator(vars: &Vars, gate: Option<Gate>) -> Option<(String, String)> {
+pub fn coordinator(vars: &Vars, gate: Option<Gate>) -> Option<(String, String)> {
     for v in ["MASTER_ADDR", "PET_MASTER_ADDR"] {
         if let Some(x) = vars.get(OsStr::new(v)).map(|x| x.to_string_lossy().trim().to_string()) {
             if !x.is_empty() {
@@ -223,6 +235,77 @@ pub fn choose(
     }
 }
 
+/// The interfaces the bootstrap must not take on a node whose pod sees every RDMA port: those of
+/// the ports handed to NCCL, less the ones that route to the coordinator (a small node's only
+/// network is its rail; a front end left out is no rail at all).
+pub fn host_rails(plan: &Plan, r: &RailsReport) -> Vec<String> {
+    let to_coordinator: Vec<&str> =
+        r.evidence.ifaces.iter().filter(|i| i.coordinator_route).map(|i| i.name.as_str()).collect();
+    let mut out: Vec<String> = r
+        .evidence
+        .ports
+        .iter()
+        .filter(|p| plan.is_used(&p.device, p.port))
+        .flat_map(|p| p.netdevs.iter().cloned())
+        .filter(|n| !to_coordinator.contains(&n.as_str()))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The interfaces of `addrs` whose every address is link-local.
+fn link_local_only(addrs: &[OwnAddr]) -> Vec<&str> {
+    let mut names: Vec<&str> = addrs.iter().map(|a| a.ifname.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    names.retain(|n| addrs.iter().filter(|a| a.ifname == *n).all(|a| is_link_local(&a.addr)));
+    names
+}
+
+/// Why a user's value of `name` is wrong here, or `None`: Gloo reads plain interface names only,
+/// and NCCL must not be let take a link-local-only interface.
+fn user_value_problem(name: &str, value: &str, addrs: &[OwnAddr]) -> Option<String> {
+    if name == GLOO_SOCKET_IFNAME {
+        if value.starts_with('^') || value.starts_with('=') {
+            return Some(format!(
+                "GLOO_SOCKET_IFNAME={:?} is NCCL's list syntax, which Gloo does not read: it looks for an interface named {:?} and fails (\"Unable to find address for\"); Gloo takes interface names only (eth0, or eth0,eth1)",
+                shown(value),
+                shown(value.split(',').next().unwrap_or(value))
+            ));
+        }
+        return None;
+    }
+    let list = List::parse(value);
+    let taken: Vec<&str> = link_local_only(addrs).into_iter().filter(|n| *n != "lo" && list.selects(n, None)).collect();
+    (!taken.is_empty()).then(|| {
+        format!(
+            "{name}={:?} lets NCCL take {}, with only link-local addresses (fe80::/10, 169.254.0.0/16): its bootstrap there reaches no other node and hangs (NVIDIA/nccl#1291)",
+            shown(value),
+            taken.join(", ")
+        )
+    })
+}
+
+/// A user's bootstrap variables that would break the job: a warning each, and with `--override`
+/// the value nccl-wrap chose replaces it (where it chose one).
+pub fn user_values(plan: &mut Plan, vars: &Vars, addrs: &[OwnAddr], override_user: bool) {
+    for name in [SOCKET_IFNAME, GLOO_SOCKET_IFNAME] {
+        let Some(user) = vars.get(OsStr::new(name)).map(|v| v.to_string_lossy().into_owned()) else { continue };
+        let Some(why) = user_value_problem(name, &user, addrs) else { continue };
+        let var = plan.vars.iter_mut().find(|v| v.name == name);
+        let line = match var {
+            Some(v) if override_user => {
+                v.action = Action::Override;
+                format!("{why}; replaced with {:?} (--override)", v.value)
+            }
+            Some(v) => format!("{why}; kept (pass --override to replace it with {:?})", v.value),
+            None => format!("{why}; kept (no interface qualifies for the bootstrap to replace it with)"),
+        };
+        plan.warnings.push(line);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,6 +341,21 @@ mod tests {
     }
     fn g(value: &str) -> Option<Gate<'_>> {
         Some(Gate { name: "--gate-coordinator", value })
+    }
+
+    #[test]
+    fn user_values_gloo_cannot_read_or_that_take_a_link_local_link_are_named() {
+        let addrs = [addr("eth0", "10.0.0.5"), addr("pod-id-link0", "169.254.170.23"), addr("eth0", "fe80::1")];
+        let eks = "^lo,docker,veth,eni";
+        let why = user_value_problem(SOCKET_IFNAME, eks, &addrs).expect("takes the pod-identity link");
+        assert!(why.contains("lets NCCL take pod-id-link0"), "{why}");
+        let why = user_value_problem(GLOO_SOCKET_IFNAME, eks, &addrs).expect("NCCL's syntax");
+        assert!(why.contains("Gloo does not read"), "{why}");
+        assert!(user_value_problem(GLOO_SOCKET_IFNAME, "=eth0", &addrs).is_some());
+        // Plain names for Gloo, and an NCCL list that leaves the link out, are fine.
+        assert_eq!(user_value_problem(GLOO_SOCKET_IFNAME, "eth0", &addrs), None);
+        assert_eq!(user_value_problem(SOCKET_IFNAME, "=eth0", &addrs), None);
+        assert_eq!(user_value_problem(SOCKET_IFNAME, "^lo,docker,veth,eni,pod-id", &addrs), None);
     }
 
     #[test]

@@ -18,6 +18,7 @@ use nw_observe::detect::{Detection, Device, Source, Vars};
 use nw_observe::verbs::verify;
 
 pub mod bootstrap;
+pub mod host;
 pub mod rails;
 mod ready;
 mod reasons;
@@ -82,6 +83,10 @@ pub struct Plan {
     /// The pod's AWS EFA devices, and what NCCL needs for them (see [`Efa`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub efa: Option<Efa>,
+    /// Where every visible device is the pod's: the rails rule's verdict, each port's class and
+    /// the evidence weighed (see [`host`], docs/rails.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rails: Option<host::RailsReport>,
 }
 
 /// The pod's AWS EFA devices. NCCL reaches them through a net plugin (aws-ofi-nccl, over
@@ -158,6 +163,11 @@ impl Plan {
             .iter()
             .flat_map(|d| d.ports.iter().map(move |p| (d.name.as_str(), p)))
             .filter(|(d, p)| self.is_used(d, p.port))
+    }
+
+    /// Why `--require-rdma` refuses on the rails: a `--rails` that matches no usable port.
+    pub fn rails_refusal(&self) -> Option<&str> {
+        self.rails.as_ref().filter(|r| r.verdict == "unmatched").and_then(|r| r.why.as_deref())
     }
 
     /// The variables a run actually changes: (name, value).
@@ -270,6 +280,18 @@ pub struct Choices {
 }
 
 pub fn plan(detection: Detection, vars: &Vars, prefs: &GidPrefs, choices: Choices) -> Plan {
+    plan_with(detection, vars, prefs, choices, None)
+}
+
+/// [`plan`], with the rails rule's evidence where every visible device is the pod's: only the
+/// rails it chooses are handed to NCCL.
+pub fn plan_with(
+    detection: Detection,
+    vars: &Vars,
+    prefs: &GidPrefs,
+    choices: Choices,
+    rails: Option<host::Rails<'_>>,
+) -> Plan {
     let override_user = choices.override_user;
     let mut warnings = Vec::new();
     let mut decisions = Vec::new();
@@ -326,6 +348,35 @@ pub fn plan(detection: Detection, vars: &Vars, prefs: &GidPrefs, choices: Choice
             decisions.push(PortDecision { device: dev.name.clone(), port: p.port, used: reason.is_none(), reason });
         }
     }
+    let mut rails_report = None;
+    // On a disagreement (or a --rails that matches nothing), NCCL_IB_HCA is left to NCCL.
+    let mut hca_default = false;
+    if let Some((decision, report)) = rails.filter(|_| detection.every_visible).and_then(|r| host::classify(&used, r)) {
+        match &decision.verdict {
+            rails::Verdict::Disagreement { why } => {
+                warnings.push(format!("rails not chosen: {why}"));
+                hca_default = true;
+            }
+            rails::Verdict::Unmatched { .. } => {
+                warnings.push(format!(
+                    "{}: NCCL_IB_HCA is left to NCCL's default (every active port); --require-rdma would refuse",
+                    report.why.as_deref().unwrap_or("--rails matches no port")
+                ));
+                hca_default = true;
+            }
+            rails::Verdict::Confident | rails::Verdict::Override => {
+                for c in &decision.ports {
+                    let rails::Class::LeftOut { rule, evidence, fix } = &c.class else { continue };
+                    used.retain(|(d, p)| !(*d == c.device && p.port == c.port));
+                    if let Some(x) = decisions.iter_mut().find(|x| x.device == c.device && x.port == c.port) {
+                        x.used = false;
+                        x.reason = Some(format!("left out ({}): {evidence}; {fix}", rule.name()));
+                    }
+                }
+            }
+        }
+        rails_report = Some(report);
+    }
     if used.len() > MAX_HCA_ENTRIES {
         warnings.push(format!(
             "{} usable ports, but NCCL reads at most {MAX_HCA_ENTRIES} NCCL_IB_HCA entries; using the first {MAX_HCA_ENTRIES}",
@@ -340,7 +391,9 @@ pub fn plan(detection: Detection, vars: &Vars, prefs: &GidPrefs, choices: Choice
     let hca: Vec<String> = used.iter().map(|(d, p)| format!("{d}:{}", p.port)).collect();
     let rdma = !used.is_empty();
     if rdma {
-        wanted.push((IB_HCA, env::hca_value(used.iter().map(|(d, p)| (*d, p.port)))));
+        if !hca_default {
+            wanted.push((IB_HCA, env::hca_value(used.iter().map(|(d, p)| (*d, p.port)))));
+        }
         if let Some(i) = gid_index {
             wanted.push((IB_GID_INDEX, i.to_string()));
         }
@@ -411,6 +464,7 @@ pub fn plan(detection: Detection, vars: &Vars, prefs: &GidPrefs, choices: Choice
         bootstrap: None,
         notes: Vec::new(),
         efa: (!efa.is_empty()).then(|| Efa { devices: efa, ..Efa::default() }),
+        rails: rails_report,
     }
 }
 

@@ -104,12 +104,18 @@ pub fn settle(
     family: RailFamily,
     choices: Choices,
 ) {
-    let bootstrap = bootstrap::choose(vars, gate, &a.routes, &a.addrs, &a.rails, a.lookup.as_ref());
+    let rails = match &plan.rails {
+        Some(r) => bootstrap::host_rails(plan, r),
+        None => a.rails,
+    };
+    let bootstrap = bootstrap::choose(vars, gate, &a.routes, &a.addrs, &rails, a.lookup.as_ref());
+    let addrs = a.addrs;
     let iwarp = a.node_types.into_iter().filter(|(_, t)| t.starts_with("4:")).map(|(d, _)| d).collect();
     let user = user(vars, IB_GID_INDEX);
     let kept_index = index_is_kept(plan, user.as_deref()).then(|| (user.unwrap_or_default(), a.entries));
     let extra = Extra { iwarp, kept_index };
     ready(plan, Ready { userspace: a.userspace, bootstrap, extra, prefs, family }, vars, choices);
+    bootstrap::user_values(plan, vars, &addrs, choices.override_user);
 }
 
 /// `NCCL_IGNORE_NET_MISMATCH=0` under an interlock, where the image's NCCL reads it (2.30+) or its

@@ -21,7 +21,7 @@ use crate::detect::gid_source::TableSource;
 use crate::detect::netif::OwnAddr;
 use crate::detect::sysfs::Sysfs;
 use crate::detect::userspace::{self, Depth, Userspace};
-use crate::detect::{self, host, route, Detection, Device, Vars};
+use crate::detect::{self, host, rails, route, Detection, Device, Vars};
 
 /// Where every read starts: the machine's, or a fixture's.
 pub struct Roots<'a> {
@@ -62,6 +62,8 @@ pub struct Observation {
 pub struct Seen {
     addrs: Option<Vec<OwnAddr>>,
     netdevs: BTreeMap<String, Vec<String>>,
+    /// The coordinator's name, looked up once for the rails' evidence.
+    lookup: Option<(String, Lookup)>,
 }
 
 impl Seen {
@@ -132,6 +134,36 @@ pub fn observe(roots: &Roots, vars: &Vars, view: View, prefs: &mut GidPrefs, tab
     Observation { seen, ..done(detection, family) }
 }
 
+/// The rails rule's evidence (`detect::rails`), read where every visible device is the pod's:
+/// for the ports `usable`, with the coordinator's host (an address, or a name looked up here once
+/// and kept for [`answer`]).
+pub fn rails_evidence(
+    roots: &Roots,
+    detection: &Detection,
+    seen: &mut Seen,
+    usable: &[(String, u32)],
+    coordinator: Option<&str>,
+) -> rails::Evidence {
+    let to: Vec<IpAddr> = match coordinator {
+        None => Vec::new(),
+        Some(c) => match c.parse::<IpAddr>() {
+            Ok(a) => vec![a],
+            Err(_) => {
+                let lookup = bootstrap::resolve(c, RESOLVE_WAIT);
+                let found = match &lookup {
+                    Lookup::Addrs(a) => a.clone(),
+                    _ => Vec::new(),
+                };
+                seen.lookup = Some((c.to_string(), lookup));
+                found
+            }
+        },
+    };
+    let addrs = seen.addrs(detection).to_vec();
+    let routes = route::Table::read(roots.proc_root);
+    rails::read(roots.sysfs, &detection.devices, usable, &addrs, &routes, &to)
+}
+
 /// The far reads a decision asks for, once it knows which devices it uses.
 #[derive(Debug, Default)]
 pub struct Asks {
@@ -194,7 +226,10 @@ pub fn answer<'a>(roots: &Roots<'a>, vars: &Vars, detection: &Detection, seen: &
     others.sort_unstable();
     others.dedup();
     rails.extend(bootstrap::on_functions(sysfs, others, &functions));
-    let lookup = asks.resolve.as_deref().map(|n| bootstrap::resolve(n, RESOLVE_WAIT));
+    let lookup = asks.resolve.as_deref().map(|n| match seen.lookup.take() {
+        Some((name, l)) if name == n => l,
+        _ => bootstrap::resolve(n, RESOLVE_WAIT),
+    });
     let node_types = asks
         .node_types
         .iter()

@@ -129,6 +129,11 @@ pub struct Detection {
     /// on a shared device they tell the pod's GID entries from the host's and other pods'.
     #[serde(rename = "pod_addresses")]
     pub addresses: Vec<OwnAddr>,
+    /// No source told the pod's devices from the node's and every visible device was taken (a
+    /// hostNetwork or privileged pod sharing the host's namespace, or the walk's fallback): the
+    /// case where the rails rule weighs each port's evidence.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub every_visible: bool,
 }
 
 /// Reads this namespace's addresses (`netif::read` in production; tests hand in their own).
@@ -230,6 +235,9 @@ pub fn detect(inp: &Inputs) -> Detection {
     let mut own = Own::none(inp);
 
     let mut chosen: Option<(Source, Vec<Named>)> = None;
+    // The walk took devices without telling them by pod: by a net device of this namespace on
+    // each (a namespace that holds the node's), or none told at all.
+    let mut untold = false;
     for source in [Source::DraMetadata, Source::SriovDra, Source::Sriov, Source::Annotation, Source::Sysfs] {
         if chosen.is_some() {
             sources.push(SourceReport { source, status: "not needed", inputs: Vec::new(), problems: Vec::new() });
@@ -244,7 +252,7 @@ pub fn detect(inp: &Inputs) -> Detection {
                 if !visible.is_empty() {
                     own = Own::read(inp, &mut warnings);
                 }
-                from_sysfs(inp, &visible, &own, &nodes, &mut warnings)
+                from_sysfs(inp, &visible, &own, &nodes, &mut warnings, &mut untold)
             }
         };
         let (report, named) = (report, dedupe(named));
@@ -310,8 +318,16 @@ pub fn detect(inp: &Inputs) -> Detection {
         }
     }
     types_for_a_range(inp, &mut devices);
-    let not_ours = visible.into_iter().filter(|v| !devices.iter().any(|d| &d.name == v)).collect();
-    Detection { source, sources, devices, not_ours, not_openable, warnings, addresses: own.addrs }
+    let not_ours: Vec<String> = visible.into_iter().filter(|v| !devices.iter().any(|d| &d.name == v)).collect();
+    // Exclusive RDMA netns mode shows a namespace its own devices only, and EFA devices are the
+    // net plugin's: neither is a node's every port.
+    let every_visible = source == Source::Sysfs
+        && untold
+        && not_ours.is_empty()
+        && !devices.is_empty()
+        && inp.sysfs.netns_exclusive() != Some(true)
+        && devices.iter().all(|d| d.driver.as_deref() != Some("efa"));
+    Detection { source, sources, devices, not_ours, not_openable, warnings, addresses: own.addrs, every_visible }
 }
 
 /// Whether the container can open `name` (or its nodes tell nothing); where it cannot, says so
@@ -729,6 +745,7 @@ fn from_sysfs(
     own: &Own,
     nodes: &Nodes,
     warnings: &mut Vec<String>,
+    untold: &mut bool,
 ) -> (SourceReport, Vec<Named>) {
     let class = inp.sysfs.path("class/infiniband").display().to_string();
     if visible.is_empty() {
@@ -773,6 +790,8 @@ fn from_sysfs(
     // A child interface sits on one device: once every one of the pod's children has been seen in
     // a table, no device left can hold the pod's addresses, and the walk stops there.
     let mut unseen = children::names(&own.addrs, kinds.as_ref());
+    // A device found by the pod's address in its GID table is told by pod.
+    let mut shared = false;
     let stops = !unseen.is_empty();
     let mut read: Vec<(String, ReadPorts)> = Vec::new();
     if !look_for.is_empty() {
@@ -792,6 +811,7 @@ fn from_sysfs(
                 Some(entry) => {
                     let on = children::seen_on(&ports.0, &own.addrs);
                     unseen.retain(|r| !on.contains(r));
+                    shared = true;
                     found.push(named(dev, format!("sysfs (shared device, via {entry})"), Some(ports)));
                 }
                 None => read.push((dev.clone(), ports)),
@@ -841,5 +861,6 @@ fn from_sysfs(
             })
             .collect();
     }
+    *untold = !shared;
     (report(Source::Sysfs, inputs, problems, true), found)
 }

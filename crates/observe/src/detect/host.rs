@@ -74,6 +74,8 @@ pub fn detect(sysfs: &Sysfs, prefs: &GidPrefs) -> (Detection, BTreeMap<&'static 
         not_openable: Vec::new(),
         warnings,
         addresses: Vec::new(),
+        // The node agent checks every port; it hands NCCL nothing.
+        every_visible: false,
     };
     (detection, skipped)
 }

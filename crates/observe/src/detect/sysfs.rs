@@ -225,7 +225,7 @@ impl Sysfs {
     /// The last component of the symlink at `rel` (`../../../0000:3b:02.6` -> `0000:3b:02.6`).
     /// One readlink: PCI addresses and auxiliary IDs are unique, so the name identifies the
     /// function without resolving the whole path.
-    fn link_name(&self, rel: &str) -> Option<String> {
+    pub(crate) fn link_name(&self, rel: &str) -> Option<String> {
         let target = std::fs::read_link(self.path(rel)).ok()?;
         let name = target.file_name()?.to_str()?;
         names::device_id(name).ok().map(String::from)

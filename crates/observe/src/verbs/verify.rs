@@ -250,6 +250,7 @@ mod tests {
             not_openable: Vec::new(),
             warnings: Vec::new(),
             addresses: Vec::new(),
+            every_visible: false,
         };
         probe(&mut d, &f, &t.sysfs());
         selftest(&mut d, &f, &SelftestOptions { buffer_bytes: 1, timeout_ms: 1 }, |_| true);

@@ -7,8 +7,8 @@
 
 use serde::Serialize;
 
-use nw_observe::detect::names;
-use nw_observe::detect::sysfs::{looks_like_pci, Sysfs};
+use crate::detect::names;
+use crate::detect::sysfs::{looks_like_pci, Sysfs};
 
 const NVIDIA: &str = "0x10de";
 
