@@ -57,6 +57,18 @@ pub fn summary(plan: &Plan, memlock: &Memlock, quiet: bool) -> String {
                     dev.name, dev.origin
                 ));
             }
+            // A device of more than two ports is a multi-plane one (ConnectX-8/9): each active
+            // port is a plane, said with its place among them; a name may carry the rest.
+            let planes: Vec<u32> = if dev.ports.len() > 2 {
+                dev.ports
+                    .iter()
+                    .filter(|p| p.state.as_deref().is_some_and(|s| s.contains("ACTIVE")))
+                    .map(|p| p.port)
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let named = nw_observe::detect::names::identity(&dev.name);
             for p in &dev.ports {
                 let decision = plan.decisions.iter().find(|x| x.device == dev.name && x.port == p.port);
                 let mut s = format!("  {}:{} ", dev.name, p.port);
@@ -68,6 +80,11 @@ pub fn summary(plan: &Plan, memlock: &Memlock, quiet: bool) -> String {
                             p.link_layer.as_deref().unwrap_or("?"),
                             p.rate.as_deref().unwrap_or("rate unknown")
                         );
+                        if let Some((nic, plane, rail)) = named {
+                            let _ = write!(s, ", NIC {nic} plane {plane} rail {rail} (by its name)");
+                        } else if let Some(i) = planes.iter().position(|&n| n == p.port).filter(|_| planes.len() > 1) {
+                            let _ = write!(s, ", plane {} of {}", i + 1, planes.len());
+                        }
                         if let Some(g) = &p.gid {
                             let _ = write!(s, ", GID {} ({})", g.index, g.address);
                             if let Some(n) = &g.ndev {

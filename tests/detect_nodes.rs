@@ -419,7 +419,8 @@ fn host_devices_renamed_by_plane_and_rail_are_taken_in_natural_order() {
     let r = with_dev("host-renamed-rdma").args(["--", "true"]);
     r.success()
         .stderr_has("set NCCL_IB_HCA='=rdma_0_0_0:1,rdma_0_1_0:1,rdma_1_0_1:1,rdma_1_1_1:1,rdma_2_0_2:1,rdma_2_1_2:1,rdma_3_0_3:1,rdma_3_1_3:1'")
-        .stderr_has("(providers: mlx5 ok)");
+        .stderr_has("(providers: mlx5 ok)")
+        .stderr_has("rdma_1_1_1:1 Ethernet 400 Gb/sec (4X NDR), NIC 1 plane 1 rail 1 (by its name), GID 3");
 }
 
 #[test]
@@ -438,7 +439,8 @@ fn every_data_port_of_a_multi_plane_device_is_handed_to_nccl() {
         .args(["--", "true"])
         .success()
         .stderr_has("nccl-wrap: 32 of 96 RDMA port(s) usable")
-        .stderr_has("nccl-wrap:   mlx5_0:12 InfiniBand 200 Gb/sec (1X XDR)")
+        .stderr_has("nccl-wrap:   mlx5_0:3 InfiniBand 200 Gb/sec (1X XDR), plane 1 of 4\n")
+        .stderr_has("nccl-wrap:   mlx5_0:12 InfiniBand 200 Gb/sec (1X XDR), plane 4 of 4\n")
         .stderr_has("set NCCL_IB_HCA='=mlx5_0:3,mlx5_0:6,mlx5_0:9,mlx5_0:12,mlx5_1:3,");
 }
 

@@ -51,6 +51,15 @@ pub fn device_id(id: &str) -> Result<&str, NameError> {
     check(id, true)
 }
 
+/// Where a device's name carries its place in the node: the nic-configuration-operator's
+/// `rdma_<nic>_<plane>_<rail>` (docs/field-inputs.md), as `(nic, plane, rail)`.
+pub fn identity(name: &str) -> Option<(u32, u32, u32)> {
+    let mut parts = name.strip_prefix("rdma_")?.split('_');
+    let mut next = || parts.next().filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))?.parse().ok();
+    let id = (next()?, next()?, next()?);
+    parts.next().is_none().then_some(id)
+}
+
 /// Natural order: `mlx5_2` before `mlx5_10`. Runs of digits compare by value.
 pub fn natural_cmp(a: &str, b: &str) -> Ordering {
     let (mut x, mut y) = (a.as_bytes(), b.as_bytes());
@@ -313,5 +322,14 @@ mod tests {
         assert!(device_id("../../etc").is_err());
         assert_eq!(device_id("0000:3b:02.6"), Ok("0000:3b:02.6"));
         assert_eq!(device_id("mlx5_core.sf.2"), Ok("mlx5_core.sf.2"));
+    }
+
+    #[test]
+    fn a_name_that_carries_nic_plane_and_rail_gives_them() {
+        assert_eq!(identity("rdma_0_1_0"), Some((0, 1, 0)));
+        assert_eq!(identity("rdma_3_1_3"), Some((3, 1, 3)));
+        for other in ["rdma_net1", "mlx5_7", "rdma_0_1", "rdma_0_1_0_2", "rdma_a_1_0", "rdma__1_0"] {
+            assert_eq!(identity(other), None, "{other}");
+        }
     }
 }
