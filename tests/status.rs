@@ -128,6 +128,12 @@ fn regression_a_fifo_or_a_device_as_the_state_file_is_refused_at_once() {
 /// its bound (2 s for RAS and 0.25 s to read), printing at most 256 lines of them.
 #[test]
 fn regression_status_reads_an_answer_naming_65536_processes_within_its_bound() {
+    if !common::runner().is_empty() {
+        // Wall-clock bounds for a 64k-process answer hold natively; qemu-user runs the parse
+        // 10-50 times slower, so the bound says nothing there.
+        common::skip("wall-clock bounds of a 64k-process RAS answer are native figures, not an emulator's");
+        return;
+    }
     let s = Scratch::node(NODE, "status-big");
     let ras = Server::start(standin::Mode::Replies { text: standin::many(65_536), json: standin::many_json(256) });
     let state = s.0.join("state.json");
