@@ -85,7 +85,7 @@ pub(super) fn help(sub: Option<SubName>, long: bool) -> String {
         &short("Print help (-h: a line per option; --help: with variables, ranges, defaults)"),
         long,
     );
-    item(&mut out, "-V, --version", "Print version", long);
+    item(&mut out, "-V, --version", "Print the version, the commit, the rdma-core linked and whether static", long);
     let after = match sub {
         None => AFTER_HELP,
         Some(SubName::Ping) => PING_AFTER_HELP,
@@ -96,6 +96,19 @@ pub(super) fn help(sub: Option<SubName>, long: bool) -> String {
         let _ = writeln!(out, "\n{after}");
     }
     out
+}
+
+/// `--version`: one line per fact, each `name: value` after the first, for people and scripts
+/// alike. The commit and the rdma-core release come from the build (`build.rs`); "static" is
+/// whether the C library and rdma-core are linked into the binary (`+crt-static`).
+pub(super) fn version() -> String {
+    let static_ = if cfg!(target_feature = "crt-static") { "yes" } else { "no" };
+    format!(
+        "nccl-wrap {}\ncommit: {}\nrdma-core: {}\nstatic: {static_}",
+        env!("CARGO_PKG_VERSION"),
+        env!("NCCL_WRAP_COMMIT"),
+        env!("NCCL_WRAP_RDMA_CORE"),
+    )
 }
 
 /// `-q, --quiet[=BOOL]`, `    --grace <SECONDS>`.

@@ -398,7 +398,7 @@ impl Cli {
                 return fail(&cli, ErrorKind::Help(help::help(cli.sub_name(), bytes == b"--help")));
             }
             if bytes == b"-V" || bytes == b"--version" {
-                return fail(&cli, ErrorKind::Version(format!("nccl-wrap {}", env!("CARGO_PKG_VERSION"))));
+                return fail(&cli, ErrorKind::Version(help::version()));
             }
             if bytes.starts_with(b"-") && bytes.len() > 1 {
                 let text = arg.to_string_lossy();
