@@ -15,11 +15,15 @@ use std::path::PathBuf;
 
 use nw_pairtest::seal::Secret;
 
+mod complete;
 mod help;
+mod man;
 mod problem;
 mod table;
 mod validate;
 
+pub use complete::{completions, SHELLS};
+pub use man::man_page;
 use problem::shown;
 pub use problem::{interlock_asked, suggest, unknown_variables, verdict, Belongs, Fault, Origin, Problem, Verdict};
 use table::{bit, Opt, ALIASES, OPTS, RUN};
