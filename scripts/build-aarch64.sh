@@ -31,7 +31,7 @@ aarch64-linux-gnu-readelf -h "$bin" | grep -q 'Type:.*EXEC' || fail "$bin is pos
 size=$(stat -c %s "$bin")
 # The budget (docs/build.md, "Size"): a pull of the image and every pod's page cache pay for each byte.
 [ "$size" -le 3145728 ] || fail "$bin is $size bytes, over its 3 MiB budget (3,145,728 bytes)"
-version=$(qemu-aarch64-static "$bin" --version) || fail "$bin does not run under qemu-aarch64-static"
+version=$(qemu-aarch64-static "$bin" --version | paste -sd " ") || fail "$bin does not run under qemu-aarch64-static"
 # The providers linked, as the hidden verbs entry names them (its device list may fail here).
 providers=$({ qemu-aarch64-static "$bin" __verbs list 2>/dev/null || true; } |
     python3 -c 'import json,sys; print(",".join(json.load(sys.stdin)["providers"]))') ||

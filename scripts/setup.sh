@@ -6,6 +6,7 @@
 #   - podman and runc to build and run the image, busybox-static for the static-shell test image;
 #   - util-linux (unshare, setpriv, prlimit), hyperfine and GNU time for tests and benchmarks;
 #   - prometheus for promtool, which checks and unit-tests the alert rules (tests/deploy);
+#   - man-db, zsh and fish, which render the man page and parse the completion scripts (tests/completions.rs);
 #   - for the aarch64 (Grace) build, unless SKIP_AARCH64=1: rustup's aarch64-unknown-linux-gnu
 #     target, Debian's cross gcc, qemu-user-static, and the static rdma-core and libnl of the
 #     arm64 architecture (`dpkg --add-architecture arm64`).
@@ -16,7 +17,7 @@
 set -euo pipefail
 command -v cargo >/dev/null || { echo "setup: cargo not found: install Rust with rustup first" >&2; exit 1; }
 build_pkgs=(pkg-config libibverbs-dev ibverbs-providers librdmacm-dev libnl-3-dev libnl-route-3-dev libclang-dev clang)
-test_pkgs=(podman runc util-linux hyperfine time file python3 busybox-static prometheus)
+test_pkgs=(podman runc util-linux hyperfine time file python3 busybox-static prometheus man-db zsh fish)
 case ${1:-} in
   --build) pkgs=("${build_pkgs[@]}"); SKIP_AARCH64=1 ;;
   "") pkgs=("${build_pkgs[@]}" "${test_pkgs[@]}") ;;

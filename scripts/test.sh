@@ -9,6 +9,7 @@
 #   SKIP_FUZZ=1 bash scripts/test.sh      # without the fuzz targets (FUZZ_SECONDS: time per target, 8)
 #   AARCH64_QUICK=1 bash scripts/test.sh  # under qemu-user only the unit and machine-reading tests
 #   SKIP_AARCH64=1 bash scripts/test.sh   # without the aarch64 (Grace) build and its tests
+#   SKIP_RELEASE=1 bash scripts/test.sh   # without the release check (scripts/release.sh --check)
 #
 # The aarch64 steps: the cross build (scripts/build-aarch64.sh), rdma-sys's binding layouts and
 # the cargo test suite under qemu-user, the same-plan check against x86_64, the arm64 image in the
@@ -118,6 +119,16 @@ if [ -z "${SKIP_AARCH64:-}" ]; then
   bash scripts/same-plan.sh "$bin" "$a64"
   podman --storage-driver vfs manifest rm localhost/nccl-wrap:latest >/dev/null
   for t in amd64 arm64; do podman --storage-driver vfs rmi -f "localhost/nccl-wrap:$t" >/dev/null; done
+fi
+
+# Both binaries with the release's flags, the images, SBOMs and docs into a folder, then the
+# x86_64 binary built again in a fresh target dir and compared byte for byte, and the rest made
+# again and compared (docs/build.md, "Releases"). The first builds reuse target/'s build scripts.
+if [ -z "${SKIP_AARCH64:-}${SKIP_RELEASE:-}" ]; then
+  step "release: scripts/release.sh --check (the same bytes twice)"
+  release=$(mktemp -d)
+  bash scripts/release.sh --check "$release"
+  rm -rf "$release"
 fi
 
 if [ -z "${SKIP_LAB:-}" ]; then

@@ -161,11 +161,12 @@ fn start() -> u8 {
                 selftest: (!no_selftest).then_some(&selftest_opts),
                 addrs: &detect::netif::read,
             };
+            let form = if json { doctor::Form::Json } else { doctor::Form::Human { quiet: cli.opts.quiet } };
             let out = cli::configs::outputs(files);
             if out.is_empty() {
-                doctor::main(&inputs, json)
+                doctor::main(&inputs, form)
             } else {
-                doctor::main_then(&inputs, json, |report| health::write_for_doctor(&inputs, report, &out))
+                doctor::main_then(&inputs, form, |report| health::write_for_doctor(&inputs, report, &out))
             }
         }
         Some(Sub::Ping(ref p)) => {

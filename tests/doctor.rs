@@ -309,3 +309,43 @@ fn the_devices_check_says_which_source_decided() {
         assert!(c["summary"].as_str().expect("summary").contains(words), "{n}: {c}");
     }
 }
+
+/// `doctor -q`: only the checks that do not pass, failures first, then the tally. On this node
+/// the report's own order has a warning (bootstrap) before its failures (iommu), so the order
+/// is pinned; PASS lines and the GPU/NIC matrix are gone, evidence and fixes stay. A pod's
+/// `NCCL_WRAP_QUIET` (for its run's summary) does not thin a doctor run in it.
+#[test]
+fn doctor_quiet_hides_passes_and_puts_failures_first() {
+    let r = node("translated-iommu").args(["doctor"]);
+    r.code_is(1);
+    let full = r.stdout();
+    let check_lines = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| ["PASS ", "WARN ", "FAIL "].iter().any(|p| l.starts_with(p)))
+            .map(String::from)
+            .collect()
+    };
+    let all = check_lines(&full);
+    let not_passing: Vec<&String> = all.iter().filter(|l| !l.starts_with("PASS ")).collect();
+    assert!(
+        not_passing.first().is_some_and(|l| l.starts_with("WARN ")),
+        "the report's order starts with a warning:\n{full}"
+    );
+    assert!(full.contains("GPU/NIC topology"), "{full}");
+
+    for flag in ["-q", "--quiet"] {
+        let r = node("translated-iommu").args(["doctor", flag]);
+        r.code_is(1);
+        let quiet = r.stdout();
+        let mut want: Vec<&String> = not_passing.iter().filter(|l| l.starts_with("FAIL ")).copied().collect();
+        want.extend(not_passing.iter().filter(|l| l.starts_with("WARN ")));
+        assert_eq!(check_lines(&quiet).iter().collect::<Vec<_>>(), want, "{flag}:\n{quiet}");
+        assert!(quiet.contains("     fix: boot with iommu=pt"), "{quiet}");
+        assert!(!quiet.contains("GPU/NIC topology"), "{quiet}");
+        assert_eq!(quiet.lines().last(), full.lines().last(), "the tally");
+    }
+
+    let r = node("translated-iommu").env("NCCL_WRAP_QUIET", "1").args(["doctor"]);
+    r.code_is(1);
+    assert_eq!(r.stdout(), full, "NCCL_WRAP_QUIET thinned doctor");
+}

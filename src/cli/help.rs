@@ -9,9 +9,9 @@ use super::{usage, SubName};
 
 const WIDTH: usize = 100;
 
-const ABOUT: &str = "Find this pod's RDMA ports, export NCCL settings, raise memlock, run the command";
+pub(super) const ABOUT: &str = "Find this pod's RDMA ports, export NCCL settings, raise memlock, run the command";
 
-const AFTER_HELP: &str = "\
+pub(super) const AFTER_HELP: &str = "\
 Sources of devices, in order: PCIDEVICE_*_INFO / PCIDEVICE_* (SR-IOV device plugin), the
 network-status annotation file, then sysfs (devices whose net device is in this namespace).
 
@@ -33,14 +33,14 @@ as in --gate-id=--odd. The first word names a command unless it is a subcommand;
 off one (doctr) is refused as a typo: put a command of that name after --.
 Logging detail: NCCL_WRAP_LOG=debug (env_logger syntax).";
 
-const WATCH_AFTER_HELP: &str = "\
+pub(super) const WATCH_AFTER_HELP: &str = "\
 As a DaemonSet:  nccl-wrap watch \\
                    --features /etc/kubernetes/node-feature-discovery/features.d/nccl-wrap \\
                    --metrics /var/lib/node_exporter/textfile_collector/nccl-wrap.prom
 SIGTERM or SIGINT ends it after the round in progress, with both files whole; SIGHUP runs a round
 now. See docs/health.md for every label and metric, and deploy/node-health/ for the DaemonSet.";
 
-const PING_AFTER_HELP: &str = "\
+pub(super) const PING_AFTER_HELP: &str = "\
 Two pods:   nccl-wrap ping --listen 18515        (pod A)
             nccl-wrap ping train-0.train:18515   (pod B)
 A ring:     nccl-wrap ping --ring --peer-template 'train-{index}.train' --size 4
@@ -85,7 +85,7 @@ pub(super) fn help(sub: Option<SubName>, long: bool) -> String {
         &short("Print help (-h: a line per option; --help: with variables, ranges, defaults)"),
         long,
     );
-    item(&mut out, "-V, --version", "Print version", long);
+    item(&mut out, "-V, --version", "Print the version, the commit, the rdma-core linked and whether static", long);
     let after = match sub {
         None => AFTER_HELP,
         Some(SubName::Ping) => PING_AFTER_HELP,
@@ -98,8 +98,21 @@ pub(super) fn help(sub: Option<SubName>, long: bool) -> String {
     out
 }
 
+/// `--version`: one line per fact, each `name: value` after the first, for people and scripts
+/// alike. The commit and the rdma-core release come from the build (`build.rs`); "static" is
+/// whether the C library and rdma-core are linked into the binary (`+crt-static`).
+pub(super) fn version() -> String {
+    let static_ = if cfg!(target_feature = "crt-static") { "yes" } else { "no" };
+    format!(
+        "nccl-wrap {}\ncommit: {}\nrdma-core: {}\nstatic: {static_}",
+        env!("CARGO_PKG_VERSION"),
+        env!("NCCL_WRAP_COMMIT"),
+        env!("NCCL_WRAP_RDMA_CORE"),
+    )
+}
+
 /// `-q, --quiet[=BOOL]`, `    --grace <SECONDS>`.
-fn names(opt: &Opt) -> String {
+pub(super) fn names(opt: &Opt) -> String {
     let short = opt.short.map_or("    ".to_string(), |c| format!("-{c}, "));
     match opt.ty {
         Ty::Flag | Ty::Maybe | Ty::Mode => format!("{short}--{}[={}]", opt.long, opt.ty.meta()),
@@ -108,7 +121,7 @@ fn names(opt: &Opt) -> String {
 }
 
 /// Its help line; with `long`, its range, variable and default too.
-fn opt_help(opt: &Opt, long: bool) -> String {
+pub(super) fn opt_help(opt: &Opt, long: bool) -> String {
     if !long {
         return first(opt.help);
     }
@@ -144,7 +157,7 @@ fn item(out: &mut String, name: &str, text: &str, long: bool) {
 
 /// A help text in brief: its first sentence (up to `. ` or `; `), without what it says in
 /// parentheses.
-fn first(text: &str) -> String {
+pub(super) fn first(text: &str) -> String {
     let mut out = String::new();
     let mut depth = 0usize;
     for c in text.chars() {

@@ -15,12 +15,16 @@ use std::path::PathBuf;
 
 use crate::gate::seal::Secret;
 
+mod complete;
 pub mod configs;
 mod help;
+mod man;
 mod problem;
 mod table;
 mod validate;
 
+pub use complete::{completions, SHELLS};
+pub use man::man_page;
 use problem::shown;
 pub use problem::{interlock_asked, suggest, unknown_variables, verdict, Belongs, Fault, Origin, Problem, Verdict};
 use table::{bit, Opt, ALIASES, OPTS, RUN};
@@ -401,7 +405,7 @@ impl Cli {
                 return fail(&cli, ErrorKind::Help(help::help(cli.sub_name(), bytes == b"--help")));
             }
             if bytes == b"-V" || bytes == b"--version" {
-                return fail(&cli, ErrorKind::Version(format!("nccl-wrap {}", env!("CARGO_PKG_VERSION"))));
+                return fail(&cli, ErrorKind::Version(help::version()));
             }
             if bytes.starts_with(b"-") && bytes.len() > 1 {
                 let text = arg.to_string_lossy();

@@ -459,6 +459,10 @@ pub(super) const OPTS: &[Opt] = &[
     o("json", "", DOCTOR, Ty::Flag, json, "Print the checks as JSON"),
     o("json", "", STATUS, Ty::Flag, json, "Print the status as JSON (docs/schemas/status.schema.json)"),
     o("no-selftest", "", DOCTOR, Ty::Flag, no_selftest, "Do not run the loopback self-test through verbs"),
+    // A person's flag, without a variable: a pod's NCCL_WRAP_QUIET (for its run) must not thin
+    // the doctor someone runs in it with kubectl exec.
+    Opt { short: Some('q'), ..o("quiet", "", DOCTOR, Ty::Flag, opts!(quiet),
+        "Print only the checks that do not pass, failures first, and the tally") },
     o("features", "NCCL_WRAP_FEATURES", DOCTOR | WATCH, Ty::Path("FILE", None), files!(features), FEATURES),
     o("metrics", "NCCL_WRAP_METRICS", DOCTOR | WATCH, Ty::Path("FILE", None), files!(metrics), METRICS),
     o("interval", "NCCL_WRAP_WATCH_INTERVAL", WATCH, Ty::Secs(100, MS_DAY, 60_000), watch!(interval_ms),

@@ -3,10 +3,17 @@
 use super::*;
 
 /// One line per check; evidence and fix under every check that does not pass; then the
-/// GPU/NIC matrix when GPUs are visible.
-pub fn human(inp: &Inputs, report: &Report) -> String {
+/// GPU/NIC matrix when GPUs are visible. `quiet` (`doctor -q`): only the checks that do not
+/// pass, failures first, and the tally; a healthy node is one line.
+pub fn human(inp: &Inputs, report: &Report, quiet: bool) -> String {
     let mut out = String::new();
-    for c in &report.checks {
+    let mut checks: Vec<&Check> = report.checks.iter().collect();
+    if quiet {
+        checks.retain(|c| c.status != Status::Pass);
+        // Stable: within failures and within warnings, the report's own order.
+        checks.sort_by_key(|c| c.status != Status::Fail);
+    }
+    for c in checks {
         let _ = writeln!(out, "{} {:<9} {}", c.status.label(), c.id, c.summary);
         if c.status == Status::Pass {
             continue;
@@ -18,7 +25,7 @@ pub fn human(inp: &Inputs, report: &Report) -> String {
             let _ = writeln!(out, "     fix: {h}");
         }
     }
-    if let Some(t) = report.checks.iter().find(|c| c.id == "topology") {
+    if let Some(t) = report.checks.iter().find(|c| c.id == "topology").filter(|_| !quiet) {
         out += &matrix(t);
     }
     let count = |k| report.counts.get(k).copied().unwrap_or(0);

@@ -122,14 +122,21 @@ pub enum DoctorError {
     NotADirectory { path: PathBuf },
 }
 
+/// How the report is printed: as JSON, or for people (`quiet`: only what does not pass).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    Json,
+    Human { quiet: bool },
+}
+
 /// Runs doctor and prints its report; the exit status says whether anything failed.
-pub fn main(inp: &Inputs, json_out: bool) -> u8 {
-    main_then(inp, json_out, |_| Ok(()))
+pub fn main(inp: &Inputs, form: Form) -> u8 {
+    main_then(inp, form, |_| Ok(()))
 }
 
 /// [`main`], then `after` with the report (the health files): its error is printed and makes
 /// the exit status 2, as doctor could not do all it was asked.
-pub fn main_then(inp: &Inputs, json_out: bool, after: impl FnOnce(&Report) -> Result<(), String>) -> u8 {
+pub fn main_then(inp: &Inputs, form: Form, after: impl FnOnce(&Report) -> Result<(), String>) -> u8 {
     let report = match run(inp) {
         Ok(r) => r,
         Err(e) => {
@@ -137,16 +144,15 @@ pub fn main_then(inp: &Inputs, json_out: bool, after: impl FnOnce(&Report) -> Re
             return EXIT_CANNOT_RUN;
         }
     };
-    let text = if json_out {
-        match serde_json::to_string(&report) {
+    let text = match form {
+        Form::Json => match serde_json::to_string(&report) {
             Ok(t) => t + "\n",
             Err(e) => {
                 eprintln!("{PREFIX} doctor cannot serialise its report: {e}");
                 return EXIT_CANNOT_RUN;
             }
-        }
-    } else {
-        human(inp, &report)
+        },
+        Form::Human { quiet } => human(inp, &report, quiet),
     };
     let mut out = std::io::stdout().lock();
     if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
