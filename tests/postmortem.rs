@@ -187,7 +187,12 @@ fn the_schema_rejects_what_the_report_never_holds() {
 fn a_port_going_down_mid_run_is_logged_when_seen_and_named_in_the_post_mortem() {
     let s = node("pm-down");
     let json = s.0.join("report.json");
-    let r = start(&s, &["--watch-ms", "50", "--report", &json.to_string_lossy()], &waiting(&s, "exit 3"));
+    let log = s.0.join("termination-log");
+    let r = start(
+        &s,
+        &["--watch-ms", "50", "--report", &json.to_string_lossy(), "--termination-log", &log.to_string_lossy()],
+        &waiting(&s, "exit 3"),
+    );
     wait_for("the command to start", &r, || s.0.join("ready").exists());
     set(&s, "state", "1: DOWN\n");
     set(&s, "phys_state", "3: Disabled\n");
@@ -200,6 +205,11 @@ fn a_port_going_down_mid_run_is_logged_when_seen_and_named_in_the_post_mortem() 
     go(&s);
     let (code, err) = r.finish();
     assert_eq!(code, 3, "the command's status passes through\n{err}");
+    // No RAS here: the failed run's termination message is its ports' account.
+    let told = std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("termination message: {e}\n{err}"));
+    assert!(told.starts_with("nccl-wrap: the command exited with status 3; the RDMA ports it used:"), "{told}");
+    assert!(told.contains(" mlx5_6:1 port state ACTIVE/LinkUp -> DOWN/Disabled"), "{told}");
+    assert!(told.contains("mlx5_6:1 link_downed +1 since the start (read at exit)"), "{told}");
 
     let live = err.lines().find(|l| l.contains("port state")).expect("transition line");
     let live = live.strip_prefix("nccl-wrap: ").unwrap_or_else(|| panic!("not prefixed: {live}"));

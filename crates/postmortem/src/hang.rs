@@ -305,7 +305,14 @@ impl Hang {
     /// message. Nothing when RAS named nothing.
     pub fn tell(&self, report: &Report) {
         let snapshots = report.ras.as_ref().map(|s| s.snapshots.as_slice()).unwrap_or_default();
-        let Some(text) = account(snapshots, report) else { return };
+        let Some(text) = account(snapshots, report) else {
+            // RAS named nothing: a failed command whose ports moved still leaves their account as
+            // the reason it ended (the post-mortem said them on stderr already).
+            if let Some(text) = ports_account(report) {
+                self.terminate(report, &text);
+            }
+            return;
+        };
         // The headline's own `nccl-wrap:` is for the termination message, read without our prefix.
         let first = text.headline.strip_prefix("nccl-wrap: ").unwrap_or(&text.headline);
         let mut err = std::io::stderr().lock();
@@ -314,8 +321,12 @@ impl Hang {
             say_to(&mut err, &format!("{PREFIX} {l}"));
         }
         drop(err);
-        // The termination message only for a job that failed: a stall the job got over is told
-        // on stderr and in the report, not as the reason it ended.
+        self.terminate(report, &text);
+    }
+
+    /// The termination message only for a job that failed: a stall the job got over is told on
+    /// stderr and in the report, not as the reason it ended.
+    fn terminate(&self, report: &Report, text: &Account) {
         if let Some(path) = self.config.termination_log.as_ref().filter(|_| report.command.code != 0) {
             let body = nw_output::termination::fit(&text.headline, &text.lines[1..], text.lines.len() - 1);
             if let Err(e) = nw_output::termination::write(path, &body) {
@@ -357,6 +368,28 @@ fn snapshot(why: &'static str, time: &str, answer: Result<ras::Reply, impl ToStr
 pub(crate) struct Account {
     pub(crate) headline: String,
     pub(crate) lines: Vec<String>,
+}
+
+/// A failed command's account from its ports alone, where RAS named nothing: each port's moves
+/// and the error counters that moved, most telling first; `None` where nothing moved.
+pub(crate) fn ports_account(report: &Report) -> Option<Account> {
+    let mut lines: Vec<String> = report
+        .transitions
+        .iter()
+        .map(|t| format!("  {} {} port state {} -> {}", t.time, t.port, t.from, t.to))
+        .collect();
+    for p in &report.ports {
+        for m in p.counters.iter().filter(|m| m.kind == crate::meaning::Kind::Error) {
+            let change = m.delta.map_or_else(|| "reset".to_string(), |d| format!("+{d}"));
+            lines.push(format!("  {} {} {change} since the start (read at exit)", p.port, m.name));
+        }
+    }
+    if lines.is_empty() || report.command.code == 0 {
+        return None;
+    }
+    let headline = format!("nccl-wrap: the command {}; the RDMA ports it used:", report.command.describe());
+    lines.insert(0, headline.clone());
+    Some(Account { headline, lines })
 }
 
 /// The account of the snapshots and the post-mortem, `None` when RAS named nothing.
@@ -604,5 +637,28 @@ mod tests {
         let a = account(&snaps, &report(Vec::new())).expect("named");
         assert!(a.lines.last().is_some_and(|l| l.contains("look at the process")), "{:?}", a.lines);
         assert!(account(&[snap("t", "signal", &[])], &report(Vec::new())).is_none(), "a healthy answer adds nothing");
+    }
+
+    #[test]
+    fn a_failed_command_whose_link_went_down_is_told_by_its_ports_where_ras_named_nothing() {
+        let link = |s: &str| Link { state: s.into(), phys_state: "LinkUp".into() };
+        let t = Transition {
+            time: "2026-11-24T18:24:29.000Z".into(),
+            port: "mlx5_10:1".into(),
+            from: link("ACTIVE"),
+            to: link("DOWN"),
+            seen: Seen::Poll,
+        };
+        let mut r = report(vec![t]);
+        r.command = Exit { code: 1, signal: None, forwarded: None };
+        let a = ports_account(&r).expect("told");
+        assert!(a.headline.starts_with("nccl-wrap: the command "), "{}", a.headline);
+        assert!(a.headline.ends_with("; the RDMA ports it used:"), "{}", a.headline);
+        assert_eq!(a.lines[1], "  2026-11-24T18:24:29.000Z mlx5_10:1 port state ACTIVE/LinkUp -> DOWN/LinkUp");
+        // Nothing moved, or the command succeeded: nothing to tell.
+        r.transitions.clear();
+        assert!(ports_account(&r).is_none());
+        let ok = report(Vec::new());
+        assert!(ports_account(&Report { command: Exit { code: 0, signal: None, forwarded: None }, ..ok }).is_none());
     }
 }
