@@ -372,7 +372,7 @@ pub(super) const OPTS: &[Opt] = &[
         "Where the pod sees every RDMA port (hostNetwork): the rails NCCL gets, by device (mlx5_*, \
          mlx5_3:1), net device (netdev:rdma*) or PCI address (pci:1b:00.0), comma-separated, instead of \
          the rule's choice; matching none warns, or refuses under --require-rdma. See docs/rails.md"),
-    Opt { short: Some('q'), ..o("quiet", "NCCL_WRAP_QUIET", RUN, Ty::Flag, opts!(quiet),
+    Opt { short: Some('q'), ..o("quiet", "NCCL_WRAP_QUIET", RUN | ENV, Ty::Flag, opts!(quiet),
         "Print only warnings, not the summary") },
     o("selftest", "NCCL_WRAP_SELFTEST", PLAN, Ty::Flag, opts!(selftest),
         "Open each port through ibverbs and run a loopback RDMA WRITE and SEND on it before starting"),
