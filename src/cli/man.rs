@@ -85,8 +85,11 @@ pub fn man_page() -> String {
         for opt in OPTS.iter().filter(|o| o.scope & cmd != 0 && o.scope & RUN == 0) {
             item(&mut out, &names(opt), &opt_help(opt, true));
         }
-        let shared: Vec<String> =
-            OPTS.iter().filter(|o| o.scope & cmd != 0 && o.scope & RUN != 0).map(|o| format!("--{}", o.long)).collect();
+        let shared: Vec<String> = OPTS
+            .iter()
+            .filter(|o| o.scope & cmd != 0 && o.scope & RUN != 0)
+            .map(|o| o.short.map_or_else(|| format!("--{}", o.long), |c| format!("--{} (-{c})", o.long)))
+            .collect();
         if !shared.is_empty() {
             let _ = writeln!(out, ".PP\n{}", roff(&format!("Also the run's {}, as under OPTIONS.", shared.join(", "))));
         }
