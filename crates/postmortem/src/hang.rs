@@ -507,16 +507,21 @@ mod tests {
         }
     }
 
-    #[test]
-    fn ras_and_the_ports_share_one_time_line_with_first_seen_times() {
+    /// mlx5_10:1 going from ACTIVE to DOWN at 18:24:29, as the port watch records it.
+    fn mlx5_10_went_down() -> Transition {
         let link = |s: &str| Link { state: s.into(), phys_state: "LinkUp".into() };
-        let t = Transition {
+        Transition {
             time: "2026-11-24T18:24:29.000Z".into(),
             port: "mlx5_10:1".into(),
             from: link("ACTIVE"),
             to: link("DOWN"),
             seen: Seen::Poll,
-        };
+        }
+    }
+
+    #[test]
+    fn ras_and_the_ports_share_one_time_line_with_first_seen_times() {
+        let t = mlx5_10_went_down();
         let snaps = [
             snap("2026-11-24T18:24:31.000Z", "stall", &["rank 21 (pid 7 on node b, GPU 3) not answering"]),
             snap("2026-11-24T18:30:00.000Z", "signal", &["rank 21 (pid 7 on node b, GPU 3) not answering"]),
@@ -641,14 +646,7 @@ mod tests {
 
     #[test]
     fn a_failed_command_whose_link_went_down_is_told_by_its_ports_where_ras_named_nothing() {
-        let link = |s: &str| Link { state: s.into(), phys_state: "LinkUp".into() };
-        let t = Transition {
-            time: "2026-11-24T18:24:29.000Z".into(),
-            port: "mlx5_10:1".into(),
-            from: link("ACTIVE"),
-            to: link("DOWN"),
-            seen: Seen::Poll,
-        };
+        let t = mlx5_10_went_down();
         let mut r = report(vec![t]);
         r.command = Exit { code: 1, signal: None, forwarded: None };
         let a = ports_account(&r).expect("told");
