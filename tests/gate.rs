@@ -538,6 +538,29 @@ fn gate_prune_without_the_gate_refuses_naming_both() {
 }
 
 #[test]
+fn gate_prune_refuses_before_joining_where_nccl_ib_hca_is_the_users() {
+    // That pod could not drop a rail: it never joins, so the job refuses everywhere, never split.
+    let scratch = Scratch::new("prune-user");
+    let vars = [
+        ("PET_NODE_RANK", "0".to_string()),
+        ("PET_NNODES", "1".to_string()),
+        ("PET_MASTER_ADDR", "127.0.0.1".to_string()),
+        ("NCCL_WRAP_GATE_PORT", free_port().to_string()),
+        ("NCCL_WRAP_GATE", "1".to_string()),
+        ("NCCL_WRAP_GATE_PRUNE", "1".to_string()),
+        ("NCCL_IB_HCA", "=mlx5_6".to_string()),
+    ];
+    let d = gate_run("h100-roce-sriov", &scratch, &vars, &[]);
+    assert_eq!(d.code(), Some(125), "{}", d.stderr());
+    assert!(
+        d.stderr().contains("--gate-prune (NCCL_WRAP_GATE_PRUNE) is set and NCCL_IB_HCA is not nccl-wrap's to change"),
+        "{}",
+        d.stderr()
+    );
+    assert!(!d.stderr().contains("nccl-wrap: gate: rank"), "{}", d.stderr());
+}
+
+#[test]
 fn the_gate_reads_pings_knobs_from_their_variables_only_when_on() {
     let knobs = [("NCCL_WRAP_PING_ITERS", "20"), ("NCCL_WRAP_PING_TIMEOUT_MS", "20000"), ("NCCL_WRAP_PING_JSON", "1")];
     let c = parse(&["--gate", "--", "x"], &knobs).expect("parse");
