@@ -60,6 +60,12 @@ pub fn run(
             format!("--require-memlock (NCCL_WRAP_REQUIRE_MEMLOCK) is set and {}", memlock.describe()),
         );
     }
+    let mut pruned = None;
+    // A pod that could not drop a rail refuses before it joins: the job then refuses on every
+    // pod (a rank missing), never starts split.
+    if let Some(why) = config.gate.as_ref().filter(|_| cli.opts.gate_prune).and_then(|_| plan.without(&[]).err()) {
+        return refuse(config, format!("--gate-prune (NCCL_WRAP_GATE_PRUNE) is set and {why}"));
+    }
     if let Some(g) = &config.gate {
         // Before exec or the child: the gate's listener, connections and RDMA resources are all
         // closed when it returns.
@@ -67,7 +73,16 @@ pub fn run(
             pairtest::here::read(ping_inputs),
             pairtest::here::hostname(ping_inputs.proc_root, ping_inputs.vars),
         );
-        match gate::run(ping_inputs.vars, &fabric, &gate_options(&cli.opts, g, plan)).outcome {
+        let ran = gate::run(ping_inputs.vars, &fabric, &gate_options(&cli.opts, g, plan));
+        // --gate-prune: the rails dropped on every pod leave what NCCL and the port watch get.
+        let drop: Vec<(String, String)> = ran.pruned.into_iter().map(|p| (p.rail, p.line)).collect();
+        if !drop.is_empty() && ran.outcome == gate::Outcome::Start {
+            match plan.without(&drop) {
+                Ok(p) => pruned = Some(p),
+                Err(why) => return refuse(config, format!("--gate-prune (NCCL_WRAP_GATE_PRUNE) is set and {why}")),
+            }
+        }
+        match ran.outcome {
             gate::Outcome::Start => {}
             gate::Outcome::Refuse => {
                 eprintln!("{PREFIX} refusing to start {:?}: --gate (NCCL_WRAP_GATE) is set and the job's fabric check failed (see above; docs/gate.md)", cli.command[0]);
@@ -77,6 +92,7 @@ pub fn run(
             gate::Outcome::Interrupted(sig) => return u8::try_from(128 + sig).unwrap_or(EXIT_REFUSED),
         }
     }
+    let plan = pruned.as_ref().unwrap_or(plan);
     let env = nccl::env::child_env(env_list, &plan.exports());
     if supervise::wanted(cli.opts.init) {
         let mut opts = config.supervise.clone();
@@ -125,6 +141,7 @@ fn gate_options(o: &cli::Opts, g: &cli::GateConfig, plan: &plan::Plan) -> gate::
         termination_log: g.termination_log.clone(),
         secret: g.secret.clone(),
         slow: gate::verdict::SlowRule { pct: o.gate_slow_pct, refuse: o.gate_refuse_slow },
+        prune: o.gate_prune,
     }
 }
 

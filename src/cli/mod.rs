@@ -288,6 +288,8 @@ pub struct Opts {
     /// slow (0: not judged); with `gate_refuse_slow` it fails the gate.
     pub gate_slow_pct: u8,
     pub gate_refuse_slow: bool,
+    /// Rails whose pairs fail are dropped on every pod instead of refusing; needs the gate.
+    pub gate_prune: bool,
     /// Where a refusal's cause goes for Kubernetes (`None`: `/dev/termination-log` if present).
     pub termination_log: Option<PathBuf>,
     /// The gate's pair test, from ping's options' variables.

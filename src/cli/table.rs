@@ -448,6 +448,10 @@ pub(super) const OPTS: &[Opt] = &[
          command still starts unless --gate-refuse-slow. 0: bandwidth not judged"),
     o("gate-refuse-slow", "NCCL_WRAP_GATE_REFUSE_SLOW", RUN, Ty::Flag, opts!(gate_refuse_slow),
         "Gate: a slow pair (see --gate-slow) fails the gate like a broken one: no pod starts, exit 125"),
+    o("gate-prune", "NCCL_WRAP_GATE_PRUNE", RUN, Ty::Flag, opts!(gate_prune),
+        "Gate: a rail whose pair fails on any pod is dropped on every pod (by its place in the list) and \
+         the command starts on the rest, said on every pod; refused as without it when every rail or a \
+         whole pod fails. Needs --gate"),
     o("gate-wait-ms", "NCCL_WRAP_GATE_WAIT_MS", RUN, Ty::Num("MS", 1, MS_DAY, Some(super::GATE_WAIT_MS)),
         opts!(gate_wait_ms),
         "Gate: how long to wait for late pods (image pulls), in milliseconds; after it the missing ranks \

@@ -64,6 +64,12 @@ pub fn validate(mut cli: Cli, vars: &Vars) -> (Config, Verdict) {
             )
         });
     }
+    // Pruning is the gate's: asked for without it, it is named, never silently off.
+    if runs && o.gate_prune && o.gate == Gate::Off {
+        verdict.refusal.get_or_insert_with(|| {
+            "--gate-prune (NCCL_WRAP_GATE_PRUNE) is set and --gate (NCCL_WRAP_GATE) is not: pruning drops the rails the gate's pair tests fail, so it needs the gate; set --gate too, or unset --gate-prune".into()
+        });
+    }
     let supervise = supervise::Options {
         kill_group: o.kill_group,
         grace: Duration::from_secs(o.grace),

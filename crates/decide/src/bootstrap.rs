@@ -264,8 +264,8 @@ fn link_local_only(addrs: &[OwnAddr]) -> Vec<&str> {
 }
 
 /// Why a user's value of `name` is wrong here, or `None`: Gloo reads plain interface names only,
-/// and NCCL must not be let take a link-local-only interface.
-fn user_value_problem(name: &str, value: &str, addrs: &[OwnAddr]) -> Option<String> {
+/// and NCCL must not be let take a link-local-only interface. A start warns of it; doctor fails it.
+pub fn user_value_problem(name: &str, value: &str, addrs: &[OwnAddr]) -> Option<String> {
     if name == GLOO_SOCKET_IFNAME {
         if value.starts_with('^') || value.starts_with('=') {
             return Some(format!(

@@ -170,6 +170,30 @@ impl Plan {
         self.rails.as_ref().filter(|r| r.verdict == "unmatched").and_then(|r| r.why.as_deref())
     }
 
+    /// The plan without the rails `drop` (`dev:port` as in `hca`, each with why), which the gate
+    /// dropped on every pod of the job (`--gate-prune`): out of `NCCL_IB_HCA` and the ports the
+    /// supervisor watches. Refused where a rail is not one handed to NCCL, or where
+    /// `NCCL_IB_HCA` is not nccl-wrap's to change (the user's, kept; NCCL's default, left).
+    pub fn without(&self, drop: &[(String, String)]) -> Result<Plan, String> {
+        let mut p = self.clone();
+        if let Some((rail, _)) = drop.iter().find(|(r, _)| !p.hca.contains(r)) {
+            return Err(format!("{rail} is not a rail this pod hands NCCL"));
+        }
+        p.hca.retain(|h| !drop.iter().any(|(r, _)| r == h));
+        let Some(var) = p.vars.iter_mut().find(|v| v.name == IB_HCA && v.action != Action::Kept) else {
+            return Err("NCCL_IB_HCA is not nccl-wrap's to change here (the user's value is kept, or NCCL's default left): the rails cannot be dropped".into());
+        };
+        let left = p.hca.iter().filter_map(|h| h.rsplit_once(':').and_then(|(d, n)| Some((d, n.parse().ok()?))));
+        var.value = env::hca_value(left);
+        for d in &mut p.decisions {
+            if let Some((_, why)) = drop.iter().find(|(r, _)| *r == format!("{}:{}", d.device, d.port)) {
+                d.used = false;
+                d.reason = Some(why.clone());
+            }
+        }
+        Ok(p)
+    }
+
     /// The variables a run actually changes: (name, value).
     pub fn exports(&self) -> Vec<(&str, &str)> {
         self.vars.iter().filter(|v| v.action != Action::Kept).map(|v| (v.name, v.value.as_str())).collect()
@@ -676,6 +700,46 @@ mod tests {
         assert_eq!(management_function(&dev(bridge.clone())), None);
         let x16 = FunctionFacts { max_link_width: Some(16), vpd_unreadable: Some("EACCES".into()), ..bridge };
         assert_eq!(management_function(&dev(x16)), None);
+    }
+
+    #[test]
+    fn a_rail_the_gate_drops_leaves_nccl_ib_hca_and_the_watched_ports() {
+        let dev = |name: &str, n: u8| Device {
+            name: name.into(),
+            origin: "test".into(),
+            attachment: nw_observe::detect::sysfs::Attachment::Pf { pci: format!("0000:0{n}:00.0") },
+            ports: vec![port(&[(format!("10.9.{n}.52").as_str(), Pod)])],
+            problems: Vec::new(),
+            named_as: None,
+            driver: None,
+            function: None,
+        };
+        let detection = || Detection {
+            source: Source::Annotation,
+            sources: Vec::new(),
+            devices: vec![dev("mlx5_0", 1), dev("mlx5_1", 2), dev("mlx5_2", 3)],
+            not_ours: Vec::new(),
+            not_openable: Vec::new(),
+            warnings: Vec::new(),
+            addresses: Vec::new(),
+            every_visible: false,
+        };
+        let vars = Vars::new();
+        let p = plan(detection(), &vars, &GidPrefs::default(), Choices::default());
+        assert_eq!(p.hca, ["mlx5_0:1", "mlx5_1:1", "mlx5_2:1"]);
+        let why = "dropped by the gate (--gate-prune)".to_string();
+        let pruned = p.without(&[("mlx5_1:1".into(), why.clone())]).expect("pruned");
+        assert_eq!(pruned.hca, ["mlx5_0:1", "mlx5_2:1"]);
+        assert!(pruned.exports().contains(&(IB_HCA, "=mlx5_0:1,mlx5_2:1")), "{:?}", pruned.exports());
+        assert!(!pruned.is_used("mlx5_1", 1) && pruned.is_used("mlx5_2", 1));
+        let d = pruned.decisions.iter().find(|d| d.device == "mlx5_1").expect("decision");
+        assert_eq!(d.reason.as_deref(), Some(why.as_str()));
+        // A rail not handed to NCCL, or a user's NCCL_IB_HCA kept: refused.
+        assert!(p.without(&[("mlx5_9:1".into(), why.clone())]).is_err_and(|e| e.contains("mlx5_9:1 is not a rail")));
+        let mut user = Vars::new();
+        user.insert("NCCL_IB_HCA".into(), "=mlx5_0,mlx5_1,mlx5_2".into());
+        let kept = plan(detection(), &user, &GidPrefs::default(), Choices::default());
+        assert!(kept.without(&[("mlx5_1:1".into(), why)]).is_err_and(|e| e.contains("not nccl-wrap's to change")));
     }
 
     #[test]
