@@ -396,8 +396,9 @@ mod tests {
     }
 
     /// A pod's proc root holding both tables: an IPv4 default route by eth0, an IPv6 one by eth1.
-    fn proc_root(tag: &str) -> std::path::PathBuf {
-        let root = std::env::temp_dir().join(format!("nccl-wrap-routes-{tag}-{}", std::process::id()));
+    fn proc_root() -> tempfile::TempDir {
+        let t = tempfile::tempdir().expect("tempdir");
+        let root = t.path();
         std::fs::create_dir_all(root.join("net")).expect("mkdir");
         std::fs::write(
             root.join("net/route"),
@@ -410,13 +411,13 @@ eth0\t00000000\t0100800A\t0003\t0\t0\t0\t00000000\t0\t0\t0\n",
             "00000000000000000000000000000000 00 00000000000000000000000000000000 00 fe800000000000000000000000000001 00000400 00000001 00000000 00000003     eth1\n",
         )
         .expect("write");
-        root
+        t
     }
 
     #[test]
     fn an_ipv4_default_route_settles_it_without_the_ipv6_table() {
-        let root = proc_root("v4");
-        let routes = route::Table::read(&root);
+        let root = proc_root();
+        let routes = route::Table::read(root.path());
         let addrs = vec![addr("eth0", "10.128.3.4"), addr("eth1", "fd00::4")];
         let b = choose(&vars(&[]), None, &routes, &addrs, &[], None);
         assert_eq!((b.ifname.as_deref(), b.family), (Some("eth0"), Some("AF_INET")), "{b:?}");
@@ -424,17 +425,15 @@ eth0\t00000000\t0100800A\t0003\t0\t0\t0\t00000000\t0\t0\t0\n",
         // An IPv6 coordinator is looked up in the IPv6 table.
         let b = choose(&vars(&[("MASTER_ADDR", "2001:db8::9")]), None, &routes, &addrs, &[], None);
         assert_eq!((b.ifname.as_deref(), b.family), (Some("eth1"), Some("AF_INET6")), "{b:?}");
-        std::fs::remove_dir_all(&root).expect("clean");
     }
 
     #[test]
     fn the_ipv6_default_route_is_taken_when_no_ipv4_one_qualifies() {
-        let root = proc_root("v6");
-        let routes = route::Table::read(&root);
+        let root = proc_root();
+        let routes = route::Table::read(root.path());
         let addrs = vec![addr("eth0", "10.128.3.4"), addr("eth1", "fd00::4")];
         let b = choose(&vars(&[]), None, &routes, &addrs, &["eth0".into()], None);
         assert_eq!((b.ifname.as_deref(), b.family), (Some("eth1"), Some("AF_INET6")), "{b:?}");
-        std::fs::remove_dir_all(&root).expect("clean");
     }
 
     #[test]

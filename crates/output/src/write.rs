@@ -112,16 +112,15 @@ mod tests {
 
     #[test]
     fn replaces_whole_files_and_sweeps_leftovers() {
-        let d = std::env::temp_dir().join(format!("nccl-wrap-write-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&d);
-        fs::create_dir_all(&d).expect("mkdir");
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let d = tmp.path();
         let target = d.join("nccl-wrap.prom");
         fs::write(d.join(".nccl-wrap.prom.tmp.1"), b"half").expect("leftover");
         fs::write(d.join(".other.tmp.1"), b"not ours").expect("other");
         sweep(&target);
         atomic(&target, b"one\n").expect("write");
         atomic(&target, b"two\n").expect("write");
-        let mut names: Vec<String> = fs::read_dir(&d)
+        let mut names: Vec<String> = fs::read_dir(d)
             .expect("ls")
             .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
             .collect();
@@ -129,7 +128,6 @@ mod tests {
         let text = fs::read_to_string(&target).expect("read");
         let mode = fs::metadata(&target).expect("stat").permissions().mode() & 0o777;
         let missing = atomic(&d.join("no-such-dir/x.prom"), b"x");
-        let _ = fs::remove_dir_all(&d);
         assert_eq!(text, "two\n");
         assert_eq!(mode, 0o644);
         assert_eq!(names, [".other.tmp.1", "nccl-wrap.prom"]);

@@ -325,28 +325,20 @@ fn say(text: &str) {
 mod tests {
     use super::*;
 
-    struct Tree(PathBuf);
-    impl Drop for Tree {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    fn tree(tag: &str) -> Tree {
-        let root = std::env::temp_dir().join(format!("nccl-wrap-watch-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        let port = root.join("class/infiniband/rxe0/ports/1");
+    fn tree() -> tempfile::TempDir {
+        let t = tempfile::tempdir().expect("tempdir");
+        let port = t.path().join("class/infiniband/rxe0/ports/1");
         std::fs::create_dir_all(port.join("hw_counters")).expect("mkdir");
         std::fs::write(port.join("state"), "4: ACTIVE\n").expect("write");
         std::fs::write(port.join("phys_state"), "5: LinkUp\n").expect("write");
         std::fs::write(port.join("hw_counters/link_downed"), "0\n").expect("write");
         std::fs::write(port.join("hw_counters/sent_pkts"), "10\n").expect("write");
-        Tree(root)
+        t
     }
 
-    fn config(t: &Tree) -> Config {
+    fn config(t: &tempfile::TempDir) -> Config {
         Config {
-            root: t.0.clone(),
+            root: t.path().to_path_buf(),
             ports: vec![PortId { device: "rxe0".into(), port: 1 }],
             every: Duration::from_millis(10),
             report: None,
@@ -359,8 +351,8 @@ mod tests {
 
     #[test]
     fn a_change_seen_by_a_poll_and_one_seen_only_at_exit_are_both_reported() {
-        let t = tree("both");
-        let port = t.0.join("class/infiniband/rxe0/ports/1");
+        let t = tree();
+        let port = t.path().join("class/infiniband/rxe0/ports/1");
         let mut w = Watch::start(&config(&t));
         let t0 = Instant::now();
         assert!(w.timeout(t0).is_some_and(|d| d <= Duration::from_millis(10)));
@@ -390,8 +382,8 @@ mod tests {
 
     #[test]
     fn a_link_flapping_for_a_long_run_keeps_a_bounded_record_and_says_how_much_it_dropped() {
-        let t = tree("flap");
-        let port = t.0.join("class/infiniband/rxe0/ports/1");
+        let t = tree();
+        let port = t.path().join("class/infiniband/rxe0/ports/1");
         let mut w = Watch::start(&config(&t));
         let t0 = Instant::now();
         for i in 1..=500u64 {
@@ -410,9 +402,9 @@ mod tests {
 
     #[test]
     fn a_port_that_vanishes_reads_unreadable_and_is_named() {
-        let t = tree("gone");
+        let t = tree();
         let mut w = Watch::start(&config(&t));
-        std::fs::remove_dir_all(t.0.join("class/infiniband/rxe0")).expect("rm");
+        std::fs::remove_dir_all(t.path().join("class/infiniband/rxe0")).expect("rm");
         w.poll_if_due(Instant::now() + Duration::from_secs(1));
         let r = w.finish(exit(134));
         assert_eq!(r.transitions.len(), 1);
@@ -424,7 +416,7 @@ mod tests {
 
     #[test]
     fn no_polling_when_asked_for_none() {
-        let t = tree("zero");
+        let t = tree();
         let mut c = config(&t);
         c.every = Duration::ZERO;
         let w = Watch::start(&c);
@@ -440,12 +432,12 @@ mod tests {
 
     #[test]
     fn the_report_file_is_replaced_whole() {
-        let t = tree("file");
-        let path = t.0.join("report.json");
+        let t = tree();
+        let path = t.path().join("report.json");
         std::fs::write(&path, "old").expect("write");
         nw_output::write::atomic(&path, b"{\"kind\":\"postmortem\"}\n").expect("write report");
         assert_eq!(std::fs::read_to_string(&path).expect("read"), "{\"kind\":\"postmortem\"}\n");
-        assert_eq!(std::fs::read_dir(&t.0).expect("list").count(), 2, "no temporary file left beside it");
-        assert!(nw_output::write::atomic(&t.0.join("no/such/dir/r.json"), b"{}").is_err());
+        assert_eq!(std::fs::read_dir(t.path()).expect("list").count(), 2, "no temporary file left beside it");
+        assert!(nw_output::write::atomic(&t.path().join("no/such/dir/r.json"), b"{}").is_err());
     }
 }

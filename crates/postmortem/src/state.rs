@@ -116,7 +116,8 @@ mod tests {
 
     #[test]
     fn the_state_round_trips_and_hostile_files_are_named() {
-        let dir = std::env::temp_dir().join(format!("nccl-wrap-state-{}", std::process::id()));
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("state");
         let path = dir.join("state.json");
         let s = State {
             pid: 7,
@@ -146,14 +147,14 @@ mod tests {
         assert!(matches!(read(&path), Err(StateError::Invalid { .. })));
         withdraw(&path);
         assert!(matches!(read(&path), Err(StateError::Missing { .. })));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// Regression (issue 40): `status --state-file FIFO` opened the FIFO blocking and waited for a
     /// writer for ever; a character device was read up to the bound.
     #[test]
     fn regression_a_fifo_or_a_device_as_the_state_is_refused_at_once() {
-        let dir = std::env::temp_dir().join(format!("nccl-wrap-state-fifo-{}", std::process::id()));
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("fifo");
         std::fs::create_dir_all(&dir).expect("dir");
         let fifo = dir.join("state.json");
         let mode = rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR;
@@ -164,6 +165,5 @@ mod tests {
         assert!(e.to_string().contains("is a FIFO (named pipe), not a regular file"), "{e}");
         let e = read(Path::new("/dev/zero")).expect_err("a device");
         assert!(e.to_string().contains("is a character device"), "{e}");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
