@@ -1,20 +1,6 @@
-//! NCCL's bootstrap interface: which of this namespace's interfaces routes to the job's
-//! coordinator (`MASTER_ADDR`, `PET_MASTER_ADDR`, or the gate's coordinator), else carries the
-//! default route. NCCL left to itself prefers `ib*` interfaces, then any but `lo` and `docker*`:
-//! in a pod that can be a rail, a link-local-only link or a pod-identity (169.254) link, and its
-//! out-of-band socket then hangs or fails.
-//!
-//! Pure but for the routing table's lazy read (an IPv6 table is read only when no IPv4 route
-//! qualifies): the coordinator's name comes in already resolved (`nw_observe`'s second round,
-//! asked for by [`to_resolve`]). The candidate is never a rail (an interface whose RDMA port is
-//! handed to NCCL), never loopback, never an interface with only link-local addresses. Where
-//! every visible device is the pod's (hostNetwork), the rails are the ports the rails rule chose,
-//! and the interface that routes to the coordinator carries the bootstrap even when its port is
-//! one of them: on a small node the coordinator's network is the RDMA network ([`host_rails`]).
-//!
-//! A user's `NCCL_SOCKET_IFNAME` or `GLOO_SOCKET_IFNAME` is kept, but one that Gloo cannot read
-//! (NCCL's `^`/`=` syntax) or that lets NCCL take a link-local-only interface is a warning at
-//! start, and `--override` replaces it ([`user_values`]).
+//! NCCL's bootstrap interface: the one that routes to the job's coordinator, else carries the
+//! default route; never a rail, loopback or link-local only. Pure but for the routing table's
+//! lazy read; a user's `NCCL_SOCKET_IFNAME`/`GLOO_SOCKET_IFNAME` is kept and checked.
 
 use std::ffi::OsStr;
 use std::net::IpAddr;

@@ -1,10 +1,5 @@
-//! The rails rule at work in the plan: where every visible device is the pod's (hostNetwork, a
-//! privileged pod, the walk's fallback), the ports NCCL would take are classified by
-//! [`rails::classify`] from the evidence observe read (`nw_observe::detect::rails`), and only the
-//! rails go to `NCCL_IB_HCA`. Each port left out keeps its reason (rule, evidence, what to set);
-//! a disagreement exports no list (NCCL's own default) and says why.
-//!
-//! Pure: turns observed facts into the rule's inputs and its verdict into the plan's terms.
+//! The rails rule at work in the plan where every visible device is the pod's: the ports NCCL
+//! would take classified by [`rails::classify`], only the rails to `NCCL_IB_HCA`. Pure.
 
 use serde::Serialize;
 

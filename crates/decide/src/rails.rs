@@ -1,26 +1,10 @@
-//! The rails rule: on a node whose pod sees every RDMA port (hostNetwork, bare metal), which
-//! ports are the compute fabric's and go to `NCCL_IB_HCA`, and why each other one does not.
-//!
-//! NCCL alone takes every active port and pairs ports across ranks by their place in the list,
-//! so one extra port on one node (a front end that is RDMA-capable too) shifts every rail after
-//! it onto the wrong peer. Where ownership cannot be told by pod, each port is classified from
-//! evidence the caller observed: which interface carries the default route and which a route to
-//! the coordinator, link-local-only addresses, PCIe placement relative to the GPUs, link layer and
-//! rate against the other ports, bond membership (a slave takes its bond's role). The ordered
-//! rules and the cases they were built on are in docs/rails.md; [`classify`] applies them in that
-//! order. Where the evidence disagrees, or does not tell, the verdict says so and nothing is
-//! exported: NCCL's own default, with the warning. `--rails` ([`Selector`]) overrides all of it.
-//!
-//! Pure: takes values, returns a value. Never reads a file, the environment or the network, and
-//! never panics (no indexing, no unwrap; every input size is fine).
+//! The rails rule (docs/rails.md): on a node whose pod sees every RDMA port, which ports are the
+//! compute fabric's and go to `NCCL_IB_HCA`, and why each other one does not. Pure; it must never
+//! panic, and where the evidence disagrees it exports nothing and says so.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::IpAddr;
-
-// ---------------------------------------------------------------------------------------------
-// Inputs
-// ---------------------------------------------------------------------------------------------
 
 /// Where a port's PCIe function sits relative to the nearest GPU, closest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -154,10 +138,6 @@ pub struct Inputs<'a> {
     pub selector: Option<&'a Selector>,
 }
 
-// ---------------------------------------------------------------------------------------------
-// Output
-// ---------------------------------------------------------------------------------------------
-
 /// The rules of docs/rails.md, in the order they are applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Rule {
@@ -265,10 +245,6 @@ impl Decision {
             .collect()
     }
 }
-
-// ---------------------------------------------------------------------------------------------
-// The rule
-// ---------------------------------------------------------------------------------------------
 
 /// What the rule knows of a port once its bond is resolved.
 struct Facts<'a> {
@@ -703,10 +679,6 @@ impl<'a> Run<'a> {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// --rails
-// ---------------------------------------------------------------------------------------------
-
 /// The most terms one `--rails` value may hold (NCCL reads at most 32 HCAs).
 pub const MAX_TERMS: usize = 64;
 /// The longest `--rails` value read.
@@ -929,10 +901,6 @@ impl fmt::Display for Selector {
         f.write_str(&self.text)
     }
 }
-
-// ---------------------------------------------------------------------------------------------
-// Tests: the fixture nodes of fixtures/nodes.py (host-*), written out by hand
-// ---------------------------------------------------------------------------------------------
 
 #[cfg(test)]
 mod tests {

@@ -1,26 +1,7 @@
-//! "Ready" means NCCL is ready: the decisions that follow from the image's userspace and the
-//! bootstrap interface, made after the ports are planned. Pure: takes what detection found.
-//!
-//! - A missing `libibverbs.so.1` or provider is a warning naming the file and its package (NCCL
-//!   would run over sockets); under `--require-rdma` the runner refuses on it.
-//! - Under `--require-rdma`, `NCCL_NET=IB` so that NCCL itself stops at init when its IB transport
-//!   cannot start, instead of falling back to sockets. Not where the image holds a net plugin:
-//!   the plugin (aws-ofi-nccl, GKE's, others) is what carries the traffic, under a name only it
-//!   knows, and `IB` would turn it off.
-//! - The bootstrap interface as `NCCL_SOCKET_IFNAME==<if>` (exact: `eth0` alone is a prefix
-//!   that also takes `eth01`) and `GLOO_SOCKET_IFNAME=<if>` (Gloo takes plain names), each only
-//!   when the user has not set it; a user's value is kept whatever `--override` says, and
-//!   `doctor` checks it.
-//! - The address family from the pod's rails when the user set none: `NCCL_IB_ADDR_FAMILY=AF_INET6`
-//!   where they carry only IPv6; a mix no one family serves is named with the fix.
-//!
-//! - Under `--require-rdma` or the gate, where the image's NCCL is 2.30 or later (or its version is
-//!   not known: older NCCL does not read it), `NCCL_IGNORE_NET_MISMATCH=0`, so that ranks handed
-//!   different numbers of NICs fail at init instead of starting crippled or spinning
-//!   (NVIDIA/nccl#2428); both already promise to refuse a crippled job.
-//!
-//! Never sets a variable the user set, except through the shared `--override` rule for `NCCL_NET`
-//! and `NCCL_IGNORE_NET_MISMATCH`.
+//! "Ready" means NCCL is ready: what the image's userspace, the bootstrap interface and the rails'
+//! family add to the plan (`NCCL_NET`, `NCCL_SOCKET_IFNAME`, `GLOO_SOCKET_IFNAME`,
+//! `NCCL_IB_ADDR_FAMILY`, `NCCL_IGNORE_NET_MISMATCH`). Pure. Never sets a variable the user set,
+//! except through the shared `--override` rule for `NCCL_NET` and `NCCL_IGNORE_NET_MISMATCH`.
 
 use std::ffi::OsStr;
 

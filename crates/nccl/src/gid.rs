@@ -1,11 +1,6 @@
-//! GID parsing and the choice of GID index, done the way NCCL does it on its own.
-//!
-//! NCCL (`ncclIbGetGidIndex` / `ncclUpdateGidIndex` in `src/transport/net_ib.cc`, 2.21.5 and
-//! later) walks the table from index 0 and replaces its current pick by a candidate when the
-//! candidate is of the wanted address family while the pick is not, or when the candidate is a
-//! valid (configured, not link-local) GID of the wanted family and RoCE version while the pick is
-//! not. We reproduce that rule exactly, so the index we export is the one NCCL would have chosen,
-//! and we can tell when every port agrees. This module is pure: the table is read elsewhere.
+//! GID parsing and the GID index NCCL picks on its own (`ncclUpdateGidIndex`, `net_ib.cc`, 2.21.5
+//! and later), reproduced exactly so the exported index is NCCL's own. Pure: the table is read
+//! elsewhere.
 
 use std::net::{IpAddr, Ipv6Addr};
 

@@ -1,10 +1,6 @@
-//! NCCL's device-list syntax (`NCCL_IB_HCA`, `NCCL_SOCKET_IFNAME`), read the way NCCL reads it,
-//! so the plan can flag a prefix value and doctor can say which devices it actually selects.
-//!
-//! Mirrors `parseStringList` / `matchIfList` in NCCL's `src/misc/utils.cc` and their callers: a
-//! leading `^` excludes, then a leading `=` makes names exact; otherwise every entry is a prefix
-//! (`mlx5_1` also selects `mlx5_10`). `:<port>` is read with `atoi` (junk reads as 0), and no
-//! more than `MAX_ENTRIES` entries are kept. Pure: no I/O, no environment.
+//! NCCL's device-list syntax (`NCCL_IB_HCA`, `NCCL_SOCKET_IFNAME`) read as `parseStringList` /
+//! `matchIfList` read it: `^` excludes, then `=` makes names exact, else prefixes; `:<port>` by
+//! `atoi`; at most `MAX_ENTRIES` entries. Pure.
 
 /// NCCL keeps at most this many entries (MAX_IB_DEVS / MAX_IFS).
 pub const MAX_ENTRIES: usize = 32;

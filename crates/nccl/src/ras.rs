@@ -1,16 +1,6 @@
-//! NCCL's RAS replies, read: the text report (`STATUS`) and the JSON one (`SET FORMAT json`), as
-//! NCCL 2.28 really prints them (fixtures/ras/), to one [`View`]: the job processes that are dead
-//! or missing (rank, pid, node, GPU), the ranks that reported an asynchronous error, and the
-//! communicators whose collective counts disagree; and that view as lines, most important first.
-//!
-//! Pure and bounded: the reply comes in as a string the client has already capped; at most
-//! [`MAX_ITEMS`] findings and people per finding are kept, every text taken from the reply is
-//! cut to [`MAX_TEXT`] bytes of printable ASCII. Every step is linear in the reply's size (or in
-//! what is kept, for the lines): a reply of a megabyte naming 65,536 processes is read in
-//! milliseconds, and [`parse_within`] asks the caller's budget between bounded steps, so that
-//! the caller can stop it. It must never trust the reply's shape (any line may be missing or
-//! malformed: such lines are skipped, never a panic), never scan what it has read once per line
-//! read, and never do I/O.
+//! NCCL's RAS replies (text `STATUS` and JSON), as NCCL 2.28 prints them, read into one [`View`]
+//! and its lines, most important first. Pure, bounded and linear in the reply's size; it must
+//! never trust the reply's shape (a malformed line is skipped, never a panic) and never do I/O.
 
 use std::collections::{BTreeMap, BTreeSet};
 

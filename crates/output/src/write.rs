@@ -1,12 +1,6 @@
-//! The one way nccl-wrap replaces a file it produces (the health files, the post-mortem report):
-//! atomically, so a reader that looks at any moment (NFD, node_exporter, a log shipper) sees
-//! either the previous file or the new one, never part of one.
-//!
-//! The bytes go to a temporary file in the target's directory (a rename is atomic only within
-//! one file system), named `.NAME.tmp.PID`: a dot file, which nfd-worker skips, and not ending
-//! in `.prom`, which node_exporter skips. It is fsync'ed, made 0644, renamed over the target, and
-//! the directory fsync'ed so the rename survives a crash. On any failure the temporary file is
-//! removed. Temporary files of earlier runs (another PID) are removed by [`sweep`].
+//! The one atomic replacement of a file nccl-wrap produces: a temporary `.NAME.tmp.PID` beside the
+//! target (skipped by nfd-worker and node_exporter), fsync'ed, made 0644, renamed, the directory
+//! fsync'ed; removed on failure.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};

@@ -1,10 +1,5 @@
-//! Why a pair failed (or warns), named from what both ends described and the first verbs error
-//! either end hit, in doctor's form: a stable id, a summary, the evidence, the fix. Pure: the
-//! route verdict comes in as a value, so every cause is unit-tested from realistic inputs.
-//!
-//! Ids (documented in docs/ping.md, never renamed): `gid-mismatch`, `no-route`, `mtu-mismatch`
-//! (warn), `qp-transition`, `retry-exceeded`, `timeout`, `iommu`, `memlock`, `pkey-mismatch`,
-//! `peer`, `no-port`.
+//! Why a pair failed (or warns), in doctor's form (id, summary, evidence, fix), from what both ends
+//! described and the first verbs error. Pure. Ids are documented in docs/ping.md, never renamed.
 
 use serde::Serialize;
 use serde_json::{json, Map, Value};

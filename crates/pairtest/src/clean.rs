@@ -1,10 +1,6 @@
-//! Peer-supplied text made safe to print: a log line, a JSON string, the termination message.
-//! A peer's refusal, its fault's error text, a verdict's summaries and hints all come from
-//! outside; printed as they came, a line break would forge a line of ours ("verdict: GO") and
-//! an escape sequence would drive the reader's terminal.
-//!
-//! Pure. It must never pass a control character (C0, DEL, C1, the Unicode line and paragraph
-//! separators, bidirectional marks and overrides) and never return more than its bound.
+//! Peer-supplied text made safe to print (a line break would forge a line, an escape drive the
+//! terminal). Pure. It must never pass a control character (C0, DEL, C1, line and paragraph
+//! separators, bidirectional marks) nor return more than its bound.
 
 /// The most bytes of peer text one log line keeps (the wire allows 1024).
 pub(crate) const MAX_SHOWN: usize = 512;

@@ -1,19 +1,7 @@
-//! A listener at work under its [`Policy`](super::door::Policy): it accepts, reads each first
-//! message on a short-lived thread of its own, and hands the arrivals out one at a time
-//! ([`Desk`]); and the serving of hellos that ping and the agents' ring share ([`serve`]).
-//!
-//! - A connection is judged once: admitted to a first read, or closed unread (an address not
-//!   admitted, a source past its share or its rate, the reads full), without a thread.
-//! - A connection judged a stray (EOF, garbage, a refusal, a wrong first message) is closed as
-//!   soon as it is judged: nothing keeps a copy of it. The only sockets held besides the
-//!   caller's are those in their first read (at most `readers`), shut when the desk closes.
-//! - Every stray is handed out, but only the first few of a source in a log window are to be
-//!   said one by one: the rest are counted (`ledger`) and said as one line at the window's end
-//!   ([`Arrival::Counted`]), so that a flood of connections is a few lines, not one each.
-//!
-//! It must never keep a stray's socket open past its judgement, never hold more than `readers`
-//! unjudged connections (`per_source` of one source), never start a reader for a source out of
-//! its rate, and never print a peer's text (the caller gets it as a value).
+//! A listener at work under its [`Policy`](super::door::Policy) ([`Desk`]), and the serving of
+//! hellos ping and the agents' ring share ([`serve`]). It must never keep a stray's socket past its
+//! judgement, hold more than `readers` unjudged connections, start a reader for a source out of its
+//! rate, or print a peer's text.
 
 use std::collections::BTreeMap;
 use std::io;

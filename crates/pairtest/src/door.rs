@@ -1,24 +1,7 @@
-//! The one policy of every listener of the pair test (`ping --listen`, `ping --ring`, the gate's
-//! port, the node agents' ring), in one type, [`Policy`]: who may connect, how many connections
-//! are read at once (in all, and from one source), how fast one source may open them, how long
-//! each may take for its first message, how long a peer is waited for, and the most a peer's test
-//! may ask. The desk (`desk`) applies it; pure.
-//!
-//! - A connection from an address the listener does not admit is closed at once, unread.
-//! - Each admitted connection's first message is read on a short-lived thread under the hello
-//!   deadline, so a silent one holds up nothing; at most [`Policy::readers`] such reads run at
-//!   once, at most [`Policy::per_source`] of them one source's (an IPv4 address, an IPv6 /64),
-//!   and a source starts at most [`Policy::burst`] of them at once, then [`Policy::rate`] a
-//!   second (a read that comes to a valid first message gives its share back: a source's real
-//!   peers never run short; strays spend it). Past a limit, the oldest silent read of that
-//!   source (of any, for the whole) gives way after [`SILENT`], else the new connection is closed
-//!   unread, without a thread: one client's flood of connections keeps out no one else.
-//! - A hello asking for more than the listener's own test ([`Policy::answer`]) is clamped to it
-//!   (ping, the gate: both ends then run the smaller), or refused ([`Over::Refuse`], the agents'
-//!   ring); a test tagged for a job is refused where the listener serves plain tests only.
-//!
-//! It must never admit an address `allow` does not, and never let a hello decide more than the
-//! listener's own test allows.
+//! The one policy of every listener of the pair test ([`Policy`]): who may connect, how many reads
+//! at once and from one source, how fast, how long, and the most a peer's test may ask. Pure. It
+//! must never admit an address `allow` does not, nor let a hello decide more than the listener's
+//! own test allows.
 
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};

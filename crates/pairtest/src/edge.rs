@@ -1,12 +1,6 @@
-//! One edge of a test: this pod towards one peer (the initiating end), or serving the peer that
-//! tests it (the listening end), and [`PairTest`], the seam every front end drives a test
-//! through (ping, the gate and the agents' ring alike: the only way in). What comes in is what
-//! this pod brings ([`Here`], from [`here`](super::here)) and the peer; what goes out is every
-//! pair's result, unopened ports and unpaired rails included. Nothing here prints: the front ends
-//! each decide what to do with the results, so data walks one way, plan -> session -> pairs ->
-//! results.
-//!
-//! Every context, queue pair and registration an edge opens is closed before it returns.
+//! One edge of a test (this pod towards one peer, or serving it) and [`PairTest`], the one seam
+//! every front end drives a test through. Nothing here prints; every context, queue pair and
+//! registration an edge opens is closed before it returns.
 
 use std::time::{Duration, Instant};
 

@@ -1,12 +1,6 @@
-//! The out-of-band exchange over TCP (the pod network): binding (the one dual-stack bind of every
-//! listener), connecting, and reading and writing [`wire`](super::wire) frames, every one bounded
-//! by a deadline.
-//!
-//! A peer is not trusted: a read never blocks past its deadline (socket timeouts recomputed on
-//! every read, so a peer trickling bytes is stopped too), a frame longer than the limit is
-//! refused before anything is allocated for it, and every way a peer can go wrong (garbage, a
-//! huge length, silence, a disconnect half way) is a typed error naming what happened. Who a
-//! listener serves is [`door`](super::door)'s. Nothing here touches RDMA.
+//! The out-of-band exchange over TCP: the one dual-stack bind, connecting, and reading and writing
+//! [`wire`](super::wire) frames. A peer is not trusted: no read blocks past its deadline, and an
+//! oversized frame is refused before anything is allocated for it.
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd};

@@ -1,7 +1,5 @@
-//! What this pod brings to every edge of a test, read once before any: its ports as the run will
-//! use them (the plan's, with NCCL_IB_GID_INDEX as NCCL will read it), its name, its routes, and
-//! the ports its plan left out for their GID. Reads only the plan, the variables and the proc
-//! root; opens nothing.
+//! What this pod brings to every edge of a test, read once: its ports as the run uses them, its
+//! name, its routes, the ports left out for their GID. Reads only; opens nothing.
 
 use std::ffi::OsStr;
 use std::path::Path;

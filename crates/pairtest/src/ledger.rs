@@ -1,17 +1,6 @@
-//! What each source address has done at one listener, and what is said of it: its token bucket
-//! (first reads a second, past a burst), and the refusals of this log window, of which the first
-//! few are said in full and the rest counted into one line a window ("1,204 connection(s)
-//! refused from 10.0.0.9 in the last 10 s"). The desk admits by it; a front end that refuses a
-//! first message it was handed (the gate's roster, a hello the policy does not serve) counts
-//! against it too, from any thread.
-//!
-//! A source is one IPv4 address, or one IPv6 /64 (what one host is given: an attacker does not
-//! get a fresh source from each of its addresses). One client's flood of connections costs it its
-//! own tokens and its own lines, never another source's.
-//!
-//! It must never hold more than [`MAX_SOURCES`] entries, and never let more than
-//! [`FULL_PER_WINDOW`] full lines and [`SUMS_PER_WINDOW`] + 1 count lines out a window, however
-//! many connections come.
+//! Each source's token bucket at one listener, and its refusals said at a bounded rate (a source is
+//! an IPv4 address or an IPv6 /64). It must never hold more than [`MAX_SOURCES`] entries, nor let
+//! more than [`FULL_PER_WINDOW`] full and [`SUMS_PER_WINDOW`] + 1 count lines out a window.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;

@@ -1,15 +1,6 @@
-//! The RDMA side of ping: each pair's queue pair, its connection to the peer's, the latency
-//! ping-pong (SEND/RECV) and the bandwidth run (RDMA WRITE), over the owner types of
-//! `verbs::ffi`. No `unsafe` here; every wait polls the completion queue and ends at a deadline.
-//!
-//! Memory is allocated and registered as the self-test does it (`DmaBuf`, `Mr::register`), so
-//! memlock and IOMMU trouble shows the same way. Each pair's buffer is `bytes` of test data (the
-//! only region a peer may write, through the rkey it is sent) followed by small message slots;
-//! it is deregistered when the pair's resources drop at the end of the run.
-//!
-//! The hot paths poll without sleeping: writes go out in signalled batches with several batches
-//! in flight, receives are posted before the peer is told the pair is ready, and an empty poll
-//! only yields the CPU (a software device like rxe needs it to make progress).
+//! The verbs work of one pair: its queue pair, the connection to the peer's, the latency ping-pong
+//! and the bandwidth run, memory registered as the self-test does. No `unsafe` here; every wait
+//! polls the completion queue and ends at a deadline.
 
 use std::io;
 use std::time::{Duration, Instant};

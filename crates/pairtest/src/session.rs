@@ -1,10 +1,5 @@
-//! One run with one peer, from either end: hello, each pair's queue pair (setup), connecting
-//! (ready), the latency ping-pong and the bandwidth run (initiator) or the answering loop
-//! (listener), and the end (done). Both ends step through the same messages, so each learns
-//! the other's faults and the listener can print the initiator's figures.
-//!
-//! Every phase is bounded: the session's deadline covers the exchange, and each pair's waits
-//! have their own deadline under it.
+//! One run with one peer, from either end: hello, setup, ready, the latency and bandwidth runs (or
+//! the answering loop), done. Every phase is bounded by the session's deadline.
 
 use std::time::{Duration, Instant};
 

@@ -1,9 +1,6 @@
-//! The one settings type of a pair test, and every conversion of it: from a front end's options
-//! (ping's flags, the gate's `NCCL_WRAP_PING_*`, the ring's constant), to the wire (the
-//! initiator's hello), and what a listener lets a hello ask for.
-//!
-//! Pure. It must never let a peer's hello decide more than the listener's own settings allow: a
-//! listener registers at most its own message size per pair and [`MAX_REGISTERED`] in all.
+//! The one settings type of a pair test and its conversions (options, the hello, what a listener
+//! allows). Pure. It must never let a peer's hello decide more than the listener's own settings
+//! allow: at most its own size per pair and [`MAX_REGISTERED`] in all.
 
 use std::time::Duration;
 

@@ -1,11 +1,5 @@
-//! slow: a pair that works, but slowly. Each pair's bandwidth figure is judged against the median
-//! of the figures it stands among (the gate: every pair of the job; the ring: this node's rails
-//! towards its successor) and against its rated speed (the slower end's `ports/N/rate`, carried
-//! for hardware ports only: a software device reports its net device's rate, not what it moves).
-//!
-//! A NIC at half rate, a PCIe link trained down to x8 or Gen3, or one congested or mis-cabled
-//! link shows here as one pair far below the others, and the whole job would run at its pace.
-//! Pure: it judges, and never decides what a slow pair costs (the gate's options do).
+//! A pair that works, but slowly: each bandwidth figure against the median of its peers and its
+//! rated speed (hardware ports only). Pure: it judges, never decides what a slow pair costs.
 
 /// The default threshold: a pair below 70 % of the median, or of its rated speed, is slow.
 pub const DEFAULT_PCT: u8 = 70;

@@ -1,14 +1,6 @@
-//! The pair test's messages and their framing: pure encode and decode, no I/O.
-//!
-//! A frame is `NCWPING` (7 bytes), the version (1 byte), the kind (1 byte), the payload length
-//! (4 bytes, big-endian), then a JSON payload of at most [`MAX_PAYLOAD`] bytes. The pair test's
-//! own kinds are 1 to 5 ([`Message`]); a front end adds its own kinds over the same framing
-//! through [`Protocol`] (the gate's join, assign, report and verdict live with the gate), with
-//! the field checks here ([`check_port`], [`check_text`], ...) as its building blocks. Decoding
-//! checks every field's range (names, port numbers, GIDs, MTUs, QPNs, PSNs, counts) before
-//! anything else sees it, so the rest of the pair test only ever holds values a real peer could
-//! have sent. It must never panic or allocate more than the frame's declared (and bounded)
-//! length, whatever the bytes: a fuzz target calls [`decode`] (and the gate's decode).
+//! The pair test's frames (`NCWPING`, version, kind, length, JSON payload) and the framing a front
+//! end adds its own kinds to ([`Protocol`]): pure encode and decode, every field range-checked.
+//! It must never panic or allocate more than the frame's bounded length, whatever the bytes.
 
 use serde::{Deserialize, Serialize};
 

@@ -1,9 +1,5 @@
-//! Run: replace this process with the training command (execve with a PATH search), passing
-//! argv and the environment byte for byte. Exit codes follow tini and POSIX shells: 127 when
-//! the command is not found, 126 when it is found but cannot be executed.
-//!
-//! The `program`/`argv`/`envp` preparation is shared with process supervision, which execs the
-//! same way from its forked child. Nothing here ever runs a shell.
+//! Run: replace this process with the command (execve, PATH search), argv and environment byte for
+//! byte; 127 when not found, 126 when not executable, as tini. Never runs a shell.
 
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};

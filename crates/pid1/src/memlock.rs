@@ -1,9 +1,5 @@
-//! Apply: raise RLIMIT_MEMLOCK for the training command, which inherits it.
-//!
-//! RDMA memory registration pins pages and is bounded by RLIMIT_MEMLOCK unless the process has
-//! CAP_IPC_LOCK. We ask for unlimited soft and hard; without CAP_SYS_RESOURCE the hard limit
-//! cannot rise (EPERM), so we raise the soft limit to the hard one. This module never asks for a
-//! capability it does not have: it reads the effective set to explain the outcome.
+//! Apply: raise RLIMIT_MEMLOCK, which the command inherits (RDMA registration pins pages). It never
+//! asks for a capability it does not have: it reads the effective set to explain the outcome.
 
 use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
 use rustix::thread::CapabilityFlags;

@@ -1,24 +1,7 @@
-//! Process supervision: nccl-wrap as the container's init. As PID 1 (or with `--supervise`,
-//! formerly `--init`) it runs the command as a child instead of becoming it, forwards the signals
-//! it receives, reaps every zombie, and exits with the command's status, as tini does.
-//!
-//! Why at all: the kernel drops a signal sent to PID 1 from inside its namespace when PID 1 has
-//! the default disposition for it, and re-parents every orphan to PID 1; a launcher that is PID 1
-//! and neither handles TERM nor reaps leaves a pod that ignores `kill 1` and fills with zombies.
-//!
-//! It must never forward SIGCHLD (it only says that one of our children ended), the synchronous
-//! fault signals, or a SIGPIPE its own write raised (stderr's reader gone: blocked, that signal
-//! waits to be taken like any other); never lose the main child's status to the reaping loop
-//! (every reaped status is checked against the main child), and never outlive the command by
-//! more than the grace period. The raw system calls live in `sys`.
-//!
-//! While the command runs it also watches the RDMA ports the plan chose (`watch`): the wait for
-//! signals has a timeout, the poll period, so polling costs one wake-up per period and never
-//! delays a signal or the command's status (both stay pending until the next `sigtimedwait`).
-//! NCCL's RAS is asked on a thread of its own (`hang`): the first SIGTERM or SIGINT is held until
-//! its answer is in (the wait wakes every `hang::TICK` meanwhile), at most `hang::AT_SIGNAL`, and
-//! any other signal, or the command's end, sends it on at once; nothing else ever waits on RAS.
-//! When the command has ended, the post-mortem (`postmortem`) is told before the grace period.
+//! Supervision as PID 1 (or `--supervise`), as tini does: run the command as a child, forward
+//! signals, reap every zombie, watch the ports and ask RAS between signals, exit with its status.
+//! It must never forward SIGCHLD, the fault signals or its own SIGPIPE, never lose the main child's
+//! status to the reaping loop, and never outlive the command by more than the grace period.
 
 use std::ffi::{c_int, OsString};
 use std::io::IsTerminal;

@@ -1,12 +1,6 @@
-//! The one module that makes raw system calls for process supervision: fork and the forked
-//! child's steps up to execve, sigtimedwait, waitpid and kill on raw signal numbers (nix's
-//! `Signal` has no real-time signals, and its `waitpid` fails after reaping a child killed by
-//! one, which would lose that child's status), reading or resetting signal dispositions, and
-//! wiping a secret's bytes from this process's own environment block (`scrub_env`).
-//!
-//! It must never allocate, lock or print between fork and execve in the child (only
-//! async-signal-safe calls there), and never install an asynchronous signal handler: signals
-//! are blocked and taken synchronously with `sigtimedwait`.
+//! The raw system calls of supervision: fork and the child's steps to execve, sigtimedwait,
+//! waitpid and kill on raw signal numbers, signal dispositions, and `scrub_env`. It must never
+//! allocate, lock or print between fork and execve, nor install an asynchronous signal handler.
 
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::marker::PhantomData;

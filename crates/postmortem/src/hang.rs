@@ -1,22 +1,7 @@
-//! When the supervisor asks NCCL's RAS about the job, and what it says of the answers.
-//!
-//! It asks: at the first SIGTERM or SIGINT (the kubelet ending a hung job), before that signal is
-//! forwarded, waiting at most [`AT_SIGNAL`]; when the command has failed (a non-zero status or a
-//! signal), at most [`AT_EXIT`]; and with `--stall-ms`, every [`Hang::period`] while the command
-//! runs, to see the collective counts stop moving. Each answer is kept (time, why, findings);
-//! at the end they go to stderr (only when RAS named something), to the post-mortem's JSON, and
-//! with the port transitions to the termination message.
-//!
-//! Every query runs on a thread of its own (`ras::ask`), its reply read there within a CPU
-//! budget; the supervisor only starts it and takes the answer when it is in, between signals
-//! ([`Hang::holding`], [`Hang::poll_if_due`]), so that it goes on forwarding and reaping while
-//! RAS answers: a held SIGTERM goes on as soon as the answer is in, or at [`AT_SIGNAL`] whatever
-//! RAS does, and any other signal meanwhile ends the hold at once.
-//!
-//! It must never change the exit status, never ask when RAS is off (said once), never wait
-//! longer than the bounds above (a wait ends at its bound even while the query's thread still
-//! reads), and never scan the answers once per line said; an unanswered query is said once and
-//! then only counted.
+//! When the supervisor asks NCCL's RAS about the job (at the first SIGTERM or SIGINT, after a
+//! failure, every stall period), and what it says of the answers. It must never change the exit
+//! status, never ask when RAS is off, never wait past its bounds, and never scan the answers once
+//! per line said.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;

@@ -1,9 +1,5 @@
-//! A bounded record of what PID 1 sees during a run: the first and the last entries kept, the
-//! ones between counted. A link that flaps every poll for a week must not grow the supervisor's
-//! memory, yet the post-mortem still wants the first change (where the trouble began) and the
-//! last ones (the state the command died in).
-//!
-//! It must never grow past `2 * HALF` entries, and never lose the count of what it dropped.
+//! A bounded record of what PID 1 sees during a run: the first and last entries kept, those between
+//! counted. It must never grow past `2 * HALF` entries nor lose the count of what it dropped.
 
 use std::collections::VecDeque;
 

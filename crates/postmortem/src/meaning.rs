@@ -1,9 +1,5 @@
-//! What a moved port counter usually means: one line per name, for the post-mortem. Names are
-//! those of the kernel's InfiniBand port counters (`ports/N/counters`, the same for every
-//! driver), mlx5's and rxe's `hw_counters`. Pure data: no I/O.
-//!
-//! "Usually" is the word: a counter says what the hardware saw, not why. The lines name the
-//! common cause and where to look; they must never claim more than the counter shows.
+//! What a moved port counter usually means, one line per name (kernel, mlx5 and rxe counters).
+//! Pure data; a line must never claim more than the counter shows.
 
 use serde::Serialize;
 

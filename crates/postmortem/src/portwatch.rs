@@ -1,16 +1,6 @@
-//! The supervisor's watch over the RDMA ports the command uses: a reading at start (link state
-//! and every counter), the link state polled during the run (each change logged on stderr with
-//! its UTC time when it is seen), and a last reading when the command has ended, from which
-//! `postmortem` builds the report.
-//!
-//! Cost: one poll reads `state` and `phys_state` of each port (two small sysfs files, through an
-//! open directory handle), and the supervisor wakes only for it; BENCHMARKS.md has the measured
-//! CPU per hour. Counters are read twice in all (start and exit): on mlx5 each counter file is a
-//! firmware query, too costly to poll.
-//!
-//! It must never fail the command, and delays its start only by the first reading (taken just
-//! before the fork, so the command's traffic all comes after it): every read failure becomes a
-//! line in the report, and nothing here changes the exit status. The sysfs root is a parameter, so fixture trees go through the same code.
+//! The supervisor's watch over the command's RDMA ports: a reading at start, the link state polled
+//! (counters are firmware queries on mlx5, read only at start and exit), a reading at the end. It
+//! must never fail the command or change its exit status: a read failure is a line in the report.
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};

@@ -1,11 +1,5 @@
-//! The post-mortem: what changed on the job's RDMA ports between the command's start and its
-//! end, as a plain value, rendered for people (a short block on stderr) and as JSON
-//! (`--report`). Pure: the reads are `watch`'s, the meanings `meaning`'s.
-//!
-//! It compares the state at exit with the state at start, so a port that went down and came
-//! back between two polls still shows (in its `link_downed` counter), and a change the last poll
-//! missed still shows as a transition seen at exit. It must never change the exit status, and
-//! a clean exit gets at most one line from it.
+//! What changed on the job's RDMA ports between start and end, for people and as JSON. Pure. It
+//! must never change the exit status, and a clean exit gets at most one line from it.
 
 use serde::Serialize;
 

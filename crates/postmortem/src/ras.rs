@@ -1,17 +1,6 @@
-//! The RAS client: asks NCCL's RAS (every rank runs it; `localhost:28028`, or `NCCL_RAS_ADDR`
-//! from the command's environment) for its STATUS report, and reads it with `nccl::ras`.
-//!
-//! Bounded in everything: a connect deadline ([`CONNECT`]), one deadline for the whole reply
-//! (the caller's), [`MAX_REPLY`] bytes, and [`CPU_BUDGET`] of CPU time to read what came (the
-//! parse and the lines, linear in the reply's size: a megabyte takes milliseconds). Every rank
-//! of a node listens on the same port (SO_REUSEPORT) and the kernel hands each connection to
-//! one of them; a stopped rank's socket accepts and never answers (measured with NCCL 2.28.9:
-//! fixtures/ras/README.md). So a query opens [`ATTEMPTS`] connections at once and takes the
-//! first reply; each attempt runs in its own thread and ends by the deadline. [`ask`] runs the
-//! whole query, reading included, on a thread of its own, so that the supervisor goes on
-//! forwarding signals meanwhile and takes the answer when it is in ([`Asked`]). It must never
-//! block past the deadline, never send anything but the protocol's commands, and never print:
-//! the caller says what an error means, once.
+//! The RAS client: asks NCCL's RAS for its STATUS report on several connections at once (a
+//! stopped rank's socket accepts and never answers) and reads the first reply with `nccl::ras`.
+//! It must never block past the deadline, send anything but the protocol's commands, or print.
 
 use std::ffi::OsString;
 use std::io::{Read, Write};

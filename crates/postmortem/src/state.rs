@@ -1,16 +1,6 @@
-//! The supervisor's state for `nccl-wrap status`: a small JSON file written once the command has
-//! started (its pid, when, where NCCL's RAS was asked, each watched port's first reading) and
-//! removed when the supervisor ends, so that `kubectl exec POD -- nccl-wrap status` can say what
-//! moved since the start.
-//!
-//! The file lives in the container's own `/run/nccl-wrap/state.json` (`--state-file`), written
-//! atomically (`write`), mode 0644: anyone in the container may read it; it holds port names and
-//! counter values, nothing secret, and nothing outside the container sees it. It must never fail
-//! the supervisor (an unwritable path is a debug line) and, read back, is untrusted: opened as
-//! every outside file is (`detect::file`: non-blocking, a regular file only, so a FIFO or a
-//! device given as `--state-file` is refused at once), at most [`MAX_STATE`] bytes, and port
-//! names that are not `dev:port` with a plain device name are dropped (status rebuilds each
-//! port's directory under the sysfs root from the name).
+//! The supervisor's state for `nccl-wrap status` (pid, start, RAS address, each port's first
+//! reading), written atomically and removed at the end. It must never fail the supervisor, and read
+//! back it is untrusted: bounded, a regular file only, and port names checked before use.
 
 use std::path::{Path, PathBuf};
 

@@ -1,13 +1,6 @@
-//! `nccl-wrap status`, for `kubectl exec POD -- nccl-wrap status`: on one screen, the ports the
-//! supervisor handed to NCCL as they are now, the counters that moved since the command started
-//! (against the supervisor's first reading, `state`), and NCCL's RAS view of the job; `--json`
-//! for the same as one JSON object (docs/schemas/status.schema.json).
-//!
-//! Reads only: the state file (bounded, non-blocking, a regular file only, untrusted), the ports'
-//! sysfs files under the sysfs root, one RAS query (2 s at most, and 0.25 s to read the reply,
-//! its CPU budget included). It must never signal or touch the job, nor wait on any input
-//! past its bound. Exit status: 0 read, 1
-//! RAS or a port names a problem, 2 no supervisor state.
+//! `nccl-wrap status`: the supervised ports now, the counters that moved since the start, and NCCL's
+//! RAS view, for people or as JSON. Reads only, each read bounded; it must never signal or touch
+//! the job. Exit status: 0 read, 1 RAS or a port names a problem, 2 no supervisor state.
 
 use std::net::SocketAddr;
 use std::path::Path;
