@@ -904,6 +904,7 @@ impl fmt::Display for Selector {
 
 #[cfg(test)]
 mod tests {
+    // The fixture nodes of fixtures/nodes.py (host-*), written out by hand.
     use super::*;
 
     fn addr(s: &str) -> Addr {
