@@ -50,22 +50,10 @@ impl Who {
 
     /// [`Who::name`] with `rank` for the rank (one filled in from another finding).
     fn name_as(&self, rank: Option<u32>) -> String {
-        use std::fmt::Write as _;
-        let mut inner = String::new();
-        if let Some(p) = self.pid {
-            let _ = write!(inner, "pid {p}");
-        }
-        if let Some(n) = &self.node {
-            if !inner.is_empty() {
-                inner.push(' ');
-            }
-            let _ = write!(inner, "on node {n}");
-        }
+        let pid_node = [self.pid.map(|p| format!("pid {p}")), self.node.as_ref().map(|n| format!("on node {n}"))];
+        let mut inner = pid_node.into_iter().flatten().collect::<Vec<_>>().join(" ");
         if let Some(g) = self.gpu {
-            if !inner.is_empty() {
-                inner.push_str(", ");
-            }
-            let _ = write!(inner, "GPU {g}");
+            inner = if inner.is_empty() { format!("GPU {g}") } else { format!("{inner}, GPU {g}") };
         }
         match (rank, inner.is_empty()) {
             (Some(r), false) => format!("rank {r} ({inner})"),
@@ -154,9 +142,8 @@ pub fn parse(reply: &str) -> Result<View, ParseError> {
     parse_within(reply, &mut || false)
 }
 
-/// [`parse`], asking `spent` every [`STEP`] lines and each communicator whether the budget is
-/// used up; `true` ends the parse with [`ParseError::Budget`]. The caller decides what is
-/// counted (the CPU time of its thread, for the RAS client).
+/// [`parse`], asking `spent` every [`STEP`] lines and each communicator whether the caller's
+/// budget is used up; `true` ends it with [`ParseError::Budget`].
 pub fn parse_within(reply: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError> {
     let mut protocol = None;
     let mut errors = Vec::new();
@@ -218,9 +205,8 @@ fn push<T>(list: &mut Vec<T>, item: T, left_out: &mut usize) {
     }
 }
 
-/// The text report: the `Errors` and `Warnings` sections' blocks, each a header line (`DEAD`,
-/// `INCOMPLETE`, `#0-0 (95613aa3907df2fe) INCOMPLETE,ERROR`) and indented lines under it. One
-/// pass over the lines, each looked at with the next one only (a section's underline).
+/// The text report: the `Errors` and `Warnings` sections' blocks, each a header line and indented
+/// lines under it. One pass, each line looked at with the next one only (an underline).
 fn text(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError> {
     let mut view = empty(Format::Text);
     view.nccl_version = body
@@ -271,8 +257,7 @@ fn text(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError>
 }
 
 /// `DEAD` -> ([Dead], None); `#0-0 (95613aa3907df2fe) INCOMPLETE,ERROR` -> ([Missing,
-/// AsyncError], Some(hash)). Each kind once, in the order named: a header naming a kind a
-/// hundred thousand times is five kinds, not a list every line under it is checked against.
+/// AsyncError], Some(hash)). Each kind once, however often the header names it.
 fn header(line: &str) -> (Vec<Kind>, Option<String>) {
     let t = line.trim();
     let (comm, kinds) = if t.starts_with('#') {
@@ -361,10 +346,8 @@ fn who(line: &str) -> Who {
     w
 }
 
-/// NCCL 2.28.9 omits the comma after `"nvml_dev": N` in `missing_ranks` entries: a line that
-/// ends a value followed by a line that starts a key gets the comma it lacks. Valid JSON never
-/// has such a pair, so this changes nothing else. One pass: the last line that held something
-/// waits for the next one that does (blank lines between them are passed over once).
+/// NCCL 2.28.9 omits the comma after `"nvml_dev": N` in `missing_ranks` entries: a line that ends
+/// a value followed by one that starts a key (never so in valid JSON) gets it. One pass.
 pub fn repair_json(body: &str) -> String {
     repair_within(body, &mut || false).unwrap_or_default()
 }
@@ -496,10 +479,8 @@ fn json(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError>
 }
 
 impl View {
-    /// The findings as lines for people, most important first: each process once, with its
-    /// rank when a communicator's entry names it (RAS lists a dead process by pid and the
-    /// communicator's missing rank separately). Linear in the people kept: who has a rank, and
-    /// who was said, are looked up, not searched.
+    /// The findings as lines for people, most important first: each process once, with its rank
+    /// where any entry names it. Linear in the people kept (looked up, not searched).
     pub fn lines(&self) -> Vec<String> {
         let mut findings: Vec<&Finding> = self.findings.iter().collect();
         findings.sort_by_key(|f| f.kind);
@@ -532,14 +513,10 @@ impl View {
                             "not answering: RAS has no data from it (stopped, hung, or just died)"
                         };
                         out.push(format!("{} {state}", named.name_as(rank)));
-                        match (named.process(), rank) {
-                            (Some(p), _) => {
-                                said_processes.insert(p);
-                            }
-                            (None, Some(r)) => {
-                                said_ranks.insert(r);
-                            }
-                            (None, None) => {}
+                        if let Some(p) = named.process() {
+                            said_processes.insert(p);
+                        } else if let Some(r) = rank {
+                            said_ranks.insert(r);
                         }
                     }
                 }
