@@ -196,9 +196,8 @@ fn gid_mismatch(f: &PairFacts) -> Option<Cause> {
     }
 }
 
-/// A completion error on this end whose queue pair sends from a GID that is not this pod's (a
-/// neighbour's or the host's entry on a shared device), or from an entry that changed after the
-/// plan read it (the address removed or renumbered): named as that, not as firmware.
+/// A completion error sent from a GID that is not this pod's, or changed since the plan read it:
+/// named as that, not as firmware.
 fn source_gid(side: Side, fault: &Fault, f: &PairFacts) -> Option<Cause> {
     let plan = f.plan_gid?;
     // This end's completion error, or either end's RTR (the peer resolves this end's GID there).

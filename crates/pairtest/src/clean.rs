@@ -11,9 +11,8 @@ fn shown(c: char) -> bool {
         || matches!(c, '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'))
 }
 
-/// `text` with every control character (line breaks and tabs included) written as `\u{..}`,
-/// at most `max` bytes (at least 3): when cut, it ends with an ellipsis that says so. Cleaning
-/// clean text gives it back unchanged.
+/// `text` with every control character written as `\u{..}`, at most `max` bytes (at least 3),
+/// an ellipsis where cut. Clean text comes back unchanged.
 pub fn bounded(text: &str, max: usize) -> String {
     let max = max.max(3);
     let mut out = String::new();

@@ -21,11 +21,9 @@ use super::wire::{Hello, Message, Protocol};
 pub enum Arrival<P = Message> {
     /// Its first message, valid; the connection is the caller's now.
     First(Session, P),
-    /// A stray, already closed: what happened (peer text in it is printable: the wire cleans
-    /// it), and whether to say it (`false`: it is counted into its source's line instead).
+    /// A stray, already closed: what happened, and whether to say it (else counted).
     Stray { error: ExchangeError, said: bool },
-    /// The strays of a log window not said one by one, as one line to say
-    /// ([`ExchangeError::Counted`]); they were handed out already.
+    /// The strays of a log window not said one by one, as one line ([`ExchangeError::Counted`]).
     Counted(ExchangeError),
 }
 
@@ -77,8 +75,7 @@ impl<'l, P: Protocol + Send + 'static> Desk<'l, P> {
         Desk::with_ledger(l, policy, ledger)
     }
 
-    /// A desk whose sources are counted in `ledger`, which the front end shares (the gate's
-    /// roster counts its refusals there too).
+    /// A desk whose sources are counted in `ledger`, shared with the front end.
     pub fn with_ledger(l: &'l TcpListener, policy: Policy, ledger: Ledger) -> Desk<'l, P> {
         let (tx, rx) = mpsc::channel();
         Desk { l, policy, ledger, tx, rx, reading: Arc::default(), next_id: 0, pending: Vec::new() }
@@ -89,8 +86,7 @@ impl<'l, P: Protocol + Send + 'static> Desk<'l, P> {
         &self.ledger
     }
 
-    /// Counts a first message the front end refuses (a hello it does not serve) against its
-    /// source; whether it is to be said in full (`false`: counted into the window's line).
+    /// Counts a first message the front end refuses against its source; whether to say it.
     pub fn refused(&self, peer: IpAddr, why: &str) -> bool {
         self.ledger.refused(peer, why)
     }
@@ -115,8 +111,7 @@ impl<'l, P: Protocol + Send + 'static> Desk<'l, P> {
         self.read(stream, addr);
     }
 
-    /// Reads the next message of `s` as a first message, under the same policy: a front end that
-    /// answered a first message and waits for the next (the gate's challenge, then the join).
+    /// Reads the next message of `s` as a first message, under the same policy (the gate's join).
     pub fn again(&mut self, s: Session) {
         match s.addrs() {
             Some((peer, _)) => self.read(s.into_stream(), peer),
@@ -143,8 +138,7 @@ impl<'l, P: Protocol + Send + 'static> Desk<'l, P> {
         true
     }
 
-    /// One connection's first message read on a thread of its own, under the hello deadline,
-    /// if its source's share, its source's rate and the whole allow it.
+    /// One connection's first message read on a thread of its own, if the policy allows it.
     fn read(&mut self, stream: TcpStream, addr: SocketAddr) {
         let source = Source::of(addr.ip());
         let mine = self.reading.lock().map_or(0, |r| r.values().filter(|x| x.source == source).count());
@@ -244,9 +238,7 @@ impl<'l, P: Protocol + Send + 'static> Desk<'l, P> {
             if stop.load(Ordering::SeqCst) || until.is_some_and(|u| Instant::now() >= u) {
                 return None;
             }
-            // Nothing in flight, nothing counted to say and no end to wait for: sleep in the
-            // kernel until a peer comes (the node agent's listener lives as long as the agent:
-            // no polling for its life).
+            // Nothing in flight or to say, no end to wait for: sleep in the kernel until a peer.
             let idle = until.is_none() && self.reading() == 0 && !self.ledger.pending();
             if idle {
                 // A first read that ended between the look at the channel above and the count
@@ -266,8 +258,7 @@ impl<'l, P: Protocol + Send + 'static> Desk<'l, P> {
             }
             match self.l.accept() {
                 Ok((s, a)) => self.admit(s, a),
-                // Until a peer comes: short while first reads are under way (their results come
-                // over the channel), longer when idle (`stop` and `until` are checked between).
+                // Short while first reads are under way, longer when idle.
                 Err(e) if would_block(&e) => {
                     let nap = if self.reading() > 0 { Duration::from_millis(2) } else { Duration::from_millis(25) };
                     let nap = until.map_or(nap, |u| nap.min(u.saturating_duration_since(Instant::now())));
@@ -300,13 +291,9 @@ fn end(desk: &mut Desk<'_, Message>, on_error: &mut dyn FnMut(&ExchangeError)) {
     desk.counted(true).iter().for_each(on_error);
 }
 
-/// Accepts peers under `policy` and hands each valid hello to `on_peer`, one at a time on this
-/// thread. A connection that never sends a valid hello (a probe, a scanner, garbage, silence, an
-/// address not admitted) is a stray: reported to `on_error` (the first few of a source in a log
-/// window one by one, the rest as one count line), closed as soon as it is judged, and the wait
-/// goes on until it ends; so is a hello the policy refuses (told why). A peer that fails after
-/// its hello is reported too; without `keep` it ends the serving, with `keep` the next peer is
-/// served. Returns how many peers `on_peer` completed.
+/// Accepts peers under `policy` and hands each valid hello to `on_peer`, one at a time. Strays
+/// and refused hellos go to `on_error` (bounded per source and window) and the wait goes on; a
+/// peer failing after its hello ends the serving unless `keep`. Returns the peers completed.
 pub fn serve(
     l: &TcpListener,
     policy: &Policy,

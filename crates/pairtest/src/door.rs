@@ -14,11 +14,9 @@ use super::wire::Hello;
 /// First messages read at once by default: scanners opening hundreds of connections get the
 /// rest closed unread.
 pub(crate) const READERS: usize = 32;
-/// First messages of one source read at once by default: half, so that one client holding its
-/// share leaves the other half to everyone else.
+/// First messages of one source read at once by default: half, the rest left to everyone else.
 pub(crate) const PER_SOURCE: usize = READERS / 2;
-/// First reads one source may start at once by default, and a second past them: far above what
-/// one pod opens (a knock and a join, a pair test), far below a flood.
+/// First reads one source may start at once by default, and a second past them.
 pub(crate) const BURST: u32 = 64;
 pub(crate) const RATE: u32 = 32;
 /// How long a connection in its first read must have been silent before a newer one may close it.
@@ -173,8 +171,7 @@ pub struct Policy {
     pub keep: bool,
     /// Stop after this many connections (tests; `None` in the binary).
     pub max_peers: Option<usize>,
-    /// The most a peer's test may ask: the listener's own test (message size per pair, round
-    /// trips, bandwidth run; its phase deadline is the listener's).
+    /// The most a peer's test may ask: the listener's own test.
     pub answer: Settings,
     /// A hello asking for more than `answer`.
     pub over: Over,
@@ -183,8 +180,7 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// Anyone admitted by `allow`, each first message within `hello`, one peer served within
-    /// `answer` (clamped to it), waited for for ever: the rest is set field by field.
+    /// Anyone `allow` admits, first messages within `hello`, peers within `answer`, no end.
     pub fn new(allow: Allow, hello: Duration, answer: Settings) -> Policy {
         Policy {
             allow,

@@ -72,10 +72,8 @@ pub trait PairTest: Send + Sync {
     fn ports(&self) -> Result<Vec<PortInfo>, Cause>;
     /// Tests the peer at `target`: every pair's result, or why the test could not run.
     fn initiate(&self, target: &str, settings: &Settings, wait_until: Instant) -> Result<Vec<PairResult>, Cause>;
-    /// Answers a peer whose hello arrived (on the serving thread), within this listener's own
-    /// `settings`. What of the hello they clamp is told to `clamped` (the peer, what was cut)
-    /// before the run, so that a peer that asks for more and then vanishes half way is named for
-    /// what it asked all the same.
+    /// Answers a peer whose hello arrived, within this listener's `settings`; what they clamp is
+    /// told to `clamped` before the run.
     fn answer(
         &self,
         s: Session,
@@ -88,9 +86,7 @@ pub trait PairTest: Send + Sync {
 /// Where a listener says what of a peer's hello its own settings cut: (the peer, what was cut).
 pub type Clamped<'a> = &'a dyn Fn(&str, &[String]);
 
-/// Tests `target` from this pod: opens the ports, connects (retrying until `wait_until`), runs
-/// the session and returns every pair's result. Err: the peer never came or misbehaved, or no
-/// port opened.
+/// Tests `target` from this pod; Err: the peer never came or misbehaved, or no port opened.
 pub(crate) fn initiate(
     here: &Here,
     target: &str,
@@ -110,11 +106,9 @@ pub(crate) fn initiate(
 /// How long a client waits before it connects again to a listener that closed it unread.
 pub(crate) const AGAIN: Duration = Duration::from_millis(50);
 
-/// Connects to `target` and exchanges the first messages (`first`), connecting again while a
-/// listener closes the connection without a word (its reads were full, or this source's share
-/// of them: a flood of someone else's) and `wait_until` has not passed; the session's deadline is
-/// then `limits.timeout` from each connection. A client that connects once would be kept out by
-/// a listener busy for a moment; a refusal, garbage or silence is the peer's answer, not retried.
+/// Connects to `target` and exchanges the first messages (`first`), connecting again until
+/// `wait_until` while a busy listener closes without a word; a refusal, garbage or silence is the
+/// peer's answer, not retried.
 pub fn greet<T>(
     target: &str,
     wait_until: Instant,
@@ -133,17 +127,13 @@ pub fn greet<T>(
     }
 }
 
-/// What of `hello` this listener's `settings` clamp (its message size, round trips, timed run,
-/// and the total it registers): for the caller to say before it answers, so that a peer that
-/// asks for more and then vanishes half way is named for what it asked all the same.
+/// What of `hello` this listener's `settings` clamp, for the caller to say before it answers.
 pub(crate) fn clamped(opened: &Opened, hello: &Hello, settings: &Settings) -> Vec<String> {
     let pairs = session::pairing(hello.ports.len(), opened.infos.len(), hello.all_pairs);
     settings.answer(hello, pairs.len()).1
 }
 
-/// Answers one peer whose hello arrived, with ports opened by this thread, within this
-/// listener's `settings` (what they clamp: [`clamped`]); returns the pairs as this end saw them
-/// (the initiator's figures included).
+/// Answers one peer, with ports opened by this thread, within `settings` ([`clamped`]).
 pub(crate) fn answer(
     here: &Here,
     opened: &Opened,

@@ -77,8 +77,7 @@ pub struct Session {
     pub(crate) deadline: Instant,
 }
 
-/// Waits until `fd` is readable (data, the end, or an error) or `timeout` passes: one poll(2),
-/// where a loop of sleeps and peeks would wake a thousand idle pods' threads for nothing.
+/// Waits until `fd` is readable (data, the end, or an error) or `timeout` passes: one poll(2).
 pub(crate) fn wait_readable(fd: BorrowedFd<'_>, timeout: Duration) -> bool {
     let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
     let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
@@ -96,8 +95,7 @@ impl Session {
         Session { stream, peer, deadline }
     }
 
-    /// The peer's address and ours on this connection (the gate learns pod addresses so); an
-    /// IPv4 peer of a dual-stack listener as IPv4, not IPv4-mapped IPv6.
+    /// The peer's address and ours (an IPv4 peer of a dual-stack listener as IPv4, not mapped).
     pub fn addrs(&self) -> Option<(SocketAddr, SocketAddr)> {
         let canonical = |a: SocketAddr| SocketAddr::new(a.ip().to_canonical(), a.port());
         Some((canonical(self.stream.peer_addr().ok()?), canonical(self.stream.local_addr().ok()?)))
@@ -136,8 +134,7 @@ impl Session {
         ExchangeError::Io { peer: self.peer.clone(), source }
     }
 
-    /// Reads one message before the deadline. A header declaring more than the limit is
-    /// refused before the payload is read or allocated.
+    /// Reads one message before the deadline (an oversized header refused before any read).
     pub fn recv(&mut self) -> Result<Message, ExchangeError> {
         self.recv_as()
     }
@@ -287,8 +284,7 @@ pub fn split_target(spec: &str) -> Result<(String, u16), ExchangeError> {
     Ok((host.to_owned(), port))
 }
 
-/// Connects to `HOST:PORT`, retrying (the peer may not be up yet, its name not yet in DNS)
-/// until `wait_until`; the session's deadline is then `run` from the connection.
+/// Connects to `HOST:PORT`, retrying until `wait_until`; the session's deadline is then `run`.
 pub fn connect(target: &str, wait_until: Instant, run: Duration) -> Result<Session, ExchangeError> {
     let (host, port) = split_target(target)?;
     let start = Instant::now();
@@ -325,10 +321,8 @@ pub fn bind(addr: SocketAddr) -> Result<TcpListener, ExchangeError> {
     ready(l, addr)
 }
 
-/// The one listener on every address (ping's `--listen PORT` and ring, the gate's port, the node
-/// agents' ring): `[::]` with IPV6_V6ONLY off, so that it takes IPv4 too whatever the kernel's
-/// `net.ipv6.bindv6only` says (a pod network may give pods IPv6 addresses, or both); `0.0.0.0`
-/// where that cannot be had (IPv6 off in the kernel), named in the error if that fails too.
+/// The one listener on every address: `[::]` with IPV6_V6ONLY off, whatever
+/// `net.ipv6.bindv6only` says; `0.0.0.0` where IPv6 is off, named in the error if that fails too.
 pub fn bind_any(port: u16) -> Result<TcpListener, ExchangeError> {
     let any6 = SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, port, 0, 0);
     let dual = || -> io::Result<TcpListener> {
@@ -352,9 +346,8 @@ pub fn bind_any(port: u16) -> Result<TcpListener, ExchangeError> {
 
 /// A bound listener made ready to serve: the kernel's longest accept queue, non-blocking.
 fn ready(l: TcpListener, addr: SocketAddr) -> Result<TcpListener, ExchangeError> {
-    // A job's pods join in one burst: std listens with a backlog of 128, which a few hundred pods
-    // overflow, and the kernel then drops their SYNs, retried only after a second. The kernel's
-    // own bound (net.core.somaxconn) still applies; calling listen again only changes the queue.
+    // A job's pods join in one burst, which std's backlog of 128 overflows (dropped SYNs wait a
+    // second); net.core.somaxconn still bounds it.
     if let Err(e) = nix::sys::socket::listen(&l, nix::sys::socket::Backlog::MAXCONN) {
         log::debug!("{addr}: listen backlog stays at 128: {e}");
     }

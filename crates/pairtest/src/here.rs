@@ -24,8 +24,7 @@ pub struct Inputs<'a> {
     pub verbs: &'a dyn Verbs,
 }
 
-/// What this pod brings to every edge: its ports as the run will use them, its name, its routes
-/// and the ports its plan left out for their GID.
+/// What this pod brings to every edge.
 #[derive(Debug, Clone)]
 pub struct Here {
     pub planned: Vec<Planned>,
@@ -99,8 +98,7 @@ fn plan_gids(plan: &Plan, planned: &[Planned]) -> Vec<PlanGid> {
     out
 }
 
-/// The plan's ports as the run will use them: NCCL_IB_GID_INDEX as NCCL will read it (the
-/// user's value when kept), otherwise each port's own pick.
+/// The plan's ports with NCCL_IB_GID_INDEX as NCCL will read it, else each port's own pick.
 pub(crate) fn planned(plan: &Plan) -> Vec<Planned> {
     let forced: Option<u32> = plan.vars.iter().find(|v| v.name == IB_GID_INDEX).and_then(|v| {
         let value = if v.action == Action::Kept { v.previous.as_deref()? } else { v.value.as_str() };
@@ -119,8 +117,7 @@ pub(crate) fn planned(plan: &Plan) -> Vec<Planned> {
             .filter(|_| !software);
         let pick = facts.and_then(|p| p.gid.as_ref());
         let gid_index = forced.filter(|_| pick.is_some()).or(pick.map(|g| g.index));
-        // The entry at that index as the plan read it: its own pick, NCCL's, or a row of a
-        // table read whole (a forced index elsewhere is read from the port when it opens).
+        // The entry at that index as the plan read it (else read from the port when it opens).
         let entry = facts.and_then(|f| entry_at(f, gid_index?));
         let gid_type = entry.and_then(|g| g.roce).map(|r| match r {
             RoceType::V1 => "IB/RoCE v1".to_owned(),
@@ -143,9 +140,8 @@ fn entry_at(f: &PortFacts, index: u32) -> Option<&GidPick> {
     f.gid.iter().chain(f.nccl_pick.iter()).chain(f.table.iter()).find(|g| g.index == index)
 }
 
-/// The RoCE ports the plan leaves out only for their GID (up and ACTIVE, but no GID of NCCL's
-/// family and RoCE version: a rail without its IPv4 address), with the plan's reason. A port
-/// left out for anything else (down, not this pod's) is not a rail of this pod.
+/// The RoCE ports the plan leaves out only for their GID (ACTIVE, no GID of NCCL's family and
+/// version), with the plan's reason.
 pub(crate) fn dropped_for_gid(plan: &Plan) -> Vec<output::Dropped> {
     let mut out = Vec::new();
     for d in plan.decisions.iter().filter(|d| !d.used) {

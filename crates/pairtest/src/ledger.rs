@@ -115,8 +115,7 @@ impl Ledger {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Takes one of `src`'s tokens for a first read: false when it has none left (the
-    /// connection is then closed unread, no thread started for it).
+    /// Takes one of `src`'s tokens for a first read; false when it has none left.
     pub(crate) fn take(&self, src: Source) -> bool {
         let mut book = self.book();
         let Some(e) = book.entry(src) else { return true };
@@ -128,8 +127,7 @@ impl Ledger {
         }
     }
 
-    /// Gives back the token of a first read that came to a valid first message: a source's real
-    /// peers never run out, whatever their number; strays spend theirs.
+    /// Gives back the token of a valid first message: real peers never run out, strays do.
     pub(crate) fn give_back(&self, src: Source) {
         let mut book = self.book();
         let burst = book.burst;
@@ -138,9 +136,8 @@ impl Ledger {
         }
     }
 
-    /// Counts one refusal of a connection from `ip` that the front end was handed as valid (a
-    /// hello it does not serve, a join it does not take), charging its source the token it was
-    /// given back; whether it is to be said in full (false: it is counted into the window's line).
+    /// Counts a front end's refusal of a valid first message from `ip`, taking back its token;
+    /// whether to say it in full.
     pub fn refused(&self, ip: IpAddr, why: &str) -> bool {
         self.count(Source::of(ip), why, true)
     }
@@ -172,9 +169,8 @@ impl Ledger {
         book.others > 0 || book.per.values().any(|e| e.counted > 0)
     }
 
-    /// When the window ends, its count lines (`now`: end it now, the listener closes): one per
-    /// source with refusals past its full ones, the busiest first, at most [`SUMS_PER_WINDOW`],
-    /// and one for the rest. A new window starts, its budgets whole; idle sources are forgotten.
+    /// When the window ends (or `now`), its count lines, the busiest source first, at most
+    /// [`SUMS_PER_WINDOW`] and one for the rest; idle sources are forgotten.
     pub(crate) fn due(&self, now: bool) -> Vec<ExchangeError> {
         let mut book = self.book();
         let over = book.window.elapsed();
@@ -199,8 +195,7 @@ impl Ledger {
             let from = if sources > 0 { format!("{sources} other source(s)") } else { "untracked sources".to_owned() };
             out.push(ExchangeError::Counted { count: n, from, secs, last: String::new() });
         }
-        // A new window: budgets whole, and a source that is quiet and whose bucket is full again
-        // is forgotten (it would come back as it is).
+        // A new window: budgets whole, quiet sources with full buckets forgotten.
         let (burst, rate) = (book.burst, book.rate);
         book.per.retain(|_, e| {
             e.said = 0;

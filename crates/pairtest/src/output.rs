@@ -27,8 +27,7 @@ pub struct PairResult {
     pub latency_us: Option<Value>,
     pub bandwidth_gbytes_per_s: Option<f64>,
     pub cause: Option<Cause>,
-    /// The slower end's rated speed in kb/s, when both ends are hardware ports with a rate
-    /// (what `slow` judges the figure against; not part of ping's JSON).
+    /// The slower end's rated speed in kb/s, hardware ports only (not in ping's JSON).
     #[serde(skip)]
     pub(crate) rated_kbps: Option<u64>,
 }
@@ -81,8 +80,7 @@ fn round(v: f64, places: i32) -> f64 {
     (v * m).round() / m
 }
 
-/// GB/s as printed: three decimals, six below 1 GB/s (software RoCE moves a few MB/s, which
-/// three decimals would round to nothing).
+/// GB/s as printed: three decimals, six below 1 GB/s (software RoCE moves a few MB/s).
 fn gbytes(g: f64) -> f64 {
     round(g, if g < 1.0 { 6 } else { 3 })
 }
@@ -136,9 +134,7 @@ pub(crate) fn unopened(index: usize, peer: &str, device: &str, port: u8, cause: 
     fail(index, peer, bare(device, port), None, cause)
 }
 
-/// A port of this end that the plan leaves out for its GID (a rail without its IPv4 address):
-/// NCCL will not use it, so its rail cannot be paired, and ping says so rather than test one
-/// rail fewer without a word.
+/// A port of this end that the plan leaves out for its GID: its rail cannot be paired.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dropped {
     pub device: String,
@@ -167,10 +163,8 @@ fn fail(index: usize, peer: &str, local: PortOut, remote: Option<PortOut>, cause
     }
 }
 
-/// The rails that rail pairing leaves without a partner (the ends offer different numbers of
-/// usable ports) and this end's ports the plan dropped for their GID, each as a failed pair with
-/// cause `no-port`, numbered from `first`. With `--all-pairs` every port meets every port, so only
-/// the dropped ports are reported.
+/// The rails left without a partner (not with `--all-pairs`) and this end's ports dropped for
+/// their GID, each as a failed pair with cause `no-port`, numbered from `first`.
 pub fn unpaired(
     first: usize,
     peer: &str,

@@ -1,10 +1,8 @@
 //! A ring's one step: serve the predecessor on a thread while testing the successor. It must never
 //! return before the listener's thread has ended, so nothing the listener opened outlives the step.
 
-/// Runs `serve` (the listener: it decides when it is done, after one predecessor, at its wait's
-/// end, or when the caller's `test` tells it to stop) on a thread of its own, and `test` on this
-/// one. Returns what the test found and what the listener did (`None`: its thread could not be
-/// started, or ended in a panic).
+/// Runs `serve` on a thread of its own and `test` on this one; returns both results (`None`:
+/// the listener's thread could not start, or panicked).
 pub fn step<S: Send, T>(serve: impl FnOnce() -> S + Send, test: impl FnOnce() -> T) -> (T, Option<S>) {
     std::thread::scope(|scope| {
         let listener = std::thread::Builder::new().name("ring-listener".into()).spawn_scoped(scope, serve);

@@ -91,8 +91,7 @@ fn peer_count<T>(s: &Session, got: &[T], want: usize, what: &'static str) -> Res
 /// Each pair's first fault on this end and on the peer's, and the peer's queue pairs.
 type Connected = (Vec<Option<Fault>>, Vec<Option<Fault>>, Vec<QpInfo>);
 
-/// The steps both ends share: setup and ready. Returns each pair's faults (local, remote) and
-/// the peer's queue pairs.
+/// setup and ready, shared by both ends: each pair's faults (local, remote), the peer's QPs.
 fn connect(
     s: &mut Session,
     res: &[Result<Res<'_>, Fault>],
@@ -140,16 +139,14 @@ pub(crate) fn greet(s: &mut Session, opened: &Opened, host: &str, asked: &Settin
     s.expect("hello", |m| if let Message::Hello(h) = m { Some(h) } else { None })
 }
 
-/// The initiating end, once the hellos are exchanged ([`greet`]): every pair's tests; returns
-/// the pairs as this end saw them and the peer's ports.
+/// The initiating end after [`greet`]: every pair's tests, as this end saw them.
 pub(crate) fn initiate(
     s: &mut Session,
     opened: &Opened,
     theirs: Hello,
     asked: &Settings,
 ) -> Result<(Vec<PairRun>, Vec<PortInfo>), ExchangeError> {
-    // The listener may have clamped the test to its own limits (its hello says so): both ends
-    // run the smaller, so that no write goes past the buffer the listener registered.
+    // Both ends run the smaller test, should the listener have clamped it.
     let limits = &Settings {
         bytes: asked.bytes.min(theirs.bytes),
         iters: asked.iters.min(theirs.iters),
@@ -236,9 +233,8 @@ pub(crate) fn initiate(
     Ok((runs, theirs.ports))
 }
 
-/// The listening end, after the initiator's hello: answer it, then serve every pair until the
-/// initiator says it is done. The listener's own settings (`ours`) bound what the hello may ask
-/// for (what they clamp, the caller says first: `edge::clamped`).
+/// The listening end, after the initiator's hello: answer it, serve every pair until done,
+/// within its own settings (`ours`).
 pub fn answer(
     s: &mut Session,
     hello: &Hello,

@@ -4,8 +4,7 @@
 /// The default threshold: a pair below 70 % of the median, or of its rated speed, is slow.
 pub const DEFAULT_PCT: u8 = 70;
 
-/// One pair's figures: measured and rated, in kb/s (integers, so that the wire's types stay
-/// comparable; fine enough for a software device's few Mb/s and coarse enough for 10 Tb/s).
+/// One pair's figures: measured and rated, in kb/s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Figure {
     pub kbps: Option<u64>,
@@ -34,9 +33,8 @@ pub(crate) fn median(figures: &[u64]) -> Option<u64> {
     }
 }
 
-/// Each pair's verdict, in order: `Some` for a pair below `pct` % of the median of every pair
-/// with a figure, or below `pct` % of its own rated speed. `pct` 0 judges nothing; a pair without
-/// a figure (it failed, or ran no bandwidth test) is never slow and is not in the median.
+/// Each pair's verdict: `Some` below `pct` % of the median or of its rated speed. `pct` 0 judges
+/// nothing; a pair without a figure is never slow nor in the median.
 pub fn judge(figures: &[Figure], pct: u8) -> Vec<Option<Slow>> {
     let measured: Vec<u64> = figures.iter().filter_map(|f| f.kbps).collect();
     let median = median(&measured);

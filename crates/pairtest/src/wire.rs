@@ -40,8 +40,7 @@ impl LinkLayer {
     }
 }
 
-/// One RDMA port as its owner describes it: what a connection to it needs, and what a failed
-/// one is explained by.
+/// One RDMA port as its owner describes it: what a connection needs and a failure is explained by.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PortInfo {
@@ -61,8 +60,7 @@ pub struct PortInfo {
     pub pkey: Option<u16>,
     /// The GID's net device (RoCE), for the route check and the evidence.
     pub netdev: Option<String>,
-    /// The port's rated speed in kb/s (`ports/N/rate`), hardware ports only: what a slow pair
-    /// is judged against (`pairtest::slow`).
+    /// The port's rated speed in kb/s (`ports/N/rate`), hardware ports only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_kbps: Option<u64>,
 }
@@ -77,16 +75,13 @@ pub struct Hello {
     pub bytes: u32,
     pub iters: u32,
     pub duration_ms: u32,
-    /// A test opened on a job's behalf: the initiator's job and rank, so that a listener of that
-    /// job (the gate's) serves its predecessor and no one else. Plain ping leaves it out; the wire
-    /// calls it `gate`.
+    /// A test opened on a job's behalf, so a listener of that job serves only its predecessor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate: Option<Tag>,
 }
 
-/// Who opens a tagged test: the job and the rank of the initiating pod, and, with a job secret,
-/// the front end's proof over both (the gate's MAC, bound to the listener's nonce), so that only
-/// that job's pods are served. The pair test checks its form only; the front end checks the rest.
+/// Who opens a tagged test: the initiator's job and rank, and with a job secret the front end's
+/// MAC over both; the pair test checks its form only, the front end the rest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Tag {
@@ -187,12 +182,10 @@ pub(crate) fn kind_name(kind: u8) -> &'static str {
     }
 }
 
-/// The messages one connection carries over the pair test's framing: the pair test's own
-/// ([`Message`]), or a front end's that adds its kinds to them (the gate's). A session reads
-/// and writes either (`Session::recv_as`, `Session::send_as`).
+/// The messages one connection carries: the pair test's own ([`Message`]), or a front end's that
+/// adds its kinds to them (the gate's).
 pub trait Protocol: Sized {
-    /// Whether `kind` is one of this protocol's: an unknown kind is refused from the header,
-    /// before the payload is read.
+    /// Whether `kind` is one of this protocol's (else refused from the header).
     fn knows(kind: u8) -> bool;
     /// The message of `kind` from its payload: every field checked, every peer text printable.
     fn decode_payload(kind: u8, payload: &[u8]) -> Result<Self, WireError>;
@@ -254,8 +247,7 @@ pub fn field(field: &'static str, detail: impl Into<String>) -> WireError {
     WireError::Field { field, detail: detail.into() }
 }
 
-/// Checks a frame header and returns (kind, payload length) without reading further: the
-/// reader refuses an over-long frame before allocating for it.
+/// Checks a frame header: (kind, payload length), so an over-long frame is refused unread.
 pub fn header(h: &[u8]) -> Result<(u8, usize), WireError> {
     header_as::<Message>(h)
 }
@@ -297,9 +289,8 @@ pub fn decode_as<P: Protocol>(bytes: &[u8]) -> Result<P, WireError> {
     P::decode_payload(kind, payload)
 }
 
-/// A payload's JSON as the message of `kind` (named `name`), without its checks: a front end's
-/// decoding starts here, then checks every field. serde's message quotes the peer's bytes (an
-/// unknown variant, a bad string): it is made printable.
+/// A payload's JSON as the message named `name`, unchecked (a front end's decoding starts here);
+/// serde's message, which quotes the peer's bytes, made printable.
 pub fn json<'a, T: Deserialize<'a>>(name: &'static str, payload: &'a [u8]) -> Result<T, WireError> {
     serde_json::from_slice(payload).map_err(|e| WireError::Json { kind: name, detail: clean::text(&e.to_string()) })
 }
@@ -318,9 +309,7 @@ pub(crate) fn decode_payload(kind: u8, payload: &[u8]) -> Result<Message, WireEr
     Ok(printable(msg))
 }
 
-/// Every free text a peer sends (a refusal, a fault's error) made printable and bounded:
-/// whatever prints it later, a log line, JSON or a termination message, never carries a peer's
-/// line break or escape sequence.
+/// Every free text a peer sends (a refusal, a fault's error) made printable and bounded.
 pub(crate) fn printable(mut msg: Message) -> Message {
     let fault = |f: &mut Fault| f.error = clean::bounded(&f.error, MAX_TEXT);
     match &mut msg {
@@ -415,8 +404,7 @@ pub fn check_text(what: &'static str, s: &str) -> Result<(), WireError> {
     Ok(())
 }
 
-/// Device and net-device names: what the kernel allows, and never anything a terminal or a
-/// shell would read specially.
+/// Device and net-device names: what the kernel allows, nothing a terminal or shell reads.
 pub fn check_name(what: &'static str, s: &str) -> Result<(), WireError> {
     let ok = !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-@:".contains(&b));
     if !ok {
@@ -507,11 +495,13 @@ pub fn check_port(p: &PortInfo) -> Result<(), WireError> {
     if ![256, 512, 1024, 2048, 4096].contains(&p.mtu) {
         return Err(field("port.mtu", format!("{} is not an IB MTU (256..4096)", p.mtu)));
     }
+    if let Some(g) = p.gid.as_deref().filter(|g| parse_gid(g).is_none()) {
+        return Err(field("port.gid", format!("{:?} is not a GID", g.escape_debug().to_string())));
+    }
     match p.link_layer {
         LinkLayer::Ethernet => {
-            let gid = p.gid.as_deref().ok_or_else(|| field("port.gid", "a RoCE port without a GID"))?;
-            if parse_gid(gid).is_none() {
-                return Err(field("port.gid", format!("{:?} is not a GID", gid.escape_debug().to_string())));
+            if p.gid.is_none() {
+                return Err(field("port.gid", "a RoCE port without a GID"));
             }
             if p.gid_index.is_none() {
                 return Err(field("port.gid_index", "a RoCE port without a GID index"));
@@ -529,11 +519,6 @@ pub fn check_port(p: &PortInfo) -> Result<(), WireError> {
             }
             Some(_) => {}
         },
-    }
-    if let Some(g) = &p.gid {
-        if parse_gid(g).is_none() {
-            return Err(field("port.gid", format!("{:?} is not a GID", g.escape_debug().to_string())));
-        }
     }
     Ok(())
 }
