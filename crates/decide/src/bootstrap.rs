@@ -20,8 +20,7 @@ use crate::{Action, Plan};
 /// The longest coordinator value looked at (a DNS name is at most 253 bytes).
 const MAX_NAME: usize = 253;
 
-/// The gate's coordinator as its front end names it (`--gate-coordinator`), and its value
-/// (`HOST` or `HOST:PORT`).
+/// The gate's coordinator: `--gate-coordinator`'s value (`HOST` or `HOST:PORT`).
 #[derive(Debug, Clone, Copy)]
 pub struct Gate<'a> {
     pub name: &'a str,
@@ -42,8 +41,7 @@ pub struct Bootstrap {
     pub how: String,
 }
 
-/// Where the coordinator comes from, in order: the launcher's variables, then the gate's, as
-/// `(where it was given, host)`.
+/// `(where it was given, host)`: the launcher's variables first, then the gate's.
 pub fn coordinator(vars: &Vars, gate: Option<Gate>) -> Option<(String, String)> {
     for v in ["MASTER_ADDR", "PET_MASTER_ADDR"] {
         if let Some(x) = vars.get(OsStr::new(v)).map(|x| x.to_string_lossy().trim().to_string()) {
@@ -89,8 +87,7 @@ pub fn unfit(ifname: &str, addrs: &[OwnAddr], rails: &[String]) -> Option<String
     None
 }
 
-/// The interface that leaves for `to`: the one holding it, if it is this namespace's own, else
-/// the route's.
+/// The interface that leaves for `to`: the one holding it, else the route's.
 pub fn interface_to<'a>(to: &IpAddr, routes: &'a [Route], addrs: &'a [OwnAddr]) -> Option<&'a str> {
     if let Some(a) = addrs.iter().find(|a| a.addr == *to) {
         return Some(&a.ifname);
@@ -106,8 +103,7 @@ fn family(a: &IpAddr) -> &'static str {
     }
 }
 
-/// The coordinator's host name, where the bootstrap needs it looked up: given, and neither an
-/// address nor a value that is no host name.
+/// The coordinator's host name, where it must be looked up (given, not an address).
 pub fn to_resolve(vars: &Vars, gate: Option<Gate>) -> Option<String> {
     let (_, value) = coordinator(vars, gate)?;
     let named = value.parse::<IpAddr>().is_err()
@@ -182,8 +178,7 @@ pub fn choose(
             }
         }
     }
-    // An IPv4 default route before any IPv6 one: the IPv6 table is read only when no IPv4 one
-    // qualifies.
+    // An IPv4 default route first: the IPv6 table is read only when none qualifies.
     let default_of = |v6: bool| {
         routes
             .family(v6)
@@ -221,9 +216,8 @@ pub fn choose(
     }
 }
 
-/// The interfaces the bootstrap must not take on a node whose pod sees every RDMA port: those of
-/// the ports handed to NCCL, less the ones that route to the coordinator (a small node's only
-/// network is its rail; a front end left out is no rail at all).
+/// The interfaces the bootstrap must not take where the pod sees every port: the rails', less
+/// those that route to the coordinator (a small node's only network is its rail).
 pub fn host_rails(plan: &Plan, r: &RailsReport) -> Vec<String> {
     let to_coordinator: Vec<&str> =
         r.evidence.ifaces.iter().filter(|i| i.coordinator_route).map(|i| i.name.as_str()).collect();

@@ -95,8 +95,7 @@ impl fmt::Display for Addr {
     }
 }
 
-/// A net device as the rule sees it: a port's own (`device/net`, a GID entry's ndev), or a bond
-/// master one of those is enslaved to.
+/// A net device as the rule sees it: a port's own, or the bond master it is enslaved to.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Iface {
     pub name: String,
@@ -105,8 +104,7 @@ pub struct Iface {
     pub master: Option<String>,
     /// The main table's default route leaves by it.
     pub default_route: bool,
-    /// A route of the longest prefix that holds the coordinator leaves by it (two interfaces on
-    /// one subnet both have one).
+    /// A longest-prefix route to the coordinator leaves by it.
     pub coordinator_route: bool,
 }
 
@@ -131,8 +129,7 @@ pub struct Inputs<'a> {
     pub ports: &'a [Port],
     /// The bond masters the ports' net devices are slaves of, with their own addresses and routes.
     pub masters: &'a [Iface],
-    /// The job's coordinator as given (`MASTER_ADDR=10.0.2.117`), for messages; `None` when no
-    /// launcher variable named one.
+    /// The job's coordinator as given (`MASTER_ADDR=10.0.2.117`), for messages.
     pub coordinator: Option<&'a str>,
     /// `--rails`, when given.
     pub selector: Option<&'a Selector>,
@@ -268,8 +265,7 @@ impl Facts<'_> {
     fn link_local_only(&self) -> bool {
         self.port.link_layer == LinkLayer::Ethernet && self.addrs().all(|a| a.link_local)
     }
-    /// The networks it is on: its interfaces' subnets, or for InfiniBand the one IB fabric (the IB
-    /// transport addresses by LID and GID, not by its IPoIB interface's address).
+    /// The networks it is on: its interfaces' subnets, or for InfiniBand the one IB fabric.
     fn networks(&self) -> BTreeSet<Network> {
         match self.port.link_layer {
             LinkLayer::InfiniBand => BTreeSet::from([Network::InfiniBand]),
@@ -486,8 +482,7 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Rule 1. Never applied to InfiniBand ports: the IB transport addresses by LID and GID, so an
-    /// IPoIB interface's addresses say nothing of the port (they matter for the bootstrap only).
+    /// Rule 1; never InfiniBand ports (the IB transport addresses by LID and GID, not IPoIB's).
     fn link_local_only(&mut self) {
         for i in 0..self.all.len() {
             let Some(f) = self.facts(i).filter(|f| f.link_local_only()) else { continue };
@@ -533,8 +528,8 @@ impl<'a> Run<'a> {
         Verdict::Confident
     }
 
-    /// Rules 3 and 4: `near` (the ports of `rest` next to a GPU) are the candidates, the rest of
-    /// `rest` is left out; among the candidates a link layer held by a strict majority wins.
+    /// Rules 3 and 4: `near` are the candidates, the rest of `rest` is left out; among them a link
+    /// layer held by a strict majority wins.
     fn placed(&mut self, rest: &[usize], near: &[usize]) -> Step {
         let Some((ll, n)) = mode(near.iter().filter_map(|&i| self.facts(i)).map(|f| f.port.link_layer))
             .filter(|(_, n)| n.saturating_mul(2) > near.len())
@@ -638,9 +633,8 @@ impl<'a> Run<'a> {
         Step::Rails(rest.to_vec())
     }
 
-    /// Rule 2, once the rails are known: each front-end port, with what corroborates it. One that
-    /// looks like a rail in every other way (next to a GPU, the rails' link layer and rate) is
-    /// evidence that disagrees.
+    /// Rule 2, once the rails are known: each front-end port with what corroborates it; one that
+    /// looks like a rail in every other way is evidence that disagrees.
     fn front_end(&mut self, front: &[usize], rails: &[usize]) -> Verdict {
         let compute = Compute::of(&rails.iter().filter_map(|&i| self.facts(i)).collect::<Vec<_>>());
         for &i in front {

@@ -33,8 +33,7 @@ fn user(vars: &Vars, name: &str) -> Option<String> {
 }
 
 impl Plan {
-    /// Why NCCL's IB transport will not start in this image though ports are usable (what
-    /// `--require-rdma` refuses on), or `None`.
+    /// Why NCCL's IB transport will not start in this image though ports are usable, or `None`.
     pub fn userspace_refusal(&self) -> Option<String> {
         let u = self.userspace.as_ref()?;
         let mut why: Vec<String> = Vec::new();
@@ -48,9 +47,7 @@ impl Plan {
     }
 }
 
-/// The far reads the plan's second round needs, now that it knows which devices it uses: the
-/// userspace of their drivers and their net devices, the coordinator's name where it is one,
-/// the node type of a device whose ports go unused, and the entry a kept NCCL_IB_GID_INDEX names.
+/// The far reads the plan's second round needs, now that it knows which devices it uses.
 pub fn asks(plan: &Plan, vars: &Vars, gate: Option<Gate>, depth: Depth) -> Asks {
     let mut used: Vec<String> = plan.decisions.iter().filter(|d| d.used).map(|d| d.device.clone()).collect();
     used.dedup();
@@ -74,8 +71,7 @@ pub fn asks(plan: &Plan, vars: &Vars, gate: Option<Gate>, depth: Depth) -> Asks 
     Asks { used, depth, resolve: bootstrap::to_resolve(vars, gate), node_types, entries }
 }
 
-/// The second round's decisions over what was read for [`asks`]: the bootstrap interface, the
-/// facts reasons name, and then [`ready`].
+/// The second round's decisions over what was read for [`asks`], then [`ready`].
 pub fn settle(
     plan: &mut Plan,
     a: Answers,
@@ -99,9 +95,8 @@ pub fn settle(
     bootstrap::user_values(plan, vars, &addrs, choices.override_user);
 }
 
-/// `NCCL_IGNORE_NET_MISMATCH=0` under an interlock, where the image's NCCL reads it (2.30+) or its
-/// version is not known here (the start path knows it only from a versioned file name; NCCL
-/// before 2.30 does not read the variable, so setting it costs nothing there).
+/// `NCCL_IGNORE_NET_MISMATCH=0` under an interlock, where the image's NCCL is 2.30+ or of unknown
+/// version (older NCCL does not read it, so it costs nothing there).
 fn net_mismatch(plan: &mut Plan, u: &Userspace, vars: &Vars, choices: Choices) {
     if !(choices.require_rdma || choices.gate) || !(plan.rdma || plan.efa.is_some()) {
         return;
@@ -140,8 +135,7 @@ fn net_mismatch(plan: &mut Plan, u: &Userspace, vars: &Vars, choices: Choices) {
     plan.vars.push(Var { name: IGNORE_NET_MISMATCH, value: "0".into(), action, previous });
 }
 
-/// The pod's EFA devices: the net plugin NCCL needs for them (aws-ofi-nccl) and the libfabric it
-/// loads; a missing one is a warning naming it, and what `--require-rdma` refuses on.
+/// The pod's EFA devices need aws-ofi-nccl and libfabric: a missing one is a warning naming it.
 fn efa(plan: &mut Plan, u: &Userspace, choices: Choices) {
     let Some(e) = plan.efa.as_mut() else { return };
     let n = e.devices.len();

@@ -87,9 +87,8 @@ impl std::fmt::Display for AddrRange {
     }
 }
 
-/// The narrowest range of `family` that holds every one of `addrs` (GID form), with the bits
-/// past the prefix cleared: what `NCCL_IB_ADDR_RANGE` would need to admit them all. `None` when
-/// `addrs` is empty or holds an address of the other family.
+/// The narrowest `NCCL_IB_ADDR_RANGE` of `family` that admits every one of `addrs` (GID form);
+/// `None` when `addrs` is empty or holds an address of the other family.
 pub fn covering_range(addrs: &[Ipv6Addr], family: Family) -> Option<AddrRange> {
     let first = addrs.first()?;
     if addrs.iter().any(|a| family_of(a) != family) {
@@ -171,12 +170,9 @@ pub fn format_gid(gid: &Ipv6Addr) -> String {
     out
 }
 
-/// Parses sysfs's colon-separated GID form (`fe80:0000:...`), which is an IPv6 address.
-///
-/// The kernel prints every entry as eight groups of four hex digits (`%pI6`), read four times a
-/// port on every start: that form is decoded directly, anything else goes through the standard
-/// IPv6 parser, which gives the same address for the fixed form (the unit test and the `gid`
-/// fuzz target hold the two to each other).
+/// Parses sysfs's GID form (`fe80:0000:...`, an IPv6 address): the kernel's fixed `%pI6` form
+/// directly, anything else through the standard parser (a test and the `gid` fuzz target hold
+/// the two to each other).
 pub fn parse_gid(text: &str) -> Option<Ipv6Addr> {
     let text = text.trim();
     fixed_form(text.as_bytes()).or_else(|| text.parse().ok())
@@ -269,11 +265,8 @@ impl<T: GidTable> Types<'_, T> {
     }
 }
 
-/// NCCL's choice over `table`: `None` when the table is empty.
-///
-/// Types are read only where NCCL's rule looks at them, and the walk stops once the pick is a
-/// full match: from there the rule can never replace it, so the rest of a 255-entry table need
-/// not be read (this is what keeps start-up cheap).
+/// NCCL's choice over `table` (`None` when empty). Types are read only where the rule looks at
+/// them, and the walk stops at a full match, which the rule never replaces.
 pub fn choose<T: GidTable>(table: &mut T, prefs: &GidPrefs) -> Option<GidEntry> {
     let mut pick = (0, table.gid(0)?);
     let mut types = Types { table, seen: Vec::new() };
@@ -333,9 +326,8 @@ pub enum RailFamily {
     Unknown,
 }
 
-/// The family NCCL must be told so that its GID choice finds an entry on every rail: `rails` are
-/// (net device, its addresses). fe80 link-local addresses never count (NCCL skips their GIDs);
-/// IPv4 link-local ones do (NCCL takes them like any other IPv4 entry).
+/// The family NCCL must be told so its GID choice finds an entry on every rail (net device, its
+/// addresses); fe80 addresses never count, IPv4 link-local ones do, as in NCCL.
 pub fn rail_family(rails: &[(String, Vec<std::net::IpAddr>)]) -> RailFamily {
     let mut inet = Vec::new();
     let mut inet6_only = Vec::new();

@@ -73,9 +73,8 @@ impl List {
         }
     }
 
-    /// For each bare-prefix entry that is itself one of `names` but also selects other, longer
-    /// names: (entry, the other names). `mlx5_1` with `mlx5_10` visible is the classic case; an
-    /// entry like `eth`, which names nothing by itself, is a deliberate prefix and not reported.
+    /// Each bare-prefix entry that is one of `names` but also selects longer ones (`mlx5_1` and
+    /// `mlx5_10`), with those names; a prefix naming nothing itself (`eth`) is deliberate.
     pub fn over_matches<'a>(&self, names: &[&'a str]) -> Vec<(String, Vec<&'a str>)> {
         if self.exact {
             return Vec::new();
@@ -104,9 +103,7 @@ fn port_matches(want: Option<i64>, have: Option<i64>) -> bool {
     }
 }
 
-/// glibc's `atoi`, which is `(int) strtol(text, NULL, 10)`: C-locale white space, an optional
-/// sign and leading digits (anything else reads as 0), saturated to a `long`, then cut to the low
-/// 32 bits of an `int`.
+/// glibc's `atoi`, `(int) strtol(text, NULL, 10)`: saturated to a `long`, cut to an `int`.
 fn atoi(text: &str) -> i64 {
     let t = text.trim_start_matches([' ', '\t', '\n', '\u{b}', '\u{c}', '\r']);
     let (neg, digits) = match t.as_bytes().first() {

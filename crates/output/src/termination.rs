@@ -19,8 +19,7 @@ pub fn clip(text: &str, max: usize) -> String {
     format!("{}...", &text[..end])
 }
 
-/// The headline (one line), then `lines` while they fit; `total` is how many lines there are in
-/// all (more than `lines.len()` when the caller kept only some), the rest said as `... and N more`.
+/// The headline, then `lines` while they fit, the rest of `total` said as `... and N more`.
 pub fn fit(headline: &str, lines: &[String], total: usize) -> String {
     let mut out = clip(&format!("{}\n", headline.trim_end()), MAX - 64);
     if !out.ends_with('\n') {

@@ -40,8 +40,7 @@ pub fn atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
     atomic_with(path, 0o644, |f| f.write_all(bytes))
 }
 
-/// Replaces `path` with what `fill` writes, atomically, then gives it `mode`: the temporary file
-/// is fsync'ed before the rename, the directory after it, and removed on any failure.
+/// Replaces `path` atomically with what `fill` writes, with `mode`.
 pub fn atomic_with(path: &Path, mode: u32, fill: impl FnOnce(&mut File) -> io::Result<()>) -> Result<(), WriteError> {
     let (dir, _) = parts(path)?;
     let tmp = temp_path(path).ok_or_else(|| WriteError::NoName { path: path.to_path_buf() })?;

@@ -93,8 +93,7 @@ pub fn exec(p: &Prepared) -> ExecError {
     )
 }
 
-/// The PATH search itself, given the execve to call; allocation-free, because it also runs in a
-/// forked child. Returns only on failure.
+/// The PATH search, given the execve to call; allocation-free (it runs in a forked child).
 pub(crate) fn attempt(p: &Prepared, mut execve: impl FnMut(&CStr) -> Errno) -> Failure {
     let mut denied: Option<Failure> = None;
     for (index, path) in p.candidates.iter().enumerate() {

@@ -5,7 +5,6 @@ use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
 use rustix::thread::CapabilityFlags;
 use serde::Serialize;
 
-/// A limit in bytes; `None` is unlimited.
 /// Soft and hard RLIMIT_MEMLOCK, in bytes; `None` is unlimited (`RLIM_INFINITY`). In JSON each
 /// is a number of bytes or the string `"unlimited"`, never `null` (which would read as unknown).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -114,8 +113,7 @@ pub fn raise() -> Memlock {
             }
         }
     };
-    // What a successful setrlimit set, or what an unchanged limit still is; read again only
-    // where a call failed half-way.
+    // What setrlimit set, or the unchanged limit; read again only where a call failed half-way.
     let after = match outcome {
         Outcome::AlreadyUnlimited | Outcome::CappedAtHard => before,
         Outcome::RaisedToUnlimited => Limits { soft: None, hard: None },

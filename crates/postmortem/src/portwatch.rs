@@ -44,8 +44,7 @@ impl Config {
 struct Watched {
     name: String,
     dir: PathBuf,
-    /// The port's directory, held open so a poll costs two `openat`s; reopened when a read
-    /// fails (a device reset and re-created under the same name).
+    /// The port's directory, held open so a poll costs two `openat`s; reopened when a read fails.
     fd: Option<OwnedFd>,
     start: Link,
     last: Link,
@@ -107,8 +106,7 @@ impl Watched {
 }
 
 impl Watch {
-    /// The first reading: each port's link state and counters. Taken just before the command
-    /// starts, so that nothing the command does precedes it.
+    /// The first reading, just before the command starts: each port's link state and counters.
     pub fn start(config: &Config) -> Watch {
         let t0 = Instant::now();
         let mut problems = Vec::new();
@@ -162,8 +160,7 @@ impl Watch {
         }
         self.read_states(Seen::Poll, true);
         self.polls += 1;
-        // The next poll one period from now: a supervisor busy with signals skips polls rather
-        // than running them back to back.
+        // One period from now: a busy supervisor skips polls rather than running them back to back.
         self.next = now.checked_add(self.every);
     }
 
@@ -240,8 +237,7 @@ impl Watch {
         utc::format(self.started)
     }
 
-    /// Ends the watch once the command has ended: the last reading, then the post-mortem told
-    /// (with what NCCL's RAS said, if it was asked); returns it.
+    /// Ends the watch once the command has ended: the last reading, the post-mortem told.
     pub fn end(self, exit: Exit, ras: Option<crate::postmortem::Section>) -> Report {
         let (path, has_ports) = (self.report.clone(), !self.ports.is_empty());
         let mut report = self.finish(exit);
@@ -251,8 +247,7 @@ impl Watch {
     }
 }
 
-/// The problems in the order first seen, each once (a counter that cannot be read fails at start
-/// and at exit alike).
+/// The problems in the order first seen, each once.
 fn once_each(problems: Vec<String>) -> Vec<String> {
     let mut seen = std::collections::BTreeSet::new();
     problems.into_iter().filter(|p| seen.insert(p.clone())).collect()
@@ -278,9 +273,8 @@ fn unreadable() -> Link {
     Link { state: UNREADABLE.into(), phys_state: UNREADABLE.into() }
 }
 
-/// After the command ended: the post-mortem on stderr when it failed (at most one line when it
-/// succeeded), and the JSON to `path` whatever the outcome. A report that cannot be written is
-/// a warning: the exit status stays the command's.
+/// After the command ended: the post-mortem on stderr (one line at most after success), the JSON
+/// to `path`; a report that cannot be written is a warning.
 fn tell(report: &Report, path: Option<&Path>, has_ports: bool) {
     let written = path.and_then(|p| match nw_output::write::atomic(p, format!("{}\n", report.json()).as_bytes()) {
         Ok(()) => Some(p.display().to_string()),
@@ -305,8 +299,7 @@ fn tell(report: &Report, path: Option<&Path>, has_ports: bool) {
     }
 }
 
-/// Writes to stderr, ignoring failure: `eprint!` panics when stderr is a pipe whose reader has
-/// gone, and a panic here, while the command runs, would end the supervisor (as PID 1, the pod).
+/// Writes to stderr, ignoring failure (`eprint!` panics when stderr's reader has gone).
 fn say(text: &str) {
     let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), text.as_bytes());
 }

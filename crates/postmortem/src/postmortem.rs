@@ -24,8 +24,7 @@ impl std::fmt::Display for Link {
     }
 }
 
-/// Where a transition was seen: by a poll during the run, or by the last read at exit (it
-/// happened after the last poll, or polling was off).
+/// Where a transition was seen: by a poll during the run, or by the last read at exit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Seen {
@@ -176,8 +175,7 @@ impl Report {
             .collect()
     }
 
-    /// The block on stderr after a failed command: what changed, each counter with its meaning.
-    /// `report_path` is named at its end when the JSON was written.
+    /// The block on stderr after a failed command; `report_path` named where the JSON was written.
     pub fn human(&self, report_path: Option<&str>) -> String {
         let mut out = String::new();
         let mut line = |text: String| {
@@ -225,8 +223,7 @@ impl Report {
         out
     }
 
-    /// At most one line after a clean exit: only when a port changed state or an error
-    /// counter moved (congestion on a busy fabric is no news).
+    /// At most one line after a clean exit: a port changed state or an error counter moved.
     pub(crate) fn clean_line(&self) -> Option<String> {
         let errors = self.notable(&[Kind::Error]);
         if self.transitions.is_empty() && errors.is_empty() {

@@ -18,17 +18,13 @@ pub(crate) const CONNECT: Duration = Duration::from_millis(300);
 pub(crate) const MAX_REPLY: usize = 1 << 20;
 /// Connections opened at once, to reach a live rank past stopped ones sharing the port.
 pub(crate) const ATTEMPTS: usize = 3;
-/// How long past the deadline an attempt may take to hand in what it read (its reads end at the
-/// deadline; on a loaded machine its thread may run a little later) and the reply be read: the
-/// query's whole bound is the deadline plus this.
+/// How long past the deadline the reply may still be handed in and read: the query's whole bound
+/// is the deadline plus this.
 pub(crate) const REPORT_GRACE: Duration = Duration::from_millis(250);
 /// The most an unfinished reply may hold to be read as a refusal (`ERROR: ...` lines).
 const REFUSAL_MAX: usize = 4096;
-/// The CPU time the query's thread may spend reading one reply (its parse, asked between
-/// bounded steps, and its lines): a reply of [`MAX_REPLY`] bytes naming 65,536 processes takes
-/// about 40 ms optimised (BENCHMARKS.md), so only a reply built to be slow meets it. It bounds
-/// the work of the thread; what a caller waits is bounded apart ([`Asked::wait`] ends at the
-/// query's bound whatever the thread does), so a reply still being read then is not waited for.
+/// The CPU time the query's thread may spend reading one reply (a [`MAX_REPLY`]-byte reply takes
+/// about 40 ms); the caller's wait is bounded apart ([`Asked::wait`]).
 pub(crate) const CPU_BUDGET: Duration = Duration::from_millis(500);
 
 /// Where RAS listens, or why it is not asked.
@@ -38,9 +34,8 @@ pub(crate) enum Target {
     Off(String),
 }
 
-/// From the command's environment (the ranks read the same): `NCCL_RAS_ENABLE=0` turns RAS
-/// off; `NCCL_RAS_ADDR` is `HOST:PORT` with HOST an IP address or `localhost` (a name that would
-/// need DNS is not looked up: the supervisor never waits on a resolver).
+/// From the command's environment: `NCCL_RAS_ENABLE=0` turns RAS off; `NCCL_RAS_ADDR` is
+/// `HOST:PORT` with HOST an IP address or `localhost` (never a DNS lookup).
 pub(crate) fn target(env: &[(OsString, OsString)]) -> Target {
     let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.to_string_lossy().into_owned());
     if get("NCCL_RAS_ENABLE").is_some_and(|v| v.trim() == "0") {
@@ -139,8 +134,7 @@ pub(crate) fn ask(addr: SocketAddr, json: bool, deadline: Duration) -> Asked {
 }
 
 impl Asked {
-    /// The answer if it is in, or the query's bound has passed (then [`RasError::Late`]);
-    /// `None` while it is under way. Never waits.
+    /// The answer, or [`RasError::Late`] past the bound; `None` while under way. Never waits.
     pub(crate) fn try_take(&self, now: Instant) -> Option<Result<Reply, RasError>> {
         match self.rx.try_recv() {
             Ok(answer) => Some(answer),
@@ -167,8 +161,7 @@ pub(crate) fn query(addr: SocketAddr, json: bool, deadline: Duration) -> Result<
     asked.wait(asked.until)
 }
 
-/// The query on the calling thread: the attempts, then the first reply read within
-/// [`CPU_BUDGET`] of this thread's CPU time.
+/// The query on the calling thread, the first reply read within [`CPU_BUDGET`].
 fn query_here(addr: SocketAddr, json: bool, deadline: Duration) -> Result<Reply, RasError> {
     let started = Instant::now();
     let until = started + deadline;

@@ -13,8 +13,7 @@ use crate::state::{self, State};
 use crate::{portwatch, ras};
 use nw_output::msg::PREFIX;
 
-/// The RAS query's bound: a person is waiting. The reply is read on the query's thread within
-/// its CPU budget, and the wait for it ends at this plus `ras::REPORT_GRACE` whatever it does.
+/// The RAS query's bound (plus `ras::REPORT_GRACE`): a person is waiting.
 pub(crate) const RAS_DEADLINE: Duration = Duration::from_secs(2);
 /// RAS lines printed, at most (`--json` has every one).
 pub(crate) const MAX_SHOWN: usize = 256;
