@@ -179,9 +179,8 @@ pub fn unpaired(
     let mut dropped = dropped.iter();
     if !all_pairs {
         for (i, p) in local.iter().enumerate().skip(nr) {
-            let c = Cause::new(
+            let c = Cause::fail(
                 "no-port",
-                Status::Fail,
                 format!(
                     "rail {i} ({}:{}) has no partner: the peer offers {nr} usable port(s), this end {nl}; the peer's rail {i} is missing or unusable there",
                     p.device, p.port
@@ -196,7 +195,7 @@ pub fn unpaired(
                 "the peer's rail {i} ({}:{}) has no partner here: this end offers {nl} usable port(s), the peer {nr}",
                 p.device, p.port
             );
-            let mut c = Cause::new("no-port", Status::Fail, "", "");
+            let mut c = Cause::fail("no-port", "", "");
             let local = match d {
                 Some(d) => {
                     summary.push_str(&format!("; {}:{} is not used here: {}", d.device, d.port, d.reason));
@@ -211,9 +210,8 @@ pub fn unpaired(
         }
     }
     for d in dropped {
-        let c = Cause::new(
+        let c = Cause::fail(
             "no-port",
-            Status::Fail,
             format!("{}:{} is not used here, so its rail is not tested: {}", d.device, d.port, d.reason),
             "fix the port as the reason says (`nccl-wrap doctor` on this pod), then run ping again",
         )

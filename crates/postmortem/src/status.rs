@@ -11,6 +11,7 @@ use serde::Serialize;
 use crate::postmortem::{self, Link, Moved};
 use crate::state::{self, State};
 use crate::{portwatch, ras};
+use nw_nccl::ras::clean;
 use nw_output::msg::PREFIX;
 
 /// The RAS query's bound (plus `ras::REPORT_GRACE`): a person is waiting.
@@ -57,27 +58,17 @@ pub(crate) fn gather(state_path: &Path, sysfs_root: &Path) -> Result<Status, sta
         .filter_map(|p| {
             let (dev, port) = state::plain_port(&p.port)?;
             let (now, counters) = portwatch::read_now(sysfs_root, dev, port, &mut problems);
-            let start = Link { state: ras_clean(&p.state), phys_state: ras_clean(&p.phys_state) };
+            let start = Link { state: clean(&p.state), phys_state: clean(&p.phys_state) };
             Some(PortNow { port: p.port.clone(), start, now, counters: postmortem::moved(&p.counters, &counters) })
         })
         .collect();
     let ras = ask(&st.ras);
-    Ok(Status { kind: "status", pid: st.pid, started: ras_clean(&st.started), ports, ras, problems })
-}
-
-fn ras_clean(s: &str) -> String {
-    nw_nccl::ras::clean(s)
+    Ok(Status { kind: "status", pid: st.pid, started: clean(&st.started), ports, ras, problems })
 }
 
 fn ask(addr: &str) -> RasNow {
-    let mut out = RasNow {
-        addr: ras_clean(addr),
-        nccl_version: None,
-        ms: 0.0,
-        lines: Vec::new(),
-        findings: Vec::new(),
-        error: None,
-    };
+    let mut out =
+        RasNow { addr: clean(addr), nccl_version: None, ms: 0.0, lines: Vec::new(), findings: Vec::new(), error: None };
     match addr.parse::<SocketAddr>() {
         Ok(a) => match ras::query(a, false, RAS_DEADLINE) {
             Ok(r) => {
@@ -88,7 +79,7 @@ fn ask(addr: &str) -> RasNow {
             }
             Err(e) => out.error = Some(e.to_string()),
         },
-        Err(_) => out.error = Some(format!("not asked: {}", ras_clean(addr))),
+        Err(_) => out.error = Some(format!("not asked: {}", clean(addr))),
     }
     out
 }
