@@ -3,18 +3,18 @@
 
 use serde::Serialize;
 
-/// How a counter reads when it moves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// How a counter reads when it moves, in the order a report lists them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Kind {
     /// Something went wrong on the link, the path or a queue pair.
     Error,
     /// The fabric slowed senders down (ECN, CNPs, waits): load, not a fault.
     Congestion,
-    /// Packets and bytes: moves whenever the job communicates.
-    Traffic,
     /// A name not in this table.
     Unknown,
+    /// Packets and bytes: moves whenever the job communicates.
+    Traffic,
 }
 
 /// The kind of counter `name` (bare, without its group) and what its moving usually means.

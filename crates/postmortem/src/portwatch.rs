@@ -75,6 +75,23 @@ fn state_name(raw: &str) -> String {
 }
 
 impl Watched {
+    /// A port's first reading: its link, then its counters.
+    fn open(root: &Path, device: &str, port: u32, problems: &mut Vec<String>) -> Watched {
+        let dir = root.join(format!("class/infiniband/{device}/ports/{port}"));
+        let mut w = Watched {
+            name: format!("{device}:{port}"),
+            fd: open_dir(&dir),
+            dir,
+            start: unreadable(),
+            last: unreadable(),
+            counters: Counters::new(),
+        };
+        w.start = w.link(problems);
+        w.last = w.start.clone();
+        w.counters = counters::read(&w.dir, problems);
+        w
+    }
+
     fn attr(&mut self, name: &str) -> Result<String, file::FileError> {
         if let Some(fd) = &self.fd {
             if let Ok(text) = file::read_attr_at(fd, &self.dir, name) {
@@ -110,25 +127,8 @@ impl Watch {
     pub fn start(config: &Config) -> Watch {
         let t0 = Instant::now();
         let mut problems = Vec::new();
-        let ports = config
-            .ports
-            .iter()
-            .map(|p| {
-                let dir = config.root.join(format!("class/infiniband/{}/ports/{}", p.device, p.port));
-                let mut w = Watched {
-                    name: format!("{}:{}", p.device, p.port),
-                    fd: open_dir(&dir),
-                    dir,
-                    start: unreadable(),
-                    last: unreadable(),
-                    counters: Counters::new(),
-                };
-                w.start = w.link(&mut problems);
-                w.last = w.start.clone();
-                w.counters = counters::read(&w.dir, &mut problems);
-                w
-            })
-            .collect::<Vec<_>>();
+        let ports: Vec<Watched> =
+            config.ports.iter().map(|p| Watched::open(&config.root, &p.device, p.port, &mut problems)).collect();
         let started_at = Instant::now();
         log::debug!("first reading of {} port(s) took {:?}", ports.len(), started_at - t0);
         let polling = !config.every.is_zero() && !ports.is_empty();
@@ -255,18 +255,8 @@ fn once_each(problems: Vec<String>) -> Vec<String> {
 
 /// One port's link and counters now (`nccl-wrap status`), reads that failed added to `problems`.
 pub(crate) fn read_now(root: &Path, device: &str, port: u32, problems: &mut Vec<String>) -> (Link, Counters) {
-    let dir = root.join(format!("class/infiniband/{device}/ports/{port}"));
-    let mut w = Watched {
-        name: format!("{device}:{port}"),
-        fd: open_dir(&dir),
-        dir,
-        start: unreadable(),
-        last: unreadable(),
-        counters: Counters::new(),
-    };
-    let link = w.link(problems);
-    let counters = counters::read(&w.dir, problems);
-    (link, counters)
+    let w = Watched::open(root, device, port, problems);
+    (w.start, w.counters)
 }
 
 fn unreadable() -> Link {

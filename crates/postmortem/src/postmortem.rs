@@ -95,13 +95,7 @@ pub(crate) fn moved(start: &Counters, exit: &Counters) -> Vec<Moved> {
             })
         })
         .collect();
-    let rank = |k: Kind| match k {
-        Kind::Error => 0,
-        Kind::Congestion => 1,
-        Kind::Unknown => 2,
-        Kind::Traffic => 3,
-    };
-    out.sort_by(|a, b| rank(a.kind).cmp(&rank(b.kind)).then_with(|| a.name.cmp(&b.name)));
+    out.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
     out
 }
 
