@@ -92,8 +92,11 @@ impl<'l, P: Protocol + Send + 'static> Desk<'l, P> {
     }
 
     /// A stray closed unread, handed out and counted.
-    fn unread(&mut self, peer: SocketAddr, why: String, charge: bool) {
-        let said = self.ledger.count(Source::of(peer.ip()), &why, charge);
+    fn unread(&mut self, stream: Option<&TcpStream>, peer: SocketAddr, why: String) {
+        if let Some(s) = stream {
+            close(s);
+        }
+        let said = self.ledger.count(Source::of(peer.ip()), &why, false);
         self.pending.push(Arrival::Stray { error: ExchangeError::Unread { peer: peer.to_string(), why }, said });
     }
 
@@ -101,12 +104,10 @@ impl<'l, P: Protocol + Send + 'static> Desk<'l, P> {
         // A dual-stack listener sees IPv4 peers as IPv4-mapped IPv6 addresses: named as IPv4.
         let addr = SocketAddr::new(addr.ip().to_canonical(), addr.port());
         if let Some(why) = self.policy.allow.refusal(addr.ip()) {
-            close(&stream);
-            return self.unread(addr, why, false);
+            return self.unread(Some(&stream), addr, why);
         }
         if stream.set_nonblocking(false).is_err() {
-            close(&stream);
-            return self.unread(addr, "cannot read it (socket mode)".to_owned(), false);
+            return self.unread(Some(&stream), addr, "cannot read it (socket mode)".to_owned());
         }
         self.read(stream, addr);
     }
@@ -144,26 +145,23 @@ impl<'l, P: Protocol + Send + 'static> Desk<'l, P> {
         let mine = self.reading.lock().map_or(0, |r| r.values().filter(|x| x.source == source).count());
         // One source's share: its own oldest silent read gives way, else this one is closed.
         if mine >= self.policy.per_source && !self.evict(Some(source)) {
-            close(&stream);
             let why = format!("{mine} connections from {source} already in their first read");
-            return self.unread(addr, why, false);
+            return self.unread(Some(&stream), addr, why);
         }
         // Its rate: no thread for a source that has spent its reads (a reconnecting flood).
         if !self.ledger.take(source) {
-            close(&stream);
             let why = format!(
                 "more than {} first reads from {source} at once and {} a second past them",
                 self.policy.burst, self.policy.rate
             );
-            return self.unread(addr, why, false);
+            return self.unread(Some(&stream), addr, why);
         }
         // The whole: the oldest connection gives way if it has been silent for a while (closed
         // now; its reader ends), else this one is closed unread (its token given back).
         if self.reading() >= self.policy.readers && !self.evict(None) {
-            close(&stream);
             self.ledger.give_back(source);
             let why = format!("{} connections already in their first read", self.policy.readers);
-            return self.unread(addr, why, false);
+            return self.unread(Some(&stream), addr, why);
         }
         let id = self.next_id;
         self.next_id += 1;
@@ -193,7 +191,7 @@ impl<'l, P: Protocol + Send + 'static> Desk<'l, P> {
                     close(&x.stream);
                 }
             }
-            self.unread(addr, "no thread to read it".to_owned(), false);
+            self.unread(None, addr, "no thread to read it".to_owned());
         }
     }
 

@@ -73,10 +73,6 @@ pub fn budget(pairs: usize, rounds: usize, limits: &Settings) -> Duration {
     limits.timeout * (2 + pairs as u32) + Duration::from_millis(u64::from(limits.duration_ms)) * rounds as u32
 }
 
-fn first(a: &mut Option<Fault>, f: Fault) {
-    a.get_or_insert(f);
-}
-
 fn peer_count<T>(s: &Session, got: &[T], want: usize, what: &'static str) -> Result<(), ExchangeError> {
     if got.len() != want {
         return Err(ExchangeError::Unexpected {
@@ -126,9 +122,7 @@ fn connect(
     let ready = s.expect("ready", |m| if let Message::Ready(v) = m { Some(v) } else { None })?;
     peer_count(s, &ready, n, "ready")?;
     for (k, st) in ready.into_iter().enumerate() {
-        if let Some(f) = st.fault {
-            first(&mut remote[k], f);
-        }
+        remote[k] = remote[k].take().or(st.fault);
     }
     Ok((local, remote, theirs))
 }
@@ -186,7 +180,7 @@ pub(crate) fn initiate(
         }
         let duration = Duration::from_millis(u64::from(limits.duration_ms));
         for round in &rounds {
-            let mut streams: Vec<(usize, Stream<'_, '_>)> = round
+            let streams: Vec<(usize, Stream<'_, '_>)> = round
                 .iter()
                 .filter(|&&k| ok(k, &local, &remote))
                 .filter_map(|&k| {
@@ -196,9 +190,7 @@ pub(crate) fn initiate(
             if streams.is_empty() || duration.is_zero() {
                 continue;
             }
-            let mut only: Vec<Stream<'_, '_>> = Vec::new();
-            let ks: Vec<usize> = streams.iter().map(|(k, _)| *k).collect();
-            only.extend(streams.drain(..).map(|(_, st)| st));
+            let (ks, mut only): (Vec<usize>, Vec<Stream<'_, '_>>) = streams.into_iter().unzip();
             let start = pair::bandwidth(&mut only, duration, Instant::now() + duration + limits.timeout);
             for (st, k) in only.into_iter().zip(ks) {
                 match st.fault {
@@ -214,9 +206,7 @@ pub(crate) fn initiate(
         let back = s.expect("done", |m| if let Message::Done(v) = m { Some(v) } else { None })?;
         peer_count(s, &back, pairs.len(), "done")?;
         for (k, st) in back.into_iter().enumerate() {
-            if let Some(f) = st.fault {
-                first(&mut remote[k], f);
-            }
+            remote[k] = remote[k].take().or(st.fault);
         }
         Ok(ends
             .iter()
@@ -292,9 +282,7 @@ pub fn answer(
             .into_iter()
             .enumerate()
             .map(|(k, st)| {
-                if let Some(f) = st.fault {
-                    first(&mut remote[k], f);
-                }
+                remote[k] = remote[k].take().or(st.fault);
                 PairRun {
                     local: ends[k].0.clone(),
                     remote: ends[k].1.clone(),
