@@ -103,13 +103,15 @@ fn family(a: &IpAddr) -> &'static str {
     }
 }
 
+/// Whether `value` may be a host name to look up: bounded, no control character or space.
+fn host_name(value: &str) -> bool {
+    value.len() <= MAX_NAME && !value.chars().any(|c| c.is_control() || c.is_whitespace())
+}
+
 /// The coordinator's host name, where it must be looked up (given, not an address).
 pub fn to_resolve(vars: &Vars, gate: Option<Gate>) -> Option<String> {
     let (_, value) = coordinator(vars, gate)?;
-    let named = value.parse::<IpAddr>().is_err()
-        && value.len() <= MAX_NAME
-        && !value.chars().any(|c| c.is_control() || c.is_whitespace());
-    named.then_some(value)
+    (value.parse::<IpAddr>().is_err() && host_name(&value)).then_some(value)
 }
 
 /// The interface the bootstrap should use, from the routes, this namespace's addresses, the
@@ -123,58 +125,45 @@ pub fn choose(
     lookup: Option<&Lookup>,
 ) -> Bootstrap {
     let coord = coordinator(vars, gate);
+    let coordinator = coord.as_ref().map(|(v, x)| format!("{v}={}", shown(x)));
     let mut notes = Vec::new();
     let mut resolved = Vec::new();
-    if let Some((var, value)) = &coord {
-        let targets: Vec<IpAddr> = match value.parse::<IpAddr>() {
-            Ok(a) => vec![a],
-            Err(_) if value.len() > MAX_NAME || value.chars().any(|c| c.is_control() || c.is_whitespace()) => {
-                notes.push(format!("{var}={} is no host name", shown(value)));
-                Vec::new()
-            }
-            Err(_) => match lookup {
-                Some(Lookup::Addrs(a)) => a.clone(),
-                Some(Lookup::Failed(e)) => {
-                    notes.push(format!("{var}={} does not resolve ({})", shown(value), shown(e)));
-                    Vec::new()
-                }
-                None => {
-                    notes.push(format!("{var}={} was not looked up", shown(value)));
-                    Vec::new()
-                }
-                Some(Lookup::TimedOut) => {
-                    notes.push(format!(
-                        "{var}={} did not resolve within {} ms (its record may appear only once its pod is ready)",
-                        shown(value),
-                        RESOLVE_WAIT.as_millis()
-                    ));
-                    Vec::new()
-                }
-            },
+    if let (Some((_, value)), Some(given)) = (&coord, &coordinator) {
+        let (targets, problem) = match (value.parse::<IpAddr>(), lookup) {
+            (Ok(a), _) => (vec![a], None),
+            (Err(_), _) if !host_name(value) => (Vec::new(), Some("is no host name".to_string())),
+            (Err(_), Some(Lookup::Addrs(a))) => (a.clone(), None),
+            (Err(_), Some(Lookup::Failed(e))) => (Vec::new(), Some(format!("does not resolve ({})", shown(e)))),
+            (Err(_), None) => (Vec::new(), Some("was not looked up".to_string())),
+            (Err(_), Some(Lookup::TimedOut)) => (
+                Vec::new(),
+                Some(format!(
+                    "did not resolve within {} ms (its record may appear only once its pod is ready)",
+                    RESOLVE_WAIT.as_millis()
+                )),
+            ),
         };
+        notes.extend(problem.map(|p| format!("{given} {p}")));
         resolved.clone_from(&targets);
         for t in &targets {
             if t.is_loopback() {
-                notes.push(format!(
-                    "{var}={} is this host's loopback, which tells nothing of the job's network",
-                    shown(value)
-                ));
+                notes.push(format!("{given} is this host's loopback, which tells nothing of the job's network"));
                 continue;
             }
             match interface_to(t, routes.family(t.is_ipv6()), addrs) {
                 Some(i) => match unfit(i, addrs, rails) {
                     None => {
                         return Bootstrap {
-                            coordinator: Some(format!("{var}={}", shown(value))),
+                            coordinator: Some(given.clone()),
                             coordinator_addresses: targets.clone(),
                             ifname: Some(i.to_string()),
                             family: Some(family(t)),
-                            how: format!("{i} routes to the coordinator {var}={} ({t})", shown(value)),
+                            how: format!("{i} routes to the coordinator {given} ({t})"),
                         }
                     }
-                    Some(why) => notes.push(format!("the route to {var}={} ({t}) leaves by {i}, {why}", shown(value))),
+                    Some(why) => notes.push(format!("the route to {given} ({t}) leaves by {i}, {why}")),
                 },
-                None => notes.push(format!("no route to {var}={} ({t})", shown(value))),
+                None => notes.push(format!("no route to {given} ({t})")),
             }
         }
     }
@@ -186,34 +175,21 @@ pub fn choose(
             .filter(|r| r.is_default() && unfit(&r.ifname, addrs, rails).is_none())
             .min_by_key(|r| r.metric)
     };
-    let default = default_of(false).or_else(|| default_of(true));
-    let coordinator = coord.as_ref().map(|(v, x)| format!("{v}={}", shown(x)));
-    match default {
+    let (ifname, family, how) = match default_of(false).or_else(|| default_of(true)) {
         Some(r) => {
             let why = if coord.is_none() {
                 "no MASTER_ADDR, PET_MASTER_ADDR or gate coordinator".to_string()
             } else {
                 notes.join("; ")
             };
-            Bootstrap {
-                coordinator,
-                coordinator_addresses: resolved,
-                ifname: Some(r.ifname.clone()),
-                family: Some(family(&r.dest)),
-                how: format!("{} carries the default route ({why})", r.ifname),
-            }
+            (Some(r.ifname.clone()), Some(family(&r.dest)), format!("{} carries the default route ({why})", r.ifname))
         }
         None => {
             notes.push("no default route leaves by an interface that qualifies".into());
-            Bootstrap {
-                coordinator,
-                coordinator_addresses: resolved,
-                ifname: None,
-                family: None,
-                how: format!("left to NCCL: {}", notes.join("; ")),
-            }
+            (None, None, format!("left to NCCL: {}", notes.join("; ")))
         }
-    }
+    };
+    Bootstrap { coordinator, coordinator_addresses: resolved, ifname, family, how }
 }
 
 /// The interfaces the bootstrap must not take where the pod sees every port: the rails', less
