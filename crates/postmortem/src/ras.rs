@@ -249,9 +249,7 @@ fn attempt(addr: SocketAddr, request: &[u8], until: Instant) -> Result<(String, 
         }
         s.set_read_timeout(Some(left)).map_err(io)?;
         match s.read(&mut chunk) {
-            Ok(0) => {
-                return Ok((String::from_utf8_lossy(&buf).into_owned(), buf.len()));
-            }
+            Ok(0) => return Ok((String::from_utf8_lossy(&buf).into_owned(), buf.len())),
             Ok(n) => {
                 if buf.len() + n > MAX_REPLY {
                     return Err(RasError::TooLarge { addr, max: MAX_REPLY });
@@ -273,12 +271,8 @@ fn attempt(addr: SocketAddr, request: &[u8], until: Instant) -> Result<(String, 
     }
     // A refusal (`ERROR: Unknown command`) leaves the connection open: the deadline ends it.
     // It is a line or two; a longer unfinished reply is only slow, and is not read.
-    let refused = if buf.len() <= REFUSAL_MAX {
-        ras::parse(&String::from_utf8_lossy(&buf)).err().filter(|e| matches!(e, ParseError::Refused(_)))
-    } else {
-        None
-    };
-    match refused {
+    let parsed = (buf.len() <= REFUSAL_MAX).then(|| ras::parse(&String::from_utf8_lossy(&buf)));
+    match parsed.and_then(Result::err).filter(|e| matches!(e, ParseError::Refused(_))) {
         Some(source) => Err(RasError::Parse { addr, source }),
         None => Err(RasError::Slow { addr, ms, bytes: buf.len() }),
     }
