@@ -43,13 +43,6 @@ pub struct RailsReport {
     pub evidence: Evidence,
 }
 
-impl RailsReport {
-    /// NCCL_IB_HCA is left to NCCL's default.
-    pub fn exports_nothing(&self) -> bool {
-        matches!(self.verdict, "unmatched" | "disagreement")
-    }
-}
-
 fn gpu(r: Option<Relation>) -> GpuDistance {
     match r {
         Some(Relation::Pix | Relation::Pxb) => GpuDistance::SameSwitch,

@@ -47,11 +47,7 @@ impl List {
 
     /// Entries NCCL reads as prefixes (no `=`): each may select more devices than it names.
     pub fn prefix_names(&self) -> Vec<&str> {
-        if self.exact {
-            Vec::new()
-        } else {
-            self.entries.iter().map(|e| e.name.as_str()).collect()
-        }
+        self.entries.iter().filter(|_| !self.exact).map(|e| e.name.as_str()).collect()
     }
 
     /// Whether NCCL uses `name` port `port` (`None` for interfaces, which have no port).
@@ -62,15 +58,11 @@ impl List {
     }
 
     fn matches_any(&self, name: &str, port: Option<i64>) -> bool {
-        self.entries.iter().any(|e| self.name_matches(e, name) && port_matches(e.port, port))
+        self.entries.iter().any(|e| self.name_matches(e, name) && e.port.zip(port).is_none_or(|(w, h)| w == h))
     }
 
     fn name_matches(&self, e: &Entry, name: &str) -> bool {
-        if self.exact {
-            name == e.name
-        } else {
-            name.starts_with(&e.name)
-        }
+        name == e.name || (!self.exact && name.starts_with(&e.name))
     }
 
     /// Each bare-prefix entry that is one of `names` but also selects longer ones (`mlx5_1` and
@@ -93,13 +85,6 @@ impl List {
     /// Entries whose name matches none of `names`.
     pub fn unmatched(&self, names: &[&str]) -> Vec<String> {
         self.entries.iter().filter(|e| !names.iter().any(|n| self.name_matches(e, n))).map(|e| e.name.clone()).collect()
-    }
-}
-
-fn port_matches(want: Option<i64>, have: Option<i64>) -> bool {
-    match (want, have) {
-        (Some(w), Some(h)) => w == h,
-        _ => true,
     }
 }
 

@@ -45,14 +45,6 @@ pub enum AllowError {
 }
 
 impl Net {
-    fn bits(a: IpAddr) -> u32 {
-        if a.is_ipv4() {
-            32
-        } else {
-            128
-        }
-    }
-
     /// `ADDR` or `ADDR/PREFIX`.
     pub fn parse(spec: &str) -> Result<Net, AllowError> {
         let bad = || AllowError::Net(clean::bounded(spec, 64));
@@ -61,7 +53,7 @@ impl Net {
             None => (spec, None),
         };
         let addr: IpAddr = a.trim().parse().map_err(|_| bad())?;
-        let bits = Net::bits(addr);
+        let bits = if addr.is_ipv4() { 32 } else { 128 };
         let prefix = match p {
             None => bits,
             Some(p) => p.trim().parse::<u32>().map_err(|_| bad())?,

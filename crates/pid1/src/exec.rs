@@ -84,13 +84,11 @@ pub fn prepare(argv: &[OsString], env: &[(OsString, OsString)]) -> Result<Prepar
 /// shell. Returns only on failure.
 pub fn exec(p: &Prepared) -> ExecError {
     super::sys::restore_inherited_sigpipe();
-    error(
-        p,
-        attempt(p, |path| {
-            let Err(errno) = nix::unistd::execve(path, &p.argv, &p.envp);
-            errno
-        }),
-    )
+    let failure = attempt(p, |path| {
+        let Err(errno) = nix::unistd::execve(path, &p.argv, &p.envp);
+        errno
+    });
+    error(p, failure)
 }
 
 /// The PATH search, given the execve to call; allocation-free (it runs in a forked child).
