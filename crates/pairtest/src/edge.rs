@@ -20,15 +20,12 @@ pub fn cannot(id: &'static str, summary: impl Into<String>, hint: impl Into<Stri
 
 /// The peer's failure as a cause: it never came, or it came and misbehaved.
 pub fn peer_cause(e: &ExchangeError) -> Cause {
-    if e.no_peer() {
-        cannot("peer", e.to_string(), "start the other end, check the address and that TCP is open between the pods; --wait-ms sets how long to wait")
+    let hint = if e.no_peer() {
+        "start the other end, check the address and that TCP is open between the pods; --wait-ms sets how long to wait"
     } else {
-        cannot(
-            "peer",
-            e.to_string(),
-            "run the same nccl-wrap version on both ends, and make sure nothing else uses the port",
-        )
-    }
+        "run the same nccl-wrap version on both ends, and make sure nothing else uses the port"
+    };
+    cannot("peer", e.to_string(), hint)
 }
 
 /// Opens every planned port; fails only when none opens.

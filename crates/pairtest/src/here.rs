@@ -75,13 +75,7 @@ fn plan_gids(plan: &Plan, planned: &[Planned]) -> Vec<PlanGid> {
     let mut out = Vec::new();
     for p in planned {
         let Some(index) = p.gid_index else { continue };
-        let facts = plan
-            .detection
-            .devices
-            .iter()
-            .find(|d| d.name == p.device)
-            .and_then(|d| d.ports.iter().find(|f| f.port == u32::from(p.port)));
-        let Some(f) = facts else { continue };
+        let Some(f) = facts(plan, &p.device, u32::from(p.port)) else { continue };
         if let Some(g) = entry_at(f, index) {
             out.push(PlanGid {
                 device: p.device.clone(),
@@ -133,6 +127,11 @@ pub(crate) fn planned(plan: &Plan) -> Vec<Planned> {
     out
 }
 
+/// What the plan read of `device` port `port`.
+fn facts<'p>(plan: &'p Plan, device: &str, port: u32) -> Option<&'p PortFacts> {
+    plan.detection.devices.iter().find(|d| d.name == device).and_then(|d| d.ports.iter().find(|f| f.port == port))
+}
+
 /// The entry at `index` of a port, as the plan read it.
 fn entry_at(f: &PortFacts, index: u32) -> Option<&GidPick> {
     f.gid.iter().chain(f.nccl_pick.iter()).chain(f.table.iter()).find(|g| g.index == index)
@@ -144,13 +143,7 @@ pub(crate) fn dropped_for_gid(plan: &Plan) -> Vec<output::Dropped> {
     let mut out = Vec::new();
     for d in plan.decisions.iter().filter(|d| !d.used) {
         let (Some(reason), Ok(port)) = (&d.reason, u8::try_from(d.port)) else { continue };
-        let facts = plan
-            .detection
-            .devices
-            .iter()
-            .find(|x| x.name == d.device)
-            .and_then(|x| x.ports.iter().find(|p| p.port == d.port));
-        let Some(f) = facts else { continue };
+        let Some(f) = facts(plan, &d.device, d.port) else { continue };
         let gid_only = f.link_layer.as_deref() == Some("Ethernet")
             && nw_decide::link_problem(f).is_none()
             && f.gid.as_ref().is_some_and(|g| !g.full_match);

@@ -119,12 +119,11 @@ impl Ledger {
     pub(crate) fn take(&self, src: Source) -> bool {
         let mut book = self.book();
         let Some(e) = book.entry(src) else { return true };
-        if e.tokens >= 1.0 {
+        let has = e.tokens >= 1.0;
+        if has {
             e.tokens -= 1.0;
-            true
-        } else {
-            false
         }
+        has
     }
 
     /// Gives back the token of a valid first message: real peers never run out, strays do.

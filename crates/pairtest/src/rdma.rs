@@ -25,17 +25,11 @@ impl Rdma {
 
     /// Replaces what this end brings (the ring: the node's ports, read again every round).
     pub fn renew(&self, here: Result<Here, Cause>) {
-        match self.here.lock() {
-            Ok(mut h) => *h = here,
-            Err(p) => *p.into_inner() = here,
-        }
+        *self.here.lock().unwrap_or_else(|p| p.into_inner()) = here;
     }
 
     fn here(&self) -> Result<Here, Cause> {
-        match self.here.lock() {
-            Ok(h) => h.clone(),
-            Err(p) => p.into_inner().clone(),
-        }
+        self.here.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
 

@@ -58,11 +58,8 @@ pub(crate) fn rate(kbps: u64) -> String {
         k if k >= 1_000 => (k as f64 / 1e3, "Mb/s"),
         k => (k as f64, "kb/s"),
     };
-    if v >= 100.0 || v.fract() == 0.0 {
-        format!("{v:.0} {unit}")
-    } else {
-        format!("{v:.1} {unit}")
-    }
+    let places = if v >= 100.0 || v.fract() == 0.0 { 0 } else { 1 };
+    format!("{v:.places$} {unit}")
 }
 
 fn pct_of(x: u64, of: u64) -> u128 {
