@@ -114,8 +114,7 @@ pub fn to_resolve(vars: &Vars, gate: Option<Gate>) -> Option<String> {
     (value.parse::<IpAddr>().is_err() && host_name(&value)).then_some(value)
 }
 
-/// The interface the bootstrap should use, from the routes, this namespace's addresses, the
-/// rails and what the coordinator's name resolved to (`lookup`, read for [`to_resolve`]).
+/// The interface the bootstrap should use; `lookup` is what [`to_resolve`]'s name resolved to.
 pub fn choose(
     vars: &Vars,
     gate: Option<Gate>,
@@ -192,8 +191,7 @@ pub fn choose(
     Bootstrap { coordinator, coordinator_addresses: resolved, ifname, family, how }
 }
 
-/// The interfaces the bootstrap must not take where the pod sees every port: the rails', less
-/// those that route to the coordinator (a small node's only network is its rail).
+/// Where the pod sees every port, the rails' interfaces less those that route to the coordinator.
 pub fn host_rails(plan: &Plan, r: &RailsReport) -> Vec<String> {
     let to_coordinator: Vec<&str> =
         r.evidence.ifaces.iter().filter(|i| i.coordinator_route).map(|i| i.name.as_str()).collect();

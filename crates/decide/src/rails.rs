@@ -528,8 +528,7 @@ impl<'a> Run<'a> {
         Verdict::Confident
     }
 
-    /// Rules 3 and 4: `near` are the candidates, the rest of `rest` is left out; among them a link
-    /// layer held by a strict majority wins.
+    /// Rules 3 and 4: of `rest`, `near` are candidates, and a link layer most of them hold wins.
     fn placed(&mut self, rest: &[usize], near: &[usize]) -> Step {
         let Some((ll, n)) = mode(near.iter().filter_map(|&i| self.facts(i)).map(|f| f.port.link_layer))
             .filter(|(_, n)| n.saturating_mul(2) > near.len())
@@ -633,8 +632,7 @@ impl<'a> Run<'a> {
         Step::Rails(rest.to_vec())
     }
 
-    /// Rule 2, once the rails are known: each front-end port with what corroborates it; one that
-    /// looks like a rail in every other way is evidence that disagrees.
+    /// Rule 2, once the rails are known; a front end that looks like a rail otherwise disagrees.
     fn front_end(&mut self, front: &[usize], rails: &[usize]) -> Verdict {
         let compute = Compute::of(&rails.iter().filter_map(|&i| self.facts(i)).collect::<Vec<_>>());
         for &i in front {

@@ -51,8 +51,7 @@ impl Plan {
 pub fn asks(plan: &Plan, vars: &Vars, gate: Option<Gate>, depth: Depth) -> Asks {
     let mut used: Vec<String> = plan.decisions.iter().filter(|d| d.used).map(|d| d.device.clone()).collect();
     used.dedup();
-    // EFA devices are not NCCL_IB_HCA's, but their provider (libefa) and libfabric are what the
-    // net plugin loads.
+    // EFA devices are not NCCL_IB_HCA's, but the net plugin loads their provider and libfabric.
     used.extend(plan.efa.iter().flat_map(|e| e.devices.iter().cloned()));
     let mut node_types: Vec<String> = plan.decisions.iter().filter(|d| !d.used).map(|d| d.device.clone()).collect();
     node_types.dedup();
@@ -95,8 +94,7 @@ pub fn settle(
     bootstrap::user_values(plan, vars, &addrs, choices.override_user);
 }
 
-/// `NCCL_IGNORE_NET_MISMATCH=0` under an interlock, where the image's NCCL is 2.30+ or of unknown
-/// version (older NCCL does not read it, so it costs nothing there).
+/// `NCCL_IGNORE_NET_MISMATCH=0` under an interlock, unless the image's NCCL is older than 2.30.
 fn net_mismatch(plan: &mut Plan, u: &Userspace, vars: &Vars, choices: Choices) {
     if !(choices.require_rdma || choices.gate) || !(plan.rdma || plan.efa.is_some()) {
         return;

@@ -7,8 +7,7 @@ use super::{Action, Plan};
 use nw_nccl::env::IB_GID_INDEX;
 use nw_nccl::gid::{self, GidEntry, GidPrefs, RoceType};
 
-/// One used RoCE port (`dev:port`) and the entry at a kept index: its GID text and type text,
-/// `None` where the read failed.
+/// One used RoCE port and its entry at a kept index (GID and type text; `None`: unreadable).
 pub(crate) type KeptEntry = (String, Option<String>, Option<String>);
 
 /// What sysfs said beyond the port facts, read only where it matters.

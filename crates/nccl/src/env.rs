@@ -33,8 +33,7 @@ pub fn version_at_least(v: &str, (major, minor): (u32, u32)) -> Option<bool> {
     Some((a, b) >= (major, minor))
 }
 
-/// `=dev:port,dev:port`: the leading `=` makes NCCL match names exactly, so `mlx5_1` does not
-/// also select `mlx5_10`..`mlx5_19` as a bare prefix would.
+/// `=dev:port,dev:port`: the `=` makes NCCL match exactly (`mlx5_1` is not also `mlx5_10`).
 pub fn hca_value<'a>(ports: impl IntoIterator<Item = (&'a str, u32)>) -> String {
     let list: Vec<String> = ports.into_iter().map(|(dev, port)| format!("{dev}:{port}")).collect();
     format!("={}", list.join(","))
@@ -52,8 +51,7 @@ pub fn export_lines<'a>(vars: impl IntoIterator<Item = (&'a str, &'a str)>) -> S
 
 /// The child's environment: ours in order, byte for byte, with `set` replacing or appending.
 pub fn child_env(base: &[(OsString, OsString)], set: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
-    // The gate's secret is nccl-wrap's alone: the command (and whatever it starts, or logs of its
-    // environment) never sees it.
+    // The gate's secret is nccl-wrap's alone: the command never sees it.
     let mut env: Vec<(OsString, OsString)> =
         base.iter().filter(|(n, _)| n.as_bytes() != GATE_SECRET.as_bytes()).cloned().collect();
     for (name, value) in set {

@@ -139,8 +139,7 @@ impl Default for GidPrefs {
     }
 }
 
-/// One table entry. `roce` is `None` where the type could not be read (the kernel answers
-/// EINVAL for empty entries).
+/// One table entry; `roce` is `None` where the type could not be read (EINVAL for empty ones).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GidEntry {
     pub index: u32,
@@ -232,8 +231,7 @@ pub fn valid(gid: &Ipv6Addr) -> bool {
 }
 
 fn in_range(gid: &Ipv6Addr, prefs: &GidPrefs) -> bool {
-    // NCCL parses NCCL_IB_ADDR_RANGE with inet_pton in the wanted family: a range of the other
-    // family fails to parse there and restricts nothing.
+    // NCCL parses the range in the wanted family: one of the other family restricts nothing.
     prefs.range.filter(|r| r.family == prefs.family).is_none_or(|r| r.contains(gid))
 }
 

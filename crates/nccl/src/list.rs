@@ -32,8 +32,7 @@ impl List {
             if entries.len() == MAX_ENTRIES {
                 break;
             }
-            // NCCL copies characters up to ':' or ','; an empty name is dropped.
-            // A port that reads as -1 is NCCL's "any port", as if none were given.
+            // An empty name is dropped; a port that reads as -1 is NCCL's "any port".
             let (name, port) = match item.split_once(':') {
                 Some((n, p)) => (n, Some(atoi(p)).filter(|&p| p != -1)),
                 None => (item, None),
@@ -52,8 +51,7 @@ impl List {
 
     /// Whether NCCL uses `name` port `port` (`None` for interfaces, which have no port).
     pub fn selects(&self, name: &str, port: Option<i64>) -> bool {
-        // No entries: NCCL's matchIfList matches everything, and `^` still inverts that, so `^`
-        // (or `^,`) alone selects nothing at all.
+        // No entries match everything, so `^` alone selects nothing (NCCL's matchIfList).
         (self.entries.is_empty() || self.matches_any(name, port)) != self.exclude
     }
 

@@ -81,8 +81,7 @@ pub struct Finding {
     pub who: Vec<Who>,
 }
 
-/// One communicator's collective counts summed over the ranks RAS heard from (JSON only): a
-/// stall is these sums not moving.
+/// One communicator's collective counts summed over its ranks (JSON only): a stall stops them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Progress {
     pub(crate) comm: String,
@@ -282,8 +281,7 @@ fn header(line: &str) -> (Vec<Kind>, Option<String>) {
     (named, comm)
 }
 
-/// A block's findings. A header naming several kinds (`INCOMPLETE,ERROR`) is followed by one
-/// block per kind in the reports seen; a block's kind is then the one its summary speaks of.
+/// A block's findings, each of the kind its summary speaks of where the header names several.
 fn findings_of(kinds: &[Kind], comm: Option<String>, body: &[&str], left_out: &mut usize) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::new();
     let mut current: Option<Finding> = None;

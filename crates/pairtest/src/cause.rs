@@ -58,8 +58,7 @@ pub(crate) struct PairFacts<'a> {
     /// The first fault of each end, if any.
     pub(crate) local_fault: Option<&'a Fault>,
     pub(crate) remote_fault: Option<&'a Fault>,
-    /// The route verdict for the peer's address from the local rail (`None`: not IPv4, or the
-    /// routes could not be read).
+    /// The route verdict for the peer's address from the local rail, where known.
     pub(crate) reach: Option<&'a Reach>,
     /// The path MTU the queue pair used, in bytes.
     pub(crate) path_mtu: u32,
@@ -67,8 +66,7 @@ pub(crate) struct PairFacts<'a> {
     pub(crate) plan_gid: Option<&'a PlanGid>,
 }
 
-/// The entry at the GID index a local port uses, as the plan read it: the GID then, and whose
-/// address it held (on a shared device, where the pod's addresses tell).
+/// The entry at a local port's GID index as the plan read it, and whose address it held.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct PlanGid {
     pub(crate) device: String,

@@ -11,8 +11,7 @@ use super::clean;
 use super::settings::Settings;
 use super::wire::Hello;
 
-/// First messages read at once by default: scanners opening hundreds of connections get the
-/// rest closed unread.
+/// First messages read at once by default; past it, connections are closed unread.
 pub(crate) const READERS: usize = 32;
 /// First messages of one source read at once by default: half, the rest left to everyone else.
 pub(crate) const PER_SOURCE: usize = READERS / 2;
@@ -151,8 +150,7 @@ pub struct Policy {
     pub readers: usize,
     /// Of them, from one source at once.
     pub per_source: usize,
-    /// First reads one source may start at once, and then a second (a valid first message gives
-    /// its share back).
+    /// First reads one source may start at once, and then a second.
     pub burst: u32,
     pub rate: u32,
     /// Deadline of each connection's first message, from its acceptance.
@@ -190,8 +188,7 @@ impl Policy {
         }
     }
 
-    /// Why a valid hello is not served, or `None`: a tag where plain tests only are served, or
-    /// more than the listener's test where it refuses rather than clamps.
+    /// Why a valid hello is not served (its tag, or asking more where `over` refuses), or `None`.
     pub fn refusal(&self, hello: &Hello) -> Option<String> {
         if let (Tags::Refuse(why), Some(_)) = (self.tags, &hello.gate) {
             return Some(why.to_owned());

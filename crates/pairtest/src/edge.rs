@@ -60,8 +60,7 @@ fn unopened(opened: &Opened, peer: &str) -> Vec<PairResult> {
         .collect()
 }
 
-/// A test of one peer, and the answer to one: the edge over ibverbs ([`super::rdma::Rdma`]), or
-/// a stand-in in tests. ping, the gate and the ring drive the same seam.
+/// A test of one peer, and the answer to one: [`super::rdma::Rdma`], or a stand-in in tests.
 pub trait PairTest: Send + Sync {
     /// This pod's name, as results and the gate's verdict name it.
     fn host(&self) -> String;
@@ -69,8 +68,7 @@ pub trait PairTest: Send + Sync {
     fn ports(&self) -> Result<Vec<PortInfo>, Cause>;
     /// Tests the peer at `target`: every pair's result, or why the test could not run.
     fn initiate(&self, target: &str, settings: &Settings, wait_until: Instant) -> Result<Vec<PairResult>, Cause>;
-    /// Answers a peer whose hello arrived, within this listener's `settings`; what they clamp is
-    /// told to `clamped` before the run.
+    /// Answers a peer within `settings`, telling `clamped` first what they cut of its hello.
     fn answer(
         &self,
         s: Session,

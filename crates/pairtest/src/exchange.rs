@@ -255,8 +255,7 @@ impl Place {
     }
 }
 
-/// Splits `[ADDR:]PORT` for `--listen` (`18515`: every address of both families;
-/// `0.0.0.0:18515`, `[::]:18515`: that address).
+/// Splits `[ADDR:]PORT` for `--listen` (a bare port: every address of both families).
 pub fn listen_addr(spec: &str) -> Result<Place, ExchangeError> {
     let bad = |detail: &str| ExchangeError::Address { addr: spec.to_owned(), detail: detail.to_owned() };
     if let Ok(port) = spec.parse::<u16>() {
@@ -346,8 +345,7 @@ pub fn bind_any(port: u16) -> Result<TcpListener, ExchangeError> {
 
 /// A bound listener made ready to serve: the kernel's longest accept queue, non-blocking.
 fn ready(l: TcpListener, addr: SocketAddr) -> Result<TcpListener, ExchangeError> {
-    // A job's pods join in one burst, which std's backlog of 128 overflows (dropped SYNs wait a
-    // second); net.core.somaxconn still bounds it.
+    // A job's pods join in one burst, which std's backlog of 128 overflows (SYNs dropped).
     if let Err(e) = nix::sys::socket::listen(&l, nix::sys::socket::Backlog::MAXCONN) {
         log::debug!("{addr}: listen backlog stays at 128: {e}");
     }

@@ -69,8 +69,7 @@ pub fn read(inp: &Inputs) -> Result<Here, Cause> {
     })
 }
 
-/// The plan's entry at each planned port's GID index (its own pick, or the entry a forced
-/// NCCL_IB_GID_INDEX lands on in a table the plan read whole), and whose address it held.
+/// The plan's entry at each planned port's GID index, and whose address it held.
 fn plan_gids(plan: &Plan, planned: &[Planned]) -> Vec<PlanGid> {
     let mut out = Vec::new();
     for p in planned {
@@ -137,8 +136,7 @@ fn entry_at(f: &PortFacts, index: u32) -> Option<&GidPick> {
     f.gid.iter().chain(f.nccl_pick.iter()).chain(f.table.iter()).find(|g| g.index == index)
 }
 
-/// The RoCE ports the plan leaves out only for their GID (ACTIVE, no GID of NCCL's family and
-/// version), with the plan's reason.
+/// The RoCE ports the plan leaves out only for their GID, with the plan's reason.
 pub(crate) fn dropped_for_gid(plan: &Plan) -> Vec<output::Dropped> {
     let mut out = Vec::new();
     for d in plan.decisions.iter().filter(|d| !d.used) {

@@ -135,8 +135,7 @@ impl Ledger {
         }
     }
 
-    /// Counts a front end's refusal of a valid first message from `ip`, taking back its token;
-    /// whether to say it in full.
+    /// Counts a front end's refusal of `ip`'s first message (a token too); whether to say it.
     pub fn refused(&self, ip: IpAddr, why: &str) -> bool {
         self.count(Source::of(ip), why, true)
     }

@@ -85,8 +85,7 @@ fn gbytes(g: f64) -> f64 {
     round(g, if g < 1.0 { 6 } else { 3 })
 }
 
-/// What this end knows beside the run when it names a cause: its routes, and the plan's entry
-/// at each port's GID index.
+/// What this end knows beside the run when it names a cause: its routes and plan entries.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Local<'a> {
     pub(crate) routes: Option<&'a [Route]>,

@@ -6,8 +6,7 @@ use std::path::Path;
 
 pub use nw_observe::detect::route::Route;
 
-/// Reads `PROC/net/route` (bounded, never blocking); `None` when it cannot be read (no procfs, or
-/// IPv4 absent).
+/// Reads `PROC/net/route` (bounded, never blocking); `None` when it cannot be read.
 pub fn read(proc_root: &Path) -> Option<Vec<Route>> {
     nw_observe::detect::route::read_v4(proc_root).ok()
 }
@@ -17,8 +16,7 @@ pub fn read(proc_root: &Path) -> Option<Vec<Route>> {
 pub(crate) enum Reach {
     /// The longest matching route through `netdev`.
     Via(Route),
-    /// No route through `netdev` covers the peer; the best one overall, if any, uses another
-    /// device.
+    /// No route through `netdev` covers the peer; the best one overall uses another device.
     NoRoute { elsewhere: Option<Route> },
 }
 

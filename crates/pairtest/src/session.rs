@@ -19,8 +19,7 @@ pub struct PairRun {
     pub figures: Option<Figures>,
 }
 
-/// This end's ports, opened: contexts for the run and descriptions for the peer. A port that
-/// cannot be opened is set aside with its fault.
+/// This end's ports, opened (contexts and descriptions), and those that failed, with why.
 pub struct Opened {
     pub(crate) ctxs: Vec<Context>,
     pub(crate) infos: Vec<PortInfo>,
@@ -223,8 +222,7 @@ pub(crate) fn initiate(
     Ok((runs, theirs.ports))
 }
 
-/// The listening end, after the initiator's hello: answer it, serve every pair until done,
-/// within its own settings (`ours`).
+/// The listening end after the hello: answer it, serve every pair until done, within `ours`.
 pub fn answer(
     s: &mut Session,
     hello: &Hello,

@@ -9,8 +9,7 @@ use super::wire::{self, Hello, PortInfo, Tag, WireError};
 /// The most a listener registers for one peer, all pairs together: 32 rails x 8 MiB.
 pub(crate) const MAX_REGISTERED: u64 = 256 << 20;
 
-/// What one test does: pairing, sizes, round trips, the bandwidth run, deadlines, and who opens
-/// it for the gate.
+/// What one test does: pairing, sizes, round trips, deadlines, and who opens it for the gate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
     pub all_pairs: bool,

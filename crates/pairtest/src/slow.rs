@@ -50,8 +50,7 @@ pub fn judge(figures: &[Figure], pct: u8) -> Vec<Option<Slow>> {
         .collect()
 }
 
-/// A figure for people: `400 Gb/s`, `31.2 Gb/s`, `22.5 Mb/s`, `750 kb/s` (three significant
-/// figures at most, a whole number without its `.0`).
+/// A figure for people: `400 Gb/s`, `31.2 Gb/s`, `22.5 Mb/s`, `750 kb/s`.
 pub(crate) fn rate(kbps: u64) -> String {
     let (v, unit) = match kbps {
         k if k >= 1_000_000 => (k as f64 / 1e6, "Gb/s"),
@@ -67,8 +66,7 @@ fn pct_of(x: u64, of: u64) -> u128 {
 }
 
 impl Slow {
-    /// `12.5 Gb/s: 31 % of the job's median 40 Gb/s, 3 % of its rated 400 Gb/s` (`among`
-    /// names whose median: "the job's", "this node's rails'").
+    /// `12.5 Gb/s: 31 % of the job's median 40 Gb/s, 3 % of its rated 400 Gb/s` (`among`: whose).
     pub fn summary(&self, among: &str) -> String {
         let mut parts = Vec::new();
         if let Some(m) = self.median {

@@ -182,8 +182,7 @@ pub(crate) fn kind_name(kind: u8) -> &'static str {
     }
 }
 
-/// The messages one connection carries: the pair test's own ([`Message`]), or a front end's that
-/// adds its kinds to them (the gate's).
+/// The messages one connection carries: [`Message`], or a front end's that adds its kinds.
 pub trait Protocol: Sized {
     /// Whether `kind` is one of this protocol's (else refused from the header).
     fn knows(kind: u8) -> bool;

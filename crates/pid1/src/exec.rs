@@ -80,8 +80,7 @@ pub fn prepare(argv: &[OsString], env: &[(OsString, OsString)]) -> Result<Prepar
     Ok(Prepared { candidates, argv, envp, name, path_var, searched })
 }
 
-/// Tries each PATH candidate like execvp, but never falls back to running a file through a
-/// shell. Returns only on failure.
+/// Tries each PATH candidate like execvp, never through a shell. Returns only on failure.
 pub fn exec(p: &Prepared) -> ExecError {
     super::sys::restore_inherited_sigpipe();
     let failure = attempt(p, |path| {

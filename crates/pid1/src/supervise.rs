@@ -71,8 +71,7 @@ pub fn block_early(init: Option<bool>) -> Option<sys::Blocked> {
     }
 }
 
-/// Runs the command as a supervised child; returns the exit status nccl-wrap should end with.
-/// `blocked` is the early block, if [`block_early`] made one.
+/// Runs the command as a supervised child (`blocked`: [`block_early`]'s); returns the exit status.
 pub fn run(argv: &[OsString], env: &[(OsString, OsString)], opts: &Options, blocked: Option<sys::Blocked>) -> u8 {
     let prepared = match exec::prepare(argv, env) {
         Ok(p) => p,
@@ -112,8 +111,7 @@ fn supervise(
         None => Blocked::block().map_err(|source| SuperviseError::Block { source })?,
     };
     let foreground = holds_terminal();
-    // On a terminal the command gets a group of its own, made the foreground group: Ctrl-C then
-    // reaches the command once, from the terminal, and not a second time through us.
+    // On a terminal the command's own group is the foreground: Ctrl-C reaches it once, not twice.
     let own_group = opts.kill_group || foreground;
     let attempt = |execve: &dyn Fn(&std::ffi::CStr) -> nix::errno::Errno| exec::attempt(prepared, execve);
     let setup = ChildSetup { argv: prepared.argv(), envp: prepared.envp(), attempt: &attempt, own_group, foreground };
@@ -374,8 +372,7 @@ enum Waited {
     Asked(c_int, Duration),
 }
 
-/// Reaps until none of `rest` remains, the deadline passes, or SIGTERM/SIGINT arrives; other
-/// signals are passed on to `who`.
+/// Reaps until `rest` is gone, the deadline, or SIGTERM/SIGINT; other signals go on to `who`.
 fn reap_until(main: Pid, rest: Rest, who: libc::pid_t, deadline: Instant, blocked: &Blocked) -> Waited {
     let began = Instant::now();
     loop {

@@ -194,8 +194,7 @@ pub fn scrub_env(name: &str) -> usize {
     wiped
 }
 
-/// Every signal but the synchronous ones (SIGKILL and SIGSTOP cannot be blocked; glibc keeps
-/// its two internal real-time signals out of any set).
+/// Every signal but the synchronous ones (glibc keeps its internal ones out of any set).
 fn blocked_set() -> SigSet {
     let mut set = SigSet::all();
     for sig in SYNCHRONOUS {
@@ -259,8 +258,7 @@ impl<'a> ExecArgs<'a> {
     }
 }
 
-/// Forks the child, which prepares itself (group, terminal, signal state) and execs the command.
-/// Must be called with [`Blocked`] in force.
+/// Forks the child, which prepares itself and execs the command; call with [`Blocked`] in force.
 pub(crate) fn spawn(setup: &ChildSetup, blocked: &Blocked) -> Result<Child, Errno> {
     let args = ExecArgs::new(setup.argv, setup.envp);
     let (report, report_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
@@ -342,8 +340,7 @@ fn decode(bytes: &[u8; REPORT_LEN]) -> Failure {
 }
 
 impl Child {
-    /// Waits until the child has exec'd the command (`Ok`) or given up (`Err` with why).
-    /// Signals stay blocked meanwhile, so none is forwarded into the child's pre-exec window.
+    /// Waits until the child has exec'd (`Ok`) or given up (`Err`); signals stay blocked meanwhile.
     pub(crate) fn exec_result(self) -> Result<(), Failure> {
         let mut buf = [0u8; REPORT_LEN];
         let mut got = 0;

@@ -263,8 +263,7 @@ fn unreadable() -> Link {
     Link { state: UNREADABLE.into(), phys_state: UNREADABLE.into() }
 }
 
-/// After the command ended: the post-mortem on stderr (one line at most after success), the JSON
-/// to `path`; a report that cannot be written is a warning.
+/// After the command ended: the post-mortem on stderr, and as JSON to `path` (else a warning).
 fn tell(report: &Report, path: Option<&Path>, has_ports: bool) {
     let written = path.and_then(|p| match nw_output::write::atomic(p, format!("{}\n", report.json()).as_bytes()) {
         Ok(()) => Some(p.display().to_string()),

@@ -73,8 +73,7 @@ impl Moved {
     }
 }
 
-/// The counters read both at start and at exit whose values differ, errors first, then
-/// congestion, unknown names and traffic; by name within each.
+/// The counters whose values at start and exit differ, by kind (errors first), then by name.
 pub(crate) fn moved(start: &Counters, exit: &Counters) -> Vec<Moved> {
     let mut out: Vec<Moved> = start
         .iter()

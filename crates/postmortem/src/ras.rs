@@ -18,8 +18,7 @@ pub(crate) const CONNECT: Duration = Duration::from_millis(300);
 pub(crate) const MAX_REPLY: usize = 1 << 20;
 /// Connections opened at once, to reach a live rank past stopped ones sharing the port.
 pub(crate) const ATTEMPTS: usize = 3;
-/// How long past the deadline the reply may still be handed in and read: the query's whole bound
-/// is the deadline plus this.
+/// How long past the deadline the reply may still be handed in and read.
 pub(crate) const REPORT_GRACE: Duration = Duration::from_millis(250);
 /// The most an unfinished reply may hold to be read as a refusal (`ERROR: ...` lines).
 const REFUSAL_MAX: usize = 4096;
@@ -154,8 +153,7 @@ impl Asked {
     }
 }
 
-/// Asks for STATUS (`json`: after `SET FORMAT json`) and waits for the answer, at most
-/// `deadline` plus [`REPORT_GRACE`] in all, the reply's reading included.
+/// Asks for STATUS (as JSON with `json`) and waits at most `deadline` plus [`REPORT_GRACE`].
 pub(crate) fn query(addr: SocketAddr, json: bool, deadline: Duration) -> Result<Reply, RasError> {
     let asked = ask(addr, json, deadline);
     asked.wait(asked.until)
@@ -269,8 +267,7 @@ fn attempt(addr: SocketAddr, request: &[u8], until: Instant) -> Result<(String, 
     if buf.is_empty() {
         return Err(RasError::Silent { addr, ms });
     }
-    // A refusal (`ERROR: Unknown command`) leaves the connection open: the deadline ends it.
-    // It is a line or two; a longer unfinished reply is only slow, and is not read.
+    // A refusal (`ERROR: ...`, a line or two) leaves the connection open; longer is only slow.
     let parsed = (buf.len() <= REFUSAL_MAX).then(|| ras::parse(&String::from_utf8_lossy(&buf)));
     match parsed.and_then(Result::err).filter(|e| matches!(e, ParseError::Refused(_))) {
         Some(source) => Err(RasError::Parse { addr, source }),
