@@ -241,6 +241,14 @@ pub enum WireError {
     Field { field: &'static str, detail: String },
 }
 
+/// `what` out of range where `bad`, with `detail`.
+fn fail_if<D: Into<String>>(bad: bool, what: &'static str, detail: impl FnOnce() -> D) -> Result<(), WireError> {
+    if bad {
+        return Err(field(what, detail()));
+    }
+    Ok(())
+}
+
 /// A field out of range, named.
 pub fn field(field: &'static str, detail: impl Into<String>) -> WireError {
     WireError::Field { field, detail: detail.into() }
@@ -347,12 +355,8 @@ fn validate(msg: &Message) -> Result<(), WireError> {
             count("setup", qps.len())?;
             for (i, q) in qps.iter().enumerate() {
                 order("setup.pair", i, q.pair)?;
-                if q.qpn >= 1 << 24 {
-                    return Err(field("setup.qpn", format!("{} is not a 24-bit queue pair number", q.qpn)));
-                }
-                if q.psn >= 1 << 24 {
-                    return Err(field("setup.psn", format!("{} is not a 24-bit packet sequence number", q.psn)));
-                }
+                fail_if(q.qpn >= 1 << 24, "setup.qpn", || format!("{} is not a 24-bit queue pair number", q.qpn))?;
+                fail_if(q.psn >= 1 << 24, "setup.psn", || format!("{} is not a 24-bit packet sequence number", q.psn))?;
                 if let Some(f) = &q.fault {
                     validate_fault(f)?;
                 }
@@ -368,9 +372,9 @@ fn validate(msg: &Message) -> Result<(), WireError> {
                 }
                 if let Some(f) = &s.figures {
                     for v in [f.median_us, f.p99_us, f.gbps].into_iter().flatten() {
-                        if !(v.is_finite() && (0.0..1e9).contains(&v)) {
-                            return Err(field("figures", format!("{v} is not a measurement")));
-                        }
+                        fail_if(!(v.is_finite() && (0.0..1e9).contains(&v)), "figures", || {
+                            format!("{v} is not a measurement")
+                        })?;
                     }
                 }
             }
@@ -381,73 +385,52 @@ fn validate(msg: &Message) -> Result<(), WireError> {
 }
 
 fn count(what: &'static str, n: usize) -> Result<(), WireError> {
-    if n > MAX_PAIRS {
-        return Err(field(what, format!("{n} pairs, more than {MAX_PAIRS}")));
-    }
-    Ok(())
+    fail_if(n > MAX_PAIRS, what, || format!("{n} pairs, more than {MAX_PAIRS}"))
 }
 
 /// Pairs come in order 0, 1, 2...: a peer cannot name a pair twice or skip one.
 fn order(what: &'static str, i: usize, pair: u16) -> Result<(), WireError> {
-    if usize::from(pair) != i {
-        return Err(field(what, format!("entry {i} names pair {pair}")));
-    }
-    Ok(())
+    fail_if(usize::from(pair) != i, what, || format!("entry {i} names pair {pair}"))
 }
 
 /// A peer's free text: at most [`MAX_TEXT`] bytes (made printable after decoding).
 pub fn check_text(what: &'static str, s: &str) -> Result<(), WireError> {
-    if s.len() > MAX_TEXT {
-        return Err(field(what, format!("{} bytes, more than {MAX_TEXT}", s.len())));
-    }
-    Ok(())
+    fail_if(s.len() > MAX_TEXT, what, || format!("{} bytes, more than {MAX_TEXT}", s.len()))
 }
 
 /// Device and net-device names: what the kernel allows, nothing a terminal or shell reads.
 pub fn check_name(what: &'static str, s: &str) -> Result<(), WireError> {
     let ok = !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-@:".contains(&b));
-    if !ok {
-        return Err(field(what, format!("{:?} is not a device name", s.escape_debug().to_string())));
-    }
-    Ok(())
+    fail_if(!ok, what, || format!("{:?} is not a device name", s.escape_debug().to_string()))
 }
 
 fn validate_fault(f: &Fault) -> Result<(), WireError> {
-    if f.step.is_empty() || f.step.len() > 32 || !f.step.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(field("fault.step", format!("{:?}", f.step.escape_debug().to_string())));
-    }
+    fail_if(
+        f.step.is_empty() || f.step.len() > 32 || !f.step.bytes().all(|b| b.is_ascii_graphic()),
+        "fault.step",
+        || format!("{:?}", f.step.escape_debug().to_string()),
+    )?;
     check_text("fault.error", &f.error)
 }
 
 /// Range of `--bytes`, `--iters` and `--duration-ms` a listener accepts from a client.
 pub fn check_params(bytes: u32, iters: u32, duration_ms: u32) -> Result<(), WireError> {
-    if !(8..=MAX_BYTES).contains(&bytes) {
-        return Err(field("bytes", format!("{bytes} is not in 8..={MAX_BYTES}")));
-    }
-    if !(1..=1_000_000).contains(&iters) {
-        return Err(field("iters", format!("{iters} is not in 1..=1000000")));
-    }
-    if duration_ms > 60_000 {
-        return Err(field("duration_ms", format!("{duration_ms} is over 60000")));
-    }
-    Ok(())
+    fail_if(!(8..=MAX_BYTES).contains(&bytes), "bytes", || format!("{bytes} is not in 8..={MAX_BYTES}"))?;
+    fail_if(!(1..=1_000_000).contains(&iters), "iters", || format!("{iters} is not in 1..=1000000"))?;
+    fail_if(duration_ms > 60_000, "duration_ms", || format!("{duration_ms} is over 60000"))
 }
 
 /// Host names and addresses as a peer may name itself (never read by a shell or a terminal).
 pub fn check_host(what: &'static str, h: &str) -> Result<(), WireError> {
     let ok = !h.is_empty() && h.len() <= 253 && h.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b));
-    if !ok {
-        return Err(field(what, format!("{:?}", h.escape_debug().to_string())));
-    }
-    Ok(())
+    fail_if(!ok, what, || format!("{:?}", h.escape_debug().to_string()))
 }
 
 /// A job identity: 1..=253 printable ASCII bytes (a Kubernetes name or UID, or HOST:PORT/SIZE).
 pub fn check_job(job: &str) -> Result<(), WireError> {
-    if job.is_empty() || job.len() > 253 || !job.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(field("job", format!("{:?} is not 1..=253 printable ASCII bytes", job.escape_debug().to_string())));
-    }
-    Ok(())
+    fail_if(job.is_empty() || job.len() > 253 || !job.bytes().all(|b| b.is_ascii_graphic()), "job", || {
+        format!("{:?} is not 1..=253 printable ASCII bytes", job.escape_debug().to_string())
+    })
 }
 
 /// A MAC (64 hex digits) or a nonce (32) as the wire carries them.
@@ -465,13 +448,11 @@ fn validate_hello(h: &Hello) -> Result<(), WireError> {
     if let Some(g) = &h.gate {
         check_job(&g.job)?;
         check_hex("hello.gate.mac", g.mac.as_ref(), 64)?;
-        if g.rank >= MAX_JOB_SIZE {
-            return Err(field("hello.gate.rank", format!("{} is over the largest job", g.rank)));
-        }
+        fail_if(g.rank >= MAX_JOB_SIZE, "hello.gate.rank", || format!("{} is over the largest job", g.rank))?;
     }
-    if h.ports.is_empty() || h.ports.len() > MAX_PORTS {
-        return Err(field("hello.ports", format!("{} ports, not 1..={MAX_PORTS}", h.ports.len())));
-    }
+    fail_if(h.ports.is_empty() || h.ports.len() > MAX_PORTS, "hello.ports", || {
+        format!("{} ports, not 1..={MAX_PORTS}", h.ports.len())
+    })?;
     check_params(h.bytes, h.iters, h.duration_ms)?;
     for p in &h.ports {
         check_port(p)?;
@@ -485,30 +466,24 @@ pub fn check_port(p: &PortInfo) -> Result<(), WireError> {
     if let Some(n) = &p.netdev {
         check_name("port.netdev", n)?;
     }
-    if p.port == 0 {
-        return Err(field("port.port", "port numbers start at 1"));
-    }
-    if p.rate_kbps.is_some_and(|r| r == 0 || r > MAX_KBPS) {
-        return Err(field("port.rate_kbps", format!("{:?} is not in 1..={MAX_KBPS}", p.rate_kbps)));
-    }
-    if ![256, 512, 1024, 2048, 4096].contains(&p.mtu) {
-        return Err(field("port.mtu", format!("{} is not an IB MTU (256..4096)", p.mtu)));
-    }
+    fail_if(p.port == 0, "port.port", || "port numbers start at 1")?;
+    fail_if(p.rate_kbps.is_some_and(|r| r == 0 || r > MAX_KBPS), "port.rate_kbps", || {
+        format!("{:?} is not in 1..={MAX_KBPS}", p.rate_kbps)
+    })?;
+    fail_if(![256, 512, 1024, 2048, 4096].contains(&p.mtu), "port.mtu", || {
+        format!("{} is not an IB MTU (256..4096)", p.mtu)
+    })?;
     if let Some(g) = p.gid.as_deref().filter(|g| parse_gid(g).is_none()) {
         return Err(field("port.gid", format!("{:?} is not a GID", g.escape_debug().to_string())));
     }
     match p.link_layer {
         LinkLayer::Ethernet => {
-            if p.gid.is_none() {
-                return Err(field("port.gid", "a RoCE port without a GID"));
-            }
-            if p.gid_index.is_none() {
-                return Err(field("port.gid_index", "a RoCE port without a GID index"));
-            }
+            fail_if(p.gid.is_none(), "port.gid", || "a RoCE port without a GID")?;
+            fail_if(p.gid_index.is_none(), "port.gid_index", || "a RoCE port without a GID index")?;
             if let Some(t) = &p.gid_type {
-                if !matches!(t.as_str(), "RoCE v2" | "IB/RoCE v1") {
-                    return Err(field("port.gid_type", format!("{:?}", t.escape_debug().to_string())));
-                }
+                fail_if(!matches!(t.as_str(), "RoCE v2" | "IB/RoCE v1"), "port.gid_type", || {
+                    format!("{:?}", t.escape_debug().to_string())
+                })?;
             }
         }
         LinkLayer::InfiniBand => match p.lid {

@@ -32,7 +32,6 @@ impl<T> Kept<T> {
         self.last.push_back(item);
     }
 
-    /// The kept entries in the order seen, and how many between them were dropped.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.first.len() + self.last.len()
@@ -43,6 +42,7 @@ impl<T> Kept<T> {
         self.first.is_empty()
     }
 
+    /// The kept entries in the order seen, and how many between them were dropped.
     pub(crate) fn into_parts(self) -> (Vec<T>, u64) {
         let mut all = self.first;
         all.extend(self.last);
