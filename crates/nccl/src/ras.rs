@@ -417,23 +417,12 @@ fn json(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError>
             list.push(person(m));
         }
         view.left_out += missing.len().saturating_sub(MAX_ITEMS);
-        for (kind, who, summary) in [
-            (Kind::Dead, dead, "considered dead (unreachable via the RAS network)"),
-            (Kind::Missing, gone, "missing communicator data"),
-        ] {
-            if !who.is_empty() {
-                let f = Finding { kind, comm: comm.clone(), collective: None, summary: summary.into(), who };
-                push(&mut view.findings, f, &mut view.left_out);
-            }
-        }
         let mut errs = Vec::new();
         let mut counts: std::collections::BTreeMap<String, Vec<(Who, u64)>> = Default::default();
         let mut total = 0u64;
         for r in ranks.iter().take(MAX_ITEMS) {
-            if let Some(e) = r.pointer("/status/async_error").and_then(serde_json::Value::as_u64) {
-                if e != 0 {
-                    errs.push(Who { what: Some(format!("async_error {e}")), ..person(r) });
-                }
+            if let Some(e) = r.pointer("/status/async_error").and_then(serde_json::Value::as_u64).filter(|&e| e != 0) {
+                errs.push(Who { what: Some(format!("async_error {e}")), ..person(r) });
             }
             if let Some(cc) = r.get("collective_counts").and_then(|c| c.as_object()) {
                 for (name, n) in cc.iter().take(32) {
@@ -443,15 +432,15 @@ fn json(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError>
                 }
             }
         }
-        if !errs.is_empty() {
-            let f = Finding {
-                kind: Kind::AsyncError,
-                comm: comm.clone(),
-                collective: None,
-                summary: "asynchronous error".into(),
-                who: errs,
-            };
-            push(&mut view.findings, f, &mut view.left_out);
+        for (kind, who, summary) in [
+            (Kind::Dead, dead, "considered dead (unreachable via the RAS network)"),
+            (Kind::Missing, gone, "missing communicator data"),
+            (Kind::AsyncError, errs, "asynchronous error"),
+        ] {
+            if !who.is_empty() {
+                let f = Finding { kind, comm: comm.clone(), collective: None, summary: summary.into(), who };
+                push(&mut view.findings, f, &mut view.left_out);
+            }
         }
         for (name, list) in counts {
             if list.iter().any(|(_, n)| *n != list[0].1) {

@@ -26,13 +26,8 @@ impl Settings {
     /// The ranges every front end checks before anything is opened.
     pub fn check(&self) -> Result<(), WireError> {
         wire::check_params(self.bytes, self.iters, self.duration_ms)?;
-        if !(1..=600_000).contains(&self.timeout.as_millis()) {
-            return Err(WireError::Field {
-                field: "timeout_ms",
-                detail: format!("{} is not in 1..=600000", self.timeout.as_millis()),
-            });
-        }
-        Ok(())
+        let ms = self.timeout.as_millis();
+        wire::fail_if(!(1..=600_000).contains(&ms), "timeout_ms", || format!("{ms} is not in 1..=600000"))
     }
 
     /// The initiator's hello.

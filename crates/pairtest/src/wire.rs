@@ -242,7 +242,11 @@ pub enum WireError {
 }
 
 /// `what` out of range where `bad`, with `detail`.
-fn fail_if<D: Into<String>>(bad: bool, what: &'static str, detail: impl FnOnce() -> D) -> Result<(), WireError> {
+pub(crate) fn fail_if<D: Into<String>>(
+    bad: bool,
+    what: &'static str,
+    detail: impl FnOnce() -> D,
+) -> Result<(), WireError> {
     if bad {
         return Err(field(what, detail()));
     }
