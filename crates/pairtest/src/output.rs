@@ -109,22 +109,29 @@ pub fn result(index: usize, peer: &str, run: &PairRun, local: Local) -> PairResu
         plan_gid: local.gids.iter().find(|g| g.device == run.local.device && g.port == run.local.port),
     };
     let cause = cause::classify(&facts);
-    let status = cause.as_ref().map_or(Status::Pass, |c| c.status);
-    let fig = run.figures.filter(|_| status != Status::Fail);
-    let latency_us = fig.and_then(|f| Some(json!({"median": round(f.median_us?, 2), "p99": round(f.p99_us?, 2)})));
+    let mut r = pair_result(index, peer, PortOut::of(&run.local), Some(PortOut::of(&run.remote)), cause);
+    let fig = run.figures.filter(|_| r.status != Status::Fail);
+    r.latency_us = fig.and_then(|f| Some(json!({"median": round(f.median_us?, 2), "p99": round(f.p99_us?, 2)})));
+    r.bandwidth_gbytes_per_s = fig.and_then(|f| f.gbps).map(gbytes);
+    r.rated_kbps = run.local.rate_kbps.zip(run.remote.rate_kbps).map(|(l, r)| l.min(r));
+    r
+}
+
+/// A result without figures, its status its cause's.
+fn pair_result(index: usize, peer: &str, local: PortOut, remote: Option<PortOut>, cause: Option<Cause>) -> PairResult {
     PairResult {
         kind: "ping-pair",
         index,
         node_index: None,
         peer_index: None,
         peer: peer.to_owned(),
-        local: PortOut::of(&run.local),
-        remote: Some(PortOut::of(&run.remote)),
-        status,
-        latency_us,
-        bandwidth_gbytes_per_s: fig.and_then(|f| f.gbps).map(gbytes),
+        local,
+        remote,
+        status: cause.as_ref().map_or(Status::Pass, |c| c.status),
+        latency_us: None,
+        bandwidth_gbytes_per_s: None,
         cause,
-        rated_kbps: run.local.rate_kbps.zip(run.remote.rate_kbps).map(|(l, r)| l.min(r)),
+        rated_kbps: None,
     }
 }
 
@@ -146,20 +153,7 @@ fn bare(device: &str, port: u8) -> PortOut {
 }
 
 fn fail(index: usize, peer: &str, local: PortOut, remote: Option<PortOut>, cause: Cause) -> PairResult {
-    PairResult {
-        kind: "ping-pair",
-        index,
-        node_index: None,
-        peer_index: None,
-        peer: peer.to_owned(),
-        local,
-        remote,
-        status: Status::Fail,
-        latency_us: None,
-        bandwidth_gbytes_per_s: None,
-        cause: Some(cause),
-        rated_kbps: None,
-    }
+    PairResult { status: Status::Fail, ..pair_result(index, peer, local, remote, Some(cause)) }
 }
 
 /// The rails left without a partner (not with `--all-pairs`) and this end's ports dropped for
