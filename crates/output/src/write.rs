@@ -53,10 +53,10 @@ pub fn atomic_with(path: &Path, mode: u32, fill: impl FnOnce(&mut File) -> io::R
         .open(&tmp)
         .map_err(|source| WriteError::Create { path: path.to_path_buf(), tmp: tmp.clone(), source })?;
     let result = (|| {
-        fill(&mut f).and_then(|()| f.flush()).map_err(|source| WriteError::Write { tmp: tmp.clone(), source })?;
-        f.sync_all().map_err(|source| WriteError::Write { tmp: tmp.clone(), source })?;
-        fs::set_permissions(&tmp, fs::Permissions::from_mode(mode))
-            .map_err(|source| WriteError::Write { tmp: tmp.clone(), source })?;
+        let write = |source| WriteError::Write { tmp: tmp.clone(), source };
+        fill(&mut f).and_then(|()| f.flush()).map_err(write)?;
+        f.sync_all().map_err(write)?;
+        fs::set_permissions(&tmp, fs::Permissions::from_mode(mode)).map_err(write)?;
         fs::rename(&tmp, path).map_err(|source| WriteError::Rename {
             tmp: tmp.clone(),
             path: path.to_path_buf(),

@@ -37,8 +37,8 @@ impl ExecError {
 /// Everything execve needs, converted before any fork so the child only makes the syscall.
 pub struct Prepared {
     candidates: Vec<CString>,
-    argv: Vec<CString>,
-    envp: Vec<CString>,
+    pub(crate) argv: Vec<CString>,
+    pub(crate) envp: Vec<CString>,
     name: OsString,
     path_var: String,
     /// Whether the candidates come from a PATH search (a name without `/`).
@@ -112,15 +112,5 @@ pub(crate) fn error(p: &Prepared, failure: Failure) -> ExecError {
             None => ExecError::NotFound(p.name.clone(), format!("PATH={}", p.path_var)),
         },
         Failure::NotFound => ExecError::NotFound(p.name.clone(), format!("PATH={}", p.path_var)),
-    }
-}
-
-impl Prepared {
-    pub(crate) fn argv(&self) -> &[CString] {
-        &self.argv
-    }
-
-    pub(crate) fn envp(&self) -> &[CString] {
-        &self.envp
     }
 }

@@ -114,7 +114,7 @@ fn supervise(
     // On a terminal the command's own group is the foreground: Ctrl-C reaches it once, not twice.
     let own_group = opts.kill_group || foreground;
     let attempt = |execve: &dyn Fn(&std::ffi::CStr) -> nix::errno::Errno| exec::attempt(prepared, execve);
-    let setup = ChildSetup { argv: prepared.argv(), envp: prepared.envp(), attempt: &attempt, own_group, foreground };
+    let setup = ChildSetup { argv: &prepared.argv, envp: &prepared.envp, attempt: &attempt, own_group, foreground };
     // The first reading before the command starts, so that everything it does comes after it.
     let mut watch = Watch::start(&opts.watch);
     let child = match sys::spawn(&setup, &blocked) {

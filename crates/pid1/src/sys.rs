@@ -327,15 +327,13 @@ fn encode(failure: Failure) -> [u8; REPORT_LEN] {
 }
 
 fn decode(bytes: &[u8; REPORT_LEN]) -> Failure {
-    let mut index = [0u8; 8];
-    index.copy_from_slice(&bytes[..8]);
-    let mut errno = [0u8; 4];
-    errno.copy_from_slice(&bytes[8..]);
-    match u64::from_le_bytes(index) {
+    let [a, b, c, d, e, f, g, h, i, j, k, l] = *bytes;
+    match u64::from_le_bytes([a, b, c, d, e, f, g, h]) {
         u64::MAX => Failure::NotFound,
-        index => {
-            Failure::Candidate(usize::try_from(index).unwrap_or(usize::MAX), Errno::from_raw(i32::from_le_bytes(errno)))
-        }
+        index => Failure::Candidate(
+            usize::try_from(index).unwrap_or(usize::MAX),
+            Errno::from_raw(i32::from_le_bytes([i, j, k, l])),
+        ),
     }
 }
 
