@@ -150,11 +150,6 @@ fn iommu(side: Side, fault: &Fault) -> Option<Cause> {
     })
 }
 
-/// RoCE version of a port (`None`: not RoCE or unknown).
-fn roce_version(p: &PortInfo) -> Option<&str> {
-    p.gid_type.as_deref()
-}
-
 fn family(p: &PortInfo) -> Option<&'static str> {
     let gid = parse_gid(p.gid.as_deref()?)?;
     Some(if gid_ipv4(&gid).is_some() { "IPv4" } else { "IPv6" })
@@ -173,7 +168,7 @@ fn gid_mismatch(f: &PairFacts) -> Option<Cause> {
     if l.link_layer != LinkLayer::Ethernet {
         return None;
     }
-    if let (Some(a), Some(b)) = (roce_version(l), roce_version(r)) {
+    if let (Some(a), Some(b)) = (l.gid_type.as_deref(), r.gid_type.as_deref()) {
         if a != b {
             return Some(Cause::fail(
                 "gid-mismatch",

@@ -307,26 +307,11 @@ fn period(stall_ms: u64) -> Duration {
 }
 
 fn snapshot(why: &'static str, time: &str, answer: Result<ras::Reply, impl ToString>) -> Snapshot {
-    match answer {
-        Ok(r) => Snapshot {
-            time: time.to_string(),
-            why,
-            ms: (r.ms * 100.0).round() / 100.0,
-            nccl_version: r.view.nccl_version,
-            lines: r.lines,
-            findings: r.view.findings,
-            error: None,
-        },
-        Err(e) => Snapshot {
-            time: time.to_string(),
-            why,
-            ms: 0.0,
-            nccl_version: None,
-            lines: Vec::new(),
-            findings: Vec::new(),
-            error: Some(e.to_string()),
-        },
-    }
+    let (ms, nccl_version, lines, findings, error) = match answer {
+        Ok(r) => ((r.ms * 100.0).round() / 100.0, r.view.nccl_version, r.lines, r.view.findings, None),
+        Err(e) => (0.0, None, Vec::new(), Vec::new(), Some(e.to_string())),
+    };
+    Snapshot { time: time.to_string(), why, ms, nccl_version, lines, findings, error }
 }
 
 /// What is said: a headline, RAS's latest findings, then the time line.

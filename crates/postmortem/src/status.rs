@@ -67,21 +67,15 @@ pub(crate) fn gather(state_path: &Path, sysfs_root: &Path) -> Result<Status, sta
 }
 
 fn ask(addr: &str) -> RasNow {
-    let mut out =
-        RasNow { addr: clean(addr), nccl_version: None, ms: 0.0, lines: Vec::new(), findings: Vec::new(), error: None };
-    match addr.parse::<SocketAddr>() {
-        Ok(a) => match ras::query(a, false, RAS_DEADLINE) {
-            Ok(r) => {
-                out.ms = (r.ms * 100.0).round() / 100.0;
-                out.lines = r.lines;
-                out.nccl_version = r.view.nccl_version;
-                out.findings = r.view.findings;
-            }
-            Err(e) => out.error = Some(e.to_string()),
-        },
-        Err(_) => out.error = Some(format!("not asked: {}", clean(addr))),
-    }
-    out
+    let reply = match addr.parse::<SocketAddr>() {
+        Ok(a) => ras::query(a, false, RAS_DEADLINE).map_err(|e| e.to_string()),
+        Err(_) => Err(format!("not asked: {}", clean(addr))),
+    };
+    let (ms, nccl_version, lines, findings, error) = match reply {
+        Ok(r) => ((r.ms * 100.0).round() / 100.0, r.view.nccl_version, r.lines, r.view.findings, None),
+        Err(e) => (0.0, None, Vec::new(), Vec::new(), Some(e)),
+    };
+    RasNow { addr: clean(addr), nccl_version, ms, lines, findings, error }
 }
 
 impl Status {
