@@ -23,6 +23,7 @@ pub mod rails;
 mod ready;
 mod reasons;
 #[cfg(test)]
+#[path = "same_tables_tests.rs"]
 mod same_tables;
 pub use ready::{asks, ready, settle, Ready};
 pub use reasons::{index_is_kept, Extra};
