@@ -553,7 +553,7 @@ fn gate_prune_refuses_before_joining_where_nccl_ib_hca_is_the_users() {
     let d = gate_run("h100-roce-sriov", &scratch, &vars, &[]);
     assert_eq!(d.code(), Some(125), "{}", d.stderr());
     assert!(
-        d.stderr().contains("--gate-prune (NCCL_WRAP_GATE_PRUNE) is set and NCCL_IB_HCA is not nccl-wrap's to change"),
+        d.stderr().contains("--gate-prune (NCCL_WRAP_GATE_PRUNE) is set and NCCL_IB_HCA is the user's, kept"),
         "{}",
         d.stderr()
     );

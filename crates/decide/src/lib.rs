@@ -174,18 +174,27 @@ impl Plan {
     /// The plan without the rails `drop` (`dev:port` as in `hca`, each with why), which the gate
     /// dropped on every pod of the job (`--gate-prune`): out of `NCCL_IB_HCA` and the ports the
     /// supervisor watches. Refused where a rail is not one handed to NCCL, or where
-    /// `NCCL_IB_HCA` is not nccl-wrap's to change (the user's, kept; NCCL's default, left).
+    /// `NCCL_IB_HCA` is the user's, kept. Where NCCL's default was left (the rails rule could not
+    /// tell the rails), the rails left are named in `NCCL_IB_HCA` from now on.
     pub fn without(&self, drop: &[(String, String)]) -> Result<Plan, String> {
         let mut p = self.clone();
         if let Some((rail, _)) = drop.iter().find(|(r, _)| !p.hca.contains(r)) {
             return Err(format!("{rail} is not a rail this pod hands NCCL"));
         }
         p.hca.retain(|h| !drop.iter().any(|(r, _)| r == h));
-        let Some(var) = p.vars.iter_mut().find(|v| v.name == IB_HCA && v.action != Action::Kept) else {
-            return Err("NCCL_IB_HCA is not nccl-wrap's to change here (the user's value is kept, or NCCL's default left): the rails cannot be dropped".into());
-        };
         let left = p.hca.iter().filter_map(|h| h.rsplit_once(':').and_then(|(d, n)| Some((d, n.parse().ok()?))));
-        var.value = env::hca_value(left);
+        let value = env::hca_value(left);
+        match p.vars.iter_mut().find(|v| v.name == IB_HCA) {
+            Some(v) if v.action == Action::Kept => {
+                return Err(
+                    "NCCL_IB_HCA is the user's, kept (--override replaces it): the rails cannot be dropped".into()
+                )
+            }
+            Some(v) => v.value = value,
+            // NCCL's default left (the rails rule could not tell the rails; no user value): the
+            // gate tested every port that default takes, so the rest are named from now on.
+            None => p.vars.push(Var { name: IB_HCA, value, action: Action::Set, previous: None }),
+        }
         for d in &mut p.decisions {
             if let Some((_, why)) = drop.iter().find(|(r, _)| *r == format!("{}:{}", d.device, d.port)) {
                 d.used = false;
@@ -740,7 +749,13 @@ mod tests {
         let mut user = Vars::new();
         user.insert("NCCL_IB_HCA".into(), "=mlx5_0,mlx5_1,mlx5_2".into());
         let kept = plan(detection(), &user, &GidPrefs::default(), Choices::default());
-        assert!(kept.without(&[("mlx5_1:1".into(), why)]).is_err_and(|e| e.contains("not nccl-wrap's to change")));
+        assert!(kept.without(&[("mlx5_1:1".into(), why.clone())]).is_err_and(|e| e.contains("the user's, kept")));
+        // NCCL's default left (the rails rule could not tell; no user value): the rails left are
+        // named from now on.
+        let mut default = p.clone();
+        default.vars.retain(|v| v.name != IB_HCA);
+        let named = default.without(&[("mlx5_1:1".into(), why)]).expect("named");
+        assert!(named.exports().contains(&(IB_HCA, "=mlx5_0:1,mlx5_2:1")), "{:?}", named.exports());
     }
 
     #[test]
