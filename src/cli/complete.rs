@@ -1,8 +1,5 @@
-//! Shell completions (bash, zsh, fish), written from the option table as `--help` is, so a new
-//! option is completed the day it is added. For `tools/docs.rs` and the release folder only: the
-//! binary itself never calls this, so its link leaves it out (nothing of it in the 3 MiB).
-//!
-//! It must never do I/O: it returns the script's text.
+//! Shell completions (bash, zsh, fish), written from the option table for `tools/docs.rs`: the
+//! binary never calls this. Never does I/O.
 
 use std::fmt::Write as _;
 

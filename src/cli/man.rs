@@ -1,9 +1,5 @@
-//! The man page, nccl-wrap(1), written in roff from the option table and the help texts, so that
-//! it says what `--help` says. For `tools/docs.rs` and the release folder only: the binary never
-//! calls this, so its link leaves it out.
-//!
-//! It must never do I/O: it returns the page's text. No date in it: the same commit gives the
-//! same page.
+//! The man page, nccl-wrap(1), in roff from the option table and the help texts, for
+//! `tools/docs.rs`: the binary never calls this. Never does I/O; no date in it.
 
 use std::fmt::Write as _;
 

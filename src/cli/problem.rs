@@ -1,11 +1,6 @@
-//! What a value that could not be used costs. Parsing (`mod.rs`) sorts every value into
-//! "applied" or a [`Problem`]; this file says what each problem means for the run: ignored alone
-//! with a line naming it, or a refusal (exit 125) when it belongs to an interlock the user asked
-//! for (`--require-*`, the gate and its settings). It also names the `NCCL_WRAP_*` variables
-//! nothing reads (a typo) and the options and subcommands mistyped, with the closest known name.
-//!
-//! It must never do I/O, never touch the process, and never let an interlock be decided by a
-//! value that could not be read: a switch set to something unreadable counts as asked for.
+//! What a value that could not be used costs: ignored alone, or a refusal (125) when it belongs to
+//! an interlock asked for; the unread `NCCL_WRAP_*` names and mistyped options with their closest
+//! name. No I/O; a switch set to something unreadable counts as asked for.
 
 use std::ffi::OsStr;
 

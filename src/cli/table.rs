@@ -1,9 +1,6 @@
-//! The option table: one entry per option, with its names, its variable, the commands it belongs
-//! to, its type (which holds its typed default and range), where its value goes, and its help.
-//! The parser, the defaults, `--help` and every message read it; nothing else in nccl-wrap states
-//! an option's default or range.
-//!
-//! It must never do I/O: a value is read as text and turned into its type here, nothing more.
+//! The option table: each option's names, variable, commands, type (with its default and range),
+//! field and help. The parser, defaults, help and messages read it; nothing else states a default.
+//! No I/O.
 
 use std::path::PathBuf;
 

@@ -1,8 +1,5 @@
-//! Check `efa`: what NCCL needs for the pod's AWS EFA devices that can be seen from here. NCCL
-//! reaches EFA through the aws-ofi-nccl net plugin, which loads libfabric, whose `efa` provider
-//! opens each device's `/dev/infiniband/uverbsN` through rdma-core's libefa: the plugin and
-//! libfabric in the image (the plan carries them), the provider (the `userspace` check) and the
-//! uverbs nodes in the container. Only for a pod with EFA devices; stats only, never a load.
+//! Check `efa`: what NCCL needs for the pod's AWS EFA devices (the aws-ofi-nccl plugin and
+//! libfabric in the image, the uverbs nodes in the container). Stats only, never a load.
 
 use serde_json::json;
 

@@ -1,18 +1,6 @@
-//! `nccl-wrap doctor`: names the cause before NCCL hangs or silently falls back to TCP.
-//!
-//! Takes what the pipeline already decided (the [`Plan`] and the memlock outcome) and reads a
-//! little more (uverbs nodes, IOMMU groups, GPU placement, the kernel command line), then turns
-//! each concern into a check with a stable id, a status, the evidence read and the fix. Every
-//! root is a parameter and verbs come in through the [`Verbs`] seam, so fixture nodes and the
-//! real machine go through the same code. It only reads: it never writes to sysfs or /dev, and
-//! opens character devices only to see whether this container may.
-//!
-//! Check ids (documented in `docs/doctor.md`), one file per family: `devices` (devices, ports),
-//! `uverbs`, `gid`, `nccl_env` (nccl-env), `userspace` (the image's verbs, NCCL and net plugin),
-//! `efa` (what NCCL needs for AWS EFA devices: the net plugin, libfabric, the uverbs nodes),
-//! `bootstrap` (the out-of-band interface), `memlock`, `iommu`, `gpu` (gpudirect, topology, with
-//! the PCI placement reader `topology`), `netns`, `selftest`; `human` renders the report. This
-//! file holds the check type, the inputs, and the order the families run in.
+//! `nccl-wrap doctor`: names the cause before NCCL hangs or silently falls back to TCP, one check
+//! per concern with a stable id (docs/doctor.md), one file per family; this file holds the check
+//! type, the inputs and the order. It only reads, through roots and the [`Verbs`] seam.
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;

@@ -1,12 +1,6 @@
-//! pcie-link: the PCIe link of each chosen NIC and of each GPU, as trained against what both ends
-//! could do (`current_link_speed`/`width` below `max_link_speed`/`width` under
-//! `bus/pci/devices/<addr>/`). A link trained down (x8 instead of x16, Gen3 instead of Gen5) works
-//! and halves or quarters that device's bandwidth: the whole job then runs at its speed.
-//!
-//! One check per device (evidence `device`: the RDMA device's name, or the GPU's PCI address), so
-//! the node agent's metrics carry a series per device. Warns, never fails: the job runs. An SR-IOV
-//! VF has no link of its own (its files may say `Unknown`), so its PF's is read. Reads only sysfs
-//! under the root; a value it cannot parse (`Unknown`, absent) is no check, not a guess.
+//! pcie-link: each chosen NIC's and GPU's PCIe link as trained against what both ends could do
+//! (a link trained down halves the job's speed); one check per device, a VF's read at its PF.
+//! Warns, never fails; a value that does not parse is no check, not a guess.
 
 use super::*;
 

@@ -1,10 +1,5 @@
-//! port-rate: a chosen port whose rate (`ports/N/rate`, `400 Gb/sec (4X NDR)`) is below its
-//! siblings' (the pod's other chosen ports of the same link layer): a NIC that negotiated half
-//! rate, a cable or transceiver of a slower kind. It works, and NCCL spreads traffic evenly over
-//! the rails, so the whole job runs at its speed.
-//!
-//! One check per chosen port when there are at least two with a readable rate; warns, never
-//! fails. Pure over the detection; a rate that does not parse is left out, not guessed.
+//! port-rate: a chosen port whose rate is below its siblings' of the same link layer (the job runs
+//! at its speed). Warns, never fails; pure over the detection; an unparsed rate is left out.
 
 use super::*;
 

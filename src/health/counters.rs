@@ -1,12 +1,5 @@
-//! A port's error and traffic counters: `ports/N/counters/*` (the IBTA port counters, read from
-//! the HCA's performance management agent; mlx5 has them, rxe does not) and
-//! `ports/N/hw_counters/*` (the driver's own: mlx5's `out_of_sequence`, `packet_seq_err`,
-//! `local_ack_timeout_err`..., rxe's `retry_exceeded_err`, `rcvd_seq_err`...). Whatever the device
-//! has is reported; nothing is assumed present.
-//!
-//! The reading is `detect::counters`' (bounded per directory, each file read once through
-//! `detect::file`, `lifespan` left out: a setting, not a counter); this module gives the metrics
-//! their form.
+//! A port's counters as the metrics show them: `ports/N/counters/*` (IBTA) and
+//! `ports/N/hw_counters/*` (the driver's own), whatever the device has, read by `detect::counters`.
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;

@@ -1,14 +1,6 @@
-//! Node Feature Discovery's local feature file: what nfd-worker's `local` source reads from
-//! `/etc/kubernetes/node-feature-discovery/features.d/`, one `name=value` line per label.
-//!
-//! Every name is `nccl-wrap.feature.node.kubernetes.io/<name>`: a sub-namespace of NFD's own
-//! `feature.node.kubernetes.io`, which nfd-master accepts though it refuses other `*.kubernetes.io`
-//! names, so the labels appear with NFD's default configuration (only an explicit `denyLabelNs`
-//! entry would refuse them); a bare name would be auto-prefixed only until
-//! NFD's `DisableAutoPrefix` becomes the default. Every name and value is checked against
-//! Kubernetes' label syntax before it is written; one that fails is left out and returned, never
-//! written. A `# +expiry-time=` line (watch) makes NFD drop the labels of an agent that stopped
-//! writing. Pure: text in, text out.
+//! Node Feature Discovery's local feature file: `nccl-wrap.feature.node.kubernetes.io/<name>=value`
+//! lines, each checked against Kubernetes' label syntax (one that fails is returned, not written),
+//! and `# +expiry-time=` for watch. Pure.
 
 use std::fmt::Write as _;
 

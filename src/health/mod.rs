@@ -1,19 +1,6 @@
-//! Node health for schedulers and alerts: doctor's findings as Node Feature Discovery labels and
-//! Prometheus metrics, written by `nccl-wrap doctor --features/--metrics` (a pod's view) and by
-//! `nccl-wrap watch`, the node agent (the node's view, every round).
-//!
-//! Takes what the pipeline already decided (the [`Plan`], doctor's [`Report`], the memlock
-//! outcome) and the port counters read for the same ports, and reduces them to one [`Health`]
-//! value; the renderers are pure functions of that value. Names are stable and documented in
-//! `docs/health.md`; nothing here decides anything doctor did not.
-//!
-//! - `counters`: the per-port error counters under `ports/N/counters` and `ports/N/hw_counters`;
-//! - `features`: NFD's `features.d` file (`name=value` lines, Kubernetes label syntax checked);
-//! - `metrics`: the Prometheus text exposition format (node_exporter's textfile collector);
-//! - the files are replaced through `nw_output::write`, the one atomic write (temporary file in the same
-//!   directory, fsync, rename);
-//! - `watch`: the agent's loop (rounds, jitter, SIGTERM);
-//! - `ring`: the agents' optional ring ping (peers from a headless Service, the pair test of `pairtest`).
+//! Node health: doctor's findings reduced to one [`Health`] value, rendered as NFD labels
+//! (`features`) and Prometheus metrics (`metrics`) by `doctor --features/--metrics` and `watch`.
+//! Names are documented in `docs/health.md`; nothing here decides anything doctor did not.
 
 pub mod counters;
 pub mod features;

@@ -1,18 +1,6 @@
-//! The agents' ring ping (`nccl-wrap watch --ring SERVICE[:PORT]`, off by default): every
-//! `--ring-every` rounds, each agent resolves a headless Service's name to its peers (the nodes'
-//! addresses: the agent runs with hostNetwork), sorts them, finds itself by one of its own
-//! addresses, and tests its successor's RDMA ports with the pair test (`pairtest`), so every node's
-//! link to the next is tested once per ring round without anyone coordinating.
-//!
-//! Every agent answers tests for its whole life ([`serve`], on its own thread): the agents'
-//! rounds are not in step (jitter, start times), so a listener opened only during one's own ring
-//! round would never meet its predecessor's. Connections come through the pair test's one
-//! listener policy ([`policy`], `pairtest::door`): an address outside the last resolved peer
-//! list is closed unread; peers are answered one at a time, and only plain pair tests within
-//! [`ANSWER`]'s sizes; anything else is a stray, told why and closed. Each step of a served or
-//! initiated test is bounded by the pair test's phase deadline, so a ring round ends by its
-//! deadline whatever a peer or a stray does.
-//! Data from outside (DNS answers, peers' messages) never panics: it is a cause in the results.
+//! The agents' ring ping (`watch --ring SERVICE[:PORT]`): each agent tests its successor among a
+//! headless Service's sorted addresses, and answers its predecessor for its whole life through the
+//! pair test's one listener policy. Data from outside never panics: it is a cause in the results.
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr, TcpListener, ToSocketAddrs};

@@ -1,14 +1,6 @@
-//! `nccl-wrap watch`, the node agent: every interval (with jitter, so a DaemonSet's agents do not
-//! read their NICs' counters in step), the node's checks in the node's view, and both files
-//! rewritten. One line on stderr when the verdict changes, not every round.
-//!
-//! A round reads sysfs and procfs only (no device is opened, nothing registered), at most
-//! `detect::host::MAX_DEVICES` devices, their ports (`detect`'s bound) and their counters (`detect::counters`
-//! bounds each directory), and writes two files. Signals are blocked for the whole run
-//! and taken only between rounds (`sigtimedwait`, through `process::sys`): SIGTERM, SIGINT or
-//! SIGQUIT ends it after the round in progress, with both files whole; SIGHUP runs a round now.
-//! It must never leave a file half-written, and never exit on a transient failure after its
-//! first round (a missing directory is reported each round until it comes back).
+//! `nccl-wrap watch`, the node agent: every jittered interval, the node's checks in the node's view
+//! (sysfs and procfs only) and both files rewritten whole; signals taken only between rounds. It
+//! never exits on a transient failure after its first round.
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,15 +1,6 @@
-//! `nccl-wrap ping`: an RDMA test between two pods over the ports a run would hand NCCL.
-//!
-//! Takes the [`Plan`] (the same detection, options and GID rule as a start, so what is tested is
-//! what NCCL would use), the variables and the proc root; connects to a peer over TCP
-//! (`HOST:PORT`), waits for one (`--listen`), or both in a ring; runs a latency ping-pong and a
-//! bandwidth run on each pair of ports; prints one result per pair and a summary. Exit status:
-//! 0 every pair passes (warnings included), 1 a pair fails, 2 the check could not run.
-//!
-//! A front end of the pair test (`nw_pairtest`, which does the work): this file reads the
-//! mode; `print`: each result, the summary and the check that could not run, as JSON lines or
-//! for people (pure); `order`: ping's ring mode's index, size and peer template (pure). It never
-//! names the gate or the node agent.
+//! `nccl-wrap ping`: the pair test (`nw_pairtest`) between two pods, or a ring of them, over the
+//! ports a run would hand NCCL; this file reads the mode, `print` the output, `order` ring mode's
+//! arithmetic. Exit status: 0 every pair passes, 1 a pair fails, 2 the check could not run.
 
 pub mod order;
 pub mod print;

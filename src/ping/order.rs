@@ -1,8 +1,6 @@
-//! Ring mode's arithmetic: this pod's index and the job's size, and the successor's address from
-//! the peer template. Pure: the caller hands in the variables and the hostname it read.
-//!
-//! The expansion is only ever used as a host name to resolve, never given to a shell, and it is
-//! checked to be one (`[A-Za-z0-9.-]`, at most 253 bytes) before anyone resolves it.
+//! Ring mode's arithmetic: this pod's index, the job's size, the successor's address from the peer
+//! template. Pure; the expansion is only a host name to resolve (`[A-Za-z0-9.-]`, at most 253
+//! bytes, checked), never given to a shell.
 
 use std::ffi::OsStr;
 

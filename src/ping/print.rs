@@ -1,8 +1,5 @@
-//! What ping prints: one result per pair and a summary, as compact JSON lines (`--json`) or a
-//! short doctor-like form for people. Pure: builds strings, `mod.rs` writes them.
-//!
-//! It must never print a peer's text as it came: every text in a result was made printable when
-//! the pair test decoded it.
+//! What ping prints: one result per pair and a summary, as JSON lines (`--json`) or for people.
+//! Pure; every peer text in a result was made printable when the pair test decoded it.
 
 use serde::Serialize;
 use serde_json::{json, Value};
