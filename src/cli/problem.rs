@@ -70,31 +70,24 @@ pub(super) fn shown(value: &str) -> String {
 }
 
 impl Problem {
+    /// A problem of `long`'s entry, or of no entry (`long`: `None`, belonging to nothing).
+    fn new(origin: Origin, fault: Fault, source: String, why: String, long: Option<&'static str>) -> Self {
+        let belongs = long.map_or(Belongs::Other, |l| belongs(l, false));
+        Problem { origin, fault, source, value: None, why, long, belongs, suggestion: None }
+    }
+
     pub(super) fn bad(origin: Origin, source: &str, value: &str, why: &str, long: &'static str, knob: bool) -> Self {
+        let why = why.chars().take(4 * SHOWN).map(|c| if c.is_control() { '?' } else { c }).collect();
         Problem {
-            origin,
-            fault: Fault::BadValue,
-            source: source.into(),
             // A secret's value is never repeated, not even in part.
             value: Some(if long == "gate-secret" { "(not shown)".to_string() } else { shown(value) }),
-            why: why.chars().take(4 * SHOWN).map(|c| if c.is_control() { '?' } else { c }).collect(),
-            long: Some(long),
             belongs: belongs(long, knob),
-            suggestion: None,
+            ..Problem::new(origin, Fault::BadValue, source.into(), why, Some(long))
         }
     }
 
     pub(super) fn missing(source: &str, long: &'static str) -> Self {
-        Problem {
-            origin: Origin::Arg,
-            fault: Fault::MissingValue,
-            source: source.into(),
-            value: None,
-            why: "it needs a value".into(),
-            long: Some(long),
-            belongs: belongs(long, false),
-            suggestion: None,
-        }
+        Problem::new(Origin::Arg, Fault::MissingValue, source.into(), "it needs a value".into(), Some(long))
     }
 
     /// An option name not in the table (`--requre-rdma`), with its closest known name.
@@ -103,28 +96,15 @@ impl Problem {
         // A subcommand's own option (`--iters` of `ping`) is known, only not here.
         let own = OPTS.iter().find(|o| o.long == bare && o.scope & RUN == 0);
         if let Some(sub) = own.and_then(|o| SubName::ALL.into_iter().find(|s| o.scope & s.bit() != 0)) {
-            return Problem {
-                origin: Origin::Arg,
-                fault: Fault::Unknown,
-                source: shown(name),
-                value: None,
-                why: format!("an option of `nccl-wrap {}`, not of a run", sub.name()),
-                long: None,
-                belongs: Belongs::Other,
-                suggestion: None,
-            };
+            let why = format!("an option of `nccl-wrap {}`, not of a run", sub.name());
+            return Problem::new(Origin::Arg, Fault::Unknown, shown(name), why, None);
         }
         let near = closest(bare, OPTS.iter().map(|o| o.long).chain(ALIASES.iter().map(|a| a.0)));
         let long = near.and_then(long_of_option);
         Problem {
-            origin: Origin::Arg,
-            fault: Fault::Unknown,
-            source: shown(name),
-            value: None,
-            why: "not an option of nccl-wrap".into(),
-            long,
             belongs: long.map_or_else(|| belongs_by_prefix(bare), |l| belongs(l, false)),
             suggestion: near.map(|n| format!("--{n}")),
+            ..Problem::new(Origin::Arg, Fault::Unknown, shown(name), "not an option of nccl-wrap".into(), long)
         }
     }
 
@@ -251,14 +231,9 @@ pub fn unknown_variables<'a>(names: impl IntoIterator<Item = &'a OsStr>) -> Vec<
         let knob = opt.is_some_and(|o| GATE_PING_KNOBS.contains(&o.long) && o.scope & RUN == 0);
         let bare = name.trim_start_matches("NCCL_WRAP_");
         out.push(Problem {
-            origin: Origin::Var,
-            fault: Fault::Unknown,
-            source: shown(&name),
-            value: None,
-            why: "not a variable nccl-wrap reads".into(),
-            long,
             belongs: long.map_or_else(|| belongs_by_prefix(bare), |l| belongs(l, knob)),
             suggestion: near.map(str::to_owned),
+            ..Problem::new(Origin::Var, Fault::Unknown, shown(&name), "not a variable nccl-wrap reads".into(), long)
         });
     }
     out.sort_by(|a, b| a.source.cmp(&b.source));

@@ -203,18 +203,22 @@ pub fn run_scoped(inp: &Inputs, scope: Scope) -> Result<Report, DoctorError> {
     }
     let mut counts = BTreeMap::from([("pass", 0), ("warn", 0), ("fail", 0)]);
     for c in &checks {
-        let key = match c.status {
-            Status::Pass => "pass",
-            Status::Warn => "warn",
-            Status::Fail => "fail",
-        };
-        *counts.entry(key).or_default() += 1;
+        *counts.entry(status_word(c.status)).or_default() += 1;
     }
     let exit = u8::from(checks.iter().any(|c| c.status == Status::Fail));
     Ok(Report { checks, counts, exit })
 }
 
 // Helpers more than one check family uses.
+
+/// The word a status is counted and labelled by.
+pub fn status_word(s: Status) -> &'static str {
+    match s {
+        Status::Pass => "pass",
+        Status::Warn => "warn",
+        Status::Fail => "fail",
+    }
+}
 
 fn user_var(vars: &Vars, name: &str) -> Option<String> {
     vars.get(OsStr::new(name)).map(|v| v.to_string_lossy().into_owned())

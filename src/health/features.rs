@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::Health;
-use crate::doctor::Status;
+use crate::doctor::status_word;
 
 /// The namespace of every label.
 pub const PREFIX: &str = "nccl-wrap.feature.node.kubernetes.io";
@@ -51,14 +51,6 @@ pub fn labels(h: &Health) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = out.into_iter().map(|(n, v)| (format!("{PREFIX}/{n}"), v)).collect();
     out.sort();
     out
-}
-
-pub fn status_word(s: Status) -> &'static str {
-    match s {
-        Status::Pass => "pass",
-        Status::Warn => "warn",
-        Status::Fail => "fail",
-    }
 }
 
 /// The whole file, and the labels left out for failing Kubernetes' syntax (none, unless a bug).

@@ -160,7 +160,10 @@ pub fn render(h: &Health, round: &Round) -> String {
     let counts: Samples = [Status::Pass, Status::Warn, Status::Fail]
         .into_iter()
         .map(|s| {
-            (vec![("status", s.label().to_ascii_lowercase())], h.checks.values().filter(|c| **c == s).count() as f64)
+            (
+                vec![("status", crate::doctor::status_word(s).to_string())],
+                h.checks.values().filter(|c| **c == s).count() as f64,
+            )
         })
         .collect();
     o.family("checks", "gauge", "Checks by status", &counts);

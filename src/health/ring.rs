@@ -36,18 +36,15 @@ pub const LIMITS: Settings = Settings {
 /// well within its phase deadline; peers send their hello at once.
 pub const HELLO: Duration = Duration::from_millis(500);
 
-/// The largest test a peer may ask an agent to answer (a peer's knobs are its own, within these).
 pub const MAX_ANSWER_BYTES: u32 = 1 << 20;
-pub const MAX_ANSWER_ITERS: u32 = 1000;
-pub const MAX_ANSWER_DURATION_MS: u32 = 500;
 
-/// What an agent answers at most: the listener's own settings bound every hello (a larger one is
-/// refused, named: [`policy`]).
+/// The largest test a peer may ask an agent to answer (a peer's knobs are its own, within these):
+/// the listener's own settings bound every hello (a larger one is refused, named: [`policy`]).
 pub const ANSWER: Settings = Settings {
     all_pairs: true,
     bytes: MAX_ANSWER_BYTES,
-    iters: MAX_ANSWER_ITERS,
-    duration_ms: MAX_ANSWER_DURATION_MS,
+    iters: 1000,
+    duration_ms: 500,
     timeout: Duration::from_secs(2),
     gate: None,
 };

@@ -18,8 +18,7 @@ use nw_observe::detect::Vars;
 use nw_observe::observation;
 use nw_observe::verbs::{NoVerbs, Verbs};
 use nw_output::msg::PREFIX;
-use nw_pairtest::cause::Cause;
-use nw_pairtest::here::{self, Here};
+use nw_pairtest::here;
 use nw_pairtest::rdma::Rdma;
 use nw_pid1::memlock::{self, Memlock};
 use nw_pid1::sys::Blocked;
@@ -92,12 +91,6 @@ pub fn round(
     Ok(summarize(&Facts { view: View::Node, plan, report: &report, memlock, counters: &counters, skipped }))
 }
 
-/// What the pair test brings from this node for the ring: the node view's ports (PFs), with
-/// `verbs` (the real ibverbs unless the sysfs root is a fixture's).
-pub fn ring_here(r: &Roots, plan: &plan::Plan, verbs: &dyn Verbs) -> Result<Here, Cause> {
-    here::read(&here::Inputs { plan, vars: r.vars, proc_root: r.proc_root, verbs })
-}
-
 /// The agent's side of the ring: its configuration, the pair test, whom it answers.
 struct Ring<'a> {
     config: &'a ring::Config,
@@ -122,9 +115,9 @@ fn start_ring<'a>(r: &Roots, config: &'a ring::Config, verbs: &'a dyn Verbs) -> 
     Ok(Ring { config, fabric, allowed, verbs })
 }
 
-/// One ring round: the node view's ports renewed, then the test of the successor.
+/// One ring round: the node view's ports (PFs) renewed, then the test of the successor.
 fn ring_round(r: &Roots, plan: &plan::Plan, ring: &Ring) -> ring::Report {
-    ring.fabric.renew(ring_here(r, plan, ring.verbs));
+    ring.fabric.renew(here::read(&here::Inputs { plan, vars: r.vars, proc_root: r.proc_root, verbs: ring.verbs }));
     let own = nw_observe::detect::netif::read().map(|a| a.into_iter().map(|o| o.addr).collect());
     let round = ring::Round {
         config: ring.config,
@@ -147,14 +140,11 @@ pub fn main(r: &Roots, opts: &Options, verbs: &dyn Verbs) -> u8 {
         }
     };
     let memlock = memlock::raise();
+    let mut files = Vec::new();
     for p in [&opts.outputs.features, &opts.outputs.metrics].into_iter().flatten() {
         nw_output::write::sweep(p);
+        files.push(p.display().to_string());
     }
-    let files: Vec<String> = [&opts.outputs.features, &opts.outputs.metrics]
-        .into_iter()
-        .flatten()
-        .map(|p| p.display().to_string())
-        .collect();
     eprintln!(
         "{PREFIX} watch: the node's RDMA health from {} every {} s (+/- {}%), into {}",
         r.sysfs.path("").display(),
@@ -162,21 +152,19 @@ pub fn main(r: &Roots, opts: &Options, verbs: &dyn Verbs) -> u8 {
         opts.jitter_pct,
         if files.is_empty() { "no file (stderr only)".to_string() } else { files.join(" and ") }
     );
-    let ring = match &opts.ring {
+    let ring = match opts.ring.as_ref().map(|c| (c, start_ring(r, c, verbs))) {
         None => None,
-        Some(c) => match start_ring(r, c, verbs) {
-            Ok(ring) => {
-                eprintln!(
-                    "{PREFIX} watch: ring ping every {} round(s) towards the next of {}'s addresses, answering on port {}",
-                    c.every, c.service, c.port
-                );
-                Some(ring)
-            }
-            Err(e) => {
-                eprintln!("{PREFIX} watch: {e}");
-                return EXIT_CANNOT_RUN;
-            }
-        },
+        Some((c, Ok(ring))) => {
+            eprintln!(
+                "{PREFIX} watch: ring ping every {} round(s) towards the next of {}'s addresses, answering on port {}",
+                c.every, c.service, c.port
+            );
+            Some(ring)
+        }
+        Some((_, Err(e))) => {
+            eprintln!("{PREFIX} watch: {e}");
+            return EXIT_CANNOT_RUN;
+        }
     };
     let mut last_ring: Option<ring::Report> = None;
     let mut rng = seed();
