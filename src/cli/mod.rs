@@ -72,18 +72,6 @@ impl SubName {
         }
     }
 
-    /// Its usage line, after `nccl-wrap `.
-    fn usage(self) -> &'static str {
-        match self {
-            SubName::Env => "env [OPTIONS]",
-            SubName::Doctor => "doctor [OPTIONS]",
-            SubName::Ping => "ping [OPTIONS] <HOST:PORT | --listen [ADDR:]PORT | --ring>",
-            SubName::Watch => "watch [OPTIONS]",
-            SubName::Install => "install DIR",
-            SubName::Status => "status [OPTIONS]",
-        }
-    }
-
     /// Its words that are not options: (name, what it is).
     fn args(self) -> &'static [(&'static str, &'static str)] {
         match self {
@@ -97,8 +85,10 @@ impl SubName {
 /// A command's usage line: a subcommand's, or the run's.
 pub fn usage(sub: Option<SubName>) -> String {
     match sub {
-        Some(s) => format!("nccl-wrap {}", s.usage()),
         None => "nccl-wrap [OPTIONS] -- COMMAND [ARGS]...".into(),
+        Some(SubName::Ping) => "nccl-wrap ping [OPTIONS] <HOST:PORT | --listen [ADDR:]PORT | --ring>".into(),
+        Some(SubName::Install) => "nccl-wrap install DIR".into(),
+        Some(s) => format!("nccl-wrap {} [OPTIONS]", s.name()),
     }
 }
 

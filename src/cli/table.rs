@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use crate::gate::seal::Secret;
 use crate::gate::wire::MAX_GATE_SIZE;
 
-use super::{Cli, Gate, Sub, SubName};
+use super::{Cli, Gate, Sub, SubName, WatchArgs};
 
 /// The commands an option belongs to, as bits: the run (no subcommand) and each subcommand.
 pub(super) type Scope = u8;
@@ -145,14 +145,12 @@ impl Ty {
 
     /// The default as `--help` and the messages say it.
     pub(super) fn default_text(self) -> Option<String> {
-        match self {
-            Ty::Flag | Ty::Mode => Some("false".into()),
-            Ty::Num(.., Some(d)) => Some(d.to_string()),
-            Ty::OffOr(..) => Some("0".into()),
-            Ty::Secs(.., d) => Some(secs(d)),
-            Ty::Path(_, Some(d)) => Some(d.into()),
-            _ => None,
-        }
+        Some(match (self, self.default()?) {
+            (Ty::Secs(..), Val::Num(ms)) => secs(ms),
+            (_, Val::Num(n)) => n.to_string(),
+            (_, Val::Path(p)) => p.display().to_string(),
+            _ => "false".into(),
+        })
     }
 
     /// The range as `--help` says it.
@@ -275,13 +273,19 @@ const fn o(
     Opt { long, short: None, var, scope, ty, set, help }
 }
 
+/// Stores the value in the field `field` finds; a command without it takes none.
+fn put<T: FromVal>(c: &mut Cli, v: Val, field: impl FnOnce(&mut Cli) -> Option<&mut T>) -> Result<(), String> {
+    let x = v.into_field()?;
+    if let Some(f) = field(c) {
+        *f = x;
+    }
+    Ok(())
+}
+
 /// A field of the run's options.
 macro_rules! opts {
     ($f:ident) => {
-        |c: &mut Cli, v: Val| {
-            c.opts.$f = v.into_field()?;
-            Ok(())
-        }
+        |c: &mut Cli, v: Val| put(c, v, |c| Some(&mut c.opts.$f))
     };
 }
 
@@ -290,13 +294,10 @@ macro_rules! opts {
 macro_rules! ping {
     ($f:ident) => {
         |c: &mut Cli, v: Val| {
-            let x = v.into_field()?;
-            let p = match &mut c.sub {
-                Some(Sub::Ping(p)) => p,
-                _ => &mut c.opts.gate_ping,
-            };
-            p.$f = x;
-            Ok(())
+            put(c, v, |c| match &mut c.sub {
+                Some(Sub::Ping(p)) => Some(&mut p.$f),
+                _ => Some(&mut c.opts.gate_ping.$f),
+            })
         }
     };
 }
@@ -304,13 +305,7 @@ macro_rules! ping {
 /// A field of `watch`'s options.
 macro_rules! watch {
     ($f:ident) => {
-        |c: &mut Cli, v: Val| {
-            let x = v.into_field()?;
-            if let Some(Sub::Watch(w)) = &mut c.sub {
-                w.$f = x;
-            }
-            Ok(())
-        }
+        |c: &mut Cli, v: Val| put(c, v, |c| if let Some(Sub::Watch(w)) = &mut c.sub { Some(&mut w.$f) } else { None })
     };
 }
 
@@ -318,35 +313,24 @@ macro_rules! watch {
 macro_rules! files {
     ($f:ident) => {
         |c: &mut Cli, v: Val| {
-            let x = v.into_field()?;
-            let files = match &mut c.sub {
-                Some(Sub::Doctor { files, .. }) => Some(files),
-                Some(Sub::Watch(w)) => Some(&mut w.files),
+            put(c, v, |c| match &mut c.sub {
+                Some(Sub::Doctor { files, .. } | Sub::Watch(WatchArgs { files, .. })) => Some(&mut files.$f),
                 _ => None,
-            };
-            if let Some(f) = files {
-                f.$f = x;
-            }
-            Ok(())
+            })
         }
     };
 }
 
 /// `--json` of `env`, `doctor` and `status`.
 fn json(c: &mut Cli, v: Val) -> Result<(), String> {
-    let on = v.into_field()?;
-    if let Some(Sub::Env { json } | Sub::Doctor { json, .. } | Sub::Status { json }) = &mut c.sub {
-        *json = on;
-    }
-    Ok(())
+    put(c, v, |c| match &mut c.sub {
+        Some(Sub::Env { json } | Sub::Doctor { json, .. } | Sub::Status { json }) => Some(json),
+        _ => None,
+    })
 }
 
 fn no_selftest(c: &mut Cli, v: Val) -> Result<(), String> {
-    let on = v.into_field()?;
-    if let Some(Sub::Doctor { no_selftest, .. }) = &mut c.sub {
-        *no_selftest = on;
-    }
-    Ok(())
+    put(c, v, |c| if let Some(Sub::Doctor { no_selftest, .. }) = &mut c.sub { Some(no_selftest) } else { None })
 }
 
 const MS_DAY: u64 = 86_400_000;
