@@ -109,21 +109,18 @@ pub fn run(
 ) -> u8 {
     let cli = &config.cli;
     eprint!("{}", report::summary(plan, memlock, cli.opts.quiet));
-    // EFA pods carry NCCL's traffic through a net plugin: what it needs is weighed below.
-    if cli.opts.require_rdma && !plan.rdma && plan.efa.is_none() {
-        return refuse(config, "--require-rdma (NCCL_WRAP_REQUIRE_RDMA) is set and no usable RDMA port was found; see the warnings above, or run `nccl-wrap env --json`".into());
-    }
-    if let Some(why) = plan.rails_refusal().filter(|_| cli.opts.require_rdma) {
-        return refuse(
-            config,
-            format!("--require-rdma (NCCL_WRAP_REQUIRE_RDMA) is set and {why}: the rails asked for are not here"),
-        );
-    }
-    if let Some(why) = plan.userspace_refusal().filter(|_| cli.opts.require_rdma) {
-        return refuse(
-            config,
-            format!("--require-rdma (NCCL_WRAP_REQUIRE_RDMA) is set and NCCL would run over TCP sockets: {why}"),
-        );
+    if cli.opts.require_rdma {
+        // EFA pods carry NCCL's traffic through a net plugin: what it needs is weighed below.
+        let why = if !plan.rdma && plan.efa.is_none() {
+            Some("no usable RDMA port was found; see the warnings above, or run `nccl-wrap env --json`".into())
+        } else if let Some(why) = plan.rails_refusal() {
+            Some(format!("{why}: the rails asked for are not here"))
+        } else {
+            plan.userspace_refusal().map(|why| format!("NCCL would run over TCP sockets: {why}"))
+        };
+        if let Some(why) = why {
+            return refuse(config, format!("--require-rdma (NCCL_WRAP_REQUIRE_RDMA) is set and {why}"));
+        }
     }
     if cli.opts.require_memlock && !memlock.sufficient() {
         return refuse(

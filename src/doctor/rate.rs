@@ -24,24 +24,19 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
             continue;
         }
         let best = siblings.iter().map(|c| c.3).fold(0.0, f64::max);
-        let (status, summary) = if *g < best {
-            (
+        let c = if *g < best {
+            Check::new(
+                "port-rate",
                 Status::Warn,
                 format!("{dev}:{port} runs at {g} Gb/s ({text}) while its sibling ports run at {best} Gb/s: the job's collectives go at the slowest rail's pace"),
             )
+            .hint("check the cable and transceiver kind, the switch port's configured speed, and `ibstat`/`ethtool` on the host")
         } else {
-            (Status::Pass, format!("{dev}:{port} at {g} Gb/s, as fast as its sibling ports"))
+            Check::new("port-rate", Status::Pass, format!("{dev}:{port} at {g} Gb/s, as fast as its sibling ports"))
         };
-        let c = Check::new("port-rate", status, summary)
-            .ev("device", dev.as_str())
-            .ev("port", *port)
-            .ev("rate", text.as_str())
-            .ev("siblings_best_gbps", best);
-        out.push(if status == Status::Warn {
-            c.hint("check the cable and transceiver kind, the switch port's configured speed, and `ibstat`/`ethtool` on the host")
-        } else {
-            c
-        });
+        out.push(
+            c.ev("device", dev.as_str()).ev("port", *port).ev("rate", text.as_str()).ev("siblings_best_gbps", best),
+        );
     }
     out
 }
