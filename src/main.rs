@@ -64,9 +64,8 @@ fn start() -> u8 {
         return EXIT_USAGE;
     }
 
-    // Observe: every read any decision needs. Where ibverbs are consulted, the devices are
-    // opened once for detection's far GID table reads and the probe, and closed before the
-    // plan: never held while the job runs.
+    // Observe: every read any decision needs; devices opened through ibverbs are closed before
+    // the plan, never held while the job runs.
     let (mut prefs, pref_warnings) = plan::gid_prefs(&vars);
     let sysfs = detect::sysfs::Sysfs::new(&cli.opts.sysfs_root);
     let dra_metadata = cli::configs::dra_metadata_root(&cli.opts);

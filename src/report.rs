@@ -139,9 +139,8 @@ pub fn summary(plan: &Plan, memlock: &Memlock, quiet: bool) -> String {
     out
 }
 
-/// A source's inputs for the summary's first line: all of them where they are few (a variable, a
-/// file), else the first two and how many more (the SR-IOV DRA driver sets a handful per device;
-/// `env --json` lists them all).
+/// A source's inputs for the summary's first line: all where few, else the first two and how many
+/// more (`env --json` lists them all).
 fn inputs_shown(inputs: &[String]) -> String {
     if inputs.len() <= 3 {
         return inputs.join(", ");

@@ -27,10 +27,8 @@ fn refuse(config: &cli::Config, why: String) -> u8 {
     EXIT_REFUSED
 }
 
-/// The options made ready, each option or variable that could not be used named; 125 when one
-/// belongs to an interlock the user asked for, or the gate asked for cannot run (its secret, who
-/// this pod is), and a command was to run: before anything touches the process (docs: README,
-/// "Misconfiguration").
+/// The options made ready, each unusable one named; 125 before anything touches the process when
+/// one belongs to an interlock asked for, or the gate asked for cannot run, and a command was to run.
 pub fn judge(cli: cli::Cli, vars: &Vars) -> Result<cli::Config, u8> {
     let (config, mut verdict) = cli::validate(cli, vars);
     if let Some(cli::GateConfig { warn: false, .. }) = config.gate {

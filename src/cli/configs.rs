@@ -10,9 +10,8 @@ use nw_observe::detect::{dra_metadata, sysfs::Sysfs};
 use nw_observe::{observation, verbs};
 use nw_pairtest as pairtest;
 
-/// Where every read starts. The dev root's uverbs nodes count (`device_nodes`) but where a node
-/// tree is read with the machine's own `/dev`, whose nodes are another machine's (as libibverbs,
-/// which reads the kernel's sysfs, is then not consulted).
+/// Where every read starts; the dev root's uverbs nodes count but where a node tree is read with
+/// the machine's own `/dev`, whose nodes are another machine's.
 pub fn roots<'a>(o: &'a Opts, sysfs: &'a Sysfs, dra_metadata: &'a Path) -> observation::Roots<'a> {
     let own_dev = o.sysfs_root == Path::new("/sys") || o.dev_root != Path::new("/dev");
     observation::Roots {
@@ -26,10 +25,8 @@ pub fn roots<'a>(o: &'a Opts, sysfs: &'a Sysfs, dra_metadata: &'a Path) -> obser
     }
 }
 
-/// Where the KEP-5304 device metadata trees are: the container's
-/// `/var/run/kubernetes.io/dra-device-attributes`; where the sysfs root is a node tree's own
-/// (`<node>/sys`, as the fixtures lay a node out), the same path inside that tree, so that a node
-/// read from a tree is read whole. No option names it: the kubelet mounts it at one place.
+/// Where the KEP-5304 device metadata trees are (the kubelet mounts them at one place): the
+/// container's, or the same path inside a node tree whose sysfs root is `<node>/sys`.
 pub fn dra_metadata_root(o: &Opts) -> PathBuf {
     let container = Path::new(dra_metadata::CONTAINER_DIR);
     match o.sysfs_root.parent() {
@@ -56,8 +53,7 @@ pub fn ping_options(p: &PingArgs) -> ping::Options {
     ping::Options { mode, json: p.json, test: test_settings(p), wait_ms: p.wait_ms, allow: p.allow.clone() }
 }
 
-/// The pair test's settings from ping's knobs (`nccl-wrap ping`'s flags, or the gate's
-/// `NCCL_WRAP_PING_*`): the one place they become the test's.
+/// The pair test's settings from ping's knobs (ping's flags, or the gate's `NCCL_WRAP_PING_*`).
 pub fn test_settings(p: &PingArgs) -> pairtest::Settings {
     pairtest::Settings {
         all_pairs: p.all_pairs,

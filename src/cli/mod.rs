@@ -281,9 +281,8 @@ impl CliError {
     }
 }
 
-/// A word a value-taking option never takes as its value: `--`, a `--long` option, or `-x`. Such
-/// a value is given inline (`--gate-id=--odd`); otherwise an option given no value would swallow
-/// the option after it, an interlock included (`--grace --require-rdma`).
+/// A word a value-taking option never takes as its value (`--`, `--long`, `-x`; given inline
+/// instead): an option given no value must not swallow an interlock (`--grace --require-rdma`).
 fn is_option_word(word: &OsStr) -> bool {
     let b = word.as_bytes();
     b.starts_with(b"--") || (b.len() == 2 && b[0] == b'-' && b[1].is_ascii_alphabetic())
@@ -433,9 +432,8 @@ impl Cli {
                 return fail(&cli, ErrorKind::NotHere { option: format!("--{}", opt.long), sub: s.name() });
             }
         }
-        // A command line that runs no command (a subcommand, or nothing after the options) is
-        // a usage error at its first problem: nothing would be started anyway, and a person
-        // typed it. With a command, each problem is ignored alone or refuses (`verdict`).
+        // A command line that runs no command is a usage error at its first problem; with a
+        // command, each problem is ignored alone or refuses (`verdict`).
         if sub.is_some() || cli.command.is_empty() {
             if let Some(kind) = cli.problems.iter().find(|p| p.origin == Origin::Arg).map(Problem::to_error) {
                 return fail(&cli, kind);

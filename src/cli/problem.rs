@@ -138,10 +138,9 @@ impl Problem {
     }
 }
 
-/// For a command line that could not be parsed at all but names a command after `--` (which then
-/// runs without nccl-wrap's settings): the interlock the user asked for anyway, if any, by the
-/// option before `--` or the variable that names it. Such a command must not start silently
-/// without it. Only an explicit "off" (`=false`, `0`, `no`, `off`) or `warn` is not asking.
+/// For a command line that could not be parsed but names a command after `--` (run then without
+/// nccl-wrap's settings): the interlock asked for anyway by an option or variable, if any. Only
+/// an explicit "off" or `warn` is not asking.
 pub fn interlock_asked<'a>(
     args: &'a [std::ffi::OsString],
     vars: impl IntoIterator<Item = (&'a OsStr, &'a OsStr)>,
@@ -284,10 +283,8 @@ pub struct Verdict {
     pub refusal: Option<String>,
 }
 
-/// Sorts the problems: a problem of an interlock the user asked for refuses, every other one is
-/// ignored alone. The gate counts as asked for when it is on to refuse, or its switch is set but
-/// unreadable; `--gate=warn` starts the command anyway by design, so its settings' problems are
-/// ignored alone like any other.
+/// Sorts the problems: one of an interlock asked for refuses, every other one is ignored alone.
+/// The gate is asked for when on to refuse, or its switch is unreadable (not `--gate=warn`).
 pub fn verdict(cli: &Cli) -> Verdict {
     let gate_asked = cli.opts.gate == Gate::Refuse
         || cli.problems.iter().any(|p| p.long == Some("gate") && p.belongs == Belongs::Switch);

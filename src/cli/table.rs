@@ -498,7 +498,6 @@ pub(super) const OPTS: &[Opt] = &[
         "How long to wait for the peer (to connect, or to come), in milliseconds"),
 ];
 
-/// Former names that still work: (long name, variable, the long name of the entry they stand
-/// for). `--init` became `--supervise` when supervision grew the post-mortem; pod specs written
-/// with `--init` or `NCCL_WRAP_INIT` keep working. The entry's own name wins over an alias.
+/// Former names that still work, for pod specs written with them: (long name, variable, the long
+/// name of the entry they stand for). The entry's own name wins over an alias.
 pub(super) const ALIASES: &[(&str, &str, &str)] = &[("init", "NCCL_WRAP_INIT", "supervise")];

@@ -122,8 +122,7 @@ pub fn main(inp: &Inputs, form: Form) -> u8 {
     main_then(inp, form, |_| Ok(()))
 }
 
-/// [`main`], then `after` with the report (the health files): its error is printed and makes
-/// the exit status 2, as doctor could not do all it was asked.
+/// [`main`], then `after` with the report (the health files): its error makes the exit status 2.
 pub fn main_then(inp: &Inputs, form: Form, after: impl FnOnce(&Report) -> Result<(), String>) -> u8 {
     let report = match run(inp) {
         Ok(r) => r,
@@ -156,10 +155,8 @@ pub fn main_then(inp: &Inputs, form: Form, after: impl FnOnce(&Report) -> Result
     }
 }
 
-/// Which checks run: a pod's doctor runs every family; the node agent (`nccl-wrap watch`) only
-/// those about the node itself. `uverbs`, `nccl-env` and `selftest` are about one container (its
-/// `/dev`, its environment, its devices opened through verbs), and `gid` about the addresses a
-/// pod's rails carry, which a node's PFs need not have (pods' VFs hold them).
+/// Which checks run: a pod's doctor runs every family; the node agent only those about the node
+/// (not one container's `/dev`, environment and verbs, nor the addresses a pod's rails carry).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
     Pod,

@@ -31,10 +31,9 @@ pub struct Counter {
     pub value: u64,
 }
 
-/// Every counter of one port, in name order per directory, read by `detect::counters`;
-/// unreadable or non-numeric entries are left out, each costing only itself (a healthy port's
-/// `VL15_dropped` can fail with EINVAL: prometheus/node_exporter#3265 lost every InfiniBand metric
-/// to one such file), and named once per process, not every round.
+/// Every counter of one port, in name order per directory; an unreadable entry costs only itself
+/// (a healthy port's `VL15_dropped` can fail with EINVAL: prometheus/node_exporter#3265), and is
+/// named once per process, not every round.
 pub fn read(sysfs: &Sysfs, device: &str, port: u32) -> Vec<Counter> {
     let mut problems = Vec::new();
     let read = port_counters::read(&sysfs.path(&format!("class/infiniband/{device}/ports/{port}")), &mut problems);

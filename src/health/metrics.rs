@@ -326,20 +326,18 @@ const NAMED: &[Named] = &[
     hw("rx_write_requests", "rx_write_requests_total", "RDMA write requests received"),
 ];
 
-/// The family of a counter node_exporter has no name for (a driver's own, such as rxe's
-/// `rcvd_seq_err`): `port_hw_<name>_total` for `hw_counters`, `port_ibta_<name>_total` for
-/// `counters`, the name lower-cased (the reader admits only `[A-Za-z0-9_]`). Its unit is the
-/// driver's, so each counter is a family of its own, never a label of a shared one.
+/// The family of a counter node_exporter has no name for (rxe's `rcvd_seq_err`):
+/// `port_hw_<name>_total` or `port_ibta_<name>_total`, lower-cased; its unit is the driver's, so
+/// it is a family of its own, never a label of a shared one.
 fn other_family(dir: &str, name: &str) -> String {
     let tag = if dir == "counters" { "ibta" } else { "hw" };
     let name = name.to_ascii_lowercase();
     format!("port_{tag}_{}_total", name.strip_suffix("_total").unwrap_or(&name))
 }
 
-/// Every port counter, one family per counter (named as node_exporter names it where it has a
-/// name, else by [`other_family`]): known families in the table's order, the others after them by
-/// name. A second file that would give a family the same port twice (two names that differ in
-/// case only) is left out.
+/// Every port counter, one family each: known families in the table's order, the others after
+/// them by name. A second file giving a family the same port twice (names differing in case) is
+/// left out.
 fn port_counters(o: &mut Out, h: &Health) {
     let mut families: BTreeMap<(usize, String), (String, Samples)> = BTreeMap::new();
     for p in &h.ports {

@@ -169,10 +169,8 @@ pub struct Facts<'a> {
     pub skipped: &'a BTreeMap<&'static str, usize>,
 }
 
-/// Reads the counters of every port the plan's detection holds, but a function that carries no
-/// job traffic (an NVSwitch management function): reading its counters floods the kernel log
-/// (`ACCESS_REG ... err(-22)`, prometheus/node_exporter#3434), and they would say nothing of the
-/// job's fabric.
+/// Reads the counters of every port but a management function's (NVSwitch): reading those floods
+/// the kernel log (prometheus/node_exporter#3434) and says nothing of the job's fabric.
 pub fn read_counters(sysfs: &Sysfs, plan: &Plan) -> BTreeMap<(String, u32), Vec<Counter>> {
     let mut out = BTreeMap::new();
     for d in plan.detection.devices.iter().filter(|d| nw_decide::management_function(d).is_none()) {
@@ -255,8 +253,7 @@ pub fn summarize(f: &Facts) -> Health {
     h
 }
 
-/// Writes the files `out` names from one health value; every failure is named, none stops the
-/// other file.
+/// Writes the files `out` names; every failure is named, none stops the other file.
 pub fn write_outputs(
     out: &Outputs,
     h: &Health,
@@ -309,9 +306,8 @@ pub fn write_for_doctor(inp: &crate::doctor::Inputs, report: &Report, out: &Outp
     write_outputs(out, &h, &round, "nccl-wrap doctor", None)
 }
 
-/// At least one usable port, and no check failed but memlock: pods that add CAP_IPC_LOCK (as the
-/// deploy kit's trainers do) are not bound by the limit, so it has a label of its own instead
-/// (an 8 MiB default limit would otherwise mark every OpenShift node unhealthy).
+/// At least one usable port, and no check failed but memlock: pods with CAP_IPC_LOCK are not bound
+/// by the limit (it has a label of its own), or every OpenShift node would be unhealthy.
 pub fn healthy(h: &Health) -> bool {
     h.usable() > 0 && !h.checks.iter().any(|(k, s)| *s == Status::Fail && k.id != "memlock")
 }

@@ -47,9 +47,8 @@ pub struct Roots<'a> {
     pub vars: &'a Vars,
 }
 
-/// The road of every subcommand, in the node's view: the node's devices observed, the plan over
-/// them. The node's view takes no NCCL variable of the agent's own environment into account but
-/// its GID preferences.
+/// The node's devices observed and planned, taking no NCCL variable of the agent's environment
+/// into account but its GID preferences.
 pub fn node_plan(r: &Roots) -> (plan::Plan, BTreeMap<&'static str, usize>) {
     let (mut prefs, _) = plan::gid_prefs(r.vars);
     let roots = observation::Roots {
