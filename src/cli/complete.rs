@@ -155,14 +155,11 @@ fn zsh() -> String {
             };
             // A flag takes its value only inline (--quiet=false); a value option inline or next.
             let eq = if value(opt) == Value::None { "" } else { "=" };
-            match opt.short {
-                Some(c) => {
-                    let _ = writeln!(s, "        '(-{c} --{l})'{{-{c},--{l}{eq}}}'[{help}]{action}' \\", l = opt.long);
-                }
-                None => {
-                    let _ = writeln!(s, "        '--{}{eq}[{help}]{action}' \\", opt.long);
-                }
-            }
+            let names = match opt.short {
+                Some(c) => format!("'(-{c} --{l})'{{-{c},--{l}{eq}}}'", l = opt.long),
+                None => format!("'--{}{eq}", opt.long),
+            };
+            let _ = writeln!(s, "        {names}[{help}]{action}' \\");
         }
         s.push_str("        '(- *)'{-h,--help}'[Print help]' \\\n");
         s.push_str("        '(- *)'{-V,--version}'[Print the version]'");

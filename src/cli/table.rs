@@ -193,11 +193,7 @@ fn service(spec: &str) -> Result<(String, u16), String> {
         },
         None => (spec, super::RING_PORT),
     };
-    let ok = !host.is_empty()
-        && host.len() <= 253
-        && host.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.".contains(&b))
-        && !host.starts_with(['-', '.']);
-    if !ok {
+    if !crate::ping::order::is_host_name(host) {
         return Err(format!("{host:?} is not a DNS name (a headless Service's, such as nccl-wrap-ring.nccl-wrap.svc)"));
     }
     Ok((host.to_owned(), port))

@@ -95,14 +95,18 @@ pub fn expand(template: &str, index: u32) -> Result<String, RingError> {
         return Err(RingError::TemplateWithoutIndex(template.to_owned()));
     }
     let host = template.replace("{index}", &index.to_string());
-    let ok = !host.is_empty()
-        && host.len() <= 253
-        && host.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
-        && !host.starts_with(['-', '.']);
-    if !ok {
+    if !is_host_name(&host) {
         return Err(RingError::BadHost { template: template.to_owned(), host });
     }
     Ok(host)
+}
+
+/// At most 253 bytes of `[A-Za-z0-9.-]`, not starting with `-` or `.`.
+pub fn is_host_name(host: &str) -> bool {
+    !host.is_empty()
+        && host.len() <= 253
+        && host.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+        && !host.starts_with(['-', '.'])
 }
 
 #[cfg(test)]
