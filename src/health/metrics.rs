@@ -80,19 +80,12 @@ fn escape_help(v: &str) -> String {
 }
 
 fn flag(b: bool) -> f64 {
-    if b {
-        1.0
-    } else {
-        0.0
-    }
+    f64::from(u8::from(b))
 }
 
+/// 0 pass, 1 warn, 2 fail: the order statuses sort in.
 pub fn status_value(s: Status) -> f64 {
-    match s {
-        Status::Pass => 0.0,
-        Status::Warn => 1.0,
-        Status::Fail => 2.0,
-    }
+    f64::from(s as u8)
 }
 
 /// The whole file.

@@ -225,14 +225,10 @@ pub fn summarize(f: &Facts) -> Health {
     }
     let iommu: Vec<Status> =
         checks.iter().filter(|(k, _)| k.id == "iommu" && k.device.is_some()).map(|(_, s)| *s).collect();
-    let iommu_passthrough = if iommu.is_empty() {
-        None
-    } else if iommu.contains(&Status::Fail) {
-        Some(false)
-    } else if iommu.iter().all(|s| *s == Status::Pass) {
-        Some(true)
-    } else {
-        None
+    let iommu_passthrough = match iommu.iter().max() {
+        Some(Status::Fail) => Some(false),
+        Some(Status::Pass) => Some(true),
+        _ => None,
     };
     let gpudirect = f.report.checks.iter().any(|c| c.id == "gpudirect" && c.status == Status::Pass);
     let mut h = Health {
