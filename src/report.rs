@@ -59,27 +59,20 @@ pub fn summary(plan: &Plan, memlock: &Memlock, quiet: bool) -> String {
             }
             // A device of more than two ports is a multi-plane one (ConnectX-8/9): each active
             // port is a plane, said with its place among them; a name may carry the rest.
-            let planes: Vec<u32> = if dev.ports.len() > 2 {
-                dev.ports
-                    .iter()
-                    .filter(|p| p.state.as_deref().is_some_and(|s| s.contains("ACTIVE")))
-                    .map(|p| p.port)
-                    .collect()
-            } else {
-                Vec::new()
-            };
+            let planes: Vec<u32> = dev
+                .ports
+                .iter()
+                .filter(|p| dev.ports.len() > 2 && p.state.as_deref().is_some_and(|s| s.contains("ACTIVE")))
+                .map(|p| p.port)
+                .collect();
             let named = nw_observe::detect::names::identity(&dev.name);
             for p in &dev.ports {
                 let decision = plan.decisions.iter().find(|x| x.device == dev.name && x.port == p.port);
                 let mut s = format!("  {}:{} ", dev.name, p.port);
                 match decision.and_then(|x| x.reason.as_deref()) {
                     None => {
-                        let _ = write!(
-                            s,
-                            "{} {}",
-                            p.link_layer.as_deref().unwrap_or("?"),
-                            p.rate.as_deref().unwrap_or("rate unknown")
-                        );
+                        let (layer, rate) = (p.link_layer.as_deref(), p.rate.as_deref());
+                        let _ = write!(s, "{} {}", layer.unwrap_or("?"), rate.unwrap_or("rate unknown"));
                         if let Some((nic, plane, rail)) = named {
                             let _ = write!(s, ", NIC {nic} plane {plane} rail {rail} (by its name)");
                         } else if let Some(i) = planes.iter().position(|&n| n == p.port).filter(|_| planes.len() > 1) {

@@ -24,18 +24,13 @@ pub fn labels(h: &Health) -> Vec<(String, String)> {
         ("memlock".into(), if h.memlock_bytes.is_none() { "unlimited" } else { "limited" }.into()),
         ("gpudirect".into(), b(h.gpudirect)),
     ];
-    if let Some(i) = h.gid_index {
-        out.push(("gid-index".into(), i.to_string()));
-    }
-    if let Some(pt) = h.iommu_passthrough {
-        out.push(("iommu-passthrough".into(), b(pt)));
-    }
-    if let Some(l) = h.link_layer() {
-        out.push(("link-layer".into(), l.into()));
-    }
-    if let Some(r) = h.min_rate_gbps() {
-        out.push(("rdma-rate-gbps".into(), format!("{r}")));
-    }
+    let optional = [
+        h.gid_index.map(|i| ("gid-index", i.to_string())),
+        h.iommu_passthrough.map(|pt| ("iommu-passthrough", b(pt))),
+        h.link_layer().map(|l| ("link-layer", l.to_string())),
+        h.min_rate_gbps().map(|r| ("rdma-rate-gbps", format!("{r}"))),
+    ];
+    out.extend(optional.into_iter().flatten().map(|(n, v)| (n.to_string(), v)));
     if let Some(r) = &h.ring {
         out.push(("ring".into(), r.word().into()));
         if let super::ring::Outcome::Tested { pairs, .. } = &r.outcome {
