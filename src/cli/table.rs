@@ -204,14 +204,6 @@ pub(super) trait FromVal: Sized {
     fn from_val(v: Val) -> Option<Self>;
 }
 
-impl Val {
-    /// The value in its field's type: a mismatch is the table's mistake, which its tests find.
-    pub(super) fn into_field<T: FromVal>(self) -> Result<T, String> {
-        let shown = format!("{self:?}");
-        T::from_val(self).ok_or_else(|| format!("{shown} does not fit its field"))
-    }
-}
-
 impl<T: FromVal> FromVal for Option<T> {
     fn from_val(v: Val) -> Option<Self> {
         T::from_val(v).map(Some)
@@ -269,9 +261,11 @@ const fn o(
     Opt { long, short: None, var, scope, ty, set, help }
 }
 
-/// Stores the value in the field `field` finds; a command without it takes none.
+/// Stores the value in the field `field` finds (a command without it takes none); a value that
+/// does not fit its field's type is the table's mistake, which its tests find.
 fn put<T: FromVal>(c: &mut Cli, v: Val, field: impl FnOnce(&mut Cli) -> Option<&mut T>) -> Result<(), String> {
-    let x = v.into_field()?;
+    let shown = format!("{v:?}");
+    let x = T::from_val(v).ok_or_else(|| format!("{shown} does not fit its field"))?;
     if let Some(f) = field(c) {
         *f = x;
     }
