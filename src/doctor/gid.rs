@@ -40,29 +40,20 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
             ),
             Some(g) => {
                 let (gp, gv, tp, tv) = gid_entry(inp.sysfs, &dev.name, p.port, g.index);
-                let ndev = g.ndev.as_deref().unwrap_or("?");
-                let c = if g.full_match {
+                let (ndev, at) = (g.ndev.as_deref().unwrap_or("?"), format!("{} at GID index {}", g.address, g.index));
+                let link_local = g.address.parse::<std::net::Ipv4Addr>().is_ok_and(|a| a.is_link_local());
+                if g.full_match {
                     agree.push((label.clone(), g.index));
-                    let link_local = g.address.parse::<std::net::Ipv4Addr>().is_ok_and(|a| a.is_link_local());
-                    if link_local {
-                        Check::new(
-                            "gid",
-                            Status::Warn,
-                            format!(
-                                "{label}: RoCE v2 {} at GID index {} ({ndev}), an IPv4 link-local address: NCCL uses it, but this port reaches only its own link",
-                                g.address, g.index
-                            ),
-                        )
-                        .hint("give the rail a routable address where peers sit on other links or subnets")
-                    } else {
-                        Check::new(
-                            "gid",
-                            Status::Pass,
-                            format!("{label}: RoCE v2 {} at GID index {} ({ndev})", g.address, g.index),
-                        )
-                    }
-                } else {
-                    Check::new(
+                }
+                let c = match (g.full_match, link_local) {
+                    (true, true) => Check::new(
+                        "gid",
+                        Status::Warn,
+                        format!("{label}: RoCE v2 {at} ({ndev}), an IPv4 link-local address: NCCL uses it, but this port reaches only its own link"),
+                    )
+                    .hint("give the rail a routable address where peers sit on other links or subnets"),
+                    (true, false) => Check::new("gid", Status::Pass, format!("{label}: RoCE v2 {at} ({ndev})")),
+                    (false, _) => Check::new(
                         "gid",
                         Status::Fail,
                         format!(
@@ -74,7 +65,7 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
                     )
                     .hint(format!(
                         "give net device {ndev} an IPv4 address (the kernel adds RoCE v1 and v2 GIDs for each address), or set NCCL_IB_ADDR_FAMILY=AF_INET6 if the fabric is IPv6"
-                    ))
+                    )),
                 };
                 c.ev("index", g.index)
                     .ev("gid", file(&gp, gv.as_deref()))
