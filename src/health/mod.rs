@@ -119,7 +119,7 @@ impl Health {
 
     /// `ethernet`, `infiniband` or `mixed`, over every port.
     pub fn link_layer(&self) -> Option<&'static str> {
-        let mut seen: Vec<&'static str> = self
+        let seen: std::collections::BTreeSet<&'static str> = self
             .ports
             .iter()
             .filter_map(|p| match p.link_layer.as_deref() {
@@ -128,12 +128,10 @@ impl Health {
                 _ => None,
             })
             .collect();
-        seen.sort_unstable();
-        seen.dedup();
-        match seen.as_slice() {
-            [] => None,
-            [one] => Some(one),
-            _ => Some("mixed"),
+        if seen.len() > 1 {
+            Some("mixed")
+        } else {
+            seen.first().copied()
         }
     }
 
@@ -223,9 +221,8 @@ pub fn summarize(f: &Facts) -> Health {
         let e = checks.entry(key).or_insert(c.status);
         *e = (*e).max(c.status);
     }
-    let iommu: Vec<Status> =
-        checks.iter().filter(|(k, _)| k.id == "iommu" && k.device.is_some()).map(|(_, s)| *s).collect();
-    let iommu_passthrough = match iommu.iter().max() {
+    let iommu = checks.iter().filter(|(k, _)| k.id == "iommu" && k.device.is_some()).map(|(_, s)| *s).max();
+    let iommu_passthrough = match iommu {
         Some(Status::Fail) => Some(false),
         Some(Status::Pass) => Some(true),
         _ => None,
@@ -279,11 +276,7 @@ pub fn write_outputs(
             errors.push(format!("metrics: {e}"));
         }
     }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(errors.join("; "))
-    }
+    errors.is_empty().then_some(()).ok_or_else(|| errors.join("; "))
 }
 
 /// `doctor --features/--metrics`: the pod's view of the report doctor just printed.
