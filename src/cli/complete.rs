@@ -221,18 +221,15 @@ fn fish() -> String {
             Some(_) => format!("__fish_seen_subcommand_from {label}"),
         };
         for opt in options(cmd) {
-            let _ = write!(s, "complete -c nccl-wrap -n '{cond}'");
-            if let Some(c) = opt.short {
-                let _ = write!(s, " -s {c}");
-            }
-            let _ = write!(s, " -l {}", opt.long);
-            match value(opt) {
-                Value::None => {}
-                Value::Dir => s.push_str(" -r -a '(__fish_complete_directories)'"),
-                Value::File => s.push_str(" -r -F"),
-                Value::Any => s.push_str(" -r"),
-            }
-            let _ = writeln!(s, " -d '{}'", fish_text(opt.help));
+            let short = opt.short.map(|c| format!(" -s {c}")).unwrap_or_default();
+            let takes = match value(opt) {
+                Value::None => "",
+                Value::Dir => " -r -a '(__fish_complete_directories)'",
+                Value::File => " -r -F",
+                Value::Any => " -r",
+            };
+            let (long, help) = (opt.long, fish_text(opt.help));
+            let _ = writeln!(s, "complete -c nccl-wrap -n '{cond}'{short} -l {long}{takes} -d '{help}'");
         }
         let _ = writeln!(s, "complete -c nccl-wrap -n '{cond}' -s h -l help -d 'Print help'");
         let _ = writeln!(s, "complete -c nccl-wrap -n '{cond}' -s V -l version -d 'Print the version'");

@@ -7,7 +7,7 @@ use std::net::{IpAddr, SocketAddr, TcpListener, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::doctor::Status;
+use crate::doctor::{status_word, Status};
 use nw_output::msg::PREFIX;
 use nw_pairtest::desk;
 use nw_pairtest::door::{Allow, Over, Policy, Tags};
@@ -179,11 +179,7 @@ impl Report {
     pub fn word(&self) -> &'static str {
         match &self.outcome {
             Outcome::Untested { .. } => "none",
-            Outcome::Tested { pairs, .. } => match pairs.iter().map(|p| p.status).max() {
-                Some(Status::Pass) => "pass",
-                Some(Status::Warn) => "warn",
-                _ => "fail",
-            },
+            Outcome::Tested { pairs, .. } => pairs.iter().map(|p| p.status).max().map_or("fail", status_word),
         }
     }
     /// What a change of the ring's state is told by: the line without a summary's figures, so a
