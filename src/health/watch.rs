@@ -182,38 +182,32 @@ pub fn main(r: &Roots, opts: &Options, verbs: &dyn Verbs) -> u8 {
             }
             last_ring = Some(report);
         }
-        match round(r, &memlock, &node) {
-            Ok(mut h) => {
-                h.ring = last_ring.clone();
-                let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).ok();
-                let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
-                let round_info = Round {
-                    timestamp,
-                    duration: Some(started.elapsed().as_secs_f64()),
-                    rounds: Some(n),
-                    interval: Some(opts.interval.as_secs_f64()),
-                    cpu_seconds: usage.map(|u| secs(u.user_time()) + secs(u.system_time())),
-                    max_rss_bytes: usage.and_then(|u| u64::try_from(u.max_rss()).ok()).map(|kib| kib * 1024),
-                };
-                let expiry = timestamp as u64 + (opts.interval * 3).max(Duration::from_secs(120)).as_secs();
-                if let Err(e) = write_outputs(&opts.outputs, &h, &round_info, "nccl-wrap watch", Some(expiry)) {
-                    eprintln!("{PREFIX} watch: round {n}: {e}");
-                    if n == 1 {
-                        return EXIT_CANNOT_RUN;
-                    }
-                }
-                let verdict = verdict(&h);
-                if last.as_deref() != Some(verdict.as_str()) {
-                    eprintln!("{PREFIX} watch: {verdict}");
-                    last = Some(verdict);
-                }
+        let health = round(r, &memlock, &node)
+            .map(|h| Health { ring: last_ring.clone(), ..h })
+            .map_err(|e| format!("doctor cannot run: {e}"));
+        let written = health.as_ref().map_err(String::clone).and_then(|h| {
+            let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).ok();
+            let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+            let round_info = Round {
+                timestamp,
+                duration: Some(started.elapsed().as_secs_f64()),
+                rounds: Some(n),
+                interval: Some(opts.interval.as_secs_f64()),
+                cpu_seconds: usage.map(|u| secs(u.user_time()) + secs(u.system_time())),
+                max_rss_bytes: usage.and_then(|u| u64::try_from(u.max_rss()).ok()).map(|kib| kib * 1024),
+            };
+            let expiry = timestamp as u64 + (opts.interval * 3).max(Duration::from_secs(120)).as_secs();
+            write_outputs(&opts.outputs, h, &round_info, "nccl-wrap watch", Some(expiry))
+        });
+        if let Err(e) = written {
+            eprintln!("{PREFIX} watch: round {n}: {e}");
+            if n == 1 {
+                return EXIT_CANNOT_RUN;
             }
-            Err(e) => {
-                eprintln!("{PREFIX} watch: round {n}: doctor cannot run: {e}");
-                if n == 1 {
-                    return EXIT_CANNOT_RUN;
-                }
-            }
+        }
+        if let Some(verdict) = health.ok().map(|h| verdict(&h)).filter(|v| last.as_ref() != Some(v)) {
+            eprintln!("{PREFIX} watch: {verdict}");
+            last = Some(verdict);
         }
         if opts.rounds != 0 && n >= opts.rounds {
             return 0;
