@@ -111,15 +111,11 @@ pub fn summary(plan: &Plan, memlock: &Memlock, quiet: bool) -> String {
             line(&l);
         }
         for v in &plan.vars {
+            let prev = v.previous.as_deref().unwrap_or("");
             match v.action {
                 Action::Set => line(&format!("set {}={}", v.name, shell_quote(&v.value))),
-                Action::Override => line(&format!(
-                    "set {}={} (overriding {:?})",
-                    v.name,
-                    shell_quote(&v.value),
-                    v.previous.as_deref().unwrap_or("")
-                )),
-                Action::Kept => line(&format!("kept {}={}", v.name, shell_quote(v.previous.as_deref().unwrap_or("")))),
+                Action::Override => line(&format!("set {}={} (overriding {prev:?})", v.name, shell_quote(&v.value))),
+                Action::Kept => line(&format!("kept {}={}", v.name, shell_quote(prev))),
             }
         }
         line(&memlock.describe());
