@@ -116,7 +116,9 @@ enum Kept {
     /// A [`Discovery`] lives and RDMA netlink did not answer: a listing for one device reads that
     /// device's sysfs files (`nldev::from_sysfs`); one that libibverbs had to scan for lists every
     /// device, and then serves them all (`whole`, [`Discovery::from_sysfs`]).
-    Sysfs { whole: bool },
+    Sysfs {
+        whole: bool,
+    },
 }
 
 /// While it lives, listings on this thread share one RDMA netlink dump of the node's devices
@@ -184,9 +186,9 @@ fn find_sysfs_devs_nl(list: *mut c_void) -> c_int {
     let found = match devices.and_then(|picked| nldev::uverbs_of(&picked, reachable)) {
         Ok(found) => found,
         Err(e) => {
-            let one = only.as_deref().and_then(|o| {
-                nldev::from_sysfs(Path::new(std::ffi::OsStr::from_bytes(&root)), o, reachable)
-            });
+            let one = only
+                .as_deref()
+                .and_then(|o| nldev::from_sysfs(Path::new(std::ffi::OsStr::from_bytes(&root)), o, reachable));
             match one {
                 Some(f) => {
                     log::debug!("{e}; {} listed from its own sysfs files", f.device.name);

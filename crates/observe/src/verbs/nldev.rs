@@ -147,11 +147,23 @@ pub(crate) fn from_sysfs(root: &std::path::Path, name: &str, reachable: impl Fn(
     let (major, minor) = read(at.join("dev"))?.split_once(':').map(|(a, b)| (a.parse().ok(), b.parse().ok()))?;
     let node_type = read(dev.join("node_type"))?.split(':').next()?.trim().parse().ok()?;
     let ports = std::fs::read_dir(dev.join("ports")).ok()?.count();
-    let uverbs = Uverbs { name: node, abi: read(at.join("abi_version"))?.parse().ok()?, major: major?, minor: minor?, driver_id: None };
+    let uverbs = Uverbs {
+        name: node,
+        abi: read(at.join("abi_version"))?.parse().ok()?,
+        major: major?,
+        minor: minor?,
+        driver_id: None,
+    };
     if !reachable(&uverbs.name) {
         return None;
     }
-    let device = NlDevice { index: u32::MAX, name: name.to_string(), node_type, node_guid: 0, ports: u32::try_from(ports).ok()? };
+    let device = NlDevice {
+        index: u32::MAX,
+        name: name.to_string(),
+        node_type,
+        node_guid: 0,
+        ports: u32::try_from(ports).ok()?,
+    };
     Some(Found { device, uverbs })
 }
 
@@ -260,7 +272,11 @@ mod tests {
         assert_eq!(f.uverbs.name, "uverbs10");
         assert_eq!((f.uverbs.major, f.uverbs.minor, f.uverbs.abi, f.uverbs.driver_id), (231, 202, 1, None));
         assert_eq!((f.device.name.as_str(), f.device.node_type, f.device.ports), ("mlx5_10", 1, 1));
-        assert_eq!((f.device.index, f.device.node_guid), (u32::MAX, 0), "unknown, as rdma-core's sysfs scan leaves them");
+        assert_eq!(
+            (f.device.index, f.device.node_guid),
+            (u32::MAX, 0),
+            "unknown, as rdma-core's sysfs scan leaves them"
+        );
         // Its node out of this container's reach, a device that is not there, a name that is no
         // device's: libibverbs scans instead.
         assert_eq!(from_sysfs(&root, "mlx5_10", |_| false), None);
@@ -277,7 +293,8 @@ mod tests {
         std::fs::create_dir_all(dev.join("ports/1")).expect("ports");
         std::fs::write(dev.join("node_type"), "1: CA\n").expect("node_type");
         std::fs::write(at.join("abi_version"), "1\n").expect("abi");
-        for (bad, why) in [("231", "no minor"), ("231:x", "a minor that is no number"), (&"9".repeat(100)[..], "long")] {
+        for (bad, why) in [("231", "no minor"), ("231:x", "a minor that is no number"), (&"9".repeat(100)[..], "long")]
+        {
             std::fs::write(at.join("dev"), bad).expect("dev");
             assert_eq!(from_sysfs(&tmp, "mlx5_0", |_| true), None, "{why}");
         }
