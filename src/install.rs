@@ -81,20 +81,13 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
-    struct Tmp(PathBuf);
+    /// A scratch directory (its path, and tempfile's guard that removes it on every way out).
+    struct Tmp(PathBuf, #[allow(dead_code)] tempfile::TempDir);
 
     impl Tmp {
         fn new(tag: &str) -> Tmp {
-            let p = std::env::temp_dir().join(format!("nccl-wrap-install-{tag}-{}", std::process::id()));
-            let _ = fs::remove_dir_all(&p);
-            fs::create_dir_all(&p).expect("mkdir");
-            Tmp(p)
-        }
-    }
-
-    impl Drop for Tmp {
-        fn drop(&mut self) {
-            let _ = fs::remove_dir_all(&self.0);
+            let d = tempfile::Builder::new().prefix(&format!("nccl-wrap-install-{tag}-")).tempdir().expect("mkdir");
+            Tmp(d.path().to_path_buf(), d)
         }
     }
 

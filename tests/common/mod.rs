@@ -200,17 +200,15 @@ impl Done {
 }
 
 /// A test's own directory, empty or holding a copy of a fixture node (symlinks kept) that the
-/// test may change; removed on drop, so on a failing assertion too. The one temporary-directory
-/// guard of the integration tests.
-pub struct Scratch(pub PathBuf);
+/// test may change; removed on drop (tempfile's `TempDir`), so on a failing assertion too. The one
+/// temporary-directory guard of the integration tests.
+pub struct Scratch(pub PathBuf, #[allow(dead_code)] tempfile::TempDir);
 
 impl Scratch {
-    /// An empty directory, named for the test's `tag` and this process.
+    /// An empty directory, named for the test's `tag`.
     pub fn new(tag: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("nccl-wrap-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("mkdir");
-        Scratch(dir)
+        let dir = tempfile::Builder::new().prefix(&format!("nccl-wrap-{tag}-")).tempdir().expect("mkdir");
+        Scratch(dir.path().to_path_buf(), dir)
     }
     pub fn node(node: &str, tag: &str) -> Scratch {
         let dir = Scratch::new(tag);
@@ -224,12 +222,6 @@ impl Scratch {
     /// The copied node's root (holding `sys/`, `env`...).
     pub fn root(&self) -> PathBuf {
         self.0.join("node")
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

@@ -163,24 +163,16 @@ pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
 }
 
-/// A scratch directory removed when dropped (on every way out of the test).
-pub struct Scratch(pub PathBuf);
+pub use crate::common::Scratch;
 
-impl Scratch {
-    pub fn new(tag: &str) -> Scratch {
-        let p = std::env::temp_dir().join(format!("nccl-wrap-gate-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).expect("scratch dir");
-        Scratch(p)
-    }
-    pub fn log(&self, rank: u32) -> PathBuf {
-        self.0.join(format!("termination-{rank}"))
-    }
+/// Where a pod of the stand-in fabric writes its termination message, in the test's scratch.
+pub trait Logs {
+    fn log(&self, rank: u32) -> PathBuf;
 }
 
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+impl Logs for Scratch {
+    fn log(&self, rank: u32) -> PathBuf {
+        self.0.join(format!("termination-{rank}"))
     }
 }
 
