@@ -14,14 +14,14 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use nw_nccl::gid::{rail_family, Family, GidPrefs, RailFamily};
+use nw_nccl::gid::{rail_family, Family, RailFamily};
 
 use crate::detect::bootstrap::{self, Lookup};
 use crate::detect::gid_source::TableSource;
 use crate::detect::netif::OwnAddr;
 use crate::detect::sysfs::Sysfs;
 use crate::detect::userspace::{self, Depth, Userspace};
-use crate::detect::{self, host, rails, route, Detection, Device, Vars};
+use crate::detect::{self, host, rails, route, Detection, Device, GidRule, Vars};
 
 /// Where every read starts: the machine's, or a fixture's.
 pub struct Roots<'a> {
@@ -50,6 +50,7 @@ pub enum View {
 pub struct Observation {
     pub detection: Detection,
     /// The family the pod's rails call for (`Unknown` where the user set one, or in the node's view).
+    /// `Inet6`: the ports were read under the rule for AF_INET6, which the caller's plan then takes.
     pub family: RailFamily,
     /// The node's view only: how many devices of each kind it left out (VFs, SFs).
     pub skipped: BTreeMap<&'static str, usize>,
@@ -84,27 +85,29 @@ impl Seen {
 
 /// The first round. In the pod's view, where the user set no NCCL_IB_ADDR_FAMILY, the pod's rails
 /// decide it: rails with only IPv6 addresses are read again with AF_INET6 (a second pass only
-/// then), so that their RoCE v2 IPv6 entries are found instead of none; `prefs` says so after.
-pub fn observe(roots: &Roots, vars: &Vars, view: View, prefs: &mut GidPrefs, tables: &dyn TableSource) -> Observation {
+/// then), so that their RoCE v2 IPv6 entries are found instead of none; `family` says so after.
+/// `rule` picks each port's GID entry: the caller's (NCCL's, `nw_decide::gid_rule`), never this
+/// crate's.
+pub fn observe(roots: &Roots, vars: &Vars, view: View, rule: &dyn GidRule, tables: &dyn TableSource) -> Observation {
     if view == View::Node {
-        let (detection, skipped) = host::detect(roots.sysfs, prefs);
+        let (detection, skipped) = host::detect(roots.sysfs, rule);
         return Observation { detection, family: RailFamily::Unknown, skipped, seen: Seen::default() };
     }
-    let detect_with = |p: &GidPrefs| {
+    let detect_with = |rule: &dyn GidRule| {
         detect::detect(&detect::Inputs {
             vars,
             sysfs: roots.sysfs,
             annotations: roots.annotations,
             dra_metadata: Some(roots.dra_metadata),
             device_nodes: roots.device_nodes,
-            prefs: p,
+            rule,
             addrs: &detect::netif::read,
             kinds: &detect::links::read_or_log,
             tables,
         })
     };
     let mut seen = Seen::default();
-    let detection = detect_with(prefs);
+    let detection = detect_with(rule);
     let done = |detection, family| Observation { detection, family, skipped: BTreeMap::new(), seen: Seen::default() };
     if vars.contains_key(std::ffi::OsStr::new(nw_nccl::env::IB_ADDR_FAMILY)) || detection.devices.is_empty() {
         return done(detection, RailFamily::Unknown);
@@ -125,12 +128,8 @@ pub fn observe(roots: &Roots, vars: &Vars, view: View, prefs: &mut GidPrefs, tab
         }
     }
     let family = rail_family(&rails);
-    let detection = if family == RailFamily::Inet6 {
-        prefs.family = Family::Inet6;
-        detect_with(prefs)
-    } else {
-        detection
-    };
+    let detection =
+        if family == RailFamily::Inet6 { detect_with(rule.for_family(Family::Inet6).as_ref()) } else { detection };
     Observation { seen, ..done(detection, family) }
 }
 

@@ -22,7 +22,7 @@ use crate::detect::dra_files;
 use crate::detect::dra_metadata::ClaimKind;
 use crate::detect::function::{self, FunctionFacts};
 use crate::detect::gid_source::TableSource;
-use crate::detect::gids;
+use crate::detect::gids::{self, GidRule};
 use crate::detect::links;
 use crate::detect::names;
 use crate::detect::netif::{OwnAddr, Owner};
@@ -31,7 +31,6 @@ use crate::detect::sriov;
 use crate::detect::sriov_dra;
 use crate::detect::sysfs::{Attachment, DeviceDir, Sysfs};
 use crate::detect::uverbs::{self, Nodes};
-use nw_nccl::gid::GidPrefs;
 
 /// The process environment as detection sees it.
 pub type Vars = BTreeMap<OsString, OsString>;
@@ -154,7 +153,8 @@ pub struct Inputs<'a> {
     /// (`uverbs`); `None` where it does not belong with the sysfs tree read (a node tree read on
     /// another machine).
     pub device_nodes: Option<&'a Path>,
-    pub prefs: &'a GidPrefs,
+    /// The GID rule the ports' walks follow (`gids::GidRule`, NCCL's from `nw_decide::gid_rule`).
+    pub rule: &'a dyn GidRule,
     pub addrs: AddrSource<'a>,
     pub kinds: KindSource<'a>,
     /// Where a port's whole GID table may come from in one call (ibverbs), for the reads that go
@@ -172,7 +172,7 @@ const GID_POLL: Duration = Duration::from_millis(10);
 struct Own<'a> {
     addrs: Vec<OwnAddr>,
     gids: Vec<Ipv6Addr>,
-    prefs: &'a GidPrefs,
+    rule: &'a dyn GidRule,
     tables: &'a dyn TableSource,
     /// When waiting for missing entries stops, for every device together.
     deadline: Instant,
@@ -181,7 +181,7 @@ struct Own<'a> {
 impl<'a> Own<'a> {
     /// No addresses: every port gets NCCL's own pick.
     fn none(inp: &Inputs<'a>) -> Own<'a> {
-        Own { addrs: Vec::new(), gids: Vec::new(), prefs: inp.prefs, tables: inp.tables, deadline: Instant::now() }
+        Own { addrs: Vec::new(), gids: Vec::new(), rule: inp.rule, tables: inp.tables, deadline: Instant::now() }
     }
 
     fn read(inp: &Inputs<'a>, warnings: &mut Vec<String>) -> Own<'a> {
@@ -190,7 +190,7 @@ impl<'a> Own<'a> {
             Vec::new()
         });
         let gids = addrs.iter().map(OwnAddr::gid).collect();
-        Own { addrs, gids, prefs: inp.prefs, tables: inp.tables, deadline: Instant::now() + GID_WAIT }
+        Own { addrs, gids, rule: inp.rule, tables: inp.tables, deadline: Instant::now() + GID_WAIT }
     }
 }
 
@@ -367,7 +367,7 @@ fn types_for_a_range(inp: &Inputs, devices: &mut [Device]) {
     for dev in devices.iter_mut() {
         for p in dev.ports.iter_mut().filter(|p| p.nccl_pick.is_some()) {
             let mut errs = Vec::new();
-            inp.sysfs.gid_types((&dev.name, p.port), &mut p.table, inp.prefs, inp.tables, &mut errs);
+            inp.sysfs.gid_types((&dev.name, p.port), &mut p.table, inp.rule, inp.tables, &mut errs);
             dev.problems.extend(errs.iter().map(ToString::to_string));
         }
     }
@@ -413,7 +413,7 @@ fn read_ports(sysfs: &Sysfs, dir: &DeviceDir, own: &Own, warnings: &mut Vec<Stri
     loop {
         let mut errs = Vec::new();
         let pod = gids::Pod { gids: &own.gids, addrs: &own.addrs, tables: own.tables };
-        let ports = sysfs.ports_of(dir, own.prefs, &pod, &mut errs);
+        let ports = sysfs.ports_of(dir, own.rule, &pod, &mut errs);
         let missing: Vec<String> = ports.iter().flat_map(|p| missing_entries(dev, p, own)).collect();
         if missing.is_empty() || Instant::now() >= own.deadline {
             if !missing.is_empty() {
@@ -445,7 +445,7 @@ fn missing_entries(dev: &str, p: &PortFacts, own: &Own) -> Vec<String> {
     own.addrs
         .iter()
         .filter(|a| on_device.contains(&a.ifname.as_str()) && !present.contains(&a.gid()))
-        .filter(|a| nw_nccl::gid::valid(&a.gid()) && nw_nccl::gid::family_of(&a.gid()) == own.prefs.family)
+        .filter(|a| nw_nccl::gid::valid(&a.gid()) && nw_nccl::gid::family_of(&a.gid()) == own.rule.family())
         .map(|a| format!("{} {} on {dev}:{}", a.ifname, a.addr, p.port))
         .collect()
 }

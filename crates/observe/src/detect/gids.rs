@@ -3,10 +3,10 @@
 //! they need, and the start path stops at the entry that settles the port.
 //!
 //! Real tables are 255 entries long and mostly empty; each entry is three files, and each file an
-//! open, a read and a close. What a run reads therefore follows what its answer needs: NCCL's pick
-//! stops at its first full match (`gid::choose`), the pod's own entry at the first entry of its
-//! address that NCCL's rule accepts, and types and net devices are asked only of non-empty
-//! entries. Only `doctor` reads a table whole. Never decides anything: the plan does.
+//! open, a read and a close. What a run reads therefore follows what its answer needs: the pick
+//! stops where the [`GidRule`] handed in from above (NCCL's, `nw_decide::gid_rule`) settles, the
+//! pod's own entry at the first entry of its address that rule accepts, and types and net devices
+//! are asked only of non-empty entries. Only `doctor` reads a table whole. Never decides anything.
 //!
 //! Where the table must be read far (a shared device, whose pod entry sits after its
 //! neighbours'), a whole-table source (`gid_source`, ibverbs in production) may answer instead,
@@ -24,7 +24,20 @@ use crate::detect::netif::{self, OwnAddr, Owner};
 use crate::detect::port::{GidPick, PortFacts};
 use crate::detect::sysfs_error::SysfsError;
 use nw_nccl::gid::format_gid;
-use nw_nccl::gid::{self, GidEntry, GidPrefs, GidTable, RoceType};
+use nw_nccl::gid::{self, Family, GidEntry, GidTable, RoceType};
+
+/// The rule that picks a port's GID entry, handed in by the caller: the walk reads what it asks
+/// for and stops where it accepts.
+pub trait GidRule {
+    /// The entry the rule picks in `table`, reading only what it needs; `None` for an empty table.
+    fn choose(&self, table: &mut dyn GidTable) -> Option<GidEntry>;
+    /// Whether the rule takes `entry` outright.
+    fn accepts(&self, entry: &GidEntry) -> bool;
+    /// The address family it looks for.
+    fn family(&self) -> Family;
+    /// The same rule for `family` (rails with only IPv6 addresses call for AF_INET6).
+    fn for_family(&self, family: Family) -> Box<dyn GidRule>;
+}
 
 /// One port's table, each entry's files read at most once.
 pub(crate) struct SysfsGids<'a> {
@@ -92,7 +105,7 @@ impl<'a> SysfsGids<'a> {
     }
 
     /// The entry at `i` as a row: its type, net device and whose address it holds.
-    fn row(&mut self, i: u32, g: Ipv6Addr, prefs: &GidPrefs, own: &[Ipv6Addr], host_ndev: Option<&str>) -> GidPick {
+    fn row(&mut self, i: u32, g: Ipv6Addr, rule: &dyn GidRule, own: &[Ipv6Addr], host_ndev: Option<&str>) -> GidPick {
         let roce = self.roce(i);
         let dev = self.ndev(i);
         GidPick {
@@ -100,7 +113,7 @@ impl<'a> SysfsGids<'a> {
             gid: format_gid(&g),
             address: gid::display(&g),
             roce,
-            full_match: gid::is_full_match(&GidEntry { index: i, gid: g, roce }, prefs),
+            full_match: rule.accepts(&GidEntry { index: i, gid: g, roce }),
             owner: Some(netif::owner(&g, dev.as_deref(), host_ndev, own)),
             ndev: dev,
         }
@@ -141,16 +154,16 @@ impl GidTable for SysfsGids<'_> {
     }
 }
 
-/// NCCL's GID choice over the port's table, with the chosen entry's net device.
-pub(crate) fn choose(table: &mut SysfsGids, prefs: &GidPrefs) -> Option<GidPick> {
-    let e = gid::choose(table, prefs)?;
+/// `rule`'s choice over the port's table, with the chosen entry's net device.
+pub(crate) fn choose(table: &mut SysfsGids, rule: &dyn GidRule) -> Option<GidPick> {
+    let e = rule.choose(table)?;
     Some(GidPick {
         index: e.index,
         gid: format_gid(&e.gid),
         address: gid::display(&e.gid),
         roce: e.roce,
         ndev: table.ndev(e.index),
-        full_match: gid::is_full_match(&e, prefs),
+        full_match: rule.accepts(&e),
         owner: None,
     })
 }
@@ -174,7 +187,7 @@ pub(crate) enum Extent {
 ///
 /// This is the read that goes far (up to the pod's entry, past the host's and its neighbours'),
 /// so it is the one a whole-table source answers where `pod` has one: `device` names the table.
-pub(crate) fn shared(facts: &mut PortFacts, table: &mut SysfsGids, prefs: &GidPrefs, pod: &Pod, device: &str) {
+pub(crate) fn shared(facts: &mut PortFacts, table: &mut SysfsGids, rule: &dyn GidRule, pod: &Pod, device: &str) {
     let own = pod.gids;
     let Some(pick) = facts.gid.as_mut() else { return };
     if gid::parse_gid(&pick.gid).is_some_and(|g| own.contains(&g)) {
@@ -182,7 +195,7 @@ pub(crate) fn shared(facts: &mut PortFacts, table: &mut SysfsGids, prefs: &GidPr
         return;
     }
     table.load(pod.tables, device, facts.port, pod.addrs);
-    let (rows, len) = rows(table, prefs, own, Extent::UntilOwn);
+    let (rows, len) = rows(table, rule, own, Extent::UntilOwn);
     if !rows.iter().any(|r| r.owner == Some(Owner::Pod)) {
         return;
     }
@@ -208,7 +221,7 @@ impl SysfsGids<'_> {
 /// have them: the others are told by address alone (not the pod's), since their type matters only
 /// when the plan weighs an address range (`with_types` reads it then) and their net device only
 /// to `doctor`.
-pub(crate) fn rows(table: &mut SysfsGids, prefs: &GidPrefs, own: &[Ipv6Addr], extent: Extent) -> (Vec<GidPick>, u32) {
+pub(crate) fn rows(table: &mut SysfsGids, rule: &dyn GidRule, own: &[Ipv6Addr], extent: Extent) -> (Vec<GidPick>, u32) {
     let host_ndev = if extent == Extent::Whole { table.host_ndev() } else { None };
     let mut rows = Vec::new();
     let mut len = 0;
@@ -222,7 +235,7 @@ pub(crate) fn rows(table: &mut SysfsGids, prefs: &GidPrefs, own: &[Ipv6Addr], ex
             rows.push(bare(i, g));
             continue;
         }
-        let row = table.row(i, g, prefs, own, host_ndev.as_deref());
+        let row = table.row(i, g, rule, own, host_ndev.as_deref());
         let settles = row.owner == Some(Owner::Pod) && row.full_match;
         rows.push(row);
         if settles && extent == Extent::UntilOwn {
@@ -246,11 +259,37 @@ fn bare(index: u32, g: Ipv6Addr) -> GidPick {
 }
 
 /// Reads the types of `rows` that were read by address only (`rows` up to the pod's own entry),
-/// so that NCCL's rule can be simulated over them, and marks the full matches under `prefs`.
-pub(crate) fn with_types(table: &mut SysfsGids, rows: &mut [GidPick], prefs: &GidPrefs) {
+/// so that NCCL's rule can be simulated over them, and marks those `rule` accepts.
+pub(crate) fn with_types(table: &mut SysfsGids, rows: &mut [GidPick], rule: &dyn GidRule) {
     for r in rows.iter_mut().filter(|r| r.roce.is_none() && r.owner.is_none()) {
         r.roce = table.roce(r.index);
-        r.full_match = gid::parse_gid(&r.gid)
-            .is_some_and(|g| gid::is_full_match(&GidEntry { index: r.index, gid: g, roce: r.roce }, prefs));
+        r.full_match =
+            gid::parse_gid(&r.gid).is_some_and(|g| rule.accepts(&GidEntry { index: r.index, gid: g, roce: r.roce }));
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod rule {
+    use super::GidRule;
+    use nw_nccl::gid::{self, Family, GidEntry, GidPrefs, GidTable};
+
+    /// NCCL's rule, as `nw_decide::gid_rule` hands it in (this crate cannot name that one).
+    pub(crate) struct Nccl(pub(crate) GidPrefs);
+
+    pub(crate) const DEFAULT: Nccl = Nccl(GidPrefs { family: Family::Inet, roce_version: 2, range: None });
+
+    impl GidRule for Nccl {
+        fn choose(&self, table: &mut dyn GidTable) -> Option<GidEntry> {
+            gid::choose(table, &self.0)
+        }
+        fn accepts(&self, entry: &GidEntry) -> bool {
+            gid::is_full_match(entry, &self.0)
+        }
+        fn family(&self) -> Family {
+            self.0.family
+        }
+        fn for_family(&self, family: Family) -> Box<dyn GidRule> {
+            Box::new(Nccl(GidPrefs { family, ..self.0 }))
+        }
     }
 }

@@ -10,16 +10,16 @@
 use std::collections::BTreeMap;
 
 use crate::detect::devices::SourceReport;
+use crate::detect::gids::GidRule;
 use crate::detect::sysfs::{Attachment, Sysfs};
 use crate::detect::{Detection, Device, Source};
-use nw_nccl::gid::GidPrefs;
 
 /// More RDMA devices than a node has PFs (8 rails x 2 ports, BlueField, management NICs); the
 /// bound on one round's work.
 pub const MAX_DEVICES: usize = 64;
 
 /// The node's devices, and how many of each kind were left out.
-pub fn detect(sysfs: &Sysfs, prefs: &GidPrefs) -> (Detection, BTreeMap<&'static str, usize>) {
+pub fn detect(sysfs: &Sysfs, rule: &dyn GidRule) -> (Detection, BTreeMap<&'static str, usize>) {
     let mut problems = Vec::new();
     let visible = sysfs.rdma_devices(&mut problems);
     let mut warnings: Vec<String> = problems.iter().map(ToString::to_string).collect();
@@ -41,7 +41,7 @@ pub fn detect(sysfs: &Sysfs, prefs: &GidPrefs) -> (Detection, BTreeMap<&'static 
         }
         let mut errs = Vec::new();
         // The node's view has no pod: no addresses to tell entries by, NCCL's own pick per port.
-        let ports = sysfs.ports(&name, prefs, &[], &mut errs);
+        let ports = sysfs.ports(&name, rule, &[], &mut errs);
         let mut problems: Vec<String> = errs.iter().map(ToString::to_string).collect();
         problems.extend(ports.iter().flat_map(|p| p.problems.iter().cloned()));
         // Never the counters: reading a management function's floods the kernel log.

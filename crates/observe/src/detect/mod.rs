@@ -68,3 +68,4 @@ pub mod uverbs;
 pub mod vpd;
 
 pub use devices::{detect, Detection, Device, Inputs, Source, Vars};
+pub use gids::GidRule;

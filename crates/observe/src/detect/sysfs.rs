@@ -18,7 +18,7 @@ use crate::detect::file;
 use crate::detect::gid_source::{SysfsOnly, TableSource};
 use crate::detect::port::{GidPick, PkeyPick, PortFacts};
 use crate::detect::{gids, names};
-use nw_nccl::gid::{self, GidPrefs};
+use nw_nccl::gid;
 
 pub use super::sysfs_error::SysfsError;
 pub use nw_nccl::gid::format_gid;
@@ -328,7 +328,7 @@ impl Sysfs {
         }
     }
 
-    /// Reads every port of `dev`; for Ethernet ports, runs NCCL's GID choice over the table.
+    /// Reads every port of `dev`; for Ethernet ports, runs `rule`'s GID choice over the table.
     ///
     /// Ports are numbered 1, 2, ... without gaps (IBTA; the kernel's `ports/` holds exactly
     /// those), so they are opened in turn until one is missing, rather than listing the directory:
@@ -337,16 +337,16 @@ impl Sysfs {
     /// port 1 down. Where there is no port 1 at all, the directory is listed, and whatever ports it
     /// holds are read: which carry data is their state's to say, whatever their numbers.
     ///
-    /// `own` holds this pod's addresses in GID form: where NCCL's pick is not one of them, the
+    /// `own` holds this pod's addresses in GID form: where the rule's pick is not one of them, the
     /// table is read up to the pod's own entry, which is used instead (see `gids::shared`).
     pub fn ports(
         &self,
         dev: &str,
-        prefs: &GidPrefs,
+        rule: &dyn gids::GidRule,
         own: &[Ipv6Addr],
         problems: &mut Vec<SysfsError>,
     ) -> Vec<PortFacts> {
-        self.ports_with(dev, prefs, &gids::Pod { gids: own, addrs: &[], tables: &SysfsOnly }, problems)
+        self.ports_with(dev, rule, &gids::Pod { gids: own, addrs: &[], tables: &SysfsOnly }, problems)
     }
 
     /// `ports`, with the pod's interfaces and a whole-table source for the reads that go far
@@ -354,12 +354,12 @@ impl Sysfs {
     pub(crate) fn ports_with(
         &self,
         dev: &str,
-        prefs: &GidPrefs,
+        rule: &dyn gids::GidRule,
         pod: &gids::Pod,
         problems: &mut Vec<SysfsError>,
     ) -> Vec<PortFacts> {
         match self.open_device(dev) {
-            Ok(d) => self.ports_of(&d, prefs, pod, problems),
+            Ok(d) => self.ports_of(&d, rule, pod, problems),
             Err(SysfsError::Read { source, .. }) if source.kind() != io::ErrorKind::NotFound => {
                 problems.push(SysfsError::Read { path: self.path(&format!("class/infiniband/{dev}/ports/1")), source });
                 Vec::new()
@@ -376,7 +376,7 @@ impl Sysfs {
     pub(crate) fn ports_of(
         &self,
         d: &DeviceDir,
-        prefs: &GidPrefs,
+        rule: &dyn gids::GidRule,
         pod: &gids::Pod,
         problems: &mut Vec<SysfsError>,
     ) -> Vec<PortFacts> {
@@ -393,7 +393,7 @@ impl Sysfs {
                 Mode::empty(),
             );
             match opened.map_err(io::Error::from) {
-                Ok(fd) => ports.push(self.port(fd, dir, (&d.name, n), prefs, pod)),
+                Ok(fd) => ports.push(self.port(fd, dir, (&d.name, n), rule, pod)),
                 Err(e) if e.kind() == io::ErrorKind::NotFound && n == 1 && !listed => {
                     listed = true;
                     let mut found: Vec<u32> = file::names(&self.path(&base), MAX_PORTS as usize)
@@ -424,7 +424,7 @@ impl Sysfs {
         fd: OwnedFd,
         dir: PathBuf,
         (dev, port): (&str, u32),
-        prefs: &GidPrefs,
+        rule: &dyn gids::GidRule,
         pod: &gids::Pod,
     ) -> PortFacts {
         let mut problems = Vec::new();
@@ -455,9 +455,9 @@ impl Sysfs {
         if facts.link_layer.as_deref() == Some("Ethernet") {
             if let Some(fd) = handle.as_ref() {
                 let mut table = gids::SysfsGids::new(fd, &dir, &mut problems);
-                facts.gid = gids::choose(&mut table, prefs);
+                facts.gid = gids::choose(&mut table, rule);
                 if !pod.gids.is_empty() {
-                    gids::shared(&mut facts, &mut table, prefs, pod, dev);
+                    gids::shared(&mut facts, &mut table, rule, pod, dev);
                 }
             }
         }
@@ -468,20 +468,20 @@ impl Sysfs {
 
 impl Sysfs {
     /// Every non-empty entry of `dev`'s port `port`, with whose address it holds (given this
-    /// pod's addresses in GID form) and whether NCCL's rule under `prefs` accepts it, and the
+    /// pod's addresses in GID form) and whether `rule` accepts it, and the
     /// table's length; `None` when the port cannot be opened.
     pub fn gid_table(
         &self,
         dev: &str,
         port: u32,
-        prefs: &GidPrefs,
+        rule: &dyn gids::GidRule,
         own: &[Ipv6Addr],
         problems: &mut Vec<SysfsError>,
     ) -> Option<(Vec<GidPick>, u32)> {
         let dir = self.path(&format!("class/infiniband/{dev}/ports/{port}"));
         let fd = open_dir(&dir).map_err(|source| problems.push(SysfsError::Read { path: dir.clone(), source })).ok()?;
         let mut table = gids::SysfsGids::new(&fd, &dir, problems);
-        Some(gids::rows(&mut table, prefs, own, gids::Extent::Whole))
+        Some(gids::rows(&mut table, rule, own, gids::Extent::Whole))
     }
 
     /// Fills the types of the rows of `dev`'s port `port` that a run read by address only (see
@@ -490,7 +490,7 @@ impl Sysfs {
         &self,
         (dev, port): (&str, u32),
         rows: &mut [GidPick],
-        prefs: &GidPrefs,
+        rule: &dyn gids::GidRule,
         tables: &dyn TableSource,
         problems: &mut Vec<SysfsError>,
     ) {
@@ -499,7 +499,7 @@ impl Sysfs {
             Ok(fd) => {
                 let mut table = gids::SysfsGids::new(&fd, &dir, problems);
                 table.load(tables, dev, port, &[]);
-                gids::with_types(&mut table, rows, prefs);
+                gids::with_types(&mut table, rows, rule);
             }
             Err(source) => problems.push(SysfsError::Read { path: dir, source }),
         }
@@ -600,7 +600,7 @@ mod tests {
         }
         std::fs::create_dir_all(root.join("class/infiniband/cx8_0/ports/not-a-port")).expect("mkdir");
         let mut problems = Vec::new();
-        let ports = Sysfs::new(&root).ports("cx8_0", &GidPrefs::default(), &[], &mut problems);
+        let ports = Sysfs::new(&root).ports("cx8_0", &gids::rule::DEFAULT, &[], &mut problems);
         let _ = std::fs::remove_dir_all(&root);
         let seen: Vec<(u32, Option<&str>)> = ports.iter().map(|p| (p.port, p.state_name())).collect();
         assert_eq!(seen, [(3, Some("ACTIVE")), (6, Some("ACTIVE")), (7, Some("DOWN"))]);
