@@ -1,13 +1,7 @@
-//! The road's first stage for every subcommand: every read a start makes, in two rounds.
-//!
-//! [`observe`] reads what any decision needs (the variables' sources, the annotation, sysfs, the
-//! GID tables, the rails' addresses for their family) in the pod's or the node's [`View`]. The
-//! decision then says which far reads it needs ([`Asks`]: the userspace of the drivers it uses,
-//! the rails its bootstrap must avoid, the name of a coordinator to resolve, the facts a reason
-//! names), and [`answer`] reads exactly those. The laziness of the old road is kept, in the open.
-//!
-//! It reads; it never decides what a caller could decide from what it returns, and it never
-//! names a caller. Every root is a parameter.
+//! The road's first stage for every subcommand: [`observe`] reads what any decision needs in the
+//! pod's or the node's [`View`]; the decision then names its far reads ([`Asks`]) and [`answer`]
+//! reads exactly those. It never decides what a caller could decide from what it returns, never
+//! names a caller; every root is a parameter.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;

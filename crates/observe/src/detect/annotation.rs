@@ -1,9 +1,6 @@
-//! Source 4: the `k8s.v1.cni.cncf.io/network-status` annotation, read from the downward-API
-//! file (by convention `/etc/podnetinfo/annotations`).
-//!
-//! The file holds one `key="value"` line per annotation, the value Go-quoted. Each network-status
-//! entry may carry `device-info` (device-info spec 1.1.0) with `pci.rdma-device` (possibly a comma
-//! list) or at least `pci.pci-address`. Parsing only: no sysfs, no unvalidated names out.
+//! Source 4: the `k8s.v1.cni.cncf.io/network-status` annotation from the downward-API file (one
+//! `key="value"` line each, Go-quoted), its entries' `device-info` (spec 1.1.0) `pci.rdma-device` or
+//! `pci.pci-address`. Parsing only: no sysfs, no unvalidated names out.
 
 use serde_json::Value;
 

@@ -1,7 +1,5 @@
-//! Reads for NCCL's bootstrap interface: each device's net devices (rails, never the bootstrap's)
-//! and the coordinator's name, resolved with a deadline ([`RESOLVE_WAIT`]): its DNS record often
-//! appears only once its pod is ready, and the job must not wait on it here. Which interface the
-//! bootstrap takes is decided from these (`nw_decide::bootstrap`).
+//! Reads for NCCL's bootstrap interface: each device's net devices (rails) and the coordinator's
+//! name, resolved within [`RESOLVE_WAIT`]. `nw_decide::bootstrap` decides from them.
 
 use std::net::IpAddr;
 use std::sync::mpsc;

@@ -1,12 +1,7 @@
-//! The pod's children on shared devices: which of its interfaces can hold their addresses in
-//! another device's GID table (macvlan, ipvlan and VLAN children, told by their link kind from
-//! `links`), and which of them a device's ports show.
-//!
-//! The kernel enters an address into a RoCE port's table when its interface is the port's net
-//! device or an upper device of it, and a child has one lower device: so once the walk of the
-//! devices the pod cannot claim by function (`devices::from_sysfs`) has seen every child on some
-//! device, no device left can hold the pod's addresses, and it stops. Where the kinds cannot be
-//! read, no interface is known to be a child and the walk reads every device, as it always did.
+//! The pod's children on shared devices (macvlan, ipvlan and VLAN interfaces, by their `links`
+//! kind), which alone can hold its addresses in another device's GID table, and which of them a
+//! device's ports show: a child has one lower device, so once each was seen the walk of shared
+//! devices stops. Kinds unknown: no child is known, and every device is read.
 
 use std::net::Ipv6Addr;
 

@@ -1,8 +1,6 @@
-//! The sysfs fallback's first question: which of the visible RDMA devices this namespace's net
-//! devices make the pod's, found from the pod's side (each net device's function, and the software
-//! devices bound to one of them), so that the cost follows the pod's interfaces, not the number of
-//! devices the node shows. A claimed device keeps the directory and attachment that claimed it,
-//! for its ports to be read from without looking it up again.
+//! The sysfs fallback's first question: which visible RDMA devices this namespace's net devices
+//! make the pod's, asked from the pod's side so the cost follows its interfaces. A claimed device
+//! keeps the directory and attachment that claimed it.
 
 use crate::detect::sysfs::{Attachment, DeviceDir, Identity, NetDevs, Sysfs};
 

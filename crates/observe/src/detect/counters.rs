@@ -1,14 +1,6 @@
-//! Reads one RDMA port's counters: every file the device has under `ports/N/counters/` (the
-//! InfiniBand port counters: `symbol_error`, `link_downed`, `port_rcv_errors`, ...) and
-//! `ports/N/hw_counters/` (the driver's own: mlx5's `out_of_sequence`, `np_cnp_sent`, ...;
-//! rxe has only these). Whatever the device has is read; which names mean what is
-//! `meaning`'s concern.
-//!
-//! A port directory in, a map out: the supervisor's post-mortem (`process::portwatch`) and the node
-//! agent's metrics (`health`) read through it alike. Every read goes through `detect::file` (non-blocking, one page at
-//! most, regular files only). It must never fail the caller: a directory that is missing (rxe
-//! has no `counters/`), a file that cannot be read or holds no number, is left out and said in
-//! `problems`, and the number of files read per directory is bounded.
+//! One RDMA port's counters: every file under `ports/N/counters/` and `ports/N/hw_counters/`, for
+//! the post-mortem and the node agent alike; what they mean is `meaning`'s concern. Never fails the
+//! caller: what cannot be read is left out and said in `problems`; reads are bounded.
 
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;

@@ -214,6 +214,20 @@ struct Named {
 /// A device's ports as read, and the problems reading them.
 type ReadPorts = (Vec<PortFacts>, Vec<String>);
 
+impl Named {
+    fn new(name: &str, origin: String) -> Named {
+        Named {
+            name: name.to_string(),
+            origin,
+            dir: None,
+            attachment: None,
+            claimed_id: None,
+            named_as: None,
+            ports: None,
+        }
+    }
+}
+
 pub fn detect(inp: &Inputs) -> Detection {
     let mut warnings = Vec::new();
     let mut sources = Vec::new();
@@ -519,15 +533,7 @@ fn resolve_id(inp: &Inputs, id: &str, origin: &str, out: &mut Vec<Named>, proble
             inp.sysfs.path(&format!("bus/{bus}/devices/{id}/infiniband")).display()
         ));
     }
-    out.extend(found.into_iter().map(|name| Named {
-        name,
-        origin: origin.to_string(),
-        dir: None,
-        attachment: None,
-        claimed_id: None,
-        named_as: None,
-        ports: None,
-    }));
+    out.extend(found.into_iter().map(|name| Named::new(&name, origin.to_string())));
 }
 
 /// The KEP-5304 metadata files of the pod's DRA claims: each NIC driver's device, found in sysfs
@@ -566,15 +572,7 @@ fn from_dra_metadata(inp: &Inputs) -> (SourceReport, Vec<Named>) {
                     )),
                 },
                 (None, None, Some(hint)) => match inp.sysfs.open_device(hint) {
-                    Ok(dir) => named.push(Named {
-                        name: hint.clone(),
-                        origin: origin.clone(),
-                        dir: Some(dir),
-                        attachment: None,
-                        claimed_id: None,
-                        named_as: None,
-                        ports: None,
-                    }),
+                    Ok(dir) => named.push(Named { dir: Some(dir), ..Named::new(hint, origin.clone()) }),
                     Err(e) => {
                         problems.push(format!("{origin}: no PCI address, and RDMA device {hint} cannot be used ({e})"))
                     }
@@ -634,13 +632,9 @@ fn from_sriov(inp: &Inputs) -> (SourceReport, Vec<Named>) {
     for dev in &scan.devices {
         match dev.rdma_dev.as_ref().map(|name| (name, inp.sysfs.open_device(name))) {
             Some((name, Ok(dir))) => named.push(Named {
-                name: name.clone(),
-                origin: dev.variable.clone(),
                 dir: Some(dir),
-                attachment: None,
                 claimed_id: Some(dev.device_id.clone()),
-                named_as: None,
-                ports: None,
+                ..Named::new(name, dev.variable.clone())
             }),
             Some((name, Err(e))) => {
                 // A name this pod does not have, where the device ID finds one: the device was
@@ -684,15 +678,9 @@ fn from_annotation(inp: &Inputs) -> (SourceReport, Vec<Named>) {
         let origin = format!("network {}", dev.network);
         let opened = dev.rdma_dev.as_ref().and_then(|name| inp.sysfs.open_device(name).ok());
         match (opened, &dev.rdma_dev, &dev.pci_address) {
-            (Some(dir), Some(name), _) => named.push(Named {
-                name: name.clone(),
-                origin,
-                dir: Some(dir),
-                attachment: None,
-                claimed_id: dev.pci_address.clone(),
-                named_as: None,
-                ports: None,
-            }),
+            (Some(dir), Some(name), _) => {
+                named.push(Named { dir: Some(dir), claimed_id: dev.pci_address.clone(), ..Named::new(name, origin) })
+            }
             (_, _, Some(addr)) => {
                 let before = named.len();
                 resolve_id(inp, addr, &origin, &mut named, &mut problems);
@@ -753,15 +741,7 @@ fn from_sysfs(
     }
     let mut problems = Vec::new();
     let inputs = vec![class.clone()];
-    let named = |name: &String, origin: String, ports| Named {
-        name: name.clone(),
-        origin,
-        dir: None,
-        attachment: None,
-        claimed_id: None,
-        named_as: None,
-        ports,
-    };
+    let named = |name: &String, origin: String, ports| Named { ports, ..Named::new(name, origin) };
     if inp.sysfs.netns_exclusive() == Some(true) {
         let all = visible.iter().map(|n| named(n, "sysfs (exclusive RDMA netns mode)".into(), None));
         return (report(Source::Sysfs, inputs, problems, true), all.collect());
@@ -818,6 +798,11 @@ fn from_sysfs(
             }
         }
     }
+    // A device left to the fallback keeps the ports the walk read of it.
+    let mut reuse = |n: &String, origin: String| {
+        let ports = read.iter().position(|(d, _)| d == n).map(|i| read.swap_remove(i).1);
+        named(n, origin, ports)
+    };
     if found.is_empty() {
         if let Nodes::Tell { openable, dir } = nodes {
             // The container's uverbs nodes tell: dranet's InfiniBand-only NICs (no netdev moves),
@@ -831,35 +816,22 @@ fn from_sysfs(
                 ));
                 return (report(Source::Sysfs, inputs, problems, false), Vec::new());
             }
-            let found = mine
-                .into_iter()
-                .map(|n| {
-                    let ports = read.iter().position(|(d, _)| d == n).map(|i| read.swap_remove(i).1);
-                    named(n, format!("sysfs (its uverbs node is in {})", dir.display()), ports)
-                })
-                .collect();
-            return (report(Source::Sysfs, inputs, problems, true), found);
+            let found = mine.into_iter().map(|n| reuse(n, format!("sysfs (its uverbs node is in {})", dir.display())));
+            return (report(Source::Sysfs, inputs, problems, true), found.collect());
         }
         if all_efa(inp.sysfs, visible) {
             // AWS EFA: NCCL's net plugin (aws-ofi-nccl, over libfabric) opens what the container was
             // given, never through NCCL_IB_HCA, so which are this pod's is not a question to answer.
-            let all = visible.iter().map(|n| {
-                let ports = read.iter().position(|(d, _)| d == n).map(|i| read.swap_remove(i).1);
-                named(n, "sysfs (EFA: NCCL's net plugin takes the devices the container was given)".into(), ports)
-            });
+            let all = visible
+                .iter()
+                .map(|n| reuse(n, "sysfs (EFA: NCCL's net plugin takes the devices the container was given)".into()));
             return (report(Source::Sysfs, inputs, problems, true), all.collect());
         }
         problems.push(format!(
             "cannot tell which of the {} RDMA devices in {class} are this pod's: no net device in this namespace sits on any of them, and no GID table holds an address of this pod (InfiniBand without IPoIB?); using all of them, as NCCL would by default. Name the pod's devices with the SR-IOV device plugin or the network-status annotation.",
             visible.len()
         ));
-        found = visible
-            .iter()
-            .map(|n| {
-                let ports = read.iter().position(|(d, _)| d == n).map(|i| read.swap_remove(i).1);
-                named(n, "sysfs (ownership unknown)".into(), ports)
-            })
-            .collect();
+        found = visible.iter().map(|n| reuse(n, "sysfs (ownership unknown)".into())).collect();
     }
     *untold = !shared;
     (report(Source::Sysfs, inputs, problems, true), found)

@@ -1,11 +1,7 @@
-//! What the Dynamic Resource Allocation NIC drivers publish about a device, as data: the driver
-//! names nccl-wrap accepts, the attribute keys that carry a PCI address, an RDMA device name or an
-//! interface name, and the forms of device names. One row each, with the source it was read from.
-//!
-//! The metadata reader (`dra_metadata.rs`) and the SR-IOV DRA variables reader (`sriov_dra.rs`)
-//! look keys up here, so a new driver or key is one row, not a change to a parser. This module
-//! holds facts and the checks of their forms; it never reads a file, never touches the
-//! environment, and never lets a name or an address it has not checked out.
+//! What the DRA NIC drivers publish about a device, as data: the driver names accepted, the
+//! attribute keys that carry a PCI address, an RDMA device or an interface name, and the forms of
+//! device names, one row each with its source; `dra_metadata` and `sriov_dra` look them up. Facts and
+//! their checks only: never reads a file or the environment.
 
 use crate::detect::names;
 

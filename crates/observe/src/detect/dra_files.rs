@@ -1,14 +1,7 @@
-//! The KEP-5304 device metadata files a container was given: a bounded walk of both trees under
-//! their root (`/var/run/kubernetes.io/dra-device-attributes` in a pod, a fixture's in tests),
-//! each file read once and handed to `dra_metadata::parse`.
-//!
-//! Upstream asks consumers to build a file's path from the claim and request names they know; a
-//! container does not know them, so the trees are enumerated: exactly
-//! `<tree>/<claim>/<request>/<driver>-metadata.json`, never deeper, with a bound on every listing,
-//! on the directories entered and on the files read. A file is read through `detect::file` (regular
-//! files only, non-blocking, at most `dra_metadata::DEFAULT_MAX_BYTES`), so a FIFO, a device, a
-//! symlink loop or a file of any size is named and skipped, never waited on. What a malformed file
-//! says is not used; the others stand. Reads only; decides nothing.
+//! The KEP-5304 device metadata files a container was given: a bounded walk of both trees,
+//! exactly `<tree>/<claim>/<request>/<driver>-metadata.json`, each file read once through
+//! `detect::file` and handed to `dra_metadata::parse`. A malformed file is named and skipped; the
+//! others stand. Reads only; decides nothing.
 
 use std::io;
 use std::path::{Path, PathBuf};

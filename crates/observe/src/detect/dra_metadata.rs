@@ -1,26 +1,16 @@
-//! Source 1, KEP-5304 device metadata: one file's bytes into typed devices.
-//!
-//! With Dynamic Resource Allocation no variable names a pod's NICs; a driver that supports it
-//! writes a file per claim request, mounted read-only into the container
-//! (k8s.io/dynamic-resource-allocation api/metadata/doc.go @ 3d03671):
+//! Source 1, KEP-5304 device metadata: one file's bytes into typed devices. A driver writes a file
+//! per claim request (k8s.io/dynamic-resource-allocation api/metadata/doc.go @ 3d03671):
 //!
 //! ```text
 //! /var/run/kubernetes.io/dra-device-attributes/resourceclaims/<claim>/<request>/<driver>-metadata.json
 //! /var/run/kubernetes.io/dra-device-attributes/resourceclaimtemplates/<podClaim>/<request>/<driver>-metadata.json
 //! ```
 //!
-//! Each file is a concatenated JSON stream: the same `DeviceMetadata` once per API version, newest
-//! first. Like upstream's `devicemetadata.DecodeMetadataFromStream`, a reader takes the first
-//! object whose `apiVersion` it knows, skips the ones it does not (a newer version written by an
-//! upgraded driver), and reads nothing after the one it takes. Devices are matched to sysfs by the
-//! PCI address their attributes carry (`dra_drivers::ATTRIBUTES`), else by the address the
-//! driver's device name spells; `networkData` gives the interface name and addresses.
-//!
-//! This module only parses bytes it is handed, within a size bound the caller gives: it never
-//! opens a file or walks a directory (the walker, bounded, lives with the other sysfs readers and
-//! uses [`file_path`] to recognise what it finds), never panics on any input, and never lets a
-//! name, address or interface it has not checked out. A malformed file is a [`MetadataError`];
-//! a malformed piece of an otherwise good file is a [`Problem`] beside the devices.
+//! Each is a JSON stream of the same `DeviceMetadata` once per API version, newest first: like
+//! upstream's `DecodeMetadataFromStream`, the first known version is taken and unknown ones skipped.
+//! Parses only bytes it is handed, within the caller's bound; never opens a file, never panics, never
+//! lets an unchecked name, address or interface out. A malformed file is a [`MetadataError`], a
+//! malformed piece of a good one a [`Problem`].
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -1,16 +1,7 @@
-//! The one way nccl-wrap reads a file from outside: sysfs attributes, the annotations file,
-//! procfs, anything a root option points at.
-//!
-//! A container entrypoint that hangs before printing anything is the worst failure it can have:
-//! the pod never starts and nothing says why. So every open is non-blocking (`O_NONBLOCK`, and
-//! `O_NOCTTY` so a terminal is never taken), a file that is not a regular file (a FIFO, socket,
-//! character or block device, or directory) is refused, naming the path and what it is, and every
-//! read takes at most one bounded buffer: a file larger than its bound is refused, never read on.
-//! A regular file's read returns short only at its end, so one read suffices. One-off files are
-//! checked (`fstat`) before they are read; sysfs attributes, read ten to a port on every start,
-//! only when the read is not a clean value (see [`read_attr_at`]).
-//!
-//! It must never block, never read past a bound, and never follow a name it was not given.
+//! The one way nccl-wrap reads a file from outside (sysfs, the annotations file, procfs). A hung
+//! entrypoint is the worst failure there is, so every open is non-blocking, anything but a regular
+//! file is refused by name, and every read takes one bounded buffer. It must never block, never read
+//! past a bound, and never follow a name it was not given.
 
 use std::fmt;
 use std::io;

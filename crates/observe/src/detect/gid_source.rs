@@ -1,15 +1,7 @@
-//! Where a port's whole GID table may come from in one call instead of sysfs's three files an
-//! entry: the seam (`TableSource`), the plain form of such a table (`Whole`), and the check that
-//! turns what a source was told (raw entries of every port of a device) into tables `gids` can
-//! trust.
-//!
-//! On a shared device the pod's own entry sits after the host's and its neighbours' (index 200 on
-//! a busy node), and sysfs is read entry by entry up to it on every device the pod cannot claim
-//! by function. ibverbs (`ibv_query_gid_table`, one ioctl per device) answers the same question
-//! at once; its implementation lives in `verbs`, above this stage, and is handed in by main.
-//! Where nothing is handed in (fixture trees, `--skip-verbs`) or a source says `None`, sysfs
-//! stays the source. A source only ever replaces reads: it never decides, and what it says goes
-//! through the same choice as sysfs's entries, so the plan cannot depend on which was asked.
+//! Where a port's whole GID table may come from in one call instead of sysfs's three files an entry
+//! (ibverbs, handed in by main): the seam (`TableSource`), its tables (`Whole`), and the check that
+//! turns raw entries into tables `gids` can trust. A source only replaces reads: what it says goes
+//! through the same rule as sysfs's entries, so the plan cannot depend on which was asked.
 
 use std::collections::BTreeMap;
 use std::net::Ipv6Addr;

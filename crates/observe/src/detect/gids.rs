@@ -1,17 +1,8 @@
 //! A RoCE port's GID table in sysfs (`gids/<i>`, `gid_attrs/types/<i>`, `gid_attrs/ndevs/<i>`),
-//! read lazily and at most once per entry: NCCL's choice and the pod's own entry ask for what
-//! they need, and the start path stops at the entry that settles the port.
-//!
-//! Real tables are 255 entries long and mostly empty; each entry is three files, and each file an
-//! open, a read and a close. What a run reads therefore follows what its answer needs: the pick
-//! stops where the [`GidRule`] handed in from above (NCCL's, `nw_decide::gid_rule`) settles, the
-//! pod's own entry at the first entry of its address that rule accepts, and types and net devices
-//! are asked only of non-empty entries. Only `doctor` reads a table whole. Never decides anything.
-//!
-//! Where the table must be read far (a shared device, whose pod entry sits after its
-//! neighbours'), a whole-table source (`gid_source`, ibverbs in production) may answer instead,
-//! in one call: its entries then answer every read, and only the net device names the pod's
-//! interfaces cannot give are still read from sysfs (a few entries a port, never the walk).
+//! read lazily and at most once per entry: the pick stops where the [`GidRule`] handed in from above
+//! settles, the pod's own entry at the first of its addresses that rule accepts. Only `doctor` reads
+//! a table whole. A whole-table source (`gid_source`) may answer the far reads instead. Never decides
+//! anything.
 
 use std::collections::BTreeMap;
 use std::net::Ipv6Addr;

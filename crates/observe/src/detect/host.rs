@@ -1,11 +1,6 @@
-//! The node's view of its RDMA devices (`View::Node`), for the node agent: every device `class/infiniband` shows
-//! in the agent's namespace (the host's), not only a pod's. VFs and scalable functions are left
-//! out and counted: they are slices handed to pods (doctor checks them there), their link follows
-//! their PF's, and an unassigned VF without an address would otherwise fail the node.
-//!
-//! Composes detection's own readers (`Sysfs::rdma_devices`, `attachment`, `ports`) into a
-//! [`Detection`] the plan and doctor take as they take a pod's. Reads only; at most
-//! [`MAX_DEVICES`] devices per round.
+//! The node's view of its RDMA devices (`View::Node`) for the node agent: every device the host's
+//! namespace shows, VFs and scalable functions left out and counted (they are pods' slices, checked
+//! there). Reads only; at most [`MAX_DEVICES`] devices a round.
 
 use std::collections::BTreeMap;
 

@@ -1,16 +1,7 @@
-//! The dynamic loader's cache, `/etc/ld.so.cache`, parsed as glibc writes it: which file the
-//! image's loader would open for a library name such as `libibverbs.so.1`.
-//!
-//! Formats (glibc `sysdeps/generic/dl-cache.h`): the current one, magic `glibc-ld.so.cache` and
-//! version `1.1`, a 48-byte header (entry count, string table length, flags, extension offset),
-//! 24-byte entries (flags, key offset, value offset, OS version, hwcap) and string offsets counted
-//! from that header; and the combined one that glibc before 2.32 wrote, the old `ld.so-1.7.0`
-//! table (12-byte entries) followed, 8-byte aligned, by the new one. Only the new part is read.
-//!
-//! Pure and bounded: takes bytes (the caller reads at most [`MAX_BYTES`]), never trusts a count
-//! or an offset (each is checked against the bytes), keeps at most [`MAX_ENTRIES`] entries, and
-//! never loads or opens anything it names. A cache it cannot read is `None`; the loader then
-//! still searches its default directories, and so does the caller.
+//! The dynamic loader's cache, `/etc/ld.so.cache`, parsed as glibc writes it
+//! (`sysdeps/generic/dl-cache.h`: the `glibc-ld.so.cache1.1` format, alone or after the old
+//! `ld.so-1.7.0` table): which file the image's loader would open for a library name. Pure and
+//! bounded: never trusts a count or offset, keeps at most [`MAX_ENTRIES`], opens nothing it names.
 
 /// The largest cache read: real ones hold a few thousand entries in well under 1 MiB.
 pub(crate) const MAX_BYTES: usize = 4 << 20;

@@ -1,8 +1,6 @@
-//! Names that come from outside (device names, PCI and auxiliary device IDs) and their order.
-//!
-//! Anything that reaches NCCL or becomes part of a sysfs path goes through here first. A name
-//! outside `[A-Za-z0-9_.-]` never leaves this module as valid: NCCL parses `,` `:` `^` `=` in
-//! `NCCL_IB_HCA`, and `/` or `..` would walk out of the sysfs tree.
+//! Names from outside (device names, PCI and auxiliary IDs) and their order. Anything that reaches
+//! NCCL or a sysfs path goes through here: outside `[A-Za-z0-9_.-]` a name is never valid (NCCL
+//! parses `,` `:` `^` `=` in `NCCL_IB_HCA`; `/` or `..` would leave the tree).
 
 use std::cmp::Ordering;
 

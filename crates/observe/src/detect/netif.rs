@@ -1,16 +1,7 @@
-//! The pod's own IP addresses, as the kernel holds them for this network namespace (one
-//! rtnetlink `RTM_GETADDR` dump), and whose address a GID table entry holds.
-//!
-//! Why not `getifaddrs`: libc's dumps every link first (`RTM_GETLINK`, with each link's
-//! statistics, the larger part of its cost) only to name the interfaces; here each distinct
-//! interface index is named by one `SIOCGIFNAME` instead, which makes the read about a third of
-//! getifaddrs' time at every start. The dump is bounded and parsed as `rtnetlink` parses every
-//! reply; a malformed reply is an error, which callers take as "no addresses", never a failure.
-//!
-//! On a shared RDMA device (the RDMA shared device plugin with macvlan or ipvlan children, or
-//! IPoIB children) every pod's addresses sit in the one GID table, beside the host's, and every
-//! pod's child is called `net1`: an entry is this pod's when it holds one of these addresses,
-//! never when its net device merely has a familiar name. Never parses any tool's output.
+//! The pod's own IP addresses (one rtnetlink `RTM_GETADDR` dump, each interface named by
+//! `SIOCGIFNAME`: a third of `getifaddrs`' time), and whose address a GID table entry holds. On a
+//! shared device every pod's child is `net1`: an entry is this pod's by address, never by name. A
+//! malformed reply is an error callers take as "no addresses".
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv6Addr};

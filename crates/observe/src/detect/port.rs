@@ -1,8 +1,5 @@
-//! Everything known about one port, as plain data: what sysfs says (filled by detection), then
-//! what ibverbs says and how the loopback self-test went (filled by verification, `verbs`).
-//!
-//! The verification results are defined here, not in `verbs`, so that detection, the lowest
-//! stage, never names a type of a later one; later stages read and fill these values. No I/O.
+//! Everything known about one port, as plain data: what sysfs says, then what ibverbs and the
+//! self-test say (defined here so that detection never names a later stage's type). No I/O.
 
 use serde::Serialize;
 

@@ -1,7 +1,5 @@
-//! Where the image's Pythons keep PyTorch's NCCL (`site-packages/nvidia/nccl/lib/libnccl.so.2`,
-//! which the wheel's libraries name by a RUNPATH relative to themselves): under each Python's own
-//! `python3.X`, named by its `python3` links where they name one, else by listing the prefix.
-//! Only readlinks, `stat`s and bounded listings inside the image root.
+//! Where the image's Pythons keep PyTorch's NCCL (`site-packages/nvidia/nccl/lib/libnccl.so.2`),
+//! under each Python's `python3.X`. Only readlinks, `stat`s and bounded listings inside the image.
 
 use std::ffi::OsStr;
 use std::path::Path;

@@ -1,11 +1,6 @@
-//! The evidence the rails rule (`nw_decide::rails`) weighs, read on a node whose pod sees every
-//! RDMA port: each port's net devices, PCI function and distance to the nearest GPU; each of
-//! those interfaces' addresses (with the prefix of their connected route), bond master, and
-//! whether the default route or the route to the coordinator leaves by it.
-//!
-//! Reads only: sysfs through [`Sysfs`] (`class/net/<if>/master`, the PCI tree), the routing
-//! table already read for the bootstrap, the namespace's addresses already dumped. It never
-//! decides which port is a rail.
+//! The evidence the rails rule (`nw_decide::rails`) weighs on a node whose pod sees every RDMA
+//! port: each port's net devices, function and nearest GPU, their addresses, bond masters and the
+//! routes that leave by them. Reads only; never decides which port is a rail.
 
 use std::net::IpAddr;
 

@@ -1,13 +1,7 @@
-//! This network namespace's routing table, as the kernel prints it in `/proc/net/route` (IPv4)
-//! and `/proc/net/ipv6_route` (IPv6), and the interface a destination leaves by.
-//!
-//! Read through a proc root, so fixtures and the real namespace go through the same code: the
-//! files are per network namespace (`/proc/net` is `/proc/self/net`), so a process in a pod's
-//! namespace reads the pod's routes. Why the table and not a connected UDP socket's
-//! `getsockname`: the table is a plain file a test can hand in, and the lookup is the kernel's
-//! main-table rule (longest prefix, then lowest metric); policy routing (`ip rule`) is not
-//! modelled, which pods do not use. Pure parsing and lookup, bounded: at most [`MAX_BYTES`] per
-//! file and [`MAX_ROUTES`] routes; a line it cannot parse is skipped.
+//! This network namespace's routing table (`/proc/net/route`, `/proc/net/ipv6_route`, through a
+//! proc root) and the interface a destination leaves by, by the kernel's main-table rule (longest
+//! prefix, then lowest metric; `ip rule` is not modelled). Pure and bounded: at most [`MAX_BYTES`]
+//! a file and [`MAX_ROUTES`] routes; a line it cannot parse is skipped.
 
 use std::cell::OnceCell;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

@@ -1,15 +1,7 @@
-//! The one way nccl-wrap talks to the kernel's netlink: a socket with a receive deadline, one
-//! request (a dump, or a single question and its one answer), a receive loop bounded in bytes,
-//! and a walk over the reply's messages and attributes that checks every length against what
-//! was received. Routing netlink (`NETLINK_ROUTE`) for detection; RDMA netlink (`NETLINK_RDMA`)
-//! for the verbs layer's device discovery (`verbs::nldev`).
-//!
-//! `links` (an `RTM_GETLINK` dump) and `netif` (an `RTM_GETADDR` dump) each ask for exactly the
-//! messages they need, which is cheaper than libc's `getifaddrs` (a full link dump with every
-//! link's statistics, then the address dump). The kernel's reply is outside input like any
-//! other: never trusted for a length, never a reason to fail the job (callers turn an error into
-//! "nothing known"). Knows nothing of links or addresses itself; never writes to the kernel
-//! beyond the one request.
+//! The one way nccl-wrap talks to the kernel's netlink (routing for `links` and `netif`, RDMA for
+//! `verbs::nldev`): a socket with a receive deadline, one request, a receive loop bounded in bytes,
+//! and a walk over the reply that checks every length. Knows nothing of links or addresses itself;
+//! never writes to the kernel beyond the one request.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 

@@ -1,9 +1,6 @@
-//! Source 3: the SR-IOV network device plugin's `PCIDEVICE_*` variables.
-//!
-//! `PCIDEVICE_<PREFIX>_<RESOURCE>_INFO` (plugin v3.6+) is a JSON object keyed by device ID; from
-//! v3.10 its `rdma.rdma_dev` names the RDMA device. Older plugins give only the plain
-//! `PCIDEVICE_<PREFIX>_<RESOURCE>` comma list of device IDs. This module only parses: it never
-//! touches sysfs, and it never lets a name it has not validated out.
+//! Source 3: the SR-IOV network device plugin's `PCIDEVICE_<PREFIX>_<RESOURCE>_INFO` (v3.6+, with
+//! `rdma.rdma_dev` from v3.10) and plain `PCIDEVICE_<PREFIX>_<RESOURCE>` lists. Parses only; never
+//! lets a name it has not validated out.
 
 use std::ffi::{OsStr, OsString};
 

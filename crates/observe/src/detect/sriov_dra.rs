@@ -1,8 +1,6 @@
-//! Source 2: the SR-IOV DRA driver's `SRIOVNETWORK_*` variables into typed devices.
-//!
-//! k8snetworkplumbingwg/dra-driver-sriov sets them through CDI when it prepares a claim
-//! (pkg/devicestate/state.go and pkg/cdi/cdi.go @ cd9404f; read from the code, not a live pod).
-//! `<dev>` is the DRA device name (`0000-08-00-2`) with `-` made `_`:
+//! Source 2: the SR-IOV DRA driver's `SRIOVNETWORK_*` variables into typed devices
+//! (k8snetworkplumbingwg/dra-driver-sriov, pkg/cdi/cdi.go @ cd9404f). `<dev>` is the DRA device
+//! name (`0000-08-00-2`) with `-` made `_`:
 //!
 //! ```text
 //! SRIOVNETWORK_VF_DEVICE_<dev>=0000:08:00.2
@@ -13,10 +11,8 @@
 //! SRIOVNETWORK_PCI_ADDRESSES=0000:08:00.2,0000:08:00.3       every device prepared for the pod
 //! ```
 //!
-//! The PCI address is what matches a device to sysfs; `_RDMA_DEVICE` is a hint, since the pod may
-//! see the device under another name. This module only parses the variables it is handed (the
-//! environment is an input, not `std::env`): it never reads a file, never resolves anything in
-//! sysfs, and never lets a name, address or path it has not checked out.
+//! The PCI address matches a device to sysfs; `_RDMA_DEVICE` is a hint. Parses only what it is
+//! handed: never reads a file or sysfs, never lets an unchecked name, address or path out.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;

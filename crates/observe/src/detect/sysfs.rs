@@ -1,9 +1,6 @@
-//! Source 5, and the reader behind every source: a walker over an RDMA node's sysfs that fills
-//! the port facts (`port.rs`).
-//!
-//! The root is a parameter (`/sys` in production, a fixture tree in tests), so the same code
-//! reads both. Every read is bounded (one sysfs page) and every failure is returned with its path;
-//! the walker never follows a name it has not validated and never panics on what it finds.
+//! Source 5, and the reader behind every source: a walker over an RDMA node's sysfs, under the root
+//! it is given, that fills the port facts. Every read is bounded and every failure returned with its
+//! path; it never follows a name it has not validated and never panics on what it finds.
 
 use std::collections::BTreeMap;
 use std::io;

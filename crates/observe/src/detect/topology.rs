@@ -1,9 +1,6 @@
-//! GPU and NIC placement on the PCIe tree, from sysfs, as `nvidia-smi topo -m` and NCCL's
-//! topology code see it: which bridge or switch a function sits behind, its NUMA node, and the
-//! relation between a GPU and a NIC (PIX, PXB, PHB, NODE, SYS).
-//!
-//! Reads only `bus/pci/devices/<addr>` links and their `vendor`, `class` and `numa_node`
-//! attributes through [`Sysfs`]; never writes, never follows a name it has not validated.
+//! GPU and NIC placement on the PCIe tree, as `nvidia-smi topo -m` sees it (PIX, PXB, PHB, NODE,
+//! SYS), from `bus/pci/devices` links and attributes through [`Sysfs`]. Reads only; never follows a
+//! name it has not validated.
 
 use serde::Serialize;
 

@@ -1,17 +1,8 @@
-//! The training image's own RDMA userspace: what NCCL in this container will load, found by the
-//! image's loader rules (`LD_LIBRARY_PATH`, `/etc/ld.so.cache`, the default directories) under an
-//! image root (`/` in a pod, a fixture tree in tests).
-//!
-//! nccl-wrap checks ports with its own statically linked rdma-core; NCCL `dlopen`s the image's
-//! `libibverbs.so.1` and the provider for each device's driver, and without them falls back to TCP
-//! sockets, silently at the default log level. This module finds, for each of those, the file the
-//! loader would open (or that none is there and which package provides it), the NCCL library the
-//! command will load (PyTorch's wheel or the system's) and any NCCL net plugin.
-//!
-//! Only `stat`s, directory listings of a few known directories and one bounded read of
-//! `ld.so.cache`; [`Depth::Full`] (doctor) also reads the NCCL library for its version string.
-//! It never loads a library, never runs anything, and never follows a name from outside out of
-//! the image root (names are checked before they are joined).
+//! The training image's own RDMA userspace: the files NCCL in this container will load
+//! (`libibverbs.so.1`, each driver's provider, NCCL itself, net plugins), found by the image's loader
+//! rules under an image root, or which package would provide a missing one. Only `stat`s, a few
+//! directory listings and bounded reads; never loads a library, runs anything, or follows a name
+//! from outside out of the image root.
 
 use std::ffi::OsStr;
 use std::path::Path;

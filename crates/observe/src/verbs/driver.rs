@@ -1,16 +1,7 @@
-//! driver: which kernel driver backs an RDMA device, and whether this build links the rdma-core
-//! provider that serves it.
-//!
-//! libibverbs lists a device only when a linked provider claims it, and this binary links the
-//! providers of GPU nodes only (build.rs). So a device it does not list is either unreachable from
-//! this container (no `/dev/infiniband/uverbsN`: NCCL could not open it either) or served by a
-//! provider this binary lacks (NCCL, which loads the image's own rdma-core, may well use it). Only
-//! the first is the device's fault; this module tells them apart from sysfs (the root is a
-//! parameter), so that the verbs probe never calls a device unusable because of how nccl-wrap was
-//! built.
-//!
-//! It reads at most two small sysfs entries, and only for a device libibverbs did not list. It
-//! never opens a device and never decides what the plan does.
+//! Which kernel driver backs an RDMA device, and whether this build links the provider that serves
+//! it: a device libibverbs does not list is either unreachable from this container or served by a
+//! provider this binary lacks (NCCL, loading the image's rdma-core, may still use it), and only the
+//! first is the device's fault. Reads two small sysfs entries; never opens a device.
 
 use crate::detect::names;
 use crate::detect::sysfs::Sysfs;

@@ -1,15 +1,7 @@
-//! The FFI fence: the only file under `verbs/` that may use `unsafe`. It owns every ibverbs
-//! object through one type each, which frees it exactly once in `Drop`; lifetimes tie each object
-//! to the one it was created from, so the compiler enforces the teardown order (QP, CQ, MR, PD,
-//! then the device context). What leaves this module is safe to use: plain values (`PortAttr`,
-//! `Completion`) and methods whose preconditions the types themselves guarantee.
-//!
-//! It must never block (completions are polled, there is no completion channel), never panic when
-//! the machine has no RDMA (an absent or empty device list is an ordinary answer), and never hand
-//! out a raw pointer.
-//!
-//! Over 600 lines: every owner type and the SAFETY argument of each call stay behind this one
-//! fence, so the whole unsafe surface of the verbs layer is reviewed in one file.
+//! The FFI fence: the only file under `verbs/` that may use `unsafe`. One owner type per ibverbs
+//! object frees it exactly once in `Drop`, and lifetimes enforce the teardown order (QP, CQ, MR, PD,
+//! context). Only plain values and methods whose preconditions the types guarantee leave it. It must
+//! never block (completions are polled), never panic without RDMA, and never hand out a raw pointer.
 
 use std::alloc::{self, Layout};
 use std::cell::RefCell;
@@ -697,20 +689,10 @@ impl<'c> Cq<'c> {
 
     /// One non-blocking poll; `Ok(None)` when the queue is empty.
     pub(crate) fn poll_one(&self) -> io::Result<Option<Completion>> {
-        // SAFETY: ibv_wc is plain C data; all-zero is a valid value.
-        let mut wc: ffi::ibv_wc = unsafe { std::mem::zeroed() };
-        // SAFETY: `cq` is a live CQ owned by self; `wc` has room for the one entry asked for.
-        // The provider's poll_cq never blocks.
-        let n = unsafe { ffi::ibv_poll_cq(self.cq.as_ptr(), 1, &mut wc) };
-        match n {
-            0 => Ok(None),
-            n if n > 0 => Ok(Some(Completion { wr_id: wc.wr_id, status: wc.status, vendor_err: wc.vendor_err })),
-            n => Err(io::Error::from_raw_os_error(n.abs())),
-        }
+        let mut wc = [Completion::default()];
+        Ok((self.poll_many(&mut wc)? == 1).then_some(wc[0]))
     }
-}
 
-impl Cq<'_> {
     /// Polls up to `out.len()` completions (at most 32) without waiting; returns how many.
     pub fn poll_many(&self, out: &mut [Completion]) -> io::Result<usize> {
         // SAFETY: ibv_wc is plain C data; all-zero is a valid value.
@@ -746,26 +728,6 @@ pub struct Qp<'a> {
 }
 
 impl<'a> Qp<'a> {
-    /// `depth` work requests may be outstanding on each of the send and receive queues.
-    pub(crate) fn create_rc(pd: &'a Pd<'_>, cq: &'a Cq<'_>, depth: u32) -> io::Result<Self> {
-        // SAFETY: ibv_qp_init_attr is plain C data (pointers and integers); zero is valid.
-        let mut init: ffi::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
-        init.send_cq = cq.cq.as_ptr();
-        init.recv_cq = cq.cq.as_ptr();
-        init.qp_type = ffi::ibv_qp_type::IBV_QPT_RC;
-        init.sq_sig_all = 1;
-        init.cap.max_send_wr = depth;
-        init.cap.max_recv_wr = depth;
-        init.cap.max_send_sge = 1;
-        init.cap.max_recv_sge = 1;
-        // SAFETY: `pd` and `cq` are live and outlive the Qp ('a); `init` is a valid
-        // ibv_qp_init_attr that libibverbs only reads (and updates cap in place). The QP is
-        // destroyed once in Drop.
-        let qp = unsafe { ffi::ibv_create_qp(pd.pd.as_ptr(), &mut init) };
-        let qp = NonNull::new(qp).ok_or_else(io::Error::last_os_error)?;
-        Ok(Qp { qp, _deps: PhantomData })
-    }
-
     /// A queue pair whose sends are signaled only when asked (`SendWr::signaled`), with room
     /// for `caps`. Returns it with the inline size the provider granted.
     pub fn create_rc_with(pd: &'a Pd<'_>, cq: &'a Cq<'_>, caps: QpCaps) -> io::Result<(Self, u32)> {
@@ -780,8 +742,9 @@ impl<'a> Qp<'a> {
         init.cap.max_send_sge = 1;
         init.cap.max_recv_sge = 1;
         init.cap.max_inline_data = caps.inline;
-        // SAFETY: as in create_rc: `pd` and `cq` are live and outlive the Qp ('a); `init` is
-        // valid and only read (cap updated in place). The QP is destroyed once in Drop.
+        // SAFETY: `pd` and `cq` are live and outlive the Qp ('a); `init` is a valid
+        // ibv_qp_init_attr that libibverbs only reads (and updates cap in place). The QP is
+        // destroyed once in Drop.
         let qp = unsafe { ffi::ibv_create_qp(pd.pd.as_ptr(), &mut init) };
         let qp = NonNull::new(qp).ok_or_else(io::Error::last_os_error)?;
         Ok((Qp { qp, _deps: PhantomData }, init.cap.max_inline_data))
@@ -815,9 +778,9 @@ impl<'a> Qp<'a> {
             return Err(io::Error::from_raw_os_error(22));
         }
         let mut bad: *mut ffi::ibv_send_wr = ptr::null_mut();
-        // SAFETY: as for post_send: `qp` is live, `wr`/`sge` are valid for the call and copied
-        // by the provider (inline data is copied out of the buffer before it returns), and the
-        // range they name lies inside `mr`'s buffer (checked above), which outlives any DMA.
+        // SAFETY: `qp` is live, `wr`/`sge` are valid for the call and copied by the provider
+        // (inline data is copied out of the buffer before it returns), and the range they name
+        // lies inside `mr`'s buffer (checked above), which outlives any DMA (see post_recv).
         let ret = unsafe { ffi::ibv_post_send(self.qp.as_ptr(), &mut wr, &mut bad) };
         check_ret(ret)
     }
@@ -910,37 +873,6 @@ impl<'a> Qp<'a> {
         // lkey: the adapter reaches it only through the MR, and the buffer is freed only after
         // ibv_dereg_mr (see Mr's Drop), so DMA cannot land in freed memory.
         let ret = unsafe { ffi::ibv_post_recv(self.qp.as_ptr(), &mut wr, &mut bad) };
-        check_ret(ret)
-    }
-
-    /// Posts one signaled SEND (`remote == None`) or RDMA WRITE to `remote` = (addr, rkey).
-    pub(crate) fn post_send(
-        &self,
-        wr_id: u64,
-        mr: &Mr<'_>,
-        offset: usize,
-        len: u32,
-        remote: Option<(u64, u32)>,
-    ) -> io::Result<()> {
-        let mut sge = ffi::ibv_sge { addr: mr.buf.addr(offset), length: len, lkey: mr.lkey() };
-        // SAFETY: ibv_send_wr is plain C data (pointers, integers, unions of them); zero is
-        // valid.
-        let mut wr: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
-        wr.wr_id = wr_id;
-        wr.sg_list = &mut sge;
-        wr.num_sge = 1;
-        wr.send_flags = ffi::ibv_send_flags::IBV_SEND_SIGNALED.0;
-        match remote {
-            None => wr.opcode = ffi::ibv_wr_opcode::IBV_WR_SEND,
-            Some((remote_addr, rkey)) => {
-                wr.opcode = ffi::ibv_wr_opcode::IBV_WR_RDMA_WRITE;
-                wr.wr.rdma = ffi::rdma_t { remote_addr, rkey };
-            }
-        }
-        let mut bad: *mut ffi::ibv_send_wr = ptr::null_mut();
-        // SAFETY: as for post_recv: `qp` is live, `wr`/`sge` are valid for the call and copied
-        // by the provider, and the buffer they name outlives any DMA on it.
-        let ret = unsafe { ffi::ibv_post_send(self.qp.as_ptr(), &mut wr, &mut bad) };
         check_ret(ret)
     }
 }

@@ -1,24 +1,9 @@
-//! RDMA devices as the kernel's RDMA netlink (`NETLINK_RDMA`, its `nldev` client) tells them:
-//! what libibverbs' own discovery asks (rdma-core `libibverbs/ibdev_nl.c`), answered here so that
-//! a start asks only about the devices it opens.
-//!
-//! libibverbs lists devices before it can open one. Built without libnl (build.rs), it scans
-//! `class/infiniband_verbs` instead: about 16 system calls for every uverbs device the node has,
-//! and the whole driver match for every one this container can reach, about 23 in all (lab
-//! `39-visible-verbs`), however few the pod owns. The kernel answers the same questions with one
-//! dump of every device (`RDMA_NLDEV_CMD_GET`: index, name, node type, node GUID, port count),
-//! then one question per device (`RDMA_NLDEV_CMD_GET_CHARDEV` for its `uverbs` character device).
-//! [`devices`] is the dump; [`uverbs_of`] asks the second only of the devices given, and says
-//! which of them this container can reach (its node in `/dev/infiniband`, as libibverbs'
-//! `try_access_device` checks).
-//!
-//! The replies are outside input: each read bounded (one dump at most `rtnetlink::MAX_BYTES`,
-//! one answer one buffer), each receive under the socket's deadline, every length checked, names
-//! held to the kernel's 64 bytes and to characters a device name may have (`names::device_name`,
-//! as `NCCL_IB_HCA` needs them). A dump message that does not read, or lacks what libibverbs
-//! needs, is left out; a failed dump, or a uverbs question unanswered or answered with something
-//! that does not read, is the caller's cue to let libibverbs scan sysfs, as it did before. Fuzz
-//! target `nldev`.
+//! RDMA devices as the kernel's RDMA netlink (`nldev`) tells them: what libibverbs' own discovery
+//! asks (rdma-core `ibdev_nl.c`), answered here so that a start asks only about the devices it
+//! opens instead of scanning every uverbs device of the node. [`devices`] is the one dump;
+//! [`uverbs_of`] asks for the uverbs node of the devices given and says which this container can
+//! reach. Replies are outside input: bounded, under a deadline, every length and name checked; a
+//! failure is the caller's cue to let libibverbs scan sysfs. Fuzz target `nldev`.
 
 use crate::detect::names;
 use crate::detect::rtnetlink::{self, Socket};

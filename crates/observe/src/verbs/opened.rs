@@ -1,24 +1,9 @@
 //! The devices of one start, opened once: whole GID tables for detection (`TableSource`, one
-//! `ibv_query_gid_table` per device instead of sysfs's three files an entry), then the probe's
-//! port checks (`Verbs`) through the same contexts, so a device detection read is not opened a
-//! second time. main keeps it until the probe is done and drops it before the plan: contexts are
-//! never held while the job runs.
-//!
-//! Only where the kernel answers with one ioctl (5.9 and later, told by `uname` once): on an older
-//! one libibverbs reads every entry of every port from sysfs itself, more than detection's own
-//! walk up to the pod's entry, so the tables are left to sysfs there.
-//!
-//! Lazy: nothing is asked of libibverbs until a table or a port is (a node whose detection needs
-//! no far read, and has no active port, never lists devices), and then only about that device:
-//! libibverbs discovers it alone, not every uverbs device of the node. Every failure (no device list, a
-//! device not listed or not opened, a kernel that answers with an error or with entries that do
-//! not fit the ports' tables) is a debug line and `None`: detection then reads sysfs, as without
-//! verbs. Never decides anything.
-//!
-//! The kernel's answer is outside input: bounded before the call (every port's table length, at
-//! most 256 entries a port and `MAX_PORTS` ports), checked whole after it (`gid_source::tables`;
-//! fuzz target `gid_table`). It has no deadline of its own: like every verbs call of the probe, it
-//! is one synchronous ioctl that never waits on a peer.
+//! `ibv_query_gid_table` a device, only where the kernel answers it with one ioctl, 5.9 and later),
+//! then the probe's port checks through the same contexts. Lazy (a device is discovered and opened
+//! only when first asked of); every failure is a debug line and `None`, so detection reads sysfs.
+//! The kernel's answer is bounded before the call and checked whole after it (`gid_source::tables`).
+//! Dropped before the plan: contexts are never held while the job runs. Never decides anything.
 
 use std::cell::{OnceCell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};

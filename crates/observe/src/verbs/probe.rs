@@ -1,8 +1,5 @@
-//! The seam between port-probing logic and ibverbs.
-//!
-//! Verification asks a [`Verbs`] for what the kernel's verbs layer says about a port; the real
-//! implementation (rdma-core, linked statically) is `ibverbs.rs`, and tests hand in a fake.
-//! This module holds plain data only and must never touch FFI.
+//! The seam between port-probing logic and ibverbs ([`Verbs`]; the real one is `ibverbs.rs`, tests
+//! hand in a fake). Plain data only; never touches FFI.
 
 use crate::detect::port::{SelftestResult, VerbsPort};
 

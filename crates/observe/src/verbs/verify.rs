@@ -1,10 +1,6 @@
-//! Verify: check what sysfs says of the pod's ports through ibverbs, and optionally move bytes.
-//!
-//! Sysfs can say a port is ACTIVE while this container cannot open the device (uverbs not
-//! mounted) or register memory (memlock, IOMMU). NCCL would find out minutes into the job, or
-//! fall back to TCP silently; here it takes milliseconds at start. Works through the `Verbs`
-//! trait only, so the logic is tested with a fake and the real thing in the Soft-RoCE lab. It
-//! records facts on the ports; what to do about them is the plan's decision.
+//! Checks what sysfs says of the pod's ports through ibverbs (and, asked, moves bytes): sysfs can
+//! call a port ACTIVE that this container cannot open or register memory on. Works through the
+//! `Verbs` trait only; records facts on the ports, and the plan decides.
 
 use crate::detect::port::{PortFacts, SelftestResult, VerbsCheck};
 use crate::detect::sysfs::Sysfs;
