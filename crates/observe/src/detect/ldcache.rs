@@ -102,14 +102,6 @@ fn slot(data: &[u8], i: usize) -> Option<Slot> {
     Some((flags, key, value))
 }
 
-/// The new-format table's bytes (from its header) and its entries' (flags, name offset, path
-/// offset), in the cache's order; offsets are into the returned bytes and still unchecked.
-/// `None` when the bytes are no cache of a known format.
-fn table(b: &[u8]) -> Option<(&[u8], impl Iterator<Item = Slot> + '_)> {
-    let (data, n) = header(b)?;
-    Some((data, (0..n).filter_map(move |i| slot(data, i))))
-}
-
 /// glibc's `_dl_cache_libcmp`, the order ldconfig sorts the table in (descending) and the loader
 /// searches it by: bytes compared in turn, except that runs of digits compare as numbers
 /// (`libfoo.so.10` after `libfoo.so.9`), and a digit after any other byte.
@@ -158,8 +150,9 @@ fn libcmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
 /// nothing is copied until a caller keeps one. An entry whose strings fall outside the file is
 /// skipped, not trusted.
 fn raw(b: &[u8]) -> Option<impl Iterator<Item = (&[u8], &[u8], i32)>> {
-    let (data, entries) = table(b)?;
-    Some(entries.filter_map(move |(flags, key, value)| Some((c_bytes(data, key)?, c_bytes(data, value)?, flags))))
+    let (data, n) = header(b)?;
+    let entry = move |(flags, key, value): Slot| Some((c_bytes(data, key)?, c_bytes(data, value)?, flags));
+    Some((0..n).filter_map(move |i| slot(data, i).and_then(entry)))
 }
 
 /// Every entry of the cache, in the cache's order (the loader's: the first match wins), or `None`

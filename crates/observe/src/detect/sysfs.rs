@@ -74,30 +74,15 @@ pub(crate) enum Identity {
     Unknown(String),
 }
 
-fn parse_mac(text: &str) -> Option<[u8; 6]> {
-    let mut out = [0u8; 6];
+/// Colon-separated groups of `width` bytes in hex: a MAC (1), `node_guid` as sysfs prints it (2,
+/// `0858:0aff:fe64:0007`).
+fn parse_hex<const N: usize>(text: &str, width: usize) -> Option<[u8; N]> {
+    let mut out = [0u8; N];
     let mut parts = text.split(':');
-    for b in &mut out {
-        let p = parts.next()?;
-        if p.len() != 2 {
-            return None;
-        }
-        *b = u8::from_str_radix(p, 16).ok()?;
-    }
-    parts.next().is_none().then_some(out)
-}
-
-/// `node_guid` as sysfs prints it: `0858:0aff:fe64:0007`.
-fn parse_guid(text: &str) -> Option<[u8; 8]> {
-    let mut out = [0u8; 8];
-    let mut parts = text.split(':');
-    for pair in out.chunks_mut(2) {
-        let p = parts.next()?;
-        if p.len() != 4 {
-            return None;
-        }
+    for group in out.chunks_mut(width) {
+        let p = parts.next().filter(|p| p.len() == 2 * width)?;
         let v = u16::from_str_radix(p, 16).ok()?;
-        pair.copy_from_slice(&v.to_be_bytes());
+        group.copy_from_slice(&v.to_be_bytes()[2 - width..]);
     }
     parts.next().is_none().then_some(out)
 }
@@ -107,12 +92,10 @@ fn eui64(mac: &[u8; 6]) -> [u8; 8] {
     [mac[0] ^ 0x02, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]]
 }
 
-fn format_mac(mac: &[u8; 6]) -> String {
-    mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
-}
-
-fn format_guid(id: &[u8; 8]) -> String {
-    id.chunks(2).map(|p| format!("{:02x}{:02x}", p[0], p[1])).collect::<Vec<_>>().join(":")
+/// `parse_hex`'s form.
+fn format_hex(bytes: &[u8], width: usize) -> String {
+    let group = |g: &[u8]| g.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    bytes.chunks(width).map(group).collect::<Vec<_>>().join(":")
 }
 
 /// More ports than any RDMA device has (HCAs have one or two); a bound on the walk.
@@ -291,7 +274,7 @@ impl Sysfs {
     /// creation) are compared with the modified EUI-64 of this namespace's `ifname` MAC.
     pub(crate) fn software_identity(&self, dev: &str, ifname: &str) -> Identity {
         let mac = match self.attr(&format!("class/net/{ifname}/address")) {
-            Ok(text) => match parse_mac(&text) {
+            Ok(text) => match parse_hex::<6>(&text, 1) {
                 Some(mac) => mac,
                 None => {
                     return Identity::Unknown(format!("class/net/{ifname}/address reads {text:?}, not a MAC address"))
@@ -306,10 +289,10 @@ impl Sysfs {
             let o = g.octets();
             [o[8], o[9], o[10], o[11], o[12], o[13], o[14], o[15]]
         });
-        let from_guid = || self.attr(&format!("{base}/node_guid")).ok().and_then(|t| parse_guid(&t));
+        let from_guid = || self.attr(&format!("{base}/node_guid")).ok().and_then(|t| parse_hex::<8>(&t, 2));
         match from_gid.or_else(from_guid) {
             Some(id) if id == want => Identity::Same,
-            Some(id) => Identity::Different { mac: format_mac(&mac), id: format_guid(&id) },
+            Some(id) => Identity::Different { mac: format_hex(&mac, 1), id: format_hex(&id, 2) },
             None => Identity::Unknown(format!(
                 "neither {base}/ports/1/gids/0 nor {base}/node_guid holds an identifier derived from a MAC"
             )),
@@ -602,6 +585,16 @@ mod tests {
         let seen: Vec<(u32, Option<&str>)> = ports.iter().map(|p| (p.port, p.state_name())).collect();
         assert_eq!(seen, [(3, Some("ACTIVE")), (6, Some("ACTIVE")), (7, Some("DOWN"))]);
         assert!(problems.is_empty(), "{problems:?}");
+    }
+
+    fn parse_mac(text: &str) -> Option<[u8; 6]> {
+        parse_hex(text, 1)
+    }
+    fn parse_guid(text: &str) -> Option<[u8; 8]> {
+        parse_hex(text, 2)
+    }
+    fn format_guid(id: &[u8; 8]) -> String {
+        format_hex(id, 2)
     }
 
     #[test]

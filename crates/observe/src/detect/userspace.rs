@@ -83,8 +83,6 @@ pub struct Userspace {
     pub missing: Vec<Missing>,
 }
 
-impl Userspace {}
-
 const VERBS_PKG: &str = "libibverbs1 on Debian/Ubuntu, libibverbs from rdma-core on RHEL";
 const PROVIDER_PKG: &str = "ibverbs-providers on Debian/Ubuntu, libibverbs from rdma-core on RHEL";
 const SOCKETS: &str =
@@ -171,28 +169,14 @@ pub fn provider_for(device: &str, kernel_driver: Option<&str>) -> Option<&'stati
         ("cxgb4", "cxgb4"),
         ("vmw_pvrdma", "vmw_pvrdma"),
     ];
-    const BY_NAME: &[&str] = &[
-        "mlx5",
-        "mlx4",
-        "bnxt_re",
-        "irdma",
-        "efa",
-        "rxe",
-        "siw",
-        "hns",
-        "mana",
-        "erdma",
-        "qedr",
-        "cxgb4",
-        "vmw_pvrdma",
-    ];
     if let Some(d) = kernel_driver {
         if let Some((_, p)) = BY_DRIVER.iter().find(|(k, _)| *k == d) {
             return Some(p);
         }
     }
     let stem = device.trim_end_matches(|c: char| c.is_ascii_digit()).trim_end_matches('_');
-    BY_NAME.iter().find(|p| **p == stem).copied()
+    // Every provider a driver maps to, and the software ones, are names of their own devices.
+    BY_DRIVER.iter().map(|(_, p)| *p).chain(["rxe", "siw"]).find(|p| *p == stem)
 }
 
 /// Where libibverbs looks for providers: its compiled-in directory, which is the one beside it
@@ -233,7 +217,6 @@ fn version_from_name(name: &str) -> Option<String> {
         .then(|| v.to_string())
 }
 
-/// `NCCL version 2.x.y` in the library's bytes, read in bounded chunks.
 /// The first `needle` in the first `limit` bytes of `path` that `accept` takes what follows of
 /// (its next 24 bytes); read 1 MiB at a time, never whole.
 fn find_after(path: &Path, needle: &[u8], limit: u64, accept: impl Fn(&[u8]) -> Option<String>) -> Option<String> {
@@ -337,12 +320,9 @@ pub fn check(root: &Path, vars: &Vars, devices: &[(String, Option<String>)], dep
         let Some(name) = provider_for(dev, driver.as_deref()) else { continue };
         match providers.iter_mut().find(|p| p.name == name) {
             Some(p) => p.devices.push(dev.clone()),
-            None => providers.push(Provider {
-                name: name.to_string(),
-                devices: vec![dev.clone()],
-                config: None,
-                library: None,
-            }),
+            None => {
+                providers.push(Provider { name: name.into(), devices: vec![dev.clone()], config: None, library: None })
+            }
         }
     }
     match &libibverbs {

@@ -530,9 +530,7 @@ impl Drop for Context {
     fn drop(&mut self) {
         // SAFETY: `ctx` came from ibv_open_device and is closed only here; every object
         // created from it borrows this Context, so all of them were destroyed already.
-        unsafe {
-            ffi::ibv_close_device(self.ctx.as_ptr());
-        }
+        unsafe { ffi::ibv_close_device(self.ctx.as_ptr()) };
     }
 }
 
@@ -556,9 +554,7 @@ impl Drop for Pd<'_> {
     fn drop(&mut self) {
         // SAFETY: `pd` came from ibv_alloc_pd and is freed only here; MRs and QPs borrow the
         // Pd, so they were destroyed first.
-        unsafe {
-            ffi::ibv_dealloc_pd(self.pd.as_ptr());
-        }
+        unsafe { ffi::ibv_dealloc_pd(self.pd.as_ptr()) };
     }
 }
 
@@ -617,6 +613,13 @@ impl Drop for DmaBuf {
     }
 }
 
+/// What a memory region and a queue pair allow: local write, remote write and read.
+const ACCESS: ffi::ibv_access_flags = ffi::ibv_access_flags(
+    ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0
+        | ffi::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0
+        | ffi::ibv_access_flags::IBV_ACCESS_REMOTE_READ.0,
+);
+
 /// A registered memory region that owns its buffer: deregistration (Drop) happens before the
 /// buffer is freed (fields drop after `drop` returns).
 pub struct Mr<'p> {
@@ -627,14 +630,11 @@ pub struct Mr<'p> {
 
 impl<'p> Mr<'p> {
     pub fn register(pd: &'p Pd<'_>, buf: DmaBuf) -> io::Result<Self> {
-        let access = ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE
-            | ffi::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE
-            | ffi::ibv_access_flags::IBV_ACCESS_REMOTE_READ;
         // SAFETY: `pd` outlives the Mr ('p). `buf` is a live allocation of `buf.len()` bytes
         // that the Mr takes ownership of, so it stays allocated until after ibv_dereg_mr in
         // Drop. None of these flags is an optional-access flag, so the exported ibv_reg_mr is
         // what the verbs.h macro would pick.
-        let mr = unsafe { ffi::ibv_reg_mr(pd.pd.as_ptr(), buf.ptr.as_ptr().cast(), buf.len(), access.0 as c_int) };
+        let mr = unsafe { ffi::ibv_reg_mr(pd.pd.as_ptr(), buf.ptr.as_ptr().cast(), buf.len(), ACCESS.0 as c_int) };
         let mr = NonNull::new(mr).ok_or_else(io::Error::last_os_error)?;
         Ok(Mr { mr, buf, _pd: PhantomData })
     }
@@ -666,9 +666,7 @@ impl Drop for Mr<'_> {
         // returns the adapter can no longer reach `buf` through this MR (a work request still
         // naming it would complete in error), so `buf`, freed after this returns, is never
         // touched by DMA after it is freed.
-        unsafe {
-            ffi::ibv_dereg_mr(self.mr.as_ptr());
-        }
+        unsafe { ffi::ibv_dereg_mr(self.mr.as_ptr()) };
     }
 }
 
@@ -715,9 +713,7 @@ impl Drop for Cq<'_> {
     fn drop(&mut self) {
         // SAFETY: `cq` came from ibv_create_cq and is destroyed only here; the QP using it
         // borrows the Cq and was destroyed first.
-        unsafe {
-            ffi::ibv_destroy_cq(self.cq.as_ptr());
-        }
+        unsafe { ffi::ibv_destroy_cq(self.cq.as_ptr()) };
     }
 }
 
@@ -758,14 +754,9 @@ impl<'a> Qp<'a> {
         wr.wr_id = w.wr_id;
         wr.sg_list = &mut sge;
         wr.num_sge = 1;
-        let mut flags = 0;
-        if w.signaled {
-            flags |= ffi::ibv_send_flags::IBV_SEND_SIGNALED.0;
-        }
-        if w.inline {
-            flags |= ffi::ibv_send_flags::IBV_SEND_INLINE.0;
-        }
-        wr.send_flags = flags;
+        let flag = |on: bool, f: ffi::ibv_send_flags| if on { f.0 } else { 0 };
+        wr.send_flags = flag(w.signaled, ffi::ibv_send_flags::IBV_SEND_SIGNALED)
+            | flag(w.inline, ffi::ibv_send_flags::IBV_SEND_INLINE);
         match w.remote {
             None => wr.opcode = ffi::ibv_wr_opcode::IBV_WR_SEND,
             Some((remote_addr, rkey)) => {
@@ -804,10 +795,7 @@ impl<'a> Qp<'a> {
         a.qp_state = ffi::ibv_qp_state::IBV_QPS_INIT;
         a.pkey_index = 0;
         a.port_num = port;
-        a.qp_access_flags = (ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE
-            | ffi::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE
-            | ffi::ibv_access_flags::IBV_ACCESS_REMOTE_READ)
-            .0;
+        a.qp_access_flags = ACCESS.0;
         self.modify(&mut a, M::IBV_QP_STATE | M::IBV_QP_PKEY_INDEX | M::IBV_QP_PORT | M::IBV_QP_ACCESS_FLAGS)
     }
 
@@ -882,9 +870,7 @@ impl Drop for Qp<'_> {
         // SAFETY: `qp` came from ibv_create_qp and is destroyed only here, before the CQ, MRs
         // and PD it uses (they are borrowed by, or declared before, the Qp). Destroying it
         // stops any DMA it still had queued.
-        unsafe {
-            ffi::ibv_destroy_qp(self.qp.as_ptr());
-        }
+        unsafe { ffi::ibv_destroy_qp(self.qp.as_ptr()) };
     }
 }
 
