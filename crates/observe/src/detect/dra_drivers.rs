@@ -244,6 +244,20 @@ pub fn name_ok(name: &str, max: usize) -> bool {
     name.len() <= max && names::device_name(name).is_ok()
 }
 
+/// A Kubernetes object name: a DNS subdomain (lower-case alphanumerics, `-`, `.`, at most 253).
+pub(crate) fn k8s_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'.')
+        && !s.starts_with(['-', '.'])
+        && !s.ends_with(['-', '.'])
+}
+
+/// A string from outside, fit for a message: printable ASCII, the rest `?`, at most `max` chars.
+pub(crate) fn printable(s: &str, max: usize) -> String {
+    s.chars().take(max).map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' }).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

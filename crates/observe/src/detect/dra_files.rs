@@ -139,7 +139,7 @@ fn shown(path: &Path) -> String {
 }
 
 fn printable(s: &str) -> String {
-    s.chars().take(300).map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' }).collect()
+    crate::detect::dra_drivers::printable(s, 300)
 }
 
 #[cfg(test)]

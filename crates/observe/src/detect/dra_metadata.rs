@@ -19,7 +19,7 @@ use std::net::IpAddr;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::detect::dra_drivers::{self, Meaning};
+use crate::detect::dra_drivers::{self, k8s_name, printable, Meaning};
 
 /// The API group of the metadata objects.
 pub const GROUP: &str = "metadata.resource.k8s.io";
@@ -67,7 +67,7 @@ pub enum MetadataError {
     WrongKind { object: usize, api_version: &'static str, kind: Option<String> },
     #[error("object {object} ({api_version}) does not have DeviceMetadata's shape: {source}")]
     Shape { object: usize, api_version: &'static str, source: serde_json::Error },
-    #[error("no metadata version this reader knows ({}) in the stream; it has {}", KNOWN_VERSIONS.join(", "), list(.unknown))]
+    #[error("no metadata version this reader knows ({}) in the stream; it has {}", KNOWN_VERSIONS.join(", "), .unknown.join(", "))]
     NoKnownVersion { unknown: Vec<String> },
 }
 
@@ -440,31 +440,17 @@ fn hw_address(s: &str) -> Option<String> {
 
 fn attribute_value(raw: &RawValue) -> Result<Value, String> {
     let v: RawAttribute = serde_json::from_str(raw.get()).map_err(|e| format!("unreadable: {e}"))?;
-    let mut set = Vec::new();
-    if let Some(x) = v.int {
-        set.push(Value::Int(x));
-    }
-    if let Some(x) = v.bool {
-        set.push(Value::Bool(x));
-    }
-    if let Some(x) = v.string {
-        set.push(Value::String(x));
-    }
-    if let Some(x) = v.version {
-        set.push(Value::Version(x));
-    }
-    if let Some(x) = v.ints {
-        set.push(Value::Ints(x));
-    }
-    if let Some(x) = v.bools {
-        set.push(Value::Bools(x));
-    }
-    if let Some(x) = v.strings {
-        set.push(Value::Strings(x));
-    }
-    if let Some(x) = v.versions {
-        set.push(Value::Versions(x));
-    }
+    let members = [
+        v.int.map(Value::Int),
+        v.bool.map(Value::Bool),
+        v.string.map(Value::String),
+        v.version.map(Value::Version),
+        v.ints.map(Value::Ints),
+        v.bools.map(Value::Bools),
+        v.strings.map(Value::Strings),
+        v.versions.map(Value::Versions),
+    ];
+    let mut set: Vec<Value> = members.into_iter().flatten().collect();
     match set.len() {
         1 => Ok(set.remove(0)),
         0 => Err("no member this reader knows".to_string()),
@@ -500,15 +486,6 @@ fn check_depth(b: &[u8]) -> Result<(), MetadataError> {
     Ok(())
 }
 
-/// A Kubernetes object name: a DNS subdomain (lower-case alphanumerics, `-`, `.`, at most 253).
-fn k8s_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'.')
-        && !s.starts_with(['-', '.'])
-        && !s.ends_with(['-', '.'])
-}
-
 fn uid(s: &str) -> bool {
     !s.is_empty() && s.len() <= 64 && s.bytes().all(|c| c.is_ascii_hexdigit() || c == b'-')
 }
@@ -526,21 +503,11 @@ fn qualified_name(s: &str) -> bool {
     id_ok && domain.is_none_or(|d| d.len() <= 63 && k8s_name(d))
 }
 
-/// A string from the file, fit for a message: printable ASCII, the rest `?`, at most `max` chars.
-fn printable(s: &str, max: usize) -> String {
-    s.chars().take(max).map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' }).collect()
-}
-
-fn list(v: &[String]) -> String {
-    v.join(", ")
-}
-
 /// Only what decides how to read an object.
 #[derive(Deserialize)]
 struct Head {
-    #[serde(default)]
     kind: Option<String>,
-    #[serde(default, rename = "apiVersion")]
+    #[serde(rename = "apiVersion")]
     api_version: Option<String>,
 }
 
@@ -549,9 +516,7 @@ struct Head {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct RawMetadata {
-    #[serde(default)]
     metadata: Option<RawObjectMeta>,
-    #[serde(default)]
     pod_claim_name: Option<String>,
     #[serde(default)]
     requests: Vec<RawRequest>,
@@ -559,13 +524,9 @@ struct RawMetadata {
 
 #[derive(Deserialize, Default)]
 struct RawObjectMeta {
-    #[serde(default)]
     name: Option<String>,
-    #[serde(default)]
     namespace: Option<String>,
-    #[serde(default)]
     uid: Option<String>,
-    #[serde(default)]
     generation: Option<i64>,
 }
 
@@ -579,26 +540,19 @@ struct RawRequest {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct RawDevice {
-    #[serde(default)]
     driver: Option<String>,
-    #[serde(default)]
     pool: Option<String>,
-    #[serde(default)]
     name: Option<String>,
-    #[serde(default)]
     attributes: Option<Entries>,
-    #[serde(default)]
     network_data: Option<RawNetworkData>,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct RawNetworkData {
-    #[serde(default)]
     interface_name: Option<String>,
     #[serde(default)]
     ips: Vec<String>,
-    #[serde(default)]
     hardware_address: Option<String>,
 }
 

@@ -65,9 +65,7 @@ where
     let mut info_ok = Vec::new();
     for (name, value) in vars {
         let Some(name) = name.to_str().filter(|n| n.starts_with(PREFIX)) else { continue };
-        let Some(text) = checked_value(name, value, &mut scan.problems) else {
-            continue;
-        };
+        let Some(text) = checked_value(name, value, &mut scan.problems) else { continue };
         if let Some(base) = name.strip_suffix(INFO_SUFFIX) {
             match parse_info(name, text, &mut scan.problems) {
                 Ok(found) => {
@@ -126,13 +124,11 @@ fn checked_value<'v>(name: &str, value: &'v OsStr, problems: &mut Vec<SriovError
         problems.push(SriovError::TooLarge { variable: name.to_string(), len: value.len() });
         return None;
     }
-    match value.to_str() {
-        Some(t) => Some(t),
-        None => {
-            problems.push(SriovError::NotUtf8 { variable: name.to_string() });
-            None
-        }
+    let text = value.to_str();
+    if text.is_none() {
+        problems.push(SriovError::NotUtf8 { variable: name.to_string() });
     }
+    text
 }
 
 /// Parses one `_INFO` value. The error means the whole value is unusable; problems with single
@@ -142,7 +138,7 @@ fn parse_info(variable: &str, text: &str, problems: &mut Vec<SriovError>) -> Res
         serde_json::from_str(text).map_err(|source| SriovError::Json { variable: variable.to_string(), source })?;
     let entries = match value {
         Entries::Object(entries) => entries,
-        Entries::Other(v) => return Err(SriovError::NotAnObject { variable: variable.to_string(), found: kind(&v) }),
+        Entries::Other(found) => return Err(SriovError::NotAnObject { variable: variable.to_string(), found }),
     };
     let mut map: Vec<(String, &RawValue)> = Vec::with_capacity(entries.len());
     for (id, providers) in entries {
@@ -208,10 +204,11 @@ fn compact(raw: &RawValue) -> String {
 }
 
 /// A JSON value whose top-level object keeps every entry in order, duplicates included
-/// (`serde_json::Value` keeps only the last of a repeated key, silently).
+/// (`serde_json::Value` keeps only the last of a repeated key, silently); any other value is
+/// known by its kind.
 enum Entries<'a> {
     Object(Vec<(String, &'a RawValue)>),
-    Other(Value),
+    Other(&'static str),
 }
 
 impl<'de: 'a, 'a> serde::Deserialize<'de> for Entries<'a> {
@@ -229,44 +226,30 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for Entries<'a> {
                 }
                 Ok(Entries::Object(out))
             }
-            fn visit_bool<E>(self, v: bool) -> Result<Entries<'de>, E> {
-                Ok(Entries::Other(Value::Bool(v)))
+            fn visit_bool<E>(self, _: bool) -> Result<Entries<'de>, E> {
+                Ok(Entries::Other("a boolean"))
             }
-            fn visit_i64<E>(self, v: i64) -> Result<Entries<'de>, E> {
-                Ok(Entries::Other(Value::from(v)))
+            fn visit_i64<E>(self, _: i64) -> Result<Entries<'de>, E> {
+                Ok(Entries::Other("a number"))
             }
-            fn visit_u64<E>(self, v: u64) -> Result<Entries<'de>, E> {
-                Ok(Entries::Other(Value::from(v)))
+            fn visit_u64<E>(self, _: u64) -> Result<Entries<'de>, E> {
+                Ok(Entries::Other("a number"))
             }
-            fn visit_f64<E>(self, v: f64) -> Result<Entries<'de>, E> {
-                Ok(Entries::Other(Value::from(v)))
+            fn visit_f64<E>(self, _: f64) -> Result<Entries<'de>, E> {
+                Ok(Entries::Other("a number"))
             }
-            fn visit_str<E>(self, v: &str) -> Result<Entries<'de>, E> {
-                Ok(Entries::Other(Value::from(v)))
+            fn visit_str<E>(self, _: &str) -> Result<Entries<'de>, E> {
+                Ok(Entries::Other("a string"))
             }
             fn visit_unit<E>(self) -> Result<Entries<'de>, E> {
-                Ok(Entries::Other(Value::Null))
+                Ok(Entries::Other("null"))
             }
             fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Entries<'de>, A::Error> {
-                let mut out = Vec::new();
-                while let Some(v) = s.next_element::<Value>()? {
-                    out.push(v);
-                }
-                Ok(Entries::Other(Value::Array(out)))
+                while s.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Entries::Other("an array"))
             }
         }
         d.deserialize_any(V)
-    }
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

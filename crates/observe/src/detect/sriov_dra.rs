@@ -43,7 +43,7 @@ pub struct Rdma {
 }
 
 /// One VF the driver prepared for this container.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Vf {
     /// The `<dev>` part of the variables' names (`0000_08_00_2`).
     pub key: String,
@@ -113,7 +113,8 @@ where
         let Some(value) = checked(&shown, value, &mut out.problems) else { continue };
         let variable = name.to_string();
         if name == NAD {
-            if dns_label(value) {
+            // A NetworkAttachmentDefinition name is a DNS subdomain.
+            if dra_drivers::k8s_name(value) {
                 out.net_attach_def = Some(value.to_string());
             } else {
                 out.problems.push(SriovDraError::BadNetAttachDef { variable: shown, value: quoted(value) });
@@ -140,12 +141,7 @@ where
                 }
                 continue;
             }
-            let vf = by_key.entry(key.to_string()).or_insert_with(|| Vf {
-                key: key.to_string(),
-                pci_address: None,
-                rdma: None,
-                vfio_device: None,
-            });
+            let vf = by_key.entry(key.to_string()).or_insert_with(|| Vf { key: key.to_string(), ..Vf::default() });
             field.apply(vf, &shown, value, &mut out.problems);
         } else {
             out.unknown.push(variable);
@@ -288,16 +284,6 @@ fn key_ok(key: &str) -> bool {
     !key.is_empty() && key.len() <= 253 && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
-/// A NetworkAttachmentDefinition name: lower-case alphanumerics and `-`, at most 253 (a DNS
-/// subdomain without dots is what the SR-IOV operator creates).
-fn dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-        && !s.starts_with(['-', '.'])
-        && !s.ends_with(['-', '.'])
-}
-
 fn checked<'v>(name: &str, value: &'v OsString, problems: &mut Vec<SriovDraError>) -> Option<&'v str> {
     if value.len() > MAX_VALUE_BYTES {
         problems.push(SriovDraError::TooLarge { variable: name.to_string(), len: value.len() });
@@ -310,9 +296,8 @@ fn checked<'v>(name: &str, value: &'v OsString, problems: &mut Vec<SriovDraError
     text
 }
 
-/// A value for a message: printable ASCII, the rest `?`, at most 100 characters.
 fn quoted(s: &str) -> String {
-    s.chars().take(100).map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' }).collect()
+    dra_drivers::printable(s, 100)
 }
 
 #[cfg(test)]
