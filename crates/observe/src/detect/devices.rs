@@ -1,11 +1,6 @@
-//! Detect: find the RDMA devices that are this pod's and read their ports. Pure reads of the
-//! environment (handed in as a map), the annotations file and sysfs; no decisions about what to
-//! export, and nothing written anywhere.
-//!
-//! Sources are tried in order (the KEP-5304 DRA device metadata files, the SR-IOV DRA driver's
-//! variables, the SR-IOV device plugin's variables, the network-status annotation, sysfs), and the
-//! first that names at least one device is the one used; the others are reported as not needed. A
-//! device a source names that does not exist is reported and skipped.
+//! Detect: finds the RDMA devices that are this pod's and reads their ports. Sources are tried in
+//! order (DRA metadata, SR-IOV DRA variables, SR-IOV device plugin, network-status annotation,
+//! sysfs); the first that names a device is used. Pure reads; no decisions about what to export.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -94,13 +89,12 @@ pub struct Device {
     pub attachment: Attachment,
     pub ports: Vec<PortFacts>,
     pub problems: Vec<String>,
-    /// The name the source gave it, where this pod sees it under another and it was found by
-    /// its PCI address or net device instead: the host's `mlx5_7` for the pod's `rdma_net1`
-    /// (rdma-cni, the Spectrum-X operator), or a name from before a udev rename.
+    /// The name the source gave it, where this pod sees it under another (the host's `mlx5_7` for the
+    /// pod's `rdma_net1`, or a name from before a udev rename).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub named_as: Option<String>,
-    /// The kernel driver of its function (`efa`, `erdma`), read where its ports' link layer does
-    /// not say what the device is (neither InfiniBand nor Ethernet: EFA reports none).
+    /// The kernel driver of its function (`efa`, `erdma`), read where the link layer says neither
+    /// InfiniBand nor Ethernet.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub driver: Option<String>,
     /// What its PCI function says of itself, read for InfiniBand PFs (see `function`).
@@ -113,9 +107,8 @@ pub struct Detection {
     pub source: Source,
     pub sources: Vec<SourceReport>,
     pub devices: Vec<Device>,
-    /// Devices visible in this namespace that are not the pod's (a privileged pod sees the host's),
-    /// in the order sysfs lists them: a start only counts them, so they are not sorted then;
-    /// whatever shows them puts them in natural order (`names::abbreviate`, `sorted_natural`).
+    /// Devices visible in this namespace that are not the pod's, unsorted (a start only counts them;
+    /// whatever shows them sorts them).
     #[serde(serialize_with = "names::serialize_natural")]
     pub not_ours: Vec<String>,
     /// Devices named or found whose uverbs node is not in the container: never exported.
@@ -124,13 +117,12 @@ pub struct Detection {
     /// Devices a source named that do not exist, and other detection warnings.
     #[serde(rename = "detection_warnings")]
     pub warnings: Vec<String>,
-    /// This namespace's addresses (loopback left out), read only when RDMA devices are visible:
-    /// on a shared device they tell the pod's GID entries from the host's and other pods'.
+    /// This namespace's addresses, read only when RDMA devices are visible: on a shared device they
+    /// tell the pod's GID entries from the others'.
     #[serde(rename = "pod_addresses")]
     pub addresses: Vec<OwnAddr>,
-    /// No source told the pod's devices from the node's and every visible device was taken (a
-    /// hostNetwork or privileged pod sharing the host's namespace, or the walk's fallback): the
-    /// case where the rails rule weighs each port's evidence.
+    /// No source told the pod's devices from the node's and every visible device was taken: where the
+    /// rails rule weighs each port's evidence.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub every_visible: bool,
 }
@@ -138,33 +130,29 @@ pub struct Detection {
 /// Reads this namespace's addresses (`netif::read` in production; tests hand in their own).
 pub type AddrSource<'a> = &'a dyn Fn() -> Result<Vec<OwnAddr>, String>;
 
-/// Reads the kind of each of this namespace's interfaces (`links::read` in production; `None`
-/// when it cannot be told, and then every address is looked for).
+/// Reads the kind of each of this namespace's interfaces (`links::read` in production; `None`:
+/// unknown, and every address is looked for).
 pub type KindSource<'a> = &'a dyn Fn() -> Option<links::Kinds>;
 
 pub struct Inputs<'a> {
     pub vars: &'a Vars,
     pub sysfs: &'a Sysfs,
     pub annotations: &'a Path,
-    /// The root of the KEP-5304 metadata trees (`/var/run/kubernetes.io/dra-device-attributes`);
-    /// `None`: not looked for.
+    /// The root of the KEP-5304 metadata trees; `None`: not looked for.
     pub dra_metadata: Option<&'a Path>,
-    /// The container's dev root, whose `infiniband/` uverbs nodes say which devices it can open
-    /// (`uverbs`); `None` where it does not belong with the sysfs tree read (a node tree read on
-    /// another machine).
+    /// The container's dev root, whose uverbs nodes say which devices it can open; `None` where it
+    /// does not go with the sysfs tree read.
     pub device_nodes: Option<&'a Path>,
     /// The GID rule the ports' walks follow (`gids::GidRule`, NCCL's from `nw_decide::gid_rule`).
     pub rule: &'a dyn GidRule,
     pub addrs: AddrSource<'a>,
     pub kinds: KindSource<'a>,
-    /// Where a port's whole GID table may come from in one call (ibverbs), for the reads that go
-    /// far on shared devices; `gid_source::SysfsOnly` reads sysfs alone.
+    /// Where a port's whole GID table may come from in one call (ibverbs), for the far reads.
     pub tables: &'a dyn TableSource,
 }
 
-/// How long detection waits, in all, for the kernel to add a pod address's GID entry: CNI gives
-/// the address a moment before the kernel's GID work adds its entries. Measured in the lab
-/// (`tests/lab/scenarios/37-shared-gid-timing.sh`): the entries follow within milliseconds.
+/// How long detection waits, in all, for the kernel to add a pod address's GID entry after CNI gave
+/// the address (lab `37-shared-gid-timing`: they follow within milliseconds).
 pub(crate) const GID_WAIT: Duration = Duration::from_millis(2000);
 const GID_POLL: Duration = Duration::from_millis(10);
 
@@ -202,8 +190,7 @@ struct Named {
     dir: Option<DeviceDir>,
     /// Its attachment (and function), where the source already read them to claim it.
     attachment: Option<(Attachment, Option<String>)>,
-    /// The device ID (PCI address, auxiliary ID) the source gave along with the name: the
-    /// name is checked against it once the device's attachment is read.
+    /// The device ID the source gave with the name, checked against its attachment once read.
     claimed_id: Option<String>,
     /// The name the source gave, where the device was found under another (see `Device`).
     named_as: Option<String>,
@@ -234,23 +221,20 @@ pub fn detect(inp: &Inputs) -> Detection {
     let mut visible_problems = Vec::new();
     let visible = inp.sysfs.rdma_devices_listed(&mut visible_problems);
     warnings.extend(visible_problems.iter().map(ToString::to_string));
-    // Which devices the container can open at all: a device whose uverbs node it lacks is never
-    // the pod's, whatever a source says, and where some have theirs and others not, that tells
-    // the pod's when nothing else can.
+    // A device whose uverbs node the container lacks is never the pod's; where some have theirs,
+    // that tells the pod's when nothing else can.
     let nodes = match inp.device_nodes {
         Some(dev) if !visible.is_empty() => uverbs::read(inp.sysfs, dev),
         Some(_) => Nodes::Silent("no RDMA device is visible".into()),
         None => Nodes::Silent("the container's /dev does not go with the sysfs tree read".into()),
     };
     log::debug!("uverbs nodes: {nodes:?}");
-    // A device the device plugin or the annotation names was allocated to this pod alone (a VF
-    // or SF), so its table holds only the pod's addresses and NCCL's pick is the pod's: the
-    // pod's addresses are read only for the sysfs walk, where shared devices are found.
+    // A device a source names was allocated to this pod alone, so NCCL's pick is the pod's: the pod's
+    // addresses are read only for the sysfs walk, where shared devices are found.
     let mut own = Own::none(inp);
 
     let mut chosen: Option<(Source, Vec<Named>)> = None;
-    // The walk took devices without telling them by pod: by a net device of this namespace on
-    // each (a namespace that holds the node's), or none told at all.
+    // The walk took devices without telling them by pod.
     let mut untold = false;
     for source in [Source::DraMetadata, Source::SriovDra, Source::Sriov, Source::Annotation, Source::Sysfs] {
         if chosen.is_some() {
@@ -295,8 +279,8 @@ pub fn detect(inp: &Inputs) -> Detection {
         let dev = read_device(inp, &own, n, &dir, &mut warnings);
         match (claimed, function(&dev.attachment)) {
             (Some(id), Some(func)) if id != func => {
-                // Two names for one device disagree: the device ID is what was allocated to the
-                // pod (its uverbs node is the one mounted), so the device sysfs finds there wins.
+                // Two names for one device disagree: the device ID was allocated to the pod, so the device
+                // sysfs finds there wins.
                 let mut found = Vec::new();
                 let mut problems = Vec::new();
                 resolve_id(inp, &id, &dev.origin, &mut found, &mut problems);
@@ -333,8 +317,7 @@ pub fn detect(inp: &Inputs) -> Detection {
     }
     types_for_a_range(inp, &mut devices);
     let not_ours: Vec<String> = visible.into_iter().filter(|v| !devices.iter().any(|d| &d.name == v)).collect();
-    // Exclusive RDMA netns mode shows a namespace its own devices only, and EFA devices are the
-    // net plugin's: neither is a node's every port.
+    // Exclusive RDMA netns mode and EFA (the net plugin's devices) are never a node's every port.
     let every_visible = source == Source::Sysfs
         && untold
         && not_ours.is_empty()
@@ -344,8 +327,7 @@ pub fn detect(inp: &Inputs) -> Detection {
     Detection { source, sources, devices, not_ours, not_openable, warnings, addresses: own.addrs, every_visible }
 }
 
-/// Whether the container can open `name` (or its nodes tell nothing); where it cannot, says so
-/// and keeps it in `not_openable`.
+/// Whether the container can open `name` (or its nodes tell nothing); if not, says so.
 fn openable(
     nodes: &Nodes,
     name: &str,
@@ -367,10 +349,8 @@ fn openable(
     false
 }
 
-/// Where the pod's own entries sit at different indices on its shared ports, the plan weighs an
-/// address range by simulating NCCL's rule over each table as far as the pod's entry, which needs
-/// the types of the other pods' entries before it: read them then, and only then (a run whose
-/// ports agree, the usual case, never reads them).
+/// Where the pod's entries sit at different indices on its shared ports, the plan simulates NCCL's
+/// rule over each table up to the pod's entry, which needs the other entries' types: read only then.
 fn types_for_a_range(inp: &Inputs, devices: &mut [Device]) {
     let picks = || devices.iter().flat_map(|d| d.ports.iter()).filter_map(|p| p.gid.as_ref().map(|g| (p, g.index)));
     let mut indices = picks().map(|(_, i)| i);
@@ -417,10 +397,9 @@ fn read_device(inp: &Inputs, own: &Own, n: Named, dir: &DeviceDir, warnings: &mu
     Device { name: n.name, origin: n.origin, attachment, ports, problems, named_as: n.named_as, driver, function }
 }
 
-/// Reads a device's ports. Where a port's table already holds an address of one of the pod's
-/// interfaces (its link-local entry, which the kernel adds when the link comes up) but not yet
-/// that interface's address of NCCL's family, the kernel is still adding entries: read again
-/// until they appear or the shared deadline passes, and say which never came.
+/// Reads a device's ports. Where a port's table holds a pod interface's link-local entry but not
+/// yet its address of NCCL's family, the kernel is still adding entries: read again until they
+/// appear or the shared deadline passes, and say which never came.
 fn read_ports(sysfs: &Sysfs, dir: &DeviceDir, own: &Own, warnings: &mut Vec<String>) -> ReadPorts {
     let dev = dir.name();
     let start = Instant::now();
@@ -447,8 +426,7 @@ fn read_ports(sysfs: &Sysfs, dir: &DeviceDir, own: &Own, warnings: &mut Vec<Stri
     }
 }
 
-/// The pod's addresses of NCCL's family on interfaces that already have an entry in this port's
-/// table, whose own entry is not there yet.
+/// The pod's addresses of NCCL's family on interfaces with an entry in this table, missing theirs.
 fn missing_entries(dev: &str, p: &PortFacts, own: &Own) -> Vec<String> {
     if p.table.is_empty() || p.gid.as_ref().is_some_and(|g| g.owner == Some(Owner::Pod)) {
         return Vec::new();
@@ -505,8 +483,7 @@ fn report(source: Source, inputs: Vec<String>, problems: Vec<String>, found: boo
     SourceReport { source, status, inputs, problems }
 }
 
-/// Marks the devices found from `from` on as named `hint` by their source, where that is not the
-/// name this pod sees: the source spoke of another name (the host's, before a rename).
+/// Marks `found` as named `hint` by their source, where this pod sees another name.
 fn named_as(found: &mut [Named], hint: Option<&String>) {
     for n in found.iter_mut() {
         if let Some(h) = hint.filter(|h| **h != n.name) {
@@ -515,8 +492,7 @@ fn named_as(found: &mut [Named], hint: Option<&String>) {
     }
 }
 
-/// Whether a device name failed to open because there is no such name (a rename), not for
-/// another reason (a symlink loop, permissions) that is worth a warning of its own.
+/// Whether a device name failed to open because there is no such name (a rename).
 fn absent(e: &crate::detect::sysfs::SysfsError) -> bool {
     matches!(e, crate::detect::sysfs::SysfsError::Read { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
 }
@@ -536,9 +512,8 @@ fn resolve_id(inp: &Inputs, id: &str, origin: &str, out: &mut Vec<Named>, proble
     out.extend(found.into_iter().map(|name| Named::new(&name, origin.to_string())));
 }
 
-/// The KEP-5304 metadata files of the pod's DRA claims: each NIC driver's device, found in sysfs
-/// by the PCI address its attributes (or its name) carry, else by the interface its `networkData`
-/// names, else by the RDMA device name it was given (a hint: the pod may see another name).
+/// The KEP-5304 metadata files: each NIC driver's device, found by its PCI address, else by its
+/// `networkData` interface, else by its RDMA device name (a hint).
 fn from_dra_metadata(inp: &Inputs) -> (SourceReport, Vec<Named>) {
     let Some(root) = inp.dra_metadata else {
         return (report(Source::DraMetadata, Vec::new(), Vec::new(), false), Vec::new());
@@ -588,8 +563,7 @@ fn from_dra_metadata(inp: &Inputs) -> (SourceReport, Vec<Named>) {
     (report(Source::DraMetadata, inputs, problems, !named.is_empty()), named)
 }
 
-/// The SR-IOV DRA driver's `SRIOVNETWORK_*` variables: each VF found in sysfs by its PCI address
-/// (its `_RDMA_DEVICE` is the host's name when the claim was prepared, a hint only).
+/// The SR-IOV DRA driver's variables: each VF found by its PCI address (`_RDMA_DEVICE` is a hint).
 fn from_sriov_dra(inp: &Inputs) -> (SourceReport, Vec<Named>) {
     let scan = sriov_dra::scan(inp.vars);
     let mut problems: Vec<String> = scan.problems.iter().map(ToString::to_string).collect();
@@ -637,8 +611,7 @@ fn from_sriov(inp: &Inputs) -> (SourceReport, Vec<Named>) {
                 ..Named::new(name, dev.variable.clone())
             }),
             Some((name, Err(e))) => {
-                // A name this pod does not have, where the device ID finds one: the device was
-                // renamed in the pod (the plugin gives the host's name); both names are shown.
+                // A renamed device (the plugin gives the host's name) found by its ID: both names shown.
                 let before = named.len();
                 let mut found = Vec::new();
                 resolve_id(inp, &dev.device_id, &dev.variable, &mut named, &mut found);
@@ -713,20 +686,12 @@ fn all_efa(sysfs: &Sysfs, visible: &[String]) -> bool {
 }
 
 /// The fallback: which of the visible devices are this pod's?
-///
-/// - exclusive RDMA netns mode: the kernel shows a namespace only its own devices, so all are;
-/// - a PCI function (VF, PF) or scalable function is the pod's when one of this namespace's net
-///   devices sits on the same function (sysfs shows only this namespace's net devices; an IPoIB
-///   child of a shared InfiniBand device sits on its function too);
-/// - a software device (rxe, siw) is the pod's when its `parent` net device is in this namespace,
-///   told by the MAC behind the device's identifiers, not by the name (see `software_identity`);
-/// - a shared device (macvlan or ipvlan children of its net device, one per pod) is the pod's
-///   when its GID table holds one of the pod's addresses: by address, never by name, since every
-///   pod's child is `net1`; the devices are read in natural order until each of the pod's
-///   children has been seen on one (a child sits on one device);
-/// - when that matches nothing (no net device maps to any RDMA device: InfiniBand without IPoIB,
-///   or a pod with only virtual interfaces), we cannot tell, and use every visible device, which
-///   is what NCCL would do without us, with a warning that says so.
+/// - exclusive RDMA netns mode: all of them;
+/// - a function (VF, PF, SF) one of this namespace's net devices sits on (an IPoIB child too);
+/// - a software device (rxe, siw) whose parent is here, told by MAC, not name (`software_identity`);
+/// - a shared device whose GID table holds one of the pod's addresses (by address, never by name:
+///   every pod's child is `net1`), read in natural order until each child of the pod was seen;
+/// - else every visible device, as NCCL would take, with a warning.
 fn from_sysfs(
     inp: &Inputs,
     visible: &[String],
@@ -749,8 +714,7 @@ fn from_sysfs(
     let mut errs = Vec::new();
     let netdevs = inp.sysfs.netdevs(&mut errs);
     problems.extend(errs.iter().map(ToString::to_string));
-    // A claimed device goes on with the directory and attachment that claimed it: not looked up
-    // and read again.
+    // A claimed device goes on with the directory and attachment that claimed it.
     let mut found: Vec<Named> = claim::claimed(inp.sysfs, visible, &netdevs, &mut problems)
         .into_iter()
         .map(|c| Named {
@@ -759,16 +723,13 @@ fn from_sysfs(
             ..named(&c.name, format!("sysfs ({})", c.how), None)
         })
         .collect();
-    // Ports read to look for the pod's addresses, kept for the fallback below. Once devices are
-    // claimed by function, only addresses of interfaces that may be another namespace's children
-    // (macvlan, ipvlan, VLAN) can still be in a device the pod does not sit on: a pod whose other
-    // interfaces are veths reads no table here, however many devices the node shows. With none
-    // claimed, every address is looked for.
+    // Ports read to look for the pod's addresses, kept for the fallback. Once devices are claimed by
+    // function, only child interfaces' addresses (macvlan, ipvlan, VLAN) can be in other devices:
+    // a pod whose other interfaces are veths reads no table here.
     let kinds = if own.gids.is_empty() { None } else { (inp.kinds)() };
     let look_for =
         if found.is_empty() { own.gids.clone() } else { children::addresses(&own.addrs, &own.gids, kinds.as_ref()) };
-    // A child interface sits on one device: once every one of the pod's children has been seen in
-    // a table, no device left can hold the pod's addresses, and the walk stops there.
+    // Once every child of the pod was seen in a table, no device left holds its addresses.
     let mut unseen = children::names(&own.addrs, kinds.as_ref());
     // A device found by the pod's address in its GID table is told by pod.
     let mut shared = false;
@@ -776,8 +737,7 @@ fn from_sysfs(
     let mut read: Vec<(String, ReadPorts)> = Vec::new();
     if !look_for.is_empty() {
         let claimed: Vec<String> = found.iter().map(|f| f.name.clone()).collect();
-        // The walk goes in natural order, so that where it stops, and the warnings' order, do not
-        // depend on the order the directory lists the devices in.
+        // Natural order: where the walk stops does not depend on the directory's order.
         for dev in names::sorted_natural(visible).iter().filter(|v| !claimed.contains(v)) {
             if stops && unseen.is_empty() {
                 log::debug!("{dev} and after: not read, every child interface of the pod is on a device already");
@@ -805,8 +765,8 @@ fn from_sysfs(
     };
     if found.is_empty() {
         if let Nodes::Tell { openable, dir } = nodes {
-            // The container's uverbs nodes tell: dranet's InfiniBand-only NICs (no netdev moves),
-            // an RDMA shared device plugin's resource without a rail, a pod given one of two HCAs.
+            // The container's uverbs nodes tell (dranet's InfiniBand-only NICs, a shared device plugin's
+            // resource without a rail, a pod given one of two HCAs).
             let mine: Vec<&String> = visible.iter().filter(|v| openable.contains(*v)).collect();
             if mine.is_empty() {
                 problems.push(format!(
@@ -820,8 +780,7 @@ fn from_sysfs(
             return (report(Source::Sysfs, inputs, problems, true), found.collect());
         }
         if all_efa(inp.sysfs, visible) {
-            // AWS EFA: NCCL's net plugin (aws-ofi-nccl, over libfabric) opens what the container was
-            // given, never through NCCL_IB_HCA, so which are this pod's is not a question to answer.
+            // AWS EFA: NCCL's net plugin opens what the container was given, never through NCCL_IB_HCA.
             let all = visible
                 .iter()
                 .map(|n| reuse(n, "sysfs (EFA: NCCL's net plugin takes the devices the container was given)".into()));

@@ -23,8 +23,7 @@ use crate::detect::dra_drivers::{self, k8s_name, printable, Meaning};
 
 /// The API group of the metadata objects.
 pub const GROUP: &str = "metadata.resource.k8s.io";
-/// The versions this reader knows, newest first. `v1beta1` is required from Kubernetes 1.37; the
-/// SR-IOV DRA driver writes `v1alpha1` only (behind `--enable-device-metadata`).
+/// The versions this reader knows, newest first (the SR-IOV DRA driver writes `v1alpha1`).
 pub const KNOWN_VERSIONS: &[&str] = &["metadata.resource.k8s.io/v1beta1", "metadata.resource.k8s.io/v1alpha1"];
 /// Where the files are mounted in a container.
 pub const CONTAINER_DIR: &str = "/var/run/kubernetes.io/dra-device-attributes";
@@ -34,12 +33,10 @@ pub const RESOURCE_CLAIMS_DIR: &str = "resourceclaims";
 pub const RESOURCE_CLAIM_TEMPLATES_DIR: &str = "resourceclaimtemplates";
 /// Every metadata file's name ends so, after the driver's name.
 pub const FILE_SUFFIX: &str = "-metadata.json";
-/// A size bound for callers without a better one. A file for a request of 8 NICs with every
-/// attribute is some 6 KiB; a mebibyte leaves room and still bounds what a hostile file costs.
+/// A size bound for callers without a better one (8 NICs with every attribute are some 6 KiB).
 pub const DEFAULT_MAX_BYTES: usize = 1 << 20;
-/// Deepest nesting of arrays and objects accepted. The shape itself is 8 deep (object, requests,
-/// request, devices, device, attributes, value, list value); deeper input is refused before any
-/// parsing, so no input reaches serde_json's own recursion limit.
+/// Deepest nesting accepted (the shape is 8 deep), checked before parsing so no input reaches
+/// serde_json's recursion limit.
 pub const MAX_DEPTH: usize = 32;
 /// At most this many addresses per interface (`NetworkDeviceData.ips`, k8s.io/api resource/v1).
 pub const MAX_ADDRESSES: usize = 16;
@@ -119,9 +116,7 @@ pub struct FilePath {
 }
 
 /// Recognises `resourceclaims/<claim>/<request>/<driver>-metadata.json` (or
-/// `resourceclaimtemplates/...`), each part a Kubernetes name. Anything else is `None`: a walker
-/// skips it. Upstream asks consumers to build exact paths from known claim names; a container
-/// does not know them, so nccl-wrap enumerates, and this is the filter.
+/// `resourceclaimtemplates/...`), each part a Kubernetes name; anything else is `None`.
 pub fn file_path(rel: &str) -> Option<FilePath> {
     let mut parts = rel.split('/');
     let kind = match parts.next()? {
@@ -134,8 +129,7 @@ pub fn file_path(rel: &str) -> Option<FilePath> {
         return None;
     }
     let driver = file.strip_suffix(FILE_SUFFIX)?;
-    // A request name is a DNS label; a "<request>/<subrequest>" name is cut to the request by the
-    // writer, so no slash reaches the path.
+    // A request name is a DNS label (a subrequest is cut off by the writer).
     [claim, request, driver].iter().all(|s| k8s_name(s)).then(|| FilePath {
         kind,
         claim: claim.to_string(),
@@ -144,8 +138,7 @@ pub fn file_path(rel: &str) -> Option<FilePath> {
     })
 }
 
-/// A ResourceSlice attribute value (`DeviceAttribute`, k8s.io/api resource/v1: exactly one member;
-/// the list members are alpha behind `DRAListTypeAttributes`).
+/// A ResourceSlice attribute value (`DeviceAttribute`, k8s.io/api resource/v1: exactly one member).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Value {
     Int(i64),
@@ -199,14 +192,12 @@ pub struct Device {
     pub pool: String,
     /// The device's name in its ResourceSlice.
     pub name: String,
-    /// Whether `driver` is a NIC driver of `dra_drivers::DRIVERS`; other drivers' devices (GPUs)
-    /// are read but are not NICs.
+    /// Whether `driver` is a NIC driver of `dra_drivers::DRIVERS` (others' devices are not NICs).
     pub nic_driver: bool,
     /// Checked, `dddd:bb:ss.f`: how the device is found in sysfs.
     pub pci_address: Option<String>,
     pub pci_address_from: Option<AddressFrom>,
-    /// The host's RDMA device name at allocation (`dra.net/rdmaDevice`): a hint, the pod may see
-    /// another name; the PCI address decides.
+    /// The host's RDMA device name at allocation (`dra.net/rdmaDevice`): a hint only.
     pub rdma_device_hint: Option<String>,
     /// Every attribute with a value this reader understands, by key (a repeated key's last value).
     pub attributes: BTreeMap<String, Value>,
@@ -236,8 +227,7 @@ pub struct Metadata {
     pub problems: Vec<Problem>,
 }
 
-/// Reads one metadata file's bytes, refusing more than `max_bytes` ([`DEFAULT_MAX_BYTES`] for
-/// callers without a better bound).
+/// Reads one metadata file's bytes, refusing more than `max_bytes`.
 pub fn parse(bytes: &[u8], max_bytes: usize) -> Result<Metadata, MetadataError> {
     if bytes.len() > max_bytes {
         return Err(MetadataError::TooLarge { len: bytes.len(), max: max_bytes });
@@ -254,8 +244,7 @@ pub fn parse(bytes: &[u8], max_bytes: usize) -> Result<Metadata, MetadataError> 
         let head: Head = serde_json::from_str(raw.get()).map_err(|source| MetadataError::Header { object, source })?;
         let Some(version) = head.api_version else { return Err(MetadataError::NoApiVersion { object }) };
         let Some(&api_version) = KNOWN_VERSIONS.iter().find(|v| **v == version) else {
-            // A version this reader does not know, of this group or another: skipped, as upstream
-            // does for versions its scheme has not registered.
+            // An unknown version, of this group or another: skipped, as upstream does.
             skipped.push(printable(&version, 100));
             continue;
         };
@@ -328,8 +317,7 @@ fn device(request: &str, raw: RawDevice, problems: &mut Vec<Problem>) -> Option<
         }
     }
 
-    // A value of a known meaning that fails its check leaves the map too: nothing unchecked is
-    // handed on under a key that promises an address or a name.
+    // A value of a known meaning that fails its check leaves the map too.
     let mut refused = Vec::new();
     let mut pci_address: Option<(String, AddressFrom)> = None;
     for key in dra_drivers::keys_for(Meaning::PciAddress) {
@@ -490,8 +478,7 @@ fn uid(s: &str) -> bool {
     !s.is_empty() && s.len() <= 64 && s.bytes().all(|c| c.is_ascii_hexdigit() || c == b'-')
 }
 
-/// `<domain>/<id>` or `<id>`: the domain a DNS subdomain of at most 63, the ID at most 32 of
-/// `[A-Za-z0-9_.-]` (k8s.io/api resource/v1 `QualifiedName`).
+/// `<domain>/<id>` or `<id>` (k8s.io/api resource/v1 `QualifiedName`).
 fn qualified_name(s: &str) -> bool {
     let (domain, id) = match s.split_once('/') {
         Some((d, i)) => (Some(d), i),
@@ -511,8 +498,7 @@ struct Head {
     api_version: Option<String>,
 }
 
-/// `DeviceMetadata` (k8s.io/dynamic-resource-allocation api/metadata/v1alpha1/types.go); the
-/// fields nccl-wrap does not read are skipped unread.
+/// `DeviceMetadata` (api/metadata/v1alpha1/types.go); unread fields are skipped.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct RawMetadata {
@@ -568,8 +554,8 @@ struct RawAttribute {
     versions: Option<Vec<String>>,
 }
 
-/// The attribute map with every entry in file order, repeated keys included (a map type would
-/// keep one silently); each value kept as text, so one bad value costs one attribute.
+/// The attribute map in file order, repeated keys included, each value kept as text so one bad
+/// value costs one attribute.
 struct Entries(Vec<(String, Box<RawValue>)>);
 
 impl<'de> Deserialize<'de> for Entries {

@@ -38,13 +38,11 @@ pub(crate) struct SysfsGids<'a> {
     /// Entries read so far, from index 0; `None` past the table's end.
     gids: Vec<Option<Ipv6Addr>>,
     types: BTreeMap<u32, Option<RoceType>>,
-    /// The whole table from a source other than sysfs, once `load`ed: it answers every entry,
-    /// with the names of the pod's own entries' net devices told by their index.
+    /// The whole table from another source once `load`ed, with the pod's entries' net devices by index.
     given: Option<(Whole, BTreeMap<u32, String>)>,
 }
 
-/// What reading a port's table against this pod needs: its addresses (in GID form, and with
-/// their interfaces), and where a whole table may come from instead of sysfs.
+/// What reading a port's table against this pod needs: its addresses and a whole-table source.
 pub(crate) struct Pod<'a> {
     pub(crate) gids: &'a [Ipv6Addr],
     pub(crate) addrs: &'a [OwnAddr],
@@ -56,9 +54,8 @@ impl<'a> SysfsGids<'a> {
         SysfsGids { port, dir, problems, gids: Vec::new(), types: BTreeMap::new(), given: None }
     }
 
-    /// Takes the whole table of `device`'s port `port` from `tables` where it answers; reads go
-    /// on from sysfs where it does not, or where it calls an Ethernet port's table empty (no RoCE
-    /// port has none: sysfs decides then). The pod's own entries are named here (`pod_ndev`).
+    /// Takes the port's whole table from `tables` where it answers (and does not call an Ethernet
+    /// port's table empty); sysfs answers otherwise. The pod's own entries are named here.
     pub(crate) fn load(&mut self, tables: &dyn TableSource, device: &str, port: u32, pod: &[OwnAddr]) {
         if let Some(whole) = tables.table(device, port).filter(|w| w.len > 0) {
             let names =
@@ -162,22 +159,17 @@ pub(crate) fn choose(table: &mut SysfsGids, rule: &dyn GidRule) -> Option<GidPic
 /// How far a table is read for its rows.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Extent {
-    /// Up to this pod's first own entry that NCCL's rule accepts: what a run needs (the entries
-    /// after it can change neither the pod's entry nor where NCCL's rule, narrowed to the pod's
-    /// addresses, lands).
+    /// Up to the pod's first own entry the rule accepts: what a run needs (later entries change
+    /// neither the pod's entry nor the rule's pick among the pod's addresses).
     UntilOwn,
     /// Every entry: what `doctor` shows.
     Whole,
 }
 
-/// On a shared device NCCL's pick may be the host's or another pod's address: when it is not one
-/// of `own`, read the table up to the pod's own entry and use that entry (the first of this pod's
-/// own addresses that NCCL's rule accepts: family, RoCE version, range). NCCL's pick is kept
-/// beside it, with whose it is. A table that holds none of the pod's addresses (read whole, then)
-/// tells nothing about whose entries are.
-///
-/// This is the read that goes far (up to the pod's entry, past the host's and its neighbours'),
-/// so it is the one a whole-table source answers where `pod` has one: `device` names the table.
+/// On a shared device the pick may be the host's or another pod's: then read the table up to the
+/// pod's own entry the rule accepts and use it, keeping the pick beside it with its owner. A table
+/// without the pod's addresses tells nothing of owners. This is the far read a whole-table source
+/// answers (`device` names the table).
 pub(crate) fn shared(facts: &mut PortFacts, table: &mut SysfsGids, rule: &dyn GidRule, pod: &Pod, device: &str) {
     let own = pod.gids;
     let Some(pick) = facts.gid.as_mut() else { return };
@@ -206,12 +198,9 @@ impl SysfsGids<'_> {
     }
 }
 
-/// The non-empty entries of a port's table as far as `extent` reads, and the length read (empty
-/// entries included): the whole table's length when read to its end. Read whole, each row has
-/// its type, net device and owner. Read up to the pod's own entry, only the pod's own entries
-/// have them: the others are told by address alone (not the pod's), since their type matters only
-/// when the plan weighs an address range (`with_types` reads it then) and their net device only
-/// to `doctor`.
+/// The non-empty entries as far as `extent` reads, and the length read. Read whole, each row has its
+/// type, net device and owner; read up to the pod's entry, only the pod's own rows do, the others
+/// known by address alone (`with_types` reads their types when the plan needs them).
 pub(crate) fn rows(table: &mut SysfsGids, rule: &dyn GidRule, own: &[Ipv6Addr], extent: Extent) -> (Vec<GidPick>, u32) {
     let host_ndev = if extent == Extent::Whole { table.host_ndev() } else { None };
     let mut rows = Vec::new();
@@ -249,8 +238,7 @@ fn bare(index: u32, g: Ipv6Addr) -> GidPick {
     }
 }
 
-/// Reads the types of `rows` that were read by address only (`rows` up to the pod's own entry),
-/// so that NCCL's rule can be simulated over them, and marks those `rule` accepts.
+/// Reads the types of rows read by address only and marks those `rule` accepts.
 pub(crate) fn with_types(table: &mut SysfsGids, rows: &mut [GidPick], rule: &dyn GidRule) {
     for r in rows.iter_mut().filter(|r| r.roce.is_none() && r.owner.is_none()) {
         r.roce = table.roce(r.index);

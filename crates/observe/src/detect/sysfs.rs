@@ -106,8 +106,7 @@ pub struct Sysfs {
     root: PathBuf,
 }
 
-/// Net devices of this network namespace: interface name -> the function its `device` link
-/// names (none for virtual devices).
+/// Net devices of this namespace: interface name -> the function its `device` link names.
 pub(crate) type NetDevs = BTreeMap<String, Option<String>>;
 
 impl Sysfs {
@@ -124,16 +123,14 @@ impl Sysfs {
         read_attr(&self.path(rel))
     }
 
-    /// Names under `rel`, validated, in natural order; invalid ones are reported, not returned. A
-    /// missing directory is an empty list.
+    /// Names under `rel`, validated, in natural order; invalid ones are reported. Missing: none.
     pub fn list(&self, rel: &str, problems: &mut Vec<SysfsError>) -> Vec<String> {
         let mut out = self.listed(rel, names::device_id, problems);
         names::sort_natural(&mut out);
         out
     }
 
-    /// Names under `rel` that `check` accepts, in the order the directory lists them; the others
-    /// are reported, not returned. A missing directory is an empty list.
+    /// Names under `rel` that `check` accepts, in directory order; the others are reported.
     fn listed(
         &self,
         rel: &str,
@@ -166,11 +163,8 @@ impl Sysfs {
         out
     }
 
-    /// The same names in the order the directory lists them. A start only asks whether a name is
-    /// visible and counts the others, so it does not sort them: at 256 visible devices the sort
-    /// was a quarter of a start's instructions, all of it for devices that are not the pod's.
-    /// Device names are stricter than `list`'s IDs: no `:`, which NCCL_IB_HCA reads as a port
-    /// separator.
+    /// The same names in directory order: a start only counts the ones not the pod's, and sorting 256
+    /// of them was a quarter of its instructions. Device names allow no `:` (NCCL_IB_HCA's separator).
     pub(crate) fn rdma_devices_listed(&self, problems: &mut Vec<SysfsError>) -> Vec<String> {
         self.listed("class/infiniband", names::device_name, problems)
     }
@@ -180,10 +174,8 @@ impl Sysfs {
         self.open_device(name).map(drop)
     }
 
-    /// `class/infiniband/<name>`, looked up once (`O_PATH`): the device's links and ports are
-    /// then read relative to it. Each lookup walks the class symlink and the device's whole PCI
-    /// path again, which on the start path cost more than the reads it led to; the error says why
-    /// the name leads to no device (absent, a loop, not a directory).
+    /// `class/infiniband/<name>`, looked up once (`O_PATH`) for its links and ports to be read relative
+    /// to it; the error says why the name leads to no device (absent, a loop, not a directory).
     pub(crate) fn open_device(&self, name: &str) -> Result<DeviceDir, SysfsError> {
         let path = self.path(&format!("class/infiniband/{name}"));
         match rustix::fs::open(&path, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()) {
@@ -192,8 +184,7 @@ impl Sysfs {
         }
     }
 
-    /// RDMA devices behind a device ID from the device plugin: a PCI address
-    /// (`bus/pci/devices/<id>/infiniband/`) or an auxiliary ID (`bus/auxiliary/devices/<id>/infiniband/`).
+    /// RDMA devices behind a PCI address or an auxiliary ID (`bus/<bus>/devices/<id>/infiniband/`).
     pub(crate) fn rdma_devices_of(&self, device_id: &str, problems: &mut Vec<SysfsError>) -> Vec<String> {
         let Ok(id) = names::device_id(device_id) else { return Vec::new() };
         let bus = if looks_like_pci(id) { "pci" } else { "auxiliary" };
@@ -202,9 +193,8 @@ impl Sysfs {
         out
     }
 
-    /// The last component of the symlink at `rel` (`../../../0000:3b:02.6` -> `0000:3b:02.6`).
-    /// One readlink: PCI addresses and auxiliary IDs are unique, so the name identifies the
-    /// function without resolving the whole path.
+    /// The last component of the symlink at `rel` (`../../../0000:3b:02.6` -> `0000:3b:02.6`): PCI
+    /// addresses and auxiliary IDs are unique, so one readlink names the function.
     pub(crate) fn link_name(&self, rel: &str) -> Option<String> {
         let target = std::fs::read_link(self.path(rel)).ok()?;
         let name = target.file_name()?.to_str()?;
@@ -248,14 +238,13 @@ impl Sysfs {
         }
     }
 
-    /// The kernel driver bound to the device's function (`device/driver`'s last component:
-    /// `mlx5_core`, `efa`, `erdma`), if it has one.
+    /// The kernel driver bound to the device's function (`mlx5_core`, `efa`), if any.
     pub(crate) fn driver_of(&self, d: &DeviceDir) -> Option<String> {
         link_name_at(&d.fd, "device/driver")
     }
 
-    /// Net devices of this network namespace. Real sysfs shows only the namespace's own
-    /// interfaces in `class/net`, which is what tells a pod's VFs from the host's.
+    /// Net devices of this namespace: sysfs shows only its own in `class/net`, which tells a pod's VFs
+    /// from the host's.
     pub fn netdevs(&self, problems: &mut Vec<SysfsError>) -> NetDevs {
         self.list("class/net", problems)
             .into_iter()
@@ -266,12 +255,9 @@ impl Sysfs {
             .collect()
     }
 
-    /// Whether the software RDMA device `dev` is bound to this namespace's net device `ifname`,
-    /// told by identity, not by name: every Multus pod calls its rails `net1`, `net2`..., and in
-    /// shared RDMA netns mode a pod sees every rxe/siw device of the node, so a name match would
-    /// claim another pod's device. The port's default GID (entry 0, the link-local address the
-    /// kernel derives from the parent's MAC) and the device's `node_guid` (the same EUI-64 at
-    /// creation) are compared with the modified EUI-64 of this namespace's `ifname` MAC.
+    /// Whether the software RDMA device `dev` is bound to this namespace's `ifname`, by identity, not
+    /// name (every pod calls its rails `net1`...): port 1's default GID, else `node_guid`, against the
+    /// modified EUI-64 of `ifname`'s MAC.
     pub(crate) fn software_identity(&self, dev: &str, ifname: &str) -> Identity {
         let mac = match self.attr(&format!("class/net/{ifname}/address")) {
             Ok(text) => match parse_hex::<6>(&text, 1) {
@@ -309,16 +295,10 @@ impl Sysfs {
     }
 
     /// Reads every port of `dev`; for Ethernet ports, runs `rule`'s GID choice over the table.
-    ///
-    /// Ports are numbered 1, 2, ... without gaps (IBTA; the kernel's `ports/` holds exactly
-    /// those), so they are opened in turn until one is missing, rather than listing the directory:
-    /// one failed open instead of four calls, on a path every pod pays. Every port is read, not
-    /// only port 1: a multi-plane ConnectX-8 carries data on ports 3/6/9/12 of one device, with
-    /// port 1 down. Where there is no port 1 at all, the directory is listed, and whatever ports it
-    /// holds are read: which carry data is their state's to say, whatever their numbers.
-    ///
-    /// `own` holds this pod's addresses in GID form: where the rule's pick is not one of them, the
-    /// table is read up to the pod's own entry, which is used instead (see `gids::shared`).
+    /// Ports are opened 1, 2, ... until one is missing (IBTA numbers them without gaps): one failed open
+    /// instead of a listing. Every port is read (a multi-plane ConnectX-8 carries data on 3/6/9/12 with
+    /// port 1 down); without a port 1, the directory is listed. Where the pick is not one of `own` (the
+    /// pod's addresses in GID form), the table is read up to the pod's entry (`gids::shared`).
     pub fn ports(
         &self,
         dev: &str,
@@ -329,8 +309,7 @@ impl Sysfs {
         self.ports_with(dev, rule, &gids::Pod { gids: own, addrs: &[], tables: &SysfsOnly }, problems)
     }
 
-    /// `ports`, with the pod's interfaces and a whole-table source for the reads that go far
-    /// (`gids::shared`).
+    /// `ports`, with the pod's interfaces and a whole-table source for the far reads.
     pub(crate) fn ports_with(
         &self,
         dev: &str,
@@ -352,7 +331,7 @@ impl Sysfs {
         }
     }
 
-    /// `ports_with`, for a device already looked up: each port opened relative to its directory.
+    /// `ports_with`, for a device already looked up.
     pub(crate) fn ports_of(
         &self,
         d: &DeviceDir,
@@ -447,9 +426,8 @@ impl Sysfs {
 }
 
 impl Sysfs {
-    /// Every non-empty entry of `dev`'s port `port`, with whose address it holds (given this
-    /// pod's addresses in GID form) and whether `rule` accepts it, and the
-    /// table's length; `None` when the port cannot be opened.
+    /// Every non-empty entry of `dev`'s port `port`, with whose address it holds (given `own`) and
+    /// whether `rule` accepts it, and the table's length; `None` when the port cannot be opened.
     pub fn gid_table(
         &self,
         dev: &str,
@@ -464,8 +442,7 @@ impl Sysfs {
         Some(gids::rows(&mut table, rule, own, gids::Extent::Whole))
     }
 
-    /// Fills the types of the rows of `dev`'s port `port` that a run read by address only (see
-    /// `gids::with_types`), from `tables` where it answers for the port.
+    /// Fills the types of rows a run read by address only (`gids::with_types`).
     pub(crate) fn gid_types(
         &self,
         (dev, port): (&str, u32),
@@ -485,9 +462,8 @@ impl Sysfs {
         }
     }
 
-    /// The partition of an IPoIB child interface `ifname` (its `pkey` attribute) on `dev`'s port
-    /// (`dev_port` + 1), and where that port's pkey table holds it. `None` when `ifname` is not
-    /// an IPoIB interface.
+    /// The partition of the IPoIB child `ifname` on `dev`'s port `dev_port` + 1, and where that port's
+    /// pkey table holds it; `None` when `ifname` is not IPoIB.
     pub(crate) fn ipoib_pkey(
         &self,
         dev: &str,
@@ -506,8 +482,7 @@ impl Sysfs {
         for i in 0..MAX_PKEYS {
             let Ok(text) = self.attr(&format!("class/infiniband/{dev}/ports/{port}/pkeys/{i}")) else { break };
             let Some(v) = text.strip_prefix("0x").and_then(|h| u16::from_str_radix(h, 16).ok()) else { continue };
-            // The low 15 bits name the partition; the top bit is full membership. An exact
-            // match (same membership) wins over a partition match.
+            // The low 15 bits name the partition, the top bit full membership: an exact match wins.
             if v == pkey {
                 found = Some(i);
                 break;
@@ -520,8 +495,7 @@ impl Sysfs {
     }
 }
 
-/// The pkey table's length bound (mlx5 ports have 128 entries; IBTA allows up to 65536, kernels
-/// expose far fewer).
+/// The pkey table's length bound (mlx5 ports have 128 entries).
 const MAX_PKEYS: u32 = 256;
 
 pub fn looks_like_pci(id: &str) -> bool {
