@@ -27,13 +27,11 @@ pub struct Roots<'a> {
     pub annotations: &'a Path,
     /// The root of the KEP-5304 device metadata trees (`dra_metadata::CONTAINER_DIR` in a pod).
     pub dra_metadata: &'a Path,
-    /// `dev_root`, where its `infiniband/` uverbs nodes belong with the sysfs tree read (the
-    /// machine's own, or a node tree's); `None` where they would be another machine's.
+    /// `dev_root`, where its uverbs nodes go with the sysfs tree read; `None` where they would not.
     pub device_nodes: Option<&'a Path>,
 }
 
-/// Whose devices: the pod's (its sources, its namespace's addresses), or the node's (every
-/// device but VFs and SFs, for the node agent).
+/// Whose devices: the pod's, or the node's (every device but VFs and SFs, for the node agent).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum View {
     Pod,
@@ -43,8 +41,8 @@ pub enum View {
 /// What the first round read.
 pub struct Observation {
     pub detection: Detection,
-    /// The family the pod's rails call for (`Unknown` where the user set one, or in the node's view).
-    /// `Inet6`: the ports were read under the rule for AF_INET6, which the caller's plan then takes.
+    /// The family the pod's rails call for (`Unknown` where the user set one, or in the node's view);
+    /// `Inet6`: the ports were read under the rule for AF_INET6, which the caller's plan takes.
     pub family: RailFamily,
     /// The node's view only: how many devices of each kind it left out (VFs, SFs).
     pub skipped: BTreeMap<&'static str, usize>,
@@ -77,11 +75,9 @@ impl Seen {
     }
 }
 
-/// The first round. In the pod's view, where the user set no NCCL_IB_ADDR_FAMILY, the pod's rails
-/// decide it: rails with only IPv6 addresses are read again with AF_INET6 (a second pass only
-/// then), so that their RoCE v2 IPv6 entries are found instead of none; `family` says so after.
-/// `rule` picks each port's GID entry: the caller's (NCCL's, `nw_decide::gid_rule`), never this
-/// crate's.
+/// The first round. Where the user set no NCCL_IB_ADDR_FAMILY, rails with only IPv6 addresses are
+/// read again with AF_INET6, so that their RoCE v2 IPv6 entries are found. `rule` picks each port's
+/// GID entry: the caller's, never this crate's.
 pub fn observe(roots: &Roots, vars: &Vars, view: View, rule: &dyn GidRule, tables: &dyn TableSource) -> Observation {
     if view == View::Node {
         let (detection, skipped) = host::detect(roots.sysfs, rule);
@@ -127,9 +123,8 @@ pub fn observe(roots: &Roots, vars: &Vars, view: View, rule: &dyn GidRule, table
     Observation { seen, ..done(detection, family) }
 }
 
-/// The rails rule's evidence (`detect::rails`), read where every visible device is the pod's:
-/// for the ports `usable`, with the coordinator's host (an address, or a name looked up here once
-/// and kept for [`answer`]).
+/// The rails rule's evidence, for the ports `usable`, with the coordinator's host (an address, or a
+/// name looked up here once and kept for [`answer`]).
 pub fn rails_evidence(
     roots: &Roots,
     detection: &Detection,
@@ -160,8 +155,7 @@ pub fn rails_evidence(
 /// The far reads a decision asks for, once it knows which devices it uses.
 #[derive(Debug, Default)]
 pub struct Asks {
-    /// The devices handed to NCCL: their drivers' userspace, and their net devices (rails the
-    /// bootstrap must not take).
+    /// The devices handed to NCCL: their drivers' userspace, and their net devices.
     pub used: Vec<String>,
     /// How far to check the image's userspace.
     pub depth: Depth,
@@ -207,8 +201,7 @@ pub fn answer<'a>(roots: &Roots<'a>, vars: &Vars, detection: &Detection, seen: &
         rails.extend(p.pkey.as_ref().map(|k| k.netdev.clone()));
     }
     let addrs = seen.addrs(detection).to_vec();
-    // The pod's other interfaces that sit on a used device's function are rails too (only those
-    // with an address beyond link-local could carry the bootstrap at all).
+    // The pod's other interfaces on a used device's function are rails too (beyond link-local).
     let functions: Vec<&str> = used.iter().filter_map(|d| detect::devices::function(&d.attachment)).collect();
     let mut others: Vec<&str> = addrs
         .iter()

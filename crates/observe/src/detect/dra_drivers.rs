@@ -10,8 +10,7 @@ use crate::detect::names;
 pub enum Meaning {
     /// The device's PCI address (`0000:08:00.2`): how a device is matched to sysfs.
     PciAddress,
-    /// The RDMA device's name on the host at allocation time: a hint only, the pod may see
-    /// another name (rdma-cni renames, udev renames).
+    /// The RDMA device's name on the host at allocation time: a hint only.
     RdmaDevice,
     /// The network interface's name on the host (it may be renamed when moved into the pod).
     InterfaceName,
@@ -29,8 +28,7 @@ pub enum Meaning {
     CloudTopology,
 }
 
-/// The ResourceSlice attribute union's member that the value has (`k8s.io/api` resource/v1
-/// `DeviceAttribute`).
+/// The ResourceSlice attribute union's member the value has (resource/v1 `DeviceAttribute`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Int,
@@ -52,8 +50,7 @@ pub struct Attribute {
 /// How a driver names its devices in a ResourceSlice (and so in the metadata file).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeviceNameForm {
-    /// `pci-0000-8a-00-0`: `pci-` and the PCI address with `:` and `.` made `-` (dranet's
-    /// `NormalizePCIAddress`); interfaces without a PCI function get other names.
+    /// `pci-0000-8a-00-0`: dranet's `NormalizePCIAddress`.
     PciPrefixed,
     /// `0000-08-00-2`: the PCI address with `:` and `.` made `-` (the SR-IOV DRA driver).
     PciDashed,
@@ -71,8 +68,7 @@ pub struct Driver {
     pub source: &'static str,
 }
 
-/// The drivers whose devices nccl-wrap takes from metadata. A file of another driver (GPUs,
-/// storage) is read but none of its devices is taken as a NIC.
+/// The drivers whose devices nccl-wrap takes from metadata (another driver's are not NICs).
 pub const DRIVERS: &[Driver] = &[
     Driver {
         name: "dra.net",
@@ -90,8 +86,7 @@ pub const DRIVERS: &[Driver] = &[
     },
 ];
 
-/// The attribute keys nccl-wrap reads. For a PCI address the first key present wins, in this
-/// order: the standard one, then each driver's own.
+/// The attribute keys nccl-wrap reads; for a PCI address the first present wins.
 pub const ATTRIBUTES: &[Attribute] = &[
     Attribute {
         key: "resource.kubernetes.io/pciBusID",
@@ -200,9 +195,8 @@ pub fn keys_for(meaning: Meaning) -> impl Iterator<Item = &'static str> {
     ATTRIBUTES.iter().filter(move |a| a.meaning == meaning).map(|a| a.key)
 }
 
-/// A PCI address in sysfs's form, `dddd:bb:ss.f` in lower-case hex, from `s` in that form (either
-/// case). Anything else, a short form without the domain included, is `None`: the address becomes
-/// part of a sysfs path, so only this exact shape leaves here.
+/// A PCI address in sysfs's form, `dddd:bb:ss.f` in lower case, from `s` in that form; anything
+/// else is `None`, since the address becomes part of a sysfs path.
 pub fn pci_address(s: &str) -> Option<String> {
     let b = s.as_bytes();
     if b.len() != 12 || b[4] != b':' || b[7] != b':' || b[10] != b'.' {
@@ -218,8 +212,7 @@ pub fn pci_address(s: &str) -> Option<String> {
     (slot < 0x20).then(|| s.to_ascii_lowercase())
 }
 
-/// The PCI address a device name of `form` spells, if it spells one: `pci-0000-8a-00-0` or
-/// `0000-08-00-2` give `0000:8a:00.0` and `0000:08:00.2`.
+/// The PCI address a device name of `form` spells (`pci-0000-8a-00-0`, `0000-08-00-2`), if any.
 pub fn pci_address_from_name(form: DeviceNameForm, name: &str) -> Option<String> {
     let dashed = match form {
         DeviceNameForm::PciPrefixed => name.strip_prefix("pci-")?,
@@ -237,9 +230,8 @@ pub const MAX_RDMA_NAME: usize = 63;
 /// Longest interface name the kernel allows (IFNAMSIZ - 1).
 pub const MAX_IFNAME: usize = 15;
 
-/// Whether `name` may be an RDMA device or interface name of at most `max` bytes that is safe to
-/// put in `NCCL_IB_HCA` or a sysfs path: `detect::names`' rule (`[A-Za-z0-9_.-]`, not `.` or
-/// `..`), within the shorter bound an interface name has.
+/// Whether `name` is a device or interface name of at most `max` bytes safe for `NCCL_IB_HCA` and a
+/// sysfs path (`detect::names`' rule).
 pub fn name_ok(name: &str, max: usize) -> bool {
     name.len() <= max && names::device_name(name).is_ok()
 }

@@ -61,13 +61,11 @@ pub struct Scan {
     /// By key, in key order.
     pub devices: Vec<Vf>,
     pub net_attach_def: Option<String>,
-    /// `SRIOVNETWORK_PCI_ADDRESSES`, each checked; the pod's, which may list VFs of other
-    /// containers of the pod.
+    /// `SRIOVNETWORK_PCI_ADDRESSES`, each checked (the pod's, other containers' VFs included).
     pub pci_addresses: Vec<String>,
     /// The variables read, sorted.
     pub variables: Vec<String>,
-    /// `SRIOVNETWORK_*` variables of no form this reader knows, sorted: a newer driver's. Exact
-    /// names, as `variables`: a message shows them through a printable filter.
+    /// `SRIOVNETWORK_*` variables of no form this reader knows (a newer driver's), sorted.
     pub unknown: Vec<String>,
     pub problems: Vec<SriovDraError>,
 }
@@ -278,8 +276,7 @@ fn key_address(key: &str) -> Option<String> {
     dra_drivers::pci_address_from_name(dra_drivers::DeviceNameForm::PciDashed, &key.replace('_', "-"))
 }
 
-/// An environment variable name's part: `[A-Za-z0-9_]`, at most 253 bytes (a DRA device name is
-/// a DNS label of at most 63; a longer one is still taken, within reason).
+/// An environment variable name's part: `[A-Za-z0-9_]`, at most 253 bytes.
 fn key_ok(key: &str) -> bool {
     !key.is_empty() && key.len() <= 253 && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }

@@ -87,8 +87,7 @@ const VERBS_PKG: &str = "libibverbs1 on Debian/Ubuntu, libibverbs from rdma-core
 const PROVIDER_PKG: &str = "ibverbs-providers on Debian/Ubuntu, libibverbs from rdma-core on RHEL";
 const SOCKETS: &str =
     "NCCL's IB transport cannot start and NCCL runs over TCP sockets, silently at the default log level";
-/// NCCL's library is scanned for its version at most this far (doctor only): a CUDA 12 build is
-/// a few hundred MiB, the string sits in its read-only data.
+/// NCCL's library is scanned this far for its version (doctor only).
 const NCCL_SCAN_BYTES: u64 = 1 << 30;
 
 /// The loader's default directories (glibc's, with Debian's multiarch ones first).
@@ -126,8 +125,7 @@ impl<'a> Loader<'a> {
         Loader { root, ld_path, cache, cache_note }
     }
 
-    /// The file the loader opens for `name`: `LD_LIBRARY_PATH`, then the cache, then the default
-    /// directories (glibc's, with Debian's multiarch ones first).
+    /// The file the loader opens for `name`: `LD_LIBRARY_PATH`, then the cache, then `DEFAULT_DIRS`.
     pub(crate) fn find(&self, name: &str) -> Option<Found> {
         if name.contains('/') {
             return exists(self.root, name).then(|| Found { path: name.into(), by: "a path".into() });
@@ -151,8 +149,7 @@ impl<'a> Loader<'a> {
     }
 }
 
-/// rdma-core's provider for a device, from its name (`mlx5_3` -> `mlx5`, `rxe0` -> `rxe`) or,
-/// for a renamed device, from its kernel driver (`mlx5_core` -> `mlx5`).
+/// rdma-core's provider for a device, from its name (`mlx5_3` -> `mlx5`) or its kernel driver.
 pub fn provider_for(device: &str, kernel_driver: Option<&str>) -> Option<&'static str> {
     const BY_DRIVER: &[(&str, &str)] = &[
         ("mlx5_core", "mlx5"),
@@ -179,9 +176,7 @@ pub fn provider_for(device: &str, kernel_driver: Option<&str>) -> Option<&'stati
     BY_DRIVER.iter().map(|(_, p)| *p).chain(["rxe", "siw"]).find(|p| *p == stem)
 }
 
-/// Where libibverbs looks for providers: its compiled-in directory, which is the one beside it
-/// where /lib and /usr/lib are one (merged /usr, every current distribution), and the
-/// distributions' own paths where they are not (an image that keeps /lib apart).
+/// Where libibverbs looks for providers: beside it (merged /usr), and the distributions' own paths.
 fn provider_dirs(beside: &str) -> Vec<String> {
     let triplet = if cfg!(target_arch = "aarch64") { "aarch64-linux-gnu" } else { "x86_64-linux-gnu" };
     let mut dirs =
@@ -190,8 +185,7 @@ fn provider_dirs(beside: &str) -> Vec<String> {
     dirs
 }
 
-/// `lib<name>-rdmav<N>.so` in `dir`: the provider file libibverbs loads (the one of ABI `want`
-/// where there are several and it is known).
+/// `lib<name>-rdmav<N>.so` in `dir`: the provider file libibverbs loads (of ABI `want` if known).
 fn provider_library(root: &Path, dir: &str, name: &str, want: Option<u32>) -> Option<String> {
     let prefix = format!("lib{name}-rdmav");
     let listed = file::names(&inside(root, dir)?, DIR_ENTRIES).ok()?;
@@ -217,8 +211,8 @@ fn version_from_name(name: &str) -> Option<String> {
         .then(|| v.to_string())
 }
 
-/// The first `needle` in the first `limit` bytes of `path` that `accept` takes what follows of
-/// (its next 24 bytes); read 1 MiB at a time, never whole.
+/// The first `needle` in the first `limit` bytes of `path` whose next 24 bytes `accept` takes; read
+/// 1 MiB at a time.
 fn find_after(path: &Path, needle: &[u8], limit: u64, accept: impl Fn(&[u8]) -> Option<String>) -> Option<String> {
     use std::io::Read;
     let mut f = std::fs::File::open(path).ok()?.take(limit);
@@ -252,9 +246,8 @@ fn version_from_text(path: &Path) -> Option<String> {
     })
 }
 
-/// libibverbs' private ABI (`IBVERBS_PRIVATE_34`, the version of the symbols its providers link
-/// against): it loads only `lib<name>-rdmav<ABI>.so`. A library of a few hundred KiB, scanned up
-/// to 16 MiB; `None` when it says nothing (not a libibverbs, or a stand-in).
+/// libibverbs' private ABI (`IBVERBS_PRIVATE_34`): it loads only `lib<name>-rdmav<ABI>.so`.
+/// `None` when the library says nothing (not a libibverbs, or a stand-in).
 fn private_abi(path: &Path) -> Option<u32> {
     let v = find_after(path, b"IBVERBS_PRIVATE_", 16 << 20, |rest| {
         let d: Vec<u8> = rest.iter().take_while(|b| b.is_ascii_digit()).copied().collect();
@@ -279,8 +272,8 @@ fn nccl_version(root: &Path, p: &str, depth: Depth) -> Option<String> {
         .or_else(|| (depth == Depth::Full).then(|| version_from_text(&full)).flatten())
 }
 
-/// The net plugin NCCL will load: `NCCL_NET_PLUGIN` (`none` for none; a name `X` is
-/// `libnccl-net-X.so`, then `X` itself), else `libnccl-net.so`.
+/// The net plugin NCCL will load: `NCCL_NET_PLUGIN` (`none`; `X`: `libnccl-net-X.so`, then `X`),
+/// else `libnccl-net.so`.
 fn net_plugin(loader: &Loader, vars: &Vars) -> Option<Found> {
     let set = vars.get(OsStr::new("NCCL_NET_PLUGIN")).map(|v| v.to_string_lossy().trim().to_string());
     match set.as_deref() {
@@ -294,9 +287,8 @@ fn net_plugin(loader: &Loader, vars: &Vars) -> Option<Found> {
     }
 }
 
-/// Each device with its kernel driver (`device/driver`'s link name), where sysfs has one and the
-/// device's name does not already tell its provider: a driver's own names (`mlx5_3`, `bnxt_re0`,
-/// `rxe0`) do, so the link is read only for a renamed device (`rocep59s0f1`).
+/// Each device with its kernel driver, read only where its name does not tell its provider (a
+/// renamed device, `rocep59s0f1`).
 pub fn drivers<'a>(sysfs: &Sysfs, devices: impl IntoIterator<Item = &'a str>) -> Vec<(String, Option<String>)> {
     devices
         .into_iter()
@@ -377,8 +369,7 @@ pub fn check(root: &Path, vars: &Vars, devices: &[(String, Option<String>)], dep
         let version = nccl_version(root, &found.path, depth);
         Nccl { found, version }
     });
-    // AWS EFA: NCCL reaches the devices through aws-ofi-nccl, which loads libfabric (the EFA
-    // installer's /opt/amazon/efa/lib): looked for only where a device needs it.
+    // AWS EFA: aws-ofi-nccl loads libfabric; looked for only where a device needs it.
     let libfabric = providers.iter().any(|p| p.name == "efa").then(|| loader.find("libfabric.so.1")).flatten();
     Userspace {
         libfabric,

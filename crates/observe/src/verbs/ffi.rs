@@ -21,10 +21,8 @@ use super::status::errno_text;
 use crate::detect::gid_source::Raw;
 
 extern "C" {
-    /// verbs.h's `_ibv_query_gid_table` (libibverbs 1.11, rdma-core v31), the function behind
-    /// its inline `ibv_query_gid_table`: rdma-sys's bindings leave it out (their allowlist is
-    /// `ibv_.*`), so it is declared here as verbs.h declares it. Returns the number of entries
-    /// written, or a negated errno.
+    /// verbs.h's `_ibv_query_gid_table` (rdma-core v31), behind its inline `ibv_query_gid_table`,
+    /// which rdma-sys's bindings leave out. Returns the number of entries written, or a negated errno.
     fn _ibv_query_gid_table(
         context: *mut ffi::ibv_context,
         entries: *mut ffi::ibv_gid_entry,
@@ -40,9 +38,8 @@ mod providers {
 
 pub(crate) use providers::STATIC_PROVIDERS;
 
-/// Functions of rdma-core parts nccl-wrap never reaches (libibverbs' netlink neighbour resolver,
-/// mlx5's VFIO driver), answered here so that the linker leaves those parts out, and libibverbs'
-/// netlink device discovery, forwarded to [`find_sysfs_devs_nl`] (build.rs).
+/// Functions of rdma-core parts nccl-wrap never reaches, answered so that the linker leaves them
+/// out, and libibverbs' netlink discovery, forwarded to [`find_sysfs_devs_nl`] (build.rs).
 mod stubs {
     include!(concat!(env!("OUT_DIR"), "/rdma_stubs.rs"));
 }
@@ -52,8 +49,7 @@ extern "C" {
     fn ibv_get_sysfs_path() -> *const c_char;
 }
 
-/// ccan's `struct list_node` (rdma-core v44, `vendor/verbs_sysfs_dev.h`); a `struct list_head`
-/// is one of these.
+/// ccan's `struct list_node` (rdma-core v44); a `struct list_head` is one of these.
 #[repr(C)]
 struct ListNode {
     next: *mut ListNode,
@@ -61,9 +57,7 @@ struct ListNode {
 }
 
 /// libibverbs' `struct verbs_sysfs_dev`, rdma-core v44 (`vendor/verbs_sysfs_dev.h`), field for
-/// field: one device as discovery hands it to libibverbs' driver match. Filled only where
-/// build.rs forwards discovery here, which it does only for that rdma-core (`stubs::DISCOVERY`);
-/// the layout test compiles the vendored header and compares.
+/// field; filled only where build.rs forwards discovery here. The layout test compares.
 #[repr(C)]
 struct VerbsSysfsDev {
     entry: ListNode,
@@ -93,8 +87,7 @@ const VSYSFS_READ_NODE_GUID: c_uint = 1 << 1;
 thread_local! {
     /// The one device a listing on this thread is for ([`DeviceList::get_only`]); `None`: all.
     static ONLY: RefCell<Option<String>> = const { RefCell::new(None) };
-    /// The devices RDMA netlink showed, kept for the next listings while a [`Discovery`] lives,
-    /// so that opening several devices dumps the node's devices once.
+    /// The devices RDMA netlink showed, kept while a [`Discovery`] lives: one dump for several opens.
     static KEPT: RefCell<Kept> = const { RefCell::new(Kept::Off) };
 }
 
@@ -106,9 +99,8 @@ enum Kept {
     Dump(Vec<nldev::NlDevice>),
 }
 
-/// While it lives, listings on this thread share one RDMA netlink dump of the node's devices
-/// (each listing still asks for the uverbs node of the devices it is for, afresh). For the
-/// devices of one start; dropped before the command runs.
+/// While it lives, listings on this thread share one RDMA netlink dump of the node's devices. For
+/// the devices of one start; dropped before the command runs.
 pub(crate) struct Discovery(());
 
 impl Discovery {
@@ -125,19 +117,15 @@ impl Drop for Discovery {
 }
 
 /// libibverbs' `find_sysfs_devs_nl`, forwarded here by build.rs: called inside
-/// `ibv_get_device_list` (under libibverbs' own lock, on the calling thread) to fill `list`, a
-/// `struct list_head` of `struct verbs_sysfs_dev`, with the devices to list. Answered over RDMA
-/// netlink as rdma-core's own `ibdev_nl.c` would, but only for the device the listing is for
-/// ([`DeviceList::get_only`]), so that a start pays for the devices it opens and not for every
-/// uverbs device of the node (`nldev`). Where RDMA netlink does not answer, `-ENOSYS`: libibverbs
-/// then lists devices from sysfs, as rdma-core does without netlink.
+/// `ibv_get_device_list` (under its lock, on this thread) to fill `list` with the devices to list,
+/// over RDMA netlink as `ibdev_nl.c` would, but only for the device the listing is for. Where
+/// netlink does not answer, `-ENOSYS`: libibverbs then lists devices from sysfs.
 #[allow(dead_code)] // Unused where build.rs links another rdma-core and leaves discovery to sysfs.
 fn find_sysfs_devs_nl(list: *mut c_void) -> c_int {
     let only = ONLY.with(|o| o.borrow().clone());
     let reachable = |node: &str| rustix::fs::stat(Path::new(nldev::CDEV_DIR).join(node)).is_ok();
     let wanted = |d: &&nldev::NlDevice| only.as_deref().is_none_or(|o| o == d.name);
-    // A kept dump is reused; one made while a Discovery lives is kept. Only the devices this
-    // listing is for are taken from it.
+    // A kept dump is reused; one made while a Discovery lives is kept.
     let devices = KEPT.with(|k| {
         let mut k = k.borrow_mut();
         if let Kept::Dump(all) = &*k {
@@ -174,9 +162,8 @@ fn find_sysfs_devs_nl(list: *mut c_void) -> c_int {
     0
 }
 
-/// One discovered device as libibverbs' entry (`ibdev_nl.c`'s fields: the uverbs node's name,
-/// number and ABI, the device's name, sysfs path, index, node type, node GUID, ports and driver),
-/// or `None` where a name or path does not fit.
+/// One discovered device as libibverbs' entry (`ibdev_nl.c`'s fields), or `None` where a name or
+/// path does not fit.
 fn sysfs_dev(f: &nldev::Found, root: &[u8]) -> Option<NonNull<VerbsSysfsDev>> {
     let path = [root, b"/class/infiniband/", f.device.name.as_bytes()].concat();
     let fits = |b: &[u8], max: usize| b.len() < max && !b.contains(&0);
@@ -206,8 +193,7 @@ fn sysfs_dev(f: &nldev::Found, root: &[u8]) -> Option<NonNull<VerbsSysfsDev>> {
     Some(dev)
 }
 
-/// The kernel's `RDMA_NODE_*` as `enum ibv_node_type` (libibverbs' `decode_knode_type`): the
-/// same numbers, 1 to 7; anything else unknown.
+/// The kernel's `RDMA_NODE_*` as `enum ibv_node_type` (the same numbers, 1 to 7).
 fn node_type(knode: u8) -> c_int {
     match knode {
         1..=7 => c_int::from(knode),
@@ -262,8 +248,7 @@ pub struct Completion {
     pub vendor_err: u32,
 }
 
-/// Where a queue pair's packets go: to an InfiniBand LID, or (RoCE) to the peer's GID through
-/// this port's GID at `sgid_index`.
+/// Where a queue pair's packets go: to an InfiniBand LID, or (RoCE) to the peer's GID.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {
     Lid(u16),
@@ -313,8 +298,8 @@ pub struct SendWr {
     pub inline: bool,
 }
 
-/// Verbs calls that return an errno value (0 on success) rather than setting `errno`. Some
-/// providers return `-errno` or plain `-1`; the latter leaves the answer in `errno`.
+/// Verbs calls that return an errno (0 on success); some providers return `-errno`, or `-1` with
+/// `errno` set.
 fn check_ret(ret: c_int) -> io::Result<()> {
     match ret {
         0 => Ok(()),
@@ -337,8 +322,7 @@ impl DeviceList {
         Self::list(None)
     }
 
-    /// A list of `name` alone, if libibverbs lists it: only that device is discovered (see
-    /// [`find_sysfs_devs_nl`]), however many the node has.
+    /// A list of `name` alone, if libibverbs lists it: only that device is discovered.
     pub(crate) fn get_only(name: &str) -> io::Result<Self> {
         Self::list(Some(name))
     }
@@ -410,8 +394,7 @@ pub struct Context {
 }
 
 impl Context {
-    /// Opens `name` if libibverbs lists it. Listing failures (no uverbs at all) read as "not
-    /// listed": from the caller's side the device is just not there.
+    /// Opens `name` if libibverbs lists it; a listing failure reads as "not listed".
     pub fn open(name: &str) -> Result<Self, VerbsError> {
         let list = DeviceList::get_only(name).map_err(|_| VerbsError::NotListed(name.to_owned()))?;
         Self::open_in(&list, name)
@@ -472,10 +455,8 @@ impl Context {
         Ok(attr.phys_port_cnt)
     }
 
-    /// Every non-empty GID entry of every port, in one call (`ibv_query_gid_table`: one ioctl
-    /// where the kernel has it, 5.9 and later; libibverbs reads sysfs itself where it does not).
-    /// At most `max_entries`: a table with more valid entries is an error (EINVAL), not a
-    /// truncated answer.
+    /// Every non-empty GID entry of every port in one call (one ioctl from kernel 5.9); more than
+    /// `max_entries` valid entries is an error, not a truncated answer.
     pub(crate) fn query_gid_table(&self, max_entries: usize) -> Result<Vec<Raw>, VerbsError> {
         let err = |e: io::Error| VerbsError::QueryGidTable { device: self.name.clone(), errno: errno_text(&e) };
         // SAFETY: ibv_gid_entry is plain C data (a 16-byte union and integers); all-zero is valid.
@@ -558,9 +539,8 @@ impl Drop for Pd<'_> {
     }
 }
 
-/// Page-aligned, zeroed heap memory for the adapter to read and write. Held as a raw pointer,
-/// never as a Rust reference, while it is registered: the device writes it behind the
-/// compiler's back.
+/// Page-aligned, zeroed memory for the adapter. Held as a raw pointer, never a reference, while
+/// registered: the device writes it behind the compiler's back.
 pub struct DmaBuf {
     ptr: NonNull<u8>,
     layout: Layout,
@@ -585,8 +565,7 @@ impl DmaBuf {
         self.ptr.as_ptr() as u64 + offset as u64
     }
 
-    /// Copies out `len` bytes at `offset`. Only called when no work request on this memory is
-    /// outstanding (after its completion was polled), so the device is not writing it.
+    /// Copies out `len` bytes at `offset`; only called when no work request on it is outstanding.
     pub fn read(&self, offset: usize, len: usize) -> Vec<u8> {
         assert!(offset.checked_add(len).is_some_and(|end| end <= self.len()));
         let mut out = vec![0u8; len];
@@ -620,8 +599,7 @@ const ACCESS: ffi::ibv_access_flags = ffi::ibv_access_flags(
         | ffi::ibv_access_flags::IBV_ACCESS_REMOTE_READ.0,
 );
 
-/// A registered memory region that owns its buffer: deregistration (Drop) happens before the
-/// buffer is freed (fields drop after `drop` returns).
+/// A registered memory region that owns its buffer: deregistered (Drop) before the buffer is freed.
 pub struct Mr<'p> {
     mr: NonNull<ffi::ibv_mr>,
     buf: DmaBuf,
@@ -724,8 +702,8 @@ pub struct Qp<'a> {
 }
 
 impl<'a> Qp<'a> {
-    /// A queue pair whose sends are signaled only when asked (`SendWr::signaled`), with room
-    /// for `caps`. Returns it with the inline size the provider granted.
+    /// A queue pair whose sends are signaled only when asked, with room for `caps`; returned with the
+    /// inline size the provider granted.
     pub fn create_rc_with(pd: &'a Pd<'_>, cq: &'a Cq<'_>, caps: QpCaps) -> io::Result<(Self, u32)> {
         // SAFETY: ibv_qp_init_attr is plain C data (pointers and integers); zero is valid.
         let mut init: ffi::ibv_qp_init_attr = unsafe { std::mem::zeroed() };

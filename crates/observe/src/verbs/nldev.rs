@@ -56,8 +56,7 @@ pub struct Uverbs {
     pub(crate) driver_id: Option<u32>,
 }
 
-/// A device libibverbs may list: the dump's facts and its uverbs node, which this container can
-/// reach.
+/// A device libibverbs may list: the dump's facts and its reachable uverbs node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Found {
     pub(crate) device: NlDevice,
@@ -69,9 +68,8 @@ pub struct Found {
 #[error("RDMA netlink: {0}")]
 pub struct Error(#[from] rtnetlink::Error);
 
-/// Every RDMA device this namespace shows (the `RDMA_NLDEV_CMD_GET` dump; the kernel hands over
-/// one device a datagram), those with a name a device may have and every attribute libibverbs
-/// needs.
+/// Every RDMA device this namespace shows (the `RDMA_NLDEV_CMD_GET` dump), those with a valid name
+/// and every attribute libibverbs needs.
 pub fn devices() -> Result<Vec<NlDevice>, Error> {
     let sock = Socket::open_rdma()?;
     let mut devices = Vec::new();
@@ -84,11 +82,9 @@ pub fn devices() -> Result<Vec<NlDevice>, Error> {
     Ok(devices)
 }
 
-/// `devices` with their uverbs nodes, those whose node this container can reach (`reachable`,
-/// given the node's name). Where the kernel does not answer a device's uverbs question (no
-/// `ib_uverbs`, a kernel older than 5.0, which has no such question) or answers something that
-/// does not read, the whole discovery is an error: libibverbs then looks in sysfs, as rdma-core's
-/// own discovery does.
+/// `devices` whose uverbs node this container can reach (`reachable`). A device whose uverbs
+/// question goes unanswered (no `ib_uverbs`, a kernel before 5.0) or does not read fails the whole
+/// discovery: libibverbs then looks in sysfs.
 pub(crate) fn uverbs_of(devices: &[NlDevice], reachable: impl Fn(&str) -> bool) -> Result<Vec<Found>, Error> {
     if devices.is_empty() {
         return Ok(Vec::new());
@@ -125,8 +121,7 @@ fn attr(b: &mut Vec<u8>, ty: u16, value: &[u8]) {
     b.resize(rtnetlink::align(b.len()), 0);
 }
 
-/// A dump message's device, when it has every attribute libibverbs needs (as `ibdev_nl.c` asks
-/// them) and a name a device may have.
+/// A dump message's device, with every attribute `ibdev_nl.c` asks for and a valid name.
 pub fn parse_device(payload: &[u8]) -> Option<NlDevice> {
     let (mut index, mut name, mut node_type, mut guid, mut ports) = (None, None, None, None, None);
     for (ty, v) in rtnetlink::attrs(payload).ok()? {
@@ -143,8 +138,7 @@ pub fn parse_device(payload: &[u8]) -> Option<NlDevice> {
     Some(NlDevice { index: index?, name, node_type: node_type?, node_guid: guid?, ports: ports? })
 }
 
-/// The uverbs answer, when it has the node's number, ABI and name, and the name is one a
-/// uverbs node has (`uverbs` and a number).
+/// The uverbs answer, with the node's number, ABI and a `uverbs<N>` name.
 pub fn parse_uverbs(payload: &[u8]) -> Option<Uverbs> {
     let (mut name, mut abi, mut dev, mut driver_id) = (None, None, None, None);
     for (ty, v) in rtnetlink::attrs(payload).ok()? {
