@@ -7,8 +7,7 @@ use std::collections::BTreeMap;
 
 use crate::detect::rtnetlink::{self, Attrs};
 
-/// Interface name -> its link kind (`IFLA_INFO_KIND`); `None` for links without one (physical
-/// devices, loopback).
+/// Interface name -> its link kind (`IFLA_INFO_KIND`); `None` for links without one.
 pub type Kinds = BTreeMap<String, Option<String>>;
 
 /// Kinds whose addresses the kernel may enter into another (lower) device's GID table.
@@ -41,9 +40,8 @@ const NEVER_UPPER: &[&str] = &[
     "ipoib",
 ];
 
-/// Whether an interface of this kind may hold its addresses in another device's GID table:
-/// the children kinds, and, to stay on the safe side, any kind this list does not know. A link
-/// without a kind (a physical function's netdev, an IPoIB interface) sits on its own function.
+/// Whether an interface of this kind may hold its addresses in another device's GID table: the
+/// children kinds and any kind not known (a link without a kind sits on its own function).
 pub fn may_be_upper(kind: Option<&str>) -> bool {
     match kind {
         None => false,

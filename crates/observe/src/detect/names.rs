@@ -29,8 +29,7 @@ pub fn check(name: &str, allow_colon: bool) -> Result<&str, NameError> {
     if name.len() > MAX_DEVICE_NAME {
         return Err(NameError::TooLong(name.len()));
     }
-    // The set is ASCII, so bytes decide as characters would: a byte of a multi-byte character
-    // is never in it.
+    // The set is ASCII: no byte of a multi-byte character is in it.
     let ok = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-') || (allow_colon && c == b':');
     if !name.bytes().all(ok) {
         return Err(NameError::BadChars(name.chars().take(80).collect()));
@@ -88,9 +87,7 @@ pub fn natural_cmp(a: &str, b: &str) -> Ordering {
     }
 }
 
-/// Sorts names in [`natural_cmp`]'s order, each name's key built once, all keys in one buffer: a
-/// directory of 1,024 devices is sorted with some 10,000 comparisons, which then compare bytes,
-/// and with three allocations instead of one per name.
+/// Sorts names in [`natural_cmp`]'s order, each key built once, all keys in one buffer.
 pub(crate) fn sort_natural(names: &mut [String]) {
     let mut keys = Vec::with_capacity(names.iter().map(|n| 2 * n.len() + 8).sum());
     let mut order: Vec<(usize, usize, usize)> = Vec::with_capacity(names.len());
@@ -114,15 +111,13 @@ pub fn sorted_natural(names: &[String]) -> Vec<String> {
     v
 }
 
-/// Serialises a list kept in listing order in natural order, so that output does not depend on
-/// the order a file system lists a directory in.
+/// Serialises a list kept in listing order in natural order.
 pub(crate) fn serialize_natural<S: serde::Serializer>(names: &[String], s: S) -> Result<S::Ok, S::Error> {
     serde::Serialize::serialize(&sorted_natural(names), s)
 }
 
 /// The first `n` of `names` in [`natural_cmp`]'s order, then how many more: `mlx5_0, mlx5_1, ...
-/// (246 more)`. Selects those `n` instead of sorting every name, so a summary of the devices a
-/// node shows costs a pass over them, not a sort.
+/// (246 more)`, selected in one pass instead of a sort.
 pub fn abbreviate(names: &[String], n: usize) -> String {
     // The first n so far, in order: a name goes in only if it comes before the last of them.
     let mut first: Vec<&str> = Vec::with_capacity(n + 1);
@@ -141,12 +136,9 @@ pub fn abbreviate(names: &[String], n: usize) -> String {
     s
 }
 
-/// A byte string that compares as [`natural_cmp`] compares names: each run of digits becomes
-/// `0`, its length without leading zeros, and those digits (the `0` stands for the run's first
-/// digit against any other byte: no byte that is not a digit lies between `0` and `9`; two runs
-/// then compare by length, then by digit); then a NUL and the name itself, `natural_cmp`'s last
-/// tie-break (a length byte is never 0, and names from outside are checked before they are
-/// sorted, so no NUL comes earlier).
+/// A byte string that compares as [`natural_cmp`] compares names: each run of digits becomes `0`,
+/// its length without leading zeros and its digits; then a NUL and the name itself (the last
+/// tie-break; names are checked before they are sorted, so no NUL comes earlier).
 fn natural_key(name: &str, key: &mut Vec<u8>) {
     let b = name.as_bytes();
     let mut i = 0;

@@ -49,14 +49,12 @@ impl Route {
     }
 }
 
-/// An interface name as the kernel allows it (at most 15 bytes, no `/`, no control characters):
-/// a line naming anything else is no kernel's, and is skipped before it reaches a message.
+/// An interface name as the kernel allows it: a line naming anything else is skipped.
 fn ifname_ok(n: &str) -> bool {
     !n.is_empty() && n.len() <= 15 && n.chars().all(|c| c.is_ascii_graphic() && c != '/')
 }
 
-/// The first `N` whitespace-separated fields of a line, or `None` when it has fewer: no
-/// allocation per line (the tables are read at every start).
+/// The first `N` whitespace-separated fields of a line, or `None` when it has fewer.
 fn fields<const N: usize>(line: &str) -> Option<[&str; N]> {
     let mut it = line.split_ascii_whitespace();
     let mut out = [""; N];
@@ -67,7 +65,7 @@ fn fields<const N: usize>(line: &str) -> Option<[&str; N]> {
 }
 
 /// `/proc/net/route`: `Iface Destination Gateway Flags RefCnt Use Metric Mask ...`, addresses as
-/// the 32-bit value in host byte order, `%08X`.
+/// `%08X` in host byte order.
 pub fn parse_v4(text: &str) -> Vec<Route> {
     // The kernel prints each address as eight hex digits: anything else is not its table.
     let ip = |h: &str| {
@@ -103,8 +101,7 @@ pub fn parse_v4(text: &str) -> Vec<Route> {
         .collect()
 }
 
-/// `/proc/net/ipv6_route`: `dest plen src plen nexthop metric refcnt use flags ifname`, each
-/// address 32 hex digits in network order, numbers in hex.
+/// `/proc/net/ipv6_route`: `dest plen src plen nexthop metric refcnt use flags ifname`, in hex.
 pub fn parse_v6(text: &str) -> Vec<Route> {
     let ip = |h: &str| (h.len() == 32).then(|| u128::from_str_radix(h, 16).ok().map(Ipv6Addr::from)).flatten();
     text.lines()
@@ -159,9 +156,8 @@ fn read_family(proc_root: &Path, v6: bool) -> Result<Vec<Route>, String> {
     Ok(parse(&String::from_utf8_lossy(&bytes)))
 }
 
-/// This namespace's routes, each family's table read when first asked for: an IPv4 coordinator
-/// or an IPv4 default route settles a start without the IPv6 table (one file less on every
-/// pod's path). A table that cannot be read holds no routes, as `read` treats it.
+/// This namespace's routes, each family's table read when first asked for (an IPv4 route often
+/// settles a start without the IPv6 table). A table that cannot be read holds no routes.
 pub struct Table<'a> {
     proc_root: Option<&'a Path>,
     v4: OnceCell<Vec<Route>>,

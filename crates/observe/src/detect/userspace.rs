@@ -149,31 +149,52 @@ impl<'a> Loader<'a> {
     }
 }
 
-/// rdma-core's provider for a device, from its name (`mlx5_3` -> `mlx5`) or its kernel driver.
+/// Kernel driver (as `bus/*/drivers/<name>` names it; an auxiliary driver up to its first `.`)
+/// -> the rdma-core provider that claims its devices. Every provider rdma-core ships, linked or
+/// not, so that the message can name the missing one.
+const PROVIDER_OF: &[(&str, &str)] = &[
+    ("mlx5_core", "mlx5"),
+    ("efa", "efa"),
+    ("bnxt_en", "bnxt_re"),
+    ("bnxt_re", "bnxt_re"),
+    ("ice", "irdma"),
+    ("i40e", "irdma"),
+    ("irdma", "irdma"),
+    ("idpf", "irdma"),
+    ("mana", "mana"),
+    ("mana_ib", "mana"),
+    ("erdma", "erdma"),
+    ("rdma_rxe", "rxe"),
+    ("siw", "siw"),
+    ("mlx4_core", "mlx4"),
+    ("ib_mthca", "mthca"),
+    ("cxgb4", "cxgb4"),
+    ("iw_cxgb4", "cxgb4"),
+    ("qede", "qedr"),
+    ("qedr", "qedr"),
+    ("be2net", "ocrdma"),
+    ("ocrdma", "ocrdma"),
+    ("vmw_pvrdma", "vmw_pvrdma"),
+    ("hfi1", "hfi1verbs"),
+    ("ib_qib", "ipathverbs"),
+    ("hns3", "hns"),
+    ("hns_roce_hw_v2", "hns"),
+];
+
+/// The rdma-core provider that serves devices of kernel driver `driver`, when one is known.
+pub fn provider_of_driver(driver: &str) -> Option<&'static str> {
+    let module = driver.split('.').next().unwrap_or(driver);
+    PROVIDER_OF.iter().find(|(d, _)| *d == module).map(|(_, p)| *p)
+}
+
+/// rdma-core's provider for a device, from its kernel driver or its name (`mlx5_3` -> `mlx5`: a
+/// provider's devices are named after it).
 pub fn provider_for(device: &str, kernel_driver: Option<&str>) -> Option<&'static str> {
-    const BY_DRIVER: &[(&str, &str)] = &[
-        ("mlx5_core", "mlx5"),
-        ("mlx4_core", "mlx4"),
-        ("bnxt_en", "bnxt_re"),
-        ("irdma", "irdma"),
-        ("ice", "irdma"),
-        ("i40e", "irdma"),
-        ("efa", "efa"),
-        ("qede", "qedr"),
-        ("hns3", "hns"),
-        ("mana", "mana"),
-        ("erdma", "erdma"),
-        ("cxgb4", "cxgb4"),
-        ("vmw_pvrdma", "vmw_pvrdma"),
-    ];
-    if let Some(d) = kernel_driver {
-        if let Some((_, p)) = BY_DRIVER.iter().find(|(k, _)| *k == d) {
-            return Some(p);
-        }
+    if let Some(p) = kernel_driver.and_then(provider_of_driver) {
+        return Some(p);
     }
     let stem = device.trim_end_matches(|c: char| c.is_ascii_digit()).trim_end_matches('_');
-    // Every provider a driver maps to, and the software ones, are names of their own devices.
-    BY_DRIVER.iter().map(|(_, p)| *p).chain(["rxe", "siw"]).find(|p| *p == stem)
+    PROVIDER_OF.iter().map(|(_, p)| *p).find(|p| *p == stem)
 }
 
 /// Where libibverbs looks for providers: beside it (merged /usr), and the distributions' own paths.

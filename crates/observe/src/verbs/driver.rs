@@ -5,38 +5,7 @@
 
 use crate::detect::names;
 use crate::detect::sysfs::Sysfs;
-
-/// Kernel driver (as `bus/*/drivers/<name>` names it; an auxiliary driver up to its first `.`)
-/// -> the rdma-core provider that claims its devices. Every provider rdma-core ships, linked or
-/// not, so that the message can name the missing one.
-const PROVIDER_OF: &[(&str, &str)] = &[
-    ("mlx5_core", "mlx5"),
-    ("efa", "efa"),
-    ("bnxt_en", "bnxt_re"),
-    ("bnxt_re", "bnxt_re"),
-    ("ice", "irdma"),
-    ("i40e", "irdma"),
-    ("irdma", "irdma"),
-    ("idpf", "irdma"),
-    ("mana", "mana"),
-    ("mana_ib", "mana"),
-    ("erdma", "erdma"),
-    ("rdma_rxe", "rxe"),
-    ("siw", "siw"),
-    ("mlx4_core", "mlx4"),
-    ("ib_mthca", "mthca"),
-    ("cxgb4", "cxgb4"),
-    ("iw_cxgb4", "cxgb4"),
-    ("qede", "qedr"),
-    ("qedr", "qedr"),
-    ("be2net", "ocrdma"),
-    ("ocrdma", "ocrdma"),
-    ("vmw_pvrdma", "vmw_pvrdma"),
-    ("hfi1", "hfi1verbs"),
-    ("ib_qib", "ipathverbs"),
-    ("hns3", "hns"),
-    ("hns_roce_hw_v2", "hns"),
-];
+pub use crate::detect::userspace::provider_of_driver as provider_for;
 
 /// The kernel driver of an RDMA device, as sysfs shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,12 +49,6 @@ pub fn software_driver(node_type: &str) -> Option<&'static str> {
         "4" => Some("siw"),
         _ => None,
     }
-}
-
-/// The rdma-core provider that serves devices of kernel driver `driver`, when one is known.
-pub fn provider_for(driver: &str) -> Option<&'static str> {
-    let module = driver.split('.').next().unwrap_or(driver);
-    PROVIDER_OF.iter().find(|(d, _)| *d == module).map(|(_, p)| *p)
 }
 
 /// Why a device of `driver` is missing from the device list of a libibverbs that has `linked`.

@@ -15,16 +15,14 @@ use super::status::errno_text;
 use crate::detect::gid_source::{self, TableSource, Whole};
 use crate::detect::port::{SelftestResult, VerbsPort};
 
-/// More ports than an RDMA device has (HCAs have one or two): a device claiming more is not
-/// asked for its table, which bounds one answer to `MAX_PORTS` x 256 entries (128 KiB).
+/// More ports than an RDMA device has: a device claiming more is not asked for its table.
 const MAX_PORTS: u8 = 16;
 
 /// Devices opened for one start (see the module's header).
 pub struct Opened {
     /// Whether this kernel has the one-ioctl table query (`one_ioctl`), asked once.
     kernel: OnceCell<Result<(), String>>,
-    /// Each device asked for, opened (or not) once: libibverbs is asked to list that device
-    /// alone (`DeviceList::get_only`), so a start never pays for the node's other devices.
+    /// Each device asked for, listed alone and opened (or not) once.
     devices: RefCell<BTreeMap<String, Result<Device, VerbsError>>>,
     /// One RDMA netlink dump of the node's devices for all of those listings.
     _discovery: Discovery,
@@ -48,8 +46,7 @@ impl Opened {
         Opened { kernel: OnceCell::new(), devices: RefCell::default(), _discovery: Discovery::begin() }
     }
 
-    /// Runs `f` on `device`'s open context, opening it the first time it is asked for; a device
-    /// that failed to open fails the same way each time after.
+    /// Runs `f` on `device`'s open context, opening it the first time; a failure repeats after.
     fn with<T>(&self, device: &str, f: impl FnOnce(&mut Device) -> Result<T, VerbsError>) -> Result<T, VerbsError> {
         let mut devices = self.devices.borrow_mut();
         let entry = devices.entry(device.to_string()).or_insert_with(|| {
@@ -86,9 +83,8 @@ impl Opened {
     }
 }
 
-/// Whether a kernel of this release (`uname -r`: `6.1.0-56-amd64`, `4.18.0-513.el8.x86_64`)
-/// answers `ibv_query_gid_table` with its one ioctl (`UVERBS_METHOD_QUERY_GID_TABLE`, 5.9), or
-/// why not. A release that does not read as one is not trusted to have it.
+/// Whether a kernel of this release (`uname -r`) answers `ibv_query_gid_table` with its one ioctl
+/// (5.9), or why not; a release that does not read as one is not trusted.
 fn one_ioctl(release: &str) -> Result<(), String> {
     let mut parts = release.split(|c: char| !c.is_ascii_digit());
     let mut number = || parts.next().and_then(|p| p.parse::<u32>().ok());
@@ -115,10 +111,8 @@ fn lens(ctx: &Context) -> Result<BTreeMap<u32, u32>, String> {
     Ok(out)
 }
 
-/// A device's last answer (every port's table), and the ports already handed theirs: a port
-/// asked again gets a fresh answer, since detection asks again only to see entries the kernel
-/// has added since (`devices::read_ports` polls for the pod's entries), while the other ports
-/// of a device share the one call.
+/// A device's last answer and the ports already handed theirs: a port asked again gets a fresh
+/// answer (detection asks again only to see entries added since), the other ports share the call.
 #[derive(Default)]
 struct Last {
     tables: BTreeMap<u32, Whole>,
@@ -158,8 +152,7 @@ impl Verbs for Opened {
         DeviceList::get().map(|l| l.names()).map_err(|e| VerbsError::DeviceList { errno: errno_text(&e) })
     }
 
-    /// Listed: opened, or listed and failing to open; not listed, or no list at all, as opening
-    /// it found.
+    /// Listed: opened, or listed and failing to open.
     fn is_listed(&self, device: &str) -> Result<bool, VerbsError> {
         match self.with(device, |_| Ok(())) {
             Ok(()) | Err(VerbsError::Open { .. }) => Ok(true),
