@@ -27,9 +27,8 @@ pub struct Entry {
     pub ifindex: Option<u32>,
 }
 
-/// Answers "the whole GID table of device `device`, port `port`", or `None` (then sysfs is
-/// read, as without a source). Asked again, it must answer afresh: detection polls a table
-/// while the kernel is still adding the pod's entries.
+/// Answers "the whole GID table of `device`'s port `port`", or `None` (sysfs is read). Asked again,
+/// it answers afresh: detection polls a table while the kernel adds the pod's entries.
 pub trait TableSource {
     fn table(&self, device: &str, port: u32) -> Option<Whole>;
 }
@@ -66,11 +65,9 @@ pub enum TableError {
     Twice { port: u32, index: u32 },
 }
 
-/// The tables of a device's ports from one answer of its source. `lens` holds each port's table
-/// length (`ibv_query_port`'s `gid_tbl_len`); entries of other ports, past a port's length, or
-/// given twice make the whole answer untrusted (an error, so that sysfs is read instead); all-zero
-/// entries are empty ones, as sysfs shows them. Types the kernel does not name read as unknown,
-/// as an unreadable `gid_attrs/types/<i>` does.
+/// The tables of a device's ports from one answer, given each port's table length: an entry of
+/// another port, past a length or given twice makes the whole answer untrusted (sysfs is read
+/// instead); all-zero entries are empty, unnamed types unknown, as in sysfs.
 pub fn tables(raw: &[Raw], lens: &BTreeMap<u32, u32>) -> Result<BTreeMap<u32, Whole>, TableError> {
     let mut out: BTreeMap<u32, Whole> =
         lens.iter().map(|(&port, &len)| (port, Whole { len, entries: BTreeMap::new() })).collect();
@@ -97,23 +94,15 @@ pub fn tables(raw: &[Raw], lens: &BTreeMap<u32, u32>) -> Result<BTreeMap<u32, Wh
     Ok(out)
 }
 
-/// How many entries a device's answer may hold: every port's table, each bounded as the walk
-/// over sysfs is (`GID_TABLE_MAX`).
+/// How many entries a device's answer may hold (each table bounded as the sysfs walk is).
 pub fn max_entries(lens: &BTreeMap<u32, u32>) -> usize {
     lens.values().map(|&l| usize::try_from(l.min(GID_TABLE_MAX)).unwrap_or(0)).sum()
 }
 
-/// The name of the entry's net device where that net device is one of this pod's interfaces
-/// holding the entry's address: told by the interface index, which ibverbs gives instead of the
-/// name `gid_attrs/ndevs/<i>` holds.
-///
-/// As strong as the name: an index, like a name, is unique only within a network namespace (the
-/// kernel gives the index of the net device in its own namespace, and sysfs its name there), so
-/// neither alone says the entry is this pod's; in both cases the address decides that first,
-/// and the index only names which of the pod's interfaces holding that address the entry is
-/// for. Where no interface of the pod matches both, `None`: the name is then read from sysfs,
-/// as without a source (the host's and other pods' net devices have indices of namespaces the
-/// pod cannot see).
+/// The name of the entry's net device where it is one of this pod's interfaces holding the entry's
+/// address, told by the interface index ibverbs gives. The address decides whose the entry is; the
+/// index only names which of the pod's interfaces, as the name would. Otherwise `None`, and sysfs
+/// names it.
 pub(crate) fn pod_ndev(entry: &Entry, pod: &[OwnAddr]) -> Option<String> {
     let ifindex = entry.ifindex?;
     pod.iter()
