@@ -16,12 +16,10 @@ pub const GROUPS: [&str; 2] = ["counters", "hw_counters"];
 /// Counter values keyed by `group/name` (`hw_counters/link_downed`).
 pub type Counters = BTreeMap<String, u64>;
 
-/// More files than any driver puts in one counter directory (mlx5 has about 40 in
-/// `hw_counters`): a bound on what a hostile or broken tree can make us read.
+/// More files than any driver puts in one counter directory (mlx5 has about 40).
 const MAX_PER_GROUP: usize = 256;
 
-/// Files of `hw_counters` that are settings, not counters (`lifespan`: how long the driver
-/// caches the values, in milliseconds; writable).
+/// Files of `hw_counters` that are settings, not counters (`lifespan`, writable).
 const NOT_COUNTERS: [&str; 1] = ["lifespan"];
 
 /// The group and bare name of a key: `hw_counters/link_downed` -> (`hw_counters`, `link_downed`).
@@ -79,19 +77,10 @@ fn read_group(dir: &Path, group: &str, out: &mut Counters, problems: &mut Vec<St
 }
 
 fn read_one(fd: &OwnedFd, dir: &Path, name: &str, problems: &mut Vec<String>) -> Option<u64> {
-    match file::read_attr_at(fd, dir, name) {
-        Ok(text) => match text.parse::<u64>() {
-            Ok(v) => Some(v),
-            Err(_) => {
-                problems.push(format!("{}: {text:?} is not a counter value; skipped", dir.join(name).display()));
-                None
-            }
-        },
-        Err(e) => {
-            problems.push(e.to_string());
-            None
-        }
-    }
+    let text = file::read_attr_at(fd, dir, name).map_err(|e| problems.push(e.to_string())).ok()?;
+    let not_a_value =
+        |_| problems.push(format!("{}: {text:?} is not a counter value; skipped", dir.join(name).display()));
+    text.parse::<u64>().map_err(not_a_value).ok()
 }
 
 /// Counter names are short identifiers (`port_rcv_errors`, `VL15_dropped`).

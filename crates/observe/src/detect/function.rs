@@ -47,9 +47,8 @@ pub fn read(sysfs: &Sysfs, dev: &str) -> FunctionFacts {
         max_link_speed: attr("max_link_speed"),
         ..FunctionFacts::default()
     };
-    // VPD is read through the function's config space, dword by dword, answered by its firmware:
-    // milliseconds a device. A data NIC is an x16 card; the bridge's functions are x2. So VPD is
-    // read only where the link is x8 or narrower, or its width unknown.
+    // VPD is read through config space, milliseconds a device: only where the link is x8 or narrower
+    // (data NICs are x16, the bridge's functions x2) or unknown.
     if facts.max_link_width.is_some_and(|w| w > MAX_VPD_WIDTH) {
         return facts;
     }

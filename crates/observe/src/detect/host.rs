@@ -9,8 +9,7 @@ use crate::detect::gids::GidRule;
 use crate::detect::sysfs::{Attachment, Sysfs};
 use crate::detect::{Detection, Device, Source};
 
-/// More RDMA devices than a node has PFs (8 rails x 2 ports, BlueField, management NICs); the
-/// bound on one round's work.
+/// More RDMA devices than a node has PFs: the bound on one round's work.
 pub const MAX_DEVICES: usize = 64;
 
 /// The node's devices, and how many of each kind were left out.

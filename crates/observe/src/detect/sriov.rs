@@ -54,8 +54,8 @@ pub struct Scan {
     pub problems: Vec<SriovError>,
 }
 
-/// Reads every `PCIDEVICE_*` variable of `vars`. A plain list is used only where its `_INFO`
-/// twin is missing or unusable, so a truncated JSON value still leaves the devices known.
+/// Reads every `PCIDEVICE_*` variable of `vars`; a plain list is used only where its `_INFO` twin
+/// is missing or unusable.
 pub fn scan<'a, I>(vars: I) -> Scan
 where
     I: IntoIterator<Item = (&'a OsString, &'a OsString)>,
@@ -131,8 +131,8 @@ fn checked_value<'v>(name: &str, value: &'v OsStr, problems: &mut Vec<SriovError
     text
 }
 
-/// Parses one `_INFO` value. The error means the whole value is unusable; problems with single
-/// entries go to `problems`. A refused `rdma_dev` keeps its device, to be resolved by its ID.
+/// Parses one `_INFO` value: an error makes it unusable, an entry's problem goes to `problems` (a
+/// refused `rdma_dev` keeps its device).
 fn parse_info(variable: &str, text: &str, problems: &mut Vec<SriovError>) -> Result<Vec<Allocated>, SriovError> {
     let value: Entries =
         serde_json::from_str(text).map_err(|source| SriovError::Json { variable: variable.to_string(), source })?;
@@ -164,8 +164,7 @@ fn parse_info(variable: &str, text: &str, problems: &mut Vec<SriovError>) -> Res
                 continue;
             }
         };
-        // Only `rdma.rdma_dev` is read; any other shape (no `rdma`, not an object, not a string)
-        // leaves the device to be resolved by its ID, as before v3.10.0.
+        // Only `rdma.rdma_dev` is read; any other shape leaves the device to its ID.
         let named = serde_json::from_str::<Providers>(providers.get()).ok().and_then(|p| p.rdma?.rdma_dev);
         let rdma_dev = named.and_then(|dev| {
             names::device_name(&dev)
@@ -184,8 +183,7 @@ fn parse_info(variable: &str, text: &str, problems: &mut Vec<SriovError>) -> Res
     Ok(out)
 }
 
-/// One entry's providers, of which only `rdma.rdma_dev` matters: other keys are skipped unread,
-/// never built into values (a `serde_json::Value` per entry was a tenth of a start's work).
+/// One entry's providers: only `rdma.rdma_dev` is read, the rest skipped unread.
 #[derive(serde::Deserialize)]
 struct Providers<'a> {
     #[serde(borrow, default)]
@@ -203,9 +201,8 @@ fn compact(raw: &RawValue) -> String {
     serde_json::from_str::<Value>(raw.get()).map_or_else(|_| raw.get().to_string(), |v| v.to_string())
 }
 
-/// A JSON value whose top-level object keeps every entry in order, duplicates included
-/// (`serde_json::Value` keeps only the last of a repeated key, silently); any other value is
-/// known by its kind.
+/// A JSON value whose top-level object keeps every entry in order, duplicates included; any other
+/// value known by its kind.
 enum Entries<'a> {
     Object(Vec<(String, &'a RawValue)>),
     Other(&'static str),

@@ -35,8 +35,7 @@ impl Nodes {
 
 /// Reads `<dev_root>/infiniband` against `class/infiniband_verbs`.
 pub fn read(sysfs: &Sysfs, dev_root: &Path) -> Nodes {
-    // In listing order: a privileged pod's node may list hundreds, and nothing here needs them
-    // sorted (the class lists every device of the node, whatever the namespace).
+    // In listing order: nothing here needs them sorted.
     let listed: Vec<String> = file::names(&sysfs.path("class/infiniband_verbs"), MAX_NODES)
         .unwrap_or_default()
         .into_iter()

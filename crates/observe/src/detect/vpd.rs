@@ -8,8 +8,7 @@ pub const MAX_BYTES: usize = 32 * 1024;
 /// The parts of VPD nccl-wrap reads.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Vpd {
-    /// The identifier string (`Nvidia ConnectX-7 mezz internal for Nvidia Umbriel system`),
-    /// printable ASCII only.
+    /// The identifier string, printable ASCII only.
     pub product: Option<String>,
     /// The vendor-specific (`V0`..`VZ`) keywords' `NAME=VALUE` fields, `:`-separated, in order.
     pub fields: Vec<(String, String)>,

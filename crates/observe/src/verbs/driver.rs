@@ -34,8 +34,7 @@ pub fn driver(sysfs: &Sysfs, dev: &str) -> Driver {
             _ => Driver::Unreadable,
         };
     }
-    // Software devices (rxe, siw) have no `device` link (rxe names its net device in `parent`
-    // instead); the node type tells the two apart.
+    // Software devices (rxe, siw) have no `device` link; the node type tells them apart.
     match sysfs.attr(&format!("{base}/node_type")).ok().as_deref().and_then(software_driver) {
         Some(name) => Driver::Named(name.to_owned()),
         None => Driver::Unreadable,

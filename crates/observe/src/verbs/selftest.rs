@@ -192,9 +192,8 @@ fn connect_to_self(qp: &Qp<'_>, port: u8, mtu: u32, route: &Route) -> Result<(),
     Ok(())
 }
 
-/// Polls until a successful completion has arrived for each of `want`, the first failed
-/// completion, or the deadline. Spins briefly, then sleeps between polls so a software device
-/// (rxe) running on the same CPU gets to do the work.
+/// Polls until each of `want` completed, the first failed completion, or the deadline; spins
+/// briefly, then sleeps so that a software device on the same CPU gets to work.
 pub(crate) fn wait_for(cq: &Cq<'_>, want: &[u64], deadline: Instant, what: &str) -> Result<(), Failure> {
     let mut pending: Vec<u64> = want.to_vec();
     let mut spins = 0u32;

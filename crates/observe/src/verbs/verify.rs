@@ -8,11 +8,9 @@ use crate::detect::Detection;
 use crate::verbs::driver::{self, Unlisted};
 use crate::verbs::probe::{NoVerbs, SelftestOptions, Verbs, VerbsError};
 
-/// Queries every port that sysfs reads as ACTIVE on the detected devices.
-/// Nothing is asked of ibverbs when no port needs checking (a node without RDMA pays nothing).
-/// `sysfs` is read only for a device libibverbs does not list, to tell a device this build has
-/// no provider for (not checked) from one the container cannot reach (unusable).
-/// Each device is asked about once (`is_listed`), and only a device with a port to check.
+/// Queries every port sysfs reads as ACTIVE, each device once (`is_listed`) and only with a port to
+/// check. `sysfs` tells, for a device libibverbs does not list, a missing provider (not checked)
+/// from an unreachable device (unusable).
 pub fn probe(detection: &mut Detection, verbs: &dyn Verbs, sysfs: &Sysfs) {
     for dev in &mut detection.devices {
         let mut listed = None;
@@ -67,8 +65,7 @@ pub fn selftest(
     for dev in &mut detection.devices {
         for port in dev.ports.iter_mut().filter(|p| usable(p)) {
             let Ok(num) = u8::try_from(port.port) else { continue };
-            // A port ibverbs could not be asked about cannot be tested either; say why, as the
-            // stand-in verbs do, rather than fail to open a device this build cannot list.
+            // A port ibverbs could not be asked about cannot be tested either: say why.
             if let Some(VerbsCheck::NotChecked { reason }) = &port.verbs {
                 port.selftest = Some(NoVerbs { reason: reason.clone() }.selftest(&dev.name, num, None, opts));
                 continue;
