@@ -85,7 +85,7 @@ mod tests {
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/nodes/h100-roce-sriov/sys"),
         );
         let mut problems = Vec::new();
-        let ports = sysfs.ports("mlx5_6", &crate::detect::gids::rule::DEFAULT, &[], &mut problems);
+        let ports = sysfs.ports("mlx5_6", &crate::detect::gids::rule::DEFAULT, &mut problems);
         let (attachment, _) = sysfs.attachment("mlx5_6");
         let d = Device {
             name: "mlx5_6".into(),

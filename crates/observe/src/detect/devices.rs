@@ -634,15 +634,12 @@ fn from_sriov(inp: &Inputs) -> (SourceReport, Vec<Named>) {
 fn from_annotation(inp: &Inputs) -> (SourceReport, Vec<Named>) {
     let path = inp.annotations.display().to_string();
     let text = match crate::detect::file::read(inp.annotations, annotation::MAX_FILE_BYTES) {
-        Err(e) if e.is_not_found() => {
-            return (report(Source::Annotation, Vec::new(), Vec::new(), false), Vec::new());
+        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+        Err(e) if e.is_not_found() => return (report(Source::Annotation, Vec::new(), Vec::new(), false), Vec::new()),
+        Err(e) => {
+            let msg = format!("{e}; the annotation is not used");
+            return (report(Source::Annotation, vec![path], vec![msg], false), Vec::new());
         }
-        Err(e) => Err(format!("{e}; the annotation is not used")),
-        Ok(b) => Ok(String::from_utf8_lossy(&b).into_owned()),
-    };
-    let text = match text {
-        Ok(t) => t,
-        Err(msg) => return (report(Source::Annotation, vec![path], vec![msg], false), Vec::new()),
     };
     let scan = annotation::scan(&path, &text);
     let mut problems: Vec<String> = scan.problems.iter().map(ToString::to_string).collect();

@@ -35,7 +35,7 @@ pub fn detect(sysfs: &Sysfs, rule: &dyn GidRule) -> (Detection, BTreeMap<&'stati
         }
         let mut errs = Vec::new();
         // The node's view has no pod: no addresses to tell entries by, NCCL's own pick per port.
-        let ports = sysfs.ports(&name, rule, &[], &mut errs);
+        let ports = sysfs.ports(&name, rule, &mut errs);
         let mut problems: Vec<String> = errs.iter().map(ToString::to_string).collect();
         problems.extend(ports.iter().flat_map(|p| p.problems.iter().cloned()));
         // Never the counters: reading a management function's floods the kernel log.

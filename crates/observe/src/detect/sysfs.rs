@@ -294,31 +294,11 @@ impl Sysfs {
         }
     }
 
-    /// Reads every port of `dev`; for Ethernet ports, runs `rule`'s GID choice over the table.
-    /// Ports are opened 1, 2, ... until one is missing (IBTA numbers them without gaps): one failed open
-    /// instead of a listing. Every port is read (a multi-plane ConnectX-8 carries data on 3/6/9/12 with
-    /// port 1 down); without a port 1, the directory is listed. Where the pick is not one of `own` (the
-    /// pod's addresses in GID form), the table is read up to the pod's entry (`gids::shared`).
-    pub fn ports(
-        &self,
-        dev: &str,
-        rule: &dyn gids::GidRule,
-        own: &[Ipv6Addr],
-        problems: &mut Vec<SysfsError>,
-    ) -> Vec<PortFacts> {
-        self.ports_with(dev, rule, &gids::Pod { gids: own, addrs: &[], tables: &SysfsOnly }, problems)
-    }
-
-    /// `ports`, with the pod's interfaces and a whole-table source for the far reads.
-    pub(crate) fn ports_with(
-        &self,
-        dev: &str,
-        rule: &dyn gids::GidRule,
-        pod: &gids::Pod,
-        problems: &mut Vec<SysfsError>,
-    ) -> Vec<PortFacts> {
+    /// Reads every port of `dev` for no pod (the node's view); for Ethernet ports, runs `rule`'s GID
+    /// choice over the table.
+    pub fn ports(&self, dev: &str, rule: &dyn gids::GidRule, problems: &mut Vec<SysfsError>) -> Vec<PortFacts> {
         match self.open_device(dev) {
-            Ok(d) => self.ports_of(&d, rule, pod, problems),
+            Ok(d) => self.ports_of(&d, rule, &gids::Pod { gids: &[], addrs: &[], tables: &SysfsOnly }, problems),
             Err(SysfsError::Read { source, .. }) if source.kind() != io::ErrorKind::NotFound => {
                 problems.push(SysfsError::Read { path: self.path(&format!("class/infiniband/{dev}/ports/1")), source });
                 Vec::new()
@@ -331,7 +311,11 @@ impl Sysfs {
         }
     }
 
-    /// `ports_with`, for a device already looked up.
+    /// `ports`, for a device already looked up, against `pod`. Ports are opened 1, 2, ... until one
+    /// is missing (IBTA numbers them without gaps): one failed open instead of a listing. Every port
+    /// is read (a multi-plane ConnectX-8 carries data on 3/6/9/12 with port 1 down); without a port
+    /// 1, the directory is listed. Where the pick is not the pod's, the table is read up to the
+    /// pod's entry (`gids::shared`).
     pub(crate) fn ports_of(
         &self,
         d: &DeviceDir,
@@ -452,14 +436,13 @@ impl Sysfs {
         problems: &mut Vec<SysfsError>,
     ) {
         let dir = self.path(&format!("class/infiniband/{dev}/ports/{port}"));
-        match open_dir(&dir) {
-            Ok(fd) => {
-                let mut table = gids::SysfsGids::new(&fd, &dir, problems);
-                table.load(tables, dev, port, &[]);
-                gids::with_types(&mut table, rows, rule);
-            }
-            Err(source) => problems.push(SysfsError::Read { path: dir, source }),
-        }
+        let Ok(fd) = open_dir(&dir).map_err(|source| problems.push(SysfsError::Read { path: dir.clone(), source }))
+        else {
+            return;
+        };
+        let mut table = gids::SysfsGids::new(&fd, &dir, problems);
+        table.load(tables, dev, port, &[]);
+        gids::with_types(&mut table, rows, rule);
     }
 
     /// The partition of the IPoIB child `ifname` on `dev`'s port `dev_port` + 1, and where that port's
@@ -554,7 +537,7 @@ mod tests {
         }
         std::fs::create_dir_all(root.join("class/infiniband/cx8_0/ports/not-a-port")).expect("mkdir");
         let mut problems = Vec::new();
-        let ports = Sysfs::new(&root).ports("cx8_0", &gids::rule::DEFAULT, &[], &mut problems);
+        let ports = Sysfs::new(&root).ports("cx8_0", &gids::rule::DEFAULT, &mut problems);
         let _ = std::fs::remove_dir_all(&root);
         let seen: Vec<(u32, Option<&str>)> = ports.iter().map(|p| (p.port, p.state_name())).collect();
         assert_eq!(seen, [(3, Some("ACTIVE")), (6, Some("ACTIVE")), (7, Some("DOWN"))]);
