@@ -28,21 +28,12 @@ pub enum Meaning {
     CloudTopology,
 }
 
-/// The ResourceSlice attribute union's member the value has (resource/v1 `DeviceAttribute`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Int,
-    Bool,
-    String,
-}
-
 /// One attribute key nccl-wrap understands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Attribute {
     /// The qualified name, `<domain>/<id>`.
     pub key: &'static str,
     pub meaning: Meaning,
-    pub kind: Kind,
     /// Where the key was read: repository, path and commit, or document.
     pub source: &'static str,
 }
@@ -61,27 +52,22 @@ pub enum DeviceNameForm {
 pub struct Driver {
     /// The driver name, as in `ResourceSlice.spec.driver` and the metadata file's name.
     pub name: &'static str,
-    pub project: &'static str,
     pub device_names: DeviceNameForm,
-    /// Whether it writes KEP-5304 device metadata files, and which versions.
-    pub metadata: &'static str,
     pub source: &'static str,
 }
 
 /// The drivers whose devices nccl-wrap takes from metadata (another driver's are not NICs).
+/// dranet writes no metadata files (f258477); the SR-IOV DRA driver writes `v1alpha1` behind
+/// `--enable-device-metadata`.
 pub const DRIVERS: &[Driver] = &[
     Driver {
         name: "dra.net",
-        project: "kubernetes-sigs/dranet",
         device_names: DeviceNameForm::PciPrefixed,
-        metadata: "none at f258477: the netdev and the uverbs nodes are the only signs in the pod",
         source: "kubernetes-sigs/dranet cmd/dranet/app.go (driverName), pkg/names/names.go @ f258477",
     },
     Driver {
         name: "sriovnetwork.k8snetworkplumbingwg.io",
-        project: "k8snetworkplumbingwg/dra-driver-sriov",
         device_names: DeviceNameForm::PciDashed,
-        metadata: "metadata.resource.k8s.io/v1alpha1, behind --enable-device-metadata",
         source: "k8snetworkplumbingwg/dra-driver-sriov pkg/consts/consts.go (DriverName), cmd/dra-driver-sriov/main.go @ cd9404f",
     },
 ];
@@ -91,91 +77,76 @@ pub const ATTRIBUTES: &[Attribute] = &[
     Attribute {
         key: "resource.kubernetes.io/pciBusID",
         meaning: Meaning::PciAddress,
-        kind: Kind::String,
         source: "kubernetes/dynamic-resource-allocation deviceattribute/attribute.go (StandardDeviceAttributePCIBusID) @ 3d03671",
     },
     Attribute {
         key: "dra.net/pciAddress",
         meaning: Meaning::PciAddress,
-        kind: Kind::String,
         source: "kubernetes-sigs/dranet pkg/apis/attributes.go (AttrPCIAddress) @ f258477",
     },
     Attribute {
         key: "sriovnetwork.k8snetworkplumbingwg.io/pciAddress",
         meaning: Meaning::PciAddress,
-        kind: Kind::String,
         source: "k8snetworkplumbingwg/dra-driver-sriov pkg/consts/consts.go (AttributePciAddress) @ cd9404f",
     },
     Attribute {
         key: "dra.net/rdmaDevice",
         meaning: Meaning::RdmaDevice,
-        kind: Kind::String,
         source: "kubernetes-sigs/dranet pkg/apis/attributes.go (AttrRDMADevice) @ f258477",
     },
     Attribute {
         key: "dra.net/ifName",
         meaning: Meaning::InterfaceName,
-        kind: Kind::String,
         source: "kubernetes-sigs/dranet pkg/apis/attributes.go (AttrInterfaceName) @ f258477",
     },
     Attribute {
         key: "sriovnetwork.k8snetworkplumbingwg.io/interfaceName",
         meaning: Meaning::InterfaceName,
-        kind: Kind::String,
         source: "k8snetworkplumbingwg/dra-driver-sriov pkg/consts/consts.go (AttributeInterfaceName) @ cd9404f",
     },
     Attribute {
         key: "sriovnetwork.k8snetworkplumbingwg.io/pfPciAddress",
         meaning: Meaning::PfPciAddress,
-        kind: Kind::String,
         source: "k8snetworkplumbingwg/dra-driver-sriov pkg/consts/consts.go (AttributePfPciAddress) @ cd9404f",
     },
     Attribute {
         key: "resource.kubernetes.io/pcieRoot",
         meaning: Meaning::PcieRoot,
-        kind: Kind::String,
         source: "kubernetes/dynamic-resource-allocation deviceattribute/attribute.go (StandardDeviceAttributePCIeRoot) @ 3d03671",
     },
     Attribute {
         key: "dra.net/numaNode",
         meaning: Meaning::NumaNode,
-        kind: Kind::Int,
         source: "kubernetes-sigs/dranet pkg/apis/attributes.go (AttrNUMANode) @ f258477; the SR-IOV DRA driver writes it too (consts.go AttributeNUMANode)",
     },
     Attribute {
         key: "sriovnetwork.k8snetworkplumbingwg.io/rdmaCapable",
         meaning: Meaning::RdmaCapable,
-        kind: Kind::Bool,
         source: "k8snetworkplumbingwg/dra-driver-sriov pkg/consts/consts.go (AttributeRDMACapable) @ cd9404f",
     },
     Attribute {
         key: "dra.net/rdma",
         meaning: Meaning::RdmaCapable,
-        kind: Kind::Bool,
         source: "kubernetes-sigs/dranet pkg/apis/attributes.go (AttrRDMA) @ f258477",
     },
     Attribute {
         key: "k8s.cni.cncf.io/deviceID",
         meaning: Meaning::MultusDeviceId,
-        kind: Kind::String,
         source: "k8snetworkplumbingwg/dra-driver-sriov pkg/consts/consts.go (AttributeMultusDeviceID) @ cd9404f; the Network Operator docs' example spells it deviceId",
     },
     Attribute {
         key: "gce.dra.net/block",
         meaning: Meaning::CloudTopology,
-        kind: Kind::String,
         source: "kubernetes-sigs/dranet pkg/cloudprovider/gce/gce.go (GCEAttrPrefix) @ f258477",
     },
     Attribute {
         key: "azure.dra.net/placementGroupId",
         meaning: Meaning::CloudTopology,
-        kind: Kind::String,
         source: "kubernetes-sigs/dranet pkg/cloudprovider/azure/azure.go (AzureAttrPrefix) @ f258477",
     },
     Attribute {
         key: "oke.dra.net/hpcIslandId",
         meaning: Meaning::CloudTopology,
-        kind: Kind::String,
         source: "kubernetes-sigs/dranet pkg/cloudprovider/oke/oke.go (OKEAttrPrefix) @ f258477",
     },
 ];
