@@ -85,7 +85,7 @@ const SYSFS_PATH_MAX: usize = 256;
 const VSYSFS_READ_NODE_GUID: c_uint = 1 << 1;
 
 thread_local! {
-    /// The one device a listing on this thread is for ([`DeviceList::get_only`]); `None`: all.
+    /// The one device a listing on this thread is for ([`DeviceList::get`]); `None`: all.
     static ONLY: RefCell<Option<String>> = const { RefCell::new(None) };
     /// The devices RDMA netlink showed, kept while a [`Discovery`] lives: one dump for several opens.
     static KEPT: RefCell<Kept> = const { RefCell::new(Kept::Off) };
@@ -317,17 +317,8 @@ pub(crate) struct DeviceList {
 }
 
 impl DeviceList {
-    /// Every device libibverbs lists.
-    pub(crate) fn get() -> io::Result<Self> {
-        Self::list(None)
-    }
-
-    /// A list of `name` alone, if libibverbs lists it: only that device is discovered.
-    pub(crate) fn get_only(name: &str) -> io::Result<Self> {
-        Self::list(Some(name))
-    }
-
-    fn list(only: Option<&str>) -> io::Result<Self> {
+    /// Every device libibverbs lists, or `only` alone if it lists it (then only it is discovered).
+    pub(crate) fn get(only: Option<&str>) -> Result<Self, VerbsError> {
         // In a static link no provider is loaded from disk; see build.rs.
         REGISTER_PROVIDERS.call_once(providers::register_static_providers);
         // Discovery on this thread is for `only` until the listing returns (or unwinds).
@@ -345,7 +336,7 @@ impl DeviceList {
         let list = unsafe { ffi::ibv_get_device_list(&mut n) };
         match NonNull::new(list) {
             // NULL with errno set: ENOSYS when the kernel has no uverbs, ENOMEM.
-            None => Err(io::Error::last_os_error()),
+            None => Err(VerbsError::DeviceList { errno: errno_text(&io::Error::last_os_error()) }),
             Some(list) => Ok(DeviceList { list, len: usize::try_from(n).unwrap_or(0) }),
         }
     }
@@ -396,7 +387,7 @@ pub struct Context {
 impl Context {
     /// Opens `name` if libibverbs lists it; a listing failure reads as "not listed".
     pub fn open(name: &str) -> Result<Self, VerbsError> {
-        let list = DeviceList::get_only(name).map_err(|_| VerbsError::NotListed(name.to_owned()))?;
+        let list = DeviceList::get(Some(name)).map_err(|_| VerbsError::NotListed(name.to_owned()))?;
         Self::open_in(&list, name)
     }
 

@@ -11,7 +11,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::ffi::{Context, DeviceList, Discovery, STATIC_PROVIDERS};
 use super::ibverbs::{port_of, IbVerbs};
 use super::probe::{SelftestOptions, Verbs, VerbsError};
-use super::status::errno_text;
 use crate::detect::gid_source::{self, TableSource, Whole};
 use crate::detect::port::{SelftestResult, VerbsPort};
 
@@ -50,7 +49,7 @@ impl Opened {
     fn with<T>(&self, device: &str, f: impl FnOnce(&mut Device) -> Result<T, VerbsError>) -> Result<T, VerbsError> {
         let mut devices = self.devices.borrow_mut();
         let entry = devices.entry(device.to_string()).or_insert_with(|| {
-            let list = DeviceList::get_only(device).map_err(|e| VerbsError::DeviceList { errno: errno_text(&e) })?;
+            let list = DeviceList::get(Some(device))?;
             Context::open_in(&list, device).map(|ctx| Device { ctx, lens: None, last: Last::default() })
         });
         match entry {
@@ -149,7 +148,7 @@ impl TableSource for Opened {
 
 impl Verbs for Opened {
     fn device_names(&self) -> Result<Vec<String>, VerbsError> {
-        DeviceList::get().map(|l| l.names()).map_err(|e| VerbsError::DeviceList { errno: errno_text(&e) })
+        DeviceList::get(None).map(|l| l.names())
     }
 
     /// Listed: opened, or listed and failing to open.
