@@ -283,7 +283,7 @@ pub fn detect(inp: &Inputs) -> Detection {
                 // sysfs finds there wins.
                 let mut found = Vec::new();
                 let mut problems = Vec::new();
-                resolve_id(inp, &id, &dev.origin, &mut found, &mut problems);
+                resolve_id(inp, (&id, None), &dev.origin, &mut found, &mut problems);
                 let others: Vec<String> = found.iter().map(|f| f.name.clone()).collect();
                 if others.is_empty() {
                     warnings.push(format!(
@@ -483,22 +483,20 @@ fn report(source: Source, inputs: Vec<String>, problems: Vec<String>, found: boo
     SourceReport { source, status, inputs, problems }
 }
 
-/// Marks `found` as named `hint` by their source, where this pod sees another name.
-fn named_as(found: &mut [Named], hint: Option<&String>) {
-    for n in found.iter_mut() {
-        if let Some(h) = hint.filter(|h| **h != n.name) {
-            n.named_as = Some(h.clone());
-        }
-    }
-}
-
 /// Whether a device name failed to open because there is no such name (a rename).
 fn absent(e: &crate::detect::sysfs::SysfsError) -> bool {
     matches!(e, crate::detect::sysfs::SysfsError::Read { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
 }
 
-/// Resolves a device ID to its RDMA devices through sysfs, or says why it could not.
-fn resolve_id(inp: &Inputs, id: &str, origin: &str, out: &mut Vec<Named>, problems: &mut Vec<String>) {
+/// Resolves a device ID to its RDMA devices through sysfs, or says why it could not. A device the
+/// source called `hint` under another name is marked as named so.
+fn resolve_id(
+    inp: &Inputs,
+    (id, hint): (&str, Option<&String>),
+    origin: &str,
+    out: &mut Vec<Named>,
+    problems: &mut Vec<String>,
+) {
     let mut errs = Vec::new();
     let found = inp.sysfs.rdma_devices_of(id, &mut errs);
     problems.extend(errs.iter().map(ToString::to_string));
@@ -509,7 +507,10 @@ fn resolve_id(inp: &Inputs, id: &str, origin: &str, out: &mut Vec<Named>, proble
             inp.sysfs.path(&format!("bus/{bus}/devices/{id}/infiniband")).display()
         ));
     }
-    out.extend(found.into_iter().map(|name| Named::new(&name, origin.to_string())));
+    let named_as = |name: &String| hint.filter(|h| *h != name).cloned();
+    out.extend(
+        found.into_iter().map(|name| Named { named_as: named_as(&name), ..Named::new(&name, origin.to_string()) }),
+    );
 }
 
 /// The KEP-5304 metadata files: each NIC driver's device, found by its PCI address, else by its
@@ -537,11 +538,11 @@ fn from_dra_metadata(inp: &Inputs) -> (SourceReport, Vec<Named>) {
                 d.name,
                 iface.map(|i| format!(", {i}")).unwrap_or_default()
             );
-            let before = named.len();
-            match (&d.pci_address, iface, &d.rdma_device_hint) {
-                (Some(a), _, _) => resolve_id(inp, a, &origin, &mut named, &mut problems),
+            let (before, hint) = (named.len(), d.rdma_device_hint.as_ref());
+            match (&d.pci_address, iface, hint) {
+                (Some(a), _, _) => resolve_id(inp, (a, hint), &origin, &mut named, &mut problems),
                 (None, Some(i), _) => match inp.sysfs.netdev_function(i) {
-                    Some(func) => resolve_id(inp, &func, &origin, &mut named, &mut problems),
+                    Some(func) => resolve_id(inp, (&func, hint), &origin, &mut named, &mut problems),
                     None => problems.push(format!(
                         "{origin}: no PCI address, and its interface {i} is not on a function in this namespace"
                     )),
@@ -556,7 +557,6 @@ fn from_dra_metadata(inp: &Inputs) -> (SourceReport, Vec<Named>) {
                     "{origin}: neither a PCI address, an interface nor an RDMA device name tells which device it is"
                 )),
             }
-            named_as(&mut named[before..], d.rdma_device_hint.as_ref());
             log::debug!("{origin}: {} RDMA device(s)", named.len() - before);
         }
     }
@@ -587,9 +587,8 @@ fn from_sriov_dra(inp: &Inputs) -> (SourceReport, Vec<Named>) {
                 vf.key
             ));
         }
-        let before = named.len();
-        resolve_id(inp, addr, &origin, &mut named, &mut problems);
-        named_as(&mut named[before..], vf.rdma.as_ref().and_then(|r| r.device.as_ref()));
+        let hint = vf.rdma.as_ref().and_then(|r| r.device.as_ref());
+        resolve_id(inp, (addr, hint), &origin, &mut named, &mut problems);
     }
     (report(Source::SriovDra, scan.variables, problems, !named.is_empty()), named)
 }
@@ -614,10 +613,9 @@ fn from_sriov(inp: &Inputs) -> (SourceReport, Vec<Named>) {
                 // A renamed device (the plugin gives the host's name) found by its ID: both names shown.
                 let before = named.len();
                 let mut found = Vec::new();
-                resolve_id(inp, &dev.device_id, &dev.variable, &mut named, &mut found);
-                if named.len() > before && absent(&e) {
-                    named_as(&mut named[before..], Some(name));
-                } else {
+                let hint = absent(&e).then_some(name);
+                resolve_id(inp, (&dev.device_id, hint), &dev.variable, &mut named, &mut found);
+                if named.len() == before || hint.is_none() {
                     problems.push(format!(
                         "{}: rdma_dev {name} of {} cannot be used ({e}); trying the device ID",
                         dev.variable, dev.device_id
@@ -625,7 +623,7 @@ fn from_sriov(inp: &Inputs) -> (SourceReport, Vec<Named>) {
                 }
                 problems.extend(found);
             }
-            None => resolve_id(inp, &dev.device_id, &dev.variable, &mut named, &mut problems),
+            None => resolve_id(inp, (&dev.device_id, None), &dev.variable, &mut named, &mut problems),
         }
     }
     (report(Source::Sriov, scan.variables, problems, !named.is_empty()), named)
@@ -651,19 +649,11 @@ fn from_annotation(inp: &Inputs) -> (SourceReport, Vec<Named>) {
             (Some(dir), Some(name), _) => {
                 named.push(Named { dir: Some(dir), claimed_id: dev.pci_address.clone(), ..Named::new(name, origin) })
             }
-            (_, _, Some(addr)) => {
-                let before = named.len();
-                resolve_id(inp, addr, &origin, &mut named, &mut problems);
-                named_as(&mut named[before..], dev.rdma_dev.as_ref());
-            }
+            (_, _, Some(addr)) => resolve_id(inp, (addr, dev.rdma_dev.as_ref()), &origin, &mut named, &mut problems),
             (_, Some(name), None) => {
                 // No address: the interface the network gave the pod sits on the device's function.
                 match dev.interface.as_deref().and_then(|i| inp.sysfs.netdev_function(i)) {
-                    Some(func) => {
-                        let before = named.len();
-                        resolve_id(inp, &func, &origin, &mut named, &mut problems);
-                        named_as(&mut named[before..], Some(name));
-                    }
+                    Some(func) => resolve_id(inp, (&func, Some(name)), &origin, &mut named, &mut problems),
                     None => {
                         problems.push(format!("{origin}: rdma-device {name} is not in this namespace's RDMA devices"))
                     }
