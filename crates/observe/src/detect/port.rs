@@ -6,7 +6,7 @@ use serde::Serialize;
 use crate::detect::netif::Owner;
 use nw_nccl::gid::RoceType;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct PortFacts {
     pub port: u32,
     pub state: Option<String>,

@@ -371,37 +371,14 @@ impl Sysfs {
         pod: &gids::Pod,
     ) -> PortFacts {
         let mut problems = Vec::new();
-        let handle = Some(fd);
-        let get = |name: &str, problems: &mut Vec<SysfsError>| {
-            let fd = handle.as_ref()?;
-            file::read_attr_at(fd, &dir, name).map_err(|e| problems.push(e.into())).ok()
-        };
-        let state = get("state", &mut problems);
-        let phys_state = get("phys_state", &mut problems);
-        let link_layer = get("link_layer", &mut problems);
-        let rate = get("rate", &mut problems);
-        let mut facts = PortFacts {
-            port,
-            state,
-            phys_state,
-            link_layer,
-            rate,
-            gid: None,
-            nccl_pick: None,
-            table: Vec::new(),
-            table_len: 0,
-            pkey: None,
-            verbs: None,
-            selftest: None,
-            problems: Vec::new(),
-        };
+        let mut get = |name: &str| file::read_attr_at(&fd, &dir, name).map_err(|e| problems.push(e.into())).ok();
+        let (state, phys_state, link_layer, rate) = (get("state"), get("phys_state"), get("link_layer"), get("rate"));
+        let mut facts = PortFacts { port, state, phys_state, link_layer, rate, ..PortFacts::default() };
         if facts.link_layer.as_deref() == Some("Ethernet") {
-            if let Some(fd) = handle.as_ref() {
-                let mut table = gids::SysfsGids::new(fd, &dir, &mut problems);
-                facts.gid = gids::choose(&mut table, rule);
-                if !pod.gids.is_empty() {
-                    gids::shared(&mut facts, &mut table, rule, pod, dev);
-                }
+            let mut table = gids::SysfsGids::new(&fd, &dir, &mut problems);
+            facts.gid = gids::choose(&mut table, rule);
+            if !pod.gids.is_empty() {
+                gids::shared(&mut facts, &mut table, rule, pod, dev);
             }
         }
         facts.problems = problems.iter().map(ToString::to_string).collect();

@@ -78,16 +78,9 @@ pub fn selftest(
 
 /// One line for people about a failed self-test.
 pub fn describe_failure(dev: &str, port: u32, r: &SelftestResult) -> String {
-    let mut s = format!(
-        "{dev}:{port}: loopback self-test failed at {} ({})",
-        r.step.as_deref().unwrap_or("?"),
-        r.status.as_deref().unwrap_or("no status")
-    );
-    if let Some(h) = &r.hint {
-        s.push_str(": ");
-        s.push_str(h);
-    }
-    s
+    let (step, status) = (r.step.as_deref().unwrap_or("?"), r.status.as_deref().unwrap_or("no status"));
+    let hint = r.hint.as_ref().map(|h| format!(": {h}")).unwrap_or_default();
+    format!("{dev}:{port}: loopback self-test failed at {step} ({status}){hint}")
 }
 
 #[cfg(test)]
