@@ -30,7 +30,7 @@ use crate::detect::uverbs::{self, Nodes};
 /// The process environment as detection sees it.
 pub type Vars = BTreeMap<OsString, OsString>;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Source {
     /// KEP-5304 device metadata files of the pod's DRA claims.
@@ -43,6 +43,7 @@ pub enum Source {
     Annotation,
     /// Walking `class/infiniband` and matching net devices of this namespace.
     Sysfs,
+    #[default]
     None,
 }
 
@@ -102,7 +103,7 @@ pub struct Device {
     pub function: Option<FunctionFacts>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Detection {
     pub source: Source,
     pub sources: Vec<SourceReport>,
@@ -183,6 +184,7 @@ impl<'a> Own<'a> {
 }
 
 /// A device name a source gave, before its ports are read.
+#[derive(Default)]
 struct Named {
     name: String,
     origin: String,
@@ -203,15 +205,7 @@ type ReadPorts = (Vec<PortFacts>, Vec<String>);
 
 impl Named {
     fn new(name: &str, origin: String) -> Named {
-        Named {
-            name: name.to_string(),
-            origin,
-            dir: None,
-            attachment: None,
-            claimed_id: None,
-            named_as: None,
-            ports: None,
-        }
+        Named { name: name.to_string(), origin, ..Named::default() }
     }
 }
 

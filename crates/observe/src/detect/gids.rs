@@ -97,13 +97,11 @@ impl<'a> SysfsGids<'a> {
         let roce = self.roce(i);
         let dev = self.ndev(i);
         GidPick {
-            index: i,
-            gid: format_gid(&g),
-            address: gid::display(&g),
             roce,
             full_match: rule.accepts(&GidEntry { index: i, gid: g, roce }),
             owner: Some(netif::owner(&g, dev.as_deref(), host_ndev, own)),
             ndev: dev,
+            ..bare(i, g)
         }
     }
 }
@@ -145,15 +143,7 @@ impl GidTable for SysfsGids<'_> {
 /// `rule`'s choice over the port's table, with the chosen entry's net device.
 pub(crate) fn choose(table: &mut SysfsGids, rule: &dyn GidRule) -> Option<GidPick> {
     let e = rule.choose(table)?;
-    Some(GidPick {
-        index: e.index,
-        gid: format_gid(&e.gid),
-        address: gid::display(&e.gid),
-        roce: e.roce,
-        ndev: table.ndev(e.index),
-        full_match: rule.accepts(&e),
-        owner: None,
-    })
+    Some(GidPick { roce: e.roce, ndev: table.ndev(e.index), full_match: rule.accepts(&e), ..bare(e.index, e.gid) })
 }
 
 /// How far a table is read for its rows.
@@ -227,15 +217,7 @@ pub(crate) fn rows(table: &mut SysfsGids, rule: &dyn GidRule, own: &[Ipv6Addr], 
 
 /// An entry known by its address only.
 fn bare(index: u32, g: Ipv6Addr) -> GidPick {
-    GidPick {
-        index,
-        gid: format_gid(&g),
-        address: gid::display(&g),
-        roce: None,
-        ndev: None,
-        full_match: false,
-        owner: None,
-    }
+    GidPick { index, gid: format_gid(&g), address: gid::display(&g), ..GidPick::default() }
 }
 
 /// Reads the types of rows read by address only and marks those `rule` accepts.

@@ -60,16 +60,8 @@ pub fn detect(sysfs: &Sysfs, rule: &dyn GidRule) -> (Detection, BTreeMap<&'stati
         inputs: vec![class],
         problems: Vec::new(),
     };
-    let detection = Detection {
-        source: if found { Source::Sysfs } else { Source::None },
-        sources: vec![report],
-        devices,
-        not_ours: Vec::new(),
-        not_openable: Vec::new(),
-        warnings,
-        addresses: Vec::new(),
-        // The node agent checks every port; it hands NCCL nothing.
-        every_visible: false,
-    };
+    // Not `every_visible`: the node agent checks every port, and hands NCCL nothing.
+    let source = if found { Source::Sysfs } else { Source::None };
+    let detection = Detection { source, sources: vec![report], devices, warnings, ..Detection::default() };
     (detection, skipped)
 }

@@ -40,7 +40,7 @@ pub struct PortFacts {
     pub problems: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct GidPick {
     pub index: u32,
     pub gid: String,
@@ -93,7 +93,7 @@ pub struct VerbsPort {
 }
 
 /// Outcome of the loopback self-test on one port.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct SelftestResult {
     pub passed: bool,
     /// Which step failed: "open", "query_port", "query_gid", "alloc_pd", "reg_mr", "create_cq",

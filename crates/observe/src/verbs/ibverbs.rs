@@ -41,13 +41,13 @@ impl Verbs for IbVerbs {
         let outcome = selftest::loopback(device, port, gid_index, opts, start);
         let micros = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
         match outcome {
-            Ok(()) => SelftestResult { passed: true, step: None, status: None, hint: None, micros },
+            Ok(()) => SelftestResult { passed: true, micros, ..SelftestResult::default() },
             Err(f) => SelftestResult {
-                passed: false,
                 step: Some(f.step.to_owned()),
                 status: Some(f.status),
                 hint: f.hint,
                 micros,
+                passed: false,
             },
         }
     }

@@ -70,12 +70,7 @@ impl Verbs for NoVerbs {
         Err(VerbsError::Unavailable(self.reason.clone()))
     }
     fn selftest(&self, _: &str, _: u8, _: Option<u32>, _: &SelftestOptions) -> SelftestResult {
-        SelftestResult {
-            passed: false,
-            step: None,
-            status: Some(VerbsError::Unavailable(self.reason.clone()).to_string()),
-            hint: None,
-            micros: 0,
-        }
+        let status = Some(VerbsError::Unavailable(self.reason.clone()).to_string());
+        SelftestResult { status, ..SelftestResult::default() }
     }
 }
