@@ -45,13 +45,8 @@ fn read_group(dir: &Path, group: &str, out: &mut Counters, problems: &mut Vec<St
             return;
         }
     };
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) => {
-            problems.push(format!("cannot list {}: {e}", dir.display()));
-            return;
-        }
-    };
+    let listed = std::fs::read_dir(dir).map_err(|e| problems.push(format!("cannot list {}: {e}", dir.display())));
+    let Ok(entries) = listed else { return };
     // One entry past the bound tells a directory that is too large, without listing all of it.
     let mut names: Vec<String> = entries
         .flatten()

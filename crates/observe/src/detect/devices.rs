@@ -378,10 +378,7 @@ pub(crate) fn infiniband_pf(attachment: &Attachment, ports: &[PortFacts]) -> boo
 /// Reads one device's attachment and ports (unless the source already read them).
 fn read_device(inp: &Inputs, own: &Own, n: Named, dir: &DeviceDir, warnings: &mut Vec<String>) -> Device {
     let (attachment, func) = n.attachment.unwrap_or_else(|| inp.sysfs.attachment_of(dir));
-    let (mut ports, mut problems) = match n.ports {
-        Some(read) => read,
-        None => read_ports(inp.sysfs, dir, own, warnings),
-    };
+    let (mut ports, mut problems) = n.ports.unwrap_or_else(|| read_ports(inp.sysfs, dir, own, warnings));
     if ports.iter().any(|p| p.link_layer.as_deref() == Some("InfiniBand")) {
         ipoib_pkeys(inp.sysfs, &n.name, func.as_deref(), &mut ports, &mut problems);
     }

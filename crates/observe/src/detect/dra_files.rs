@@ -114,23 +114,14 @@ fn list(root: &Path, rel: &str, dirs: &mut usize, problems: &mut Vec<String>) ->
 /// named with why, and skipped.
 fn read(root: &Path, rel: &str, problems: &mut Vec<String>) -> Option<Metadata> {
     let path: PathBuf = root.join(rel);
-    let bytes = match file::read(&path, dra_metadata::DEFAULT_MAX_BYTES) {
-        Ok(b) => b,
-        Err(e) => {
-            problems.push(format!("DRA metadata file skipped: {e}"));
-            return None;
-        }
-    };
-    match dra_metadata::parse(&bytes, dra_metadata::DEFAULT_MAX_BYTES) {
-        Ok(m) => {
-            problems.extend(m.problems.iter().map(|p| format!("{}: {p}", shown(&path))));
-            Some(m)
-        }
-        Err(e) => {
-            problems.push(format!("DRA metadata file {} skipped: {e}", shown(&path)));
-            None
-        }
-    }
+    let bytes = file::read(&path, dra_metadata::DEFAULT_MAX_BYTES)
+        .map_err(|e| problems.push(format!("DRA metadata file skipped: {e}")))
+        .ok()?;
+    let m = dra_metadata::parse(&bytes, dra_metadata::DEFAULT_MAX_BYTES)
+        .map_err(|e| problems.push(format!("DRA metadata file {} skipped: {e}", shown(&path))))
+        .ok()?;
+    problems.extend(m.problems.iter().map(|p| format!("{}: {p}", shown(&path))));
+    Some(m)
 }
 
 /// A path for a message: its bytes from outside shown only as printable ASCII.

@@ -139,13 +139,7 @@ fn find_sysfs_devs_nl(list: *mut c_void) -> c_int {
         Ok(picked)
     });
     let found = devices.and_then(|picked| nldev::uverbs_of(&picked, reachable));
-    let found = match found {
-        Ok(found) => found,
-        Err(e) => {
-            log::debug!("{e}; libibverbs lists devices from sysfs");
-            return -38;
-        }
-    };
+    let Ok(found) = found.map_err(|e| log::debug!("{e}; libibverbs lists devices from sysfs")) else { return -38 };
     // SAFETY: ibv_get_sysfs_path returns libibverbs' static, NUL-terminated root path, set once
     // and never freed.
     let root = unsafe { CStr::from_ptr(ibv_get_sysfs_path()) }.to_bytes().to_vec();
