@@ -1,7 +1,7 @@
 //! What the DRA NIC drivers publish about a device, as data: the driver names accepted, the
-//! attribute keys that carry a PCI address, an RDMA device or an interface name, and the forms of
-//! device names, one row each with its source; `dra_metadata` and `sriov_dra` look them up. Facts and
-//! their checks only: never reads a file or the environment.
+//! attribute keys that carry a PCI address or an RDMA device, and the forms of device names, one row
+//! each with its source; `dra_metadata` and `sriov_dra` look them up. Facts and their checks only:
+//! never reads a file or the environment.
 
 use crate::detect::names;
 
@@ -12,20 +12,6 @@ pub enum Meaning {
     PciAddress,
     /// The RDMA device's name on the host at allocation time: a hint only.
     RdmaDevice,
-    /// The network interface's name on the host (it may be renamed when moved into the pod).
-    InterfaceName,
-    /// The PF's PCI address of a VF.
-    PfPciAddress,
-    /// The PCIe root complex (`pci0000:00`).
-    PcieRoot,
-    /// The NUMA node.
-    NumaNode,
-    /// Whether the device is RDMA-capable.
-    RdmaCapable,
-    /// The device ID the network-status annotation would carry (a PCI address or an auxiliary ID).
-    MultusDeviceId,
-    /// Cloud placement (a block, a placement group, an HPC island): for reports, never for choice.
-    CloudTopology,
 }
 
 /// One attribute key nccl-wrap understands.
@@ -72,7 +58,8 @@ pub const DRIVERS: &[Driver] = &[
     },
 ];
 
-/// The attribute keys nccl-wrap reads; for a PCI address the first present wins.
+/// The attribute keys nccl-wrap reads (docs/field-inputs.md lists the others drivers publish); for a
+/// PCI address the first present wins.
 pub const ATTRIBUTES: &[Attribute] = &[
     Attribute {
         key: "resource.kubernetes.io/pciBusID",
@@ -93,61 +80,6 @@ pub const ATTRIBUTES: &[Attribute] = &[
         key: "dra.net/rdmaDevice",
         meaning: Meaning::RdmaDevice,
         source: "kubernetes-sigs/dranet pkg/apis/attributes.go (AttrRDMADevice) @ f258477",
-    },
-    Attribute {
-        key: "dra.net/ifName",
-        meaning: Meaning::InterfaceName,
-        source: "kubernetes-sigs/dranet pkg/apis/attributes.go (AttrInterfaceName) @ f258477",
-    },
-    Attribute {
-        key: "sriovnetwork.k8snetworkplumbingwg.io/interfaceName",
-        meaning: Meaning::InterfaceName,
-        source: "k8snetworkplumbingwg/dra-driver-sriov pkg/consts/consts.go (AttributeInterfaceName) @ cd9404f",
-    },
-    Attribute {
-        key: "sriovnetwork.k8snetworkplumbingwg.io/pfPciAddress",
-        meaning: Meaning::PfPciAddress,
-        source: "k8snetworkplumbingwg/dra-driver-sriov pkg/consts/consts.go (AttributePfPciAddress) @ cd9404f",
-    },
-    Attribute {
-        key: "resource.kubernetes.io/pcieRoot",
-        meaning: Meaning::PcieRoot,
-        source: "kubernetes/dynamic-resource-allocation deviceattribute/attribute.go (StandardDeviceAttributePCIeRoot) @ 3d03671",
-    },
-    Attribute {
-        key: "dra.net/numaNode",
-        meaning: Meaning::NumaNode,
-        source: "kubernetes-sigs/dranet pkg/apis/attributes.go (AttrNUMANode) @ f258477; the SR-IOV DRA driver writes it too (consts.go AttributeNUMANode)",
-    },
-    Attribute {
-        key: "sriovnetwork.k8snetworkplumbingwg.io/rdmaCapable",
-        meaning: Meaning::RdmaCapable,
-        source: "k8snetworkplumbingwg/dra-driver-sriov pkg/consts/consts.go (AttributeRDMACapable) @ cd9404f",
-    },
-    Attribute {
-        key: "dra.net/rdma",
-        meaning: Meaning::RdmaCapable,
-        source: "kubernetes-sigs/dranet pkg/apis/attributes.go (AttrRDMA) @ f258477",
-    },
-    Attribute {
-        key: "k8s.cni.cncf.io/deviceID",
-        meaning: Meaning::MultusDeviceId,
-        source: "k8snetworkplumbingwg/dra-driver-sriov pkg/consts/consts.go (AttributeMultusDeviceID) @ cd9404f; the Network Operator docs' example spells it deviceId",
-    },
-    Attribute {
-        key: "gce.dra.net/block",
-        meaning: Meaning::CloudTopology,
-        source: "kubernetes-sigs/dranet pkg/cloudprovider/gce/gce.go (GCEAttrPrefix) @ f258477",
-    },
-    Attribute {
-        key: "azure.dra.net/placementGroupId",
-        meaning: Meaning::CloudTopology,
-        source: "kubernetes-sigs/dranet pkg/cloudprovider/azure/azure.go (AzureAttrPrefix) @ f258477",
-    },
-    Attribute {
-        key: "oke.dra.net/hpcIslandId",
-        meaning: Meaning::CloudTopology,
-        source: "kubernetes-sigs/dranet pkg/cloudprovider/oke/oke.go (OKEAttrPrefix) @ f258477",
     },
 ];
 
