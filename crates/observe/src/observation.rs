@@ -123,8 +123,7 @@ pub fn observe(roots: &Roots, vars: &Vars, view: View, rule: &dyn GidRule, table
     Observation { seen, ..done(detection, family) }
 }
 
-/// The rails rule's evidence, for the ports `usable`, with the coordinator's host (an address, or a
-/// name looked up here once and kept for [`answer`]).
+/// The rails rule's evidence for the ports `usable`, with the coordinator's host resolved once.
 pub fn rails_evidence(
     roots: &Roots,
     detection: &Detection,

@@ -35,8 +35,7 @@ pub const RESOURCE_CLAIM_TEMPLATES_DIR: &str = "resourceclaimtemplates";
 pub const FILE_SUFFIX: &str = "-metadata.json";
 /// A size bound for callers without a better one (8 NICs with every attribute are some 6 KiB).
 pub const DEFAULT_MAX_BYTES: usize = 1 << 20;
-/// Deepest nesting accepted (the shape is 8 deep), checked before parsing so no input reaches
-/// serde_json's recursion limit.
+/// Deepest nesting accepted (the shape is 8 deep), checked before serde_json parses.
 pub const MAX_DEPTH: usize = 32;
 /// At most this many addresses per interface (`NetworkDeviceData.ips`, k8s.io/api resource/v1).
 pub const MAX_ADDRESSES: usize = 16;
@@ -115,8 +114,7 @@ pub struct FilePath {
     pub driver: String,
 }
 
-/// Recognises `resourceclaims/<claim>/<request>/<driver>-metadata.json` (or
-/// `resourceclaimtemplates/...`), each part a Kubernetes name; anything else is `None`.
+/// Recognises a metadata file's path below [`CONTAINER_DIR`], each part a Kubernetes name.
 pub fn file_path(rel: &str) -> Option<FilePath> {
     let mut parts = rel.split('/');
     let kind = match parts.next()? {
@@ -554,8 +552,7 @@ struct RawAttribute {
     versions: Option<Vec<String>>,
 }
 
-/// The attribute map in file order, repeated keys included, each value kept as text so one bad
-/// value costs one attribute.
+/// The attribute map in file order, repeated keys included, each value kept as text.
 struct Entries(Vec<(String, Box<RawValue>)>);
 
 impl<'de> Deserialize<'de> for Entries {

@@ -154,8 +154,7 @@ fn read_open(fd: &OwnedFd, path: &Path, limit: usize) -> Result<Vec<u8>, FileErr
     Ok(buf)
 }
 
-/// The names in the directory at `path`, at most `max` of them (without `.` and `..`), in the
-/// kernel's order, lossily: one `getdents` buffer, without `opendir`'s or `read_dir`'s costs.
+/// The names in the directory at `path`, at most `max` of them, in the kernel's order, lossily.
 pub fn names(path: &Path, max: usize) -> io::Result<Vec<String>> {
     let fd =
         rustix::fs::open(path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NONBLOCK | OFlags::CLOEXEC, Mode::empty())?;

@@ -10,16 +10,14 @@ use crate::detect::names;
 use crate::detect::netif::OwnAddr;
 use nw_nccl::gid::{RoceType, GID_TABLE_MAX};
 
-/// A port's table as a source gives it whole: its length (empty entries included) and its
-/// non-empty entries by index.
+/// A port's table as a source gives it: its length and its non-empty entries by index.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Whole {
     pub len: u32,
     pub entries: BTreeMap<u32, Entry>,
 }
 
-/// One non-empty entry: its address, its RoCE type and the index of the net device it was added
-/// for (in that net device's own namespace; `None` when the source gives none).
+/// One non-empty entry: its address, its RoCE type and its net device's index (in its namespace).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Entry {
     pub gid: Ipv6Addr,

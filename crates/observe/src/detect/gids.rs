@@ -17,8 +17,7 @@ use crate::detect::sysfs_error::SysfsError;
 use nw_nccl::gid::format_gid;
 use nw_nccl::gid::{self, Family, GidEntry, GidTable, RoceType};
 
-/// The rule that picks a port's GID entry, handed in by the caller: the walk reads what it asks
-/// for and stops where it accepts.
+/// The rule that picks a port's GID entry, handed in by the caller: the walk stops where it accepts.
 pub trait GidRule {
     /// The entry the rule picks in `table`, reading only what it needs; `None` for an empty table.
     fn choose(&self, table: &mut dyn GidTable) -> Option<GidEntry>;
@@ -54,8 +53,7 @@ impl<'a> SysfsGids<'a> {
         SysfsGids { port, dir, problems, gids: Vec::new(), types: BTreeMap::new(), given: None }
     }
 
-    /// Takes the port's whole table from `tables` where it answers (and does not call an Ethernet
-    /// port's table empty); sysfs answers otherwise. The pod's own entries are named here.
+    /// Takes the port's whole table from `tables` where it answers with entries; the pod's are named.
     pub(crate) fn load(&mut self, tables: &dyn TableSource, device: &str, port: u32, pod: &[OwnAddr]) {
         if let Some(whole) = tables.table(device, port).filter(|w| w.len > 0) {
             let names =
@@ -149,8 +147,7 @@ pub(crate) fn choose(table: &mut SysfsGids, rule: &dyn GidRule) -> Option<GidPic
 /// How far a table is read for its rows.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Extent {
-    /// Up to the pod's first own entry the rule accepts: what a run needs (later entries change
-    /// neither the pod's entry nor the rule's pick among the pod's addresses).
+    /// Up to the pod's first own entry the rule accepts: what a run needs.
     UntilOwn,
     /// Every entry: what `doctor` shows.
     Whole,

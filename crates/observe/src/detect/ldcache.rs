@@ -79,8 +79,7 @@ fn new_header_at(b: &[u8]) -> Option<usize> {
 /// One entry of the table: its flags and the offsets of its name and path.
 type Slot = (i32, usize, usize);
 
-/// The new-format table's bytes and its entry count, checked against the bytes (at most
-/// [`MAX_ENTRIES`]); `None` when the bytes are no cache.
+/// The new-format table's bytes and its entry count, checked (at most [`MAX_ENTRIES`]).
 fn header(b: &[u8]) -> Option<(&[u8], usize)> {
     let base = new_header_at(b)?;
     let data = b.get(base..)?;
@@ -144,8 +143,7 @@ fn libcmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     }
 }
 
-/// The cache's entries as they lie in `b` (name, path, flags), borrowed; an entry whose strings fall
-/// outside the file is skipped.
+/// The cache's entries as they lie in `b` (name, path, flags); one whose strings fall outside, skipped.
 fn raw(b: &[u8]) -> Option<impl Iterator<Item = (&[u8], &[u8], i32)>> {
     let (data, n) = header(b)?;
     let entry = move |(flags, key, value): Slot| Some((c_bytes(data, key)?, c_bytes(data, value)?, flags));
@@ -207,8 +205,7 @@ pub fn lookup<'a>(entries: &'a [Entry], name: &str) -> Option<&'a Entry> {
     entries.iter().find(|e| e.name == name && e.is_native())
 }
 
-/// A cache in the current format holding `entries`, in ldconfig's order: what tests and the fuzz
-/// seeds write as an image's `/etc/ld.so.cache`.
+/// A cache in the current format holding `entries`, in ldconfig's order (for tests and fuzz seeds).
 pub fn encode(entries: &[(&str, &str, i32)]) -> Vec<u8> {
     let mut entries = entries.to_vec();
     entries.sort_by(|a, b| libcmp(b.0.as_bytes(), a.0.as_bytes()));

@@ -20,8 +20,7 @@ pub enum NameError {
     DotName(String),
 }
 
-/// Checks an RDMA device name, a network interface name or a device ID (`0000:3b:02.6`,
-/// `mlx5_core.sf.2`): `allow_colon` admits the `:` of PCI addresses.
+/// Checks a device or interface name, or a device ID: `allow_colon` admits a PCI address's `:`.
 pub fn check(name: &str, allow_colon: bool) -> Result<&str, NameError> {
     if name.is_empty() {
         return Err(NameError::Empty);
@@ -48,8 +47,7 @@ pub fn device_id(id: &str) -> Result<&str, NameError> {
     check(id, true)
 }
 
-/// Where a device's name carries its place in the node: the nic-configuration-operator's
-/// `rdma_<nic>_<plane>_<rail>` (docs/field-inputs.md), as `(nic, plane, rail)`.
+/// The nic-configuration-operator's `rdma_<nic>_<plane>_<rail>` name as `(nic, plane, rail)`.
 pub fn identity(name: &str) -> Option<(u32, u32, u32)> {
     let mut parts = name.strip_prefix("rdma_")?.split('_');
     let mut next = || parts.next().filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))?.parse().ok();
@@ -116,8 +114,7 @@ pub(crate) fn serialize_natural<S: serde::Serializer>(names: &[String], s: S) ->
     serde::Serialize::serialize(&sorted_natural(names), s)
 }
 
-/// The first `n` of `names` in [`natural_cmp`]'s order, then how many more: `mlx5_0, mlx5_1, ...
-/// (246 more)`, selected in one pass instead of a sort.
+/// The first `n` of `names` in [`natural_cmp`]'s order, then how many more (`(246 more)`).
 pub fn abbreviate(names: &[String], n: usize) -> String {
     // The first n so far, in order: a name goes in only if it comes before the last of them.
     let mut first: Vec<&str> = Vec::with_capacity(n + 1);

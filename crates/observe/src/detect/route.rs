@@ -64,8 +64,7 @@ fn fields<const N: usize>(line: &str) -> Option<[&str; N]> {
     Some(out)
 }
 
-/// `/proc/net/route`: `Iface Destination Gateway Flags RefCnt Use Metric Mask ...`, addresses as
-/// `%08X` in host byte order.
+/// `/proc/net/route`: `Iface Destination Gateway Flags RefCnt Use Metric Mask ...`, in `%08X`.
 pub fn parse_v4(text: &str) -> Vec<Route> {
     // The kernel prints each address as eight hex digits: anything else is not its table.
     let ip = |h: &str| {

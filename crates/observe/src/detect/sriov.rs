@@ -54,8 +54,7 @@ pub struct Scan {
     pub problems: Vec<SriovError>,
 }
 
-/// Reads every `PCIDEVICE_*` variable of `vars`; a plain list is used only where its `_INFO` twin
-/// is missing or unusable.
+/// Reads every `PCIDEVICE_*` variable; a plain list is used only where its `_INFO` twin is not.
 pub fn scan<'a, I>(vars: I) -> Scan
 where
     I: IntoIterator<Item = (&'a OsString, &'a OsString)>,
@@ -201,8 +200,7 @@ fn compact(raw: &RawValue) -> String {
     serde_json::from_str::<Value>(raw.get()).map_or_else(|_| raw.get().to_string(), |v| v.to_string())
 }
 
-/// A JSON value whose top-level object keeps every entry in order, duplicates included; any other
-/// value known by its kind.
+/// A JSON value whose top-level object keeps every entry in order, duplicates included.
 enum Entries<'a> {
     Object(Vec<(String, &'a RawValue)>),
     Other(&'static str),

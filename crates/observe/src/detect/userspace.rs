@@ -149,9 +149,8 @@ impl<'a> Loader<'a> {
     }
 }
 
-/// Kernel driver (as `bus/*/drivers/<name>` names it; an auxiliary driver up to its first `.`)
-/// -> the rdma-core provider that claims its devices. Every provider rdma-core ships, linked or
-/// not, so that the message can name the missing one.
+/// Kernel driver (an auxiliary one up to its first `.`) -> the rdma-core provider of its devices:
+/// every provider rdma-core ships, linked or not, so that a message can name the missing one.
 const PROVIDER_OF: &[(&str, &str)] = &[
     ("mlx5_core", "mlx5"),
     ("efa", "efa"),
@@ -187,8 +186,7 @@ pub fn provider_of_driver(driver: &str) -> Option<&'static str> {
     PROVIDER_OF.iter().find(|(d, _)| *d == module).map(|(_, p)| *p)
 }
 
-/// rdma-core's provider for a device, from its kernel driver or its name (`mlx5_3` -> `mlx5`: a
-/// provider's devices are named after it).
+/// rdma-core's provider for a device, from its kernel driver or its name (`mlx5_3` -> `mlx5`).
 pub fn provider_for(device: &str, kernel_driver: Option<&str>) -> Option<&'static str> {
     if let Some(p) = kernel_driver.and_then(provider_of_driver) {
         return Some(p);
@@ -232,8 +230,7 @@ fn version_from_name(name: &str) -> Option<String> {
         .then(|| v.to_string())
 }
 
-/// The first `needle` in the first `limit` bytes of `path` whose next 24 bytes `accept` takes; read
-/// 1 MiB at a time.
+/// The first `needle` in the first `limit` bytes of `path` whose next 24 bytes `accept` takes.
 fn find_after(path: &Path, needle: &[u8], limit: u64, accept: impl Fn(&[u8]) -> Option<String>) -> Option<String> {
     use std::io::Read;
     let mut f = std::fs::File::open(path).ok()?.take(limit);
@@ -293,8 +290,7 @@ fn nccl_version(root: &Path, p: &str, depth: Depth) -> Option<String> {
         .or_else(|| (depth == Depth::Full).then(|| version_from_text(&full)).flatten())
 }
 
-/// The net plugin NCCL will load: `NCCL_NET_PLUGIN` (`none`; `X`: `libnccl-net-X.so`, then `X`),
-/// else `libnccl-net.so`.
+/// The net plugin NCCL will load: `NCCL_NET_PLUGIN` (`none`, `X` as `libnccl-net-X.so` or `X`).
 fn net_plugin(loader: &Loader, vars: &Vars) -> Option<Found> {
     let set = vars.get(OsStr::new("NCCL_NET_PLUGIN")).map(|v| v.to_string_lossy().trim().to_string());
     match set.as_deref() {
@@ -308,8 +304,7 @@ fn net_plugin(loader: &Loader, vars: &Vars) -> Option<Found> {
     }
 }
 
-/// Each device with its kernel driver, read only where its name does not tell its provider (a
-/// renamed device, `rocep59s0f1`).
+/// Each device with its kernel driver, read only where its name does not tell its provider.
 pub fn drivers<'a>(sysfs: &Sysfs, devices: impl IntoIterator<Item = &'a str>) -> Vec<(String, Option<String>)> {
     devices
         .into_iter()

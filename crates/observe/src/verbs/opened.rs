@@ -82,8 +82,7 @@ impl Opened {
     }
 }
 
-/// Whether a kernel of this release (`uname -r`) answers `ibv_query_gid_table` with its one ioctl
-/// (5.9), or why not; a release that does not read as one is not trusted.
+/// Whether a kernel of this release (`uname -r`) has the one-ioctl `ibv_query_gid_table` (5.9).
 fn one_ioctl(release: &str) -> Result<(), String> {
     let mut parts = release.split(|c: char| !c.is_ascii_digit());
     let mut number = || parts.next().and_then(|p| p.parse::<u32>().ok());
