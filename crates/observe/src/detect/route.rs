@@ -64,67 +64,51 @@ fn fields<const N: usize>(line: &str) -> Option<[&str; N]> {
     Some(out)
 }
 
+/// A route from one line's fields, where its interface name, flags (up, not a reject route) and
+/// every value read.
+fn route(
+    ifname: &str,
+    flags: &str,
+    [dest, gw]: [Option<IpAddr>; 2],
+    prefix: Option<u8>,
+    metric: Option<u32>,
+) -> Option<Route> {
+    let flags = u32::from_str_radix(flags, 16).ok()?;
+    if !ifname_ok(ifname) || flags & RTF_UP == 0 || flags & RTF_REJECT != 0 {
+        return None;
+    }
+    let gw = gw?;
+    let gateway = (!gw.is_unspecified()).then_some(gw);
+    Some(Route { ifname: ifname.to_string(), dest: dest?, prefix: prefix?, gateway, metric: metric? })
+}
+
 /// `/proc/net/route`: `Iface Destination Gateway Flags RefCnt Use Metric Mask ...`, in `%08X`.
 pub fn parse_v4(text: &str) -> Vec<Route> {
     // The kernel prints each address as eight hex digits: anything else is not its table.
     let ip = |h: &str| {
         (h.len() == 8).then(|| u32::from_str_radix(h, 16).ok().map(|v| Ipv4Addr::from(v.to_ne_bytes()))).flatten()
     };
-    text.lines()
-        .skip(1)
-        .filter_map(|l| {
-            let f: [&str; 8] = fields(l)?;
-            if !ifname_ok(f[0]) {
-                return None;
-            }
-            let flags = u32::from_str_radix(f[3], 16).ok()?;
-            if flags & RTF_UP == 0 || flags & RTF_REJECT != 0 {
-                return None;
-            }
-            let mask = ip(f[7])?;
-            let bits = u32::from(mask);
-            // A mask is contiguous ones: its prefix length is its count of ones.
-            if bits.leading_ones() != bits.count_ones() {
-                return None;
-            }
-            let gw = ip(f[2])?;
-            Some(Route {
-                ifname: f[0].to_string(),
-                dest: IpAddr::V4(ip(f[1])?),
-                prefix: u8::try_from(bits.count_ones()).ok()?,
-                gateway: (!gw.is_unspecified()).then_some(IpAddr::V4(gw)),
-                metric: f[6].parse().ok()?,
-            })
-        })
-        .take(MAX_ROUTES)
-        .collect()
+    let lines = text.lines().skip(1).filter_map(|l| {
+        let f: [&str; 8] = fields(l)?;
+        // A mask is contiguous ones: its prefix length is its count of ones.
+        let mask = ip(f[7]).map(u32::from).filter(|b| b.leading_ones() == b.count_ones());
+        let prefix = mask.and_then(|b| u8::try_from(b.count_ones()).ok());
+        let [dest, gw] = [f[1], f[2]].map(|h| ip(h).map(IpAddr::V4));
+        route(f[0], f[3], [dest, gw], prefix, f[6].parse().ok())
+    });
+    lines.take(MAX_ROUTES).collect()
 }
 
 /// `/proc/net/ipv6_route`: `dest plen src plen nexthop metric refcnt use flags ifname`, in hex.
 pub fn parse_v6(text: &str) -> Vec<Route> {
     let ip = |h: &str| (h.len() == 32).then(|| u128::from_str_radix(h, 16).ok().map(Ipv6Addr::from)).flatten();
-    text.lines()
-        .filter_map(|l| {
-            let f: [&str; 10] = fields(l)?;
-            if !ifname_ok(f[9]) {
-                return None;
-            }
-            let flags = u32::from_str_radix(f[8], 16).ok()?;
-            if flags & RTF_UP == 0 || flags & RTF_REJECT != 0 {
-                return None;
-            }
-            let prefix = u8::from_str_radix(f[1], 16).ok().filter(|p| *p <= 128)?;
-            let gw = ip(f[4])?;
-            Some(Route {
-                ifname: f[9].to_string(),
-                dest: IpAddr::V6(ip(f[0])?),
-                prefix,
-                gateway: (!gw.is_unspecified()).then_some(IpAddr::V6(gw)),
-                metric: u32::from_str_radix(f[5], 16).ok()?,
-            })
-        })
-        .take(MAX_ROUTES)
-        .collect()
+    let lines = text.lines().filter_map(|l| {
+        let f: [&str; 10] = fields(l)?;
+        let prefix = u8::from_str_radix(f[1], 16).ok().filter(|p| *p <= 128);
+        let [dest, gw] = [f[0], f[4]].map(|h| ip(h).map(IpAddr::V6));
+        route(f[9], f[8], [dest, gw], prefix, u32::from_str_radix(f[5], 16).ok())
+    });
+    lines.take(MAX_ROUTES).collect()
 }
 
 /// Both tables under `proc_root`, or why neither could be read.
