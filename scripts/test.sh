@@ -138,7 +138,7 @@ if [ -z "${SKIP_LAB:-}" ]; then
   if [ -z "${SKIP_FABRIC:-}" ]; then
     step "Soft-RoCE fabric: two and three QEMU nodes, nccl-wrap ping between them, against perftest"
     # The fabric's own checks (two rails and a ring with ibv_rc_pingpong), every ping scenario and
-    # the gate's (78-80 and 93 in the three-node boot with 60 and 77, 81 in the two-node one: about 60 s
+    # the gate's (78-80 and 93 in the three-node boot with 60 and 77, 81 and 83 in the two-node one: about 60 s
     # of guest time);
     # the stand-in failure scenarios (20-50, 90) that proved the lab reproduces each failure with
     # perftest and rc_probe stay out of CI, as their ping twins (71-74, 92) cover the same paths:
@@ -146,7 +146,7 @@ if [ -z "${SKIP_LAB:-}" ]; then
     fabric() {
       bash tests/lab/fabric.sh "$bin" 10-two-rails 60-ring 70-ping-rails 71-ping-no-route 72-ping-no-ipv4 \
         73-ping-mtu 74-ping-tc-drop 75-ping-memlock 76-ping-hostile 77-ping-ring 78-gate 79-gate-drop 80-gate-missing \
-        81-gate-pair 82-ping-shared 85-postmortem-roce-drop 92-ping-bench 93-gate-slow 2>&1 | tee "$logs/fabric"
+        81-gate-pair 82-ping-shared 83-gate-restart 85-postmortem-roce-drop 92-ping-bench 93-gate-slow 2>&1 | tee "$logs/fabric"
     }
     # One more boot only for the guest kernel's own failure: rxe under TCG has locked a guest CPU
     # up (the console says `watchdog: BUG: soft lockup`) and no scenario could finish. Four of the

@@ -73,12 +73,31 @@ def jobset_action(jobset_spec, replicated_job, reason, message):
     return "RestartJobSet", None
 
 
+def restarts_in_place(container, exit_code):
+    """Whether the kubelet restarts `container` in its pod when it exits with `exit_code`, by its
+    own restartPolicy and restartPolicyRules (ContainerRestartRules, KEP-5307: the first rule whose
+    exitCodes match decides; no match: the container's restartPolicy, else the pod's, which the
+    kit sets to Never)."""
+    for rule in container.get("restartPolicyRules") or []:
+        codes = rule.get("exitCodes") or {}
+        values = codes.get("values") or []
+        if (exit_code in values) == (codes.get("operator") == "In"):
+            return rule.get("action") == "Restart"
+    policy = container.get("restartPolicy", "Never")
+    return policy == "Always" or (policy == "OnFailure" and exit_code != 0)
+
+
 def outcome(jobset_spec, container, exit_code, namespace="training", jobset_name="llm-train", restarts=0):
     """What happens to the JobSet when `container` of the first replicated Job's pod exits with
-    `exit_code`: "fails" (no restart), "restarts (counted)", "restarts (not counted)", or
-    "continues" (the Job did not fail), after `restarts` restarts so far."""
+    `exit_code`: "fails" (no restart), "restarts (counted)", "restarts (not counted)", "restarts
+    in place" (the container, in its pod), or "continues" (the Job did not fail), after `restarts`
+    restarts so far."""
     rj = (jobset_spec.get("replicatedJobs") or [{}])[0]
     job_spec = (rj.get("template") or {}).get("spec") or {}
+    pod_spec = ((job_spec.get("template") or {}).get("spec")) or {}
+    mine = [c for c in pod_spec.get("containers") or [] if c.get("name") == container]
+    if mine and exit_code != 0 and restarts_in_place(mine[0], exit_code):
+        return "restarts in place"
     pod = f"{jobset_name}-{rj.get('name')}-0-0-abcde"
     failure = job_failure(job_spec, namespace, pod, container, exit_code)
     if failure is None:
@@ -157,8 +176,45 @@ def check_refusal_fails_without_restarts(jobset_spec, container_name):
     got = outcome(jobset_spec, container_name, REFUSAL)
     if got != "fails":
         bad.append(f"{container_name} exiting {REFUSAL} (nccl-wrap's refusal): the JobSet {got}, not fails at once")
+    in_place = (jobset_spec.get("failurePolicy") or {}).get("restartStrategy") == "InPlaceRestart"
+    want = "restarts in place" if in_place else "restarts (counted)"
     for code in (1, 137):
         got = outcome(jobset_spec, container_name, code)
-        if got != "restarts (counted)":
-            bad.append(f"{container_name} exiting {code}: the JobSet {got}, not restarts (counted)")
+        if got != want:
+            bad.append(f"{container_name} exiting {code}: the JobSet {got}, not {want}")
+    return bad
+
+
+def check_in_place_agent(objects, container_name):
+    """The in-place restart launcher: JobSet's agent is the container's entrypoint and starts
+    nccl-wrap (exec'd, supervising: it is not PID 1) in front of the worker; the agent reads its
+    JobSet and pod names from the downward API, and its service account may read JobSets and patch
+    pods, as the agent needs (kubernetes-sigs/jobset cmd/in-place-restart-agent)."""
+    bad = []
+    js = [o for o in objects if o["kind"] == "JobSet"][0]
+    pod = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    c = [x for x in pod["containers"] if x["name"] == container_name][0]
+    env = {e["name"]: e for e in c.get("env") or []}
+    if c.get("command") != ["/in-place-restart-agent"] or c.get("args"):
+        bad.append(f"the container runs {c.get('command')} {c.get('args')}, not the in-place restart agent")
+    worker = (env.get("WORKER_COMMAND") or {}).get("value", "").split()
+    if worker[:2] != ["exec", "/opt/nccl-wrap/nccl-wrap"] or "--" not in worker or \
+            "--supervise" not in worker[:worker.index("--")]:
+        bad.append(f"WORKER_COMMAND {' '.join(worker)!r} does not exec nccl-wrap --supervise in front of the worker")
+    for name, path in (("JOBSET_NAME", "metadata.annotations['jobset.sigs.k8s.io/jobset-name']"),
+                       ("POD_NAME", "metadata.name")):
+        if ((env.get(name) or {}).get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath") != path:
+            bad.append(f"{name} does not come from {path}")
+    account = pod.get("serviceAccountName")
+    roles = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Role"}
+    granted = set()
+    for b in (o for o in objects if o["kind"] == "RoleBinding"):
+        if any(s.get("kind") == "ServiceAccount" and s.get("name") == account for s in b.get("subjects") or []):
+            for rule in (roles.get(b["roleRef"]["name"]) or {}).get("rules") or []:
+                for group in rule.get("apiGroups") or []:
+                    for res in rule.get("resources") or []:
+                        granted |= {(group, res, v) for v in rule.get("verbs") or []}
+    need = {("", "pods", "patch")} | {("jobset.x-k8s.io", "jobsets", v) for v in ("get", "list", "watch")}
+    if not need <= granted:
+        bad.append(f"service account {account} lacks {sorted(need - granted)}")
     return bad

@@ -43,6 +43,16 @@ def versions_for(obj):
     return [v for v in everything if tuple(map(int, v.split("."))) >= tuple(map(int, since.split(".")))]
 
 
+def template_versions(template):
+    """The Kubernetes versions a pod template is validated against: the kit's, or, where a
+    container uses restartPolicy and restartPolicyRules (ContainerRestartRules, KEP-5307, alpha in
+    1.34: JobSet's in-place restart), every version from 1.34."""
+    containers = ((template.get("spec") or {}).get("containers")) or []
+    if any("restartPolicyRules" in c for c in containers):
+        return [v for v in KUBERNETES_VERSIONS + LATER_VERSIONS if tuple(map(int, v.split("."))) >= (1, 34)]
+    return KUBERNETES_VERSIONS
+
+
 # Core kinds that are cluster-scoped (custom kinds: their CRD's `scope`); kustomize's namespace
 # transformer does not know the newer ones and gives them a namespace.
 CLUSTER_SCOPED_CORE = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",

@@ -101,5 +101,48 @@ class FailurePolicy(unittest.TestCase):
         self.assertTrue(broken(lambda s: s["failurePolicy"].update(maxRestarts=0)))
 
 
+class InPlaceRestart(unittest.TestCase):
+    LEAF = "launchers/jobset-inplace"
+
+    def test_the_agent_starts_nccl_wrap_and_a_refusal_is_not_restarted_in_place(self):
+        objects = kit.render(self.LEAF)
+        spec = the_jobset(objects)["spec"]
+        self.assertEqual(spec["failurePolicy"]["restartStrategy"], "InPlaceRestart")
+        self.assertEqual(jobset.check_in_place_agent(objects, "trainer"), [])
+        self.assertEqual(jobset.check_refusal_fails_without_restarts(spec, "trainer"), [])
+        self.assertEqual(jobset.check_coordinator(the_jobset(objects)["metadata"]["name"], spec, "trainer"), [])
+        self.assertEqual(jobset.outcome(spec, "trainer", 1), "restarts in place")
+        self.assertEqual(jobset.outcome(spec, "trainer", 125), "fails")
+
+    def test_each_rule_reports_its_fault(self):
+        good = kit.render(self.LEAF)
+
+        def broken(edit):
+            objects = copy.deepcopy(good)
+            edit(objects)
+            spec = the_jobset(objects)["spec"]
+            return jobset.check_in_place_agent(objects, "trainer") + \
+                jobset.check_refusal_fails_without_restarts(spec, "trainer")
+
+        def trainer(objects):
+            return the_jobset(objects)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
+
+        def worker(objects, value):
+            [e for e in trainer(objects)["env"] if e["name"] == "WORKER_COMMAND"][0]["value"] = value
+
+        # Every non-zero exit restarted in place: 125 would restart for ever.
+        self.assertTrue(broken(lambda o: trainer(o)["restartPolicyRules"][0]["exitCodes"].update(values=[0])))
+        # nccl-wrap not in front of the worker, not exec'd, or not supervising (it is not PID 1).
+        self.assertTrue(broken(lambda o: worker(o, "torchrun /workspace/train.py")))
+        self.assertTrue(broken(lambda o: worker(o, "/opt/nccl-wrap/nccl-wrap --supervise -- torchrun x.py")))
+        self.assertTrue(broken(lambda o: worker(o, "exec /opt/nccl-wrap/nccl-wrap -- torchrun --supervise x.py")))
+        # The agent not the entrypoint; its pod name not from the downward API.
+        self.assertTrue(broken(lambda o: trainer(o).update(command=["/opt/nccl-wrap/nccl-wrap", "--"])))
+        self.assertTrue(broken(lambda o: trainer(o)["env"].__setitem__(
+            slice(None), [e for e in trainer(o)["env"] if e["name"] != "POD_NAME"])))
+        # Its service account cannot patch its pod.
+        self.assertTrue(broken(lambda o: [x for x in o if x["kind"] == "RoleBinding"][0]["subjects"][0].update(name="default")))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -126,8 +126,8 @@ def _make_test(path):
         for obj in objects:
             if kit.is_custom(obj):
                 errors += kit.validate_custom(obj)
-                for version in kit.KUBERNETES_VERSIONS:
-                    for where, template in kit.pod_templates(obj):
+                for where, template in kit.pod_templates(obj):
+                    for version in kit.template_versions(template):
                         errors += kit.validate_pod_template(template, version, f"{kit.name_of(obj)} {where} on Kubernetes {version}")
             else:
                 for version in kit.versions_for(obj):

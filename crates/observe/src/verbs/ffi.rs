@@ -8,6 +8,7 @@ use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::io;
 use std::marker::PhantomData;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::ptr::{self, NonNull};
 use std::sync::Once;
@@ -97,6 +98,12 @@ enum Kept {
     /// A [`Discovery`] lives; no dump yet.
     Waiting,
     Dump(Vec<nldev::NlDevice>),
+    /// A [`Discovery`] lives and RDMA netlink did not answer: a listing for one device reads that
+    /// device's sysfs files (`nldev::from_sysfs`); one that libibverbs had to scan for lists every
+    /// device, and then serves them all (`whole`, [`Discovery::listed_from_sysfs`]).
+    Sysfs {
+        whole: bool,
+    },
 }
 
 /// While it lives, listings on this thread share one RDMA netlink dump of the node's devices. For
@@ -107,6 +114,12 @@ impl Discovery {
     pub(crate) fn begin() -> Self {
         KEPT.with(|k| *k.borrow_mut() = Kept::Waiting);
         Discovery(())
+    }
+
+    /// Whether RDMA netlink did not answer, so that a listing holds every device of the node
+    /// (libibverbs' sysfs discovery): the caller keeps that one listing for the other devices.
+    pub(crate) fn listed_from_sysfs(&self) -> bool {
+        KEPT.with(|k| matches!(*k.borrow(), Kept::Sysfs { whole: true }))
     }
 }
 
@@ -128,21 +141,51 @@ fn find_sysfs_devs_nl(list: *mut c_void) -> c_int {
     // A kept dump is reused; one made while a Discovery lives is kept.
     let devices = KEPT.with(|k| {
         let mut k = k.borrow_mut();
-        if let Kept::Dump(all) = &*k {
-            return Ok(all.iter().filter(wanted).cloned().collect::<Vec<_>>());
+        match &*k {
+            Kept::Dump(all) => return Ok(all.iter().filter(wanted).cloned().collect::<Vec<_>>()),
+            Kept::Sysfs { .. } => {
+                let why = "RDMA netlink did not answer this start's first listing";
+                return Err(nldev::Error::from(crate::detect::rtnetlink::Error::Reply(why.into())));
+            }
+            _ => {}
         }
-        let all = nldev::devices()?;
+        let all = nldev::devices().inspect_err(|_| {
+            if matches!(*k, Kept::Waiting) {
+                *k = Kept::Sysfs { whole: false };
+            }
+        })?;
         let picked = all.iter().filter(wanted).cloned().collect();
         if matches!(*k, Kept::Waiting) {
             *k = Kept::Dump(all);
         }
         Ok(picked)
     });
-    let found = devices.and_then(|picked| nldev::uverbs_of(&picked, reachable));
-    let Ok(found) = found.map_err(|e| log::debug!("{e}; libibverbs lists devices from sysfs")) else { return -38 };
     // SAFETY: ibv_get_sysfs_path returns libibverbs' static, NUL-terminated root path, set once
     // and never freed.
     let root = unsafe { CStr::from_ptr(ibv_get_sysfs_path()) }.to_bytes().to_vec();
+    let found = match devices.and_then(|picked| nldev::uverbs_of(&picked, reachable)) {
+        Ok(found) => found,
+        Err(e) => {
+            let one = only
+                .as_deref()
+                .and_then(|o| nldev::from_sysfs(Path::new(std::ffi::OsStr::from_bytes(&root)), o, reachable));
+            match one {
+                Some(f) => {
+                    log::debug!("{e}; {} listed from its own sysfs files", f.device.name);
+                    vec![f]
+                }
+                None => {
+                    log::debug!("{e}; libibverbs lists devices from sysfs");
+                    KEPT.with(|k| {
+                        if let Kept::Sysfs { whole } = &mut *k.borrow_mut() {
+                            *whole = true;
+                        }
+                    });
+                    return -38;
+                }
+            }
+        }
+    };
     for f in &found {
         match sysfs_dev(f, &root) {
             // SAFETY: `list` is the `struct list_head` libibverbs handed in (its local list in
@@ -165,14 +208,16 @@ fn sysfs_dev(f: &nldev::Found, root: &[u8]) -> Option<NonNull<VerbsSysfsDev>> {
     if !fits(name, SYSFS_NAME_MAX) || !fits(node, SYSFS_NAME_MAX) || !fits(&path, SYSFS_PATH_MAX) {
         return None;
     }
-    let ibdev_idx = c_int::try_from(f.device.index).ok()?;
+    // -1: unknown (a device read from sysfs), as rdma-core's own sysfs scan leaves it.
+    let ibdev_idx = c_int::try_from(f.device.index).unwrap_or(-1);
     let abi_ver = u32::try_from(f.uverbs.abi).ok()?;
     // SAFETY: calloc returns NULL or zeroed memory aligned for any fundamental type, and all
     // zeroes is a valid VerbsSysfsDev (null pointers, zero numbers, empty strings).
     let dev = NonNull::new(unsafe { libc::calloc(1, std::mem::size_of::<VerbsSysfsDev>()) }.cast::<VerbsSysfsDev>())?;
     // SAFETY: `dev` is a fresh, initialised and unaliased allocation.
     let d = unsafe { &mut *dev.as_ptr() };
-    d.flags = VSYSFS_READ_NODE_GUID;
+    // A GUID of 0 is unknown (a device read from sysfs): libibverbs reads it when asked.
+    d.flags = if f.device.node_guid != 0 { VSYSFS_READ_NODE_GUID } else { 0 };
     copy_c(&mut d.sysfs_name, node);
     d.sysfs_cdev = rustix::fs::makedev(f.uverbs.major, f.uverbs.minor);
     copy_c(&mut d.ibdev_name, name);

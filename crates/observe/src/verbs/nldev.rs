@@ -104,6 +104,50 @@ pub(crate) fn uverbs_of(devices: &[NlDevice], reachable: impl Fn(&str) -> bool) 
     Ok(out)
 }
 
+/// What libibverbs' sysfs scan would list for the device `name` alone, read from sysfs under
+/// `root` (its `class/infiniband/NAME`: the uverbs node under `device/infiniband_verbs`, that
+/// node's `dev` and `abi_version`, the device's `node_type` and its ports): where RDMA netlink
+/// does not answer, a listing for one device reads that device's files only, instead of every
+/// uverbs device's of the node. Its index, node GUID and driver are left unknown, as rdma-core's
+/// own sysfs scan leaves them (libibverbs reads the GUID when asked, and matches the provider by
+/// the device's modalias). `None` where a file is missing or does not read, or the node is not
+/// `reachable`: libibverbs then scans, as before.
+pub(crate) fn from_sysfs(root: &std::path::Path, name: &str, reachable: impl Fn(&str) -> bool) -> Option<Found> {
+    use std::io::Read;
+    let read = |p: std::path::PathBuf| -> Option<String> {
+        let mut text = String::new();
+        std::fs::File::open(p).ok()?.take(64).read_to_string(&mut text).ok()?;
+        Some(text.trim().to_string())
+    };
+    let dev = root.join("class/infiniband").join(names::device_name(name).ok()?);
+    let node = std::fs::read_dir(dev.join("device/infiniband_verbs"))
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .find(|n| n.strip_prefix("uverbs").is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit())))?;
+    let at = dev.join("device/infiniband_verbs").join(&node);
+    let (major, minor) = read(at.join("dev"))?.split_once(':').map(|(a, b)| (a.parse().ok(), b.parse().ok()))?;
+    let node_type = read(dev.join("node_type"))?.split(':').next()?.trim().parse().ok()?;
+    let ports = std::fs::read_dir(dev.join("ports")).ok()?.count();
+    let uverbs = Uverbs {
+        name: node,
+        abi: read(at.join("abi_version"))?.parse().ok()?,
+        major: major?,
+        minor: minor?,
+        driver_id: None,
+    };
+    if !reachable(&uverbs.name) {
+        return None;
+    }
+    let device = NlDevice {
+        index: u32::MAX,
+        name: name.to_string(),
+        node_type,
+        node_guid: 0,
+        ports: u32::try_from(ports).ok()?,
+    };
+    Some(Found { device, uverbs })
+}
+
 /// `RDMA_NLDEV_CMD_GET_CHARDEV`'s attributes: the device's index, the client `uverbs`.
 fn chardev_request(index: u32) -> Vec<u8> {
     let mut b = Vec::with_capacity(20);
@@ -194,6 +238,48 @@ mod tests {
             (ATTR_NODE_GUID, &0x0258_0aff_fe80_0211u64.to_ne_bytes()),
             (ATTR_DEV_NODE_TYPE, &[1]),
         ])
+    }
+
+    fn fixture(node: &str) -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/nodes").join(node).join("sys")
+    }
+
+    #[test]
+    fn one_device_reads_from_its_own_sysfs_files_where_netlink_does_not_answer() {
+        let root = fixture("h100-roce-sriov");
+        let f = from_sysfs(&root, "mlx5_10", |_| true).expect("mlx5_10");
+        assert_eq!(f.uverbs.name, "uverbs10");
+        assert_eq!((f.uverbs.major, f.uverbs.minor, f.uverbs.abi, f.uverbs.driver_id), (231, 202, 1, None));
+        assert_eq!((f.device.name.as_str(), f.device.node_type, f.device.ports), ("mlx5_10", 1, 1));
+        assert_eq!(
+            (f.device.index, f.device.node_guid),
+            (u32::MAX, 0),
+            "unknown, as rdma-core's sysfs scan leaves them"
+        );
+        // Its node out of this container's reach, a device that is not there, a name that is no
+        // device's: libibverbs scans instead.
+        assert_eq!(from_sysfs(&root, "mlx5_10", |_| false), None);
+        assert_eq!(from_sysfs(&root, "mlx5_99", |_| true), None);
+        assert_eq!(from_sysfs(&root, "../../../etc", |_| true), None);
+    }
+
+    #[test]
+    fn a_device_whose_uverbs_files_do_not_read_is_left_to_libibverbs() {
+        let tmp = std::env::temp_dir().join(format!("nw-nldev-{}", std::process::id()));
+        let dev = tmp.join("class/infiniband/mlx5_0");
+        let at = dev.join("device/infiniband_verbs/uverbs0");
+        std::fs::create_dir_all(&at).expect("tree");
+        std::fs::create_dir_all(dev.join("ports/1")).expect("ports");
+        std::fs::write(dev.join("node_type"), "1: CA\n").expect("node_type");
+        std::fs::write(at.join("abi_version"), "1\n").expect("abi");
+        for (bad, why) in [("231", "no minor"), ("231:x", "a minor that is no number"), (&"9".repeat(100)[..], "long")]
+        {
+            std::fs::write(at.join("dev"), bad).expect("dev");
+            assert_eq!(from_sysfs(&tmp, "mlx5_0", |_| true), None, "{why}");
+        }
+        std::fs::write(at.join("dev"), "231:192\n").expect("dev");
+        assert_eq!(from_sysfs(&tmp, "mlx5_0", |_| true).map(|f| f.uverbs.minor), Some(192));
+        let _ = std::fs::remove_dir_all(&tmp);
     }
 
     #[test]

@@ -24,7 +24,11 @@ pub struct Opened {
     /// Each device asked for, listed alone and opened (or not) once.
     devices: RefCell<BTreeMap<String, Result<Device, VerbsError>>>,
     /// One RDMA netlink dump of the node's devices for all of those listings.
-    _discovery: Discovery,
+    discovery: Discovery,
+    /// Where RDMA netlink does not answer, libibverbs lists every device of the node from sysfs
+    /// whichever one is asked for: that first listing, kept for the other devices, so that a start
+    /// lists the node's devices once and not once per device it opens.
+    everything: RefCell<Option<DeviceList>>,
 }
 
 /// An open device, its ports' table lengths once read, and its last table answer.
@@ -42,15 +46,30 @@ impl Default for Opened {
 
 impl Opened {
     pub fn new() -> Self {
-        Opened { kernel: OnceCell::new(), devices: RefCell::default(), _discovery: Discovery::begin() }
+        Opened {
+            kernel: OnceCell::new(),
+            devices: RefCell::default(),
+            discovery: Discovery::begin(),
+            everything: RefCell::default(),
+        }
     }
 
     /// Runs `f` on `device`'s open context, opening it the first time; a failure repeats after.
     fn with<T>(&self, device: &str, f: impl FnOnce(&mut Device) -> Result<T, VerbsError>) -> Result<T, VerbsError> {
         let mut devices = self.devices.borrow_mut();
         let entry = devices.entry(device.to_string()).or_insert_with(|| {
+            let open = |list: &DeviceList| {
+                Context::open_in(list, device).map(|ctx| Device { ctx, lens: None, last: Last::default() })
+            };
+            if let Some(all) = self.everything.borrow().as_ref() {
+                return open(all);
+            }
             let list = DeviceList::get(Some(device))?;
-            Context::open_in(&list, device).map(|ctx| Device { ctx, lens: None, last: Last::default() })
+            let opened = open(&list);
+            if self.discovery.listed_from_sysfs() {
+                *self.everything.borrow_mut() = Some(list);
+            }
+            opened
         });
         match entry {
             Ok(dev) => f(dev),
