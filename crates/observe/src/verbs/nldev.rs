@@ -104,26 +104,18 @@ pub(crate) fn uverbs_of(devices: &[NlDevice], reachable: impl Fn(&str) -> bool) 
     Ok(out)
 }
 
-/// What libibverbs' sysfs scan would list for the device `name` alone, read from sysfs under
-/// `root` (its `class/infiniband/NAME`: the uverbs node under `device/infiniband_verbs`, that
-/// node's `dev` and `abi_version`, the device's `node_type` and its ports): where RDMA netlink
-/// does not answer, a listing for one device reads that device's files only, instead of every
-/// uverbs device's of the node. Its index, node GUID and driver are left unknown, as rdma-core's
-/// own sysfs scan leaves them (libibverbs reads the GUID when asked, and matches the provider by
-/// the device's modalias). `None` where a file is missing or does not read, or the node is not
-/// `reachable`: libibverbs then scans, as before.
+/// What libibverbs' sysfs scan would list for the device `name` alone, from its own files under
+/// `root` (its uverbs node's `dev` and `abi_version`, its `node_type` and ports): where RDMA netlink
+/// does not answer, a listing for one device reads that device's files only. Index, node GUID and
+/// driver stay unknown, as rdma-core's own scan leaves them. `None` where a file does not read or
+/// the node is not `reachable`: libibverbs then scans.
 pub(crate) fn from_sysfs(root: &std::path::Path, name: &str, reachable: impl Fn(&str) -> bool) -> Option<Found> {
-    use std::io::Read;
-    let read = |p: std::path::PathBuf| -> Option<String> {
-        let mut text = String::new();
-        std::fs::File::open(p).ok()?.take(64).read_to_string(&mut text).ok()?;
-        Some(text.trim().to_string())
-    };
+    let read = |p: std::path::PathBuf| crate::detect::file::read_attr(&p).ok();
     let dev = root.join("class/infiniband").join(names::device_name(name).ok()?);
     let node = std::fs::read_dir(dev.join("device/infiniband_verbs"))
         .ok()?
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .find(|n| n.strip_prefix("uverbs").is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit())))?;
+        .find(|n| uverbs_name(n))?;
     let at = dev.join("device/infiniband_verbs").join(&node);
     let (major, minor) = read(at.join("dev"))?.split_once(':').map(|(a, b)| (a.parse().ok(), b.parse().ok()))?;
     let node_type = read(dev.join("node_type"))?.split(':').next()?.trim().parse().ok()?;
@@ -195,13 +187,17 @@ pub fn parse_uverbs(payload: &[u8]) -> Option<Uverbs> {
             _ => {}
         }
     }
-    let name = name
-        .filter(|n| n.strip_prefix("uverbs").is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())))?;
+    let name = name.filter(|n| uverbs_name(n))?;
     let dev = dev?;
     // The kernel's `huge_encode_dev`, decoded as rdma-core decodes it.
     let major = u32::try_from((dev & 0xfff00) >> 8).ok()?;
     let minor = u32::try_from((dev & 0xff) | ((dev >> 12) & 0xfff00)).ok()?;
     Some(Uverbs { name, abi: abi?, major, minor, driver_id })
+}
+
+/// `uverbs` and a number: a uverbs node's name.
+fn uverbs_name(n: &str) -> bool {
+    n.strip_prefix("uverbs").is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// A NUL-terminated string attribute that fits libibverbs' name buffers.
