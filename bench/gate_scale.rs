@@ -62,6 +62,7 @@ fn job(size: u32, base: u16) -> Job {
         secret: std::env::var("GATE_SCALE_SECRET").ok().map(|s| &*Box::leak(s.into_boxed_str())),
         // Judged as a real gate judges (every stand-in pair moves the same, so none is slow).
         slow: nccl_wrap::gate::verdict::SlowRule { pct: nccl_wrap::pairtest::slow::DEFAULT_PCT, refuse: false },
+        prune: false,
     }
 }
 

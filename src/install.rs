@@ -1,13 +1,5 @@
-//! `nccl-wrap install DIR`: put this very binary into DIR, for an init container.
-//!
-//! The image is `FROM scratch` with nothing but nccl-wrap, so an init container cannot `cp` it
-//! into the shared volume the training container runs it from: nccl-wrap copies itself. The copy
-//! is atomic (a temporary file in DIR, written, fsync'ed, made 0755, renamed over `DIR/nccl-wrap`,
-//! and the directory fsync'ed), so a training container never sees half a binary, and running it
-//! again is harmless. A DIR that is missing, not a directory, read-only or full is named with the
-//! cause and the fix; the temporary file never stays behind.
-//!
-//! It runs no detection and touches nothing but DIR.
+//! `nccl-wrap install DIR`: this binary copied atomically into DIR, for an init container (the
+//! image holds nothing else). Runs no detection, touches nothing but DIR.
 
 use std::fs::{self, File};
 use std::io;

@@ -1,17 +1,6 @@
-//! nccl-wrap's front ends, above the layers (docs/architecture.md): the options, the summary and
-//! the JSON plan, and each subcommand. The binary (`main.rs`) is the switch over them.
-//!
-//! - `cli`: options, each also an `NCCL_WRAP_*` variable;
-//! - `report`: the summary on stderr and the JSON plan;
-//! - `doctor`: checks that name what would make NCCL hang or fall back to TCP;
-//! - `health`: doctor's findings as NFD labels and Prometheus metrics, and `watch`, the node agent
-//!   (its `--ring` drives the pair test between nodes);
-//! - `ping`: the pair test as a command, between two pods (or a ring of them);
-//! - `gate`: the job's pods test each other before the command starts;
-//! - `install`: copies the binary into a shared volume, for an init container;
-//! - `run`: the interlocks, then the command exec'd or supervised.
-//!
-//! The front ends stand on the pair test (`nw_pairtest`) and never name each other.
+//! nccl-wrap's front ends, above the layers (docs/architecture.md): `cli`, `report`, `doctor`,
+//! `health` (with `watch`), `ping`, `gate`, `install` and `run`. The binary (`main.rs`) is the switch
+//! over them; they stand on the pair test (`nw_pairtest`) and never name each other.
 
 #![deny(unsafe_code)]
 

@@ -1,24 +1,18 @@
-//! nccl-wrap: the container entrypoint that makes NCCL use this pod's RDMA ports.
-//!
-//! One visible pipeline: detect (reads of the environment, sysfs and ibverbs) -> apply limits
-//! (memlock, which the optional self-test needs) -> plan (pure decisions) -> apply the
-//! environment -> run (execve, or supervise as PID 1). Each step lives in its own module; this
-//! file only wires them and turns outcomes into exit codes.
+//! nccl-wrap: the container entrypoint that makes NCCL use this pod's RDMA ports. The switch over
+//! the stages: options, observe, memlock, decide, then the subcommand or the run.
 
 #![deny(unsafe_code)]
 use std::ffi::OsString;
-use std::io::Write;
-use std::path::Path;
 
-use nccl_wrap::cli::{self, Cli, Sub, EXIT_REFUSED, EXIT_USAGE};
-use nccl_wrap::{doctor, gate, health, install, ping, report, run};
+use nccl_wrap::cli::{self, Cli, Sub, EXIT_USAGE};
+use nccl_wrap::{doctor, health, install, ping, report, run};
 use nw_decide as plan;
 use nw_nccl as nccl;
 use nw_observe::{detect, observation, verbs};
 use nw_output::msg::PREFIX;
 use nw_pairtest as pairtest;
 use nw_pid1::{memlock, supervise};
-use nw_postmortem::{portwatch, status};
+use nw_postmortem::status;
 
 /// The whole start, and after it the run or the subcommand: its exit status.
 fn start() -> u8 {
@@ -34,14 +28,14 @@ fn start() -> u8 {
     let vars: detect::Vars = env_list.iter().cloned().collect();
     let cli = match Cli::parse(&raw, |name| vars.get(std::ffi::OsStr::new(name)).cloned()) {
         Ok(cli) => cli,
-        Err(e) => return bad_usage(&e, &raw, &env_list),
+        Err(e) => return run::bad_usage(&e, &raw, &env_list),
     };
     if let Some(Sub::Install { dir }) = &cli.sub {
         // The init container's job: no detection, nothing but the copy.
         return install::main(dir);
     }
     // Validate, then act: every problem is named here, before anything touches the process.
-    let config = match judge(cli, &vars) {
+    let config = match run::judge(cli, &vars) {
         Ok(config) => config,
         Err(code) => return code,
     };
@@ -70,13 +64,12 @@ fn start() -> u8 {
         return EXIT_USAGE;
     }
 
-    // Observe: every read any decision needs. Where ibverbs are consulted, the devices are
-    // opened once for detection's far GID table reads and the probe, and closed before the
-    // plan: never held while the job runs.
+    // Observe: every read any decision needs; devices opened through ibverbs are closed before
+    // the plan, never held while the job runs.
     let (mut prefs, pref_warnings) = plan::gid_prefs(&vars);
     let sysfs = detect::sysfs::Sysfs::new(&cli.opts.sysfs_root);
-    let dra_metadata = dra_metadata_root(&cli.opts);
-    let roots = roots(&cli.opts, &sysfs, &dra_metadata);
+    let dra_metadata = cli::configs::dra_metadata_root(&cli.opts);
+    let roots = cli::configs::roots(&cli.opts, &sysfs, &dra_metadata);
     let opened = cli::configs::verbs_skipped(&cli.opts).is_none().then(verbs::Opened::new);
     let tables: &dyn detect::gid_source::TableSource = match &opened {
         Some(o) => o,
@@ -110,7 +103,7 @@ fn start() -> u8 {
         // `--gate=warn` starts the command whatever the pairs say: it promises no refusal.
         gate: cli.opts.gate == cli::Gate::Refuse,
     };
-    let gate = gate_coordinator(&cli.opts);
+    let gate = cli::configs::gate_coordinator(&cli.opts);
     // Where every visible device is the pod's (hostNetwork), the rails rule weighs each usable
     // port's evidence: read here, decided in the plan.
     let coordinator = plan::bootstrap::coordinator(&vars, gate);
@@ -141,6 +134,8 @@ fn start() -> u8 {
     let answers = observation::answer(&roots, &vars, &plan.detection, &mut seen, &asks);
     plan::settle(&mut plan, answers, &vars, gate, prefs, family, choices);
 
+    let inputs =
+        pairtest::here::Inputs { plan: &plan, vars: &vars, proc_root: &cli.opts.proc_root, verbs: verbs.as_ref() };
     match cli.sub {
         Some(Sub::Env { json }) => {
             let text = if json {
@@ -150,7 +145,7 @@ fn start() -> u8 {
                 eprint!("{}", report::summary(&plan, &memlock, true));
                 nccl::env::export_lines(plan.exports())
             };
-            print_or_fail(&text)
+            run::print(&text)
         }
         Some(Sub::Doctor { json, no_selftest, ref files }) => {
             let inputs = doctor::Inputs {
@@ -165,143 +160,16 @@ fn start() -> u8 {
                 addrs: &detect::netif::read,
             };
             let form = if json { doctor::Form::Json } else { doctor::Form::Human { quiet: cli.opts.quiet } };
-            let out = cli::configs::outputs(files);
-            if out.is_empty() {
+            if files.is_empty() {
                 doctor::main(&inputs, form)
             } else {
-                doctor::main_then(&inputs, form, |report| health::write_for_doctor(&inputs, report, &out))
+                doctor::main_then(&inputs, form, |report| health::write_for_doctor(&inputs, report, files))
             }
         }
-        Some(Sub::Ping(ref p)) => {
-            let inputs = pairtest::here::Inputs {
-                plan: &plan,
-                vars: &vars,
-                proc_root: &cli.opts.proc_root,
-                verbs: verbs.as_ref(),
-            };
-            ping::main(&inputs, &cli::configs::ping_options(p))
-        }
-        None => {
-            let ping_inputs = pairtest::here::Inputs {
-                plan: &plan,
-                vars: &vars,
-                proc_root: &cli.opts.proc_root,
-                verbs: verbs.as_ref(),
-            };
-            run::run(&config, &plan, &memlock, &env_list, early_block, &ping_inputs)
-        }
+        Some(Sub::Ping(ref p)) => ping::main(&inputs, &cli::configs::ping_options(p)),
+        None => run::run(&config, &plan, &memlock, &env_list, early_block, &inputs),
         Some(Sub::Install { .. } | Sub::Watch(_) | Sub::Status { .. }) => {
             unreachable!("install, watch and status return before detection")
-        }
-    }
-}
-
-/// Where every read starts, from the options.
-fn roots<'a>(o: &'a cli::Opts, sysfs: &'a detect::sysfs::Sysfs, dra_metadata: &'a Path) -> observation::Roots<'a> {
-    observation::Roots {
-        sysfs,
-        proc_root: &o.proc_root,
-        dev_root: &o.dev_root,
-        image_root: &o.image_root,
-        annotations: &o.annotations,
-        dra_metadata,
-        device_nodes: device_nodes(o),
-    }
-}
-
-/// The dev root, where its uverbs nodes say something of the sysfs tree read: always, but where
-/// a sysfs root other than `/sys` (a node tree) is read with the machine's own `/dev`, whose nodes
-/// are another machine's (as libibverbs, which reads the kernel's sysfs, is then not consulted).
-fn device_nodes(o: &cli::Opts) -> Option<&Path> {
-    (o.sysfs_root == Path::new("/sys") || o.dev_root != Path::new("/dev")).then_some(o.dev_root.as_path())
-}
-
-/// Where the KEP-5304 device metadata trees are: the container's
-/// `/var/run/kubernetes.io/dra-device-attributes`; where the sysfs root is a node tree's own
-/// (`<node>/sys`, as the fixtures lay a node out), the same path inside that tree, so that a node
-/// read from a tree is read whole. No option names it (yet): the kubelet mounts it at one place.
-fn dra_metadata_root(o: &cli::Opts) -> std::path::PathBuf {
-    let container = Path::new(detect::dra_metadata::CONTAINER_DIR);
-    match o.sysfs_root.parent() {
-        Some(node) if o.sysfs_root != Path::new("/sys") && o.sysfs_root.ends_with("sys") => {
-            node.join(container.strip_prefix("/").unwrap_or(container))
-        }
-        _ => container.to_path_buf(),
-    }
-}
-
-/// The gate's coordinator, as the bootstrap's last source of where the job's coordinator is.
-fn gate_coordinator(o: &cli::Opts) -> Option<plan::bootstrap::Gate<'_>> {
-    o.gate_coordinator.as_deref().map(|value| plan::bootstrap::Gate { name: "--gate-coordinator", value })
-}
-
-/// The options made ready, each option or variable that could not be used named; 125 when one
-/// belongs to an interlock the user asked for, or the gate asked for cannot run (its secret, who
-/// this pod is), and a command was to run: before anything touches the process (docs: README,
-/// "Misconfiguration"). The refusal's cause is also the termination message.
-fn judge(cli: Cli, vars: &detect::Vars) -> Result<cli::Config, u8> {
-    let (config, mut verdict) = cli::validate(cli, vars);
-    if let Some(cli::GateConfig { warn: false, .. }) = config.gate {
-        if let Err(e) = gate::who::resolve(&run::given(&config.cli.opts, None), vars) {
-            verdict.refusal.get_or_insert_with(|| format!("gate-usage: {e}"));
-        }
-    }
-    for line in &verdict.ignored {
-        eprintln!("{PREFIX} warning: {line}");
-    }
-    let Some(refusal) = verdict.refusal else { return Ok(config) };
-    match config.cli.command.first() {
-        Some(cmd) if config.cli.sub.is_none() => {
-            eprintln!("{PREFIX} refusing to start {cmd:?}: {refusal}");
-            if let Some(path) = &config.supervise.hang.termination_log {
-                let text = nw_output::termination::fit("nccl-wrap refused to start the command", &[refusal], 1);
-                if let Err(e) = nw_output::termination::write(path, &text) {
-                    eprintln!("{PREFIX} cannot write the termination message to {}: {e}", path.display());
-                }
-            }
-            Err(EXIT_REFUSED)
-        }
-        _ => {
-            eprintln!("{PREFIX} warning: a run with these settings would refuse to start: {refusal}");
-            Ok(config)
-        }
-    }
-}
-
-/// Bad options never cost the job: when a command follows `--`, it runs untouched.
-fn bad_usage(e: &cli::CliError, raw: &[OsString], env: &[(OsString, OsString)]) -> u8 {
-    if e.is_answer() {
-        return print_or_fail(&format!("{e}\n"));
-    }
-    eprintln!("{PREFIX} {e}");
-    if let Some(near) = cli::suggest(e) {
-        eprintln!("{PREFIX} did you mean {near}?");
-    }
-    match cli::command_after_dashes(raw) {
-        Some(cmd) => {
-            let vars = env.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str()));
-            if let Some(asked) = cli::interlock_asked(raw, vars) {
-                eprintln!("{PREFIX} refusing to start {:?}: the options were not understood, and {asked} asks for an interlock that a run without nccl-wrap's settings would drop", cmd[0]);
-                return EXIT_REFUSED;
-            }
-            eprintln!("{PREFIX} warning: options not understood; running the command without nccl-wrap's settings");
-            if supervise::wanted(None) {
-                // As PID 1 the command still needs an init: supervise it with the defaults.
-                let defaults = supervise::Options {
-                    kill_group: false,
-                    grace: std::time::Duration::ZERO,
-                    watch: portwatch::Config::none(),
-                    hang: nw_postmortem::hang::Config::default(),
-                    state_file: None,
-                };
-                return supervise::run(cmd, &nccl::env::child_env(env, &[]), &defaults, None);
-            }
-            run::exec_or_report(cmd, &nccl::env::child_env(env, &[]))
-        }
-        None => {
-            let help = e.sub.map_or(String::new(), |s| format!("nccl-wrap {} ", s.name()));
-            eprintln!("{PREFIX} usage: {} (see {help}--help)", cli::usage(e.sub));
-            EXIT_USAGE
         }
     }
 }
@@ -309,17 +177,6 @@ fn bad_usage(e: &cli::CliError, raw: &[OsString], env: &[(OsString, OsString)]) 
 fn init_logging() {
     if let Some(filter) = std::env::var_os("NCCL_WRAP_LOG") {
         env_logger::Builder::new().parse_filters(&filter.to_string_lossy()).target(env_logger::Target::Stderr).init();
-    }
-}
-
-fn print_or_fail(text: &str) -> u8 {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("{PREFIX} cannot write to stdout: {e}");
-            1
-        }
     }
 }
 

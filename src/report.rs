@@ -59,27 +59,20 @@ pub fn summary(plan: &Plan, memlock: &Memlock, quiet: bool) -> String {
             }
             // A device of more than two ports is a multi-plane one (ConnectX-8/9): each active
             // port is a plane, said with its place among them; a name may carry the rest.
-            let planes: Vec<u32> = if dev.ports.len() > 2 {
-                dev.ports
-                    .iter()
-                    .filter(|p| p.state.as_deref().is_some_and(|s| s.contains("ACTIVE")))
-                    .map(|p| p.port)
-                    .collect()
-            } else {
-                Vec::new()
-            };
+            let planes: Vec<u32> = dev
+                .ports
+                .iter()
+                .filter(|p| dev.ports.len() > 2 && p.state.as_deref().is_some_and(|s| s.contains("ACTIVE")))
+                .map(|p| p.port)
+                .collect();
             let named = nw_observe::detect::names::identity(&dev.name);
             for p in &dev.ports {
                 let decision = plan.decisions.iter().find(|x| x.device == dev.name && x.port == p.port);
                 let mut s = format!("  {}:{} ", dev.name, p.port);
                 match decision.and_then(|x| x.reason.as_deref()) {
                     None => {
-                        let _ = write!(
-                            s,
-                            "{} {}",
-                            p.link_layer.as_deref().unwrap_or("?"),
-                            p.rate.as_deref().unwrap_or("rate unknown")
-                        );
+                        let (layer, rate) = (p.link_layer.as_deref(), p.rate.as_deref());
+                        let _ = write!(s, "{} {}", layer.unwrap_or("?"), rate.unwrap_or("rate unknown"));
                         if let Some((nic, plane, rail)) = named {
                             let _ = write!(s, ", NIC {nic} plane {plane} rail {rail} (by its name)");
                         } else if let Some(i) = planes.iter().position(|&n| n == p.port).filter(|_| planes.len() > 1) {
@@ -118,15 +111,11 @@ pub fn summary(plan: &Plan, memlock: &Memlock, quiet: bool) -> String {
             line(&l);
         }
         for v in &plan.vars {
+            let prev = v.previous.as_deref().unwrap_or("");
             match v.action {
                 Action::Set => line(&format!("set {}={}", v.name, shell_quote(&v.value))),
-                Action::Override => line(&format!(
-                    "set {}={} (overriding {:?})",
-                    v.name,
-                    shell_quote(&v.value),
-                    v.previous.as_deref().unwrap_or("")
-                )),
-                Action::Kept => line(&format!("kept {}={}", v.name, shell_quote(v.previous.as_deref().unwrap_or("")))),
+                Action::Override => line(&format!("set {}={} (overriding {prev:?})", v.name, shell_quote(&v.value))),
+                Action::Kept => line(&format!("kept {}={}", v.name, shell_quote(prev))),
             }
         }
         line(&memlock.describe());
@@ -139,9 +128,8 @@ pub fn summary(plan: &Plan, memlock: &Memlock, quiet: bool) -> String {
     out
 }
 
-/// A source's inputs for the summary's first line: all of them where they are few (a variable, a
-/// file), else the first two and how many more (the SR-IOV DRA driver sets a handful per device;
-/// `env --json` lists them all).
+/// A source's inputs for the summary's first line: all where few, else the first two and how many
+/// more (`env --json` lists them all).
 fn inputs_shown(inputs: &[String]) -> String {
     if inputs.len() <= 3 {
         return inputs.join(", ");

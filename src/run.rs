@@ -1,14 +1,15 @@
-//! The run, the road's last stage when a command follows `--`: the interlocks the user asked for
-//! (`--require-rdma`, `--require-memlock`, `--gate`), then the environment applied and the
-//! command exec'd or supervised. Every refusal here is said on stderr and written as the
-//! termination message Kubernetes shows (`kubectl describe pod`), exit 125.
+//! The run: the interlocks asked for (`--require-*`, `--gate`), then the command exec'd or
+//! supervised; each refusal on stderr and in the termination message, exit 125. Also a start whose
+//! options could not be read or made ready.
 
 use std::ffi::OsString;
+use std::io::Write;
 
 use crate::cli::{self, EXIT_REFUSED};
 use crate::{gate, report};
 use nw_decide as plan;
 use nw_nccl as nccl;
+use nw_observe::detect::Vars;
 use nw_output::msg::PREFIX;
 use nw_pairtest as pairtest;
 use nw_pid1::{exec, memlock, supervise};
@@ -16,8 +17,7 @@ use nw_postmortem::portwatch;
 
 /// Says why the command does not start, and writes it as the termination message: 125.
 fn refuse(config: &cli::Config, why: String) -> u8 {
-    let cmd = config.cli.command.first().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
-    eprintln!("{PREFIX} refusing to start {cmd:?}: {why}");
+    eprintln!("{PREFIX} refusing to start {:?}: {why}", config.cli.command[0]);
     if let Some(path) = &config.supervise.hang.termination_log {
         let text = nw_output::termination::fit("nccl-wrap refused to start the command", &[why], 1);
         if let Err(e) = nw_output::termination::write(path, &text) {
@@ -25,6 +25,75 @@ fn refuse(config: &cli::Config, why: String) -> u8 {
         }
     }
     EXIT_REFUSED
+}
+
+/// The options made ready, each unusable one named; 125 before anything touches the process when
+/// one belongs to an interlock asked for, or the gate asked for cannot run, and a command was to run.
+pub fn judge(cli: cli::Cli, vars: &Vars) -> Result<cli::Config, u8> {
+    let (config, mut verdict) = cli::validate(cli, vars);
+    if let Some(cli::GateConfig { warn: false, .. }) = config.gate {
+        if let Err(e) = gate::who::resolve(&given(&config.cli.opts, None), vars) {
+            verdict.refusal.get_or_insert_with(|| format!("gate-usage: {e}"));
+        }
+    }
+    for line in &verdict.ignored {
+        eprintln!("{PREFIX} warning: {line}");
+    }
+    match verdict.refusal {
+        None => Ok(config),
+        Some(refusal) if config.cli.sub.is_none() && !config.cli.command.is_empty() => Err(refuse(&config, refusal)),
+        Some(refusal) => {
+            eprintln!("{PREFIX} warning: a run with these settings would refuse to start: {refusal}");
+            Ok(config)
+        }
+    }
+}
+
+/// Bad options never cost the job: when a command follows `--`, it runs untouched.
+pub fn bad_usage(e: &cli::CliError, raw: &[OsString], env: &[(OsString, OsString)]) -> u8 {
+    if e.is_answer() {
+        return print(&format!("{e}\n"));
+    }
+    eprintln!("{PREFIX} {e}");
+    if let Some(near) = cli::suggest(e) {
+        eprintln!("{PREFIX} did you mean {near}?");
+    }
+    let Some(cmd) = cli::command_after_dashes(raw) else {
+        let help = e.sub.map_or(String::new(), |s| format!("nccl-wrap {} ", s.name()));
+        eprintln!("{PREFIX} usage: {} (see {help}--help)", cli::usage(e.sub));
+        return cli::EXIT_USAGE;
+    };
+    let vars = env.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str()));
+    if let Some(asked) = cli::interlock_asked(raw, vars) {
+        eprintln!("{PREFIX} refusing to start {:?}: the options were not understood, and {asked} asks for an interlock that a run without nccl-wrap's settings would drop", cmd[0]);
+        return EXIT_REFUSED;
+    }
+    eprintln!("{PREFIX} warning: options not understood; running the command without nccl-wrap's settings");
+    let env = nccl::env::child_env(env, &[]);
+    if supervise::wanted(None) {
+        // As PID 1 the command still needs an init: supervise it with the defaults.
+        let defaults = supervise::Options {
+            kill_group: false,
+            grace: std::time::Duration::ZERO,
+            watch: portwatch::Config::none(),
+            hang: nw_postmortem::hang::Config::default(),
+            state_file: None,
+        };
+        return supervise::run(cmd, &env, &defaults, None);
+    }
+    exec_or_report(cmd, &env)
+}
+
+/// Writes `text` on standard output: 0, or 1 when it cannot be written.
+pub fn print(text: &str) -> u8 {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("{PREFIX} cannot write to stdout: {e}");
+            1
+        }
+    }
 }
 
 /// Apply the environment and run the command.
@@ -38,27 +107,30 @@ pub fn run(
 ) -> u8 {
     let cli = &config.cli;
     eprint!("{}", report::summary(plan, memlock, cli.opts.quiet));
-    // EFA pods carry NCCL's traffic through a net plugin: what it needs is weighed below.
-    if cli.opts.require_rdma && !plan.rdma && plan.efa.is_none() {
-        return refuse(config, "--require-rdma (NCCL_WRAP_REQUIRE_RDMA) is set and no usable RDMA port was found; see the warnings above, or run `nccl-wrap env --json`".into());
-    }
-    if let Some(why) = plan.rails_refusal().filter(|_| cli.opts.require_rdma) {
-        return refuse(
-            config,
-            format!("--require-rdma (NCCL_WRAP_REQUIRE_RDMA) is set and {why}: the rails asked for are not here"),
-        );
-    }
-    if let Some(why) = plan.userspace_refusal().filter(|_| cli.opts.require_rdma) {
-        return refuse(
-            config,
-            format!("--require-rdma (NCCL_WRAP_REQUIRE_RDMA) is set and NCCL would run over TCP sockets: {why}"),
-        );
+    if cli.opts.require_rdma {
+        // EFA pods carry NCCL's traffic through a net plugin: what it needs is weighed below.
+        let why = if !plan.rdma && plan.efa.is_none() {
+            Some("no usable RDMA port was found; see the warnings above, or run `nccl-wrap env --json`".into())
+        } else if let Some(why) = plan.rails_refusal() {
+            Some(format!("{why}: the rails asked for are not here"))
+        } else {
+            plan.userspace_refusal().map(|why| format!("NCCL would run over TCP sockets: {why}"))
+        };
+        if let Some(why) = why {
+            return refuse(config, format!("--require-rdma (NCCL_WRAP_REQUIRE_RDMA) is set and {why}"));
+        }
     }
     if cli.opts.require_memlock && !memlock.sufficient() {
         return refuse(
             config,
             format!("--require-memlock (NCCL_WRAP_REQUIRE_MEMLOCK) is set and {}", memlock.describe()),
         );
+    }
+    let mut pruned = None;
+    // A pod that could not drop a rail refuses before it joins: the job then refuses on every
+    // pod (a rank missing), never starts split.
+    if let Some(why) = config.gate.as_ref().filter(|_| cli.opts.gate_prune).and_then(|_| plan.without(&[]).err()) {
+        return refuse(config, format!("--gate-prune (NCCL_WRAP_GATE_PRUNE) is set and {why}"));
     }
     if let Some(g) = &config.gate {
         // Before exec or the child: the gate's listener, connections and RDMA resources are all
@@ -67,7 +139,16 @@ pub fn run(
             pairtest::here::read(ping_inputs),
             pairtest::here::hostname(ping_inputs.proc_root, ping_inputs.vars),
         );
-        match gate::run(ping_inputs.vars, &fabric, &gate_options(&cli.opts, g, plan)).outcome {
+        let ran = gate::run(ping_inputs.vars, &fabric, &gate_options(&cli.opts, g, plan));
+        // --gate-prune: the rails dropped on every pod leave what NCCL and the port watch get.
+        let drop: Vec<(String, String)> = ran.pruned.into_iter().map(|p| (p.rail, p.line)).collect();
+        if !drop.is_empty() && ran.outcome == gate::Outcome::Start {
+            match plan.without(&drop) {
+                Ok(p) => pruned = Some(p),
+                Err(why) => return refuse(config, format!("--gate-prune (NCCL_WRAP_GATE_PRUNE) is set and {why}")),
+            }
+        }
+        match ran.outcome {
             gate::Outcome::Start => {}
             gate::Outcome::Refuse => {
                 eprintln!("{PREFIX} refusing to start {:?}: --gate (NCCL_WRAP_GATE) is set and the job's fabric check failed (see above; docs/gate.md)", cli.command[0]);
@@ -77,6 +158,7 @@ pub fn run(
             gate::Outcome::Interrupted(sig) => return u8::try_from(128 + sig).unwrap_or(EXIT_REFUSED),
         }
     }
+    let plan = pruned.as_ref().unwrap_or(plan);
     let env = nccl::env::child_env(env_list, &plan.exports());
     if supervise::wanted(cli.opts.init) {
         let mut opts = config.supervise.clone();
@@ -125,6 +207,7 @@ fn gate_options(o: &cli::Opts, g: &cli::GateConfig, plan: &plan::Plan) -> gate::
         termination_log: g.termination_log.clone(),
         secret: g.secret.clone(),
         slow: gate::verdict::SlowRule { pct: o.gate_slow_pct, refuse: o.gate_refuse_slow },
+        prune: o.gate_prune,
     }
 }
 

@@ -50,6 +50,7 @@ const TABLE: &[(&str, Class, &[&str])] = &[
     ("NCCL_WRAP_GATE_WAIT_MS", Gate, &["0", "soon", "86400001"]),
     ("NCCL_WRAP_GATE_SLOW", Gate, &["0.7", "101", "-1", "70%"]),
     ("NCCL_WRAP_GATE_REFUSE_SLOW", Gate, &["if-slow"]),
+    ("NCCL_WRAP_GATE_PRUNE", Gate, &["drop"]),
     ("NCCL_WRAP_PING_ALL_PAIRS", GateKnob, &["both"]),
     ("NCCL_WRAP_PING_JSON", GateKnob, &["pretty"]),
     ("NCCL_WRAP_PING_BYTES", GateKnob, &["1MiB", "0", "1073741825"]),

@@ -349,3 +349,58 @@ fn doctor_quiet_hides_passes_and_puts_failures_first() {
     r.code_is(1);
     assert_eq!(r.stdout(), full, "NCCL_WRAP_QUIET thinned doctor");
 }
+
+/// The `bootstrap` check of doctor about the user's `var`.
+#[track_caller]
+fn bootstrap_of<'a>(j: &'a Value, var: &str) -> &'a Value {
+    let found = checks(j, "bootstrap").into_iter().find(|c| c["evidence"]["variable"] == var);
+    found.unwrap_or_else(|| panic!("no bootstrap check of {var}\n{j:#}"))
+}
+
+#[test]
+fn a_gloo_socket_ifname_in_nccls_syntax_fails_with_what_to_set_instead() {
+    let r = node(H100).env("GLOO_SOCKET_IFNAME", "^lo,docker").args(["doctor", "--json", "--no-selftest"]);
+    let j = r.code_is(1).json();
+    let c = bootstrap_of(&j, "GLOO_SOCKET_IFNAME");
+    assert_eq!(c["status"], "fail", "{c}");
+    let summary = c["summary"].as_str().expect("summary");
+    assert!(summary.contains("is NCCL's list syntax, which Gloo does not read"), "{c}");
+    let hint = c["hint"].as_str().expect("hint");
+    assert!(hint.starts_with("set GLOO_SOCKET_IFNAME=") && hint.contains("interface names only"), "{c}");
+}
+
+#[test]
+fn an_nccl_socket_ifname_that_takes_a_link_local_only_link_fails_with_what_to_set_instead() {
+    // The EKS pod-identity link (169.254.170.23): only a network namespace of our own holds one.
+    if common::no_netns() {
+        return;
+    }
+    let setup = "set -e; ip link set lo up
+        for i in eth0 pid0; do ip link add $i type veth peer name ${i}p; ip link set ${i}p up; ip link set $i up; done
+        ip addr add 10.128.3.4/16 dev eth0; ip addr add 169.254.170.23/16 dev pid0
+        ip route add default via 10.128.0.1
+        exec \"$@\"";
+    let root = fixture(H100);
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--net", "--", "sh", "-c", setup, "sh"]).args(common::bin_argv());
+    cmd.args(["doctor", "--json", "--no-selftest"])
+        .env_clear()
+        .env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+        .env("NCCL_WRAP_SYSFS_ROOT", root.join("sys"))
+        .env("NCCL_WRAP_DEV_ROOT", root.join("dev"))
+        .env("NCCL_WRAP_ANNOTATIONS", "/nonexistent/annotations")
+        .env("NCCL_WRAP_IMAGE_ROOT", common::image("full"))
+        .envs(common::env_file(H100, "env"))
+        .env("NCCL_SOCKET_IFNAME", "^lo,docker,veth,eni");
+    let out = common::output_within(&mut cmd, Duration::from_secs(60));
+    let j: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let c = bootstrap_of(&j, "NCCL_SOCKET_IFNAME");
+    assert_eq!(c["status"], "fail", "{c}");
+    let summary = c["summary"].as_str().expect("summary");
+    // (The veth peers, up without an address of their own, hold only fe80:: ones too.)
+    let taken = summary.split_once("lets NCCL take ").map(|(_, t)| t).unwrap_or_default();
+    assert!(taken.contains("pid0") && taken.contains("with only link-local addresses"), "{c}");
+    let hint = c["hint"].as_str().expect("hint");
+    assert!(hint.starts_with("set NCCL_SOCKET_IFNAME==eth0"), "{c}");
+}

@@ -65,6 +65,63 @@ fn one_failed_rail_stops_every_pod_with_the_cause_in_its_termination_file() {
 }
 
 #[test]
+fn with_gate_prune_a_rail_failing_on_one_pod_is_dropped_on_every_pod_and_the_job_starts() {
+    use nccl_wrap::gate::wire::Dropped;
+    let scratch = Scratch::new("prune");
+    let mut j = job(3);
+    // Three rails on every pod (rxe0:1, mlx5_1:1, mlx5_2:1); rank 1's second fails towards rank 2.
+    let pods = || {
+        let pod = |r| {
+            let mut f = fake(r);
+            f.extra_rails = 2;
+            f.fails_rail = (r == 1).then_some(1);
+            (r, f)
+        };
+        (0..3).map(pod).collect::<Vec<_>>()
+    };
+    // Without --gate-prune: every pod refuses, naming the rail, as before.
+    let ran = run_pods(&j, pods(), &scratch);
+    for r in &ran {
+        assert_eq!(r.outcome, Outcome::Refuse, "rank {}: {:?}", r.rank, r.verdict);
+        assert!(r.pruned.is_empty() && r.verdict.dropped.is_empty(), "{r:?}");
+        let text = std::fs::read_to_string(scratch.log(r.rank)).expect("termination message");
+        assert!(text.contains("pod-1 (rank 1) mlx5_1:1 -> pod-2 (rank 2) mlx5_1:1: retry-exceeded:"), "{text}");
+        std::fs::remove_file(scratch.log(r.rank)).expect("cleared");
+    }
+    // With it: every pod starts with the same list less that place, and says so.
+    j.prune = true;
+    let ran = run_pods(&j, pods(), &scratch);
+    for r in &ran {
+        assert_eq!(r.outcome, Outcome::Start, "rank {}: {:?}", r.rank, r.verdict);
+        assert_eq!(r.verdict, ran[0].verdict, "every pod gets the same verdict");
+        assert_eq!(r.verdict.dropped, [Dropped { position: 1, finding: 0 }]);
+        assert_eq!(r.pruned.iter().map(|p| p.rail.as_str()).collect::<Vec<_>>(), ["mlx5_1:1"]);
+        assert!(
+            r.pruned[0].line.starts_with("gate: --gate-prune: mlx5_1:1 (rail 2 of 3) is dropped here, as its place is on every pod: pod-1 (rank 1) mlx5_1:1 -> pod-2 (rank 2) mlx5_1:1: retry-exceeded:"),
+            "{}",
+            r.pruned[0].line
+        );
+        assert!(!scratch.log(r.rank).exists(), "no termination message when the command starts");
+    }
+    // Every rail failing, or a pod with one rail more: refused, pruning or not.
+    let every = |r| {
+        let mut f = fake(r);
+        f.drops = true;
+        (r, f)
+    };
+    let ran = run_pods(&j, (0..3).map(every).collect(), &scratch);
+    assert!(ran.iter().all(|r| r.outcome == Outcome::Refuse && r.pruned.is_empty()), "{ran:?}");
+    let mut wide = pods();
+    wide[2].1.extra_rails = 3;
+    let ran = run_pods(&j, wide, &scratch);
+    for r in &ran {
+        assert_eq!(r.outcome, Outcome::Refuse, "rank {}", r.rank);
+        let text = std::fs::read_to_string(scratch.log(r.rank)).expect("termination message");
+        assert!(text.contains("pod-2 (rank 2): rail-count:"), "{text}");
+    }
+}
+
+#[test]
 fn a_slow_pair_is_named_on_every_pod_and_refuses_only_when_asked() {
     let scratch = Scratch::new("slow");
     let mut j = job(4);
@@ -447,6 +504,60 @@ fn the_switch_and_its_options_parse_from_flags_and_variables() {
     let c = parse(&["--gate", "--gate-port=0", "--", "x"], &[]).expect("parse");
     assert!(nccl_wrap::cli::verdict(&c).refusal.is_some_and(|r| r.contains("--gate-port")));
     assert!(parse(&["--gate-port=0"], &[]).is_err(), "no command: a usage error");
+}
+
+#[test]
+fn gate_prune_without_the_gate_refuses_naming_both() {
+    for (args, env) in
+        [(&["--gate-prune", "--", "x"][..], &[][..]), (&["--", "x"][..], &[("NCCL_WRAP_GATE_PRUNE", "1")][..])]
+    {
+        let c = parse(args, env).expect("parse");
+        assert!(c.opts.gate_prune);
+        let (c, v) = nccl_wrap::cli::validate(c, &Vars::new());
+        let refusal = v.refusal.unwrap_or_default();
+        assert!(
+            refusal.contains("--gate-prune (NCCL_WRAP_GATE_PRUNE)") && refusal.contains("--gate (NCCL_WRAP_GATE)"),
+            "{refusal}"
+        );
+        assert!(c.gate.is_none());
+    }
+    let c = parse(&["--gate", "--gate-prune", "--", "x"], &[]).expect("parse");
+    let (c, v) = nccl_wrap::cli::validate(c, &Vars::new());
+    assert_eq!(v.refusal, None);
+    assert!(c.cli.opts.gate_prune && c.gate.is_some());
+    // The binary: exit 125 before anything runs.
+    let scratch = Scratch::new("prune-alone");
+    let d = gate_run("h100-roce-sriov", &scratch, &[("NCCL_WRAP_GATE_PRUNE", "1".into())], &[]);
+    assert_eq!(d.code(), Some(125), "{}", d.stderr());
+    assert!(!d.stdout().contains("the command ran"), "{}", d.stdout());
+    assert!(
+        d.stderr().contains("--gate-prune (NCCL_WRAP_GATE_PRUNE) is set and --gate (NCCL_WRAP_GATE) is not"),
+        "{}",
+        d.stderr()
+    );
+}
+
+#[test]
+fn gate_prune_refuses_before_joining_where_nccl_ib_hca_is_the_users() {
+    // That pod could not drop a rail: it never joins, so the job refuses everywhere, never split.
+    let scratch = Scratch::new("prune-user");
+    let vars = [
+        ("PET_NODE_RANK", "0".to_string()),
+        ("PET_NNODES", "1".to_string()),
+        ("PET_MASTER_ADDR", "127.0.0.1".to_string()),
+        ("NCCL_WRAP_GATE_PORT", free_port().to_string()),
+        ("NCCL_WRAP_GATE", "1".to_string()),
+        ("NCCL_WRAP_GATE_PRUNE", "1".to_string()),
+        ("NCCL_IB_HCA", "=mlx5_6".to_string()),
+    ];
+    let d = gate_run("h100-roce-sriov", &scratch, &vars, &[]);
+    assert_eq!(d.code(), Some(125), "{}", d.stderr());
+    assert!(
+        d.stderr().contains("--gate-prune (NCCL_WRAP_GATE_PRUNE) is set and NCCL_IB_HCA is the user's, kept"),
+        "{}",
+        d.stderr()
+    );
+    assert!(!d.stderr().contains("nccl-wrap: gate: rank"), "{}", d.stderr());
 }
 
 #[test]

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use common::Run;
 use nccl_wrap::detect::Vars;
-use nccl_wrap::gate::wire::{Challenge, Frame, Knock};
+use nccl_wrap::gate::wire::{Challenge, Dropped, Finding, Frame, Knock, Verdict};
 use nccl_wrap::gate::{self, Outcome, Ran};
 use nccl_wrap::pairtest::exchange::{self, Session};
 use standin::*;
@@ -278,6 +278,66 @@ fn record_a_join(j: &Job, scratch: &Scratch) -> Frame {
         assert_eq!(pod.join().expect("rank 1").outcome, Outcome::Refuse);
         join
     })
+}
+
+#[test]
+fn a_verdict_dropping_a_rail_this_pod_does_not_have_is_refused() {
+    // A coordinator (or someone in its place) that says "go, without the rail at place 5" to a
+    // pod with two rails: the pod checks the place against its own rails and starts nothing.
+    let _one = one();
+    let scratch = Scratch::new("prune-far");
+    let j = job(2);
+    let l = std::net::TcpListener::bind(("127.0.0.1", j.ports[0])).expect("the coordinator's port");
+    let vars = Vars::new();
+    let o1 = options(&j, 1, Some(scratch.log(1)));
+    let mut two = fake(1);
+    two.extra_rails = 1;
+    let ran = std::thread::scope(|s| {
+        let pod = s.spawn(|| gate::run(&vars, &two, &o1));
+        let (c, from) = l.accept().expect("rank 1 knocks");
+        let mut fake0 = Session::new(c, from.to_string(), Instant::now() + Duration::from_secs(5));
+        assert!(matches!(fake0.recv_as::<Frame>(), Ok(Frame::Knock(_))), "a knock first");
+        fake0.send_as(&Frame::Challenge(Challenge { nonce: "3c".repeat(16) })).expect("challenge");
+        assert!(matches!(fake0.recv_as::<Frame>(), Ok(Frame::Join(_))), "its join");
+        let failed = Finding {
+            rank: 0,
+            host: "pod-0".into(),
+            peer_rank: Some(1),
+            peer_host: Some("pod-1".into()),
+            rail: Some("rxe0:1".into()),
+            peer_rail: Some("rxe0:1".into()),
+            status: "fail".into(),
+            cause: Some("retry-exceeded".into()),
+            summary: "x".into(),
+            hint: String::new(),
+            kbps: None,
+            rated_kbps: None,
+        };
+        let v = Verdict {
+            go: true,
+            size: 2,
+            pairs: 2,
+            failed_total: 1,
+            missing: Vec::new(),
+            missing_total: 0,
+            findings: vec![failed],
+            slow: Vec::new(),
+            slow_total: 0,
+            dropped: vec![Dropped { position: 5, finding: 0 }],
+            mac: None,
+        };
+        fake0.send_as(&Frame::Verdict(v)).expect("the verdict");
+        pod.join().expect("rank 1")
+    });
+    assert_eq!(ran.outcome, Outcome::Refuse, "{:?}", ran.verdict);
+    assert!(ran.pruned.is_empty());
+    let text = std::fs::read_to_string(scratch.log(1)).expect("termination message");
+    assert!(
+        text.contains(
+            "the coordinator's verdict cannot be applied here: it drops the rail at place 5, and this pod hands NCCL 2"
+        ),
+        "{text}"
+    );
 }
 
 #[test]

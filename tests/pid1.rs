@@ -7,7 +7,6 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -44,26 +43,21 @@ macro_rules! need_namespaces {
 
 /// A scratch directory: an empty sysfs root so detection is trivial, and files the tests share
 /// with the processes in the namespace.
-struct Scratch(PathBuf);
+struct Scratch(tempfile::TempDir);
 
 impl Scratch {
     fn new() -> Scratch {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "nccl-wrap-pid1-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(dir.join("sys")).expect("scratch dir");
+        let dir = tempfile::Builder::new().prefix("nccl-wrap-pid1-").tempdir().expect("scratch dir");
+        std::fs::create_dir_all(dir.path().join("sys")).expect("scratch dir");
         Scratch(dir)
     }
 
     fn path(&self, name: &str) -> String {
-        self.0.join(name).to_string_lossy().into_owned()
+        self.0.path().join(name).to_string_lossy().into_owned()
     }
 
     fn read(&self, name: &str) -> String {
-        std::fs::read_to_string(self.0.join(name)).unwrap_or_default()
+        std::fs::read_to_string(self.0.path().join(name)).unwrap_or_default()
     }
 
     /// nccl-wrap's command line (through the emulator under qemu-user): quiet, empty sysfs.
@@ -83,12 +77,6 @@ impl Scratch {
             .args(cmd);
         clean_env(&mut c);
         c
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -132,8 +120,8 @@ struct Finished {
 }
 
 fn start(mut c: Command, s: &Scratch, tag: &str) -> Running {
-    let out = s.0.join(format!("{tag}.stdout"));
-    let err = s.0.join(format!("{tag}.stderr"));
+    let out = s.0.path().join(format!("{tag}.stdout"));
+    let err = s.0.path().join(format!("{tag}.stderr"));
     c.stdin(Stdio::null())
         .stdout(std::fs::File::create(&out).expect("stdout file"))
         .stderr(std::fs::File::create(&err).expect("stderr file"));
@@ -656,5 +644,5 @@ fn a_test_that_fails_mid_way_leaves_no_process_behind() {
     assert!(failed.is_err());
     // The looping recorder and nccl-wrap are gone with the namespace; nothing names this test's
     // scratch directory any more (zombies have an empty command line).
-    wait_for("the namespace to be torn down", || processes_naming(&s.0).is_empty());
+    wait_for("the namespace to be torn down", || processes_naming(s.0.path()).is_empty());
 }

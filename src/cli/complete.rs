@@ -1,8 +1,5 @@
-//! Shell completions (bash, zsh, fish), written from the option table as `--help` is, so a new
-//! option is completed the day it is added. For `tools/docs.rs` and the release folder only: the
-//! binary itself never calls this, so its link leaves it out (nothing of it in the 3 MiB).
-//!
-//! It must never do I/O: it returns the script's text.
+//! Shell completions (bash, zsh, fish), written from the option table for `tools/docs.rs`: the
+//! binary never calls this. Never does I/O.
 
 use std::fmt::Write as _;
 
@@ -158,14 +155,11 @@ fn zsh() -> String {
             };
             // A flag takes its value only inline (--quiet=false); a value option inline or next.
             let eq = if value(opt) == Value::None { "" } else { "=" };
-            match opt.short {
-                Some(c) => {
-                    let _ = writeln!(s, "        '(-{c} --{l})'{{-{c},--{l}{eq}}}'[{help}]{action}' \\", l = opt.long);
-                }
-                None => {
-                    let _ = writeln!(s, "        '--{}{eq}[{help}]{action}' \\", opt.long);
-                }
-            }
+            let names = match opt.short {
+                Some(c) => format!("'(-{c} --{l})'{{-{c},--{l}{eq}}}'", l = opt.long),
+                None => format!("'--{}{eq}", opt.long),
+            };
+            let _ = writeln!(s, "        {names}[{help}]{action}' \\");
         }
         s.push_str("        '(- *)'{-h,--help}'[Print help]' \\\n");
         s.push_str("        '(- *)'{-V,--version}'[Print the version]'");
@@ -227,18 +221,15 @@ fn fish() -> String {
             Some(_) => format!("__fish_seen_subcommand_from {label}"),
         };
         for opt in options(cmd) {
-            let _ = write!(s, "complete -c nccl-wrap -n '{cond}'");
-            if let Some(c) = opt.short {
-                let _ = write!(s, " -s {c}");
-            }
-            let _ = write!(s, " -l {}", opt.long);
-            match value(opt) {
-                Value::None => {}
-                Value::Dir => s.push_str(" -r -a '(__fish_complete_directories)'"),
-                Value::File => s.push_str(" -r -F"),
-                Value::Any => s.push_str(" -r"),
-            }
-            let _ = writeln!(s, " -d '{}'", fish_text(opt.help));
+            let short = opt.short.map(|c| format!(" -s {c}")).unwrap_or_default();
+            let takes = match value(opt) {
+                Value::None => "",
+                Value::Dir => " -r -a '(__fish_complete_directories)'",
+                Value::File => " -r -F",
+                Value::Any => " -r",
+            };
+            let (long, help) = (opt.long, fish_text(opt.help));
+            let _ = writeln!(s, "complete -c nccl-wrap -n '{cond}'{short} -l {long}{takes} -d '{help}'");
         }
         let _ = writeln!(s, "complete -c nccl-wrap -n '{cond}' -s h -l help -d 'Print help'");
         let _ = writeln!(s, "complete -c nccl-wrap -n '{cond}' -s V -l version -d 'Print the version'");

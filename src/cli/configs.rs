@@ -2,12 +2,45 @@
 //! test's, the health files', and whether ibverbs are consulted. No reads, no checks: the
 //! options are valid by the time they come here (`validate`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use super::{HealthFiles, Opts, PingArgs, WatchArgs};
+use super::{Opts, PingArgs, WatchArgs};
 use crate::{health, ping};
-use nw_observe::verbs;
+use nw_observe::detect::{dra_metadata, sysfs::Sysfs};
+use nw_observe::{observation, verbs};
 use nw_pairtest as pairtest;
+
+/// Where every read starts; the dev root's uverbs nodes count but where a node tree is read with
+/// the machine's own `/dev`, whose nodes are another machine's.
+pub fn roots<'a>(o: &'a Opts, sysfs: &'a Sysfs, dra_metadata: &'a Path) -> observation::Roots<'a> {
+    let own_dev = o.sysfs_root == Path::new("/sys") || o.dev_root != Path::new("/dev");
+    observation::Roots {
+        sysfs,
+        proc_root: &o.proc_root,
+        dev_root: &o.dev_root,
+        image_root: &o.image_root,
+        annotations: &o.annotations,
+        dra_metadata,
+        device_nodes: own_dev.then_some(o.dev_root.as_path()),
+    }
+}
+
+/// Where the KEP-5304 device metadata trees are (the kubelet mounts them at one place): the
+/// container's, or the same path inside a node tree whose sysfs root is `<node>/sys`.
+pub fn dra_metadata_root(o: &Opts) -> PathBuf {
+    let container = Path::new(dra_metadata::CONTAINER_DIR);
+    match o.sysfs_root.parent() {
+        Some(node) if o.sysfs_root != Path::new("/sys") && o.sysfs_root.ends_with("sys") => {
+            node.join(container.strip_prefix("/").unwrap_or(container))
+        }
+        _ => container.to_path_buf(),
+    }
+}
+
+/// The gate's coordinator, as the bootstrap's last source of where the job's coordinator is.
+pub fn gate_coordinator(o: &Opts) -> Option<nw_decide::bootstrap::Gate<'_>> {
+    o.gate_coordinator.as_deref().map(|value| nw_decide::bootstrap::Gate { name: "--gate-coordinator", value })
+}
 
 pub fn ping_options(p: &PingArgs) -> ping::Options {
     let mode = match (&p.target, &p.listen) {
@@ -20,8 +53,7 @@ pub fn ping_options(p: &PingArgs) -> ping::Options {
     ping::Options { mode, json: p.json, test: test_settings(p), wait_ms: p.wait_ms, allow: p.allow.clone() }
 }
 
-/// The pair test's settings from ping's knobs (`nccl-wrap ping`'s flags, or the gate's
-/// `NCCL_WRAP_PING_*`): the one place they become the test's.
+/// The pair test's settings from ping's knobs (ping's flags, or the gate's `NCCL_WRAP_PING_*`).
 pub fn test_settings(p: &PingArgs) -> pairtest::Settings {
     pairtest::Settings {
         all_pairs: p.all_pairs,
@@ -53,17 +85,13 @@ pub fn verbs_skipped(opts: &Opts) -> Option<&'static str> {
     }
 }
 
-pub fn outputs(f: &HealthFiles) -> health::Outputs {
-    health::Outputs { features: f.features.clone(), metrics: f.metrics.clone() }
-}
-
 /// The node agent's settings: its rounds, its files and its ring.
 pub fn watch_options(w: &WatchArgs) -> health::watch::Options {
     health::watch::Options {
         interval: std::time::Duration::from_millis(w.interval_ms),
         jitter_pct: w.jitter_pct,
         rounds: w.rounds,
-        outputs: outputs(&w.files),
+        outputs: w.files.clone(),
         ring: w.ring.clone().map(|(service, port)| health::ring::Config {
             service,
             port,

@@ -11,7 +11,7 @@ const WIDTH: usize = 100;
 
 pub(super) const ABOUT: &str = "Find this pod's RDMA ports, export NCCL settings, raise memlock, run the command";
 
-pub(super) const AFTER_HELP: &str = "\
+const AFTER_HELP: &str = "\
 Sources of devices, in order: PCIDEVICE_*_INFO / PCIDEVICE_* (SR-IOV device plugin), the
 network-status annotation file, then sysfs (devices whose net device is in this namespace).
 
@@ -33,14 +33,14 @@ as in --gate-id=--odd. The first word names a command unless it is a subcommand;
 off one (doctr) is refused as a typo: put a command of that name after --.
 Logging detail: NCCL_WRAP_LOG=debug (env_logger syntax).";
 
-pub(super) const WATCH_AFTER_HELP: &str = "\
+const WATCH_AFTER_HELP: &str = "\
 As a DaemonSet:  nccl-wrap watch \\
                    --features /etc/kubernetes/node-feature-discovery/features.d/nccl-wrap \\
                    --metrics /var/lib/node_exporter/textfile_collector/nccl-wrap.prom
 SIGTERM or SIGINT ends it after the round in progress, with both files whole; SIGHUP runs a round
 now. See docs/health.md for every label and metric, and deploy/node-health/ for the DaemonSet.";
 
-pub(super) const PING_AFTER_HELP: &str = "\
+const PING_AFTER_HELP: &str = "\
 Two pods:   nccl-wrap ping --listen 18515        (pod A)
             nccl-wrap ping train-0.train:18515   (pod B)
 A ring:     nccl-wrap ping --ring --peer-template 'train-{index}.train' --size 4
@@ -86,16 +86,21 @@ pub(super) fn help(sub: Option<SubName>, long: bool) -> String {
         long,
     );
     item(&mut out, "-V, --version", "Print the version, the commit, the rdma-core linked and whether static", long);
-    let after = match sub {
-        None => AFTER_HELP,
-        Some(SubName::Ping) => PING_AFTER_HELP,
-        Some(SubName::Watch) => WATCH_AFTER_HELP,
-        Some(_) => "",
-    };
+    let after = after_help(sub);
     if long && !after.is_empty() {
         let _ = writeln!(out, "\n{after}");
     }
     out
+}
+
+/// The notes `--help` ends with (the man page: under its command, the run's under NOTES).
+pub(super) fn after_help(sub: Option<SubName>) -> &'static str {
+    match sub {
+        None => AFTER_HELP,
+        Some(SubName::Ping) => PING_AFTER_HELP,
+        Some(SubName::Watch) => WATCH_AFTER_HELP,
+        Some(_) => "",
+    }
 }
 
 /// `--version`: one line per fact, each `name: value` after the first, for people and scripts

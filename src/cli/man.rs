@@ -1,13 +1,9 @@
-//! The man page, nccl-wrap(1), written in roff from the option table and the help texts, so that
-//! it says what `--help` says. For `tools/docs.rs` and the release folder only: the binary never
-//! calls this, so its link leaves it out.
-//!
-//! It must never do I/O: it returns the page's text. No date in it: the same commit gives the
-//! same page.
+//! The man page, nccl-wrap(1), in roff from the option table and the help texts, for
+//! `tools/docs.rs`: the binary never calls this. Never does I/O; no date in it.
 
 use std::fmt::Write as _;
 
-use super::help::{names, opt_help, ABOUT, AFTER_HELP, PING_AFTER_HELP, WATCH_AFTER_HELP};
+use super::help::{after_help, names, opt_help, ABOUT};
 use super::table::{bit, OPTS, RUN};
 use super::{usage, SubName};
 
@@ -93,17 +89,12 @@ pub fn man_page() -> String {
         if !shared.is_empty() {
             let _ = writeln!(out, ".PP\n{}", roff(&format!("Also the run's {}, as under OPTIONS.", shared.join(", "))));
         }
-        let after = match s {
-            SubName::Ping => PING_AFTER_HELP,
-            SubName::Watch => WATCH_AFTER_HELP,
-            _ => "",
-        };
-        if !after.is_empty() {
-            paragraphs(&mut out, after);
+        if !after_help(Some(s)).is_empty() {
+            paragraphs(&mut out, after_help(Some(s)));
         }
     }
     out.push_str(".SH NOTES\n");
-    paragraphs(&mut out, AFTER_HELP);
+    paragraphs(&mut out, after_help(None));
     out.push_str(".SH SEE ALSO\n");
     let _ = writeln!(
         out,

@@ -1,13 +1,6 @@
-//! Command-line options, in two layers. The low one, here: every option (each also an
-//! `NCCL_WRAP_*` variable, because a pod spec sets environment more easily than arguments) read
-//! into its type by the one option table (`table.rs`), and every value that could not be used
-//! kept as a [`Problem`]. It does no I/O: the environment comes in as a lookup, so tests and fuzz
-//! targets hand in their own. The high one, [`validate`], makes it ready to act on.
-//!
-//! Hand-written over the table rather than a parser library: every pod pays this parse at start,
-//! and a general parser cost about a third of nccl-wrap's own instructions there
-//! (bench/startup.sh). The table also renders `--help`, so an option cannot exist without its
-//! variable and its help line.
+//! Command-line options, low layer: every option (each also an `NCCL_WRAP_*` variable) read into
+//! its type by the one option table, every unusable value kept as a [`Problem`]. No I/O; hand-written
+//! because a general parser cost a third of nccl-wrap's start (bench/startup.sh).
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
@@ -23,6 +16,8 @@ mod problem;
 mod table;
 mod validate;
 
+/// Where `doctor` and `watch` write node health: NFD's feature file and a Prometheus textfile.
+pub use crate::health::Outputs as HealthFiles;
 pub use complete::{completions, SHELLS};
 pub use man::man_page;
 use problem::shown;
@@ -77,18 +72,6 @@ impl SubName {
         }
     }
 
-    /// Its usage line, after `nccl-wrap `.
-    fn usage(self) -> &'static str {
-        match self {
-            SubName::Env => "env [OPTIONS]",
-            SubName::Doctor => "doctor [OPTIONS]",
-            SubName::Ping => "ping [OPTIONS] <HOST:PORT | --listen [ADDR:]PORT | --ring>",
-            SubName::Watch => "watch [OPTIONS]",
-            SubName::Install => "install DIR",
-            SubName::Status => "status [OPTIONS]",
-        }
-    }
-
     /// Its words that are not options: (name, what it is).
     fn args(self) -> &'static [(&'static str, &'static str)] {
         match self {
@@ -102,42 +85,25 @@ impl SubName {
 /// A command's usage line: a subcommand's, or the run's.
 pub fn usage(sub: Option<SubName>) -> String {
     match sub {
-        Some(s) => format!("nccl-wrap {}", s.usage()),
         None => "nccl-wrap [OPTIONS] -- COMMAND [ARGS]...".into(),
+        Some(SubName::Ping) => "nccl-wrap ping [OPTIONS] <HOST:PORT | --listen [ADDR:]PORT | --ring>".into(),
+        Some(SubName::Install) => "nccl-wrap install DIR".into(),
+        Some(s) => format!("nccl-wrap {} [OPTIONS]", s.name()),
     }
 }
 
+/// A subcommand and its own options (what each is: [`SubName::about`] and the option table).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Sub {
-    /// Print what a run would set, as `export NAME='value'` lines safe to eval.
-    Env {
-        /// Print the whole plan as JSON instead.
-        json: bool,
-    },
-    /// Check this pod's RDMA setup.
-    Doctor {
-        /// Print the checks as JSON.
-        json: bool,
-        /// Do not run the loopback self-test through verbs.
-        no_selftest: bool,
-        /// Also write the findings as NFD labels and Prometheus metrics.
-        files: HealthFiles,
-    },
-    /// The node agent.
+    Env { json: bool },
+    Doctor { json: bool, no_selftest: bool, files: HealthFiles },
     Watch(WatchArgs),
-    /// Test RDMA with another pod (or a ring of pods).
     Ping(PingArgs),
-    /// Copy this binary into `dir`.
     Install { dir: PathBuf },
-    /// The running job's ports, counters and RAS view.
-    Status {
-        /// Print it as JSON.
-        json: bool,
-    },
+    Status { json: bool },
 }
 
 impl Sub {
-    /// Which subcommand it is.
     pub fn name(&self) -> SubName {
         match self {
             Sub::Env { .. } => SubName::Env,
@@ -162,53 +128,35 @@ impl Sub {
     }
 }
 
-/// Where `doctor` and `watch` write node health: NFD's feature file and a Prometheus textfile.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct HealthFiles {
-    pub features: Option<PathBuf>,
-    pub metrics: Option<PathBuf>,
-}
-
-/// `nccl-wrap watch`'s own options. `Default` is blank: the defaults are the option table's.
+/// `nccl-wrap watch`'s own options (each field as its option's help says). `Default` is blank: the
+/// defaults are the option table's, as for [`PingArgs`] and [`Opts`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WatchArgs {
     pub files: HealthFiles,
-    /// Between the starts of two rounds, before jitter.
     pub interval_ms: u64,
-    /// Each wait is the interval +/- up to this many percent.
     pub jitter_pct: u32,
-    /// Stop after this many rounds; 0: until SIGTERM.
     pub rounds: u64,
     /// `--ring SERVICE[:PORT]`: the headless Service's name and the ring's port.
     pub ring: Option<(String, u16)>,
-    /// A ring round every this many rounds.
     pub ring_every: u64,
-    /// Each phase's deadline of the ring's pair test.
     pub ring_timeout_ms: u64,
 }
 
 /// `nccl-wrap ping`'s own options; exactly one of `target`, `listen` and `ring` is given.
-/// `Default` is blank: the defaults are the option table's.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PingArgs {
-    /// The peer's listener, HOST:PORT.
     pub target: Option<String>,
-    /// Wait for a peer on [ADDR:]PORT.
     pub listen: Option<String>,
-    /// With --listen: serve peer after peer.
     pub keep: bool,
     /// Who the listener answers: `CIDR,...` (checked by ping before anything is opened).
     pub allow: Option<String>,
-    /// Every local x remote port pair, not only rail i with rail i.
     pub all_pairs: bool,
-    /// Ring mode: listen on `port` and test the next index.
     pub ring: bool,
     pub peer_template: Option<String>,
     pub index: Option<u32>,
     pub size: Option<u32>,
     pub port: u16,
     pub json: bool,
-    /// Bandwidth message size in bytes (also the buffer each pair exposes to the peer).
     pub bytes: u32,
     pub duration_ms: u32,
     pub iters: u32,
@@ -216,14 +164,13 @@ pub struct PingArgs {
     pub wait_ms: u64,
 }
 
-/// `--gate`: check the job's pods against each other before starting the command.
+/// `--gate`: off, on (start the command only when every pair passes, else 125), or `warn`
+/// (report what fails and start the command anyway).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Gate {
     #[default]
     Off,
-    /// Start the command only when every pair passes (otherwise exit 125).
     Refuse,
-    /// Report what fails and start the command anyway.
     Warn,
 }
 
@@ -241,7 +188,6 @@ pub const GATE_WAIT_MS: u64 = 600_000;
 pub const GATE_PING_KNOBS: &[&str] = &["all-pairs", "json", "bytes", "duration-ms", "iters", "timeout-ms"];
 
 /// The run's options, and the plan's inputs that `env`, `doctor` and `ping` share with it.
-/// `Default` is blank: the defaults are the option table's, which [`Cli::parse`] applies.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Opts {
     pub require_rdma: bool,
@@ -258,20 +204,14 @@ pub struct Opts {
     pub init: Option<bool>,
     pub kill_group: bool,
     pub grace: u64,
-    /// Where to write the post-mortem as JSON (supervision only).
     pub report: Option<PathBuf>,
-    /// How often supervision reads the ports' state, in milliseconds; 0: only at start and exit.
     pub watch_ms: u64,
-    /// `--stall-ms`: when no collective was launched for this long, say which ranks are behind.
     pub stall_ms: u64,
-    /// Where the supervisor keeps its first reading for `nccl-wrap status`.
     pub state_file: PathBuf,
     pub dev_root: PathBuf,
-    /// The root of the training image whose loader rules the userspace check follows.
     pub image_root: PathBuf,
     pub annotations: PathBuf,
     pub gate: Gate,
-    /// The gate's rank 0: HOST or HOST:PORT.
     pub gate_coordinator: Option<String>,
     /// `--rails` as given (its form checked by the table; validate keeps it parsed).
     pub rails: Option<String>,
@@ -279,16 +219,14 @@ pub struct Opts {
     pub gate_size: Option<u32>,
     pub gate_port: u16,
     pub gate_id: Option<String>,
-    /// The job's secret, as given (a flag or the variable).
     pub gate_secret: Option<Secret>,
-    /// A file holding the job's secret (a mounted Secret), read by [`validate`] when the gate runs.
+    /// Read by [`validate`] when the gate runs.
     pub gate_secret_file: Option<PathBuf>,
     pub gate_wait_ms: u64,
-    /// A pair below this percent of the job's median bandwidth, or of its rated speed, is named
-    /// slow (0: not judged); with `gate_refuse_slow` it fails the gate.
     pub gate_slow_pct: u8,
     pub gate_refuse_slow: bool,
-    /// Where a refusal's cause goes for Kubernetes (`None`: `/dev/termination-log` if present).
+    /// Rails whose pairs fail are dropped on every pod instead of refusing; needs the gate.
+    pub gate_prune: bool,
     pub termination_log: Option<PathBuf>,
     /// The gate's pair test, from ping's options' variables.
     pub gate_ping: PingArgs,
@@ -345,9 +283,8 @@ impl CliError {
     }
 }
 
-/// A word a value-taking option never takes as its value: `--`, a `--long` option, or `-x`. Such
-/// a value is given inline (`--gate-id=--odd`); otherwise an option given no value would swallow
-/// the option after it, an interlock included (`--grace --require-rdma`).
+/// A word a value-taking option never takes as its value (`--`, `--long`, `-x`; given inline
+/// instead): an option given no value must not swallow an interlock (`--grace --require-rdma`).
 fn is_option_word(word: &OsStr) -> bool {
     let b = word.as_bytes();
     b.starts_with(b"--") || (b.len() == 2 && b[0] == b'-' && b[1].is_ascii_alphabetic())
@@ -497,9 +434,8 @@ impl Cli {
                 return fail(&cli, ErrorKind::NotHere { option: format!("--{}", opt.long), sub: s.name() });
             }
         }
-        // A command line that runs no command (a subcommand, or nothing after the options) is
-        // a usage error at its first problem: nothing would be started anyway, and a person
-        // typed it. With a command, each problem is ignored alone or refuses (`verdict`).
+        // A command line that runs no command is a usage error at its first problem; with a
+        // command, each problem is ignored alone or refuses (`verdict`).
         if sub.is_some() || cli.command.is_empty() {
             if let Some(kind) = cli.problems.iter().find(|p| p.origin == Origin::Arg).map(Problem::to_error) {
                 return fail(&cli, kind);

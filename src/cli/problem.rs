@@ -1,11 +1,6 @@
-//! What a value that could not be used costs. Parsing (`mod.rs`) sorts every value into
-//! "applied" or a [`Problem`]; this file says what each problem means for the run: ignored alone
-//! with a line naming it, or a refusal (exit 125) when it belongs to an interlock the user asked
-//! for (`--require-*`, the gate and its settings). It also names the `NCCL_WRAP_*` variables
-//! nothing reads (a typo) and the options and subcommands mistyped, with the closest known name.
-//!
-//! It must never do I/O, never touch the process, and never let an interlock be decided by a
-//! value that could not be read: a switch set to something unreadable counts as asked for.
+//! What a value that could not be used costs: ignored alone, or a refusal (125) when it belongs to
+//! an interlock asked for; the unread `NCCL_WRAP_*` names and mistyped options with their closest
+//! name. No I/O; a switch set to something unreadable counts as asked for.
 
 use std::ffi::OsStr;
 
@@ -75,31 +70,24 @@ pub(super) fn shown(value: &str) -> String {
 }
 
 impl Problem {
+    /// A problem of `long`'s entry, or of no entry (`long`: `None`, belonging to nothing).
+    fn new(origin: Origin, fault: Fault, source: String, why: String, long: Option<&'static str>) -> Self {
+        let belongs = long.map_or(Belongs::Other, |l| belongs(l, false));
+        Problem { origin, fault, source, value: None, why, long, belongs, suggestion: None }
+    }
+
     pub(super) fn bad(origin: Origin, source: &str, value: &str, why: &str, long: &'static str, knob: bool) -> Self {
+        let why = why.chars().take(4 * SHOWN).map(|c| if c.is_control() { '?' } else { c }).collect();
         Problem {
-            origin,
-            fault: Fault::BadValue,
-            source: source.into(),
             // A secret's value is never repeated, not even in part.
             value: Some(if long == "gate-secret" { "(not shown)".to_string() } else { shown(value) }),
-            why: why.chars().take(4 * SHOWN).map(|c| if c.is_control() { '?' } else { c }).collect(),
-            long: Some(long),
             belongs: belongs(long, knob),
-            suggestion: None,
+            ..Problem::new(origin, Fault::BadValue, source.into(), why, Some(long))
         }
     }
 
     pub(super) fn missing(source: &str, long: &'static str) -> Self {
-        Problem {
-            origin: Origin::Arg,
-            fault: Fault::MissingValue,
-            source: source.into(),
-            value: None,
-            why: "it needs a value".into(),
-            long: Some(long),
-            belongs: belongs(long, false),
-            suggestion: None,
-        }
+        Problem::new(Origin::Arg, Fault::MissingValue, source.into(), "it needs a value".into(), Some(long))
     }
 
     /// An option name not in the table (`--requre-rdma`), with its closest known name.
@@ -108,28 +96,15 @@ impl Problem {
         // A subcommand's own option (`--iters` of `ping`) is known, only not here.
         let own = OPTS.iter().find(|o| o.long == bare && o.scope & RUN == 0);
         if let Some(sub) = own.and_then(|o| SubName::ALL.into_iter().find(|s| o.scope & s.bit() != 0)) {
-            return Problem {
-                origin: Origin::Arg,
-                fault: Fault::Unknown,
-                source: shown(name),
-                value: None,
-                why: format!("an option of `nccl-wrap {}`, not of a run", sub.name()),
-                long: None,
-                belongs: Belongs::Other,
-                suggestion: None,
-            };
+            let why = format!("an option of `nccl-wrap {}`, not of a run", sub.name());
+            return Problem::new(Origin::Arg, Fault::Unknown, shown(name), why, None);
         }
         let near = closest(bare, OPTS.iter().map(|o| o.long).chain(ALIASES.iter().map(|a| a.0)));
         let long = near.and_then(long_of_option);
         Problem {
-            origin: Origin::Arg,
-            fault: Fault::Unknown,
-            source: shown(name),
-            value: None,
-            why: "not an option of nccl-wrap".into(),
-            long,
             belongs: long.map_or_else(|| belongs_by_prefix(bare), |l| belongs(l, false)),
             suggestion: near.map(|n| format!("--{n}")),
+            ..Problem::new(Origin::Arg, Fault::Unknown, shown(name), "not an option of nccl-wrap".into(), long)
         }
     }
 
@@ -163,10 +138,9 @@ impl Problem {
     }
 }
 
-/// For a command line that could not be parsed at all but names a command after `--` (which then
-/// runs without nccl-wrap's settings): the interlock the user asked for anyway, if any, by the
-/// option before `--` or the variable that names it. Such a command must not start silently
-/// without it. Only an explicit "off" (`=false`, `0`, `no`, `off`) or `warn` is not asking.
+/// For a command line that could not be parsed but names a command after `--` (run then without
+/// nccl-wrap's settings): the interlock asked for anyway by an option or variable, if any. Only
+/// an explicit "off" or `warn` is not asking.
 pub fn interlock_asked<'a>(
     args: &'a [std::ffi::OsString],
     vars: impl IntoIterator<Item = (&'a OsStr, &'a OsStr)>,
@@ -256,14 +230,9 @@ pub fn unknown_variables<'a>(names: impl IntoIterator<Item = &'a OsStr>) -> Vec<
         let knob = opt.is_some_and(|o| GATE_PING_KNOBS.contains(&o.long) && o.scope & RUN == 0);
         let bare = name.trim_start_matches("NCCL_WRAP_");
         out.push(Problem {
-            origin: Origin::Var,
-            fault: Fault::Unknown,
-            source: shown(&name),
-            value: None,
-            why: "not a variable nccl-wrap reads".into(),
-            long,
             belongs: long.map_or_else(|| belongs_by_prefix(bare), |l| belongs(l, knob)),
             suggestion: near.map(str::to_owned),
+            ..Problem::new(Origin::Var, Fault::Unknown, shown(&name), "not a variable nccl-wrap reads".into(), long)
         });
     }
     out.sort_by(|a, b| a.source.cmp(&b.source));
@@ -314,10 +283,8 @@ pub struct Verdict {
     pub refusal: Option<String>,
 }
 
-/// Sorts the problems: a problem of an interlock the user asked for refuses, every other one is
-/// ignored alone. The gate counts as asked for when it is on to refuse, or its switch is set but
-/// unreadable; `--gate=warn` starts the command anyway by design, so its settings' problems are
-/// ignored alone like any other.
+/// Sorts the problems: one of an interlock asked for refuses, every other one is ignored alone.
+/// The gate is asked for when on to refuse, or its switch is unreadable (not `--gate=warn`).
 pub fn verdict(cli: &Cli) -> Verdict {
     let gate_asked = cli.opts.gate == Gate::Refuse
         || cli.problems.iter().any(|p| p.long == Some("gate") && p.belongs == Belongs::Switch);

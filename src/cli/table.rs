@@ -1,16 +1,13 @@
-//! The option table: one entry per option, with its names, its variable, the commands it belongs
-//! to, its type (which holds its typed default and range), where its value goes, and its help.
-//! The parser, the defaults, `--help` and every message read it; nothing else in nccl-wrap states
-//! an option's default or range.
-//!
-//! It must never do I/O: a value is read as text and turned into its type here, nothing more.
+//! The option table: each option's names, variable, commands, type (with its default and range),
+//! field and help. The parser, defaults, help and messages read it; nothing else states a default.
+//! No I/O.
 
 use std::path::PathBuf;
 
 use crate::gate::seal::Secret;
 use crate::gate::wire::MAX_GATE_SIZE;
 
-use super::{Cli, Gate, Sub, SubName};
+use super::{Cli, Gate, Sub, SubName, WatchArgs};
 
 /// The commands an option belongs to, as bits: the run (no subcommand) and each subcommand.
 pub(super) type Scope = u8;
@@ -148,14 +145,12 @@ impl Ty {
 
     /// The default as `--help` and the messages say it.
     pub(super) fn default_text(self) -> Option<String> {
-        match self {
-            Ty::Flag | Ty::Mode => Some("false".into()),
-            Ty::Num(.., Some(d)) => Some(d.to_string()),
-            Ty::OffOr(..) => Some("0".into()),
-            Ty::Secs(.., d) => Some(secs(d)),
-            Ty::Path(_, Some(d)) => Some(d.into()),
-            _ => None,
-        }
+        Some(match (self, self.default()?) {
+            (Ty::Secs(..), Val::Num(ms)) => secs(ms),
+            (_, Val::Num(n)) => n.to_string(),
+            (_, Val::Path(p)) => p.display().to_string(),
+            _ => "false".into(),
+        })
     }
 
     /// The range as `--help` says it.
@@ -198,11 +193,7 @@ fn service(spec: &str) -> Result<(String, u16), String> {
         },
         None => (spec, super::RING_PORT),
     };
-    let ok = !host.is_empty()
-        && host.len() <= 253
-        && host.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.".contains(&b))
-        && !host.starts_with(['-', '.']);
-    if !ok {
+    if !crate::ping::order::is_host_name(host) {
         return Err(format!("{host:?} is not a DNS name (a headless Service's, such as nccl-wrap-ring.nccl-wrap.svc)"));
     }
     Ok((host.to_owned(), port))
@@ -211,14 +202,6 @@ fn service(spec: &str) -> Result<(String, u16), String> {
 /// A field's type, from a value read by its entry's [`Ty`].
 pub(super) trait FromVal: Sized {
     fn from_val(v: Val) -> Option<Self>;
-}
-
-impl Val {
-    /// The value in its field's type: a mismatch is the table's mistake, which its tests find.
-    pub(super) fn into_field<T: FromVal>(self) -> Result<T, String> {
-        let shown = format!("{self:?}");
-        T::from_val(self).ok_or_else(|| format!("{shown} does not fit its field"))
-    }
 }
 
 impl<T: FromVal> FromVal for Option<T> {
@@ -278,13 +261,21 @@ const fn o(
     Opt { long, short: None, var, scope, ty, set, help }
 }
 
+/// Stores the value in the field `field` finds (a command without it takes none); a value that
+/// does not fit its field's type is the table's mistake, which its tests find.
+fn put<T: FromVal>(c: &mut Cli, v: Val, field: impl FnOnce(&mut Cli) -> Option<&mut T>) -> Result<(), String> {
+    let shown = format!("{v:?}");
+    let x = T::from_val(v).ok_or_else(|| format!("{shown} does not fit its field"))?;
+    if let Some(f) = field(c) {
+        *f = x;
+    }
+    Ok(())
+}
+
 /// A field of the run's options.
 macro_rules! opts {
     ($f:ident) => {
-        |c: &mut Cli, v: Val| {
-            c.opts.$f = v.into_field()?;
-            Ok(())
-        }
+        |c: &mut Cli, v: Val| put(c, v, |c| Some(&mut c.opts.$f))
     };
 }
 
@@ -293,13 +284,10 @@ macro_rules! opts {
 macro_rules! ping {
     ($f:ident) => {
         |c: &mut Cli, v: Val| {
-            let x = v.into_field()?;
-            let p = match &mut c.sub {
-                Some(Sub::Ping(p)) => p,
-                _ => &mut c.opts.gate_ping,
-            };
-            p.$f = x;
-            Ok(())
+            put(c, v, |c| match &mut c.sub {
+                Some(Sub::Ping(p)) => Some(&mut p.$f),
+                _ => Some(&mut c.opts.gate_ping.$f),
+            })
         }
     };
 }
@@ -307,13 +295,7 @@ macro_rules! ping {
 /// A field of `watch`'s options.
 macro_rules! watch {
     ($f:ident) => {
-        |c: &mut Cli, v: Val| {
-            let x = v.into_field()?;
-            if let Some(Sub::Watch(w)) = &mut c.sub {
-                w.$f = x;
-            }
-            Ok(())
-        }
+        |c: &mut Cli, v: Val| put(c, v, |c| if let Some(Sub::Watch(w)) = &mut c.sub { Some(&mut w.$f) } else { None })
     };
 }
 
@@ -321,35 +303,24 @@ macro_rules! watch {
 macro_rules! files {
     ($f:ident) => {
         |c: &mut Cli, v: Val| {
-            let x = v.into_field()?;
-            let files = match &mut c.sub {
-                Some(Sub::Doctor { files, .. }) => Some(files),
-                Some(Sub::Watch(w)) => Some(&mut w.files),
+            put(c, v, |c| match &mut c.sub {
+                Some(Sub::Doctor { files, .. } | Sub::Watch(WatchArgs { files, .. })) => Some(&mut files.$f),
                 _ => None,
-            };
-            if let Some(f) = files {
-                f.$f = x;
-            }
-            Ok(())
+            })
         }
     };
 }
 
 /// `--json` of `env`, `doctor` and `status`.
 fn json(c: &mut Cli, v: Val) -> Result<(), String> {
-    let on = v.into_field()?;
-    if let Some(Sub::Env { json } | Sub::Doctor { json, .. } | Sub::Status { json }) = &mut c.sub {
-        *json = on;
-    }
-    Ok(())
+    put(c, v, |c| match &mut c.sub {
+        Some(Sub::Env { json } | Sub::Doctor { json, .. } | Sub::Status { json }) => Some(json),
+        _ => None,
+    })
 }
 
 fn no_selftest(c: &mut Cli, v: Val) -> Result<(), String> {
-    let on = v.into_field()?;
-    if let Some(Sub::Doctor { no_selftest, .. }) = &mut c.sub {
-        *no_selftest = on;
-    }
-    Ok(())
+    put(c, v, |c| if let Some(Sub::Doctor { no_selftest, .. }) = &mut c.sub { Some(no_selftest) } else { None })
 }
 
 const MS_DAY: u64 = 86_400_000;
@@ -448,6 +419,10 @@ pub(super) const OPTS: &[Opt] = &[
          command still starts unless --gate-refuse-slow. 0: bandwidth not judged"),
     o("gate-refuse-slow", "NCCL_WRAP_GATE_REFUSE_SLOW", RUN, Ty::Flag, opts!(gate_refuse_slow),
         "Gate: a slow pair (see --gate-slow) fails the gate like a broken one: no pod starts, exit 125"),
+    o("gate-prune", "NCCL_WRAP_GATE_PRUNE", RUN, Ty::Flag, opts!(gate_prune),
+        "Gate: a rail whose pair fails on any pod is dropped on every pod (by its place in the list) and \
+         the command starts on the rest, said on every pod; refused as without it when every rail or a \
+         whole pod fails. Needs --gate"),
     o("gate-wait-ms", "NCCL_WRAP_GATE_WAIT_MS", RUN, Ty::Num("MS", 1, MS_DAY, Some(super::GATE_WAIT_MS)),
         opts!(gate_wait_ms),
         "Gate: how long to wait for late pods (image pulls), in milliseconds; after it the missing ranks \
@@ -517,7 +492,6 @@ pub(super) const OPTS: &[Opt] = &[
         "How long to wait for the peer (to connect, or to come), in milliseconds"),
 ];
 
-/// Former names that still work: (long name, variable, the long name of the entry they stand
-/// for). `--init` became `--supervise` when supervision grew the post-mortem; pod specs written
-/// with `--init` or `NCCL_WRAP_INIT` keep working. The entry's own name wins over an alias.
+/// Former names that still work, for pod specs written with them: (long name, variable, the long
+/// name of the entry they stand for). The entry's own name wins over an alias.
 pub(super) const ALIASES: &[(&str, &str, &str)] = &[("init", "NCCL_WRAP_INIT", "supervise")];

@@ -1,11 +1,6 @@
-//! The high layer of the options (ripgrep's HiArgs over its LowArgs): the parsed options made
-//! ready to act on, before anything is printed or touches the process. What parsing cannot settle
-//! alone is settled here: the `NCCL_WRAP_*` names nothing reads, the job's secret (read from its
-//! file when the gate runs), where a termination message goes, supervision's settings in the type
-//! supervision takes, and the verdict: every problem ignored alone or a refusal.
-//!
-//! The one step of the options that may read (the secret's file, whether the termination log
-//! exists); it never writes, and never touches the process.
+//! The high layer of the options: the parsed options made ready to act on (the unread
+//! `NCCL_WRAP_*` names, the job's secret, the termination log, supervision's settings, the verdict).
+//! It may read (the secret's file); it never writes, and never touches the process.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -62,6 +57,12 @@ pub fn validate(mut cli: Cli, vars: &Vars) -> (Config, Verdict) {
             format!(
                 "secret: {e}; --gate (NCCL_WRAP_GATE) is set, and the gate never runs without the secret it was given"
             )
+        });
+    }
+    // Pruning is the gate's: asked for without it, it is named, never silently off.
+    if runs && o.gate_prune && o.gate == Gate::Off {
+        verdict.refusal.get_or_insert_with(|| {
+            "--gate-prune (NCCL_WRAP_GATE_PRUNE) is set and --gate (NCCL_WRAP_GATE) is not: pruning drops the rails the gate's pair tests fail, so it needs the gate; set --gate too, or unset --gate-prune".into()
         });
     }
     let supervise = supervise::Options {

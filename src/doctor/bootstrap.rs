@@ -9,7 +9,7 @@ use std::net::IpAddr;
 use serde_json::json;
 
 use super::{user_var, Check, Inputs, Status};
-use nw_decide::bootstrap::{interface_to, unfit};
+use nw_decide::bootstrap::{interface_to, unfit, user_value_problem};
 use nw_nccl::env::{GLOO_SOCKET_IFNAME, SOCKET_IFNAME};
 use nw_nccl::list::List;
 use nw_observe::detect::netif::OwnAddr;
@@ -47,7 +47,7 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
             let want: Vec<&str> = value.split(',').map(str::trim).collect();
             names.iter().map(String::as_str).filter(|n| want.contains(n)).collect()
         };
-        out.push(user_value(
+        let mut c = user_value(
             var,
             &value,
             &selected,
@@ -56,7 +56,14 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
             &routes,
             &addrs,
             &rails,
-        ));
+        );
+        // What a start warns of (decide's rule, the one copy) fails here, with what to set instead.
+        if let Some(why) = user_value_problem(var, &value, &addrs) {
+            c.status = Status::Fail;
+            c.summary = format!("{}; {why}", c.summary);
+            c.hint = Some(instead(var, b.ifname.as_deref()));
+        }
+        out.push(c);
     }
     if out.is_empty() || user_var(inp.vars, SOCKET_IFNAME).is_none() {
         let c = match &b.ifname {
@@ -72,6 +79,17 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
         out.push(c.ev("bootstrap", json!(b)));
     }
     out
+}
+
+/// What to set instead of a user's bootstrap value that Gloo cannot read or that lets NCCL take a
+/// link-local-only interface (`ours`: the interface nccl-wrap would export).
+fn instead(var: &str, ours: Option<&str>) -> String {
+    let name = ours.unwrap_or("IFNAME");
+    if var == GLOO_SOCKET_IFNAME {
+        format!("set GLOO_SOCKET_IFNAME={name} (interface names only, a comma list at most; never NCCL's ^ or = syntax), or unset it and nccl-wrap exports it")
+    } else {
+        format!("set NCCL_SOCKET_IFNAME=={name} (the interface that routes to the coordinator), or add the link-local-only interface to the ^ list; or unset it and nccl-wrap exports it")
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -27,40 +27,27 @@ pub(super) fn check(inp: &Inputs) -> Check {
             nw_observe::detect::names::abbreviate(&d.not_ours, 6)
         )
     };
-    let (status, summary, hint) = if d.devices.is_empty() {
-        (
+    let (n, from, list) = (names.len(), d.source.describe(), names.join(", "));
+    let c = if d.devices.is_empty() {
+        let among =
+            if d.not_ours.is_empty() { String::new() } else { format!(" among the {} visible", d.not_ours.len()) };
+        Check::new(
+            "devices",
             Status::Fail,
-            format!(
-                "no RDMA device of this pod found{}: NCCL would run over TCP sockets (about 1 GiB/s instead of 80+)",
-                if d.not_ours.is_empty() { String::new() } else { format!(" among the {} visible", d.not_ours.len()) }
-            ),
-            Some("request an RDMA resource for the pod (an SR-IOV pool with isRdma: true, or an RDMA shared device plugin resource) and attach its network; `nccl-wrap env --json` shows what each source said".to_string()),
+            format!("no RDMA device of this pod found{among}: NCCL would run over TCP sockets (about 1 GiB/s instead of 80+)"),
         )
+        .hint("request an RDMA resource for the pod (an SR-IOV pool with isRdma: true, or an RDMA shared device plugin resource) and attach its network; `nccl-wrap env --json` shows what each source said")
     } else if !problems.is_empty() {
-        (
-            Status::Warn,
-            format!(
-                "{} RDMA device(s) of this pod from {} ({}), with {} problem(s) in the sources{others}",
-                names.len(),
-                d.source.describe(),
-                names.join(", "),
-                problems.len()
-            ),
-            Some("fix what the problems name; the devices listed were still found".to_string()),
-        )
+        let summary = format!(
+            "{n} RDMA device(s) of this pod from {from} ({list}), with {} problem(s) in the sources{others}",
+            problems.len()
+        );
+        Check::new("devices", Status::Warn, summary)
+            .hint("fix what the problems name; the devices listed were still found")
     } else {
-        (
-            Status::Pass,
-            format!(
-                "{} RDMA device(s) of this pod from {}: {}{others}",
-                names.len(),
-                d.source.describe(),
-                names.join(", ")
-            ),
-            None,
-        )
+        Check::new("devices", Status::Pass, format!("{n} RDMA device(s) of this pod from {from}: {list}{others}"))
     };
-    let mut c = Check::new("devices", status, summary)
+    let mut c = c
         .ev("source", json!(d.source))
         .ev("sources", sources)
         .ev("devices", devs)
@@ -69,7 +56,6 @@ pub(super) fn check(inp: &Inputs) -> Check {
     if !problems.is_empty() {
         c = c.ev("problems", json!(problems));
     }
-    c.hint = hint;
     c
 }
 

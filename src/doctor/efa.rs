@@ -1,8 +1,5 @@
-//! Check `efa`: what NCCL needs for the pod's AWS EFA devices that can be seen from here. NCCL
-//! reaches EFA through the aws-ofi-nccl net plugin, which loads libfabric, whose `efa` provider
-//! opens each device's `/dev/infiniband/uverbsN` through rdma-core's libefa: the plugin and
-//! libfabric in the image (the plan carries them), the provider (the `userspace` check) and the
-//! uverbs nodes in the container. Only for a pod with EFA devices; stats only, never a load.
+//! Check `efa`: what NCCL needs for the pod's AWS EFA devices (the aws-ofi-nccl plugin and
+//! libfabric in the image, the uverbs nodes in the container). Stats only, never a load.
 
 use serde_json::json;
 
@@ -23,28 +20,24 @@ pub(super) fn check(inp: &Inputs) -> Option<Check> {
         ));
     }
     let n = e.devices.len();
-    let (status, summary, hint) = if missing.is_empty() {
-        (
+    let c = if missing.is_empty() {
+        Check::new(
+            "efa",
             Status::Pass,
             format!(
                 "{n} EFA device(s), each with its uverbs node; net plugin {}, libfabric {}: NCCL will carry its traffic over EFA",
                 e.plugin.as_deref().unwrap_or("?"),
                 e.libfabric.as_deref().unwrap_or("?")
             ),
-            None,
         )
     } else {
-        (
-            Status::Fail,
-            format!("{n} EFA device(s), and NCCL will run over TCP sockets: {}", missing.join("; ")),
-            Some("use an image with the EFA installer's libfabric (/opt/amazon/efa/lib) and aws-ofi-nccl (/opt/amazon/ofi-nccl/lib) on LD_LIBRARY_PATH or in ld.so.cache (AWS's Deep Learning Containers have both); request the EFA devices (vpc.amazonaws.com/efa) so that the EFA device plugin mounts their uverbs nodes"),
-        )
+        Check::new("efa", Status::Fail, format!("{n} EFA device(s), and NCCL will run over TCP sockets: {}", missing.join("; ")))
+            .hint("use an image with the EFA installer's libfabric (/opt/amazon/efa/lib) and aws-ofi-nccl (/opt/amazon/ofi-nccl/lib) on LD_LIBRARY_PATH or in ld.so.cache (AWS's Deep Learning Containers have both); request the EFA devices (vpc.amazonaws.com/efa) so that the EFA device plugin mounts their uverbs nodes")
     };
-    let mut c = Check::new("efa", status, summary)
-        .ev("devices", json!(e.devices))
-        .ev("net_plugin", json!(e.plugin))
-        .ev("libfabric", json!(e.libfabric))
-        .ev("no_uverbs_node", json!(no_node));
-    c.hint = hint.map(String::from);
-    Some(c)
+    Some(
+        c.ev("devices", json!(e.devices))
+            .ev("net_plugin", json!(e.plugin))
+            .ev("libfabric", json!(e.libfabric))
+            .ev("no_uverbs_node", json!(no_node)),
+    )
 }

@@ -40,29 +40,20 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
             ),
             Some(g) => {
                 let (gp, gv, tp, tv) = gid_entry(inp.sysfs, &dev.name, p.port, g.index);
-                let ndev = g.ndev.as_deref().unwrap_or("?");
-                let c = if g.full_match {
+                let (ndev, at) = (g.ndev.as_deref().unwrap_or("?"), format!("{} at GID index {}", g.address, g.index));
+                let link_local = g.address.parse::<std::net::Ipv4Addr>().is_ok_and(|a| a.is_link_local());
+                if g.full_match {
                     agree.push((label.clone(), g.index));
-                    let link_local = g.address.parse::<std::net::Ipv4Addr>().is_ok_and(|a| a.is_link_local());
-                    if link_local {
-                        Check::new(
-                            "gid",
-                            Status::Warn,
-                            format!(
-                                "{label}: RoCE v2 {} at GID index {} ({ndev}), an IPv4 link-local address: NCCL uses it, but this port reaches only its own link",
-                                g.address, g.index
-                            ),
-                        )
-                        .hint("give the rail a routable address where peers sit on other links or subnets")
-                    } else {
-                        Check::new(
-                            "gid",
-                            Status::Pass,
-                            format!("{label}: RoCE v2 {} at GID index {} ({ndev})", g.address, g.index),
-                        )
-                    }
-                } else {
-                    Check::new(
+                }
+                let c = match (g.full_match, link_local) {
+                    (true, true) => Check::new(
+                        "gid",
+                        Status::Warn,
+                        format!("{label}: RoCE v2 {at} ({ndev}), an IPv4 link-local address: NCCL uses it, but this port reaches only its own link"),
+                    )
+                    .hint("give the rail a routable address where peers sit on other links or subnets"),
+                    (true, false) => Check::new("gid", Status::Pass, format!("{label}: RoCE v2 {at} ({ndev})")),
+                    (false, _) => Check::new(
                         "gid",
                         Status::Fail,
                         format!(
@@ -74,7 +65,7 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
                     )
                     .hint(format!(
                         "give net device {ndev} an IPv4 address (the kernel adds RoCE v1 and v2 GIDs for each address), or set NCCL_IB_ADDR_FAMILY=AF_INET6 if the fabric is IPv6"
-                    ))
+                    )),
                 };
                 c.ev("index", g.index)
                     .ev("gid", file(&gp, gv.as_deref()))
@@ -143,6 +134,7 @@ pub(super) fn gid_agreement(inp: &Inputs, roce: &[(&Device, &PortFacts)], agree:
     let indices: Map<String, Value> = agree.iter().map(|(l, i)| (l.clone(), json!(i))).collect();
     let old_nccl = "NCCL older than 2.21.5 defaults to NCCL_IB_GID_INDEX=0, the fe80 link-local entry (RoCE v1 on mlx5), on every port, and its RDMA connections fail across subnets";
     let first = agree[0].1;
+    let list = agree.iter().map(|(l, i)| format!("{l}={i}")).collect::<Vec<_>>().join(", ");
     let c = if agree.iter().all(|(_, i)| *i == first) {
         let set = match inp.plan.gid_index {
             Some(i) => format!("; nccl-wrap exports NCCL_IB_GID_INDEX={i}"),
@@ -155,34 +147,28 @@ pub(super) fn gid_agreement(inp: &Inputs, roce: &[(&Device, &PortFacts)], agree:
             format!("all {} usable RoCE port(s) agree on GID index {first}{set}{note}", agree.len()),
         )
     } else if let Some(range) = &inp.plan.addr_range {
-        let list: Vec<String> = agree.iter().map(|(l, i)| format!("{l}={i}")).collect();
         Check::new(
             "gid",
             Status::Pass,
             format!(
-                "this pod's own GID entries sit at different indices ({}), so no NCCL_IB_GID_INDEX; nccl-wrap exports NCCL_IB_ADDR_RANGE={range}, within which NCCL's own rule lands on each of them",
-                list.join(", ")
+                "this pod's own GID entries sit at different indices ({list}), so no NCCL_IB_GID_INDEX; nccl-wrap exports NCCL_IB_ADDR_RANGE={range}, within which NCCL's own rule lands on each of them"
             ),
         )
     } else if roce.iter().any(|(_, p)| p.nccl_pick.is_some()) {
-        let list: Vec<String> = agree.iter().map(|(l, i)| format!("{l}={i}")).collect();
         Check::new(
             "gid",
             Status::Warn,
             format!(
-                "this pod's own GID entries sit at different indices ({}) on a shared device: NCCL_IB_GID_INDEX is one value for all ports, and NCCL's own per-port pick is another namespace's or the host's entry on some of them (see gid-owner)",
-                list.join(", ")
+                "this pod's own GID entries sit at different indices ({list}) on a shared device: NCCL_IB_GID_INDEX is one value for all ports, and NCCL's own per-port pick is another namespace's or the host's entry on some of them (see gid-owner)"
             ),
         )
         .hint("create the pod's rails in the same order on every device, or give pods' rail addresses a subnet of their own so NCCL_IB_ADDR_RANGE can select them")
     } else {
-        let list: Vec<String> = agree.iter().map(|(l, i)| format!("{l}={i}")).collect();
         Check::new(
             "gid",
             Status::Warn,
             format!(
-                "RoCE ports disagree on the GID index ({}): NCCL_IB_GID_INDEX is one value for all ports, so none is exported; NCCL 2.21.5+ picks per port, but {old_nccl}",
-                list.join(", ")
+                "RoCE ports disagree on the GID index ({list}): NCCL_IB_GID_INDEX is one value for all ports, so none is exported; NCCL 2.21.5+ picks per port, but {old_nccl}"
             ),
         )
         .hint("use NCCL 2.21.5 or later, or give every port's net device the same address layout so the tables agree")
@@ -249,22 +235,18 @@ pub(super) fn owner_checks(inp: &Inputs) -> Vec<Check> {
         let tells = rows.iter().any(|r| r.owner == Some(Owner::Pod));
         let row = index.and_then(|i| rows.iter().find(|r| r.index == i));
         let (status, whose) = match (row, tells) {
-            (None, _) => (Status::Fail, "an empty entry: no address at all".to_string()),
-            (Some(r), _) if r.owner == Some(Owner::Pod) => (Status::Pass, format!("{} on {}, this pod's address", r.address, r.ndev.as_deref().unwrap_or("?"))),
-            (Some(r), true) if r.owner == Some(Owner::Host) => {
-                (Status::Warn, format!("{} on {}, the host's address, not this pod's", r.address, r.ndev.as_deref().unwrap_or("?")))
-            }
-            (Some(r), true) => (
-                Status::Fail,
-                format!("{} on {}, another namespace's address (another pod's), not this pod's", r.address, r.ndev.as_deref().unwrap_or("?")),
-            ),
-            (Some(r), false) => (
+            (None, _) => (Status::Fail, "an empty entry: no address at all"),
+            (Some(r), _) if r.owner == Some(Owner::Pod) => (Status::Pass, ", this pod's address"),
+            (Some(r), true) if r.owner == Some(Owner::Host) => (Status::Warn, ", the host's address, not this pod's"),
+            (Some(_), true) => (Status::Fail, ", another namespace's address (another pod's), not this pod's"),
+            (Some(_), false) => (
                 Status::Pass,
-                format!("{} on {}; none of this pod's addresses is in this table (not a shared device), so whose it is is not told", r.address, r.ndev.as_deref().unwrap_or("?")),
+                "; none of this pod's addresses is in this table (not a shared device), so whose it is is not told",
             ),
         };
+        let at = row.map(|r| format!("{} on {}", r.address, r.ndev.as_deref().unwrap_or("?"))).unwrap_or_default();
         let idx = index.map_or("none".to_string(), |i| i.to_string());
-        let mut c = Check::new("gid-owner", status, format!("{label}: {how} points at index {idx}: {whose}"));
+        let mut c = Check::new("gid-owner", status, format!("{label}: {how} points at index {idx}: {at}{whose}"));
         if status != Status::Pass {
             let mine = rows.iter().find(|r| r.owner == Some(Owner::Pod) && r.full_match);
             c = c.hint(match mine {

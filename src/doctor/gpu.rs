@@ -13,20 +13,18 @@ pub(super) fn gpudirect(inp: &Inputs, gpus: &[Place]) -> Check {
     let kernel_ok = kernel.as_deref().and_then(kernel_version).is_some_and(|v| v >= (5, 12));
     let dmabuf = open_modules && kernel_ok;
     let gpu_list: Vec<&str> = gpus.iter().map(|g| g.pci.as_str()).collect();
-    let (status, summary, hint) = if gpus.is_empty() {
-        (
-            Status::Warn,
-            "no NVIDIA GPU visible in sysfs (vendor 0x10de, class 0x0300xx/0x0302xx): GPUDirect RDMA not checked"
-                .to_string(),
-            None,
-        )
+    let c = if gpus.is_empty() {
+        let summary =
+            "no NVIDIA GPU visible in sysfs (vendor 0x10de, class 0x0300xx/0x0302xx): GPUDirect RDMA not checked";
+        Check::new("gpudirect", Status::Warn, summary)
     } else if let Some(m) = peermem {
-        (Status::Pass, format!("{m} is loaded: NICs can DMA to and from the {} GPU(s)' memory", gpus.len()), None)
+        let summary = format!("{m} is loaded: NICs can DMA to and from the {} GPU(s)' memory", gpus.len());
+        Check::new("gpudirect", Status::Pass, summary)
     } else if dmabuf {
-        (
+        Check::new(
+            "gpudirect",
             Status::Pass,
             format!("nvidia_peermem is not loaded, but DMA-BUF is possible (open kernel modules, kernel {}): NCCL 2.19+ uses it", kernel.as_deref().unwrap_or("?")),
-            None,
         )
     } else {
         let why = match (&driver, open_modules, kernel_ok) {
@@ -35,21 +33,19 @@ pub(super) fn gpudirect(inp: &Inputs, gpus: &[Place]) -> Check {
             (Some(_), true, false) => "the kernel is older than 5.12".to_string(),
             _ => String::new(),
         };
-        (
+        Check::new(
+            "gpudirect",
             Status::Warn,
             format!("nvidia_peermem is not loaded and DMA-BUF cannot be confirmed ({why}): NCCL will stage RDMA traffic through host memory"),
-            Some("load nvidia_peermem on the host (`modprobe nvidia-peermem`; GPU Operator: driver.rdma.enabled=true), or use the open kernel modules (driver 515+, kernel 5.12+) for DMA-BUF".to_string()),
         )
+        .hint("load nvidia_peermem on the host (`modprobe nvidia-peermem`; GPU Operator: driver.rdma.enabled=true), or use the open kernel modules (driver 515+, kernel 5.12+) for DMA-BUF")
     };
-    let mut c = Check::new("gpudirect", status, summary)
-        .ev("gpus", json!(gpu_list))
+    c.ev("gpus", json!(gpu_list))
         .ev("peermem_module", json!(peermem))
         .ev("module_dir", inp.sysfs.path("module/nvidia_peermem").display().to_string())
         .ev("driver_version", file(&drv_path, driver.as_deref()))
         .ev("kernel", file(&os_path, kernel.as_deref()))
-        .ev("dmabuf_possible", dmabuf);
-    c.hint = hint;
-    c
+        .ev("dmabuf_possible", dmabuf)
 }
 
 pub(super) fn kernel_version(text: &str) -> Option<(u32, u32)> {

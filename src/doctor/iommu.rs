@@ -2,18 +2,13 @@
 
 use super::*;
 
-/// `iommu=pt` and neighbours from the kernel command line.
-pub(super) fn cmdline_iommu(proc_root: &Path) -> (PathBuf, Option<String>, Vec<String>, bool) {
-    let path = proc_root.join("cmdline");
-    let text = read_attr(&path).ok();
-    let tokens: Vec<String> =
-        text.as_deref().unwrap_or("").split_whitespace().filter(|t| t.contains("iommu")).map(String::from).collect();
-    let pt = tokens.iter().any(|t| t == "iommu=pt" || t == "iommu.passthrough=1" || t == "iommu.passthrough=on");
-    (path, text, tokens, pt)
-}
-
 pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
-    let (cmd_path, cmd_text, tokens, pt) = cmdline_iommu(inp.proc_root);
+    // `iommu=pt` and neighbours from the kernel command line.
+    let cmd_path = inp.proc_root.join("cmdline");
+    let cmd_text = read_attr(&cmd_path).ok();
+    let tokens: Vec<&str> =
+        cmd_text.as_deref().unwrap_or("").split_whitespace().filter(|t| t.contains("iommu")).collect();
+    let pt = tokens.iter().any(|t| ["iommu=pt", "iommu.passthrough=1", "iommu.passthrough=on"].contains(t));
     let cmd = json!({
         "kernel_cmdline": file(&cmd_path, cmd_text.as_deref()),
         "iommu_options": tokens,

@@ -1,18 +1,6 @@
-//! `nccl-wrap doctor`: names the cause before NCCL hangs or silently falls back to TCP.
-//!
-//! Takes what the pipeline already decided (the [`Plan`] and the memlock outcome) and reads a
-//! little more (uverbs nodes, IOMMU groups, GPU placement, the kernel command line), then turns
-//! each concern into a check with a stable id, a status, the evidence read and the fix. Every
-//! root is a parameter and verbs come in through the [`Verbs`] seam, so fixture nodes and the
-//! real machine go through the same code. It only reads: it never writes to sysfs or /dev, and
-//! opens character devices only to see whether this container may.
-//!
-//! Check ids (documented in `docs/doctor.md`), one file per family: `devices` (devices, ports),
-//! `uverbs`, `gid`, `nccl_env` (nccl-env), `userspace` (the image's verbs, NCCL and net plugin),
-//! `efa` (what NCCL needs for AWS EFA devices: the net plugin, libfabric, the uverbs nodes),
-//! `bootstrap` (the out-of-band interface), `memlock`, `iommu`, `gpu` (gpudirect, topology, with
-//! the PCI placement reader `topology`), `netns`, `selftest`; `human` renders the report. This
-//! file holds the check type, the inputs, and the order the families run in.
+//! `nccl-wrap doctor`: names the cause before NCCL hangs or silently falls back to TCP, one check
+//! per concern with a stable id (docs/doctor.md), one file per family; this file holds the check
+//! type, the inputs and the order. It only reads, through roots and the [`Verbs`] seam.
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -134,8 +122,7 @@ pub fn main(inp: &Inputs, form: Form) -> u8 {
     main_then(inp, form, |_| Ok(()))
 }
 
-/// [`main`], then `after` with the report (the health files): its error is printed and makes
-/// the exit status 2, as doctor could not do all it was asked.
+/// [`main`], then `after` with the report (the health files): its error makes the exit status 2.
 pub fn main_then(inp: &Inputs, form: Form, after: impl FnOnce(&Report) -> Result<(), String>) -> u8 {
     let report = match run(inp) {
         Ok(r) => r,
@@ -168,10 +155,8 @@ pub fn main_then(inp: &Inputs, form: Form, after: impl FnOnce(&Report) -> Result
     }
 }
 
-/// Which checks run: a pod's doctor runs every family; the node agent (`nccl-wrap watch`) only
-/// those about the node itself. `uverbs`, `nccl-env` and `selftest` are about one container (its
-/// `/dev`, its environment, its devices opened through verbs), and `gid` about the addresses a
-/// pod's rails carry, which a node's PFs need not have (pods' VFs hold them).
+/// Which checks run: a pod's doctor runs every family; the node agent only those about the node
+/// (not one container's `/dev`, environment and verbs, nor the addresses a pod's rails carry).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
     Pod,
@@ -215,18 +200,22 @@ pub fn run_scoped(inp: &Inputs, scope: Scope) -> Result<Report, DoctorError> {
     }
     let mut counts = BTreeMap::from([("pass", 0), ("warn", 0), ("fail", 0)]);
     for c in &checks {
-        let key = match c.status {
-            Status::Pass => "pass",
-            Status::Warn => "warn",
-            Status::Fail => "fail",
-        };
-        *counts.entry(key).or_default() += 1;
+        *counts.entry(status_word(c.status)).or_default() += 1;
     }
     let exit = u8::from(checks.iter().any(|c| c.status == Status::Fail));
     Ok(Report { checks, counts, exit })
 }
 
 // Helpers more than one check family uses.
+
+/// The word a status is counted and labelled by.
+pub fn status_word(s: Status) -> &'static str {
+    match s {
+        Status::Pass => "pass",
+        Status::Warn => "warn",
+        Status::Fail => "fail",
+    }
+}
 
 fn user_var(vars: &Vars, name: &str) -> Option<String> {
     vars.get(OsStr::new(name)).map(|v| v.to_string_lossy().into_owned())

@@ -46,41 +46,24 @@ pub(super) fn visible_ports(inp: &Inputs) -> Vec<(String, Vec<u32>)> {
 pub(super) fn ib_hca(inp: &Inputs) -> Check {
     let plan = inp.plan;
     let ours: Vec<String> = plan.hca.clone();
+    let pass = |summary: String| Check::new("nccl-env", Status::Pass, summary).ev("variable", IB_HCA);
     let Some(var) = plan.vars.iter().find(|v| v.name == IB_HCA) else {
         // Not in the plan: no usable port, so nccl-wrap sets NCCL_IB_DISABLE=1 instead.
         return match user_var(inp.vars, IB_HCA) {
-            Some(v) => Check::new(
-                "nccl-env",
-                Status::Pass,
-                format!("NCCL_IB_HCA={v} is set, but no usable RDMA port exists; NCCL_IB_DISABLE=1 takes precedence"),
-            )
-            .ev("variable", IB_HCA)
+            Some(v) => pass(format!(
+                "NCCL_IB_HCA={v} is set, but no usable RDMA port exists; NCCL_IB_DISABLE=1 takes precedence"
+            ))
             .ev("value", v),
-            None => Check::new(
-                "nccl-env",
-                Status::Pass,
-                "NCCL_IB_HCA not set; no usable RDMA port, so nccl-wrap sets NCCL_IB_DISABLE=1",
-            )
-            .ev("variable", IB_HCA),
+            None => pass("NCCL_IB_HCA not set; no usable RDMA port, so nccl-wrap sets NCCL_IB_DISABLE=1".into()),
         };
     };
     let base =
         |c: Check| c.ev("variable", IB_HCA).ev("pod_ports", json!(ours)).ev("nccl_wrap_value", var.value.as_str());
     let user = match (&var.previous, &var.action) {
-        (None, _) => {
-            return base(Check::new(
-                "nccl-env",
-                Status::Pass,
-                format!("NCCL_IB_HCA not set; nccl-wrap sets it exactly: {}", var.value),
-            ))
-        }
+        (None, _) => return base(pass(format!("NCCL_IB_HCA not set; nccl-wrap sets it exactly: {}", var.value))),
         (Some(prev), Action::Override) => {
-            return base(Check::new(
-                "nccl-env",
-                Status::Pass,
-                format!("NCCL_IB_HCA={prev} is replaced by {} (--override)", var.value),
-            ))
-            .ev("value", prev.as_str())
+            let summary = format!("NCCL_IB_HCA={prev} is replaced by {} (--override)", var.value);
+            return base(pass(summary)).ev("value", prev.as_str());
         }
         (Some(prev), _) => prev.clone(),
     };

@@ -1,12 +1,6 @@
-//! pcie-link: the PCIe link of each chosen NIC and of each GPU, as trained against what both ends
-//! could do (`current_link_speed`/`width` below `max_link_speed`/`width` under
-//! `bus/pci/devices/<addr>/`). A link trained down (x8 instead of x16, Gen3 instead of Gen5) works
-//! and halves or quarters that device's bandwidth: the whole job then runs at its speed.
-//!
-//! One check per device (evidence `device`: the RDMA device's name, or the GPU's PCI address), so
-//! the node agent's metrics carry a series per device. Warns, never fails: the job runs. An SR-IOV
-//! VF has no link of its own (its files may say `Unknown`), so its PF's is read. Reads only sysfs
-//! under the root; a value it cannot parse (`Unknown`, absent) is no check, not a guess.
+//! pcie-link: each chosen NIC's and GPU's PCIe link as trained against what both ends could do
+//! (a link trained down halves the job's speed); one check per device, a VF's read at its PF.
+//! Warns, never fails; a value that does not parse is no check, not a guess.
 
 use super::*;
 
@@ -52,27 +46,25 @@ fn read(sysfs: &Sysfs, pci: &str) -> Option<(Link, Link, String)> {
 pub(super) fn check_one(sysfs: &Sysfs, what: &str, device: &str, pci: &str) -> Option<Check> {
     let (cur, max, at) = read(sysfs, pci)?;
     let name = if device == at { format!("{what} {device}") } else { format!("{what} {device} ({at})") };
-    let (status, summary, hint) = match (cur, max, at) {
-        (cur, max, _) if cur.gts < max.gts || cur.width < max.width => {
-            let share = (cur.gts * f64::from(cur.width)) / (max.gts * f64::from(max.width));
-            (
-                Status::Warn,
-                format!(
-                    "{name}: PCIe link trained down to {} GT/s x{} (it can do {} GT/s x{}): about {:.0} % of its bandwidth",
-                    cur.gts, cur.width, max.gts, max.width, share * 100.0
-                ),
-                Some("reseat the card or its riser, check the slot's BIOS setting (link speed, bifurcation), and compare with `lspci -vv` (LnkSta vs LnkCap)".to_string()),
-            )
-        }
-        (cur, _, _) => {
-            (Status::Pass, format!("{name}: PCIe link at its maximum, {} GT/s x{}", cur.gts, cur.width), None)
-        }
+    let c = if cur.gts < max.gts || cur.width < max.width {
+        let share = (cur.gts * f64::from(cur.width)) / (max.gts * f64::from(max.width));
+        Check::new(
+            "pcie-link",
+            Status::Warn,
+            format!(
+                "{name}: PCIe link trained down to {} GT/s x{} (it can do {} GT/s x{}): about {:.0} % of its bandwidth",
+                cur.gts, cur.width, max.gts, max.width, share * 100.0
+            ),
+        )
+        .hint("reseat the card or its riser, check the slot's BIOS setting (link speed, bifurcation), and compare with `lspci -vv` (LnkSta vs LnkCap)")
+    } else {
+        Check::new(
+            "pcie-link",
+            Status::Pass,
+            format!("{name}: PCIe link at its maximum, {} GT/s x{}", cur.gts, cur.width),
+        )
     };
-    let c = Check::new("pcie-link", status, summary).ev("device", device).ev("pci", pci);
-    Some(match hint {
-        Some(h) => c.hint(h),
-        None => c,
-    })
+    Some(c.ev("device", device).ev("pci", pci))
 }
 
 /// One check per chosen NIC and per GPU.

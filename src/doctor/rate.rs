@@ -1,10 +1,5 @@
-//! port-rate: a chosen port whose rate (`ports/N/rate`, `400 Gb/sec (4X NDR)`) is below its
-//! siblings' (the pod's other chosen ports of the same link layer): a NIC that negotiated half
-//! rate, a cable or transceiver of a slower kind. It works, and NCCL spreads traffic evenly over
-//! the rails, so the whole job runs at its speed.
-//!
-//! One check per chosen port when there are at least two with a readable rate; warns, never
-//! fails. Pure over the detection; a rate that does not parse is left out, not guessed.
+//! port-rate: a chosen port whose rate is below its siblings' of the same link layer (the job runs
+//! at its speed). Warns, never fails; pure over the detection; an unparsed rate is left out.
 
 use super::*;
 
@@ -29,24 +24,19 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
             continue;
         }
         let best = siblings.iter().map(|c| c.3).fold(0.0, f64::max);
-        let (status, summary) = if *g < best {
-            (
+        let c = if *g < best {
+            Check::new(
+                "port-rate",
                 Status::Warn,
                 format!("{dev}:{port} runs at {g} Gb/s ({text}) while its sibling ports run at {best} Gb/s: the job's collectives go at the slowest rail's pace"),
             )
+            .hint("check the cable and transceiver kind, the switch port's configured speed, and `ibstat`/`ethtool` on the host")
         } else {
-            (Status::Pass, format!("{dev}:{port} at {g} Gb/s, as fast as its sibling ports"))
+            Check::new("port-rate", Status::Pass, format!("{dev}:{port} at {g} Gb/s, as fast as its sibling ports"))
         };
-        let c = Check::new("port-rate", status, summary)
-            .ev("device", dev.as_str())
-            .ev("port", *port)
-            .ev("rate", text.as_str())
-            .ev("siblings_best_gbps", best);
-        out.push(if status == Status::Warn {
-            c.hint("check the cable and transceiver kind, the switch port's configured speed, and `ibstat`/`ethtool` on the host")
-        } else {
-            c
-        });
+        out.push(
+            c.ev("device", dev.as_str()).ev("port", *port).ev("rate", text.as_str()).ev("siblings_best_gbps", best),
+        );
     }
     out
 }

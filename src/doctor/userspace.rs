@@ -1,7 +1,5 @@
-//! Check `userspace`: what NCCL in this image will load, in full (doctor reads the NCCL library's
-//! version string, the start path only its file name): libibverbs, each device's provider, the
-//! NCCL library and any net plugin. Reads nothing itself: the plan carries what detection found
-//! under the image root. Never loads a library.
+//! Check `userspace`: what NCCL in this image will load (libibverbs, each device's provider, NCCL,
+//! any net plugin), from what the plan carries. Never loads a library.
 
 use serde_json::json;
 

@@ -450,7 +450,8 @@ pub struct Joins<'a> {
 }
 
 /// Rank 0: the roster, the assignments, this pod's own edge, the reports, the verdict to all
-/// (slow pairs judged by `slow`).
+/// (slow pairs judged by `slow`; with `prune`, rails whose pairs failed dropped on every pod).
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     who: &Who,
     me: &Pod,
@@ -459,6 +460,7 @@ pub fn run(
     joins: Joins,
     trust: super::Trust,
     slow: SlowRule,
+    prune: bool,
 ) -> Verdict {
     let key = trust.key;
     let timeout = limits.timeout;
@@ -492,7 +494,13 @@ pub fn run(
     let limits = &Settings { gate: sealed, ..limits.clone() };
     findings.extend(successor::test(me, &Pod { rank: next, host: peer_host }, fabric, &target, limits));
     findings.extend(collect(&mut roster, until + timeout, &who.job, keys));
-    let v = verdict::decide(who.size, &[], findings, slow);
+    let mut v = verdict::decide(who.size, &[], findings, slow);
+    // Rail-specific failures only: every pod joined with the same count (checked above).
+    let joined = roster.members.iter().map(|(&r, m)| (r, verdict::rail_names(&m.join.ports)));
+    let rails = std::iter::once((0, verdict::rail_names(&ports))).chain(joined).collect();
+    if let Some(dropped) = verdict::prune(&v, &rails).filter(|_| prune) {
+        v = Verdict { go: true, dropped, ..v };
+    }
     announce(&mut roster, &v, timeout, &who.job, keys);
     v
 }

@@ -60,10 +60,10 @@ fn settings_of(a: &Assign, gate: Option<Tag>) -> Settings {
 }
 
 /// The coordinator's frame, checked against this pod's key before it is used.
-fn authentic(who: &Who, me: &Pod, m: &Frame, key: Option<&Secret>, b: &Bound) -> Result<(), Verdict> {
+fn authentic(who: &Who, me: &Pod, m: &Frame, key: Option<&Secret>, b: &Bound) -> Result<(), Box<Verdict>> {
     seal::check(m, key, b).map_err(|e| {
         let summary = format!("the coordinator {}'s {} {e}", who.coordinator, m.name());
-        alone(who, me, "secret", summary, SECRET_HINT)
+        Box::new(alone(who, me, "secret", summary, SECRET_HINT))
     })
 }
 
@@ -175,7 +175,7 @@ pub fn take_part(
                 _ => String::new(),
             };
             if let Err(v) = authentic(who, me, &m, key, &Bound { gate: &gate, ..early }) {
-                return v;
+                return *v;
             }
             match m {
                 Frame::Assign(a) => a,
@@ -184,7 +184,7 @@ pub fn take_part(
         }
         Ok(m @ Frame::Verdict(_)) => {
             if let Err(v) = authentic(who, me, &m, key, &early) {
-                return v;
+                return *v;
             }
             match m {
                 Frame::Verdict(v) => return v,
@@ -216,7 +216,7 @@ pub fn take_part(
         Ok(v) => {
             let m = Frame::Verdict(v);
             if let Err(lost) = authentic(who, me, &m, key, &session) {
-                return lost;
+                return *lost;
             }
             match m {
                 Frame::Verdict(v) => v,

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use verdict::{Pod, SlowRule};
+use verdict::{Pod, Pruned, SlowRule};
 use who::{Given, Who};
 
 use nix::libc;
@@ -62,6 +62,9 @@ pub struct Options {
     pub secret: Result<Option<Secret>, String>,
     /// What rank 0 makes of a pair that passes slowly (`--gate-slow`, `--gate-refuse-slow`).
     pub slow: SlowRule,
+    /// Rails whose pairs fail are dropped on every pod instead of refusing (`--gate-prune`;
+    /// rank 0's rules).
+    pub prune: bool,
 }
 
 /// Start the command, refuse (exit 125), or stop: the pod was told to end (SIGTERM, SIGINT,
@@ -98,6 +101,8 @@ pub struct Ran {
     pub outcome: Outcome,
     pub verdict: Verdict,
     pub rank: u32,
+    /// The rails this pod drops before NCCL starts (`--gate-prune`), each with its line.
+    pub pruned: Vec<Pruned>,
 }
 
 /// Runs the gate and reports its verdict; returns whether the command starts, and why.
@@ -110,7 +115,7 @@ pub fn run(vars: &Vars, fabric: &dyn PairTest, opts: &Options) -> Ran {
         eprintln!("{PREFIX} gate: signal {sig} arrived during the gate: the command is not started");
         let rank = checked.as_ref().map_or(0, |(w, _)| w.rank);
         let verdict = checked.map_or_else(|_| verdict::decide(1, &[], Vec::new(), SlowRule::OFF), |(_, v)| v);
-        return Ran { outcome: Outcome::Interrupted(sig), verdict, rank };
+        return Ran { outcome: Outcome::Interrupted(sig), verdict, rank, pruned: Vec::new() };
     }
     let (verdict, rank) = match checked {
         Ok((who, v)) => {
@@ -132,8 +137,22 @@ pub fn run(vars: &Vars, fabric: &dyn PairTest, opts: &Options) -> Ran {
             (Verdict { size: 1, pairs: 0, ..verdict::decide(1, &[], vec![f], SlowRule::OFF) }, rank)
         }
     };
+    // The rails a pruning verdict drops, by place, checked against this pod's own.
+    let mine = if verdict.dropped.is_empty() {
+        Vec::new()
+    } else {
+        fabric.ports().map(|p| verdict::rail_names(&p)).unwrap_or_default()
+    };
+    let (verdict, pruned) = match verdict::dropped_here(&verdict, &mine) {
+        Ok(pruned) => (verdict, pruned),
+        Err(why) => {
+            let summary = format!("the coordinator's verdict cannot be applied here: {why}");
+            let f = verdict::pod_fails(rank, &fabric.host(), "peer", summary, "run the same nccl-wrap on every pod");
+            (verdict::decide(verdict.size, &[], vec![f], SlowRule::OFF), Vec::new())
+        }
+    };
     let start_anyway = !verdict.go && opts.warn;
-    for l in verdict::human(&verdict, opts.wait_ms) {
+    for l in verdict::human(&verdict, opts.wait_ms).iter().chain(pruned.iter().map(|p| &p.line)) {
         eprintln!("{PREFIX} {l}");
     }
     if opts.json {
@@ -141,18 +160,18 @@ pub fn run(vars: &Vars, fabric: &dyn PairTest, opts: &Options) -> Ran {
         let _ = writeln!(o, "{}", verdict::json(&verdict, rank, verdict.go || start_anyway)).and_then(|()| o.flush());
     }
     if verdict.go {
-        return Ran { outcome: Outcome::Start, verdict, rank };
+        return Ran { outcome: Outcome::Start, verdict, rank, pruned };
     }
     if start_anyway {
         eprintln!("{PREFIX} gate: --gate=warn: starting the command anyway");
-        return Ran { outcome: Outcome::Start, verdict, rank };
+        return Ran { outcome: Outcome::Start, verdict, rank, pruned };
     }
     if let Some(path) = &opts.termination_log {
         if let Err(e) = nw_output::termination::write(path, &verdict::termination(&verdict, opts.wait_ms)) {
             eprintln!("{PREFIX} gate: cannot write the termination message to {}: {e}", path.display());
         }
     }
-    Ran { outcome: Outcome::Refuse, verdict, rank }
+    Ran { outcome: Outcome::Refuse, verdict, rank, pruned }
 }
 
 fn usage(summary: String, hint: &str) -> Cause {
@@ -235,7 +254,7 @@ fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32)
             let v = if who.rank == 0 {
                 let until = Instant::now() + wait;
                 let joins = coordinator::Joins { rx: joins_rx, until, cancel: &stop, ledger: ledger.clone() };
-                coordinator::run(&who, &me, fabric, &limits, joins, trust, opts.slow)
+                coordinator::run(&who, &me, fabric, &limits, joins, trust, opts.slow, opts.prune)
             } else {
                 drop(joins_rx);
                 member::take_part(&who, &me, fabric, &limits, wait, &stop, trust)

@@ -270,6 +270,7 @@ mod tests {
             findings: Vec::new(),
             slow: Vec::new(),
             slow_total: 0,
+            dropped: Vec::new(),
             mac: r.mac.clone(),
         };
         assert_eq!(check(&Frame::Verdict(v), Some(&k), &B), Err(SealError::Wrong));

@@ -3,13 +3,15 @@
 //! the decision in the three forms it is read in: lines on stderr, JSON, and the termination
 //! message Kubernetes shows (under its 4096-byte limit, most important first).
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
-use super::wire::{Finding, Verdict, MAX_LISTED};
+use super::wire::{Dropped, Finding, Verdict, MAX_LISTED};
 use nw_pairtest::cause::{Cause, Status};
 use nw_pairtest::output::PairResult;
 use nw_pairtest::slow::{self, Figure, Slow};
-use nw_pairtest::wire::MAX_TEXT;
+use nw_pairtest::wire::{PortInfo, MAX_TEXT};
 
 pub use nw_output::termination::{clip, MAX as TERMINATION_MAX};
 
@@ -121,8 +123,69 @@ pub fn decide(size: u32, missing: &[u32], mut findings: Vec<Finding>, rule: Slow
         findings: failed,
         slow,
         slow_total: if rule.refuse { 0 } else { slow_total },
+        dropped: Vec::new(),
         mac: None,
     }
+}
+
+/// A pod's rails as findings name them (`device:port`), in the order it hands them to NCCL.
+pub fn rail_names(ports: &[PortInfo]) -> Vec<String> {
+    ports.iter().map(|p| format!("{}:{}", p.device, p.port)).collect()
+}
+
+/// `--gate-prune`, rank 0's decision over a verdict that refuses: the places of the rails whose
+/// pair failed (NCCL pairs rails by place), each with the first failure over it, when every
+/// failure is listed and is one pair's over rails its pods joined with (`rails`: each rank's, in
+/// order) and a rail is left. Else none, and the gate refuses as without it: a rank that never
+/// came, a pod that could not test or sent no result, a rail-count mismatch or a bad MAC is no
+/// rail's failure.
+pub fn prune(v: &Verdict, rails: &BTreeMap<u32, Vec<String>>) -> Option<Vec<Dropped>> {
+    if v.go || !v.missing.is_empty() || v.failed_total as usize != v.findings.len() {
+        return None;
+    }
+    let mut at: BTreeMap<u32, u32> = BTreeMap::new();
+    let mut count = usize::MAX;
+    for (i, f) in v.findings.iter().enumerate() {
+        for (rank, rail) in [(f.rank, f.rail.as_ref()), (f.peer_rank?, f.peer_rail.as_ref())] {
+            let list = rails.get(&rank)?;
+            let place = list.iter().position(|r| Some(r) == rail)?;
+            count = count.min(list.len());
+            at.entry(u32::try_from(place).ok()?).or_insert(u32::try_from(i).ok()?);
+        }
+    }
+    (at.len() < count).then(|| at.into_iter().map(|(position, finding)| Dropped { position, finding }).collect())
+}
+
+/// A rail this pod drops before NCCL starts (`--gate-prune`), and the line said for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pruned {
+    pub rail: String,
+    pub line: String,
+}
+
+/// This pod's share of a verdict that drops rails (`mine`: its rails, in order), each named
+/// here with the pair that failed over it; refused when a place is not one of this pod's rails,
+/// or no rail would be left.
+pub fn dropped_here(v: &Verdict, mine: &[String]) -> Result<Vec<Pruned>, String> {
+    let n = mine.len();
+    if !v.dropped.is_empty() && v.dropped.len() >= n {
+        return Err(format!("it drops {} rail(s), and this pod hands NCCL {n}: none would be left", v.dropped.len()));
+    }
+    v.dropped
+        .iter()
+        .map(|d| {
+            let p = d.position as usize;
+            let rail =
+                mine.get(p).ok_or_else(|| format!("it drops the rail at place {p}, and this pod hands NCCL {n}"))?;
+            let f = v.findings.get(d.finding as usize).ok_or_else(|| format!("it names no failure for place {p}"))?;
+            let line = format!(
+                "gate: --gate-prune: {rail} (rail {} of {n}) is dropped here, as its place is on every pod: {}",
+                p + 1,
+                line(f)
+            );
+            Ok(Pruned { rail: rail.clone(), line })
+        })
+        .collect()
 }
 
 fn pod(rank: u32, host: Option<&str>) -> String {
@@ -161,6 +224,14 @@ pub fn headline(v: &Verdict, wait_ms: u64) -> String {
             0 => String::new(),
             n => format!("; {n} of them slow, named below"),
         };
+        if !v.dropped.is_empty() {
+            return format!(
+                "gate: {} failure(s) over {} pair(s) tested; --gate-prune drops {} rail(s) on every pod, and the command starts on the rest{slow}",
+                v.failed_total,
+                v.pairs,
+                v.dropped.len()
+            );
+        }
         return format!("gate: every pair passes ({} pair(s) over {} pod(s)){slow}", v.pairs, v.size);
     }
     let mut parts = Vec::new();
@@ -221,6 +292,7 @@ struct Line<'a> {
     findings: &'a [Finding],
     slow: &'a [Finding],
     slow_total: u32,
+    dropped: &'a [Dropped],
 }
 
 /// The verdict as one JSON line (`kind: gate-verdict`), with this pod's rank.
@@ -238,6 +310,7 @@ pub fn json(v: &Verdict, rank: u32, started: bool) -> String {
         findings: &v.findings,
         slow: &v.slow,
         slow_total: v.slow_total,
+        dropped: &v.dropped,
     };
     serde_json::to_string(&line)
         .unwrap_or_else(|e| format!("{{\"kind\":\"gate-verdict\",\"error\":{:?}}}", e.to_string()))
@@ -403,6 +476,57 @@ mod tests {
         assert!(j.starts_with("{\"kind\":\"gate-verdict\",\"rank\":0,\"go\":false,\"started\":false,\"size\":2,\"pairs\":1,\"failed\":1,\"missing\":[1],\"missing_total\":1,\"findings\":[{\"rank\":0,"), "{j}");
         let back: serde_json::Value = serde_json::from_str(&j).expect("JSON");
         assert_eq!(back["findings"][0]["cause"], "timeout");
+    }
+
+    #[test]
+    fn pruning_drops_the_places_of_failed_pairs_and_refuses_everything_else() {
+        let three = || ["mlx5_0:1", "mlx5_1:1", "mlx5_2:1"].map(str::to_owned).to_vec();
+        let rails: BTreeMap<u32, Vec<String>> = (0..4).map(|r| (r, three())).collect();
+        let pair = |rank, rail: &str, status: &str| {
+            finding(rank, Some(rail), status, (status == "fail").then_some("retry-exceeded"))
+        };
+        let decided = |missing: &[u32], f: Vec<Finding>| decide(4, missing, f, SlowRule::OFF);
+        // Rank 1's mlx5_1 towards rank 2 fails: its place, 1, is dropped on every pod.
+        let v =
+            decided(&[], vec![pair(0, "mlx5_0:1", "pass"), pair(1, "mlx5_1:1", "fail"), pair(2, "mlx5_2:1", "pass")]);
+        let dropped = prune(&v, &rails).expect("pruned");
+        assert_eq!(dropped, [Dropped { position: 1, finding: 0 }]);
+        // Two places, each with the first failure over it (the verdict's order: by rank).
+        let two = decided(&[], vec![pair(1, "mlx5_1:1", "fail"), pair(0, "mlx5_2:1", "fail")]);
+        let want = [Dropped { position: 1, finding: 1 }, Dropped { position: 2, finding: 0 }];
+        assert_eq!(prune(&two, &rails).as_deref(), Some(&want[..]));
+        // Refused as without it: every rail would go, a pod-wide failure, a rank missing, a rail
+        // no pod joined with, or nothing failed.
+        let all: Vec<Finding> = (0..3).map(|i| pair(0, &format!("mlx5_{i}:1"), "fail")).collect();
+        assert_eq!(prune(&decided(&[], all), &rails), None);
+        let mut lost = finding(3, None, "fail", Some("no-result"));
+        lost.peer_rank = None;
+        assert_eq!(prune(&decided(&[], vec![pair(1, "mlx5_1:1", "fail"), lost]), &rails), None);
+        assert_eq!(prune(&decided(&[3], vec![pair(1, "mlx5_1:1", "fail")]), &rails), None);
+        assert_eq!(prune(&decided(&[], vec![pair(1, "mlx5_9:1", "fail")]), &rails), None);
+        assert_eq!(prune(&decided(&[], vec![pair(1, "mlx5_1:1", "pass")]), &rails), None);
+
+        // Every pod names the rail at that place on itself, and the pair that failed.
+        let go = Verdict { go: true, dropped, ..v };
+        let here = dropped_here(&go, &rails[&0]).expect("applies");
+        assert_eq!(here.len(), 1);
+        assert_eq!(here[0].rail, "mlx5_1:1");
+        assert_eq!(
+            here[0].line,
+            "gate: --gate-prune: mlx5_1:1 (rail 2 of 3) is dropped here, as its place is on every pod: train-1 (rank 1) mlx5_1:1 -> train-2 (rank 2) mlx5_1:1: retry-exceeded: retry-exceeded happened"
+        );
+        assert!(headline(&go, 0).contains("--gate-prune drops 1 rail(s) on every pod"), "{}", headline(&go, 0));
+        assert!(
+            json(&go, 0, true).ends_with(",\"dropped\":[{\"position\":1,\"finding\":0}]}"),
+            "{}",
+            json(&go, 0, true)
+        );
+        // A place this pod does not have, or no rail left: refused.
+        let e = dropped_here(&go, &rails[&0][..1]).expect_err("one rail");
+        assert!(e.contains("none would be left"), "{e}");
+        let far = Verdict { dropped: vec![Dropped { position: 5, finding: 0 }], ..go };
+        let e = dropped_here(&far, &rails[&0]).expect_err("place 5");
+        assert_eq!(e, "it drops the rail at place 5, and this pod hands NCCL 3");
     }
 
     #[test]

@@ -21,7 +21,7 @@ pub const MAX_GATE_SIZE: u32 = wire::MAX_JOB_SIZE;
 /// The most findings or missing ranks a verdict lists (the counts cover the rest).
 pub const MAX_LISTED: usize = 64;
 /// NCCL reads at most 32 `NCCL_IB_HCA` entries; no pod has more rails.
-const MAX_PORTS: usize = 32;
+pub const MAX_PORTS: usize = 32;
 /// Every local x remote pair of two 32-port pods.
 const MAX_PAIRS: usize = MAX_PORTS * MAX_PORTS;
 
@@ -151,6 +151,15 @@ pub struct Report {
     pub mac: Option<String>,
 }
 
+/// The gate: a rail dropped on every pod (`--gate-prune`): its place in every pod's list (NCCL
+/// pairs rails by it), and the verdict's finding of the first pair that failed over it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dropped {
+    pub position: u32,
+    pub finding: u32,
+}
+
 /// The gate: the coordinator's decision, the same for every pod (coordinator -> pods).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -172,9 +181,26 @@ pub struct Verdict {
     pub slow: Vec<Finding>,
     #[serde(default)]
     pub slow_total: u32,
+    /// The rails every pod drops before NCCL starts (`--gate-prune`; only with `go`), by place.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<Dropped>,
     /// The job secret's MAC over this frame (`gate::seal`); absent when the job has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
+}
+
+/// The dropped rails: only with `go`, in rising places each within [`MAX_PORTS`] (each pod
+/// checks them against its own count), each naming a listed finding of a pair.
+fn validate_dropped(v: &Verdict) -> Result<(), WireError> {
+    let mut last = None;
+    for d in &v.dropped {
+        let pair = v.findings.get(d.finding as usize).filter(|f| f.rail.is_some() && f.peer_rail.is_some());
+        if !v.go || d.position as usize >= MAX_PORTS || last >= Some(d.position) || pair.is_none() {
+            return Err(field("verdict.dropped", format!("position {} (finding {})", d.position, d.finding)));
+        }
+        last = Some(d.position);
+    }
+    Ok(())
 }
 
 fn validate_join(j: &Join) -> Result<(), WireError> {
@@ -328,7 +354,8 @@ fn validate(f: &Frame) -> Result<(), WireError> {
             if (v.failed_total as usize) > v.pairs as usize + MAX_GATE_SIZE as usize {
                 return Err(field("verdict.failed_total", format!("{} is out of range", v.failed_total)));
             }
-            v.findings.iter().chain(&v.slow).try_for_each(validate_finding)
+            v.findings.iter().chain(&v.slow).try_for_each(validate_finding)?;
+            validate_dropped(v)
         }
     }
 }
@@ -543,7 +570,13 @@ mod tests {
                 ..finding("warn", None)
             }],
             slow_total: 1,
+            dropped: vec![],
             mac: None,
+        };
+        let pruned = Verdict {
+            go: true,
+            dropped: vec![Dropped { position: 1, finding: 0 }, Dropped { position: 3, finding: 0 }],
+            ..verdict.clone()
         };
         let msgs = vec![
             Frame::Pair(Message::Hello(tagged)),
@@ -562,6 +595,7 @@ mod tests {
                 mac: None,
             }),
             Frame::Verdict(verdict),
+            Frame::Verdict(pruned),
         ];
         for m in msgs {
             let f = encode(&m).expect("encode");
@@ -620,9 +654,22 @@ mod tests {
             findings: vec![],
             slow: vec![],
             slow_total: 0,
+            dropped: vec![],
             mac: None,
         };
         check(Frame::Verdict(v.clone()), "verdict.missing");
+        // A dropped rail out of any pod's range, twice, without go, or naming no failed pair.
+        let failed = vec![finding("fail", Some("retry-exceeded"))];
+        let drop = |position, finding| Dropped { position, finding };
+        for (go, dropped) in [
+            (true, vec![drop(MAX_PORTS as u32, 0)]),
+            (true, vec![drop(1, 0), drop(1, 0)]),
+            (false, vec![drop(1, 0)]),
+            (true, vec![drop(1, 1)]),
+        ] {
+            let v = Verdict { go, missing: vec![], findings: failed.clone(), dropped, ..v.clone() };
+            check(Frame::Verdict(v), "verdict.dropped");
+        }
         let mut fast = finding("pass", None);
         fast.kbps = Some(u64::MAX);
         check(Frame::Report(Report { rank: 0, pairs: vec![fast], mac: None }), "finding.kbps");

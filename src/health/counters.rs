@@ -1,12 +1,5 @@
-//! A port's error and traffic counters: `ports/N/counters/*` (the IBTA port counters, read from
-//! the HCA's performance management agent; mlx5 has them, rxe does not) and
-//! `ports/N/hw_counters/*` (the driver's own: mlx5's `out_of_sequence`, `packet_seq_err`,
-//! `local_ack_timeout_err`..., rxe's `retry_exceeded_err`, `rcvd_seq_err`...). Whatever the device
-//! has is reported; nothing is assumed present.
-//!
-//! The reading is `detect::counters`' (bounded per directory, each file read once through
-//! `detect::file`, `lifespan` left out: a setting, not a counter); this module gives the metrics
-//! their form.
+//! A port's counters as the metrics show them: `ports/N/counters/*` (IBTA) and
+//! `ports/N/hw_counters/*` (the driver's own), whatever the device has, read by `detect::counters`.
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;
@@ -38,10 +31,9 @@ pub struct Counter {
     pub value: u64,
 }
 
-/// Every counter of one port, in name order per directory, read by `detect::counters`;
-/// unreadable or non-numeric entries are left out, each costing only itself (a healthy port's
-/// `VL15_dropped` can fail with EINVAL: prometheus/node_exporter#3265 lost every InfiniBand metric
-/// to one such file), and named once per process, not every round.
+/// Every counter of one port, in name order per directory; an unreadable entry costs only itself
+/// (a healthy port's `VL15_dropped` can fail with EINVAL: prometheus/node_exporter#3265), and is
+/// named once per process, not every round.
 pub fn read(sysfs: &Sysfs, device: &str, port: u32) -> Vec<Counter> {
     let mut problems = Vec::new();
     let read = port_counters::read(&sysfs.path(&format!("class/infiniband/{device}/ports/{port}")), &mut problems);

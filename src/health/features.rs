@@ -1,19 +1,11 @@
-//! Node Feature Discovery's local feature file: what nfd-worker's `local` source reads from
-//! `/etc/kubernetes/node-feature-discovery/features.d/`, one `name=value` line per label.
-//!
-//! Every name is `nccl-wrap.feature.node.kubernetes.io/<name>`: a sub-namespace of NFD's own
-//! `feature.node.kubernetes.io`, which nfd-master accepts though it refuses other `*.kubernetes.io`
-//! names, so the labels appear with NFD's default configuration (only an explicit `denyLabelNs`
-//! entry would refuse them); a bare name would be auto-prefixed only until
-//! NFD's `DisableAutoPrefix` becomes the default. Every name and value is checked against
-//! Kubernetes' label syntax before it is written; one that fails is left out and returned, never
-//! written. A `# +expiry-time=` line (watch) makes NFD drop the labels of an agent that stopped
-//! writing. Pure: text in, text out.
+//! Node Feature Discovery's local feature file: `nccl-wrap.feature.node.kubernetes.io/<name>=value`
+//! lines, each checked against Kubernetes' label syntax (one that fails is returned, not written),
+//! and `# +expiry-time=` for watch. Pure.
 
 use std::fmt::Write as _;
 
 use super::Health;
-use crate::doctor::Status;
+use crate::doctor::status_word;
 
 /// The namespace of every label.
 pub const PREFIX: &str = "nccl-wrap.feature.node.kubernetes.io";
@@ -32,18 +24,13 @@ pub fn labels(h: &Health) -> Vec<(String, String)> {
         ("memlock".into(), if h.memlock_bytes.is_none() { "unlimited" } else { "limited" }.into()),
         ("gpudirect".into(), b(h.gpudirect)),
     ];
-    if let Some(i) = h.gid_index {
-        out.push(("gid-index".into(), i.to_string()));
-    }
-    if let Some(pt) = h.iommu_passthrough {
-        out.push(("iommu-passthrough".into(), b(pt)));
-    }
-    if let Some(l) = h.link_layer() {
-        out.push(("link-layer".into(), l.into()));
-    }
-    if let Some(r) = h.min_rate_gbps() {
-        out.push(("rdma-rate-gbps".into(), format!("{r}")));
-    }
+    let optional = [
+        h.gid_index.map(|i| ("gid-index", i.to_string())),
+        h.iommu_passthrough.map(|pt| ("iommu-passthrough", b(pt))),
+        h.link_layer().map(|l| ("link-layer", l.to_string())),
+        h.min_rate_gbps().map(|r| ("rdma-rate-gbps", format!("{r}"))),
+    ];
+    out.extend(optional.into_iter().flatten().map(|(n, v)| (n.to_string(), v)));
     if let Some(r) = &h.ring {
         out.push(("ring".into(), r.word().into()));
         if let super::ring::Outcome::Tested { pairs, .. } = &r.outcome {
@@ -59,14 +46,6 @@ pub fn labels(h: &Health) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = out.into_iter().map(|(n, v)| (format!("{PREFIX}/{n}"), v)).collect();
     out.sort();
     out
-}
-
-pub fn status_word(s: Status) -> &'static str {
-    match s {
-        Status::Pass => "pass",
-        Status::Warn => "warn",
-        Status::Fail => "fail",
-    }
 }
 
 /// The whole file, and the labels left out for failing Kubernetes' syntax (none, unless a bug).

@@ -1,14 +1,6 @@
-//! The Prometheus text exposition format (version 0.0.4), as node_exporter's textfile collector
-//! reads a `*.prom` file: per family one `# HELP` and one `# TYPE` line, then its samples, every
-//! name under `nccl_wrap_`, label values escaped (`\\`, `\"`, `\n`). A family with no sample is
-//! left out. Every label set is unique within its family (checks are keyed by id and subject,
-//! ports by device and port). Pure: the health value and the round's figures in, text out.
-//!
-//! Names pass `promtool check metrics`: counters end in `_total` and never name their type,
-//! figures are in base units (bytes, bytes per second, seconds), and one family holds one kind of
-//! figure: the port counters are one family each, named as node_exporter's InfiniBand collector
-//! names them (`nccl_wrap_port_data_received_bytes_total` for its
-//! `node_infiniband_port_data_received_bytes_total`), never data, packets and errors under a label.
+//! The Prometheus text format (0.0.4) for node_exporter's textfile collector. Names pass
+//! `promtool check metrics`: base units, `_total` counters, one family per port counter, named as
+//! node_exporter's InfiniBand collector names it. Pure.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -36,8 +28,10 @@ struct Out {
     text: String,
 }
 
+type Samples<'a> = Vec<(Vec<(&'a str, String)>, f64)>;
+
 impl Out {
-    /// One family: HELP, TYPE, then every sample (name suffix, labels, value).
+    /// One family: HELP, TYPE, then every sample (labels, value).
     fn family(&mut self, name: &str, kind: &str, help: &str, samples: &[(Vec<(&str, String)>, f64)]) {
         if samples.is_empty() {
             return;
@@ -46,16 +40,21 @@ impl Out {
         let _ = writeln!(self.text, "# TYPE nccl_wrap_{name} {kind}");
         for (labels, value) in samples {
             let _ = write!(self.text, "nccl_wrap_{name}");
-            let labels: Vec<&(&str, String)> = labels.iter().filter(|(_, v)| !v.is_empty()).collect();
+            let labels: Vec<String> = labels
+                .iter()
+                .filter(|(_, v)| !v.is_empty())
+                .map(|(k, v)| format!("{k}=\"{}\"", escape_value(v)))
+                .collect();
             if !labels.is_empty() {
-                let parts: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{}\"", escape_value(v))).collect();
-                let _ = write!(self.text, "{{{}}}", parts.join(","));
+                let _ = write!(self.text, "{{{}}}", labels.join(","));
             }
             let _ = writeln!(self.text, " {}", number(*value));
         }
     }
-    fn one(&mut self, name: &str, kind: &str, help: &str, value: f64) {
-        self.family(name, kind, help, &[(Vec::new(), value)]);
+
+    /// A family of one sample without labels, left out where there is no value.
+    fn one(&mut self, name: &str, kind: &str, help: &str, value: Option<f64>) {
+        self.family(name, kind, help, &value.map(|v| (Vec::new(), v)).into_iter().collect::<Vec<_>>());
     }
 }
 
@@ -81,122 +80,89 @@ fn escape_help(v: &str) -> String {
 }
 
 fn flag(b: bool) -> f64 {
-    if b {
-        1.0
-    } else {
-        0.0
-    }
+    f64::from(u8::from(b))
 }
 
+/// 0 pass, 1 warn, 2 fail: the order statuses sort in.
 pub fn status_value(s: Status) -> f64 {
-    match s {
-        Status::Pass => 0.0,
-        Status::Warn => 1.0,
-        Status::Fail => 2.0,
-    }
+    f64::from(s as u8)
 }
 
 /// The whole file.
 pub fn render(h: &Health, round: &Round) -> String {
     let mut o = Out { text: String::new() };
-    let view = h.view.name().to_string();
+    let version = vec![("version", env!("CARGO_PKG_VERSION").to_string()), ("view", h.view.name().to_string())];
     o.family(
         "info",
         "gauge",
         "nccl-wrap's version and whose view the figures are (node: nccl-wrap watch; pod: doctor in a pod); always 1",
-        &[(vec![("version", env!("CARGO_PKG_VERSION").to_string()), ("view", view)], 1.0)],
+        &[(version, 1.0)],
     );
-    o.one(
-        "healthy",
-        "gauge",
-        "1 when at least one RDMA port is usable and no check failed (memlock aside)",
-        flag(h.healthy),
-    );
-    o.one("rdma_ports", "gauge", "RDMA ports in this view", h.ports.len() as f64);
-    o.one(
-        "rdma_ports_usable",
-        "gauge",
-        match h.view {
-            View::Node => "RDMA ports whose link can carry traffic (ACTIVE, LinkUp, InfiniBand or Ethernet)",
-            View::Pod => {
-                "RDMA ports the plan hands to NCCL (link up and, for RoCE, a RoCE v2 GID of the wanted family)"
-            }
-        },
-        h.usable() as f64,
-    );
-    let devices: Vec<_> = h.devices.iter().map(|(k, n)| (vec![("kind", k.to_string())], *n as f64)).collect();
+    let usable = match h.view {
+        View::Node => "RDMA ports whose link can carry traffic (ACTIVE, LinkUp, InfiniBand or Ethernet)",
+        View::Pod => "RDMA ports the plan hands to NCCL (link up and, for RoCE, a RoCE v2 GID of the wanted family)",
+    };
+    #[rustfmt::skip]
+    let gauges = [
+        ("healthy", "1 when at least one RDMA port is usable and no check failed (memlock aside)", Some(flag(h.healthy))),
+        ("rdma_ports", "RDMA ports in this view", Some(h.ports.len() as f64)),
+        ("rdma_ports_usable", usable, Some(h.usable() as f64)),
+    ];
+    for (name, help, value) in gauges {
+        o.one(name, "gauge", help, value);
+    }
+    let devices: Samples = h.devices.iter().map(|(k, n)| (vec![("kind", k.to_string())], *n as f64)).collect();
     o.family(
         "rdma_devices",
         "gauge",
         "RDMA devices by kind (pf, vf, sf, software, unknown); the node's view counts VFs and SFs but checks only the rest",
         &devices,
     );
-    o.one(
-        "gid_index_consistent",
-        "gauge",
-        "1 when every usable RoCE port with a RoCE v2 GID of the wanted family has it at the same index",
-        flag(h.gid_consistent),
-    );
-    if let Some(i) = h.gid_index {
-        o.one("gid_index", "gauge", "The GID index every usable RoCE port agrees on", f64::from(i));
+    #[rustfmt::skip]
+    let gauges = [
+        ("gid_index_consistent",
+            "1 when every usable RoCE port with a RoCE v2 GID of the wanted family has it at the same index",
+            Some(flag(h.gid_consistent))),
+        ("gid_index", "The GID index every usable RoCE port agrees on", h.gid_index.map(f64::from)),
+        ("memlock_limit_bytes", "Soft RLIMIT_MEMLOCK a process gets here after raising it (+Inf: unlimited)",
+            Some(h.memlock_bytes.map_or(f64::INFINITY, |b| b as f64))),
+        ("cap_ipc_lock", "1 when CAP_IPC_LOCK is effective for the process that measured memlock",
+            h.cap_ipc_lock.map(flag)),
+        ("iommu_passthrough", "1 when no RDMA device's IOMMU group is translated (DMA, DMA-FQ); 0 when one is",
+            h.iommu_passthrough.map(flag)),
+        ("gpudirect_possible", "1 when NVIDIA GPUs are visible and nvidia_peermem is loaded or DMA-BUF is possible",
+            Some(flag(h.gpudirect))),
+    ];
+    for (name, help, value) in gauges {
+        o.one(name, "gauge", help, value);
     }
-    o.one(
-        "memlock_limit_bytes",
-        "gauge",
-        "Soft RLIMIT_MEMLOCK a process gets here after raising it (+Inf: unlimited)",
-        h.memlock_bytes.map_or(f64::INFINITY, |b| b as f64),
-    );
-    if let Some(c) = h.cap_ipc_lock {
-        o.one(
-            "cap_ipc_lock",
-            "gauge",
-            "1 when CAP_IPC_LOCK is effective for the process that measured memlock",
-            flag(c),
-        );
-    }
-    if let Some(pt) = h.iommu_passthrough {
-        o.one(
-            "iommu_passthrough",
-            "gauge",
-            "1 when no RDMA device's IOMMU group is translated (DMA, DMA-FQ); 0 when one is",
-            flag(pt),
-        );
-    }
-    o.one(
-        "gpudirect_possible",
-        "gauge",
-        "1 when NVIDIA GPUs are visible and nvidia_peermem is loaded or DMA-BUF is possible",
-        flag(h.gpudirect),
-    );
-    let checks: Vec<_> = h
+    let checks: Samples = h
         .checks
         .iter()
         .map(|(k, s)| {
-            (
-                vec![
-                    ("check", k.id.to_string()),
-                    ("device", k.device.clone().unwrap_or_default()),
-                    ("port", k.port.map(|p| p.to_string()).unwrap_or_default()),
-                    ("variable", k.variable.clone().unwrap_or_default()),
-                ],
-                status_value(*s),
-            )
+            let labels = vec![
+                ("check", k.id.to_string()),
+                ("device", k.device.clone().unwrap_or_default()),
+                ("port", k.port.map(|p| p.to_string()).unwrap_or_default()),
+                ("variable", k.variable.clone().unwrap_or_default()),
+            ];
+            (labels, status_value(*s))
         })
         .collect();
     o.family("check_status", "gauge", "Each doctor check: 0 pass, 1 warn, 2 fail (ids: docs/doctor.md)", &checks);
-    let mut counts = [0usize; 3];
-    for s in h.checks.values() {
-        counts[status_value(*s) as usize] += 1;
-    }
-    let counts: Vec<_> = ["pass", "warn", "fail"]
-        .iter()
-        .zip(counts)
-        .map(|(s, n)| (vec![("status", (*s).to_string())], n as f64))
+    let counts: Samples = [Status::Pass, Status::Warn, Status::Fail]
+        .into_iter()
+        .map(|s| {
+            (
+                vec![("status", crate::doctor::status_word(s).to_string())],
+                h.checks.values().filter(|c| **c == s).count() as f64,
+            )
+        })
         .collect();
     o.family("checks", "gauge", "Checks by status", &counts);
 
     let port = |p: &super::PortHealth| vec![("device", p.device.clone()), ("port", p.port.to_string())];
-    let info: Vec<_> = h
+    let info: Samples = h
         .ports
         .iter()
         .map(|p| {
@@ -213,413 +179,165 @@ pub fn render(h: &Health, round: &Round) -> String {
         "One per RDMA port: its device kind, link layer and rate as sysfs prints them; always 1",
         &info,
     );
-    let each = |f: &dyn Fn(&super::PortHealth) -> Option<f64>| -> Vec<(Vec<(&str, String)>, f64)> {
-        h.ports.iter().filter_map(|p| f(p).map(|v| (port(p), v))).collect()
-    };
-    o.family(
-        "port_state",
-        "gauge",
-        "ports/N/state as a number: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER",
-        &each(&|p| p.state.map(f64::from)),
-    );
-    o.family(
-        "port_phys_state",
-        "gauge",
-        "ports/N/phys_state as a number: 2 Polling, 3 Disabled, 5 LinkUp, 6 LinkErrorRecovery, ...",
-        &each(&|p| p.phys_state.map(f64::from)),
-    );
-    o.family("port_usable", "gauge", "1 when the port counts in rdma_ports_usable", &each(&|p| Some(flag(p.usable))));
-    o.family(
-        "port_rate_bytes_per_second",
-        "gauge",
-        "The port's signalling rate from ports/N/rate, in bytes per second",
-        &each(&|p| p.rate_bytes_per_second()),
-    );
-    o.family(
-        "port_gid_index",
-        "gauge",
-        "The RoCE v2 GID index NCCL would pick on the port (RoCE ports with a GID of the wanted family)",
-        &each(&|p| p.gid_index.map(f64::from)),
-    );
+    type Figure = fn(&super::PortHealth) -> Option<f64>;
+    #[rustfmt::skip]
+    let figures: [(&str, &str, Figure); 5] = [
+        ("port_state", "ports/N/state as a number: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER",
+            |p| p.state.map(f64::from)),
+        ("port_phys_state",
+            "ports/N/phys_state as a number: 2 Polling, 3 Disabled, 5 LinkUp, 6 LinkErrorRecovery, ...",
+            |p| p.phys_state.map(f64::from)),
+        ("port_usable", "1 when the port counts in rdma_ports_usable", |p| Some(flag(p.usable))),
+        ("port_rate_bytes_per_second", "The port's signalling rate from ports/N/rate, in bytes per second",
+            |p| p.rate_bytes_per_second()),
+        ("port_gid_index",
+            "The RoCE v2 GID index NCCL would pick on the port (RoCE ports with a GID of the wanted family)",
+            |p| p.gid_index.map(f64::from)),
+    ];
+    for (name, help, f) in figures {
+        let samples: Samples = h.ports.iter().filter_map(|p| f(p).map(|v| (port(p), v))).collect();
+        o.family(name, "gauge", help, &samples);
+    }
     port_counters(&mut o, h);
     if let Some(r) = &h.ring {
         ring(&mut o, r);
     }
-    o.one("last_run_timestamp_seconds", "gauge", "When these figures were taken, Unix seconds", round.timestamp);
-    if let Some(d) = round.duration {
-        o.one("round_duration_seconds", "gauge", "Wall time of the agent's last round", d);
-    }
-    if let Some(i) = round.interval {
-        o.one("interval_seconds", "gauge", "The agent's interval between rounds (before jitter)", i);
-    }
-    if let Some(n) = round.rounds {
-        o.one("rounds_total", "counter", "Rounds the agent has run since it started", n as f64);
-    }
-    if let Some(c) = round.cpu_seconds {
-        o.one(
-            "agent_cpu_seconds_total",
-            "counter",
-            "CPU time (user and system) the agent has used since it started",
-            c,
-        );
-    }
-    if let Some(r) = round.max_rss_bytes {
-        o.one("agent_max_rss_bytes", "gauge", "The agent's peak resident set size", r as f64);
+    #[rustfmt::skip]
+    let agent = [
+        ("last_run_timestamp_seconds", "gauge", "When these figures were taken, Unix seconds", Some(round.timestamp)),
+        ("round_duration_seconds", "gauge", "Wall time of the agent's last round", round.duration),
+        ("interval_seconds", "gauge", "The agent's interval between rounds (before jitter)", round.interval),
+        ("rounds_total", "counter", "Rounds the agent has run since it started", round.rounds.map(|n| n as f64)),
+        ("agent_cpu_seconds_total", "counter", "CPU time (user and system) the agent has used since it started",
+            round.cpu_seconds),
+        ("agent_max_rss_bytes", "gauge", "The agent's peak resident set size", round.max_rss_bytes.map(|r| r as f64)),
+    ];
+    for (name, kind, help, value) in agent {
+        o.one(name, kind, help, value);
     }
     o.text
 }
 
-/// A port counter's metric: its family (after `nccl_wrap_`), its help, and the factor from the
-/// file's unit to the metric's.
+/// A port counter's metric: its family (after `nccl_wrap_`), what it counts, and the factor from
+/// the file's unit to the metric's. Its help is `DIR/FILE[ x SCALE]: WHAT`.
 struct Named {
     dir: &'static str,
     file: &'static str,
     family: &'static str,
-    help: &'static str,
+    what: &'static str,
     scale: f64,
 }
 
-const fn named(dir: &'static str, file: &'static str, family: &'static str, help: &'static str) -> Named {
-    Named { dir, file, family, help, scale: 1.0 }
+const fn c(file: &'static str, family: &'static str, what: &'static str) -> Named {
+    Named { dir: "counters", file, family, what, scale: 1.0 }
+}
+
+const fn hw(file: &'static str, family: &'static str, what: &'static str) -> Named {
+    Named { dir: "hw_counters", ..c(file, family, what) }
+}
+
+impl Named {
+    fn help(&self) -> String {
+        let scale = if self.scale == 1.0 { String::new() } else { format!(" x {}", number(self.scale)) };
+        format!("{}/{}{scale}: {}", self.dir, self.file, self.what)
+    }
 }
 
 /// The counters node_exporter's InfiniBand collector has a name for (`node_infiniband_<name>`,
 /// collector/infiniband_linux.go, and procfs's sysfs/class_infiniband.go for which file each
 /// reads), under our prefix: one metric per counter, so data, packets and errors never share a
 /// family. The IBTA data counters count 4-octet words; their metrics are bytes, as node_exporter's.
+#[rustfmt::skip]
 const NAMED: &[Named] = &[
-    Named {
-        dir: "counters",
-        file: "port_rcv_data",
-        family: "port_data_received_bytes_total",
-        help: "counters/port_rcv_data x 4: data received on the port, bytes (IBTA counts 4-octet words)",
-        scale: 4.0,
-    },
-    Named {
-        dir: "counters",
-        file: "port_xmit_data",
-        family: "port_data_transmitted_bytes_total",
-        help: "counters/port_xmit_data x 4: data transmitted on the port, bytes (IBTA counts 4-octet words)",
-        scale: 4.0,
-    },
-    named(
-        "counters",
-        "port_rcv_packets",
-        "port_packets_received_total",
-        "counters/port_rcv_packets: packets received, errors included",
-    ),
-    named(
-        "counters",
-        "port_xmit_packets",
-        "port_packets_transmitted_total",
-        "counters/port_xmit_packets: packets transmitted, errors included",
-    ),
-    named(
-        "counters",
-        "unicast_rcv_packets",
-        "unicast_packets_received_total",
-        "counters/unicast_rcv_packets: unicast packets received",
-    ),
-    named(
-        "counters",
-        "unicast_xmit_packets",
-        "unicast_packets_transmitted_total",
-        "counters/unicast_xmit_packets: unicast packets transmitted",
-    ),
-    named(
-        "counters",
-        "multicast_rcv_packets",
-        "multicast_packets_received_total",
-        "counters/multicast_rcv_packets: multicast packets received",
-    ),
-    named(
-        "counters",
-        "multicast_xmit_packets",
-        "multicast_packets_transmitted_total",
-        "counters/multicast_xmit_packets: multicast packets transmitted",
-    ),
-    named(
-        "counters",
-        "port_xmit_wait",
-        "port_transmit_wait_total",
-        "counters/port_xmit_wait: ticks the port had data to send and sent none (congestion, credit starvation)",
-    ),
-    named(
-        "counters",
-        "symbol_error",
-        "symbol_error_total",
-        "counters/symbol_error: minor link errors on the lanes (cable, optics)",
-    ),
-    named(
-        "counters",
-        "link_error_recovery",
-        "link_error_recovery_total",
-        "counters/link_error_recovery: times the link retrained and recovered",
-    ),
-    named(
-        "counters",
-        "link_downed",
-        "link_downed_total",
-        "counters/link_downed: times the link failed to recover and went down",
-    ),
-    named(
-        "counters",
-        "port_rcv_errors",
-        "port_errors_received_total",
-        "counters/port_rcv_errors: packets received with an error",
-    ),
-    named(
-        "counters",
-        "port_rcv_remote_physical_errors",
-        "port_receive_remote_physical_errors_total",
-        "counters/port_rcv_remote_physical_errors: packets received marked bad by the sender (EBP)",
-    ),
-    named(
-        "counters",
-        "port_rcv_switch_relay_errors",
-        "port_receive_switch_relay_errors_total",
-        "counters/port_rcv_switch_relay_errors: packets a switch could not forward",
-    ),
-    named(
-        "counters",
-        "port_rcv_discards",
-        "port_discards_received_total",
-        "counters/port_rcv_discards: inbound packets discarded (port down or congested)",
-    ),
-    named(
-        "counters",
-        "port_xmit_discards",
-        "port_discards_transmitted_total",
-        "counters/port_xmit_discards: outbound packets discarded (port down or congested)",
-    ),
-    named(
-        "counters",
-        "port_rcv_constraint_errors",
-        "port_constraint_errors_received_total",
-        "counters/port_rcv_constraint_errors: inbound packets discarded by partition or filter rules",
-    ),
-    named(
-        "counters",
-        "port_xmit_constraint_errors",
-        "port_constraint_errors_transmitted_total",
-        "counters/port_xmit_constraint_errors: outbound packets not sent by partition or filter rules",
-    ),
-    named(
-        "counters",
-        "local_link_integrity_errors",
-        "local_link_integrity_errors_total",
-        "counters/local_link_integrity_errors: times local physical errors crossed their threshold",
-    ),
-    named(
-        "counters",
-        "excessive_buffer_overrun_errors",
-        "excessive_buffer_overrun_errors_total",
-        "counters/excessive_buffer_overrun_errors: runs of flow-control periods with a buffer overrun",
-    ),
-    named(
-        "counters",
-        "VL15_dropped",
-        "vl15_dropped_total",
-        "counters/VL15_dropped: subnet management packets dropped for lack of resources",
-    ),
-    named(
-        "hw_counters",
-        "duplicate_request",
-        "duplicate_requests_packets_total",
-        "hw_counters/duplicate_request: requests received again after they were executed (the sender retransmitted)",
-    ),
-    named(
-        "hw_counters",
-        "implied_nak_seq_err",
-        "implied_nak_seq_errors_total",
-        "hw_counters/implied_nak_seq_err: responses with a PSN beyond the expected one (an implied NAK)",
-    ),
-    named(
-        "hw_counters",
-        "local_ack_timeout_err",
-        "local_ack_timeout_errors_total",
-        "hw_counters/local_ack_timeout_err: times a queue pair's ACK timer expired (a retransmission followed)",
-    ),
-    named(
-        "hw_counters",
-        "np_cnp_sent",
-        "np_cnp_packets_sent_total",
-        "hw_counters/np_cnp_sent: congestion notification packets sent (ECN-marked RoCE traffic received)",
-    ),
-    named(
-        "hw_counters",
-        "np_ecn_marked_roce_packets",
-        "np_ecn_marked_roce_packets_received_total",
-        "hw_counters/np_ecn_marked_roce_packets: RoCE packets received with ECN congestion marks",
-    ),
-    named(
-        "hw_counters",
-        "out_of_buffer",
-        "out_of_buffer_drops_total",
-        "hw_counters/out_of_buffer: packets dropped for lack of a receive work request",
-    ),
-    named(
-        "hw_counters",
-        "out_of_sequence",
-        "out_of_sequence_packets_received_total",
-        "hw_counters/out_of_sequence: packets received out of sequence (a drop on the path)",
-    ),
-    named(
-        "hw_counters",
-        "packet_seq_err",
-        "packet_sequence_errors_total",
-        "hw_counters/packet_seq_err: NAK sequence error packets received",
-    ),
-    named(
-        "hw_counters",
-        "req_cqe_error",
-        "req_cqes_errors_total",
-        "hw_counters/req_cqe_error: requester completions with an error",
-    ),
-    named(
-        "hw_counters",
-        "req_cqe_flush_error",
-        "req_cqes_flush_errors_total",
-        "hw_counters/req_cqe_flush_error: requester completions flushed with an error",
-    ),
-    named(
-        "hw_counters",
-        "req_remote_access_errors",
-        "req_remote_access_errors_total",
-        "hw_counters/req_remote_access_errors: remote access errors the requester saw",
-    ),
-    named(
-        "hw_counters",
-        "req_remote_invalid_request",
-        "req_remote_invalid_request_errors_total",
-        "hw_counters/req_remote_invalid_request: remote invalid request errors the requester saw",
-    ),
-    named(
-        "hw_counters",
-        "resp_cqe_error",
-        "resp_cqes_errors_total",
-        "hw_counters/resp_cqe_error: responder completions with an error",
-    ),
-    named(
-        "hw_counters",
-        "resp_cqe_flush_error",
-        "resp_cqes_flush_errors_total",
-        "hw_counters/resp_cqe_flush_error: responder completions flushed with an error",
-    ),
-    named(
-        "hw_counters",
-        "resp_local_length_error",
-        "resp_local_length_errors_total",
-        "hw_counters/resp_local_length_error: local length errors the responder saw",
-    ),
-    named(
-        "hw_counters",
-        "resp_remote_access_errors",
-        "resp_remote_access_errors_total",
-        "hw_counters/resp_remote_access_errors: remote access errors the responder saw",
-    ),
-    named(
-        "hw_counters",
-        "rnr_nak_retry_err",
-        "rnr_nak_retry_packets_received_total",
-        "hw_counters/rnr_nak_retry_err: receiver-not-ready NAKs received",
-    ),
-    named(
-        "hw_counters",
-        "roce_adp_retrans",
-        "roce_adp_retransmits_total",
-        "hw_counters/roce_adp_retrans: adaptive retransmissions of RoCE traffic",
-    ),
-    named(
-        "hw_counters",
-        "roce_adp_retrans_to",
-        "roce_adp_retransmits_timeout_total",
-        "hw_counters/roce_adp_retrans_to: adaptive retransmission timeouts of RoCE traffic",
-    ),
-    named(
-        "hw_counters",
-        "roce_slow_restart",
-        "roce_slow_restart_used_total",
-        "hw_counters/roce_slow_restart: times RoCE slow restart was used",
-    ),
-    named(
-        "hw_counters",
-        "roce_slow_restart_cnps",
-        "roce_slow_restart_cnps_total",
-        "hw_counters/roce_slow_restart_cnps: CNPs RoCE slow restart generated",
-    ),
-    named(
-        "hw_counters",
-        "roce_slow_restart_trans",
-        "roce_slow_restart_total",
-        "hw_counters/roce_slow_restart_trans: times RoCE entered slow restart",
-    ),
-    named(
-        "hw_counters",
-        "rp_cnp_handled",
-        "rp_cnp_packets_handled_total",
-        "hw_counters/rp_cnp_handled: congestion notification packets the sender acted on (rate lowered)",
-    ),
-    named(
-        "hw_counters",
-        "rp_cnp_ignored",
-        "rp_cnp_ignored_packets_received_total",
-        "hw_counters/rp_cnp_ignored: congestion notification packets received and ignored",
-    ),
-    named(
-        "hw_counters",
-        "rx_atomic_requests",
-        "rx_atomic_requests_total",
-        "hw_counters/rx_atomic_requests: atomic requests received",
-    ),
-    named(
-        "hw_counters",
-        "rx_dct_connect",
-        "rx_dct_connect_requests_total",
-        "hw_counters/rx_dct_connect: DCT connection requests received",
-    ),
-    named(
-        "hw_counters",
-        "rx_icrc_encapsulated",
-        "rx_icrc_encapsulated_errors_total",
-        "hw_counters/rx_icrc_encapsulated: RoCE packets received with an ICRC error",
-    ),
-    named(
-        "hw_counters",
-        "rx_read_requests",
-        "rx_read_requests_total",
-        "hw_counters/rx_read_requests: RDMA read requests received",
-    ),
-    named(
-        "hw_counters",
-        "rx_write_requests",
-        "rx_write_requests_total",
-        "hw_counters/rx_write_requests: RDMA write requests received",
-    ),
+    Named { scale: 4.0, ..c("port_rcv_data", "port_data_received_bytes_total",
+        "data received on the port, bytes (IBTA counts 4-octet words)") },
+    Named { scale: 4.0, ..c("port_xmit_data", "port_data_transmitted_bytes_total",
+        "data transmitted on the port, bytes (IBTA counts 4-octet words)") },
+    c("port_rcv_packets", "port_packets_received_total", "packets received, errors included"),
+    c("port_xmit_packets", "port_packets_transmitted_total", "packets transmitted, errors included"),
+    c("unicast_rcv_packets", "unicast_packets_received_total", "unicast packets received"),
+    c("unicast_xmit_packets", "unicast_packets_transmitted_total", "unicast packets transmitted"),
+    c("multicast_rcv_packets", "multicast_packets_received_total", "multicast packets received"),
+    c("multicast_xmit_packets", "multicast_packets_transmitted_total", "multicast packets transmitted"),
+    c("port_xmit_wait", "port_transmit_wait_total",
+        "ticks the port had data to send and sent none (congestion, credit starvation)"),
+    c("symbol_error", "symbol_error_total", "minor link errors on the lanes (cable, optics)"),
+    c("link_error_recovery", "link_error_recovery_total", "times the link retrained and recovered"),
+    c("link_downed", "link_downed_total", "times the link failed to recover and went down"),
+    c("port_rcv_errors", "port_errors_received_total", "packets received with an error"),
+    c("port_rcv_remote_physical_errors", "port_receive_remote_physical_errors_total",
+        "packets received marked bad by the sender (EBP)"),
+    c("port_rcv_switch_relay_errors", "port_receive_switch_relay_errors_total", "packets a switch could not forward"),
+    c("port_rcv_discards", "port_discards_received_total", "inbound packets discarded (port down or congested)"),
+    c("port_xmit_discards", "port_discards_transmitted_total", "outbound packets discarded (port down or congested)"),
+    c("port_rcv_constraint_errors", "port_constraint_errors_received_total",
+        "inbound packets discarded by partition or filter rules"),
+    c("port_xmit_constraint_errors", "port_constraint_errors_transmitted_total",
+        "outbound packets not sent by partition or filter rules"),
+    c("local_link_integrity_errors", "local_link_integrity_errors_total",
+        "times local physical errors crossed their threshold"),
+    c("excessive_buffer_overrun_errors", "excessive_buffer_overrun_errors_total",
+        "runs of flow-control periods with a buffer overrun"),
+    c("VL15_dropped", "vl15_dropped_total", "subnet management packets dropped for lack of resources"),
+    hw("duplicate_request", "duplicate_requests_packets_total",
+        "requests received again after they were executed (the sender retransmitted)"),
+    hw("implied_nak_seq_err", "implied_nak_seq_errors_total",
+        "responses with a PSN beyond the expected one (an implied NAK)"),
+    hw("local_ack_timeout_err", "local_ack_timeout_errors_total",
+        "times a queue pair's ACK timer expired (a retransmission followed)"),
+    hw("np_cnp_sent", "np_cnp_packets_sent_total",
+        "congestion notification packets sent (ECN-marked RoCE traffic received)"),
+    hw("np_ecn_marked_roce_packets", "np_ecn_marked_roce_packets_received_total",
+        "RoCE packets received with ECN congestion marks"),
+    hw("out_of_buffer", "out_of_buffer_drops_total", "packets dropped for lack of a receive work request"),
+    hw("out_of_sequence", "out_of_sequence_packets_received_total",
+        "packets received out of sequence (a drop on the path)"),
+    hw("packet_seq_err", "packet_sequence_errors_total", "NAK sequence error packets received"),
+    hw("req_cqe_error", "req_cqes_errors_total", "requester completions with an error"),
+    hw("req_cqe_flush_error", "req_cqes_flush_errors_total", "requester completions flushed with an error"),
+    hw("req_remote_access_errors", "req_remote_access_errors_total", "remote access errors the requester saw"),
+    hw("req_remote_invalid_request", "req_remote_invalid_request_errors_total",
+        "remote invalid request errors the requester saw"),
+    hw("resp_cqe_error", "resp_cqes_errors_total", "responder completions with an error"),
+    hw("resp_cqe_flush_error", "resp_cqes_flush_errors_total", "responder completions flushed with an error"),
+    hw("resp_local_length_error", "resp_local_length_errors_total", "local length errors the responder saw"),
+    hw("resp_remote_access_errors", "resp_remote_access_errors_total", "remote access errors the responder saw"),
+    hw("rnr_nak_retry_err", "rnr_nak_retry_packets_received_total", "receiver-not-ready NAKs received"),
+    hw("roce_adp_retrans", "roce_adp_retransmits_total", "adaptive retransmissions of RoCE traffic"),
+    hw("roce_adp_retrans_to", "roce_adp_retransmits_timeout_total", "adaptive retransmission timeouts of RoCE traffic"),
+    hw("roce_slow_restart", "roce_slow_restart_used_total", "times RoCE slow restart was used"),
+    hw("roce_slow_restart_cnps", "roce_slow_restart_cnps_total", "CNPs RoCE slow restart generated"),
+    hw("roce_slow_restart_trans", "roce_slow_restart_total", "times RoCE entered slow restart"),
+    hw("rp_cnp_handled", "rp_cnp_packets_handled_total",
+        "congestion notification packets the sender acted on (rate lowered)"),
+    hw("rp_cnp_ignored", "rp_cnp_ignored_packets_received_total",
+        "congestion notification packets received and ignored"),
+    hw("rx_atomic_requests", "rx_atomic_requests_total", "atomic requests received"),
+    hw("rx_dct_connect", "rx_dct_connect_requests_total", "DCT connection requests received"),
+    hw("rx_icrc_encapsulated", "rx_icrc_encapsulated_errors_total", "RoCE packets received with an ICRC error"),
+    hw("rx_read_requests", "rx_read_requests_total", "RDMA read requests received"),
+    hw("rx_write_requests", "rx_write_requests_total", "RDMA write requests received"),
 ];
 
-/// The family of a counter node_exporter has no name for (a driver's own, such as rxe's
-/// `rcvd_seq_err`): `port_hw_<name>_total` for `hw_counters`, `port_ibta_<name>_total` for
-/// `counters`, the name lower-cased (the reader admits only `[A-Za-z0-9_]`). Its unit is the
-/// driver's, so each counter is a family of its own, never a label of a shared one.
+/// The family of a counter node_exporter has no name for (rxe's `rcvd_seq_err`):
+/// `port_hw_<name>_total` or `port_ibta_<name>_total`, lower-cased; its unit is the driver's, so
+/// it is a family of its own, never a label of a shared one.
 fn other_family(dir: &str, name: &str) -> String {
     let tag = if dir == "counters" { "ibta" } else { "hw" };
     let name = name.to_ascii_lowercase();
     format!("port_{tag}_{}_total", name.strip_suffix("_total").unwrap_or(&name))
 }
 
-/// Every port counter, one family per counter (named as node_exporter names it where it has a
-/// name, else by [`other_family`]): known families in the table's order, the others after them by
-/// name. A second file that would give a family the same port twice (two names that differ in
-/// case only) is left out.
+/// Every port counter, one family each: known families in the table's order, the others after
+/// them by name. A second file giving a family the same port twice (names differing in case) is
+/// left out.
 fn port_counters(o: &mut Out, h: &Health) {
-    type Samples<'a> = Vec<(Vec<(&'a str, String)>, f64)>;
     let mut families: BTreeMap<(usize, String), (String, Samples)> = BTreeMap::new();
     for p in &h.ports {
         for c in &p.counters {
             let known = NAMED.iter().enumerate().find(|(_, n)| n.dir == c.dir && n.file == c.name);
             let (key, help, value) = match known {
-                Some((i, n)) => ((i, n.family.to_string()), n.help.to_string(), c.value as f64 * n.scale),
+                Some((i, n)) => ((i, n.family.to_string()), n.help(), c.value as f64 * n.scale),
                 None => (
                     (NAMED.len(), other_family(c.dir, &c.name)),
                     format!(
@@ -643,63 +361,53 @@ fn port_counters(o: &mut Out, h: &Health) {
 
 /// The last ring round (watch --ring), kept until the next one.
 fn ring(o: &mut Out, r: &super::ring::Report) {
-    use super::ring::Outcome;
-    o.one("ring_last_run_timestamp_seconds", "gauge", "When the last ring round ran, Unix seconds", r.timestamp);
-    o.one(
-        "ring_peers",
-        "gauge",
-        "Distinct addresses the ring's Service name resolved to in the last ring round",
-        r.peers as f64,
-    );
-    match &r.outcome {
-        Outcome::Untested { reason, .. } => o.family(
-            "ring_tested",
-            "gauge",
-            "1 when the last ring round tested the successor; 0 with the reason (resolve, no-own-address, alone, not-listed)",
-            &[(vec![("reason", (*reason).to_string())], 0.0)],
-        ),
-        Outcome::Tested { next, pairs } => {
-            o.family("ring_tested", "gauge", "1 when the last ring round tested the successor; 0 with the reason (resolve, no-own-address, alone, not-listed)", &[(Vec::new(), 1.0)]);
-            // Which pair a sample is: the successor, this node's device and port.
-            let pair = |p: &super::ring::Pair| {
-                vec![
-                    ("peer", next.to_string()),
-                    ("device", p.device.clone()),
-                    ("port", p.port.map(|n| n.to_string()).unwrap_or_default()),
-                ]
-            };
-            let samples: Vec<_> = pairs
-                .iter()
-                .map(|p| {
-                    let mut labels = pair(p);
-                    labels.push(("cause", p.cause.unwrap_or_default().to_string()));
-                    (labels, status_value(p.status))
-                })
-                .collect();
-            o.family(
-                "ring_pair_status",
-                "gauge",
-                "Each pair of the last ring round towards the successor (peer): 0 pass, 1 warn (slow-pair: below 70 % of this node's rails' median or of its rated speed), 2 fail, with ping's cause id; no device: the test could not run",
-                &samples,
-            );
-            // kb/s (the pair test's figures) to bytes per second: x 1000 / 8.
-            let figure = |f: &dyn Fn(&super::ring::Pair) -> Option<u64>| -> Vec<(Vec<(&str, String)>, f64)> {
-                pairs.iter().filter_map(|p| Some((pair(p), f(p)? as f64 * 125.0))).collect()
-            };
-            o.family(
-                "ring_pair_bandwidth_bytes_per_second",
-                "gauge",
-                "Each passing pair's bandwidth in the last ring round towards the successor (peer), bytes per second: a 200 ms run of 64 KiB RDMA writes, host memory to host memory",
-                &figure(&|p| p.kbps),
-            );
-            o.family(
-                "ring_pair_rate_bytes_per_second",
-                "gauge",
-                "The rated speed of each pair's slower end (the ports' rate), bytes per second; hardware ports only",
-                &figure(&|p| p.rated_kbps),
-            );
+    use super::ring::{Outcome, Pair};
+    o.one("ring_last_run_timestamp_seconds", "gauge", "When the last ring round ran, Unix seconds", Some(r.timestamp));
+    let peers = "Distinct addresses the ring's Service name resolved to in the last ring round";
+    o.one("ring_peers", "gauge", peers, Some(r.peers as f64));
+    let tested = "1 when the last ring round tested the successor; 0 with the reason (resolve, no-own-address, alone, not-listed)";
+    let (next, pairs) = match &r.outcome {
+        Outcome::Untested { reason, .. } => {
+            return o.family("ring_tested", "gauge", tested, &[(vec![("reason", (*reason).to_string())], 0.0)]);
         }
-    }
+        Outcome::Tested { next, pairs } => (next, pairs),
+    };
+    o.family("ring_tested", "gauge", tested, &[(Vec::new(), 1.0)]);
+    // Which pair a sample is: the successor, this node's device and port.
+    let pair = |p: &Pair| {
+        let port = p.port.map(|n| n.to_string()).unwrap_or_default();
+        vec![("peer", next.to_string()), ("device", p.device.clone()), ("port", port)]
+    };
+    let samples: Samples = pairs
+        .iter()
+        .map(|p| {
+            let mut labels = pair(p);
+            labels.push(("cause", p.cause.unwrap_or_default().to_string()));
+            (labels, status_value(p.status))
+        })
+        .collect();
+    o.family(
+        "ring_pair_status",
+        "gauge",
+        "Each pair of the last ring round towards the successor (peer): 0 pass, 1 warn (slow-pair: below 70 % of this node's rails' median or of its rated speed), 2 fail, with ping's cause id; no device: the test could not run",
+        &samples,
+    );
+    // kb/s (the pair test's figures) to bytes per second: x 1000 / 8.
+    let figure = |f: fn(&Pair) -> Option<u64>| -> Samples {
+        pairs.iter().filter_map(|p| Some((pair(p), f(p)? as f64 * 125.0))).collect()
+    };
+    o.family(
+        "ring_pair_bandwidth_bytes_per_second",
+        "gauge",
+        "Each passing pair's bandwidth in the last ring round towards the successor (peer), bytes per second: a 200 ms run of 64 KiB RDMA writes, host memory to host memory",
+        &figure(|p| p.kbps),
+    );
+    o.family(
+        "ring_pair_rate_bytes_per_second",
+        "gauge",
+        "The rated speed of each pair's slower end (the ports' rate), bytes per second; hardware ports only",
+        &figure(|p| p.rated_kbps),
+    );
 }
 
 #[cfg(test)]

@@ -1,19 +1,6 @@
-//! Node health for schedulers and alerts: doctor's findings as Node Feature Discovery labels and
-//! Prometheus metrics, written by `nccl-wrap doctor --features/--metrics` (a pod's view) and by
-//! `nccl-wrap watch`, the node agent (the node's view, every round).
-//!
-//! Takes what the pipeline already decided (the [`Plan`], doctor's [`Report`], the memlock
-//! outcome) and the port counters read for the same ports, and reduces them to one [`Health`]
-//! value; the renderers are pure functions of that value. Names are stable and documented in
-//! `docs/health.md`; nothing here decides anything doctor did not.
-//!
-//! - `counters`: the per-port error counters under `ports/N/counters` and `ports/N/hw_counters`;
-//! - `features`: NFD's `features.d` file (`name=value` lines, Kubernetes label syntax checked);
-//! - `metrics`: the Prometheus text exposition format (node_exporter's textfile collector);
-//! - the files are replaced through `nw_output::write`, the one atomic write (temporary file in the same
-//!   directory, fsync, rename);
-//! - `watch`: the agent's loop (rounds, jitter, SIGTERM);
-//! - `ring`: the agents' optional ring ping (peers from a headless Service, the pair test of `pairtest`).
+//! Node health: doctor's findings reduced to one [`Health`] value, rendered as NFD labels
+//! (`features`) and Prometheus metrics (`metrics`) by `doctor --features/--metrics` and `watch`.
+//! Names are documented in `docs/health.md`; nothing here decides anything doctor did not.
 
 pub mod counters;
 pub mod features;
@@ -132,7 +119,7 @@ impl Health {
 
     /// `ethernet`, `infiniband` or `mixed`, over every port.
     pub fn link_layer(&self) -> Option<&'static str> {
-        let mut seen: Vec<&'static str> = self
+        let seen: std::collections::BTreeSet<&'static str> = self
             .ports
             .iter()
             .filter_map(|p| match p.link_layer.as_deref() {
@@ -141,12 +128,10 @@ impl Health {
                 _ => None,
             })
             .collect();
-        seen.sort_unstable();
-        seen.dedup();
-        match seen.as_slice() {
-            [] => None,
-            [one] => Some(one),
-            _ => Some("mixed"),
+        if seen.len() > 1 {
+            Some("mixed")
+        } else {
+            seen.first().copied()
         }
     }
 
@@ -182,10 +167,8 @@ pub struct Facts<'a> {
     pub skipped: &'a BTreeMap<&'static str, usize>,
 }
 
-/// Reads the counters of every port the plan's detection holds, but a function that carries no
-/// job traffic (an NVSwitch management function): reading its counters floods the kernel log
-/// (`ACCESS_REG ... err(-22)`, prometheus/node_exporter#3434), and they would say nothing of the
-/// job's fabric.
+/// Reads the counters of every port but a management function's (NVSwitch): reading those floods
+/// the kernel log (prometheus/node_exporter#3434) and says nothing of the job's fabric.
 pub fn read_counters(sysfs: &Sysfs, plan: &Plan) -> BTreeMap<(String, u32), Vec<Counter>> {
     let mut out = BTreeMap::new();
     for d in plan.detection.devices.iter().filter(|d| nw_decide::management_function(d).is_none()) {
@@ -238,16 +221,11 @@ pub fn summarize(f: &Facts) -> Health {
         let e = checks.entry(key).or_insert(c.status);
         *e = (*e).max(c.status);
     }
-    let iommu: Vec<Status> =
-        checks.iter().filter(|(k, _)| k.id == "iommu" && k.device.is_some()).map(|(_, s)| *s).collect();
-    let iommu_passthrough = if iommu.is_empty() {
-        None
-    } else if iommu.contains(&Status::Fail) {
-        Some(false)
-    } else if iommu.iter().all(|s| *s == Status::Pass) {
-        Some(true)
-    } else {
-        None
+    let iommu = checks.iter().filter(|(k, _)| k.id == "iommu" && k.device.is_some()).map(|(_, s)| *s).max();
+    let iommu_passthrough = match iommu {
+        Some(Status::Fail) => Some(false),
+        Some(Status::Pass) => Some(true),
+        _ => None,
     };
     let gpudirect = f.report.checks.iter().any(|c| c.id == "gpudirect" && c.status == Status::Pass);
     let mut h = Health {
@@ -268,8 +246,7 @@ pub fn summarize(f: &Facts) -> Health {
     h
 }
 
-/// Writes the files `out` names from one health value; every failure is named, none stops the
-/// other file.
+/// Writes the files `out` names; every failure is named, none stops the other file.
 pub fn write_outputs(
     out: &Outputs,
     h: &Health,
@@ -299,11 +276,7 @@ pub fn write_outputs(
             errors.push(format!("metrics: {e}"));
         }
     }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(errors.join("; "))
-    }
+    errors.is_empty().then_some(()).ok_or_else(|| errors.join("; "))
 }
 
 /// `doctor --features/--metrics`: the pod's view of the report doctor just printed.
@@ -322,9 +295,8 @@ pub fn write_for_doctor(inp: &crate::doctor::Inputs, report: &Report, out: &Outp
     write_outputs(out, &h, &round, "nccl-wrap doctor", None)
 }
 
-/// At least one usable port, and no check failed but memlock: pods that add CAP_IPC_LOCK (as the
-/// deploy kit's trainers do) are not bound by the limit, so it has a label of its own instead
-/// (an 8 MiB default limit would otherwise mark every OpenShift node unhealthy).
+/// At least one usable port, and no check failed but memlock: pods with CAP_IPC_LOCK are not bound
+/// by the limit (it has a label of its own), or every OpenShift node would be unhealthy.
 pub fn healthy(h: &Health) -> bool {
     h.usable() > 0 && !h.checks.iter().any(|(k, s)| *s == Status::Fail && k.id != "memlock")
 }

@@ -1,25 +1,13 @@
-//! The agents' ring ping (`nccl-wrap watch --ring SERVICE[:PORT]`, off by default): every
-//! `--ring-every` rounds, each agent resolves a headless Service's name to its peers (the nodes'
-//! addresses: the agent runs with hostNetwork), sorts them, finds itself by one of its own
-//! addresses, and tests its successor's RDMA ports with the pair test (`pairtest`), so every node's
-//! link to the next is tested once per ring round without anyone coordinating.
-//!
-//! Every agent answers tests for its whole life ([`serve`], on its own thread): the agents'
-//! rounds are not in step (jitter, start times), so a listener opened only during one's own ring
-//! round would never meet its predecessor's. Connections come through the pair test's one
-//! listener policy ([`policy`], `pairtest::door`): an address outside the last resolved peer
-//! list is closed unread; peers are answered one at a time, and only plain pair tests within
-//! [`ANSWER`]'s sizes; anything else is a stray, told why and closed. Each step of a served or
-//! initiated test is bounded by the pair test's phase deadline, so a ring round ends by its
-//! deadline whatever a peer or a stray does.
-//! Data from outside (DNS answers, peers' messages) never panics: it is a cause in the results.
+//! The agents' ring ping (`watch --ring SERVICE[:PORT]`): each agent tests its successor among a
+//! headless Service's sorted addresses, and answers its predecessor for its whole life through the
+//! pair test's one listener policy. Data from outside never panics: it is a cause in the results.
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr, TcpListener, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::doctor::Status;
+use crate::doctor::{status_word, Status};
 use nw_output::msg::PREFIX;
 use nw_pairtest::desk;
 use nw_pairtest::door::{Allow, Over, Policy, Tags};
@@ -30,10 +18,8 @@ use nw_pairtest::slow::{self, Figure};
 use nw_pairtest::wire::Hello;
 use nw_pairtest::Settings;
 
-/// An agent's test: one 64 KiB message size, 20 round trips, a 200 ms bandwidth run, 2 s per
-/// phase. Enough to prove the path (connect, latency) and give each rail one bandwidth figure
-/// that a slow link stands out in (`pairtest::slow`); a node's links are not benchmarked by its
-/// health agent.
+/// An agent's test: enough to prove the path and give each rail one bandwidth figure that a slow
+/// link stands out in (`pairtest::slow`), not a benchmark.
 pub const LIMITS: Settings = Settings {
     all_pairs: false,
     bytes: 64 * 1024,
@@ -43,23 +29,19 @@ pub const LIMITS: Settings = Settings {
     gate: None,
 };
 
-/// How long a connection may stay silent before its hello: the listener serves one connection at
-/// a time, so a silent one (a probe, a scanner) holds a predecessor's test up this long at most,
-/// well within its phase deadline; peers send their hello at once.
+/// How long a connection may stay silent before its hello: the listener serves one at a time, so a
+/// silent one (a probe) holds a predecessor's test up this long at most; peers say hello at once.
 pub const HELLO: Duration = Duration::from_millis(500);
 
-/// The largest test a peer may ask an agent to answer (a peer's knobs are its own, within these).
 pub const MAX_ANSWER_BYTES: u32 = 1 << 20;
-pub const MAX_ANSWER_ITERS: u32 = 1000;
-pub const MAX_ANSWER_DURATION_MS: u32 = 500;
 
-/// What an agent answers at most: the listener's own settings bound every hello (a larger one is
-/// refused, named: [`policy`]).
+/// The largest test a peer may ask an agent to answer (a peer's knobs are its own, within these):
+/// the listener's own settings bound every hello (a larger one is refused, named: [`policy`]).
 pub const ANSWER: Settings = Settings {
     all_pairs: true,
     bytes: MAX_ANSWER_BYTES,
-    iters: MAX_ANSWER_ITERS,
-    duration_ms: MAX_ANSWER_DURATION_MS,
+    iters: 1000,
+    duration_ms: 500,
     timeout: Duration::from_secs(2),
     gate: None,
 };
@@ -71,8 +53,7 @@ pub struct Config {
     pub port: u16,
     /// A ring round every this many rounds (the first round is one).
     pub every: u64,
-    /// Each phase's deadline of the pair test, both ways (`--ring-timeout-ms`; [`LIMITS`]'s 2 s
-    /// by default, for real adapters; software RoCE under emulation needs more).
+    /// Each phase's deadline of the pair test, both ways (`--ring-timeout-ms`).
     pub timeout: Duration,
 }
 
@@ -117,9 +98,8 @@ pub fn resolve(service: &str) -> Result<Vec<IpAddr>, String> {
 /// The addresses whose hellos are answered: the last resolved peers.
 pub type Allowed = Arc<Mutex<Vec<IpAddr>>>;
 
-/// The agent's listener policy: the last resolved peers only, each hello within [`HELLO`], peer
-/// after peer for the agent's life (`max_peers`: tests), plain tests within [`ANSWER`]'s sizes
-/// (each phase bounded by `timeout`), anything larger or tagged for a job refused, named.
+/// The agent's listener policy: the last resolved peers only, each hello within [`HELLO`], plain
+/// tests within [`ANSWER`]'s sizes, anything larger or tagged for a job refused, named.
 pub fn policy(allowed: &Allowed, timeout: Duration, max_peers: Option<usize>) -> Policy {
     Policy {
         keep: true,
@@ -130,14 +110,13 @@ pub fn policy(allowed: &Allowed, timeout: Duration, max_peers: Option<usize>) ->
     }
 }
 
-/// The listener of `port` on every address, both families: the pair test's one dual-stack
-/// bind (node addresses are IPv4 in nearly every cluster, IPv6 in some).
+/// The listener of `port` on every address, both families (the pair test's one dual-stack bind).
 pub fn bind(port: u16) -> Result<TcpListener, String> {
     exchange::bind_any(port).map_err(|e| format!("ring: {e}"))
 }
 
-/// Answers peers on `l` one at a time until `max_peers` connections (tests) or for ever.
-/// A stray or a failed peer is one stderr line; nothing ends the serving but `max_peers`.
+/// Answers peers on `l` one at a time until `max_peers` tests or for ever; a stray or a failed
+/// peer is one stderr line.
 pub fn serve(l: &TcpListener, fabric: &dyn PairTest, allowed: &Allowed, timeout: Duration, max_peers: Option<usize>) {
     let policy = policy(allowed, timeout, max_peers);
     // No deadline to wait for: a blocking accept sleeps in the kernel until a peer comes, where
@@ -172,8 +151,7 @@ pub struct Pair {
     pub status: Status,
     /// ping's cause id where the pair did not pass.
     pub cause: Option<&'static str>,
-    /// The cause's summary, for people (stderr), where the test could not run at all or the
-    /// pair is slow.
+    /// The cause's summary (stderr), where the test could not run or the pair is slow.
     pub summary: Option<String>,
     /// The measured bandwidth and the rated speed (the slower end's), kb/s.
     pub kbps: Option<u64>,
@@ -185,8 +163,7 @@ pub struct Pair {
 pub enum Outcome {
     /// No test: no peers resolved, alone, or this node not among them.
     Untested { reason: &'static str, detail: String },
-    /// The successor was tested: every pair (at least one: a test that could not run is one
-    /// failed pair with the cause).
+    /// Every pair (a test that could not run is one failed pair with the cause).
     Tested { next: IpAddr, pairs: Vec<Pair> },
 }
 
@@ -202,15 +179,11 @@ impl Report {
     pub fn word(&self) -> &'static str {
         match &self.outcome {
             Outcome::Untested { .. } => "none",
-            Outcome::Tested { pairs, .. } => match pairs.iter().map(|p| p.status).max() {
-                Some(Status::Pass) => "pass",
-                Some(Status::Warn) => "warn",
-                _ => "fail",
-            },
+            Outcome::Tested { pairs, .. } => pairs.iter().map(|p| p.status).max().map_or("fail", status_word),
         }
     }
-    /// What a change of the ring's state is told by: the outcome without the figures of a
-    /// summary (waits in ms), so that a lasting failure is one line, not one per ring round.
+    /// What a change of the ring's state is told by: the line without a summary's figures, so a
+    /// lasting failure is one line, not one per ring round.
     pub fn key(&self) -> String {
         let mut quiet = self.clone();
         if let Outcome::Tested { pairs, .. } = &mut quiet.outcome {
@@ -318,9 +291,8 @@ fn pair(r: &PairResult) -> Pair {
 }
 
 /// The round's passing pairs judged against this node's rails' median and their rated speed
-/// (`pairtest::slow`, its default threshold): a slow one warns, with cause `slow-pair` and both
-/// figures. A node's agent sees only its own rails; the job-wide comparison is Prometheus's
-/// (`nccl_wrap_ring_pair_gbps` against the fleet's median, the shipped alert).
+/// (`pairtest::slow`): a slow one warns, cause `slow-pair`. The fleet-wide comparison is the
+/// shipped alert's.
 pub fn judged(mut pairs: Vec<Pair>) -> Vec<Pair> {
     let figures: Vec<Figure> = pairs
         .iter()

@@ -1,14 +1,6 @@
-//! `nccl-wrap watch`, the node agent: every interval (with jitter, so a DaemonSet's agents do not
-//! read their NICs' counters in step), the node's checks in the node's view, and both files
-//! rewritten. One line on stderr when the verdict changes, not every round.
-//!
-//! A round reads sysfs and procfs only (no device is opened, nothing registered), at most
-//! `detect::host::MAX_DEVICES` devices, their ports (`detect`'s bound) and their counters (`detect::counters`
-//! bounds each directory), and writes two files. Signals are blocked for the whole run
-//! and taken only between rounds (`sigtimedwait`, through `process::sys`): SIGTERM, SIGINT or
-//! SIGQUIT ends it after the round in progress, with both files whole; SIGHUP runs a round now.
-//! It must never leave a file half-written, and never exit on a transient failure after its
-//! first round (a missing directory is reported each round until it comes back).
+//! `nccl-wrap watch`, the node agent: every jittered interval, the node's checks in the node's view
+//! (sysfs and procfs only) and both files rewritten whole; signals taken only between rounds. It
+//! never exits on a transient failure after its first round.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -26,8 +18,7 @@ use nw_observe::detect::Vars;
 use nw_observe::observation;
 use nw_observe::verbs::{NoVerbs, Verbs};
 use nw_output::msg::PREFIX;
-use nw_pairtest::cause::Cause;
-use nw_pairtest::here::{self, Here};
+use nw_pairtest::here;
 use nw_pairtest::rdma::Rdma;
 use nw_pid1::memlock::{self, Memlock};
 use nw_pid1::sys::Blocked;
@@ -56,9 +47,8 @@ pub struct Roots<'a> {
     pub vars: &'a Vars,
 }
 
-/// The road of every subcommand, in the node's view: the node's devices observed, the plan over
-/// them. The node's view takes no NCCL variable of the agent's own environment into account but
-/// its GID preferences.
+/// The node's devices observed and planned, taking no NCCL variable of the agent's environment
+/// into account but its GID preferences.
 pub fn node_plan(r: &Roots) -> (plan::Plan, BTreeMap<&'static str, usize>) {
     let (prefs, _) = plan::gid_prefs(r.vars);
     let roots = observation::Roots {
@@ -100,12 +90,6 @@ pub fn round(
     Ok(summarize(&Facts { view: View::Node, plan, report: &report, memlock, counters: &counters, skipped }))
 }
 
-/// What the pair test brings from this node for the ring: the node view's ports (PFs), with
-/// `verbs` (the real ibverbs unless the sysfs root is a fixture's).
-pub fn ring_here(r: &Roots, plan: &plan::Plan, verbs: &dyn Verbs) -> Result<Here, Cause> {
-    here::read(&here::Inputs { plan, vars: r.vars, proc_root: r.proc_root, verbs })
-}
-
 /// The agent's side of the ring: its configuration, the pair test, whom it answers.
 struct Ring<'a> {
     config: &'a ring::Config,
@@ -130,9 +114,9 @@ fn start_ring<'a>(r: &Roots, config: &'a ring::Config, verbs: &'a dyn Verbs) -> 
     Ok(Ring { config, fabric, allowed, verbs })
 }
 
-/// One ring round: the node view's ports renewed, then the test of the successor.
+/// One ring round: the node view's ports (PFs) renewed, then the test of the successor.
 fn ring_round(r: &Roots, plan: &plan::Plan, ring: &Ring) -> ring::Report {
-    ring.fabric.renew(ring_here(r, plan, ring.verbs));
+    ring.fabric.renew(here::read(&here::Inputs { plan, vars: r.vars, proc_root: r.proc_root, verbs: ring.verbs }));
     let own = nw_observe::detect::netif::read().map(|a| a.into_iter().map(|o| o.addr).collect());
     let round = ring::Round {
         config: ring.config,
@@ -155,14 +139,11 @@ pub fn main(r: &Roots, opts: &Options, verbs: &dyn Verbs) -> u8 {
         }
     };
     let memlock = memlock::raise();
+    let mut files = Vec::new();
     for p in [&opts.outputs.features, &opts.outputs.metrics].into_iter().flatten() {
         nw_output::write::sweep(p);
+        files.push(p.display().to_string());
     }
-    let files: Vec<String> = [&opts.outputs.features, &opts.outputs.metrics]
-        .into_iter()
-        .flatten()
-        .map(|p| p.display().to_string())
-        .collect();
     eprintln!(
         "{PREFIX} watch: the node's RDMA health from {} every {} s (+/- {}%), into {}",
         r.sysfs.path("").display(),
@@ -170,21 +151,19 @@ pub fn main(r: &Roots, opts: &Options, verbs: &dyn Verbs) -> u8 {
         opts.jitter_pct,
         if files.is_empty() { "no file (stderr only)".to_string() } else { files.join(" and ") }
     );
-    let ring = match &opts.ring {
+    let ring = match opts.ring.as_ref().map(|c| (c, start_ring(r, c, verbs))) {
         None => None,
-        Some(c) => match start_ring(r, c, verbs) {
-            Ok(ring) => {
-                eprintln!(
-                    "{PREFIX} watch: ring ping every {} round(s) towards the next of {}'s addresses, answering on port {}",
-                    c.every, c.service, c.port
-                );
-                Some(ring)
-            }
-            Err(e) => {
-                eprintln!("{PREFIX} watch: {e}");
-                return EXIT_CANNOT_RUN;
-            }
-        },
+        Some((c, Ok(ring))) => {
+            eprintln!(
+                "{PREFIX} watch: ring ping every {} round(s) towards the next of {}'s addresses, answering on port {}",
+                c.every, c.service, c.port
+            );
+            Some(ring)
+        }
+        Some((_, Err(e))) => {
+            eprintln!("{PREFIX} watch: {e}");
+            return EXIT_CANNOT_RUN;
+        }
     };
     let mut last_ring: Option<ring::Report> = None;
     let mut rng = seed();
@@ -203,38 +182,32 @@ pub fn main(r: &Roots, opts: &Options, verbs: &dyn Verbs) -> u8 {
             }
             last_ring = Some(report);
         }
-        match round(r, &memlock, &node) {
-            Ok(mut h) => {
-                h.ring = last_ring.clone();
-                let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).ok();
-                let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
-                let round_info = Round {
-                    timestamp,
-                    duration: Some(started.elapsed().as_secs_f64()),
-                    rounds: Some(n),
-                    interval: Some(opts.interval.as_secs_f64()),
-                    cpu_seconds: usage.map(|u| secs(u.user_time()) + secs(u.system_time())),
-                    max_rss_bytes: usage.and_then(|u| u64::try_from(u.max_rss()).ok()).map(|kib| kib * 1024),
-                };
-                let expiry = timestamp as u64 + (opts.interval * 3).max(Duration::from_secs(120)).as_secs();
-                if let Err(e) = write_outputs(&opts.outputs, &h, &round_info, "nccl-wrap watch", Some(expiry)) {
-                    eprintln!("{PREFIX} watch: round {n}: {e}");
-                    if n == 1 {
-                        return EXIT_CANNOT_RUN;
-                    }
-                }
-                let verdict = verdict(&h);
-                if last.as_deref() != Some(verdict.as_str()) {
-                    eprintln!("{PREFIX} watch: {verdict}");
-                    last = Some(verdict);
-                }
+        let health = round(r, &memlock, &node)
+            .map(|h| Health { ring: last_ring.clone(), ..h })
+            .map_err(|e| format!("doctor cannot run: {e}"));
+        let written = health.as_ref().map_err(String::clone).and_then(|h| {
+            let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).ok();
+            let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+            let round_info = Round {
+                timestamp,
+                duration: Some(started.elapsed().as_secs_f64()),
+                rounds: Some(n),
+                interval: Some(opts.interval.as_secs_f64()),
+                cpu_seconds: usage.map(|u| secs(u.user_time()) + secs(u.system_time())),
+                max_rss_bytes: usage.and_then(|u| u64::try_from(u.max_rss()).ok()).map(|kib| kib * 1024),
+            };
+            let expiry = timestamp as u64 + (opts.interval * 3).max(Duration::from_secs(120)).as_secs();
+            write_outputs(&opts.outputs, h, &round_info, "nccl-wrap watch", Some(expiry))
+        });
+        if let Err(e) = written {
+            eprintln!("{PREFIX} watch: round {n}: {e}");
+            if n == 1 {
+                return EXIT_CANNOT_RUN;
             }
-            Err(e) => {
-                eprintln!("{PREFIX} watch: round {n}: doctor cannot run: {e}");
-                if n == 1 {
-                    return EXIT_CANNOT_RUN;
-                }
-            }
+        }
+        if let Some(verdict) = health.ok().map(|h| verdict(&h)).filter(|v| last.as_ref() != Some(v)) {
+            eprintln!("{PREFIX} watch: {verdict}");
+            last = Some(verdict);
         }
         if opts.rounds != 0 && n >= opts.rounds {
             return 0;

@@ -1,15 +1,6 @@
-//! `nccl-wrap ping`: an RDMA test between two pods over the ports a run would hand NCCL.
-//!
-//! Takes the [`Plan`] (the same detection, options and GID rule as a start, so what is tested is
-//! what NCCL would use), the variables and the proc root; connects to a peer over TCP
-//! (`HOST:PORT`), waits for one (`--listen`), or both in a ring; runs a latency ping-pong and a
-//! bandwidth run on each pair of ports; prints one result per pair and a summary. Exit status:
-//! 0 every pair passes (warnings included), 1 a pair fails, 2 the check could not run.
-//!
-//! A front end of the pair test (`nw_pairtest`, which does the work): this file reads the
-//! mode; `print`: each result, the summary and the check that could not run, as JSON lines or
-//! for people (pure); `order`: ping's ring mode's index, size and peer template (pure). It never
-//! names the gate or the node agent.
+//! `nccl-wrap ping`: the pair test (`nw_pairtest`) between two pods, or a ring of them, over the
+//! ports a run would hand NCCL; this file reads the mode, `print` the output, `order` ring mode's
+//! arithmetic. Exit status: 0 every pair passes, 1 a pair fails, 2 the check could not run.
 
 pub mod order;
 pub mod print;
@@ -162,19 +153,9 @@ fn run(inp: &Inputs, opts: &Options, out: &mut Printer) -> Result<(), Cause> {
             let l = place.bind().map_err(|e| cannot("peer", e.to_string(), "pick a free port"))?;
             // A pod none of whose ports opens is named now, not when a peer comes.
             fabric.ports()?;
-            let served = desk::serve(
-                &l,
-                &policy(opts, allow, *keep),
-                |s, hello| {
-                    let peer = s.peer.clone();
-                    let results = fabric
-                        .answer(s, &hello, &opts.test, &say_clamped)
-                        .map_err(|why| ExchangeError::Answer { peer, why })?;
-                    results.iter().for_each(|r| out.pair(r));
-                    Ok(())
-                },
-                |e| eprintln!("{PREFIX} ping: {e}"),
-            );
+            let on_peer =
+                |s, hello| answer(&fabric, opts, s, hello).map(|results| results.iter().for_each(|r| out.pair(r)));
+            let served = desk::serve(&l, &policy(opts, allow, *keep), on_peer, |e| eprintln!("{PREFIX} ping: {e}"));
             served.map(|_| ()).map_err(|e| peer_cause(&e))
         }
         (Mode::Ring { .. }, Some((r, port))) => {
@@ -198,10 +179,7 @@ fn ring_run(r: &order::Ring, port: u16, fabric: &Rdma, opts: &Options, allow: Al
     let wait = Duration::from_millis(opts.wait_ms);
     let policy = policy(opts, allow, false);
     let serve = || {
-        let answer = |s: Session, h: Hello| {
-            let peer = s.peer.clone();
-            fabric.answer(s, &h, &opts.test, &say_clamped).map(drop).map_err(|why| ExchangeError::Answer { peer, why })
-        };
+        let answer = |s, h| answer(fabric, opts, s, h).map(drop);
         desk::serve(&l, &policy, answer, |e| eprintln!("{PREFIX} ping: serving the previous pod of the ring: {e}"))
     };
     let (result, served) = ring::step(serve, || fabric.initiate(&target, &opts.test, Instant::now() + wait));
@@ -211,6 +189,12 @@ fn ring_run(r: &order::Ring, port: u16, fabric: &Rdma, opts: &Options, allow: Al
         None => eprintln!("{PREFIX} ping: the listener thread stopped"),
     }
     result
+}
+
+/// A peer's test answered, with a line for what of its hello was clamped.
+fn answer(fabric: &Rdma, opts: &Options, s: Session, hello: Hello) -> Result<Vec<PairResult>, ExchangeError> {
+    let peer = s.peer.clone();
+    fabric.answer(s, &hello, &opts.test, &say_clamped).map_err(|why| ExchangeError::Answer { peer, why })
 }
 
 /// One line for what a listener clamped of a peer's hello, said before it answers.

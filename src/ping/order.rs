@@ -1,8 +1,6 @@
-//! Ring mode's arithmetic: this pod's index and the job's size, and the successor's address from
-//! the peer template. Pure: the caller hands in the variables and the hostname it read.
-//!
-//! The expansion is only ever used as a host name to resolve, never given to a shell, and it is
-//! checked to be one (`[A-Za-z0-9.-]`, at most 253 bytes) before anyone resolves it.
+//! Ring mode's arithmetic: this pod's index, the job's size, the successor's address from the peer
+//! template. Pure; the expansion is only a host name to resolve (`[A-Za-z0-9.-]`, at most 253
+//! bytes, checked), never given to a shell.
 
 use std::ffi::OsStr;
 
@@ -97,14 +95,18 @@ pub fn expand(template: &str, index: u32) -> Result<String, RingError> {
         return Err(RingError::TemplateWithoutIndex(template.to_owned()));
     }
     let host = template.replace("{index}", &index.to_string());
-    let ok = !host.is_empty()
-        && host.len() <= 253
-        && host.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
-        && !host.starts_with(['-', '.']);
-    if !ok {
+    if !is_host_name(&host) {
         return Err(RingError::BadHost { template: template.to_owned(), host });
     }
     Ok(host)
+}
+
+/// At most 253 bytes of `[A-Za-z0-9.-]`, not starting with `-` or `.`.
+pub fn is_host_name(host: &str) -> bool {
+    !host.is_empty()
+        && host.len() <= 253
+        && host.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+        && !host.starts_with(['-', '.'])
 }
 
 #[cfg(test)]

@@ -1,8 +1,5 @@
-//! What ping prints: one result per pair and a summary, as compact JSON lines (`--json`) or a
-//! short doctor-like form for people. Pure: builds strings, `mod.rs` writes them.
-//!
-//! It must never print a peer's text as it came: every text in a result was made printable when
-//! the pair test decoded it.
+//! What ping prints: one result per pair and a summary, as JSON lines (`--json`) or for people.
+//! Pure; every peer text in a result was made printable when the pair test decoded it.
 
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -62,11 +59,10 @@ pub fn human(r: &PairResult) -> String {
         r.remote.as_ref().map_or("?".into(), PortOut::name)
     );
     let lat = r.latency_us.as_ref().and_then(|l| Some((l["median"].as_f64()?, l["p99"].as_f64()?)));
-    match (lat, r.bandwidth_gbytes_per_s) {
-        (Some((m, p)), Some(g)) => out.push_str(&format!("  latency median {m:.1} us p99 {p:.1} us, {}", gbs(g))),
-        (Some((m, p)), None) => out.push_str(&format!("  latency median {m:.1} us p99 {p:.1} us")),
-        (None, Some(g)) => out.push_str(&format!("  {}", gbs(g))),
-        (None, None) => {}
+    let lat = lat.map(|(m, p)| format!("latency median {m:.1} us p99 {p:.1} us"));
+    let figures: Vec<String> = lat.into_iter().chain(r.bandwidth_gbytes_per_s.map(gbs)).collect();
+    if !figures.is_empty() {
+        out.push_str(&format!("  {}", figures.join(", ")));
     }
     out.push('\n');
     if let Some(c) = &r.cause {

@@ -55,6 +55,8 @@ pub struct Fake {
     pub bootstrap_family: Option<&'static str>,
     /// Rails it hands NCCL beyond its first (named mlx5_1, mlx5_2, ...): a pod of another shape.
     pub extra_rails: u8,
+    /// The pair over this rail (its place in the list) towards the successor fails as `drops`.
+    pub fails_rail: Option<usize>,
 }
 
 pub fn fake(rank: u32) -> Fake {
@@ -67,6 +69,7 @@ pub fn fake(rank: u32) -> Fake {
         gbytes_per_s: 0.01,
         bootstrap_family: Some("AF_INET"),
         extra_rails: 0,
+        fails_rail: None,
     }
 }
 
@@ -81,6 +84,7 @@ pub fn same(j: &Job, secret: Option<&'static str>) -> Job {
         warn: j.warn,
         secret,
         slow: j.slow,
+        prune: j.prune,
     }
 }
 
@@ -92,7 +96,7 @@ pub fn open_fds() -> usize {
 pub fn hello(f: &Fake, limits: Option<&Settings>) -> Hello {
     Hello {
         host: f.host.clone(),
-        ports: vec![port_info(f.last)],
+        ports: f.ports().unwrap_or_else(|_| vec![port_info(f.last)]),
         all_pairs: false,
         bytes: 4096,
         iters: 10,
@@ -122,20 +126,26 @@ impl PairTest for Fake {
         let theirs = s
             .expect("hello", |m| if let Message::Hello(h) = m { Some(h) } else { None })
             .map_err(|e| peer_cause(&e))?;
-        let fault = self.drops.then(|| Fault {
-            step: "latency".into(),
-            error: "IBV_WC_RETRY_EXC_ERR".into(),
-            wc_status: Some(12),
-            errno: None,
+        // Rail by rail, by place: the first rail fails with `drops`, the one at `fails_rail` too.
+        let ours = self.ports()?;
+        let results = ours.iter().zip(&theirs.ports).enumerate().map(|(i, (local, remote))| {
+            let fails = (self.drops && i == 0) || self.fails_rail == Some(i);
+            let fault = fails.then(|| Fault {
+                step: "latency".into(),
+                error: "IBV_WC_RETRY_EXC_ERR".into(),
+                wc_status: Some(12),
+                errno: None,
+            });
+            let run = PairRun {
+                local: local.clone(),
+                remote: remote.clone(),
+                local_fault: fault,
+                remote_fault: None,
+                figures: Some(Figures { median_us: Some(30.0), p99_us: Some(40.0), gbps: Some(self.gbytes_per_s) }),
+            };
+            output::result(i, target, &run, output::Local::default())
         });
-        let run = PairRun {
-            local: port_info(self.last),
-            remote: theirs.ports[0].clone(),
-            local_fault: fault,
-            remote_fault: None,
-            figures: Some(Figures { median_us: Some(30.0), p99_us: Some(40.0), gbps: Some(self.gbytes_per_s) }),
-        };
-        Ok(vec![output::result(0, target, &run, output::Local::default())])
+        Ok(results.collect())
     }
     fn answer(
         &self,
@@ -185,6 +195,8 @@ pub struct Job {
     pub secret: Option<&'static str>,
     /// What rank 0 makes of a slow pair.
     pub slow: SlowRule,
+    /// Rails whose pairs fail are dropped on every pod (`--gate-prune`).
+    pub prune: bool,
 }
 
 pub fn job(size: u32) -> Job {
@@ -198,6 +210,7 @@ pub fn job(size: u32) -> Job {
         warn: false,
         secret: None,
         slow: SlowRule { pct: 70, refuse: false },
+        prune: false,
     }
 }
 
@@ -225,6 +238,7 @@ pub fn options(j: &Job, rank: u32, log: Option<PathBuf>) -> gate::Options {
         termination_log: log,
         secret: j.secret.map(|s| Secret::new(s.as_bytes()).map_err(|e| e.to_string())).transpose(),
         slow: j.slow,
+        prune: j.prune,
     }
 }
 

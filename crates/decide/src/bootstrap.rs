@@ -1,20 +1,6 @@
-//! NCCL's bootstrap interface: which of this namespace's interfaces routes to the job's
-//! coordinator (`MASTER_ADDR`, `PET_MASTER_ADDR`, or the gate's coordinator), else carries the
-//! default route. NCCL left to itself prefers `ib*` interfaces, then any but `lo` and `docker*`:
-//! in a pod that can be a rail, a link-local-only link or a pod-identity (169.254) link, and its
-//! out-of-band socket then hangs or fails.
-//!
-//! Pure but for the routing table's lazy read (an IPv6 table is read only when no IPv4 route
-//! qualifies): the coordinator's name comes in already resolved (`nw_observe`'s second round,
-//! asked for by [`to_resolve`]). The candidate is never a rail (an interface whose RDMA port is
-//! handed to NCCL), never loopback, never an interface with only link-local addresses. Where
-//! every visible device is the pod's (hostNetwork), the rails are the ports the rails rule chose,
-//! and the interface that routes to the coordinator carries the bootstrap even when its port is
-//! one of them: on a small node the coordinator's network is the RDMA network ([`host_rails`]).
-//!
-//! A user's `NCCL_SOCKET_IFNAME` or `GLOO_SOCKET_IFNAME` is kept, but one that Gloo cannot read
-//! (NCCL's `^`/`=` syntax) or that lets NCCL take a link-local-only interface is a warning at
-//! start, and `--override` replaces it ([`user_values`]).
+//! NCCL's bootstrap interface: the one that routes to the job's coordinator, else carries the
+//! default route; never a rail, loopback or link-local only. Pure but for the routing table's
+//! lazy read; a user's `NCCL_SOCKET_IFNAME`/`GLOO_SOCKET_IFNAME` is kept and checked.
 
 use std::ffi::OsStr;
 use std::net::IpAddr;
@@ -34,8 +20,7 @@ use crate::{Action, Plan};
 /// The longest coordinator value looked at (a DNS name is at most 253 bytes).
 const MAX_NAME: usize = 253;
 
-/// The gate's coordinator as its front end names it (`--gate-coordinator`), and its value
-/// (`HOST` or `HOST:PORT`).
+/// The gate's coordinator: `--gate-coordinator`'s value (`HOST` or `HOST:PORT`).
 #[derive(Debug, Clone, Copy)]
 pub struct Gate<'a> {
     pub name: &'a str,
@@ -56,8 +41,7 @@ pub struct Bootstrap {
     pub how: String,
 }
 
-/// Where the coordinator comes from, in order: the launcher's variables, then the gate's, as
-/// `(where it was given, host)`.
+/// `(where it was given, host)`: the launcher's variables first, then the gate's.
 pub fn coordinator(vars: &Vars, gate: Option<Gate>) -> Option<(String, String)> {
     for v in ["MASTER_ADDR", "PET_MASTER_ADDR"] {
         if let Some(x) = vars.get(OsStr::new(v)).map(|x| x.to_string_lossy().trim().to_string()) {
@@ -103,8 +87,7 @@ pub fn unfit(ifname: &str, addrs: &[OwnAddr], rails: &[String]) -> Option<String
     None
 }
 
-/// The interface that leaves for `to`: the one holding it, if it is this namespace's own, else
-/// the route's.
+/// The interface that leaves for `to`: the one holding it, else the route's.
 pub fn interface_to<'a>(to: &IpAddr, routes: &'a [Route], addrs: &'a [OwnAddr]) -> Option<&'a str> {
     if let Some(a) = addrs.iter().find(|a| a.addr == *to) {
         return Some(&a.ifname);
@@ -120,18 +103,18 @@ fn family(a: &IpAddr) -> &'static str {
     }
 }
 
-/// The coordinator's host name, where the bootstrap needs it looked up: given, and neither an
-/// address nor a value that is no host name.
-pub fn to_resolve(vars: &Vars, gate: Option<Gate>) -> Option<String> {
-    let (_, value) = coordinator(vars, gate)?;
-    let named = value.parse::<IpAddr>().is_err()
-        && value.len() <= MAX_NAME
-        && !value.chars().any(|c| c.is_control() || c.is_whitespace());
-    named.then_some(value)
+/// Whether `value` may be a host name to look up: bounded, no control character or space.
+fn host_name(value: &str) -> bool {
+    value.len() <= MAX_NAME && !value.chars().any(|c| c.is_control() || c.is_whitespace())
 }
 
-/// The interface the bootstrap should use, from the routes, this namespace's addresses, the
-/// rails and what the coordinator's name resolved to (`lookup`, read for [`to_resolve`]).
+/// The coordinator's host name, where it must be looked up (given, not an address).
+pub fn to_resolve(vars: &Vars, gate: Option<Gate>) -> Option<String> {
+    let (_, value) = coordinator(vars, gate)?;
+    (value.parse::<IpAddr>().is_err() && host_name(&value)).then_some(value)
+}
+
+/// The interface the bootstrap should use; `lookup` is what [`to_resolve`]'s name resolved to.
 pub fn choose(
     vars: &Vars,
     gate: Option<Gate>,
@@ -141,63 +124,49 @@ pub fn choose(
     lookup: Option<&Lookup>,
 ) -> Bootstrap {
     let coord = coordinator(vars, gate);
+    let coordinator = coord.as_ref().map(|(v, x)| format!("{v}={}", shown(x)));
     let mut notes = Vec::new();
     let mut resolved = Vec::new();
-    if let Some((var, value)) = &coord {
-        let targets: Vec<IpAddr> = match value.parse::<IpAddr>() {
-            Ok(a) => vec![a],
-            Err(_) if value.len() > MAX_NAME || value.chars().any(|c| c.is_control() || c.is_whitespace()) => {
-                notes.push(format!("{var}={} is no host name", shown(value)));
-                Vec::new()
-            }
-            Err(_) => match lookup {
-                Some(Lookup::Addrs(a)) => a.clone(),
-                Some(Lookup::Failed(e)) => {
-                    notes.push(format!("{var}={} does not resolve ({})", shown(value), shown(e)));
-                    Vec::new()
-                }
-                None => {
-                    notes.push(format!("{var}={} was not looked up", shown(value)));
-                    Vec::new()
-                }
-                Some(Lookup::TimedOut) => {
-                    notes.push(format!(
-                        "{var}={} did not resolve within {} ms (its record may appear only once its pod is ready)",
-                        shown(value),
-                        RESOLVE_WAIT.as_millis()
-                    ));
-                    Vec::new()
-                }
-            },
+    if let (Some((_, value)), Some(given)) = (&coord, &coordinator) {
+        let (targets, problem) = match (value.parse::<IpAddr>(), lookup) {
+            (Ok(a), _) => (vec![a], None),
+            (Err(_), _) if !host_name(value) => (Vec::new(), Some("is no host name".to_string())),
+            (Err(_), Some(Lookup::Addrs(a))) => (a.clone(), None),
+            (Err(_), Some(Lookup::Failed(e))) => (Vec::new(), Some(format!("does not resolve ({})", shown(e)))),
+            (Err(_), None) => (Vec::new(), Some("was not looked up".to_string())),
+            (Err(_), Some(Lookup::TimedOut)) => (
+                Vec::new(),
+                Some(format!(
+                    "did not resolve within {} ms (its record may appear only once its pod is ready)",
+                    RESOLVE_WAIT.as_millis()
+                )),
+            ),
         };
+        notes.extend(problem.map(|p| format!("{given} {p}")));
         resolved.clone_from(&targets);
         for t in &targets {
             if t.is_loopback() {
-                notes.push(format!(
-                    "{var}={} is this host's loopback, which tells nothing of the job's network",
-                    shown(value)
-                ));
+                notes.push(format!("{given} is this host's loopback, which tells nothing of the job's network"));
                 continue;
             }
             match interface_to(t, routes.family(t.is_ipv6()), addrs) {
                 Some(i) => match unfit(i, addrs, rails) {
                     None => {
                         return Bootstrap {
-                            coordinator: Some(format!("{var}={}", shown(value))),
+                            coordinator: Some(given.clone()),
                             coordinator_addresses: targets.clone(),
                             ifname: Some(i.to_string()),
                             family: Some(family(t)),
-                            how: format!("{i} routes to the coordinator {var}={} ({t})", shown(value)),
+                            how: format!("{i} routes to the coordinator {given} ({t})"),
                         }
                     }
-                    Some(why) => notes.push(format!("the route to {var}={} ({t}) leaves by {i}, {why}", shown(value))),
+                    Some(why) => notes.push(format!("the route to {given} ({t}) leaves by {i}, {why}")),
                 },
-                None => notes.push(format!("no route to {var}={} ({t})", shown(value))),
+                None => notes.push(format!("no route to {given} ({t})")),
             }
         }
     }
-    // An IPv4 default route before any IPv6 one: the IPv6 table is read only when no IPv4 one
-    // qualifies.
+    // An IPv4 default route first: the IPv6 table is read only when none qualifies.
     let default_of = |v6: bool| {
         routes
             .family(v6)
@@ -205,39 +174,24 @@ pub fn choose(
             .filter(|r| r.is_default() && unfit(&r.ifname, addrs, rails).is_none())
             .min_by_key(|r| r.metric)
     };
-    let default = default_of(false).or_else(|| default_of(true));
-    let coordinator = coord.as_ref().map(|(v, x)| format!("{v}={}", shown(x)));
-    match default {
+    let (ifname, family, how) = match default_of(false).or_else(|| default_of(true)) {
         Some(r) => {
             let why = if coord.is_none() {
                 "no MASTER_ADDR, PET_MASTER_ADDR or gate coordinator".to_string()
             } else {
                 notes.join("; ")
             };
-            Bootstrap {
-                coordinator,
-                coordinator_addresses: resolved,
-                ifname: Some(r.ifname.clone()),
-                family: Some(family(&r.dest)),
-                how: format!("{} carries the default route ({why})", r.ifname),
-            }
+            (Some(r.ifname.clone()), Some(family(&r.dest)), format!("{} carries the default route ({why})", r.ifname))
         }
         None => {
             notes.push("no default route leaves by an interface that qualifies".into());
-            Bootstrap {
-                coordinator,
-                coordinator_addresses: resolved,
-                ifname: None,
-                family: None,
-                how: format!("left to NCCL: {}", notes.join("; ")),
-            }
+            (None, None, format!("left to NCCL: {}", notes.join("; ")))
         }
-    }
+    };
+    Bootstrap { coordinator, coordinator_addresses: resolved, ifname, family, how }
 }
 
-/// The interfaces the bootstrap must not take on a node whose pod sees every RDMA port: those of
-/// the ports handed to NCCL, less the ones that route to the coordinator (a small node's only
-/// network is its rail; a front end left out is no rail at all).
+/// Where the pod sees every port, the rails' interfaces less those that route to the coordinator.
 pub fn host_rails(plan: &Plan, r: &RailsReport) -> Vec<String> {
     let to_coordinator: Vec<&str> =
         r.evidence.ifaces.iter().filter(|i| i.coordinator_route).map(|i| i.name.as_str()).collect();
@@ -264,8 +218,8 @@ fn link_local_only(addrs: &[OwnAddr]) -> Vec<&str> {
 }
 
 /// Why a user's value of `name` is wrong here, or `None`: Gloo reads plain interface names only,
-/// and NCCL must not be let take a link-local-only interface.
-fn user_value_problem(name: &str, value: &str, addrs: &[OwnAddr]) -> Option<String> {
+/// and NCCL must not be let take a link-local-only interface. A start warns of it; doctor fails it.
+pub fn user_value_problem(name: &str, value: &str, addrs: &[OwnAddr]) -> Option<String> {
     if name == GLOO_SOCKET_IFNAME {
         if value.starts_with('^') || value.starts_with('=') {
             return Some(format!(
@@ -396,8 +350,9 @@ mod tests {
     }
 
     /// A pod's proc root holding both tables: an IPv4 default route by eth0, an IPv6 one by eth1.
-    fn proc_root(tag: &str) -> std::path::PathBuf {
-        let root = std::env::temp_dir().join(format!("nccl-wrap-routes-{tag}-{}", std::process::id()));
+    fn proc_root() -> tempfile::TempDir {
+        let t = tempfile::tempdir().expect("tempdir");
+        let root = t.path();
         std::fs::create_dir_all(root.join("net")).expect("mkdir");
         std::fs::write(
             root.join("net/route"),
@@ -410,13 +365,13 @@ eth0\t00000000\t0100800A\t0003\t0\t0\t0\t00000000\t0\t0\t0\n",
             "00000000000000000000000000000000 00 00000000000000000000000000000000 00 fe800000000000000000000000000001 00000400 00000001 00000000 00000003     eth1\n",
         )
         .expect("write");
-        root
+        t
     }
 
     #[test]
     fn an_ipv4_default_route_settles_it_without_the_ipv6_table() {
-        let root = proc_root("v4");
-        let routes = route::Table::read(&root);
+        let root = proc_root();
+        let routes = route::Table::read(root.path());
         let addrs = vec![addr("eth0", "10.128.3.4"), addr("eth1", "fd00::4")];
         let b = choose(&vars(&[]), None, &routes, &addrs, &[], None);
         assert_eq!((b.ifname.as_deref(), b.family), (Some("eth0"), Some("AF_INET")), "{b:?}");
@@ -424,17 +379,15 @@ eth0\t00000000\t0100800A\t0003\t0\t0\t0\t00000000\t0\t0\t0\n",
         // An IPv6 coordinator is looked up in the IPv6 table.
         let b = choose(&vars(&[("MASTER_ADDR", "2001:db8::9")]), None, &routes, &addrs, &[], None);
         assert_eq!((b.ifname.as_deref(), b.family), (Some("eth1"), Some("AF_INET6")), "{b:?}");
-        std::fs::remove_dir_all(&root).expect("clean");
     }
 
     #[test]
     fn the_ipv6_default_route_is_taken_when_no_ipv4_one_qualifies() {
-        let root = proc_root("v6");
-        let routes = route::Table::read(&root);
+        let root = proc_root();
+        let routes = route::Table::read(root.path());
         let addrs = vec![addr("eth0", "10.128.3.4"), addr("eth1", "fd00::4")];
         let b = choose(&vars(&[]), None, &routes, &addrs, &["eth0".into()], None);
         assert_eq!((b.ifname.as_deref(), b.family), (Some("eth1"), Some("AF_INET6")), "{b:?}");
-        std::fs::remove_dir_all(&root).expect("clean");
     }
 
     #[test]

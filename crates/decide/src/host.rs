@@ -1,10 +1,5 @@
-//! The rails rule at work in the plan: where every visible device is the pod's (hostNetwork, a
-//! privileged pod, the walk's fallback), the ports NCCL would take are classified by
-//! [`rails::classify`] from the evidence observe read (`nw_observe::detect::rails`), and only the
-//! rails go to `NCCL_IB_HCA`. Each port left out keeps its reason (rule, evidence, what to set);
-//! a disagreement exports no list (NCCL's own default) and says why.
-//!
-//! Pure: turns observed facts into the rule's inputs and its verdict into the plan's terms.
+//! The rails rule at work in the plan where every visible device is the pod's: the ports NCCL
+//! would take classified by [`rails::classify`], only the rails to `NCCL_IB_HCA`. Pure.
 
 use serde::Serialize;
 
@@ -48,13 +43,6 @@ pub struct RailsReport {
     pub evidence: Evidence,
 }
 
-impl RailsReport {
-    /// NCCL_IB_HCA is left to NCCL's default.
-    pub fn exports_nothing(&self) -> bool {
-        matches!(self.verdict, "unmatched" | "disagreement")
-    }
-}
-
 fn gpu(r: Option<Relation>) -> GpuDistance {
     match r {
         Some(Relation::Pix | Relation::Pxb) => GpuDistance::SameSwitch,
@@ -82,19 +70,15 @@ fn iface(i: &nw_observe::detect::rails::Iface) -> Iface {
     }
 }
 
-/// Classifies `used` (device, port facts); `None` where the rule does not apply: no usable port,
-/// a port of a link layer it does not weigh, no evidence to weigh (no GPU, no default route, no
-/// coordinator, no `--rails`), or no address of any port's interface in this
-/// namespace (the sysfs tree read is not this namespace's, or the evidence could not be read:
-/// "only link-local" would then be said of every port on no evidence at all).
+/// Classifies `used`; `None` where the rule does not apply: no usable port, a link layer it does
+/// not weigh, no evidence (no GPU, default route, coordinator or `--rails`), or no address of any
+/// port's interface here ("only link-local" would then be said on no evidence).
 pub fn classify(used: &[(&str, &PortFacts)], r: Rails<'_>) -> Option<(rails::Decision, RailsReport)> {
     let ev = r.evidence;
     if used.is_empty() || ev.ifaces.iter().all(|i| i.addrs.is_empty()) {
         return None;
     }
-    // No GPU on the node, no default route and no coordinator: nothing tells a compute fabric
-    // from anything else, and the rule would only say so. Every usable port, as before (a test
-    // node, a lab VM); `--rails` still selects.
+    // No GPU, no default route, no coordinator: nothing to weigh, every usable port is taken.
     let nothing_to_weigh = ev.gpus == 0 && r.coordinator.is_none() && !ev.ifaces.iter().any(|i| i.default_route);
     if nothing_to_weigh && r.selector.is_none() {
         return None;

@@ -23,6 +23,7 @@ pub mod rails;
 mod ready;
 mod reasons;
 #[cfg(test)]
+#[path = "same_tables_tests.rs"]
 mod same_tables;
 pub use ready::{asks, ready, settle, Ready};
 pub use reasons::{index_is_kept, Extra};
@@ -168,6 +169,39 @@ impl Plan {
     /// Why `--require-rdma` refuses on the rails: a `--rails` that matches no usable port.
     pub fn rails_refusal(&self) -> Option<&str> {
         self.rails.as_ref().filter(|r| r.verdict == "unmatched").and_then(|r| r.why.as_deref())
+    }
+
+    /// The plan without the rails `drop` (`dev:port` as in `hca`, each with why), which the gate
+    /// dropped on every pod of the job (`--gate-prune`): out of `NCCL_IB_HCA` and the ports the
+    /// supervisor watches. Refused where a rail is not one handed to NCCL, or where
+    /// `NCCL_IB_HCA` is the user's, kept. Where NCCL's default was left (the rails rule could not
+    /// tell the rails), the rails left are named in `NCCL_IB_HCA` from now on.
+    pub fn without(&self, drop: &[(String, String)]) -> Result<Plan, String> {
+        let mut p = self.clone();
+        if let Some((rail, _)) = drop.iter().find(|(r, _)| !p.hca.contains(r)) {
+            return Err(format!("{rail} is not a rail this pod hands NCCL"));
+        }
+        p.hca.retain(|h| !drop.iter().any(|(r, _)| r == h));
+        let left = p.hca.iter().filter_map(|h| h.rsplit_once(':').and_then(|(d, n)| Some((d, n.parse().ok()?))));
+        let value = env::hca_value(left);
+        match p.vars.iter_mut().find(|v| v.name == IB_HCA) {
+            Some(v) if v.action == Action::Kept => {
+                return Err(
+                    "NCCL_IB_HCA is the user's, kept (--override replaces it): the rails cannot be dropped".into()
+                )
+            }
+            Some(v) => v.value = value,
+            // NCCL's default left (the rails rule could not tell the rails; no user value): the
+            // gate tested every port that default takes, so the rest are named from now on.
+            None => p.vars.push(Var { name: IB_HCA, value, action: Action::Set, previous: None }),
+        }
+        for d in &mut p.decisions {
+            if let Some((_, why)) = drop.iter().find(|(r, _)| *r == format!("{}:{}", d.device, d.port)) {
+                d.used = false;
+                d.reason = Some(why.clone());
+            }
+        }
+        Ok(p)
     }
 
     /// The variables a run actually changes: (name, value).
@@ -700,6 +734,52 @@ mod tests {
         assert_eq!(management_function(&dev(bridge.clone())), None);
         let x16 = FunctionFacts { max_link_width: Some(16), vpd_unreadable: Some("EACCES".into()), ..bridge };
         assert_eq!(management_function(&dev(x16)), None);
+    }
+
+    #[test]
+    fn a_rail_the_gate_drops_leaves_nccl_ib_hca_and_the_watched_ports() {
+        let dev = |name: &str, n: u8| Device {
+            name: name.into(),
+            origin: "test".into(),
+            attachment: nw_observe::detect::sysfs::Attachment::Pf { pci: format!("0000:0{n}:00.0") },
+            ports: vec![port(&[(format!("10.9.{n}.52").as_str(), Pod)])],
+            problems: Vec::new(),
+            named_as: None,
+            driver: None,
+            function: None,
+        };
+        let detection = || Detection {
+            source: Source::Annotation,
+            sources: Vec::new(),
+            devices: vec![dev("mlx5_0", 1), dev("mlx5_1", 2), dev("mlx5_2", 3)],
+            not_ours: Vec::new(),
+            not_openable: Vec::new(),
+            warnings: Vec::new(),
+            addresses: Vec::new(),
+            every_visible: false,
+        };
+        let vars = Vars::new();
+        let p = plan(detection(), &vars, &GidPrefs::default(), Choices::default());
+        assert_eq!(p.hca, ["mlx5_0:1", "mlx5_1:1", "mlx5_2:1"]);
+        let why = "dropped by the gate (--gate-prune)".to_string();
+        let pruned = p.without(&[("mlx5_1:1".into(), why.clone())]).expect("pruned");
+        assert_eq!(pruned.hca, ["mlx5_0:1", "mlx5_2:1"]);
+        assert!(pruned.exports().contains(&(IB_HCA, "=mlx5_0:1,mlx5_2:1")), "{:?}", pruned.exports());
+        assert!(!pruned.is_used("mlx5_1", 1) && pruned.is_used("mlx5_2", 1));
+        let d = pruned.decisions.iter().find(|d| d.device == "mlx5_1").expect("decision");
+        assert_eq!(d.reason.as_deref(), Some(why.as_str()));
+        // A rail not handed to NCCL, or a user's NCCL_IB_HCA kept: refused.
+        assert!(p.without(&[("mlx5_9:1".into(), why.clone())]).is_err_and(|e| e.contains("mlx5_9:1 is not a rail")));
+        let mut user = Vars::new();
+        user.insert("NCCL_IB_HCA".into(), "=mlx5_0,mlx5_1,mlx5_2".into());
+        let kept = plan(detection(), &user, &GidPrefs::default(), Choices::default());
+        assert!(kept.without(&[("mlx5_1:1".into(), why.clone())]).is_err_and(|e| e.contains("the user's, kept")));
+        // NCCL's default left (the rails rule could not tell; no user value): the rails left are
+        // named from now on.
+        let mut default = p.clone();
+        default.vars.retain(|v| v.name != IB_HCA);
+        let named = default.without(&[("mlx5_1:1".into(), why)]).expect("named");
+        assert!(named.exports().contains(&(IB_HCA, "=mlx5_0:1,mlx5_2:1")), "{:?}", named.exports());
     }
 
     #[test]

@@ -1,26 +1,10 @@
-//! The rails rule: on a node whose pod sees every RDMA port (hostNetwork, bare metal), which
-//! ports are the compute fabric's and go to `NCCL_IB_HCA`, and why each other one does not.
-//!
-//! NCCL alone takes every active port and pairs ports across ranks by their place in the list,
-//! so one extra port on one node (a front end that is RDMA-capable too) shifts every rail after
-//! it onto the wrong peer. Where ownership cannot be told by pod, each port is classified from
-//! evidence the caller observed: which interface carries the default route and which a route to
-//! the coordinator, link-local-only addresses, PCIe placement relative to the GPUs, link layer and
-//! rate against the other ports, bond membership (a slave takes its bond's role). The ordered
-//! rules and the cases they were built on are in docs/rails.md; [`classify`] applies them in that
-//! order. Where the evidence disagrees, or does not tell, the verdict says so and nothing is
-//! exported: NCCL's own default, with the warning. `--rails` ([`Selector`]) overrides all of it.
-//!
-//! Pure: takes values, returns a value. Never reads a file, the environment or the network, and
-//! never panics (no indexing, no unwrap; every input size is fine).
+//! The rails rule (docs/rails.md): on a node whose pod sees every RDMA port, which ports are the
+//! compute fabric's and go to `NCCL_IB_HCA`, and why each other one does not. Pure; it must never
+//! panic, and where the evidence disagrees it exports nothing and says so.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::IpAddr;
-
-// ---------------------------------------------------------------------------------------------
-// Inputs
-// ---------------------------------------------------------------------------------------------
 
 /// Where a port's PCIe function sits relative to the nearest GPU, closest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -111,8 +95,7 @@ impl fmt::Display for Addr {
     }
 }
 
-/// A net device as the rule sees it: a port's own (`device/net`, a GID entry's ndev), or a bond
-/// master one of those is enslaved to.
+/// A net device as the rule sees it: a port's own, or the bond master it is enslaved to.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Iface {
     pub name: String,
@@ -121,8 +104,7 @@ pub struct Iface {
     pub master: Option<String>,
     /// The main table's default route leaves by it.
     pub default_route: bool,
-    /// A route of the longest prefix that holds the coordinator leaves by it (two interfaces on
-    /// one subnet both have one).
+    /// A longest-prefix route to the coordinator leaves by it.
     pub coordinator_route: bool,
 }
 
@@ -147,16 +129,11 @@ pub struct Inputs<'a> {
     pub ports: &'a [Port],
     /// The bond masters the ports' net devices are slaves of, with their own addresses and routes.
     pub masters: &'a [Iface],
-    /// The job's coordinator as given (`MASTER_ADDR=10.0.2.117`), for messages; `None` when no
-    /// launcher variable named one.
+    /// The job's coordinator as given (`MASTER_ADDR=10.0.2.117`), for messages.
     pub coordinator: Option<&'a str>,
     /// `--rails`, when given.
     pub selector: Option<&'a Selector>,
 }
-
-// ---------------------------------------------------------------------------------------------
-// Output
-// ---------------------------------------------------------------------------------------------
 
 /// The rules of docs/rails.md, in the order they are applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -266,10 +243,6 @@ impl Decision {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// The rule
-// ---------------------------------------------------------------------------------------------
-
 /// What the rule knows of a port once its bond is resolved.
 struct Facts<'a> {
     port: &'a Port,
@@ -292,8 +265,7 @@ impl Facts<'_> {
     fn link_local_only(&self) -> bool {
         self.port.link_layer == LinkLayer::Ethernet && self.addrs().all(|a| a.link_local)
     }
-    /// The networks it is on: its interfaces' subnets, or for InfiniBand the one IB fabric (the IB
-    /// transport addresses by LID and GID, not by its IPoIB interface's address).
+    /// The networks it is on: its interfaces' subnets, or for InfiniBand the one IB fabric.
     fn networks(&self) -> BTreeSet<Network> {
         match self.port.link_layer {
             LinkLayer::InfiniBand => BTreeSet::from([Network::InfiniBand]),
@@ -510,8 +482,7 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Rule 1. Never applied to InfiniBand ports: the IB transport addresses by LID and GID, so an
-    /// IPoIB interface's addresses say nothing of the port (they matter for the bootstrap only).
+    /// Rule 1; never InfiniBand ports (the IB transport addresses by LID and GID, not IPoIB's).
     fn link_local_only(&mut self) {
         for i in 0..self.all.len() {
             let Some(f) = self.facts(i).filter(|f| f.link_local_only()) else { continue };
@@ -557,8 +528,7 @@ impl<'a> Run<'a> {
         Verdict::Confident
     }
 
-    /// Rules 3 and 4: `near` (the ports of `rest` next to a GPU) are the candidates, the rest of
-    /// `rest` is left out; among the candidates a link layer held by a strict majority wins.
+    /// Rules 3 and 4: of `rest`, `near` are candidates, and a link layer most of them hold wins.
     fn placed(&mut self, rest: &[usize], near: &[usize]) -> Step {
         let Some((ll, n)) = mode(near.iter().filter_map(|&i| self.facts(i)).map(|f| f.port.link_layer))
             .filter(|(_, n)| n.saturating_mul(2) > near.len())
@@ -662,9 +632,7 @@ impl<'a> Run<'a> {
         Step::Rails(rest.to_vec())
     }
 
-    /// Rule 2, once the rails are known: each front-end port, with what corroborates it. One that
-    /// looks like a rail in every other way (next to a GPU, the rails' link layer and rate) is
-    /// evidence that disagrees.
+    /// Rule 2, once the rails are known; a front end that looks like a rail otherwise disagrees.
     fn front_end(&mut self, front: &[usize], rails: &[usize]) -> Verdict {
         let compute = Compute::of(&rails.iter().filter_map(|&i| self.facts(i)).collect::<Vec<_>>());
         for &i in front {
@@ -702,10 +670,6 @@ impl<'a> Run<'a> {
         Verdict::Confident
     }
 }
-
-// ---------------------------------------------------------------------------------------------
-// --rails
-// ---------------------------------------------------------------------------------------------
 
 /// The most terms one `--rails` value may hold (NCCL reads at most 32 HCAs).
 pub const MAX_TERMS: usize = 64;
@@ -930,12 +894,9 @@ impl fmt::Display for Selector {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Tests: the fixture nodes of fixtures/nodes.py (host-*), written out by hand
-// ---------------------------------------------------------------------------------------------
-
 #[cfg(test)]
 mod tests {
+    // The fixture nodes of fixtures/nodes.py (host-*), written out by hand.
     use super::*;
 
     fn addr(s: &str) -> Addr {

@@ -1,26 +1,7 @@
-//! "Ready" means NCCL is ready: the decisions that follow from the image's userspace and the
-//! bootstrap interface, made after the ports are planned. Pure: takes what detection found.
-//!
-//! - A missing `libibverbs.so.1` or provider is a warning naming the file and its package (NCCL
-//!   would run over sockets); under `--require-rdma` the runner refuses on it.
-//! - Under `--require-rdma`, `NCCL_NET=IB` so that NCCL itself stops at init when its IB transport
-//!   cannot start, instead of falling back to sockets. Not where the image holds a net plugin:
-//!   the plugin (aws-ofi-nccl, GKE's, others) is what carries the traffic, under a name only it
-//!   knows, and `IB` would turn it off.
-//! - The bootstrap interface as `NCCL_SOCKET_IFNAME==<if>` (exact: `eth0` alone is a prefix
-//!   that also takes `eth01`) and `GLOO_SOCKET_IFNAME=<if>` (Gloo takes plain names), each only
-//!   when the user has not set it; a user's value is kept whatever `--override` says, and
-//!   `doctor` checks it.
-//! - The address family from the pod's rails when the user set none: `NCCL_IB_ADDR_FAMILY=AF_INET6`
-//!   where they carry only IPv6; a mix no one family serves is named with the fix.
-//!
-//! - Under `--require-rdma` or the gate, where the image's NCCL is 2.30 or later (or its version is
-//!   not known: older NCCL does not read it), `NCCL_IGNORE_NET_MISMATCH=0`, so that ranks handed
-//!   different numbers of NICs fail at init instead of starting crippled or spinning
-//!   (NVIDIA/nccl#2428); both already promise to refuse a crippled job.
-//!
-//! Never sets a variable the user set, except through the shared `--override` rule for `NCCL_NET`
-//! and `NCCL_IGNORE_NET_MISMATCH`.
+//! "Ready" means NCCL is ready: what the image's userspace, the bootstrap interface and the rails'
+//! family add to the plan (`NCCL_NET`, `NCCL_SOCKET_IFNAME`, `GLOO_SOCKET_IFNAME`,
+//! `NCCL_IB_ADDR_FAMILY`, `NCCL_IGNORE_NET_MISMATCH`). Pure. Never sets a variable the user set,
+//! except through the shared `--override` rule for `NCCL_NET` and `NCCL_IGNORE_NET_MISMATCH`.
 
 use std::ffi::OsStr;
 
@@ -52,8 +33,7 @@ fn user(vars: &Vars, name: &str) -> Option<String> {
 }
 
 impl Plan {
-    /// Why NCCL's IB transport will not start in this image though ports are usable (what
-    /// `--require-rdma` refuses on), or `None`.
+    /// Why NCCL's IB transport will not start in this image though ports are usable, or `None`.
     pub fn userspace_refusal(&self) -> Option<String> {
         let u = self.userspace.as_ref()?;
         let mut why: Vec<String> = Vec::new();
@@ -67,14 +47,11 @@ impl Plan {
     }
 }
 
-/// The far reads the plan's second round needs, now that it knows which devices it uses: the
-/// userspace of their drivers and their net devices, the coordinator's name where it is one,
-/// the node type of a device whose ports go unused, and the entry a kept NCCL_IB_GID_INDEX names.
+/// The far reads the plan's second round needs, now that it knows which devices it uses.
 pub fn asks(plan: &Plan, vars: &Vars, gate: Option<Gate>, depth: Depth) -> Asks {
     let mut used: Vec<String> = plan.decisions.iter().filter(|d| d.used).map(|d| d.device.clone()).collect();
     used.dedup();
-    // EFA devices are not NCCL_IB_HCA's, but their provider (libefa) and libfabric are what the
-    // net plugin loads.
+    // EFA devices are not NCCL_IB_HCA's, but the net plugin loads their provider and libfabric.
     used.extend(plan.efa.iter().flat_map(|e| e.devices.iter().cloned()));
     let mut node_types: Vec<String> = plan.decisions.iter().filter(|d| !d.used).map(|d| d.device.clone()).collect();
     node_types.dedup();
@@ -93,8 +70,7 @@ pub fn asks(plan: &Plan, vars: &Vars, gate: Option<Gate>, depth: Depth) -> Asks 
     Asks { used, depth, resolve: bootstrap::to_resolve(vars, gate), node_types, entries }
 }
 
-/// The second round's decisions over what was read for [`asks`]: the bootstrap interface, the
-/// facts reasons name, and then [`ready`].
+/// The second round's decisions over what was read for [`asks`], then [`ready`].
 pub fn settle(
     plan: &mut Plan,
     a: Answers,
@@ -118,9 +94,7 @@ pub fn settle(
     bootstrap::user_values(plan, vars, &addrs, choices.override_user);
 }
 
-/// `NCCL_IGNORE_NET_MISMATCH=0` under an interlock, where the image's NCCL reads it (2.30+) or its
-/// version is not known here (the start path knows it only from a versioned file name; NCCL
-/// before 2.30 does not read the variable, so setting it costs nothing there).
+/// `NCCL_IGNORE_NET_MISMATCH=0` under an interlock, unless the image's NCCL is older than 2.30.
 fn net_mismatch(plan: &mut Plan, u: &Userspace, vars: &Vars, choices: Choices) {
     if !(choices.require_rdma || choices.gate) || !(plan.rdma || plan.efa.is_some()) {
         return;
@@ -159,8 +133,7 @@ fn net_mismatch(plan: &mut Plan, u: &Userspace, vars: &Vars, choices: Choices) {
     plan.vars.push(Var { name: IGNORE_NET_MISMATCH, value: "0".into(), action, previous });
 }
 
-/// The pod's EFA devices: the net plugin NCCL needs for them (aws-ofi-nccl) and the libfabric it
-/// loads; a missing one is a warning naming it, and what `--require-rdma` refuses on.
+/// The pod's EFA devices need aws-ofi-nccl and libfabric: a missing one is a warning naming it.
 fn efa(plan: &mut Plan, u: &Userspace, choices: Choices) {
     let Some(e) = plan.efa.as_mut() else { return };
     let n = e.devices.len();

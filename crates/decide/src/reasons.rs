@@ -1,8 +1,5 @@
-//! Reasons that name the real cause, where the port-level rule alone would say something
-//! misleading: a device NCCL's verbs transport cannot use (iWARP) is named as such, not as "give
-//! its net device an address"; a kept `NCCL_IB_GID_INDEX` that points at an empty or invalid
-//! entry says that NCCL will fail on it; an IPv4 link-local (169.254/16) GID is used as NCCL uses
-//! it, with the note that it reaches only its own link. Pure: the entries were read by the caller.
+//! Reasons that name the real cause where the port-level rule would mislead (iWARP, a kept
+//! `NCCL_IB_GID_INDEX` on an empty or invalid entry, a link-local IPv4 GID). Pure.
 
 use std::net::Ipv6Addr;
 
@@ -10,8 +7,7 @@ use super::{Action, Plan};
 use nw_nccl::env::IB_GID_INDEX;
 use nw_nccl::gid::{self, GidEntry, GidPrefs, RoceType};
 
-/// One used RoCE port (`dev:port`) and the entry at a kept index: its GID text and type text,
-/// `None` where the read failed.
+/// One used RoCE port and its entry at a kept index (GID and type text; `None`: unreadable).
 pub(crate) type KeptEntry = (String, Option<String>, Option<String>);
 
 /// What sysfs said beyond the port facts, read only where it matters.

@@ -25,8 +25,7 @@ pub const IGNORE_NET_MISMATCH: &str = "NCCL_IGNORE_NET_MISMATCH";
 /// The first NCCL release that reads `NCCL_IGNORE_NET_MISMATCH`.
 pub const IGNORE_NET_MISMATCH_SINCE: (u32, u32) = (2, 30);
 
-/// Whether NCCL of version `v` (`2.30.7`, `2.28.9+cuda12.9`) is `major.minor` or later; `None`
-/// where `v` is not such a version.
+/// Whether NCCL `v` (`2.30.7`, `2.28.9+cuda12.9`) is `major.minor` or later; `None`: no version.
 pub fn version_at_least(v: &str, (major, minor): (u32, u32)) -> Option<bool> {
     let mut parts = v.split(['.', '+']);
     let a: u32 = parts.next()?.parse().ok()?;
@@ -34,8 +33,7 @@ pub fn version_at_least(v: &str, (major, minor): (u32, u32)) -> Option<bool> {
     Some((a, b) >= (major, minor))
 }
 
-/// `=dev:port,dev:port`: the leading `=` makes NCCL match names exactly, so `mlx5_1` does not
-/// also select `mlx5_10`..`mlx5_19` as a bare prefix would.
+/// `=dev:port,dev:port`: the `=` makes NCCL match exactly (`mlx5_1` is not also `mlx5_10`).
 pub fn hca_value<'a>(ports: impl IntoIterator<Item = (&'a str, u32)>) -> String {
     let list: Vec<String> = ports.into_iter().map(|(dev, port)| format!("{dev}:{port}")).collect();
     format!("={}", list.join(","))
@@ -51,11 +49,9 @@ pub fn export_lines<'a>(vars: impl IntoIterator<Item = (&'a str, &'a str)>) -> S
     vars.into_iter().map(|(n, v)| format!("export {n}={}\n", shell_quote(v))).collect()
 }
 
-/// The child's environment: ours in its original order, byte for byte, with `set` applied
-/// (replacing a variable in place, or appending it).
+/// The child's environment: ours in order, byte for byte, with `set` replacing or appending.
 pub fn child_env(base: &[(OsString, OsString)], set: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
-    // The gate's secret is nccl-wrap's alone: the command (and whatever it starts, or logs of its
-    // environment) never sees it.
+    // The gate's secret is nccl-wrap's alone: the command never sees it.
     let mut env: Vec<(OsString, OsString)> =
         base.iter().filter(|(n, _)| n.as_bytes() != GATE_SECRET.as_bytes()).cloned().collect();
     for (name, value) in set {

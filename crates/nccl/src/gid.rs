@@ -1,11 +1,6 @@
-//! GID parsing and the choice of GID index, done the way NCCL does it on its own.
-//!
-//! NCCL (`ncclIbGetGidIndex` / `ncclUpdateGidIndex` in `src/transport/net_ib.cc`, 2.21.5 and
-//! later) walks the table from index 0 and replaces its current pick by a candidate when the
-//! candidate is of the wanted address family while the pick is not, or when the candidate is a
-//! valid (configured, not link-local) GID of the wanted family and RoCE version while the pick is
-//! not. We reproduce that rule exactly, so the index we export is the one NCCL would have chosen,
-//! and we can tell when every port agrees. This module is pure: the table is read elsewhere.
+//! GID parsing and the GID index NCCL picks on its own (`ncclUpdateGidIndex`, `net_ib.cc`, 2.21.5
+//! and later), reproduced exactly so the exported index is NCCL's own. Pure: the table is read
+//! elsewhere.
 
 use std::net::{IpAddr, Ipv6Addr};
 
@@ -92,9 +87,8 @@ impl std::fmt::Display for AddrRange {
     }
 }
 
-/// The narrowest range of `family` that holds every one of `addrs` (GID form), with the bits
-/// past the prefix cleared: what `NCCL_IB_ADDR_RANGE` would need to admit them all. `None` when
-/// `addrs` is empty or holds an address of the other family.
+/// The narrowest `NCCL_IB_ADDR_RANGE` of `family` that admits every one of `addrs` (GID form);
+/// `None` when `addrs` is empty or holds an address of the other family.
 pub fn covering_range(addrs: &[Ipv6Addr], family: Family) -> Option<AddrRange> {
     let first = addrs.first()?;
     if addrs.iter().any(|a| family_of(a) != family) {
@@ -145,8 +139,7 @@ impl Default for GidPrefs {
     }
 }
 
-/// One table entry. `roce` is `None` where the type could not be read (the kernel answers
-/// EINVAL for empty entries).
+/// One table entry; `roce` is `None` where the type could not be read (EINVAL for empty ones).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GidEntry {
     pub index: u32,
@@ -176,12 +169,9 @@ pub fn format_gid(gid: &Ipv6Addr) -> String {
     out
 }
 
-/// Parses sysfs's colon-separated GID form (`fe80:0000:...`), which is an IPv6 address.
-///
-/// The kernel prints every entry as eight groups of four hex digits (`%pI6`), read four times a
-/// port on every start: that form is decoded directly, anything else goes through the standard
-/// IPv6 parser, which gives the same address for the fixed form (the unit test and the `gid`
-/// fuzz target hold the two to each other).
+/// Parses sysfs's GID form (`fe80:0000:...`, an IPv6 address): the kernel's fixed `%pI6` form
+/// directly, anything else through the standard parser (a test and the `gid` fuzz target hold
+/// the two to each other).
 pub fn parse_gid(text: &str) -> Option<Ipv6Addr> {
     let text = text.trim();
     fixed_form(text.as_bytes()).or_else(|| text.parse().ok())
@@ -241,8 +231,7 @@ pub fn valid(gid: &Ipv6Addr) -> bool {
 }
 
 fn in_range(gid: &Ipv6Addr, prefs: &GidPrefs) -> bool {
-    // NCCL parses NCCL_IB_ADDR_RANGE with inet_pton in the wanted family: a range of the other
-    // family fails to parse there and restricts nothing.
+    // NCCL parses the range in the wanted family: one of the other family restricts nothing.
     prefs.range.filter(|r| r.family == prefs.family).is_none_or(|r| r.contains(gid))
 }
 
@@ -274,11 +263,8 @@ impl<T: GidTable + ?Sized> Types<'_, T> {
     }
 }
 
-/// NCCL's choice over `table`: `None` when the table is empty.
-///
-/// Types are read only where NCCL's rule looks at them, and the walk stops once the pick is a
-/// full match: from there the rule can never replace it, so the rest of a 255-entry table need
-/// not be read (this is what keeps start-up cheap).
+/// NCCL's choice over `table` (`None` when empty). Types are read only where the rule looks at
+/// them, and the walk stops at a full match, which the rule never replaces.
 pub fn choose<T: GidTable + ?Sized>(table: &mut T, prefs: &GidPrefs) -> Option<GidEntry> {
     let mut pick = (0, table.gid(0)?);
     let mut types = Types { table, seen: Vec::new() };
@@ -343,9 +329,8 @@ pub enum RailFamily {
     Unknown,
 }
 
-/// The family NCCL must be told so that its GID choice finds an entry on every rail: `rails` are
-/// (net device, its addresses). fe80 link-local addresses never count (NCCL skips their GIDs);
-/// IPv4 link-local ones do (NCCL takes them like any other IPv4 entry).
+/// The family NCCL must be told so its GID choice finds an entry on every rail (net device, its
+/// addresses); fe80 addresses never count, IPv4 link-local ones do, as in NCCL.
 pub fn rail_family(rails: &[(String, Vec<std::net::IpAddr>)]) -> RailFamily {
     let mut inet = Vec::new();
     let mut inet6_only = Vec::new();

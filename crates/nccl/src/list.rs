@@ -1,10 +1,6 @@
-//! NCCL's device-list syntax (`NCCL_IB_HCA`, `NCCL_SOCKET_IFNAME`), read the way NCCL reads it,
-//! so the plan can flag a prefix value and doctor can say which devices it actually selects.
-//!
-//! Mirrors `parseStringList` / `matchIfList` in NCCL's `src/misc/utils.cc` and their callers: a
-//! leading `^` excludes, then a leading `=` makes names exact; otherwise every entry is a prefix
-//! (`mlx5_1` also selects `mlx5_10`). `:<port>` is read with `atoi` (junk reads as 0), and no
-//! more than `MAX_ENTRIES` entries are kept. Pure: no I/O, no environment.
+//! NCCL's device-list syntax (`NCCL_IB_HCA`, `NCCL_SOCKET_IFNAME`) read as `parseStringList` /
+//! `matchIfList` read it: `^` excludes, then `=` makes names exact, else prefixes; `:<port>` by
+//! `atoi`; at most `MAX_ENTRIES` entries. Pure.
 
 /// NCCL keeps at most this many entries (MAX_IB_DEVS / MAX_IFS).
 pub const MAX_ENTRIES: usize = 32;
@@ -36,8 +32,7 @@ impl List {
             if entries.len() == MAX_ENTRIES {
                 break;
             }
-            // NCCL copies characters up to ':' or ','; an empty name is dropped.
-            // A port that reads as -1 is NCCL's "any port", as if none were given.
+            // An empty name is dropped; a port that reads as -1 is NCCL's "any port".
             let (name, port) = match item.split_once(':') {
                 Some((n, p)) => (n, Some(atoi(p)).filter(|&p| p != -1)),
                 None => (item, None),
@@ -51,35 +46,25 @@ impl List {
 
     /// Entries NCCL reads as prefixes (no `=`): each may select more devices than it names.
     pub fn prefix_names(&self) -> Vec<&str> {
-        if self.exact {
-            Vec::new()
-        } else {
-            self.entries.iter().map(|e| e.name.as_str()).collect()
-        }
+        self.entries.iter().filter(|_| !self.exact).map(|e| e.name.as_str()).collect()
     }
 
     /// Whether NCCL uses `name` port `port` (`None` for interfaces, which have no port).
     pub fn selects(&self, name: &str, port: Option<i64>) -> bool {
-        // No entries: NCCL's matchIfList matches everything, and `^` still inverts that, so `^`
-        // (or `^,`) alone selects nothing at all.
+        // No entries match everything, so `^` alone selects nothing (NCCL's matchIfList).
         (self.entries.is_empty() || self.matches_any(name, port)) != self.exclude
     }
 
     fn matches_any(&self, name: &str, port: Option<i64>) -> bool {
-        self.entries.iter().any(|e| self.name_matches(e, name) && port_matches(e.port, port))
+        self.entries.iter().any(|e| self.name_matches(e, name) && e.port.zip(port).is_none_or(|(w, h)| w == h))
     }
 
     fn name_matches(&self, e: &Entry, name: &str) -> bool {
-        if self.exact {
-            name == e.name
-        } else {
-            name.starts_with(&e.name)
-        }
+        name == e.name || (!self.exact && name.starts_with(&e.name))
     }
 
-    /// For each bare-prefix entry that is itself one of `names` but also selects other, longer
-    /// names: (entry, the other names). `mlx5_1` with `mlx5_10` visible is the classic case; an
-    /// entry like `eth`, which names nothing by itself, is a deliberate prefix and not reported.
+    /// Each bare-prefix entry that is one of `names` but also selects longer ones (`mlx5_1` and
+    /// `mlx5_10`), with those names; a prefix naming nothing itself (`eth`) is deliberate.
     pub fn over_matches<'a>(&self, names: &[&'a str]) -> Vec<(String, Vec<&'a str>)> {
         if self.exact {
             return Vec::new();
@@ -101,16 +86,7 @@ impl List {
     }
 }
 
-fn port_matches(want: Option<i64>, have: Option<i64>) -> bool {
-    match (want, have) {
-        (Some(w), Some(h)) => w == h,
-        _ => true,
-    }
-}
-
-/// glibc's `atoi`, which is `(int) strtol(text, NULL, 10)`: C-locale white space, an optional
-/// sign and leading digits (anything else reads as 0), saturated to a `long`, then cut to the low
-/// 32 bits of an `int`.
+/// glibc's `atoi`, `(int) strtol(text, NULL, 10)`: saturated to a `long`, cut to an `int`.
 fn atoi(text: &str) -> i64 {
     let t = text.trim_start_matches([' ', '\t', '\n', '\u{b}', '\u{c}', '\r']);
     let (neg, digits) = match t.as_bytes().first() {

@@ -12,8 +12,7 @@ pub struct Prefix {
 }
 
 impl Prefix {
-    /// Whether `ip` shares this prefix's first `len` bits; an address of the other family never
-    /// does (callers that mean an IPv4-mapped IPv6 address as IPv4 say so first).
+    /// Whether `ip` shares this prefix's first `len` bits; never an address of the other family.
     pub fn contains(&self, ip: IpAddr) -> bool {
         let (net, ip, bits) = match (self.addr, ip) {
             (IpAddr::V4(n), IpAddr::V4(a)) => (u128::from(u32::from(n)), u128::from(u32::from(a)), 32),

@@ -1,16 +1,6 @@
-//! NCCL's RAS replies, read: the text report (`STATUS`) and the JSON one (`SET FORMAT json`), as
-//! NCCL 2.28 really prints them (fixtures/ras/), to one [`View`]: the job processes that are dead
-//! or missing (rank, pid, node, GPU), the ranks that reported an asynchronous error, and the
-//! communicators whose collective counts disagree; and that view as lines, most important first.
-//!
-//! Pure and bounded: the reply comes in as a string the client has already capped; at most
-//! [`MAX_ITEMS`] findings and people per finding are kept, every text taken from the reply is
-//! cut to [`MAX_TEXT`] bytes of printable ASCII. Every step is linear in the reply's size (or in
-//! what is kept, for the lines): a reply of a megabyte naming 65,536 processes is read in
-//! milliseconds, and [`parse_within`] asks the caller's budget between bounded steps, so that
-//! the caller can stop it. It must never trust the reply's shape (any line may be missing or
-//! malformed: such lines are skipped, never a panic), never scan what it has read once per line
-//! read, and never do I/O.
+//! NCCL's RAS replies (text `STATUS` and JSON), as NCCL 2.28 prints them, read into one [`View`]
+//! and its lines, most important first. Pure, bounded and linear in the reply's size; it must
+//! never trust the reply's shape (a malformed line is skipped, never a panic) and never do I/O.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -60,22 +50,10 @@ impl Who {
 
     /// [`Who::name`] with `rank` for the rank (one filled in from another finding).
     fn name_as(&self, rank: Option<u32>) -> String {
-        use std::fmt::Write as _;
-        let mut inner = String::new();
-        if let Some(p) = self.pid {
-            let _ = write!(inner, "pid {p}");
-        }
-        if let Some(n) = &self.node {
-            if !inner.is_empty() {
-                inner.push(' ');
-            }
-            let _ = write!(inner, "on node {n}");
-        }
+        let pid_node = [self.pid.map(|p| format!("pid {p}")), self.node.as_ref().map(|n| format!("on node {n}"))];
+        let mut inner = pid_node.into_iter().flatten().collect::<Vec<_>>().join(" ");
         if let Some(g) = self.gpu {
-            if !inner.is_empty() {
-                inner.push_str(", ");
-            }
-            let _ = write!(inner, "GPU {g}");
+            inner = if inner.is_empty() { format!("GPU {g}") } else { format!("{inner}, GPU {g}") };
         }
         match (rank, inner.is_empty()) {
             (Some(r), false) => format!("rank {r} ({inner})"),
@@ -103,8 +81,7 @@ pub struct Finding {
     pub who: Vec<Who>,
 }
 
-/// One communicator's collective counts summed over the ranks RAS heard from (JSON only): a
-/// stall is these sums not moving.
+/// One communicator's collective counts summed over its ranks (JSON only): a stall stops them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Progress {
     pub(crate) comm: String,
@@ -164,9 +141,8 @@ pub fn parse(reply: &str) -> Result<View, ParseError> {
     parse_within(reply, &mut || false)
 }
 
-/// [`parse`], asking `spent` every [`STEP`] lines and each communicator whether the budget is
-/// used up; `true` ends the parse with [`ParseError::Budget`]. The caller decides what is
-/// counted (the CPU time of its thread, for the RAS client).
+/// [`parse`], asking `spent` every [`STEP`] lines and each communicator whether the caller's
+/// budget is used up; `true` ends it with [`ParseError::Budget`].
 pub fn parse_within(reply: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError> {
     let mut protocol = None;
     let mut errors = Vec::new();
@@ -228,9 +204,8 @@ fn push<T>(list: &mut Vec<T>, item: T, left_out: &mut usize) {
     }
 }
 
-/// The text report: the `Errors` and `Warnings` sections' blocks, each a header line (`DEAD`,
-/// `INCOMPLETE`, `#0-0 (95613aa3907df2fe) INCOMPLETE,ERROR`) and indented lines under it. One
-/// pass over the lines, each looked at with the next one only (a section's underline).
+/// The text report: the `Errors` and `Warnings` sections' blocks, each a header line and indented
+/// lines under it. One pass, each line looked at with the next one only (an underline).
 fn text(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError> {
     let mut view = empty(Format::Text);
     view.nccl_version = body
@@ -281,8 +256,7 @@ fn text(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError>
 }
 
 /// `DEAD` -> ([Dead], None); `#0-0 (95613aa3907df2fe) INCOMPLETE,ERROR` -> ([Missing,
-/// AsyncError], Some(hash)). Each kind once, in the order named: a header naming a kind a
-/// hundred thousand times is five kinds, not a list every line under it is checked against.
+/// AsyncError], Some(hash)). Each kind once, however often the header names it.
 fn header(line: &str) -> (Vec<Kind>, Option<String>) {
     let t = line.trim();
     let (comm, kinds) = if t.starts_with('#') {
@@ -307,8 +281,7 @@ fn header(line: &str) -> (Vec<Kind>, Option<String>) {
     (named, comm)
 }
 
-/// A block's findings. A header naming several kinds (`INCOMPLETE,ERROR`) is followed by one
-/// block per kind in the reports seen; a block's kind is then the one its summary speaks of.
+/// A block's findings, each of the kind its summary speaks of where the header names several.
 fn findings_of(kinds: &[Kind], comm: Option<String>, body: &[&str], left_out: &mut usize) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::new();
     let mut current: Option<Finding> = None;
@@ -371,10 +344,8 @@ fn who(line: &str) -> Who {
     w
 }
 
-/// NCCL 2.28.9 omits the comma after `"nvml_dev": N` in `missing_ranks` entries: a line that
-/// ends a value followed by a line that starts a key gets the comma it lacks. Valid JSON never
-/// has such a pair, so this changes nothing else. One pass: the last line that held something
-/// waits for the next one that does (blank lines between them are passed over once).
+/// NCCL 2.28.9 omits the comma after `"nvml_dev": N` in `missing_ranks` entries: a line that ends
+/// a value followed by one that starts a key (never so in valid JSON) gets it. One pass.
 pub fn repair_json(body: &str) -> String {
     repair_within(body, &mut || false).unwrap_or_default()
 }
@@ -446,23 +417,12 @@ fn json(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError>
             list.push(person(m));
         }
         view.left_out += missing.len().saturating_sub(MAX_ITEMS);
-        for (kind, who, summary) in [
-            (Kind::Dead, dead, "considered dead (unreachable via the RAS network)"),
-            (Kind::Missing, gone, "missing communicator data"),
-        ] {
-            if !who.is_empty() {
-                let f = Finding { kind, comm: comm.clone(), collective: None, summary: summary.into(), who };
-                push(&mut view.findings, f, &mut view.left_out);
-            }
-        }
         let mut errs = Vec::new();
         let mut counts: std::collections::BTreeMap<String, Vec<(Who, u64)>> = Default::default();
         let mut total = 0u64;
         for r in ranks.iter().take(MAX_ITEMS) {
-            if let Some(e) = r.pointer("/status/async_error").and_then(serde_json::Value::as_u64) {
-                if e != 0 {
-                    errs.push(Who { what: Some(format!("async_error {e}")), ..person(r) });
-                }
+            if let Some(e) = r.pointer("/status/async_error").and_then(serde_json::Value::as_u64).filter(|&e| e != 0) {
+                errs.push(Who { what: Some(format!("async_error {e}")), ..person(r) });
             }
             if let Some(cc) = r.get("collective_counts").and_then(|c| c.as_object()) {
                 for (name, n) in cc.iter().take(32) {
@@ -472,15 +432,15 @@ fn json(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError>
                 }
             }
         }
-        if !errs.is_empty() {
-            let f = Finding {
-                kind: Kind::AsyncError,
-                comm: comm.clone(),
-                collective: None,
-                summary: "asynchronous error".into(),
-                who: errs,
-            };
-            push(&mut view.findings, f, &mut view.left_out);
+        for (kind, who, summary) in [
+            (Kind::Dead, dead, "considered dead (unreachable via the RAS network)"),
+            (Kind::Missing, gone, "missing communicator data"),
+            (Kind::AsyncError, errs, "asynchronous error"),
+        ] {
+            if !who.is_empty() {
+                let f = Finding { kind, comm: comm.clone(), collective: None, summary: summary.into(), who };
+                push(&mut view.findings, f, &mut view.left_out);
+            }
         }
         for (name, list) in counts {
             if list.iter().any(|(_, n)| *n != list[0].1) {
@@ -506,10 +466,8 @@ fn json(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError>
 }
 
 impl View {
-    /// The findings as lines for people, most important first: each process once, with its
-    /// rank when a communicator's entry names it (RAS lists a dead process by pid and the
-    /// communicator's missing rank separately). Linear in the people kept: who has a rank, and
-    /// who was said, are looked up, not searched.
+    /// The findings as lines for people, most important first: each process once, with its rank
+    /// where any entry names it. Linear in the people kept (looked up, not searched).
     pub fn lines(&self) -> Vec<String> {
         let mut findings: Vec<&Finding> = self.findings.iter().collect();
         findings.sort_by_key(|f| f.kind);
@@ -542,14 +500,10 @@ impl View {
                             "not answering: RAS has no data from it (stopped, hung, or just died)"
                         };
                         out.push(format!("{} {state}", named.name_as(rank)));
-                        match (named.process(), rank) {
-                            (Some(p), _) => {
-                                said_processes.insert(p);
-                            }
-                            (None, Some(r)) => {
-                                said_ranks.insert(r);
-                            }
-                            (None, None) => {}
+                        if let Some(p) = named.process() {
+                            said_processes.insert(p);
+                        } else if let Some(r) = rank {
+                            said_ranks.insert(r);
                         }
                     }
                 }

@@ -1,11 +1,6 @@
-//! The termination message Kubernetes shows (`kubectl describe pod`, the pod's status): one
-//! writer for every stage that leaves one (the gate's refusal, the supervisor's account of a
-//! hung or failed job), so each keeps to Kubernetes' 4096 bytes the same way: the headline first,
-//! then whole lines, most important first, and how many did not fit.
-//!
-//! Writes only the file it is given; it must never exceed [`MAX`] bytes, never cut a line in
-//! the middle (but for a headline longer than the whole budget), and never fail the caller: an
-//! error is returned for the caller to say.
+//! The termination message Kubernetes shows, one writer for every stage that leaves one: the
+//! headline first, then whole lines, most important first. It must never exceed [`MAX`] bytes, cut
+//! a line in the middle (but an overlong headline) or fail the caller.
 
 use std::path::Path;
 
@@ -24,8 +19,7 @@ pub fn clip(text: &str, max: usize) -> String {
     format!("{}...", &text[..end])
 }
 
-/// The headline (one line), then `lines` while they fit; `total` is how many lines there are in
-/// all (more than `lines.len()` when the caller kept only some), the rest said as `... and N more`.
+/// The headline, then `lines` while they fit, the rest of `total` said as `... and N more`.
 pub fn fit(headline: &str, lines: &[String], total: usize) -> String {
     let mut out = clip(&format!("{}\n", headline.trim_end()), MAX - 64);
     if !out.ends_with('\n') {

@@ -1,12 +1,6 @@
-//! The one way nccl-wrap replaces a file it produces (the health files, the post-mortem report):
-//! atomically, so a reader that looks at any moment (NFD, node_exporter, a log shipper) sees
-//! either the previous file or the new one, never part of one.
-//!
-//! The bytes go to a temporary file in the target's directory (a rename is atomic only within
-//! one file system), named `.NAME.tmp.PID`: a dot file, which nfd-worker skips, and not ending
-//! in `.prom`, which node_exporter skips. It is fsync'ed, made 0644, renamed over the target, and
-//! the directory fsync'ed so the rename survives a crash. On any failure the temporary file is
-//! removed. Temporary files of earlier runs (another PID) are removed by [`sweep`].
+//! The one atomic replacement of a file nccl-wrap produces: a temporary `.NAME.tmp.PID` beside the
+//! target (skipped by nfd-worker and node_exporter), fsync'ed, made 0644, renamed, the directory
+//! fsync'ed; removed on failure.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -46,8 +40,7 @@ pub fn atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
     atomic_with(path, 0o644, |f| f.write_all(bytes))
 }
 
-/// Replaces `path` with what `fill` writes, atomically, then gives it `mode`: the temporary file
-/// is fsync'ed before the rename, the directory after it, and removed on any failure.
+/// Replaces `path` atomically with what `fill` writes, with `mode`.
 pub fn atomic_with(path: &Path, mode: u32, fill: impl FnOnce(&mut File) -> io::Result<()>) -> Result<(), WriteError> {
     let (dir, _) = parts(path)?;
     let tmp = temp_path(path).ok_or_else(|| WriteError::NoName { path: path.to_path_buf() })?;
@@ -60,10 +53,10 @@ pub fn atomic_with(path: &Path, mode: u32, fill: impl FnOnce(&mut File) -> io::R
         .open(&tmp)
         .map_err(|source| WriteError::Create { path: path.to_path_buf(), tmp: tmp.clone(), source })?;
     let result = (|| {
-        fill(&mut f).and_then(|()| f.flush()).map_err(|source| WriteError::Write { tmp: tmp.clone(), source })?;
-        f.sync_all().map_err(|source| WriteError::Write { tmp: tmp.clone(), source })?;
-        fs::set_permissions(&tmp, fs::Permissions::from_mode(mode))
-            .map_err(|source| WriteError::Write { tmp: tmp.clone(), source })?;
+        let write = |source| WriteError::Write { tmp: tmp.clone(), source };
+        fill(&mut f).and_then(|()| f.flush()).map_err(write)?;
+        f.sync_all().map_err(write)?;
+        fs::set_permissions(&tmp, fs::Permissions::from_mode(mode)).map_err(write)?;
         fs::rename(&tmp, path).map_err(|source| WriteError::Rename {
             tmp: tmp.clone(),
             path: path.to_path_buf(),
@@ -112,16 +105,15 @@ mod tests {
 
     #[test]
     fn replaces_whole_files_and_sweeps_leftovers() {
-        let d = std::env::temp_dir().join(format!("nccl-wrap-write-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&d);
-        fs::create_dir_all(&d).expect("mkdir");
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let d = tmp.path();
         let target = d.join("nccl-wrap.prom");
         fs::write(d.join(".nccl-wrap.prom.tmp.1"), b"half").expect("leftover");
         fs::write(d.join(".other.tmp.1"), b"not ours").expect("other");
         sweep(&target);
         atomic(&target, b"one\n").expect("write");
         atomic(&target, b"two\n").expect("write");
-        let mut names: Vec<String> = fs::read_dir(&d)
+        let mut names: Vec<String> = fs::read_dir(d)
             .expect("ls")
             .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
             .collect();
@@ -129,7 +121,6 @@ mod tests {
         let text = fs::read_to_string(&target).expect("read");
         let mode = fs::metadata(&target).expect("stat").permissions().mode() & 0o777;
         let missing = atomic(&d.join("no-such-dir/x.prom"), b"x");
-        let _ = fs::remove_dir_all(&d);
         assert_eq!(text, "two\n");
         assert_eq!(mode, 0o644);
         assert_eq!(names, [".other.tmp.1", "nccl-wrap.prom"]);

@@ -1,10 +1,5 @@
-//! Why a pair failed (or warns), named from what both ends described and the first verbs error
-//! either end hit, in doctor's form: a stable id, a summary, the evidence, the fix. Pure: the
-//! route verdict comes in as a value, so every cause is unit-tested from realistic inputs.
-//!
-//! Ids (documented in docs/ping.md, never renamed): `gid-mismatch`, `no-route`, `mtu-mismatch`
-//! (warn), `qp-transition`, `retry-exceeded`, `timeout`, `iommu`, `memlock`, `pkey-mismatch`,
-//! `peer`, `no-port`.
+//! Why a pair failed (or warns), in doctor's form (id, summary, evidence, fix), from what both ends
+//! described and the first verbs error. Pure. Ids are documented in docs/ping.md, never renamed.
 
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -29,6 +24,9 @@ pub struct Cause {
 impl Cause {
     pub fn new(id: &'static str, status: Status, summary: impl Into<String>, hint: impl Into<String>) -> Cause {
         Cause { id, status, summary: summary.into(), evidence: Map::new(), hint: hint.into() }
+    }
+    pub fn fail(id: &'static str, summary: impl Into<String>, hint: impl Into<String>) -> Cause {
+        Cause::new(id, Status::Fail, summary, hint)
     }
     pub(crate) fn ev(mut self, key: &str, value: impl Into<Value>) -> Cause {
         self.evidence.insert(key.to_owned(), value.into());
@@ -60,8 +58,7 @@ pub(crate) struct PairFacts<'a> {
     /// The first fault of each end, if any.
     pub(crate) local_fault: Option<&'a Fault>,
     pub(crate) remote_fault: Option<&'a Fault>,
-    /// The route verdict for the peer's address from the local rail (`None`: not IPv4, or the
-    /// routes could not be read).
+    /// The route verdict for the peer's address from the local rail, where known.
     pub(crate) reach: Option<&'a Reach>,
     /// The path MTU the queue pair used, in bytes.
     pub(crate) path_mtu: u32,
@@ -69,8 +66,7 @@ pub(crate) struct PairFacts<'a> {
     pub(crate) plan_gid: Option<&'a PlanGid>,
 }
 
-/// The entry at the GID index a local port uses, as the plan read it: the GID then, and whose
-/// address it held (on a shared device, where the pod's addresses tell).
+/// The entry at a local port's GID index as the plan read it, and whose address it held.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct PlanGid {
     pub(crate) device: String,
@@ -136,9 +132,8 @@ fn mtu_warning(f: &PairFacts) -> Option<Cause> {
 
 fn memlock(side: Side, fault: &Fault) -> Option<Cause> {
     (fault.step == "reg_mr" && matches!(fault.errno, Some(1 | 11 | 12))).then(|| {
-        Cause::new(
+        Cause::fail(
             "memlock",
-            Status::Fail,
             format!("memory registration refused on the {} end: {}", side.name(), fault.error),
             "registration pins memory under RLIMIT_MEMLOCK: give that container CAP_IPC_LOCK (securityContext.capabilities.add: [IPC_LOCK]) or an unlimited memlock limit; `nccl-wrap doctor` shows the limit",
         )
@@ -147,18 +142,12 @@ fn memlock(side: Side, fault: &Fault) -> Option<Cause> {
 
 fn iommu(side: Side, fault: &Fault) -> Option<Cause> {
     matches!(fault.wc_status, Some(wc::LOC_PROT_ERR | wc::LOC_ACCESS_ERR)).then(|| {
-        Cause::new(
+        Cause::fail(
             "iommu",
-            Status::Fail,
             format!("the adapter on the {} end could not reach registered memory: {}", side.name(), fault.error),
             "usually the IOMMU translating DMA: boot that node with iommu=pt (or intel_iommu=on iommu=pt), and check PCIe ACS; `nccl-wrap doctor` reads the IOMMU group type",
         )
     })
-}
-
-/// RoCE version of a port (`None`: not RoCE or unknown).
-fn roce_version(p: &PortInfo) -> Option<&str> {
-    p.gid_type.as_deref()
 }
 
 fn family(p: &PortInfo) -> Option<&'static str> {
@@ -170,9 +159,8 @@ fn gid_mismatch(f: &PairFacts) -> Option<Cause> {
     let (l, r) = (f.local, f.remote);
     let hint = "both ends must use the same RoCE version and address family: give every rail an IPv4 address (NCCL's default AF_INET) and the same NCCL_IB_ROCE_VERSION_NUM / NCCL_IB_ADDR_FAMILY on every pod";
     if l.link_layer != r.link_layer {
-        return Some(Cause::new(
+        return Some(Cause::fail(
             "gid-mismatch",
-            Status::Fail,
             format!("link layers differ: {} here, {} at the peer", l.link_layer.name(), r.link_layer.name()),
             "InfiniBand and RoCE ports cannot talk to each other: pair rails of the same fabric",
         ));
@@ -180,20 +168,18 @@ fn gid_mismatch(f: &PairFacts) -> Option<Cause> {
     if l.link_layer != LinkLayer::Ethernet {
         return None;
     }
-    if let (Some(a), Some(b)) = (roce_version(l), roce_version(r)) {
+    if let (Some(a), Some(b)) = (l.gid_type.as_deref(), r.gid_type.as_deref()) {
         if a != b {
-            return Some(Cause::new(
+            return Some(Cause::fail(
                 "gid-mismatch",
-                Status::Fail,
                 format!("RoCE versions differ: GID {} here is {a}, the peer's GID {} is {b}", idx(l), idx(r)),
                 hint,
             ));
         }
     }
     match (family(l), family(r)) {
-        (Some(a), Some(b)) if a != b => Some(Cause::new(
+        (Some(a), Some(b)) if a != b => Some(Cause::fail(
             "gid-mismatch",
-            Status::Fail,
             format!("GID families differ: GID {} here is {a}, the peer's GID {} is {b}", idx(l), idx(r)),
             hint,
         )),
@@ -201,9 +187,8 @@ fn gid_mismatch(f: &PairFacts) -> Option<Cause> {
     }
 }
 
-/// A completion error on this end whose queue pair sends from a GID that is not this pod's (a
-/// neighbour's or the host's entry on a shared device), or from an entry that changed after the
-/// plan read it (the address removed or renumbered): named as that, not as firmware.
+/// A completion error sent from a GID that is not this pod's, or changed since the plan read it:
+/// named as that, not as firmware.
 fn source_gid(side: Side, fault: &Fault, f: &PairFacts) -> Option<Cause> {
     let plan = f.plan_gid?;
     // This end's completion error, or either end's RTR (the peer resolves this end's GID there).
@@ -217,9 +202,8 @@ fn source_gid(side: Side, fault: &Fault, f: &PairFacts) -> Option<Cause> {
     let netdev = f.local.netdev.as_deref().unwrap_or("its net device");
     let used = f.local.gid.as_deref().unwrap_or("?");
     if side == Side::Local && used != plan.gid {
-        return Some(Cause::new(
+        return Some(Cause::fail(
             "gid-vanished",
-            Status::Fail,
             format!(
                 "the source GID changed under the run: index {} held {} ({}) when nccl-wrap read it, {used} when the queue pair used it",
                 plan.index, plan.gid, plan.address
@@ -233,9 +217,8 @@ fn source_gid(side: Side, fault: &Fault, f: &PairFacts) -> Option<Cause> {
         o => o.describe(),
     };
     Some(
-        Cause::new(
+        Cause::fail(
             "foreign-gid",
-            Status::Fail,
             format!(
                 "the queue pair sends from GID index {} ({}), {whose} address, not this pod's: the peer's replies go to that address's owner, and on a shared device the kernel ends the queue pair ({} end: {})",
                 plan.index,
@@ -266,9 +249,8 @@ fn pkey_mismatch(f: &PairFacts) -> Option<Cause> {
         } else {
             format!("both ends are limited members of partition {base_a:#06x} ({a:#06x}, {b:#06x}): limited members cannot talk to each other")
         };
-        Cause::new(
+        Cause::fail(
             "pkey-mismatch",
-            Status::Fail,
             summary,
             "put both ports in the same partition, at least one as a full member (the subnet manager's partitions.conf; NCCL_IB_PKEY picks the index NCCL uses)",
         )
@@ -279,9 +261,8 @@ fn no_route(f: &PairFacts) -> Option<Cause> {
     let Some(Reach::NoRoute { elsewhere }) = f.reach else { return None };
     let peer = f.remote.gid.as_deref().and_then(parse_gid).and_then(|g| gid_ipv4(&g))?;
     let netdev = f.local.netdev.clone().unwrap_or_else(|| "?".into());
-    let mut c = Cause::new(
+    let mut c = Cause::fail(
         "no-route",
-        Status::Fail,
         format!("the peer's address {peer} is on a subnet {netdev} has no route to (this namespace's main routing table)"),
         "pair rails that share a subnet (rail i with rail i, the default), or add a route for the peer's rail subnet through this rail's net device (the IPAM's routes, or the fabric routing between rails)",
     )
@@ -295,47 +276,40 @@ fn no_route(f: &PairFacts) -> Option<Cause> {
 fn by_fault(f: &PairFacts, side: Side, fault: &Fault) -> Cause {
     let s = side.name();
     match (fault.step.as_str(), fault.wc_status) {
-        ("INIT" | "RTR" | "RTS", _) => Cause::new(
+        ("INIT" | "RTR" | "RTS", _) => Cause::fail(
             "qp-transition",
-            Status::Fail,
             format!("the {s} end's queue pair was refused {}: {}", transition(&fault.step), fault.error),
             transition_hint(&fault.step, f),
         ),
-        (_, Some(wc::RETRY_EXC_ERR)) => Cause::new(
+        (_, Some(wc::RETRY_EXC_ERR)) => Cause::fail(
             "retry-exceeded",
-            Status::Fail,
             format!("the {s} end's packets were never acknowledged ({})", fault.error),
             "the path drops RoCE while TCP flows: check the VLAN of both rails, PFC/ECN on the switch ports, ACLs or firewalls on UDP 4791, and that rail i is paired with the peer's rail i",
         ),
-        (_, Some(wc::RNR_RETRY_EXC_ERR | wc::REM_ACCESS_ERR | 9 | 11 | 7)) => Cause::new(
+        (_, Some(wc::RNR_RETRY_EXC_ERR | wc::REM_ACCESS_ERR | 9 | 11 | 7)) => Cause::fail(
             "peer",
-            Status::Fail,
             format!("the peer's end rejected the work ({})", fault.error),
             "the peer's queue pair or buffer was not ready or not as described: run the same nccl-wrap version on both ends",
         ),
-        (_, Some(_)) => Cause::new(
+        (_, Some(_)) => Cause::fail(
             "qp-transition",
-            Status::Fail,
             format!("the {s} end's queue pair went to the error state: {}", fault.error),
             "a completion error outside the usual ones: check the adapter's firmware log (dmesg) on that node",
         ),
-        ("timeout", _) | ("latency" | "bandwidth", None) => Cause::new(
+        ("timeout", _) | ("latency" | "bandwidth", None) => Cause::fail(
             "timeout",
-            Status::Fail,
             format!("no completion on the {s} end before the deadline ({})", fault.error),
             "the path drops RoCE or the adapter stalls: check the VLAN of both rails, PFC/ECN, ACLs on UDP 4791 and the rail pairing; on software RoCE raise --timeout-ms",
         ),
         ("open" | "query_port" | "query_gid" | "query_pkey" | "alloc_pd" | "create_cq" | "create_qp" | "reg_mr", _) => {
-            Cause::new(
+            Cause::fail(
                 "no-port",
-                Status::Fail,
                 format!("the {s} end could not set up a queue pair at {}: {}", fault.step, fault.error),
                 "the port cannot run RDMA from this container: run `nccl-wrap doctor` there (uverbs nodes, memlock, the port's state)",
             )
         }
-        _ => Cause::new(
+        _ => Cause::fail(
             "peer",
-            Status::Fail,
             format!("the {s} end stopped at {}: {}", fault.step, fault.error),
             "run the same nccl-wrap version on both ends and look at the other end's output",
         ),

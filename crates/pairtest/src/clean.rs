@@ -1,10 +1,6 @@
-//! Peer-supplied text made safe to print: a log line, a JSON string, the termination message.
-//! A peer's refusal, its fault's error text, a verdict's summaries and hints all come from
-//! outside; printed as they came, a line break would forge a line of ours ("verdict: GO") and
-//! an escape sequence would drive the reader's terminal.
-//!
-//! Pure. It must never pass a control character (C0, DEL, C1, the Unicode line and paragraph
-//! separators, bidirectional marks and overrides) and never return more than its bound.
+//! Peer-supplied text made safe to print (a line break would forge a line, an escape drive the
+//! terminal). Pure. It must never pass a control character (C0, DEL, C1, line and paragraph
+//! separators, bidirectional marks) nor return more than its bound.
 
 /// The most bytes of peer text one log line keeps (the wire allows 1024).
 pub(crate) const MAX_SHOWN: usize = 512;
@@ -15,9 +11,8 @@ fn shown(c: char) -> bool {
         || matches!(c, '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'))
 }
 
-/// `text` with every control character (line breaks and tabs included) written as `\u{..}`,
-/// at most `max` bytes (at least 3): when cut, it ends with an ellipsis that says so. Cleaning
-/// clean text gives it back unchanged.
+/// `text` with every control character written as `\u{..}`, at most `max` bytes (at least 3),
+/// an ellipsis where cut. Clean text comes back unchanged.
 pub fn bounded(text: &str, max: usize) -> String {
     let max = max.max(3);
     let mut out = String::new();

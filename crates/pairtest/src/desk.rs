@@ -1,19 +1,7 @@
-//! A listener at work under its [`Policy`](super::door::Policy): it accepts, reads each first
-//! message on a short-lived thread of its own, and hands the arrivals out one at a time
-//! ([`Desk`]); and the serving of hellos that ping and the agents' ring share ([`serve`]).
-//!
-//! - A connection is judged once: admitted to a first read, or closed unread (an address not
-//!   admitted, a source past its share or its rate, the reads full), without a thread.
-//! - A connection judged a stray (EOF, garbage, a refusal, a wrong first message) is closed as
-//!   soon as it is judged: nothing keeps a copy of it. The only sockets held besides the
-//!   caller's are those in their first read (at most `readers`), shut when the desk closes.
-//! - Every stray is handed out, but only the first few of a source in a log window are to be
-//!   said one by one: the rest are counted (`ledger`) and said as one line at the window's end
-//!   ([`Arrival::Counted`]), so that a flood of connections is a few lines, not one each.
-//!
-//! It must never keep a stray's socket open past its judgement, never hold more than `readers`
-//! unjudged connections (`per_source` of one source), never start a reader for a source out of
-//! its rate, and never print a peer's text (the caller gets it as a value).
+//! A listener at work under its [`Policy`](super::door::Policy) ([`Desk`]), and the serving of
+//! hellos ping and the agents' ring share ([`serve`]). It must never keep a stray's socket past its
+//! judgement, hold more than `readers` unjudged connections, start a reader for a source out of its
+//! rate, or print a peer's text.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -33,11 +21,9 @@ use super::wire::{Hello, Message, Protocol};
 pub enum Arrival<P = Message> {
     /// Its first message, valid; the connection is the caller's now.
     First(Session, P),
-    /// A stray, already closed: what happened (peer text in it is printable: the wire cleans
-    /// it), and whether to say it (`false`: it is counted into its source's line instead).
+    /// A stray, already closed: what happened, and whether to say it (else counted).
     Stray { error: ExchangeError, said: bool },
-    /// The strays of a log window not said one by one, as one line to say
-    /// ([`ExchangeError::Counted`]); they were handed out already.
+    /// The strays of a log window not said one by one, as one line ([`ExchangeError::Counted`]).
     Counted(ExchangeError),
 }
 
@@ -89,8 +75,7 @@ impl<'l, P: Protocol + Send + 'static> Desk<'l, P> {
         Desk::with_ledger(l, policy, ledger)
     }
 
-    /// A desk whose sources are counted in `ledger`, which the front end shares (the gate's
-    /// roster counts its refusals there too).
+    /// A desk whose sources are counted in `ledger`, shared with the front end.
     pub fn with_ledger(l: &'l TcpListener, policy: Policy, ledger: Ledger) -> Desk<'l, P> {
         let (tx, rx) = mpsc::channel();
         Desk { l, policy, ledger, tx, rx, reading: Arc::default(), next_id: 0, pending: Vec::new() }
@@ -101,15 +86,17 @@ impl<'l, P: Protocol + Send + 'static> Desk<'l, P> {
         &self.ledger
     }
 
-    /// Counts a first message the front end refuses (a hello it does not serve) against its
-    /// source; whether it is to be said in full (`false`: counted into the window's line).
+    /// Counts a first message the front end refuses against its source; whether to say it.
     pub fn refused(&self, peer: IpAddr, why: &str) -> bool {
         self.ledger.refused(peer, why)
     }
 
     /// A stray closed unread, handed out and counted.
-    fn unread(&mut self, peer: SocketAddr, why: String, charge: bool) {
-        let said = self.ledger.count(Source::of(peer.ip()), &why, charge);
+    fn unread(&mut self, stream: Option<&TcpStream>, peer: SocketAddr, why: String) {
+        if let Some(s) = stream {
+            close(s);
+        }
+        let said = self.ledger.count(Source::of(peer.ip()), &why, false);
         self.pending.push(Arrival::Stray { error: ExchangeError::Unread { peer: peer.to_string(), why }, said });
     }
 
@@ -117,18 +104,15 @@ impl<'l, P: Protocol + Send + 'static> Desk<'l, P> {
         // A dual-stack listener sees IPv4 peers as IPv4-mapped IPv6 addresses: named as IPv4.
         let addr = SocketAddr::new(addr.ip().to_canonical(), addr.port());
         if let Some(why) = self.policy.allow.refusal(addr.ip()) {
-            close(&stream);
-            return self.unread(addr, why, false);
+            return self.unread(Some(&stream), addr, why);
         }
         if stream.set_nonblocking(false).is_err() {
-            close(&stream);
-            return self.unread(addr, "cannot read it (socket mode)".to_owned(), false);
+            return self.unread(Some(&stream), addr, "cannot read it (socket mode)".to_owned());
         }
         self.read(stream, addr);
     }
 
-    /// Reads the next message of `s` as a first message, under the same policy: a front end that
-    /// answered a first message and waits for the next (the gate's challenge, then the join).
+    /// Reads the next message of `s` as a first message, under the same policy (the gate's join).
     pub fn again(&mut self, s: Session) {
         match s.addrs() {
             Some((peer, _)) => self.read(s.into_stream(), peer),
@@ -155,33 +139,29 @@ impl<'l, P: Protocol + Send + 'static> Desk<'l, P> {
         true
     }
 
-    /// One connection's first message read on a thread of its own, under the hello deadline,
-    /// if its source's share, its source's rate and the whole allow it.
+    /// One connection's first message read on a thread of its own, if the policy allows it.
     fn read(&mut self, stream: TcpStream, addr: SocketAddr) {
         let source = Source::of(addr.ip());
         let mine = self.reading.lock().map_or(0, |r| r.values().filter(|x| x.source == source).count());
         // One source's share: its own oldest silent read gives way, else this one is closed.
         if mine >= self.policy.per_source && !self.evict(Some(source)) {
-            close(&stream);
             let why = format!("{mine} connections from {source} already in their first read");
-            return self.unread(addr, why, false);
+            return self.unread(Some(&stream), addr, why);
         }
         // Its rate: no thread for a source that has spent its reads (a reconnecting flood).
         if !self.ledger.take(source) {
-            close(&stream);
             let why = format!(
                 "more than {} first reads from {source} at once and {} a second past them",
                 self.policy.burst, self.policy.rate
             );
-            return self.unread(addr, why, false);
+            return self.unread(Some(&stream), addr, why);
         }
         // The whole: the oldest connection gives way if it has been silent for a while (closed
         // now; its reader ends), else this one is closed unread (its token given back).
         if self.reading() >= self.policy.readers && !self.evict(None) {
-            close(&stream);
             self.ledger.give_back(source);
             let why = format!("{} connections already in their first read", self.policy.readers);
-            return self.unread(addr, why, false);
+            return self.unread(Some(&stream), addr, why);
         }
         let id = self.next_id;
         self.next_id += 1;
@@ -211,7 +191,7 @@ impl<'l, P: Protocol + Send + 'static> Desk<'l, P> {
                     close(&x.stream);
                 }
             }
-            self.unread(addr, "no thread to read it".to_owned(), false);
+            self.unread(None, addr, "no thread to read it".to_owned());
         }
     }
 
@@ -256,9 +236,7 @@ impl<'l, P: Protocol + Send + 'static> Desk<'l, P> {
             if stop.load(Ordering::SeqCst) || until.is_some_and(|u| Instant::now() >= u) {
                 return None;
             }
-            // Nothing in flight, nothing counted to say and no end to wait for: sleep in the
-            // kernel until a peer comes (the node agent's listener lives as long as the agent:
-            // no polling for its life).
+            // Nothing in flight or to say, no end to wait for: sleep in the kernel until a peer.
             let idle = until.is_none() && self.reading() == 0 && !self.ledger.pending();
             if idle {
                 // A first read that ended between the look at the channel above and the count
@@ -278,8 +256,7 @@ impl<'l, P: Protocol + Send + 'static> Desk<'l, P> {
             }
             match self.l.accept() {
                 Ok((s, a)) => self.admit(s, a),
-                // Until a peer comes: short while first reads are under way (their results come
-                // over the channel), longer when idle (`stop` and `until` are checked between).
+                // Short while first reads are under way, longer when idle.
                 Err(e) if would_block(&e) => {
                     let nap = if self.reading() > 0 { Duration::from_millis(2) } else { Duration::from_millis(25) };
                     let nap = until.map_or(nap, |u| nap.min(u.saturating_duration_since(Instant::now())));
@@ -312,13 +289,9 @@ fn end(desk: &mut Desk<'_, Message>, on_error: &mut dyn FnMut(&ExchangeError)) {
     desk.counted(true).iter().for_each(on_error);
 }
 
-/// Accepts peers under `policy` and hands each valid hello to `on_peer`, one at a time on this
-/// thread. A connection that never sends a valid hello (a probe, a scanner, garbage, silence, an
-/// address not admitted) is a stray: reported to `on_error` (the first few of a source in a log
-/// window one by one, the rest as one count line), closed as soon as it is judged, and the wait
-/// goes on until it ends; so is a hello the policy refuses (told why). A peer that fails after
-/// its hello is reported too; without `keep` it ends the serving, with `keep` the next peer is
-/// served. Returns how many peers `on_peer` completed.
+/// Accepts peers under `policy` and hands each valid hello to `on_peer`, one at a time. Strays
+/// and refused hellos go to `on_error` (bounded per source and window) and the wait goes on; a
+/// peer failing after its hello ends the serving unless `keep`. Returns the peers completed.
 pub fn serve(
     l: &TcpListener,
     policy: &Policy,

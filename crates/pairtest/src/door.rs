@@ -1,24 +1,7 @@
-//! The one policy of every listener of the pair test (`ping --listen`, `ping --ring`, the gate's
-//! port, the node agents' ring), in one type, [`Policy`]: who may connect, how many connections
-//! are read at once (in all, and from one source), how fast one source may open them, how long
-//! each may take for its first message, how long a peer is waited for, and the most a peer's test
-//! may ask. The desk (`desk`) applies it; pure.
-//!
-//! - A connection from an address the listener does not admit is closed at once, unread.
-//! - Each admitted connection's first message is read on a short-lived thread under the hello
-//!   deadline, so a silent one holds up nothing; at most [`Policy::readers`] such reads run at
-//!   once, at most [`Policy::per_source`] of them one source's (an IPv4 address, an IPv6 /64),
-//!   and a source starts at most [`Policy::burst`] of them at once, then [`Policy::rate`] a
-//!   second (a read that comes to a valid first message gives its share back: a source's real
-//!   peers never run short; strays spend it). Past a limit, the oldest silent read of that
-//!   source (of any, for the whole) gives way after [`SILENT`], else the new connection is closed
-//!   unread, without a thread: one client's flood of connections keeps out no one else.
-//! - A hello asking for more than the listener's own test ([`Policy::answer`]) is clamped to it
-//!   (ping, the gate: both ends then run the smaller), or refused ([`Over::Refuse`], the agents'
-//!   ring); a test tagged for a job is refused where the listener serves plain tests only.
-//!
-//! It must never admit an address `allow` does not, and never let a hello decide more than the
-//! listener's own test allows.
+//! The one policy of every listener of the pair test ([`Policy`]): who may connect, how many reads
+//! at once and from one source, how fast, how long, and the most a peer's test may ask. Pure. It
+//! must never admit an address `allow` does not, nor let a hello decide more than the listener's
+//! own test allows.
 
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
@@ -28,14 +11,11 @@ use super::clean;
 use super::settings::Settings;
 use super::wire::Hello;
 
-/// First messages read at once by default: scanners opening hundreds of connections get the
-/// rest closed unread.
+/// First messages read at once by default; past it, connections are closed unread.
 pub(crate) const READERS: usize = 32;
-/// First messages of one source read at once by default: half, so that one client holding its
-/// share leaves the other half to everyone else.
+/// First messages of one source read at once by default: half, the rest left to everyone else.
 pub(crate) const PER_SOURCE: usize = READERS / 2;
-/// First reads one source may start at once by default, and a second past them: far above what
-/// one pod opens (a knock and a join, a pair test), far below a flood.
+/// First reads one source may start at once by default, and a second past them.
 pub(crate) const BURST: u32 = 64;
 pub(crate) const RATE: u32 = 32;
 /// How long a connection in its first read must have been silent before a newer one may close it.
@@ -64,14 +44,6 @@ pub enum AllowError {
 }
 
 impl Net {
-    fn bits(a: IpAddr) -> u32 {
-        if a.is_ipv4() {
-            32
-        } else {
-            128
-        }
-    }
-
     /// `ADDR` or `ADDR/PREFIX`.
     pub fn parse(spec: &str) -> Result<Net, AllowError> {
         let bad = || AllowError::Net(clean::bounded(spec, 64));
@@ -80,7 +52,7 @@ impl Net {
             None => (spec, None),
         };
         let addr: IpAddr = a.trim().parse().map_err(|_| bad())?;
-        let bits = Net::bits(addr);
+        let bits = if addr.is_ipv4() { 32 } else { 128 };
         let prefix = match p {
             None => bits,
             Some(p) => p.trim().parse::<u32>().map_err(|_| bad())?,
@@ -178,8 +150,7 @@ pub struct Policy {
     pub readers: usize,
     /// Of them, from one source at once.
     pub per_source: usize,
-    /// First reads one source may start at once, and then a second (a valid first message gives
-    /// its share back).
+    /// First reads one source may start at once, and then a second.
     pub burst: u32,
     pub rate: u32,
     /// Deadline of each connection's first message, from its acceptance.
@@ -190,8 +161,7 @@ pub struct Policy {
     pub keep: bool,
     /// Stop after this many connections (tests; `None` in the binary).
     pub max_peers: Option<usize>,
-    /// The most a peer's test may ask: the listener's own test (message size per pair, round
-    /// trips, bandwidth run; its phase deadline is the listener's).
+    /// The most a peer's test may ask: the listener's own test.
     pub answer: Settings,
     /// A hello asking for more than `answer`.
     pub over: Over,
@@ -200,8 +170,7 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// Anyone admitted by `allow`, each first message within `hello`, one peer served within
-    /// `answer` (clamped to it), waited for for ever: the rest is set field by field.
+    /// Anyone `allow` admits, first messages within `hello`, peers within `answer`, no end.
     pub fn new(allow: Allow, hello: Duration, answer: Settings) -> Policy {
         Policy {
             allow,
@@ -219,8 +188,7 @@ impl Policy {
         }
     }
 
-    /// Why a valid hello is not served, or `None`: a tag where plain tests only are served, or
-    /// more than the listener's test where it refuses rather than clamps.
+    /// Why a valid hello is not served (its tag, or asking more where `over` refuses), or `None`.
     pub fn refusal(&self, hello: &Hello) -> Option<String> {
         if let (Tags::Refuse(why), Some(_)) = (self.tags, &hello.gate) {
             return Some(why.to_owned());

@@ -1,12 +1,6 @@
-//! One edge of a test: this pod towards one peer (the initiating end), or serving the peer that
-//! tests it (the listening end), and [`PairTest`], the seam every front end drives a test
-//! through (ping, the gate and the agents' ring alike: the only way in). What comes in is what
-//! this pod brings ([`Here`], from [`here`](super::here)) and the peer; what goes out is every
-//! pair's result, unopened ports and unpaired rails included. Nothing here prints: the front ends
-//! each decide what to do with the results, so data walks one way, plan -> session -> pairs ->
-//! results.
-//!
-//! Every context, queue pair and registration an edge opens is closed before it returns.
+//! One edge of a test (this pod towards one peer, or serving it) and [`PairTest`], the one seam
+//! every front end drives a test through. Nothing here prints; every context, queue pair and
+//! registration an edge opens is closed before it returns.
 
 use std::time::{Duration, Instant};
 
@@ -26,15 +20,12 @@ pub fn cannot(id: &'static str, summary: impl Into<String>, hint: impl Into<Stri
 
 /// The peer's failure as a cause: it never came, or it came and misbehaved.
 pub fn peer_cause(e: &ExchangeError) -> Cause {
-    if e.no_peer() {
-        cannot("peer", e.to_string(), "start the other end, check the address and that TCP is open between the pods; --wait-ms sets how long to wait")
+    let hint = if e.no_peer() {
+        "start the other end, check the address and that TCP is open between the pods; --wait-ms sets how long to wait"
     } else {
-        cannot(
-            "peer",
-            e.to_string(),
-            "run the same nccl-wrap version on both ends, and make sure nothing else uses the port",
-        )
-    }
+        "run the same nccl-wrap version on both ends, and make sure nothing else uses the port"
+    };
+    cannot("peer", e.to_string(), hint)
 }
 
 /// Opens every planned port; fails only when none opens.
@@ -69,8 +60,7 @@ fn unopened(opened: &Opened, peer: &str) -> Vec<PairResult> {
         .collect()
 }
 
-/// A test of one peer, and the answer to one: the edge over ibverbs ([`super::rdma::Rdma`]), or
-/// a stand-in in tests. ping, the gate and the ring drive the same seam.
+/// A test of one peer, and the answer to one: [`super::rdma::Rdma`], or a stand-in in tests.
 pub trait PairTest: Send + Sync {
     /// This pod's name, as results and the gate's verdict name it.
     fn host(&self) -> String;
@@ -78,10 +68,7 @@ pub trait PairTest: Send + Sync {
     fn ports(&self) -> Result<Vec<PortInfo>, Cause>;
     /// Tests the peer at `target`: every pair's result, or why the test could not run.
     fn initiate(&self, target: &str, settings: &Settings, wait_until: Instant) -> Result<Vec<PairResult>, Cause>;
-    /// Answers a peer whose hello arrived (on the serving thread), within this listener's own
-    /// `settings`. What of the hello they clamp is told to `clamped` (the peer, what was cut)
-    /// before the run, so that a peer that asks for more and then vanishes half way is named for
-    /// what it asked all the same.
+    /// Answers a peer within `settings`, telling `clamped` first what they cut of its hello.
     fn answer(
         &self,
         s: Session,
@@ -94,9 +81,7 @@ pub trait PairTest: Send + Sync {
 /// Where a listener says what of a peer's hello its own settings cut: (the peer, what was cut).
 pub type Clamped<'a> = &'a dyn Fn(&str, &[String]);
 
-/// Tests `target` from this pod: opens the ports, connects (retrying until `wait_until`), runs
-/// the session and returns every pair's result. Err: the peer never came or misbehaved, or no
-/// port opened.
+/// Tests `target` from this pod; Err: the peer never came or misbehaved, or no port opened.
 pub(crate) fn initiate(
     here: &Here,
     target: &str,
@@ -116,11 +101,9 @@ pub(crate) fn initiate(
 /// How long a client waits before it connects again to a listener that closed it unread.
 pub(crate) const AGAIN: Duration = Duration::from_millis(50);
 
-/// Connects to `target` and exchanges the first messages (`first`), connecting again while a
-/// listener closes the connection without a word (its reads were full, or this source's share
-/// of them: a flood of someone else's) and `wait_until` has not passed; the session's deadline is
-/// then `limits.timeout` from each connection. A client that connects once would be kept out by
-/// a listener busy for a moment; a refusal, garbage or silence is the peer's answer, not retried.
+/// Connects to `target` and exchanges the first messages (`first`), connecting again until
+/// `wait_until` while a busy listener closes without a word; a refusal, garbage or silence is the
+/// peer's answer, not retried.
 pub fn greet<T>(
     target: &str,
     wait_until: Instant,
@@ -139,17 +122,13 @@ pub fn greet<T>(
     }
 }
 
-/// What of `hello` this listener's `settings` clamp (its message size, round trips, timed run,
-/// and the total it registers): for the caller to say before it answers, so that a peer that
-/// asks for more and then vanishes half way is named for what it asked all the same.
+/// What of `hello` this listener's `settings` clamp, for the caller to say before it answers.
 pub(crate) fn clamped(opened: &Opened, hello: &Hello, settings: &Settings) -> Vec<String> {
     let pairs = session::pairing(hello.ports.len(), opened.infos.len(), hello.all_pairs);
     settings.answer(hello, pairs.len()).1
 }
 
-/// Answers one peer whose hello arrived, with ports opened by this thread, within this
-/// listener's `settings` (what they clamp: [`clamped`]); returns the pairs as this end saw them
-/// (the initiator's figures included).
+/// Answers one peer, with ports opened by this thread, within `settings` ([`clamped`]).
 pub(crate) fn answer(
     here: &Here,
     opened: &Opened,

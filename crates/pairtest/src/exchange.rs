@@ -1,12 +1,6 @@
-//! The out-of-band exchange over TCP (the pod network): binding (the one dual-stack bind of every
-//! listener), connecting, and reading and writing [`wire`](super::wire) frames, every one bounded
-//! by a deadline.
-//!
-//! A peer is not trusted: a read never blocks past its deadline (socket timeouts recomputed on
-//! every read, so a peer trickling bytes is stopped too), a frame longer than the limit is
-//! refused before anything is allocated for it, and every way a peer can go wrong (garbage, a
-//! huge length, silence, a disconnect half way) is a typed error naming what happened. Who a
-//! listener serves is [`door`](super::door)'s. Nothing here touches RDMA.
+//! The out-of-band exchange over TCP: the one dual-stack bind, connecting, and reading and writing
+//! [`wire`](super::wire) frames. A peer is not trusted: no read blocks past its deadline, and an
+//! oversized frame is refused before anything is allocated for it.
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd};
@@ -83,8 +77,7 @@ pub struct Session {
     pub(crate) deadline: Instant,
 }
 
-/// Waits until `fd` is readable (data, the end, or an error) or `timeout` passes: one poll(2),
-/// where a loop of sleeps and peeks would wake a thousand idle pods' threads for nothing.
+/// Waits until `fd` is readable (data, the end, or an error) or `timeout` passes: one poll(2).
 pub(crate) fn wait_readable(fd: BorrowedFd<'_>, timeout: Duration) -> bool {
     let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
     let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
@@ -102,8 +95,7 @@ impl Session {
         Session { stream, peer, deadline }
     }
 
-    /// The peer's address and ours on this connection (the gate learns pod addresses so); an
-    /// IPv4 peer of a dual-stack listener as IPv4, not IPv4-mapped IPv6.
+    /// The peer's address and ours (an IPv4 peer of a dual-stack listener as IPv4, not mapped).
     pub fn addrs(&self) -> Option<(SocketAddr, SocketAddr)> {
         let canonical = |a: SocketAddr| SocketAddr::new(a.ip().to_canonical(), a.port());
         Some((canonical(self.stream.peer_addr().ok()?), canonical(self.stream.local_addr().ok()?)))
@@ -142,8 +134,7 @@ impl Session {
         ExchangeError::Io { peer: self.peer.clone(), source }
     }
 
-    /// Reads one message before the deadline. A header declaring more than the limit is
-    /// refused before the payload is read or allocated.
+    /// Reads one message before the deadline (an oversized header refused before any read).
     pub fn recv(&mut self) -> Result<Message, ExchangeError> {
         self.recv_as()
     }
@@ -264,8 +255,7 @@ impl Place {
     }
 }
 
-/// Splits `[ADDR:]PORT` for `--listen` (`18515`: every address of both families;
-/// `0.0.0.0:18515`, `[::]:18515`: that address).
+/// Splits `[ADDR:]PORT` for `--listen` (a bare port: every address of both families).
 pub fn listen_addr(spec: &str) -> Result<Place, ExchangeError> {
     let bad = |detail: &str| ExchangeError::Address { addr: spec.to_owned(), detail: detail.to_owned() };
     if let Ok(port) = spec.parse::<u16>() {
@@ -293,8 +283,7 @@ pub fn split_target(spec: &str) -> Result<(String, u16), ExchangeError> {
     Ok((host.to_owned(), port))
 }
 
-/// Connects to `HOST:PORT`, retrying (the peer may not be up yet, its name not yet in DNS)
-/// until `wait_until`; the session's deadline is then `run` from the connection.
+/// Connects to `HOST:PORT`, retrying until `wait_until`; the session's deadline is then `run`.
 pub fn connect(target: &str, wait_until: Instant, run: Duration) -> Result<Session, ExchangeError> {
     let (host, port) = split_target(target)?;
     let start = Instant::now();
@@ -331,10 +320,8 @@ pub fn bind(addr: SocketAddr) -> Result<TcpListener, ExchangeError> {
     ready(l, addr)
 }
 
-/// The one listener on every address (ping's `--listen PORT` and ring, the gate's port, the node
-/// agents' ring): `[::]` with IPV6_V6ONLY off, so that it takes IPv4 too whatever the kernel's
-/// `net.ipv6.bindv6only` says (a pod network may give pods IPv6 addresses, or both); `0.0.0.0`
-/// where that cannot be had (IPv6 off in the kernel), named in the error if that fails too.
+/// The one listener on every address: `[::]` with IPV6_V6ONLY off, whatever
+/// `net.ipv6.bindv6only` says; `0.0.0.0` where IPv6 is off, named in the error if that fails too.
 pub fn bind_any(port: u16) -> Result<TcpListener, ExchangeError> {
     let any6 = SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, port, 0, 0);
     let dual = || -> io::Result<TcpListener> {
@@ -358,9 +345,7 @@ pub fn bind_any(port: u16) -> Result<TcpListener, ExchangeError> {
 
 /// A bound listener made ready to serve: the kernel's longest accept queue, non-blocking.
 fn ready(l: TcpListener, addr: SocketAddr) -> Result<TcpListener, ExchangeError> {
-    // A job's pods join in one burst: std listens with a backlog of 128, which a few hundred pods
-    // overflow, and the kernel then drops their SYNs, retried only after a second. The kernel's
-    // own bound (net.core.somaxconn) still applies; calling listen again only changes the queue.
+    // A job's pods join in one burst, which std's backlog of 128 overflows (SYNs dropped).
     if let Err(e) = nix::sys::socket::listen(&l, nix::sys::socket::Backlog::MAXCONN) {
         log::debug!("{addr}: listen backlog stays at 128: {e}");
     }

@@ -1,12 +1,10 @@
-//! What this pod brings to every edge of a test, read once before any: its ports as the run will
-//! use them (the plan's, with NCCL_IB_GID_INDEX as NCCL will read it), its name, its routes, and
-//! the ports its plan left out for their GID. Reads only the plan, the variables and the proc
-//! root; opens nothing.
+//! What this pod brings to every edge of a test, read once: its ports as the run uses them, its
+//! name, its routes, the ports left out for their GID. Reads only; opens nothing.
 
 use std::ffi::OsStr;
 use std::path::Path;
 
-use super::cause::{Cause, PlanGid, Status};
+use super::cause::{Cause, PlanGid};
 use super::output::{self, Dropped};
 use super::pair::Planned;
 use super::route::{self, Route};
@@ -26,8 +24,7 @@ pub struct Inputs<'a> {
     pub verbs: &'a dyn Verbs,
 }
 
-/// What this pod brings to every edge: its ports as the run will use them, its name, its routes
-/// and the ports its plan left out for their GID.
+/// What this pod brings to every edge.
 #[derive(Debug, Clone)]
 pub struct Here {
     pub planned: Vec<Planned>,
@@ -48,18 +45,16 @@ impl Here {
 /// This pod's side of every edge, or why it has none: ibverbs not used, no usable port.
 pub fn read(inp: &Inputs) -> Result<Here, Cause> {
     if let Err(VerbsError::Unavailable(reason)) = inp.verbs.device_names() {
-        return Err(Cause::new(
+        return Err(Cause::fail(
             "no-port",
-            Status::Fail,
             format!("ping moves bytes through ibverbs, which are not used here: {reason}"),
             "run against the kernel's /sys, without --skip-verbs",
         ));
     }
     let planned = planned(inp.plan);
     if planned.is_empty() {
-        return Err(Cause::new(
+        return Err(Cause::fail(
             "no-port",
-            Status::Fail,
             "no usable RDMA port in this pod: nothing to test (a run would set NCCL_IB_DISABLE=1)",
             "run `nccl-wrap doctor` to see why each port is not used",
         ));
@@ -74,19 +69,12 @@ pub fn read(inp: &Inputs) -> Result<Here, Cause> {
     })
 }
 
-/// The plan's entry at each planned port's GID index (its own pick, or the entry a forced
-/// NCCL_IB_GID_INDEX lands on in a table the plan read whole), and whose address it held.
+/// The plan's entry at each planned port's GID index, and whose address it held.
 fn plan_gids(plan: &Plan, planned: &[Planned]) -> Vec<PlanGid> {
     let mut out = Vec::new();
     for p in planned {
         let Some(index) = p.gid_index else { continue };
-        let facts = plan
-            .detection
-            .devices
-            .iter()
-            .find(|d| d.name == p.device)
-            .and_then(|d| d.ports.iter().find(|f| f.port == u32::from(p.port)));
-        let Some(f) = facts else { continue };
+        let Some(f) = facts(plan, &p.device, u32::from(p.port)) else { continue };
         if let Some(g) = entry_at(f, index) {
             out.push(PlanGid {
                 device: p.device.clone(),
@@ -101,8 +89,7 @@ fn plan_gids(plan: &Plan, planned: &[Planned]) -> Vec<PlanGid> {
     out
 }
 
-/// The plan's ports as the run will use them: NCCL_IB_GID_INDEX as NCCL will read it (the
-/// user's value when kept), otherwise each port's own pick.
+/// The plan's ports with NCCL_IB_GID_INDEX as NCCL will read it, else each port's own pick.
 pub(crate) fn planned(plan: &Plan) -> Vec<Planned> {
     let forced: Option<u32> = plan.vars.iter().find(|v| v.name == IB_GID_INDEX).and_then(|v| {
         let value = if v.action == Action::Kept { v.previous.as_deref()? } else { v.value.as_str() };
@@ -121,8 +108,7 @@ pub(crate) fn planned(plan: &Plan) -> Vec<Planned> {
             .filter(|_| !software);
         let pick = facts.and_then(|p| p.gid.as_ref());
         let gid_index = forced.filter(|_| pick.is_some()).or(pick.map(|g| g.index));
-        // The entry at that index as the plan read it: its own pick, NCCL's, or a row of a
-        // table read whole (a forced index elsewhere is read from the port when it opens).
+        // The entry at that index as the plan read it (else read from the port when it opens).
         let entry = facts.and_then(|f| entry_at(f, gid_index?));
         let gid_type = entry.and_then(|g| g.roce).map(|r| match r {
             RoceType::V1 => "IB/RoCE v1".to_owned(),
@@ -140,25 +126,22 @@ pub(crate) fn planned(plan: &Plan) -> Vec<Planned> {
     out
 }
 
+/// What the plan read of `device` port `port`.
+fn facts<'p>(plan: &'p Plan, device: &str, port: u32) -> Option<&'p PortFacts> {
+    plan.detection.devices.iter().find(|d| d.name == device).and_then(|d| d.ports.iter().find(|f| f.port == port))
+}
+
 /// The entry at `index` of a port, as the plan read it.
 fn entry_at(f: &PortFacts, index: u32) -> Option<&GidPick> {
     f.gid.iter().chain(f.nccl_pick.iter()).chain(f.table.iter()).find(|g| g.index == index)
 }
 
-/// The RoCE ports the plan leaves out only for their GID (up and ACTIVE, but no GID of NCCL's
-/// family and RoCE version: a rail without its IPv4 address), with the plan's reason. A port
-/// left out for anything else (down, not this pod's) is not a rail of this pod.
+/// The RoCE ports the plan leaves out only for their GID, with the plan's reason.
 pub(crate) fn dropped_for_gid(plan: &Plan) -> Vec<output::Dropped> {
     let mut out = Vec::new();
     for d in plan.decisions.iter().filter(|d| !d.used) {
         let (Some(reason), Ok(port)) = (&d.reason, u8::try_from(d.port)) else { continue };
-        let facts = plan
-            .detection
-            .devices
-            .iter()
-            .find(|x| x.name == d.device)
-            .and_then(|x| x.ports.iter().find(|p| p.port == d.port));
-        let Some(f) = facts else { continue };
+        let Some(f) = facts(plan, &d.device, d.port) else { continue };
         let gid_only = f.link_layer.as_deref() == Some("Ethernet")
             && nw_decide::link_problem(f).is_none()
             && f.gid.as_ref().is_some_and(|g| !g.full_match);

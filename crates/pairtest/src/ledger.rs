@@ -1,17 +1,6 @@
-//! What each source address has done at one listener, and what is said of it: its token bucket
-//! (first reads a second, past a burst), and the refusals of this log window, of which the first
-//! few are said in full and the rest counted into one line a window ("1,204 connection(s)
-//! refused from 10.0.0.9 in the last 10 s"). The desk admits by it; a front end that refuses a
-//! first message it was handed (the gate's roster, a hello the policy does not serve) counts
-//! against it too, from any thread.
-//!
-//! A source is one IPv4 address, or one IPv6 /64 (what one host is given: an attacker does not
-//! get a fresh source from each of its addresses). One client's flood of connections costs it its
-//! own tokens and its own lines, never another source's.
-//!
-//! It must never hold more than [`MAX_SOURCES`] entries, and never let more than
-//! [`FULL_PER_WINDOW`] full lines and [`SUMS_PER_WINDOW`] + 1 count lines out a window, however
-//! many connections come.
+//! Each source's token bucket at one listener, and its refusals said at a bounded rate (a source is
+//! an IPv4 address or an IPv6 /64). It must never hold more than [`MAX_SOURCES`] entries, nor let
+//! more than [`FULL_PER_WINDOW`] full and [`SUMS_PER_WINDOW`] + 1 count lines out a window.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -126,21 +115,18 @@ impl Ledger {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Takes one of `src`'s tokens for a first read: false when it has none left (the
-    /// connection is then closed unread, no thread started for it).
+    /// Takes one of `src`'s tokens for a first read; false when it has none left.
     pub(crate) fn take(&self, src: Source) -> bool {
         let mut book = self.book();
         let Some(e) = book.entry(src) else { return true };
-        if e.tokens >= 1.0 {
+        let has = e.tokens >= 1.0;
+        if has {
             e.tokens -= 1.0;
-            true
-        } else {
-            false
         }
+        has
     }
 
-    /// Gives back the token of a first read that came to a valid first message: a source's real
-    /// peers never run out, whatever their number; strays spend theirs.
+    /// Gives back the token of a valid first message: real peers never run out, strays do.
     pub(crate) fn give_back(&self, src: Source) {
         let mut book = self.book();
         let burst = book.burst;
@@ -149,9 +135,7 @@ impl Ledger {
         }
     }
 
-    /// Counts one refusal of a connection from `ip` that the front end was handed as valid (a
-    /// hello it does not serve, a join it does not take), charging its source the token it was
-    /// given back; whether it is to be said in full (false: it is counted into the window's line).
+    /// Counts a front end's refusal of `ip`'s first message (a token too); whether to say it.
     pub fn refused(&self, ip: IpAddr, why: &str) -> bool {
         self.count(Source::of(ip), why, true)
     }
@@ -183,9 +167,8 @@ impl Ledger {
         book.others > 0 || book.per.values().any(|e| e.counted > 0)
     }
 
-    /// When the window ends, its count lines (`now`: end it now, the listener closes): one per
-    /// source with refusals past its full ones, the busiest first, at most [`SUMS_PER_WINDOW`],
-    /// and one for the rest. A new window starts, its budgets whole; idle sources are forgotten.
+    /// When the window ends (or `now`), its count lines, the busiest source first, at most
+    /// [`SUMS_PER_WINDOW`] and one for the rest; idle sources are forgotten.
     pub(crate) fn due(&self, now: bool) -> Vec<ExchangeError> {
         let mut book = self.book();
         let over = book.window.elapsed();
@@ -210,8 +193,7 @@ impl Ledger {
             let from = if sources > 0 { format!("{sources} other source(s)") } else { "untracked sources".to_owned() };
             out.push(ExchangeError::Counted { count: n, from, secs, last: String::new() });
         }
-        // A new window: budgets whole, and a source that is quiet and whose bucket is full again
-        // is forgotten (it would come back as it is).
+        // A new window: budgets whole, quiet sources with full buckets forgotten.
         let (burst, rate) = (book.burst, book.rate);
         book.per.retain(|_, e| {
             e.said = 0;

@@ -27,8 +27,7 @@ pub struct PairResult {
     pub latency_us: Option<Value>,
     pub bandwidth_gbytes_per_s: Option<f64>,
     pub cause: Option<Cause>,
-    /// The slower end's rated speed in kb/s, when both ends are hardware ports with a rate
-    /// (what `slow` judges the figure against; not part of ping's JSON).
+    /// The slower end's rated speed in kb/s, hardware ports only (not in ping's JSON).
     #[serde(skip)]
     pub(crate) rated_kbps: Option<u64>,
 }
@@ -81,14 +80,12 @@ fn round(v: f64, places: i32) -> f64 {
     (v * m).round() / m
 }
 
-/// GB/s as printed: three decimals, six below 1 GB/s (software RoCE moves a few MB/s, which
-/// three decimals would round to nothing).
+/// GB/s as printed: three decimals, six below 1 GB/s (software RoCE moves a few MB/s).
 fn gbytes(g: f64) -> f64 {
     round(g, if g < 1.0 { 6 } else { 3 })
 }
 
-/// What this end knows beside the run when it names a cause: its routes, and the plan's entry
-/// at each port's GID index.
+/// What this end knows beside the run when it names a cause: its routes and plan entries.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Local<'a> {
     pub(crate) routes: Option<&'a [Route]>,
@@ -112,22 +109,29 @@ pub fn result(index: usize, peer: &str, run: &PairRun, local: Local) -> PairResu
         plan_gid: local.gids.iter().find(|g| g.device == run.local.device && g.port == run.local.port),
     };
     let cause = cause::classify(&facts);
-    let status = cause.as_ref().map_or(Status::Pass, |c| c.status);
-    let fig = run.figures.filter(|_| status != Status::Fail);
-    let latency_us = fig.and_then(|f| Some(json!({"median": round(f.median_us?, 2), "p99": round(f.p99_us?, 2)})));
+    let mut r = pair_result(index, peer, PortOut::of(&run.local), Some(PortOut::of(&run.remote)), cause);
+    let fig = run.figures.filter(|_| r.status != Status::Fail);
+    r.latency_us = fig.and_then(|f| Some(json!({"median": round(f.median_us?, 2), "p99": round(f.p99_us?, 2)})));
+    r.bandwidth_gbytes_per_s = fig.and_then(|f| f.gbps).map(gbytes);
+    r.rated_kbps = run.local.rate_kbps.zip(run.remote.rate_kbps).map(|(l, r)| l.min(r));
+    r
+}
+
+/// A result without figures, its status its cause's.
+fn pair_result(index: usize, peer: &str, local: PortOut, remote: Option<PortOut>, cause: Option<Cause>) -> PairResult {
     PairResult {
         kind: "ping-pair",
         index,
         node_index: None,
         peer_index: None,
         peer: peer.to_owned(),
-        local: PortOut::of(&run.local),
-        remote: Some(PortOut::of(&run.remote)),
-        status,
-        latency_us,
-        bandwidth_gbytes_per_s: fig.and_then(|f| f.gbps).map(gbytes),
+        local,
+        remote,
+        status: cause.as_ref().map_or(Status::Pass, |c| c.status),
+        latency_us: None,
+        bandwidth_gbytes_per_s: None,
         cause,
-        rated_kbps: run.local.rate_kbps.zip(run.remote.rate_kbps).map(|(l, r)| l.min(r)),
+        rated_kbps: None,
     }
 }
 
@@ -136,9 +140,7 @@ pub(crate) fn unopened(index: usize, peer: &str, device: &str, port: u8, cause: 
     fail(index, peer, bare(device, port), None, cause)
 }
 
-/// A port of this end that the plan leaves out for its GID (a rail without its IPv4 address):
-/// NCCL will not use it, so its rail cannot be paired, and ping says so rather than test one
-/// rail fewer without a word.
+/// A port of this end that the plan leaves out for its GID: its rail cannot be paired.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dropped {
     pub device: String,
@@ -151,26 +153,11 @@ fn bare(device: &str, port: u8) -> PortOut {
 }
 
 fn fail(index: usize, peer: &str, local: PortOut, remote: Option<PortOut>, cause: Cause) -> PairResult {
-    PairResult {
-        kind: "ping-pair",
-        index,
-        node_index: None,
-        peer_index: None,
-        peer: peer.to_owned(),
-        local,
-        remote,
-        status: Status::Fail,
-        latency_us: None,
-        bandwidth_gbytes_per_s: None,
-        cause: Some(cause),
-        rated_kbps: None,
-    }
+    PairResult { status: Status::Fail, ..pair_result(index, peer, local, remote, Some(cause)) }
 }
 
-/// The rails that rail pairing leaves without a partner (the ends offer different numbers of
-/// usable ports) and this end's ports the plan dropped for their GID, each as a failed pair with
-/// cause `no-port`, numbered from `first`. With `--all-pairs` every port meets every port, so only
-/// the dropped ports are reported.
+/// The rails left without a partner (not with `--all-pairs`) and this end's ports dropped for
+/// their GID, each as a failed pair with cause `no-port`, numbered from `first`.
 pub fn unpaired(
     first: usize,
     peer: &str,
@@ -185,9 +172,8 @@ pub fn unpaired(
     let mut dropped = dropped.iter();
     if !all_pairs {
         for (i, p) in local.iter().enumerate().skip(nr) {
-            let c = Cause::new(
+            let c = Cause::fail(
                 "no-port",
-                Status::Fail,
                 format!(
                     "rail {i} ({}:{}) has no partner: the peer offers {nr} usable port(s), this end {nl}; the peer's rail {i} is missing or unusable there",
                     p.device, p.port
@@ -202,7 +188,7 @@ pub fn unpaired(
                 "the peer's rail {i} ({}:{}) has no partner here: this end offers {nl} usable port(s), the peer {nr}",
                 p.device, p.port
             );
-            let mut c = Cause::new("no-port", Status::Fail, "", "");
+            let mut c = Cause::fail("no-port", "", "");
             let local = match d {
                 Some(d) => {
                     summary.push_str(&format!("; {}:{} is not used here: {}", d.device, d.port, d.reason));
@@ -217,9 +203,8 @@ pub fn unpaired(
         }
     }
     for d in dropped {
-        let c = Cause::new(
+        let c = Cause::fail(
             "no-port",
-            Status::Fail,
             format!("{}:{} is not used here, so its rail is not tested: {}", d.device, d.port, d.reason),
             "fix the port as the reason says (`nccl-wrap doctor` on this pod), then run ping again",
         )

@@ -1,15 +1,6 @@
-//! The RDMA side of ping: each pair's queue pair, its connection to the peer's, the latency
-//! ping-pong (SEND/RECV) and the bandwidth run (RDMA WRITE), over the owner types of
-//! `verbs::ffi`. No `unsafe` here; every wait polls the completion queue and ends at a deadline.
-//!
-//! Memory is allocated and registered as the self-test does it (`DmaBuf`, `Mr::register`), so
-//! memlock and IOMMU trouble shows the same way. Each pair's buffer is `bytes` of test data (the
-//! only region a peer may write, through the rkey it is sent) followed by small message slots;
-//! it is deregistered when the pair's resources drop at the end of the run.
-//!
-//! The hot paths poll without sleeping: writes go out in signalled batches with several batches
-//! in flight, receives are posted before the peer is told the pair is ready, and an empty poll
-//! only yields the CPU (a software device like rxe needs it to make progress).
+//! The verbs work of one pair: its queue pair, the connection to the peer's, the latency ping-pong
+//! and the bandwidth run, memory registered as the self-test does. No `unsafe` here; every wait
+//! polls the completion queue and ends at a deadline.
 
 use std::io;
 use std::time::{Duration, Instant};
@@ -40,11 +31,9 @@ pub(crate) const RETRY_CNT: u8 = 6;
 const ACK_TIMEOUT_MIN: u8 = 8;
 const ACK_TIMEOUT_MAX: u8 = 20;
 
-/// The queue pair's ACK timeout exponent for a phase deadline of `phase` (`--timeout-ms`): the
-/// largest (within 8..=20) with which the first try and [`RETRY_CNT`] retries, each of 4.096 us x
-/// 2^timeout, fit in a quarter of the deadline, so that a path dropping RoCE ends in
-/// `IBV_WC_RETRY_EXC_ERR` well before the phase gives up. The default 3000 ms gives 14 (67 ms a
-/// try, 0.47 s in all).
+/// The ACK timeout exponent (8..=20) whose first try and [`RETRY_CNT`] retries (4.096 us x
+/// 2^timeout each) fit in a quarter of `phase`, so a path dropping RoCE ends in
+/// `IBV_WC_RETRY_EXC_ERR` before the phase gives up (3000 ms: 14).
 pub(crate) fn ack_timeout(phase: Duration) -> u8 {
     let budget_ns = phase.as_nanos() / 4;
     let per_try_ns = |t: u8| 4096u128 << t;

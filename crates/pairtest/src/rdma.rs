@@ -1,9 +1,5 @@
 //! The one adapter of the pair test over ibverbs: [`PairTest`] on the ports this pod (or node)
-//! brings. ping and the gate hold one for their run; the node agent's ring renews what it brings
-//! every ring round, read by both the round and the serving thread.
-//!
-//! Contexts are opened on the calling thread and closed before each call returns: nothing of
-//! verbs crosses threads, and nothing is held between tests.
+//! brings. Contexts are opened on the calling thread and closed before each call returns.
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -29,17 +25,11 @@ impl Rdma {
 
     /// Replaces what this end brings (the ring: the node's ports, read again every round).
     pub fn renew(&self, here: Result<Here, Cause>) {
-        match self.here.lock() {
-            Ok(mut h) => *h = here,
-            Err(p) => *p.into_inner() = here,
-        }
+        *self.here.lock().unwrap_or_else(|p| p.into_inner()) = here;
     }
 
     fn here(&self) -> Result<Here, Cause> {
-        match self.here.lock() {
-            Ok(h) => h.clone(),
-            Err(p) => p.into_inner().clone(),
-        }
+        self.here.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
 

@@ -1,21 +1,12 @@
-//! This namespace's IPv4 routes (`PROC/net/route`, the main table) and the one question ping asks
-//! of them: does rail X (its GID's net device) have a route to the peer's address? RoCE v2 is
-//! routed like any IP packet from the GID's net device, so a peer on a subnet no route of that
-//! device covers is unreachable however healthy both ports are (rail-optimised fabrics give each
-//! rail its own subnet: rail 0 to rail 1 has no route).
-//!
-//! The table is observation's (`nw_observe::detect::route`, the one parser of it); only [`read`]
-//! touches the file, under the `--proc-root` given. Policy
-//! routing tables other than main are not in this file, so a "no route" here is evidence for a
-//! failed pair, never a verdict on its own.
+//! Whether rail X (its GID's net device) has an IPv4 route to the peer, over this namespace's
+//! main table: evidence for a failed pair (RoCE v2 is routed like IP), never a verdict alone.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 
 pub use nw_observe::detect::route::Route;
 
-/// Reads `PROC/net/route` (bounded, never blocking); `None` when it cannot be read (no procfs, or
-/// IPv4 absent).
+/// Reads `PROC/net/route` (bounded, never blocking); `None` when it cannot be read.
 pub fn read(proc_root: &Path) -> Option<Vec<Route>> {
     nw_observe::detect::route::read_v4(proc_root).ok()
 }
@@ -25,8 +16,7 @@ pub fn read(proc_root: &Path) -> Option<Vec<Route>> {
 pub(crate) enum Reach {
     /// The longest matching route through `netdev`.
     Via(Route),
-    /// No route through `netdev` covers the peer; the best one overall, if any, uses another
-    /// device.
+    /// No route through `netdev` covers the peer; the best one overall uses another device.
     NoRoute { elsewhere: Option<Route> },
 }
 

@@ -1,10 +1,5 @@
-//! One run with one peer, from either end: hello, each pair's queue pair (setup), connecting
-//! (ready), the latency ping-pong and the bandwidth run (initiator) or the answering loop
-//! (listener), and the end (done). Both ends step through the same messages, so each learns
-//! the other's faults and the listener can print the initiator's figures.
-//!
-//! Every phase is bounded: the session's deadline covers the exchange, and each pair's waits
-//! have their own deadline under it.
+//! One run with one peer, from either end: hello, setup, ready, the latency and bandwidth runs (or
+//! the answering loop), done. Every phase is bounded by the session's deadline.
 
 use std::time::{Duration, Instant};
 
@@ -24,8 +19,7 @@ pub struct PairRun {
     pub figures: Option<Figures>,
 }
 
-/// This end's ports, opened: contexts for the run and descriptions for the peer. A port that
-/// cannot be opened is set aside with its fault.
+/// This end's ports, opened (contexts and descriptions), and those that failed, with why.
 pub struct Opened {
     pub(crate) ctxs: Vec<Context>,
     pub(crate) infos: Vec<PortInfo>,
@@ -78,10 +72,6 @@ pub fn budget(pairs: usize, rounds: usize, limits: &Settings) -> Duration {
     limits.timeout * (2 + pairs as u32) + Duration::from_millis(u64::from(limits.duration_ms)) * rounds as u32
 }
 
-fn first(a: &mut Option<Fault>, f: Fault) {
-    a.get_or_insert(f);
-}
-
 fn peer_count<T>(s: &Session, got: &[T], want: usize, what: &'static str) -> Result<(), ExchangeError> {
     if got.len() != want {
         return Err(ExchangeError::Unexpected {
@@ -96,8 +86,7 @@ fn peer_count<T>(s: &Session, got: &[T], want: usize, what: &'static str) -> Res
 /// Each pair's first fault on this end and on the peer's, and the peer's queue pairs.
 type Connected = (Vec<Option<Fault>>, Vec<Option<Fault>>, Vec<QpInfo>);
 
-/// The steps both ends share: setup and ready. Returns each pair's faults (local, remote) and
-/// the peer's queue pairs.
+/// setup and ready, shared by both ends: each pair's faults (local, remote), the peer's QPs.
 fn connect(
     s: &mut Session,
     res: &[Result<Res<'_>, Fault>],
@@ -132,9 +121,7 @@ fn connect(
     let ready = s.expect("ready", |m| if let Message::Ready(v) = m { Some(v) } else { None })?;
     peer_count(s, &ready, n, "ready")?;
     for (k, st) in ready.into_iter().enumerate() {
-        if let Some(f) = st.fault {
-            first(&mut remote[k], f);
-        }
+        remote[k] = remote[k].take().or(st.fault);
     }
     Ok((local, remote, theirs))
 }
@@ -145,16 +132,14 @@ pub(crate) fn greet(s: &mut Session, opened: &Opened, host: &str, asked: &Settin
     s.expect("hello", |m| if let Message::Hello(h) = m { Some(h) } else { None })
 }
 
-/// The initiating end, once the hellos are exchanged ([`greet`]): every pair's tests; returns
-/// the pairs as this end saw them and the peer's ports.
+/// The initiating end after [`greet`]: every pair's tests, as this end saw them.
 pub(crate) fn initiate(
     s: &mut Session,
     opened: &Opened,
     theirs: Hello,
     asked: &Settings,
 ) -> Result<(Vec<PairRun>, Vec<PortInfo>), ExchangeError> {
-    // The listener may have clamped the test to its own limits (its hello says so): both ends
-    // run the smaller, so that no write goes past the buffer the listener registered.
+    // Both ends run the smaller test, should the listener have clamped it.
     let limits = &Settings {
         bytes: asked.bytes.min(theirs.bytes),
         iters: asked.iters.min(theirs.iters),
@@ -194,7 +179,7 @@ pub(crate) fn initiate(
         }
         let duration = Duration::from_millis(u64::from(limits.duration_ms));
         for round in &rounds {
-            let mut streams: Vec<(usize, Stream<'_, '_>)> = round
+            let streams: Vec<(usize, Stream<'_, '_>)> = round
                 .iter()
                 .filter(|&&k| ok(k, &local, &remote))
                 .filter_map(|&k| {
@@ -204,9 +189,7 @@ pub(crate) fn initiate(
             if streams.is_empty() || duration.is_zero() {
                 continue;
             }
-            let mut only: Vec<Stream<'_, '_>> = Vec::new();
-            let ks: Vec<usize> = streams.iter().map(|(k, _)| *k).collect();
-            only.extend(streams.drain(..).map(|(_, st)| st));
+            let (ks, mut only): (Vec<usize>, Vec<Stream<'_, '_>>) = streams.into_iter().unzip();
             let start = pair::bandwidth(&mut only, duration, Instant::now() + duration + limits.timeout);
             for (st, k) in only.into_iter().zip(ks) {
                 match st.fault {
@@ -222,9 +205,7 @@ pub(crate) fn initiate(
         let back = s.expect("done", |m| if let Message::Done(v) = m { Some(v) } else { None })?;
         peer_count(s, &back, pairs.len(), "done")?;
         for (k, st) in back.into_iter().enumerate() {
-            if let Some(f) = st.fault {
-                first(&mut remote[k], f);
-            }
+            remote[k] = remote[k].take().or(st.fault);
         }
         Ok(ends
             .iter()
@@ -241,9 +222,7 @@ pub(crate) fn initiate(
     Ok((runs, theirs.ports))
 }
 
-/// The listening end, after the initiator's hello: answer it, then serve every pair until the
-/// initiator says it is done. The listener's own settings (`ours`) bound what the hello may ask
-/// for (what they clamp, the caller says first: `edge::clamped`).
+/// The listening end after the hello: answer it, serve every pair until done, within `ours`.
 pub fn answer(
     s: &mut Session,
     hello: &Hello,
@@ -301,9 +280,7 @@ pub fn answer(
             .into_iter()
             .enumerate()
             .map(|(k, st)| {
-                if let Some(f) = st.fault {
-                    first(&mut remote[k], f);
-                }
+                remote[k] = remote[k].take().or(st.fault);
                 PairRun {
                     local: ends[k].0.clone(),
                     remote: ends[k].1.clone(),

@@ -1,22 +1,15 @@
-//! The one settings type of a pair test, and every conversion of it: from a front end's options
-//! (ping's flags, the gate's `NCCL_WRAP_PING_*`, the ring's constant), to the wire (the
-//! initiator's hello), and what a listener lets a hello ask for.
-//!
-//! Pure. It must never let a peer's hello decide more than the listener's own settings allow: a
-//! listener registers at most its own message size per pair and [`MAX_REGISTERED`] in all.
+//! The one settings type of a pair test and its conversions (options, the hello, what a listener
+//! allows). Pure. It must never let a peer's hello decide more than the listener's own settings
+//! allow: at most its own size per pair and [`MAX_REGISTERED`] in all.
 
 use std::time::Duration;
 
 use super::wire::{self, Hello, PortInfo, Tag, WireError};
 
-/// The most a listener registers for one peer, all pairs together (a peer's hello asking for
-/// more is clamped to it, and said so): 32 rails x 8 MiB, far above what a rail test needs and
-/// far below what would get a pod OOM-killed.
+/// The most a listener registers for one peer, all pairs together: 32 rails x 8 MiB.
 pub(crate) const MAX_REGISTERED: u64 = 256 << 20;
 
-/// What one test does: how rails pair, the bandwidth message size (also the buffer each pair
-/// registers), the latency round trips, the bandwidth run, each phase's deadline; and, when the
-/// gate opens the test, who opens it.
+/// What one test does: pairing, sizes, round trips, deadlines, and who opens it for the gate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
     pub all_pairs: bool,
@@ -33,13 +26,8 @@ impl Settings {
     /// The ranges every front end checks before anything is opened.
     pub fn check(&self) -> Result<(), WireError> {
         wire::check_params(self.bytes, self.iters, self.duration_ms)?;
-        if !(1..=600_000).contains(&self.timeout.as_millis()) {
-            return Err(WireError::Field {
-                field: "timeout_ms",
-                detail: format!("{} is not in 1..=600000", self.timeout.as_millis()),
-            });
-        }
-        Ok(())
+        let ms = self.timeout.as_millis();
+        wire::fail_if(!(1..=600_000).contains(&ms), "timeout_ms", || format!("{ms} is not in 1..=600000"))
     }
 
     /// The initiator's hello.
@@ -55,9 +43,8 @@ impl Settings {
         }
     }
 
-    /// What a listener with these settings runs for `hello`, and what it clamped (said so by the
-    /// caller): the listener's deadline, at most its own message size per pair, at most its own
-    /// round trips and bandwidth run, and at most [`MAX_REGISTERED`] over `pairs` pairs.
+    /// What a listener with these settings runs for `hello` (never more than its own, nor
+    /// [`MAX_REGISTERED`] over `pairs` pairs), and what it clamped.
     pub fn answer(&self, hello: &Hello, pairs: usize) -> (Settings, Vec<String>) {
         let mut clamped = Vec::new();
         let per_pair_total = u32::try_from(MAX_REGISTERED / pairs.max(1) as u64).unwrap_or(u32::MAX);

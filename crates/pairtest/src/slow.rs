@@ -1,17 +1,10 @@
-//! slow: a pair that works, but slowly. Each pair's bandwidth figure is judged against the median
-//! of the figures it stands among (the gate: every pair of the job; the ring: this node's rails
-//! towards its successor) and against its rated speed (the slower end's `ports/N/rate`, carried
-//! for hardware ports only: a software device reports its net device's rate, not what it moves).
-//!
-//! A NIC at half rate, a PCIe link trained down to x8 or Gen3, or one congested or mis-cabled
-//! link shows here as one pair far below the others, and the whole job would run at its pace.
-//! Pure: it judges, and never decides what a slow pair costs (the gate's options do).
+//! A pair that works, but slowly: each bandwidth figure against the median of its peers and its
+//! rated speed (hardware ports only). Pure: it judges, never decides what a slow pair costs.
 
 /// The default threshold: a pair below 70 % of the median, or of its rated speed, is slow.
 pub const DEFAULT_PCT: u8 = 70;
 
-/// One pair's figures: measured and rated, in kb/s (integers, so that the wire's types stay
-/// comparable; fine enough for a software device's few Mb/s and coarse enough for 10 Tb/s).
+/// One pair's figures: measured and rated, in kb/s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Figure {
     pub kbps: Option<u64>,
@@ -40,9 +33,8 @@ pub(crate) fn median(figures: &[u64]) -> Option<u64> {
     }
 }
 
-/// Each pair's verdict, in order: `Some` for a pair below `pct` % of the median of every pair
-/// with a figure, or below `pct` % of its own rated speed. `pct` 0 judges nothing; a pair without
-/// a figure (it failed, or ran no bandwidth test) is never slow and is not in the median.
+/// Each pair's verdict: `Some` below `pct` % of the median or of its rated speed. `pct` 0 judges
+/// nothing; a pair without a figure is never slow nor in the median.
 pub fn judge(figures: &[Figure], pct: u8) -> Vec<Option<Slow>> {
     let measured: Vec<u64> = figures.iter().filter_map(|f| f.kbps).collect();
     let median = median(&measured);
@@ -58,19 +50,15 @@ pub fn judge(figures: &[Figure], pct: u8) -> Vec<Option<Slow>> {
         .collect()
 }
 
-/// A figure for people: `400 Gb/s`, `31.2 Gb/s`, `22.5 Mb/s`, `750 kb/s` (three significant
-/// figures at most, a whole number without its `.0`).
+/// A figure for people: `400 Gb/s`, `31.2 Gb/s`, `22.5 Mb/s`, `750 kb/s`.
 pub(crate) fn rate(kbps: u64) -> String {
     let (v, unit) = match kbps {
         k if k >= 1_000_000 => (k as f64 / 1e6, "Gb/s"),
         k if k >= 1_000 => (k as f64 / 1e3, "Mb/s"),
         k => (k as f64, "kb/s"),
     };
-    if v >= 100.0 || v.fract() == 0.0 {
-        format!("{v:.0} {unit}")
-    } else {
-        format!("{v:.1} {unit}")
-    }
+    let places = if v >= 100.0 || v.fract() == 0.0 { 0 } else { 1 };
+    format!("{v:.places$} {unit}")
 }
 
 fn pct_of(x: u64, of: u64) -> u128 {
@@ -78,8 +66,7 @@ fn pct_of(x: u64, of: u64) -> u128 {
 }
 
 impl Slow {
-    /// `12.5 Gb/s: 31 % of the job's median 40 Gb/s, 3 % of its rated 400 Gb/s` (`among`
-    /// names whose median: "the job's", "this node's rails'").
+    /// `12.5 Gb/s: 31 % of the job's median 40 Gb/s, 3 % of its rated 400 Gb/s` (`among`: whose).
     pub fn summary(&self, among: &str) -> String {
         let mut parts = Vec::new();
         if let Some(m) = self.median {

@@ -1,14 +1,6 @@
-//! The pair test's messages and their framing: pure encode and decode, no I/O.
-//!
-//! A frame is `NCWPING` (7 bytes), the version (1 byte), the kind (1 byte), the payload length
-//! (4 bytes, big-endian), then a JSON payload of at most [`MAX_PAYLOAD`] bytes. The pair test's
-//! own kinds are 1 to 5 ([`Message`]); a front end adds its own kinds over the same framing
-//! through [`Protocol`] (the gate's join, assign, report and verdict live with the gate), with
-//! the field checks here ([`check_port`], [`check_text`], ...) as its building blocks. Decoding
-//! checks every field's range (names, port numbers, GIDs, MTUs, QPNs, PSNs, counts) before
-//! anything else sees it, so the rest of the pair test only ever holds values a real peer could
-//! have sent. It must never panic or allocate more than the frame's declared (and bounded)
-//! length, whatever the bytes: a fuzz target calls [`decode`] (and the gate's decode).
+//! The pair test's frames (`NCWPING`, version, kind, length, JSON payload) and the framing a front
+//! end adds its own kinds to ([`Protocol`]): pure encode and decode, every field range-checked.
+//! It must never panic or allocate more than the frame's bounded length, whatever the bytes.
 
 use serde::{Deserialize, Serialize};
 
@@ -48,8 +40,7 @@ impl LinkLayer {
     }
 }
 
-/// One RDMA port as its owner describes it: what a connection to it needs, and what a failed
-/// one is explained by.
+/// One RDMA port as its owner describes it: what a connection needs and a failure is explained by.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PortInfo {
@@ -69,8 +60,7 @@ pub struct PortInfo {
     pub pkey: Option<u16>,
     /// The GID's net device (RoCE), for the route check and the evidence.
     pub netdev: Option<String>,
-    /// The port's rated speed in kb/s (`ports/N/rate`), hardware ports only: what a slow pair
-    /// is judged against (`pairtest::slow`).
+    /// The port's rated speed in kb/s (`ports/N/rate`), hardware ports only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_kbps: Option<u64>,
 }
@@ -85,16 +75,13 @@ pub struct Hello {
     pub bytes: u32,
     pub iters: u32,
     pub duration_ms: u32,
-    /// A test opened on a job's behalf: the initiator's job and rank, so that a listener of that
-    /// job (the gate's) serves its predecessor and no one else. Plain ping leaves it out; the wire
-    /// calls it `gate`.
+    /// A test opened on a job's behalf, so a listener of that job serves only its predecessor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate: Option<Tag>,
 }
 
-/// Who opens a tagged test: the job and the rank of the initiating pod, and, with a job secret,
-/// the front end's proof over both (the gate's MAC, bound to the listener's nonce), so that only
-/// that job's pods are served. The pair test checks its form only; the front end checks the rest.
+/// Who opens a tagged test: the initiator's job and rank, and with a job secret the front end's
+/// MAC over both; the pair test checks its form only, the front end the rest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Tag {
@@ -195,12 +182,9 @@ pub(crate) fn kind_name(kind: u8) -> &'static str {
     }
 }
 
-/// The messages one connection carries over the pair test's framing: the pair test's own
-/// ([`Message`]), or a front end's that adds its kinds to them (the gate's). A session reads
-/// and writes either (`Session::recv_as`, `Session::send_as`).
+/// The messages one connection carries: [`Message`], or a front end's that adds its kinds.
 pub trait Protocol: Sized {
-    /// Whether `kind` is one of this protocol's: an unknown kind is refused from the header,
-    /// before the payload is read.
+    /// Whether `kind` is one of this protocol's (else refused from the header).
     fn knows(kind: u8) -> bool;
     /// The message of `kind` from its payload: every field checked, every peer text printable.
     fn decode_payload(kind: u8, payload: &[u8]) -> Result<Self, WireError>;
@@ -257,13 +241,24 @@ pub enum WireError {
     Field { field: &'static str, detail: String },
 }
 
+/// `what` out of range where `bad`, with `detail`.
+pub(crate) fn fail_if<D: Into<String>>(
+    bad: bool,
+    what: &'static str,
+    detail: impl FnOnce() -> D,
+) -> Result<(), WireError> {
+    if bad {
+        return Err(field(what, detail()));
+    }
+    Ok(())
+}
+
 /// A field out of range, named.
 pub fn field(field: &'static str, detail: impl Into<String>) -> WireError {
     WireError::Field { field, detail: detail.into() }
 }
 
-/// Checks a frame header and returns (kind, payload length) without reading further: the
-/// reader refuses an over-long frame before allocating for it.
+/// Checks a frame header: (kind, payload length), so an over-long frame is refused unread.
 pub fn header(h: &[u8]) -> Result<(u8, usize), WireError> {
     header_as::<Message>(h)
 }
@@ -305,9 +300,8 @@ pub fn decode_as<P: Protocol>(bytes: &[u8]) -> Result<P, WireError> {
     P::decode_payload(kind, payload)
 }
 
-/// A payload's JSON as the message of `kind` (named `name`), without its checks: a front end's
-/// decoding starts here, then checks every field. serde's message quotes the peer's bytes (an
-/// unknown variant, a bad string): it is made printable.
+/// A payload's JSON as the message named `name`, unchecked (a front end's decoding starts here);
+/// serde's message, which quotes the peer's bytes, made printable.
 pub fn json<'a, T: Deserialize<'a>>(name: &'static str, payload: &'a [u8]) -> Result<T, WireError> {
     serde_json::from_slice(payload).map_err(|e| WireError::Json { kind: name, detail: clean::text(&e.to_string()) })
 }
@@ -326,9 +320,7 @@ pub(crate) fn decode_payload(kind: u8, payload: &[u8]) -> Result<Message, WireEr
     Ok(printable(msg))
 }
 
-/// Every free text a peer sends (a refusal, a fault's error) made printable and bounded:
-/// whatever prints it later, a log line, JSON or a termination message, never carries a peer's
-/// line break or escape sequence.
+/// Every free text a peer sends (a refusal, a fault's error) made printable and bounded.
 pub(crate) fn printable(mut msg: Message) -> Message {
     let fault = |f: &mut Fault| f.error = clean::bounded(&f.error, MAX_TEXT);
     match &mut msg {
@@ -367,12 +359,8 @@ fn validate(msg: &Message) -> Result<(), WireError> {
             count("setup", qps.len())?;
             for (i, q) in qps.iter().enumerate() {
                 order("setup.pair", i, q.pair)?;
-                if q.qpn >= 1 << 24 {
-                    return Err(field("setup.qpn", format!("{} is not a 24-bit queue pair number", q.qpn)));
-                }
-                if q.psn >= 1 << 24 {
-                    return Err(field("setup.psn", format!("{} is not a 24-bit packet sequence number", q.psn)));
-                }
+                fail_if(q.qpn >= 1 << 24, "setup.qpn", || format!("{} is not a 24-bit queue pair number", q.qpn))?;
+                fail_if(q.psn >= 1 << 24, "setup.psn", || format!("{} is not a 24-bit packet sequence number", q.psn))?;
                 if let Some(f) = &q.fault {
                     validate_fault(f)?;
                 }
@@ -388,9 +376,9 @@ fn validate(msg: &Message) -> Result<(), WireError> {
                 }
                 if let Some(f) = &s.figures {
                     for v in [f.median_us, f.p99_us, f.gbps].into_iter().flatten() {
-                        if !(v.is_finite() && (0.0..1e9).contains(&v)) {
-                            return Err(field("figures", format!("{v} is not a measurement")));
-                        }
+                        fail_if(!(v.is_finite() && (0.0..1e9).contains(&v)), "figures", || {
+                            format!("{v} is not a measurement")
+                        })?;
                     }
                 }
             }
@@ -401,74 +389,52 @@ fn validate(msg: &Message) -> Result<(), WireError> {
 }
 
 fn count(what: &'static str, n: usize) -> Result<(), WireError> {
-    if n > MAX_PAIRS {
-        return Err(field(what, format!("{n} pairs, more than {MAX_PAIRS}")));
-    }
-    Ok(())
+    fail_if(n > MAX_PAIRS, what, || format!("{n} pairs, more than {MAX_PAIRS}"))
 }
 
 /// Pairs come in order 0, 1, 2...: a peer cannot name a pair twice or skip one.
 fn order(what: &'static str, i: usize, pair: u16) -> Result<(), WireError> {
-    if usize::from(pair) != i {
-        return Err(field(what, format!("entry {i} names pair {pair}")));
-    }
-    Ok(())
+    fail_if(usize::from(pair) != i, what, || format!("entry {i} names pair {pair}"))
 }
 
 /// A peer's free text: at most [`MAX_TEXT`] bytes (made printable after decoding).
 pub fn check_text(what: &'static str, s: &str) -> Result<(), WireError> {
-    if s.len() > MAX_TEXT {
-        return Err(field(what, format!("{} bytes, more than {MAX_TEXT}", s.len())));
-    }
-    Ok(())
+    fail_if(s.len() > MAX_TEXT, what, || format!("{} bytes, more than {MAX_TEXT}", s.len()))
 }
 
-/// Device and net-device names: what the kernel allows, and never anything a terminal or a
-/// shell would read specially.
+/// Device and net-device names: what the kernel allows, nothing a terminal or shell reads.
 pub fn check_name(what: &'static str, s: &str) -> Result<(), WireError> {
     let ok = !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-@:".contains(&b));
-    if !ok {
-        return Err(field(what, format!("{:?} is not a device name", s.escape_debug().to_string())));
-    }
-    Ok(())
+    fail_if(!ok, what, || format!("{:?} is not a device name", s.escape_debug().to_string()))
 }
 
 fn validate_fault(f: &Fault) -> Result<(), WireError> {
-    if f.step.is_empty() || f.step.len() > 32 || !f.step.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(field("fault.step", format!("{:?}", f.step.escape_debug().to_string())));
-    }
+    fail_if(
+        f.step.is_empty() || f.step.len() > 32 || !f.step.bytes().all(|b| b.is_ascii_graphic()),
+        "fault.step",
+        || format!("{:?}", f.step.escape_debug().to_string()),
+    )?;
     check_text("fault.error", &f.error)
 }
 
 /// Range of `--bytes`, `--iters` and `--duration-ms` a listener accepts from a client.
 pub fn check_params(bytes: u32, iters: u32, duration_ms: u32) -> Result<(), WireError> {
-    if !(8..=MAX_BYTES).contains(&bytes) {
-        return Err(field("bytes", format!("{bytes} is not in 8..={MAX_BYTES}")));
-    }
-    if !(1..=1_000_000).contains(&iters) {
-        return Err(field("iters", format!("{iters} is not in 1..=1000000")));
-    }
-    if duration_ms > 60_000 {
-        return Err(field("duration_ms", format!("{duration_ms} is over 60000")));
-    }
-    Ok(())
+    fail_if(!(8..=MAX_BYTES).contains(&bytes), "bytes", || format!("{bytes} is not in 8..={MAX_BYTES}"))?;
+    fail_if(!(1..=1_000_000).contains(&iters), "iters", || format!("{iters} is not in 1..=1000000"))?;
+    fail_if(duration_ms > 60_000, "duration_ms", || format!("{duration_ms} is over 60000"))
 }
 
 /// Host names and addresses as a peer may name itself (never read by a shell or a terminal).
 pub fn check_host(what: &'static str, h: &str) -> Result<(), WireError> {
     let ok = !h.is_empty() && h.len() <= 253 && h.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b));
-    if !ok {
-        return Err(field(what, format!("{:?}", h.escape_debug().to_string())));
-    }
-    Ok(())
+    fail_if(!ok, what, || format!("{:?}", h.escape_debug().to_string()))
 }
 
 /// A job identity: 1..=253 printable ASCII bytes (a Kubernetes name or UID, or HOST:PORT/SIZE).
 pub fn check_job(job: &str) -> Result<(), WireError> {
-    if job.is_empty() || job.len() > 253 || !job.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(field("job", format!("{:?} is not 1..=253 printable ASCII bytes", job.escape_debug().to_string())));
-    }
-    Ok(())
+    fail_if(job.is_empty() || job.len() > 253 || !job.bytes().all(|b| b.is_ascii_graphic()), "job", || {
+        format!("{:?} is not 1..=253 printable ASCII bytes", job.escape_debug().to_string())
+    })
 }
 
 /// A MAC (64 hex digits) or a nonce (32) as the wire carries them.
@@ -486,13 +452,11 @@ fn validate_hello(h: &Hello) -> Result<(), WireError> {
     if let Some(g) = &h.gate {
         check_job(&g.job)?;
         check_hex("hello.gate.mac", g.mac.as_ref(), 64)?;
-        if g.rank >= MAX_JOB_SIZE {
-            return Err(field("hello.gate.rank", format!("{} is over the largest job", g.rank)));
-        }
+        fail_if(g.rank >= MAX_JOB_SIZE, "hello.gate.rank", || format!("{} is over the largest job", g.rank))?;
     }
-    if h.ports.is_empty() || h.ports.len() > MAX_PORTS {
-        return Err(field("hello.ports", format!("{} ports, not 1..={MAX_PORTS}", h.ports.len())));
-    }
+    fail_if(h.ports.is_empty() || h.ports.len() > MAX_PORTS, "hello.ports", || {
+        format!("{} ports, not 1..={MAX_PORTS}", h.ports.len())
+    })?;
     check_params(h.bytes, h.iters, h.duration_ms)?;
     for p in &h.ports {
         check_port(p)?;
@@ -506,28 +470,24 @@ pub fn check_port(p: &PortInfo) -> Result<(), WireError> {
     if let Some(n) = &p.netdev {
         check_name("port.netdev", n)?;
     }
-    if p.port == 0 {
-        return Err(field("port.port", "port numbers start at 1"));
-    }
-    if p.rate_kbps.is_some_and(|r| r == 0 || r > MAX_KBPS) {
-        return Err(field("port.rate_kbps", format!("{:?} is not in 1..={MAX_KBPS}", p.rate_kbps)));
-    }
-    if ![256, 512, 1024, 2048, 4096].contains(&p.mtu) {
-        return Err(field("port.mtu", format!("{} is not an IB MTU (256..4096)", p.mtu)));
+    fail_if(p.port == 0, "port.port", || "port numbers start at 1")?;
+    fail_if(p.rate_kbps.is_some_and(|r| r == 0 || r > MAX_KBPS), "port.rate_kbps", || {
+        format!("{:?} is not in 1..={MAX_KBPS}", p.rate_kbps)
+    })?;
+    fail_if(![256, 512, 1024, 2048, 4096].contains(&p.mtu), "port.mtu", || {
+        format!("{} is not an IB MTU (256..4096)", p.mtu)
+    })?;
+    if let Some(g) = p.gid.as_deref().filter(|g| parse_gid(g).is_none()) {
+        return Err(field("port.gid", format!("{:?} is not a GID", g.escape_debug().to_string())));
     }
     match p.link_layer {
         LinkLayer::Ethernet => {
-            let gid = p.gid.as_deref().ok_or_else(|| field("port.gid", "a RoCE port without a GID"))?;
-            if parse_gid(gid).is_none() {
-                return Err(field("port.gid", format!("{:?} is not a GID", gid.escape_debug().to_string())));
-            }
-            if p.gid_index.is_none() {
-                return Err(field("port.gid_index", "a RoCE port without a GID index"));
-            }
+            fail_if(p.gid.is_none(), "port.gid", || "a RoCE port without a GID")?;
+            fail_if(p.gid_index.is_none(), "port.gid_index", || "a RoCE port without a GID index")?;
             if let Some(t) = &p.gid_type {
-                if !matches!(t.as_str(), "RoCE v2" | "IB/RoCE v1") {
-                    return Err(field("port.gid_type", format!("{:?}", t.escape_debug().to_string())));
-                }
+                fail_if(!matches!(t.as_str(), "RoCE v2" | "IB/RoCE v1"), "port.gid_type", || {
+                    format!("{:?}", t.escape_debug().to_string())
+                })?;
             }
         }
         LinkLayer::InfiniBand => match p.lid {
@@ -537,11 +497,6 @@ pub fn check_port(p: &PortInfo) -> Result<(), WireError> {
             }
             Some(_) => {}
         },
-    }
-    if let Some(g) = &p.gid {
-        if parse_gid(g).is_none() {
-            return Err(field("port.gid", format!("{:?} is not a GID", g.escape_debug().to_string())));
-        }
     }
     Ok(())
 }

@@ -1,9 +1,5 @@
-//! Run: replace this process with the training command (execve with a PATH search), passing
-//! argv and the environment byte for byte. Exit codes follow tini and POSIX shells: 127 when
-//! the command is not found, 126 when it is found but cannot be executed.
-//!
-//! The `program`/`argv`/`envp` preparation is shared with process supervision, which execs the
-//! same way from its forked child. Nothing here ever runs a shell.
+//! Run: replace this process with the command (execve, PATH search), argv and environment byte for
+//! byte; 127 when not found, 126 when not executable, as tini. Never runs a shell.
 
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -41,8 +37,8 @@ impl ExecError {
 /// Everything execve needs, converted before any fork so the child only makes the syscall.
 pub struct Prepared {
     candidates: Vec<CString>,
-    argv: Vec<CString>,
-    envp: Vec<CString>,
+    pub(crate) argv: Vec<CString>,
+    pub(crate) envp: Vec<CString>,
     name: OsString,
     path_var: String,
     /// Whether the candidates come from a PATH search (a name without `/`).
@@ -84,21 +80,17 @@ pub fn prepare(argv: &[OsString], env: &[(OsString, OsString)]) -> Result<Prepar
     Ok(Prepared { candidates, argv, envp, name, path_var, searched })
 }
 
-/// Tries each PATH candidate like execvp, but never falls back to running a file through a
-/// shell. Returns only on failure.
+/// Tries each PATH candidate like execvp, never through a shell. Returns only on failure.
 pub fn exec(p: &Prepared) -> ExecError {
     super::sys::restore_inherited_sigpipe();
-    error(
-        p,
-        attempt(p, |path| {
-            let Err(errno) = nix::unistd::execve(path, &p.argv, &p.envp);
-            errno
-        }),
-    )
+    let failure = attempt(p, |path| {
+        let Err(errno) = nix::unistd::execve(path, &p.argv, &p.envp);
+        errno
+    });
+    error(p, failure)
 }
 
-/// The PATH search itself, given the execve to call; allocation-free, because it also runs in a
-/// forked child. Returns only on failure.
+/// The PATH search, given the execve to call; allocation-free (it runs in a forked child).
 pub(crate) fn attempt(p: &Prepared, mut execve: impl FnMut(&CStr) -> Errno) -> Failure {
     let mut denied: Option<Failure> = None;
     for (index, path) in p.candidates.iter().enumerate() {
@@ -120,15 +112,5 @@ pub(crate) fn error(p: &Prepared, failure: Failure) -> ExecError {
             None => ExecError::NotFound(p.name.clone(), format!("PATH={}", p.path_var)),
         },
         Failure::NotFound => ExecError::NotFound(p.name.clone(), format!("PATH={}", p.path_var)),
-    }
-}
-
-impl Prepared {
-    pub(crate) fn argv(&self) -> &[CString] {
-        &self.argv
-    }
-
-    pub(crate) fn envp(&self) -> &[CString] {
-        &self.envp
     }
 }

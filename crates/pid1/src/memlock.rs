@@ -1,15 +1,10 @@
-//! Apply: raise RLIMIT_MEMLOCK for the training command, which inherits it.
-//!
-//! RDMA memory registration pins pages and is bounded by RLIMIT_MEMLOCK unless the process has
-//! CAP_IPC_LOCK. We ask for unlimited soft and hard; without CAP_SYS_RESOURCE the hard limit
-//! cannot rise (EPERM), so we raise the soft limit to the hard one. This module never asks for a
-//! capability it does not have: it reads the effective set to explain the outcome.
+//! Apply: raise RLIMIT_MEMLOCK, which the command inherits (RDMA registration pins pages). It never
+//! asks for a capability it does not have: it reads the effective set to explain the outcome.
 
 use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
 use rustix::thread::CapabilityFlags;
 use serde::Serialize;
 
-/// A limit in bytes; `None` is unlimited.
 /// Soft and hard RLIMIT_MEMLOCK, in bytes; `None` is unlimited (`RLIM_INFINITY`). In JSON each
 /// is a number of bytes or the string `"unlimited"`, never `null` (which would read as unknown).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -87,15 +82,12 @@ impl Memlock {
 }
 
 fn human(bytes: u64) -> String {
-    if bytes >= 1 << 30 && bytes % (1 << 30) == 0 {
-        format!("{} GiB", bytes >> 30)
-    } else if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
-        format!("{} MiB", bytes >> 20)
-    } else if bytes >= 1 << 10 && bytes % (1 << 10) == 0 {
-        format!("{} KiB", bytes >> 10)
-    } else {
-        format!("{bytes} bytes")
+    for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
+        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+            return format!("{} {unit}", bytes >> shift);
+        }
     }
+    format!("{bytes} bytes")
 }
 
 /// Raises the limit of this process (and so of what it execs or forks).
@@ -118,8 +110,7 @@ pub fn raise() -> Memlock {
             }
         }
     };
-    // What a successful setrlimit set, or what an unchanged limit still is; read again only
-    // where a call failed half-way.
+    // What setrlimit set, or the unchanged limit; read again only where a call failed half-way.
     let after = match outcome {
         Outcome::AlreadyUnlimited | Outcome::CappedAtHard => before,
         Outcome::RaisedToUnlimited => Limits { soft: None, hard: None },

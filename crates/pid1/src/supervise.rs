@@ -1,24 +1,7 @@
-//! Process supervision: nccl-wrap as the container's init. As PID 1 (or with `--supervise`,
-//! formerly `--init`) it runs the command as a child instead of becoming it, forwards the signals
-//! it receives, reaps every zombie, and exits with the command's status, as tini does.
-//!
-//! Why at all: the kernel drops a signal sent to PID 1 from inside its namespace when PID 1 has
-//! the default disposition for it, and re-parents every orphan to PID 1; a launcher that is PID 1
-//! and neither handles TERM nor reaps leaves a pod that ignores `kill 1` and fills with zombies.
-//!
-//! It must never forward SIGCHLD (it only says that one of our children ended), the synchronous
-//! fault signals, or a SIGPIPE its own write raised (stderr's reader gone: blocked, that signal
-//! waits to be taken like any other); never lose the main child's status to the reaping loop
-//! (every reaped status is checked against the main child), and never outlive the command by
-//! more than the grace period. The raw system calls live in `sys`.
-//!
-//! While the command runs it also watches the RDMA ports the plan chose (`watch`): the wait for
-//! signals has a timeout, the poll period, so polling costs one wake-up per period and never
-//! delays a signal or the command's status (both stay pending until the next `sigtimedwait`).
-//! NCCL's RAS is asked on a thread of its own (`hang`): the first SIGTERM or SIGINT is held until
-//! its answer is in (the wait wakes every `hang::TICK` meanwhile), at most `hang::AT_SIGNAL`, and
-//! any other signal, or the command's end, sends it on at once; nothing else ever waits on RAS.
-//! When the command has ended, the post-mortem (`postmortem`) is told before the grace period.
+//! Supervision as PID 1 (or `--supervise`), as tini does: run the command as a child, forward
+//! signals, reap every zombie, watch the ports and ask RAS between signals, exit with its status.
+//! It must never forward SIGCHLD, the fault signals or its own SIGPIPE, never lose the main child's
+//! status to the reaping loop, and never outlive the command by more than the grace period.
 
 use std::ffi::{c_int, OsString};
 use std::io::IsTerminal;
@@ -36,8 +19,7 @@ use nw_postmortem::portwatch::{self, Watch};
 use nw_postmortem::postmortem::Exit;
 use nw_postmortem::state;
 
-/// `eprintln!` that ignores a failed write: `eprintln!` panics when stderr is a pipe whose reader
-/// has gone, and the supervisor must end with the command's status whatever became of stderr.
+/// `eprintln!` that ignores a failed write (it panics when stderr's reader is gone).
 macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
@@ -52,8 +34,7 @@ const AFTER_KILL: Duration = Duration::from_secs(1);
 pub struct Options {
     /// Forward signals to the command's process group rather than to the command alone.
     pub kill_group: bool,
-    /// After the command exits: how long the processes it left get between SIGTERM and SIGKILL.
-    /// Zero: none are signalled, nccl-wrap exits at once.
+    /// How long the processes the command left get between SIGTERM and SIGKILL (zero: none).
     pub grace: Duration,
     /// The ports to watch and where to report what changed on them.
     pub watch: portwatch::Config,
@@ -80,9 +61,8 @@ fn is_pid1() -> bool {
     nix::unistd::getpid().as_raw() == 1
 }
 
-/// Blocks signals as early as possible when supervision is wanted: a PID 1 with default
-/// dispositions loses a SIGTERM that arrives while detection runs; blocked, it stays pending and
-/// is forwarded once the command runs.
+/// Blocks signals as early as possible when supervision is wanted, so that a SIGTERM arriving
+/// while detection runs stays pending instead of being lost.
 pub fn block_early(init: Option<bool>) -> Option<sys::Blocked> {
     if wanted(init) {
         sys::Blocked::block().ok()
@@ -91,8 +71,7 @@ pub fn block_early(init: Option<bool>) -> Option<sys::Blocked> {
     }
 }
 
-/// Runs the command as a supervised child; returns the exit status nccl-wrap should end with.
-/// `blocked` is the early block, if [`block_early`] made one.
+/// Runs the command as a supervised child (`blocked`: [`block_early`]'s); returns the exit status.
 pub fn run(argv: &[OsString], env: &[(OsString, OsString)], opts: &Options, blocked: Option<sys::Blocked>) -> u8 {
     let prepared = match exec::prepare(argv, env) {
         Ok(p) => p,
@@ -132,13 +111,11 @@ fn supervise(
         None => Blocked::block().map_err(|source| SuperviseError::Block { source })?,
     };
     let foreground = holds_terminal();
-    // On a terminal the command gets a group of its own, made the foreground group: Ctrl-C then
-    // reaches the command once, from the terminal, and not a second time through us.
+    // On a terminal the command's own group is the foreground: Ctrl-C reaches it once, not twice.
     let own_group = opts.kill_group || foreground;
     let attempt = |execve: &dyn Fn(&std::ffi::CStr) -> nix::errno::Errno| exec::attempt(prepared, execve);
-    let setup = ChildSetup { argv: prepared.argv(), envp: prepared.envp(), attempt: &attempt, own_group, foreground };
-    // The first reading before the command starts, so that everything it does comes after it
-    // (2.2 ms for 4 ports with mlx5's counter files on a fixture: BENCHMARKS.md).
+    let setup = ChildSetup { argv: &prepared.argv, envp: &prepared.envp, attempt: &attempt, own_group, foreground };
+    // The first reading before the command starts, so that everything it does comes after it.
     let mut watch = Watch::start(&opts.watch);
     let child = match sys::spawn(&setup, &blocked) {
         Ok(child) => child,
@@ -148,8 +125,7 @@ fn supervise(
         }
     };
     let pid = child.pid;
-    // The default path is the container's own /run: used as PID 1 only, so that supervised runs
-    // on a host (tests, a login node) do not overwrite one another's state there.
+    // The default path (the container's /run) only as PID 1: runs on a host must not share it.
     let state_file =
         opts.state_file.as_ref().filter(|p| pid1 || p.as_path() != std::path::Path::new(state::DEFAULT_PATH));
     if let Some(path) = state_file {
@@ -162,8 +138,7 @@ fn supervise(
         state::publish(path, &st);
     }
     log::debug!("supervising {pid} (PID 1: {pid1}, own group: {own_group}, terminal: {foreground})");
-    // Take the terminal back once the command has ended, for the grace period and for a shell
-    // that waits on us; SIGTTOU is blocked, so doing it from the background does not stop us.
+    // Take the terminal back once the command has ended (SIGTTOU is blocked: this cannot stop us).
     let take_back_terminal = || {
         if foreground {
             let _ = nix::unistd::tcsetpgrp(std::io::stdin(), nix::unistd::getpgrp());
@@ -211,11 +186,8 @@ enum Target {
 }
 
 /// Forwards signals and reaps every zombie until the main child has ended, polling the watch
-/// between signals when it is due; returns how the child ended.
-///
-/// The first SIGTERM or SIGINT is held while NCCL's RAS is asked (on its own thread): it goes on
-/// as soon as the answer is in, at `hang::AT_SIGNAL` whatever RAS does, or at once when another
-/// signal comes or the command ends meanwhile, so that no signal waits on RAS past its bound.
+/// when due. The first SIGTERM or SIGINT is held while RAS is asked: it goes on when the answer
+/// is in, at `hang::AT_SIGNAL`, or at once when another signal comes or the command ends.
 fn until_exit(main: Pid, target: Target, blocked: &Blocked, mut watch: Option<&mut Watch>, hang: &mut Hang) -> Exit {
     let mut forwarded = None;
     // The signal held for RAS's answer, and until when at the latest.
@@ -240,8 +212,7 @@ fn until_exit(main: Pid, target: Target, blocked: &Blocked, mut watch: Option<&m
             w.timeout(Instant::now())
         });
         hang.poll_if_due(Instant::now());
-        // After the poll, which may have taken the answer in: then the held signal goes on now,
-        // not after the next wait.
+        // The poll may have taken the answer in: then the held signal goes on now.
         if let Some((sig, until)) = held {
             if !hang.holding(Instant::now()) || Instant::now() >= until {
                 held = None;
@@ -303,8 +274,7 @@ fn signal_name(sig: c_int) -> String {
     }
 }
 
-/// Reaps every child that has ended, whatever its origin: the main child's raw status if it was
-/// among them, and whether any children are left.
+/// Reaps every ended child: the main child's raw status if among them, and whether any are left.
 fn reap(main: Pid) -> (Option<c_int>, bool) {
     let mut code = None;
     loop {
@@ -358,10 +328,9 @@ impl Rest {
     }
 }
 
-/// After the command exits: reap what has ended; with a grace period, SIGTERM the rest, wait up
-/// to `grace` for them, then SIGKILL. A signal received meanwhile goes to the rest, and a second
-/// SIGTERM or SIGINT (the kubelet or a person asking again) ends the wait at once. As PID 1 with
-/// no grace, exiting makes the kernel SIGKILL the rest of the namespace.
+/// After the command exits: SIGTERM the rest, wait up to `grace`, then SIGKILL; other signals
+/// go to the rest, and a second SIGTERM or SIGINT ends the wait at once. As PID 1 with no grace,
+/// exiting makes the kernel SIGKILL the rest of the namespace.
 fn finish(main: Pid, grace: Duration, rest: Rest, blocked: &Blocked) {
     let (_, left) = reap(main);
     let Some(who) = rest.kill_arg() else { return };
@@ -386,8 +355,7 @@ fn finish(main: Pid, grace: Duration, rest: Rest, blocked: &Blocked) {
     let _ = reap_until(main, rest, who, Instant::now() + AFTER_KILL, blocked);
 }
 
-/// `grace` from now. A grace the clock cannot add (`--grace 18446744073709551615`) waits a year,
-/// which no pod outlives, instead of panicking in PID 1 and losing the command's status.
+/// `grace` from now, or a year where the clock cannot add it: never a panic in PID 1.
 fn deadline_after(grace: Duration) -> Instant {
     let now = Instant::now();
     now.checked_add(grace).or_else(|| now.checked_add(Duration::from_secs(365 * 86_400))).unwrap_or(now)
@@ -404,8 +372,7 @@ enum Waited {
     Asked(c_int, Duration),
 }
 
-/// Reaps until none of `rest` remains, the deadline passes, or SIGTERM/SIGINT arrives; other
-/// signals are passed on to `who`.
+/// Reaps until `rest` is gone, the deadline, or SIGTERM/SIGINT; other signals go on to `who`.
 fn reap_until(main: Pid, rest: Rest, who: libc::pid_t, deadline: Instant, blocked: &Blocked) -> Waited {
     let began = Instant::now();
     loop {

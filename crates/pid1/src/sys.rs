@@ -1,12 +1,6 @@
-//! The one module that makes raw system calls for process supervision: fork and the forked
-//! child's steps up to execve, sigtimedwait, waitpid and kill on raw signal numbers (nix's
-//! `Signal` has no real-time signals, and its `waitpid` fails after reaping a child killed by
-//! one, which would lose that child's status), reading or resetting signal dispositions, and
-//! wiping a secret's bytes from this process's own environment block (`scrub_env`).
-//!
-//! It must never allocate, lock or print between fork and execve in the child (only
-//! async-signal-safe calls there), and never install an asynchronous signal handler: signals
-//! are blocked and taken synchronously with `sigtimedwait`.
+//! The raw system calls of supervision: fork and the child's steps to execve, sigtimedwait,
+//! waitpid and kill on raw signal numbers, signal dispositions, and `scrub_env`. It must never
+//! allocate, lock or print between fork and execve, nor install an asynchronous signal handler.
 
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::marker::PhantomData;
@@ -41,8 +35,7 @@ extern "C" fn capture_sigpipe() {
 static CAPTURE_SIGPIPE: extern "C" fn() = capture_sigpipe;
 
 /// Gives SIGPIPE back the disposition nccl-wrap inherited, as `std::process::Command` does for
-/// its children: a command must not start with SIGPIPE ignored only because nccl-wrap is written
-/// in Rust. Async-signal-safe.
+/// its children (Rust's runtime ignores it). Async-signal-safe.
 pub(crate) fn restore_inherited_sigpipe() {
     if !SIGPIPE_IGNORED_AT_START.load(Ordering::Relaxed) {
         set_handler(libc::SIGPIPE, libc::SIG_DFL);
@@ -80,8 +73,7 @@ pub struct Blocked {
 }
 
 impl Blocked {
-    /// Blocks every signal but the synchronous ones. Done before fork, so a SIGCHLD from a child
-    /// that exits at once stays pending instead of being lost.
+    /// Blocks every signal but the synchronous ones, before fork, so no early SIGCHLD is lost.
     pub fn block() -> Result<Blocked, Errno> {
         let set = blocked_set();
         let mut original = SigSet::empty();
@@ -101,16 +93,13 @@ impl Blocked {
         let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&self.original), None);
     }
 
-    /// Takes the next pending blocked signal: `Ok(None)` when `timeout` passed first; no timeout
-    /// waits for ever.
+    /// Takes the next pending blocked signal; `Ok(None)` when `timeout` passed first.
     pub fn wait(&self, timeout: Option<Duration>) -> Result<Option<c_int>, Errno> {
         self.wait_sender(timeout).map(|caught| caught.map(|c| c.sig))
     }
 
-    /// As [`Blocked::wait`], with who sent the signal (`si_pid`; 0 when the kernel or another
-    /// PID namespace did). nccl-wrap's own write to a pipe whose reader is gone raises SIGPIPE
-    /// with its own pid as sender; blocked, that signal stays pending until taken here, and must
-    /// not be forwarded to the command as if someone had sent it.
+    /// As [`Blocked::wait`], with the sender (`si_pid`; 0 when the kernel or another namespace),
+    /// so that a SIGPIPE of nccl-wrap's own write is not forwarded as if someone had sent it.
     pub(crate) fn wait_sender(&self, timeout: Option<Duration>) -> Result<Option<Caught>, Errno> {
         let ts = timeout.map(|d| libc::timespec {
             tv_sec: libc::time_t::try_from(d.as_secs()).unwrap_or(libc::time_t::MAX),
@@ -170,15 +159,10 @@ extern "C" {
     static environ: *const *mut c_char;
 }
 
-/// Overwrites with NUL bytes, in place, the value of every `NAME=value` entry of this process's
-/// environment block, then removes the variable; returns how many entries were wiped.
-///
-/// Why in place: `/proc/PID/environ` shows the memory the kernel filled at execve (the top of
-/// the stack), not the C library's list, so `unsetenv` alone leaves the value readable there by
-/// any process of the same user (the command nccl-wrap supervises included). The value must have
-/// been read into memory of our own before (the options and the environment are values taken at
-/// the start). Call it only while this process has a single thread: nothing else may read or
-/// change the environment meanwhile.
+/// Overwrites with NUL bytes, in place, every `NAME=value` entry's value in this process's
+/// environment block, then removes the variable; returns how many were wiped. In place because
+/// `/proc/PID/environ` shows the block execve filled, which `unsetenv` alone leaves readable.
+/// Call it only while this process has a single thread.
 pub fn scrub_env(name: &str) -> usize {
     let name = name.as_bytes();
     let mut wiped = 0;
@@ -210,8 +194,7 @@ pub fn scrub_env(name: &str) -> usize {
     wiped
 }
 
-/// Every signal but the synchronous ones (SIGKILL and SIGSTOP cannot be blocked; glibc keeps
-/// its two internal real-time signals out of any set).
+/// Every signal but the synchronous ones (glibc keeps its internal ones out of any set).
 fn blocked_set() -> SigSet {
     let mut set = SigSet::all();
     for sig in SYNCHRONOUS {
@@ -220,8 +203,7 @@ fn blocked_set() -> SigSet {
     set
 }
 
-/// How the execve attempts of a forked child ended: a plain value, so the child can compute it
-/// without allocating and hand it to its parent through a pipe.
+/// How a forked child's execve attempts ended, computed without allocating, sent through a pipe.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Failure {
     /// The candidate at this index failed with this errno, and that ends the search.
@@ -242,21 +224,18 @@ pub(crate) struct ChildSetup<'a> {
     pub(crate) attempt: Attempt<'a>,
     /// Put the child in a process group of its own (`--kill-group`, or to give it the terminal).
     pub(crate) own_group: bool,
-    /// Make that group the terminal's foreground group (stdin is a terminal whose foreground
-    /// group is nccl-wrap's), so that Ctrl-C reaches the command, and only once.
+    /// Make that group the terminal's foreground group, so Ctrl-C reaches the command only once.
     pub(crate) foreground: bool,
 }
 
 /// A started child whose execve may still fail.
 pub(crate) struct Child {
     pub(crate) pid: Pid,
-    /// Read end of a CLOEXEC pipe: end-of-file once the execve succeeded, or the encoded
-    /// [`Failure`] when every attempt failed.
+    /// A CLOEXEC pipe: end-of-file once execve succeeded, else the encoded [`Failure`].
     report: OwnedFd,
 }
 
-/// Argument and environment pointer arrays for a raw execve, built before fork (nix's execve
-/// builds them with an allocation on each call).
+/// Pointer arrays for a raw execve, built before fork (nix's execve allocates on each call).
 struct ExecArgs<'a> {
     argv: Vec<*const c_char>,
     envp: Vec<*const c_char>,
@@ -279,8 +258,7 @@ impl<'a> ExecArgs<'a> {
     }
 }
 
-/// Forks the child, which prepares itself (group, terminal, signal state) and execs the command.
-/// Must be called with [`Blocked`] in force.
+/// Forks the child, which prepares itself and execs the command; call with [`Blocked`] in force.
 pub(crate) fn spawn(setup: &ChildSetup, blocked: &Blocked) -> Result<Child, Errno> {
     let args = ExecArgs::new(setup.argv, setup.envp);
     let (report, report_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
@@ -349,21 +327,18 @@ fn encode(failure: Failure) -> [u8; REPORT_LEN] {
 }
 
 fn decode(bytes: &[u8; REPORT_LEN]) -> Failure {
-    let mut index = [0u8; 8];
-    index.copy_from_slice(&bytes[..8]);
-    let mut errno = [0u8; 4];
-    errno.copy_from_slice(&bytes[8..]);
-    match u64::from_le_bytes(index) {
+    let [a, b, c, d, e, f, g, h, i, j, k, l] = *bytes;
+    match u64::from_le_bytes([a, b, c, d, e, f, g, h]) {
         u64::MAX => Failure::NotFound,
-        index => {
-            Failure::Candidate(usize::try_from(index).unwrap_or(usize::MAX), Errno::from_raw(i32::from_le_bytes(errno)))
-        }
+        index => Failure::Candidate(
+            usize::try_from(index).unwrap_or(usize::MAX),
+            Errno::from_raw(i32::from_le_bytes([i, j, k, l])),
+        ),
     }
 }
 
 impl Child {
-    /// Waits until the child has exec'd the command (`Ok`) or given up (`Err` with why).
-    /// Signals stay blocked meanwhile, so none is forwarded into the child's pre-exec window.
+    /// Waits until the child has exec'd (`Ok`) or given up (`Err`); signals stay blocked meanwhile.
     pub(crate) fn exec_result(self) -> Result<(), Failure> {
         let mut buf = [0u8; REPORT_LEN];
         let mut got = 0;
@@ -383,9 +358,8 @@ impl Child {
     }
 }
 
-/// One `waitpid(-1, WNOHANG | __WALL)`: a reaped child and its raw status, or `None` while
-/// children remain and none has ended. `__WALL` also reaps clone children whose exit signal is
-/// not SIGCHLD, so nothing is left a zombie.
+/// One `waitpid(-1, WNOHANG | __WALL)` (`__WALL`: clone children too): a reaped child and its
+/// raw status, or `None` while none has ended.
 pub(crate) fn reap_one() -> Result<Option<(Pid, c_int)>, Errno> {
     let mut status: c_int = 0;
     // SAFETY: `status` is a valid, writable c_int for the call.
@@ -397,8 +371,7 @@ pub(crate) fn reap_one() -> Result<Option<(Pid, c_int)>, Errno> {
     }
 }
 
-/// `kill(2)` with a raw signal number (real-time signals included): `pid` as kill reads it
-/// (negative for a process group, -1 for every process this one may signal).
+/// `kill(2)` with a raw signal number, real-time signals included.
 pub(crate) fn kill(pid: libc::pid_t, sig: c_int) -> Result<(), Errno> {
     // SAFETY: kill takes two integers and touches no memory of ours.
     Errno::result(unsafe { libc::kill(pid, sig) }).map(drop)

@@ -1,22 +1,7 @@
-//! When the supervisor asks NCCL's RAS about the job, and what it says of the answers.
-//!
-//! It asks: at the first SIGTERM or SIGINT (the kubelet ending a hung job), before that signal is
-//! forwarded, waiting at most [`AT_SIGNAL`]; when the command has failed (a non-zero status or a
-//! signal), at most [`AT_EXIT`]; and with `--stall-ms`, every [`Hang::period`] while the command
-//! runs, to see the collective counts stop moving. Each answer is kept (time, why, findings);
-//! at the end they go to stderr (only when RAS named something), to the post-mortem's JSON, and
-//! with the port transitions to the termination message.
-//!
-//! Every query runs on a thread of its own (`ras::ask`), its reply read there within a CPU
-//! budget; the supervisor only starts it and takes the answer when it is in, between signals
-//! ([`Hang::holding`], [`Hang::poll_if_due`]), so that it goes on forwarding and reaping while
-//! RAS answers: a held SIGTERM goes on as soon as the answer is in, or at [`AT_SIGNAL`] whatever
-//! RAS does, and any other signal meanwhile ends the hold at once.
-//!
-//! It must never change the exit status, never ask when RAS is off (said once), never wait
-//! longer than the bounds above (a wait ends at its bound even while the query's thread still
-//! reads), and never scan the answers once per line said; an unanswered query is said once and
-//! then only counted.
+//! When the supervisor asks NCCL's RAS about the job (at the first SIGTERM or SIGINT, after a
+//! failure, every stall period), and what it says of the answers. It must never change the exit
+//! status, never ask when RAS is off, never wait past its bounds, and never scan the answers once
+//! per line said.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -29,8 +14,7 @@ use crate::utc;
 use nw_nccl::ras::Progress;
 use nw_output::msg::PREFIX;
 
-/// The longest the forwarding of the kubelet's SIGTERM is held for RAS's answer: far inside the
-/// default 30 s termination grace period (an answer takes about 2 ms; RAS's own timeouts are 5 s).
+/// The longest the kubelet's SIGTERM is held for RAS's answer (about 2 ms), far inside its 30 s.
 pub(crate) const AT_SIGNAL: Duration = Duration::from_secs(2);
 /// After the command has failed (its ranks on this node are usually gone: refused at once).
 pub(crate) const AT_EXIT: Duration = Duration::from_secs(1);
@@ -38,11 +22,9 @@ pub(crate) const AT_EXIT: Duration = Duration::from_secs(1);
 pub(crate) const AT_POLL: Duration = Duration::from_millis(500);
 /// Stall polls are never more frequent than this.
 pub(crate) const MIN_PERIOD: Duration = Duration::from_secs(1);
-/// While a query is under way the supervisor's wait wakes this often to take its answer (a
-/// signal still wakes it at once): a held SIGTERM goes on at most this long after RAS answered.
+/// While a query is under way the supervisor's wait wakes this often to take its answer.
 pub(crate) const TICK: Duration = Duration::from_millis(5);
-/// RAS lines said on stderr, and on the time line, at most; the rest are counted there and are
-/// all in the post-mortem's JSON (a job of 65,536 ranks can name as many).
+/// RAS lines said on stderr and on the time line, at most; the rest are counted (all in the JSON).
 pub(crate) const MAX_SAID: usize = 256;
 
 #[derive(Debug, Clone, Default)]
@@ -113,8 +95,7 @@ impl Hang {
         Hang::new(&Config::default(), &[(OsString::from("NCCL_RAS_ENABLE"), OsString::from("0"))])
     }
 
-    /// How long the supervisor's wait may last: until the next stall poll, or [`TICK`] while a
-    /// query is under way.
+    /// How long the supervisor's wait may last: the next stall poll, or [`TICK`] while asking.
     pub fn timeout(&self, now: Instant) -> Option<Duration> {
         match &self.asking {
             Some(a) => Some(TICK.min(a.asked.until.saturating_duration_since(now))),
@@ -122,18 +103,15 @@ impl Hang {
         }
     }
 
-    /// At a signal, before it is forwarded. At the first SIGTERM or SIGINT, asks RAS (on its own
-    /// thread) and returns until when the signal may be held for the answer ([`AT_SIGNAL`] from
-    /// now): the supervisor forwards it once [`Hang::holding`] says the answer is in, or then.
-    /// `None`: forward at once.
+    /// At a signal, before it is forwarded: at the first SIGTERM or SIGINT, asks RAS and returns
+    /// until when the signal may be held ([`AT_SIGNAL`]); `None`: forward at once.
     pub fn on_signal(&mut self, sig: i32) -> Option<Instant> {
         if (sig != nix::libc::SIGTERM && sig != nix::libc::SIGINT) || self.asked_at_signal {
             return None;
         }
         self.asked_at_signal = true;
         let held = Instant::now() + AT_SIGNAL;
-        // A stall poll under way gives way: its answer no longer matters once the job is told to
-        // stop (its thread ends by its own bound).
+        // A stall poll under way gives way (its thread ends by its own bound).
         if self.asking.as_ref().is_some_and(|a| a.why == "stall") {
             self.asking = None;
             self.next_poll = Some(Instant::now() + period(self.config.stall_ms));
@@ -141,15 +119,13 @@ impl Hang {
         self.start("signal", false, AT_SIGNAL).then_some(held)
     }
 
-    /// Whether the query asked at the signal is still under way (the answer of any query that is
-    /// in is taken first; never waits): while it is, the supervisor may hold that signal.
+    /// Whether the query asked at the signal is still under way (takes any answer in; never waits).
     pub fn holding(&mut self, now: Instant) -> bool {
         self.answered(now);
         self.asking.as_ref().is_some_and(|a| a.why == "signal")
     }
 
-    /// Takes the answer of the query under way if it is in (never waits); `true` when none is
-    /// under way any more.
+    /// Takes the answer under way if it is in (never waits); `true` when none is under way.
     fn answered(&mut self, now: Instant) -> bool {
         let Some(a) = &self.asking else { return true };
         let Some(answer) = a.asked.try_take(now) else { return false };
@@ -159,10 +135,8 @@ impl Hang {
         true
     }
 
-    /// Once the command has ended: the answer to the signal's query if it is still under way
-    /// (waited for at most [`AT_EXIT`]), then a query when the command failed and RAS was not
-    /// asked at a signal, waited for at most [`AT_EXIT`] (and [`ras::REPORT_GRACE`] for its
-    /// reading).
+    /// Once the command has ended: the signal's answer if still under way, then a query if the
+    /// command failed and none was asked at a signal, each waited for at most [`AT_EXIT`].
     pub fn on_exit(&mut self, exit: &Exit) {
         if let Some(a) = self.asking.take() {
             // A stall poll under way no longer matters: the command has ended.
@@ -179,9 +153,7 @@ impl Hang {
         }
     }
 
-    /// With `--stall-ms`: takes a stall poll's answer when it is in, starts the next one when due
-    /// (JSON, on its own thread), and says once when the collective counts have not moved for
-    /// that long.
+    /// With `--stall-ms`: takes a stall poll's answer when in, starts the next one when due.
     pub fn poll_if_due(&mut self, now: Instant) {
         if !self.answered(now) {
             return;
@@ -223,8 +195,7 @@ impl Hang {
     /// An answer as a snapshot; no answer said once.
     fn keep(&mut self, why: &'static str, time: String, answer: Result<ras::Reply, NoAnswer>) {
         if let Err(e) = &answer {
-            // After the command has ended its ranks here are usually gone: nothing listening is
-            // the expected answer then, kept in the report but not said.
+            // After the command has ended nothing listening is expected: kept, not said.
             let expected = why == "exit" && e.refused;
             if !self.told_unanswered && !expected {
                 say(&format!("{PREFIX} NCCL's RAS not asked about the job ({why}): {}", e.text));
@@ -240,8 +211,7 @@ impl Hang {
         let reply = match answer {
             Ok(reply) => reply,
             Err(e) => {
-                // Said once, early: --stall-ms promises a word on a stall, and without RAS none
-                // would come before the report.
+                // Said once, early: --stall-ms promises a word on a stall.
                 if !self.told_unanswered {
                     say(&format!(
                         "{PREFIX} warning: --stall-ms is set but NCCL's RAS does not answer ({}): no stall will be seen until it does",
@@ -289,8 +259,7 @@ impl Hang {
         }
     }
 
-    /// The post-mortem's `ras` member, the snapshots moved into it: `None` when RAS was never
-    /// asked.
+    /// The post-mortem's `ras` member, the snapshots moved into it; `None` if never asked.
     pub fn take_section(&mut self) -> Option<Section> {
         (!self.snapshots.is_empty()).then(|| Section {
             addr: self.addr(),
@@ -300,14 +269,12 @@ impl Hang {
         })
     }
 
-    /// After the post-mortem (which holds the snapshots, [`Hang::take_section`]): RAS's findings
-    /// on stderr, joined with the ports' transitions on one time line, and the termination
-    /// message. Nothing when RAS named nothing.
+    /// After the post-mortem: RAS's findings and the ports' transitions on one time line, on
+    /// stderr and as the termination message. Nothing when RAS named nothing.
     pub fn tell(&self, report: &Report) {
         let snapshots = report.ras.as_ref().map(|s| s.snapshots.as_slice()).unwrap_or_default();
         let Some(text) = account(snapshots, report) else {
-            // RAS named nothing: a failed command whose ports moved still leaves their account as
-            // the reason it ended (the post-mortem said them on stderr already).
+            // A failed command whose ports moved still leaves their account as the reason.
             if let Some(text) = ports_account(report) {
                 self.terminate(report, &text);
             }
@@ -324,8 +291,7 @@ impl Hang {
         self.terminate(report, &text);
     }
 
-    /// The termination message only for a job that failed: a stall the job got over is told on
-    /// stderr and in the report, not as the reason it ended.
+    /// The termination message only for a job that failed, not for a stall it got over.
     fn terminate(&self, report: &Report, text: &Account) {
         if let Some(path) = self.config.termination_log.as_ref().filter(|_| report.command.code != 0) {
             let body = nw_output::termination::fit(&text.headline, &text.lines[1..], text.lines.len() - 1);
@@ -341,49 +307,27 @@ fn period(stall_ms: u64) -> Duration {
 }
 
 fn snapshot(why: &'static str, time: &str, answer: Result<ras::Reply, impl ToString>) -> Snapshot {
-    match answer {
-        Ok(r) => Snapshot {
-            time: time.to_string(),
-            why,
-            ms: (r.ms * 100.0).round() / 100.0,
-            nccl_version: r.view.nccl_version,
-            lines: r.lines,
-            findings: r.view.findings,
-            error: None,
-        },
-        Err(e) => Snapshot {
-            time: time.to_string(),
-            why,
-            ms: 0.0,
-            nccl_version: None,
-            lines: Vec::new(),
-            findings: Vec::new(),
-            error: Some(e.to_string()),
-        },
-    }
+    let (ms, nccl_version, lines, findings, error) = match answer {
+        Ok(r) => ((r.ms * 100.0).round() / 100.0, r.view.nccl_version, r.lines, r.view.findings, None),
+        Err(e) => (0.0, None, Vec::new(), Vec::new(), Some(e.to_string())),
+    };
+    Snapshot { time: time.to_string(), why, ms, nccl_version, lines, findings, error }
 }
 
-/// What is said: a headline, then RAS's latest findings (most important first, each with when it
-/// was first seen), then the time line of port transitions and RAS findings.
+/// What is said: a headline, RAS's latest findings, then the time line.
 pub(crate) struct Account {
     pub(crate) headline: String,
     pub(crate) lines: Vec<String>,
 }
 
-/// A failed command's account from its ports alone, where RAS named nothing: each port's moves
-/// and the error counters that moved, most telling first; `None` where nothing moved.
+/// A failed command's account from its ports alone; `None` where nothing moved.
 pub(crate) fn ports_account(report: &Report) -> Option<Account> {
     let mut lines: Vec<String> = report
         .transitions
         .iter()
         .map(|t| format!("  {} {} port state {} -> {}", t.time, t.port, t.from, t.to))
         .collect();
-    for p in &report.ports {
-        for m in p.counters.iter().filter(|m| m.kind == crate::meaning::Kind::Error) {
-            let change = m.delta.map_or_else(|| "reset".to_string(), |d| format!("+{d}"));
-            lines.push(format!("  {} {} {change} since the start (read at exit)", p.port, m.name));
-        }
-    }
+    lines.extend(error_moves(report).map(|l| format!("  {l}")));
     if lines.is_empty() || report.command.code == 0 {
         return None;
     }
@@ -415,8 +359,7 @@ pub(crate) fn account(snapshots: &[Snapshot], report: &Report) -> Option<Account
         lines.push(format!("  {l} (first seen {})", first_seen(l)));
     }
     lines.extend(more(last.lines.len()).map(|m| format!("  {m}")));
-    // Within one millisecond a port's move comes first, then what RAS said (asked later), then the
-    // counters read at exit: the order in which they were observed.
+    // Within one millisecond: a port's move, then RAS (asked later), then the counters at exit.
     let mut timeline: Vec<(String, u8, String)> = report
         .transitions
         .iter()
@@ -425,31 +368,30 @@ pub(crate) fn account(snapshots: &[Snapshot], report: &Report) -> Option<Account
     for l in kept {
         timeline.push((first_seen(l).to_string(), 1, format!("RAS: {l}")));
     }
-    // Error counters are read at start and at exit only: their moves stand at the exit's time.
-    for p in &report.ports {
-        for m in p.counters.iter().filter(|m| m.kind == crate::meaning::Kind::Error) {
-            let change = m.delta.map_or_else(|| "reset".to_string(), |d| format!("+{d}"));
-            timeline.push((
-                report.ended.clone(),
-                2,
-                format!("{} {} {change} since the start (read at exit)", p.port, m.name),
-            ));
-        }
-    }
+    timeline.extend(error_moves(report).map(|l| (report.ended.clone(), 2, l)));
     timeline.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
     lines.push("time line:".into());
     lines.extend(timeline.into_iter().map(|(t, _, l)| format!("  {t} {l}")));
     if report.transitions.is_empty() {
-        let errors = report.ports.iter().any(|p| p.counters.iter().any(|m| m.kind == crate::meaning::Kind::Error));
         if report.ports.is_empty() {
             lines.push("  no RDMA port was watched (NCCL on sockets?): look at the process named above".into());
-        } else if errors {
+        } else if error_moves(report).next().is_some() {
             lines.push("  no port changed state, but error counters moved (above, and the post-mortem)".into());
         } else {
             lines.push("  no port moved: look at the process named above".into());
         }
     }
     Some(Account { headline, lines })
+}
+
+/// The error counters that moved, read at start and exit only.
+fn error_moves(report: &Report) -> impl Iterator<Item = String> + '_ {
+    report.ports.iter().flat_map(|p| {
+        p.counters.iter().filter(|m| m.kind == crate::meaning::Kind::Error).map(move |m| {
+            let change = m.delta.map_or_else(|| "reset".to_string(), |d| format!("+{d}"));
+            format!("{} {} {change} since the start (read at exit)", p.port, m.name)
+        })
+    })
 }
 
 /// The first [`MAX_SAID`] lines, then how many more there are, as a line of their own.
@@ -463,8 +405,7 @@ fn more(total: usize) -> Option<String> {
     Some(format!("... and {n} more that RAS named (each in the post-mortem's JSON, --report)"))
 }
 
-/// Writes a line to stderr, ignoring failure (stderr's reader may be gone; the supervisor must
-/// go on).
+/// Writes a line to stderr, ignoring failure (stderr's reader may be gone).
 fn say(text: &str) {
     say_to(&mut std::io::stderr().lock(), text);
 }

@@ -1,9 +1,5 @@
-//! A bounded record of what PID 1 sees during a run: the first and the last entries kept, the
-//! ones between counted. A link that flaps every poll for a week must not grow the supervisor's
-//! memory, yet the post-mortem still wants the first change (where the trouble began) and the
-//! last ones (the state the command died in).
-//!
-//! It must never grow past `2 * HALF` entries, and never lose the count of what it dropped.
+//! A bounded record of what PID 1 sees during a run: the first and last entries kept, those between
+//! counted. It must never grow past `2 * HALF` entries nor lose the count of what it dropped.
 
 use std::collections::VecDeque;
 
@@ -36,7 +32,6 @@ impl<T> Kept<T> {
         self.last.push_back(item);
     }
 
-    /// The kept entries in the order seen, and how many between them were dropped.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.first.len() + self.last.len()
@@ -47,6 +42,7 @@ impl<T> Kept<T> {
         self.first.is_empty()
     }
 
+    /// The kept entries in the order seen, and how many between them were dropped.
     pub(crate) fn into_parts(self) -> (Vec<T>, u64) {
         let mut all = self.first;
         all.extend(self.last);

@@ -1,24 +1,20 @@
-//! What a moved port counter usually means: one line per name, for the post-mortem. Names are
-//! those of the kernel's InfiniBand port counters (`ports/N/counters`, the same for every
-//! driver), mlx5's and rxe's `hw_counters`. Pure data: no I/O.
-//!
-//! "Usually" is the word: a counter says what the hardware saw, not why. The lines name the
-//! common cause and where to look; they must never claim more than the counter shows.
+//! What a moved port counter usually means, one line per name (kernel, mlx5 and rxe counters).
+//! Pure data; a line must never claim more than the counter shows.
 
 use serde::Serialize;
 
-/// How a counter reads when it moves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// How a counter reads when it moves, in the order a report lists them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Kind {
     /// Something went wrong on the link, the path or a queue pair.
     Error,
     /// The fabric slowed senders down (ECN, CNPs, waits): load, not a fault.
     Congestion,
-    /// Packets and bytes: moves whenever the job communicates.
-    Traffic,
     /// A name not in this table.
     Unknown,
+    /// Packets and bytes: moves whenever the job communicates.
+    Traffic,
 }
 
 /// The kind of counter `name` (bare, without its group) and what its moving usually means.

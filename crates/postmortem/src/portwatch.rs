@@ -1,16 +1,6 @@
-//! The supervisor's watch over the RDMA ports the command uses: a reading at start (link state
-//! and every counter), the link state polled during the run (each change logged on stderr with
-//! its UTC time when it is seen), and a last reading when the command has ended, from which
-//! `postmortem` builds the report.
-//!
-//! Cost: one poll reads `state` and `phys_state` of each port (two small sysfs files, through an
-//! open directory handle), and the supervisor wakes only for it; BENCHMARKS.md has the measured
-//! CPU per hour. Counters are read twice in all (start and exit): on mlx5 each counter file is a
-//! firmware query, too costly to poll.
-//!
-//! It must never fail the command, and delays its start only by the first reading (taken just
-//! before the fork, so the command's traffic all comes after it): every read failure becomes a
-//! line in the report, and nothing here changes the exit status. The sysfs root is a parameter, so fixture trees go through the same code.
+//! The supervisor's watch over the command's RDMA ports: a reading at start, the link state polled
+//! (counters are firmware queries on mlx5, read only at start and exit), a reading at the end. It
+//! must never fail the command or change its exit status: a read failure is a line in the report.
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -54,8 +44,7 @@ impl Config {
 struct Watched {
     name: String,
     dir: PathBuf,
-    /// The port's directory, held open so a poll costs two `openat`s; reopened when a read
-    /// fails (a device reset and re-created under the same name).
+    /// The port's directory, held open so a poll costs two `openat`s; reopened when a read fails.
     fd: Option<OwnedFd>,
     start: Link,
     last: Link,
@@ -86,6 +75,23 @@ fn state_name(raw: &str) -> String {
 }
 
 impl Watched {
+    /// A port's first reading: its link, then its counters.
+    fn open(root: &Path, device: &str, port: u32, problems: &mut Vec<String>) -> Watched {
+        let dir = root.join(format!("class/infiniband/{device}/ports/{port}"));
+        let mut w = Watched {
+            name: format!("{device}:{port}"),
+            fd: open_dir(&dir),
+            dir,
+            start: unreadable(),
+            last: unreadable(),
+            counters: Counters::new(),
+        };
+        w.start = w.link(problems);
+        w.last = w.start.clone();
+        w.counters = counters::read(&w.dir, problems);
+        w
+    }
+
     fn attr(&mut self, name: &str) -> Result<String, file::FileError> {
         if let Some(fd) = &self.fd {
             if let Ok(text) = file::read_attr_at(fd, &self.dir, name) {
@@ -117,30 +123,12 @@ impl Watched {
 }
 
 impl Watch {
-    /// The first reading: each port's link state and counters. Taken just before the command
-    /// starts, so that nothing the command does precedes it.
+    /// The first reading, just before the command starts: each port's link state and counters.
     pub fn start(config: &Config) -> Watch {
         let t0 = Instant::now();
         let mut problems = Vec::new();
-        let ports = config
-            .ports
-            .iter()
-            .map(|p| {
-                let dir = config.root.join(format!("class/infiniband/{}/ports/{}", p.device, p.port));
-                let mut w = Watched {
-                    name: format!("{}:{}", p.device, p.port),
-                    fd: open_dir(&dir),
-                    dir,
-                    start: unreadable(),
-                    last: unreadable(),
-                    counters: Counters::new(),
-                };
-                w.start = w.link(&mut problems);
-                w.last = w.start.clone();
-                w.counters = counters::read(&w.dir, &mut problems);
-                w
-            })
-            .collect::<Vec<_>>();
+        let ports: Vec<Watched> =
+            config.ports.iter().map(|p| Watched::open(&config.root, &p.device, p.port, &mut problems)).collect();
         let started_at = Instant::now();
         log::debug!("first reading of {} port(s) took {:?}", ports.len(), started_at - t0);
         let polling = !config.every.is_zero() && !ports.is_empty();
@@ -172,8 +160,7 @@ impl Watch {
         }
         self.read_states(Seen::Poll, true);
         self.polls += 1;
-        // The next poll one period from now: a supervisor busy with signals skips polls rather
-        // than running them back to back.
+        // One period from now: a busy supervisor skips polls rather than running them back to back.
         self.next = now.checked_add(self.every);
     }
 
@@ -250,8 +237,7 @@ impl Watch {
         utc::format(self.started)
     }
 
-    /// Ends the watch once the command has ended: the last reading, then the post-mortem told
-    /// (with what NCCL's RAS said, if it was asked); returns it.
+    /// Ends the watch once the command has ended: the last reading, the post-mortem told.
     pub fn end(self, exit: Exit, ras: Option<crate::postmortem::Section>) -> Report {
         let (path, has_ports) = (self.report.clone(), !self.ports.is_empty());
         let mut report = self.finish(exit);
@@ -261,8 +247,7 @@ impl Watch {
     }
 }
 
-/// The problems in the order first seen, each once (a counter that cannot be read fails at start
-/// and at exit alike).
+/// The problems in the order first seen, each once.
 fn once_each(problems: Vec<String>) -> Vec<String> {
     let mut seen = std::collections::BTreeSet::new();
     problems.into_iter().filter(|p| seen.insert(p.clone())).collect()
@@ -270,27 +255,15 @@ fn once_each(problems: Vec<String>) -> Vec<String> {
 
 /// One port's link and counters now (`nccl-wrap status`), reads that failed added to `problems`.
 pub(crate) fn read_now(root: &Path, device: &str, port: u32, problems: &mut Vec<String>) -> (Link, Counters) {
-    let dir = root.join(format!("class/infiniband/{device}/ports/{port}"));
-    let mut w = Watched {
-        name: format!("{device}:{port}"),
-        fd: open_dir(&dir),
-        dir,
-        start: unreadable(),
-        last: unreadable(),
-        counters: Counters::new(),
-    };
-    let link = w.link(problems);
-    let counters = counters::read(&w.dir, problems);
-    (link, counters)
+    let w = Watched::open(root, device, port, problems);
+    (w.start, w.counters)
 }
 
 fn unreadable() -> Link {
     Link { state: UNREADABLE.into(), phys_state: UNREADABLE.into() }
 }
 
-/// After the command ended: the post-mortem on stderr when it failed (at most one line when it
-/// succeeded), and the JSON to `path` whatever the outcome. A report that cannot be written is
-/// a warning: the exit status stays the command's.
+/// After the command ended: the post-mortem on stderr, and as JSON to `path` (else a warning).
 fn tell(report: &Report, path: Option<&Path>, has_ports: bool) {
     let written = path.and_then(|p| match nw_output::write::atomic(p, format!("{}\n", report.json()).as_bytes()) {
         Ok(()) => Some(p.display().to_string()),
@@ -315,8 +288,7 @@ fn tell(report: &Report, path: Option<&Path>, has_ports: bool) {
     }
 }
 
-/// Writes to stderr, ignoring failure: `eprint!` panics when stderr is a pipe whose reader has
-/// gone, and a panic here, while the command runs, would end the supervisor (as PID 1, the pod).
+/// Writes to stderr, ignoring failure (`eprint!` panics when stderr's reader has gone).
 fn say(text: &str) {
     let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), text.as_bytes());
 }
@@ -325,28 +297,20 @@ fn say(text: &str) {
 mod tests {
     use super::*;
 
-    struct Tree(PathBuf);
-    impl Drop for Tree {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    fn tree(tag: &str) -> Tree {
-        let root = std::env::temp_dir().join(format!("nccl-wrap-watch-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        let port = root.join("class/infiniband/rxe0/ports/1");
+    fn tree() -> tempfile::TempDir {
+        let t = tempfile::tempdir().expect("tempdir");
+        let port = t.path().join("class/infiniband/rxe0/ports/1");
         std::fs::create_dir_all(port.join("hw_counters")).expect("mkdir");
         std::fs::write(port.join("state"), "4: ACTIVE\n").expect("write");
         std::fs::write(port.join("phys_state"), "5: LinkUp\n").expect("write");
         std::fs::write(port.join("hw_counters/link_downed"), "0\n").expect("write");
         std::fs::write(port.join("hw_counters/sent_pkts"), "10\n").expect("write");
-        Tree(root)
+        t
     }
 
-    fn config(t: &Tree) -> Config {
+    fn config(t: &tempfile::TempDir) -> Config {
         Config {
-            root: t.0.clone(),
+            root: t.path().to_path_buf(),
             ports: vec![PortId { device: "rxe0".into(), port: 1 }],
             every: Duration::from_millis(10),
             report: None,
@@ -359,8 +323,8 @@ mod tests {
 
     #[test]
     fn a_change_seen_by_a_poll_and_one_seen_only_at_exit_are_both_reported() {
-        let t = tree("both");
-        let port = t.0.join("class/infiniband/rxe0/ports/1");
+        let t = tree();
+        let port = t.path().join("class/infiniband/rxe0/ports/1");
         let mut w = Watch::start(&config(&t));
         let t0 = Instant::now();
         assert!(w.timeout(t0).is_some_and(|d| d <= Duration::from_millis(10)));
@@ -390,8 +354,8 @@ mod tests {
 
     #[test]
     fn a_link_flapping_for_a_long_run_keeps_a_bounded_record_and_says_how_much_it_dropped() {
-        let t = tree("flap");
-        let port = t.0.join("class/infiniband/rxe0/ports/1");
+        let t = tree();
+        let port = t.path().join("class/infiniband/rxe0/ports/1");
         let mut w = Watch::start(&config(&t));
         let t0 = Instant::now();
         for i in 1..=500u64 {
@@ -410,9 +374,9 @@ mod tests {
 
     #[test]
     fn a_port_that_vanishes_reads_unreadable_and_is_named() {
-        let t = tree("gone");
+        let t = tree();
         let mut w = Watch::start(&config(&t));
-        std::fs::remove_dir_all(t.0.join("class/infiniband/rxe0")).expect("rm");
+        std::fs::remove_dir_all(t.path().join("class/infiniband/rxe0")).expect("rm");
         w.poll_if_due(Instant::now() + Duration::from_secs(1));
         let r = w.finish(exit(134));
         assert_eq!(r.transitions.len(), 1);
@@ -424,7 +388,7 @@ mod tests {
 
     #[test]
     fn no_polling_when_asked_for_none() {
-        let t = tree("zero");
+        let t = tree();
         let mut c = config(&t);
         c.every = Duration::ZERO;
         let w = Watch::start(&c);
@@ -440,12 +404,12 @@ mod tests {
 
     #[test]
     fn the_report_file_is_replaced_whole() {
-        let t = tree("file");
-        let path = t.0.join("report.json");
+        let t = tree();
+        let path = t.path().join("report.json");
         std::fs::write(&path, "old").expect("write");
         nw_output::write::atomic(&path, b"{\"kind\":\"postmortem\"}\n").expect("write report");
         assert_eq!(std::fs::read_to_string(&path).expect("read"), "{\"kind\":\"postmortem\"}\n");
-        assert_eq!(std::fs::read_dir(&t.0).expect("list").count(), 2, "no temporary file left beside it");
-        assert!(nw_output::write::atomic(&t.0.join("no/such/dir/r.json"), b"{}").is_err());
+        assert_eq!(std::fs::read_dir(t.path()).expect("list").count(), 2, "no temporary file left beside it");
+        assert!(nw_output::write::atomic(&t.path().join("no/such/dir/r.json"), b"{}").is_err());
     }
 }

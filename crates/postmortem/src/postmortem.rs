@@ -1,11 +1,5 @@
-//! The post-mortem: what changed on the job's RDMA ports between the command's start and its
-//! end, as a plain value, rendered for people (a short block on stderr) and as JSON
-//! (`--report`). Pure: the reads are `watch`'s, the meanings `meaning`'s.
-//!
-//! It compares the state at exit with the state at start, so a port that went down and came
-//! back between two polls still shows (in its `link_downed` counter), and a change the last poll
-//! missed still shows as a transition seen at exit. It must never change the exit status, and
-//! a clean exit gets at most one line from it.
+//! What changed on the job's RDMA ports between start and end, for people and as JSON. Pure. It
+//! must never change the exit status, and a clean exit gets at most one line from it.
 
 use serde::Serialize;
 
@@ -30,8 +24,7 @@ impl std::fmt::Display for Link {
     }
 }
 
-/// Where a transition was seen: by a poll during the run, or by the last read at exit (it
-/// happened after the last poll, or polling was off).
+/// Where a transition was seen: by a poll during the run, or by the last read at exit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Seen {
@@ -80,8 +73,7 @@ impl Moved {
     }
 }
 
-/// The counters read both at start and at exit whose values differ, errors first, then
-/// congestion, unknown names and traffic; by name within each.
+/// The counters whose values at start and exit differ, by kind (errors first), then by name.
 pub(crate) fn moved(start: &Counters, exit: &Counters) -> Vec<Moved> {
     let mut out: Vec<Moved> = start
         .iter()
@@ -102,13 +94,7 @@ pub(crate) fn moved(start: &Counters, exit: &Counters) -> Vec<Moved> {
             })
         })
         .collect();
-    let rank = |k: Kind| match k {
-        Kind::Error => 0,
-        Kind::Congestion => 1,
-        Kind::Unknown => 2,
-        Kind::Traffic => 3,
-    };
-    out.sort_by(|a, b| rank(a.kind).cmp(&rank(b.kind)).then_with(|| a.name.cmp(&b.name)));
+    out.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
     out
 }
 
@@ -182,8 +168,7 @@ impl Report {
             .collect()
     }
 
-    /// The block on stderr after a failed command: what changed, each counter with its meaning.
-    /// `report_path` is named at its end when the JSON was written.
+    /// The block on stderr after a failed command; `report_path` named where the JSON was written.
     pub fn human(&self, report_path: Option<&str>) -> String {
         let mut out = String::new();
         let mut line = |text: String| {
@@ -231,8 +216,7 @@ impl Report {
         out
     }
 
-    /// At most one line after a clean exit: only when a port changed state or an error
-    /// counter moved (congestion on a busy fabric is no news).
+    /// At most one line after a clean exit: a port changed state or an error counter moved.
     pub(crate) fn clean_line(&self) -> Option<String> {
         let errors = self.notable(&[Kind::Error]);
         if self.transitions.is_empty() && errors.is_empty() {

@@ -1,17 +1,6 @@
-//! The RAS client: asks NCCL's RAS (every rank runs it; `localhost:28028`, or `NCCL_RAS_ADDR`
-//! from the command's environment) for its STATUS report, and reads it with `nccl::ras`.
-//!
-//! Bounded in everything: a connect deadline ([`CONNECT`]), one deadline for the whole reply
-//! (the caller's), [`MAX_REPLY`] bytes, and [`CPU_BUDGET`] of CPU time to read what came (the
-//! parse and the lines, linear in the reply's size: a megabyte takes milliseconds). Every rank
-//! of a node listens on the same port (SO_REUSEPORT) and the kernel hands each connection to
-//! one of them; a stopped rank's socket accepts and never answers (measured with NCCL 2.28.9:
-//! fixtures/ras/README.md). So a query opens [`ATTEMPTS`] connections at once and takes the
-//! first reply; each attempt runs in its own thread and ends by the deadline. [`ask`] runs the
-//! whole query, reading included, on a thread of its own, so that the supervisor goes on
-//! forwarding signals meanwhile and takes the answer when it is in ([`Asked`]). It must never
-//! block past the deadline, never send anything but the protocol's commands, and never print:
-//! the caller says what an error means, once.
+//! The RAS client: asks NCCL's RAS for its STATUS report on several connections at once (a
+//! stopped rank's socket accepts and never answers) and reads the first reply with `nccl::ras`.
+//! It must never block past the deadline, send anything but the protocol's commands, or print.
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -29,17 +18,12 @@ pub(crate) const CONNECT: Duration = Duration::from_millis(300);
 pub(crate) const MAX_REPLY: usize = 1 << 20;
 /// Connections opened at once, to reach a live rank past stopped ones sharing the port.
 pub(crate) const ATTEMPTS: usize = 3;
-/// How long past the deadline an attempt may take to hand in what it read (its reads end at the
-/// deadline; on a loaded machine its thread may run a little later) and the reply be read: the
-/// query's whole bound is the deadline plus this.
+/// How long past the deadline the reply may still be handed in and read.
 pub(crate) const REPORT_GRACE: Duration = Duration::from_millis(250);
 /// The most an unfinished reply may hold to be read as a refusal (`ERROR: ...` lines).
 const REFUSAL_MAX: usize = 4096;
-/// The CPU time the query's thread may spend reading one reply (its parse, asked between
-/// bounded steps, and its lines): a reply of [`MAX_REPLY`] bytes naming 65,536 processes takes
-/// about 40 ms optimised (BENCHMARKS.md), so only a reply built to be slow meets it. It bounds
-/// the work of the thread; what a caller waits is bounded apart ([`Asked::wait`] ends at the
-/// query's bound whatever the thread does), so a reply still being read then is not waited for.
+/// The CPU time the query's thread may spend reading one reply (a [`MAX_REPLY`]-byte reply takes
+/// about 40 ms); the caller's wait is bounded apart ([`Asked::wait`]).
 pub(crate) const CPU_BUDGET: Duration = Duration::from_millis(500);
 
 /// Where RAS listens, or why it is not asked.
@@ -49,9 +33,8 @@ pub(crate) enum Target {
     Off(String),
 }
 
-/// From the command's environment (the ranks read the same): `NCCL_RAS_ENABLE=0` turns RAS
-/// off; `NCCL_RAS_ADDR` is `HOST:PORT` with HOST an IP address or `localhost` (a name that would
-/// need DNS is not looked up: the supervisor never waits on a resolver).
+/// From the command's environment: `NCCL_RAS_ENABLE=0` turns RAS off; `NCCL_RAS_ADDR` is
+/// `HOST:PORT` with HOST an IP address or `localhost` (never a DNS lookup).
 pub(crate) fn target(env: &[(OsString, OsString)]) -> Target {
     let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.to_string_lossy().into_owned());
     if get("NCCL_RAS_ENABLE").is_some_and(|v| v.trim() == "0") {
@@ -150,8 +133,7 @@ pub(crate) fn ask(addr: SocketAddr, json: bool, deadline: Duration) -> Asked {
 }
 
 impl Asked {
-    /// The answer if it is in, or the query's bound has passed (then [`RasError::Late`]);
-    /// `None` while it is under way. Never waits.
+    /// The answer, or [`RasError::Late`] past the bound; `None` while under way. Never waits.
     pub(crate) fn try_take(&self, now: Instant) -> Option<Result<Reply, RasError>> {
         match self.rx.try_recv() {
             Ok(answer) => Some(answer),
@@ -171,15 +153,13 @@ impl Asked {
     }
 }
 
-/// Asks for STATUS (`json`: after `SET FORMAT json`) and waits for the answer, at most
-/// `deadline` plus [`REPORT_GRACE`] in all, the reply's reading included.
+/// Asks for STATUS (as JSON with `json`) and waits at most `deadline` plus [`REPORT_GRACE`].
 pub(crate) fn query(addr: SocketAddr, json: bool, deadline: Duration) -> Result<Reply, RasError> {
     let asked = ask(addr, json, deadline);
     asked.wait(asked.until)
 }
 
-/// The query on the calling thread: the attempts, then the first reply read within
-/// [`CPU_BUDGET`] of this thread's CPU time.
+/// The query on the calling thread, the first reply read within [`CPU_BUDGET`].
 fn query_here(addr: SocketAddr, json: bool, deadline: Duration) -> Result<Reply, RasError> {
     let started = Instant::now();
     let until = started + deadline;
@@ -267,9 +247,7 @@ fn attempt(addr: SocketAddr, request: &[u8], until: Instant) -> Result<(String, 
         }
         s.set_read_timeout(Some(left)).map_err(io)?;
         match s.read(&mut chunk) {
-            Ok(0) => {
-                return Ok((String::from_utf8_lossy(&buf).into_owned(), buf.len()));
-            }
+            Ok(0) => return Ok((String::from_utf8_lossy(&buf).into_owned(), buf.len())),
             Ok(n) => {
                 if buf.len() + n > MAX_REPLY {
                     return Err(RasError::TooLarge { addr, max: MAX_REPLY });
@@ -289,14 +267,9 @@ fn attempt(addr: SocketAddr, request: &[u8], until: Instant) -> Result<(String, 
     if buf.is_empty() {
         return Err(RasError::Silent { addr, ms });
     }
-    // A refusal (`ERROR: Unknown command`) leaves the connection open: the deadline ends it.
-    // It is a line or two; a longer unfinished reply is only slow, and is not read.
-    let refused = if buf.len() <= REFUSAL_MAX {
-        ras::parse(&String::from_utf8_lossy(&buf)).err().filter(|e| matches!(e, ParseError::Refused(_)))
-    } else {
-        None
-    };
-    match refused {
+    // A refusal (`ERROR: ...`, a line or two) leaves the connection open; longer is only slow.
+    let parsed = (buf.len() <= REFUSAL_MAX).then(|| ras::parse(&String::from_utf8_lossy(&buf)));
+    match parsed.and_then(Result::err).filter(|e| matches!(e, ParseError::Refused(_))) {
         Some(source) => Err(RasError::Parse { addr, source }),
         None => Err(RasError::Slow { addr, ms, bytes: buf.len() }),
     }

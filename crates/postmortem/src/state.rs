@@ -1,16 +1,6 @@
-//! The supervisor's state for `nccl-wrap status`: a small JSON file written once the command has
-//! started (its pid, when, where NCCL's RAS was asked, each watched port's first reading) and
-//! removed when the supervisor ends, so that `kubectl exec POD -- nccl-wrap status` can say what
-//! moved since the start.
-//!
-//! The file lives in the container's own `/run/nccl-wrap/state.json` (`--state-file`), written
-//! atomically (`write`), mode 0644: anyone in the container may read it; it holds port names and
-//! counter values, nothing secret, and nothing outside the container sees it. It must never fail
-//! the supervisor (an unwritable path is a debug line) and, read back, is untrusted: opened as
-//! every outside file is (`detect::file`: non-blocking, a regular file only, so a FIFO or a
-//! device given as `--state-file` is refused at once), at most [`MAX_STATE`] bytes, and port
-//! names that are not `dev:port` with a plain device name are dropped (status rebuilds each
-//! port's directory under the sysfs root from the name).
+//! The supervisor's state for `nccl-wrap status` (pid, start, RAS address, each port's first
+//! reading), written atomically and removed at the end. It must never fail the supervisor, and read
+//! back it is untrusted: bounded, a regular file only, and port names checked before use.
 
 use std::path::{Path, PathBuf};
 
@@ -116,7 +106,8 @@ mod tests {
 
     #[test]
     fn the_state_round_trips_and_hostile_files_are_named() {
-        let dir = std::env::temp_dir().join(format!("nccl-wrap-state-{}", std::process::id()));
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("state");
         let path = dir.join("state.json");
         let s = State {
             pid: 7,
@@ -146,14 +137,14 @@ mod tests {
         assert!(matches!(read(&path), Err(StateError::Invalid { .. })));
         withdraw(&path);
         assert!(matches!(read(&path), Err(StateError::Missing { .. })));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// Regression (issue 40): `status --state-file FIFO` opened the FIFO blocking and waited for a
     /// writer for ever; a character device was read up to the bound.
     #[test]
     fn regression_a_fifo_or_a_device_as_the_state_is_refused_at_once() {
-        let dir = std::env::temp_dir().join(format!("nccl-wrap-state-fifo-{}", std::process::id()));
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("fifo");
         std::fs::create_dir_all(&dir).expect("dir");
         let fifo = dir.join("state.json");
         let mode = rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR;
@@ -164,6 +155,5 @@ mod tests {
         assert!(e.to_string().contains("is a FIFO (named pipe), not a regular file"), "{e}");
         let e = read(Path::new("/dev/zero")).expect_err("a device");
         assert!(e.to_string().contains("is a character device"), "{e}");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

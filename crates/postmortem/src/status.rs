@@ -1,13 +1,6 @@
-//! `nccl-wrap status`, for `kubectl exec POD -- nccl-wrap status`: on one screen, the ports the
-//! supervisor handed to NCCL as they are now, the counters that moved since the command started
-//! (against the supervisor's first reading, `state`), and NCCL's RAS view of the job; `--json`
-//! for the same as one JSON object (docs/schemas/status.schema.json).
-//!
-//! Reads only: the state file (bounded, non-blocking, a regular file only, untrusted), the ports'
-//! sysfs files under the sysfs root, one RAS query (2 s at most, and 0.25 s to read the reply,
-//! its CPU budget included). It must never signal or touch the job, nor wait on any input
-//! past its bound. Exit status: 0 read, 1
-//! RAS or a port names a problem, 2 no supervisor state.
+//! `nccl-wrap status`: the supervised ports now, the counters that moved since the start, and NCCL's
+//! RAS view, for people or as JSON. Reads only, each read bounded; it must never signal or touch
+//! the job. Exit status: 0 read, 1 RAS or a port names a problem, 2 no supervisor state.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -18,10 +11,10 @@ use serde::Serialize;
 use crate::postmortem::{self, Link, Moved};
 use crate::state::{self, State};
 use crate::{portwatch, ras};
+use nw_nccl::ras::clean;
 use nw_output::msg::PREFIX;
 
-/// The RAS query's bound: a person is waiting. The reply is read on the query's thread within
-/// its CPU budget, and the wait for it ends at this plus `ras::REPORT_GRACE` whatever it does.
+/// The RAS query's bound (plus `ras::REPORT_GRACE`): a person is waiting.
 pub(crate) const RAS_DEADLINE: Duration = Duration::from_secs(2);
 /// RAS lines printed, at most (`--json` has every one).
 pub(crate) const MAX_SHOWN: usize = 256;
@@ -65,40 +58,24 @@ pub(crate) fn gather(state_path: &Path, sysfs_root: &Path) -> Result<Status, sta
         .filter_map(|p| {
             let (dev, port) = state::plain_port(&p.port)?;
             let (now, counters) = portwatch::read_now(sysfs_root, dev, port, &mut problems);
-            let start = Link { state: ras_clean(&p.state), phys_state: ras_clean(&p.phys_state) };
+            let start = Link { state: clean(&p.state), phys_state: clean(&p.phys_state) };
             Some(PortNow { port: p.port.clone(), start, now, counters: postmortem::moved(&p.counters, &counters) })
         })
         .collect();
     let ras = ask(&st.ras);
-    Ok(Status { kind: "status", pid: st.pid, started: ras_clean(&st.started), ports, ras, problems })
-}
-
-fn ras_clean(s: &str) -> String {
-    nw_nccl::ras::clean(s)
+    Ok(Status { kind: "status", pid: st.pid, started: clean(&st.started), ports, ras, problems })
 }
 
 fn ask(addr: &str) -> RasNow {
-    let mut out = RasNow {
-        addr: ras_clean(addr),
-        nccl_version: None,
-        ms: 0.0,
-        lines: Vec::new(),
-        findings: Vec::new(),
-        error: None,
+    let reply = match addr.parse::<SocketAddr>() {
+        Ok(a) => ras::query(a, false, RAS_DEADLINE).map_err(|e| e.to_string()),
+        Err(_) => Err(format!("not asked: {}", clean(addr))),
     };
-    match addr.parse::<SocketAddr>() {
-        Ok(a) => match ras::query(a, false, RAS_DEADLINE) {
-            Ok(r) => {
-                out.ms = (r.ms * 100.0).round() / 100.0;
-                out.lines = r.lines;
-                out.nccl_version = r.view.nccl_version;
-                out.findings = r.view.findings;
-            }
-            Err(e) => out.error = Some(e.to_string()),
-        },
-        Err(_) => out.error = Some(format!("not asked: {}", ras_clean(addr))),
-    }
-    out
+    let (ms, nccl_version, lines, findings, error) = match reply {
+        Ok(r) => ((r.ms * 100.0).round() / 100.0, r.view.nccl_version, r.lines, r.view.findings, None),
+        Err(e) => (0.0, None, Vec::new(), Vec::new(), Some(e)),
+    };
+    RasNow { addr: clean(addr), nccl_version, ms, lines, findings, error }
 }
 
 impl Status {

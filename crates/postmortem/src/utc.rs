@@ -1,9 +1,5 @@
-//! UTC timestamps for the post-mortem: `2026-11-23T18:40:12.345Z` (RFC 3339, milliseconds).
-//!
-//! Hand-written (the civil-from-days algorithm of Howard Hinnant's date library, about fifteen
-//! lines) rather than a date crate: nccl-wrap only ever prints the current time in UTC, never
-//! parses one, never needs a time zone. It must never read the local time zone (a container's
-//! `/etc/localtime` is whatever the image holds) and never panic on a clock before 1970.
+//! UTC timestamps (`2026-11-23T18:40:12.345Z`), by Howard Hinnant's civil-from-days algorithm. It
+//! must never read the local time zone and never panic on a clock before 1970.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

@@ -9,7 +9,7 @@
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv6Addr};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use nw_nccl::gid::RoceType;
 use nw_observe::detect::devices::KindSource;
@@ -189,18 +189,11 @@ fn plan_of(d: Detection, root: &Path) -> String {
     serde_json::to_string_pretty(&plan).expect("json").replace(&root.display().to_string(), "ROOT")
 }
 
-struct Tmp(PathBuf);
-
-impl Drop for Tmp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 #[test]
 fn a_whole_table_source_gives_the_plan_sysfs_gives_on_a_busy_shared_node() {
-    let tmp = Tmp(std::env::temp_dir().join(format!("nccl-wrap-same-tables-{}", std::process::id())));
-    let (full, cut) = (tmp.0.join("full"), tmp.0.join("cut"));
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let tmp = tmp.path();
+    let (full, cut) = (tmp.join("full"), tmp.join("cut"));
     tree(&full, false);
     tree(&cut, true);
 
@@ -268,8 +261,9 @@ impl TableSource for Asked {
 /// detection, and so the plan, is the one the whole walk gives (kinds unknown: every device read).
 #[test]
 fn the_walk_stops_once_every_child_interface_is_found() {
-    let tmp = Tmp(std::env::temp_dir().join(format!("nccl-wrap-walk-stops-{}", std::process::id())));
-    tree(&tmp.0, false);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let tmp = tmp.path();
+    tree(tmp, false);
     let kinds = |rails: &str| {
         let mut k = nw_observe::detect::links::Kinds::new();
         k.insert("eth0".into(), Some("veth".into()));
@@ -280,17 +274,17 @@ fn the_walk_stops_once_every_child_interface_is_found() {
     };
     let all = ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"];
     let whole = Asked::new();
-    let want = seen(&detect(&tmp.0, &whole), &tmp.0);
+    let want = seen(&detect(tmp, &whole), tmp);
     assert_eq!(whole.devices(), all, "every device read without the kinds");
     // Veths stand in for children in fixtures: they sit on no device, so nothing stops the walk.
     let veths = Asked::new();
-    same(&seen(&detect_with(&tmp.0, &veths, &|| kinds("veth")), &tmp.0), &want);
+    same(&seen(&detect_with(tmp, &veths, &|| kinds("veth")), tmp), &want);
     assert_eq!(veths.devices(), all);
     let children = Asked::new();
-    let d = detect_with(&tmp.0, &children, &|| kinds("macvlan"));
+    let d = detect_with(tmp, &children, &|| kinds("macvlan"));
     assert_eq!(children.devices(), all[..3], "mlx5_3, after the last rail, is not read");
-    same(&seen(&d, &tmp.0), &want);
-    assert_eq!(plan_of(d, &tmp.0), plan_of(detect(&tmp.0, &SysfsOnly), &tmp.0));
+    same(&seen(&d, tmp), &want);
+    assert_eq!(plan_of(d, tmp), plan_of(detect(tmp, &SysfsOnly), tmp));
     // A child the tables do not hold (here eth0 as an ipvlan of a NIC without RDMA) keeps the
     // walk going to the end.
     let stray = Asked::new();
@@ -299,7 +293,7 @@ fn the_walk_stops_once_every_child_interface_is_found() {
         k.insert("eth0".into(), Some("ipvlan".into()));
         Some(k)
     };
-    same(&seen(&detect_with(&tmp.0, &stray, &with_stray), &tmp.0), &want);
+    same(&seen(&detect_with(tmp, &stray, &with_stray), tmp), &want);
     assert_eq!(stray.devices(), all);
 }
 
@@ -314,9 +308,10 @@ impl TableSource for Empty {
 
 #[test]
 fn a_source_that_calls_a_table_empty_is_not_believed() {
-    let tmp = Tmp(std::env::temp_dir().join(format!("nccl-wrap-empty-tables-{}", std::process::id())));
-    tree(&tmp.0, false);
-    same(&seen(&detect(&tmp.0, &Empty), &tmp.0), &seen(&detect(&tmp.0, &SysfsOnly), &tmp.0));
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let tmp = tmp.path();
+    tree(tmp, false);
+    same(&seen(&detect(tmp, &Empty), tmp), &seen(&detect(tmp, &SysfsOnly), tmp));
 }
 
 /// Counts what it is asked, answers nothing.
