@@ -30,18 +30,14 @@ use crate::detect::uverbs::{self, Nodes};
 /// The process environment as detection sees it.
 pub type Vars = BTreeMap<OsString, OsString>;
 
+/// Where the pod's devices were named (`describe` says it for people).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Source {
-    /// KEP-5304 device metadata files of the pod's DRA claims.
     DraMetadata,
-    /// `SRIOVNETWORK_*` variables of the SR-IOV DRA driver.
     SriovDra,
-    /// `PCIDEVICE_*` variables of the SR-IOV network device plugin.
     Sriov,
-    /// The network-status annotation (downward API file).
     Annotation,
-    /// Walking `class/infiniband` and matching net devices of this namespace.
     Sysfs,
     #[default]
     None,

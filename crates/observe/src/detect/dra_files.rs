@@ -37,7 +37,6 @@ pub struct Walk {
     pub present: bool,
 }
 
-/// Walks both trees under `root`.
 pub fn walk(root: &Path) -> Walk {
     let mut out = Walk { present: root.is_dir(), ..Walk::default() };
     if !out.present {

@@ -5,7 +5,6 @@
 
 /// The largest cache read: real ones hold a few thousand entries in well under 1 MiB.
 pub(crate) const MAX_BYTES: usize = 4 << 20;
-/// The most entries kept.
 pub const MAX_ENTRIES: usize = 65_536;
 
 const MAGIC_NEW: &[u8] = b"glibc-ld.so.cache1.1";

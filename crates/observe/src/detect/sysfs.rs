@@ -92,7 +92,6 @@ fn eui64(mac: &[u8; 6]) -> [u8; 8] {
     [mac[0] ^ 0x02, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]]
 }
 
-/// `parse_hex`'s form.
 fn format_hex(bytes: &[u8], width: usize) -> String {
     let group = |g: &[u8]| g.iter().map(|b| format!("{b:02x}")).collect::<String>();
     bytes.chunks(width).map(group).collect::<Vec<_>>().join(":")
@@ -101,7 +100,6 @@ fn format_hex(bytes: &[u8], width: usize) -> String {
 /// More ports than any RDMA device has (HCAs have one or two); a bound on the walk.
 const MAX_PORTS: u32 = 255;
 
-/// A sysfs tree rooted at `root`.
 pub struct Sysfs {
     root: PathBuf,
 }
