@@ -76,7 +76,10 @@ fn start() -> u8 {
         None => &detect::gid_source::SysfsOnly,
     };
     let observation::Observation { mut detection, family, mut seen, .. } =
-        observation::observe(&roots, &vars, observation::View::Pod, &mut prefs, tables);
+        observation::observe(&roots, &vars, observation::View::Pod, &plan::gid_rule(prefs), tables);
+    if family == nccl::gid::RailFamily::Inet6 {
+        prefs.family = nccl::gid::Family::Inet6;
+    }
     let verbs = cli::configs::verbs_for(&cli.opts);
     verbs::verify::probe(&mut detection, opened.as_ref().map_or(verbs.as_ref(), |o| o), &sysfs);
     drop(opened);

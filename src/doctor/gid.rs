@@ -207,7 +207,9 @@ pub(super) fn owner_checks(inp: &Inputs) -> Vec<Check> {
             continue;
         }
         let mut problems = Vec::new();
-        let Some((rows, len)) = inp.sysfs.gid_table(&dev.name, p.port, &prefs, &own, &mut problems) else {
+        let Some((rows, len)) =
+            inp.sysfs.gid_table(&dev.name, p.port, &nw_decide::gid_rule(prefs), &own, &mut problems)
+        else {
             let why = problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
             out.push(Check::new("gid-owner", Status::Fail, format!("{label}: GID table unreadable: {why}")));
             continue;

@@ -297,7 +297,7 @@ mod tests {
             annotations: &annotations,
             dra_metadata: None,
             device_nodes: None,
-            prefs: &prefs,
+            rule: &nw_decide::gid_rule(prefs),
             addrs: &|| Ok(Vec::new()),
             kinds: &|| None,
             tables: &nw_observe::detect::gid_source::SysfsOnly,

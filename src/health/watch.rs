@@ -50,7 +50,7 @@ pub struct Roots<'a> {
 /// The node's devices observed and planned, taking no NCCL variable of the agent's environment
 /// into account but its GID preferences.
 pub fn node_plan(r: &Roots) -> (plan::Plan, BTreeMap<&'static str, usize>) {
-    let (mut prefs, _) = plan::gid_prefs(r.vars);
+    let (prefs, _) = plan::gid_prefs(r.vars);
     let roots = observation::Roots {
         sysfs: r.sysfs,
         proc_root: r.proc_root,
@@ -61,7 +61,7 @@ pub fn node_plan(r: &Roots) -> (plan::Plan, BTreeMap<&'static str, usize>) {
         device_nodes: None,
     };
     let none = Vars::new();
-    let seen = observation::observe(&roots, &none, observation::View::Node, &mut prefs, &SysfsOnly);
+    let seen = observation::observe(&roots, &none, observation::View::Node, &plan::gid_rule(prefs), &SysfsOnly);
     (plan::plan(seen.detection, &none, &prefs, plan::Choices::default()), seen.skipped)
 }
 

@@ -239,6 +239,30 @@ pub fn gid_prefs(vars: &Vars) -> (GidPrefs, Vec<String>) {
     (prefs, warnings)
 }
 
+/// NCCL's GID rule (`nw_nccl::gid`) under `prefs`, as observation's walks take it: they read what
+/// it asks for and stop where it accepts.
+pub fn gid_rule(prefs: GidPrefs) -> NcclGid {
+    NcclGid(prefs)
+}
+
+/// NCCL's GID rule under its preferences ([`gid_rule`]).
+pub struct NcclGid(GidPrefs);
+
+impl nw_observe::detect::GidRule for NcclGid {
+    fn choose(&self, table: &mut dyn gid::GidTable) -> Option<GidEntry> {
+        gid::choose(table, &self.0)
+    }
+    fn accepts(&self, entry: &GidEntry) -> bool {
+        gid::is_full_match(entry, &self.0)
+    }
+    fn family(&self) -> Family {
+        self.0.family
+    }
+    fn for_family(&self, family: Family) -> Box<dyn nw_observe::detect::GidRule> {
+        Box::new(NcclGid(GidPrefs { family, ..self.0 }))
+    }
+}
+
 /// Why a port cannot carry NCCL traffic by what sysfs and ibverbs say, or `None` when it can.
 /// (The self-test is weighed in `plan`, since `--require-rdma` decides what a failure means.)
 pub fn port_problem(p: &PortFacts, prefs: &GidPrefs) -> Option<String> {

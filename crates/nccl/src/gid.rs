@@ -244,12 +244,12 @@ pub fn is_full_match(entry: &GidEntry, prefs: &GidPrefs) -> bool {
 }
 
 /// Memoises type reads: NCCL's rule may ask for the same entry's type several times.
-struct Types<'t, T: GidTable> {
+struct Types<'t, T: GidTable + ?Sized> {
     table: &'t mut T,
     seen: Vec<(u32, Option<RoceType>)>,
 }
 
-impl<T: GidTable> Types<'_, T> {
+impl<T: GidTable + ?Sized> Types<'_, T> {
     fn get(&mut self, i: u32) -> Option<RoceType> {
         if let Some(&(_, r)) = self.seen.iter().find(|(j, _)| *j == i) {
             return r;
@@ -265,7 +265,7 @@ impl<T: GidTable> Types<'_, T> {
 
 /// NCCL's choice over `table` (`None` when empty). Types are read only where the rule looks at
 /// them, and the walk stops at a full match, which the rule never replaces.
-pub fn choose<T: GidTable>(table: &mut T, prefs: &GidPrefs) -> Option<GidEntry> {
+pub fn choose<T: GidTable + ?Sized>(table: &mut T, prefs: &GidPrefs) -> Option<GidEntry> {
     let mut pick = (0, table.gid(0)?);
     let mut types = Types { table, seen: Vec::new() };
     let full = |(i, g): (u32, Ipv6Addr), types: &mut Types<T>| {
@@ -290,7 +290,12 @@ pub fn choose<T: GidTable>(table: &mut T, prefs: &GidPrefs) -> Option<GidEntry> 
 pub const GID_TABLE_MAX: u32 = 256;
 
 /// NCCL's `ncclUpdateGidIndex` decision: does `cand` replace `pick`?
-fn better<T: GidTable>(pick: (u32, Ipv6Addr), cand: (u32, Ipv6Addr), prefs: &GidPrefs, types: &mut Types<T>) -> bool {
+fn better<T: GidTable + ?Sized>(
+    pick: (u32, Ipv6Addr),
+    cand: (u32, Ipv6Addr),
+    prefs: &GidPrefs,
+    types: &mut Types<T>,
+) -> bool {
     let cand_family = family_of(&cand.1);
     let cand_in_range = in_range(&cand.1, prefs);
     if cand_family != family_of(&pick.1) && cand_family == prefs.family && cand_in_range {

@@ -1,27 +1,21 @@
-//! The road's first stage for every subcommand: every read a start makes, in two rounds.
-//!
-//! [`observe`] reads what any decision needs (the variables' sources, the annotation, sysfs, the
-//! GID tables, the rails' addresses for their family) in the pod's or the node's [`View`]. The
-//! decision then says which far reads it needs ([`Asks`]: the userspace of the drivers it uses,
-//! the rails its bootstrap must avoid, the name of a coordinator to resolve, the facts a reason
-//! names), and [`answer`] reads exactly those. The laziness of the old road is kept, in the open.
-//!
-//! It reads; it never decides what a caller could decide from what it returns, and it never
-//! names a caller. Every root is a parameter.
+//! The road's first stage for every subcommand: [`observe`] reads what any decision needs in the
+//! pod's or the node's [`View`]; the decision then names its far reads ([`Asks`]) and [`answer`]
+//! reads exactly those. It never decides what a caller could decide from what it returns, never
+//! names a caller; every root is a parameter.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use nw_nccl::gid::{rail_family, Family, GidPrefs, RailFamily};
+use nw_nccl::gid::{rail_family, Family, RailFamily};
 
 use crate::detect::bootstrap::{self, Lookup};
 use crate::detect::gid_source::TableSource;
 use crate::detect::netif::OwnAddr;
 use crate::detect::sysfs::Sysfs;
 use crate::detect::userspace::{self, Depth, Userspace};
-use crate::detect::{self, host, rails, route, Detection, Device, Vars};
+use crate::detect::{self, host, rails, route, Detection, Device, GidRule, Vars};
 
 /// Where every read starts: the machine's, or a fixture's.
 pub struct Roots<'a> {
@@ -33,13 +27,11 @@ pub struct Roots<'a> {
     pub annotations: &'a Path,
     /// The root of the KEP-5304 device metadata trees (`dra_metadata::CONTAINER_DIR` in a pod).
     pub dra_metadata: &'a Path,
-    /// `dev_root`, where its `infiniband/` uverbs nodes belong with the sysfs tree read (the
-    /// machine's own, or a node tree's); `None` where they would be another machine's.
+    /// `dev_root`, where its uverbs nodes go with the sysfs tree read; `None` where they would not.
     pub device_nodes: Option<&'a Path>,
 }
 
-/// Whose devices: the pod's (its sources, its namespace's addresses), or the node's (every
-/// device but VFs and SFs, for the node agent).
+/// Whose devices: the pod's, or the node's (every device but VFs and SFs, for the node agent).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum View {
     Pod,
@@ -49,7 +41,8 @@ pub enum View {
 /// What the first round read.
 pub struct Observation {
     pub detection: Detection,
-    /// The family the pod's rails call for (`Unknown` where the user set one, or in the node's view).
+    /// The family the pod's rails call for (`Unknown` where the user set one, or in the node's view);
+    /// `Inet6`: the ports were read under the rule for AF_INET6, which the caller's plan takes.
     pub family: RailFamily,
     /// The node's view only: how many devices of each kind it left out (VFs, SFs).
     pub skipped: BTreeMap<&'static str, usize>,
@@ -82,29 +75,29 @@ impl Seen {
     }
 }
 
-/// The first round. In the pod's view, where the user set no NCCL_IB_ADDR_FAMILY, the pod's rails
-/// decide it: rails with only IPv6 addresses are read again with AF_INET6 (a second pass only
-/// then), so that their RoCE v2 IPv6 entries are found instead of none; `prefs` says so after.
-pub fn observe(roots: &Roots, vars: &Vars, view: View, prefs: &mut GidPrefs, tables: &dyn TableSource) -> Observation {
+/// The first round. Where the user set no NCCL_IB_ADDR_FAMILY, rails with only IPv6 addresses are
+/// read again with AF_INET6, so that their RoCE v2 IPv6 entries are found. `rule` picks each port's
+/// GID entry: the caller's, never this crate's.
+pub fn observe(roots: &Roots, vars: &Vars, view: View, rule: &dyn GidRule, tables: &dyn TableSource) -> Observation {
     if view == View::Node {
-        let (detection, skipped) = host::detect(roots.sysfs, prefs);
+        let (detection, skipped) = host::detect(roots.sysfs, rule);
         return Observation { detection, family: RailFamily::Unknown, skipped, seen: Seen::default() };
     }
-    let detect_with = |p: &GidPrefs| {
+    let detect_with = |rule: &dyn GidRule| {
         detect::detect(&detect::Inputs {
             vars,
             sysfs: roots.sysfs,
             annotations: roots.annotations,
             dra_metadata: Some(roots.dra_metadata),
             device_nodes: roots.device_nodes,
-            prefs: p,
+            rule,
             addrs: &detect::netif::read,
             kinds: &detect::links::read_or_log,
             tables,
         })
     };
     let mut seen = Seen::default();
-    let detection = detect_with(prefs);
+    let detection = detect_with(rule);
     let done = |detection, family| Observation { detection, family, skipped: BTreeMap::new(), seen: Seen::default() };
     if vars.contains_key(std::ffi::OsStr::new(nw_nccl::env::IB_ADDR_FAMILY)) || detection.devices.is_empty() {
         return done(detection, RailFamily::Unknown);
@@ -125,18 +118,12 @@ pub fn observe(roots: &Roots, vars: &Vars, view: View, prefs: &mut GidPrefs, tab
         }
     }
     let family = rail_family(&rails);
-    let detection = if family == RailFamily::Inet6 {
-        prefs.family = Family::Inet6;
-        detect_with(prefs)
-    } else {
-        detection
-    };
+    let detection =
+        if family == RailFamily::Inet6 { detect_with(rule.for_family(Family::Inet6).as_ref()) } else { detection };
     Observation { seen, ..done(detection, family) }
 }
 
-/// The rails rule's evidence (`detect::rails`), read where every visible device is the pod's:
-/// for the ports `usable`, with the coordinator's host (an address, or a name looked up here once
-/// and kept for [`answer`]).
+/// The rails rule's evidence for the ports `usable`, with the coordinator's host resolved once.
 pub fn rails_evidence(
     roots: &Roots,
     detection: &Detection,
@@ -167,8 +154,7 @@ pub fn rails_evidence(
 /// The far reads a decision asks for, once it knows which devices it uses.
 #[derive(Debug, Default)]
 pub struct Asks {
-    /// The devices handed to NCCL: their drivers' userspace, and their net devices (rails the
-    /// bootstrap must not take).
+    /// The devices handed to NCCL: their drivers' userspace, and their net devices.
     pub used: Vec<String>,
     /// How far to check the image's userspace.
     pub depth: Depth,
@@ -214,8 +200,7 @@ pub fn answer<'a>(roots: &Roots<'a>, vars: &Vars, detection: &Detection, seen: &
         rails.extend(p.pkey.as_ref().map(|k| k.netdev.clone()));
     }
     let addrs = seen.addrs(detection).to_vec();
-    // The pod's other interfaces that sit on a used device's function are rails too (only those
-    // with an address beyond link-local could carry the bootstrap at all).
+    // The pod's other interfaces on a used device's function are rails too (beyond link-local).
     let functions: Vec<&str> = used.iter().filter_map(|d| detect::devices::function(&d.attachment)).collect();
     let mut others: Vec<&str> = addrs
         .iter()

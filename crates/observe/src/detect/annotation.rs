@@ -1,9 +1,6 @@
-//! Source 4: the `k8s.v1.cni.cncf.io/network-status` annotation, read from the downward-API
-//! file (by convention `/etc/podnetinfo/annotations`).
-//!
-//! The file holds one `key="value"` line per annotation, the value Go-quoted. Each network-status
-//! entry may carry `device-info` (device-info spec 1.1.0) with `pci.rdma-device` (possibly a comma
-//! list) or at least `pci.pci-address`. Parsing only: no sysfs, no unvalidated names out.
+//! Source 4: the `k8s.v1.cni.cncf.io/network-status` annotation from the downward-API file (one
+//! `key="value"` line each, Go-quoted), its entries' `device-info` (spec 1.1.0) `pci.rdma-device` or
+//! `pci.pci-address`. Parsing only: no sysfs, no unvalidated names out.
 
 use serde_json::Value;
 
@@ -74,14 +71,8 @@ fn attachment(path: &str, entry: &Value, scan: &mut Scan) {
     let mut bad = |field: &'static str, source| {
         scan.problems.push(AnnotationError::BadName { path: path.into(), network: network.clone(), field, source })
     };
-    let pci_address = match field("pci-address").map(names::device_id) {
-        Some(Ok(a)) => Some(a.to_string()),
-        Some(Err(e)) => {
-            bad("pci-address", e);
-            None
-        }
-        None => None,
-    };
+    let pci_address = field("pci-address").and_then(|a| names::device_id(a).map_err(|e| bad("pci-address", e)).ok());
+    let pci_address = pci_address.map(String::from);
     let mut rdma = Vec::new();
     for dev in field("rdma-device").into_iter().flat_map(|l| l.split(',')).map(str::trim).filter(|d| !d.is_empty()) {
         match names::device_name(dev) {
@@ -141,13 +132,9 @@ pub fn go_unquote(s: &str) -> Option<String> {
         };
         match e {
             'x' => bytes.push(u8::try_from(hex(&mut chars, 2)?).ok()?),
-            'u' => {
+            'u' | 'U' => {
                 flush(&mut bytes, &mut out)?;
-                out.push(char::from_u32(hex(&mut chars, 4)?)?);
-            }
-            'U' => {
-                flush(&mut bytes, &mut out)?;
-                out.push(char::from_u32(hex(&mut chars, 8)?)?);
+                out.push(char::from_u32(hex(&mut chars, if e == 'u' { 4 } else { 8 })?)?);
             }
             '0'..='7' => {
                 let rest: String = chars.by_ref().take(2).collect();

@@ -1,7 +1,5 @@
-//! Reads for NCCL's bootstrap interface: each device's net devices (rails, never the bootstrap's)
-//! and the coordinator's name, resolved with a deadline ([`RESOLVE_WAIT`]): its DNS record often
-//! appears only once its pod is ready, and the job must not wait on it here. Which interface the
-//! bootstrap takes is decided from these (`nw_decide::bootstrap`).
+//! Reads for NCCL's bootstrap interface: each device's net devices (rails) and the coordinator's
+//! name, resolved within [`RESOLVE_WAIT`]. `nw_decide::bootstrap` decides from them.
 
 use std::net::IpAddr;
 use std::sync::mpsc;
@@ -20,8 +18,7 @@ pub enum Lookup {
     TimedOut,
 }
 
-/// Resolves `name` through the system's resolver on a thread of its own, waiting at most `wait`:
-/// a lookup still running then is left to finish unread.
+/// Resolves `name` on a thread of its own, waiting at most `wait` (a late lookup is left unread).
 pub fn resolve(name: &str, wait: Duration) -> Lookup {
     use std::net::ToSocketAddrs;
     let (tx, rx) = mpsc::channel();
@@ -40,10 +37,8 @@ pub fn resolve(name: &str, wait: Duration) -> Lookup {
     }
 }
 
-/// A device's net devices: rails, whose RDMA ports NCCL_IB_HCA holds, never the bootstrap's.
-/// Those its ports already named (the net device of the chosen GID entry, the IPoIB child), or,
-/// where a port named none, those `device/net` lists: a listing only where detection left one
-/// out.
+/// A device's net devices (rails, never the bootstrap's): those its ports named, else what
+/// `device/net` lists.
 pub fn rails(sysfs: &Sysfs, d: &Device) -> Vec<String> {
     let named: Vec<String> = d
         .ports
@@ -59,9 +54,8 @@ pub fn rails(sysfs: &Sysfs, d: &Device) -> Vec<String> {
     sysfs.list(&format!("class/infiniband/{}/device/net", d.name), &mut problems)
 }
 
-/// Which of `names` sit on one of `functions` (`class/net/<name>/device`, one readlink each):
-/// the other net devices of a rail's function, such as the parent of a VLAN child whose address
-/// the GID entry holds, which a listing of `device/net` would also have named.
+/// Which of `names` sit on one of `functions`: the other net devices of a rail's function (such as
+/// a VLAN child's parent).
 pub fn on_functions<'a>(sysfs: &Sysfs, names: impl IntoIterator<Item = &'a str>, functions: &[&str]) -> Vec<String> {
     if functions.is_empty() {
         return Vec::new();
@@ -91,7 +85,7 @@ mod tests {
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/nodes/h100-roce-sriov/sys"),
         );
         let mut problems = Vec::new();
-        let ports = sysfs.ports("mlx5_6", &nw_nccl::gid::GidPrefs::default(), &[], &mut problems);
+        let ports = sysfs.ports("mlx5_6", &crate::detect::gids::rule::DEFAULT, &mut problems);
         let (attachment, _) = sysfs.attachment("mlx5_6");
         let d = Device {
             name: "mlx5_6".into(),

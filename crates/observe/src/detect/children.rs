@@ -1,12 +1,7 @@
-//! The pod's children on shared devices: which of its interfaces can hold their addresses in
-//! another device's GID table (macvlan, ipvlan and VLAN children, told by their link kind from
-//! `links`), and which of them a device's ports show.
-//!
-//! The kernel enters an address into a RoCE port's table when its interface is the port's net
-//! device or an upper device of it, and a child has one lower device: so once the walk of the
-//! devices the pod cannot claim by function (`devices::from_sysfs`) has seen every child on some
-//! device, no device left can hold the pod's addresses, and it stops. Where the kinds cannot be
-//! read, no interface is known to be a child and the walk reads every device, as it always did.
+//! The pod's children on shared devices (macvlan, ipvlan and VLAN interfaces, by their `links`
+//! kind), which alone can hold its addresses in another device's GID table, and which of them a
+//! device's ports show: a child has one lower device, so once each was seen the walk of shared
+//! devices stops. Kinds unknown: no child is known, and every device is read.
 
 use std::net::Ipv6Addr;
 
@@ -14,22 +9,19 @@ use crate::detect::links::{self, Kinds};
 use crate::detect::netif::{OwnAddr, Owner};
 use crate::detect::port::PortFacts;
 
-/// Whether an interface may be a child of another namespace's net device: its kind says so, or
-/// it is not in the dump (it came after).
+/// Whether an interface may be another namespace's child: by its kind, or absent from the dump.
 fn may_be_child(kinds: &Kinds, ifname: &str) -> bool {
     kinds.get(ifname).is_none_or(|k| links::may_be_upper(k.as_deref()))
 }
 
-/// The pod's addresses (`gids`, each `addrs` entry's in GID form) on interfaces that may be
-/// children (or of a kind `links` does not know): the only ones a device the pod does not sit on
-/// can hold. Every address when the kinds cannot be read.
+/// The pod's addresses (`gids`) on interfaces that may be children: the only ones a device the pod
+/// does not sit on can hold. Every address when the kinds cannot be read.
 pub(crate) fn addresses(addrs: &[OwnAddr], gids: &[Ipv6Addr], kinds: Option<&Kinds>) -> Vec<Ipv6Addr> {
     let Some(kinds) = kinds else { return gids.to_vec() };
     addrs.iter().filter(|a| may_be_child(kinds, &a.ifname)).map(OwnAddr::gid).collect()
 }
 
-/// The pod's interfaces, with an address, that may be children: the walk may stop once it has
-/// seen them all. None when the kinds cannot be read: the walk then reads every device.
+/// The pod's interfaces with an address that may be children; none when the kinds are unknown.
 pub fn names(addrs: &[OwnAddr], kinds: Option<&Kinds>) -> Vec<String> {
     let Some(kinds) = kinds else { return Vec::new() };
     let mut out: Vec<String> = Vec::new();
@@ -41,9 +33,8 @@ pub fn names(addrs: &[OwnAddr], kinds: Option<&Kinds>) -> Vec<String> {
     out
 }
 
-/// The pod's interfaces whose addresses a device's ports hold, as read: each port's pick where it
-/// is the pod's, and the rows read as the pod's. An address that more than one of the pod's
-/// interfaces holds tells none of them (its entry may be another rail's).
+/// The pod's interfaces whose addresses a device's ports hold (picks and rows as the pod's); an
+/// address several of them hold tells none.
 pub(crate) fn seen_on(ports: &[PortFacts], addrs: &[OwnAddr]) -> Vec<String> {
     let mine = ports
         .iter()

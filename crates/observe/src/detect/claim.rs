@@ -1,15 +1,11 @@
-//! The sysfs fallback's first question: which of the visible RDMA devices this namespace's net
-//! devices make the pod's, found from the pod's side (each net device's function, and the software
-//! devices bound to one of them), so that the cost follows the pod's interfaces, not the number of
-//! devices the node shows. A claimed device keeps the directory and attachment that claimed it,
-//! for its ports to be read from without looking it up again.
+//! The sysfs fallback's first question: which visible RDMA devices this namespace's net devices
+//! make the pod's, asked from the pod's side so the cost follows its interfaces. A claimed device
+//! keeps the directory and attachment that claimed it.
 
 use crate::detect::sysfs::{Attachment, DeviceDir, Identity, NetDevs, Sysfs};
 
-/// The visible devices this namespace's net devices make the pod's, and how that was told,
-/// found from the pod's side: the RDMA devices on each net device's function (PCI or auxiliary),
-/// and the software devices (`devices/virtual/infiniband`, rxe and siw) bound to one of them.
-/// The cost follows the pod's interfaces, not the number of devices the node shows.
+/// The visible devices this namespace's net devices make the pod's, and how: the RDMA devices on
+/// each net device's function, and the software devices bound to one of them.
 pub(crate) fn claimed(sysfs: &Sysfs, visible: &[String], netdevs: &NetDevs, problems: &mut Vec<String>) -> Vec<Claim> {
     let mut errs = Vec::new();
     let mut out: Vec<Claim> = Vec::new();
@@ -31,8 +27,7 @@ pub(crate) fn claimed(sysfs: &Sysfs, visible: &[String], netdevs: &NetDevs, prob
     out
 }
 
-/// A device this namespace's net devices make the pod's: how that was told, and what telling it
-/// read (its directory and attachment), for the device's reads to go on from.
+/// A device the pod's net devices claim, how, and its directory and attachment as read.
 pub(crate) struct Claim {
     pub(crate) name: String,
     pub(crate) how: String,

@@ -1,14 +1,6 @@
-//! Reads one RDMA port's counters: every file the device has under `ports/N/counters/` (the
-//! InfiniBand port counters: `symbol_error`, `link_downed`, `port_rcv_errors`, ...) and
-//! `ports/N/hw_counters/` (the driver's own: mlx5's `out_of_sequence`, `np_cnp_sent`, ...;
-//! rxe has only these). Whatever the device has is read; which names mean what is
-//! `meaning`'s concern.
-//!
-//! A port directory in, a map out: the supervisor's post-mortem (`process::portwatch`) and the node
-//! agent's metrics (`health`) read through it alike. Every read goes through `detect::file` (non-blocking, one page at
-//! most, regular files only). It must never fail the caller: a directory that is missing (rxe
-//! has no `counters/`), a file that cannot be read or holds no number, is left out and said in
-//! `problems`, and the number of files read per directory is bounded.
+//! One RDMA port's counters: every file under `ports/N/counters/` and `ports/N/hw_counters/`, for
+//! the post-mortem and the node agent alike; what they mean is `meaning`'s concern. Never fails the
+//! caller: what cannot be read is left out and said in `problems`; reads are bounded.
 
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
@@ -24,12 +16,10 @@ pub const GROUPS: [&str; 2] = ["counters", "hw_counters"];
 /// Counter values keyed by `group/name` (`hw_counters/link_downed`).
 pub type Counters = BTreeMap<String, u64>;
 
-/// More files than any driver puts in one counter directory (mlx5 has about 40 in
-/// `hw_counters`): a bound on what a hostile or broken tree can make us read.
+/// More files than any driver puts in one counter directory (mlx5 has about 40).
 const MAX_PER_GROUP: usize = 256;
 
-/// Files of `hw_counters` that are settings, not counters (`lifespan`: how long the driver
-/// caches the values, in milliseconds; writable).
+/// Files of `hw_counters` that are settings, not counters (`lifespan`, writable).
 const NOT_COUNTERS: [&str; 1] = ["lifespan"];
 
 /// The group and bare name of a key: `hw_counters/link_downed` -> (`hw_counters`, `link_downed`).
@@ -55,13 +45,8 @@ fn read_group(dir: &Path, group: &str, out: &mut Counters, problems: &mut Vec<St
             return;
         }
     };
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) => {
-            problems.push(format!("cannot list {}: {e}", dir.display()));
-            return;
-        }
-    };
+    let listed = std::fs::read_dir(dir).map_err(|e| problems.push(format!("cannot list {}: {e}", dir.display())));
+    let Ok(entries) = listed else { return };
     // One entry past the bound tells a directory that is too large, without listing all of it.
     let mut names: Vec<String> = entries
         .flatten()
@@ -87,19 +72,10 @@ fn read_group(dir: &Path, group: &str, out: &mut Counters, problems: &mut Vec<St
 }
 
 fn read_one(fd: &OwnedFd, dir: &Path, name: &str, problems: &mut Vec<String>) -> Option<u64> {
-    match file::read_attr_at(fd, dir, name) {
-        Ok(text) => match text.parse::<u64>() {
-            Ok(v) => Some(v),
-            Err(_) => {
-                problems.push(format!("{}: {text:?} is not a counter value; skipped", dir.join(name).display()));
-                None
-            }
-        },
-        Err(e) => {
-            problems.push(e.to_string());
-            None
-        }
-    }
+    let text = file::read_attr_at(fd, dir, name).map_err(|e| problems.push(e.to_string())).ok()?;
+    let not_a_value =
+        |_| problems.push(format!("{}: {text:?} is not a counter value; skipped", dir.join(name).display()));
+    text.parse::<u64>().map_err(not_a_value).ok()
 }
 
 /// Counter names are short identifiers (`port_rcv_errors`, `VL15_dropped`).

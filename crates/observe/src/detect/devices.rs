@@ -1,11 +1,6 @@
-//! Detect: find the RDMA devices that are this pod's and read their ports. Pure reads of the
-//! environment (handed in as a map), the annotations file and sysfs; no decisions about what to
-//! export, and nothing written anywhere.
-//!
-//! Sources are tried in order (the KEP-5304 DRA device metadata files, the SR-IOV DRA driver's
-//! variables, the SR-IOV device plugin's variables, the network-status annotation, sysfs), and the
-//! first that names at least one device is the one used; the others are reported as not needed. A
-//! device a source names that does not exist is reported and skipped.
+//! Detect: finds the RDMA devices that are this pod's and reads their ports. Sources are tried in
+//! order (DRA metadata, SR-IOV DRA variables, SR-IOV device plugin, network-status annotation,
+//! sysfs); the first that names a device is used. Pure reads; no decisions about what to export.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -22,7 +17,7 @@ use crate::detect::dra_files;
 use crate::detect::dra_metadata::ClaimKind;
 use crate::detect::function::{self, FunctionFacts};
 use crate::detect::gid_source::TableSource;
-use crate::detect::gids;
+use crate::detect::gids::{self, GidRule};
 use crate::detect::links;
 use crate::detect::names;
 use crate::detect::netif::{OwnAddr, Owner};
@@ -31,24 +26,20 @@ use crate::detect::sriov;
 use crate::detect::sriov_dra;
 use crate::detect::sysfs::{Attachment, DeviceDir, Sysfs};
 use crate::detect::uverbs::{self, Nodes};
-use nw_nccl::gid::GidPrefs;
 
 /// The process environment as detection sees it.
 pub type Vars = BTreeMap<OsString, OsString>;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// Where the pod's devices were named (`describe` says it for people).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Source {
-    /// KEP-5304 device metadata files of the pod's DRA claims.
     DraMetadata,
-    /// `SRIOVNETWORK_*` variables of the SR-IOV DRA driver.
     SriovDra,
-    /// `PCIDEVICE_*` variables of the SR-IOV network device plugin.
     Sriov,
-    /// The network-status annotation (downward API file).
     Annotation,
-    /// Walking `class/infiniband` and matching net devices of this namespace.
     Sysfs,
+    #[default]
     None,
 }
 
@@ -95,13 +86,12 @@ pub struct Device {
     pub attachment: Attachment,
     pub ports: Vec<PortFacts>,
     pub problems: Vec<String>,
-    /// The name the source gave it, where this pod sees it under another and it was found by
-    /// its PCI address or net device instead: the host's `mlx5_7` for the pod's `rdma_net1`
-    /// (rdma-cni, the Spectrum-X operator), or a name from before a udev rename.
+    /// The name the source gave it, where this pod sees it under another (the host's `mlx5_7` for the
+    /// pod's `rdma_net1`, or a name from before a udev rename).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub named_as: Option<String>,
-    /// The kernel driver of its function (`efa`, `erdma`), read where its ports' link layer does
-    /// not say what the device is (neither InfiniBand nor Ethernet: EFA reports none).
+    /// The kernel driver of its function (`efa`, `erdma`), read where the link layer says neither
+    /// InfiniBand nor Ethernet.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub driver: Option<String>,
     /// What its PCI function says of itself, read for InfiniBand PFs (see `function`).
@@ -109,14 +99,13 @@ pub struct Device {
     pub function: Option<FunctionFacts>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Detection {
     pub source: Source,
     pub sources: Vec<SourceReport>,
     pub devices: Vec<Device>,
-    /// Devices visible in this namespace that are not the pod's (a privileged pod sees the host's),
-    /// in the order sysfs lists them: a start only counts them, so they are not sorted then;
-    /// whatever shows them puts them in natural order (`names::abbreviate`, `sorted_natural`).
+    /// Devices visible in this namespace that are not the pod's, unsorted (a start only counts them;
+    /// whatever shows them sorts them).
     #[serde(serialize_with = "names::serialize_natural")]
     pub not_ours: Vec<String>,
     /// Devices named or found whose uverbs node is not in the container: never exported.
@@ -125,13 +114,12 @@ pub struct Detection {
     /// Devices a source named that do not exist, and other detection warnings.
     #[serde(rename = "detection_warnings")]
     pub warnings: Vec<String>,
-    /// This namespace's addresses (loopback left out), read only when RDMA devices are visible:
-    /// on a shared device they tell the pod's GID entries from the host's and other pods'.
+    /// This namespace's addresses, read only when RDMA devices are visible: on a shared device they
+    /// tell the pod's GID entries from the others'.
     #[serde(rename = "pod_addresses")]
     pub addresses: Vec<OwnAddr>,
-    /// No source told the pod's devices from the node's and every visible device was taken (a
-    /// hostNetwork or privileged pod sharing the host's namespace, or the walk's fallback): the
-    /// case where the rails rule weighs each port's evidence.
+    /// No source told the pod's devices from the node's and every visible device was taken: where the
+    /// rails rule weighs each port's evidence.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub every_visible: bool,
 }
@@ -139,32 +127,29 @@ pub struct Detection {
 /// Reads this namespace's addresses (`netif::read` in production; tests hand in their own).
 pub type AddrSource<'a> = &'a dyn Fn() -> Result<Vec<OwnAddr>, String>;
 
-/// Reads the kind of each of this namespace's interfaces (`links::read` in production; `None`
-/// when it cannot be told, and then every address is looked for).
+/// Reads the kind of each of this namespace's interfaces (`links::read` in production; `None`:
+/// unknown, and every address is looked for).
 pub type KindSource<'a> = &'a dyn Fn() -> Option<links::Kinds>;
 
 pub struct Inputs<'a> {
     pub vars: &'a Vars,
     pub sysfs: &'a Sysfs,
     pub annotations: &'a Path,
-    /// The root of the KEP-5304 metadata trees (`/var/run/kubernetes.io/dra-device-attributes`);
-    /// `None`: not looked for.
+    /// The root of the KEP-5304 metadata trees; `None`: not looked for.
     pub dra_metadata: Option<&'a Path>,
-    /// The container's dev root, whose `infiniband/` uverbs nodes say which devices it can open
-    /// (`uverbs`); `None` where it does not belong with the sysfs tree read (a node tree read on
-    /// another machine).
+    /// The container's dev root, whose uverbs nodes say which devices it can open; `None` where it
+    /// does not go with the sysfs tree read.
     pub device_nodes: Option<&'a Path>,
-    pub prefs: &'a GidPrefs,
+    /// The GID rule the ports' walks follow (`gids::GidRule`, NCCL's from `nw_decide::gid_rule`).
+    pub rule: &'a dyn GidRule,
     pub addrs: AddrSource<'a>,
     pub kinds: KindSource<'a>,
-    /// Where a port's whole GID table may come from in one call (ibverbs), for the reads that go
-    /// far on shared devices; `gid_source::SysfsOnly` reads sysfs alone.
+    /// Where a port's whole GID table may come from in one call (ibverbs), for the far reads.
     pub tables: &'a dyn TableSource,
 }
 
-/// How long detection waits, in all, for the kernel to add a pod address's GID entry: CNI gives
-/// the address a moment before the kernel's GID work adds its entries. Measured in the lab
-/// (`tests/lab/scenarios/37-shared-gid-timing.sh`): the entries follow within milliseconds.
+/// How long detection waits, in all, for the kernel to add a pod address's GID entry after CNI gave
+/// the address (lab `37-shared-gid-timing`: they follow within milliseconds).
 pub(crate) const GID_WAIT: Duration = Duration::from_millis(2000);
 const GID_POLL: Duration = Duration::from_millis(10);
 
@@ -172,7 +157,7 @@ const GID_POLL: Duration = Duration::from_millis(10);
 struct Own<'a> {
     addrs: Vec<OwnAddr>,
     gids: Vec<Ipv6Addr>,
-    prefs: &'a GidPrefs,
+    rule: &'a dyn GidRule,
     tables: &'a dyn TableSource,
     /// When waiting for missing entries stops, for every device together.
     deadline: Instant,
@@ -181,7 +166,7 @@ struct Own<'a> {
 impl<'a> Own<'a> {
     /// No addresses: every port gets NCCL's own pick.
     fn none(inp: &Inputs<'a>) -> Own<'a> {
-        Own { addrs: Vec::new(), gids: Vec::new(), prefs: inp.prefs, tables: inp.tables, deadline: Instant::now() }
+        Own { addrs: Vec::new(), gids: Vec::new(), rule: inp.rule, tables: inp.tables, deadline: Instant::now() }
     }
 
     fn read(inp: &Inputs<'a>, warnings: &mut Vec<String>) -> Own<'a> {
@@ -190,11 +175,12 @@ impl<'a> Own<'a> {
             Vec::new()
         });
         let gids = addrs.iter().map(OwnAddr::gid).collect();
-        Own { addrs, gids, prefs: inp.prefs, tables: inp.tables, deadline: Instant::now() + GID_WAIT }
+        Own { addrs, gids, rule: inp.rule, tables: inp.tables, deadline: Instant::now() + GID_WAIT }
     }
 }
 
 /// A device name a source gave, before its ports are read.
+#[derive(Default)]
 struct Named {
     name: String,
     origin: String,
@@ -202,8 +188,7 @@ struct Named {
     dir: Option<DeviceDir>,
     /// Its attachment (and function), where the source already read them to claim it.
     attachment: Option<(Attachment, Option<String>)>,
-    /// The device ID (PCI address, auxiliary ID) the source gave along with the name: the
-    /// name is checked against it once the device's attachment is read.
+    /// The device ID the source gave with the name, checked against its attachment once read.
     claimed_id: Option<String>,
     /// The name the source gave, where the device was found under another (see `Device`).
     named_as: Option<String>,
@@ -214,29 +199,32 @@ struct Named {
 /// A device's ports as read, and the problems reading them.
 type ReadPorts = (Vec<PortFacts>, Vec<String>);
 
+impl Named {
+    fn new(name: &str, origin: String) -> Named {
+        Named { name: name.to_string(), origin, ..Named::default() }
+    }
+}
+
 pub fn detect(inp: &Inputs) -> Detection {
     let mut warnings = Vec::new();
     let mut sources = Vec::new();
     let mut visible_problems = Vec::new();
     let visible = inp.sysfs.rdma_devices_listed(&mut visible_problems);
     warnings.extend(visible_problems.iter().map(ToString::to_string));
-    // Which devices the container can open at all: a device whose uverbs node it lacks is never
-    // the pod's, whatever a source says, and where some have theirs and others not, that tells
-    // the pod's when nothing else can.
+    // A device whose uverbs node the container lacks is never the pod's; where some have theirs,
+    // that tells the pod's when nothing else can.
     let nodes = match inp.device_nodes {
         Some(dev) if !visible.is_empty() => uverbs::read(inp.sysfs, dev),
         Some(_) => Nodes::Silent("no RDMA device is visible".into()),
         None => Nodes::Silent("the container's /dev does not go with the sysfs tree read".into()),
     };
     log::debug!("uverbs nodes: {nodes:?}");
-    // A device the device plugin or the annotation names was allocated to this pod alone (a VF
-    // or SF), so its table holds only the pod's addresses and NCCL's pick is the pod's: the
-    // pod's addresses are read only for the sysfs walk, where shared devices are found.
+    // A device a source names was allocated to this pod alone, so NCCL's pick is the pod's: the pod's
+    // addresses are read only for the sysfs walk, where shared devices are found.
     let mut own = Own::none(inp);
 
     let mut chosen: Option<(Source, Vec<Named>)> = None;
-    // The walk took devices without telling them by pod: by a net device of this namespace on
-    // each (a namespace that holds the node's), or none told at all.
+    // The walk took devices without telling them by pod.
     let mut untold = false;
     for source in [Source::DraMetadata, Source::SriovDra, Source::Sriov, Source::Annotation, Source::Sysfs] {
         if chosen.is_some() {
@@ -281,11 +269,11 @@ pub fn detect(inp: &Inputs) -> Detection {
         let dev = read_device(inp, &own, n, &dir, &mut warnings);
         match (claimed, function(&dev.attachment)) {
             (Some(id), Some(func)) if id != func => {
-                // Two names for one device disagree: the device ID is what was allocated to the
-                // pod (its uverbs node is the one mounted), so the device sysfs finds there wins.
+                // Two names for one device disagree: the device ID was allocated to the pod, so the device
+                // sysfs finds there wins.
                 let mut found = Vec::new();
                 let mut problems = Vec::new();
-                resolve_id(inp, &id, &dev.origin, &mut found, &mut problems);
+                resolve_id(inp, (&id, None), &dev.origin, &mut found, &mut problems);
                 let others: Vec<String> = found.iter().map(|f| f.name.clone()).collect();
                 if others.is_empty() {
                     warnings.push(format!(
@@ -319,8 +307,7 @@ pub fn detect(inp: &Inputs) -> Detection {
     }
     types_for_a_range(inp, &mut devices);
     let not_ours: Vec<String> = visible.into_iter().filter(|v| !devices.iter().any(|d| &d.name == v)).collect();
-    // Exclusive RDMA netns mode shows a namespace its own devices only, and EFA devices are the
-    // net plugin's: neither is a node's every port.
+    // Exclusive RDMA netns mode and EFA (the net plugin's devices) are never a node's every port.
     let every_visible = source == Source::Sysfs
         && untold
         && not_ours.is_empty()
@@ -330,8 +317,7 @@ pub fn detect(inp: &Inputs) -> Detection {
     Detection { source, sources, devices, not_ours, not_openable, warnings, addresses: own.addrs, every_visible }
 }
 
-/// Whether the container can open `name` (or its nodes tell nothing); where it cannot, says so
-/// and keeps it in `not_openable`.
+/// Whether the container can open `name` (or its nodes tell nothing); if not, says so.
 fn openable(
     nodes: &Nodes,
     name: &str,
@@ -353,10 +339,8 @@ fn openable(
     false
 }
 
-/// Where the pod's own entries sit at different indices on its shared ports, the plan weighs an
-/// address range by simulating NCCL's rule over each table as far as the pod's entry, which needs
-/// the types of the other pods' entries before it: read them then, and only then (a run whose
-/// ports agree, the usual case, never reads them).
+/// Where the pod's entries sit at different indices on its shared ports, the plan simulates NCCL's
+/// rule over each table up to the pod's entry, which needs the other entries' types: read only then.
 fn types_for_a_range(inp: &Inputs, devices: &mut [Device]) {
     let picks = || devices.iter().flat_map(|d| d.ports.iter()).filter_map(|p| p.gid.as_ref().map(|g| (p, g.index)));
     let mut indices = picks().map(|(_, i)| i);
@@ -367,7 +351,7 @@ fn types_for_a_range(inp: &Inputs, devices: &mut [Device]) {
     for dev in devices.iter_mut() {
         for p in dev.ports.iter_mut().filter(|p| p.nccl_pick.is_some()) {
             let mut errs = Vec::new();
-            inp.sysfs.gid_types((&dev.name, p.port), &mut p.table, inp.prefs, inp.tables, &mut errs);
+            inp.sysfs.gid_types((&dev.name, p.port), &mut p.table, inp.rule, inp.tables, &mut errs);
             dev.problems.extend(errs.iter().map(ToString::to_string));
         }
     }
@@ -390,10 +374,7 @@ pub(crate) fn infiniband_pf(attachment: &Attachment, ports: &[PortFacts]) -> boo
 /// Reads one device's attachment and ports (unless the source already read them).
 fn read_device(inp: &Inputs, own: &Own, n: Named, dir: &DeviceDir, warnings: &mut Vec<String>) -> Device {
     let (attachment, func) = n.attachment.unwrap_or_else(|| inp.sysfs.attachment_of(dir));
-    let (mut ports, mut problems) = match n.ports {
-        Some(read) => read,
-        None => read_ports(inp.sysfs, dir, own, warnings),
-    };
+    let (mut ports, mut problems) = n.ports.unwrap_or_else(|| read_ports(inp.sysfs, dir, own, warnings));
     if ports.iter().any(|p| p.link_layer.as_deref() == Some("InfiniBand")) {
         ipoib_pkeys(inp.sysfs, &n.name, func.as_deref(), &mut ports, &mut problems);
     }
@@ -403,17 +384,16 @@ fn read_device(inp: &Inputs, own: &Own, n: Named, dir: &DeviceDir, warnings: &mu
     Device { name: n.name, origin: n.origin, attachment, ports, problems, named_as: n.named_as, driver, function }
 }
 
-/// Reads a device's ports. Where a port's table already holds an address of one of the pod's
-/// interfaces (its link-local entry, which the kernel adds when the link comes up) but not yet
-/// that interface's address of NCCL's family, the kernel is still adding entries: read again
-/// until they appear or the shared deadline passes, and say which never came.
+/// Reads a device's ports. Where a port's table holds a pod interface's link-local entry but not
+/// yet its address of NCCL's family, the kernel is still adding entries: read again until they
+/// appear or the shared deadline passes, and say which never came.
 fn read_ports(sysfs: &Sysfs, dir: &DeviceDir, own: &Own, warnings: &mut Vec<String>) -> ReadPorts {
     let dev = dir.name();
     let start = Instant::now();
     loop {
         let mut errs = Vec::new();
         let pod = gids::Pod { gids: &own.gids, addrs: &own.addrs, tables: own.tables };
-        let ports = sysfs.ports_of(dir, own.prefs, &pod, &mut errs);
+        let ports = sysfs.ports_of(dir, own.rule, &pod, &mut errs);
         let missing: Vec<String> = ports.iter().flat_map(|p| missing_entries(dev, p, own)).collect();
         if missing.is_empty() || Instant::now() >= own.deadline {
             if !missing.is_empty() {
@@ -433,8 +413,7 @@ fn read_ports(sysfs: &Sysfs, dir: &DeviceDir, own: &Own, warnings: &mut Vec<Stri
     }
 }
 
-/// The pod's addresses of NCCL's family on interfaces that already have an entry in this port's
-/// table, whose own entry is not there yet.
+/// The pod's addresses of NCCL's family on interfaces with an entry in this table, missing theirs.
 fn missing_entries(dev: &str, p: &PortFacts, own: &Own) -> Vec<String> {
     if p.table.is_empty() || p.gid.as_ref().is_some_and(|g| g.owner == Some(Owner::Pod)) {
         return Vec::new();
@@ -445,7 +424,7 @@ fn missing_entries(dev: &str, p: &PortFacts, own: &Own) -> Vec<String> {
     own.addrs
         .iter()
         .filter(|a| on_device.contains(&a.ifname.as_str()) && !present.contains(&a.gid()))
-        .filter(|a| nw_nccl::gid::valid(&a.gid()) && nw_nccl::gid::family_of(&a.gid()) == own.prefs.family)
+        .filter(|a| nw_nccl::gid::valid(&a.gid()) && nw_nccl::gid::family_of(&a.gid()) == own.rule.family())
         .map(|a| format!("{} {} on {dev}:{}", a.ifname, a.addr, p.port))
         .collect()
 }
@@ -491,24 +470,20 @@ fn report(source: Source, inputs: Vec<String>, problems: Vec<String>, found: boo
     SourceReport { source, status, inputs, problems }
 }
 
-/// Marks the devices found from `from` on as named `hint` by their source, where that is not the
-/// name this pod sees: the source spoke of another name (the host's, before a rename).
-fn named_as(found: &mut [Named], hint: Option<&String>) {
-    for n in found.iter_mut() {
-        if let Some(h) = hint.filter(|h| **h != n.name) {
-            n.named_as = Some(h.clone());
-        }
-    }
-}
-
-/// Whether a device name failed to open because there is no such name (a rename), not for
-/// another reason (a symlink loop, permissions) that is worth a warning of its own.
+/// Whether a device name failed to open because there is no such name (a rename).
 fn absent(e: &crate::detect::sysfs::SysfsError) -> bool {
     matches!(e, crate::detect::sysfs::SysfsError::Read { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
 }
 
-/// Resolves a device ID to its RDMA devices through sysfs, or says why it could not.
-fn resolve_id(inp: &Inputs, id: &str, origin: &str, out: &mut Vec<Named>, problems: &mut Vec<String>) {
+/// Resolves a device ID to its RDMA devices through sysfs, or says why it could not. A device the
+/// source called `hint` under another name is marked as named so.
+fn resolve_id(
+    inp: &Inputs,
+    (id, hint): (&str, Option<&String>),
+    origin: &str,
+    out: &mut Vec<Named>,
+    problems: &mut Vec<String>,
+) {
     let mut errs = Vec::new();
     let found = inp.sysfs.rdma_devices_of(id, &mut errs);
     problems.extend(errs.iter().map(ToString::to_string));
@@ -519,20 +494,14 @@ fn resolve_id(inp: &Inputs, id: &str, origin: &str, out: &mut Vec<Named>, proble
             inp.sysfs.path(&format!("bus/{bus}/devices/{id}/infiniband")).display()
         ));
     }
-    out.extend(found.into_iter().map(|name| Named {
-        name,
-        origin: origin.to_string(),
-        dir: None,
-        attachment: None,
-        claimed_id: None,
-        named_as: None,
-        ports: None,
-    }));
+    let named_as = |name: &String| hint.filter(|h| *h != name).cloned();
+    out.extend(
+        found.into_iter().map(|name| Named { named_as: named_as(&name), ..Named::new(&name, origin.to_string()) }),
+    );
 }
 
-/// The KEP-5304 metadata files of the pod's DRA claims: each NIC driver's device, found in sysfs
-/// by the PCI address its attributes (or its name) carry, else by the interface its `networkData`
-/// names, else by the RDMA device name it was given (a hint: the pod may see another name).
+/// The KEP-5304 metadata files: each NIC driver's device, found by its PCI address, else by its
+/// `networkData` interface, else by its RDMA device name (a hint).
 fn from_dra_metadata(inp: &Inputs) -> (SourceReport, Vec<Named>) {
     let Some(root) = inp.dra_metadata else {
         return (report(Source::DraMetadata, Vec::new(), Vec::new(), false), Vec::new());
@@ -556,25 +525,17 @@ fn from_dra_metadata(inp: &Inputs) -> (SourceReport, Vec<Named>) {
                 d.name,
                 iface.map(|i| format!(", {i}")).unwrap_or_default()
             );
-            let before = named.len();
-            match (&d.pci_address, iface, &d.rdma_device_hint) {
-                (Some(a), _, _) => resolve_id(inp, a, &origin, &mut named, &mut problems),
+            let (before, hint) = (named.len(), d.rdma_device_hint.as_ref());
+            match (&d.pci_address, iface, hint) {
+                (Some(a), _, _) => resolve_id(inp, (a, hint), &origin, &mut named, &mut problems),
                 (None, Some(i), _) => match inp.sysfs.netdev_function(i) {
-                    Some(func) => resolve_id(inp, &func, &origin, &mut named, &mut problems),
+                    Some(func) => resolve_id(inp, (&func, hint), &origin, &mut named, &mut problems),
                     None => problems.push(format!(
                         "{origin}: no PCI address, and its interface {i} is not on a function in this namespace"
                     )),
                 },
                 (None, None, Some(hint)) => match inp.sysfs.open_device(hint) {
-                    Ok(dir) => named.push(Named {
-                        name: hint.clone(),
-                        origin: origin.clone(),
-                        dir: Some(dir),
-                        attachment: None,
-                        claimed_id: None,
-                        named_as: None,
-                        ports: None,
-                    }),
+                    Ok(dir) => named.push(Named { dir: Some(dir), ..Named::new(hint, origin.clone()) }),
                     Err(e) => {
                         problems.push(format!("{origin}: no PCI address, and RDMA device {hint} cannot be used ({e})"))
                     }
@@ -583,15 +544,13 @@ fn from_dra_metadata(inp: &Inputs) -> (SourceReport, Vec<Named>) {
                     "{origin}: neither a PCI address, an interface nor an RDMA device name tells which device it is"
                 )),
             }
-            named_as(&mut named[before..], d.rdma_device_hint.as_ref());
             log::debug!("{origin}: {} RDMA device(s)", named.len() - before);
         }
     }
     (report(Source::DraMetadata, inputs, problems, !named.is_empty()), named)
 }
 
-/// The SR-IOV DRA driver's `SRIOVNETWORK_*` variables: each VF found in sysfs by its PCI address
-/// (its `_RDMA_DEVICE` is the host's name when the claim was prepared, a hint only).
+/// The SR-IOV DRA driver's variables: each VF found by its PCI address (`_RDMA_DEVICE` is a hint).
 fn from_sriov_dra(inp: &Inputs) -> (SourceReport, Vec<Named>) {
     let scan = sriov_dra::scan(inp.vars);
     let mut problems: Vec<String> = scan.problems.iter().map(ToString::to_string).collect();
@@ -615,9 +574,8 @@ fn from_sriov_dra(inp: &Inputs) -> (SourceReport, Vec<Named>) {
                 vf.key
             ));
         }
-        let before = named.len();
-        resolve_id(inp, addr, &origin, &mut named, &mut problems);
-        named_as(&mut named[before..], vf.rdma.as_ref().and_then(|r| r.device.as_ref()));
+        let hint = vf.rdma.as_ref().and_then(|r| r.device.as_ref());
+        resolve_id(inp, (addr, hint), &origin, &mut named, &mut problems);
     }
     (report(Source::SriovDra, scan.variables, problems, !named.is_empty()), named)
 }
@@ -634,23 +592,17 @@ fn from_sriov(inp: &Inputs) -> (SourceReport, Vec<Named>) {
     for dev in &scan.devices {
         match dev.rdma_dev.as_ref().map(|name| (name, inp.sysfs.open_device(name))) {
             Some((name, Ok(dir))) => named.push(Named {
-                name: name.clone(),
-                origin: dev.variable.clone(),
                 dir: Some(dir),
-                attachment: None,
                 claimed_id: Some(dev.device_id.clone()),
-                named_as: None,
-                ports: None,
+                ..Named::new(name, dev.variable.clone())
             }),
             Some((name, Err(e))) => {
-                // A name this pod does not have, where the device ID finds one: the device was
-                // renamed in the pod (the plugin gives the host's name); both names are shown.
+                // A renamed device (the plugin gives the host's name) found by its ID: both names shown.
                 let before = named.len();
                 let mut found = Vec::new();
-                resolve_id(inp, &dev.device_id, &dev.variable, &mut named, &mut found);
-                if named.len() > before && absent(&e) {
-                    named_as(&mut named[before..], Some(name));
-                } else {
+                let hint = absent(&e).then_some(name);
+                resolve_id(inp, (&dev.device_id, hint), &dev.variable, &mut named, &mut found);
+                if named.len() == before || hint.is_none() {
                     problems.push(format!(
                         "{}: rdma_dev {name} of {} cannot be used ({e}); trying the device ID",
                         dev.variable, dev.device_id
@@ -658,7 +610,7 @@ fn from_sriov(inp: &Inputs) -> (SourceReport, Vec<Named>) {
                 }
                 problems.extend(found);
             }
-            None => resolve_id(inp, &dev.device_id, &dev.variable, &mut named, &mut problems),
+            None => resolve_id(inp, (&dev.device_id, None), &dev.variable, &mut named, &mut problems),
         }
     }
     (report(Source::Sriov, scan.variables, problems, !named.is_empty()), named)
@@ -667,15 +619,12 @@ fn from_sriov(inp: &Inputs) -> (SourceReport, Vec<Named>) {
 fn from_annotation(inp: &Inputs) -> (SourceReport, Vec<Named>) {
     let path = inp.annotations.display().to_string();
     let text = match crate::detect::file::read(inp.annotations, annotation::MAX_FILE_BYTES) {
-        Err(e) if e.is_not_found() => {
-            return (report(Source::Annotation, Vec::new(), Vec::new(), false), Vec::new());
+        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+        Err(e) if e.is_not_found() => return (report(Source::Annotation, Vec::new(), Vec::new(), false), Vec::new()),
+        Err(e) => {
+            let msg = format!("{e}; the annotation is not used");
+            return (report(Source::Annotation, vec![path], vec![msg], false), Vec::new());
         }
-        Err(e) => Err(format!("{e}; the annotation is not used")),
-        Ok(b) => Ok(String::from_utf8_lossy(&b).into_owned()),
-    };
-    let text = match text {
-        Ok(t) => t,
-        Err(msg) => return (report(Source::Annotation, vec![path], vec![msg], false), Vec::new()),
     };
     let scan = annotation::scan(&path, &text);
     let mut problems: Vec<String> = scan.problems.iter().map(ToString::to_string).collect();
@@ -684,28 +633,14 @@ fn from_annotation(inp: &Inputs) -> (SourceReport, Vec<Named>) {
         let origin = format!("network {}", dev.network);
         let opened = dev.rdma_dev.as_ref().and_then(|name| inp.sysfs.open_device(name).ok());
         match (opened, &dev.rdma_dev, &dev.pci_address) {
-            (Some(dir), Some(name), _) => named.push(Named {
-                name: name.clone(),
-                origin,
-                dir: Some(dir),
-                attachment: None,
-                claimed_id: dev.pci_address.clone(),
-                named_as: None,
-                ports: None,
-            }),
-            (_, _, Some(addr)) => {
-                let before = named.len();
-                resolve_id(inp, addr, &origin, &mut named, &mut problems);
-                named_as(&mut named[before..], dev.rdma_dev.as_ref());
+            (Some(dir), Some(name), _) => {
+                named.push(Named { dir: Some(dir), claimed_id: dev.pci_address.clone(), ..Named::new(name, origin) })
             }
+            (_, _, Some(addr)) => resolve_id(inp, (addr, dev.rdma_dev.as_ref()), &origin, &mut named, &mut problems),
             (_, Some(name), None) => {
                 // No address: the interface the network gave the pod sits on the device's function.
                 match dev.interface.as_deref().and_then(|i| inp.sysfs.netdev_function(i)) {
-                    Some(func) => {
-                        let before = named.len();
-                        resolve_id(inp, &func, &origin, &mut named, &mut problems);
-                        named_as(&mut named[before..], Some(name));
-                    }
+                    Some(func) => resolve_id(inp, (&func, Some(name)), &origin, &mut named, &mut problems),
                     None => {
                         problems.push(format!("{origin}: rdma-device {name} is not in this namespace's RDMA devices"))
                     }
@@ -725,20 +660,12 @@ fn all_efa(sysfs: &Sysfs, visible: &[String]) -> bool {
 }
 
 /// The fallback: which of the visible devices are this pod's?
-///
-/// - exclusive RDMA netns mode: the kernel shows a namespace only its own devices, so all are;
-/// - a PCI function (VF, PF) or scalable function is the pod's when one of this namespace's net
-///   devices sits on the same function (sysfs shows only this namespace's net devices; an IPoIB
-///   child of a shared InfiniBand device sits on its function too);
-/// - a software device (rxe, siw) is the pod's when its `parent` net device is in this namespace,
-///   told by the MAC behind the device's identifiers, not by the name (see `software_identity`);
-/// - a shared device (macvlan or ipvlan children of its net device, one per pod) is the pod's
-///   when its GID table holds one of the pod's addresses: by address, never by name, since every
-///   pod's child is `net1`; the devices are read in natural order until each of the pod's
-///   children has been seen on one (a child sits on one device);
-/// - when that matches nothing (no net device maps to any RDMA device: InfiniBand without IPoIB,
-///   or a pod with only virtual interfaces), we cannot tell, and use every visible device, which
-///   is what NCCL would do without us, with a warning that says so.
+/// - exclusive RDMA netns mode: all of them;
+/// - a function (VF, PF, SF) one of this namespace's net devices sits on (an IPoIB child too);
+/// - a software device (rxe, siw) whose parent is here, told by MAC, not name (`software_identity`);
+/// - a shared device whose GID table holds one of the pod's addresses (by address, never by name:
+///   every pod's child is `net1`), read in natural order until each child of the pod was seen;
+/// - else every visible device, as NCCL would take, with a warning.
 fn from_sysfs(
     inp: &Inputs,
     visible: &[String],
@@ -753,15 +680,7 @@ fn from_sysfs(
     }
     let mut problems = Vec::new();
     let inputs = vec![class.clone()];
-    let named = |name: &String, origin: String, ports| Named {
-        name: name.clone(),
-        origin,
-        dir: None,
-        attachment: None,
-        claimed_id: None,
-        named_as: None,
-        ports,
-    };
+    let named = |name: &String, origin: String, ports| Named { ports, ..Named::new(name, origin) };
     if inp.sysfs.netns_exclusive() == Some(true) {
         let all = visible.iter().map(|n| named(n, "sysfs (exclusive RDMA netns mode)".into(), None));
         return (report(Source::Sysfs, inputs, problems, true), all.collect());
@@ -769,8 +688,7 @@ fn from_sysfs(
     let mut errs = Vec::new();
     let netdevs = inp.sysfs.netdevs(&mut errs);
     problems.extend(errs.iter().map(ToString::to_string));
-    // A claimed device goes on with the directory and attachment that claimed it: not looked up
-    // and read again.
+    // A claimed device goes on with the directory and attachment that claimed it.
     let mut found: Vec<Named> = claim::claimed(inp.sysfs, visible, &netdevs, &mut problems)
         .into_iter()
         .map(|c| Named {
@@ -779,16 +697,13 @@ fn from_sysfs(
             ..named(&c.name, format!("sysfs ({})", c.how), None)
         })
         .collect();
-    // Ports read to look for the pod's addresses, kept for the fallback below. Once devices are
-    // claimed by function, only addresses of interfaces that may be another namespace's children
-    // (macvlan, ipvlan, VLAN) can still be in a device the pod does not sit on: a pod whose other
-    // interfaces are veths reads no table here, however many devices the node shows. With none
-    // claimed, every address is looked for.
+    // Ports read to look for the pod's addresses, kept for the fallback. Once devices are claimed by
+    // function, only child interfaces' addresses (macvlan, ipvlan, VLAN) can be in other devices:
+    // a pod whose other interfaces are veths reads no table here.
     let kinds = if own.gids.is_empty() { None } else { (inp.kinds)() };
     let look_for =
         if found.is_empty() { own.gids.clone() } else { children::addresses(&own.addrs, &own.gids, kinds.as_ref()) };
-    // A child interface sits on one device: once every one of the pod's children has been seen in
-    // a table, no device left can hold the pod's addresses, and the walk stops there.
+    // Once every child of the pod was seen in a table, no device left holds its addresses.
     let mut unseen = children::names(&own.addrs, kinds.as_ref());
     // A device found by the pod's address in its GID table is told by pod.
     let mut shared = false;
@@ -796,8 +711,7 @@ fn from_sysfs(
     let mut read: Vec<(String, ReadPorts)> = Vec::new();
     if !look_for.is_empty() {
         let claimed: Vec<String> = found.iter().map(|f| f.name.clone()).collect();
-        // The walk goes in natural order, so that where it stops, and the warnings' order, do not
-        // depend on the order the directory lists the devices in.
+        // Natural order: where the walk stops does not depend on the directory's order.
         for dev in names::sorted_natural(visible).iter().filter(|v| !claimed.contains(v)) {
             if stops && unseen.is_empty() {
                 log::debug!("{dev} and after: not read, every child interface of the pod is on a device already");
@@ -818,10 +732,15 @@ fn from_sysfs(
             }
         }
     }
+    // A device left to the fallback keeps the ports the walk read of it.
+    let mut reuse = |n: &String, origin: String| {
+        let ports = read.iter().position(|(d, _)| d == n).map(|i| read.swap_remove(i).1);
+        named(n, origin, ports)
+    };
     if found.is_empty() {
         if let Nodes::Tell { openable, dir } = nodes {
-            // The container's uverbs nodes tell: dranet's InfiniBand-only NICs (no netdev moves),
-            // an RDMA shared device plugin's resource without a rail, a pod given one of two HCAs.
+            // The container's uverbs nodes tell (dranet's InfiniBand-only NICs, a shared device plugin's
+            // resource without a rail, a pod given one of two HCAs).
             let mine: Vec<&String> = visible.iter().filter(|v| openable.contains(*v)).collect();
             if mine.is_empty() {
                 problems.push(format!(
@@ -831,35 +750,21 @@ fn from_sysfs(
                 ));
                 return (report(Source::Sysfs, inputs, problems, false), Vec::new());
             }
-            let found = mine
-                .into_iter()
-                .map(|n| {
-                    let ports = read.iter().position(|(d, _)| d == n).map(|i| read.swap_remove(i).1);
-                    named(n, format!("sysfs (its uverbs node is in {})", dir.display()), ports)
-                })
-                .collect();
-            return (report(Source::Sysfs, inputs, problems, true), found);
+            let found = mine.into_iter().map(|n| reuse(n, format!("sysfs (its uverbs node is in {})", dir.display())));
+            return (report(Source::Sysfs, inputs, problems, true), found.collect());
         }
         if all_efa(inp.sysfs, visible) {
-            // AWS EFA: NCCL's net plugin (aws-ofi-nccl, over libfabric) opens what the container was
-            // given, never through NCCL_IB_HCA, so which are this pod's is not a question to answer.
-            let all = visible.iter().map(|n| {
-                let ports = read.iter().position(|(d, _)| d == n).map(|i| read.swap_remove(i).1);
-                named(n, "sysfs (EFA: NCCL's net plugin takes the devices the container was given)".into(), ports)
-            });
+            // AWS EFA: NCCL's net plugin opens what the container was given, never through NCCL_IB_HCA.
+            let all = visible
+                .iter()
+                .map(|n| reuse(n, "sysfs (EFA: NCCL's net plugin takes the devices the container was given)".into()));
             return (report(Source::Sysfs, inputs, problems, true), all.collect());
         }
         problems.push(format!(
             "cannot tell which of the {} RDMA devices in {class} are this pod's: no net device in this namespace sits on any of them, and no GID table holds an address of this pod (InfiniBand without IPoIB?); using all of them, as NCCL would by default. Name the pod's devices with the SR-IOV device plugin or the network-status annotation.",
             visible.len()
         ));
-        found = visible
-            .iter()
-            .map(|n| {
-                let ports = read.iter().position(|(d, _)| d == n).map(|i| read.swap_remove(i).1);
-                named(n, "sysfs (ownership unknown)".into(), ports)
-            })
-            .collect();
+        found = visible.iter().map(|n| reuse(n, "sysfs (ownership unknown)".into())).collect();
     }
     *untold = !shared;
     (report(Source::Sysfs, inputs, problems, true), found)

@@ -1,11 +1,7 @@
-//! What the Dynamic Resource Allocation NIC drivers publish about a device, as data: the driver
-//! names nccl-wrap accepts, the attribute keys that carry a PCI address, an RDMA device name or an
-//! interface name, and the forms of device names. One row each, with the source it was read from.
-//!
-//! The metadata reader (`dra_metadata.rs`) and the SR-IOV DRA variables reader (`sriov_dra.rs`)
-//! look keys up here, so a new driver or key is one row, not a change to a parser. This module
-//! holds facts and the checks of their forms; it never reads a file, never touches the
-//! environment, and never lets a name or an address it has not checked out.
+//! What the DRA NIC drivers publish about a device, as data: the driver names accepted, the
+//! attribute keys that carry a PCI address or an RDMA device, and the forms of device names, one row
+//! each with its source; `dra_metadata` and `sriov_dra` look them up. Facts and their checks only:
+//! never reads a file or the environment.
 
 use crate::detect::names;
 
@@ -14,32 +10,8 @@ use crate::detect::names;
 pub enum Meaning {
     /// The device's PCI address (`0000:08:00.2`): how a device is matched to sysfs.
     PciAddress,
-    /// The RDMA device's name on the host at allocation time: a hint only, the pod may see
-    /// another name (rdma-cni renames, udev renames).
+    /// The RDMA device's name on the host at allocation time: a hint only.
     RdmaDevice,
-    /// The network interface's name on the host (it may be renamed when moved into the pod).
-    InterfaceName,
-    /// The PF's PCI address of a VF.
-    PfPciAddress,
-    /// The PCIe root complex (`pci0000:00`).
-    PcieRoot,
-    /// The NUMA node.
-    NumaNode,
-    /// Whether the device is RDMA-capable.
-    RdmaCapable,
-    /// The device ID the network-status annotation would carry (a PCI address or an auxiliary ID).
-    MultusDeviceId,
-    /// Cloud placement (a block, a placement group, an HPC island): for reports, never for choice.
-    CloudTopology,
-}
-
-/// The ResourceSlice attribute union's member that the value has (`k8s.io/api` resource/v1
-/// `DeviceAttribute`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Int,
-    Bool,
-    String,
 }
 
 /// One attribute key nccl-wrap understands.
@@ -48,7 +20,6 @@ pub struct Attribute {
     /// The qualified name, `<domain>/<id>`.
     pub key: &'static str,
     pub meaning: Meaning,
-    pub kind: Kind,
     /// Where the key was read: repository, path and commit, or document.
     pub source: &'static str,
 }
@@ -56,8 +27,7 @@ pub struct Attribute {
 /// How a driver names its devices in a ResourceSlice (and so in the metadata file).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeviceNameForm {
-    /// `pci-0000-8a-00-0`: `pci-` and the PCI address with `:` and `.` made `-` (dranet's
-    /// `NormalizePCIAddress`); interfaces without a PCI function get other names.
+    /// `pci-0000-8a-00-0`: dranet's `NormalizePCIAddress`.
     PciPrefixed,
     /// `0000-08-00-2`: the PCI address with `:` and `.` made `-` (the SR-IOV DRA driver).
     PciDashed,
@@ -68,124 +38,48 @@ pub enum DeviceNameForm {
 pub struct Driver {
     /// The driver name, as in `ResourceSlice.spec.driver` and the metadata file's name.
     pub name: &'static str,
-    pub project: &'static str,
     pub device_names: DeviceNameForm,
-    /// Whether it writes KEP-5304 device metadata files, and which versions.
-    pub metadata: &'static str,
     pub source: &'static str,
 }
 
-/// The drivers whose devices nccl-wrap takes from metadata. A file of another driver (GPUs,
-/// storage) is read but none of its devices is taken as a NIC.
+/// The drivers whose devices nccl-wrap takes from metadata (another driver's are not NICs).
+/// dranet writes no metadata files (f258477); the SR-IOV DRA driver writes `v1alpha1` behind
+/// `--enable-device-metadata`.
 pub const DRIVERS: &[Driver] = &[
     Driver {
         name: "dra.net",
-        project: "kubernetes-sigs/dranet",
         device_names: DeviceNameForm::PciPrefixed,
-        metadata: "none at f258477: the netdev and the uverbs nodes are the only signs in the pod",
         source: "kubernetes-sigs/dranet cmd/dranet/app.go (driverName), pkg/names/names.go @ f258477",
     },
     Driver {
         name: "sriovnetwork.k8snetworkplumbingwg.io",
-        project: "k8snetworkplumbingwg/dra-driver-sriov",
         device_names: DeviceNameForm::PciDashed,
-        metadata: "metadata.resource.k8s.io/v1alpha1, behind --enable-device-metadata",
         source: "k8snetworkplumbingwg/dra-driver-sriov pkg/consts/consts.go (DriverName), cmd/dra-driver-sriov/main.go @ cd9404f",
     },
 ];
 
-/// The attribute keys nccl-wrap reads. For a PCI address the first key present wins, in this
-/// order: the standard one, then each driver's own.
+/// The attribute keys nccl-wrap reads (docs/field-inputs.md lists the others drivers publish); for a
+/// PCI address the first present wins.
 pub const ATTRIBUTES: &[Attribute] = &[
     Attribute {
         key: "resource.kubernetes.io/pciBusID",
         meaning: Meaning::PciAddress,
-        kind: Kind::String,
         source: "kubernetes/dynamic-resource-allocation deviceattribute/attribute.go (StandardDeviceAttributePCIBusID) @ 3d03671",
     },
     Attribute {
         key: "dra.net/pciAddress",
         meaning: Meaning::PciAddress,
-        kind: Kind::String,
         source: "kubernetes-sigs/dranet pkg/apis/attributes.go (AttrPCIAddress) @ f258477",
     },
     Attribute {
         key: "sriovnetwork.k8snetworkplumbingwg.io/pciAddress",
         meaning: Meaning::PciAddress,
-        kind: Kind::String,
         source: "k8snetworkplumbingwg/dra-driver-sriov pkg/consts/consts.go (AttributePciAddress) @ cd9404f",
     },
     Attribute {
         key: "dra.net/rdmaDevice",
         meaning: Meaning::RdmaDevice,
-        kind: Kind::String,
         source: "kubernetes-sigs/dranet pkg/apis/attributes.go (AttrRDMADevice) @ f258477",
-    },
-    Attribute {
-        key: "dra.net/ifName",
-        meaning: Meaning::InterfaceName,
-        kind: Kind::String,
-        source: "kubernetes-sigs/dranet pkg/apis/attributes.go (AttrInterfaceName) @ f258477",
-    },
-    Attribute {
-        key: "sriovnetwork.k8snetworkplumbingwg.io/interfaceName",
-        meaning: Meaning::InterfaceName,
-        kind: Kind::String,
-        source: "k8snetworkplumbingwg/dra-driver-sriov pkg/consts/consts.go (AttributeInterfaceName) @ cd9404f",
-    },
-    Attribute {
-        key: "sriovnetwork.k8snetworkplumbingwg.io/pfPciAddress",
-        meaning: Meaning::PfPciAddress,
-        kind: Kind::String,
-        source: "k8snetworkplumbingwg/dra-driver-sriov pkg/consts/consts.go (AttributePfPciAddress) @ cd9404f",
-    },
-    Attribute {
-        key: "resource.kubernetes.io/pcieRoot",
-        meaning: Meaning::PcieRoot,
-        kind: Kind::String,
-        source: "kubernetes/dynamic-resource-allocation deviceattribute/attribute.go (StandardDeviceAttributePCIeRoot) @ 3d03671",
-    },
-    Attribute {
-        key: "dra.net/numaNode",
-        meaning: Meaning::NumaNode,
-        kind: Kind::Int,
-        source: "kubernetes-sigs/dranet pkg/apis/attributes.go (AttrNUMANode) @ f258477; the SR-IOV DRA driver writes it too (consts.go AttributeNUMANode)",
-    },
-    Attribute {
-        key: "sriovnetwork.k8snetworkplumbingwg.io/rdmaCapable",
-        meaning: Meaning::RdmaCapable,
-        kind: Kind::Bool,
-        source: "k8snetworkplumbingwg/dra-driver-sriov pkg/consts/consts.go (AttributeRDMACapable) @ cd9404f",
-    },
-    Attribute {
-        key: "dra.net/rdma",
-        meaning: Meaning::RdmaCapable,
-        kind: Kind::Bool,
-        source: "kubernetes-sigs/dranet pkg/apis/attributes.go (AttrRDMA) @ f258477",
-    },
-    Attribute {
-        key: "k8s.cni.cncf.io/deviceID",
-        meaning: Meaning::MultusDeviceId,
-        kind: Kind::String,
-        source: "k8snetworkplumbingwg/dra-driver-sriov pkg/consts/consts.go (AttributeMultusDeviceID) @ cd9404f; the Network Operator docs' example spells it deviceId",
-    },
-    Attribute {
-        key: "gce.dra.net/block",
-        meaning: Meaning::CloudTopology,
-        kind: Kind::String,
-        source: "kubernetes-sigs/dranet pkg/cloudprovider/gce/gce.go (GCEAttrPrefix) @ f258477",
-    },
-    Attribute {
-        key: "azure.dra.net/placementGroupId",
-        meaning: Meaning::CloudTopology,
-        kind: Kind::String,
-        source: "kubernetes-sigs/dranet pkg/cloudprovider/azure/azure.go (AzureAttrPrefix) @ f258477",
-    },
-    Attribute {
-        key: "oke.dra.net/hpcIslandId",
-        meaning: Meaning::CloudTopology,
-        kind: Kind::String,
-        source: "kubernetes-sigs/dranet pkg/cloudprovider/oke/oke.go (OKEAttrPrefix) @ f258477",
     },
 ];
 
@@ -204,9 +98,8 @@ pub fn keys_for(meaning: Meaning) -> impl Iterator<Item = &'static str> {
     ATTRIBUTES.iter().filter(move |a| a.meaning == meaning).map(|a| a.key)
 }
 
-/// A PCI address in sysfs's form, `dddd:bb:ss.f` in lower-case hex, from `s` in that form (either
-/// case). Anything else, a short form without the domain included, is `None`: the address becomes
-/// part of a sysfs path, so only this exact shape leaves here.
+/// A PCI address in sysfs's form, `dddd:bb:ss.f` in lower case, from `s` in that form; anything
+/// else is `None`, since the address becomes part of a sysfs path.
 pub fn pci_address(s: &str) -> Option<String> {
     let b = s.as_bytes();
     if b.len() != 12 || b[4] != b':' || b[7] != b':' || b[10] != b'.' {
@@ -222,8 +115,7 @@ pub fn pci_address(s: &str) -> Option<String> {
     (slot < 0x20).then(|| s.to_ascii_lowercase())
 }
 
-/// The PCI address a device name of `form` spells, if it spells one: `pci-0000-8a-00-0` or
-/// `0000-08-00-2` give `0000:8a:00.0` and `0000:08:00.2`.
+/// The PCI address a device name of `form` spells (`pci-0000-8a-00-0`, `0000-08-00-2`), if any.
 pub fn pci_address_from_name(form: DeviceNameForm, name: &str) -> Option<String> {
     let dashed = match form {
         DeviceNameForm::PciPrefixed => name.strip_prefix("pci-")?,
@@ -241,11 +133,24 @@ pub const MAX_RDMA_NAME: usize = 63;
 /// Longest interface name the kernel allows (IFNAMSIZ - 1).
 pub const MAX_IFNAME: usize = 15;
 
-/// Whether `name` may be an RDMA device or interface name of at most `max` bytes that is safe to
-/// put in `NCCL_IB_HCA` or a sysfs path: `detect::names`' rule (`[A-Za-z0-9_.-]`, not `.` or
-/// `..`), within the shorter bound an interface name has.
+/// Whether `name` is a device or interface name of at most `max` bytes safe for `NCCL_IB_HCA` and a
+/// sysfs path (`detect::names`' rule).
 pub fn name_ok(name: &str, max: usize) -> bool {
     name.len() <= max && names::device_name(name).is_ok()
+}
+
+/// A Kubernetes object name: a DNS subdomain (lower-case alphanumerics, `-`, `.`, at most 253).
+pub(crate) fn k8s_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'.')
+        && !s.starts_with(['-', '.'])
+        && !s.ends_with(['-', '.'])
+}
+
+/// A string from outside, fit for a message: printable ASCII, the rest `?`, at most `max` chars.
+pub(crate) fn printable(s: &str, max: usize) -> String {
+    s.chars().take(max).map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' }).collect()
 }
 
 #[cfg(test)]

@@ -1,14 +1,7 @@
-//! The KEP-5304 device metadata files a container was given: a bounded walk of both trees under
-//! their root (`/var/run/kubernetes.io/dra-device-attributes` in a pod, a fixture's in tests),
-//! each file read once and handed to `dra_metadata::parse`.
-//!
-//! Upstream asks consumers to build a file's path from the claim and request names they know; a
-//! container does not know them, so the trees are enumerated: exactly
-//! `<tree>/<claim>/<request>/<driver>-metadata.json`, never deeper, with a bound on every listing,
-//! on the directories entered and on the files read. A file is read through `detect::file` (regular
-//! files only, non-blocking, at most `dra_metadata::DEFAULT_MAX_BYTES`), so a FIFO, a device, a
-//! symlink loop or a file of any size is named and skipped, never waited on. What a malformed file
-//! says is not used; the others stand. Reads only; decides nothing.
+//! The KEP-5304 device metadata files a container was given: a bounded walk of both trees,
+//! exactly `<tree>/<claim>/<request>/<driver>-metadata.json`, each file read once through
+//! `detect::file` and handed to `dra_metadata::parse`. A malformed file is named and skipped; the
+//! others stand. Reads only; decides nothing.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -44,7 +37,6 @@ pub struct Walk {
     pub present: bool,
 }
 
-/// Walks both trees under `root`.
 pub fn walk(root: &Path) -> Walk {
     let mut out = Walk { present: root.is_dir(), ..Walk::default() };
     if !out.present {
@@ -121,23 +113,14 @@ fn list(root: &Path, rel: &str, dirs: &mut usize, problems: &mut Vec<String>) ->
 /// named with why, and skipped.
 fn read(root: &Path, rel: &str, problems: &mut Vec<String>) -> Option<Metadata> {
     let path: PathBuf = root.join(rel);
-    let bytes = match file::read(&path, dra_metadata::DEFAULT_MAX_BYTES) {
-        Ok(b) => b,
-        Err(e) => {
-            problems.push(format!("DRA metadata file skipped: {e}"));
-            return None;
-        }
-    };
-    match dra_metadata::parse(&bytes, dra_metadata::DEFAULT_MAX_BYTES) {
-        Ok(m) => {
-            problems.extend(m.problems.iter().map(|p| format!("{}: {p}", shown(&path))));
-            Some(m)
-        }
-        Err(e) => {
-            problems.push(format!("DRA metadata file {} skipped: {e}", shown(&path)));
-            None
-        }
-    }
+    let bytes = file::read(&path, dra_metadata::DEFAULT_MAX_BYTES)
+        .map_err(|e| problems.push(format!("DRA metadata file skipped: {e}")))
+        .ok()?;
+    let m = dra_metadata::parse(&bytes, dra_metadata::DEFAULT_MAX_BYTES)
+        .map_err(|e| problems.push(format!("DRA metadata file {} skipped: {e}", shown(&path))))
+        .ok()?;
+    problems.extend(m.problems.iter().map(|p| format!("{}: {p}", shown(&path))));
+    Some(m)
 }
 
 /// A path for a message: its bytes from outside shown only as printable ASCII.
@@ -146,7 +129,7 @@ fn shown(path: &Path) -> String {
 }
 
 fn printable(s: &str) -> String {
-    s.chars().take(300).map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' }).collect()
+    crate::detect::dra_drivers::printable(s, 300)
 }
 
 #[cfg(test)]

@@ -1,26 +1,16 @@
-//! Source 1, KEP-5304 device metadata: one file's bytes into typed devices.
-//!
-//! With Dynamic Resource Allocation no variable names a pod's NICs; a driver that supports it
-//! writes a file per claim request, mounted read-only into the container
-//! (k8s.io/dynamic-resource-allocation api/metadata/doc.go @ 3d03671):
+//! Source 1, KEP-5304 device metadata: one file's bytes into typed devices. A driver writes a file
+//! per claim request (k8s.io/dynamic-resource-allocation api/metadata/doc.go @ 3d03671):
 //!
 //! ```text
 //! /var/run/kubernetes.io/dra-device-attributes/resourceclaims/<claim>/<request>/<driver>-metadata.json
 //! /var/run/kubernetes.io/dra-device-attributes/resourceclaimtemplates/<podClaim>/<request>/<driver>-metadata.json
 //! ```
 //!
-//! Each file is a concatenated JSON stream: the same `DeviceMetadata` once per API version, newest
-//! first. Like upstream's `devicemetadata.DecodeMetadataFromStream`, a reader takes the first
-//! object whose `apiVersion` it knows, skips the ones it does not (a newer version written by an
-//! upgraded driver), and reads nothing after the one it takes. Devices are matched to sysfs by the
-//! PCI address their attributes carry (`dra_drivers::ATTRIBUTES`), else by the address the
-//! driver's device name spells; `networkData` gives the interface name and addresses.
-//!
-//! This module only parses bytes it is handed, within a size bound the caller gives: it never
-//! opens a file or walks a directory (the walker, bounded, lives with the other sysfs readers and
-//! uses [`file_path`] to recognise what it finds), never panics on any input, and never lets a
-//! name, address or interface it has not checked out. A malformed file is a [`MetadataError`];
-//! a malformed piece of an otherwise good file is a [`Problem`] beside the devices.
+//! Each is a JSON stream of the same `DeviceMetadata` once per API version, newest first: like
+//! upstream's `DecodeMetadataFromStream`, the first known version is taken and unknown ones skipped.
+//! Parses only bytes it is handed, within the caller's bound; never opens a file, never panics, never
+//! lets an unchecked name, address or interface out. A malformed file is a [`MetadataError`], a
+//! malformed piece of a good one a [`Problem`].
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -29,12 +19,11 @@ use std::net::IpAddr;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::detect::dra_drivers::{self, Meaning};
+use crate::detect::dra_drivers::{self, k8s_name, printable, Meaning};
 
 /// The API group of the metadata objects.
 pub const GROUP: &str = "metadata.resource.k8s.io";
-/// The versions this reader knows, newest first. `v1beta1` is required from Kubernetes 1.37; the
-/// SR-IOV DRA driver writes `v1alpha1` only (behind `--enable-device-metadata`).
+/// The versions this reader knows, newest first (the SR-IOV DRA driver writes `v1alpha1`).
 pub const KNOWN_VERSIONS: &[&str] = &["metadata.resource.k8s.io/v1beta1", "metadata.resource.k8s.io/v1alpha1"];
 /// Where the files are mounted in a container.
 pub const CONTAINER_DIR: &str = "/var/run/kubernetes.io/dra-device-attributes";
@@ -44,12 +33,9 @@ pub const RESOURCE_CLAIMS_DIR: &str = "resourceclaims";
 pub const RESOURCE_CLAIM_TEMPLATES_DIR: &str = "resourceclaimtemplates";
 /// Every metadata file's name ends so, after the driver's name.
 pub const FILE_SUFFIX: &str = "-metadata.json";
-/// A size bound for callers without a better one. A file for a request of 8 NICs with every
-/// attribute is some 6 KiB; a mebibyte leaves room and still bounds what a hostile file costs.
+/// A size bound for callers without a better one (8 NICs with every attribute are some 6 KiB).
 pub const DEFAULT_MAX_BYTES: usize = 1 << 20;
-/// Deepest nesting of arrays and objects accepted. The shape itself is 8 deep (object, requests,
-/// request, devices, device, attributes, value, list value); deeper input is refused before any
-/// parsing, so no input reaches serde_json's own recursion limit.
+/// Deepest nesting accepted (the shape is 8 deep), checked before serde_json parses.
 pub const MAX_DEPTH: usize = 32;
 /// At most this many addresses per interface (`NetworkDeviceData.ips`, k8s.io/api resource/v1).
 pub const MAX_ADDRESSES: usize = 16;
@@ -77,7 +63,7 @@ pub enum MetadataError {
     WrongKind { object: usize, api_version: &'static str, kind: Option<String> },
     #[error("object {object} ({api_version}) does not have DeviceMetadata's shape: {source}")]
     Shape { object: usize, api_version: &'static str, source: serde_json::Error },
-    #[error("no metadata version this reader knows ({}) in the stream; it has {}", KNOWN_VERSIONS.join(", "), list(.unknown))]
+    #[error("no metadata version this reader knows ({}) in the stream; it has {}", KNOWN_VERSIONS.join(", "), .unknown.join(", "))]
     NoKnownVersion { unknown: Vec<String> },
 }
 
@@ -128,10 +114,7 @@ pub struct FilePath {
     pub driver: String,
 }
 
-/// Recognises `resourceclaims/<claim>/<request>/<driver>-metadata.json` (or
-/// `resourceclaimtemplates/...`), each part a Kubernetes name. Anything else is `None`: a walker
-/// skips it. Upstream asks consumers to build exact paths from known claim names; a container
-/// does not know them, so nccl-wrap enumerates, and this is the filter.
+/// Recognises a metadata file's path below [`CONTAINER_DIR`], each part a Kubernetes name.
 pub fn file_path(rel: &str) -> Option<FilePath> {
     let mut parts = rel.split('/');
     let kind = match parts.next()? {
@@ -144,8 +127,7 @@ pub fn file_path(rel: &str) -> Option<FilePath> {
         return None;
     }
     let driver = file.strip_suffix(FILE_SUFFIX)?;
-    // A request name is a DNS label; a "<request>/<subrequest>" name is cut to the request by the
-    // writer, so no slash reaches the path.
+    // A request name is a DNS label (a subrequest is cut off by the writer).
     [claim, request, driver].iter().all(|s| k8s_name(s)).then(|| FilePath {
         kind,
         claim: claim.to_string(),
@@ -154,8 +136,7 @@ pub fn file_path(rel: &str) -> Option<FilePath> {
     })
 }
 
-/// A ResourceSlice attribute value (`DeviceAttribute`, k8s.io/api resource/v1: exactly one member;
-/// the list members are alpha behind `DRAListTypeAttributes`).
+/// A ResourceSlice attribute value (`DeviceAttribute`, k8s.io/api resource/v1: exactly one member).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Value {
     Int(i64),
@@ -209,14 +190,12 @@ pub struct Device {
     pub pool: String,
     /// The device's name in its ResourceSlice.
     pub name: String,
-    /// Whether `driver` is a NIC driver of `dra_drivers::DRIVERS`; other drivers' devices (GPUs)
-    /// are read but are not NICs.
+    /// Whether `driver` is a NIC driver of `dra_drivers::DRIVERS` (others' devices are not NICs).
     pub nic_driver: bool,
     /// Checked, `dddd:bb:ss.f`: how the device is found in sysfs.
     pub pci_address: Option<String>,
     pub pci_address_from: Option<AddressFrom>,
-    /// The host's RDMA device name at allocation (`dra.net/rdmaDevice`): a hint, the pod may see
-    /// another name; the PCI address decides.
+    /// The host's RDMA device name at allocation (`dra.net/rdmaDevice`): a hint only.
     pub rdma_device_hint: Option<String>,
     /// Every attribute with a value this reader understands, by key (a repeated key's last value).
     pub attributes: BTreeMap<String, Value>,
@@ -246,8 +225,7 @@ pub struct Metadata {
     pub problems: Vec<Problem>,
 }
 
-/// Reads one metadata file's bytes, refusing more than `max_bytes` ([`DEFAULT_MAX_BYTES`] for
-/// callers without a better bound).
+/// Reads one metadata file's bytes, refusing more than `max_bytes`.
 pub fn parse(bytes: &[u8], max_bytes: usize) -> Result<Metadata, MetadataError> {
     if bytes.len() > max_bytes {
         return Err(MetadataError::TooLarge { len: bytes.len(), max: max_bytes });
@@ -264,8 +242,7 @@ pub fn parse(bytes: &[u8], max_bytes: usize) -> Result<Metadata, MetadataError> 
         let head: Head = serde_json::from_str(raw.get()).map_err(|source| MetadataError::Header { object, source })?;
         let Some(version) = head.api_version else { return Err(MetadataError::NoApiVersion { object }) };
         let Some(&api_version) = KNOWN_VERSIONS.iter().find(|v| **v == version) else {
-            // A version this reader does not know, of this group or another: skipped, as upstream
-            // does for versions its scheme has not registered.
+            // An unknown version, of this group or another: skipped, as upstream does.
             skipped.push(printable(&version, 100));
             continue;
         };
@@ -338,8 +315,7 @@ fn device(request: &str, raw: RawDevice, problems: &mut Vec<Problem>) -> Option<
         }
     }
 
-    // A value of a known meaning that fails its check leaves the map too: nothing unchecked is
-    // handed on under a key that promises an address or a name.
+    // A value of a known meaning that fails its check leaves the map too.
     let mut refused = Vec::new();
     let mut pci_address: Option<(String, AddressFrom)> = None;
     for key in dra_drivers::keys_for(Meaning::PciAddress) {
@@ -450,31 +426,17 @@ fn hw_address(s: &str) -> Option<String> {
 
 fn attribute_value(raw: &RawValue) -> Result<Value, String> {
     let v: RawAttribute = serde_json::from_str(raw.get()).map_err(|e| format!("unreadable: {e}"))?;
-    let mut set = Vec::new();
-    if let Some(x) = v.int {
-        set.push(Value::Int(x));
-    }
-    if let Some(x) = v.bool {
-        set.push(Value::Bool(x));
-    }
-    if let Some(x) = v.string {
-        set.push(Value::String(x));
-    }
-    if let Some(x) = v.version {
-        set.push(Value::Version(x));
-    }
-    if let Some(x) = v.ints {
-        set.push(Value::Ints(x));
-    }
-    if let Some(x) = v.bools {
-        set.push(Value::Bools(x));
-    }
-    if let Some(x) = v.strings {
-        set.push(Value::Strings(x));
-    }
-    if let Some(x) = v.versions {
-        set.push(Value::Versions(x));
-    }
+    let members = [
+        v.int.map(Value::Int),
+        v.bool.map(Value::Bool),
+        v.string.map(Value::String),
+        v.version.map(Value::Version),
+        v.ints.map(Value::Ints),
+        v.bools.map(Value::Bools),
+        v.strings.map(Value::Strings),
+        v.versions.map(Value::Versions),
+    ];
+    let mut set: Vec<Value> = members.into_iter().flatten().collect();
     match set.len() {
         1 => Ok(set.remove(0)),
         0 => Err("no member this reader knows".to_string()),
@@ -510,21 +472,11 @@ fn check_depth(b: &[u8]) -> Result<(), MetadataError> {
     Ok(())
 }
 
-/// A Kubernetes object name: a DNS subdomain (lower-case alphanumerics, `-`, `.`, at most 253).
-fn k8s_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'.')
-        && !s.starts_with(['-', '.'])
-        && !s.ends_with(['-', '.'])
-}
-
 fn uid(s: &str) -> bool {
     !s.is_empty() && s.len() <= 64 && s.bytes().all(|c| c.is_ascii_hexdigit() || c == b'-')
 }
 
-/// `<domain>/<id>` or `<id>`: the domain a DNS subdomain of at most 63, the ID at most 32 of
-/// `[A-Za-z0-9_.-]` (k8s.io/api resource/v1 `QualifiedName`).
+/// `<domain>/<id>` or `<id>` (k8s.io/api resource/v1 `QualifiedName`).
 fn qualified_name(s: &str) -> bool {
     let (domain, id) = match s.split_once('/') {
         Some((d, i)) => (Some(d), i),
@@ -536,32 +488,19 @@ fn qualified_name(s: &str) -> bool {
     id_ok && domain.is_none_or(|d| d.len() <= 63 && k8s_name(d))
 }
 
-/// A string from the file, fit for a message: printable ASCII, the rest `?`, at most `max` chars.
-fn printable(s: &str, max: usize) -> String {
-    s.chars().take(max).map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' }).collect()
-}
-
-fn list(v: &[String]) -> String {
-    v.join(", ")
-}
-
 /// Only what decides how to read an object.
 #[derive(Deserialize)]
 struct Head {
-    #[serde(default)]
     kind: Option<String>,
-    #[serde(default, rename = "apiVersion")]
+    #[serde(rename = "apiVersion")]
     api_version: Option<String>,
 }
 
-/// `DeviceMetadata` (k8s.io/dynamic-resource-allocation api/metadata/v1alpha1/types.go); the
-/// fields nccl-wrap does not read are skipped unread.
+/// `DeviceMetadata` (api/metadata/v1alpha1/types.go); unread fields are skipped.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct RawMetadata {
-    #[serde(default)]
     metadata: Option<RawObjectMeta>,
-    #[serde(default)]
     pod_claim_name: Option<String>,
     #[serde(default)]
     requests: Vec<RawRequest>,
@@ -569,13 +508,9 @@ struct RawMetadata {
 
 #[derive(Deserialize, Default)]
 struct RawObjectMeta {
-    #[serde(default)]
     name: Option<String>,
-    #[serde(default)]
     namespace: Option<String>,
-    #[serde(default)]
     uid: Option<String>,
-    #[serde(default)]
     generation: Option<i64>,
 }
 
@@ -589,26 +524,19 @@ struct RawRequest {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct RawDevice {
-    #[serde(default)]
     driver: Option<String>,
-    #[serde(default)]
     pool: Option<String>,
-    #[serde(default)]
     name: Option<String>,
-    #[serde(default)]
     attributes: Option<Entries>,
-    #[serde(default)]
     network_data: Option<RawNetworkData>,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct RawNetworkData {
-    #[serde(default)]
     interface_name: Option<String>,
     #[serde(default)]
     ips: Vec<String>,
-    #[serde(default)]
     hardware_address: Option<String>,
 }
 
@@ -624,8 +552,7 @@ struct RawAttribute {
     versions: Option<Vec<String>>,
 }
 
-/// The attribute map with every entry in file order, repeated keys included (a map type would
-/// keep one silently); each value kept as text, so one bad value costs one attribute.
+/// The attribute map in file order, repeated keys included, each value kept as text.
 struct Entries(Vec<(String, Box<RawValue>)>);
 
 impl<'de> Deserialize<'de> for Entries {

@@ -1,16 +1,7 @@
-//! The one way nccl-wrap reads a file from outside: sysfs attributes, the annotations file,
-//! procfs, anything a root option points at.
-//!
-//! A container entrypoint that hangs before printing anything is the worst failure it can have:
-//! the pod never starts and nothing says why. So every open is non-blocking (`O_NONBLOCK`, and
-//! `O_NOCTTY` so a terminal is never taken), a file that is not a regular file (a FIFO, socket,
-//! character or block device, or directory) is refused, naming the path and what it is, and every
-//! read takes at most one bounded buffer: a file larger than its bound is refused, never read on.
-//! A regular file's read returns short only at its end, so one read suffices. One-off files are
-//! checked (`fstat`) before they are read; sysfs attributes, read ten to a port on every start,
-//! only when the read is not a clean value (see [`read_attr_at`]).
-//!
-//! It must never block, never read past a bound, and never follow a name it was not given.
+//! The one way nccl-wrap reads a file from outside (sysfs, the annotations file, procfs). A hung
+//! entrypoint is the worst failure there is, so every open is non-blocking, anything but a regular
+//! file is refused by name, and every read takes one bounded buffer. It must never block, never read
+//! past a bound, and never follow a name it was not given.
 
 use std::fmt;
 use std::io;
@@ -90,18 +81,14 @@ pub fn read_attr(path: &Path) -> Result<String, FileError> {
     read(path, ATTR_MAX).and_then(|b| text(|| path.to_path_buf(), &b))
 }
 
-/// [`read_attr`] relative to an open directory: detection's hot path, about ten reads per port
-/// that every pod pays at start. The open is as non-blocking and the read as bounded as
-/// everywhere, but the file's type is asked (`fstat`) only when the read is not a clean value
-/// (an error, nothing, a NUL, more than a page): exactly what a FIFO without a writer, a
-/// character device such as `/dev/zero`, or a directory gives, so each is still refused by kind,
-/// at no cost for the real attribute. A socket fails the open and is named there.
+/// [`read_attr`] relative to an open directory: detection's hot path. The file's type is asked
+/// (`fstat`) only when the read is not a clean value (an error, nothing, a NUL, more than a page),
+/// which is what a FIFO, a character device or a directory gives, so each is still refused by kind.
 pub fn read_attr_at(dir: &OwnedFd, dir_path: &Path, name: &str) -> Result<String, FileError> {
     let path = || dir_path.join(name);
     let fd = rustix::fs::openat(dir, name, OPEN_FLAGS, Mode::empty())
         .map_err(|e| open_error(&path(), Some((dir, name)), e))?;
-    // Not zeroed first: the read says how much it filled (a page of zeroes per attribute was
-    // most of a start's instructions).
+    // Not zeroed first: the read says how much it filled.
     let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); ATTR_MAX + 1];
     let read = loop {
         match rustix::io::read_uninit(&fd, &mut buf) {
@@ -123,8 +110,7 @@ pub fn read_attr_at(dir: &OwnedFd, dir_path: &Path, name: &str) -> Result<String
     text(path, b)
 }
 
-/// The attribute's text, trimmed, in one allocation of its own length; the path is built only
-/// for an error (on the start path, a `join` per attribute was as many instructions as the read).
+/// The attribute's text, trimmed; the path is built only for an error.
 fn text(path: impl FnOnce() -> PathBuf, bytes: &[u8]) -> Result<String, FileError> {
     match std::str::from_utf8(bytes) {
         Ok(t) => Ok(t.trim_end_matches(['\n', '\0']).trim().to_owned()),
@@ -137,9 +123,8 @@ fn read_open(fd: &OwnedFd, path: &Path, limit: usize) -> Result<Vec<u8>, FileErr
     if let Some(kind) = Kind::of(FileType::from_raw_mode(st.st_mode)) {
         return Err(FileError::NotRegular { path: path.to_path_buf(), kind });
     }
-    // One byte more than the bound tells a file that is exactly `limit` from a larger one. The
-    // buffer starts at the file's size (procfs says 0: one page, a pod's routing table) and grows
-    // to the bound only as the file does: a bound of megabytes costs nothing for a file of kilobytes.
+    // One byte more than the bound tells a file of exactly `limit` from a larger one; the buffer
+    // starts at the file's size (procfs says 0: one page) and grows only as the file does.
     let size_hint = usize::try_from(st.st_size).ok().filter(|s| *s > 0).map_or(4 << 10, |s| s.saturating_add(1));
     let mut buf = vec![0u8; size_hint.min(limit + 1)];
     let mut len = 0;
@@ -155,8 +140,7 @@ fn read_open(fd: &OwnedFd, path: &Path, limit: usize) -> Result<Vec<u8>, FileErr
                 if len > limit {
                     return Err(FileError::TooLarge { path: path.to_path_buf(), limit });
                 }
-                // A regular file ends where fstat says; sysfs reports every attribute as one
-                // page and hands it over whole in the first read. procfs reports 0: read to EOF.
+                // A regular file ends where fstat says (sysfs hands a page over whole); procfs says 0: read to EOF.
                 let size = u64::try_from(st.st_size).unwrap_or(0);
                 if size > 0 && (len as u64 >= size || size == ATTR_MAX as u64) {
                     break;
@@ -170,11 +154,7 @@ fn read_open(fd: &OwnedFd, path: &Path, limit: usize) -> Result<Vec<u8>, FileErr
     Ok(buf)
 }
 
-/// The names in the directory at `path`, at most `max` of them (without `.` and `..`), in the
-/// order the kernel lists them, as text (lossily). `getdents` fills an uninitialised buffer the
-/// kernel sizes its answer to: `opendir`'s `fstat` and its 32 KiB buffer, and `read_dir`'s
-/// allocations per entry, are not paid on the start path (about a tenth of a run's instructions
-/// went to listing `class/infiniband`).
+/// The names in the directory at `path`, at most `max` of them, in the kernel's order, lossily.
 pub fn names(path: &Path, max: usize) -> io::Result<Vec<String>> {
     let fd =
         rustix::fs::open(path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NONBLOCK | OFlags::CLOEXEC, Mode::empty())?;

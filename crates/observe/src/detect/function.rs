@@ -1,13 +1,6 @@
-//! What a PCI function says of itself that tells a function carrying no job traffic from a data
-//! NIC: its VPD (product name, vendor-specific `SMDL` field), its subsystem IDs and its PCIe link.
-//!
-//! Read only for InfiniBand PFs, the only devices an NVSwitch management function can be (the
-//! HGX/DGX B200 and B300 baseboard's ConnectX-7 bridge, docs/field-inputs.md section 6): a
-//! handful of attributes and, where the link is narrow enough to be the bridge's, one bounded
-//! read of `device/vpd`, which is root-only on most kernels (then the reason is kept, and what the
-//! shape says is weighed as weak evidence). Never a read of the function's counters: probing them
-//! is what floods the kernel log on those functions. Reads only; what the facts mean is decided
-//! above.
+//! What an InfiniBand PF says of itself that tells an NVSwitch management function (HGX B200/B300,
+//! docs/field-inputs.md section 6) from a data NIC: its VPD, subsystem IDs and PCIe link. Never
+//! reads the function's counters (that floods the kernel log there). Reads only.
 
 use serde::Serialize;
 
@@ -54,9 +47,8 @@ pub fn read(sysfs: &Sysfs, dev: &str) -> FunctionFacts {
         max_link_speed: attr("max_link_speed"),
         ..FunctionFacts::default()
     };
-    // VPD is read through the function's config space, dword by dword, answered by its firmware:
-    // milliseconds a device. A data NIC is an x16 card; the bridge's functions are x2. So VPD is
-    // read only where the link is x8 or narrower, or its width unknown.
+    // VPD is read through config space, milliseconds a device: only where the link is x8 or narrower
+    // (data NICs are x16, the bridge's functions x2) or unknown.
     if facts.max_link_width.is_some_and(|w| w > MAX_VPD_WIDTH) {
         return facts;
     }

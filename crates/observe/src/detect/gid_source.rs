@@ -1,15 +1,7 @@
-//! Where a port's whole GID table may come from in one call instead of sysfs's three files an
-//! entry: the seam (`TableSource`), the plain form of such a table (`Whole`), and the check that
-//! turns what a source was told (raw entries of every port of a device) into tables `gids` can
-//! trust.
-//!
-//! On a shared device the pod's own entry sits after the host's and its neighbours' (index 200 on
-//! a busy node), and sysfs is read entry by entry up to it on every device the pod cannot claim
-//! by function. ibverbs (`ibv_query_gid_table`, one ioctl per device) answers the same question
-//! at once; its implementation lives in `verbs`, above this stage, and is handed in by main.
-//! Where nothing is handed in (fixture trees, `--skip-verbs`) or a source says `None`, sysfs
-//! stays the source. A source only ever replaces reads: it never decides, and what it says goes
-//! through the same choice as sysfs's entries, so the plan cannot depend on which was asked.
+//! Where a port's whole GID table may come from in one call instead of sysfs's three files an entry
+//! (ibverbs, handed in by main): the seam (`TableSource`), its tables (`Whole`), and the check that
+//! turns raw entries into tables `gids` can trust. A source only replaces reads: what it says goes
+//! through the same rule as sysfs's entries, so the plan cannot depend on which was asked.
 
 use std::collections::BTreeMap;
 use std::net::Ipv6Addr;
@@ -18,16 +10,14 @@ use crate::detect::names;
 use crate::detect::netif::OwnAddr;
 use nw_nccl::gid::{RoceType, GID_TABLE_MAX};
 
-/// A port's table as a source gives it whole: its length (empty entries included) and its
-/// non-empty entries by index.
+/// A port's table as a source gives it: its length and its non-empty entries by index.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Whole {
     pub len: u32,
     pub entries: BTreeMap<u32, Entry>,
 }
 
-/// One non-empty entry: its address, its RoCE type and the index of the net device it was added
-/// for (in that net device's own namespace; `None` when the source gives none).
+/// One non-empty entry: its address, its RoCE type and its net device's index (in its namespace).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Entry {
     pub gid: Ipv6Addr,
@@ -35,9 +25,8 @@ pub struct Entry {
     pub ifindex: Option<u32>,
 }
 
-/// Answers "the whole GID table of device `device`, port `port`", or `None` (then sysfs is
-/// read, as without a source). Asked again, it must answer afresh: detection polls a table
-/// while the kernel is still adding the pod's entries.
+/// Answers "the whole GID table of `device`'s port `port`", or `None` (sysfs is read). Asked again,
+/// it answers afresh: detection polls a table while the kernel adds the pod's entries.
 pub trait TableSource {
     fn table(&self, device: &str, port: u32) -> Option<Whole>;
 }
@@ -74,11 +63,9 @@ pub enum TableError {
     Twice { port: u32, index: u32 },
 }
 
-/// The tables of a device's ports from one answer of its source. `lens` holds each port's table
-/// length (`ibv_query_port`'s `gid_tbl_len`); entries of other ports, past a port's length, or
-/// given twice make the whole answer untrusted (an error, so that sysfs is read instead); all-zero
-/// entries are empty ones, as sysfs shows them. Types the kernel does not name read as unknown,
-/// as an unreadable `gid_attrs/types/<i>` does.
+/// The tables of a device's ports from one answer, given each port's table length: an entry of
+/// another port, past a length or given twice makes the whole answer untrusted (sysfs is read
+/// instead); all-zero entries are empty, unnamed types unknown, as in sysfs.
 pub fn tables(raw: &[Raw], lens: &BTreeMap<u32, u32>) -> Result<BTreeMap<u32, Whole>, TableError> {
     let mut out: BTreeMap<u32, Whole> =
         lens.iter().map(|(&port, &len)| (port, Whole { len, entries: BTreeMap::new() })).collect();
@@ -105,23 +92,15 @@ pub fn tables(raw: &[Raw], lens: &BTreeMap<u32, u32>) -> Result<BTreeMap<u32, Wh
     Ok(out)
 }
 
-/// How many entries a device's answer may hold: every port's table, each bounded as the walk
-/// over sysfs is (`GID_TABLE_MAX`).
+/// How many entries a device's answer may hold (each table bounded as the sysfs walk is).
 pub fn max_entries(lens: &BTreeMap<u32, u32>) -> usize {
     lens.values().map(|&l| usize::try_from(l.min(GID_TABLE_MAX)).unwrap_or(0)).sum()
 }
 
-/// The name of the entry's net device where that net device is one of this pod's interfaces
-/// holding the entry's address: told by the interface index, which ibverbs gives instead of the
-/// name `gid_attrs/ndevs/<i>` holds.
-///
-/// As strong as the name: an index, like a name, is unique only within a network namespace (the
-/// kernel gives the index of the net device in its own namespace, and sysfs its name there), so
-/// neither alone says the entry is this pod's; in both cases the address decides that first,
-/// and the index only names which of the pod's interfaces holding that address the entry is
-/// for. Where no interface of the pod matches both, `None`: the name is then read from sysfs,
-/// as without a source (the host's and other pods' net devices have indices of namespaces the
-/// pod cannot see).
+/// The name of the entry's net device where it is one of this pod's interfaces holding the entry's
+/// address, told by the interface index ibverbs gives. The address decides whose the entry is; the
+/// index only names which of the pod's interfaces, as the name would. Otherwise `None`, and sysfs
+/// names it.
 pub(crate) fn pod_ndev(entry: &Entry, pod: &[OwnAddr]) -> Option<String> {
     let ifindex = entry.ifindex?;
     pod.iter()

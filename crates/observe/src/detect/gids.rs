@@ -1,17 +1,8 @@
 //! A RoCE port's GID table in sysfs (`gids/<i>`, `gid_attrs/types/<i>`, `gid_attrs/ndevs/<i>`),
-//! read lazily and at most once per entry: NCCL's choice and the pod's own entry ask for what
-//! they need, and the start path stops at the entry that settles the port.
-//!
-//! Real tables are 255 entries long and mostly empty; each entry is three files, and each file an
-//! open, a read and a close. What a run reads therefore follows what its answer needs: NCCL's pick
-//! stops at its first full match (`gid::choose`), the pod's own entry at the first entry of its
-//! address that NCCL's rule accepts, and types and net devices are asked only of non-empty
-//! entries. Only `doctor` reads a table whole. Never decides anything: the plan does.
-//!
-//! Where the table must be read far (a shared device, whose pod entry sits after its
-//! neighbours'), a whole-table source (`gid_source`, ibverbs in production) may answer instead,
-//! in one call: its entries then answer every read, and only the net device names the pod's
-//! interfaces cannot give are still read from sysfs (a few entries a port, never the walk).
+//! read lazily and at most once per entry: the pick stops where the [`GidRule`] handed in from above
+//! settles, the pod's own entry at the first of its addresses that rule accepts. Only `doctor` reads
+//! a table whole. A whole-table source (`gid_source`) may answer the far reads instead. Never decides
+//! anything.
 
 use std::collections::BTreeMap;
 use std::net::Ipv6Addr;
@@ -24,7 +15,19 @@ use crate::detect::netif::{self, OwnAddr, Owner};
 use crate::detect::port::{GidPick, PortFacts};
 use crate::detect::sysfs_error::SysfsError;
 use nw_nccl::gid::format_gid;
-use nw_nccl::gid::{self, GidEntry, GidPrefs, GidTable, RoceType};
+use nw_nccl::gid::{self, Family, GidEntry, GidTable, RoceType};
+
+/// The rule that picks a port's GID entry, handed in by the caller: the walk stops where it accepts.
+pub trait GidRule {
+    /// The entry the rule picks in `table`, reading only what it needs; `None` for an empty table.
+    fn choose(&self, table: &mut dyn GidTable) -> Option<GidEntry>;
+    /// Whether the rule takes `entry` outright.
+    fn accepts(&self, entry: &GidEntry) -> bool;
+    /// The address family it looks for.
+    fn family(&self) -> Family;
+    /// The same rule for `family` (rails with only IPv6 addresses call for AF_INET6).
+    fn for_family(&self, family: Family) -> Box<dyn GidRule>;
+}
 
 /// One port's table, each entry's files read at most once.
 pub(crate) struct SysfsGids<'a> {
@@ -34,13 +37,11 @@ pub(crate) struct SysfsGids<'a> {
     /// Entries read so far, from index 0; `None` past the table's end.
     gids: Vec<Option<Ipv6Addr>>,
     types: BTreeMap<u32, Option<RoceType>>,
-    /// The whole table from a source other than sysfs, once `load`ed: it answers every entry,
-    /// with the names of the pod's own entries' net devices told by their index.
+    /// The whole table from another source once `load`ed, with the pod's entries' net devices by index.
     given: Option<(Whole, BTreeMap<u32, String>)>,
 }
 
-/// What reading a port's table against this pod needs: its addresses (in GID form, and with
-/// their interfaces), and where a whole table may come from instead of sysfs.
+/// What reading a port's table against this pod needs: its addresses and a whole-table source.
 pub(crate) struct Pod<'a> {
     pub(crate) gids: &'a [Ipv6Addr],
     pub(crate) addrs: &'a [OwnAddr],
@@ -52,9 +53,7 @@ impl<'a> SysfsGids<'a> {
         SysfsGids { port, dir, problems, gids: Vec::new(), types: BTreeMap::new(), given: None }
     }
 
-    /// Takes the whole table of `device`'s port `port` from `tables` where it answers; reads go
-    /// on from sysfs where it does not, or where it calls an Ethernet port's table empty (no RoCE
-    /// port has none: sysfs decides then). The pod's own entries are named here (`pod_ndev`).
+    /// Takes the port's whole table from `tables` where it answers with entries; the pod's are named.
     pub(crate) fn load(&mut self, tables: &dyn TableSource, device: &str, port: u32, pod: &[OwnAddr]) {
         if let Some(whole) = tables.table(device, port).filter(|w| w.len > 0) {
             let names =
@@ -92,17 +91,15 @@ impl<'a> SysfsGids<'a> {
     }
 
     /// The entry at `i` as a row: its type, net device and whose address it holds.
-    fn row(&mut self, i: u32, g: Ipv6Addr, prefs: &GidPrefs, own: &[Ipv6Addr], host_ndev: Option<&str>) -> GidPick {
+    fn row(&mut self, i: u32, g: Ipv6Addr, rule: &dyn GidRule, own: &[Ipv6Addr], host_ndev: Option<&str>) -> GidPick {
         let roce = self.roce(i);
         let dev = self.ndev(i);
         GidPick {
-            index: i,
-            gid: format_gid(&g),
-            address: gid::display(&g),
             roce,
-            full_match: gid::is_full_match(&GidEntry { index: i, gid: g, roce }, prefs),
+            full_match: rule.accepts(&GidEntry { index: i, gid: g, roce }),
             owner: Some(netif::owner(&g, dev.as_deref(), host_ndev, own)),
             ndev: dev,
+            ..bare(i, g)
         }
     }
 }
@@ -141,40 +138,26 @@ impl GidTable for SysfsGids<'_> {
     }
 }
 
-/// NCCL's GID choice over the port's table, with the chosen entry's net device.
-pub(crate) fn choose(table: &mut SysfsGids, prefs: &GidPrefs) -> Option<GidPick> {
-    let e = gid::choose(table, prefs)?;
-    Some(GidPick {
-        index: e.index,
-        gid: format_gid(&e.gid),
-        address: gid::display(&e.gid),
-        roce: e.roce,
-        ndev: table.ndev(e.index),
-        full_match: gid::is_full_match(&e, prefs),
-        owner: None,
-    })
+/// `rule`'s choice over the port's table, with the chosen entry's net device.
+pub(crate) fn choose(table: &mut SysfsGids, rule: &dyn GidRule) -> Option<GidPick> {
+    let e = rule.choose(table)?;
+    Some(GidPick { roce: e.roce, ndev: table.ndev(e.index), full_match: rule.accepts(&e), ..bare(e.index, e.gid) })
 }
 
 /// How far a table is read for its rows.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Extent {
-    /// Up to this pod's first own entry that NCCL's rule accepts: what a run needs (the entries
-    /// after it can change neither the pod's entry nor where NCCL's rule, narrowed to the pod's
-    /// addresses, lands).
+    /// Up to the pod's first own entry the rule accepts: what a run needs.
     UntilOwn,
     /// Every entry: what `doctor` shows.
     Whole,
 }
 
-/// On a shared device NCCL's pick may be the host's or another pod's address: when it is not one
-/// of `own`, read the table up to the pod's own entry and use that entry (the first of this pod's
-/// own addresses that NCCL's rule accepts: family, RoCE version, range). NCCL's pick is kept
-/// beside it, with whose it is. A table that holds none of the pod's addresses (read whole, then)
-/// tells nothing about whose entries are.
-///
-/// This is the read that goes far (up to the pod's entry, past the host's and its neighbours'),
-/// so it is the one a whole-table source answers where `pod` has one: `device` names the table.
-pub(crate) fn shared(facts: &mut PortFacts, table: &mut SysfsGids, prefs: &GidPrefs, pod: &Pod, device: &str) {
+/// On a shared device the pick may be the host's or another pod's: then read the table up to the
+/// pod's own entry the rule accepts and use it, keeping the pick beside it with its owner. A table
+/// without the pod's addresses tells nothing of owners. This is the far read a whole-table source
+/// answers (`device` names the table).
+pub(crate) fn shared(facts: &mut PortFacts, table: &mut SysfsGids, rule: &dyn GidRule, pod: &Pod, device: &str) {
     let own = pod.gids;
     let Some(pick) = facts.gid.as_mut() else { return };
     if gid::parse_gid(&pick.gid).is_some_and(|g| own.contains(&g)) {
@@ -182,7 +165,7 @@ pub(crate) fn shared(facts: &mut PortFacts, table: &mut SysfsGids, prefs: &GidPr
         return;
     }
     table.load(pod.tables, device, facts.port, pod.addrs);
-    let (rows, len) = rows(table, prefs, own, Extent::UntilOwn);
+    let (rows, len) = rows(table, rule, own, Extent::UntilOwn);
     if !rows.iter().any(|r| r.owner == Some(Owner::Pod)) {
         return;
     }
@@ -202,13 +185,10 @@ impl SysfsGids<'_> {
     }
 }
 
-/// The non-empty entries of a port's table as far as `extent` reads, and the length read (empty
-/// entries included): the whole table's length when read to its end. Read whole, each row has
-/// its type, net device and owner. Read up to the pod's own entry, only the pod's own entries
-/// have them: the others are told by address alone (not the pod's), since their type matters only
-/// when the plan weighs an address range (`with_types` reads it then) and their net device only
-/// to `doctor`.
-pub(crate) fn rows(table: &mut SysfsGids, prefs: &GidPrefs, own: &[Ipv6Addr], extent: Extent) -> (Vec<GidPick>, u32) {
+/// The non-empty entries as far as `extent` reads, and the length read. Read whole, each row has its
+/// type, net device and owner; read up to the pod's entry, only the pod's own rows do, the others
+/// known by address alone (`with_types` reads their types when the plan needs them).
+pub(crate) fn rows(table: &mut SysfsGids, rule: &dyn GidRule, own: &[Ipv6Addr], extent: Extent) -> (Vec<GidPick>, u32) {
     let host_ndev = if extent == Extent::Whole { table.host_ndev() } else { None };
     let mut rows = Vec::new();
     let mut len = 0;
@@ -222,7 +202,7 @@ pub(crate) fn rows(table: &mut SysfsGids, prefs: &GidPrefs, own: &[Ipv6Addr], ex
             rows.push(bare(i, g));
             continue;
         }
-        let row = table.row(i, g, prefs, own, host_ndev.as_deref());
+        let row = table.row(i, g, rule, own, host_ndev.as_deref());
         let settles = row.owner == Some(Owner::Pod) && row.full_match;
         rows.push(row);
         if settles && extent == Extent::UntilOwn {
@@ -234,23 +214,40 @@ pub(crate) fn rows(table: &mut SysfsGids, prefs: &GidPrefs, own: &[Ipv6Addr], ex
 
 /// An entry known by its address only.
 fn bare(index: u32, g: Ipv6Addr) -> GidPick {
-    GidPick {
-        index,
-        gid: format_gid(&g),
-        address: gid::display(&g),
-        roce: None,
-        ndev: None,
-        full_match: false,
-        owner: None,
+    GidPick { index, gid: format_gid(&g), address: gid::display(&g), ..GidPick::default() }
+}
+
+/// Reads the types of rows read by address only and marks those `rule` accepts.
+pub(crate) fn with_types(table: &mut SysfsGids, rows: &mut [GidPick], rule: &dyn GidRule) {
+    for r in rows.iter_mut().filter(|r| r.roce.is_none() && r.owner.is_none()) {
+        r.roce = table.roce(r.index);
+        r.full_match =
+            gid::parse_gid(&r.gid).is_some_and(|g| rule.accepts(&GidEntry { index: r.index, gid: g, roce: r.roce }));
     }
 }
 
-/// Reads the types of `rows` that were read by address only (`rows` up to the pod's own entry),
-/// so that NCCL's rule can be simulated over them, and marks the full matches under `prefs`.
-pub(crate) fn with_types(table: &mut SysfsGids, rows: &mut [GidPick], prefs: &GidPrefs) {
-    for r in rows.iter_mut().filter(|r| r.roce.is_none() && r.owner.is_none()) {
-        r.roce = table.roce(r.index);
-        r.full_match = gid::parse_gid(&r.gid)
-            .is_some_and(|g| gid::is_full_match(&GidEntry { index: r.index, gid: g, roce: r.roce }, prefs));
+#[cfg(test)]
+pub(crate) mod rule {
+    use super::GidRule;
+    use nw_nccl::gid::{self, Family, GidEntry, GidPrefs, GidTable};
+
+    /// NCCL's rule, as `nw_decide::gid_rule` hands it in (this crate cannot name that one).
+    pub(crate) struct Nccl(pub(crate) GidPrefs);
+
+    pub(crate) const DEFAULT: Nccl = Nccl(GidPrefs { family: Family::Inet, roce_version: 2, range: None });
+
+    impl GidRule for Nccl {
+        fn choose(&self, table: &mut dyn GidTable) -> Option<GidEntry> {
+            gid::choose(table, &self.0)
+        }
+        fn accepts(&self, entry: &GidEntry) -> bool {
+            gid::is_full_match(entry, &self.0)
+        }
+        fn family(&self) -> Family {
+            self.0.family
+        }
+        fn for_family(&self, family: Family) -> Box<dyn GidRule> {
+            Box::new(Nccl(GidPrefs { family, ..self.0 }))
+        }
     }
 }

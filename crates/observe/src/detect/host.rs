@@ -1,25 +1,19 @@
-//! The node's view of its RDMA devices (`View::Node`), for the node agent: every device `class/infiniband` shows
-//! in the agent's namespace (the host's), not only a pod's. VFs and scalable functions are left
-//! out and counted: they are slices handed to pods (doctor checks them there), their link follows
-//! their PF's, and an unassigned VF without an address would otherwise fail the node.
-//!
-//! Composes detection's own readers (`Sysfs::rdma_devices`, `attachment`, `ports`) into a
-//! [`Detection`] the plan and doctor take as they take a pod's. Reads only; at most
-//! [`MAX_DEVICES`] devices per round.
+//! The node's view of its RDMA devices (`View::Node`) for the node agent: every device the host's
+//! namespace shows, VFs and scalable functions left out and counted (they are pods' slices, checked
+//! there). Reads only; at most [`MAX_DEVICES`] devices a round.
 
 use std::collections::BTreeMap;
 
 use crate::detect::devices::SourceReport;
+use crate::detect::gids::GidRule;
 use crate::detect::sysfs::{Attachment, Sysfs};
 use crate::detect::{Detection, Device, Source};
-use nw_nccl::gid::GidPrefs;
 
-/// More RDMA devices than a node has PFs (8 rails x 2 ports, BlueField, management NICs); the
-/// bound on one round's work.
+/// More RDMA devices than a node has PFs: the bound on one round's work.
 pub const MAX_DEVICES: usize = 64;
 
 /// The node's devices, and how many of each kind were left out.
-pub fn detect(sysfs: &Sysfs, prefs: &GidPrefs) -> (Detection, BTreeMap<&'static str, usize>) {
+pub fn detect(sysfs: &Sysfs, rule: &dyn GidRule) -> (Detection, BTreeMap<&'static str, usize>) {
     let mut problems = Vec::new();
     let visible = sysfs.rdma_devices(&mut problems);
     let mut warnings: Vec<String> = problems.iter().map(ToString::to_string).collect();
@@ -41,7 +35,7 @@ pub fn detect(sysfs: &Sysfs, prefs: &GidPrefs) -> (Detection, BTreeMap<&'static 
         }
         let mut errs = Vec::new();
         // The node's view has no pod: no addresses to tell entries by, NCCL's own pick per port.
-        let ports = sysfs.ports(&name, prefs, &[], &mut errs);
+        let ports = sysfs.ports(&name, rule, &mut errs);
         let mut problems: Vec<String> = errs.iter().map(ToString::to_string).collect();
         problems.extend(ports.iter().flat_map(|p| p.problems.iter().cloned()));
         // Never the counters: reading a management function's floods the kernel log.
@@ -66,16 +60,8 @@ pub fn detect(sysfs: &Sysfs, prefs: &GidPrefs) -> (Detection, BTreeMap<&'static 
         inputs: vec![class],
         problems: Vec::new(),
     };
-    let detection = Detection {
-        source: if found { Source::Sysfs } else { Source::None },
-        sources: vec![report],
-        devices,
-        not_ours: Vec::new(),
-        not_openable: Vec::new(),
-        warnings,
-        addresses: Vec::new(),
-        // The node agent checks every port; it hands NCCL nothing.
-        every_visible: false,
-    };
+    // Not `every_visible`: the node agent checks every port, and hands NCCL nothing.
+    let source = if found { Source::Sysfs } else { Source::None };
+    let detection = Detection { source, sources: vec![report], devices, warnings, ..Detection::default() };
     (detection, skipped)
 }

@@ -7,18 +7,15 @@ use std::path::{Path, PathBuf};
 /// At most this many entries of one directory are looked at (`python3.*`, the provider directory).
 pub(crate) const DIR_ENTRIES: usize = 256;
 
-/// A path inside the image, joined under the root; `None` for anything that could climb out, and
-/// for any name with a control character (paths reach the summary and JSON; the cache, the
-/// variables and directory listings are the image's, not ours).
+/// A path inside the image, joined under the root; `None` for anything that could climb out or
+/// holds a control character.
 pub(crate) fn inside(root: &Path, p: &str) -> Option<PathBuf> {
     let rel = p.trim_start_matches('/');
     (p.len() <= 4096 && stays_inside(rel)).then(|| root.join(rel))
 }
 
-/// No `..` component and no control character, in one pass over the bytes (the image check
-/// joins about twenty paths a start; splitting and decoding each was most of its instructions).
-/// C0 and DEL are single bytes, and the C1 controls (U+0080 to U+009F) are `C2 80` to `C2 9F` in
-/// UTF-8: the characters `char::is_control` names.
+/// No `..` component and no control character (`char::is_control`'s: C0, DEL, and C1 as `C2 80` to
+/// `C2 9F`), in one pass over the bytes.
 fn stays_inside(rel: &str) -> bool {
     let b = rel.as_bytes();
     let mut component = 0;

@@ -1,20 +1,10 @@
-//! The dynamic loader's cache, `/etc/ld.so.cache`, parsed as glibc writes it: which file the
-//! image's loader would open for a library name such as `libibverbs.so.1`.
-//!
-//! Formats (glibc `sysdeps/generic/dl-cache.h`): the current one, magic `glibc-ld.so.cache` and
-//! version `1.1`, a 48-byte header (entry count, string table length, flags, extension offset),
-//! 24-byte entries (flags, key offset, value offset, OS version, hwcap) and string offsets counted
-//! from that header; and the combined one that glibc before 2.32 wrote, the old `ld.so-1.7.0`
-//! table (12-byte entries) followed, 8-byte aligned, by the new one. Only the new part is read.
-//!
-//! Pure and bounded: takes bytes (the caller reads at most [`MAX_BYTES`]), never trusts a count
-//! or an offset (each is checked against the bytes), keeps at most [`MAX_ENTRIES`] entries, and
-//! never loads or opens anything it names. A cache it cannot read is `None`; the loader then
-//! still searches its default directories, and so does the caller.
+//! The dynamic loader's cache, `/etc/ld.so.cache`, parsed as glibc writes it
+//! (`sysdeps/generic/dl-cache.h`: the `glibc-ld.so.cache1.1` format, alone or after the old
+//! `ld.so-1.7.0` table): which file the image's loader would open for a library name. Pure and
+//! bounded: never trusts a count or offset, keeps at most [`MAX_ENTRIES`], opens nothing it names.
 
 /// The largest cache read: real ones hold a few thousand entries in well under 1 MiB.
 pub(crate) const MAX_BYTES: usize = 4 << 20;
-/// The most entries kept.
 pub const MAX_ENTRIES: usize = 65_536;
 
 const MAGIC_NEW: &[u8] = b"glibc-ld.so.cache1.1";
@@ -28,8 +18,7 @@ const FLAG_ELF_LIBC6: i32 = 0x0003;
 const FLAG_TYPE_MASK: i32 = 0x00ff;
 const FLAG_REQUIRED_MASK: i32 = 0xff00;
 
-/// The architecture bits glibc sets for this build's target (`FLAG_X8664_LIB64`,
-/// `FLAG_AARCH64_LIB64`); 0 elsewhere, where any entry is taken.
+/// The architecture bits glibc sets for this target; 0 elsewhere, where any entry is taken.
 #[cfg(target_arch = "x86_64")]
 const FLAG_ARCH: i32 = 0x0300;
 #[cfg(target_arch = "aarch64")]
@@ -89,8 +78,7 @@ fn new_header_at(b: &[u8]) -> Option<usize> {
 /// One entry of the table: its flags and the offsets of its name and path.
 type Slot = (i32, usize, usize);
 
-/// The new-format table's bytes (from its header) and its entry count, checked against the bytes
-/// (at most [`MAX_ENTRIES`]); `None` when the bytes are no cache of a known format.
+/// The new-format table's bytes and its entry count, checked (at most [`MAX_ENTRIES`]).
 fn header(b: &[u8]) -> Option<(&[u8], usize)> {
     let base = new_header_at(b)?;
     let data = b.get(base..)?;
@@ -111,17 +99,8 @@ fn slot(data: &[u8], i: usize) -> Option<Slot> {
     Some((flags, key, value))
 }
 
-/// The new-format table's bytes (from its header) and its entries' (flags, name offset, path
-/// offset), in the cache's order; offsets are into the returned bytes and still unchecked.
-/// `None` when the bytes are no cache of a known format.
-fn table(b: &[u8]) -> Option<(&[u8], impl Iterator<Item = Slot> + '_)> {
-    let (data, n) = header(b)?;
-    Some((data, (0..n).filter_map(move |i| slot(data, i))))
-}
-
-/// glibc's `_dl_cache_libcmp`, the order ldconfig sorts the table in (descending) and the loader
-/// searches it by: bytes compared in turn, except that runs of digits compare as numbers
-/// (`libfoo.so.10` after `libfoo.so.9`), and a digit after any other byte.
+/// glibc's `_dl_cache_libcmp`, the order ldconfig sorts the table in (descending): runs of digits
+/// compare as numbers, and a digit after any other byte.
 fn libcmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     use std::cmp::Ordering;
     let (mut i, mut j) = (0, 0);
@@ -163,33 +142,26 @@ fn libcmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     }
 }
 
-/// The cache's entries as they lie in `b` (name, path, flags), in the cache's order, borrowed:
-/// nothing is copied until a caller keeps one. An entry whose strings fall outside the file is
-/// skipped, not trusted.
+/// The cache's entries as they lie in `b` (name, path, flags); one whose strings fall outside, skipped.
 fn raw(b: &[u8]) -> Option<impl Iterator<Item = (&[u8], &[u8], i32)>> {
-    let (data, entries) = table(b)?;
-    Some(entries.filter_map(move |(flags, key, value)| Some((c_bytes(data, key)?, c_bytes(data, value)?, flags))))
+    let (data, n) = header(b)?;
+    let entry = move |(flags, key, value): Slot| Some((c_bytes(data, key)?, c_bytes(data, value)?, flags));
+    Some((0..n).filter_map(move |i| slot(data, i).and_then(entry)))
 }
 
-/// Every entry of the cache, in the cache's order (the loader's: the first match wins), or `None`
-/// when the bytes are no cache of a known format.
+/// Every entry of the cache, in the cache's order, or `None` when the bytes are no cache.
 pub fn parse(b: &[u8]) -> Option<Vec<Entry>> {
     Some(raw(b)?.map(|(name, path, flags)| Entry { name: lossy(name), path: lossy(path), flags }).collect())
 }
 
-/// How many entries the cache's table holds (at most [`MAX_ENTRIES`]; an entry whose strings fall
-/// outside the file is counted here and skipped by `parse` and `find`), or `None` when the bytes
-/// are no cache.
+/// How many entries the table holds (at most [`MAX_ENTRIES`]), or `None` when the bytes are no cache.
 pub fn count(b: &[u8]) -> Option<usize> {
     // `header` checked that the whole table lies in the bytes: every slot below its count reads.
     Some(header(b)?.1)
 }
 
 /// The file the cache gives for `name` on this architecture, searched as glibc's loader does
-/// (`search_cache`): a binary search of the table in [`libcmp`] order, then the first native entry
-/// among those of that name. About a dozen names compared instead of every entry, and a table
-/// that is not in ldconfig's order misses here as it misses in the loader. An offset outside the
-/// bytes ends the search, as it does there.
+/// (`search_cache`): a binary search in [`libcmp`] order, then the first native entry of that name.
 pub fn find(b: &[u8], name: &str) -> Option<Entry> {
     use std::cmp::Ordering;
     let (data, n) = header(b)?;
@@ -232,9 +204,7 @@ pub fn lookup<'a>(entries: &'a [Entry], name: &str) -> Option<&'a Entry> {
     entries.iter().find(|e| e.name == name && e.is_native())
 }
 
-/// A cache in the current format holding `entries` (name, path, flags), in ldconfig's order
-/// (descending by [`libcmp`], entries of one name kept in the order given): what tests and the
-/// fuzz seeds write as an image's `/etc/ld.so.cache`.
+/// A cache in the current format holding `entries`, in ldconfig's order (for tests and fuzz seeds).
 pub fn encode(entries: &[(&str, &str, i32)]) -> Vec<u8> {
     let mut entries = entries.to_vec();
     entries.sort_by(|a, b| libcmp(b.0.as_bytes(), a.0.as_bytes()));

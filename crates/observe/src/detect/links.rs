@@ -1,24 +1,13 @@
-//! What kind of link each of this namespace's interfaces is (`veth`, `macvlan`, `ipvlan`,
-//! `vlan`...), from one rtnetlink dump (`RTM_GETLINK`), so detection knows which of the pod's
-//! addresses can sit in another device's GID table at all.
-//!
-//! The kernel puts an address into a RoCE port's GID table when its interface is the port's net
-//! device or an upper device of it (a macvlan, ipvlan or VLAN child: `roce_gid_mgmt.c`). A pod's
-//! own interfaces that sit on a function of their own (a VF's netdev, an IPoIB child) are found
-//! by that function; a veth, the usual primary interface, is nobody's upper device. Only the
-//! children kinds are looked for in the tables of devices the pod cannot otherwise claim, which
-//! keeps start-up proportional to the devices the pod owns, not to the devices it can see.
-//!
-//! The kernel's reply is outside input like any other: bounded in bytes and messages, read with a
-//! receive deadline, parsed without trusting a length, and never a reason to fail the job (on any
-//! error detection looks for every address, as before).
+//! What kind of link each of this namespace's interfaces is (`veth`, `macvlan`, `vlan`...), from
+//! one rtnetlink dump: only upper devices (macvlan, ipvlan, VLAN children) put the pod's addresses
+//! into another device's GID table (`roce_gid_mgmt.c`), so only they are looked for there. The reply
+//! is outside input, and never a reason to fail the job (on error every address is looked for).
 
 use std::collections::BTreeMap;
 
 use crate::detect::rtnetlink::{self, Attrs};
 
-/// Interface name -> its link kind (`IFLA_INFO_KIND`); `None` for links without one (physical
-/// devices, loopback).
+/// Interface name -> its link kind (`IFLA_INFO_KIND`); `None` for links without one.
 pub type Kinds = BTreeMap<String, Option<String>>;
 
 /// Kinds whose addresses the kernel may enter into another (lower) device's GID table.
@@ -51,9 +40,8 @@ const NEVER_UPPER: &[&str] = &[
     "ipoib",
 ];
 
-/// Whether an interface of this kind may hold its addresses in another device's GID table:
-/// the children kinds, and, to stay on the safe side, any kind this list does not know. A link
-/// without a kind (a physical function's netdev, an IPoIB interface) sits on its own function.
+/// Whether an interface of this kind may hold its addresses in another device's GID table: the
+/// children kinds and any kind not known (a link without a kind sits on its own function).
 pub fn may_be_upper(kind: Option<&str>) -> bool {
     match kind {
         None => false,

@@ -1,8 +1,6 @@
-//! Names that come from outside (device names, PCI and auxiliary device IDs) and their order.
-//!
-//! Anything that reaches NCCL or becomes part of a sysfs path goes through here first. A name
-//! outside `[A-Za-z0-9_.-]` never leaves this module as valid: NCCL parses `,` `:` `^` `=` in
-//! `NCCL_IB_HCA`, and `/` or `..` would walk out of the sysfs tree.
+//! Names from outside (device names, PCI and auxiliary IDs) and their order. Anything that reaches
+//! NCCL or a sysfs path goes through here: outside `[A-Za-z0-9_.-]` a name is never valid (NCCL
+//! parses `,` `:` `^` `=` in `NCCL_IB_HCA`; `/` or `..` would leave the tree).
 
 use std::cmp::Ordering;
 
@@ -22,8 +20,7 @@ pub enum NameError {
     DotName(String),
 }
 
-/// Checks an RDMA device name, a network interface name or a device ID (`0000:3b:02.6`,
-/// `mlx5_core.sf.2`): `allow_colon` admits the `:` of PCI addresses.
+/// Checks a device or interface name, or a device ID: `allow_colon` admits a PCI address's `:`.
 pub fn check(name: &str, allow_colon: bool) -> Result<&str, NameError> {
     if name.is_empty() {
         return Err(NameError::Empty);
@@ -31,8 +28,7 @@ pub fn check(name: &str, allow_colon: bool) -> Result<&str, NameError> {
     if name.len() > MAX_DEVICE_NAME {
         return Err(NameError::TooLong(name.len()));
     }
-    // The set is ASCII, so bytes decide as characters would: a byte of a multi-byte character
-    // is never in it.
+    // The set is ASCII: no byte of a multi-byte character is in it.
     let ok = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-') || (allow_colon && c == b':');
     if !name.bytes().all(ok) {
         return Err(NameError::BadChars(name.chars().take(80).collect()));
@@ -51,8 +47,7 @@ pub fn device_id(id: &str) -> Result<&str, NameError> {
     check(id, true)
 }
 
-/// Where a device's name carries its place in the node: the nic-configuration-operator's
-/// `rdma_<nic>_<plane>_<rail>` (docs/field-inputs.md), as `(nic, plane, rail)`.
+/// The nic-configuration-operator's `rdma_<nic>_<plane>_<rail>` name as `(nic, plane, rail)`.
 pub fn identity(name: &str) -> Option<(u32, u32, u32)> {
     let mut parts = name.strip_prefix("rdma_")?.split('_');
     let mut next = || parts.next().filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))?.parse().ok();
@@ -90,9 +85,7 @@ pub fn natural_cmp(a: &str, b: &str) -> Ordering {
     }
 }
 
-/// Sorts names in [`natural_cmp`]'s order, each name's key built once, all keys in one buffer: a
-/// directory of 1,024 devices is sorted with some 10,000 comparisons, which then compare bytes,
-/// and with three allocations instead of one per name.
+/// Sorts names in [`natural_cmp`]'s order, each key built once, all keys in one buffer.
 pub(crate) fn sort_natural(names: &mut [String]) {
     let mut keys = Vec::with_capacity(names.iter().map(|n| 2 * n.len() + 8).sum());
     let mut order: Vec<(usize, usize, usize)> = Vec::with_capacity(names.len());
@@ -116,15 +109,12 @@ pub fn sorted_natural(names: &[String]) -> Vec<String> {
     v
 }
 
-/// Serialises a list kept in listing order in natural order, so that output does not depend on
-/// the order a file system lists a directory in.
+/// Serialises a list kept in listing order in natural order.
 pub(crate) fn serialize_natural<S: serde::Serializer>(names: &[String], s: S) -> Result<S::Ok, S::Error> {
     serde::Serialize::serialize(&sorted_natural(names), s)
 }
 
-/// The first `n` of `names` in [`natural_cmp`]'s order, then how many more: `mlx5_0, mlx5_1, ...
-/// (246 more)`. Selects those `n` instead of sorting every name, so a summary of the devices a
-/// node shows costs a pass over them, not a sort.
+/// The first `n` of `names` in [`natural_cmp`]'s order, then how many more (`(246 more)`).
 pub fn abbreviate(names: &[String], n: usize) -> String {
     // The first n so far, in order: a name goes in only if it comes before the last of them.
     let mut first: Vec<&str> = Vec::with_capacity(n + 1);
@@ -143,12 +133,9 @@ pub fn abbreviate(names: &[String], n: usize) -> String {
     s
 }
 
-/// A byte string that compares as [`natural_cmp`] compares names: each run of digits becomes
-/// `0`, its length without leading zeros, and those digits (the `0` stands for the run's first
-/// digit against any other byte: no byte that is not a digit lies between `0` and `9`; two runs
-/// then compare by length, then by digit); then a NUL and the name itself, `natural_cmp`'s last
-/// tie-break (a length byte is never 0, and names from outside are checked before they are
-/// sorted, so no NUL comes earlier).
+/// A byte string that compares as [`natural_cmp`] compares names: each run of digits becomes `0`,
+/// its length without leading zeros and its digits; then a NUL and the name itself (the last
+/// tie-break; names are checked before they are sorted, so no NUL comes earlier).
 fn natural_key(name: &str, key: &mut Vec<u8>) {
     let b = name.as_bytes();
     let mut i = 0;

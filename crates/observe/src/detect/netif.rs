@@ -1,16 +1,7 @@
-//! The pod's own IP addresses, as the kernel holds them for this network namespace (one
-//! rtnetlink `RTM_GETADDR` dump), and whose address a GID table entry holds.
-//!
-//! Why not `getifaddrs`: libc's dumps every link first (`RTM_GETLINK`, with each link's
-//! statistics, the larger part of its cost) only to name the interfaces; here each distinct
-//! interface index is named by one `SIOCGIFNAME` instead, which makes the read about a third of
-//! getifaddrs' time at every start. The dump is bounded and parsed as `rtnetlink` parses every
-//! reply; a malformed reply is an error, which callers take as "no addresses", never a failure.
-//!
-//! On a shared RDMA device (the RDMA shared device plugin with macvlan or ipvlan children, or
-//! IPoIB children) every pod's addresses sit in the one GID table, beside the host's, and every
-//! pod's child is called `net1`: an entry is this pod's when it holds one of these addresses,
-//! never when its net device merely has a familiar name. Never parses any tool's output.
+//! The pod's own IP addresses (one rtnetlink `RTM_GETADDR` dump, each interface named by
+//! `SIOCGIFNAME`: a third of `getifaddrs`' time), and whose address a GID table entry holds. On a
+//! shared device every pod's child is `net1`: an entry is this pod's by address, never by name. A
+//! malformed reply is an error callers take as "no addresses".
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv6Addr};
@@ -25,8 +16,7 @@ use crate::detect::{names, rtnetlink};
 pub struct OwnAddr {
     pub ifname: String,
     pub addr: IpAddr,
-    /// The interface's index in this namespace, where the kernel gave it (ibverbs names a GID
-    /// entry's net device by index; see `gid_source::pod_ndev`).
+    /// The interface's index, where the kernel gave it (ibverbs names an entry's net device by index).
     #[serde(skip)]
     pub ifindex: Option<u32>,
 }
@@ -51,8 +41,7 @@ pub fn read() -> Result<Vec<OwnAddr>, String> {
     let sock = rtnetlink::Socket::open().map_err(why)?;
     let mut found = Vec::new();
     sock.dump(RTM_GETADDR, &[0; IFADDRMSG], |ty, payload| add(ty, payload, &mut found)).map_err(why)?;
-    // Interfaces by index, each named once: an index the kernel no longer knows (the interface
-    // went away since the dump) or whose name is not UTF-8 takes its addresses with it.
+    // Interfaces by index, each named once; one gone since the dump takes its addresses with it.
     let mut names = BTreeMap::new();
     let mut out = Vec::with_capacity(found.len());
     for KernelAddr { ifindex, addr } in found {
@@ -61,8 +50,7 @@ pub fn read() -> Result<Vec<OwnAddr>, String> {
             log::debug!("address {addr}: interface {ifindex} has no name now; left out");
             continue;
         };
-        // An interface name reaches messages and JSON only: still, only the names the kernel
-        // allows for RDMA-related devices are kept as given; others are shown escaped.
+        // Names the kernel allows for RDMA-related devices are kept as given; others are shown escaped.
         let ifname = match names::device_name(raw) {
             Ok(n) => n.to_string(),
             Err(_) => raw.escape_debug().to_string(),
@@ -87,8 +75,7 @@ const IFA_ADDRESS: u16 = 1;
 const IFA_LOCAL: u16 = 2;
 const AF_INET: u8 = 2;
 const AF_INET6: u8 = 10;
-/// The loopback device's index in every network namespace: the kernel registers it first and
-/// checks that it got this index (`LOOPBACK_IFINDEX`, `loopback_net_init`).
+/// The loopback device's index in every network namespace (`LOOPBACK_IFINDEX`).
 const LOOPBACK_IFINDEX: u32 = 1;
 
 /// Parses one datagram of the dump into `out`; `Ok(true)` at the dump's end.
@@ -96,9 +83,8 @@ pub fn parse(buf: &[u8], out: &mut Vec<KernelAddr>) -> Result<bool, rtnetlink::E
     rtnetlink::walk(buf, |ty, payload| add(ty, payload, out))
 }
 
-/// One message of the dump: an `RTM_NEWADDR` of IPv4 or IPv6 adds its address, loopback's
-/// left out (as getifaddrs' users always left out `IFF_LOOPBACK` interfaces). Tentative and
-/// deprecated addresses are kept: a GID table holds an address as soon as it is configured.
+/// One message of the dump: an IPv4 or IPv6 `RTM_NEWADDR` adds its address, loopback's left out;
+/// tentative and deprecated ones are kept (a GID table holds an address once it is configured).
 fn add(ty: u16, payload: &[u8], out: &mut Vec<KernelAddr>) -> Result<(), rtnetlink::Error> {
     if ty != RTM_NEWADDR {
         return Ok(());
@@ -125,8 +111,8 @@ fn add(ty: u16, payload: &[u8], out: &mut Vec<KernelAddr>) -> Result<(), rtnetli
         }
         *slot = Some(val);
     }
-    // IPv4: the interface's own address is IFA_LOCAL; IFA_ADDRESS is the peer's on a
-    // point-to-point link. IPv6 gives IFA_ADDRESS only (IFA_LOCAL with a peer, then the own).
+    // IPv4: the own address is IFA_LOCAL (IFA_ADDRESS is a point-to-point peer's); IPv6 gives
+    // IFA_ADDRESS only, unless it has a peer.
     let Some(val) = local.or(address) else { return Ok(()) };
     if ifindex == LOOPBACK_IFINDEX {
         return Ok(());
@@ -161,8 +147,7 @@ impl Owner {
     }
 }
 
-/// Whose `gid` is, on a port whose default entry (index 0) belongs to net device `host_ndev`.
-/// `own` holds this pod's addresses in GID form.
+/// Whose `gid` is, on a port whose default entry belongs to `host_ndev`, given `own` in GID form.
 pub(crate) fn owner(gid: &Ipv6Addr, ndev: Option<&str>, host_ndev: Option<&str>, own: &[Ipv6Addr]) -> Owner {
     if own.contains(gid) {
         Owner::Pod

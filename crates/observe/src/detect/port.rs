@@ -1,31 +1,26 @@
-//! Everything known about one port, as plain data: what sysfs says (filled by detection), then
-//! what ibverbs says and how the loopback self-test went (filled by verification, `verbs`).
-//!
-//! The verification results are defined here, not in `verbs`, so that detection, the lowest
-//! stage, never names a type of a later one; later stages read and fill these values. No I/O.
+//! Everything known about one port, as plain data: what sysfs says, then what ibverbs and the
+//! self-test say (defined here so that detection never names a later stage's type). No I/O.
 
 use serde::Serialize;
 
 use crate::detect::netif::Owner;
 use nw_nccl::gid::RoceType;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct PortFacts {
     pub port: u32,
     pub state: Option<String>,
     pub phys_state: Option<String>,
     pub link_layer: Option<String>,
     pub rate: Option<String>,
-    /// The entry a run uses, for Ethernet (RoCE) ports: this pod's own address where the table
-    /// holds one of NCCL's family and RoCE version, else the index NCCL would pick on its own.
+    /// The entry a run uses, for RoCE ports: this pod's own address where the table holds one the rule
+    /// accepts, else the rule's own pick.
     pub gid: Option<GidPick>,
-    /// NCCL's own pick where it differs from `gid`: on a shared device, the first valid entry is
-    /// the host's or another pod's.
+    /// The rule's own pick where it differs from `gid` (on a shared device, another's address).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nccl_pick: Option<GidPick>,
-    /// The table's non-empty entries, read whole when NCCL's pick is not this pod's address
-    /// (a shared device): what the plan weighs and what doctor shows.
-    /// Each entry as a pick would be, `owner` always told.
+    /// The table's non-empty entries, read when the pick is not this pod's (a shared device), `owner`
+    /// always told: what the plan weighs and doctor shows.
     #[serde(skip_serializing_if = "Vec::is_empty", rename = "gid_table")]
     pub table: Vec<GidPick>,
     /// How many entries the table has, empty ones included (when `table` was read).
@@ -45,7 +40,7 @@ pub struct PortFacts {
     pub problems: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct GidPick {
     pub index: u32,
     pub gid: String,
@@ -60,8 +55,7 @@ pub struct GidPick {
     pub owner: Option<Owner>,
 }
 
-/// The partition an IPoIB child interface of this pod carries, and where the port's pkey table
-/// holds it.
+/// The partition an IPoIB child of this pod carries, and where the port's pkey table holds it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PkeyPick {
     /// The child interface (`class/net/<if>`).
@@ -99,14 +93,13 @@ pub struct VerbsPort {
 }
 
 /// Outcome of the loopback self-test on one port.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct SelftestResult {
     pub passed: bool,
     /// Which step failed: "open", "query_port", "query_gid", "alloc_pd", "reg_mr", "create_cq",
     /// "create_qp", "modify_qp", "post_recv", "post_send", "poll", "timeout" or "verify".
     pub step: Option<String>,
-    /// Completion status by name with vendor_err (`IBV_WC_LOC_PROT_ERR (vendor_err 0x51) on RDMA
-    /// WRITE`), or the OS error (`ENOMEM: Cannot allocate memory (os error 12)`).
+    /// Completion status by name with vendor_err, or the OS error (`ENOMEM: ...`).
     pub status: Option<String>,
     /// Likely causes and fixes, in words.
     pub hint: Option<String>,
@@ -127,8 +120,7 @@ pub enum VerbsCheck {
     NotChecked { reason: String },
 }
 
-/// `400 Gb/sec (4X NDR)` (a port's `rate` in sysfs) -> 400000 Mb/s; `2.5 Gb/sec (1X SDR)` ->
-/// 2500; anything else -> None (not guessed).
+/// A port's `rate` (`400 Gb/sec (4X NDR)`) in Mb/s; anything else -> None (not guessed).
 pub fn rate_mbps(rate: &str) -> Option<u32> {
     let g: f64 = rate.split_whitespace().next()?.parse().ok()?;
     let m = (g * 1000.0).round();

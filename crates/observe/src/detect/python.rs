@@ -1,7 +1,5 @@
-//! Where the image's Pythons keep PyTorch's NCCL (`site-packages/nvidia/nccl/lib/libnccl.so.2`,
-//! which the wheel's libraries name by a RUNPATH relative to themselves): under each Python's own
-//! `python3.X`, named by its `python3` links where they name one, else by listing the prefix.
-//! Only readlinks, `stat`s and bounded listings inside the image root.
+//! Where the image's Pythons keep PyTorch's NCCL (`site-packages/nvidia/nccl/lib/libnccl.so.2`),
+//! under each Python's `python3.X`. Only readlinks, `stat`s and bounded listings inside the image.
 
 use std::ffi::OsStr;
 use std::path::Path;
@@ -9,12 +7,10 @@ use std::path::Path;
 use crate::detect::image::{exists, inside, DIR_ENTRIES};
 use crate::detect::{file, Vars};
 
-/// `site-packages/nvidia/nccl/lib/libnccl.so.2` of the Pythons the image holds: what PyTorch's
-/// wheel loads (its libraries name it by a RUNPATH relative to themselves).
+/// `site-packages/nvidia/nccl/lib/libnccl.so.2` of the image's Pythons: what PyTorch's wheel loads.
 pub(crate) fn wheel_nccl(root: &Path, vars: &Vars) -> Option<String> {
     let mut prefixes: Vec<String> = ["/usr/local/lib", "/usr/lib", "/opt/conda/lib"].map(String::from).to_vec();
-    // A virtual environment is often used through PATH alone (`/opt/torch/.venv/bin` first, no
-    // VIRTUAL_ENV): the Python the command runs is the first PATH entry's, so its `lib` comes first.
+    // A virtual environment used through PATH alone: the first PATH entry's Python comes first.
     let path = vars.get(OsStr::new("PATH")).map(|x| x.to_string_lossy().into_owned()).unwrap_or_default();
     let from_path =
         path.split(':').take(16).filter_map(|d| d.trim_end_matches('/').strip_suffix("/bin")).map(String::from);
@@ -33,16 +29,14 @@ pub(crate) fn wheel_nccl(root: &Path, vars: &Vars) -> Option<String> {
         _ => python_version(root, bin),
     };
     for prefix in prefixes {
-        // Only where a Python lives beside it (`<prefix>/../bin/python3`), so that PATH entries
-        // such as /usr/local/cuda/bin cost one stat, not a directory listing. /usr/local/lib is
-        // the exception: Debian's pip installs there for /usr/bin/python3.
+        // Only where a Python lives beside it, so that PATH entries such as /usr/local/cuda/bin cost one
+        // stat (/usr/local/lib is Debian pip's, for /usr/bin/python3).
         let bin = format!("{}/bin/python3", prefix.trim_end_matches("/lib"));
         let here = exists(root, &bin);
         if prefix != "/usr/local/lib" && !here {
             continue;
         }
-        // The Python's own `python3.X` where its links name it; the prefix is listed only where
-        // they do not.
+        // The Python's own `python3.X` where its links name it, else the prefix listed.
         let named = version(if here { &bin } else { "/usr/bin/python3" });
         let pythons = match named {
             Some(v) => vec![v],
@@ -67,10 +61,8 @@ pub(crate) fn wheel_nccl(root: &Path, vars: &Vars) -> Option<String> {
     None
 }
 
-/// The `python3.X` a `python3` executable is, from its symbolic links: Debian, conda, the
-/// official Python images and virtual environments link `python3` to `python3.X` (a venv's
-/// through `python`, or to the base interpreter by an absolute path, taken inside the image
-/// root). A readlink or two instead of listing the prefix; `None` where no link names a version.
+/// The `python3.X` a `python3` executable is, from its symbolic links (Debian, conda, the official
+/// images and venvs link it so); `None` where no link names a version.
 fn python_version(root: &Path, bin: &str) -> Option<String> {
     let mut at = inside(root, bin)?;
     for _ in 0..4 {

@@ -1,11 +1,6 @@
-//! The evidence the rails rule (`nw_decide::rails`) weighs, read on a node whose pod sees every
-//! RDMA port: each port's net devices, PCI function and distance to the nearest GPU; each of
-//! those interfaces' addresses (with the prefix of their connected route), bond master, and
-//! whether the default route or the route to the coordinator leaves by it.
-//!
-//! Reads only: sysfs through [`Sysfs`] (`class/net/<if>/master`, the PCI tree), the routing
-//! table already read for the bootstrap, the namespace's addresses already dumped. It never
-//! decides which port is a rail.
+//! The evidence the rails rule (`nw_decide::rails`) weighs on a node whose pod sees every RDMA
+//! port: each port's net devices, function and nearest GPU, their addresses, bond masters and the
+//! routes that leave by them. Reads only; never decides which port is a rail.
 
 use std::net::IpAddr;
 
@@ -18,7 +13,7 @@ use crate::detect::topology::{self, Relation};
 use crate::detect::Device;
 
 /// One address of an interface, with the prefix of the connected route that holds it (a host
-/// prefix where none does, as on OCI's `noprefixroute` rails).
+/// prefix where none does).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct IfAddr {
     pub addr: IpAddr,
@@ -61,8 +56,7 @@ pub struct Evidence {
 /// At most this many interfaces are looked at (a node has tens).
 const MAX_IFACES: usize = 512;
 
-/// A port's net devices: the one its chosen GID entry names, its IPoIB child, else what
-/// `device/net` lists for its device.
+/// A port's net devices: its GID entry's, its IPoIB child, else `device/net`'s.
 fn netdevs(sysfs: &Sysfs, d: &Device, port: &crate::detect::port::PortFacts) -> Vec<String> {
     let named: Vec<String> = port
         .gid
@@ -85,8 +79,8 @@ fn prefix_of(a: &IpAddr, ifname: &str, routes: &[Route]) -> u8 {
     route::lookup(&on, a).map_or(if a.is_ipv4() { 32 } else { 128 }, |r| r.prefix)
 }
 
-/// The interfaces the route to `to` may leave by: every route of the longest prefix holding it
-/// (two interfaces on one subnet both have one), or the interface holding it.
+/// The interfaces the route to `to` may leave by: every route of the longest prefix holding it, or
+/// the interface holding it.
 fn coordinator_ifaces(to: &IpAddr, routes: &[Route], addrs: &[OwnAddr]) -> Vec<String> {
     if let Some(a) = addrs.iter().find(|a| a.addr == *to) {
         return vec![a.ifname.clone()];
@@ -100,8 +94,8 @@ fn coordinator_ifaces(to: &IpAddr, routes: &[Route], addrs: &[OwnAddr]) -> Vec<S
         .collect()
 }
 
-/// Reads the evidence for `devices`' ports `usable` (device, port): `addrs` is the namespace's
-/// dump, `routes` its tables, `coordinator` the addresses the job's coordinator resolved to.
+/// Reads the evidence for `devices`' ports `usable`, given the namespace's addresses and routes and
+/// the addresses the coordinator resolved to.
 pub fn read(
     sysfs: &Sysfs,
     devices: &[Device],

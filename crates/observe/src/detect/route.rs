@@ -1,13 +1,7 @@
-//! This network namespace's routing table, as the kernel prints it in `/proc/net/route` (IPv4)
-//! and `/proc/net/ipv6_route` (IPv6), and the interface a destination leaves by.
-//!
-//! Read through a proc root, so fixtures and the real namespace go through the same code: the
-//! files are per network namespace (`/proc/net` is `/proc/self/net`), so a process in a pod's
-//! namespace reads the pod's routes. Why the table and not a connected UDP socket's
-//! `getsockname`: the table is a plain file a test can hand in, and the lookup is the kernel's
-//! main-table rule (longest prefix, then lowest metric); policy routing (`ip rule`) is not
-//! modelled, which pods do not use. Pure parsing and lookup, bounded: at most [`MAX_BYTES`] per
-//! file and [`MAX_ROUTES`] routes; a line it cannot parse is skipped.
+//! This network namespace's routing table (`/proc/net/route`, `/proc/net/ipv6_route`, through a
+//! proc root) and the interface a destination leaves by, by the kernel's main-table rule (longest
+//! prefix, then lowest metric; `ip rule` is not modelled). Pure and bounded: at most [`MAX_BYTES`]
+//! a file and [`MAX_ROUTES`] routes; a line it cannot parse is skipped.
 
 use std::cell::OnceCell;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -55,14 +49,12 @@ impl Route {
     }
 }
 
-/// An interface name as the kernel allows it (at most 15 bytes, no `/`, no control characters):
-/// a line naming anything else is no kernel's, and is skipped before it reaches a message.
+/// An interface name as the kernel allows it: a line naming anything else is skipped.
 fn ifname_ok(n: &str) -> bool {
     !n.is_empty() && n.len() <= 15 && n.chars().all(|c| c.is_ascii_graphic() && c != '/')
 }
 
-/// The first `N` whitespace-separated fields of a line, or `None` when it has fewer: no
-/// allocation per line (the tables are read at every start).
+/// The first `N` whitespace-separated fields of a line, or `None` when it has fewer.
 fn fields<const N: usize>(line: &str) -> Option<[&str; N]> {
     let mut it = line.split_ascii_whitespace();
     let mut out = [""; N];
@@ -72,69 +64,51 @@ fn fields<const N: usize>(line: &str) -> Option<[&str; N]> {
     Some(out)
 }
 
-/// `/proc/net/route`: `Iface Destination Gateway Flags RefCnt Use Metric Mask ...`, addresses as
-/// the 32-bit value in host byte order, `%08X`.
+/// A route from one line's fields, where its interface name, flags (up, not a reject route) and
+/// every value read.
+fn route(
+    ifname: &str,
+    flags: &str,
+    [dest, gw]: [Option<IpAddr>; 2],
+    prefix: Option<u8>,
+    metric: Option<u32>,
+) -> Option<Route> {
+    let flags = u32::from_str_radix(flags, 16).ok()?;
+    if !ifname_ok(ifname) || flags & RTF_UP == 0 || flags & RTF_REJECT != 0 {
+        return None;
+    }
+    let gw = gw?;
+    let gateway = (!gw.is_unspecified()).then_some(gw);
+    Some(Route { ifname: ifname.to_string(), dest: dest?, prefix: prefix?, gateway, metric: metric? })
+}
+
+/// `/proc/net/route`: `Iface Destination Gateway Flags RefCnt Use Metric Mask ...`, in `%08X`.
 pub fn parse_v4(text: &str) -> Vec<Route> {
     // The kernel prints each address as eight hex digits: anything else is not its table.
     let ip = |h: &str| {
         (h.len() == 8).then(|| u32::from_str_radix(h, 16).ok().map(|v| Ipv4Addr::from(v.to_ne_bytes()))).flatten()
     };
-    text.lines()
-        .skip(1)
-        .filter_map(|l| {
-            let f: [&str; 8] = fields(l)?;
-            if !ifname_ok(f[0]) {
-                return None;
-            }
-            let flags = u32::from_str_radix(f[3], 16).ok()?;
-            if flags & RTF_UP == 0 || flags & RTF_REJECT != 0 {
-                return None;
-            }
-            let mask = ip(f[7])?;
-            let bits = u32::from(mask);
-            // A mask is contiguous ones: its prefix length is its count of ones.
-            if bits.leading_ones() != bits.count_ones() {
-                return None;
-            }
-            let gw = ip(f[2])?;
-            Some(Route {
-                ifname: f[0].to_string(),
-                dest: IpAddr::V4(ip(f[1])?),
-                prefix: u8::try_from(bits.count_ones()).ok()?,
-                gateway: (!gw.is_unspecified()).then_some(IpAddr::V4(gw)),
-                metric: f[6].parse().ok()?,
-            })
-        })
-        .take(MAX_ROUTES)
-        .collect()
+    let lines = text.lines().skip(1).filter_map(|l| {
+        let f: [&str; 8] = fields(l)?;
+        // A mask is contiguous ones: its prefix length is its count of ones.
+        let mask = ip(f[7]).map(u32::from).filter(|b| b.leading_ones() == b.count_ones());
+        let prefix = mask.and_then(|b| u8::try_from(b.count_ones()).ok());
+        let [dest, gw] = [f[1], f[2]].map(|h| ip(h).map(IpAddr::V4));
+        route(f[0], f[3], [dest, gw], prefix, f[6].parse().ok())
+    });
+    lines.take(MAX_ROUTES).collect()
 }
 
-/// `/proc/net/ipv6_route`: `dest plen src plen nexthop metric refcnt use flags ifname`, each
-/// address 32 hex digits in network order, numbers in hex.
+/// `/proc/net/ipv6_route`: `dest plen src plen nexthop metric refcnt use flags ifname`, in hex.
 pub fn parse_v6(text: &str) -> Vec<Route> {
     let ip = |h: &str| (h.len() == 32).then(|| u128::from_str_radix(h, 16).ok().map(Ipv6Addr::from)).flatten();
-    text.lines()
-        .filter_map(|l| {
-            let f: [&str; 10] = fields(l)?;
-            if !ifname_ok(f[9]) {
-                return None;
-            }
-            let flags = u32::from_str_radix(f[8], 16).ok()?;
-            if flags & RTF_UP == 0 || flags & RTF_REJECT != 0 {
-                return None;
-            }
-            let prefix = u8::from_str_radix(f[1], 16).ok().filter(|p| *p <= 128)?;
-            let gw = ip(f[4])?;
-            Some(Route {
-                ifname: f[9].to_string(),
-                dest: IpAddr::V6(ip(f[0])?),
-                prefix,
-                gateway: (!gw.is_unspecified()).then_some(IpAddr::V6(gw)),
-                metric: u32::from_str_radix(f[5], 16).ok()?,
-            })
-        })
-        .take(MAX_ROUTES)
-        .collect()
+    let lines = text.lines().filter_map(|l| {
+        let f: [&str; 10] = fields(l)?;
+        let prefix = u8::from_str_radix(f[1], 16).ok().filter(|p| *p <= 128);
+        let [dest, gw] = [f[0], f[4]].map(|h| ip(h).map(IpAddr::V6));
+        route(f[9], f[8], [dest, gw], prefix, u32::from_str_radix(f[5], 16).ok())
+    });
+    lines.take(MAX_ROUTES).collect()
 }
 
 /// Both tables under `proc_root`, or why neither could be read.
@@ -165,9 +139,8 @@ fn read_family(proc_root: &Path, v6: bool) -> Result<Vec<Route>, String> {
     Ok(parse(&String::from_utf8_lossy(&bytes)))
 }
 
-/// This namespace's routes, each family's table read when first asked for: an IPv4 coordinator
-/// or an IPv4 default route settles a start without the IPv6 table (one file less on every
-/// pod's path). A table that cannot be read holds no routes, as `read` treats it.
+/// This namespace's routes, each family's table read when first asked for (an IPv4 route often
+/// settles a start without the IPv6 table). A table that cannot be read holds no routes.
 pub struct Table<'a> {
     proc_root: Option<&'a Path>,
     v4: OnceCell<Vec<Route>>,

@@ -1,25 +1,15 @@
-//! The one way nccl-wrap talks to the kernel's netlink: a socket with a receive deadline, one
-//! request (a dump, or a single question and its one answer), a receive loop bounded in bytes,
-//! and a walk over the reply's messages and attributes that checks every length against what
-//! was received. Routing netlink (`NETLINK_ROUTE`) for detection; RDMA netlink (`NETLINK_RDMA`)
-//! for the verbs layer's device discovery (`verbs::nldev`).
-//!
-//! `links` (an `RTM_GETLINK` dump) and `netif` (an `RTM_GETADDR` dump) each ask for exactly the
-//! messages they need, which is cheaper than libc's `getifaddrs` (a full link dump with every
-//! link's statistics, then the address dump). The kernel's reply is outside input like any
-//! other: never trusted for a length, never a reason to fail the job (callers turn an error into
-//! "nothing known"). Knows nothing of links or addresses itself; never writes to the kernel
-//! beyond the one request.
+//! The one way nccl-wrap talks to the kernel's netlink (routing for `links` and `netif`, RDMA for
+//! `verbs::nldev`): a socket with a receive deadline, one request, a receive loop bounded in bytes,
+//! and a walk over the reply that checks every length. Knows nothing of links or addresses itself;
+//! never writes to the kernel beyond the one request.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use nix::sys::socket::{self, sockopt, AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType};
 use nix::sys::time::TimeVal;
 
-/// The reply is read in buffers of this size. The kernel sizes each dump datagram after the
-/// receive buffer it was last given (at most 32 KiB), the first after `NLMSG_GOODSIZE` (under
-/// 8 KiB with 4 KiB or 64 KiB pages), so no datagram outgrows it; a pod's few addresses fit in
-/// one, and the 32 KiB buffer this replaced was mostly pages zeroed and never read.
+/// The reply is read in buffers of this size: the kernel sizes each dump datagram after the
+/// receive buffer (at most 32 KiB), the first under 8 KiB, so no datagram outgrows it.
 const BUF: usize = 8 * 1024;
 /// At most this much of a dump is read: about 1,000 links with their attributes.
 pub(crate) const MAX_BYTES: usize = 4 * 1024 * 1024;
@@ -63,9 +53,8 @@ impl Socket {
         Ok(Socket(fd))
     }
 
-    /// Sends a dump request of type `ty` (its family header and attributes in `body`), then hands
-    /// each message of the reply to `each` (its type, its payload after the header) until the
-    /// dump's end.
+    /// Sends a dump request of type `ty` and hands each message of the reply to `each` (its type and
+    /// payload) until the dump's end.
     pub(crate) fn dump(
         &self,
         ty: u16,
@@ -77,8 +66,7 @@ impl Socket {
         receive(|buf| socket::recv(self.0.as_raw_fd(), buf, MsgFlags::empty()).map_err(io("recv")), each)
     }
 
-    /// Sends one request of type `ty` that is not a dump, and returns the payload of its answer:
-    /// the first message of the one datagram the kernel replies with (an error is the error).
+    /// Sends one request of type `ty` that is not a dump and returns its answer's payload.
     pub(crate) fn ask(&self, ty: u16, body: &[u8]) -> Result<Vec<u8>, Error> {
         socket::send(self.0.as_raw_fd(), &request(ty, NLM_F_REQUEST, body), MsgFlags::empty()).map_err(io("send"))?;
         let mut buf = vec![0u8; BUF];
@@ -139,9 +127,8 @@ pub(crate) fn receive(
     }
 }
 
-/// Walks the messages of one datagram, handing each other than the dump's end and errors to
-/// `each`; `Ok(true)` at the dump's end (`NLMSG_DONE`), an error for `NLMSG_ERROR` or a length
-/// that does not fit.
+/// Walks one datagram's messages, handing each to `each`; `Ok(true)` at `NLMSG_DONE`, an error for
+/// `NLMSG_ERROR` or a length that does not fit.
 pub fn walk(mut buf: &[u8], mut each: impl FnMut(u16, &[u8]) -> Result<(), Error>) -> Result<bool, Error> {
     while buf.len() >= NLMSG_HDR {
         let len = u32_at(buf, 0) as usize;
@@ -164,8 +151,7 @@ pub fn walk(mut buf: &[u8], mut each: impl FnMut(u16, &[u8]) -> Result<(), Error
     Ok(false)
 }
 
-/// Route attributes (`struct rtattr`: length, type, value, padded to 4 bytes). Ends at the first
-/// attribute whose length does not fit.
+/// Route attributes (`struct rtattr`), ending at the first whose length does not fit.
 pub(crate) struct Attrs<'a>(pub(crate) &'a [u8]);
 
 impl<'a> Iterator for Attrs<'a> {
@@ -188,8 +174,7 @@ impl<'a> Iterator for Attrs<'a> {
     }
 }
 
-/// The attributes of `b`, once every one of them is checked to fit: for readers to whom a
-/// truncated attribute means a malformed message, not merely the end of what is known.
+/// The attributes of `b`, once each is checked to fit (a truncated one means a malformed message).
 pub(crate) fn attrs(b: &[u8]) -> Result<Attrs<'_>, Error> {
     let mut rest = b;
     while !rest.is_empty() {

@@ -1,9 +1,6 @@
-//! Source 3: the SR-IOV network device plugin's `PCIDEVICE_*` variables.
-//!
-//! `PCIDEVICE_<PREFIX>_<RESOURCE>_INFO` (plugin v3.6+) is a JSON object keyed by device ID; from
-//! v3.10 its `rdma.rdma_dev` names the RDMA device. Older plugins give only the plain
-//! `PCIDEVICE_<PREFIX>_<RESOURCE>` comma list of device IDs. This module only parses: it never
-//! touches sysfs, and it never lets a name it has not validated out.
+//! Source 3: the SR-IOV network device plugin's `PCIDEVICE_<PREFIX>_<RESOURCE>_INFO` (v3.6+, with
+//! `rdma.rdma_dev` from v3.10) and plain `PCIDEVICE_<PREFIX>_<RESOURCE>` lists. Parses only; never
+//! lets a name it has not validated out.
 
 use std::ffi::{OsStr, OsString};
 
@@ -57,8 +54,7 @@ pub struct Scan {
     pub problems: Vec<SriovError>,
 }
 
-/// Reads every `PCIDEVICE_*` variable of `vars`. A plain list is used only where its `_INFO`
-/// twin is missing or unusable, so a truncated JSON value still leaves the devices known.
+/// Reads every `PCIDEVICE_*` variable; a plain list is used only where its `_INFO` twin is not.
 pub fn scan<'a, I>(vars: I) -> Scan
 where
     I: IntoIterator<Item = (&'a OsString, &'a OsString)>,
@@ -68,9 +64,7 @@ where
     let mut info_ok = Vec::new();
     for (name, value) in vars {
         let Some(name) = name.to_str().filter(|n| n.starts_with(PREFIX)) else { continue };
-        let Some(text) = checked_value(name, value, &mut scan.problems) else {
-            continue;
-        };
+        let Some(text) = checked_value(name, value, &mut scan.problems) else { continue };
         if let Some(base) = name.strip_suffix(INFO_SUFFIX) {
             match parse_info(name, text, &mut scan.problems) {
                 Ok(found) => {
@@ -129,23 +123,21 @@ fn checked_value<'v>(name: &str, value: &'v OsStr, problems: &mut Vec<SriovError
         problems.push(SriovError::TooLarge { variable: name.to_string(), len: value.len() });
         return None;
     }
-    match value.to_str() {
-        Some(t) => Some(t),
-        None => {
-            problems.push(SriovError::NotUtf8 { variable: name.to_string() });
-            None
-        }
+    let text = value.to_str();
+    if text.is_none() {
+        problems.push(SriovError::NotUtf8 { variable: name.to_string() });
     }
+    text
 }
 
-/// Parses one `_INFO` value. The error means the whole value is unusable; problems with single
-/// entries go to `problems`. A refused `rdma_dev` keeps its device, to be resolved by its ID.
+/// Parses one `_INFO` value: an error makes it unusable, an entry's problem goes to `problems` (a
+/// refused `rdma_dev` keeps its device).
 fn parse_info(variable: &str, text: &str, problems: &mut Vec<SriovError>) -> Result<Vec<Allocated>, SriovError> {
     let value: Entries =
         serde_json::from_str(text).map_err(|source| SriovError::Json { variable: variable.to_string(), source })?;
     let entries = match value {
         Entries::Object(entries) => entries,
-        Entries::Other(v) => return Err(SriovError::NotAnObject { variable: variable.to_string(), found: kind(&v) }),
+        Entries::Other(found) => return Err(SriovError::NotAnObject { variable: variable.to_string(), found }),
     };
     let mut map: Vec<(String, &RawValue)> = Vec::with_capacity(entries.len());
     for (id, providers) in entries {
@@ -171,8 +163,7 @@ fn parse_info(variable: &str, text: &str, problems: &mut Vec<SriovError>) -> Res
                 continue;
             }
         };
-        // Only `rdma.rdma_dev` is read; any other shape (no `rdma`, not an object, not a string)
-        // leaves the device to be resolved by its ID, as before v3.10.0.
+        // Only `rdma.rdma_dev` is read; any other shape leaves the device to its ID.
         let named = serde_json::from_str::<Providers>(providers.get()).ok().and_then(|p| p.rdma?.rdma_dev);
         let rdma_dev = named.and_then(|dev| {
             names::device_name(&dev)
@@ -191,8 +182,7 @@ fn parse_info(variable: &str, text: &str, problems: &mut Vec<SriovError>) -> Res
     Ok(out)
 }
 
-/// One entry's providers, of which only `rdma.rdma_dev` matters: other keys are skipped unread,
-/// never built into values (a `serde_json::Value` per entry was a tenth of a start's work).
+/// One entry's providers: only `rdma.rdma_dev` is read, the rest skipped unread.
 #[derive(serde::Deserialize)]
 struct Providers<'a> {
     #[serde(borrow, default)]
@@ -210,11 +200,10 @@ fn compact(raw: &RawValue) -> String {
     serde_json::from_str::<Value>(raw.get()).map_or_else(|_| raw.get().to_string(), |v| v.to_string())
 }
 
-/// A JSON value whose top-level object keeps every entry in order, duplicates included
-/// (`serde_json::Value` keeps only the last of a repeated key, silently).
+/// A JSON value whose top-level object keeps every entry in order, duplicates included.
 enum Entries<'a> {
     Object(Vec<(String, &'a RawValue)>),
-    Other(Value),
+    Other(&'static str),
 }
 
 impl<'de: 'a, 'a> serde::Deserialize<'de> for Entries<'a> {
@@ -232,44 +221,30 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for Entries<'a> {
                 }
                 Ok(Entries::Object(out))
             }
-            fn visit_bool<E>(self, v: bool) -> Result<Entries<'de>, E> {
-                Ok(Entries::Other(Value::Bool(v)))
+            fn visit_bool<E>(self, _: bool) -> Result<Entries<'de>, E> {
+                Ok(Entries::Other("a boolean"))
             }
-            fn visit_i64<E>(self, v: i64) -> Result<Entries<'de>, E> {
-                Ok(Entries::Other(Value::from(v)))
+            fn visit_i64<E>(self, _: i64) -> Result<Entries<'de>, E> {
+                Ok(Entries::Other("a number"))
             }
-            fn visit_u64<E>(self, v: u64) -> Result<Entries<'de>, E> {
-                Ok(Entries::Other(Value::from(v)))
+            fn visit_u64<E>(self, _: u64) -> Result<Entries<'de>, E> {
+                Ok(Entries::Other("a number"))
             }
-            fn visit_f64<E>(self, v: f64) -> Result<Entries<'de>, E> {
-                Ok(Entries::Other(Value::from(v)))
+            fn visit_f64<E>(self, _: f64) -> Result<Entries<'de>, E> {
+                Ok(Entries::Other("a number"))
             }
-            fn visit_str<E>(self, v: &str) -> Result<Entries<'de>, E> {
-                Ok(Entries::Other(Value::from(v)))
+            fn visit_str<E>(self, _: &str) -> Result<Entries<'de>, E> {
+                Ok(Entries::Other("a string"))
             }
             fn visit_unit<E>(self) -> Result<Entries<'de>, E> {
-                Ok(Entries::Other(Value::Null))
+                Ok(Entries::Other("null"))
             }
             fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Entries<'de>, A::Error> {
-                let mut out = Vec::new();
-                while let Some(v) = s.next_element::<Value>()? {
-                    out.push(v);
-                }
-                Ok(Entries::Other(Value::Array(out)))
+                while s.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Entries::Other("an array"))
             }
         }
         d.deserialize_any(V)
-    }
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

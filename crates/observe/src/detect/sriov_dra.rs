@@ -1,8 +1,6 @@
-//! Source 2: the SR-IOV DRA driver's `SRIOVNETWORK_*` variables into typed devices.
-//!
-//! k8snetworkplumbingwg/dra-driver-sriov sets them through CDI when it prepares a claim
-//! (pkg/devicestate/state.go and pkg/cdi/cdi.go @ cd9404f; read from the code, not a live pod).
-//! `<dev>` is the DRA device name (`0000-08-00-2`) with `-` made `_`:
+//! Source 2: the SR-IOV DRA driver's `SRIOVNETWORK_*` variables into typed devices
+//! (k8snetworkplumbingwg/dra-driver-sriov, pkg/cdi/cdi.go @ cd9404f). `<dev>` is the DRA device
+//! name (`0000-08-00-2`) with `-` made `_`:
 //!
 //! ```text
 //! SRIOVNETWORK_VF_DEVICE_<dev>=0000:08:00.2
@@ -13,10 +11,8 @@
 //! SRIOVNETWORK_PCI_ADDRESSES=0000:08:00.2,0000:08:00.3       every device prepared for the pod
 //! ```
 //!
-//! The PCI address is what matches a device to sysfs; `_RDMA_DEVICE` is a hint, since the pod may
-//! see the device under another name. This module only parses the variables it is handed (the
-//! environment is an input, not `std::env`): it never reads a file, never resolves anything in
-//! sysfs, and never lets a name, address or path it has not checked out.
+//! The PCI address matches a device to sysfs; `_RDMA_DEVICE` is a hint. Parses only what it is
+//! handed: never reads a file or sysfs, never lets an unchecked name, address or path out.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -47,7 +43,7 @@ pub struct Rdma {
 }
 
 /// One VF the driver prepared for this container.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Vf {
     /// The `<dev>` part of the variables' names (`0000_08_00_2`).
     pub key: String,
@@ -65,13 +61,11 @@ pub struct Scan {
     /// By key, in key order.
     pub devices: Vec<Vf>,
     pub net_attach_def: Option<String>,
-    /// `SRIOVNETWORK_PCI_ADDRESSES`, each checked; the pod's, which may list VFs of other
-    /// containers of the pod.
+    /// `SRIOVNETWORK_PCI_ADDRESSES`, each checked (the pod's, other containers' VFs included).
     pub pci_addresses: Vec<String>,
     /// The variables read, sorted.
     pub variables: Vec<String>,
-    /// `SRIOVNETWORK_*` variables of no form this reader knows, sorted: a newer driver's. Exact
-    /// names, as `variables`: a message shows them through a printable filter.
+    /// `SRIOVNETWORK_*` variables of no form this reader knows (a newer driver's), sorted.
     pub unknown: Vec<String>,
     pub problems: Vec<SriovDraError>,
 }
@@ -117,7 +111,8 @@ where
         let Some(value) = checked(&shown, value, &mut out.problems) else { continue };
         let variable = name.to_string();
         if name == NAD {
-            if dns_label(value) {
+            // A NetworkAttachmentDefinition name is a DNS subdomain.
+            if dra_drivers::k8s_name(value) {
                 out.net_attach_def = Some(value.to_string());
             } else {
                 out.problems.push(SriovDraError::BadNetAttachDef { variable: shown, value: quoted(value) });
@@ -144,12 +139,7 @@ where
                 }
                 continue;
             }
-            let vf = by_key.entry(key.to_string()).or_insert_with(|| Vf {
-                key: key.to_string(),
-                pci_address: None,
-                rdma: None,
-                vfio_device: None,
-            });
+            let vf = by_key.entry(key.to_string()).or_insert_with(|| Vf { key: key.to_string(), ..Vf::default() });
             field.apply(vf, &shown, value, &mut out.problems);
         } else {
             out.unknown.push(variable);
@@ -286,20 +276,9 @@ fn key_address(key: &str) -> Option<String> {
     dra_drivers::pci_address_from_name(dra_drivers::DeviceNameForm::PciDashed, &key.replace('_', "-"))
 }
 
-/// An environment variable name's part: `[A-Za-z0-9_]`, at most 253 bytes (a DRA device name is
-/// a DNS label of at most 63; a longer one is still taken, within reason).
+/// An environment variable name's part: `[A-Za-z0-9_]`, at most 253 bytes.
 fn key_ok(key: &str) -> bool {
     !key.is_empty() && key.len() <= 253 && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-}
-
-/// A NetworkAttachmentDefinition name: lower-case alphanumerics and `-`, at most 253 (a DNS
-/// subdomain without dots is what the SR-IOV operator creates).
-fn dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-        && !s.starts_with(['-', '.'])
-        && !s.ends_with(['-', '.'])
 }
 
 fn checked<'v>(name: &str, value: &'v OsString, problems: &mut Vec<SriovDraError>) -> Option<&'v str> {
@@ -314,9 +293,8 @@ fn checked<'v>(name: &str, value: &'v OsString, problems: &mut Vec<SriovDraError
     text
 }
 
-/// A value for a message: printable ASCII, the rest `?`, at most 100 characters.
 fn quoted(s: &str) -> String {
-    s.chars().take(100).map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' }).collect()
+    dra_drivers::printable(s, 100)
 }
 
 #[cfg(test)]

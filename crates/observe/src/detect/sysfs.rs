@@ -1,9 +1,6 @@
-//! Source 5, and the reader behind every source: a walker over an RDMA node's sysfs that fills
-//! the port facts (`port.rs`).
-//!
-//! The root is a parameter (`/sys` in production, a fixture tree in tests), so the same code
-//! reads both. Every read is bounded (one sysfs page) and every failure is returned with its path;
-//! the walker never follows a name it has not validated and never panics on what it finds.
+//! Source 5, and the reader behind every source: a walker over an RDMA node's sysfs, under the root
+//! it is given, that fills the port facts. Every read is bounded and every failure returned with its
+//! path; it never follows a name it has not validated and never panics on what it finds.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -18,7 +15,7 @@ use crate::detect::file;
 use crate::detect::gid_source::{SysfsOnly, TableSource};
 use crate::detect::port::{GidPick, PkeyPick, PortFacts};
 use crate::detect::{gids, names};
-use nw_nccl::gid::{self, GidPrefs};
+use nw_nccl::gid;
 
 pub use super::sysfs_error::SysfsError;
 pub use nw_nccl::gid::format_gid;
@@ -77,30 +74,15 @@ pub(crate) enum Identity {
     Unknown(String),
 }
 
-fn parse_mac(text: &str) -> Option<[u8; 6]> {
-    let mut out = [0u8; 6];
+/// Colon-separated groups of `width` bytes in hex: a MAC (1), `node_guid` as sysfs prints it (2,
+/// `0858:0aff:fe64:0007`).
+fn parse_hex<const N: usize>(text: &str, width: usize) -> Option<[u8; N]> {
+    let mut out = [0u8; N];
     let mut parts = text.split(':');
-    for b in &mut out {
-        let p = parts.next()?;
-        if p.len() != 2 {
-            return None;
-        }
-        *b = u8::from_str_radix(p, 16).ok()?;
-    }
-    parts.next().is_none().then_some(out)
-}
-
-/// `node_guid` as sysfs prints it: `0858:0aff:fe64:0007`.
-fn parse_guid(text: &str) -> Option<[u8; 8]> {
-    let mut out = [0u8; 8];
-    let mut parts = text.split(':');
-    for pair in out.chunks_mut(2) {
-        let p = parts.next()?;
-        if p.len() != 4 {
-            return None;
-        }
+    for group in out.chunks_mut(width) {
+        let p = parts.next().filter(|p| p.len() == 2 * width)?;
         let v = u16::from_str_radix(p, 16).ok()?;
-        pair.copy_from_slice(&v.to_be_bytes());
+        group.copy_from_slice(&v.to_be_bytes()[2 - width..]);
     }
     parts.next().is_none().then_some(out)
 }
@@ -110,24 +92,19 @@ fn eui64(mac: &[u8; 6]) -> [u8; 8] {
     [mac[0] ^ 0x02, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]]
 }
 
-fn format_mac(mac: &[u8; 6]) -> String {
-    mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
-}
-
-fn format_guid(id: &[u8; 8]) -> String {
-    id.chunks(2).map(|p| format!("{:02x}{:02x}", p[0], p[1])).collect::<Vec<_>>().join(":")
+fn format_hex(bytes: &[u8], width: usize) -> String {
+    let group = |g: &[u8]| g.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    bytes.chunks(width).map(group).collect::<Vec<_>>().join(":")
 }
 
 /// More ports than any RDMA device has (HCAs have one or two); a bound on the walk.
 const MAX_PORTS: u32 = 255;
 
-/// A sysfs tree rooted at `root`.
 pub struct Sysfs {
     root: PathBuf,
 }
 
-/// Net devices of this network namespace: interface name -> the function its `device` link
-/// names (none for virtual devices).
+/// Net devices of this namespace: interface name -> the function its `device` link names.
 pub(crate) type NetDevs = BTreeMap<String, Option<String>>;
 
 impl Sysfs {
@@ -144,16 +121,14 @@ impl Sysfs {
         read_attr(&self.path(rel))
     }
 
-    /// Names under `rel`, validated, in natural order; invalid ones are reported, not returned. A
-    /// missing directory is an empty list.
+    /// Names under `rel`, validated, in natural order; invalid ones are reported. Missing: none.
     pub fn list(&self, rel: &str, problems: &mut Vec<SysfsError>) -> Vec<String> {
         let mut out = self.listed(rel, names::device_id, problems);
         names::sort_natural(&mut out);
         out
     }
 
-    /// Names under `rel` that `check` accepts, in the order the directory lists them; the others
-    /// are reported, not returned. A missing directory is an empty list.
+    /// Names under `rel` that `check` accepts, in directory order; the others are reported.
     fn listed(
         &self,
         rel: &str,
@@ -186,11 +161,8 @@ impl Sysfs {
         out
     }
 
-    /// The same names in the order the directory lists them. A start only asks whether a name is
-    /// visible and counts the others, so it does not sort them: at 256 visible devices the sort
-    /// was a quarter of a start's instructions, all of it for devices that are not the pod's.
-    /// Device names are stricter than `list`'s IDs: no `:`, which NCCL_IB_HCA reads as a port
-    /// separator.
+    /// The same names in directory order: a start only counts the ones not the pod's, and sorting 256
+    /// of them was a quarter of its instructions. Device names allow no `:` (NCCL_IB_HCA's separator).
     pub(crate) fn rdma_devices_listed(&self, problems: &mut Vec<SysfsError>) -> Vec<String> {
         self.listed("class/infiniband", names::device_name, problems)
     }
@@ -200,10 +172,8 @@ impl Sysfs {
         self.open_device(name).map(drop)
     }
 
-    /// `class/infiniband/<name>`, looked up once (`O_PATH`): the device's links and ports are
-    /// then read relative to it. Each lookup walks the class symlink and the device's whole PCI
-    /// path again, which on the start path cost more than the reads it led to; the error says why
-    /// the name leads to no device (absent, a loop, not a directory).
+    /// `class/infiniband/<name>`, looked up once (`O_PATH`) for its links and ports to be read relative
+    /// to it; the error says why the name leads to no device (absent, a loop, not a directory).
     pub(crate) fn open_device(&self, name: &str) -> Result<DeviceDir, SysfsError> {
         let path = self.path(&format!("class/infiniband/{name}"));
         match rustix::fs::open(&path, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()) {
@@ -212,8 +182,7 @@ impl Sysfs {
         }
     }
 
-    /// RDMA devices behind a device ID from the device plugin: a PCI address
-    /// (`bus/pci/devices/<id>/infiniband/`) or an auxiliary ID (`bus/auxiliary/devices/<id>/infiniband/`).
+    /// RDMA devices behind a PCI address or an auxiliary ID (`bus/<bus>/devices/<id>/infiniband/`).
     pub(crate) fn rdma_devices_of(&self, device_id: &str, problems: &mut Vec<SysfsError>) -> Vec<String> {
         let Ok(id) = names::device_id(device_id) else { return Vec::new() };
         let bus = if looks_like_pci(id) { "pci" } else { "auxiliary" };
@@ -222,9 +191,8 @@ impl Sysfs {
         out
     }
 
-    /// The last component of the symlink at `rel` (`../../../0000:3b:02.6` -> `0000:3b:02.6`).
-    /// One readlink: PCI addresses and auxiliary IDs are unique, so the name identifies the
-    /// function without resolving the whole path.
+    /// The last component of the symlink at `rel` (`../../../0000:3b:02.6` -> `0000:3b:02.6`): PCI
+    /// addresses and auxiliary IDs are unique, so one readlink names the function.
     pub(crate) fn link_name(&self, rel: &str) -> Option<String> {
         let target = std::fs::read_link(self.path(rel)).ok()?;
         let name = target.file_name()?.to_str()?;
@@ -268,14 +236,13 @@ impl Sysfs {
         }
     }
 
-    /// The kernel driver bound to the device's function (`device/driver`'s last component:
-    /// `mlx5_core`, `efa`, `erdma`), if it has one.
+    /// The kernel driver bound to the device's function (`mlx5_core`, `efa`), if any.
     pub(crate) fn driver_of(&self, d: &DeviceDir) -> Option<String> {
         link_name_at(&d.fd, "device/driver")
     }
 
-    /// Net devices of this network namespace. Real sysfs shows only the namespace's own
-    /// interfaces in `class/net`, which is what tells a pod's VFs from the host's.
+    /// Net devices of this namespace: sysfs shows only its own in `class/net`, which tells a pod's VFs
+    /// from the host's.
     pub fn netdevs(&self, problems: &mut Vec<SysfsError>) -> NetDevs {
         self.list("class/net", problems)
             .into_iter()
@@ -286,15 +253,12 @@ impl Sysfs {
             .collect()
     }
 
-    /// Whether the software RDMA device `dev` is bound to this namespace's net device `ifname`,
-    /// told by identity, not by name: every Multus pod calls its rails `net1`, `net2`..., and in
-    /// shared RDMA netns mode a pod sees every rxe/siw device of the node, so a name match would
-    /// claim another pod's device. The port's default GID (entry 0, the link-local address the
-    /// kernel derives from the parent's MAC) and the device's `node_guid` (the same EUI-64 at
-    /// creation) are compared with the modified EUI-64 of this namespace's `ifname` MAC.
+    /// Whether the software RDMA device `dev` is bound to this namespace's `ifname`, by identity, not
+    /// name (every pod calls its rails `net1`...): port 1's default GID, else `node_guid`, against the
+    /// modified EUI-64 of `ifname`'s MAC.
     pub(crate) fn software_identity(&self, dev: &str, ifname: &str) -> Identity {
         let mac = match self.attr(&format!("class/net/{ifname}/address")) {
-            Ok(text) => match parse_mac(&text) {
+            Ok(text) => match parse_hex::<6>(&text, 1) {
                 Some(mac) => mac,
                 None => {
                     return Identity::Unknown(format!("class/net/{ifname}/address reads {text:?}, not a MAC address"))
@@ -309,10 +273,10 @@ impl Sysfs {
             let o = g.octets();
             [o[8], o[9], o[10], o[11], o[12], o[13], o[14], o[15]]
         });
-        let from_guid = || self.attr(&format!("{base}/node_guid")).ok().and_then(|t| parse_guid(&t));
+        let from_guid = || self.attr(&format!("{base}/node_guid")).ok().and_then(|t| parse_hex::<8>(&t, 2));
         match from_gid.or_else(from_guid) {
             Some(id) if id == want => Identity::Same,
-            Some(id) => Identity::Different { mac: format_mac(&mac), id: format_guid(&id) },
+            Some(id) => Identity::Different { mac: format_hex(&mac, 1), id: format_hex(&id, 2) },
             None => Identity::Unknown(format!(
                 "neither {base}/ports/1/gids/0 nor {base}/node_guid holds an identifier derived from a MAC"
             )),
@@ -328,38 +292,11 @@ impl Sysfs {
         }
     }
 
-    /// Reads every port of `dev`; for Ethernet ports, runs NCCL's GID choice over the table.
-    ///
-    /// Ports are numbered 1, 2, ... without gaps (IBTA; the kernel's `ports/` holds exactly
-    /// those), so they are opened in turn until one is missing, rather than listing the directory:
-    /// one failed open instead of four calls, on a path every pod pays. Every port is read, not
-    /// only port 1: a multi-plane ConnectX-8 carries data on ports 3/6/9/12 of one device, with
-    /// port 1 down. Where there is no port 1 at all, the directory is listed, and whatever ports it
-    /// holds are read: which carry data is their state's to say, whatever their numbers.
-    ///
-    /// `own` holds this pod's addresses in GID form: where NCCL's pick is not one of them, the
-    /// table is read up to the pod's own entry, which is used instead (see `gids::shared`).
-    pub fn ports(
-        &self,
-        dev: &str,
-        prefs: &GidPrefs,
-        own: &[Ipv6Addr],
-        problems: &mut Vec<SysfsError>,
-    ) -> Vec<PortFacts> {
-        self.ports_with(dev, prefs, &gids::Pod { gids: own, addrs: &[], tables: &SysfsOnly }, problems)
-    }
-
-    /// `ports`, with the pod's interfaces and a whole-table source for the reads that go far
-    /// (`gids::shared`).
-    pub(crate) fn ports_with(
-        &self,
-        dev: &str,
-        prefs: &GidPrefs,
-        pod: &gids::Pod,
-        problems: &mut Vec<SysfsError>,
-    ) -> Vec<PortFacts> {
+    /// Reads every port of `dev` for no pod (the node's view); for Ethernet ports, runs `rule`'s GID
+    /// choice over the table.
+    pub fn ports(&self, dev: &str, rule: &dyn gids::GidRule, problems: &mut Vec<SysfsError>) -> Vec<PortFacts> {
         match self.open_device(dev) {
-            Ok(d) => self.ports_of(&d, prefs, pod, problems),
+            Ok(d) => self.ports_of(&d, rule, &gids::Pod { gids: &[], addrs: &[], tables: &SysfsOnly }, problems),
             Err(SysfsError::Read { source, .. }) if source.kind() != io::ErrorKind::NotFound => {
                 problems.push(SysfsError::Read { path: self.path(&format!("class/infiniband/{dev}/ports/1")), source });
                 Vec::new()
@@ -372,11 +309,15 @@ impl Sysfs {
         }
     }
 
-    /// `ports_with`, for a device already looked up: each port opened relative to its directory.
+    /// `ports`, for a device already looked up, against `pod`. Ports are opened 1, 2, ... until one
+    /// is missing (IBTA numbers them without gaps): one failed open instead of a listing. Every port
+    /// is read (a multi-plane ConnectX-8 carries data on 3/6/9/12 with port 1 down); without a port
+    /// 1, the directory is listed. Where the pick is not the pod's, the table is read up to the
+    /// pod's entry (`gids::shared`).
     pub(crate) fn ports_of(
         &self,
         d: &DeviceDir,
-        prefs: &GidPrefs,
+        rule: &dyn gids::GidRule,
         pod: &gids::Pod,
         problems: &mut Vec<SysfsError>,
     ) -> Vec<PortFacts> {
@@ -393,7 +334,7 @@ impl Sysfs {
                 Mode::empty(),
             );
             match opened.map_err(io::Error::from) {
-                Ok(fd) => ports.push(self.port(fd, dir, (&d.name, n), prefs, pod)),
+                Ok(fd) => ports.push(self.port(fd, dir, (&d.name, n), rule, pod)),
                 Err(e) if e.kind() == io::ErrorKind::NotFound && n == 1 && !listed => {
                     listed = true;
                     let mut found: Vec<u32> = file::names(&self.path(&base), MAX_PORTS as usize)
@@ -424,41 +365,18 @@ impl Sysfs {
         fd: OwnedFd,
         dir: PathBuf,
         (dev, port): (&str, u32),
-        prefs: &GidPrefs,
+        rule: &dyn gids::GidRule,
         pod: &gids::Pod,
     ) -> PortFacts {
         let mut problems = Vec::new();
-        let handle = Some(fd);
-        let get = |name: &str, problems: &mut Vec<SysfsError>| {
-            let fd = handle.as_ref()?;
-            file::read_attr_at(fd, &dir, name).map_err(|e| problems.push(e.into())).ok()
-        };
-        let state = get("state", &mut problems);
-        let phys_state = get("phys_state", &mut problems);
-        let link_layer = get("link_layer", &mut problems);
-        let rate = get("rate", &mut problems);
-        let mut facts = PortFacts {
-            port,
-            state,
-            phys_state,
-            link_layer,
-            rate,
-            gid: None,
-            nccl_pick: None,
-            table: Vec::new(),
-            table_len: 0,
-            pkey: None,
-            verbs: None,
-            selftest: None,
-            problems: Vec::new(),
-        };
+        let mut get = |name: &str| file::read_attr_at(&fd, &dir, name).map_err(|e| problems.push(e.into())).ok();
+        let (state, phys_state, link_layer, rate) = (get("state"), get("phys_state"), get("link_layer"), get("rate"));
+        let mut facts = PortFacts { port, state, phys_state, link_layer, rate, ..PortFacts::default() };
         if facts.link_layer.as_deref() == Some("Ethernet") {
-            if let Some(fd) = handle.as_ref() {
-                let mut table = gids::SysfsGids::new(fd, &dir, &mut problems);
-                facts.gid = gids::choose(&mut table, prefs);
-                if !pod.gids.is_empty() {
-                    gids::shared(&mut facts, &mut table, prefs, pod, dev);
-                }
+            let mut table = gids::SysfsGids::new(&fd, &dir, &mut problems);
+            facts.gid = gids::choose(&mut table, rule);
+            if !pod.gids.is_empty() {
+                gids::shared(&mut facts, &mut table, rule, pod, dev);
             }
         }
         facts.problems = problems.iter().map(ToString::to_string).collect();
@@ -467,47 +385,43 @@ impl Sysfs {
 }
 
 impl Sysfs {
-    /// Every non-empty entry of `dev`'s port `port`, with whose address it holds (given this
-    /// pod's addresses in GID form) and whether NCCL's rule under `prefs` accepts it, and the
-    /// table's length; `None` when the port cannot be opened.
+    /// Every non-empty entry of `dev`'s port `port`, with whose address it holds (given `own`) and
+    /// whether `rule` accepts it, and the table's length; `None` when the port cannot be opened.
     pub fn gid_table(
         &self,
         dev: &str,
         port: u32,
-        prefs: &GidPrefs,
+        rule: &dyn gids::GidRule,
         own: &[Ipv6Addr],
         problems: &mut Vec<SysfsError>,
     ) -> Option<(Vec<GidPick>, u32)> {
         let dir = self.path(&format!("class/infiniband/{dev}/ports/{port}"));
         let fd = open_dir(&dir).map_err(|source| problems.push(SysfsError::Read { path: dir.clone(), source })).ok()?;
         let mut table = gids::SysfsGids::new(&fd, &dir, problems);
-        Some(gids::rows(&mut table, prefs, own, gids::Extent::Whole))
+        Some(gids::rows(&mut table, rule, own, gids::Extent::Whole))
     }
 
-    /// Fills the types of the rows of `dev`'s port `port` that a run read by address only (see
-    /// `gids::with_types`), from `tables` where it answers for the port.
+    /// Fills the types of rows a run read by address only (`gids::with_types`).
     pub(crate) fn gid_types(
         &self,
         (dev, port): (&str, u32),
         rows: &mut [GidPick],
-        prefs: &GidPrefs,
+        rule: &dyn gids::GidRule,
         tables: &dyn TableSource,
         problems: &mut Vec<SysfsError>,
     ) {
         let dir = self.path(&format!("class/infiniband/{dev}/ports/{port}"));
-        match open_dir(&dir) {
-            Ok(fd) => {
-                let mut table = gids::SysfsGids::new(&fd, &dir, problems);
-                table.load(tables, dev, port, &[]);
-                gids::with_types(&mut table, rows, prefs);
-            }
-            Err(source) => problems.push(SysfsError::Read { path: dir, source }),
-        }
+        let Ok(fd) = open_dir(&dir).map_err(|source| problems.push(SysfsError::Read { path: dir.clone(), source }))
+        else {
+            return;
+        };
+        let mut table = gids::SysfsGids::new(&fd, &dir, problems);
+        table.load(tables, dev, port, &[]);
+        gids::with_types(&mut table, rows, rule);
     }
 
-    /// The partition of an IPoIB child interface `ifname` (its `pkey` attribute) on `dev`'s port
-    /// (`dev_port` + 1), and where that port's pkey table holds it. `None` when `ifname` is not
-    /// an IPoIB interface.
+    /// The partition of the IPoIB child `ifname` on `dev`'s port `dev_port` + 1, and where that port's
+    /// pkey table holds it; `None` when `ifname` is not IPoIB.
     pub(crate) fn ipoib_pkey(
         &self,
         dev: &str,
@@ -526,8 +440,7 @@ impl Sysfs {
         for i in 0..MAX_PKEYS {
             let Ok(text) = self.attr(&format!("class/infiniband/{dev}/ports/{port}/pkeys/{i}")) else { break };
             let Some(v) = text.strip_prefix("0x").and_then(|h| u16::from_str_radix(h, 16).ok()) else { continue };
-            // The low 15 bits name the partition; the top bit is full membership. An exact
-            // match (same membership) wins over a partition match.
+            // The low 15 bits name the partition, the top bit full membership: an exact match wins.
             if v == pkey {
                 found = Some(i);
                 break;
@@ -540,8 +453,7 @@ impl Sysfs {
     }
 }
 
-/// The pkey table's length bound (mlx5 ports have 128 entries; IBTA allows up to 65536, kernels
-/// expose far fewer).
+/// The pkey table's length bound (mlx5 ports have 128 entries).
 const MAX_PKEYS: u32 = 256;
 
 pub fn looks_like_pci(id: &str) -> bool {
@@ -600,11 +512,21 @@ mod tests {
         }
         std::fs::create_dir_all(root.join("class/infiniband/cx8_0/ports/not-a-port")).expect("mkdir");
         let mut problems = Vec::new();
-        let ports = Sysfs::new(&root).ports("cx8_0", &GidPrefs::default(), &[], &mut problems);
+        let ports = Sysfs::new(&root).ports("cx8_0", &gids::rule::DEFAULT, &mut problems);
         let _ = std::fs::remove_dir_all(&root);
         let seen: Vec<(u32, Option<&str>)> = ports.iter().map(|p| (p.port, p.state_name())).collect();
         assert_eq!(seen, [(3, Some("ACTIVE")), (6, Some("ACTIVE")), (7, Some("DOWN"))]);
         assert!(problems.is_empty(), "{problems:?}");
+    }
+
+    fn parse_mac(text: &str) -> Option<[u8; 6]> {
+        parse_hex(text, 1)
+    }
+    fn parse_guid(text: &str) -> Option<[u8; 8]> {
+        parse_hex(text, 2)
+    }
+    fn format_guid(id: &[u8; 8]) -> String {
+        format_hex(id, 2)
     }
 
     #[test]

@@ -1,9 +1,6 @@
-//! GPU and NIC placement on the PCIe tree, from sysfs, as `nvidia-smi topo -m` and NCCL's
-//! topology code see it: which bridge or switch a function sits behind, its NUMA node, and the
-//! relation between a GPU and a NIC (PIX, PXB, PHB, NODE, SYS).
-//!
-//! Reads only `bus/pci/devices/<addr>` links and their `vendor`, `class` and `numa_node`
-//! attributes through [`Sysfs`]; never writes, never follows a name it has not validated.
+//! GPU and NIC placement on the PCIe tree, as `nvidia-smi topo -m` sees it (PIX, PXB, PHB, NODE,
+//! SYS), from `bus/pci/devices` links and attributes through [`Sysfs`]. Reads only; never follows a
+//! name it has not validated.
 
 use serde::Serialize;
 
@@ -14,21 +11,17 @@ const NVIDIA: &str = "0x10de";
 
 /// How far apart two PCI functions are, nearest first (the order NCCL ranks paths in).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
 pub enum Relation {
     /// Through at most one PCIe bridge or switch.
-    #[serde(rename = "PIX")]
     Pix,
     /// Through several bridges, without crossing the host bridge.
-    #[serde(rename = "PXB")]
     Pxb,
     /// Through the PCIe host bridge (same root complex).
-    #[serde(rename = "PHB")]
     Phb,
     /// Between host bridges of one NUMA node.
-    #[serde(rename = "NODE")]
     Node,
     /// Across the interconnect between NUMA nodes.
-    #[serde(rename = "SYS")]
     Sys,
 }
 
@@ -77,12 +70,9 @@ pub fn place(sysfs: &Sysfs, pci: &str) -> Option<Place> {
     Some(Place { pci: pci.to_string(), root, bridges, numa })
 }
 
-/// The relation between two placed functions.
-///
-/// With a common PCI ancestor: PIX when the path crosses one bridge or one switch (both ends at
-/// most two levels below a switch port, or both directly below a root port), PXB otherwise.
-/// Without one: PHB under the same host bridge, NODE on the same NUMA node (or where NUMA is
-/// unknown, as on single-socket machines), SYS across NUMA nodes.
+/// The relation between two placed functions. With a common ancestor: PIX where both ends are at
+/// most two levels below a switch port (one below a root port), else PXB; without: PHB under one
+/// host bridge, SYS across known NUMA nodes, else NODE.
 pub fn relation(a: &Place, b: &Place) -> Relation {
     let common = a.bridges.iter().zip(&b.bridges).take_while(|(x, y)| x == y).count();
     if common > 0 {
@@ -100,8 +90,7 @@ pub fn relation(a: &Place, b: &Place) -> Relation {
     }
 }
 
-/// NVIDIA GPUs (vendor 0x10de, class 0x0300xx VGA or 0x0302xx 3D controller) in
-/// `bus/pci/devices`, in address order.
+/// NVIDIA GPUs (vendor 0x10de, class 0x0300xx or 0x0302xx) in `bus/pci/devices`, in address order.
 pub fn gpus(sysfs: &Sysfs) -> Vec<Place> {
     let mut problems = Vec::new();
     let mut out: Vec<Place> = sysfs

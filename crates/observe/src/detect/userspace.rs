@@ -1,17 +1,8 @@
-//! The training image's own RDMA userspace: what NCCL in this container will load, found by the
-//! image's loader rules (`LD_LIBRARY_PATH`, `/etc/ld.so.cache`, the default directories) under an
-//! image root (`/` in a pod, a fixture tree in tests).
-//!
-//! nccl-wrap checks ports with its own statically linked rdma-core; NCCL `dlopen`s the image's
-//! `libibverbs.so.1` and the provider for each device's driver, and without them falls back to TCP
-//! sockets, silently at the default log level. This module finds, for each of those, the file the
-//! loader would open (or that none is there and which package provides it), the NCCL library the
-//! command will load (PyTorch's wheel or the system's) and any NCCL net plugin.
-//!
-//! Only `stat`s, directory listings of a few known directories and one bounded read of
-//! `ld.so.cache`; [`Depth::Full`] (doctor) also reads the NCCL library for its version string.
-//! It never loads a library, never runs anything, and never follows a name from outside out of
-//! the image root (names are checked before they are joined).
+//! The training image's own RDMA userspace: the files NCCL in this container will load
+//! (`libibverbs.so.1`, each driver's provider, NCCL itself, net plugins), found by the image's loader
+//! rules under an image root, or which package would provide a missing one. Only `stat`s, a few
+//! directory listings and bounded reads; never loads a library, runs anything, or follows a name
+//! from outside out of the image root.
 
 use std::ffi::OsStr;
 use std::path::Path;
@@ -92,14 +83,11 @@ pub struct Userspace {
     pub missing: Vec<Missing>,
 }
 
-impl Userspace {}
-
 const VERBS_PKG: &str = "libibverbs1 on Debian/Ubuntu, libibverbs from rdma-core on RHEL";
 const PROVIDER_PKG: &str = "ibverbs-providers on Debian/Ubuntu, libibverbs from rdma-core on RHEL";
 const SOCKETS: &str =
     "NCCL's IB transport cannot start and NCCL runs over TCP sockets, silently at the default log level";
-/// NCCL's library is scanned for its version at most this far (doctor only): a CUDA 12 build is
-/// a few hundred MiB, the string sits in its read-only data.
+/// NCCL's library is scanned this far for its version (doctor only).
 const NCCL_SCAN_BYTES: u64 = 1 << 30;
 
 /// The loader's default directories (glibc's, with Debian's multiarch ones first).
@@ -137,8 +125,7 @@ impl<'a> Loader<'a> {
         Loader { root, ld_path, cache, cache_note }
     }
 
-    /// The file the loader opens for `name`: `LD_LIBRARY_PATH`, then the cache, then the default
-    /// directories (glibc's, with Debian's multiarch ones first).
+    /// The file the loader opens for `name`: `LD_LIBRARY_PATH`, then the cache, then `DEFAULT_DIRS`.
     pub(crate) fn find(&self, name: &str) -> Option<Found> {
         if name.contains('/') {
             return exists(self.root, name).then(|| Found { path: name.into(), by: "a path".into() });
@@ -162,51 +149,53 @@ impl<'a> Loader<'a> {
     }
 }
 
-/// rdma-core's provider for a device, from its name (`mlx5_3` -> `mlx5`, `rxe0` -> `rxe`) or,
-/// for a renamed device, from its kernel driver (`mlx5_core` -> `mlx5`).
-pub fn provider_for(device: &str, kernel_driver: Option<&str>) -> Option<&'static str> {
-    const BY_DRIVER: &[(&str, &str)] = &[
-        ("mlx5_core", "mlx5"),
-        ("mlx4_core", "mlx4"),
-        ("bnxt_en", "bnxt_re"),
-        ("irdma", "irdma"),
-        ("ice", "irdma"),
-        ("i40e", "irdma"),
-        ("efa", "efa"),
-        ("qede", "qedr"),
-        ("hns3", "hns"),
-        ("mana", "mana"),
-        ("erdma", "erdma"),
-        ("cxgb4", "cxgb4"),
-        ("vmw_pvrdma", "vmw_pvrdma"),
-    ];
-    const BY_NAME: &[&str] = &[
-        "mlx5",
-        "mlx4",
-        "bnxt_re",
-        "irdma",
-        "efa",
-        "rxe",
-        "siw",
-        "hns",
-        "mana",
-        "erdma",
-        "qedr",
-        "cxgb4",
-        "vmw_pvrdma",
-    ];
-    if let Some(d) = kernel_driver {
-        if let Some((_, p)) = BY_DRIVER.iter().find(|(k, _)| *k == d) {
-            return Some(p);
-        }
-    }
-    let stem = device.trim_end_matches(|c: char| c.is_ascii_digit()).trim_end_matches('_');
-    BY_NAME.iter().find(|p| **p == stem).copied()
+/// Kernel driver (an auxiliary one up to its first `.`) -> the rdma-core provider of its devices:
+/// every provider rdma-core ships, linked or not, so that a message can name the missing one.
+const PROVIDER_OF: &[(&str, &str)] = &[
+    ("mlx5_core", "mlx5"),
+    ("efa", "efa"),
+    ("bnxt_en", "bnxt_re"),
+    ("bnxt_re", "bnxt_re"),
+    ("ice", "irdma"),
+    ("i40e", "irdma"),
+    ("irdma", "irdma"),
+    ("idpf", "irdma"),
+    ("mana", "mana"),
+    ("mana_ib", "mana"),
+    ("erdma", "erdma"),
+    ("rdma_rxe", "rxe"),
+    ("siw", "siw"),
+    ("mlx4_core", "mlx4"),
+    ("ib_mthca", "mthca"),
+    ("cxgb4", "cxgb4"),
+    ("iw_cxgb4", "cxgb4"),
+    ("qede", "qedr"),
+    ("qedr", "qedr"),
+    ("be2net", "ocrdma"),
+    ("ocrdma", "ocrdma"),
+    ("vmw_pvrdma", "vmw_pvrdma"),
+    ("hfi1", "hfi1verbs"),
+    ("ib_qib", "ipathverbs"),
+    ("hns3", "hns"),
+    ("hns_roce_hw_v2", "hns"),
+];
+
+/// The rdma-core provider that serves devices of kernel driver `driver`, when one is known.
+pub fn provider_of_driver(driver: &str) -> Option<&'static str> {
+    let module = driver.split('.').next().unwrap_or(driver);
+    PROVIDER_OF.iter().find(|(d, _)| *d == module).map(|(_, p)| *p)
 }
 
-/// Where libibverbs looks for providers: its compiled-in directory, which is the one beside it
-/// where /lib and /usr/lib are one (merged /usr, every current distribution), and the
-/// distributions' own paths where they are not (an image that keeps /lib apart).
+/// rdma-core's provider for a device, from its kernel driver or its name (`mlx5_3` -> `mlx5`).
+pub fn provider_for(device: &str, kernel_driver: Option<&str>) -> Option<&'static str> {
+    if let Some(p) = kernel_driver.and_then(provider_of_driver) {
+        return Some(p);
+    }
+    let stem = device.trim_end_matches(|c: char| c.is_ascii_digit()).trim_end_matches('_');
+    PROVIDER_OF.iter().map(|(_, p)| *p).find(|p| *p == stem)
+}
+
+/// Where libibverbs looks for providers: beside it (merged /usr), and the distributions' own paths.
 fn provider_dirs(beside: &str) -> Vec<String> {
     let triplet = if cfg!(target_arch = "aarch64") { "aarch64-linux-gnu" } else { "x86_64-linux-gnu" };
     let mut dirs =
@@ -215,8 +204,7 @@ fn provider_dirs(beside: &str) -> Vec<String> {
     dirs
 }
 
-/// `lib<name>-rdmav<N>.so` in `dir`: the provider file libibverbs loads (the one of ABI `want`
-/// where there are several and it is known).
+/// `lib<name>-rdmav<N>.so` in `dir`: the provider file libibverbs loads (of ABI `want` if known).
 fn provider_library(root: &Path, dir: &str, name: &str, want: Option<u32>) -> Option<String> {
     let prefix = format!("lib{name}-rdmav");
     let listed = file::names(&inside(root, dir)?, DIR_ENTRIES).ok()?;
@@ -242,9 +230,7 @@ fn version_from_name(name: &str) -> Option<String> {
         .then(|| v.to_string())
 }
 
-/// `NCCL version 2.x.y` in the library's bytes, read in bounded chunks.
-/// The first `needle` in the first `limit` bytes of `path` that `accept` takes what follows of
-/// (its next 24 bytes); read 1 MiB at a time, never whole.
+/// The first `needle` in the first `limit` bytes of `path` whose next 24 bytes `accept` takes.
 fn find_after(path: &Path, needle: &[u8], limit: u64, accept: impl Fn(&[u8]) -> Option<String>) -> Option<String> {
     use std::io::Read;
     let mut f = std::fs::File::open(path).ok()?.take(limit);
@@ -278,9 +264,8 @@ fn version_from_text(path: &Path) -> Option<String> {
     })
 }
 
-/// libibverbs' private ABI (`IBVERBS_PRIVATE_34`, the version of the symbols its providers link
-/// against): it loads only `lib<name>-rdmav<ABI>.so`. A library of a few hundred KiB, scanned up
-/// to 16 MiB; `None` when it says nothing (not a libibverbs, or a stand-in).
+/// libibverbs' private ABI (`IBVERBS_PRIVATE_34`): it loads only `lib<name>-rdmav<ABI>.so`.
+/// `None` when the library says nothing (not a libibverbs, or a stand-in).
 fn private_abi(path: &Path) -> Option<u32> {
     let v = find_after(path, b"IBVERBS_PRIVATE_", 16 << 20, |rest| {
         let d: Vec<u8> = rest.iter().take_while(|b| b.is_ascii_digit()).copied().collect();
@@ -305,8 +290,7 @@ fn nccl_version(root: &Path, p: &str, depth: Depth) -> Option<String> {
         .or_else(|| (depth == Depth::Full).then(|| version_from_text(&full)).flatten())
 }
 
-/// The net plugin NCCL will load: `NCCL_NET_PLUGIN` (`none` for none; a name `X` is
-/// `libnccl-net-X.so`, then `X` itself), else `libnccl-net.so`.
+/// The net plugin NCCL will load: `NCCL_NET_PLUGIN` (`none`, `X` as `libnccl-net-X.so` or `X`).
 fn net_plugin(loader: &Loader, vars: &Vars) -> Option<Found> {
     let set = vars.get(OsStr::new("NCCL_NET_PLUGIN")).map(|v| v.to_string_lossy().trim().to_string());
     match set.as_deref() {
@@ -320,9 +304,7 @@ fn net_plugin(loader: &Loader, vars: &Vars) -> Option<Found> {
     }
 }
 
-/// Each device with its kernel driver (`device/driver`'s link name), where sysfs has one and the
-/// device's name does not already tell its provider: a driver's own names (`mlx5_3`, `bnxt_re0`,
-/// `rxe0`) do, so the link is read only for a renamed device (`rocep59s0f1`).
+/// Each device with its kernel driver, read only where its name does not tell its provider.
 pub fn drivers<'a>(sysfs: &Sysfs, devices: impl IntoIterator<Item = &'a str>) -> Vec<(String, Option<String>)> {
     devices
         .into_iter()
@@ -346,12 +328,9 @@ pub fn check(root: &Path, vars: &Vars, devices: &[(String, Option<String>)], dep
         let Some(name) = provider_for(dev, driver.as_deref()) else { continue };
         match providers.iter_mut().find(|p| p.name == name) {
             Some(p) => p.devices.push(dev.clone()),
-            None => providers.push(Provider {
-                name: name.to_string(),
-                devices: vec![dev.clone()],
-                config: None,
-                library: None,
-            }),
+            None => {
+                providers.push(Provider { name: name.into(), devices: vec![dev.clone()], config: None, library: None })
+            }
         }
     }
     match &libibverbs {
@@ -406,8 +385,7 @@ pub fn check(root: &Path, vars: &Vars, devices: &[(String, Option<String>)], dep
         let version = nccl_version(root, &found.path, depth);
         Nccl { found, version }
     });
-    // AWS EFA: NCCL reaches the devices through aws-ofi-nccl, which loads libfabric (the EFA
-    // installer's /opt/amazon/efa/lib): looked for only where a device needs it.
+    // AWS EFA: aws-ofi-nccl loads libfabric; looked for only where a device needs it.
     let libfabric = providers.iter().any(|p| p.name == "efa").then(|| loader.find("libfabric.so.1")).flatten();
     Userspace {
         libfabric,

@@ -1,12 +1,7 @@
-//! Which RDMA devices this container can open: the `uverbsN` nodes in its `/dev/infiniband`
-//! (under the dev root it is given), named through `class/infiniband_verbs/uverbsN/ibdev`.
-//!
-//! libibverbs lists only the devices whose uverbs node is in the container, so NCCL can open
-//! nothing else, whatever sysfs shows and whatever a source names: in shared RDMA netns mode a
-//! pod sees every HCA of the node, and under dranet (or the RDMA shared device plugin) the nodes
-//! added to the container are the one sign of which are its own. A `/dev` that holds every node
-//! the node has (a privileged pod's) tells nothing, and is said so. One listing of each directory
-//! and one `ibdev` read per node present; never an open of a device node.
+//! Which RDMA devices this container can open: the `uverbsN` nodes in its `/dev/infiniband`, named
+//! through `class/infiniband_verbs/uverbsN/ibdev`. libibverbs lists only those, so NCCL can open
+//! nothing else; where every node of the node is there (a privileged pod) they tell nothing, and say
+//! so. Listings and `ibdev` reads only; never opens a device node.
 
 use std::collections::BTreeSet;
 use std::io;
@@ -40,8 +35,7 @@ impl Nodes {
 
 /// Reads `<dev_root>/infiniband` against `class/infiniband_verbs`.
 pub fn read(sysfs: &Sysfs, dev_root: &Path) -> Nodes {
-    // In listing order: a privileged pod's node may list hundreds, and nothing here needs them
-    // sorted (the class lists every device of the node, whatever the namespace).
+    // In listing order: nothing here needs them sorted.
     let listed: Vec<String> = file::names(&sysfs.path("class/infiniband_verbs"), MAX_NODES)
         .unwrap_or_default()
         .into_iter()

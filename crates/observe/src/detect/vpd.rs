@@ -1,15 +1,6 @@
-//! PCI Vital Product Data (`/sys/bus/pci/devices/<addr>/vpd`): the product name and the
-//! vendor-specific fields a function reports of itself, parsed from the bytes sysfs hands over.
-//!
-//! On HGX/DGX B200 and B300 baseboards, the ConnectX-7 bridge's functions that manage the
-//! NVSwitches (Fabric Manager's "limited PFs" and their FC PFs) look like any mlx5 InfiniBand
-//! device; their VPD's `V*` keyword carries `SMDL=SW_MNG` (Fabric Manager user guide, "NVIDIA HGX
-//! B200/B100 GPU Baseboard"; docs/field-inputs.md, section 6). Layout (PCI Local Bus 3.0, 6.3):
-//! large resources `0x82` (identifier string), `0x90` (read-only keywords), `0x91` (read-write),
-//! then the small end tag `0x78`; a keyword is two letters, a length byte and that many bytes.
-//!
-//! Pure: bytes in, fields out; every length is checked against what is left, so no input can
-//! make it read past its end or loop.
+//! PCI Vital Product Data (`device/vpd`): the product name and the vendor-specific keywords, whose
+//! `SMDL=SW_MNG` marks an HGX B200/B300 NVSwitch management function (docs/field-inputs.md, section
+//! 6). Layout: PCI Local Bus 3.0, 6.3. Pure: every length is checked against what is left.
 
 /// What sysfs shows of VPD is at most the capability's 15-bit address space.
 pub const MAX_BYTES: usize = 32 * 1024;
@@ -17,8 +8,7 @@ pub const MAX_BYTES: usize = 32 * 1024;
 /// The parts of VPD nccl-wrap reads.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Vpd {
-    /// The identifier string (`Nvidia ConnectX-7 mezz internal for Nvidia Umbriel system`),
-    /// printable ASCII only.
+    /// The identifier string, printable ASCII only.
     pub product: Option<String>,
     /// The vendor-specific (`V0`..`VZ`) keywords' `NAME=VALUE` fields, `:`-separated, in order.
     pub fields: Vec<(String, String)>,

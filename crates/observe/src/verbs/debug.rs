@@ -54,9 +54,5 @@ pub fn debug_main(args: Vec<String>) -> i32 {
         }
     };
     println!("{out}");
-    if ok {
-        0
-    } else {
-        1
-    }
+    i32::from(!ok)
 }

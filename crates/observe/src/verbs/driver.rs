@@ -1,51 +1,11 @@
-//! driver: which kernel driver backs an RDMA device, and whether this build links the rdma-core
-//! provider that serves it.
-//!
-//! libibverbs lists a device only when a linked provider claims it, and this binary links the
-//! providers of GPU nodes only (build.rs). So a device it does not list is either unreachable from
-//! this container (no `/dev/infiniband/uverbsN`: NCCL could not open it either) or served by a
-//! provider this binary lacks (NCCL, which loads the image's own rdma-core, may well use it). Only
-//! the first is the device's fault; this module tells them apart from sysfs (the root is a
-//! parameter), so that the verbs probe never calls a device unusable because of how nccl-wrap was
-//! built.
-//!
-//! It reads at most two small sysfs entries, and only for a device libibverbs did not list. It
-//! never opens a device and never decides what the plan does.
+//! Which kernel driver backs an RDMA device, and whether this build links the provider that serves
+//! it: a device libibverbs does not list is either unreachable from this container or served by a
+//! provider this binary lacks (NCCL, loading the image's rdma-core, may still use it), and only the
+//! first is the device's fault. Reads two small sysfs entries; never opens a device.
 
 use crate::detect::names;
 use crate::detect::sysfs::Sysfs;
-
-/// Kernel driver (as `bus/*/drivers/<name>` names it; an auxiliary driver up to its first `.`)
-/// -> the rdma-core provider that claims its devices. Every provider rdma-core ships, linked or
-/// not, so that the message can name the missing one.
-const PROVIDER_OF: &[(&str, &str)] = &[
-    ("mlx5_core", "mlx5"),
-    ("efa", "efa"),
-    ("bnxt_en", "bnxt_re"),
-    ("bnxt_re", "bnxt_re"),
-    ("ice", "irdma"),
-    ("i40e", "irdma"),
-    ("irdma", "irdma"),
-    ("idpf", "irdma"),
-    ("mana", "mana"),
-    ("mana_ib", "mana"),
-    ("erdma", "erdma"),
-    ("rdma_rxe", "rxe"),
-    ("siw", "siw"),
-    ("mlx4_core", "mlx4"),
-    ("ib_mthca", "mthca"),
-    ("cxgb4", "cxgb4"),
-    ("iw_cxgb4", "cxgb4"),
-    ("qede", "qedr"),
-    ("qedr", "qedr"),
-    ("be2net", "ocrdma"),
-    ("ocrdma", "ocrdma"),
-    ("vmw_pvrdma", "vmw_pvrdma"),
-    ("hfi1", "hfi1verbs"),
-    ("ib_qib", "ipathverbs"),
-    ("hns3", "hns"),
-    ("hns_roce_hw_v2", "hns"),
-];
+pub use crate::detect::userspace::provider_of_driver as provider_for;
 
 /// The kernel driver of an RDMA device, as sysfs shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,8 +34,7 @@ pub fn driver(sysfs: &Sysfs, dev: &str) -> Driver {
             _ => Driver::Unreadable,
         };
     }
-    // Software devices (rxe, siw) have no `device` link (rxe names its net device in `parent`
-    // instead); the node type tells the two apart.
+    // Software devices (rxe, siw) have no `device` link; the node type tells them apart.
     match sysfs.attr(&format!("{base}/node_type")).ok().as_deref().and_then(software_driver) {
         Some(name) => Driver::Named(name.to_owned()),
         None => Driver::Unreadable,
@@ -89,12 +48,6 @@ pub fn software_driver(node_type: &str) -> Option<&'static str> {
         "4" => Some("siw"),
         _ => None,
     }
-}
-
-/// The rdma-core provider that serves devices of kernel driver `driver`, when one is known.
-pub fn provider_for(driver: &str) -> Option<&'static str> {
-    let module = driver.split('.').next().unwrap_or(driver);
-    PROVIDER_OF.iter().find(|(d, _)| *d == module).map(|(_, p)| *p)
 }
 
 /// Why a device of `driver` is missing from the device list of a libibverbs that has `linked`.

@@ -1,15 +1,7 @@
-//! The FFI fence: the only file under `verbs/` that may use `unsafe`. It owns every ibverbs
-//! object through one type each, which frees it exactly once in `Drop`; lifetimes tie each object
-//! to the one it was created from, so the compiler enforces the teardown order (QP, CQ, MR, PD,
-//! then the device context). What leaves this module is safe to use: plain values (`PortAttr`,
-//! `Completion`) and methods whose preconditions the types themselves guarantee.
-//!
-//! It must never block (completions are polled, there is no completion channel), never panic when
-//! the machine has no RDMA (an absent or empty device list is an ordinary answer), and never hand
-//! out a raw pointer.
-//!
-//! Over 600 lines: every owner type and the SAFETY argument of each call stay behind this one
-//! fence, so the whole unsafe surface of the verbs layer is reviewed in one file.
+//! The FFI fence: the only file under `verbs/` that may use `unsafe`. One owner type per ibverbs
+//! object frees it exactly once in `Drop`, and lifetimes enforce the teardown order (QP, CQ, MR, PD,
+//! context). Only plain values and methods whose preconditions the types guarantee leave it. It must
+//! never block (completions are polled), never panic without RDMA, and never hand out a raw pointer.
 
 use std::alloc::{self, Layout};
 use std::cell::RefCell;
@@ -30,10 +22,8 @@ use super::status::errno_text;
 use crate::detect::gid_source::Raw;
 
 extern "C" {
-    /// verbs.h's `_ibv_query_gid_table` (libibverbs 1.11, rdma-core v31), the function behind
-    /// its inline `ibv_query_gid_table`: rdma-sys's bindings leave it out (their allowlist is
-    /// `ibv_.*`), so it is declared here as verbs.h declares it. Returns the number of entries
-    /// written, or a negated errno.
+    /// verbs.h's `_ibv_query_gid_table` (rdma-core v31), behind its inline `ibv_query_gid_table`,
+    /// which rdma-sys's bindings leave out. Returns the number of entries written, or a negated errno.
     fn _ibv_query_gid_table(
         context: *mut ffi::ibv_context,
         entries: *mut ffi::ibv_gid_entry,
@@ -49,9 +39,8 @@ mod providers {
 
 pub(crate) use providers::STATIC_PROVIDERS;
 
-/// Functions of rdma-core parts nccl-wrap never reaches (libibverbs' netlink neighbour resolver,
-/// mlx5's VFIO driver), answered here so that the linker leaves those parts out, and libibverbs'
-/// netlink device discovery, forwarded to [`find_sysfs_devs_nl`] (build.rs).
+/// Functions of rdma-core parts nccl-wrap never reaches, answered so that the linker leaves them
+/// out, and libibverbs' netlink discovery, forwarded to [`find_sysfs_devs_nl`] (build.rs).
 mod stubs {
     include!(concat!(env!("OUT_DIR"), "/rdma_stubs.rs"));
 }
@@ -61,8 +50,7 @@ extern "C" {
     fn ibv_get_sysfs_path() -> *const c_char;
 }
 
-/// ccan's `struct list_node` (rdma-core v44, `vendor/verbs_sysfs_dev.h`); a `struct list_head`
-/// is one of these.
+/// ccan's `struct list_node` (rdma-core v44); a `struct list_head` is one of these.
 #[repr(C)]
 struct ListNode {
     next: *mut ListNode,
@@ -70,9 +58,7 @@ struct ListNode {
 }
 
 /// libibverbs' `struct verbs_sysfs_dev`, rdma-core v44 (`vendor/verbs_sysfs_dev.h`), field for
-/// field: one device as discovery hands it to libibverbs' driver match. Filled only where
-/// build.rs forwards discovery here, which it does only for that rdma-core (`stubs::DISCOVERY`);
-/// the layout test compiles the vendored header and compares.
+/// field; filled only where build.rs forwards discovery here. The layout test compares.
 #[repr(C)]
 struct VerbsSysfsDev {
     entry: ListNode,
@@ -100,10 +86,9 @@ const SYSFS_PATH_MAX: usize = 256;
 const VSYSFS_READ_NODE_GUID: c_uint = 1 << 1;
 
 thread_local! {
-    /// The one device a listing on this thread is for ([`DeviceList::get_only`]); `None`: all.
+    /// The one device a listing on this thread is for ([`DeviceList::get`]); `None`: all.
     static ONLY: RefCell<Option<String>> = const { RefCell::new(None) };
-    /// The devices RDMA netlink showed, kept for the next listings while a [`Discovery`] lives,
-    /// so that opening several devices dumps the node's devices once.
+    /// The devices RDMA netlink showed, kept while a [`Discovery`] lives: one dump for several opens.
     static KEPT: RefCell<Kept> = const { RefCell::new(Kept::Off) };
 }
 
@@ -115,15 +100,14 @@ enum Kept {
     Dump(Vec<nldev::NlDevice>),
     /// A [`Discovery`] lives and RDMA netlink did not answer: a listing for one device reads that
     /// device's sysfs files (`nldev::from_sysfs`); one that libibverbs had to scan for lists every
-    /// device, and then serves them all (`whole`, [`Discovery::from_sysfs`]).
+    /// device, and then serves them all (`whole`, [`Discovery::listed_from_sysfs`]).
     Sysfs {
         whole: bool,
     },
 }
 
-/// While it lives, listings on this thread share one RDMA netlink dump of the node's devices
-/// (each listing still asks for the uverbs node of the devices it is for, afresh). For the
-/// devices of one start; dropped before the command runs.
+/// While it lives, listings on this thread share one RDMA netlink dump of the node's devices. For
+/// the devices of one start; dropped before the command runs.
 pub(crate) struct Discovery(());
 
 impl Discovery {
@@ -134,7 +118,7 @@ impl Discovery {
 
     /// Whether RDMA netlink did not answer, so that a listing holds every device of the node
     /// (libibverbs' sysfs discovery): the caller keeps that one listing for the other devices.
-    pub(crate) fn from_sysfs(&self) -> bool {
+    pub(crate) fn listed_from_sysfs(&self) -> bool {
         KEPT.with(|k| matches!(*k.borrow(), Kept::Sysfs { whole: true }))
     }
 }
@@ -146,19 +130,15 @@ impl Drop for Discovery {
 }
 
 /// libibverbs' `find_sysfs_devs_nl`, forwarded here by build.rs: called inside
-/// `ibv_get_device_list` (under libibverbs' own lock, on the calling thread) to fill `list`, a
-/// `struct list_head` of `struct verbs_sysfs_dev`, with the devices to list. Answered over RDMA
-/// netlink as rdma-core's own `ibdev_nl.c` would, but only for the device the listing is for
-/// ([`DeviceList::get_only`]), so that a start pays for the devices it opens and not for every
-/// uverbs device of the node (`nldev`). Where RDMA netlink does not answer, `-ENOSYS`: libibverbs
-/// then lists devices from sysfs, as rdma-core does without netlink.
+/// `ibv_get_device_list` (under its lock, on this thread) to fill `list` with the devices to list,
+/// over RDMA netlink as `ibdev_nl.c` would, but only for the device the listing is for. Where
+/// netlink does not answer, `-ENOSYS`: libibverbs then lists devices from sysfs.
 #[allow(dead_code)] // Unused where build.rs links another rdma-core and leaves discovery to sysfs.
 fn find_sysfs_devs_nl(list: *mut c_void) -> c_int {
     let only = ONLY.with(|o| o.borrow().clone());
     let reachable = |node: &str| rustix::fs::stat(Path::new(nldev::CDEV_DIR).join(node)).is_ok();
     let wanted = |d: &&nldev::NlDevice| only.as_deref().is_none_or(|o| o == d.name);
-    // A kept dump is reused; one made while a Discovery lives is kept. Only the devices this
-    // listing is for are taken from it.
+    // A kept dump is reused; one made while a Discovery lives is kept.
     let devices = KEPT.with(|k| {
         let mut k = k.borrow_mut();
         match &*k {
@@ -219,9 +199,8 @@ fn find_sysfs_devs_nl(list: *mut c_void) -> c_int {
     0
 }
 
-/// One discovered device as libibverbs' entry (`ibdev_nl.c`'s fields: the uverbs node's name,
-/// number and ABI, the device's name, sysfs path, index, node type, node GUID, ports and driver),
-/// or `None` where a name or path does not fit.
+/// One discovered device as libibverbs' entry (`ibdev_nl.c`'s fields), or `None` where a name or
+/// path does not fit.
 fn sysfs_dev(f: &nldev::Found, root: &[u8]) -> Option<NonNull<VerbsSysfsDev>> {
     let path = [root, b"/class/infiniband/", f.device.name.as_bytes()].concat();
     let fits = |b: &[u8], max: usize| b.len() < max && !b.contains(&0);
@@ -253,8 +232,7 @@ fn sysfs_dev(f: &nldev::Found, root: &[u8]) -> Option<NonNull<VerbsSysfsDev>> {
     Some(dev)
 }
 
-/// The kernel's `RDMA_NODE_*` as `enum ibv_node_type` (libibverbs' `decode_knode_type`): the
-/// same numbers, 1 to 7; anything else unknown.
+/// The kernel's `RDMA_NODE_*` as `enum ibv_node_type` (the same numbers, 1 to 7).
 fn node_type(knode: u8) -> c_int {
     match knode {
         1..=7 => c_int::from(knode),
@@ -309,8 +287,7 @@ pub struct Completion {
     pub vendor_err: u32,
 }
 
-/// Where a queue pair's packets go: to an InfiniBand LID, or (RoCE) to the peer's GID through
-/// this port's GID at `sgid_index`.
+/// Where a queue pair's packets go: to an InfiniBand LID, or (RoCE) to the peer's GID.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {
     Lid(u16),
@@ -360,8 +337,8 @@ pub struct SendWr {
     pub inline: bool,
 }
 
-/// Verbs calls that return an errno value (0 on success) rather than setting `errno`. Some
-/// providers return `-errno` or plain `-1`; the latter leaves the answer in `errno`.
+/// Verbs calls that return an errno (0 on success); some providers return `-errno`, or `-1` with
+/// `errno` set.
 fn check_ret(ret: c_int) -> io::Result<()> {
     match ret {
         0 => Ok(()),
@@ -379,18 +356,8 @@ pub(crate) struct DeviceList {
 }
 
 impl DeviceList {
-    /// Every device libibverbs lists.
-    pub(crate) fn get() -> io::Result<Self> {
-        Self::list(None)
-    }
-
-    /// A list of `name` alone, if libibverbs lists it: only that device is discovered (see
-    /// [`find_sysfs_devs_nl`]), however many the node has.
-    pub(crate) fn get_only(name: &str) -> io::Result<Self> {
-        Self::list(Some(name))
-    }
-
-    fn list(only: Option<&str>) -> io::Result<Self> {
+    /// Every device libibverbs lists, or `only` alone if it lists it (then only it is discovered).
+    pub(crate) fn get(only: Option<&str>) -> Result<Self, VerbsError> {
         // In a static link no provider is loaded from disk; see build.rs.
         REGISTER_PROVIDERS.call_once(providers::register_static_providers);
         // Discovery on this thread is for `only` until the listing returns (or unwinds).
@@ -408,7 +375,7 @@ impl DeviceList {
         let list = unsafe { ffi::ibv_get_device_list(&mut n) };
         match NonNull::new(list) {
             // NULL with errno set: ENOSYS when the kernel has no uverbs, ENOMEM.
-            None => Err(io::Error::last_os_error()),
+            None => Err(VerbsError::DeviceList { errno: errno_text(&io::Error::last_os_error()) }),
             Some(list) => Ok(DeviceList { list, len: usize::try_from(n).unwrap_or(0) }),
         }
     }
@@ -457,10 +424,9 @@ pub struct Context {
 }
 
 impl Context {
-    /// Opens `name` if libibverbs lists it. Listing failures (no uverbs at all) read as "not
-    /// listed": from the caller's side the device is just not there.
+    /// Opens `name` if libibverbs lists it; a listing failure reads as "not listed".
     pub fn open(name: &str) -> Result<Self, VerbsError> {
-        let list = DeviceList::get_only(name).map_err(|_| VerbsError::NotListed(name.to_owned()))?;
+        let list = DeviceList::get(Some(name)).map_err(|_| VerbsError::NotListed(name.to_owned()))?;
         Self::open_in(&list, name)
     }
 
@@ -519,10 +485,8 @@ impl Context {
         Ok(attr.phys_port_cnt)
     }
 
-    /// Every non-empty GID entry of every port, in one call (`ibv_query_gid_table`: one ioctl
-    /// where the kernel has it, 5.9 and later; libibverbs reads sysfs itself where it does not).
-    /// At most `max_entries`: a table with more valid entries is an error (EINVAL), not a
-    /// truncated answer.
+    /// Every non-empty GID entry of every port in one call (one ioctl from kernel 5.9); more than
+    /// `max_entries` valid entries is an error, not a truncated answer.
     pub(crate) fn query_gid_table(&self, max_entries: usize) -> Result<Vec<Raw>, VerbsError> {
         let err = |e: io::Error| VerbsError::QueryGidTable { device: self.name.clone(), errno: errno_text(&e) };
         // SAFETY: ibv_gid_entry is plain C data (a 16-byte union and integers); all-zero is valid.
@@ -577,9 +541,7 @@ impl Drop for Context {
     fn drop(&mut self) {
         // SAFETY: `ctx` came from ibv_open_device and is closed only here; every object
         // created from it borrows this Context, so all of them were destroyed already.
-        unsafe {
-            ffi::ibv_close_device(self.ctx.as_ptr());
-        }
+        unsafe { ffi::ibv_close_device(self.ctx.as_ptr()) };
     }
 }
 
@@ -603,15 +565,12 @@ impl Drop for Pd<'_> {
     fn drop(&mut self) {
         // SAFETY: `pd` came from ibv_alloc_pd and is freed only here; MRs and QPs borrow the
         // Pd, so they were destroyed first.
-        unsafe {
-            ffi::ibv_dealloc_pd(self.pd.as_ptr());
-        }
+        unsafe { ffi::ibv_dealloc_pd(self.pd.as_ptr()) };
     }
 }
 
-/// Page-aligned, zeroed heap memory for the adapter to read and write. Held as a raw pointer,
-/// never as a Rust reference, while it is registered: the device writes it behind the
-/// compiler's back.
+/// Page-aligned, zeroed memory for the adapter. Held as a raw pointer, never a reference, while
+/// registered: the device writes it behind the compiler's back.
 pub struct DmaBuf {
     ptr: NonNull<u8>,
     layout: Layout,
@@ -636,8 +595,7 @@ impl DmaBuf {
         self.ptr.as_ptr() as u64 + offset as u64
     }
 
-    /// Copies out `len` bytes at `offset`. Only called when no work request on this memory is
-    /// outstanding (after its completion was polled), so the device is not writing it.
+    /// Copies out `len` bytes at `offset`; only called when no work request on it is outstanding.
     pub fn read(&self, offset: usize, len: usize) -> Vec<u8> {
         assert!(offset.checked_add(len).is_some_and(|end| end <= self.len()));
         let mut out = vec![0u8; len];
@@ -664,8 +622,14 @@ impl Drop for DmaBuf {
     }
 }
 
-/// A registered memory region that owns its buffer: deregistration (Drop) happens before the
-/// buffer is freed (fields drop after `drop` returns).
+/// What a memory region and a queue pair allow: local write, remote write and read.
+const ACCESS: ffi::ibv_access_flags = ffi::ibv_access_flags(
+    ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0
+        | ffi::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0
+        | ffi::ibv_access_flags::IBV_ACCESS_REMOTE_READ.0,
+);
+
+/// A registered memory region that owns its buffer: deregistered (Drop) before the buffer is freed.
 pub struct Mr<'p> {
     mr: NonNull<ffi::ibv_mr>,
     buf: DmaBuf,
@@ -674,14 +638,11 @@ pub struct Mr<'p> {
 
 impl<'p> Mr<'p> {
     pub fn register(pd: &'p Pd<'_>, buf: DmaBuf) -> io::Result<Self> {
-        let access = ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE
-            | ffi::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE
-            | ffi::ibv_access_flags::IBV_ACCESS_REMOTE_READ;
         // SAFETY: `pd` outlives the Mr ('p). `buf` is a live allocation of `buf.len()` bytes
         // that the Mr takes ownership of, so it stays allocated until after ibv_dereg_mr in
         // Drop. None of these flags is an optional-access flag, so the exported ibv_reg_mr is
         // what the verbs.h macro would pick.
-        let mr = unsafe { ffi::ibv_reg_mr(pd.pd.as_ptr(), buf.ptr.as_ptr().cast(), buf.len(), access.0 as c_int) };
+        let mr = unsafe { ffi::ibv_reg_mr(pd.pd.as_ptr(), buf.ptr.as_ptr().cast(), buf.len(), ACCESS.0 as c_int) };
         let mr = NonNull::new(mr).ok_or_else(io::Error::last_os_error)?;
         Ok(Mr { mr, buf, _pd: PhantomData })
     }
@@ -713,9 +674,7 @@ impl Drop for Mr<'_> {
         // returns the adapter can no longer reach `buf` through this MR (a work request still
         // naming it would complete in error), so `buf`, freed after this returns, is never
         // touched by DMA after it is freed.
-        unsafe {
-            ffi::ibv_dereg_mr(self.mr.as_ptr());
-        }
+        unsafe { ffi::ibv_dereg_mr(self.mr.as_ptr()) };
     }
 }
 
@@ -736,20 +695,10 @@ impl<'c> Cq<'c> {
 
     /// One non-blocking poll; `Ok(None)` when the queue is empty.
     pub(crate) fn poll_one(&self) -> io::Result<Option<Completion>> {
-        // SAFETY: ibv_wc is plain C data; all-zero is a valid value.
-        let mut wc: ffi::ibv_wc = unsafe { std::mem::zeroed() };
-        // SAFETY: `cq` is a live CQ owned by self; `wc` has room for the one entry asked for.
-        // The provider's poll_cq never blocks.
-        let n = unsafe { ffi::ibv_poll_cq(self.cq.as_ptr(), 1, &mut wc) };
-        match n {
-            0 => Ok(None),
-            n if n > 0 => Ok(Some(Completion { wr_id: wc.wr_id, status: wc.status, vendor_err: wc.vendor_err })),
-            n => Err(io::Error::from_raw_os_error(n.abs())),
-        }
+        let mut wc = [Completion::default()];
+        Ok((self.poll_many(&mut wc)? == 1).then_some(wc[0]))
     }
-}
 
-impl Cq<'_> {
     /// Polls up to `out.len()` completions (at most 32) without waiting; returns how many.
     pub fn poll_many(&self, out: &mut [Completion]) -> io::Result<usize> {
         // SAFETY: ibv_wc is plain C data; all-zero is a valid value.
@@ -772,9 +721,7 @@ impl Drop for Cq<'_> {
     fn drop(&mut self) {
         // SAFETY: `cq` came from ibv_create_cq and is destroyed only here; the QP using it
         // borrows the Cq and was destroyed first.
-        unsafe {
-            ffi::ibv_destroy_cq(self.cq.as_ptr());
-        }
+        unsafe { ffi::ibv_destroy_cq(self.cq.as_ptr()) };
     }
 }
 
@@ -785,28 +732,8 @@ pub struct Qp<'a> {
 }
 
 impl<'a> Qp<'a> {
-    /// `depth` work requests may be outstanding on each of the send and receive queues.
-    pub(crate) fn create_rc(pd: &'a Pd<'_>, cq: &'a Cq<'_>, depth: u32) -> io::Result<Self> {
-        // SAFETY: ibv_qp_init_attr is plain C data (pointers and integers); zero is valid.
-        let mut init: ffi::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
-        init.send_cq = cq.cq.as_ptr();
-        init.recv_cq = cq.cq.as_ptr();
-        init.qp_type = ffi::ibv_qp_type::IBV_QPT_RC;
-        init.sq_sig_all = 1;
-        init.cap.max_send_wr = depth;
-        init.cap.max_recv_wr = depth;
-        init.cap.max_send_sge = 1;
-        init.cap.max_recv_sge = 1;
-        // SAFETY: `pd` and `cq` are live and outlive the Qp ('a); `init` is a valid
-        // ibv_qp_init_attr that libibverbs only reads (and updates cap in place). The QP is
-        // destroyed once in Drop.
-        let qp = unsafe { ffi::ibv_create_qp(pd.pd.as_ptr(), &mut init) };
-        let qp = NonNull::new(qp).ok_or_else(io::Error::last_os_error)?;
-        Ok(Qp { qp, _deps: PhantomData })
-    }
-
-    /// A queue pair whose sends are signaled only when asked (`SendWr::signaled`), with room
-    /// for `caps`. Returns it with the inline size the provider granted.
+    /// A queue pair whose sends are signaled only when asked, with room for `caps`; returned with the
+    /// inline size the provider granted.
     pub fn create_rc_with(pd: &'a Pd<'_>, cq: &'a Cq<'_>, caps: QpCaps) -> io::Result<(Self, u32)> {
         // SAFETY: ibv_qp_init_attr is plain C data (pointers and integers); zero is valid.
         let mut init: ffi::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
@@ -819,8 +746,9 @@ impl<'a> Qp<'a> {
         init.cap.max_send_sge = 1;
         init.cap.max_recv_sge = 1;
         init.cap.max_inline_data = caps.inline;
-        // SAFETY: as in create_rc: `pd` and `cq` are live and outlive the Qp ('a); `init` is
-        // valid and only read (cap updated in place). The QP is destroyed once in Drop.
+        // SAFETY: `pd` and `cq` are live and outlive the Qp ('a); `init` is a valid
+        // ibv_qp_init_attr that libibverbs only reads (and updates cap in place). The QP is
+        // destroyed once in Drop.
         let qp = unsafe { ffi::ibv_create_qp(pd.pd.as_ptr(), &mut init) };
         let qp = NonNull::new(qp).ok_or_else(io::Error::last_os_error)?;
         Ok((Qp { qp, _deps: PhantomData }, init.cap.max_inline_data))
@@ -834,14 +762,9 @@ impl<'a> Qp<'a> {
         wr.wr_id = w.wr_id;
         wr.sg_list = &mut sge;
         wr.num_sge = 1;
-        let mut flags = 0;
-        if w.signaled {
-            flags |= ffi::ibv_send_flags::IBV_SEND_SIGNALED.0;
-        }
-        if w.inline {
-            flags |= ffi::ibv_send_flags::IBV_SEND_INLINE.0;
-        }
-        wr.send_flags = flags;
+        let flag = |on: bool, f: ffi::ibv_send_flags| if on { f.0 } else { 0 };
+        wr.send_flags = flag(w.signaled, ffi::ibv_send_flags::IBV_SEND_SIGNALED)
+            | flag(w.inline, ffi::ibv_send_flags::IBV_SEND_INLINE);
         match w.remote {
             None => wr.opcode = ffi::ibv_wr_opcode::IBV_WR_SEND,
             Some((remote_addr, rkey)) => {
@@ -854,9 +777,9 @@ impl<'a> Qp<'a> {
             return Err(io::Error::from_raw_os_error(22));
         }
         let mut bad: *mut ffi::ibv_send_wr = ptr::null_mut();
-        // SAFETY: as for post_send: `qp` is live, `wr`/`sge` are valid for the call and copied
-        // by the provider (inline data is copied out of the buffer before it returns), and the
-        // range they name lies inside `mr`'s buffer (checked above), which outlives any DMA.
+        // SAFETY: `qp` is live, `wr`/`sge` are valid for the call and copied by the provider
+        // (inline data is copied out of the buffer before it returns), and the range they name
+        // lies inside `mr`'s buffer (checked above), which outlives any DMA (see post_recv).
         let ret = unsafe { ffi::ibv_post_send(self.qp.as_ptr(), &mut wr, &mut bad) };
         check_ret(ret)
     }
@@ -880,10 +803,7 @@ impl<'a> Qp<'a> {
         a.qp_state = ffi::ibv_qp_state::IBV_QPS_INIT;
         a.pkey_index = 0;
         a.port_num = port;
-        a.qp_access_flags = (ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE
-            | ffi::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE
-            | ffi::ibv_access_flags::IBV_ACCESS_REMOTE_READ)
-            .0;
+        a.qp_access_flags = ACCESS.0;
         self.modify(&mut a, M::IBV_QP_STATE | M::IBV_QP_PKEY_INDEX | M::IBV_QP_PORT | M::IBV_QP_ACCESS_FLAGS)
     }
 
@@ -951,37 +871,6 @@ impl<'a> Qp<'a> {
         let ret = unsafe { ffi::ibv_post_recv(self.qp.as_ptr(), &mut wr, &mut bad) };
         check_ret(ret)
     }
-
-    /// Posts one signaled SEND (`remote == None`) or RDMA WRITE to `remote` = (addr, rkey).
-    pub(crate) fn post_send(
-        &self,
-        wr_id: u64,
-        mr: &Mr<'_>,
-        offset: usize,
-        len: u32,
-        remote: Option<(u64, u32)>,
-    ) -> io::Result<()> {
-        let mut sge = ffi::ibv_sge { addr: mr.buf.addr(offset), length: len, lkey: mr.lkey() };
-        // SAFETY: ibv_send_wr is plain C data (pointers, integers, unions of them); zero is
-        // valid.
-        let mut wr: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
-        wr.wr_id = wr_id;
-        wr.sg_list = &mut sge;
-        wr.num_sge = 1;
-        wr.send_flags = ffi::ibv_send_flags::IBV_SEND_SIGNALED.0;
-        match remote {
-            None => wr.opcode = ffi::ibv_wr_opcode::IBV_WR_SEND,
-            Some((remote_addr, rkey)) => {
-                wr.opcode = ffi::ibv_wr_opcode::IBV_WR_RDMA_WRITE;
-                wr.wr.rdma = ffi::rdma_t { remote_addr, rkey };
-            }
-        }
-        let mut bad: *mut ffi::ibv_send_wr = ptr::null_mut();
-        // SAFETY: as for post_recv: `qp` is live, `wr`/`sge` are valid for the call and copied
-        // by the provider, and the buffer they name outlives any DMA on it.
-        let ret = unsafe { ffi::ibv_post_send(self.qp.as_ptr(), &mut wr, &mut bad) };
-        check_ret(ret)
-    }
 }
 
 impl Drop for Qp<'_> {
@@ -989,9 +878,7 @@ impl Drop for Qp<'_> {
         // SAFETY: `qp` came from ibv_create_qp and is destroyed only here, before the CQ, MRs
         // and PD it uses (they are borrowed by, or declared before, the Qp). Destroying it
         // stops any DMA it still had queued.
-        unsafe {
-            ffi::ibv_destroy_qp(self.qp.as_ptr());
-        }
+        unsafe { ffi::ibv_destroy_qp(self.qp.as_ptr()) };
     }
 }
 

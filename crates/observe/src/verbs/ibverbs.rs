@@ -6,7 +6,7 @@ use super::ffi::{Context, DeviceList, STATIC_PROVIDERS};
 use super::probe::SelftestOptions;
 use super::probe::{Verbs, VerbsError};
 use super::selftest;
-use super::status::{errno_text, format_gid, link_layer_name, port_state_name};
+use super::status::{format_gid, link_layer_name, port_state_name};
 use crate::detect::port::{SelftestResult, VerbsPort};
 
 /// The real ibverbs, through the statically linked rdma-core.
@@ -21,13 +21,11 @@ impl IbVerbs {
 
 impl Verbs for IbVerbs {
     fn device_names(&self) -> Result<Vec<String>, VerbsError> {
-        let list = DeviceList::get().map_err(|e| VerbsError::DeviceList { errno: errno_text(&e) })?;
-        Ok(list.names())
+        Ok(DeviceList::get(None)?.names())
     }
 
     fn is_listed(&self, device: &str) -> Result<bool, VerbsError> {
-        let list = DeviceList::get_only(device).map_err(|e| VerbsError::DeviceList { errno: errno_text(&e) })?;
-        Ok(list.names().iter().any(|n| n == device))
+        Ok(DeviceList::get(Some(device))?.names().iter().any(|n| n == device))
     }
 
     fn query_port(&self, device: &str, port: u8, gid_index: Option<u32>) -> Result<VerbsPort, VerbsError> {
@@ -43,13 +41,13 @@ impl Verbs for IbVerbs {
         let outcome = selftest::loopback(device, port, gid_index, opts, start);
         let micros = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
         match outcome {
-            Ok(()) => SelftestResult { passed: true, step: None, status: None, hint: None, micros },
+            Ok(()) => SelftestResult { passed: true, micros, ..SelftestResult::default() },
             Err(f) => SelftestResult {
-                passed: false,
                 step: Some(f.step.to_owned()),
                 status: Some(f.status),
                 hint: f.hint,
                 micros,
+                passed: false,
             },
         }
     }

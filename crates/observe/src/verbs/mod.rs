@@ -1,19 +1,6 @@
-//! Verify, the second stage: ask ibverbs what sysfs already told us, as NCCL will ask it.
-//!
-//! Takes the [`Detection`](crate::detect::Detection) and a [`Verbs`]; records on each port what
-//! ibverbs says (`detect::port::VerbsCheck`) and, with `--selftest`, how a loopback RDMA WRITE and
-//! SEND went. What to do about it is the plan's decision.
-//!
-//! - `probe`: the seam (the `Verbs` trait, its errors, the stand-in `NoVerbs`): plain data;
-//! - `verify`: the logic over the seam, tested with a fake;
-//! - `driver`: a device's kernel driver, and whether this build links a provider for it;
-//! - `ibverbs`: the real `Verbs`; `selftest`: the loopback test; `status`: ibverbs' numbers by name;
-//! - `opened`: the devices of one start opened once, for detection's whole GID tables
-//!   (`ibv_query_gid_table`) and then the probe;
-//! - `ffi`: the FFI fence, the only module here allowed `unsafe` (owner types of every handle,
-//!   and libibverbs' device discovery answered for the devices a listing is for);
-//! - `nldev`: RDMA devices and their uverbs nodes as RDMA netlink tells them, for that discovery;
-//! - `debug`: the hidden `nccl-wrap __verbs` entry the Soft-RoCE lab uses.
+//! Verify, the second stage: ask ibverbs what sysfs already told us, as NCCL will ask it, and
+//! record the answers (and, with `--selftest`, a loopback RDMA WRITE and SEND) on each port. What to
+//! do about them is the plan's decision. `ffi` is the only module here allowed `unsafe`.
 
 pub mod debug;
 pub mod driver;

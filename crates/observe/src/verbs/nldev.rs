@@ -1,24 +1,9 @@
-//! RDMA devices as the kernel's RDMA netlink (`NETLINK_RDMA`, its `nldev` client) tells them:
-//! what libibverbs' own discovery asks (rdma-core `libibverbs/ibdev_nl.c`), answered here so that
-//! a start asks only about the devices it opens.
-//!
-//! libibverbs lists devices before it can open one. Built without libnl (build.rs), it scans
-//! `class/infiniband_verbs` instead: about 16 system calls for every uverbs device the node has,
-//! and the whole driver match for every one this container can reach, about 23 in all (lab
-//! `39-visible-verbs`), however few the pod owns. The kernel answers the same questions with one
-//! dump of every device (`RDMA_NLDEV_CMD_GET`: index, name, node type, node GUID, port count),
-//! then one question per device (`RDMA_NLDEV_CMD_GET_CHARDEV` for its `uverbs` character device).
-//! [`devices`] is the dump; [`uverbs_of`] asks the second only of the devices given, and says
-//! which of them this container can reach (its node in `/dev/infiniband`, as libibverbs'
-//! `try_access_device` checks).
-//!
-//! The replies are outside input: each read bounded (one dump at most `rtnetlink::MAX_BYTES`,
-//! one answer one buffer), each receive under the socket's deadline, every length checked, names
-//! held to the kernel's 64 bytes and to characters a device name may have (`names::device_name`,
-//! as `NCCL_IB_HCA` needs them). A dump message that does not read, or lacks what libibverbs
-//! needs, is left out; a failed dump, or a uverbs question unanswered or answered with something
-//! that does not read, is the caller's cue to let libibverbs scan sysfs, as it did before. Fuzz
-//! target `nldev`.
+//! RDMA devices as the kernel's RDMA netlink (`nldev`) tells them: what libibverbs' own discovery
+//! asks (rdma-core `ibdev_nl.c`), answered here so that a start asks only about the devices it
+//! opens instead of scanning every uverbs device of the node. [`devices`] is the one dump;
+//! [`uverbs_of`] asks for the uverbs node of the devices given and says which this container can
+//! reach. Replies are outside input: bounded, under a deadline, every length and name checked; a
+//! failure is the caller's cue to let libibverbs scan sysfs. Fuzz target `nldev`.
 
 use crate::detect::names;
 use crate::detect::rtnetlink::{self, Socket};
@@ -71,8 +56,7 @@ pub struct Uverbs {
     pub(crate) driver_id: Option<u32>,
 }
 
-/// A device libibverbs may list: the dump's facts and its uverbs node, which this container can
-/// reach.
+/// A device libibverbs may list: the dump's facts and its reachable uverbs node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Found {
     pub(crate) device: NlDevice,
@@ -84,9 +68,8 @@ pub struct Found {
 #[error("RDMA netlink: {0}")]
 pub struct Error(#[from] rtnetlink::Error);
 
-/// Every RDMA device this namespace shows (the `RDMA_NLDEV_CMD_GET` dump; the kernel hands over
-/// one device a datagram), those with a name a device may have and every attribute libibverbs
-/// needs.
+/// Every RDMA device this namespace shows (the `RDMA_NLDEV_CMD_GET` dump), those with a valid name
+/// and every attribute libibverbs needs.
 pub fn devices() -> Result<Vec<NlDevice>, Error> {
     let sock = Socket::open_rdma()?;
     let mut devices = Vec::new();
@@ -99,11 +82,9 @@ pub fn devices() -> Result<Vec<NlDevice>, Error> {
     Ok(devices)
 }
 
-/// `devices` with their uverbs nodes, those whose node this container can reach (`reachable`,
-/// given the node's name). Where the kernel does not answer a device's uverbs question (no
-/// `ib_uverbs`, a kernel older than 5.0, which has no such question) or answers something that
-/// does not read, the whole discovery is an error: libibverbs then looks in sysfs, as rdma-core's
-/// own discovery does.
+/// `devices` whose uverbs node this container can reach (`reachable`). A device whose uverbs
+/// question goes unanswered (no `ib_uverbs`, a kernel before 5.0) or does not read fails the whole
+/// discovery: libibverbs then looks in sysfs.
 pub(crate) fn uverbs_of(devices: &[NlDevice], reachable: impl Fn(&str) -> bool) -> Result<Vec<Found>, Error> {
     if devices.is_empty() {
         return Ok(Vec::new());
@@ -123,26 +104,18 @@ pub(crate) fn uverbs_of(devices: &[NlDevice], reachable: impl Fn(&str) -> bool) 
     Ok(out)
 }
 
-/// What libibverbs' sysfs scan would list for the device `name` alone, read from sysfs under
-/// `root` (its `class/infiniband/NAME`: the uverbs node under `device/infiniband_verbs`, that
-/// node's `dev` and `abi_version`, the device's `node_type` and its ports): where RDMA netlink
-/// does not answer, a listing for one device reads that device's files only, instead of every
-/// uverbs device's of the node. Its index, node GUID and driver are left unknown, as rdma-core's
-/// own sysfs scan leaves them (libibverbs reads the GUID when asked, and matches the provider by
-/// the device's modalias). `None` where a file is missing or does not read, or the node is not
-/// `reachable`: libibverbs then scans, as before.
+/// What libibverbs' sysfs scan would list for the device `name` alone, from its own files under
+/// `root` (its uverbs node's `dev` and `abi_version`, its `node_type` and ports): where RDMA netlink
+/// does not answer, a listing for one device reads that device's files only. Index, node GUID and
+/// driver stay unknown, as rdma-core's own scan leaves them. `None` where a file does not read or
+/// the node is not `reachable`: libibverbs then scans.
 pub(crate) fn from_sysfs(root: &std::path::Path, name: &str, reachable: impl Fn(&str) -> bool) -> Option<Found> {
-    use std::io::Read;
-    let read = |p: std::path::PathBuf| -> Option<String> {
-        let mut text = String::new();
-        std::fs::File::open(p).ok()?.take(64).read_to_string(&mut text).ok()?;
-        Some(text.trim().to_string())
-    };
+    let read = |p: std::path::PathBuf| crate::detect::file::read_attr(&p).ok();
     let dev = root.join("class/infiniband").join(names::device_name(name).ok()?);
     let node = std::fs::read_dir(dev.join("device/infiniband_verbs"))
         .ok()?
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .find(|n| n.strip_prefix("uverbs").is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit())))?;
+        .find(|n| uverbs_name(n))?;
     let at = dev.join("device/infiniband_verbs").join(&node);
     let (major, minor) = read(at.join("dev"))?.split_once(':').map(|(a, b)| (a.parse().ok(), b.parse().ok()))?;
     let node_type = read(dev.join("node_type"))?.split(':').next()?.trim().parse().ok()?;
@@ -184,8 +157,7 @@ fn attr(b: &mut Vec<u8>, ty: u16, value: &[u8]) {
     b.resize(rtnetlink::align(b.len()), 0);
 }
 
-/// A dump message's device, when it has every attribute libibverbs needs (as `ibdev_nl.c` asks
-/// them) and a name a device may have.
+/// A dump message's device, with every attribute `ibdev_nl.c` asks for and a valid name.
 pub fn parse_device(payload: &[u8]) -> Option<NlDevice> {
     let (mut index, mut name, mut node_type, mut guid, mut ports) = (None, None, None, None, None);
     for (ty, v) in rtnetlink::attrs(payload).ok()? {
@@ -202,8 +174,7 @@ pub fn parse_device(payload: &[u8]) -> Option<NlDevice> {
     Some(NlDevice { index: index?, name, node_type: node_type?, node_guid: guid?, ports: ports? })
 }
 
-/// The uverbs answer, when it has the node's number, ABI and name, and the name is one a
-/// uverbs node has (`uverbs` and a number).
+/// The uverbs answer, with the node's number, ABI and a `uverbs<N>` name.
 pub fn parse_uverbs(payload: &[u8]) -> Option<Uverbs> {
     let (mut name, mut abi, mut dev, mut driver_id) = (None, None, None, None);
     for (ty, v) in rtnetlink::attrs(payload).ok()? {
@@ -216,13 +187,17 @@ pub fn parse_uverbs(payload: &[u8]) -> Option<Uverbs> {
             _ => {}
         }
     }
-    let name = name
-        .filter(|n| n.strip_prefix("uverbs").is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())))?;
+    let name = name.filter(|n| uverbs_name(n))?;
     let dev = dev?;
     // The kernel's `huge_encode_dev`, decoded as rdma-core decodes it.
     let major = u32::try_from((dev & 0xfff00) >> 8).ok()?;
     let minor = u32::try_from((dev & 0xff) | ((dev >> 12) & 0xfff00)).ok()?;
     Some(Uverbs { name, abi: abi?, major, minor, driver_id })
+}
+
+/// `uverbs` and a number: a uverbs node's name.
+fn uverbs_name(n: &str) -> bool {
+    n.strip_prefix("uverbs").is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// A NUL-terminated string attribute that fits libibverbs' name buffers.

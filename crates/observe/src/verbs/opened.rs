@@ -1,24 +1,9 @@
 //! The devices of one start, opened once: whole GID tables for detection (`TableSource`, one
-//! `ibv_query_gid_table` per device instead of sysfs's three files an entry), then the probe's
-//! port checks (`Verbs`) through the same contexts, so a device detection read is not opened a
-//! second time. main keeps it until the probe is done and drops it before the plan: contexts are
-//! never held while the job runs.
-//!
-//! Only where the kernel answers with one ioctl (5.9 and later, told by `uname` once): on an older
-//! one libibverbs reads every entry of every port from sysfs itself, more than detection's own
-//! walk up to the pod's entry, so the tables are left to sysfs there.
-//!
-//! Lazy: nothing is asked of libibverbs until a table or a port is (a node whose detection needs
-//! no far read, and has no active port, never lists devices), and then only about that device:
-//! libibverbs discovers it alone, not every uverbs device of the node. Every failure (no device list, a
-//! device not listed or not opened, a kernel that answers with an error or with entries that do
-//! not fit the ports' tables) is a debug line and `None`: detection then reads sysfs, as without
-//! verbs. Never decides anything.
-//!
-//! The kernel's answer is outside input: bounded before the call (every port's table length, at
-//! most 256 entries a port and `MAX_PORTS` ports), checked whole after it (`gid_source::tables`;
-//! fuzz target `gid_table`). It has no deadline of its own: like every verbs call of the probe, it
-//! is one synchronous ioctl that never waits on a peer.
+//! `ibv_query_gid_table` a device, only where the kernel answers it with one ioctl, 5.9 and later),
+//! then the probe's port checks through the same contexts. Lazy (a device is discovered and opened
+//! only when first asked of); every failure is a debug line and `None`, so detection reads sysfs.
+//! The kernel's answer is bounded before the call and checked whole after it (`gid_source::tables`).
+//! Dropped before the plan: contexts are never held while the job runs. Never decides anything.
 
 use std::cell::{OnceCell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
@@ -26,20 +11,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::ffi::{Context, DeviceList, Discovery, STATIC_PROVIDERS};
 use super::ibverbs::{port_of, IbVerbs};
 use super::probe::{SelftestOptions, Verbs, VerbsError};
-use super::status::errno_text;
 use crate::detect::gid_source::{self, TableSource, Whole};
 use crate::detect::port::{SelftestResult, VerbsPort};
 
-/// More ports than an RDMA device has (HCAs have one or two): a device claiming more is not
-/// asked for its table, which bounds one answer to `MAX_PORTS` x 256 entries (128 KiB).
+/// More ports than an RDMA device has: a device claiming more is not asked for its table.
 const MAX_PORTS: u8 = 16;
 
 /// Devices opened for one start (see the module's header).
 pub struct Opened {
     /// Whether this kernel has the one-ioctl table query (`one_ioctl`), asked once.
     kernel: OnceCell<Result<(), String>>,
-    /// Each device asked for, opened (or not) once: libibverbs is asked to list that device
-    /// alone (`DeviceList::get_only`), so a start never pays for the node's other devices.
+    /// Each device asked for, listed alone and opened (or not) once.
     devices: RefCell<BTreeMap<String, Result<Device, VerbsError>>>,
     /// One RDMA netlink dump of the node's devices for all of those listings.
     discovery: Discovery,
@@ -72,8 +54,7 @@ impl Opened {
         }
     }
 
-    /// Runs `f` on `device`'s open context, opening it the first time it is asked for; a device
-    /// that failed to open fails the same way each time after.
+    /// Runs `f` on `device`'s open context, opening it the first time; a failure repeats after.
     fn with<T>(&self, device: &str, f: impl FnOnce(&mut Device) -> Result<T, VerbsError>) -> Result<T, VerbsError> {
         let mut devices = self.devices.borrow_mut();
         let entry = devices.entry(device.to_string()).or_insert_with(|| {
@@ -83,9 +64,9 @@ impl Opened {
             if let Some(all) = self.everything.borrow().as_ref() {
                 return open(all);
             }
-            let list = DeviceList::get_only(device).map_err(|e| VerbsError::DeviceList { errno: errno_text(&e) })?;
+            let list = DeviceList::get(Some(device))?;
             let opened = open(&list);
-            if self.discovery.from_sysfs() {
+            if self.discovery.listed_from_sysfs() {
                 *self.everything.borrow_mut() = Some(list);
             }
             opened
@@ -120,9 +101,7 @@ impl Opened {
     }
 }
 
-/// Whether a kernel of this release (`uname -r`: `6.1.0-56-amd64`, `4.18.0-513.el8.x86_64`)
-/// answers `ibv_query_gid_table` with its one ioctl (`UVERBS_METHOD_QUERY_GID_TABLE`, 5.9), or
-/// why not. A release that does not read as one is not trusted to have it.
+/// Whether a kernel of this release (`uname -r`) has the one-ioctl `ibv_query_gid_table` (5.9).
 fn one_ioctl(release: &str) -> Result<(), String> {
     let mut parts = release.split(|c: char| !c.is_ascii_digit());
     let mut number = || parts.next().and_then(|p| p.parse::<u32>().ok());
@@ -149,10 +128,8 @@ fn lens(ctx: &Context) -> Result<BTreeMap<u32, u32>, String> {
     Ok(out)
 }
 
-/// A device's last answer (every port's table), and the ports already handed theirs: a port
-/// asked again gets a fresh answer, since detection asks again only to see entries the kernel
-/// has added since (`devices::read_ports` polls for the pod's entries), while the other ports
-/// of a device share the one call.
+/// A device's last answer and the ports already handed theirs: a port asked again gets a fresh
+/// answer (detection asks again only to see entries added since), the other ports share the call.
 #[derive(Default)]
 struct Last {
     tables: BTreeMap<u32, Whole>,
@@ -189,11 +166,10 @@ impl TableSource for Opened {
 
 impl Verbs for Opened {
     fn device_names(&self) -> Result<Vec<String>, VerbsError> {
-        DeviceList::get().map(|l| l.names()).map_err(|e| VerbsError::DeviceList { errno: errno_text(&e) })
+        DeviceList::get(None).map(|l| l.names())
     }
 
-    /// Listed: opened, or listed and failing to open; not listed, or no list at all, as opening
-    /// it found.
+    /// Listed: opened, or listed and failing to open.
     fn is_listed(&self, device: &str) -> Result<bool, VerbsError> {
         match self.with(device, |_| Ok(())) {
             Ok(()) | Err(VerbsError::Open { .. }) => Ok(true),

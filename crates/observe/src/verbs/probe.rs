@@ -1,8 +1,5 @@
-//! The seam between port-probing logic and ibverbs.
-//!
-//! Verification asks a [`Verbs`] for what the kernel's verbs layer says about a port; the real
-//! implementation (rdma-core, linked statically) is `ibverbs.rs`, and tests hand in a fake.
-//! This module holds plain data only and must never touch FFI.
+//! The seam between port-probing logic and ibverbs ([`Verbs`]; the real one is `ibverbs.rs`, tests
+//! hand in a fake). Plain data only; never touches FFI.
 
 use crate::detect::port::{SelftestResult, VerbsPort};
 
@@ -43,12 +40,9 @@ pub enum VerbsError {
 
 /// What port-probing logic needs from ibverbs.
 pub trait Verbs {
-    /// Names of the devices `ibv_get_device_list` returns (only those whose uverbs character device
-    /// exists in this container).
+    /// Names of the devices `ibv_get_device_list` returns (those whose uverbs node is here).
     fn device_names(&self) -> Result<Vec<String>, VerbsError>;
-    /// Whether `ibv_get_device_list` lists `device`: what the probe asks of each device it
-    /// checks. The real verbs ask libibverbs about that device alone (`ffi::DeviceList::get_only`),
-    /// not about every device of the node.
+    /// Whether `ibv_get_device_list` lists `device` (the real verbs ask about that device alone).
     fn is_listed(&self, device: &str) -> Result<bool, VerbsError> {
         self.device_names().map(|names| names.iter().any(|n| n == device))
     }
@@ -56,16 +50,14 @@ pub trait Verbs {
     fn query_port(&self, device: &str, port: u8, gid_index: Option<u32>) -> Result<VerbsPort, VerbsError>;
     /// Loopback RC self-test through `gid_index` (RoCE) or the LID (InfiniBand, `None`).
     fn selftest(&self, device: &str, port: u8, gid_index: Option<u32>, opts: &SelftestOptions) -> SelftestResult;
-    /// The rdma-core providers behind these verbs (`verbs_provider_<name>`), where known: a device
-    /// whose driver none of them serves is never listed (`driver.rs`). `None`: every device's
-    /// provider is assumed present, so an unlisted device is an unreachable one.
+    /// The rdma-core providers behind these verbs, where known (a device no provider serves is never
+    /// listed); `None`: every provider assumed present.
     fn providers(&self) -> Option<&[&'static str]> {
         None
     }
 }
 
-/// Stands in where ibverbs must not be asked (`--skip-verbs`, or a sysfs tree that is not the
-/// kernel's); every answer says why.
+/// Stands in where ibverbs must not be asked; every answer says why.
 pub struct NoVerbs {
     pub reason: String,
 }
@@ -78,12 +70,7 @@ impl Verbs for NoVerbs {
         Err(VerbsError::Unavailable(self.reason.clone()))
     }
     fn selftest(&self, _: &str, _: u8, _: Option<u32>, _: &SelftestOptions) -> SelftestResult {
-        SelftestResult {
-            passed: false,
-            step: None,
-            status: Some(VerbsError::Unavailable(self.reason.clone()).to_string()),
-            hint: None,
-            micros: 0,
-        }
+        let status = Some(VerbsError::Unavailable(self.reason.clone()).to_string());
+        SelftestResult { status, ..SelftestResult::default() }
     }
 }

@@ -1,15 +1,13 @@
-//! The loopback self-test: one RC queue pair connected to itself through the GID (RoCE) or LID
-//! (InfiniBand) the plan chose; an RDMA WRITE across a registered buffer and a SEND/RECV, the
-//! bytes checked, every step bounded by one deadline. Registration is what memlock and the IOMMU
-//! decide, so their failures show here by name, with the fix.
-//!
-//! Safe code over the FFI fence (`ffi`); the completion wait and the hints are shared with `ping`.
+//! The loopback self-test: one RC queue pair connected to itself through the chosen GID or LID, an
+//! RDMA WRITE and a SEND/RECV, the bytes checked, every step under one deadline; memlock and IOMMU
+//! failures show by name, with the fix. Safe code over the FFI fence.
 
 use std::io;
 use std::time::{Duration, Instant};
 
 use super::ffi::{
-    Context, Cq, DmaBuf, Mr, Pd, Qp, Route, RtrAttrs, RtsAttrs, LINK_LAYER_ETHERNET, PORT_ACTIVE, WC_SUCCESS,
+    Context, Cq, DmaBuf, Mr, Pd, Qp, QpCaps, Route, RtrAttrs, RtsAttrs, SendWr, LINK_LAYER_ETHERNET, PORT_ACTIVE,
+    WC_SUCCESS,
 };
 use super::probe::{SelftestOptions, VerbsError};
 use super::status::{errno_text, port_state_name, wc_status_name};
@@ -111,7 +109,12 @@ pub(super) fn loopback(
         .map_err(|e| Failure::os("reg_mr", &e, reg_mr_hint(&e, opts.buffer_bytes + MSG_BYTES)))?;
     phases.lap("reg_mr");
     let cq = Cq::create(&ctx, 8).map_err(|e| Failure::os("create_cq", &e, None))?;
-    let qp = Qp::create_rc(&pd, &cq, 4).map_err(|e| Failure::os("create_qp", &e, None))?;
+    let caps = QpCaps { send_wr: 4, recv_wr: 4, inline: 0 };
+    let (qp, _) = Qp::create_rc_with(&pd, &cq, caps).map_err(|e| Failure::os("create_qp", &e, None))?;
+    let send = |wr_id, offset, len: usize, remote| {
+        let w = SendWr { wr_id, offset, len: len as u32, remote, signaled: true, inline: false };
+        qp.post(&mr, &w).map_err(|e| Failure::os("post_send", &e, None))
+    };
 
     connect_to_self(&qp, port, attr.active_mtu, &route)?;
     phases.lap("create_cq+create_qp+modify_qp");
@@ -121,8 +124,7 @@ pub(super) fn loopback(
     let mut off = 0;
     while off < half {
         let len = (half - off).min(max_msg);
-        qp.post_send(WR_WRITE, &mr, off, len as u32, Some((mr.addr(half + off), mr.rkey())))
-            .map_err(|e| Failure::os("post_send", &e, None))?;
+        send(WR_WRITE, off, len, Some((mr.addr(half + off), mr.rkey())))?;
         wait_for(&cq, &[WR_WRITE], deadline, "RDMA WRITE")?;
         off += len;
     }
@@ -138,7 +140,7 @@ pub(super) fn loopback(
     phases.lap("verify_write");
     // SEND/RECV: first MSG_BYTES of the pattern -> the separate receive region.
     qp.post_recv(WR_RECV, &recv_mr, 0, MSG_BYTES as u32).map_err(|e| Failure::os("post_recv", &e, None))?;
-    qp.post_send(WR_SEND, &mr, 0, MSG_BYTES as u32, None).map_err(|e| Failure::os("post_send", &e, None))?;
+    send(WR_SEND, 0, MSG_BYTES, None)?;
     wait_for(&cq, &[WR_SEND, WR_RECV], deadline, "SEND/RECV")?;
     phases.lap("send_recv");
     if recv_mr.read(0, MSG_BYTES) != pattern[..MSG_BYTES] {
@@ -190,9 +192,8 @@ fn connect_to_self(qp: &Qp<'_>, port: u8, mtu: u32, route: &Route) -> Result<(),
     Ok(())
 }
 
-/// Polls until a successful completion has arrived for each of `want`, the first failed
-/// completion, or the deadline. Spins briefly, then sleeps between polls so a software device
-/// (rxe) running on the same CPU gets to do the work.
+/// Polls until each of `want` completed, the first failed completion, or the deadline; spins
+/// briefly, then sleeps so that a software device on the same CPU gets to work.
 pub(crate) fn wait_for(cq: &Cq<'_>, want: &[u64], deadline: Instant, what: &str) -> Result<(), Failure> {
     let mut pending: Vec<u64> = want.to_vec();
     let mut spins = 0u32;

@@ -1,10 +1,6 @@
-//! Verify: check what sysfs says of the pod's ports through ibverbs, and optionally move bytes.
-//!
-//! Sysfs can say a port is ACTIVE while this container cannot open the device (uverbs not
-//! mounted) or register memory (memlock, IOMMU). NCCL would find out minutes into the job, or
-//! fall back to TCP silently; here it takes milliseconds at start. Works through the `Verbs`
-//! trait only, so the logic is tested with a fake and the real thing in the Soft-RoCE lab. It
-//! records facts on the ports; what to do about them is the plan's decision.
+//! Checks what sysfs says of the pod's ports through ibverbs (and, asked, moves bytes): sysfs can
+//! call a port ACTIVE that this container cannot open or register memory on. Works through the
+//! `Verbs` trait only; records facts on the ports, and the plan decides.
 
 use crate::detect::port::{PortFacts, SelftestResult, VerbsCheck};
 use crate::detect::sysfs::Sysfs;
@@ -12,11 +8,9 @@ use crate::detect::Detection;
 use crate::verbs::driver::{self, Unlisted};
 use crate::verbs::probe::{NoVerbs, SelftestOptions, Verbs, VerbsError};
 
-/// Queries every port that sysfs reads as ACTIVE on the detected devices.
-/// Nothing is asked of ibverbs when no port needs checking (a node without RDMA pays nothing).
-/// `sysfs` is read only for a device libibverbs does not list, to tell a device this build has
-/// no provider for (not checked) from one the container cannot reach (unusable).
-/// Each device is asked about once (`is_listed`), and only a device with a port to check.
+/// Queries every port sysfs reads as ACTIVE, each device once (`is_listed`) and only with a port to
+/// check. `sysfs` tells, for a device libibverbs does not list, a missing provider (not checked)
+/// from an unreachable device (unusable).
 pub fn probe(detection: &mut Detection, verbs: &dyn Verbs, sysfs: &Sysfs) {
     for dev in &mut detection.devices {
         let mut listed = None;
@@ -71,8 +65,7 @@ pub fn selftest(
     for dev in &mut detection.devices {
         for port in dev.ports.iter_mut().filter(|p| usable(p)) {
             let Ok(num) = u8::try_from(port.port) else { continue };
-            // A port ibverbs could not be asked about cannot be tested either; say why, as the
-            // stand-in verbs do, rather than fail to open a device this build cannot list.
+            // A port ibverbs could not be asked about cannot be tested either: say why.
             if let Some(VerbsCheck::NotChecked { reason }) = &port.verbs {
                 port.selftest = Some(NoVerbs { reason: reason.clone() }.selftest(&dev.name, num, None, opts));
                 continue;
@@ -85,16 +78,9 @@ pub fn selftest(
 
 /// One line for people about a failed self-test.
 pub fn describe_failure(dev: &str, port: u32, r: &SelftestResult) -> String {
-    let mut s = format!(
-        "{dev}:{port}: loopback self-test failed at {} ({})",
-        r.step.as_deref().unwrap_or("?"),
-        r.status.as_deref().unwrap_or("no status")
-    );
-    if let Some(h) = &r.hint {
-        s.push_str(": ");
-        s.push_str(h);
-    }
-    s
+    let (step, status) = (r.step.as_deref().unwrap_or("?"), r.status.as_deref().unwrap_or("no status"));
+    let hint = r.hint.as_ref().map(|h| format!(": {h}")).unwrap_or_default();
+    format!("{dev}:{port}: loopback self-test failed at {step} ({status}){hint}")
 }
 
 #[cfg(test)]
