@@ -209,7 +209,10 @@ fn sysfs_dev(f: &nldev::Found, root: &[u8]) -> Option<NonNull<VerbsSysfsDev>> {
         return None;
     }
     // -1: unknown (a device read from sysfs), as rdma-core's own sysfs scan leaves it.
-    let ibdev_idx = c_int::try_from(f.device.index).unwrap_or(-1);
+    let ibdev_idx = match f.device.index {
+        nldev::UNKNOWN_INDEX => -1,
+        i => c_int::try_from(i).ok()?,
+    };
     let abi_ver = u32::try_from(f.uverbs.abi).ok()?;
     // SAFETY: calloc returns NULL or zeroed memory aligned for any fundamental type, and all
     // zeroes is a valid VerbsSysfsDev (null pointers, zero numbers, empty strings).
@@ -1105,7 +1108,13 @@ mod tests {
     #[test]
     fn a_device_whose_names_do_not_fit_is_not_made_an_entry() {
         assert!(sysfs_dev(&found("mlx5_0", 0, "uverbs0", 192), &[b'x'; 240]).is_none(), "path over 256 bytes");
-        assert!(sysfs_dev(&found("mlx5_0", u32::MAX, "uverbs0", 192), b"/sys").is_none(), "index past an int");
+        assert!(sysfs_dev(&found("mlx5_0", 1 << 31, "uverbs0", 192), b"/sys").is_none(), "index past an int");
+        let unknown = sysfs_dev(&found("mlx5_0", nldev::UNKNOWN_INDEX, "uverbs0", 192), b"/sys").expect("entry");
+        // SAFETY: `unknown` is the fresh calloc'd entry sysfs_dev returned, in no list; read, then freed once.
+        let idx = unsafe { (*unknown.as_ptr()).ibdev_idx };
+        // SAFETY: as above; nothing else holds the pointer.
+        unsafe { libc::free(unknown.as_ptr().cast()) };
+        assert_eq!(idx, -1, "a device read from sysfs: its index unknown, as rdma-core's scan leaves it");
         let mut long = found("mlx5_0", 0, "uverbs0", 192);
         long.device.name = "d".repeat(64);
         assert!(sysfs_dev(&long, b"/sys").is_none(), "name of 64 bytes leaves no room for its NUL");

@@ -29,6 +29,8 @@ const ATTR_UVERBS_DRIVER_ID: u16 = 73;
 
 /// libibverbs' `IBV_SYSFS_NAME_MAX`: a name and its NUL.
 pub const NAME_MAX: usize = 64;
+/// The index of a device read from sysfs, which does not say it (libibverbs then holds -1).
+pub(crate) const UNKNOWN_INDEX: u32 = u32::MAX;
 /// Where the uverbs nodes are (rdma-core's `RDMA_CDEV_DIR`).
 pub(crate) const CDEV_DIR: &str = "/dev/infiniband";
 
@@ -131,7 +133,7 @@ pub(crate) fn from_sysfs(root: &std::path::Path, name: &str, reachable: impl Fn(
         return None;
     }
     let device = NlDevice {
-        index: u32::MAX,
+        index: UNKNOWN_INDEX,
         name: name.to_string(),
         node_type,
         node_guid: 0,
@@ -249,7 +251,7 @@ mod tests {
         assert_eq!((f.device.name.as_str(), f.device.node_type, f.device.ports), ("mlx5_10", 1, 1));
         assert_eq!(
             (f.device.index, f.device.node_guid),
-            (u32::MAX, 0),
+            (UNKNOWN_INDEX, 0),
             "unknown, as rdma-core's sysfs scan leaves them"
         );
         // Its node out of this container's reach, a device that is not there, a name that is no
