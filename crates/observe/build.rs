@@ -82,14 +82,15 @@ const STUBBED: &[Stubbed] = &[
 
 /// The providers linked, by their `verbs_provider_<name>` suffix: the RDMA devices of GPU nodes
 /// that NCCL's IB/RoCE transport can drive. mlx5: ConnectX-4 and later, BlueField (InfiniBand and
-/// RoCE); efa: AWS; bnxt_re: Broadcom NetXtreme RoCE; irdma: Intel E810 (RoCE); mana: Azure;
-/// erdma: Alibaba Cloud; rxe: Soft-RoCE (the labs). Left out: cxgb4 and siw (iWARP, which NCCL's
+/// RoCE); efa: AWS; bnxt_re: Broadcom NetXtreme RoCE; irdma: Intel E810 (RoCE); erdma: Alibaba
+/// Cloud; rxe: Soft-RoCE (the labs). Left out: mana (Azure's front-end NIC: Azure's GPU VMs carry
+/// NCCL over ConnectX InfiniBand, mlx5), cxgb4 and siw (iWARP, which NCCL's
 /// verbs transport cannot use), qedr (FastLinQ, iWARP/RoCE NICs not found on GPU nodes), mlx4
 /// (ConnectX-3, end of life), mthca (InfiniHost), ocrdma (Emulex OneConnect), vmw_pvrdma
 /// (VMware's paravirtual device), hfi1verbs and ipathverbs (Omni-Path and QLogic InfiniPath,
 /// which NCCL reaches through its own PSM2/OFI plugins, not verbs) and hns (HiSilicon Kunpeng
 /// SoC NICs).
-const LINKED_PROVIDERS: &[&str] = &["mlx5", "efa", "bnxt_re", "irdma", "mana", "erdma", "rxe"];
+const LINKED_PROVIDERS: &[&str] = &["mlx5", "efa", "bnxt_re", "irdma", "erdma", "rxe"];
 /// Part of glibc itself since 2.34; `+crt-static` links it already.
 const LIBC_PARTS: &[&str] = &["pthread", "dl", "rt", "m", "c"];
 

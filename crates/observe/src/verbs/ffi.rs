@@ -940,7 +940,7 @@ mod tests {
     fn the_gpu_node_providers_are_linked_and_no_others() {
         let mut linked = STATIC_PROVIDERS.to_vec();
         linked.sort_unstable();
-        assert_eq!(linked, ["bnxt_re", "efa", "erdma", "irdma", "mana", "mlx5", "rxe"]);
+        assert_eq!(linked, ["bnxt_re", "efa", "erdma", "irdma", "mlx5", "rxe"]);
     }
 
     /// `struct verbs_sysfs_dev`'s offsets and size in rdma-core v44 on x86_64 and aarch64 alike,
