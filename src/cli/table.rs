@@ -263,19 +263,26 @@ const fn o(
 
 /// Stores the value in the field `field` finds (a command without it takes none); a value that
 /// does not fit its field's type is the table's mistake, which its tests find.
-fn put<T: FromVal>(c: &mut Cli, v: Val, field: impl FnOnce(&mut Cli) -> Option<&mut T>) -> Result<(), String> {
-    let shown = format!("{v:?}");
-    let x = T::from_val(v).ok_or_else(|| format!("{shown} does not fit its field"))?;
+/// `field` is a trait object so that the table's many setters share one instance of this per
+/// field type, not one each.
+fn put<T: FromVal>(c: &mut Cli, v: Val, field: &dyn Fn(&mut Cli) -> Option<&mut T>) -> Result<(), String> {
+    let x = T::from_val(v.clone()).ok_or_else(|| misfit(&v))?;
     if let Some(f) = field(c) {
         *f = x;
     }
     Ok(())
 }
 
+/// `put`'s message, written once rather than in each of its (one per option) instances.
+#[inline(never)]
+fn misfit(v: &Val) -> String {
+    format!("{v:?} does not fit its field")
+}
+
 /// A field of the run's options.
 macro_rules! opts {
     ($f:ident) => {
-        |c: &mut Cli, v: Val| put(c, v, |c| Some(&mut c.opts.$f))
+        |c: &mut Cli, v: Val| put(c, v, &|c| Some(&mut c.opts.$f))
     };
 }
 
@@ -284,7 +291,7 @@ macro_rules! opts {
 macro_rules! ping {
     ($f:ident) => {
         |c: &mut Cli, v: Val| {
-            put(c, v, |c| match &mut c.sub {
+            put(c, v, &|c| match &mut c.sub {
                 Some(Sub::Ping(p)) => Some(&mut p.$f),
                 _ => Some(&mut c.opts.gate_ping.$f),
             })
@@ -295,7 +302,7 @@ macro_rules! ping {
 /// A field of `watch`'s options.
 macro_rules! watch {
     ($f:ident) => {
-        |c: &mut Cli, v: Val| put(c, v, |c| if let Some(Sub::Watch(w)) = &mut c.sub { Some(&mut w.$f) } else { None })
+        |c: &mut Cli, v: Val| put(c, v, &|c| if let Some(Sub::Watch(w)) = &mut c.sub { Some(&mut w.$f) } else { None })
     };
 }
 
@@ -303,7 +310,7 @@ macro_rules! watch {
 macro_rules! files {
     ($f:ident) => {
         |c: &mut Cli, v: Val| {
-            put(c, v, |c| match &mut c.sub {
+            put(c, v, &|c| match &mut c.sub {
                 Some(Sub::Doctor { files, .. } | Sub::Watch(WatchArgs { files, .. })) => Some(&mut files.$f),
                 _ => None,
             })
@@ -313,14 +320,14 @@ macro_rules! files {
 
 /// `--json` of `env`, `doctor` and `status`.
 fn json(c: &mut Cli, v: Val) -> Result<(), String> {
-    put(c, v, |c| match &mut c.sub {
+    put(c, v, &|c| match &mut c.sub {
         Some(Sub::Env { json } | Sub::Doctor { json, .. } | Sub::Status { json }) => Some(json),
         _ => None,
     })
 }
 
 fn no_selftest(c: &mut Cli, v: Val) -> Result<(), String> {
-    put(c, v, |c| if let Some(Sub::Doctor { no_selftest, .. }) = &mut c.sub { Some(no_selftest) } else { None })
+    put(c, v, &|c| if let Some(Sub::Doctor { no_selftest, .. }) = &mut c.sub { Some(no_selftest) } else { None })
 }
 
 const MS_DAY: u64 = 86_400_000;
