@@ -39,7 +39,7 @@ pub(super) fn visible_ports(inp: &Inputs) -> Vec<(String, Vec<u32>)> {
             .collect();
         all.push((name.clone(), ports));
     }
-    all.sort_by(|a, b| nw_observe::detect::names::natural_cmp(&a.0, &b.0));
+    all.sort_unstable_by(|a, b| nw_observe::detect::names::natural_cmp(&a.0, &b.0));
     all
 }
 

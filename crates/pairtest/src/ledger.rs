@@ -182,7 +182,7 @@ impl Ledger {
             .filter(|(_, e)| e.counted > 0)
             .map(|(s, e)| (*s, e.counted, std::mem::take(&mut e.last)))
             .collect();
-        counted.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        counted.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         let rest = counted.split_off(counted.len().min(SUMS_PER_WINDOW));
         let mut out: Vec<ExchangeError> = counted
             .into_iter()

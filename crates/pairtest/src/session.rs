@@ -168,7 +168,7 @@ pub(crate) fn initiate(
                     let warm = samples.len().min(10).min(samples.len() / 10);
                     let mut rest = samples;
                     rest.drain(..warm);
-                    rest.sort_by(f64::total_cmp);
+                    rest.sort_unstable_by(f64::total_cmp);
                     if let Some((median, p99)) = pair::percentiles(&rest) {
                         figures[k].median_us = Some(median);
                         figures[k].p99_us = Some(p99);

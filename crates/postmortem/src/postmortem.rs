@@ -94,7 +94,7 @@ pub(crate) fn moved(start: &Counters, exit: &Counters) -> Vec<Moved> {
             })
         })
         .collect();
-    out.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
+    out.sort_unstable_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
     out
 }
 

@@ -456,7 +456,7 @@ fn own_entry(ports: &[PortFacts]) -> Option<String> {
 }
 
 fn dedupe(mut named: Vec<Named>) -> Vec<Named> {
-    named.sort_by(|a, b| names::natural_cmp(&a.name, &b.name));
+    named.sort_unstable_by(|a, b| names::natural_cmp(&a.name, &b.name));
     named.dedup_by(|a, b| a.name == b.name);
     named
 }

@@ -104,7 +104,7 @@ pub fn gpus(sysfs: &Sysfs) -> Vec<Place> {
         })
         .filter_map(|addr| place(sysfs, &addr))
         .collect();
-    out.sort_by(|a, b| a.pci.cmp(&b.pci));
+    out.sort_unstable_by(|a, b| a.pci.cmp(&b.pci));
     out
 }
 
