@@ -1,8 +1,6 @@
-//! Check `bootstrap`: the interface NCCL's and Gloo's out-of-band sockets will use. Where nccl-wrap
-//! chose it, says which and why; where the user set `NCCL_SOCKET_IFNAME` or `GLOO_SOCKET_IFNAME`
-//! (kept as set), says when the value selects no interface, a rail, an interface with only
-//! link-local addresses, or one that does not route to the coordinator. Reads this namespace's
-//! routing table through the proc root and its addresses through the plan's seam; never connects.
+//! Check `bootstrap`: the interface NCCL's and Gloo's out-of-band sockets use, and where a user's
+//! `NCCL_SOCKET_IFNAME` or `GLOO_SOCKET_IFNAME` selects none, a rail, a link-local-only one, or
+//! one that does not route to the coordinator. Reads routes and addresses; never connects.
 
 use std::net::IpAddr;
 

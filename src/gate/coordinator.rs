@@ -1,11 +1,6 @@
-//! Rank 0's part: the roster (every pod's join, until all are in or the wait ends), each pod's
-//! successor, every pod's results, and the verdict sent to all. Joins arrive from the listener
-//! over a channel; a join of another job, of another size, of a rank out of range or already
-//! taken, or one that does not answer its connection's challenge (a join of an earlier run,
-//! replayed), is refused and logged, and the wait goes on.
-//!
-//! Data walks one way: joins -> roster -> assignments -> this pod's edge and the reports ->
-//! verdict, sent to all ([`run`]).
+//! Rank 0's part, one way ([`run`]): joins (from the listener) -> roster -> assignments -> this
+//! pod's edge and the reports -> the verdict, sent to all. A join that is not this job's, or does
+//! not answer its connection's challenge, is refused and logged, and the wait goes on.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -18,7 +13,7 @@ use super::verdict::{self, pod_fails, Pod, SlowRule};
 use super::who::Who;
 use nw_output::msg::PREFIX;
 use nw_pairtest::edge::PairTest;
-use nw_pairtest::exchange::Session;
+use nw_pairtest::exchange::{ExchangeError, Session};
 use nw_pairtest::ledger::Ledger;
 use nw_pairtest::session::{budget, pairing, rounds};
 use nw_pairtest::wire::{PortInfo, Protocol};
@@ -81,15 +76,14 @@ pub fn check(join: &Join, who: &Who) -> Result<(), String> {
     Ok(())
 }
 
-/// Why a join that is this job's is not taken: it does not answer its connection's challenge, or
-/// fails the job secret's MAC over it. A join made with the job's secret for another challenge
-/// is named a replay: a frame recorded from an earlier run (or another connection) sent again.
+/// Why a join of this job is not taken: it does not answer its connection's challenge (a replay,
+/// where the job's secret made it for another), or fails the job secret's MAC.
 fn unsealed(j: Join, peer: SocketAddr, local: SocketAddr, job: &str, keys: Keys) -> Result<Join, String> {
     let expected = seal::challenge(keys.gate, peer, local);
     let nonce = j.nonce.clone().unwrap_or_default();
     let (rank, host, answered) = (j.rank, j.host.clone(), j.challenge.clone());
     let bound = |gate| Bound { job, member: &nonce, gate };
-    let msg = Frame::Join(j);
+    let msg = Frame::Join(j.clone());
     let replayed = || {
         format!("rank {rank} ({host}): its join was made for another connection's challenge: a join recorded from an earlier run (or another connection) and replayed: refused")
     };
@@ -104,15 +98,10 @@ fn unsealed(j: Join, peer: SocketAddr, local: SocketAddr, job: &str, keys: Keys)
         }
         Err(e) => return Err(format!("rank {rank} ({host}): its join {e}: refused")),
     }
-    match msg {
-        Frame::Join(j) => Ok(j),
-        _ => Err(format!("rank {rank} ({host}): its join was lost")),
-    }
+    Ok(j)
 }
 
-/// Refuses a join, telling the pod why; said on stderr as the port's strays are (the first few
-/// of a source in full, the rest counted into the listener's line), so that a flood of joins
-/// that are refused is a few lines.
+/// Refuses a join, telling the pod why; said on stderr at the rate the port's strays are.
 fn refuse(s: Session, peer: SocketAddr, why: &str, ledger: &Ledger) {
     if ledger.refused(peer.ip(), why) {
         eprintln!("{PREFIX} gate: ignored {peer}: {why}");
@@ -120,7 +109,6 @@ fn refuse(s: Session, peer: SocketAddr, why: &str, ledger: &Ledger) {
     s.refuse(why);
 }
 
-/// Gathers joins until every rank 1..size is in, the wait passes or it is cancelled.
 /// How often rank 0 says whom it still waits for (the wait is 10 minutes by default).
 const WAITING_EVERY: Duration = Duration::from_secs(30);
 
@@ -142,6 +130,7 @@ fn waiting(members: &BTreeMap<u32, Member>, size: u32, left: Duration) -> String
     )
 }
 
+/// Gathers joins until every rank 1..size is in, the wait passes or it is cancelled.
 pub fn gather(joins: &Joins, who: &Who, keys: Keys) -> Roster {
     let Joins { rx: joins, until, cancel, ledger } = joins;
     let until = *until;
@@ -166,8 +155,6 @@ pub fn gather(joins: &Joins, who: &Who, keys: Keys) -> Roster {
             refuse(s, peer, &why, ledger);
             continue;
         }
-        // This connection's challenge and the job's secret, checked before the join is used: a
-        // replayed join, or a pod with another secret or none, is refused and told why.
         let j = match unsealed(j, peer, local, &who.job, keys) {
             Ok(j) => j,
             Err(why) => {
@@ -175,16 +162,14 @@ pub fn gather(joins: &Joins, who: &Who, keys: Keys) -> Roster {
                 continue;
             }
         };
-        if let Some(m) = members.get(&j.rank) {
-            // An earlier pod of this rank whose connection has ended is an old run's: replaced.
-            if !m.session.readable().unwrap_or(true) {
-                let why = format!(
-                    "rank {} already joined from {} ({}): refused {peer} ({})",
-                    j.rank, m.peer, m.join.host, j.host
-                );
-                refuse(s, peer, &why, ledger);
-                continue;
-            }
+        // An earlier pod of this rank whose connection has ended is an old run's: replaced.
+        if let Some(m) = members.get(&j.rank).filter(|m| !m.session.readable().unwrap_or(true)) {
+            let why = format!(
+                "rank {} already joined from {} ({}): refused {peer} ({})",
+                j.rank, m.peer, m.join.host, j.host
+            );
+            refuse(s, peer, &why, ledger);
+            continue;
         }
         members.insert(j.rank, Member { session: s, join: j, peer, local, assigned: false });
     }
@@ -205,8 +190,7 @@ pub fn target(roster: &Roster, r: u32, size: u32, port: u16) -> String {
     addr.to_string()
 }
 
-/// How long every edge's test may take: the slowest edge's session budget, plus the connect and
-/// the hello.
+/// How long every edge's test may take: the slowest edge's budget, plus the connect and hello.
 pub fn results_budget(ports: &[usize], limits: &Settings) -> Duration {
     let n = ports.len();
     let slowest = (0..n)
@@ -269,13 +253,8 @@ pub fn assign(
         let sealed = seal::seal(Frame::Assign(a), keys.key, &m.bound(&who.job, keys.gate));
         m.session.set_deadline(Instant::now() + limits.timeout);
         if let Err(e) = m.session.send_as(&sealed) {
-            lost.push(pod_fails(
-                r,
-                &m.join.host,
-                "peer",
-                format!("rank {r} could not be told its successor: {e}"),
-                "the pod went away during the gate: look at its logs",
-            ));
+            let why = format!("rank {r} could not be told its successor: {e}");
+            lost.push(pod_fails(r, &m.join.host, "peer", why, "the pod went away during the gate: look at its logs"));
         }
     }
     lost
@@ -288,46 +267,29 @@ pub fn collect(roster: &mut Roster, until: Instant, job: &str, keys: Keys) -> Ve
         m.session.set_deadline(until);
         let got = m.session.recv_as::<Frame>();
         // Checked before it is used: a report without the job's MAC counts for nothing.
+        let fails = |id, summary, hint| pod_fails(r, &m.join.host, id, summary, hint);
         if let Ok(x @ Frame::Report(_)) = &got {
             if let Err(e) = seal::check(x, keys.key, &m.bound(job, keys.gate)) {
-                out.push(pod_fails(
-                    r,
-                    &m.join.host,
-                    "secret",
-                    format!("rank {r}'s report {e}"),
-                    super::member::SECRET_HINT,
-                ));
+                out.push(fails("secret", format!("rank {r}'s report {e}"), super::member::SECRET_HINT));
                 continue;
             }
         }
-        let got = got.and_then(|x| match x {
-            Frame::Report(rep) => Ok(rep),
-            other => Err(nw_pairtest::exchange::ExchangeError::Unexpected {
-                peer: m.session.peer.clone(),
-                want: "report",
-                got: other.name(),
-            }),
-        });
+        let peer = m.session.peer.clone();
         match got {
-            Ok(rep) if rep.rank == r => out.extend(rep.pairs.into_iter().map(|mut f| {
-                // A pod speaks for its own rank only.
-                f.rank = r;
-                f
-            })),
-            Ok(rep) => out.push(pod_fails(
-                r,
-                &m.join.host,
+            // A pod speaks for its own rank only.
+            Ok(Frame::Report(rep)) if rep.rank == r => {
+                out.extend(rep.pairs.into_iter().map(|f| Finding { rank: r, ..f }))
+            }
+            Ok(Frame::Report(rep)) => out.push(fails(
                 "peer",
                 format!("rank {r} sent the report of rank {}", rep.rank),
                 "run the same nccl-wrap on every pod",
             )),
-            Err(e) => out.push(pod_fails(
-                r,
-                &m.join.host,
-                "no-result",
-                format!("rank {r} sent no result: {e}"),
-                "the pod went away or hung during its pair test: look at its logs",
-            )),
+            got => {
+                let e = got.map_or_else(|e| e, |x| ExchangeError::Unexpected { peer, want: "report", got: x.name() });
+                let hint = "the pod went away or hung during its pair test: look at its logs";
+                out.push(fails("no-result", format!("rank {r} sent no result: {e}"), hint));
+            }
         }
     }
     out
@@ -358,11 +320,8 @@ pub fn problems(roster: &Roster) -> Vec<Finding> {
         .collect()
 }
 
-/// The pods whose NCCL bootstrap cannot reach rank 0's: another address family than rank 0's
-/// (`mine`). NCCL connects every rank's out-of-band socket to rank 0's, over one family; a pod
-/// that reaches the coordinator only over the other hangs at NCCL's init ("Bootstrap : no socket
-/// interface found", or connect retries until the timeout). A pod or rank 0 whose family is not
-/// known is not judged.
+/// The pods whose NCCL bootstrap uses another address family than rank 0's (`mine`): NCCL
+/// connects every rank to rank 0 over one family, so they would hang at its init. Unknown: unjudged.
 pub fn bootstrap_mismatches<'a>(joins: impl IntoIterator<Item = &'a Join>, mine: Option<&Bootstrap>) -> Vec<Finding> {
     let Some((my_if, my_family)) = mine.and_then(|b| Some((b.ifname.as_str(), b.family.as_deref()?))) else {
         return Vec::new();
@@ -387,10 +346,7 @@ pub fn bootstrap_mismatches<'a>(joins: impl IntoIterator<Item = &'a Join>, mine:
 }
 
 /// The pods that hand NCCL another number of rails than the job's most common count (rank 0's
-/// where two counts are as common). NCCL pairs rails by their place in the list, and a rank that
-/// opens fewer NICs than its peers starts crippled, or with 2.30's default
-/// `NCCL_IGNORE_NET_MISMATCH=1` spins for ever (NVIDIA/nccl#2428). A pod that brings no rail for
-/// a reason of its own (`problem`, named apart) is not counted.
+/// on a tie), pods with a `problem` (named apart) not counted.
 pub fn rail_count_mismatches<'a>(joins: impl IntoIterator<Item = &'a Join>, mine: Option<usize>) -> Vec<Finding> {
     let joins: Vec<&Join> = joins.into_iter().filter(|j| j.problem.is_none()).collect();
     let mut counts: BTreeMap<usize, u32> = BTreeMap::new();
@@ -450,7 +406,7 @@ pub struct Joins<'a> {
 }
 
 /// Rank 0: the roster, the assignments, this pod's own edge, the reports, the verdict to all
-/// (slow pairs judged by `slow`; with `prune`, rails whose pairs failed dropped on every pod).
+/// (with `prune`, rails whose pairs failed dropped on every pod).
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     who: &Who,
@@ -462,17 +418,15 @@ pub fn run(
     slow: SlowRule,
     prune: bool,
 ) -> Verdict {
-    let key = trust.key;
-    let timeout = limits.timeout;
-    let mine = fabric.ports();
+    let (key, timeout, mine) = (trust.key, limits.timeout, fabric.ports());
     let keys = Keys { key, gate: trust.nonce };
     let mut roster = gather(&joins, who, keys);
     // The roster is closed: the listener tells a late join so (its channel is gone).
     drop(joins);
+    let joins = || roster.members.values().map(|m| &m.join);
     let mut findings: Vec<Finding> = problems(&roster);
-    findings.extend(bootstrap_mismatches(roster.members.values().map(|m| &m.join), who.bootstrap.as_ref()));
-    let my_count = mine.as_ref().ok().map(Vec::len);
-    findings.extend(rail_count_mismatches(roster.members.values().map(|m| &m.join), my_count));
+    findings.extend(bootstrap_mismatches(joins(), who.bootstrap.as_ref()));
+    findings.extend(rail_count_mismatches(joins(), mine.as_ref().ok().map(Vec::len)));
     if let Err(c) = &mine {
         findings.push(verdict::of_pod(me, None, c));
     }

@@ -1,15 +1,6 @@
-//! The gate's port on every pod: one listener that serves the predecessor's pair test and, on
-//! rank 0, takes the other pods' joins: a pod knocks, is sent this connection's challenge, and
-//! its join (read as a first message again) must answer it. Everything else that connects (a
-//! probe, a scanner, a plain `ping`, a pod of another job or an old run) is a stray: logged,
-//! told why, and ignored while the wait goes on. Never a peer.
-//!
-//! Connections come through the pair test's one listener policy (`pairtest::door`, applied by
-//! `pairtest::desk`): each first message is read on a short-lived thread under the hello
-//! deadline, at most `door::READERS` at once and half of them from one source, a source's reads
-//! a second bounded (a connection past a limit is closed unread), a stray closed as soon as it is
-//! judged, and strays said at a bounded rate: the first few of a source one by one, the rest as
-//! one count line every 10 s (`pairtest::ledger`, shared with the roster's refusals).
+//! The gate's port on every pod, through the pair test's one door (`pairtest::desk`): it serves
+//! the predecessor's pair test and, on rank 0, takes the joins (a knock, its challenge, then the
+//! join). Everything else is a stray: logged at a bounded rate, told why, and ignored.
 
 use std::net::TcpListener;
 use std::sync::atomic::AtomicBool;
@@ -35,7 +26,7 @@ pub struct Listen<'a> {
     pub predecessor: u32,
     /// Deadline of each connection's first message.
     pub hello: Duration,
-    /// The most this pod answers its predecessor's test with (its own pair test settings).
+    /// The most this pod answers its predecessor's test with.
     pub test: &'a Settings,
     /// With a job secret, the predecessor's test must prove it, bound to this pod's nonce.
     pub trust: super::Trust<'a>,
@@ -72,30 +63,18 @@ fn counted(what: &str) {
     eprintln!("{PREFIX} gate: ignored: {what}");
 }
 
-/// The gate port's policy: anyone may knock (a join proves itself by the job's secret and its
-/// challenge, a pair test by its tag), each first message within `hello`, the predecessor's test
-/// answered within this pod's own.
+/// The gate port's policy: anyone may knock (a join and a pair test prove themselves), each first
+/// message within `hello`.
 pub fn policy(hello: Duration, test: &Settings) -> Policy {
     Policy::new(Allow::Anyone, hello, test.clone())
 }
 
-/// Serves until `stop` is set or `until` passes. Every connection goes through the pair test's
-/// door: strays are closed as soon as they are judged, and at most the door's readers are open
-/// unjudged; those are shut when this returns.
+/// Serves until `stop` is set or `until` passes; connections still unjudged are shut on return.
 pub fn serve(l: &TcpListener, opts: Listen<'_>, fabric: &dyn PairTest, until: Instant) -> Served {
     let mut desk: Desk<'_, Frame> = Desk::with_ledger(l, policy(opts.hello, opts.test), opts.ledger.clone());
-    let mut desk_of = Dispatch {
-        job: opts.job,
-        predecessor: opts.predecessor,
-        joins: opts.joins,
-        fabric,
-        test: opts.test,
-        trust: opts.trust,
-        hello: opts.hello,
-        ledger: opts.ledger,
-        served: Served::default(),
-    };
-    while let Some(arrival) = desk.next(Some(until), opts.stop) {
+    let stop = opts.stop;
+    let mut desk_of = Dispatch { opts, fabric, served: Served::default() };
+    while let Some(arrival) = desk.next(Some(until), stop) {
         match arrival {
             Arrival::First(s, m) => {
                 if let Some(s) = desk_of.dispatch(s, m) {
@@ -116,16 +95,16 @@ fn say(ledger: &Ledger, s: &Session, why: &str) -> bool {
     s.addrs().is_none_or(|(peer, _)| ledger.refused(peer.ip(), why))
 }
 
+/// A stray's first message: counted, said if its source's share allows, and the peer told `tell`.
+fn refuse(served: &mut Served, ledger: &Ledger, s: Session, why: &str, tell: &str) {
+    stray(served, &format!("{}: {why}", s.peer), say(ledger, &s, why));
+    s.refuse(tell);
+}
+
 /// Where each connection's first message is sorted: a join, the predecessor, or a stray.
 struct Dispatch<'a> {
-    job: &'a str,
-    predecessor: u32,
-    joins: Option<Sender<(Session, Join)>>,
+    opts: Listen<'a>,
     fabric: &'a dyn PairTest,
-    test: &'a Settings,
-    trust: super::Trust<'a>,
-    hello: Duration,
-    ledger: Ledger,
     served: Served,
 }
 
@@ -133,9 +112,9 @@ impl Dispatch<'_> {
     /// Sorts one first message; returns the connection where its next message is to be read as a
     /// first message again (a knock answered with its challenge: the join comes next).
     fn dispatch(&mut self, mut s: Session, first: Frame) -> Option<Session> {
-        let Dispatch { job, predecessor, joins, fabric, test, trust, hello, ledger, served } = self;
-        let (job, predecessor, fabric, test, trust, hello) = (*job, *predecessor, *fabric, *test, *trust, *hello);
-        let peer = s.peer.clone();
+        let Dispatch { opts, fabric, served } = self;
+        let Listen { job, predecessor, hello, test, trust, ref mut joins, ref ledger, .. } = *opts;
+        let fabric = *fabric;
         match first {
             Frame::Knock(k) if joins.is_some() => {
                 // This connection's challenge, fresh for this gate run: the join sent next on it
@@ -147,15 +126,14 @@ impl Dispatch<'_> {
                     Ok(()) => return Some(s),
                     Err(e) => {
                         let why = format!("rank {} of job {:?} knocked: {e}", k.rank, k.job);
-                        stray(served, &format!("{peer}: {why}"), say(ledger, &s, &why));
+                        stray(served, &format!("{}: {why}", s.peer), say(ledger, &s, &why));
                     }
                 }
             }
             Frame::Knock(k) => {
                 let why =
                     format!("a knock from rank {} of job {:?}, but this pod is not the coordinator", k.rank, k.job);
-                stray(served, &format!("{peer}: {why}"), say(ledger, &s, &why));
-                s.refuse(&format!("{why}: set NCCL_WRAP_GATE_COORDINATOR to rank 0's address"));
+                refuse(served, ledger, s, &why, &format!("{why}: set NCCL_WRAP_GATE_COORDINATOR to rank 0's address"));
             }
             Frame::Join(j) => match joins {
                 Some(tx) => {
@@ -165,15 +143,19 @@ impl Dispatch<'_> {
                             "rank {} of job {:?} joined after the roster closed (every rank was in, or the wait ended)",
                             j.rank, j.job
                         );
-                        stray(served, &format!("{peer}: {why}"), say(ledger, &s, &why));
-                        s.refuse(&why);
+                        refuse(served, ledger, s, &why, &why);
                     }
                 }
                 None => {
                     let why =
                         format!("a join from rank {} of job {:?}, but this pod is not the coordinator", j.rank, j.job);
-                    stray(served, &format!("{peer}: {why}"), say(ledger, &s, &why));
-                    s.refuse(&format!("{why}: set NCCL_WRAP_GATE_COORDINATOR to rank 0's address"));
+                    refuse(
+                        served,
+                        ledger,
+                        s,
+                        &why,
+                        &format!("{why}: set NCCL_WRAP_GATE_COORDINATOR to rank 0's address"),
+                    );
                 }
             },
             Frame::Pair(Message::Hello(h)) => {
@@ -187,8 +169,7 @@ impl Dispatch<'_> {
                 };
                 if let Some(e) = proof {
                     let why = format!("a pair test as rank {predecessor} of job {job:?} ({}): its tag {e}", h.host);
-                    stray(served, &format!("{peer}: {why}"), say(ledger, &s, &why));
-                    s.refuse(&why);
+                    refuse(served, ledger, s, &why, &why);
                     return None;
                 }
                 if ours && served.pairs.is_none() {
@@ -207,13 +188,11 @@ impl Dispatch<'_> {
                     h.host,
                     if served.pairs.is_some() { ", already served" } else { "" }
                 );
-                stray(served, &format!("{peer}: {why}"), say(ledger, &s, &why));
-                s.refuse(&why);
+                refuse(served, ledger, s, &why, &why);
             }
             other => {
                 let why = format!("sent a {} message first", other.name());
-                stray(served, &format!("{peer}: {why}"), say(ledger, &s, &why));
-                s.refuse(&why);
+                refuse(served, ledger, s, &why, &why);
             }
         }
         None

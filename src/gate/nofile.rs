@@ -1,8 +1,5 @@
-//! Rank 0 holds one connection per pod for the whole gate: its soft limit of open descriptors
-//! (RLIMIT_NOFILE, often 1024 in a container) is raised towards the hard limit for the gate's
-//! length, and put back before the command starts, so the command sees the limit it was given.
-//!
-//! It must never raise the hard limit, and never leave the soft limit changed after the gate.
+//! Rank 0 holds one connection per pod: its soft RLIMIT_NOFILE is raised towards the hard limit
+//! for the gate, and put back before the command starts. It never raises the hard limit.
 
 use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
 
@@ -17,8 +14,7 @@ pub struct Raised {
     was: Option<Rlimit>,
 }
 
-/// The soft limit `pods` need given the current limits: `None` when it is high enough, else
-/// the need, at most the hard limit.
+/// The soft limit `pods` need, at most the hard limit; `None` when it is high enough.
 pub fn target(soft: u64, hard: u64, pods: u32) -> Option<u64> {
     let need = u64::from(pods) + SPARE;
     (soft < need).then(|| need.min(hard)).filter(|&to| to > soft)

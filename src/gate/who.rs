@@ -1,14 +1,5 @@
-//! Who this pod is in its job: its rank, the job's size, the coordinator (rank 0) and the job
-//! identity, from the gate's own options, else from the launcher's variables. Pure: the
-//! variables come in as a value.
-//!
-//! Launchers, in the order they are tried (the first whose rank variable is set):
-//! 1. torchrun / elastic PyTorchJob: `PET_NODE_RANK`, `PET_NNODES`, `PET_MASTER_ADDR`;
-//! 2. PyTorchJob: `RANK`, `WORLD_SIZE`, `MASTER_ADDR` (one process per pod: pods, not processes);
-//! 3. Indexed Job or JobSet: `JOB_COMPLETION_INDEX`, with the coordinator and the size given;
-//! 4. Slurm: `SLURM_NODEID`, `SLURM_NNODES`, with the coordinator given.
-//!
-//! Each value given by a gate option wins over the launcher's. `MASTER_PORT` is never used: the
+//! Who this pod is in its job (rank, size, coordinator, job id): each gate option, else the first
+//! launcher of `LAUNCHERS` whose rank variable is set. Pure. `MASTER_PORT` is never used: the
 //! launcher owns it.
 
 use std::ffi::OsStr;
@@ -36,8 +27,7 @@ pub struct Who {
     pub size: u32,
     /// Rank 0's `HOST:PORT`.
     pub coordinator: String,
-    /// The TCP port this pod listens on: the coordinator's on rank 0, `--gate-port` elsewhere
-    /// (the same unless the coordinator names another port).
+    /// The TCP port this pod listens on: the coordinator's on rank 0, `--gate-port` elsewhere.
     pub port: u16,
     pub job: String,
     /// "rank from PET_NODE_RANK, size from PET_NNODES, coordinator from PET_MASTER_ADDR".
@@ -71,6 +61,7 @@ pub enum WhoError {
 }
 
 /// One launcher: the variables of its rank, size and coordinator (empty: must be given).
+/// PyTorchJob's `RANK` and `WORLD_SIZE` count pods (one process per pod).
 struct Launcher {
     rank: &'static str,
     size: &'static str,
