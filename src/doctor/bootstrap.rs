@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use serde_json::json;
 
 use super::{user_var, Check, Inputs, Status};
-use nw_decide::bootstrap::{interface_to, unfit, user_value_problem};
+use nw_decide::bootstrap::{interface_to, unfit, user_value_problem, Bootstrap};
 use nw_nccl::env::{GLOO_SOCKET_IFNAME, SOCKET_IFNAME};
 use nw_nccl::list::List;
 use nw_observe::detect::netif::OwnAddr;
@@ -45,16 +45,7 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
             let want: Vec<&str> = value.split(',').map(str::trim).collect();
             names.iter().map(String::as_str).filter(|n| want.contains(n)).collect()
         };
-        let mut c = user_value(
-            var,
-            &value,
-            &selected,
-            b.coordinator.as_deref(),
-            &b.coordinator_addresses,
-            &routes,
-            &addrs,
-            &rails,
-        );
+        let mut c = user_value(var, &value, &selected, b, &routes, &addrs, &rails);
         // What a start warns of (decide's rule, the one copy) fails here, with what to set instead.
         if let Some(why) = user_value_problem(var, &value, &addrs) {
             c.status = Status::Fail;
@@ -90,17 +81,17 @@ fn instead(var: &str, ours: Option<&str>) -> String {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// A user's bootstrap value, judged: what it selects, and whether that reaches the coordinator.
 fn user_value(
     var: &'static str,
     value: &str,
     selected: &[&str],
-    coordinator: Option<&str>,
-    targets: &[IpAddr],
+    b: &Bootstrap,
     routes: &[route::Route],
     addrs: &[OwnAddr],
     rails: &[String],
 ) -> Check {
+    let (coordinator, targets) = (b.coordinator.as_deref(), &b.coordinator_addresses);
     let mut status = Status::Pass;
     let mut findings = vec![format!(
         "{var}={value:?} (kept as set) selects {}",

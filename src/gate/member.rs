@@ -39,13 +39,6 @@ fn coordinator_lost(who: &Who, me: &Pod, e: &ExchangeError, when: &str) -> Verdi
     alone(who, me, "peer", format!("the coordinator {} {when}: {e}", who.coordinator), hint)
 }
 
-fn verdict_of(s: &mut Session) -> Result<Verdict, ExchangeError> {
-    match s.recv_as::<Frame>()? {
-        Frame::Verdict(v) => Ok(v),
-        other => Err(ExchangeError::Unexpected { peer: s.peer.clone(), want: "verdict", got: other.name() }),
-    }
-}
-
 /// Where the coordinator's frame fails this pod's key: the verdict that says so.
 fn forged(who: &Who, me: &Pod, m: &Frame, key: Option<&Secret>, b: &Bound) -> Option<Verdict> {
     let e = seal::check(m, key, b).err()?;
@@ -186,8 +179,12 @@ pub fn take_part(
         return coordinator_lost(who, me, &e, "did not take this pod's results");
     }
     s.set_deadline(until.max(Instant::now()) + theirs.timeout * 3);
-    match verdict_of(&mut s) {
-        Ok(v) => forged(who, me, &Frame::Verdict(v.clone()), key, &session).unwrap_or(v),
-        Err(e) => coordinator_lost(who, me, &e, "sent no verdict"),
+    match s.recv_as::<Frame>() {
+        Ok(Frame::Verdict(v)) => forged(who, me, &Frame::Verdict(v.clone()), key, &session).unwrap_or(v),
+        got => {
+            let e =
+                got.map_or_else(|e| e, |m| ExchangeError::Unexpected { peer: s.peer, want: "verdict", got: m.name() });
+            coordinator_lost(who, me, &e, "sent no verdict")
+        }
     }
 }

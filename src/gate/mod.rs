@@ -106,12 +106,9 @@ pub fn run(vars: &Vars, fabric: &dyn PairTest, opts: &Options) -> Ran {
         return Ran { outcome: Outcome::Interrupted(sig), verdict, rank, pruned: Vec::new() };
     }
     let (verdict, rank) = match checked {
-        Ok((who, v)) => {
-            let (rank, size, ms) = (who.rank, who.size, start.elapsed().as_millis());
-            eprintln!(
-                "{PREFIX} gate: rank {rank} of {size} ({}), coordinator {}, {ms} ms",
-                who.source, who.coordinator
-            );
+        Ok((Who { rank, size, source, coordinator, .. }, v)) => {
+            let ms = start.elapsed().as_millis();
+            eprintln!("{PREFIX} gate: rank {rank} of {size} ({source}), coordinator {coordinator}, {ms} ms");
             (v, rank)
         }
         Err(c) => {
@@ -123,11 +120,8 @@ pub fn run(vars: &Vars, fabric: &dyn PairTest, opts: &Options) -> Ran {
         }
     };
     // The rails a pruning verdict drops, by place, checked against this pod's own.
-    let mine = if verdict.dropped.is_empty() {
-        Vec::new()
-    } else {
-        fabric.ports().map(|p| verdict::rail_names(&p)).unwrap_or_default()
-    };
+    let mine = (!verdict.dropped.is_empty()).then(|| fabric.ports().ok()).flatten();
+    let mine = mine.map(|p| verdict::rail_names(&p)).unwrap_or_default();
     let (verdict, pruned) = match verdict::dropped_here(&verdict, &mine) {
         Ok(pruned) => (verdict, pruned),
         Err(why) => {
@@ -144,11 +138,10 @@ pub fn run(vars: &Vars, fabric: &dyn PairTest, opts: &Options) -> Ran {
         let mut o = std::io::stdout().lock();
         let _ = writeln!(o, "{}", verdict::json(&verdict, rank, verdict.go || start_anyway)).and_then(|()| o.flush());
     }
-    if verdict.go {
-        return Ran { outcome: Outcome::Start, verdict, rank, pruned };
-    }
     if start_anyway {
         eprintln!("{PREFIX} gate: --gate=warn: starting the command anyway");
+    }
+    if verdict.go || start_anyway {
         return Ran { outcome: Outcome::Start, verdict, rank, pruned };
     }
     if let Some(path) = &opts.termination_log {
@@ -163,8 +156,8 @@ fn usage(summary: String, hint: &str) -> Cause {
     Cause::new("gate-usage", Status::Fail, summary, hint)
 }
 
-/// Who, then the gate port, then the coordinator's or the member's part; the listener serves
-/// the predecessor on a thread meanwhile and is stopped and closed before this returns.
+/// Who, then the gate port, then the coordinator's or the member's part, while the listener
+/// serves the predecessor on a thread; it is closed before this returns.
 fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32) -> Result<(Who, Verdict), Cause> {
     let who = who::resolve(&opts.given, vars).map_err(|e| usage(e.to_string(), "see docs/gate.md (who the job is)"))?;
     let hint = "mount the job's Secret where NCCL_WRAP_GATE_SECRET_FILE points, or unset it (docs/gate.md)";
@@ -182,15 +175,13 @@ fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32)
     let hint = "pick a free NCCL_WRAP_GATE_PORT (the same on every pod), never the launcher's MASTER_PORT";
     let l: TcpListener = exchange::bind_any(who.port).map_err(|e| usage(e.to_string(), hint))?;
     let me = Pod { rank: who.rank, host: fabric.host() };
-    let timeout = opts.test.timeout;
-    let wait = Duration::from_millis(opts.wait_ms);
+    let (timeout, wait) = (opts.test.timeout, Duration::from_millis(opts.wait_ms));
     let limits = opts.limits(&who.job, who.rank);
-    let stop = AtomicBool::new(false);
+    let (stop, done) = (AtomicBool::new(false), AtomicBool::new(false));
     let (joins_tx, joins_rx) = mpsc::channel();
     let nonce = seal::nonce();
     let trust = Trust { key: key.as_ref(), nonce: &nonce };
     let predecessor = (who.rank + who.size - 1) % who.size;
-    let done = AtomicBool::new(false);
     // The gate port's sources: the listener admits by it, the roster's refusals count there.
     let ledger = Ledger::of(&listen::policy(timeout, &opts.test));
     let v = std::thread::scope(|scope| {
