@@ -19,7 +19,8 @@ use nw_pairtest::session::{budget, pairing, rounds};
 use nw_pairtest::wire::{PortInfo, Protocol};
 use nw_pairtest::Settings;
 
-use super::seal::{self, Bound, Secret};
+use super::seal::{self, Bound};
+use super::Trust;
 use super::wire::{Assign, Bootstrap, Finding, Frame, Join, Verdict};
 
 /// A pod that joined: its connection, what it said, and the addresses of that connection.
@@ -38,13 +39,6 @@ impl Member {
         let member = self.join.nonce.as_deref().unwrap_or("");
         Bound { job, member, gate: if self.assigned { gate } else { "" } }
     }
-}
-
-/// The job secret (or none) and this gate run's nonce, which every assigned session is bound to.
-#[derive(Debug, Clone, Copy)]
-pub struct Keys<'a> {
-    pub key: Option<&'a Secret>,
-    pub gate: &'a str,
 }
 
 /// Who came, and who did not.
@@ -78,8 +72,8 @@ pub fn check(join: &Join, who: &Who) -> Result<(), String> {
 
 /// Why a join of this job is not taken: it does not answer its connection's challenge (a replay,
 /// where the job's secret made it for another), or fails the job secret's MAC.
-fn unsealed(j: Join, peer: SocketAddr, local: SocketAddr, job: &str, keys: Keys) -> Result<Join, String> {
-    let expected = seal::challenge(keys.gate, peer, local);
+fn unsealed(j: Join, peer: SocketAddr, local: SocketAddr, job: &str, trust: Trust) -> Result<Join, String> {
+    let expected = seal::challenge(trust.nonce, peer, local);
     let nonce = j.nonce.clone().unwrap_or_default();
     let (rank, host, answered) = (j.rank, j.host.clone(), j.challenge.clone());
     let bound = |gate| Bound { job, member: &nonce, gate };
@@ -87,13 +81,13 @@ fn unsealed(j: Join, peer: SocketAddr, local: SocketAddr, job: &str, keys: Keys)
     let replayed = || {
         format!("rank {rank} ({host}): its join was made for another connection's challenge: a join recorded from an earlier run (or another connection) and replayed: refused")
     };
-    match seal::check(&msg, keys.key, &bound(&expected)) {
+    match seal::check(&msg, trust.key, &bound(&expected)) {
         Ok(()) if answered.as_deref() == Some(expected.as_str()) => {}
         Ok(()) if answered.is_none() => {
             return Err(format!("rank {rank} ({host}): its join answers no challenge (sent without a knock: a join replayed from an earlier run, or a pod of an older nccl-wrap): refused"))
         }
         Ok(()) => return Err(replayed()),
-        Err(_) if answered.as_deref().is_some_and(|c| seal::check(&msg, keys.key, &bound(c)).is_ok()) => {
+        Err(_) if answered.as_deref().is_some_and(|c| seal::check(&msg, trust.key, &bound(c)).is_ok()) => {
             return Err(replayed())
         }
         Err(e) => return Err(format!("rank {rank} ({host}): its join {e}: refused")),
@@ -131,7 +125,7 @@ fn waiting(members: &BTreeMap<u32, Member>, size: u32, left: Duration) -> String
 }
 
 /// Gathers joins until every rank 1..size is in, the wait passes or it is cancelled.
-pub fn gather(joins: &Joins, who: &Who, keys: Keys) -> Roster {
+pub fn gather(joins: &Joins, who: &Who, trust: Trust) -> Roster {
     let Joins { rx: joins, until, cancel, ledger } = joins;
     let until = *until;
     let mut members: BTreeMap<u32, Member> = BTreeMap::new();
@@ -155,7 +149,7 @@ pub fn gather(joins: &Joins, who: &Who, keys: Keys) -> Roster {
             refuse(s, peer, &why, ledger);
             continue;
         }
-        let j = match unsealed(j, peer, local, &who.job, keys) {
+        let j = match unsealed(j, peer, local, &who.job, trust) {
             Ok(j) => j,
             Err(why) => {
                 refuse(s, peer, &why, ledger);
@@ -220,7 +214,7 @@ pub fn assign(
     me_host: &str,
     limits: &Settings,
     results: Duration,
-    keys: Keys,
+    trust: Trust,
 ) -> Vec<Finding> {
     let mut lost = Vec::new();
     let targets: Vec<(u32, String, String, String)> = roster
@@ -229,7 +223,7 @@ pub fn assign(
         .map(|&r| {
             let next = (r + 1) % who.size;
             let host = roster.members.get(&next).map_or_else(|| me_host.to_owned(), |m| m.join.host.clone());
-            (r, target(roster, r, who.size, who.port), host, successor_nonce(roster, r, who.size, keys.gate))
+            (r, target(roster, r, who.size, who.port), host, successor_nonce(roster, r, who.size, trust.nonce))
         })
         .collect();
     for (r, t, successor_host, succ_nonce) in targets {
@@ -245,12 +239,12 @@ pub fn assign(
             duration_ms: limits.duration_ms,
             timeout_ms: limits.timeout_ms(),
             results_ms: u32::try_from(results.as_millis()).unwrap_or(u32::MAX),
-            nonce: Some(keys.gate.to_owned()),
+            nonce: Some(trust.nonce.to_owned()),
             successor_nonce: Some(succ_nonce).filter(|n| !n.is_empty()),
             mac: None,
         };
         m.assigned = true;
-        let sealed = seal::seal(Frame::Assign(a), keys.key, &m.bound(&who.job, keys.gate));
+        let sealed = seal::seal(Frame::Assign(a), trust.key, &m.bound(&who.job, trust.nonce));
         m.session.set_deadline(Instant::now() + limits.timeout);
         if let Err(e) = m.session.send_as(&sealed) {
             let why = format!("rank {r} could not be told its successor: {e}");
@@ -261,7 +255,7 @@ pub fn assign(
 }
 
 /// Reads every member's report until `until`; a member without one is named.
-pub fn collect(roster: &mut Roster, until: Instant, job: &str, keys: Keys) -> Vec<Finding> {
+pub fn collect(roster: &mut Roster, until: Instant, job: &str, trust: Trust) -> Vec<Finding> {
     let mut out = Vec::new();
     for (&r, m) in roster.members.iter_mut() {
         m.session.set_deadline(until);
@@ -269,7 +263,7 @@ pub fn collect(roster: &mut Roster, until: Instant, job: &str, keys: Keys) -> Ve
         // Checked before it is used: a report without the job's MAC counts for nothing.
         let fails = |id, summary, hint| pod_fails(r, &m.join.host, id, summary, hint);
         if let Ok(x @ Frame::Report(_)) = &got {
-            if let Err(e) = seal::check(x, keys.key, &m.bound(job, keys.gate)) {
+            if let Err(e) = seal::check(x, trust.key, &m.bound(job, trust.nonce)) {
                 out.push(fails("secret", format!("rank {r}'s report {e}"), super::member::SECRET_HINT));
                 continue;
             }
@@ -296,9 +290,9 @@ pub fn collect(roster: &mut Roster, until: Instant, job: &str, keys: Keys) -> Ve
 }
 
 /// Sends the verdict to every member (best effort, each bounded by `timeout`).
-pub fn announce(roster: &mut Roster, v: &Verdict, timeout: Duration, job: &str, keys: Keys) {
+pub fn announce(roster: &mut Roster, v: &Verdict, timeout: Duration, job: &str, trust: Trust) {
     for (r, m) in roster.members.iter_mut() {
-        let sealed = seal::seal(Frame::Verdict(v.clone()), keys.key, &m.bound(job, keys.gate));
+        let sealed = seal::seal(Frame::Verdict(v.clone()), trust.key, &m.bound(job, trust.nonce));
         m.session.set_deadline(Instant::now() + timeout);
         if let Err(e) = m.session.send_as(&sealed) {
             eprintln!("{PREFIX} gate: could not send the verdict to rank {r} ({}): {e}", m.join.host);
@@ -414,13 +408,12 @@ pub fn run(
     fabric: &dyn PairTest,
     limits: &Settings,
     joins: Joins,
-    trust: super::Trust,
+    trust: Trust,
     slow: SlowRule,
     prune: bool,
 ) -> Verdict {
     let (key, timeout, mine) = (trust.key, limits.timeout, fabric.ports());
-    let keys = Keys { key, gate: trust.nonce };
-    let mut roster = gather(&joins, who, keys);
+    let mut roster = gather(&joins, who, trust);
     // The roster is closed: the listener tells a late join so (its channel is gone).
     drop(joins);
     let joins = || roster.members.values().map(|m| &m.join);
@@ -432,22 +425,22 @@ pub fn run(
     }
     if !roster.missing.is_empty() || !findings.is_empty() {
         let v = verdict::decide(who.size, &roster.missing, findings, slow);
-        announce(&mut roster, &v, timeout, &who.job, keys);
+        announce(&mut roster, &v, timeout, &who.job, trust);
         return v;
     }
     let ports = mine.unwrap_or_default();
     let results = results_budget(&rails(&roster, &ports, who.size), limits);
-    findings.extend(assign(&mut roster, who, &me.host, limits, results, keys));
+    findings.extend(assign(&mut roster, who, &me.host, limits, results, trust));
     let until = Instant::now() + results;
     let next = (who.rank + 1) % who.size;
     let target = target(&roster, 0, who.size, who.port);
     let peer_host = roster.members.get(&next).map_or_else(|| me.host.clone(), |m| m.join.host.clone());
     // Rank 0's own test, its tag proving the secret to its successor.
-    let bound = Bound { job: &who.job, member: &successor_nonce(&roster, 0, who.size, keys.gate), gate: "" };
+    let bound = Bound { job: &who.job, member: &successor_nonce(&roster, 0, who.size, trust.nonce), gate: "" };
     let sealed = limits.gate.clone().map(|t| seal::seal_tag(t, key, &bound));
     let limits = &Settings { gate: sealed, ..limits.clone() };
     findings.extend(successor::test(me, &Pod { rank: next, host: peer_host }, fabric, &target, limits));
-    findings.extend(collect(&mut roster, until + timeout, &who.job, keys));
+    findings.extend(collect(&mut roster, until + timeout, &who.job, trust));
     let mut v = verdict::decide(who.size, &[], findings, slow);
     // Rail-specific failures only: every pod joined with the same count (checked above).
     let joined = roster.members.iter().map(|(&r, m)| (r, verdict::rail_names(&m.join.ports)));
@@ -455,7 +448,7 @@ pub fn run(
     if let Some(dropped) = verdict::prune(&v, &rails).filter(|_| prune) {
         v = Verdict { go: true, dropped, ..v };
     }
-    announce(&mut roster, &v, timeout, &who.job, keys);
+    announce(&mut roster, &v, timeout, &who.job, trust);
     v
 }
 

@@ -18,7 +18,7 @@ use nw_pairtest::wire::{Message, Protocol};
 use nw_pairtest::Settings;
 
 use super::seal::{self, Bound};
-use super::wire::{Challenge, Frame, Join};
+use super::wire::{Challenge, Frame, Join, Knock};
 
 /// Whom the listener serves.
 pub struct Listen<'a> {
@@ -115,6 +115,7 @@ impl Dispatch<'_> {
         let Dispatch { opts, fabric, served } = self;
         let Listen { job, predecessor, hello, test, trust, ref mut joins, ref ledger, .. } = *opts;
         let fabric = *fabric;
+        let what = first.name();
         match first {
             Frame::Knock(k) if joins.is_some() => {
                 // This connection's challenge, fresh for this gate run: the join sent next on it
@@ -130,34 +131,20 @@ impl Dispatch<'_> {
                     }
                 }
             }
-            Frame::Knock(k) => {
-                let why =
-                    format!("a knock from rank {} of job {:?}, but this pod is not the coordinator", k.rank, k.job);
+            Frame::Join(j) if joins.is_some() => {
+                if let Some(Err(mpsc::SendError((s, j)))) = joins.as_ref().map(|tx| tx.send((s, j))) {
+                    *joins = None;
+                    let (rank, job) = (j.rank, j.job);
+                    let why = format!(
+                        "rank {rank} of job {job:?} joined after the roster closed (every rank was in, or the wait ended)"
+                    );
+                    refuse(served, ledger, s, &why, &why);
+                }
+            }
+            Frame::Knock(Knock { rank, job }) | Frame::Join(Join { rank, job, .. }) => {
+                let why = format!("a {what} from rank {rank} of job {job:?}, but this pod is not the coordinator");
                 refuse(served, ledger, s, &why, &format!("{why}: set NCCL_WRAP_GATE_COORDINATOR to rank 0's address"));
             }
-            Frame::Join(j) => match joins {
-                Some(tx) => {
-                    if let Err(mpsc::SendError((s, j))) = tx.send((s, j)) {
-                        *joins = None;
-                        let why = format!(
-                            "rank {} of job {:?} joined after the roster closed (every rank was in, or the wait ended)",
-                            j.rank, j.job
-                        );
-                        refuse(served, ledger, s, &why, &why);
-                    }
-                }
-                None => {
-                    let why =
-                        format!("a join from rank {} of job {:?}, but this pod is not the coordinator", j.rank, j.job);
-                    refuse(
-                        served,
-                        ledger,
-                        s,
-                        &why,
-                        &format!("{why}: set NCCL_WRAP_GATE_COORDINATOR to rank 0's address"),
-                    );
-                }
-            },
             Frame::Pair(Message::Hello(h)) => {
                 let ours = h.gate.as_ref().is_some_and(|g| g.job == job && g.rank == predecessor);
                 // The job's secret, bound to this pod's nonce (which only rank 0 and this pod

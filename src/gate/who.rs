@@ -103,12 +103,11 @@ pub fn resolve(given: &Given, vars: &Vars) -> Result<Who, WhoError> {
         (None, Some(l)) => (number(l.rank, &var(vars, l.rank).unwrap_or_default())?, l.rank),
         (None, None) => return Err(WhoError::NoRank),
     };
-    let (size, size_from) = match (given.size, launcher) {
+    // The launcher's variable, where it has one and it is set.
+    let from = |name: fn(&Launcher) -> &'static str| launcher.and_then(|l| Some((var(vars, name(l))?, name(l))));
+    let (size, size_from) = match (given.size, from(|l| l.size)) {
         (Some(s), _) => (s, "NCCL_WRAP_GATE_SIZE"),
-        (None, Some(l)) => match var(vars, l.size) {
-            Some(v) => (size_of(l.size, &v)?, l.size),
-            None => return Err(WhoError::NoSize(rank_from)),
-        },
+        (None, Some((v, name))) => (size_of(name, &v)?, name),
         (None, None) => return Err(WhoError::NoSize(rank_from)),
     };
     if !(1..=MAX_GATE_SIZE).contains(&size) {
@@ -117,12 +116,9 @@ pub fn resolve(given: &Given, vars: &Vars) -> Result<Who, WhoError> {
     if rank >= size {
         return Err(WhoError::RankOutOfRange { rank, size, source_name: rank_from });
     }
-    let (coord, coord_from) = match (&given.coordinator, launcher) {
+    let (coord, coord_from) = match (&given.coordinator, from(|l| l.coordinator)) {
         (Some(c), _) => (c.trim().to_owned(), "NCCL_WRAP_GATE_COORDINATOR"),
-        (None, Some(l)) => match var(vars, l.coordinator) {
-            Some(v) => (v, l.coordinator),
-            None => return Err(WhoError::NoCoordinator(rank_from)),
-        },
+        (None, Some(found)) => found,
         (None, None) => return Err(WhoError::NoCoordinator(rank_from)),
     };
     let bad = |detail: String| WhoError::BadCoordinator { value: coord.clone(), source_name: coord_from, detail };
