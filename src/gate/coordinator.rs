@@ -20,8 +20,8 @@ use nw_pairtest::wire::{PortInfo, Protocol};
 use nw_pairtest::Settings;
 
 use super::seal::{self, Bound};
-use super::Trust;
 use super::wire::{Assign, Bootstrap, Finding, Frame, Join, Verdict};
+use super::Trust;
 
 /// A pod that joined: its connection, what it said, and the addresses of that connection.
 pub struct Member {
@@ -302,16 +302,9 @@ pub fn announce(roster: &mut Roster, v: &Verdict, timeout: Duration, job: &str, 
 
 /// Pods that joined but cannot test (no usable port...): each named.
 pub fn problems(roster: &Roster) -> Vec<Finding> {
-    roster
-        .members
-        .iter()
-        .filter_map(|(&r, m)| {
-            m.join
-                .problem
-                .as_ref()
-                .map(|p| pod_fails(r, &m.join.host, "no-port", p.clone(), "run `nccl-wrap doctor` on that pod"))
-        })
-        .collect()
+    let hint = "run `nccl-wrap doctor` on that pod";
+    let of = |(&r, m): (&u32, &Member)| Some(pod_fails(r, &m.join.host, "no-port", m.join.problem.clone()?, hint));
+    roster.members.iter().filter_map(of).collect()
 }
 
 /// The pods whose NCCL bootstrap uses another address family than rank 0's (`mine`): NCCL
@@ -320,24 +313,19 @@ pub fn bootstrap_mismatches<'a>(joins: impl IntoIterator<Item = &'a Join>, mine:
     let Some((my_if, my_family)) = mine.and_then(|b| Some((b.ifname.as_str(), b.family.as_deref()?))) else {
         return Vec::new();
     };
-    joins
-        .into_iter()
-        .filter_map(|j| {
-            let b = j.bootstrap.as_ref()?;
-            let family = b.family.as_deref().filter(|f| *f != my_family)?;
-            Some(pod_fails(
-                j.rank,
-                &j.host,
-                "bootstrap-family",
-                format!(
-                    "NCCL's bootstrap here uses {} ({family}), rank 0's {my_if} ({my_family}): NCCL connects every rank to rank 0 over one address family, so this pod would hang at NCCL's init",
-                    b.ifname
-                ),
-                "give every pod an address of one family on the interface that routes to the coordinator (MASTER_ADDR), or set NCCL_SOCKET_FAMILY and NCCL_SOCKET_IFNAME the same way on every pod (docs/ready.md, the bootstrap interface)",
-            ))
-        })
-        .collect()
+    let hint = "give every pod an address of one family on the interface that routes to the coordinator (MASTER_ADDR), or set NCCL_SOCKET_FAMILY and NCCL_SOCKET_IFNAME the same way on every pod (docs/ready.md, the bootstrap interface)";
+    let of = |j: &Join| {
+        let b = j.bootstrap.as_ref()?;
+        let (ifname, family) = (&b.ifname, b.family.as_deref().filter(|f| *f != my_family)?);
+        let why = format!("NCCL's bootstrap here uses {ifname} ({family}), rank 0's {my_if} ({my_family}): NCCL connects every rank to rank 0 over one address family, so this pod would hang at NCCL's init");
+        Some(pod_fails(j.rank, &j.host, "bootstrap-family", why, hint))
+    };
+    joins.into_iter().filter_map(of).collect()
 }
+
+/// How to fix a rail-count mismatch.
+const SAME_RAILS: &str =
+    "give every pod the same rails (one device-plugin resource per rail, the same count on every node)";
 
 /// The pods that hand NCCL another number of rails than the job's most common count (rank 0's
 /// on a tie), pods with a `problem` (named apart) not counted.
@@ -357,28 +345,16 @@ pub fn rail_count_mismatches<'a>(joins: impl IntoIterator<Item = &'a Join>, mine
         .iter()
         .filter(|j| j.ports.len() != common)
         .map(|j| {
-            let names: Vec<String> = j.ports.iter().map(|p| format!("{}:{}", p.device, p.port)).collect();
-            pod_fails(
-                j.rank,
-                &j.host,
-                "rail-count",
-                format!(
-                    "this pod hands NCCL {} rail(s) ({}), {with} of the job's {pods} pods hand it {common}: NCCL pairs rails by their place in the list, and a rank with fewer NICs than its peers starts crippled or spins (NVIDIA/nccl#2428)",
-                    j.ports.len(),
-                    if names.is_empty() { "none".to_string() } else { names.join(",") }
-                ),
-                "give every pod the same rails (one device-plugin resource per rail, the same count on every node), or name them with --rails on host-network nodes",
-            )
+            let (n, names) = (j.ports.len(), verdict::rail_names(&j.ports));
+            let names = if names.is_empty() { "none".to_string() } else { names.join(",") };
+            let why = format!("this pod hands NCCL {n} rail(s) ({names}), {with} of the job's {pods} pods hand it {common}: NCCL pairs rails by their place in the list, and a rank with fewer NICs than its peers starts crippled or spins (NVIDIA/nccl#2428)");
+            let hint = format!("{SAME_RAILS}, or name them with --rails on host-network nodes");
+            pod_fails(j.rank, &j.host, "rail-count", why, &hint)
         })
         .collect();
     if let Some(n) = mine.filter(|&n| n != common) {
-        found.push(pod_fails(
-            0,
-            "rank 0",
-            "rail-count",
-            format!("rank 0 hands NCCL {n} rail(s), {with} of the job's {pods} pods hand it {common}: NCCL pairs rails by their place in the list"),
-            "give every pod the same rails (one device-plugin resource per rail, the same count on every node)",
-        ));
+        let why = format!("rank 0 hands NCCL {n} rail(s), {with} of the job's {pods} pods hand it {common}: NCCL pairs rails by their place in the list");
+        found.push(pod_fails(0, "rank 0", "rail-count", why, SAME_RAILS));
     }
     found
 }

@@ -198,32 +198,23 @@ fn ranks(list: &[u32], total: u32) -> String {
 
 /// The headline: what was decided and why, in one line.
 pub fn headline(v: &Verdict, wait_ms: u64) -> String {
+    let (failed, pairs, size, missing) = (v.failed_total, v.pairs, v.size, v.missing_total);
     if v.go {
-        let slow = match v.slow_total {
-            0 => String::new(),
-            n => format!("; {n} of them slow, named below"),
-        };
+        let slow =
+            if v.slow_total == 0 { String::new() } else { format!("; {} of them slow, named below", v.slow_total) };
         if !v.dropped.is_empty() {
-            return format!(
-                "gate: {} failure(s) over {} pair(s) tested; --gate-prune drops {} rail(s) on every pod, and the command starts on the rest{slow}",
-                v.failed_total,
-                v.pairs,
-                v.dropped.len()
-            );
+            let n = v.dropped.len();
+            return format!("gate: {failed} failure(s) over {pairs} pair(s) tested; --gate-prune drops {n} rail(s) on every pod, and the command starts on the rest{slow}");
         }
-        return format!("gate: every pair passes ({} pair(s) over {} pod(s)){slow}", v.pairs, v.size);
+        return format!("gate: every pair passes ({pairs} pair(s) over {size} pod(s)){slow}");
     }
     let mut parts = Vec::new();
-    if v.missing_total > 0 {
-        parts.push(format!(
-            "{} of {} pod(s) never joined within {wait_ms} ms: rank(s) {}",
-            v.missing_total,
-            v.size,
-            ranks(&v.missing, v.missing_total)
-        ));
+    if missing > 0 {
+        let ranks = ranks(&v.missing, missing);
+        parts.push(format!("{missing} of {size} pod(s) never joined within {wait_ms} ms: rank(s) {ranks}"));
     }
-    if v.failed_total > 0 {
-        parts.push(format!("{} failure(s) over {} pair(s) tested", v.failed_total, v.pairs));
+    if failed > 0 {
+        parts.push(format!("{failed} failure(s) over {pairs} pair(s) tested"));
     }
     format!("gate: {}", parts.join("; "))
 }

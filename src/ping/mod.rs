@@ -63,10 +63,11 @@ pub fn main(inp: &Inputs, opts: &Options) -> u8 {
         Mode::Listen { addr, .. } => format!("peers of {addr}"),
         Mode::Ring { .. } => "the next pod of the ring".into(),
     };
+    let (pairs, failed) = (out.pairs, out.failed);
     out.emit(&if opts.json {
-        print::summary_json(out.pairs, out.failed, exit)
+        print::summary_json(pairs, failed, exit)
     } else {
-        print::summary_human(out.pairs, out.failed, &peer)
+        print::summary_human(pairs, failed, &peer)
     });
     exit
 }
@@ -95,19 +96,15 @@ impl Printer {
 
 /// Usage first: a wrong address or ring setting is named before anything is opened.
 fn check_usage(inp: &Inputs, opts: &Options) -> Result<(Option<(order::Ring, u16)>, Allow), Cause> {
-    opts.test
-        .check()
-        .map_err(|e| cannot("peer", format!("bad test size: {e}"), "see nccl-wrap ping --help for the ranges"))?;
     let usage = |e: String, hint: &str| cannot("peer", e, hint);
+    opts.test.check().map_err(|e| usage(format!("bad test size: {e}"), "see nccl-wrap ping --help for the ranges"))?;
     // An allow-list that cannot be read is never taken for "anyone": the check does not run.
+    let hint = "a comma-separated list of CIDRs, e.g. 10.0.0.0/8,fd00::/8";
     let allow = match &opts.allow {
         None => Allow::Anyone,
-        Some(spec) => Allow::Nets(door::parse_allow(spec).map_err(|e| {
-            usage(
-                format!("--allow (NCCL_WRAP_PING_ALLOW): {e}"),
-                "a comma-separated list of CIDRs, e.g. 10.0.0.0/8,fd00::/8",
-            )
-        })?),
+        Some(spec) => Allow::Nets(
+            door::parse_allow(spec).map_err(|e| usage(format!("--allow (NCCL_WRAP_PING_ALLOW): {e}"), hint))?,
+        ),
     };
     let ring = match &opts.mode {
         Mode::Connect(target) => {
@@ -199,8 +196,6 @@ fn answer(fabric: &Rdma, opts: &Options, s: Session, hello: Hello) -> Result<Vec
 
 /// One line for what a listener clamped of a peer's hello, said before it answers.
 fn say_clamped(peer: &str, clamped: &[String]) {
-    eprintln!(
-        "{PREFIX} ping: {peer} asked for more than --bytes/--iters/--duration-ms allow here: {}",
-        clamped.join(", ")
-    );
+    let clamped = clamped.join(", ");
+    eprintln!("{PREFIX} ping: {peer} asked for more than --bytes/--iters/--duration-ms allow here: {clamped}");
 }
