@@ -49,23 +49,18 @@ pub struct Roster {
 
 /// Why a join is not this job's.
 pub fn check(join: &Join, who: &Who) -> Result<(), String> {
-    if join.job != who.job {
+    let (Join { job, rank, size: says, .. }, size) = (join, who.size);
+    if *job != who.job {
+        let mine = &who.job;
+        return Err(format!("a pod of another job (job {job:?}, this job is {mine:?}): refused; set the same NCCL_WRAP_GATE_ID on every pod of one job"));
+    }
+    if *says != size {
         return Err(format!(
-            "a pod of another job (job {:?}, this job is {:?}): refused; set the same NCCL_WRAP_GATE_ID on every pod of one job",
-            join.job, who.job
+            "rank {rank} says the job has {says} pods, the coordinator {size}: refused; every pod needs the same size"
         ));
     }
-    if join.size != who.size {
-        return Err(format!(
-            "rank {} says the job has {} pods, the coordinator {}: refused; every pod needs the same size",
-            join.rank, join.size, who.size
-        ));
-    }
-    if join.rank == 0 || join.rank >= who.size {
-        return Err(format!(
-            "rank {} is not one of ranks 1..{} that join the coordinator: refused",
-            join.rank, who.size
-        ));
+    if *rank == 0 || *rank >= size {
+        return Err(format!("rank {rank} is not one of ranks 1..{size} that join the coordinator: refused"));
     }
     Ok(())
 }
@@ -217,19 +212,15 @@ pub fn assign(
     trust: Trust,
 ) -> Vec<Finding> {
     let mut lost = Vec::new();
-    let targets: Vec<(u32, String, String, String)> = roster
-        .members
-        .keys()
-        .map(|&r| {
-            let next = (r + 1) % who.size;
-            let host = roster.members.get(&next).map_or_else(|| me_host.to_owned(), |m| m.join.host.clone());
-            (r, target(roster, r, who.size, who.port), host, successor_nonce(roster, r, who.size, trust.nonce))
-        })
-        .collect();
-    for (r, t, successor_host, succ_nonce) in targets {
+    let ranks: Vec<u32> = roster.members.keys().copied().collect();
+    for r in ranks {
+        let next = (r + 1) % who.size;
+        let successor_host = roster.members.get(&next).map_or_else(|| me_host.to_owned(), |m| m.join.host.clone());
+        let (t, succ_nonce) =
+            (target(roster, r, who.size, who.port), successor_nonce(roster, r, who.size, trust.nonce));
         let Some(m) = roster.members.get_mut(&r) else { continue };
         let a = Assign {
-            successor: (r + 1) % who.size,
+            successor: next,
             successor_host,
             target: t,
             predecessor: (r + who.size - 1) % who.size,

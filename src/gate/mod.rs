@@ -70,12 +70,6 @@ pub enum Outcome {
 /// be forwarded to the command); pending, they are seen here and left pending.
 const STOPPING: [i32; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
 
-impl Options {
-    fn limits(&self, job: &str, rank: u32) -> Settings {
-        Settings { gate: Some(Tag { job: job.to_owned(), rank, mac: None }), ..self.test.clone() }
-    }
-}
-
 /// The job's secret (or none) and this pod's nonce for this gate run (rank 0's is the gate's).
 #[derive(Debug, Clone, Copy)]
 pub struct Trust<'a> {
@@ -176,7 +170,7 @@ fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32)
     let l: TcpListener = exchange::bind_any(who.port).map_err(|e| usage(e.to_string(), hint))?;
     let me = Pod { rank: who.rank, host: fabric.host() };
     let (timeout, wait) = (opts.test.timeout, Duration::from_millis(opts.wait_ms));
-    let limits = opts.limits(&who.job, who.rank);
+    let limits = Settings { gate: Some(Tag { job: who.job.clone(), rank: who.rank, mac: None }), ..opts.test.clone() };
     let (stop, done) = (AtomicBool::new(false), AtomicBool::new(false));
     let (joins_tx, joins_rx) = mpsc::channel();
     let nonce = seal::nonce();
