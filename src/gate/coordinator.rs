@@ -16,7 +16,7 @@ use nw_pairtest::edge::PairTest;
 use nw_pairtest::exchange::{ExchangeError, Session};
 use nw_pairtest::ledger::Ledger;
 use nw_pairtest::session::{budget, pairing, rounds};
-use nw_pairtest::wire::{PortInfo, Protocol};
+use nw_pairtest::wire::Protocol;
 use nw_pairtest::Settings;
 
 use super::seal::{self, Bound};
@@ -350,13 +350,6 @@ pub fn rail_count_mismatches<'a>(joins: impl IntoIterator<Item = &'a Join>, mine
     found
 }
 
-/// Every member's rail count (rank 0's first), for the results budget.
-pub fn rails(roster: &Roster, mine: &[PortInfo], size: u32) -> Vec<usize> {
-    (0..size)
-        .map(|r| if r == 0 { mine.len() } else { roster.members.get(&r).map_or(0, |m| m.join.ports.len()) })
-        .collect()
-}
-
 /// Where the joins come from, and until when they are waited for (or `cancel`); the gate
 /// port's sources, which a refused join counts against.
 pub struct Joins<'a> {
@@ -395,8 +388,11 @@ pub fn run(
         announce(&mut roster, &v, timeout, &who.job, trust);
         return v;
     }
-    let ports = mine.unwrap_or_default();
-    let results = results_budget(&rails(&roster, &ports, who.size), limits);
+    // Every rank's rails by name, in order (every rank joined).
+    let joined = roster.members.iter().map(|(&r, m)| (r, verdict::rail_names(&m.join.ports)));
+    let rails: BTreeMap<u32, Vec<String>> =
+        std::iter::once((0, verdict::rail_names(&mine.unwrap_or_default()))).chain(joined).collect();
+    let results = results_budget(&rails.values().map(Vec::len).collect::<Vec<_>>(), limits);
     findings.extend(assign(&mut roster, who, &me.host, limits, results, trust));
     let until = Instant::now() + results;
     let next = (who.rank + 1) % who.size;
@@ -410,8 +406,6 @@ pub fn run(
     findings.extend(collect(&mut roster, until + timeout, &who.job, trust));
     let mut v = verdict::decide(who.size, &[], findings, slow);
     // Rail-specific failures only: every pod joined with the same count (checked above).
-    let joined = roster.members.iter().map(|(&r, m)| (r, verdict::rail_names(&m.join.ports)));
-    let rails = std::iter::once((0, verdict::rail_names(&ports))).chain(joined).collect();
     if let Some(dropped) = verdict::prune(&v, &rails).filter(|_| prune) {
         v = Verdict { go: true, dropped, ..v };
     }
@@ -422,6 +416,7 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nw_pairtest::wire::PortInfo;
 
     fn who() -> Who {
         Who {

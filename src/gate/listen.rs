@@ -150,10 +150,7 @@ impl Dispatch<'_> {
                 // The job's secret, bound to this pod's nonce (which only rank 0 and this pod
                 // know), before anything of the test runs.
                 let bound = Bound { job, member: trust.nonce, gate: "" };
-                let proof = match &h.gate {
-                    Some(g) if ours => seal::check_tag(g, trust.key, &bound).err(),
-                    _ => None,
-                };
+                let proof = h.gate.as_ref().filter(|_| ours).and_then(|g| seal::check_tag(g, trust.key, &bound).err());
                 if let Some(e) = proof {
                     let why = format!("a pair test as rank {predecessor} of job {job:?} ({}): its tag {e}", h.host);
                     refuse(served, ledger, s, &why, &why);
@@ -170,11 +167,8 @@ impl Dispatch<'_> {
                     Some(g) => format!("rank {} of job {:?}", g.rank, g.job),
                     None => "a plain `nccl-wrap ping`".to_owned(),
                 };
-                let why = format!(
-                    "{who} ({}) asked for a pair test; this port serves only rank {predecessor} of job {job:?}{}",
-                    h.host,
-                    if served.pairs.is_some() { ", already served" } else { "" }
-                );
+                let (host, again) = (&h.host, if served.pairs.is_some() { ", already served" } else { "" });
+                let why = format!("{who} ({host}) asked for a pair test; this port serves only rank {predecessor} of job {job:?}{again}");
                 refuse(served, ledger, s, &why, &why);
             }
             other => {

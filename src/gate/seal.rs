@@ -42,12 +42,11 @@ impl Secret {
         if bytes.len() > MAX_SECRET {
             return Err(SecretError::TooLong(bytes.len()));
         }
-        let start = bytes.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(bytes.len());
-        let end = bytes.iter().rposition(|b| !b.is_ascii_whitespace()).map_or(start, |e| e + 1);
-        if start >= end {
+        let secret = bytes.trim_ascii();
+        if secret.is_empty() {
             return Err(SecretError::Empty);
         }
-        Ok(Secret(bytes[start..end].to_vec()))
+        Ok(Secret(secret.to_vec()))
     }
 }
 
