@@ -108,21 +108,14 @@ fn waiting(members: &BTreeMap<u32, Member>, size: u32, left: Duration) -> String
     if missing.len() > 16 {
         ranks.push(format!("and {} more", missing.len() - 16));
     }
-    let secs = left.as_secs();
-    format!(
-        "waiting for {} of {size} pods (rank{} {}), {}m{:02}s left",
-        missing.len(),
-        if missing.len() == 1 { "" } else { "s" },
-        ranks.join(", "),
-        secs / 60,
-        secs % 60
-    )
+    let (n, secs, ranks) = (missing.len(), left.as_secs(), ranks.join(", "));
+    let s = if n == 1 { "" } else { "s" };
+    format!("waiting for {n} of {size} pods (rank{s} {ranks}), {}m{:02}s left", secs / 60, secs % 60)
 }
 
 /// Gathers joins until every rank 1..size is in, the wait passes or it is cancelled.
 pub fn gather(joins: &Joins, who: &Who, trust: Trust) -> Roster {
     let Joins { rx: joins, until, cancel, ledger } = joins;
-    let until = *until;
     let mut members: BTreeMap<u32, Member> = BTreeMap::new();
     let mut said = Instant::now();
     while members.len() + 1 < who.size as usize && !cancel.load(Ordering::SeqCst) {
@@ -172,9 +165,8 @@ pub fn target(roster: &Roster, r: u32, size: u32, port: u16) -> String {
     let next = (r + 1) % size;
     let addr = match (next, roster.members.get(&next), roster.members.get(&r)) {
         (0, _, Some(m)) => SocketAddr::new(m.local.ip(), port),
-        (0, _, None) => SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port),
-        (_, Some(n), _) => SocketAddr::new(n.peer.ip(), n.join.port),
-        (_, None, _) => SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port),
+        (1.., Some(n), _) => SocketAddr::new(n.peer.ip(), n.join.port),
+        _ => SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port),
     };
     addr.to_string()
 }
@@ -195,11 +187,10 @@ pub fn results_budget(ports: &[usize], limits: &Settings) -> Duration {
 
 /// The nonce rank `r`'s successor joined with (rank 0's: the gate's).
 fn successor_nonce(roster: &Roster, r: u32, size: u32, gate: &str) -> String {
-    let next = (r + 1) % size;
-    if next == 0 {
-        return gate.to_owned();
+    match (r + 1) % size {
+        0 => gate.to_owned(),
+        next => roster.members.get(&next).and_then(|m| m.join.nonce.clone()).unwrap_or_default(),
     }
-    roster.members.get(&next).and_then(|m| m.join.nonce.clone()).unwrap_or_default()
 }
 
 /// Sends each member its assignment; a member that cannot be told is named.
