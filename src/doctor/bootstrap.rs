@@ -2,6 +2,7 @@
 //! `NCCL_SOCKET_IFNAME` or `GLOO_SOCKET_IFNAME` selects none, a rail, a link-local-only one, or
 //! one that does not route to the coordinator. Reads routes and addresses; never connects.
 
+use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use serde_json::json;
@@ -21,30 +22,21 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
     } else {
         inp.plan.detection.addresses.clone()
     };
-    let rails: Vec<String> = inp
-        .plan
-        .detection
-        .devices
-        .iter()
-        .flat_map(|d| &d.ports)
+    let ports = inp.plan.detection.devices.iter().flat_map(|d| &d.ports);
+    let rails: Vec<String> = ports
         .filter_map(|p| {
             p.gid.as_ref().and_then(|g| g.ndev.clone()).or_else(|| p.pkey.as_ref().map(|k| k.netdev.clone()))
         })
         .collect();
-    let mut names: Vec<String> = addrs.iter().map(|a| a.ifname.clone()).collect();
-    names.sort();
-    names.dedup();
+    let names: BTreeSet<&str> = addrs.iter().map(|a| a.ifname.as_str()).collect();
     let mut out = Vec::new();
     for (var, value) in
         [SOCKET_IFNAME, GLOO_SOCKET_IFNAME].iter().filter_map(|v| user_var(inp.vars, v).map(|x| (*v, x)))
     {
-        let selected: Vec<&str> = if var == SOCKET_IFNAME {
-            let list = List::parse(&value);
-            names.iter().map(String::as_str).filter(|n| list.selects(n, None)).collect()
-        } else {
-            let want: Vec<&str> = value.split(',').map(str::trim).collect();
-            names.iter().map(String::as_str).filter(|n| want.contains(n)).collect()
-        };
+        // NCCL's list syntax, or Gloo's plain names.
+        let (list, want): (_, Vec<&str>) = (List::parse(&value), value.split(',').map(str::trim).collect());
+        let selects = |n: &&str| if var == SOCKET_IFNAME { list.selects(n, None) } else { want.contains(n) };
+        let selected: Vec<&str> = names.iter().copied().filter(selects).collect();
         let mut c = user_value(var, &value, &selected, b, &routes, &addrs, &rails);
         // What a start warns of (decide's rule, the one copy) fails here, with what to set instead.
         if let Some(why) = user_value_problem(var, &value, &addrs) {
@@ -93,10 +85,8 @@ fn user_value(
 ) -> Check {
     let (coordinator, targets) = (b.coordinator.as_deref(), &b.coordinator_addresses);
     let mut status = Status::Pass;
-    let mut findings = vec![format!(
-        "{var}={value:?} (kept as set) selects {}",
-        if selected.is_empty() { "no interface".to_string() } else { selected.join(", ") }
-    )];
+    let sel = if selected.is_empty() { "no interface".to_string() } else { selected.join(", ") };
+    let mut findings = vec![format!("{var}={value:?} (kept as set) selects {sel}")];
     if selected.is_empty() {
         status = Status::Fail;
         findings.push(

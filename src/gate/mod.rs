@@ -157,10 +157,8 @@ fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32)
     let hint = "mount the job's Secret where NCCL_WRAP_GATE_SECRET_FILE points, or unset it (docs/gate.md)";
     let key = opts.secret.clone().map_err(|e| Cause::new("secret", Status::Fail, e, hint))?;
     if key.is_none() {
-        eprintln!(
-            "{PREFIX} gate: job {:?} is not authenticated (no NCCL_WRAP_GATE_SECRET or NCCL_WRAP_GATE_SECRET_FILE): a process that knows the job id can join as a rank",
-            who.job
-        );
+        let job = &who.job;
+        eprintln!("{PREFIX} gate: job {job:?} is not authenticated (no NCCL_WRAP_GATE_SECRET or NCCL_WRAP_GATE_SECRET_FILE): a process that knows the job id can join as a rank");
     }
     let hint = "see nccl-wrap ping --help; NCCL_WRAP_PING_TIMEOUT_MS: 3000 suits real hardware, 20000 software RoCE under emulation";
     opts.test.check().map_err(|e| usage(format!("bad pair test from NCCL_WRAP_PING_*: {e}"), hint))?;

@@ -177,18 +177,6 @@ pub struct Verdict {
     pub mac: Option<String>,
 }
 
-/// The dropped rails: only with `go`, in rising places below [`MAX_PORTS`], each naming a pair.
-fn validate_dropped(v: &Verdict) -> Result<(), WireError> {
-    let mut last = None;
-    for d in &v.dropped {
-        let pair = v.findings.get(d.finding as usize).filter(|f| f.rail.is_some() && f.peer_rail.is_some());
-        let bad = !v.go || d.position as usize >= MAX_PORTS || last >= Some(d.position) || pair.is_none();
-        fail_if(bad, "verdict.dropped", || format!("position {} (finding {})", d.position, d.finding))?;
-        last = Some(d.position);
-    }
-    Ok(())
-}
-
 fn validate_join(j: &Join) -> Result<(), WireError> {
     check_job(&j.job)?;
     hex("join.nonce", j.nonce.as_ref(), 32)?;
@@ -307,7 +295,15 @@ fn validate(f: &Frame) -> Result<(), WireError> {
             let over = failed as usize > v.pairs as usize + MAX_GATE_SIZE as usize;
             fail_if(over, "verdict.failed_total", || format!("{failed} is out of range"))?;
             v.findings.iter().chain(&v.slow).try_for_each(validate_finding)?;
-            validate_dropped(v)
+            // The dropped rails: only with `go`, in rising places below MAX_PORTS, each naming a pair.
+            let mut last = None;
+            for d in &v.dropped {
+                let pair = v.findings.get(d.finding as usize).filter(|f| f.rail.is_some() && f.peer_rail.is_some());
+                let bad = !v.go || d.position as usize >= MAX_PORTS || last >= Some(d.position) || pair.is_none();
+                fail_if(bad, "verdict.dropped", || format!("position {} (finding {})", d.position, d.finding))?;
+                last = Some(d.position);
+            }
+            Ok(())
         }
     }
 }
@@ -361,16 +357,11 @@ impl Protocol for Frame {
         Ok((self.kind(), payload))
     }
     fn name(&self) -> &'static str {
-        match self {
-            Frame::Pair(m) => m.name(),
-            other => kind_name(other.kind()),
-        }
+        self.as_pair().map_or_else(|| kind_name(self.kind()), Message::name)
     }
     fn as_pair(&self) -> Option<&Message> {
-        match self {
-            Frame::Pair(m) => Some(m),
-            _ => None,
-        }
+        let Frame::Pair(m) = self else { return None };
+        Some(m)
     }
 }
 
