@@ -133,11 +133,7 @@ pub fn gather(joins: &Joins, who: &Who, trust: Trust) -> Roster {
             Err(RecvTimeoutError::Disconnected) => break,
         };
         let Some((peer, local)) = s.addrs() else { continue };
-        if let Err(why) = check(&j, who) {
-            refuse(s, peer, &why, ledger);
-            continue;
-        }
-        let j = match unsealed(j, peer, local, &who.job, trust) {
+        let j = match check(&j, who).and_then(|()| unsealed(j, peer, local, &who.job, trust)) {
             Ok(j) => j,
             Err(why) => {
                 refuse(s, peer, &why, ledger);

@@ -110,11 +110,8 @@ pub fn take_part(
         };
         // The coordinator's challenge for this connection first: the join answers it, so that
         // no one can join as this pod with a join of an earlier run.
-        if let Err(e) = s.send_as(&knock) {
-            return coordinator_lost(who, me, &e, "did not take this pod's join");
-        }
         s.set_deadline(Instant::now() + limits.timeout);
-        let challenge = match s.recv_as::<Frame>() {
+        let challenge = match s.send_as(&knock).and_then(|()| s.recv_as::<Frame>()) {
             Ok(Frame::Challenge(c)) => c.nonce,
             // Closed without a word: the coordinator's door was full, the knock never read.
             Err(ExchangeError::Closed { got: 0, .. }) if Instant::now() < reach_until => {

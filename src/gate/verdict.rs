@@ -99,9 +99,8 @@ pub fn decide(size: u32, missing: &[u32], mut findings: Vec<Finding>, rule: Slow
     let pairs = findings.iter().filter(|f| f.rail.is_some() || f.peer_rail.is_some()).count() as u32;
     let slow_at = mark_slow(&mut findings, rule);
     let slow_total = slow_at.len() as u32;
-    let mut slow: Vec<Finding> =
-        if rule.refuse { Vec::new() } else { slow_at.iter().map(|&i| findings[i].clone()).collect() };
-    slow.truncate(MAX_LISTED);
+    let listed = slow_at.iter().take(if rule.refuse { 0 } else { MAX_LISTED });
+    let slow: Vec<Finding> = listed.map(|&i| findings[i].clone()).collect();
     let mut failed: Vec<Finding> = findings.into_iter().filter(|f| f.status == "fail").collect();
     failed.sort_by_key(|f| (f.rail.is_some() || f.peer_rail.is_some(), f.rank, f.rail.clone()));
     let failed_total = failed.len() as u32;

@@ -76,10 +76,8 @@ const LAUNCHERS: &[Launcher] = &[
 ];
 
 fn var(vars: &Vars, name: &str) -> Option<String> {
-    if name.is_empty() {
-        return None;
-    }
-    vars.get(OsStr::new(name)).map(|v| v.to_string_lossy().trim().to_owned()).filter(|v| !v.is_empty())
+    let v = vars.get(OsStr::new(name)).filter(|_| !name.is_empty())?;
+    Some(v.to_string_lossy().trim().to_owned()).filter(|v| !v.is_empty())
 }
 
 fn number(name: &'static str, value: &str) -> Result<u32, WhoError> {
@@ -133,13 +131,10 @@ pub fn resolve(given: &Given, vars: &Vars) -> Result<Who, WhoError> {
     };
     let (_, coord_port) = split_target(&with_port).map_err(|e| bad(e.to_string()))?;
     let port = if rank == 0 { coord_port } else { given.port };
-    let job = match &given.id {
-        Some(id) => {
-            check_job(id).map_err(|_| WhoError::BadId(id.clone()))?;
-            id.clone()
-        }
-        None => format!("{with_port}/{size}"),
-    };
+    if let Some(id) = &given.id {
+        check_job(id).map_err(|_| WhoError::BadId(id.clone()))?;
+    }
+    let job = given.id.clone().unwrap_or_else(|| format!("{with_port}/{size}"));
     let source = format!("rank from {rank_from}, size from {size_from}, coordinator from {coord_from}");
     Ok(Who { rank, size, coordinator: with_port, port, job, source, bootstrap: given.bootstrap.clone() })
 }

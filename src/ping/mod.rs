@@ -128,8 +128,8 @@ fn check_usage(inp: &Inputs, opts: &Options) -> Result<(Option<(order::Ring, u16
 /// The listener's policy: whom `allow` admits, each hello within the test's deadline, peers
 /// asking for more than this end's own test clamped to it.
 fn policy(opts: &Options, allow: Allow, keep: bool) -> Policy {
-    let wait = Duration::from_millis(opts.wait_ms);
-    Policy { keep, wait: (!keep).then_some(wait), ..Policy::new(allow, opts.test.timeout, opts.test.clone()) }
+    let wait = (!keep).then(|| Duration::from_millis(opts.wait_ms));
+    Policy { keep, wait, ..Policy::new(allow, opts.test.timeout, opts.test.clone()) }
 }
 
 fn run(inp: &Inputs, opts: &Options, out: &mut Printer) -> Result<(), Cause> {
@@ -140,8 +140,7 @@ fn run(inp: &Inputs, opts: &Options, out: &mut Printer) -> Result<(), Cause> {
     let wait = Duration::from_millis(opts.wait_ms);
     match (&opts.mode, ring) {
         (Mode::Connect(target), _) => {
-            let results = fabric.initiate(target, &opts.test, Instant::now() + wait)?;
-            results.iter().for_each(|r| out.pair(r));
+            fabric.initiate(target, &opts.test, Instant::now() + wait)?.iter().for_each(|r| out.pair(r));
             Ok(())
         }
         (Mode::Listen { addr, keep }, _) => {
