@@ -72,110 +72,106 @@ pub fn policy(hello: Duration, test: &Settings) -> Policy {
 /// Serves until `stop` is set or `until` passes; connections still unjudged are shut on return.
 pub fn serve(l: &TcpListener, opts: Listen<'_>, fabric: &dyn PairTest, until: Instant) -> Served {
     let mut desk: Desk<'_, Frame> = Desk::with_ledger(l, policy(opts.hello, opts.test), opts.ledger.clone());
-    let stop = opts.stop;
-    let mut desk_of = Dispatch { opts, fabric, served: Served::default() };
+    let (stop, mut opts, mut served) = (opts.stop, opts, Served::default());
     while let Some(arrival) = desk.next(Some(until), stop) {
         match arrival {
             Arrival::First(s, m) => {
-                if let Some(s) = desk_of.dispatch(s, m) {
+                if let Some(s) = dispatch(&mut opts, fabric, &mut served, s, m) {
                     desk.again(s);
                 }
             }
-            Arrival::Stray { error, said } => stray(&mut desk_of.served, &error.to_string(), said),
+            Arrival::Stray { error, said } => stray(&mut served, &error.to_string(), said),
             Arrival::Counted(e) => counted(&e.to_string()),
         }
     }
     desk.counted(true).iter().for_each(|e| counted(&e.to_string()));
     drop(desk);
-    desk_of.served
+    served
 }
 
-/// Whether a refusal of `s` is said in full (counted against its source either way).
-fn say(ledger: &Ledger, s: &Session, why: &str) -> bool {
-    s.addrs().is_none_or(|(peer, _)| ledger.refused(peer.ip(), why))
+/// A stray's first message: counted (against its source too), said if the source's share allows,
+/// and the peer told `tell`, where it can be.
+fn refuse(served: &mut Served, ledger: &Ledger, s: Session, why: &str, tell: Option<&str>) {
+    let said = s.addrs().is_none_or(|(peer, _)| ledger.refused(peer.ip(), why));
+    stray(served, &format!("{}: {why}", s.peer), said);
+    if let Some(tell) = tell {
+        s.refuse(tell);
+    }
 }
 
-/// A stray's first message: counted, said if its source's share allows, and the peer told `tell`.
-fn refuse(served: &mut Served, ledger: &Ledger, s: Session, why: &str, tell: &str) {
-    stray(served, &format!("{}: {why}", s.peer), say(ledger, &s, why));
-    s.refuse(tell);
-}
-
-/// Where each connection's first message is sorted: a join, the predecessor, or a stray.
-struct Dispatch<'a> {
-    opts: Listen<'a>,
-    fabric: &'a dyn PairTest,
-    served: Served,
-}
-
-impl Dispatch<'_> {
-    /// Sorts one first message; returns the connection where its next message is to be read as a
-    /// first message again (a knock answered with its challenge: the join comes next).
-    fn dispatch(&mut self, mut s: Session, first: Frame) -> Option<Session> {
-        let Dispatch { opts, fabric, served } = self;
-        let Listen { job, predecessor, hello, test, trust, ref mut joins, ref ledger, .. } = *opts;
-        let fabric = *fabric;
-        let what = first.name();
-        match first {
-            Frame::Knock(k) if joins.is_some() => {
-                // This connection's challenge, fresh for this gate run: the join sent next on it
-                // must answer it, so that a join recorded from an earlier run is refused.
-                let (theirs, ours) = s.addrs()?;
-                let nonce = seal::challenge(trust.nonce, theirs, ours);
-                s.set_deadline(Instant::now() + hello);
-                match s.send_as(&Frame::Challenge(Challenge { nonce })) {
-                    Ok(()) => return Some(s),
-                    Err(e) => {
-                        let why = format!("rank {} of job {:?} knocked: {e}", k.rank, k.job);
-                        stray(served, &format!("{}: {why}", s.peer), say(ledger, &s, &why));
-                    }
+/// Sorts one connection's first message: a join, the predecessor, or a stray; returns the
+/// connection where its next message is to be read as a first message again (after a knock).
+fn dispatch(
+    opts: &mut Listen,
+    fabric: &dyn PairTest,
+    served: &mut Served,
+    mut s: Session,
+    first: Frame,
+) -> Option<Session> {
+    let Listen { job, predecessor, hello, test, trust, ref mut joins, ref ledger, .. } = *opts;
+    let what = first.name();
+    match first {
+        Frame::Knock(k) if joins.is_some() => {
+            // This connection's challenge, fresh for this gate run: the join sent next on it
+            // must answer it, so that a join recorded from an earlier run is refused.
+            let (theirs, ours) = s.addrs()?;
+            let nonce = seal::challenge(trust.nonce, theirs, ours);
+            s.set_deadline(Instant::now() + hello);
+            match s.send_as(&Frame::Challenge(Challenge { nonce })) {
+                Ok(()) => return Some(s),
+                Err(e) => {
+                    let why = format!("rank {} of job {:?} knocked: {e}", k.rank, k.job);
+                    refuse(served, ledger, s, &why, None);
                 }
-            }
-            Frame::Join(j) if joins.is_some() => {
-                if let Some(Err(mpsc::SendError((s, j)))) = joins.as_ref().map(|tx| tx.send((s, j))) {
-                    *joins = None;
-                    let (rank, job) = (j.rank, j.job);
-                    let why = format!(
-                        "rank {rank} of job {job:?} joined after the roster closed (every rank was in, or the wait ended)"
-                    );
-                    refuse(served, ledger, s, &why, &why);
-                }
-            }
-            Frame::Knock(Knock { rank, job }) | Frame::Join(Join { rank, job, .. }) => {
-                let why = format!("a {what} from rank {rank} of job {job:?}, but this pod is not the coordinator");
-                refuse(served, ledger, s, &why, &format!("{why}: set NCCL_WRAP_GATE_COORDINATOR to rank 0's address"));
-            }
-            Frame::Pair(Message::Hello(h)) => {
-                let ours = h.gate.as_ref().is_some_and(|g| g.job == job && g.rank == predecessor);
-                // The job's secret, bound to this pod's nonce (which only rank 0 and this pod
-                // know), before anything of the test runs.
-                let bound = Bound { job, member: trust.nonce, gate: "" };
-                let proof = h.gate.as_ref().filter(|_| ours).and_then(|g| seal::check_tag(g, trust.key, &bound).err());
-                if let Some(e) = proof {
-                    let why = format!("a pair test as rank {predecessor} of job {job:?} ({}): its tag {e}", h.host);
-                    refuse(served, ledger, s, &why, &why);
-                    return None;
-                }
-                if ours && served.pairs.is_none() {
-                    served.pairs = Some(fabric.answer(s, &h, test, &say_clamped));
-                    if let Some(Err(e)) = &served.pairs {
-                        eprintln!("{PREFIX} gate: serving rank {predecessor}'s pair test: {e}");
-                    }
-                    return None;
-                }
-                let who = match &h.gate {
-                    Some(g) => format!("rank {} of job {:?}", g.rank, g.job),
-                    None => "a plain `nccl-wrap ping`".to_owned(),
-                };
-                let (host, again) = (&h.host, if served.pairs.is_some() { ", already served" } else { "" });
-                let why = format!("{who} ({host}) asked for a pair test; this port serves only rank {predecessor} of job {job:?}{again}");
-                refuse(served, ledger, s, &why, &why);
-            }
-            other => {
-                let why = format!("sent a {} message first", other.name());
-                refuse(served, ledger, s, &why, &why);
             }
         }
-        None
+        Frame::Join(j) if joins.is_some() => {
+            if let Some(Err(mpsc::SendError((s, j)))) = joins.as_ref().map(|tx| tx.send((s, j))) {
+                *joins = None;
+                let (rank, job) = (j.rank, j.job);
+                let why = format!(
+                    "rank {rank} of job {job:?} joined after the roster closed (every rank was in, or the wait ended)"
+                );
+                refuse(served, ledger, s, &why, Some(&why));
+            }
+        }
+        Frame::Knock(Knock { rank, job }) | Frame::Join(Join { rank, job, .. }) => {
+            let why = format!("a {what} from rank {rank} of job {job:?}, but this pod is not the coordinator");
+            let tell = format!("{why}: set NCCL_WRAP_GATE_COORDINATOR to rank 0's address");
+            refuse(served, ledger, s, &why, Some(&tell));
+        }
+        Frame::Pair(Message::Hello(h)) => {
+            let ours = h.gate.as_ref().is_some_and(|g| g.job == job && g.rank == predecessor);
+            // The job's secret, bound to this pod's nonce (which only rank 0 and this pod
+            // know), before anything of the test runs.
+            let bound = Bound { job, member: trust.nonce, gate: "" };
+            let proof = h.gate.as_ref().filter(|_| ours).and_then(|g| seal::check_tag(g, trust.key, &bound).err());
+            if let Some(e) = proof {
+                let why = format!("a pair test as rank {predecessor} of job {job:?} ({}): its tag {e}", h.host);
+                refuse(served, ledger, s, &why, Some(&why));
+                return None;
+            }
+            if ours && served.pairs.is_none() {
+                served.pairs = Some(fabric.answer(s, &h, test, &say_clamped));
+                if let Some(Err(e)) = &served.pairs {
+                    eprintln!("{PREFIX} gate: serving rank {predecessor}'s pair test: {e}");
+                }
+                return None;
+            }
+            let who = match &h.gate {
+                Some(g) => format!("rank {} of job {:?}", g.rank, g.job),
+                None => "a plain `nccl-wrap ping`".to_owned(),
+            };
+            let (host, again) = (&h.host, if served.pairs.is_some() { ", already served" } else { "" });
+            let why = format!(
+                "{who} ({host}) asked for a pair test; this port serves only rank {predecessor} of job {job:?}{again}"
+            );
+            refuse(served, ledger, s, &why, Some(&why));
+        }
+        other => {
+            let why = format!("sent a {} message first", other.name());
+            refuse(served, ledger, s, &why, Some(&why));
+        }
     }
+    None
 }

@@ -33,13 +33,11 @@ pub fn raise(pods: u32) -> Raised {
         );
     }
     let Some(to) = target(soft, hard, pods) else { return Raised { was: None } };
-    match setrlimit(Resource::Nofile, Rlimit { current: Some(to), maximum: was.maximum }) {
-        Ok(()) => Raised { was: Some(was) },
-        Err(e) => {
-            eprintln!("{PREFIX} gate: cannot raise the open-descriptor limit from {soft} to {to}: {e}");
-            Raised { was: None }
-        }
+    let set = setrlimit(Resource::Nofile, Rlimit { current: Some(to), maximum: was.maximum });
+    if let Err(e) = &set {
+        eprintln!("{PREFIX} gate: cannot raise the open-descriptor limit from {soft} to {to}: {e}");
     }
+    Raised { was: set.ok().map(|()| was) }
 }
 
 impl Drop for Raised {
