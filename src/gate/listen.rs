@@ -126,7 +126,8 @@ fn dispatch(
             }
         }
         Frame::Join(j) if joins.is_some() => {
-            if let Some(Err(mpsc::SendError((s, j)))) = joins.as_ref().map(|tx| tx.send((s, j))) {
+            let Some(tx) = joins else { return None };
+            if let Err(mpsc::SendError((s, j))) = tx.send((s, j)) {
                 *joins = None;
                 let (rank, job) = (j.rank, j.job);
                 let why = format!(

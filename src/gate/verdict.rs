@@ -166,10 +166,9 @@ pub fn dropped_here(v: &Verdict, mine: &[String]) -> Result<Vec<Pruned>, String>
             let rail =
                 mine.get(p).ok_or_else(|| format!("it drops the rail at place {p}, and this pod hands NCCL {n}"))?;
             let f = v.findings.get(d.finding as usize).ok_or_else(|| format!("it names no failure for place {p}"))?;
+            let (place, why) = (p + 1, line(f));
             let line = format!(
-                "gate: --gate-prune: {rail} (rail {} of {n}) is dropped here, as its place is on every pod: {}",
-                p + 1,
-                line(f)
+                "gate: --gate-prune: {rail} (rail {place} of {n}) is dropped here, as its place is on every pod: {why}"
             );
             Ok(Pruned { rail: rail.clone(), line })
         })
