@@ -17,11 +17,8 @@ use nw_observe::detect::route;
 pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
     let Some(b) = inp.plan.bootstrap.as_ref() else { return Vec::new() };
     let routes = route::read(inp.proc_root).unwrap_or_default();
-    let addrs: Vec<OwnAddr> = if inp.plan.detection.addresses.is_empty() {
-        (inp.addrs)().unwrap_or_default()
-    } else {
-        inp.plan.detection.addresses.clone()
-    };
+    let seen = &inp.plan.detection.addresses;
+    let addrs: Vec<OwnAddr> = if seen.is_empty() { (inp.addrs)().unwrap_or_default() } else { seen.clone() };
     let ports = inp.plan.detection.devices.iter().flat_map(|d| &d.ports);
     let rails: Vec<String> = ports
         .filter_map(|p| {

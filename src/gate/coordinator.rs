@@ -9,7 +9,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use super::successor;
-use super::verdict::{self, pod_fails, Pod, SlowRule};
+use super::verdict::{self, pod_fails, Pod};
 use super::who::Who;
 use nw_output::msg::PREFIX;
 use nw_pairtest::edge::PairTest;
@@ -21,7 +21,7 @@ use nw_pairtest::Settings;
 
 use super::seal::{self, Bound};
 use super::wire::{Assign, Bootstrap, Finding, Frame, Join, Verdict};
-use super::Trust;
+use super::{Options, Trust};
 
 /// A pod that joined: its connection, what it said, and the addresses of that connection.
 pub struct Member {
@@ -252,11 +252,10 @@ pub fn collect(roster: &mut Roster, until: Instant, job: &str, trust: Trust) -> 
             Ok(Frame::Report(rep)) if rep.rank == r => {
                 out.extend(rep.pairs.into_iter().map(|f| Finding { rank: r, ..f }))
             }
-            Ok(Frame::Report(rep)) => out.push(fails(
-                "peer",
-                format!("rank {r} sent the report of rank {}", rep.rank),
-                "run the same nccl-wrap on every pod",
-            )),
+            Ok(Frame::Report(rep)) => {
+                let why = format!("rank {r} sent the report of rank {}", rep.rank);
+                out.push(fails("peer", why, "run the same nccl-wrap on every pod"));
+            }
             got => {
                 let e = got.map_or_else(|e| e, |x| ExchangeError::Unexpected { peer, want: "report", got: x.name() });
                 let hint = "the pod went away or hung during its pair test: look at its logs";
@@ -301,7 +300,6 @@ pub fn bootstrap_mismatches<'a>(joins: impl IntoIterator<Item = &'a Join>, mine:
     joins.into_iter().filter_map(of).collect()
 }
 
-/// How to fix a rail-count mismatch.
 const SAME_RAILS: &str =
     "give every pod the same rails (one device-plugin resource per rail, the same count on every node)";
 
@@ -347,8 +345,7 @@ pub struct Joins<'a> {
 }
 
 /// Rank 0: the roster, the assignments, this pod's own edge, the reports, the verdict to all
-/// (with `prune`, rails whose pairs failed dropped on every pod).
-#[allow(clippy::too_many_arguments)]
+/// (with `--gate-prune`, rails whose pairs failed dropped on every pod).
 pub fn run(
     who: &Who,
     me: &Pod,
@@ -356,8 +353,7 @@ pub fn run(
     limits: &Settings,
     joins: Joins,
     trust: Trust,
-    slow: SlowRule,
-    prune: bool,
+    opts: &Options,
 ) -> Verdict {
     let (key, timeout, mine) = (trust.key, limits.timeout, fabric.ports());
     let mut roster = gather(&joins, who, trust);
@@ -371,7 +367,7 @@ pub fn run(
         findings.push(verdict::of_pod(me, None, c));
     }
     if !roster.missing.is_empty() || !findings.is_empty() {
-        let v = verdict::decide(who.size, &roster.missing, findings, slow);
+        let v = verdict::decide(who.size, &roster.missing, findings, opts.slow);
         announce(&mut roster, &v, timeout, &who.job, trust);
         return v;
     }
@@ -391,9 +387,9 @@ pub fn run(
     let limits = &Settings { gate: sealed, ..limits.clone() };
     findings.extend(successor::test(me, &Pod { rank: next, host: peer_host }, fabric, &target, limits));
     findings.extend(collect(&mut roster, until + timeout, &who.job, trust));
-    let mut v = verdict::decide(who.size, &[], findings, slow);
+    let mut v = verdict::decide(who.size, &[], findings, opts.slow);
     // Rail-specific failures only: every pod joined with the same count (checked above).
-    if let Some(dropped) = verdict::prune(&v, &rails).filter(|_| prune) {
+    if let Some(dropped) = verdict::prune(&v, &rails).filter(|_| opts.prune) {
         v = Verdict { go: true, dropped, ..v };
     }
     announce(&mut roster, &v, timeout, &who.job, trust);

@@ -85,7 +85,6 @@ pub fn serve(l: &TcpListener, opts: Listen<'_>, fabric: &dyn PairTest, until: In
         }
     }
     desk.counted(true).iter().for_each(|e| counted(&e.to_string()));
-    drop(desk);
     served
 }
 
@@ -117,13 +116,9 @@ fn dispatch(
             let (theirs, ours) = s.addrs()?;
             let nonce = seal::challenge(trust.nonce, theirs, ours);
             s.set_deadline(Instant::now() + hello);
-            match s.send_as(&Frame::Challenge(Challenge { nonce })) {
-                Ok(()) => return Some(s),
-                Err(e) => {
-                    let why = format!("rank {} of job {:?} knocked: {e}", k.rank, k.job);
-                    refuse(served, ledger, s, &why, None);
-                }
-            }
+            let Err(e) = s.send_as(&Frame::Challenge(Challenge { nonce })) else { return Some(s) };
+            let why = format!("rank {} of job {:?} knocked: {e}", k.rank, k.job);
+            refuse(served, ledger, s, &why, None);
         }
         Frame::Join(j) if joins.is_some() => {
             let Some(tx) = joins else { return None };

@@ -81,17 +81,15 @@ pub fn take_part(
     trust: super::Trust,
 ) -> Verdict {
     let key = trust.key;
-    let (ports, problem) = match fabric.ports() {
-        Ok(p) => (p, None),
-        Err(c) => (Vec::new(), Some(verdict::clip(&c.summary, nw_pairtest::wire::MAX_TEXT))),
-    };
+    let ports = fabric.ports();
+    let problem = ports.as_ref().err().map(|c| verdict::clip(&c.summary, nw_pairtest::wire::MAX_TEXT));
     let join = Join {
         job: who.job.clone(),
         rank: who.rank,
         size: who.size,
         host: me.host.clone(),
         port: who.port,
-        ports,
+        ports: ports.unwrap_or_default(),
         problem,
         nonce: Some(trust.nonce.to_owned()),
         challenge: None,
@@ -143,13 +141,13 @@ pub fn take_part(
             other => break (s, other),
         }
     };
-    let a: Assign = match first {
+    let (a, gate): (Assign, String) = match first {
         Ok(Frame::Assign(a)) => {
             let gate = a.nonce.clone().unwrap_or_default();
             if let Some(v) = forged(who, me, &Frame::Assign(a.clone()), key, &Bound { gate: &gate, ..early }) {
                 return v;
             }
-            a
+            (a, gate)
         }
         Ok(Frame::Verdict(v)) => return forged(who, me, &Frame::Verdict(v.clone()), key, &early).unwrap_or(v),
         Ok(m) => {
@@ -169,7 +167,6 @@ pub fn take_part(
     let next = Pod { rank: a.successor, host: a.successor_host.clone() };
     let pairs = successor::test(me, &next, fabric, &a.target, &theirs);
     s.set_deadline(until.max(Instant::now()) + theirs.timeout);
-    let gate = a.nonce.clone().unwrap_or_default();
     let session = Bound { gate: &gate, ..early };
     let report = seal::seal(Frame::Report(Report { rank: who.rank, pairs, mac: None }), key, &session);
     if let Err(e) = s.send_as(&report) {

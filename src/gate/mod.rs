@@ -201,7 +201,7 @@ fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32)
             let v = if who.rank == 0 {
                 let until = Instant::now() + wait;
                 let joins = coordinator::Joins { rx: joins_rx, until, cancel: &stop, ledger: ledger.clone() };
-                coordinator::run(&who, &me, fabric, &limits, joins, trust, opts.slow, opts.prune)
+                coordinator::run(&who, &me, fabric, &limits, joins, trust, opts)
             } else {
                 drop(joins_rx);
                 member::take_part(&who, &me, fabric, &limits, wait, &stop, trust)

@@ -42,11 +42,7 @@ impl Secret {
         if bytes.len() > MAX_SECRET {
             return Err(SecretError::TooLong(bytes.len()));
         }
-        let secret = bytes.trim_ascii();
-        if secret.is_empty() {
-            return Err(SecretError::Empty);
-        }
-        Ok(Secret(secret.to_vec()))
+        Some(bytes.trim_ascii()).filter(|s| !s.is_empty()).map(|s| Secret(s.to_vec())).ok_or(SecretError::Empty)
     }
 }
 
@@ -99,10 +95,8 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
+/// The bytes of an even-length hex string (an odd one's last pair is out of range: none).
 fn unhex(h: &str) -> Option<Vec<u8>> {
-    if h.len() % 2 != 0 {
-        return None;
-    }
     (0..h.len()).step_by(2).map(|i| h.get(i..i + 2).and_then(|p| u8::from_str_radix(p, 16).ok())).collect()
 }
 

@@ -186,14 +186,6 @@ pub fn line(f: &Finding) -> String {
     format!("{} (rank {}){}{}: {cause}: {}", f.host, f.rank, rail(&f.rail), to.unwrap_or_default(), f.summary)
 }
 
-fn ranks(list: &[u32], total: u32) -> String {
-    let mut text = list.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
-    if total as usize > list.len() {
-        text.push_str(&format!(" and {} more", total as usize - list.len()));
-    }
-    text
-}
-
 /// The headline: what was decided and why, in one line.
 pub fn headline(v: &Verdict, wait_ms: u64) -> String {
     let (failed, pairs, size, missing) = (v.failed_total, v.pairs, v.size, v.missing_total);
@@ -208,7 +200,10 @@ pub fn headline(v: &Verdict, wait_ms: u64) -> String {
     }
     let mut parts = Vec::new();
     if missing > 0 {
-        let ranks = ranks(&v.missing, missing);
+        let mut ranks = v.missing.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+        if missing as usize > v.missing.len() {
+            ranks.push_str(&format!(" and {} more", missing as usize - v.missing.len()));
+        }
         parts.push(format!("{missing} of {size} pod(s) never joined within {wait_ms} ms: rank(s) {ranks}"));
     }
     if failed > 0 {
@@ -222,9 +217,7 @@ pub fn human(v: &Verdict, wait_ms: u64) -> Vec<String> {
     let mut out = vec![headline(v, wait_ms)];
     for f in &v.findings {
         out.push(format!("gate: FAIL {}", line(f)));
-        if !f.hint.is_empty() {
-            out.push(format!("gate:   fix: {}", f.hint));
-        }
+        out.extend((!f.hint.is_empty()).then(|| format!("gate:   fix: {}", f.hint)));
     }
     if v.failed_total as usize > v.findings.len() {
         out.push(format!("gate: ... and {} more failure(s)", v.failed_total as usize - v.findings.len()));
@@ -232,9 +225,7 @@ pub fn human(v: &Verdict, wait_ms: u64) -> Vec<String> {
     for f in &v.slow {
         out.push(format!("gate: SLOW {}", line(f)));
     }
-    if let Some(f) = v.slow.first() {
-        out.push(format!("gate:   check: {}", f.hint));
-    }
+    out.extend(v.slow.first().map(|f| format!("gate:   check: {}", f.hint)));
     if v.slow_total as usize > v.slow.len() {
         out.push(format!("gate: ... and {} more slow pair(s)", v.slow_total as usize - v.slow.len()));
     }

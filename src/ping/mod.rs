@@ -81,9 +81,7 @@ struct Printer {
 impl Printer {
     fn pair(&mut self, r: &PairResult) {
         self.pairs += 1;
-        if r.status == Status::Fail {
-            self.failed += 1;
-        }
+        self.failed += usize::from(r.status == Status::Fail);
         self.emit(&if self.json { print::json_line(r) } else { print::human(r) });
     }
     fn emit(&self, text: &str) {
