@@ -1,15 +1,14 @@
-//! Check `bootstrap`: the interface NCCL's and Gloo's out-of-band sockets will use. Where nccl-wrap
-//! chose it, says which and why; where the user set `NCCL_SOCKET_IFNAME` or `GLOO_SOCKET_IFNAME`
-//! (kept as set), says when the value selects no interface, a rail, an interface with only
-//! link-local addresses, or one that does not route to the coordinator. Reads this namespace's
-//! routing table through the proc root and its addresses through the plan's seam; never connects.
+//! Check `bootstrap`: the interface NCCL's and Gloo's out-of-band sockets use, and where a user's
+//! `NCCL_SOCKET_IFNAME` or `GLOO_SOCKET_IFNAME` selects none, a rail, a link-local-only one, or
+//! one that does not route to the coordinator. Reads routes and addresses; never connects.
 
+use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use serde_json::json;
 
 use super::{user_var, Check, Inputs, Status};
-use nw_decide::bootstrap::{interface_to, unfit, user_value_problem};
+use nw_decide::bootstrap::{interface_to, unfit, user_value_problem, Bootstrap};
 use nw_nccl::env::{GLOO_SOCKET_IFNAME, SOCKET_IFNAME};
 use nw_nccl::list::List;
 use nw_observe::detect::netif::OwnAddr;
@@ -18,45 +17,24 @@ use nw_observe::detect::route;
 pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
     let Some(b) = inp.plan.bootstrap.as_ref() else { return Vec::new() };
     let routes = route::read(inp.proc_root).unwrap_or_default();
-    let addrs: Vec<OwnAddr> = if inp.plan.detection.addresses.is_empty() {
-        (inp.addrs)().unwrap_or_default()
-    } else {
-        inp.plan.detection.addresses.clone()
-    };
-    let rails: Vec<String> = inp
-        .plan
-        .detection
-        .devices
-        .iter()
-        .flat_map(|d| &d.ports)
+    let seen = &inp.plan.detection.addresses;
+    let addrs: Vec<OwnAddr> = if seen.is_empty() { (inp.addrs)().unwrap_or_default() } else { seen.clone() };
+    let ports = inp.plan.detection.devices.iter().flat_map(|d| &d.ports);
+    let rails: Vec<String> = ports
         .filter_map(|p| {
             p.gid.as_ref().and_then(|g| g.ndev.clone()).or_else(|| p.pkey.as_ref().map(|k| k.netdev.clone()))
         })
         .collect();
-    let mut names: Vec<String> = addrs.iter().map(|a| a.ifname.clone()).collect();
-    names.sort();
-    names.dedup();
+    let names: BTreeSet<&str> = addrs.iter().map(|a| a.ifname.as_str()).collect();
     let mut out = Vec::new();
     for (var, value) in
         [SOCKET_IFNAME, GLOO_SOCKET_IFNAME].iter().filter_map(|v| user_var(inp.vars, v).map(|x| (*v, x)))
     {
-        let selected: Vec<&str> = if var == SOCKET_IFNAME {
-            let list = List::parse(&value);
-            names.iter().map(String::as_str).filter(|n| list.selects(n, None)).collect()
-        } else {
-            let want: Vec<&str> = value.split(',').map(str::trim).collect();
-            names.iter().map(String::as_str).filter(|n| want.contains(n)).collect()
-        };
-        let mut c = user_value(
-            var,
-            &value,
-            &selected,
-            b.coordinator.as_deref(),
-            &b.coordinator_addresses,
-            &routes,
-            &addrs,
-            &rails,
-        );
+        // NCCL's list syntax, or Gloo's plain names.
+        let (list, want): (_, Vec<&str>) = (List::parse(&value), value.split(',').map(str::trim).collect());
+        let selects = |n: &&str| if var == SOCKET_IFNAME { list.selects(n, None) } else { want.contains(n) };
+        let selected: Vec<&str> = names.iter().copied().filter(selects).collect();
+        let mut c = user_value(var, &value, &selected, b, &routes, &addrs, &rails);
         // What a start warns of (decide's rule, the one copy) fails here, with what to set instead.
         if let Some(why) = user_value_problem(var, &value, &addrs) {
             c.status = Status::Fail;
@@ -92,22 +70,20 @@ fn instead(var: &str, ours: Option<&str>) -> String {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// A user's bootstrap value, judged: what it selects, and whether that reaches the coordinator.
 fn user_value(
     var: &'static str,
     value: &str,
     selected: &[&str],
-    coordinator: Option<&str>,
-    targets: &[IpAddr],
+    b: &Bootstrap,
     routes: &[route::Route],
     addrs: &[OwnAddr],
     rails: &[String],
 ) -> Check {
+    let (coordinator, targets) = (b.coordinator.as_deref(), &b.coordinator_addresses);
     let mut status = Status::Pass;
-    let mut findings = vec![format!(
-        "{var}={value:?} (kept as set) selects {}",
-        if selected.is_empty() { "no interface".to_string() } else { selected.join(", ") }
-    )];
+    let sel = if selected.is_empty() { "no interface".to_string() } else { selected.join(", ") };
+    let mut findings = vec![format!("{var}={value:?} (kept as set) selects {sel}")];
     if selected.is_empty() {
         status = Status::Fail;
         findings.push(

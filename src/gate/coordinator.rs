@@ -1,11 +1,6 @@
-//! Rank 0's part: the roster (every pod's join, until all are in or the wait ends), each pod's
-//! successor, every pod's results, and the verdict sent to all. Joins arrive from the listener
-//! over a channel; a join of another job, of another size, of a rank out of range or already
-//! taken, or one that does not answer its connection's challenge (a join of an earlier run,
-//! replayed), is refused and logged, and the wait goes on.
-//!
-//! Data walks one way: joins -> roster -> assignments -> this pod's edge and the reports ->
-//! verdict, sent to all ([`run`]).
+//! Rank 0's part, one way ([`run`]): joins (from the listener) -> roster -> assignments -> this
+//! pod's edge and the reports -> the verdict, sent to all. A join that is not this job's, or does
+//! not answer its connection's challenge, is refused and logged, and the wait goes on.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -14,18 +9,19 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use super::successor;
-use super::verdict::{self, pod_fails, Pod, SlowRule};
+use super::verdict::{self, pod_fails, Pod};
 use super::who::Who;
 use nw_output::msg::PREFIX;
 use nw_pairtest::edge::PairTest;
-use nw_pairtest::exchange::Session;
+use nw_pairtest::exchange::{ExchangeError, Session};
 use nw_pairtest::ledger::Ledger;
 use nw_pairtest::session::{budget, pairing, rounds};
-use nw_pairtest::wire::{PortInfo, Protocol};
+use nw_pairtest::wire::Protocol;
 use nw_pairtest::Settings;
 
-use super::seal::{self, Bound, Secret};
+use super::seal::{self, Bound};
 use super::wire::{Assign, Bootstrap, Finding, Frame, Join, Verdict};
+use super::{Options, Trust};
 
 /// A pod that joined: its connection, what it said, and the addresses of that connection.
 pub struct Member {
@@ -45,13 +41,6 @@ impl Member {
     }
 }
 
-/// The job secret (or none) and this gate run's nonce, which every assigned session is bound to.
-#[derive(Debug, Clone, Copy)]
-pub struct Keys<'a> {
-    pub key: Option<&'a Secret>,
-    pub gate: &'a str,
-}
-
 /// Who came, and who did not.
 pub struct Roster {
     pub members: BTreeMap<u32, Member>,
@@ -60,59 +49,48 @@ pub struct Roster {
 
 /// Why a join is not this job's.
 pub fn check(join: &Join, who: &Who) -> Result<(), String> {
-    if join.job != who.job {
+    let (Join { job, rank, size: says, .. }, size) = (join, who.size);
+    if *job != who.job {
+        let mine = &who.job;
+        return Err(format!("a pod of another job (job {job:?}, this job is {mine:?}): refused; set the same NCCL_WRAP_GATE_ID on every pod of one job"));
+    }
+    if *says != size {
         return Err(format!(
-            "a pod of another job (job {:?}, this job is {:?}): refused; set the same NCCL_WRAP_GATE_ID on every pod of one job",
-            join.job, who.job
+            "rank {rank} says the job has {says} pods, the coordinator {size}: refused; every pod needs the same size"
         ));
     }
-    if join.size != who.size {
-        return Err(format!(
-            "rank {} says the job has {} pods, the coordinator {}: refused; every pod needs the same size",
-            join.rank, join.size, who.size
-        ));
-    }
-    if join.rank == 0 || join.rank >= who.size {
-        return Err(format!(
-            "rank {} is not one of ranks 1..{} that join the coordinator: refused",
-            join.rank, who.size
-        ));
+    if *rank == 0 || *rank >= size {
+        return Err(format!("rank {rank} is not one of ranks 1..{size} that join the coordinator: refused"));
     }
     Ok(())
 }
 
-/// Why a join that is this job's is not taken: it does not answer its connection's challenge, or
-/// fails the job secret's MAC over it. A join made with the job's secret for another challenge
-/// is named a replay: a frame recorded from an earlier run (or another connection) sent again.
-fn unsealed(j: Join, peer: SocketAddr, local: SocketAddr, job: &str, keys: Keys) -> Result<Join, String> {
-    let expected = seal::challenge(keys.gate, peer, local);
+/// Why a join of this job is not taken: it does not answer its connection's challenge (a replay,
+/// where the job's secret made it for another), or fails the job secret's MAC.
+fn unsealed(j: Join, peer: SocketAddr, local: SocketAddr, job: &str, trust: Trust) -> Result<Join, String> {
+    let expected = seal::challenge(trust.nonce, peer, local);
     let nonce = j.nonce.clone().unwrap_or_default();
     let (rank, host, answered) = (j.rank, j.host.clone(), j.challenge.clone());
     let bound = |gate| Bound { job, member: &nonce, gate };
-    let msg = Frame::Join(j);
+    let msg = Frame::Join(j.clone());
     let replayed = || {
         format!("rank {rank} ({host}): its join was made for another connection's challenge: a join recorded from an earlier run (or another connection) and replayed: refused")
     };
-    match seal::check(&msg, keys.key, &bound(&expected)) {
+    match seal::check(&msg, trust.key, &bound(&expected)) {
         Ok(()) if answered.as_deref() == Some(expected.as_str()) => {}
         Ok(()) if answered.is_none() => {
             return Err(format!("rank {rank} ({host}): its join answers no challenge (sent without a knock: a join replayed from an earlier run, or a pod of an older nccl-wrap): refused"))
         }
         Ok(()) => return Err(replayed()),
-        Err(_) if answered.as_deref().is_some_and(|c| seal::check(&msg, keys.key, &bound(c)).is_ok()) => {
+        Err(_) if answered.as_deref().is_some_and(|c| seal::check(&msg, trust.key, &bound(c)).is_ok()) => {
             return Err(replayed())
         }
         Err(e) => return Err(format!("rank {rank} ({host}): its join {e}: refused")),
     }
-    match msg {
-        Frame::Join(j) => Ok(j),
-        _ => Err(format!("rank {rank} ({host}): its join was lost")),
-    }
+    Ok(j)
 }
 
-/// Refuses a join, telling the pod why; said on stderr as the port's strays are (the first few
-/// of a source in full, the rest counted into the listener's line), so that a flood of joins
-/// that are refused is a few lines.
+/// Refuses a join, telling the pod why; said on stderr at the rate the port's strays are.
 fn refuse(s: Session, peer: SocketAddr, why: &str, ledger: &Ledger) {
     if ledger.refused(peer.ip(), why) {
         eprintln!("{PREFIX} gate: ignored {peer}: {why}");
@@ -120,7 +98,6 @@ fn refuse(s: Session, peer: SocketAddr, why: &str, ledger: &Ledger) {
     s.refuse(why);
 }
 
-/// Gathers joins until every rank 1..size is in, the wait passes or it is cancelled.
 /// How often rank 0 says whom it still waits for (the wait is 10 minutes by default).
 const WAITING_EVERY: Duration = Duration::from_secs(30);
 
@@ -131,20 +108,14 @@ fn waiting(members: &BTreeMap<u32, Member>, size: u32, left: Duration) -> String
     if missing.len() > 16 {
         ranks.push(format!("and {} more", missing.len() - 16));
     }
-    let secs = left.as_secs();
-    format!(
-        "waiting for {} of {size} pods (rank{} {}), {}m{:02}s left",
-        missing.len(),
-        if missing.len() == 1 { "" } else { "s" },
-        ranks.join(", "),
-        secs / 60,
-        secs % 60
-    )
+    let (n, secs, ranks) = (missing.len(), left.as_secs(), ranks.join(", "));
+    let s = if n == 1 { "" } else { "s" };
+    format!("waiting for {n} of {size} pods (rank{s} {ranks}), {}m{:02}s left", secs / 60, secs % 60)
 }
 
-pub fn gather(joins: &Joins, who: &Who, keys: Keys) -> Roster {
+/// Gathers joins until every rank 1..size is in, the wait passes or it is cancelled.
+pub fn gather(joins: &Joins, who: &Who, trust: Trust) -> Roster {
     let Joins { rx: joins, until, cancel, ledger } = joins;
-    let until = *until;
     let mut members: BTreeMap<u32, Member> = BTreeMap::new();
     let mut said = Instant::now();
     while members.len() + 1 < who.size as usize && !cancel.load(Ordering::SeqCst) {
@@ -162,29 +133,21 @@ pub fn gather(joins: &Joins, who: &Who, keys: Keys) -> Roster {
             Err(RecvTimeoutError::Disconnected) => break,
         };
         let Some((peer, local)) = s.addrs() else { continue };
-        if let Err(why) = check(&j, who) {
-            refuse(s, peer, &why, ledger);
-            continue;
-        }
-        // This connection's challenge and the job's secret, checked before the join is used: a
-        // replayed join, or a pod with another secret or none, is refused and told why.
-        let j = match unsealed(j, peer, local, &who.job, keys) {
+        let j = match check(&j, who).and_then(|()| unsealed(j, peer, local, &who.job, trust)) {
             Ok(j) => j,
             Err(why) => {
                 refuse(s, peer, &why, ledger);
                 continue;
             }
         };
-        if let Some(m) = members.get(&j.rank) {
-            // An earlier pod of this rank whose connection has ended is an old run's: replaced.
-            if !m.session.readable().unwrap_or(true) {
-                let why = format!(
-                    "rank {} already joined from {} ({}): refused {peer} ({})",
-                    j.rank, m.peer, m.join.host, j.host
-                );
-                refuse(s, peer, &why, ledger);
-                continue;
-            }
+        // An earlier pod of this rank whose connection has ended is an old run's: replaced.
+        if let Some(m) = members.get(&j.rank).filter(|m| !m.session.readable().unwrap_or(true)) {
+            let why = format!(
+                "rank {} already joined from {} ({}): refused {peer} ({})",
+                j.rank, m.peer, m.join.host, j.host
+            );
+            refuse(s, peer, &why, ledger);
+            continue;
         }
         members.insert(j.rank, Member { session: s, join: j, peer, local, assigned: false });
     }
@@ -198,15 +161,13 @@ pub fn target(roster: &Roster, r: u32, size: u32, port: u16) -> String {
     let next = (r + 1) % size;
     let addr = match (next, roster.members.get(&next), roster.members.get(&r)) {
         (0, _, Some(m)) => SocketAddr::new(m.local.ip(), port),
-        (0, _, None) => SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port),
-        (_, Some(n), _) => SocketAddr::new(n.peer.ip(), n.join.port),
-        (_, None, _) => SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port),
+        (1.., Some(n), _) => SocketAddr::new(n.peer.ip(), n.join.port),
+        _ => SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port),
     };
     addr.to_string()
 }
 
-/// How long every edge's test may take: the slowest edge's session budget, plus the connect and
-/// the hello.
+/// How long every edge's test may take: the slowest edge's budget, plus the connect and hello.
 pub fn results_budget(ports: &[usize], limits: &Settings) -> Duration {
     let n = ports.len();
     let slowest = (0..n)
@@ -222,11 +183,10 @@ pub fn results_budget(ports: &[usize], limits: &Settings) -> Duration {
 
 /// The nonce rank `r`'s successor joined with (rank 0's: the gate's).
 fn successor_nonce(roster: &Roster, r: u32, size: u32, gate: &str) -> String {
-    let next = (r + 1) % size;
-    if next == 0 {
-        return gate.to_owned();
+    match (r + 1) % size {
+        0 => gate.to_owned(),
+        next => roster.members.get(&next).and_then(|m| m.join.nonce.clone()).unwrap_or_default(),
     }
-    roster.members.get(&next).and_then(|m| m.join.nonce.clone()).unwrap_or_default()
 }
 
 /// Sends each member its assignment; a member that cannot be told is named.
@@ -236,22 +196,18 @@ pub fn assign(
     me_host: &str,
     limits: &Settings,
     results: Duration,
-    keys: Keys,
+    trust: Trust,
 ) -> Vec<Finding> {
     let mut lost = Vec::new();
-    let targets: Vec<(u32, String, String, String)> = roster
-        .members
-        .keys()
-        .map(|&r| {
-            let next = (r + 1) % who.size;
-            let host = roster.members.get(&next).map_or_else(|| me_host.to_owned(), |m| m.join.host.clone());
-            (r, target(roster, r, who.size, who.port), host, successor_nonce(roster, r, who.size, keys.gate))
-        })
-        .collect();
-    for (r, t, successor_host, succ_nonce) in targets {
+    let ranks: Vec<u32> = roster.members.keys().copied().collect();
+    for r in ranks {
+        let next = (r + 1) % who.size;
+        let successor_host = roster.members.get(&next).map_or_else(|| me_host.to_owned(), |m| m.join.host.clone());
+        let (t, succ_nonce) =
+            (target(roster, r, who.size, who.port), successor_nonce(roster, r, who.size, trust.nonce));
         let Some(m) = roster.members.get_mut(&r) else { continue };
         let a = Assign {
-            successor: (r + 1) % who.size,
+            successor: next,
             successor_host,
             target: t,
             predecessor: (r + who.size - 1) % who.size,
@@ -261,82 +217,59 @@ pub fn assign(
             duration_ms: limits.duration_ms,
             timeout_ms: limits.timeout_ms(),
             results_ms: u32::try_from(results.as_millis()).unwrap_or(u32::MAX),
-            nonce: Some(keys.gate.to_owned()),
+            nonce: Some(trust.nonce.to_owned()),
             successor_nonce: Some(succ_nonce).filter(|n| !n.is_empty()),
             mac: None,
         };
         m.assigned = true;
-        let sealed = seal::seal(Frame::Assign(a), keys.key, &m.bound(&who.job, keys.gate));
+        let sealed = seal::seal(Frame::Assign(a), trust.key, &m.bound(&who.job, trust.nonce));
         m.session.set_deadline(Instant::now() + limits.timeout);
         if let Err(e) = m.session.send_as(&sealed) {
-            lost.push(pod_fails(
-                r,
-                &m.join.host,
-                "peer",
-                format!("rank {r} could not be told its successor: {e}"),
-                "the pod went away during the gate: look at its logs",
-            ));
+            let why = format!("rank {r} could not be told its successor: {e}");
+            lost.push(pod_fails(r, &m.join.host, "peer", why, "the pod went away during the gate: look at its logs"));
         }
     }
     lost
 }
 
 /// Reads every member's report until `until`; a member without one is named.
-pub fn collect(roster: &mut Roster, until: Instant, job: &str, keys: Keys) -> Vec<Finding> {
+pub fn collect(roster: &mut Roster, until: Instant, job: &str, trust: Trust) -> Vec<Finding> {
     let mut out = Vec::new();
     for (&r, m) in roster.members.iter_mut() {
         m.session.set_deadline(until);
         let got = m.session.recv_as::<Frame>();
         // Checked before it is used: a report without the job's MAC counts for nothing.
+        let fails = |id, summary, hint| pod_fails(r, &m.join.host, id, summary, hint);
         if let Ok(x @ Frame::Report(_)) = &got {
-            if let Err(e) = seal::check(x, keys.key, &m.bound(job, keys.gate)) {
-                out.push(pod_fails(
-                    r,
-                    &m.join.host,
-                    "secret",
-                    format!("rank {r}'s report {e}"),
-                    super::member::SECRET_HINT,
-                ));
+            if let Err(e) = seal::check(x, trust.key, &m.bound(job, trust.nonce)) {
+                out.push(fails("secret", format!("rank {r}'s report {e}"), super::member::SECRET_HINT));
                 continue;
             }
         }
-        let got = got.and_then(|x| match x {
-            Frame::Report(rep) => Ok(rep),
-            other => Err(nw_pairtest::exchange::ExchangeError::Unexpected {
-                peer: m.session.peer.clone(),
-                want: "report",
-                got: other.name(),
-            }),
-        });
+        let peer = m.session.peer.clone();
         match got {
-            Ok(rep) if rep.rank == r => out.extend(rep.pairs.into_iter().map(|mut f| {
-                // A pod speaks for its own rank only.
-                f.rank = r;
-                f
-            })),
-            Ok(rep) => out.push(pod_fails(
-                r,
-                &m.join.host,
-                "peer",
-                format!("rank {r} sent the report of rank {}", rep.rank),
-                "run the same nccl-wrap on every pod",
-            )),
-            Err(e) => out.push(pod_fails(
-                r,
-                &m.join.host,
-                "no-result",
-                format!("rank {r} sent no result: {e}"),
-                "the pod went away or hung during its pair test: look at its logs",
-            )),
+            // A pod speaks for its own rank only.
+            Ok(Frame::Report(rep)) if rep.rank == r => {
+                out.extend(rep.pairs.into_iter().map(|f| Finding { rank: r, ..f }))
+            }
+            Ok(Frame::Report(rep)) => {
+                let why = format!("rank {r} sent the report of rank {}", rep.rank);
+                out.push(fails("peer", why, "run the same nccl-wrap on every pod"));
+            }
+            got => {
+                let e = got.map_or_else(|e| e, |x| ExchangeError::Unexpected { peer, want: "report", got: x.name() });
+                let hint = "the pod went away or hung during its pair test: look at its logs";
+                out.push(fails("no-result", format!("rank {r} sent no result: {e}"), hint));
+            }
         }
     }
     out
 }
 
 /// Sends the verdict to every member (best effort, each bounded by `timeout`).
-pub fn announce(roster: &mut Roster, v: &Verdict, timeout: Duration, job: &str, keys: Keys) {
+pub fn announce(roster: &mut Roster, v: &Verdict, timeout: Duration, job: &str, trust: Trust) {
     for (r, m) in roster.members.iter_mut() {
-        let sealed = seal::seal(Frame::Verdict(v.clone()), keys.key, &m.bound(job, keys.gate));
+        let sealed = seal::seal(Frame::Verdict(v.clone()), trust.key, &m.bound(job, trust.nonce));
         m.session.set_deadline(Instant::now() + timeout);
         if let Err(e) = m.session.send_as(&sealed) {
             eprintln!("{PREFIX} gate: could not send the verdict to rank {r} ({}): {e}", m.join.host);
@@ -346,51 +279,32 @@ pub fn announce(roster: &mut Roster, v: &Verdict, timeout: Duration, job: &str, 
 
 /// Pods that joined but cannot test (no usable port...): each named.
 pub fn problems(roster: &Roster) -> Vec<Finding> {
-    roster
-        .members
-        .iter()
-        .filter_map(|(&r, m)| {
-            m.join
-                .problem
-                .as_ref()
-                .map(|p| pod_fails(r, &m.join.host, "no-port", p.clone(), "run `nccl-wrap doctor` on that pod"))
-        })
-        .collect()
+    let hint = "run `nccl-wrap doctor` on that pod";
+    let of = |(&r, m): (&u32, &Member)| Some(pod_fails(r, &m.join.host, "no-port", m.join.problem.clone()?, hint));
+    roster.members.iter().filter_map(of).collect()
 }
 
-/// The pods whose NCCL bootstrap cannot reach rank 0's: another address family than rank 0's
-/// (`mine`). NCCL connects every rank's out-of-band socket to rank 0's, over one family; a pod
-/// that reaches the coordinator only over the other hangs at NCCL's init ("Bootstrap : no socket
-/// interface found", or connect retries until the timeout). A pod or rank 0 whose family is not
-/// known is not judged.
+/// The pods whose NCCL bootstrap uses another address family than rank 0's (`mine`): NCCL
+/// connects every rank to rank 0 over one family, so they would hang at its init. Unknown: unjudged.
 pub fn bootstrap_mismatches<'a>(joins: impl IntoIterator<Item = &'a Join>, mine: Option<&Bootstrap>) -> Vec<Finding> {
     let Some((my_if, my_family)) = mine.and_then(|b| Some((b.ifname.as_str(), b.family.as_deref()?))) else {
         return Vec::new();
     };
-    joins
-        .into_iter()
-        .filter_map(|j| {
-            let b = j.bootstrap.as_ref()?;
-            let family = b.family.as_deref().filter(|f| *f != my_family)?;
-            Some(pod_fails(
-                j.rank,
-                &j.host,
-                "bootstrap-family",
-                format!(
-                    "NCCL's bootstrap here uses {} ({family}), rank 0's {my_if} ({my_family}): NCCL connects every rank to rank 0 over one address family, so this pod would hang at NCCL's init",
-                    b.ifname
-                ),
-                "give every pod an address of one family on the interface that routes to the coordinator (MASTER_ADDR), or set NCCL_SOCKET_FAMILY and NCCL_SOCKET_IFNAME the same way on every pod (docs/ready.md, the bootstrap interface)",
-            ))
-        })
-        .collect()
+    let hint = "give every pod an address of one family on the interface that routes to the coordinator (MASTER_ADDR), or set NCCL_SOCKET_FAMILY and NCCL_SOCKET_IFNAME the same way on every pod (docs/ready.md, the bootstrap interface)";
+    let of = |j: &Join| {
+        let b = j.bootstrap.as_ref()?;
+        let (ifname, family) = (&b.ifname, b.family.as_deref().filter(|f| *f != my_family)?);
+        let why = format!("NCCL's bootstrap here uses {ifname} ({family}), rank 0's {my_if} ({my_family}): NCCL connects every rank to rank 0 over one address family, so this pod would hang at NCCL's init");
+        Some(pod_fails(j.rank, &j.host, "bootstrap-family", why, hint))
+    };
+    joins.into_iter().filter_map(of).collect()
 }
 
+const SAME_RAILS: &str =
+    "give every pod the same rails (one device-plugin resource per rail, the same count on every node)";
+
 /// The pods that hand NCCL another number of rails than the job's most common count (rank 0's
-/// where two counts are as common). NCCL pairs rails by their place in the list, and a rank that
-/// opens fewer NICs than its peers starts crippled, or with 2.30's default
-/// `NCCL_IGNORE_NET_MISMATCH=1` spins for ever (NVIDIA/nccl#2428). A pod that brings no rail for
-/// a reason of its own (`problem`, named apart) is not counted.
+/// on a tie), pods with a `problem` (named apart) not counted.
 pub fn rail_count_mismatches<'a>(joins: impl IntoIterator<Item = &'a Join>, mine: Option<usize>) -> Vec<Finding> {
     let joins: Vec<&Join> = joins.into_iter().filter(|j| j.problem.is_none()).collect();
     let mut counts: BTreeMap<usize, u32> = BTreeMap::new();
@@ -407,37 +321,18 @@ pub fn rail_count_mismatches<'a>(joins: impl IntoIterator<Item = &'a Join>, mine
         .iter()
         .filter(|j| j.ports.len() != common)
         .map(|j| {
-            let names: Vec<String> = j.ports.iter().map(|p| format!("{}:{}", p.device, p.port)).collect();
-            pod_fails(
-                j.rank,
-                &j.host,
-                "rail-count",
-                format!(
-                    "this pod hands NCCL {} rail(s) ({}), {with} of the job's {pods} pods hand it {common}: NCCL pairs rails by their place in the list, and a rank with fewer NICs than its peers starts crippled or spins (NVIDIA/nccl#2428)",
-                    j.ports.len(),
-                    if names.is_empty() { "none".to_string() } else { names.join(",") }
-                ),
-                "give every pod the same rails (one device-plugin resource per rail, the same count on every node), or name them with --rails on host-network nodes",
-            )
+            let (n, names) = (j.ports.len(), verdict::rail_names(&j.ports));
+            let names = if names.is_empty() { "none".to_string() } else { names.join(",") };
+            let why = format!("this pod hands NCCL {n} rail(s) ({names}), {with} of the job's {pods} pods hand it {common}: NCCL pairs rails by their place in the list, and a rank with fewer NICs than its peers starts crippled or spins (NVIDIA/nccl#2428)");
+            let hint = format!("{SAME_RAILS}, or name them with --rails on host-network nodes");
+            pod_fails(j.rank, &j.host, "rail-count", why, &hint)
         })
         .collect();
     if let Some(n) = mine.filter(|&n| n != common) {
-        found.push(pod_fails(
-            0,
-            "rank 0",
-            "rail-count",
-            format!("rank 0 hands NCCL {n} rail(s), {with} of the job's {pods} pods hand it {common}: NCCL pairs rails by their place in the list"),
-            "give every pod the same rails (one device-plugin resource per rail, the same count on every node)",
-        ));
+        let why = format!("rank 0 hands NCCL {n} rail(s), {with} of the job's {pods} pods hand it {common}: NCCL pairs rails by their place in the list");
+        found.push(pod_fails(0, "rank 0", "rail-count", why, SAME_RAILS));
     }
     found
-}
-
-/// Every member's rail count (rank 0's first), for the results budget.
-pub fn rails(roster: &Roster, mine: &[PortInfo], size: u32) -> Vec<usize> {
-    (0..size)
-        .map(|r| if r == 0 { mine.len() } else { roster.members.get(&r).map_or(0, |m| m.join.ports.len()) })
-        .collect()
 }
 
 /// Where the joins come from, and until when they are waited for (or `cancel`); the gate
@@ -450,64 +345,61 @@ pub struct Joins<'a> {
 }
 
 /// Rank 0: the roster, the assignments, this pod's own edge, the reports, the verdict to all
-/// (slow pairs judged by `slow`; with `prune`, rails whose pairs failed dropped on every pod).
-#[allow(clippy::too_many_arguments)]
+/// (with `--gate-prune`, rails whose pairs failed dropped on every pod).
 pub fn run(
     who: &Who,
     me: &Pod,
     fabric: &dyn PairTest,
     limits: &Settings,
     joins: Joins,
-    trust: super::Trust,
-    slow: SlowRule,
-    prune: bool,
+    trust: Trust,
+    opts: &Options,
 ) -> Verdict {
-    let key = trust.key;
-    let timeout = limits.timeout;
-    let mine = fabric.ports();
-    let keys = Keys { key, gate: trust.nonce };
-    let mut roster = gather(&joins, who, keys);
+    let (key, timeout, mine) = (trust.key, limits.timeout, fabric.ports());
+    let mut roster = gather(&joins, who, trust);
     // The roster is closed: the listener tells a late join so (its channel is gone).
     drop(joins);
+    let joins = || roster.members.values().map(|m| &m.join);
     let mut findings: Vec<Finding> = problems(&roster);
-    findings.extend(bootstrap_mismatches(roster.members.values().map(|m| &m.join), who.bootstrap.as_ref()));
-    let my_count = mine.as_ref().ok().map(Vec::len);
-    findings.extend(rail_count_mismatches(roster.members.values().map(|m| &m.join), my_count));
+    findings.extend(bootstrap_mismatches(joins(), who.bootstrap.as_ref()));
+    findings.extend(rail_count_mismatches(joins(), mine.as_ref().ok().map(Vec::len)));
     if let Err(c) = &mine {
         findings.push(verdict::of_pod(me, None, c));
     }
     if !roster.missing.is_empty() || !findings.is_empty() {
-        let v = verdict::decide(who.size, &roster.missing, findings, slow);
-        announce(&mut roster, &v, timeout, &who.job, keys);
+        let v = verdict::decide(who.size, &roster.missing, findings, opts.slow);
+        announce(&mut roster, &v, timeout, &who.job, trust);
         return v;
     }
-    let ports = mine.unwrap_or_default();
-    let results = results_budget(&rails(&roster, &ports, who.size), limits);
-    findings.extend(assign(&mut roster, who, &me.host, limits, results, keys));
+    // Every rank's rails by name, in order (every rank joined).
+    let joined = roster.members.iter().map(|(&r, m)| (r, verdict::rail_names(&m.join.ports)));
+    let rails: BTreeMap<u32, Vec<String>> =
+        std::iter::once((0, verdict::rail_names(&mine.unwrap_or_default()))).chain(joined).collect();
+    let results = results_budget(&rails.values().map(Vec::len).collect::<Vec<_>>(), limits);
+    findings.extend(assign(&mut roster, who, &me.host, limits, results, trust));
     let until = Instant::now() + results;
     let next = (who.rank + 1) % who.size;
     let target = target(&roster, 0, who.size, who.port);
     let peer_host = roster.members.get(&next).map_or_else(|| me.host.clone(), |m| m.join.host.clone());
     // Rank 0's own test, its tag proving the secret to its successor.
-    let bound = Bound { job: &who.job, member: &successor_nonce(&roster, 0, who.size, keys.gate), gate: "" };
+    let bound = Bound { job: &who.job, member: &successor_nonce(&roster, 0, who.size, trust.nonce), gate: "" };
     let sealed = limits.gate.clone().map(|t| seal::seal_tag(t, key, &bound));
     let limits = &Settings { gate: sealed, ..limits.clone() };
     findings.extend(successor::test(me, &Pod { rank: next, host: peer_host }, fabric, &target, limits));
-    findings.extend(collect(&mut roster, until + timeout, &who.job, keys));
-    let mut v = verdict::decide(who.size, &[], findings, slow);
+    findings.extend(collect(&mut roster, until + timeout, &who.job, trust));
+    let mut v = verdict::decide(who.size, &[], findings, opts.slow);
     // Rail-specific failures only: every pod joined with the same count (checked above).
-    let joined = roster.members.iter().map(|(&r, m)| (r, verdict::rail_names(&m.join.ports)));
-    let rails = std::iter::once((0, verdict::rail_names(&ports))).chain(joined).collect();
-    if let Some(dropped) = verdict::prune(&v, &rails).filter(|_| prune) {
+    if let Some(dropped) = verdict::prune(&v, &rails).filter(|_| opts.prune) {
         v = Verdict { go: true, dropped, ..v };
     }
-    announce(&mut roster, &v, timeout, &who.job, keys);
+    announce(&mut roster, &v, timeout, &who.job, trust);
     v
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nw_pairtest::wire::PortInfo;
 
     fn who() -> Who {
         Who {

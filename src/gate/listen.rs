@@ -1,15 +1,6 @@
-//! The gate's port on every pod: one listener that serves the predecessor's pair test and, on
-//! rank 0, takes the other pods' joins: a pod knocks, is sent this connection's challenge, and
-//! its join (read as a first message again) must answer it. Everything else that connects (a
-//! probe, a scanner, a plain `ping`, a pod of another job or an old run) is a stray: logged,
-//! told why, and ignored while the wait goes on. Never a peer.
-//!
-//! Connections come through the pair test's one listener policy (`pairtest::door`, applied by
-//! `pairtest::desk`): each first message is read on a short-lived thread under the hello
-//! deadline, at most `door::READERS` at once and half of them from one source, a source's reads
-//! a second bounded (a connection past a limit is closed unread), a stray closed as soon as it is
-//! judged, and strays said at a bounded rate: the first few of a source one by one, the rest as
-//! one count line every 10 s (`pairtest::ledger`, shared with the roster's refusals).
+//! The gate's port on every pod, through the pair test's one door (`pairtest::desk`): it serves
+//! the predecessor's pair test and, on rank 0, takes the joins (a knock, its challenge, then the
+//! join). Everything else is a stray: logged at a bounded rate, told why, and ignored.
 
 use std::net::TcpListener;
 use std::sync::atomic::AtomicBool;
@@ -27,7 +18,7 @@ use nw_pairtest::wire::{Message, Protocol};
 use nw_pairtest::Settings;
 
 use super::seal::{self, Bound};
-use super::wire::{Challenge, Frame, Join};
+use super::wire::{Challenge, Frame, Join, Knock};
 
 /// Whom the listener serves.
 pub struct Listen<'a> {
@@ -35,7 +26,7 @@ pub struct Listen<'a> {
     pub predecessor: u32,
     /// Deadline of each connection's first message.
     pub hello: Duration,
-    /// The most this pod answers its predecessor's test with (its own pair test settings).
+    /// The most this pod answers its predecessor's test with.
     pub test: &'a Settings,
     /// With a job secret, the predecessor's test must prove it, bound to this pod's nonce.
     pub trust: super::Trust<'a>,
@@ -72,150 +63,111 @@ fn counted(what: &str) {
     eprintln!("{PREFIX} gate: ignored: {what}");
 }
 
-/// The gate port's policy: anyone may knock (a join proves itself by the job's secret and its
-/// challenge, a pair test by its tag), each first message within `hello`, the predecessor's test
-/// answered within this pod's own.
+/// The gate port's policy: anyone may knock (a join and a pair test prove themselves), each first
+/// message within `hello`.
 pub fn policy(hello: Duration, test: &Settings) -> Policy {
     Policy::new(Allow::Anyone, hello, test.clone())
 }
 
-/// Serves until `stop` is set or `until` passes. Every connection goes through the pair test's
-/// door: strays are closed as soon as they are judged, and at most the door's readers are open
-/// unjudged; those are shut when this returns.
+/// Serves until `stop` is set or `until` passes; connections still unjudged are shut on return.
 pub fn serve(l: &TcpListener, opts: Listen<'_>, fabric: &dyn PairTest, until: Instant) -> Served {
     let mut desk: Desk<'_, Frame> = Desk::with_ledger(l, policy(opts.hello, opts.test), opts.ledger.clone());
-    let mut desk_of = Dispatch {
-        job: opts.job,
-        predecessor: opts.predecessor,
-        joins: opts.joins,
-        fabric,
-        test: opts.test,
-        trust: opts.trust,
-        hello: opts.hello,
-        ledger: opts.ledger,
-        served: Served::default(),
-    };
-    while let Some(arrival) = desk.next(Some(until), opts.stop) {
+    let (stop, mut opts, mut served) = (opts.stop, opts, Served::default());
+    while let Some(arrival) = desk.next(Some(until), stop) {
         match arrival {
             Arrival::First(s, m) => {
-                if let Some(s) = desk_of.dispatch(s, m) {
+                if let Some(s) = dispatch(&mut opts, fabric, &mut served, s, m) {
                     desk.again(s);
                 }
             }
-            Arrival::Stray { error, said } => stray(&mut desk_of.served, &error.to_string(), said),
+            Arrival::Stray { error, said } => stray(&mut served, &error.to_string(), said),
             Arrival::Counted(e) => counted(&e.to_string()),
         }
     }
     desk.counted(true).iter().for_each(|e| counted(&e.to_string()));
-    drop(desk);
-    desk_of.served
+    served
 }
 
-/// Whether a refusal of `s` is said in full (counted against its source either way).
-fn say(ledger: &Ledger, s: &Session, why: &str) -> bool {
-    s.addrs().is_none_or(|(peer, _)| ledger.refused(peer.ip(), why))
+/// A stray's first message: counted (against its source too), said if the source's share allows,
+/// and the peer told `tell`, where it can be.
+fn refuse(served: &mut Served, ledger: &Ledger, s: Session, why: &str, tell: Option<&str>) {
+    let said = s.addrs().is_none_or(|(peer, _)| ledger.refused(peer.ip(), why));
+    stray(served, &format!("{}: {why}", s.peer), said);
+    if let Some(tell) = tell {
+        s.refuse(tell);
+    }
 }
 
-/// Where each connection's first message is sorted: a join, the predecessor, or a stray.
-struct Dispatch<'a> {
-    job: &'a str,
-    predecessor: u32,
-    joins: Option<Sender<(Session, Join)>>,
-    fabric: &'a dyn PairTest,
-    test: &'a Settings,
-    trust: super::Trust<'a>,
-    hello: Duration,
-    ledger: Ledger,
-    served: Served,
-}
-
-impl Dispatch<'_> {
-    /// Sorts one first message; returns the connection where its next message is to be read as a
-    /// first message again (a knock answered with its challenge: the join comes next).
-    fn dispatch(&mut self, mut s: Session, first: Frame) -> Option<Session> {
-        let Dispatch { job, predecessor, joins, fabric, test, trust, hello, ledger, served } = self;
-        let (job, predecessor, fabric, test, trust, hello) = (*job, *predecessor, *fabric, *test, *trust, *hello);
-        let peer = s.peer.clone();
-        match first {
-            Frame::Knock(k) if joins.is_some() => {
-                // This connection's challenge, fresh for this gate run: the join sent next on it
-                // must answer it, so that a join recorded from an earlier run is refused.
-                let (theirs, ours) = s.addrs()?;
-                let nonce = seal::challenge(trust.nonce, theirs, ours);
-                s.set_deadline(Instant::now() + hello);
-                match s.send_as(&Frame::Challenge(Challenge { nonce })) {
-                    Ok(()) => return Some(s),
-                    Err(e) => {
-                        let why = format!("rank {} of job {:?} knocked: {e}", k.rank, k.job);
-                        stray(served, &format!("{peer}: {why}"), say(ledger, &s, &why));
-                    }
-                }
-            }
-            Frame::Knock(k) => {
-                let why =
-                    format!("a knock from rank {} of job {:?}, but this pod is not the coordinator", k.rank, k.job);
-                stray(served, &format!("{peer}: {why}"), say(ledger, &s, &why));
-                s.refuse(&format!("{why}: set NCCL_WRAP_GATE_COORDINATOR to rank 0's address"));
-            }
-            Frame::Join(j) => match joins {
-                Some(tx) => {
-                    if let Err(mpsc::SendError((s, j))) = tx.send((s, j)) {
-                        *joins = None;
-                        let why = format!(
-                            "rank {} of job {:?} joined after the roster closed (every rank was in, or the wait ended)",
-                            j.rank, j.job
-                        );
-                        stray(served, &format!("{peer}: {why}"), say(ledger, &s, &why));
-                        s.refuse(&why);
-                    }
-                }
-                None => {
-                    let why =
-                        format!("a join from rank {} of job {:?}, but this pod is not the coordinator", j.rank, j.job);
-                    stray(served, &format!("{peer}: {why}"), say(ledger, &s, &why));
-                    s.refuse(&format!("{why}: set NCCL_WRAP_GATE_COORDINATOR to rank 0's address"));
-                }
-            },
-            Frame::Pair(Message::Hello(h)) => {
-                let ours = h.gate.as_ref().is_some_and(|g| g.job == job && g.rank == predecessor);
-                // The job's secret, bound to this pod's nonce (which only rank 0 and this pod
-                // know), before anything of the test runs.
-                let bound = Bound { job, member: trust.nonce, gate: "" };
-                let proof = match &h.gate {
-                    Some(g) if ours => seal::check_tag(g, trust.key, &bound).err(),
-                    _ => None,
-                };
-                if let Some(e) = proof {
-                    let why = format!("a pair test as rank {predecessor} of job {job:?} ({}): its tag {e}", h.host);
-                    stray(served, &format!("{peer}: {why}"), say(ledger, &s, &why));
-                    s.refuse(&why);
-                    return None;
-                }
-                if ours && served.pairs.is_none() {
-                    served.pairs = Some(fabric.answer(s, &h, test, &say_clamped));
-                    if let Some(Err(e)) = &served.pairs {
-                        eprintln!("{PREFIX} gate: serving rank {predecessor}'s pair test: {e}");
-                    }
-                    return None;
-                }
-                let who = match &h.gate {
-                    Some(g) => format!("rank {} of job {:?}", g.rank, g.job),
-                    None => "a plain `nccl-wrap ping`".to_owned(),
-                };
+/// Sorts one connection's first message: a join, the predecessor, or a stray; returns the
+/// connection where its next message is to be read as a first message again (after a knock).
+fn dispatch(
+    opts: &mut Listen,
+    fabric: &dyn PairTest,
+    served: &mut Served,
+    mut s: Session,
+    first: Frame,
+) -> Option<Session> {
+    let Listen { job, predecessor, hello, test, trust, ref mut joins, ref ledger, .. } = *opts;
+    let what = first.name();
+    match first {
+        Frame::Knock(k) if joins.is_some() => {
+            // This connection's challenge, fresh for this gate run: the join sent next on it
+            // must answer it, so that a join recorded from an earlier run is refused.
+            let (theirs, ours) = s.addrs()?;
+            let nonce = seal::challenge(trust.nonce, theirs, ours);
+            s.set_deadline(Instant::now() + hello);
+            let Err(e) = s.send_as(&Frame::Challenge(Challenge { nonce })) else { return Some(s) };
+            let why = format!("rank {} of job {:?} knocked: {e}", k.rank, k.job);
+            refuse(served, ledger, s, &why, None);
+        }
+        Frame::Join(j) if joins.is_some() => {
+            let Some(tx) = joins else { return None };
+            if let Err(mpsc::SendError((s, j))) = tx.send((s, j)) {
+                *joins = None;
+                let (rank, job) = (j.rank, j.job);
                 let why = format!(
-                    "{who} ({}) asked for a pair test; this port serves only rank {predecessor} of job {job:?}{}",
-                    h.host,
-                    if served.pairs.is_some() { ", already served" } else { "" }
+                    "rank {rank} of job {job:?} joined after the roster closed (every rank was in, or the wait ended)"
                 );
-                stray(served, &format!("{peer}: {why}"), say(ledger, &s, &why));
-                s.refuse(&why);
-            }
-            other => {
-                let why = format!("sent a {} message first", other.name());
-                stray(served, &format!("{peer}: {why}"), say(ledger, &s, &why));
-                s.refuse(&why);
+                refuse(served, ledger, s, &why, Some(&why));
             }
         }
-        None
+        Frame::Knock(Knock { rank, job }) | Frame::Join(Join { rank, job, .. }) => {
+            let why = format!("a {what} from rank {rank} of job {job:?}, but this pod is not the coordinator");
+            let tell = format!("{why}: set NCCL_WRAP_GATE_COORDINATOR to rank 0's address");
+            refuse(served, ledger, s, &why, Some(&tell));
+        }
+        Frame::Pair(Message::Hello(h)) => {
+            let ours = h.gate.as_ref().is_some_and(|g| g.job == job && g.rank == predecessor);
+            // The job's secret, bound to this pod's nonce (which only rank 0 and this pod
+            // know), before anything of the test runs.
+            let bound = Bound { job, member: trust.nonce, gate: "" };
+            let proof = h.gate.as_ref().filter(|_| ours).and_then(|g| seal::check_tag(g, trust.key, &bound).err());
+            if let Some(e) = proof {
+                let why = format!("a pair test as rank {predecessor} of job {job:?} ({}): its tag {e}", h.host);
+                refuse(served, ledger, s, &why, Some(&why));
+                return None;
+            }
+            if ours && served.pairs.is_none() {
+                served.pairs = Some(fabric.answer(s, &h, test, &say_clamped));
+                if let Some(Err(e)) = &served.pairs {
+                    eprintln!("{PREFIX} gate: serving rank {predecessor}'s pair test: {e}");
+                }
+                return None;
+            }
+            let who = match &h.gate {
+                Some(g) => format!("rank {} of job {:?}", g.rank, g.job),
+                None => "a plain `nccl-wrap ping`".to_owned(),
+            };
+            let (host, again) = (&h.host, if served.pairs.is_some() { ", already served" } else { "" });
+            let why = format!(
+                "{who} ({host}) asked for a pair test; this port serves only rank {predecessor} of job {job:?}{again}"
+            );
+            refuse(served, ledger, s, &why, Some(&why));
+        }
+        other => {
+            let why = format!("sent a {} message first", other.name());
+            refuse(served, ledger, s, &why, Some(&why));
+        }
     }
+    None
 }

@@ -1,6 +1,6 @@
 //! Every rank but 0: knock at the coordinator, join answering its challenge, take the
-//! assignment, test the successor, report, and wait for the verdict. A coordinator that cannot be reached, or that goes silent, is a
-//! failure of this pod's gate (it cannot know that the job's fabric works).
+//! assignment, test the successor, report, and wait for the verdict. A coordinator that cannot
+//! be reached, or goes silent, fails this pod's gate.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -10,7 +10,7 @@ use super::verdict::{self, pod_fails, Pod, SlowRule};
 use super::who::Who;
 use nw_pairtest::edge::PairTest;
 use nw_pairtest::exchange::{self, ExchangeError, Session};
-use nw_pairtest::wire::{Protocol, Tag};
+use nw_pairtest::wire::Protocol;
 use nw_pairtest::Settings;
 
 use super::seal::{self, Bound, Secret};
@@ -39,32 +39,11 @@ fn coordinator_lost(who: &Who, me: &Pod, e: &ExchangeError, when: &str) -> Verdi
     alone(who, me, "peer", format!("the coordinator {} {when}: {e}", who.coordinator), hint)
 }
 
-fn verdict_of(s: &mut Session) -> Result<Verdict, ExchangeError> {
-    match s.recv_as::<Frame>()? {
-        Frame::Verdict(v) => Ok(v),
-        other => Err(ExchangeError::Unexpected { peer: s.peer.clone(), want: "verdict", got: other.name() }),
-    }
-}
-
-/// The test's settings as the coordinator's assignment gives them (every pair of the job runs
-/// the same), with this pod's tag.
-fn settings_of(a: &Assign, gate: Option<Tag>) -> Settings {
-    Settings {
-        all_pairs: a.all_pairs,
-        bytes: a.bytes,
-        iters: a.iters,
-        duration_ms: a.duration_ms,
-        timeout: Duration::from_millis(u64::from(a.timeout_ms)),
-        gate,
-    }
-}
-
-/// The coordinator's frame, checked against this pod's key before it is used.
-fn authentic(who: &Who, me: &Pod, m: &Frame, key: Option<&Secret>, b: &Bound) -> Result<(), Box<Verdict>> {
-    seal::check(m, key, b).map_err(|e| {
-        let summary = format!("the coordinator {}'s {} {e}", who.coordinator, m.name());
-        Box::new(alone(who, me, "secret", summary, SECRET_HINT))
-    })
+/// Where the coordinator's frame fails this pod's key: the verdict that says so.
+fn forged(who: &Who, me: &Pod, m: &Frame, key: Option<&Secret>, b: &Bound) -> Option<Verdict> {
+    let e = seal::check(m, key, b).err()?;
+    let summary = format!("the coordinator {}'s {} {e}", who.coordinator, m.name());
+    Some(alone(who, me, "secret", summary, SECRET_HINT))
 }
 
 /// Connects to the coordinator, retrying until `end` or `cancel`.
@@ -102,25 +81,22 @@ pub fn take_part(
     trust: super::Trust,
 ) -> Verdict {
     let key = trust.key;
-    let (ports, problem) = match fabric.ports() {
-        Ok(p) => (p, None),
-        Err(c) => (Vec::new(), Some(verdict::clip(&c.summary, nw_pairtest::wire::MAX_TEXT))),
-    };
+    let ports = fabric.ports();
+    let problem = ports.as_ref().err().map(|c| verdict::clip(&c.summary, nw_pairtest::wire::MAX_TEXT));
     let join = Join {
         job: who.job.clone(),
         rank: who.rank,
         size: who.size,
         host: me.host.clone(),
         port: who.port,
-        ports,
+        ports: ports.unwrap_or_default(),
         problem,
         nonce: Some(trust.nonce.to_owned()),
         challenge: None,
         bootstrap: who.bootstrap.clone(),
         mac: None,
     };
-    let mine = join.nonce.clone().unwrap_or_default();
-    let early = Bound { job: &who.job, member: &mine, gate: "" };
+    let early = Bound { job: &who.job, member: trust.nonce, gate: "" };
     let knock = Frame::Knock(Knock { job: who.job.clone(), rank: who.rank });
     let reach_until = Instant::now() + wait;
     // The coordinator waits for the last pod up to its own wait, which began no later than ours.
@@ -132,11 +108,8 @@ pub fn take_part(
         };
         // The coordinator's challenge for this connection first: the join answers it, so that
         // no one can join as this pod with a join of an earlier run.
-        if let Err(e) = s.send_as(&knock) {
-            return coordinator_lost(who, me, &e, "did not take this pod's join");
-        }
         s.set_deadline(Instant::now() + limits.timeout);
-        let challenge = match s.recv_as::<Frame>() {
+        let challenge = match s.send_as(&knock).and_then(|()| s.recv_as::<Frame>()) {
             Ok(Frame::Challenge(c)) => c.nonce,
             // Closed without a word: the coordinator's door was full, the knock never read.
             Err(ExchangeError::Closed { got: 0, .. }) if Instant::now() < reach_until => {
@@ -168,29 +141,15 @@ pub fn take_part(
             other => break (s, other),
         }
     };
-    let a: Assign = match first {
-        Ok(m @ Frame::Assign(_)) => {
-            let gate = match &m {
-                Frame::Assign(a) => a.nonce.clone().unwrap_or_default(),
-                _ => String::new(),
-            };
-            if let Err(v) = authentic(who, me, &m, key, &Bound { gate: &gate, ..early }) {
-                return *v;
+    let (a, gate): (Assign, String) = match first {
+        Ok(Frame::Assign(a)) => {
+            let gate = a.nonce.clone().unwrap_or_default();
+            if let Some(v) = forged(who, me, &Frame::Assign(a.clone()), key, &Bound { gate: &gate, ..early }) {
+                return v;
             }
-            match m {
-                Frame::Assign(a) => a,
-                _ => return alone(who, me, "peer", "the coordinator's assignment was lost".into(), ""),
-            }
+            (a, gate)
         }
-        Ok(m @ Frame::Verdict(_)) => {
-            if let Err(v) = authentic(who, me, &m, key, &early) {
-                return *v;
-            }
-            match m {
-                Frame::Verdict(v) => return v,
-                _ => return alone(who, me, "peer", "the coordinator's verdict was lost".into(), ""),
-            }
-        }
+        Ok(Frame::Verdict(v)) => return forged(who, me, &Frame::Verdict(v.clone()), key, &early).unwrap_or(v),
         Ok(m) => {
             let e = ExchangeError::Unexpected { peer: s.peer.clone(), want: "assign", got: m.name() };
             return coordinator_lost(who, me, &e, "answered the join wrongly");
@@ -200,29 +159,26 @@ pub fn take_part(
     // The pair test's tag proves the secret to the successor, bound to the nonce it joined with.
     let succ = a.successor_nonce.clone().unwrap_or_default();
     let tag = limits.gate.clone().map(|t| seal::seal_tag(t, key, &Bound { job: &who.job, member: &succ, gate: "" }));
-    let theirs = settings_of(&a, tag);
+    // Every pair of the job runs the coordinator's test.
+    let timeout = Duration::from_millis(u64::from(a.timeout_ms));
+    let (all_pairs, bytes, iters, duration_ms) = (a.all_pairs, a.bytes, a.iters, a.duration_ms);
+    let theirs = Settings { all_pairs, bytes, iters, duration_ms, timeout, gate: tag };
     let until = Instant::now() + Duration::from_millis(u64::from(a.results_ms));
     let next = Pod { rank: a.successor, host: a.successor_host.clone() };
     let pairs = successor::test(me, &next, fabric, &a.target, &theirs);
     s.set_deadline(until.max(Instant::now()) + theirs.timeout);
-    let gate = a.nonce.clone().unwrap_or_default();
     let session = Bound { gate: &gate, ..early };
     let report = seal::seal(Frame::Report(Report { rank: who.rank, pairs, mac: None }), key, &session);
     if let Err(e) = s.send_as(&report) {
         return coordinator_lost(who, me, &e, "did not take this pod's results");
     }
     s.set_deadline(until.max(Instant::now()) + theirs.timeout * 3);
-    match verdict_of(&mut s) {
-        Ok(v) => {
-            let m = Frame::Verdict(v);
-            if let Err(lost) = authentic(who, me, &m, key, &session) {
-                return *lost;
-            }
-            match m {
-                Frame::Verdict(v) => v,
-                _ => alone(who, me, "peer", "the coordinator's verdict was lost".into(), ""),
-            }
+    match s.recv_as::<Frame>() {
+        Ok(Frame::Verdict(v)) => forged(who, me, &Frame::Verdict(v.clone()), key, &session).unwrap_or(v),
+        got => {
+            let e =
+                got.map_or_else(|e| e, |m| ExchangeError::Unexpected { peer: s.peer, want: "verdict", got: m.name() });
+            coordinator_lost(who, me, &e, "sent no verdict")
         }
-        Err(e) => coordinator_lost(who, me, &e, "sent no verdict"),
     }
 }

@@ -1,14 +1,6 @@
-//! The gate: before the command starts, this job's pods test each other over the exact rails
-//! NCCL will use, and every pod starts the command, or none does (`--gate`).
-//!
-//! One path, walked one way: who this pod is (`who`, pure) -> the gate port (`listen`) -> the
-//! roster and the assignments (`coordinator`, rank 0) or the join (`member`, every other rank)
-//! -> this pod's pairs towards its successor (the pair test, `successor`) -> the verdict
-//! (`verdict`, pure), the same on every pod. Then the outcome is printed, and a refusal's cause
-//! written where Kubernetes shows it.
-//!
-//! It must never leave anything open behind it: the listener, every connection and every RDMA
-//! resource are closed before `run` returns, so nothing reaches the command (exec or child).
+//! The gate (`--gate`): this job's pods test each other over NCCL's rails, and every pod starts
+//! the command or none does: `who` -> `listen` -> `coordinator` or `member` -> `successor` ->
+//! `verdict`. Every listener, connection and RDMA resource is closed before `run` returns.
 
 pub mod coordinator;
 pub mod listen;
@@ -44,32 +36,29 @@ use nw_pairtest::Settings;
 use seal::Secret;
 use wire::Verdict;
 
-/// The gate's options (ping's test knobs included: the coordinator's rule every pair).
+/// The gate's options.
 #[derive(Debug, Clone)]
 pub struct Options {
     /// Report and start anyway.
     pub warn: bool,
     pub given: Given,
     pub wait_ms: u64,
-    /// The pair test every pod of the job runs (the coordinator's rule every pair).
+    /// The pair test every pod of the job runs (the coordinator's).
     pub test: Settings,
     /// The verdict also as one JSON line on stdout.
     pub json: bool,
     /// Where a refusal's cause goes (the caller picks `/dev/termination-log` when it exists).
     pub termination_log: Option<PathBuf>,
     /// The job's secret (`NCCL_WRAP_GATE_SECRET` or `_FILE`), none, or why it cannot be read
-    /// (the gate then refuses: an interlock asked for is never silently off).
+    /// (then the gate refuses).
     pub secret: Result<Option<Secret>, String>,
-    /// What rank 0 makes of a pair that passes slowly (`--gate-slow`, `--gate-refuse-slow`).
     pub slow: SlowRule,
-    /// Rails whose pairs fail are dropped on every pod instead of refusing (`--gate-prune`;
-    /// rank 0's rules).
+    /// Rails whose pairs fail are dropped on every pod instead of refusing (`--gate-prune`).
     pub prune: bool,
 }
 
-/// Start the command, refuse (exit 125), or stop: the pod was told to end (SIGTERM, SIGINT,
-/// SIGHUP or SIGQUIT) while the gate ran, so nothing starts and nccl-wrap ends as that signal
-/// would have ended the command (128 + the signal).
+/// Start the command, refuse (exit 125), or stop: a stopping signal came during the gate, so
+/// nothing starts and nccl-wrap ends with 128 + the signal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     Start,
@@ -81,14 +70,7 @@ pub enum Outcome {
 /// be forwarded to the command); pending, they are seen here and left pending.
 const STOPPING: [i32; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
 
-impl Options {
-    fn limits(&self, job: &str, rank: u32) -> Settings {
-        Settings { gate: Some(Tag { job: job.to_owned(), rank, mac: None }), ..self.test.clone() }
-    }
-}
-
-/// The job's secret (or none) and this pod's nonce for this gate run (rank 0's is the gate's):
-/// a pod's frames and the pair tests towards it are bound to it.
+/// The job's secret (or none) and this pod's nonce for this gate run (rank 0's is the gate's).
 #[derive(Debug, Clone, Copy)]
 pub struct Trust<'a> {
     pub key: Option<&'a Secret>,
@@ -118,16 +100,10 @@ pub fn run(vars: &Vars, fabric: &dyn PairTest, opts: &Options) -> Ran {
         return Ran { outcome: Outcome::Interrupted(sig), verdict, rank, pruned: Vec::new() };
     }
     let (verdict, rank) = match checked {
-        Ok((who, v)) => {
-            eprintln!(
-                "{PREFIX} gate: rank {} of {} ({}), coordinator {}, {} ms",
-                who.rank,
-                who.size,
-                who.source,
-                who.coordinator,
-                start.elapsed().as_millis()
-            );
-            (v, who.rank)
+        Ok((Who { rank, size, source, coordinator, .. }, v)) => {
+            let ms = start.elapsed().as_millis();
+            eprintln!("{PREFIX} gate: rank {rank} of {size} ({source}), coordinator {coordinator}, {ms} ms");
+            (v, rank)
         }
         Err(c) => {
             // The rank as far as it is known (the cause may be that it is not).
@@ -138,11 +114,8 @@ pub fn run(vars: &Vars, fabric: &dyn PairTest, opts: &Options) -> Ran {
         }
     };
     // The rails a pruning verdict drops, by place, checked against this pod's own.
-    let mine = if verdict.dropped.is_empty() {
-        Vec::new()
-    } else {
-        fabric.ports().map(|p| verdict::rail_names(&p)).unwrap_or_default()
-    };
+    let mine = (!verdict.dropped.is_empty()).then(|| fabric.ports().ok()).flatten();
+    let mine = mine.map(|p| verdict::rail_names(&p)).unwrap_or_default();
     let (verdict, pruned) = match verdict::dropped_here(&verdict, &mine) {
         Ok(pruned) => (verdict, pruned),
         Err(why) => {
@@ -159,11 +132,10 @@ pub fn run(vars: &Vars, fabric: &dyn PairTest, opts: &Options) -> Ran {
         let mut o = std::io::stdout().lock();
         let _ = writeln!(o, "{}", verdict::json(&verdict, rank, verdict.go || start_anyway)).and_then(|()| o.flush());
     }
-    if verdict.go {
-        return Ran { outcome: Outcome::Start, verdict, rank, pruned };
-    }
     if start_anyway {
         eprintln!("{PREFIX} gate: --gate=warn: starting the command anyway");
+    }
+    if verdict.go || start_anyway {
         return Ran { outcome: Outcome::Start, verdict, rank, pruned };
     }
     if let Some(path) = &opts.termination_log {
@@ -178,48 +150,30 @@ fn usage(summary: String, hint: &str) -> Cause {
     Cause::new("gate-usage", Status::Fail, summary, hint)
 }
 
-/// Who, then the gate port, then the coordinator's or the member's part; the listener serves
-/// the predecessor on a thread meanwhile and is stopped and closed before this returns.
+/// Who, then the gate port, then the coordinator's or the member's part, while the listener
+/// serves the predecessor on a thread; it is closed before this returns.
 fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32) -> Result<(Who, Verdict), Cause> {
     let who = who::resolve(&opts.given, vars).map_err(|e| usage(e.to_string(), "see docs/gate.md (who the job is)"))?;
-    let key = opts.secret.clone().map_err(|e| {
-        Cause::new(
-            "secret",
-            Status::Fail,
-            e,
-            "mount the job's Secret where NCCL_WRAP_GATE_SECRET_FILE points, or unset it (docs/gate.md)",
-        )
-    })?;
+    let hint = "mount the job's Secret where NCCL_WRAP_GATE_SECRET_FILE points, or unset it (docs/gate.md)";
+    let key = opts.secret.clone().map_err(|e| Cause::new("secret", Status::Fail, e, hint))?;
     if key.is_none() {
-        eprintln!(
-            "{PREFIX} gate: job {:?} is not authenticated (no NCCL_WRAP_GATE_SECRET or NCCL_WRAP_GATE_SECRET_FILE): a process that knows the job id can join as a rank",
-            who.job
-        );
+        let job = &who.job;
+        eprintln!("{PREFIX} gate: job {job:?} is not authenticated (no NCCL_WRAP_GATE_SECRET or NCCL_WRAP_GATE_SECRET_FILE): a process that knows the job id can join as a rank");
     }
-    opts.test.check().map_err(|e| {
-        usage(
-            format!("bad pair test from NCCL_WRAP_PING_*: {e}"),
-            "see nccl-wrap ping --help; NCCL_WRAP_PING_TIMEOUT_MS: 3000 suits real hardware, 20000 software RoCE under emulation",
-        )
-    })?;
+    let hint = "see nccl-wrap ping --help; NCCL_WRAP_PING_TIMEOUT_MS: 3000 suits real hardware, 20000 software RoCE under emulation";
+    opts.test.check().map_err(|e| usage(format!("bad pair test from NCCL_WRAP_PING_*: {e}"), hint))?;
     // Rank 0 holds a connection per pod until the verdict; the limit is put back on return.
     let _nofile = (who.rank == 0).then(|| nofile::raise(who.size));
-    let l: TcpListener = exchange::bind_any(who.port).map_err(|e| {
-        usage(
-            e.to_string(),
-            "pick a free NCCL_WRAP_GATE_PORT (the same on every pod), never the launcher's MASTER_PORT",
-        )
-    })?;
+    let hint = "pick a free NCCL_WRAP_GATE_PORT (the same on every pod), never the launcher's MASTER_PORT";
+    let l: TcpListener = exchange::bind_any(who.port).map_err(|e| usage(e.to_string(), hint))?;
     let me = Pod { rank: who.rank, host: fabric.host() };
-    let timeout = opts.test.timeout;
-    let wait = Duration::from_millis(opts.wait_ms);
-    let limits = opts.limits(&who.job, who.rank);
-    let stop = AtomicBool::new(false);
+    let (timeout, wait) = (opts.test.timeout, Duration::from_millis(opts.wait_ms));
+    let limits = Settings { gate: Some(Tag { job: who.job.clone(), rank: who.rank, mac: None }), ..opts.test.clone() };
+    let (stop, done) = (AtomicBool::new(false), AtomicBool::new(false));
     let (joins_tx, joins_rx) = mpsc::channel();
     let nonce = seal::nonce();
     let trust = Trust { key: key.as_ref(), nonce: &nonce };
     let predecessor = (who.rank + who.size - 1) % who.size;
-    let done = AtomicBool::new(false);
     // The gate port's sources: the listener admits by it, the roster's refusals count there.
     let ledger = Ledger::of(&listen::policy(timeout, &opts.test));
     let v = std::thread::scope(|scope| {
@@ -237,16 +191,9 @@ fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32)
         // The ring's step: this pod's listener serves its predecessor (and, on rank 0, takes the
         // joins) until the verdict is in, while this thread joins, tests its successor, reports.
         let serve = || {
-            let l_opts = listen::Listen {
-                job: &who.job,
-                predecessor,
-                hello: timeout,
-                test: &opts.test,
-                trust,
-                joins: (who.rank == 0).then_some(joins_tx),
-                stop: &stop,
-                ledger: ledger.clone(),
-            };
+            let (job, test, stop, ledger) = (&who.job, &opts.test, &stop, ledger.clone());
+            let joins = (who.rank == 0).then_some(joins_tx);
+            let l_opts = listen::Listen { job, predecessor, hello: timeout, test, trust, joins, stop, ledger };
             // Bounded by the verdict (stop), or else by the longest the gate can last.
             listen::serve(&l, l_opts, fabric, Instant::now() + wait * 2 + timeout * 8 + Duration::from_secs(3600))
         };
@@ -254,7 +201,7 @@ fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32)
             let v = if who.rank == 0 {
                 let until = Instant::now() + wait;
                 let joins = coordinator::Joins { rx: joins_rx, until, cancel: &stop, ledger: ledger.clone() };
-                coordinator::run(&who, &me, fabric, &limits, joins, trust, opts.slow, opts.prune)
+                coordinator::run(&who, &me, fabric, &limits, joins, trust, opts)
             } else {
                 drop(joins_rx);
                 member::take_part(&who, &me, fabric, &limits, wait, &stop, trust)

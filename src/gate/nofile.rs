@@ -1,8 +1,5 @@
-//! Rank 0 holds one connection per pod for the whole gate: its soft limit of open descriptors
-//! (RLIMIT_NOFILE, often 1024 in a container) is raised towards the hard limit for the gate's
-//! length, and put back before the command starts, so the command sees the limit it was given.
-//!
-//! It must never raise the hard limit, and never leave the soft limit changed after the gate.
+//! Rank 0 holds one connection per pod: its soft RLIMIT_NOFILE is raised towards the hard limit
+//! for the gate, and put back before the command starts. It never raises the hard limit.
 
 use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
 
@@ -17,8 +14,7 @@ pub struct Raised {
     was: Option<Rlimit>,
 }
 
-/// The soft limit `pods` need given the current limits: `None` when it is high enough, else
-/// the need, at most the hard limit.
+/// The soft limit `pods` need, at most the hard limit; `None` when it is high enough.
 pub fn target(soft: u64, hard: u64, pods: u32) -> Option<u64> {
     let need = u64::from(pods) + SPARE;
     (soft < need).then(|| need.min(hard)).filter(|&to| to > soft)
@@ -37,13 +33,11 @@ pub fn raise(pods: u32) -> Raised {
         );
     }
     let Some(to) = target(soft, hard, pods) else { return Raised { was: None } };
-    match setrlimit(Resource::Nofile, Rlimit { current: Some(to), maximum: was.maximum }) {
-        Ok(()) => Raised { was: Some(was) },
-        Err(e) => {
-            eprintln!("{PREFIX} gate: cannot raise the open-descriptor limit from {soft} to {to}: {e}");
-            Raised { was: None }
-        }
+    let set = setrlimit(Resource::Nofile, Rlimit { current: Some(to), maximum: was.maximum });
+    if let Err(e) = &set {
+        eprintln!("{PREFIX} gate: cannot raise the open-descriptor limit from {soft} to {to}: {e}");
     }
+    Raised { was: set.ok().map(|()| was) }
 }
 
 impl Drop for Raised {

@@ -1,13 +1,6 @@
-//! The job secret's MAC on the gate's frames (join, assign, report, verdict): HMAC-SHA256 keyed
-//! by the secret every pod of one job shares, over the frame bound to the job id, the frame's
-//! kind and the session's nonces (the joining pod's, fresh each run, and the coordinator's: for
-//! the join, the challenge it sent on that connection; after it, the gate run's), so that a frame
-//! is taken by no other job, kind, pod, gate run or connection: a join recorded from an earlier
-//! run and replayed answers another challenge.
-//!
-//! Pure but for [`nonce`] (the kernel's random bytes). It must never compare tags in variable
-//! time (the `hmac` crate's `verify_slice` is constant-time), never print the secret (its
-//! `Debug` says only its length), and never take a frame as authentic without checking it.
+//! The job secret's HMAC-SHA256 on the gate's frames, bound to the job, the kind and the
+//! session's nonces. Pure but for [`nonce`]. It never compares tags in variable time
+//! (`verify_slice`), never prints the secret, and never takes a frame unchecked.
 
 use std::net::SocketAddr;
 
@@ -49,12 +42,7 @@ impl Secret {
         if bytes.len() > MAX_SECRET {
             return Err(SecretError::TooLong(bytes.len()));
         }
-        let start = bytes.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(bytes.len());
-        let end = bytes.iter().rposition(|b| !b.is_ascii_whitespace()).map_or(start, |e| e + 1);
-        if start >= end {
-            return Err(SecretError::Empty);
-        }
-        Ok(Secret(bytes[start..end].to_vec()))
+        Some(bytes.trim_ascii()).filter(|s| !s.is_empty()).map(|s| Secret(s.to_vec())).ok_or(SecretError::Empty)
     }
 }
 
@@ -75,15 +63,13 @@ pub struct Bound<'a> {
     pub job: &'a str,
     /// The joining pod's nonce (its join's).
     pub member: &'a str,
-    /// The coordinator's: for the join, the challenge it sent on that connection; after the
-    /// assignment, this gate run's nonce (the assignment's); empty for a verdict sent before it.
+    /// The coordinator's: the join's challenge, then the gate run's nonce; empty for a verdict
+    /// sent before any assignment.
     pub gate: &'a str,
 }
 
-/// The coordinator's challenge on one connection: fresh each gate run (keyed by the gate's nonce,
-/// drawn at its start) and each connection (its two addresses), so that a join made for another
-/// run or connection does not answer it. Derived rather than kept: the listener that sends it
-/// and the roster that checks the join agree without sharing state.
+/// The coordinator's challenge on one connection, keyed by the gate's nonce over both addresses:
+/// derived, so the listener that sends it and the roster that checks it share no state.
 pub fn challenge(gate: &str, peer: SocketAddr, local: SocketAddr) -> String {
     let Ok(mut m) = Hmac::<Sha256>::new_from_slice(gate.as_bytes()) else { return String::new() };
     for part in [CHALLENGE, peer.to_string().as_bytes(), local.to_string().as_bytes()] {
@@ -109,32 +95,27 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
+/// The bytes of an even-length hex string (an odd one's last pair is out of range: none).
 fn unhex(h: &str) -> Option<Vec<u8>> {
-    if h.len() % 2 != 0 {
-        return None;
-    }
     (0..h.len()).step_by(2).map(|i| h.get(i..i + 2).and_then(|p| u8::from_str_radix(p, 16).ok())).collect()
 }
 
-/// The frame's MAC field, and its body as the MAC covers it (the frame without its MAC).
-fn parts(msg: &Frame) -> Option<(Option<&String>, Vec<u8>)> {
-    let body = |m: &Frame| -> Option<Vec<u8>> {
-        match m {
-            Frame::Join(j) => serde_json::to_vec(&wire::Join { mac: None, ..j.clone() }).ok(),
-            Frame::Assign(a) => serde_json::to_vec(&wire::Assign { mac: None, ..a.clone() }).ok(),
-            Frame::Report(r) => serde_json::to_vec(&wire::Report { mac: None, ..r.clone() }).ok(),
-            Frame::Verdict(v) => serde_json::to_vec(&wire::Verdict { mac: None, ..v.clone() }).ok(),
-            _ => None,
-        }
-    };
-    let mac = match msg {
-        Frame::Join(j) => j.mac.as_ref(),
-        Frame::Assign(a) => a.mac.as_ref(),
-        Frame::Report(r) => r.mac.as_ref(),
-        Frame::Verdict(v) => v.mac.as_ref(),
-        _ => return None,
-    };
-    Some((mac, body(msg)?))
+/// The MAC field of a sealed kind of frame.
+fn mac_of(msg: &mut Frame) -> Option<&mut Option<String>> {
+    match msg {
+        Frame::Join(j) => Some(&mut j.mac),
+        Frame::Assign(a) => Some(&mut a.mac),
+        Frame::Report(r) => Some(&mut r.mac),
+        Frame::Verdict(v) => Some(&mut v.mac),
+        _ => None,
+    }
+}
+
+/// The frame's MAC, and the payload the MAC covers (the frame's without its MAC).
+fn parts(msg: &Frame) -> Option<(Option<String>, Vec<u8>)> {
+    let mut bare = msg.clone();
+    let mac = mac_of(&mut bare)?.take();
+    Some((mac, bare.encode_payload().ok()?.1))
 }
 
 /// The MAC state over one frame; `None` only if HMAC refused the key (it takes any length).
@@ -148,20 +129,17 @@ fn keyed(key: &Secret, kind: &str, b: &Bound, body: &[u8]) -> Option<Hmac<Sha256
     Some(m)
 }
 
-/// Puts the MAC on a gate frame (the frame's peer texts are made printable first, as the peer
-/// will decode them). Without a key, or on another kind, the frame is left as it is.
+/// Puts the MAC on a gate frame, its peer texts made printable first (as the peer decodes them).
+/// Without a key, or on another kind, the frame is left as it is.
 pub fn seal(msg: Frame, key: Option<&Secret>, b: &Bound) -> Frame {
-    let msg = wire::printable(msg);
+    let mut msg = wire::printable(msg);
     let Some(key) = key else { return msg };
     let Some((_, body)) = parts(&msg) else { return msg };
     let tag = keyed(key, msg.name(), b, &body).map(|m| hex(&m.finalize().into_bytes()));
-    match msg {
-        Frame::Join(j) => Frame::Join(wire::Join { mac: tag, ..j }),
-        Frame::Assign(a) => Frame::Assign(wire::Assign { mac: tag, ..a }),
-        Frame::Report(r) => Frame::Report(wire::Report { mac: tag, ..r }),
-        Frame::Verdict(v) => Frame::Verdict(wire::Verdict { mac: tag, ..v }),
-        other => other,
+    if let Some(mac) = mac_of(&mut msg) {
+        *mac = tag;
     }
+    msg
 }
 
 /// The gate's pair-test tag with its MAC (kind `hello`), bound to the successor's nonce: the
@@ -176,28 +154,23 @@ pub fn seal_tag(tag: Tag, key: Option<&Secret>, b: &Bound) -> Tag {
 /// Whether a pair-test tag proves this pod's key (none: it must carry no MAC).
 pub fn check_tag(tag: &Tag, key: Option<&Secret>, b: &Bound) -> Result<(), SealError> {
     let body = serde_json::to_vec(&Tag { mac: None, ..tag.clone() }).map_err(|_| SealError::Wrong)?;
-    match (key, &tag.mac) {
-        (None, None) => Ok(()),
-        (None, Some(_)) => Err(SealError::Unexpected),
-        (Some(_), None) => Err(SealError::Missing),
-        (Some(key), Some(t)) => {
-            let t = unhex(t).ok_or(SealError::Wrong)?;
-            keyed(key, "hello", b, &body).ok_or(SealError::Wrong)?.verify_slice(&t).map_err(|_| SealError::Wrong)
-        }
-    }
+    verify(key, tag.mac.as_deref(), "hello", b, &body)
 }
 
 /// Whether a decoded gate frame is authentic for this pod's key (none: it must carry no MAC).
 pub fn check(msg: &Frame, key: Option<&Secret>, b: &Bound) -> Result<(), SealError> {
     let Some((mac, body)) = parts(msg) else { return Ok(()) };
+    verify(key, mac.as_deref(), msg.name(), b, &body)
+}
+
+fn verify(key: Option<&Secret>, mac: Option<&str>, kind: &str, b: &Bound, body: &[u8]) -> Result<(), SealError> {
     match (key, mac) {
         (None, None) => Ok(()),
         (None, Some(_)) => Err(SealError::Unexpected),
         (Some(_), None) => Err(SealError::Missing),
         (Some(key), Some(tag)) => {
             let tag = unhex(tag).ok_or(SealError::Wrong)?;
-            let m = keyed(key, msg.name(), b, &body).ok_or(SealError::Wrong)?;
-            m.verify_slice(&tag).map_err(|_| SealError::Wrong)
+            keyed(key, kind, b, body).ok_or(SealError::Wrong)?.verify_slice(&tag).map_err(|_| SealError::Wrong)
         }
     }
 }

@@ -1,7 +1,5 @@
-//! The gate's verdict, pure: every pod's findings (its pairs towards its successor, or why it
-//! could not test) and the ranks that never came, to one decision that every pod receives; and
-//! the decision in the three forms it is read in: lines on stderr, JSON, and the termination
-//! message Kubernetes shows (under its 4096-byte limit, most important first).
+//! The gate's verdict, pure: every pod's findings and the ranks that never came, to one decision
+//! every pod receives; and that decision as lines on stderr, JSON, and the termination message.
 
 use std::collections::BTreeMap;
 
@@ -27,23 +25,20 @@ pub fn of_pair(me: &Pod, peer: &Pod, r: &PairResult) -> Finding {
     let figure = r.figure();
     let rail = |d: &str, p: u8| (p > 0 && d != "none").then(|| format!("{d}:{p}"));
     Finding {
-        rank: me.rank,
-        host: me.host.clone(),
-        peer_rank: Some(peer.rank),
-        peer_host: Some(peer.host.clone()),
         rail: rail(&r.local.device, r.local.port),
         peer_rail: r.remote.as_ref().and_then(|p| rail(&p.device, p.port)),
-        status: r.status.label().to_ascii_lowercase(),
-        cause: r.cause.as_ref().map(|c| c.id.to_owned()),
-        summary: clip(r.cause.as_ref().map_or("", |c| c.summary.as_str()), MAX_TEXT),
-        hint: clip(r.cause.as_ref().map_or("", |c| c.hint.as_str()), MAX_TEXT),
         kbps: figure.kbps,
         rated_kbps: figure.rated_kbps,
+        ..finding(me, Some(peer), r.status.label().to_ascii_lowercase(), r.cause.as_ref())
     }
 }
 
 /// A pod (or its edge as a whole) that failed without a pair to name: no port, no successor.
 pub fn of_pod(me: &Pod, peer: Option<&Pod>, c: &Cause) -> Finding {
+    finding(me, peer, "fail".into(), Some(c))
+}
+
+fn finding(me: &Pod, peer: Option<&Pod>, status: String, c: Option<&Cause>) -> Finding {
     Finding {
         rank: me.rank,
         host: me.host.clone(),
@@ -51,10 +46,10 @@ pub fn of_pod(me: &Pod, peer: Option<&Pod>, c: &Cause) -> Finding {
         peer_host: peer.map(|p| p.host.clone()),
         rail: None,
         peer_rail: None,
-        status: "fail".into(),
-        cause: Some(c.id.to_owned()),
-        summary: clip(&c.summary, MAX_TEXT),
-        hint: clip(&c.hint, MAX_TEXT),
+        status,
+        cause: c.map(|c| c.id.to_owned()),
+        summary: clip(c.map_or("", |c| c.summary.as_str()), MAX_TEXT),
+        hint: clip(c.map_or("", |c| c.hint.as_str()), MAX_TEXT),
         kbps: None,
         rated_kbps: None,
     }
@@ -79,9 +74,8 @@ impl SlowRule {
     pub const OFF: SlowRule = SlowRule { pct: 0, refuse: false };
 }
 
-/// The slow pairs among `findings`, judged against every pair's median and their rated speed,
-/// marked in place (`slow-pair`, warn or fail as the rule says); returns their indexes, slowest
-/// first.
+/// The slow pairs among `findings` (against the median and their rated speed), marked in place;
+/// returns their indexes, slowest first.
 fn mark_slow(findings: &mut [Finding], rule: SlowRule) -> Vec<usize> {
     let tested = |f: &Finding| f.status != "fail" && (f.rail.is_some() || f.peer_rail.is_some());
     let figures: Vec<Figure> =
@@ -99,16 +93,14 @@ fn mark_slow(findings: &mut [Finding], rule: SlowRule) -> Vec<usize> {
     slow.into_iter().map(|(i, _)| i).collect()
 }
 
-/// The decision: go only when every rank came and every finding passes (a warning passes; a
-/// slow pair passes unless `rule` refuses it). Findings without a rail (a pod that could not
-/// test) come first, then failed pairs by rank; slow pairs are listed apart, slowest first.
+/// The decision: go only when every rank came and nothing fails. Findings without a rail come
+/// first, then failed pairs by rank; slow pairs are listed apart, slowest first.
 pub fn decide(size: u32, missing: &[u32], mut findings: Vec<Finding>, rule: SlowRule) -> Verdict {
     let pairs = findings.iter().filter(|f| f.rail.is_some() || f.peer_rail.is_some()).count() as u32;
     let slow_at = mark_slow(&mut findings, rule);
     let slow_total = slow_at.len() as u32;
-    let mut slow: Vec<Finding> =
-        if rule.refuse { Vec::new() } else { slow_at.iter().map(|&i| findings[i].clone()).collect() };
-    slow.truncate(MAX_LISTED);
+    let listed = slow_at.iter().take(if rule.refuse { 0 } else { MAX_LISTED });
+    let slow: Vec<Finding> = listed.map(|&i| findings[i].clone()).collect();
     let mut failed: Vec<Finding> = findings.into_iter().filter(|f| f.status == "fail").collect();
     failed.sort_by_key(|f| (f.rail.is_some() || f.peer_rail.is_some(), f.rank, f.rail.clone()));
     let failed_total = failed.len() as u32;
@@ -133,12 +125,9 @@ pub fn rail_names(ports: &[PortInfo]) -> Vec<String> {
     ports.iter().map(|p| format!("{}:{}", p.device, p.port)).collect()
 }
 
-/// `--gate-prune`, rank 0's decision over a verdict that refuses: the places of the rails whose
-/// pair failed (NCCL pairs rails by place), each with the first failure over it, when every
-/// failure is listed and is one pair's over rails its pods joined with (`rails`: each rank's, in
-/// order) and a rail is left. Else none, and the gate refuses as without it: a rank that never
-/// came, a pod that could not test or sent no result, a rail-count mismatch or a bad MAC is no
-/// rail's failure.
+/// `--gate-prune` on a refusing verdict: the places of the rails whose pairs failed, each with its
+/// first failure, when every failure is listed and is a pair's over rails in `rails` (each rank's,
+/// in order) and a rail is left; else none, and the gate refuses.
 pub fn prune(v: &Verdict, rails: &BTreeMap<u32, Vec<String>>) -> Option<Vec<Dropped>> {
     if v.go || !v.missing.is_empty() || v.failed_total as usize != v.findings.len() {
         return None;
@@ -163,9 +152,8 @@ pub struct Pruned {
     pub line: String,
 }
 
-/// This pod's share of a verdict that drops rails (`mine`: its rails, in order), each named
-/// here with the pair that failed over it; refused when a place is not one of this pod's rails,
-/// or no rail would be left.
+/// This pod's share of a verdict that drops rails (`mine`: its rails, in order); refused when a
+/// place is not one of its rails, or none would be left.
 pub fn dropped_here(v: &Verdict, mine: &[String]) -> Result<Vec<Pruned>, String> {
     let n = mine.len();
     if !v.dropped.is_empty() && v.dropped.len() >= n {
@@ -178,86 +166,58 @@ pub fn dropped_here(v: &Verdict, mine: &[String]) -> Result<Vec<Pruned>, String>
             let rail =
                 mine.get(p).ok_or_else(|| format!("it drops the rail at place {p}, and this pod hands NCCL {n}"))?;
             let f = v.findings.get(d.finding as usize).ok_or_else(|| format!("it names no failure for place {p}"))?;
+            let (place, why) = (p + 1, line(f));
             let line = format!(
-                "gate: --gate-prune: {rail} (rail {} of {n}) is dropped here, as its place is on every pod: {}",
-                p + 1,
-                line(f)
+                "gate: --gate-prune: {rail} (rail {place} of {n}) is dropped here, as its place is on every pod: {why}"
             );
             Ok(Pruned { rail: rail.clone(), line })
         })
         .collect()
 }
 
-fn pod(rank: u32, host: Option<&str>) -> String {
-    match host {
-        Some(h) => format!("{h} (rank {rank})"),
-        None => format!("rank {rank}"),
-    }
-}
-
 /// One finding on one line: node, rank, rail and cause.
 pub fn line(f: &Finding) -> String {
-    let from = pod(f.rank, Some(&f.host));
-    let rail = f.rail.as_deref().map(|r| format!(" {r}")).unwrap_or_default();
-    let to = match f.peer_rank {
-        Some(p) => {
-            let peer_rail = f.peer_rail.as_deref().map(|r| format!(" {r}")).unwrap_or_default();
-            format!(" -> {}{peer_rail}", pod(p, f.peer_host.as_deref()))
-        }
-        None => String::new(),
-    };
-    format!("{from}{rail}{to}: {}: {}", f.cause.as_deref().unwrap_or("fail"), f.summary)
-}
-
-fn ranks(list: &[u32], total: u32) -> String {
-    let mut text = list.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
-    if total as usize > list.len() {
-        text.push_str(&format!(" and {} more", total as usize - list.len()));
-    }
-    text
+    let rail = |r: &Option<String>| r.as_deref().map(|r| format!(" {r}")).unwrap_or_default();
+    let to = f.peer_rank.map(|p| match f.peer_host.as_deref() {
+        Some(h) => format!(" -> {h} (rank {p}){}", rail(&f.peer_rail)),
+        None => format!(" -> rank {p}{}", rail(&f.peer_rail)),
+    });
+    let cause = f.cause.as_deref().unwrap_or("fail");
+    format!("{} (rank {}){}{}: {cause}: {}", f.host, f.rank, rail(&f.rail), to.unwrap_or_default(), f.summary)
 }
 
 /// The headline: what was decided and why, in one line.
 pub fn headline(v: &Verdict, wait_ms: u64) -> String {
+    let (failed, pairs, size, missing) = (v.failed_total, v.pairs, v.size, v.missing_total);
     if v.go {
-        let slow = match v.slow_total {
-            0 => String::new(),
-            n => format!("; {n} of them slow, named below"),
-        };
+        let slow =
+            if v.slow_total == 0 { String::new() } else { format!("; {} of them slow, named below", v.slow_total) };
         if !v.dropped.is_empty() {
-            return format!(
-                "gate: {} failure(s) over {} pair(s) tested; --gate-prune drops {} rail(s) on every pod, and the command starts on the rest{slow}",
-                v.failed_total,
-                v.pairs,
-                v.dropped.len()
-            );
+            let n = v.dropped.len();
+            return format!("gate: {failed} failure(s) over {pairs} pair(s) tested; --gate-prune drops {n} rail(s) on every pod, and the command starts on the rest{slow}");
         }
-        return format!("gate: every pair passes ({} pair(s) over {} pod(s)){slow}", v.pairs, v.size);
+        return format!("gate: every pair passes ({pairs} pair(s) over {size} pod(s)){slow}");
     }
     let mut parts = Vec::new();
-    if v.missing_total > 0 {
-        parts.push(format!(
-            "{} of {} pod(s) never joined within {wait_ms} ms: rank(s) {}",
-            v.missing_total,
-            v.size,
-            ranks(&v.missing, v.missing_total)
-        ));
+    if missing > 0 {
+        let mut ranks = v.missing.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+        if missing as usize > v.missing.len() {
+            ranks.push_str(&format!(" and {} more", missing as usize - v.missing.len()));
+        }
+        parts.push(format!("{missing} of {size} pod(s) never joined within {wait_ms} ms: rank(s) {ranks}"));
     }
-    if v.failed_total > 0 {
-        parts.push(format!("{} failure(s) over {} pair(s) tested", v.failed_total, v.pairs));
+    if failed > 0 {
+        parts.push(format!("{failed} failure(s) over {pairs} pair(s) tested"));
     }
     format!("gate: {}", parts.join("; "))
 }
 
-/// The lines for people (each prefixed by the caller): the headline, one line per failure
-/// with its fix, and a note when the list was cut.
+/// The lines for people (the caller prefixes them): the headline, each failure with its fix.
 pub fn human(v: &Verdict, wait_ms: u64) -> Vec<String> {
     let mut out = vec![headline(v, wait_ms)];
     for f in &v.findings {
         out.push(format!("gate: FAIL {}", line(f)));
-        if !f.hint.is_empty() {
-            out.push(format!("gate:   fix: {}", f.hint));
-        }
+        out.extend((!f.hint.is_empty()).then(|| format!("gate:   fix: {}", f.hint)));
     }
     if v.failed_total as usize > v.findings.len() {
         out.push(format!("gate: ... and {} more failure(s)", v.failed_total as usize - v.findings.len()));
@@ -265,9 +225,7 @@ pub fn human(v: &Verdict, wait_ms: u64) -> Vec<String> {
     for f in &v.slow {
         out.push(format!("gate: SLOW {}", line(f)));
     }
-    if let Some(f) = v.slow.first() {
-        out.push(format!("gate:   check: {}", f.hint));
-    }
+    out.extend(v.slow.first().map(|f| format!("gate:   check: {}", f.hint)));
     if v.slow_total as usize > v.slow.len() {
         out.push(format!("gate: ... and {} more slow pair(s)", v.slow_total as usize - v.slow.len()));
     }
@@ -316,8 +274,7 @@ pub fn json(v: &Verdict, rank: u32, started: bool) -> String {
         .unwrap_or_else(|e| format!("{{\"kind\":\"gate-verdict\",\"error\":{:?}}}", e.to_string()))
 }
 
-/// The termination message: the headline, then one line per failure, cut to fit 4096 bytes
-/// whole lines at a time (with how many were left out).
+/// The termination message: the headline, then one line per failure, cut whole lines at a time.
 pub fn termination(v: &Verdict, wait_ms: u64) -> String {
     let lines: Vec<String> = v.findings.iter().map(line).collect();
     let headline = format!("nccl-wrap refused to start the command: {}", headline(v, wait_ms));

@@ -1,14 +1,5 @@
-//! Who this pod is in its job: its rank, the job's size, the coordinator (rank 0) and the job
-//! identity, from the gate's own options, else from the launcher's variables. Pure: the
-//! variables come in as a value.
-//!
-//! Launchers, in the order they are tried (the first whose rank variable is set):
-//! 1. torchrun / elastic PyTorchJob: `PET_NODE_RANK`, `PET_NNODES`, `PET_MASTER_ADDR`;
-//! 2. PyTorchJob: `RANK`, `WORLD_SIZE`, `MASTER_ADDR` (one process per pod: pods, not processes);
-//! 3. Indexed Job or JobSet: `JOB_COMPLETION_INDEX`, with the coordinator and the size given;
-//! 4. Slurm: `SLURM_NODEID`, `SLURM_NNODES`, with the coordinator given.
-//!
-//! Each value given by a gate option wins over the launcher's. `MASTER_PORT` is never used: the
+//! Who this pod is in its job (rank, size, coordinator, job id): each gate option, else the first
+//! launcher of `LAUNCHERS` whose rank variable is set. Pure. `MASTER_PORT` is never used: the
 //! launcher owns it.
 
 use std::ffi::OsStr;
@@ -36,8 +27,7 @@ pub struct Who {
     pub size: u32,
     /// Rank 0's `HOST:PORT`.
     pub coordinator: String,
-    /// The TCP port this pod listens on: the coordinator's on rank 0, `--gate-port` elsewhere
-    /// (the same unless the coordinator names another port).
+    /// The TCP port this pod listens on: the coordinator's on rank 0, `--gate-port` elsewhere.
     pub port: u16,
     pub job: String,
     /// "rank from PET_NODE_RANK, size from PET_NNODES, coordinator from PET_MASTER_ADDR".
@@ -71,6 +61,7 @@ pub enum WhoError {
 }
 
 /// One launcher: the variables of its rank, size and coordinator (empty: must be given).
+/// PyTorchJob's `RANK` and `WORLD_SIZE` count pods (one process per pod).
 struct Launcher {
     rank: &'static str,
     size: &'static str,
@@ -85,10 +76,8 @@ const LAUNCHERS: &[Launcher] = &[
 ];
 
 fn var(vars: &Vars, name: &str) -> Option<String> {
-    if name.is_empty() {
-        return None;
-    }
-    vars.get(OsStr::new(name)).map(|v| v.to_string_lossy().trim().to_owned()).filter(|v| !v.is_empty())
+    let v = vars.get(OsStr::new(name)).filter(|_| !name.is_empty())?;
+    Some(v.to_string_lossy().trim().to_owned()).filter(|v| !v.is_empty())
 }
 
 fn number(name: &'static str, value: &str) -> Result<u32, WhoError> {
@@ -112,12 +101,11 @@ pub fn resolve(given: &Given, vars: &Vars) -> Result<Who, WhoError> {
         (None, Some(l)) => (number(l.rank, &var(vars, l.rank).unwrap_or_default())?, l.rank),
         (None, None) => return Err(WhoError::NoRank),
     };
-    let (size, size_from) = match (given.size, launcher) {
+    // The launcher's variable, where it has one and it is set.
+    let from = |name: fn(&Launcher) -> &'static str| launcher.and_then(|l| Some((var(vars, name(l))?, name(l))));
+    let (size, size_from) = match (given.size, from(|l| l.size)) {
         (Some(s), _) => (s, "NCCL_WRAP_GATE_SIZE"),
-        (None, Some(l)) => match var(vars, l.size) {
-            Some(v) => (size_of(l.size, &v)?, l.size),
-            None => return Err(WhoError::NoSize(rank_from)),
-        },
+        (None, Some((v, name))) => (size_of(name, &v)?, name),
         (None, None) => return Err(WhoError::NoSize(rank_from)),
     };
     if !(1..=MAX_GATE_SIZE).contains(&size) {
@@ -126,12 +114,9 @@ pub fn resolve(given: &Given, vars: &Vars) -> Result<Who, WhoError> {
     if rank >= size {
         return Err(WhoError::RankOutOfRange { rank, size, source_name: rank_from });
     }
-    let (coord, coord_from) = match (&given.coordinator, launcher) {
+    let (coord, coord_from) = match (&given.coordinator, from(|l| l.coordinator)) {
         (Some(c), _) => (c.trim().to_owned(), "NCCL_WRAP_GATE_COORDINATOR"),
-        (None, Some(l)) => match var(vars, l.coordinator) {
-            Some(v) => (v, l.coordinator),
-            None => return Err(WhoError::NoCoordinator(rank_from)),
-        },
+        (None, Some(found)) => found,
         (None, None) => return Err(WhoError::NoCoordinator(rank_from)),
     };
     let bad = |detail: String| WhoError::BadCoordinator { value: coord.clone(), source_name: coord_from, detail };
@@ -146,13 +131,10 @@ pub fn resolve(given: &Given, vars: &Vars) -> Result<Who, WhoError> {
     };
     let (_, coord_port) = split_target(&with_port).map_err(|e| bad(e.to_string()))?;
     let port = if rank == 0 { coord_port } else { given.port };
-    let job = match &given.id {
-        Some(id) => {
-            check_job(id).map_err(|_| WhoError::BadId(id.clone()))?;
-            id.clone()
-        }
-        None => format!("{with_port}/{size}"),
-    };
+    if let Some(id) = &given.id {
+        check_job(id).map_err(|_| WhoError::BadId(id.clone()))?;
+    }
+    let job = given.id.clone().unwrap_or_else(|| format!("{with_port}/{size}"));
     let source = format!("rank from {rank_from}, size from {size_from}, coordinator from {coord_from}");
     Ok(Who { rank, size, coordinator: with_port, port, job, source, bootstrap: given.bootstrap.clone() })
 }

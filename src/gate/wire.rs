@@ -1,17 +1,13 @@
-//! The gate's protocol: its frames (kinds 6 to 11: join, assign, report, verdict, knock,
-//! challenge) over the pair test's framing, beside the pair test's own (a tagged hello, a
-//! refusal), and their checks: the
-//! same rule as the pair test's (every field's range checked, every peer text made printable,
-//! before anyone reads it). Pure: a fuzz target calls [`decode`].
-//!
-//! It must never let a frame through that `decode` would refuse, nor a peer's text unprintable.
+//! The gate's frames (kinds 6 to 11) over the pair test's framing, beside its hello and refusal,
+//! each field range-checked and each peer text made printable before anyone reads it. Pure: a
+//! fuzz target calls [`decode`]. It never lets through a frame that `decode` would refuse.
 
 use serde::{Deserialize, Serialize};
 
 use nw_pairtest::clean;
 use nw_pairtest::wire::{
     self, check_hex as hex, check_host as host, check_name as name, check_params, check_port, check_text as text,
-    field, Message, PortInfo, Protocol, WireError, MAX_KBPS, MAX_TEXT,
+    fail_if, field, Message, PortInfo, Protocol, WireError, MAX_KBPS, MAX_TEXT,
 };
 
 pub use nw_pairtest::wire::check_job;
@@ -25,10 +21,8 @@ pub const MAX_PORTS: usize = 32;
 /// Every local x remote pair of two 32-port pods.
 const MAX_PAIRS: usize = MAX_PORTS * MAX_PORTS;
 
-/// How a pod's NCCL bootstrap reaches rank 0: the interface nccl-wrap exported as
-/// `NCCL_SOCKET_IFNAME` (or the user's, kept) and the family of its address towards the
-/// coordinator, when known. NCCL's out-of-band sockets connect every rank to rank 0's: a pod whose
-/// family differs cannot.
+/// How a pod's NCCL bootstrap reaches rank 0: its `NCCL_SOCKET_IFNAME` and, when known, the
+/// family of its address towards the coordinator.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Bootstrap {
@@ -56,8 +50,7 @@ pub struct Join {
     /// This pod's fresh nonce: every later frame of its session is bound to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nonce: Option<String>,
-    /// The challenge the coordinator sent on this connection ([`Challenge`]), which the join's MAC
-    /// covers: a join recorded from an earlier run (or another connection) answers another one.
+    /// The coordinator's [`Challenge`] on this connection, which the join's MAC covers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub challenge: Option<String>,
     /// This pod's bootstrap interface, compared with rank 0's.
@@ -76,8 +69,7 @@ pub struct Knock {
     pub rank: u32,
 }
 
-/// The gate: the coordinator's fresh challenge on one connection, which the join sent on it must
-/// answer (coordinator -> pod).
+/// The gate: the coordinator's challenge on one connection, which its join answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Challenge {
@@ -102,12 +94,10 @@ pub struct Assign {
     pub timeout_ms: u32,
     /// How long the coordinator waits for every pod's results, from its sending this.
     pub results_ms: u32,
-    /// This gate's nonce (the coordinator's, fresh each run): the rest of the session is bound
-    /// to it, so that no frame of another gate run is taken.
+    /// This gate run's nonce: the rest of the session is bound to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nonce: Option<String>,
-    /// The successor's own nonce (its join's; rank 0's is the gate's): the pair test's hello
-    /// towards it is bound to it.
+    /// The successor's join nonce (rank 0's: the gate's), which the hello towards it is bound to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub successor_nonce: Option<String>,
     /// The job secret's MAC over this frame (`gate::seal`); absent when the job has none.
@@ -132,8 +122,7 @@ pub struct Finding {
     pub cause: Option<String>,
     pub summary: String,
     pub hint: String,
-    /// The pair's measured bandwidth, and the slower end's rated speed, in kb/s (what rank 0
-    /// judges a slow pair by: `pairtest::slow`).
+    /// The pair's measured bandwidth and the slower end's rated speed, in kb/s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kbps: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -151,8 +140,8 @@ pub struct Report {
     pub mac: Option<String>,
 }
 
-/// The gate: a rail dropped on every pod (`--gate-prune`): its place in every pod's list (NCCL
-/// pairs rails by it), and the verdict's finding of the first pair that failed over it.
+/// The gate: a rail dropped on every pod (`--gate-prune`): its place in each pod's list, and the
+/// index of the first finding that failed over it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Dropped {
@@ -175,8 +164,7 @@ pub struct Verdict {
     pub missing_total: u32,
     /// What failed, most important first (at most [`MAX_LISTED`]).
     pub findings: Vec<Finding>,
-    /// The pairs that passed but slowly, slowest first (at most [`MAX_LISTED`]), and how many
-    /// in all; with a refusal of slow pairs asked for, they are failures instead.
+    /// The pairs that passed slowly, slowest first (at most [`MAX_LISTED`]), and how many in all.
     #[serde(default)]
     pub slow: Vec<Finding>,
     #[serde(default)]
@@ -189,43 +177,24 @@ pub struct Verdict {
     pub mac: Option<String>,
 }
 
-/// The dropped rails: only with `go`, in rising places each within [`MAX_PORTS`] (each pod
-/// checks them against its own count), each naming a listed finding of a pair.
-fn validate_dropped(v: &Verdict) -> Result<(), WireError> {
-    let mut last = None;
-    for d in &v.dropped {
-        let pair = v.findings.get(d.finding as usize).filter(|f| f.rail.is_some() && f.peer_rail.is_some());
-        if !v.go || d.position as usize >= MAX_PORTS || last >= Some(d.position) || pair.is_none() {
-            return Err(field("verdict.dropped", format!("position {} (finding {})", d.position, d.finding)));
-        }
-        last = Some(d.position);
-    }
-    Ok(())
-}
-
 fn validate_join(j: &Join) -> Result<(), WireError> {
     check_job(&j.job)?;
     hex("join.nonce", j.nonce.as_ref(), 32)?;
     hex("join.challenge", j.challenge.as_ref(), 32)?;
     hex("join.mac", j.mac.as_ref(), 64)?;
     host("join.host", &j.host)?;
-    if !(1..=MAX_GATE_SIZE).contains(&j.size) || j.rank >= j.size {
-        return Err(field("join.rank", format!("rank {} of size {} (size in 1..={MAX_GATE_SIZE})", j.rank, j.size)));
-    }
-    if j.port == 0 {
-        return Err(field("join.port", "port 0"));
-    }
-    if j.ports.len() > MAX_PORTS || (j.ports.is_empty() && j.problem.is_none()) {
-        return Err(field("join.ports", format!("{} ports, and no problem named", j.ports.len())));
-    }
-    if let Some(p) = &j.problem {
-        text("join.problem", p)?;
-    }
+    fail_if(!(1..=MAX_GATE_SIZE).contains(&j.size) || j.rank >= j.size, "join.rank", || {
+        format!("rank {} of size {} (size in 1..={MAX_GATE_SIZE})", j.rank, j.size)
+    })?;
+    fail_if(j.port == 0, "join.port", || "port 0")?;
+    fail_if(j.ports.len() > MAX_PORTS || (j.ports.is_empty() && j.problem.is_none()), "join.ports", || {
+        format!("{} ports, and no problem named", j.ports.len())
+    })?;
+    j.problem.iter().try_for_each(|p| text("join.problem", p))?;
     if let Some(b) = &j.bootstrap {
         name("join.bootstrap.ifname", &b.ifname)?;
-        if !matches!(b.family.as_deref(), None | Some("AF_INET" | "AF_INET6")) {
-            return Err(field("join.bootstrap.family", format!("{:?}", b.family)));
-        }
+        let family = matches!(b.family.as_deref(), None | Some("AF_INET" | "AF_INET6"));
+        fail_if(!family, "join.bootstrap.family", || format!("{:?}", b.family))?;
     }
     j.ports.iter().try_for_each(check_port)
 }
@@ -234,49 +203,36 @@ fn validate_assign(a: &Assign) -> Result<(), WireError> {
     hex("assign.nonce", a.nonce.as_ref(), 32)?;
     hex("assign.successor_nonce", a.successor_nonce.as_ref(), 32)?;
     hex("assign.mac", a.mac.as_ref(), 64)?;
-    if a.successor >= MAX_GATE_SIZE || a.predecessor >= MAX_GATE_SIZE {
-        return Err(field("assign", "a rank over the largest job"));
-    }
+    let far = a.successor >= MAX_GATE_SIZE || a.predecessor >= MAX_GATE_SIZE;
+    fail_if(far, "assign", || "a rank over the largest job")?;
     host("assign.successor_host", &a.successor_host)?;
     let Some((h, port)) = a.target.rsplit_once(':') else {
         return Err(field("assign.target", "no :PORT"));
     };
     host("assign.target", h.trim_start_matches('[').trim_end_matches(']'))?;
-    if !port.parse::<u16>().is_ok_and(|p| p > 0) {
-        return Err(field("assign.target", format!("{port:?} is not a port")));
-    }
+    fail_if(!port.parse::<u16>().is_ok_and(|p| p > 0), "assign.target", || format!("{port:?} is not a port"))?;
     check_params(a.bytes, a.iters, a.duration_ms)?;
-    if !(1..=600_000).contains(&a.timeout_ms) || a.results_ms > 24 * 3600 * 1000 {
-        return Err(field("assign.timeout_ms", "out of range"));
-    }
-    Ok(())
+    let bad = !(1..=600_000).contains(&a.timeout_ms) || a.results_ms > 24 * 3600 * 1000;
+    fail_if(bad, "assign.timeout_ms", || "out of range")
 }
 
 fn validate_finding(f: &Finding) -> Result<(), WireError> {
     host("finding.host", &f.host)?;
-    if let Some(h) = &f.peer_host {
-        host("finding.peer_host", h)?;
-    }
-    for r in [&f.rail, &f.peer_rail].into_iter().flatten() {
-        name("finding.rail", r)?;
-    }
-    if !matches!(f.status.as_str(), "pass" | "warn" | "fail") {
-        return Err(field("finding.status", format!("{:?}", f.status.escape_debug().to_string())));
-    }
+    f.peer_host.iter().try_for_each(|h| host("finding.peer_host", h))?;
+    [&f.rail, &f.peer_rail].into_iter().flatten().try_for_each(|r| name("finding.rail", r))?;
+    let quoted = |t: &str| format!("{:?}", t.escape_debug().to_string());
+    fail_if(!matches!(f.status.as_str(), "pass" | "warn" | "fail"), "finding.status", || quoted(&f.status))?;
     if let Some(c) = &f.cause {
-        if c.is_empty() || c.len() > 32 || !c.bytes().all(|b| b.is_ascii_lowercase() || b == b'-') {
-            return Err(field("finding.cause", format!("{:?}", c.escape_debug().to_string())));
-        }
+        let bad = c.is_empty() || c.len() > 32 || !c.bytes().all(|b| b.is_ascii_lowercase() || b == b'-');
+        fail_if(bad, "finding.cause", || quoted(c))?;
     }
-    if [f.kbps, f.rated_kbps].into_iter().flatten().any(|m| m > MAX_KBPS) {
-        return Err(field("finding.kbps", format!("over {MAX_KBPS} kb/s")));
-    }
+    let fast = [f.kbps, f.rated_kbps].into_iter().flatten().any(|m| m > MAX_KBPS);
+    fail_if(fast, "finding.kbps", || format!("over {MAX_KBPS} kb/s"))?;
     text("finding.summary", &f.summary)?;
     text("finding.hint", &f.hint)
 }
 
-/// What one connection of the gate carries: the pair test's own messages (the pair test's tagged
-/// hello, a refusal) and the gate's.
+/// What one connection of the gate carries: the pair test's own messages and the gate's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Frame {
     Pair(Message),
@@ -302,16 +258,11 @@ impl Frame {
     }
 }
 
+/// The gate's kinds' names, from kind 6 on.
+const NAMES: [&str; 6] = ["join", "assign", "report", "verdict", "knock", "challenge"];
+
 fn kind_name(kind: u8) -> &'static str {
-    match kind {
-        6 => "join",
-        7 => "assign",
-        8 => "report",
-        9 => "verdict",
-        10 => "knock",
-        11 => "challenge",
-        _ => "unknown",
-    }
+    NAMES.get(usize::from(kind).wrapping_sub(6)).copied().unwrap_or("unknown")
 }
 
 fn validate(f: &Frame) -> Result<(), WireError> {
@@ -319,62 +270,53 @@ fn validate(f: &Frame) -> Result<(), WireError> {
         Frame::Pair(_) => Ok(()),
         Frame::Knock(k) => {
             check_job(&k.job)?;
-            if k.rank >= MAX_GATE_SIZE {
-                return Err(field("knock.rank", format!("{} is over the largest job", k.rank)));
-            }
-            Ok(())
+            fail_if(k.rank >= MAX_GATE_SIZE, "knock.rank", || format!("{} is over the largest job", k.rank))
         }
         Frame::Challenge(c) => hex("challenge.nonce", Some(&c.nonce), 32),
         Frame::Join(j) => validate_join(j),
         Frame::Assign(a) => validate_assign(a),
         Frame::Report(r) => {
             hex("report.mac", r.mac.as_ref(), 64)?;
-            if r.pairs.len() > MAX_PAIRS {
-                return Err(field("report.pairs", format!("{} findings, more than {MAX_PAIRS}", r.pairs.len())));
-            }
+            let n = r.pairs.len();
+            fail_if(n > MAX_PAIRS, "report.pairs", || format!("{n} findings, more than {MAX_PAIRS}"))?;
             r.pairs.iter().try_for_each(validate_finding)
         }
         Frame::Verdict(v) => {
             hex("verdict.mac", v.mac.as_ref(), 64)?;
-            if v.findings.len() > MAX_LISTED || v.missing.len() > MAX_LISTED || v.slow.len() > MAX_LISTED {
-                return Err(field(
-                    "verdict",
-                    format!("more than {MAX_LISTED} findings, slow pairs or missing ranks listed"),
-                ));
-            }
-            if (v.slow_total as usize) < v.slow.len() || v.slow_total > v.pairs {
-                return Err(field("verdict.slow_total", "more slow pairs listed than counted, or than tested"));
-            }
-            if !(1..=MAX_GATE_SIZE).contains(&v.size) {
-                return Err(field("verdict.size", format!("{} is not in 1..={MAX_GATE_SIZE}", v.size)));
-            }
-            if v.missing.iter().any(|&r| r >= v.size) || (v.missing_total as usize) < v.missing.len() {
-                return Err(field("verdict.missing", "a rank outside the job, or more listed than counted"));
-            }
-            if (v.failed_total as usize) > v.pairs as usize + MAX_GATE_SIZE as usize {
-                return Err(field("verdict.failed_total", format!("{} is out of range", v.failed_total)));
-            }
+            let (size, failed, listed) = (v.size, v.failed_total, MAX_LISTED);
+            let long = [v.findings.len(), v.missing.len(), v.slow.len()].into_iter().any(|n| n > listed);
+            fail_if(long, "verdict", || format!("more than {listed} findings, slow pairs or missing ranks listed"))?;
+            let slow = (v.slow_total as usize) < v.slow.len() || v.slow_total > v.pairs;
+            fail_if(slow, "verdict.slow_total", || "more slow pairs listed than counted, or than tested")?;
+            let bad = !(1..=MAX_GATE_SIZE).contains(&size);
+            fail_if(bad, "verdict.size", || format!("{size} is not in 1..={MAX_GATE_SIZE}"))?;
+            let outside = v.missing.iter().any(|&r| r >= v.size) || (v.missing_total as usize) < v.missing.len();
+            fail_if(outside, "verdict.missing", || "a rank outside the job, or more listed than counted")?;
+            let over = failed as usize > v.pairs as usize + MAX_GATE_SIZE as usize;
+            fail_if(over, "verdict.failed_total", || format!("{failed} is out of range"))?;
             v.findings.iter().chain(&v.slow).try_for_each(validate_finding)?;
-            validate_dropped(v)
+            // The dropped rails: only with `go`, in rising places below MAX_PORTS, each naming a pair.
+            let mut last = None;
+            for d in &v.dropped {
+                let pair = v.findings.get(d.finding as usize).filter(|f| f.rail.is_some() && f.peer_rail.is_some());
+                let bad = !v.go || d.position as usize >= MAX_PORTS || last >= Some(d.position) || pair.is_none();
+                fail_if(bad, "verdict.dropped", || format!("position {} (finding {})", d.position, d.finding))?;
+                last = Some(d.position);
+            }
+            Ok(())
         }
     }
 }
 
 /// Every free text a pod sends (its problem, a finding's summary and hint) made printable and
-/// bounded: whatever prints it later, a log line, JSON or the termination message, never
-/// carries a pod's line break or escape sequence. The pair test's own are cleaned by the pair
-/// test.
+/// bounded, so that no log line, JSON or termination message carries a pod's escape sequence.
 pub(crate) fn printable(mut f: Frame) -> Frame {
     let finding = |f: &mut Finding| {
         f.summary = clean::bounded(&f.summary, MAX_TEXT);
         f.hint = clean::bounded(&f.hint, MAX_TEXT);
     };
     match &mut f {
-        Frame::Join(j) => {
-            if let Some(p) = &mut j.problem {
-                *p = clean::bounded(p, MAX_TEXT);
-            }
-        }
+        Frame::Join(j) => j.problem.iter_mut().for_each(|p| *p = clean::bounded(p, MAX_TEXT)),
         Frame::Report(r) => r.pairs.iter_mut().for_each(finding),
         Frame::Verdict(v) => v.findings.iter_mut().for_each(finding),
         Frame::Pair(_) | Frame::Assign(_) | Frame::Knock(_) | Frame::Challenge(_) => {}
@@ -415,16 +357,11 @@ impl Protocol for Frame {
         Ok((self.kind(), payload))
     }
     fn name(&self) -> &'static str {
-        match self {
-            Frame::Pair(m) => m.name(),
-            other => kind_name(other.kind()),
-        }
+        self.as_pair().map_or_else(|| kind_name(self.kind()), Message::name)
     }
     fn as_pair(&self) -> Option<&Message> {
-        match self {
-            Frame::Pair(m) => Some(m),
-            _ => None,
-        }
+        let Frame::Pair(m) = self else { return None };
+        Some(m)
     }
 }
 

@@ -63,10 +63,11 @@ pub fn main(inp: &Inputs, opts: &Options) -> u8 {
         Mode::Listen { addr, .. } => format!("peers of {addr}"),
         Mode::Ring { .. } => "the next pod of the ring".into(),
     };
+    let (pairs, failed) = (out.pairs, out.failed);
     out.emit(&if opts.json {
-        print::summary_json(out.pairs, out.failed, exit)
+        print::summary_json(pairs, failed, exit)
     } else {
-        print::summary_human(out.pairs, out.failed, &peer)
+        print::summary_human(pairs, failed, &peer)
     });
     exit
 }
@@ -80,9 +81,7 @@ struct Printer {
 impl Printer {
     fn pair(&mut self, r: &PairResult) {
         self.pairs += 1;
-        if r.status == Status::Fail {
-            self.failed += 1;
-        }
+        self.failed += usize::from(r.status == Status::Fail);
         self.emit(&if self.json { print::json_line(r) } else { print::human(r) });
     }
     fn emit(&self, text: &str) {
@@ -95,19 +94,15 @@ impl Printer {
 
 /// Usage first: a wrong address or ring setting is named before anything is opened.
 fn check_usage(inp: &Inputs, opts: &Options) -> Result<(Option<(order::Ring, u16)>, Allow), Cause> {
-    opts.test
-        .check()
-        .map_err(|e| cannot("peer", format!("bad test size: {e}"), "see nccl-wrap ping --help for the ranges"))?;
     let usage = |e: String, hint: &str| cannot("peer", e, hint);
+    opts.test.check().map_err(|e| usage(format!("bad test size: {e}"), "see nccl-wrap ping --help for the ranges"))?;
     // An allow-list that cannot be read is never taken for "anyone": the check does not run.
+    let hint = "a comma-separated list of CIDRs, e.g. 10.0.0.0/8,fd00::/8";
     let allow = match &opts.allow {
         None => Allow::Anyone,
-        Some(spec) => Allow::Nets(door::parse_allow(spec).map_err(|e| {
-            usage(
-                format!("--allow (NCCL_WRAP_PING_ALLOW): {e}"),
-                "a comma-separated list of CIDRs, e.g. 10.0.0.0/8,fd00::/8",
-            )
-        })?),
+        Some(spec) => Allow::Nets(
+            door::parse_allow(spec).map_err(|e| usage(format!("--allow (NCCL_WRAP_PING_ALLOW): {e}"), hint))?,
+        ),
     };
     let ring = match &opts.mode {
         Mode::Connect(target) => {
@@ -131,8 +126,8 @@ fn check_usage(inp: &Inputs, opts: &Options) -> Result<(Option<(order::Ring, u16
 /// The listener's policy: whom `allow` admits, each hello within the test's deadline, peers
 /// asking for more than this end's own test clamped to it.
 fn policy(opts: &Options, allow: Allow, keep: bool) -> Policy {
-    let wait = Duration::from_millis(opts.wait_ms);
-    Policy { keep, wait: (!keep).then_some(wait), ..Policy::new(allow, opts.test.timeout, opts.test.clone()) }
+    let wait = (!keep).then(|| Duration::from_millis(opts.wait_ms));
+    Policy { keep, wait, ..Policy::new(allow, opts.test.timeout, opts.test.clone()) }
 }
 
 fn run(inp: &Inputs, opts: &Options, out: &mut Printer) -> Result<(), Cause> {
@@ -143,8 +138,7 @@ fn run(inp: &Inputs, opts: &Options, out: &mut Printer) -> Result<(), Cause> {
     let wait = Duration::from_millis(opts.wait_ms);
     match (&opts.mode, ring) {
         (Mode::Connect(target), _) => {
-            let results = fabric.initiate(target, &opts.test, Instant::now() + wait)?;
-            results.iter().for_each(|r| out.pair(r));
+            fabric.initiate(target, &opts.test, Instant::now() + wait)?.iter().for_each(|r| out.pair(r));
             Ok(())
         }
         (Mode::Listen { addr, keep }, _) => {
@@ -199,8 +193,6 @@ fn answer(fabric: &Rdma, opts: &Options, s: Session, hello: Hello) -> Result<Vec
 
 /// One line for what a listener clamped of a peer's hello, said before it answers.
 fn say_clamped(peer: &str, clamped: &[String]) {
-    eprintln!(
-        "{PREFIX} ping: {peer} asked for more than --bytes/--iters/--duration-ms allow here: {}",
-        clamped.join(", ")
-    );
+    let clamped = clamped.join(", ");
+    eprintln!("{PREFIX} ping: {peer} asked for more than --bytes/--iters/--duration-ms allow here: {clamped}");
 }

@@ -72,9 +72,8 @@ pub fn resolve(
     if index >= size {
         return Err(RingError::IndexOutOfRange { index, size });
     }
-    let template = template.ok_or(RingError::NoTemplate)?;
     let peer_index = (index + 1) % size;
-    let peer_host = expand(template, peer_index)?;
+    let peer_host = expand(template.ok_or(RingError::NoTemplate)?, peer_index)?;
     Ok(Ring { index, size, source, peer_index, peer_host })
 }
 
@@ -83,10 +82,8 @@ pub fn resolve(
 pub fn ordinal(hostname: &str) -> Option<u32> {
     let first = hostname.trim().split('.').next()?;
     let (_, digits) = first.rsplit_once('-')?;
-    if digits.is_empty() || digits.len() > 9 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
+    let digits_only = !digits.is_empty() && digits.len() <= 9 && digits.bytes().all(|b| b.is_ascii_digit());
+    digits.parse().ok().filter(|_| digits_only)
 }
 
 /// `{index}` replaced by `index`, checked to be a host name.

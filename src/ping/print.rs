@@ -73,11 +73,7 @@ pub fn human(r: &PairResult) -> String {
 
 /// GB/s with one decimal, or three below 1 GB/s (software RoCE).
 fn gbs(g: f64) -> String {
-    if g < 1.0 {
-        format!("{g:.3} GB/s")
-    } else {
-        format!("{g:.1} GB/s")
-    }
+    format!("{g:.*} GB/s", if g < 1.0 { 3 } else { 1 })
 }
 
 pub fn summary_human(pairs: usize, failed: usize, peer: &str) -> String {

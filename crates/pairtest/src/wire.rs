@@ -242,11 +242,7 @@ pub enum WireError {
 }
 
 /// `what` out of range where `bad`, with `detail`.
-pub(crate) fn fail_if<D: Into<String>>(
-    bad: bool,
-    what: &'static str,
-    detail: impl FnOnce() -> D,
-) -> Result<(), WireError> {
+pub fn fail_if<D: Into<String>>(bad: bool, what: &'static str, detail: impl FnOnce() -> D) -> Result<(), WireError> {
     if bad {
         return Err(field(what, detail()));
     }
