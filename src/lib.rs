@@ -13,6 +13,28 @@ pub mod ping;
 pub mod report;
 pub mod run;
 
+/// A RoCE port as a pod describes it to its peer, for the front ends' unit tests.
+#[cfg(test)]
+mod test_ports {
+    use nw_pairtest::wire::{LinkLayer, PortInfo};
+
+    pub(crate) fn roce_port(dev: &str, last: u8) -> PortInfo {
+        PortInfo {
+            device: dev.into(),
+            port: 1,
+            link_layer: LinkLayer::Ethernet,
+            gid_index: Some(3),
+            gid: Some(format!("0000:0000:0000:0000:0000:ffff:0a00:6a{last:02x}")),
+            gid_type: Some("RoCE v2".into()),
+            lid: None,
+            mtu: 4096,
+            pkey: None,
+            netdev: Some("net1".into()),
+            rate_kbps: None,
+        }
+    }
+}
+
 /// The layers under their old names, for the integration tests, fuzz targets and benchmarks that
 /// reach a parser directly; the front ends above name the crates themselves.
 pub use nw_decide as plan;

@@ -383,23 +383,8 @@ pub fn header(h: &[u8]) -> Result<(u8, usize), WireError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nw_pairtest::wire::{Hello, LinkLayer, Tag};
-
-    fn roce_port(dev: &str, last: u8) -> PortInfo {
-        PortInfo {
-            device: dev.into(),
-            port: 1,
-            link_layer: LinkLayer::Ethernet,
-            gid_index: Some(3),
-            gid: Some(format!("0000:0000:0000:0000:0000:ffff:0a00:6a{last:02x}")),
-            gid_type: Some("RoCE v2".into()),
-            lid: None,
-            mtu: 4096,
-            pkey: None,
-            netdev: Some("net1".into()),
-            rate_kbps: None,
-        }
-    }
+    use crate::test_ports::roce_port;
+    use nw_pairtest::wire::{Hello, Tag};
 
     fn hello() -> Hello {
         Hello {

@@ -89,26 +89,11 @@ pub fn error_human(c: &Cause) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_ports::roce_port;
     use nw_pairtest::cause::Status;
     use nw_pairtest::output::{self, Dropped, Local};
     use nw_pairtest::session::PairRun;
-    use nw_pairtest::wire::{Fault, Figures, LinkLayer, PortInfo};
-
-    fn roce_port(dev: &str, last: u8) -> PortInfo {
-        PortInfo {
-            device: dev.into(),
-            port: 1,
-            link_layer: LinkLayer::Ethernet,
-            gid_index: Some(3),
-            gid: Some(format!("0000:0000:0000:0000:0000:ffff:0a00:6a{last:02x}")),
-            gid_type: Some("RoCE v2".into()),
-            lid: None,
-            mtu: 4096,
-            pkey: None,
-            netdev: Some("net1".into()),
-            rate_kbps: None,
-        }
-    }
+    use nw_pairtest::wire::{Fault, Figures};
 
     fn run(fault: Option<Fault>) -> PairRun {
         PairRun {

@@ -163,15 +163,17 @@ pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
 }
 
-pub use crate::common::Scratch;
+/// The test's scratch directory (its path, and tempfile's guard that removes it on every way
+/// out); the stand-in fabric is also built into benchmarks, which have no `common`.
+pub struct Scratch(pub PathBuf, tempfile::TempDir);
 
-/// Where a pod of the stand-in fabric writes its termination message, in the test's scratch.
-pub trait Logs {
-    fn log(&self, rank: u32) -> PathBuf;
-}
-
-impl Logs for Scratch {
-    fn log(&self, rank: u32) -> PathBuf {
+impl Scratch {
+    pub fn new(tag: &str) -> Scratch {
+        let d = tempfile::Builder::new().prefix(&format!("nccl-wrap-gate-{tag}-")).tempdir().expect("scratch dir");
+        Scratch(d.path().to_path_buf(), d)
+    }
+    /// Where a pod writes its termination message.
+    pub fn log(&self, rank: u32) -> PathBuf {
         self.0.join(format!("termination-{rank}"))
     }
 }
