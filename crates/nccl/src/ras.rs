@@ -89,15 +89,16 @@ pub struct Progress {
     pub collectives: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Format {
+    #[default]
     Text,
     Json,
 }
 
 /// What one RAS reply says.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct View {
     pub(crate) format: Format,
     /// `SERVER PROTOCOL N`, absent from servers asked without `CLIENT PROTOCOL`.
@@ -153,19 +154,17 @@ pub fn parse_within(reply: &str, spent: &mut dyn FnMut() -> bool) -> Result<View
         let t = line.trim();
         if let Some(n) = t.strip_prefix("SERVER PROTOCOL ") {
             protocol = n.trim().parse().ok();
-        } else if t == "OK" {
         } else if let Some(e) = t.strip_prefix("ERROR:") {
             if errors.len() < 8 {
                 errors.push(clean(e));
             }
-        } else if !t.is_empty() || after.is_empty() {
-            break;
-        }
-        if after.is_empty() {
-            rest = "";
+        } else if t != "OK" && (!t.is_empty() || after.is_empty()) {
             break;
         }
         rest = after;
+        if rest.is_empty() {
+            break;
+        }
     }
     let body = rest.trim_start();
     let mut view = if body.starts_with('{') {
@@ -184,18 +183,6 @@ pub fn parse_within(reply: &str, spent: &mut dyn FnMut() -> bool) -> Result<View
     Ok(view)
 }
 
-fn empty(format: Format) -> View {
-    View {
-        format,
-        protocol: None,
-        nccl_version: None,
-        findings: Vec::new(),
-        progress: Vec::new(),
-        left_out: 0,
-        errors: Vec::new(),
-    }
-}
-
 fn push<T>(list: &mut Vec<T>, item: T, left_out: &mut usize) {
     if list.len() < MAX_ITEMS {
         list.push(item);
@@ -207,13 +194,9 @@ fn push<T>(list: &mut Vec<T>, item: T, left_out: &mut usize) {
 /// The text report: the `Errors` and `Warnings` sections' blocks, each a header line and indented
 /// lines under it. One pass, each line looked at with the next one only (an underline).
 fn text(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError> {
-    let mut view = empty(Format::Text);
-    view.nccl_version = body
-        .lines()
-        .next()
-        .and_then(|l| l.strip_prefix("NCCL version "))
-        .and_then(|v| v.split_whitespace().next())
-        .map(clean);
+    let version = body.lines().next().and_then(|l| l.strip_prefix("NCCL version "));
+    let mut view =
+        View { nccl_version: version.and_then(|v| v.split_whitespace().next()).map(clean), ..View::default() };
     let mut in_sections = false;
     let mut block: Option<(Vec<Kind>, Option<String>, Vec<&str>)> = None;
     let flush = |block: &mut Option<(Vec<Kind>, Option<String>, Vec<&str>)>, view: &mut View| {
@@ -308,17 +291,14 @@ fn findings_of(kinds: &[Kind], comm: Option<String>, body: &[&str], left_out: &m
 }
 
 fn kind_of_summary(line: &str) -> Option<Kind> {
-    if line.contains("considered dead") {
-        Some(Kind::Dead)
-    } else if line.starts_with("Missing ") {
-        Some(Kind::Missing)
-    } else if line.starts_with("Asynchronous error") {
-        Some(Kind::AsyncError)
-    } else if line.contains("different") && line.contains("counts") {
-        Some(Kind::Mismatch)
-    } else {
-        None
-    }
+    [
+        (line.contains("considered dead"), Kind::Dead),
+        (line.starts_with("Missing "), Kind::Missing),
+        (line.starts_with("Asynchronous error"), Kind::AsyncError),
+        (line.contains("different") && line.contains("counts"), Kind::Mismatch),
+    ]
+    .into_iter()
+    .find_map(|(hit, kind)| hit.then_some(kind))
 }
 
 /// `Process 610 on node 127.0.0.1 managing GPU 0`, `Rank 1 -- GPU 0 managed by process 610 on
@@ -390,7 +370,7 @@ fn json(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError>
             serde_json::from_str(&repaired).map_err(|e| ParseError::Json(clean(&e.to_string())))?
         }
     };
-    let mut view = empty(Format::Json);
+    let mut view = View { format: Format::Json, ..View::default() };
     view.nccl_version = v.get("nccl_version").and_then(|s| s.as_str()).map(clean);
     let comms = v.get("communicators").and_then(|c| c.as_array()).map(Vec::as_slice).unwrap_or_default();
     let num = |v: &serde_json::Value, k: &str| v.get(k).and_then(serde_json::Value::as_u64);
@@ -400,8 +380,7 @@ fn json(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError>
         pid: small(r, "pid"),
         node: r.get("host").and_then(|h| h.as_str()).map(clean),
         gpu: small(r, "cuda_dev"),
-        op: None,
-        what: None,
+        ..Who::default()
     };
     for c in comms.iter().take(MAX_ITEMS) {
         if spent() {
@@ -418,7 +397,7 @@ fn json(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError>
         }
         view.left_out += missing.len().saturating_sub(MAX_ITEMS);
         let mut errs = Vec::new();
-        let mut counts: std::collections::BTreeMap<String, Vec<(Who, u64)>> = Default::default();
+        let mut counts: BTreeMap<String, Vec<(Who, u64)>> = BTreeMap::new();
         let mut total = 0u64;
         for r in ranks.iter().take(MAX_ITEMS) {
             if let Some(e) = r.pointer("/status/async_error").and_then(serde_json::Value::as_u64).filter(|&e| e != 0) {
@@ -522,11 +501,12 @@ impl View {
                         .map(|w| format!("{} behind by {}", w.name(), most - w.op.unwrap_or(most)))
                         .collect();
                     let coll = f.collective.as_deref().unwrap_or("collective");
-                    if behind.is_empty() {
-                        out.push(format!("{coll} counts disagree{on}"));
+                    let behind = if behind.is_empty() {
+                        String::new()
                     } else {
-                        out.push(format!("{coll} counts disagree{on}: {} (of {most} launched)", behind.join("; ")));
-                    }
+                        format!(": {} (of {most} launched)", behind.join("; "))
+                    };
+                    out.push(format!("{coll} counts disagree{on}{behind}"));
                 }
                 Kind::Other => out.push(format!("RAS: {}{on}", f.summary)),
             }
