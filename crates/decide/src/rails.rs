@@ -399,29 +399,20 @@ type Step = Result<Vec<usize>, String>;
 pub fn classify<'a>(inputs: &'a Inputs<'a>) -> Decision {
     let all: Vec<Facts<'a>> = inputs.ports.iter().map(|p| facts(p, inputs.masters)).collect();
     let mut run = Run { inputs, class: all.iter().map(|_| None).collect(), all };
-    // 0. --rails: the user's word; nothing else is weighed.
     if let Some(sel) = inputs.selector {
         let verdict = run.selected(sel);
         return run.finish(verdict);
     }
-    // 1. A RoCE port with only link-local addresses reaches only its own link.
     run.link_local_only();
     // 2. The front end: the default route leaves by the port's interface (or its bond).
     let (front, rest): (Vec<usize>, Vec<usize>) =
         run.open().into_iter().partition(|&i| run.facts(i).is_some_and(|f| f.default_route().is_some()));
     if rest.is_empty() {
-        // 2a. Nothing but the front end: on a node this small it is the compute network.
         let verdict = run.small_node(&front);
         return run.finish(verdict);
     }
     let near: Vec<usize> = rest.iter().copied().filter(|&i| run.facts(i).is_some_and(|f| f.port.gpu.near())).collect();
-    let step = if near.is_empty() {
-        // 5, 6. Placement tells nothing: the coordinator's network, else one network.
-        run.unplaced(&rest)
-    } else {
-        // 3, 4. Ports next to GPUs are the candidates; the link layer most of them share wins.
-        run.placed(&rest, &near)
-    };
+    let step = if near.is_empty() { run.unplaced(&rest) } else { run.placed(&rest, &near) };
     let verdict = match step {
         Ok(rails) => run.front_end(&front, &rails),
         Err(why) => Verdict::Disagreement { why },
@@ -460,7 +451,7 @@ impl<'a> Run<'a> {
         Decision { ports, verdict }
     }
 
-    /// Rule 0.
+    /// Rule 0: the user's word; nothing else is weighed.
     fn selected(&mut self, sel: &Selector) -> Verdict {
         let mut any = false;
         for i in 0..self.all.len() {
@@ -509,7 +500,7 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Rule 2a (no port left but the front end's, if any).
+    /// Rule 2a: no port left but the front end's (if any): on a node this small it is the compute network.
     fn small_node(&mut self, front: &[usize]) -> Verdict {
         if self.all.is_empty() {
             return Verdict::Disagreement { why: "no active RDMA port: nothing to choose from".into() };
@@ -815,7 +806,6 @@ fn glob_match(glob: &str, name: &str) -> bool {
 }
 
 impl Selector {
-    /// Parses and validates a `--rails` value.
     pub fn parse(value: &str) -> Result<Self, SelectorError> {
         if value.len() > MAX_LEN {
             return Err(SelectorError::TooLong(value.len()));

@@ -466,23 +466,21 @@ impl View {
             let on = f.comm.as_deref().map(|c| format!(" in communicator {c}")).unwrap_or_default();
             match f.kind {
                 Kind::Dead | Kind::Missing => {
+                    let state = if f.kind == Kind::Dead {
+                        "dead: unreachable via NCCL's RAS network"
+                    } else {
+                        "not answering: RAS has no data from it (stopped, hung, or just died)"
+                    };
                     for named in &f.who {
                         let rank = rank_of(named);
-                        let known = named.process().is_some_and(|p| said_processes.contains(&p))
-                            || rank.is_some_and(|r| said_ranks.contains(&r));
-                        if known {
-                            continue;
-                        }
-                        let state = if f.kind == Kind::Dead {
-                            "dead: unreachable via NCCL's RAS network"
-                        } else {
-                            "not answering: RAS has no data from it (stopped, hung, or just died)"
+                        // Kept once said: the process where its pid is known, else the rank.
+                        let fresh = match (named.process(), rank) {
+                            (Some(p), r) => !r.is_some_and(|r| said_ranks.contains(&r)) && said_processes.insert(p),
+                            (None, Some(r)) => said_ranks.insert(r),
+                            (None, None) => true,
                         };
-                        out.push(format!("{} {state}", named.name_as(rank)));
-                        if let Some(p) = named.process() {
-                            said_processes.insert(p);
-                        } else if let Some(r) = rank {
-                            said_ranks.insert(r);
+                        if fresh {
+                            out.push(format!("{} {state}", named.name_as(rank)));
                         }
                     }
                 }
