@@ -198,14 +198,10 @@ fn text(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError>
     let mut view =
         View { nccl_version: version.and_then(|v| v.split_whitespace().next()).map(clean), ..View::default() };
     let mut in_sections = false;
-    let mut block: Option<(Vec<Kind>, Option<String>, Vec<&str>)> = None;
-    let flush = |block: &mut Option<(Vec<Kind>, Option<String>, Vec<&str>)>, view: &mut View| {
-        if let Some((kinds, comm, body)) = block.take() {
-            for f in findings_of(&kinds, comm, &body, &mut view.left_out) {
-                push(&mut view.findings, f, &mut view.left_out);
-            }
-        }
-    };
+    // The block under way: its header's kinds and communicator, and how many body lines it had.
+    let mut block: Option<(Vec<Kind>, Option<String>, usize)> = None;
+    // Its finding under way: a summary line, then the people under it.
+    let mut current: Option<Finding> = None;
     let mut lines = body.lines().peekable();
     let mut read = 0usize;
     while let Some(line) = lines.next() {
@@ -213,34 +209,50 @@ fn text(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError>
         if read % STEP == 0 && spent() {
             return Err(ParseError::Budget);
         }
+        let t = line.trim();
         let underline = lines.peek().is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c == b'='));
-        if (line.trim() == "Errors" || line.trim() == "Warnings") && underline {
-            flush(&mut block, &mut view);
-            in_sections = true;
+        let section = (t == "Errors" || t == "Warnings") && underline;
+        if !section && (!in_sections || line.bytes().all(|c| c == b'=')) {
             continue;
         }
-        if !in_sections || line.bytes().all(|c| c == b'=') {
-            continue;
-        }
-        if line.trim().is_empty() {
-            flush(&mut block, &mut view);
-        } else if !line.starts_with(' ') {
-            flush(&mut block, &mut view);
-            let (kinds, comm) = header(line);
-            block = Some((kinds, comm, Vec::new()));
-        } else if let Some((_, _, body)) = block.as_mut() {
-            if body.len() <= MAX_ITEMS {
-                body.push(line.trim());
+        if section || t.is_empty() || !line.starts_with(' ') {
+            // A section's title, a blank line or the next header ends the block and its finding.
+            if let Some(f) = current.take() {
+                push(&mut view.findings, f, &mut view.left_out);
             }
+            in_sections = true;
+            block = (!section && !t.is_empty()).then(|| header(line));
+            continue;
         }
+        let Some((kinds, comm, n)) = block.as_mut() else { continue };
+        if *n > MAX_ITEMS {
+            continue;
+        }
+        *n += 1;
+        if t.starts_with("Rank ") || t.starts_with("Process ") {
+            if let Some(f) = current.as_mut() {
+                push(&mut f.who, who(t), &mut view.left_out);
+            }
+            continue;
+        }
+        if let Some(f) = current.take() {
+            push(&mut view.findings, f, &mut view.left_out);
+        }
+        // Of the kind its summary speaks of, where the header names several.
+        let kind = kind_of_summary(t).filter(|k| kinds.contains(k)).or(kinds.first().copied()).unwrap_or(Kind::Other);
+        let collective =
+            t.strip_prefix("Communicator ranks have different ").and_then(|r| r.split_whitespace().next()).map(clean);
+        current = Some(Finding { kind, comm: comm.clone(), collective, summary: clean(t), who: Vec::new() });
     }
-    flush(&mut block, &mut view);
+    if let Some(f) = current {
+        push(&mut view.findings, f, &mut view.left_out);
+    }
     Ok(view)
 }
 
 /// `DEAD` -> ([Dead], None); `#0-0 (95613aa3907df2fe) INCOMPLETE,ERROR` -> ([Missing,
-/// AsyncError], Some(hash)). Each kind once, however often the header names it.
-fn header(line: &str) -> (Vec<Kind>, Option<String>) {
+/// AsyncError], Some(hash)), no body line read yet. Each kind once, however often it is named.
+fn header(line: &str) -> (Vec<Kind>, Option<String>, usize) {
     let t = line.trim();
     let (comm, kinds) = if t.starts_with('#') {
         let comm = t.split_once('(').and_then(|(_, r)| r.split_once(')')).map(|(h, _)| clean(h));
@@ -261,33 +273,7 @@ fn header(line: &str) -> (Vec<Kind>, Option<String>) {
             named.push(k);
         }
     }
-    (named, comm)
-}
-
-/// A block's findings, each of the kind its summary speaks of where the header names several.
-fn findings_of(kinds: &[Kind], comm: Option<String>, body: &[&str], left_out: &mut usize) -> Vec<Finding> {
-    let mut out: Vec<Finding> = Vec::new();
-    let mut current: Option<Finding> = None;
-    for line in body {
-        if line.starts_with("Rank ") || line.starts_with("Process ") {
-            if let Some(f) = current.as_mut() {
-                push(&mut f.who, who(line), left_out);
-            }
-            continue;
-        }
-        if let Some(f) = current.take() {
-            out.push(f);
-        }
-        let kind =
-            kind_of_summary(line).filter(|k| kinds.contains(k)).or(kinds.first().copied()).unwrap_or(Kind::Other);
-        let collective = line
-            .strip_prefix("Communicator ranks have different ")
-            .and_then(|r| r.split_whitespace().next())
-            .map(clean);
-        current = Some(Finding { kind, comm: comm.clone(), collective, summary: clean(line), who: Vec::new() });
-    }
-    out.extend(current);
-    out
+    (named, comm, 0)
 }
 
 fn kind_of_summary(line: &str) -> Option<Kind> {
