@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
+use serde_json::Value;
 
 /// Findings, and people per finding, kept; the rest are counted in `left_out`.
 pub const MAX_ITEMS: usize = 256;
@@ -349,19 +350,17 @@ fn repair_within(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<String, 
 }
 
 fn json(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError> {
-    let v: serde_json::Value = match serde_json::from_str(body) {
+    let v: Value = match serde_json::from_str(body) {
         Ok(v) => v,
         Err(_) => {
-            let repaired = repair_within(body, spent)?;
-            serde_json::from_str(&repaired).map_err(|e| ParseError::Json(clean(&e.to_string())))?
+            serde_json::from_str(&repair_within(body, spent)?).map_err(|e| ParseError::Json(clean(&e.to_string())))?
         }
     };
-    let mut view = View { format: Format::Json, ..View::default() };
-    view.nccl_version = v.get("nccl_version").and_then(|s| s.as_str()).map(clean);
-    let comms = v.get("communicators").and_then(|c| c.as_array()).map(Vec::as_slice).unwrap_or_default();
-    let num = |v: &serde_json::Value, k: &str| v.get(k).and_then(serde_json::Value::as_u64);
-    let small = |v: &serde_json::Value, k: &str| num(v, k).and_then(|n| u32::try_from(n).ok());
-    let person = |r: &serde_json::Value| Who {
+    let nccl_version = v.get("nccl_version").and_then(Value::as_str).map(clean);
+    let mut view = View { format: Format::Json, nccl_version, ..View::default() };
+    let comms = v.get("communicators").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    let small = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok());
+    let person = |r: &Value| Who {
         rank: small(r, "rank"),
         pid: small(r, "pid"),
         node: r.get("host").and_then(|h| h.as_str()).map(clean),
@@ -377,7 +376,7 @@ fn json(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError>
         let missing = c.get("missing_ranks").and_then(|r| r.as_array()).map(Vec::as_slice).unwrap_or_default();
         let (mut dead, mut gone) = (Vec::new(), Vec::new());
         for m in missing.iter().take(MAX_ITEMS) {
-            let is_dead = m.pointer("/status/considered_dead").and_then(serde_json::Value::as_bool) == Some(true);
+            let is_dead = m.pointer("/status/considered_dead").and_then(Value::as_bool) == Some(true);
             let list = if is_dead { &mut dead } else { &mut gone };
             list.push(person(m));
         }
@@ -386,7 +385,7 @@ fn json(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError>
         let mut counts: BTreeMap<String, Vec<(Who, u64)>> = BTreeMap::new();
         let mut total = 0u64;
         for r in ranks.iter().take(MAX_ITEMS) {
-            if let Some(e) = r.pointer("/status/async_error").and_then(serde_json::Value::as_u64).filter(|&e| e != 0) {
+            if let Some(e) = r.pointer("/status/async_error").and_then(Value::as_u64).filter(|&e| e != 0) {
                 errs.push(Who { what: Some(format!("async_error {e}")), ..person(r) });
             }
             if let Some(cc) = r.get("collective_counts").and_then(|c| c.as_object()) {
@@ -410,13 +409,8 @@ fn json(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError>
         for (name, list) in counts {
             if list.iter().any(|(_, n)| *n != list[0].1) {
                 let who = list.into_iter().map(|(w, n)| Who { op: Some(n), ..w }).collect();
-                let f = Finding {
-                    kind: Kind::Mismatch,
-                    comm: comm.clone(),
-                    summary: format!("Communicator ranks have different {name} operation counts"),
-                    collective: Some(name),
-                    who,
-                };
+                let summary = format!("Communicator ranks have different {name} operation counts");
+                let f = Finding { kind: Kind::Mismatch, comm: comm.clone(), summary, collective: Some(name), who };
                 push(&mut view.findings, f, &mut view.left_out);
             }
         }
