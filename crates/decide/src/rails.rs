@@ -453,14 +453,10 @@ impl<'a> Run<'a> {
 
     /// Rule 0: the user's word; nothing else is weighed.
     fn selected(&mut self, sel: &Selector) -> Verdict {
-        let mut any = false;
         for i in 0..self.all.len() {
             let Some(f) = self.facts(i) else { continue };
             let c = match sel.matching_term(f.port) {
-                Some(t) => {
-                    any = true;
-                    Class::Rail { rule: Rule::Override, evidence: format!("matched by --rails term {t}") }
-                }
+                Some(t) => Class::Rail { rule: Rule::Override, evidence: format!("matched by --rails term {t}") },
                 None => Class::LeftOut {
                     rule: Rule::Override,
                     evidence: format!("not matched by --rails {}", sel.text),
@@ -469,7 +465,7 @@ impl<'a> Run<'a> {
             };
             self.set(i, c);
         }
-        if any {
+        if self.class.iter().flatten().any(|c| matches!(c, Class::Rail { .. })) {
             Verdict::Override
         } else {
             Verdict::Unmatched { selector: sel.text.clone() }

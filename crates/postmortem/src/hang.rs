@@ -174,8 +174,7 @@ impl Hang {
                 true
             }
             Target::Off(off) => {
-                let text = off.clone();
-                self.keep(why, time, Err(NoAnswer { text, refused: false }));
+                self.keep(why, time, Err(NoAnswer { text: off.clone(), refused: false }));
                 false
             }
         }
