@@ -252,8 +252,8 @@ struct Facts<'a> {
     port: &'a Port,
     /// The interfaces that speak for it: its net devices, each slave replaced by its master.
     role: Vec<&'a Iface>,
-    /// `enp1s0f0np0 (slave of bond0)`: how its interfaces are named in messages.
-    shown: String,
+    /// `enp1s0f0np0 (slave of bond0)`: how it is named in messages (`mlx5_0:1` with no interface).
+    label: String,
 }
 
 impl Facts<'_> {
@@ -276,13 +276,6 @@ impl Facts<'_> {
             LinkLayer::Ethernet => {
                 self.addrs().filter(|a| !a.link_local).map(Addr::network).map(|(n, p)| Network::Ip(n, p)).collect()
             }
-        }
-    }
-    fn label(&self) -> String {
-        if self.shown.is_empty() {
-            format!("{}:{}", self.port.device, self.port.port)
-        } else {
-            self.shown.clone()
         }
     }
 }
@@ -325,7 +318,8 @@ fn facts<'a>(p: &'a Port, masters: &'a [Iface]) -> Facts<'a> {
             }
         }
     }
-    Facts { port: p, role, shown: shown.join(", ") }
+    let label = if shown.is_empty() { format!("{}:{}", p.device, p.port) } else { shown.join(", ") };
+    Facts { port: p, role, label }
 }
 
 /// The most common value, the smallest on a tie; `None` for none.
@@ -478,13 +472,13 @@ impl<'a> Run<'a> {
             let Some(f) = self.facts(i).filter(|f| f.link_local_only()) else { continue };
             let addrs: Vec<String> = f.addrs().take(3).map(ToString::to_string).collect();
             let evidence = if f.role.is_empty() {
-                format!("{} has no net device: its RoCE GIDs are link-local only", f.label())
+                format!("{} has no net device: its RoCE GIDs are link-local only", f.label)
             } else if addrs.is_empty() {
-                format!("{} holds no address: its RoCE GIDs are link-local only", f.label())
+                format!("{} holds no address: its RoCE GIDs are link-local only", f.label)
             } else {
                 format!(
                     "{} holds only link-local addresses ({}), which reach only its own link",
-                    f.label(),
+                    f.label,
                     addrs.join(", ")
                 )
             };
@@ -584,7 +578,7 @@ impl<'a> Run<'a> {
                     let nets: Vec<String> = f.networks().iter().map(ToString::to_string).collect();
                     let evidence = format!(
                         "{} ({}) has no route to the coordinator ({coordinator}): a network of its own, such as a direct link",
-                        f.label(),
+                        f.label,
                         nets.join(", ")
                     );
                     left_out(Rule::CoordinatorNetwork, evidence)
@@ -635,7 +629,7 @@ impl<'a> Run<'a> {
                 return Verdict::Disagreement {
                     why: format!(
                         "{} carries the default route, so it is the front end, yet it is {} and {} at {} Gb/s like the {}: the evidence disagrees; name the rails with --rails",
-                        f.label(),
+                        f.label,
                         f.port.gpu.describe(),
                         f.port.link_layer,
                         f.port.rate_gbps.map_or_else(|| "unknown".to_string(), |r| r.to_string()),
