@@ -221,16 +221,9 @@ pub struct Decision {
 impl Decision {
     /// The rails to export as `NCCL_IB_HCA`, in input order; `None` where nothing is exported.
     pub fn rails(&self) -> Option<Vec<(&str, u32)>> {
-        match self.verdict {
-            Verdict::Confident | Verdict::Override => Some(
-                self.ports
-                    .iter()
-                    .filter(|c| matches!(c.class, Class::Rail { .. }))
-                    .map(|c| (c.device.as_str(), c.port))
-                    .collect(),
-            ),
-            Verdict::Unmatched { .. } | Verdict::Disagreement { .. } => None,
-        }
+        let rails = self.ports.iter().filter(|c| matches!(c.class, Class::Rail { .. }));
+        matches!(self.verdict, Verdict::Confident | Verdict::Override)
+            .then(|| rails.map(|c| (c.device.as_str(), c.port)).collect())
     }
 
     /// The summary's lines for the ports left out, one each: port, rule, evidence, what to set.

@@ -326,12 +326,9 @@ fn repair_within(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<String, 
             return Err(ParseError::Budget);
         }
         let t = line.trim();
-        if !t.is_empty() {
-            if let Some(at) = open.take() {
-                if t.starts_with('"') {
-                    out.insert(at, ',');
-                }
-            }
+        // Any other line that holds something sets or clears `open` below.
+        if let Some(at) = open.filter(|_| t.starts_with('"')) {
+            out.insert(at, ',');
         }
         out.push_str(line);
         let end = line.trim_end();
