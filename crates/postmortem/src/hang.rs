@@ -154,15 +154,10 @@ impl Hang {
 
     /// With `--stall-ms`: takes a stall poll's answer when in, starts the next one when due.
     pub fn poll_if_due(&mut self, now: Instant) {
-        if !self.answered(now) {
-            return;
+        if self.answered(now) && self.next_poll.is_some_and(|due| now >= due) {
+            self.next_poll = None;
+            self.start("stall", true, AT_POLL);
         }
-        let Some(due) = self.next_poll else { return };
-        if now < due {
-            return;
-        }
-        self.next_poll = None;
-        self.start("stall", true, AT_POLL);
     }
 
     /// Starts a query; `false` when RAS is not asked (off: the snapshot says why).
