@@ -168,7 +168,7 @@ pub fn parse_within(reply: &str, spent: &mut dyn FnMut() -> bool) -> Result<View
         }
     }
     let body = rest.trim_start();
-    let mut view = if body.starts_with('{') {
+    let view = if body.starts_with('{') {
         json(body, spent)?
     } else if body.starts_with("NCCL version") {
         text(body, spent)?
@@ -179,9 +179,7 @@ pub fn parse_within(reply: &str, spent: &mut dyn FnMut() -> bool) -> Result<View
     } else {
         return Err(ParseError::NotRas(clean(&body.chars().take(40).collect::<String>())));
     };
-    view.protocol = protocol;
-    view.errors = errors;
-    Ok(view)
+    Ok(View { protocol, errors, ..view })
 }
 
 fn push<T>(list: &mut Vec<T>, item: T, left_out: &mut usize) {
