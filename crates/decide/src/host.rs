@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::rails::{self, Addr, Class, GpuDistance, Iface, LinkLayer, Port, Selector, Verdict};
+use crate::rails::{self, Addr, GpuDistance, Iface, LinkLayer, Port, Selector, Verdict};
 use nw_observe::detect::port::PortFacts;
 use nw_observe::detect::rails::Evidence;
 use nw_observe::detect::topology::Relation;
@@ -17,21 +17,6 @@ pub struct Rails<'a> {
     pub selector: Option<&'a Selector>,
 }
 
-/// One port as the rule classified it, for `env --json`.
-#[derive(Debug, Clone, Serialize)]
-pub struct Classified {
-    pub device: String,
-    pub port: u32,
-    /// `rail`, `left_out` or `unsettled`.
-    pub class: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rule: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub evidence: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fix: Option<String>,
-}
-
 /// The rule's verdict and what it weighed, shown as `rails` in `env --json`.
 #[derive(Debug, Clone, Serialize)]
 pub struct RailsReport {
@@ -39,7 +24,7 @@ pub struct RailsReport {
     pub verdict: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
-    pub ports: Vec<Classified>,
+    pub ports: Vec<rails::Classified>,
     pub evidence: Evidence,
 }
 
@@ -120,26 +105,14 @@ pub fn classify(used: &[(&str, &PortFacts)], r: Rails<'_>) -> Option<(rails::Dec
         }
         Verdict::Disagreement { why } => ("disagreement", Some(why.clone())),
     };
-    let classified = decision
-        .ports
-        .iter()
-        .map(|c| {
-            let (class, rule, evidence, fix) = match &c.class {
-                Class::Rail { rule, evidence } => ("rail", Some(rule.name()), Some(evidence.clone()), None),
-                Class::LeftOut { rule, evidence, fix } => {
-                    ("left_out", Some(rule.name()), Some(evidence.clone()), Some(fix.clone()))
-                }
-                Class::Unsettled => ("unsettled", None, None, None),
-            };
-            Classified { device: c.device.clone(), port: c.port, class, rule, evidence, fix }
-        })
-        .collect();
-    Some((decision, RailsReport { verdict, why, ports: classified, evidence: ev.clone() }))
+    let ports = decision.ports.clone();
+    Some((decision, RailsReport { verdict, why, ports, evidence: ev.clone() }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rails::Class;
 
     fn port(link_layer: &str) -> PortFacts {
         PortFacts {
@@ -191,8 +164,7 @@ mod tests {
         let r = Rails { evidence: &ev, coordinator: None, selector: None };
         let (_, report) = classify(&used, r).expect("weighed");
         assert_eq!(report.verdict, "confident");
-        assert_eq!(report.ports[0].class, "rail");
-        assert_eq!(report.ports[0].rule, Some("PCIe placement"));
+        assert!(matches!(report.ports[0].class, Class::Rail { rule: rails::Rule::Placement, .. }));
         // A link layer the rule does not weigh: not applied.
         let iw = port("iWARP");
         assert!(classify(&[("mlx5_0", &iw)], r).is_none());

@@ -6,6 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::IpAddr;
 
+use serde::Serialize;
+
 /// Where a port's PCIe function sits relative to the nearest GPU, closest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum GpuDistance {
@@ -47,10 +49,7 @@ pub enum LinkLayer {
 
 impl fmt::Display for LinkLayer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            LinkLayer::InfiniBand => "InfiniBand",
-            LinkLayer::Ethernet => "Ethernet",
-        })
+        fmt::Debug::fmt(self, f)
     }
 }
 
@@ -74,18 +73,14 @@ impl Addr {
 
     /// The network the address is on: (masked address, prefix length).
     fn network(&self) -> (IpAddr, u8) {
-        match self.ip {
-            IpAddr::V4(v4) => {
-                let p = u32::from(self.prefix.min(32));
-                let mask = u32::MAX.checked_shl(32 - p).unwrap_or(0);
-                (IpAddr::V4((u32::from(v4) & mask).into()), self.prefix.min(32))
-            }
+        let p = self.prefix.min(if self.ip.is_ipv4() { 32 } else { 128 });
+        let ip = match self.ip {
+            IpAddr::V4(v4) => IpAddr::V4((u32::from(v4) & u32::MAX.checked_shl(32 - u32::from(p)).unwrap_or(0)).into()),
             IpAddr::V6(v6) => {
-                let p = u32::from(self.prefix.min(128));
-                let mask = u128::MAX.checked_shl(128 - p).unwrap_or(0);
-                (IpAddr::V6((u128::from(v6) & mask).into()), self.prefix.min(128))
+                IpAddr::V6((u128::from(v6) & u128::MAX.checked_shl(128 - u32::from(p)).unwrap_or(0)).into())
             }
-        }
+        };
+        (ip, p)
     }
 }
 
@@ -171,8 +166,16 @@ impl Rule {
     }
 }
 
-/// What the rule made of one port.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A rule is shown by its name (`env --json`).
+impl Serialize for Rule {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+/// What the rule made of one port; in `env --json`, `class` is `rail`, `left_out` or `unsettled`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "class", rename_all = "snake_case")]
 pub enum Class {
     Rail {
         rule: Rule,
@@ -188,10 +191,11 @@ pub enum Class {
     Unsettled,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Classified {
     pub device: String,
     pub port: u32,
+    #[serde(flatten)]
     pub class: Class,
 }
 
@@ -217,16 +221,9 @@ pub struct Decision {
 impl Decision {
     /// The rails to export as `NCCL_IB_HCA`, in input order; `None` where nothing is exported.
     pub fn rails(&self) -> Option<Vec<(&str, u32)>> {
-        match self.verdict {
-            Verdict::Confident | Verdict::Override => Some(
-                self.ports
-                    .iter()
-                    .filter(|c| matches!(c.class, Class::Rail { .. }))
-                    .map(|c| (c.device.as_str(), c.port))
-                    .collect(),
-            ),
-            Verdict::Unmatched { .. } | Verdict::Disagreement { .. } => None,
-        }
+        let rails = self.ports.iter().filter(|c| matches!(c.class, Class::Rail { .. }));
+        matches!(self.verdict, Verdict::Confident | Verdict::Override)
+            .then(|| rails.map(|c| (c.device.as_str(), c.port)).collect())
     }
 
     /// The summary's lines for the ports left out, one each: port, rule, evidence, what to set.
@@ -248,8 +245,8 @@ struct Facts<'a> {
     port: &'a Port,
     /// The interfaces that speak for it: its net devices, each slave replaced by its master.
     role: Vec<&'a Iface>,
-    /// `enp1s0f0np0 (slave of bond0)`: how its interfaces are named in messages.
-    shown: String,
+    /// `enp1s0f0np0 (slave of bond0)`: how it is named in messages (`mlx5_0:1` with no interface).
+    label: String,
 }
 
 impl Facts<'_> {
@@ -274,13 +271,6 @@ impl Facts<'_> {
             }
         }
     }
-    fn label(&self) -> String {
-        if self.shown.is_empty() {
-            format!("{}:{}", self.port.device, self.port.port)
-        } else {
-            self.shown.clone()
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -298,8 +288,11 @@ impl fmt::Display for Network {
     }
 }
 
-const FIX_NAME_RAILS: &str =
-    "if it is a rail, name every rail with --rails (DEVICE[:PORT], netdev:INTERFACE or pci:ADDRESS patterns)";
+/// Left out by `rule`, where naming the rails is the fix.
+fn left_out(rule: Rule, evidence: String) -> Class {
+    let fix = "if it is a rail, name every rail with --rails (DEVICE[:PORT], netdev:INTERFACE or pci:ADDRESS patterns)";
+    Class::LeftOut { rule, evidence, fix: fix.into() }
+}
 
 fn facts<'a>(p: &'a Port, masters: &'a [Iface]) -> Facts<'a> {
     let mut role = Vec::new();
@@ -318,7 +311,8 @@ fn facts<'a>(p: &'a Port, masters: &'a [Iface]) -> Facts<'a> {
             }
         }
     }
-    Facts { port: p, role, shown: shown.join(", ") }
+    let label = if shown.is_empty() { format!("{}:{}", p.device, p.port) } else { shown.join(", ") };
+    Facts { port: p, role, label }
 }
 
 /// The most common value, the smallest on a tie; `None` for none.
@@ -385,43 +379,30 @@ struct Run<'a> {
     class: Vec<Option<Class>>,
 }
 
-/// How one of the later rules ended: the rails it chose, or a disagreement.
-enum Step {
-    Rails(Vec<usize>),
-    Disagree(String),
-}
+/// How one of the later rules ended: the rails it chose, or why the evidence disagrees.
+type Step = Result<Vec<usize>, String>;
 
 /// Applies the rules of docs/rails.md, in order, to `inputs`.
 pub fn classify<'a>(inputs: &'a Inputs<'a>) -> Decision {
     let all: Vec<Facts<'a>> = inputs.ports.iter().map(|p| facts(p, inputs.masters)).collect();
     let mut run = Run { inputs, class: all.iter().map(|_| None).collect(), all };
-    // 0. --rails: the user's word; nothing else is weighed.
     if let Some(sel) = inputs.selector {
         let verdict = run.selected(sel);
         return run.finish(verdict);
     }
-    // 1. A RoCE port with only link-local addresses reaches only its own link.
     run.link_local_only();
     // 2. The front end: the default route leaves by the port's interface (or its bond).
-    let front: Vec<usize> =
-        run.open().into_iter().filter(|&i| run.facts(i).is_some_and(|f| f.default_route().is_some())).collect();
-    let rest: Vec<usize> = run.open().into_iter().filter(|i| !front.contains(i)).collect();
+    let (front, rest): (Vec<usize>, Vec<usize>) =
+        run.open().into_iter().partition(|&i| run.facts(i).is_some_and(|f| f.default_route().is_some()));
     if rest.is_empty() {
-        // 2a. Nothing but the front end: on a node this small it is the compute network.
         let verdict = run.small_node(&front);
         return run.finish(verdict);
     }
     let near: Vec<usize> = rest.iter().copied().filter(|&i| run.facts(i).is_some_and(|f| f.port.gpu.near())).collect();
-    let step = if near.is_empty() {
-        // 5, 6. Placement tells nothing: the coordinator's network, else one network.
-        run.unplaced(&rest)
-    } else {
-        // 3, 4. Ports next to GPUs are the candidates; the link layer most of them share wins.
-        run.placed(&rest, &near)
-    };
+    let step = if near.is_empty() { run.unplaced(&rest) } else { run.placed(&rest, &near) };
     let verdict = match step {
-        Step::Rails(rails) => run.front_end(&front, &rails),
-        Step::Disagree(why) => Verdict::Disagreement { why },
+        Ok(rails) => run.front_end(&front, &rails),
+        Err(why) => Verdict::Disagreement { why },
     };
     run.finish(verdict)
 }
@@ -457,16 +438,12 @@ impl<'a> Run<'a> {
         Decision { ports, verdict }
     }
 
-    /// Rule 0.
+    /// Rule 0: the user's word; nothing else is weighed.
     fn selected(&mut self, sel: &Selector) -> Verdict {
-        let mut any = false;
         for i in 0..self.all.len() {
             let Some(f) = self.facts(i) else { continue };
             let c = match sel.matching_term(f.port) {
-                Some(t) => {
-                    any = true;
-                    Class::Rail { rule: Rule::Override, evidence: format!("matched by --rails term {t}") }
-                }
+                Some(t) => Class::Rail { rule: Rule::Override, evidence: format!("matched by --rails term {t}") },
                 None => Class::LeftOut {
                     rule: Rule::Override,
                     evidence: format!("not matched by --rails {}", sel.text),
@@ -475,7 +452,7 @@ impl<'a> Run<'a> {
             };
             self.set(i, c);
         }
-        if any {
+        if self.class.iter().flatten().any(|c| matches!(c, Class::Rail { .. })) {
             Verdict::Override
         } else {
             Verdict::Unmatched { selector: sel.text.clone() }
@@ -488,13 +465,13 @@ impl<'a> Run<'a> {
             let Some(f) = self.facts(i).filter(|f| f.link_local_only()) else { continue };
             let addrs: Vec<String> = f.addrs().take(3).map(ToString::to_string).collect();
             let evidence = if f.role.is_empty() {
-                format!("{} has no net device: its RoCE GIDs are link-local only", f.label())
+                format!("{} has no net device: its RoCE GIDs are link-local only", f.label)
             } else if addrs.is_empty() {
-                format!("{} holds no address: its RoCE GIDs are link-local only", f.label())
+                format!("{} holds no address: its RoCE GIDs are link-local only", f.label)
             } else {
                 format!(
                     "{} holds only link-local addresses ({}), which reach only its own link",
-                    f.label(),
+                    f.label,
                     addrs.join(", ")
                 )
             };
@@ -506,7 +483,7 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Rule 2a (no port left but the front end's, if any).
+    /// Rule 2a: no port left but the front end's (if any): on a node this small it is the compute network.
     fn small_node(&mut self, front: &[usize]) -> Verdict {
         if self.all.is_empty() {
             return Verdict::Disagreement { why: "no active RDMA port: nothing to choose from".into() };
@@ -533,7 +510,7 @@ impl<'a> Run<'a> {
         let Some((ll, n)) = mode(near.iter().filter_map(|&i| self.facts(i)).map(|f| f.port.link_layer))
             .filter(|(_, n)| n.saturating_mul(2) > near.len())
         else {
-            return Step::Disagree(format!(
+            return Err(format!(
                 "the {} ports next to GPUs split evenly between InfiniBand and Ethernet: nothing tells which is the compute fabric; name the rails with --rails",
                 near.len()
             ));
@@ -551,7 +528,7 @@ impl<'a> Run<'a> {
             } else {
                 let evidence =
                     format!("{} where {n} of the {} ports next to GPUs are {ll}", f.port.link_layer, near.len());
-                Class::LeftOut { rule: Rule::LinkLayer, evidence, fix: FIX_NAME_RAILS.into() }
+                left_out(Rule::LinkLayer, evidence)
             };
             self.set(i, c);
         }
@@ -560,16 +537,16 @@ impl<'a> Run<'a> {
             let Some(f) = self.facts(i) else { continue };
             // The rails sit next to GPUs and this port does not: the first clause says so.
             let evidence = compute.unlike(f).join("; ");
-            self.set(i, Class::LeftOut { rule: Rule::Placement, evidence, fix: FIX_NAME_RAILS.into() });
+            self.set(i, left_out(Rule::Placement, evidence));
         }
-        Step::Rails(rails)
+        Ok(rails)
     }
 
     /// Rules 5 and 6, where no port of `rest` sits next to a GPU.
     fn unplaced(&mut self, rest: &[usize]) -> Step {
         let lls: BTreeSet<LinkLayer> = rest.iter().filter_map(|&i| self.facts(i)).map(|f| f.port.link_layer).collect();
         if lls.len() > 1 {
-            return Step::Disagree(format!(
+            return Err(format!(
                 "no port sits next to a GPU and the {} ports left mix InfiniBand and Ethernet: nothing tells which is the compute fabric; name the rails with --rails",
                 rest.len()
             ));
@@ -594,15 +571,15 @@ impl<'a> Run<'a> {
                     let nets: Vec<String> = f.networks().iter().map(ToString::to_string).collect();
                     let evidence = format!(
                         "{} ({}) has no route to the coordinator ({coordinator}): a network of its own, such as a direct link",
-                        f.label(),
+                        f.label,
                         nets.join(", ")
                     );
-                    Class::LeftOut { rule: Rule::CoordinatorNetwork, evidence, fix: FIX_NAME_RAILS.into() }
+                    left_out(Rule::CoordinatorNetwork, evidence)
                 }
             };
             self.set(i, c);
         }
-        Step::Rails(on)
+        Ok(on)
     }
 
     /// Rule 6: the ports of `rest`, all on one network (InfiniBand ports: the one IB fabric).
@@ -615,7 +592,7 @@ impl<'a> Run<'a> {
             .fold(nets.first().cloned().unwrap_or_default(), |acc, n| acc.intersection(n).copied().collect());
         let Some(net) = common.into_iter().next() else {
             let every: BTreeSet<String> = nets.iter().flatten().map(ToString::to_string).collect();
-            return Step::Disagree(format!(
+            return Err(format!(
                 "no port sits next to a GPU, none has a route to the coordinator ({coordinator}), and the {} ports left are on {} ({}): nothing tells the compute fabric from a direct link; name the rails with --rails, or give a coordinator on the compute fabric",
                 rest.len(),
                 plural(every.len(), "network", "networks"),
@@ -629,7 +606,7 @@ impl<'a> Run<'a> {
         for &i in rest {
             self.set(i, Class::Rail { rule: Rule::OneNetwork, evidence: evidence.clone() });
         }
-        Step::Rails(rest.to_vec())
+        Ok(rest.to_vec())
     }
 
     /// Rule 2, once the rails are known; a front end that looks like a rail otherwise disagrees.
@@ -645,7 +622,7 @@ impl<'a> Run<'a> {
                 return Verdict::Disagreement {
                     why: format!(
                         "{} carries the default route, so it is the front end, yet it is {} and {} at {} Gb/s like the {}: the evidence disagrees; name the rails with --rails",
-                        f.label(),
+                        f.label,
                         f.port.gpu.describe(),
                         f.port.link_layer,
                         f.port.rate_gbps.map_or_else(|| "unknown".to_string(), |r| r.to_string()),
@@ -662,10 +639,7 @@ impl<'a> Run<'a> {
             let coord = if f.coordinator_route().is_some() { " and a route to the coordinator" } else { "" };
             let mut clauses = vec![format!("{who} carries the default route{coord}")];
             clauses.extend(compute.unlike(f));
-            self.set(
-                i,
-                Class::LeftOut { rule: Rule::FrontEnd, evidence: clauses.join("; "), fix: FIX_NAME_RAILS.into() },
-            );
+            self.set(i, left_out(Rule::FrontEnd, clauses.join("; ")));
         }
         Verdict::Confident
     }
@@ -731,13 +705,9 @@ impl PciAddr {
             [dom, b, d] => (hex(dom, 8)?, *b, *d),
             _ => return None,
         };
-        let (bus, dev, func) = (hex(bus, 2)?, hex(dev, 2)?, hex(func, 1)?);
-        (dev <= 0x1f && func <= 7).then_some(PciAddr {
-            domain,
-            bus: u8::try_from(bus).ok()?,
-            dev: u8::try_from(dev).ok()?,
-            func: u8::try_from(func).ok()?,
-        })
+        let byte = |x: &str, max: usize| hex(x, max).and_then(|n| u8::try_from(n).ok());
+        let (bus, dev, func) = (byte(bus, 2)?, byte(dev, 2)?, byte(func, 1)?);
+        (dev <= 0x1f && func <= 7).then_some(PciAddr { domain, bus, dev, func })
     }
 }
 
@@ -776,26 +746,18 @@ pub enum SelectorError {
 
 /// A name pattern: `*` any run of characters, `?` one, the rest as the kernel's names allow.
 fn check_glob(term: &str, glob: &str, max: usize) -> Result<(), SelectorError> {
-    if glob.is_empty() {
-        return Err(SelectorError::BadPattern(term.into(), "the pattern is empty"));
-    }
-    if !glob.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-' | b'*' | b'?')) {
-        return Err(SelectorError::BadPattern(
-            term.into(),
-            "a pattern holds letters, digits, '_', '.', '-' and the wildcards '*' and '?'",
-        ));
-    }
-    if glob.bytes().filter(|b| *b != b'*').count() > max {
-        return Err(SelectorError::BadPattern(
-            term.into(),
-            if max == MAX_IFNAME {
-                "longer than any interface name (at most 15 characters)"
-            } else {
-                "longer than any RDMA device name (at most 63 characters)"
-            },
-        ));
-    }
-    Ok(())
+    let why = if glob.is_empty() {
+        "the pattern is empty"
+    } else if !glob.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-' | b'*' | b'?')) {
+        "a pattern holds letters, digits, '_', '.', '-' and the wildcards '*' and '?'"
+    } else if glob.bytes().filter(|b| *b != b'*').count() <= max {
+        return Ok(());
+    } else if max == MAX_IFNAME {
+        "longer than any interface name (at most 15 characters)"
+    } else {
+        "longer than any RDMA device name (at most 63 characters)"
+    };
+    Err(SelectorError::BadPattern(term.into(), why))
 }
 
 /// Whether `name` matches `glob` (`*`, `?`): the linear two-cursor match, no recursion.
@@ -827,7 +789,6 @@ fn glob_match(glob: &str, name: &str) -> bool {
 }
 
 impl Selector {
-    /// Parses and validates a `--rails` value.
     pub fn parse(value: &str) -> Result<Self, SelectorError> {
         if value.len() > MAX_LEN {
             return Err(SelectorError::TooLong(value.len()));

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
+use serde_json::Value;
 
 /// Findings, and people per finding, kept; the rest are counted in `left_out`.
 pub const MAX_ITEMS: usize = 256;
@@ -89,15 +90,16 @@ pub struct Progress {
     pub collectives: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Format {
+    #[default]
     Text,
     Json,
 }
 
 /// What one RAS reply says.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct View {
     pub(crate) format: Format,
     /// `SERVER PROTOCOL N`, absent from servers asked without `CLIENT PROTOCOL`.
@@ -153,22 +155,20 @@ pub fn parse_within(reply: &str, spent: &mut dyn FnMut() -> bool) -> Result<View
         let t = line.trim();
         if let Some(n) = t.strip_prefix("SERVER PROTOCOL ") {
             protocol = n.trim().parse().ok();
-        } else if t == "OK" {
         } else if let Some(e) = t.strip_prefix("ERROR:") {
             if errors.len() < 8 {
                 errors.push(clean(e));
             }
-        } else if !t.is_empty() || after.is_empty() {
-            break;
-        }
-        if after.is_empty() {
-            rest = "";
+        } else if t != "OK" && (!t.is_empty() || after.is_empty()) {
             break;
         }
         rest = after;
+        if rest.is_empty() {
+            break;
+        }
     }
     let body = rest.trim_start();
-    let mut view = if body.starts_with('{') {
+    let view = if body.starts_with('{') {
         json(body, spent)?
     } else if body.starts_with("NCCL version") {
         text(body, spent)?
@@ -179,21 +179,7 @@ pub fn parse_within(reply: &str, spent: &mut dyn FnMut() -> bool) -> Result<View
     } else {
         return Err(ParseError::NotRas(clean(&body.chars().take(40).collect::<String>())));
     };
-    view.protocol = protocol;
-    view.errors = errors;
-    Ok(view)
-}
-
-fn empty(format: Format) -> View {
-    View {
-        format,
-        protocol: None,
-        nccl_version: None,
-        findings: Vec::new(),
-        progress: Vec::new(),
-        left_out: 0,
-        errors: Vec::new(),
-    }
+    Ok(View { protocol, errors, ..view })
 }
 
 fn push<T>(list: &mut Vec<T>, item: T, left_out: &mut usize) {
@@ -207,22 +193,14 @@ fn push<T>(list: &mut Vec<T>, item: T, left_out: &mut usize) {
 /// The text report: the `Errors` and `Warnings` sections' blocks, each a header line and indented
 /// lines under it. One pass, each line looked at with the next one only (an underline).
 fn text(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError> {
-    let mut view = empty(Format::Text);
-    view.nccl_version = body
-        .lines()
-        .next()
-        .and_then(|l| l.strip_prefix("NCCL version "))
-        .and_then(|v| v.split_whitespace().next())
-        .map(clean);
+    let version = body.lines().next().and_then(|l| l.strip_prefix("NCCL version "));
+    let mut view =
+        View { nccl_version: version.and_then(|v| v.split_whitespace().next()).map(clean), ..View::default() };
     let mut in_sections = false;
-    let mut block: Option<(Vec<Kind>, Option<String>, Vec<&str>)> = None;
-    let flush = |block: &mut Option<(Vec<Kind>, Option<String>, Vec<&str>)>, view: &mut View| {
-        if let Some((kinds, comm, body)) = block.take() {
-            for f in findings_of(&kinds, comm, &body, &mut view.left_out) {
-                push(&mut view.findings, f, &mut view.left_out);
-            }
-        }
-    };
+    // The block under way: its header's kinds and communicator, and how many body lines it had.
+    let mut block: Option<(Vec<Kind>, Option<String>, usize)> = None;
+    // Its finding under way: a summary line, then the people under it.
+    let mut current: Option<Finding> = None;
     let mut lines = body.lines().peekable();
     let mut read = 0usize;
     while let Some(line) = lines.next() {
@@ -230,34 +208,50 @@ fn text(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError>
         if read % STEP == 0 && spent() {
             return Err(ParseError::Budget);
         }
+        let t = line.trim();
         let underline = lines.peek().is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c == b'='));
-        if (line.trim() == "Errors" || line.trim() == "Warnings") && underline {
-            flush(&mut block, &mut view);
-            in_sections = true;
+        let section = (t == "Errors" || t == "Warnings") && underline;
+        if !section && (!in_sections || line.bytes().all(|c| c == b'=')) {
             continue;
         }
-        if !in_sections || line.bytes().all(|c| c == b'=') {
-            continue;
-        }
-        if line.trim().is_empty() {
-            flush(&mut block, &mut view);
-        } else if !line.starts_with(' ') {
-            flush(&mut block, &mut view);
-            let (kinds, comm) = header(line);
-            block = Some((kinds, comm, Vec::new()));
-        } else if let Some((_, _, body)) = block.as_mut() {
-            if body.len() <= MAX_ITEMS {
-                body.push(line.trim());
+        if section || t.is_empty() || !line.starts_with(' ') {
+            // A section's title, a blank line or the next header ends the block and its finding.
+            if let Some(f) = current.take() {
+                push(&mut view.findings, f, &mut view.left_out);
             }
+            in_sections = true;
+            block = (!section && !t.is_empty()).then(|| header(line));
+            continue;
         }
+        let Some((kinds, comm, n)) = block.as_mut() else { continue };
+        if *n > MAX_ITEMS {
+            continue;
+        }
+        *n += 1;
+        if t.starts_with("Rank ") || t.starts_with("Process ") {
+            if let Some(f) = current.as_mut() {
+                push(&mut f.who, who(t), &mut view.left_out);
+            }
+            continue;
+        }
+        if let Some(f) = current.take() {
+            push(&mut view.findings, f, &mut view.left_out);
+        }
+        // Of the kind its summary speaks of, where the header names several.
+        let kind = kind_of_summary(t).filter(|k| kinds.contains(k)).or(kinds.first().copied()).unwrap_or(Kind::Other);
+        let collective =
+            t.strip_prefix("Communicator ranks have different ").and_then(|r| r.split_whitespace().next()).map(clean);
+        current = Some(Finding { kind, comm: comm.clone(), collective, summary: clean(t), who: Vec::new() });
     }
-    flush(&mut block, &mut view);
+    if let Some(f) = current {
+        push(&mut view.findings, f, &mut view.left_out);
+    }
     Ok(view)
 }
 
 /// `DEAD` -> ([Dead], None); `#0-0 (95613aa3907df2fe) INCOMPLETE,ERROR` -> ([Missing,
-/// AsyncError], Some(hash)). Each kind once, however often the header names it.
-fn header(line: &str) -> (Vec<Kind>, Option<String>) {
+/// AsyncError], Some(hash)), no body line read yet. Each kind once, however often it is named.
+fn header(line: &str) -> (Vec<Kind>, Option<String>, usize) {
     let t = line.trim();
     let (comm, kinds) = if t.starts_with('#') {
         let comm = t.split_once('(').and_then(|(_, r)| r.split_once(')')).map(|(h, _)| clean(h));
@@ -278,47 +272,18 @@ fn header(line: &str) -> (Vec<Kind>, Option<String>) {
             named.push(k);
         }
     }
-    (named, comm)
-}
-
-/// A block's findings, each of the kind its summary speaks of where the header names several.
-fn findings_of(kinds: &[Kind], comm: Option<String>, body: &[&str], left_out: &mut usize) -> Vec<Finding> {
-    let mut out: Vec<Finding> = Vec::new();
-    let mut current: Option<Finding> = None;
-    for line in body {
-        if line.starts_with("Rank ") || line.starts_with("Process ") {
-            if let Some(f) = current.as_mut() {
-                push(&mut f.who, who(line), left_out);
-            }
-            continue;
-        }
-        if let Some(f) = current.take() {
-            out.push(f);
-        }
-        let kind =
-            kind_of_summary(line).filter(|k| kinds.contains(k)).or(kinds.first().copied()).unwrap_or(Kind::Other);
-        let collective = line
-            .strip_prefix("Communicator ranks have different ")
-            .and_then(|r| r.split_whitespace().next())
-            .map(clean);
-        current = Some(Finding { kind, comm: comm.clone(), collective, summary: clean(line), who: Vec::new() });
-    }
-    out.extend(current);
-    out
+    (named, comm, 0)
 }
 
 fn kind_of_summary(line: &str) -> Option<Kind> {
-    if line.contains("considered dead") {
-        Some(Kind::Dead)
-    } else if line.starts_with("Missing ") {
-        Some(Kind::Missing)
-    } else if line.starts_with("Asynchronous error") {
-        Some(Kind::AsyncError)
-    } else if line.contains("different") && line.contains("counts") {
-        Some(Kind::Mismatch)
-    } else {
-        None
-    }
+    [
+        (line.contains("considered dead"), Kind::Dead),
+        (line.starts_with("Missing "), Kind::Missing),
+        (line.starts_with("Asynchronous error"), Kind::AsyncError),
+        (line.contains("different") && line.contains("counts"), Kind::Mismatch),
+    ]
+    .into_iter()
+    .find_map(|(hit, kind)| hit.then_some(kind))
 }
 
 /// `Process 610 on node 127.0.0.1 managing GPU 0`, `Rank 1 -- GPU 0 managed by process 610 on
@@ -359,12 +324,9 @@ fn repair_within(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<String, 
             return Err(ParseError::Budget);
         }
         let t = line.trim();
-        if !t.is_empty() {
-            if let Some(at) = open.take() {
-                if t.starts_with('"') {
-                    out.insert(at, ',');
-                }
-            }
+        // Any other line that holds something sets or clears `open` below.
+        if let Some(at) = open.filter(|_| t.starts_with('"')) {
+            out.insert(at, ',');
         }
         out.push_str(line);
         let end = line.trim_end();
@@ -383,25 +345,22 @@ fn repair_within(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<String, 
 }
 
 fn json(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError> {
-    let v: serde_json::Value = match serde_json::from_str(body) {
+    let v: Value = match serde_json::from_str(body) {
         Ok(v) => v,
         Err(_) => {
-            let repaired = repair_within(body, spent)?;
-            serde_json::from_str(&repaired).map_err(|e| ParseError::Json(clean(&e.to_string())))?
+            serde_json::from_str(&repair_within(body, spent)?).map_err(|e| ParseError::Json(clean(&e.to_string())))?
         }
     };
-    let mut view = empty(Format::Json);
-    view.nccl_version = v.get("nccl_version").and_then(|s| s.as_str()).map(clean);
-    let comms = v.get("communicators").and_then(|c| c.as_array()).map(Vec::as_slice).unwrap_or_default();
-    let num = |v: &serde_json::Value, k: &str| v.get(k).and_then(serde_json::Value::as_u64);
-    let small = |v: &serde_json::Value, k: &str| num(v, k).and_then(|n| u32::try_from(n).ok());
-    let person = |r: &serde_json::Value| Who {
+    let nccl_version = v.get("nccl_version").and_then(Value::as_str).map(clean);
+    let mut view = View { format: Format::Json, nccl_version, ..View::default() };
+    let comms = v.get("communicators").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    let small = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok());
+    let person = |r: &Value| Who {
         rank: small(r, "rank"),
         pid: small(r, "pid"),
         node: r.get("host").and_then(|h| h.as_str()).map(clean),
         gpu: small(r, "cuda_dev"),
-        op: None,
-        what: None,
+        ..Who::default()
     };
     for c in comms.iter().take(MAX_ITEMS) {
         if spent() {
@@ -412,16 +371,16 @@ fn json(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError>
         let missing = c.get("missing_ranks").and_then(|r| r.as_array()).map(Vec::as_slice).unwrap_or_default();
         let (mut dead, mut gone) = (Vec::new(), Vec::new());
         for m in missing.iter().take(MAX_ITEMS) {
-            let is_dead = m.pointer("/status/considered_dead").and_then(serde_json::Value::as_bool) == Some(true);
+            let is_dead = m.pointer("/status/considered_dead").and_then(Value::as_bool) == Some(true);
             let list = if is_dead { &mut dead } else { &mut gone };
             list.push(person(m));
         }
         view.left_out += missing.len().saturating_sub(MAX_ITEMS);
         let mut errs = Vec::new();
-        let mut counts: std::collections::BTreeMap<String, Vec<(Who, u64)>> = Default::default();
+        let mut counts: BTreeMap<String, Vec<(Who, u64)>> = BTreeMap::new();
         let mut total = 0u64;
         for r in ranks.iter().take(MAX_ITEMS) {
-            if let Some(e) = r.pointer("/status/async_error").and_then(serde_json::Value::as_u64).filter(|&e| e != 0) {
+            if let Some(e) = r.pointer("/status/async_error").and_then(Value::as_u64).filter(|&e| e != 0) {
                 errs.push(Who { what: Some(format!("async_error {e}")), ..person(r) });
             }
             if let Some(cc) = r.get("collective_counts").and_then(|c| c.as_object()) {
@@ -445,13 +404,8 @@ fn json(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError>
         for (name, list) in counts {
             if list.iter().any(|(_, n)| *n != list[0].1) {
                 let who = list.into_iter().map(|(w, n)| Who { op: Some(n), ..w }).collect();
-                let f = Finding {
-                    kind: Kind::Mismatch,
-                    comm: comm.clone(),
-                    summary: format!("Communicator ranks have different {name} operation counts"),
-                    collective: Some(name),
-                    who,
-                };
+                let summary = format!("Communicator ranks have different {name} operation counts");
+                let f = Finding { kind: Kind::Mismatch, comm: comm.clone(), summary, collective: Some(name), who };
                 push(&mut view.findings, f, &mut view.left_out);
             }
         }
@@ -487,23 +441,21 @@ impl View {
             let on = f.comm.as_deref().map(|c| format!(" in communicator {c}")).unwrap_or_default();
             match f.kind {
                 Kind::Dead | Kind::Missing => {
+                    let state = if f.kind == Kind::Dead {
+                        "dead: unreachable via NCCL's RAS network"
+                    } else {
+                        "not answering: RAS has no data from it (stopped, hung, or just died)"
+                    };
                     for named in &f.who {
                         let rank = rank_of(named);
-                        let known = named.process().is_some_and(|p| said_processes.contains(&p))
-                            || rank.is_some_and(|r| said_ranks.contains(&r));
-                        if known {
-                            continue;
-                        }
-                        let state = if f.kind == Kind::Dead {
-                            "dead: unreachable via NCCL's RAS network"
-                        } else {
-                            "not answering: RAS has no data from it (stopped, hung, or just died)"
+                        // Kept once said: the process where its pid is known, else the rank.
+                        let fresh = match (named.process(), rank) {
+                            (Some(p), r) => !r.is_some_and(|r| said_ranks.contains(&r)) && said_processes.insert(p),
+                            (None, Some(r)) => said_ranks.insert(r),
+                            (None, None) => true,
                         };
-                        out.push(format!("{} {state}", named.name_as(rank)));
-                        if let Some(p) = named.process() {
-                            said_processes.insert(p);
-                        } else if let Some(r) = rank {
-                            said_ranks.insert(r);
+                        if fresh {
+                            out.push(format!("{} {state}", named.name_as(rank)));
                         }
                     }
                 }
@@ -522,11 +474,12 @@ impl View {
                         .map(|w| format!("{} behind by {}", w.name(), most - w.op.unwrap_or(most)))
                         .collect();
                     let coll = f.collective.as_deref().unwrap_or("collective");
-                    if behind.is_empty() {
-                        out.push(format!("{coll} counts disagree{on}"));
+                    let behind = if behind.is_empty() {
+                        String::new()
                     } else {
-                        out.push(format!("{coll} counts disagree{on}: {} (of {most} launched)", behind.join("; ")));
-                    }
+                        format!(": {} (of {most} launched)", behind.join("; "))
+                    };
+                    out.push(format!("{coll} counts disagree{on}{behind}"));
                 }
                 Kind::Other => out.push(format!("RAS: {}{on}", f.summary)),
             }

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -138,12 +139,10 @@ impl Hang {
     /// Once the command has ended: the signal's answer if still under way, then a query if the
     /// command failed and none was asked at a signal, each waited for at most [`AT_EXIT`].
     pub fn on_exit(&mut self, exit: &Exit) {
-        if let Some(a) = self.asking.take() {
-            // A stall poll under way no longer matters: the command has ended.
-            if a.why != "stall" {
-                let answer = a.asked.wait(Instant::now() + AT_EXIT);
-                self.record(a, answer);
-            }
+        // A stall poll under way no longer matters: the command has ended.
+        if let Some(a) = self.asking.take().filter(|a| a.why != "stall") {
+            let answer = a.asked.wait(Instant::now() + AT_EXIT);
+            self.record(a, answer);
         }
         if (exit.code != 0 || exit.signal.is_some()) && !self.asked_at_signal && self.start("exit", false, AT_EXIT) {
             if let Some(a) = self.asking.take() {
@@ -155,15 +154,10 @@ impl Hang {
 
     /// With `--stall-ms`: takes a stall poll's answer when in, starts the next one when due.
     pub fn poll_if_due(&mut self, now: Instant) {
-        if !self.answered(now) {
-            return;
+        if self.answered(now) && self.next_poll.is_some_and(|due| now >= due) {
+            self.next_poll = None;
+            self.start("stall", true, AT_POLL);
         }
-        let Some(due) = self.next_poll else { return };
-        if now < due {
-            return;
-        }
-        self.next_poll = None;
-        self.start("stall", true, AT_POLL);
     }
 
     /// Starts a query; `false` when RAS is not asked (off: the snapshot says why).
@@ -175,8 +169,7 @@ impl Hang {
                 true
             }
             Target::Off(off) => {
-                let text = off.clone();
-                self.keep(why, time, Err(NoAnswer { text, refused: false }));
+                self.keep(why, time, Err(NoAnswer { text: off.clone(), refused: false }));
                 false
             }
         }
@@ -283,9 +276,8 @@ impl Hang {
         // The headline's own `nccl-wrap:` is for the termination message, read without our prefix.
         let first = text.headline.strip_prefix("nccl-wrap: ").unwrap_or(&text.headline);
         let mut err = std::io::stderr().lock();
-        say_to(&mut err, &format!("{PREFIX} {first}"));
-        for l in &text.lines[1..] {
-            say_to(&mut err, &format!("{PREFIX} {l}"));
+        for l in std::iter::once(first).chain(text.lines[1..].iter().map(String::as_str)) {
+            let _ = writeln!(err, "{PREFIX} {l}");
         }
         drop(err);
         self.terminate(report, &text);
@@ -407,11 +399,7 @@ fn more(total: usize) -> Option<String> {
 
 /// Writes a line to stderr, ignoring failure (stderr's reader may be gone).
 fn say(text: &str) {
-    say_to(&mut std::io::stderr().lock(), text);
-}
-
-fn say_to(out: &mut impl std::io::Write, text: &str) {
-    let _ = writeln!(out, "{text}");
+    let _ = writeln!(std::io::stderr().lock(), "{text}");
 }
 
 #[cfg(test)]
