@@ -135,44 +135,41 @@ pub(super) fn gid_agreement(inp: &Inputs, roce: &[(&Device, &PortFacts)], agree:
     let old_nccl = "NCCL older than 2.21.5 defaults to NCCL_IB_GID_INDEX=0, the fe80 link-local entry (RoCE v1 on mlx5), on every port, and its RDMA connections fail across subnets";
     let first = agree[0].1;
     let list = agree.iter().map(|(l, i)| format!("{l}={i}")).collect::<Vec<_>>().join(", ");
-    let c = if agree.iter().all(|(_, i)| *i == first) {
+    let (status, summary, hint) = if agree.iter().all(|(_, i)| *i == first) {
         let set = match inp.plan.gid_index {
             Some(i) => format!("; nccl-wrap exports NCCL_IB_GID_INDEX={i}"),
             None => String::new(),
         };
         let note = if first == 0 { String::new() } else { format!(" ({old_nccl}; the export prevents that)") };
-        Check::new(
-            "gid",
-            Status::Pass,
-            format!("all {} usable RoCE port(s) agree on GID index {first}{set}{note}", agree.len()),
-        )
+        let n = agree.len();
+        (Status::Pass, format!("all {n} usable RoCE port(s) agree on GID index {first}{set}{note}"), None)
     } else if let Some(range) = &inp.plan.addr_range {
-        Check::new(
-            "gid",
+        (
             Status::Pass,
             format!(
                 "this pod's own GID entries sit at different indices ({list}), so no NCCL_IB_GID_INDEX; nccl-wrap exports NCCL_IB_ADDR_RANGE={range}, within which NCCL's own rule lands on each of them"
             ),
+            None,
         )
     } else if roce.iter().any(|(_, p)| p.nccl_pick.is_some()) {
-        Check::new(
-            "gid",
+        (
             Status::Warn,
             format!(
                 "this pod's own GID entries sit at different indices ({list}) on a shared device: NCCL_IB_GID_INDEX is one value for all ports, and NCCL's own per-port pick is another namespace's or the host's entry on some of them (see gid-owner)"
             ),
+            Some("create the pod's rails in the same order on every device, or give pods' rail addresses a subnet of their own so NCCL_IB_ADDR_RANGE can select them"),
         )
-        .hint("create the pod's rails in the same order on every device, or give pods' rail addresses a subnet of their own so NCCL_IB_ADDR_RANGE can select them")
     } else {
-        Check::new(
-            "gid",
+        (
             Status::Warn,
             format!(
                 "RoCE ports disagree on the GID index ({list}): NCCL_IB_GID_INDEX is one value for all ports, so none is exported; NCCL 2.21.5+ picks per port, but {old_nccl}"
             ),
+            Some("use NCCL 2.21.5 or later, or give every port's net device the same address layout so the tables agree"),
         )
-        .hint("use NCCL 2.21.5 or later, or give every port's net device the same address layout so the tables agree")
     };
+    let mut c = Check::new("gid", status, summary);
+    c.hint = hint.map(String::from);
     c.ev("indices", indices)
         .ev("exported", json!(inp.plan.gid_index))
         .ev("addr_range", json!(inp.plan.addr_range))
