@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::{Health, View};
-use crate::doctor::Status;
+use crate::doctor::{status_word, Status};
 
 /// What the writer knows besides the health value.
 #[derive(Debug, Clone, Default)]
@@ -150,15 +150,10 @@ pub fn render(h: &Health, round: &Round) -> String {
         })
         .collect();
     o.family("check_status", "gauge", "Each doctor check: 0 pass, 1 warn, 2 fail (ids: docs/doctor.md)", &checks);
+    let count = |s| h.checks.values().filter(|c| **c == s).count() as f64;
     let counts: Samples = [Status::Pass, Status::Warn, Status::Fail]
-        .into_iter()
-        .map(|s| {
-            (
-                vec![("status", crate::doctor::status_word(s).to_string())],
-                h.checks.values().filter(|c| **c == s).count() as f64,
-            )
-        })
-        .collect();
+        .map(|s| (vec![("status", status_word(s).to_string())], count(s)))
+        .into();
     o.family("checks", "gauge", "Checks by status", &counts);
 
     let port = |p: &super::PortHealth| vec![("device", p.device.clone()), ("port", p.port.to_string())];

@@ -100,7 +100,8 @@ struct Ring<'a> {
 
 /// Binds the ring's port and answers peers on a thread for the agent's life.
 fn start_ring<'a>(r: &Roots, config: &'a ring::Config, verbs: &'a dyn Verbs) -> Result<Ring<'a>, String> {
-    let listener = ring::bind(config.port)?;
+    // The pair test's one dual-stack bind: every address, both families.
+    let listener = nw_pairtest::exchange::bind_any(config.port).map_err(|e| format!("ring: {e}"))?;
     let not_yet = nw_pairtest::edge::cannot("no-port", "the first ring round has not run yet", "wait for it");
     let fabric = std::sync::Arc::new(Rdma::new(Err(not_yet), here::hostname(r.proc_root, r.vars)));
     // The peers known before the listener starts: a predecessor whose first ring round comes
