@@ -31,11 +31,10 @@ pub(super) fn check(inp: &Inputs) -> Check {
     let c = if d.devices.is_empty() {
         let among =
             if d.not_ours.is_empty() { String::new() } else { format!(" among the {} visible", d.not_ours.len()) };
-        Check::new(
-            "devices",
-            Status::Fail,
-            format!("no RDMA device of this pod found{among}: NCCL would run over TCP sockets (about 1 GiB/s instead of 80+)"),
-        )
+        let summary = format!(
+            "no RDMA device of this pod found{among}: NCCL would run over TCP sockets (about 1 GiB/s instead of 80+)"
+        );
+        Check::new("devices", Status::Fail, summary)
         .hint("request an RDMA resource for the pod (an SR-IOV pool with isRdma: true, or an RDMA shared device plugin resource) and attach its network; `nccl-wrap env --json` shows what each source said")
     } else if !problems.is_empty() {
         let summary = format!(

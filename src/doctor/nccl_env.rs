@@ -10,12 +10,9 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
     if let Some(v) = user_var(inp.vars, IB_DISABLE) {
         let on = v.trim().parse::<i64>().is_ok_and(|n| n != 0);
         let c = if on && inp.plan.rdma {
-            Check::new(
-                "nccl-env",
-                Status::Fail,
-                format!("NCCL_IB_DISABLE={v} is set though this pod has usable RDMA ports: NCCL will use TCP sockets"),
-            )
-            .hint("unset NCCL_IB_DISABLE in the pod spec")
+            let summary =
+                format!("NCCL_IB_DISABLE={v} is set though this pod has usable RDMA ports: NCCL will use TCP sockets");
+            Check::new("nccl-env", Status::Fail, summary).hint("unset NCCL_IB_DISABLE in the pod spec")
         } else {
             Check::new("nccl-env", Status::Pass, format!("NCCL_IB_DISABLE={v}"))
         };
