@@ -143,16 +143,11 @@ fn ready_lines(plan: &Plan) -> Vec<String> {
     if let Some(u) = &plan.userspace {
         let verbs = match &u.libibverbs {
             Some(v) => {
+                let ok = |p: bool| if p { "ok" } else { "MISSING" };
                 let providers: Vec<String> = u
                     .providers
                     .iter()
-                    .map(|p| {
-                        format!(
-                            "{} {}",
-                            p.name,
-                            if p.library.is_some() && p.config.is_some() { "ok" } else { "MISSING" }
-                        )
-                    })
+                    .map(|p| format!("{} {}", p.name, ok(p.library.is_some() && p.config.is_some())))
                     .collect();
                 let p = if providers.is_empty() {
                     String::new()

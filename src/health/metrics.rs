@@ -112,12 +112,8 @@ pub fn render(h: &Health, round: &Round) -> String {
         o.one(name, "gauge", help, value);
     }
     let devices: Samples = h.devices.iter().map(|(k, n)| (vec![("kind", k.to_string())], *n as f64)).collect();
-    o.family(
-        "rdma_devices",
-        "gauge",
-        "RDMA devices by kind (pf, vf, sf, software, unknown); the node's view counts VFs and SFs but checks only the rest",
-        &devices,
-    );
+    let help = "RDMA devices by kind (pf, vf, sf, software, unknown); the node's view counts VFs and SFs but checks only the rest";
+    o.family("rdma_devices", "gauge", help, &devices);
     #[rustfmt::skip]
     let gauges = [
         ("gid_index_consistent",
@@ -168,12 +164,8 @@ pub fn render(h: &Health, round: &Round) -> String {
             (l, 1.0)
         })
         .collect();
-    o.family(
-        "port_info",
-        "gauge",
-        "One per RDMA port: its device kind, link layer and rate as sysfs prints them; always 1",
-        &info,
-    );
+    let help = "One per RDMA port: its device kind, link layer and rate as sysfs prints them; always 1";
+    o.family("port_info", "gauge", help, &info);
     type Figure = fn(&super::PortHealth) -> Option<f64>;
     #[rustfmt::skip]
     let figures: [(&str, &str, Figure); 5] = [
@@ -381,28 +373,16 @@ fn ring(o: &mut Out, r: &super::ring::Report) {
             (labels, status_value(p.status))
         })
         .collect();
-    o.family(
-        "ring_pair_status",
-        "gauge",
-        "Each pair of the last ring round towards the successor (peer): 0 pass, 1 warn (slow-pair: below 70 % of this node's rails' median or of its rated speed), 2 fail, with ping's cause id; no device: the test could not run",
-        &samples,
-    );
+    let help = "Each pair of the last ring round towards the successor (peer): 0 pass, 1 warn (slow-pair: below 70 % of this node's rails' median or of its rated speed), 2 fail, with ping's cause id; no device: the test could not run";
+    o.family("ring_pair_status", "gauge", help, &samples);
     // kb/s (the pair test's figures) to bytes per second: x 1000 / 8.
     let figure = |f: fn(&Pair) -> Option<u64>| -> Samples {
         pairs.iter().filter_map(|p| Some((pair(p), f(p)? as f64 * 125.0))).collect()
     };
-    o.family(
-        "ring_pair_bandwidth_bytes_per_second",
-        "gauge",
-        "Each passing pair's bandwidth in the last ring round towards the successor (peer), bytes per second: a 200 ms run of 64 KiB RDMA writes, host memory to host memory",
-        &figure(|p| p.kbps),
-    );
-    o.family(
-        "ring_pair_rate_bytes_per_second",
-        "gauge",
-        "The rated speed of each pair's slower end (the ports' rate), bytes per second; hardware ports only",
-        &figure(|p| p.rated_kbps),
-    );
+    let help = "Each passing pair's bandwidth in the last ring round towards the successor (peer), bytes per second: a 200 ms run of 64 KiB RDMA writes, host memory to host memory";
+    o.family("ring_pair_bandwidth_bytes_per_second", "gauge", help, &figure(|p| p.kbps));
+    let help = "The rated speed of each pair's slower end (the ports' rate), bytes per second; hardware ports only";
+    o.family("ring_pair_rate_bytes_per_second", "gauge", help, &figure(|p| p.rated_kbps));
 }
 
 #[cfg(test)]
