@@ -45,16 +45,14 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
                 if g.full_match {
                     agree.push((label.clone(), g.index));
                 }
-                let c = match (g.full_match, link_local) {
-                    (true, true) => Check::new(
-                        "gid",
+                let (status, summary, hint) = match (g.full_match, link_local) {
+                    (true, true) => (
                         Status::Warn,
                         format!("{label}: RoCE v2 {at} ({ndev}), an IPv4 link-local address: NCCL uses it, but this port reaches only its own link"),
-                    )
-                    .hint("give the rail a routable address where peers sit on other links or subnets"),
-                    (true, false) => Check::new("gid", Status::Pass, format!("{label}: RoCE v2 {at} ({ndev})")),
-                    (false, _) => Check::new(
-                        "gid",
+                        Some("give the rail a routable address where peers sit on other links or subnets".to_string()),
+                    ),
+                    (true, false) => (Status::Pass, format!("{label}: RoCE v2 {at} ({ndev})"), None),
+                    (false, _) => (
                         Status::Fail,
                         format!(
                             "{label}: no RoCE v2 IPv4 GID; NCCL would settle on index {} ({}, {}), which cannot reach IPv4 RoCE v2 peers",
@@ -62,15 +60,14 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
                             g.address,
                             g.roce.map_or("type unknown", |r| if r.number() == 1 { "RoCE v1" } else { "RoCE v2" })
                         ),
-                    )
-                    .hint(format!(
-                        "give net device {ndev} an IPv4 address (the kernel adds RoCE v1 and v2 GIDs for each address), or set NCCL_IB_ADDR_FAMILY=AF_INET6 if the fabric is IPv6"
-                    )),
+                        Some(format!(
+                            "give net device {ndev} an IPv4 address (the kernel adds RoCE v1 and v2 GIDs for each address), or set NCCL_IB_ADDR_FAMILY=AF_INET6 if the fabric is IPv6"
+                        )),
+                    ),
                 };
-                c.ev("index", g.index)
-                    .ev("gid", file(&gp, gv.as_deref()))
-                    .ev("type", file(&tp, tv.as_deref()))
-                    .ev("ndev", json!(g.ndev))
+                let mut c = Check::new("gid", status, summary).ev("index", g.index).ev("ndev", json!(g.ndev));
+                c.hint = hint;
+                c.ev("gid", file(&gp, gv.as_deref())).ev("type", file(&tp, tv.as_deref()))
             }
         };
         if let (Some(ui), true) = (&user_index, user_kept) {

@@ -132,19 +132,13 @@ pub fn render(h: &Health, round: &Round) -> String {
     for (name, help, value) in gauges {
         o.one(name, "gauge", help, value);
     }
-    let checks: Samples = h
-        .checks
-        .iter()
-        .map(|(k, s)| {
-            let labels = vec![
-                ("check", k.id.to_string()),
-                ("device", k.device.clone().unwrap_or_default()),
-                ("port", k.port.map(|p| p.to_string()).unwrap_or_default()),
-                ("variable", k.variable.clone().unwrap_or_default()),
-            ];
-            (labels, status_value(*s))
-        })
-        .collect();
+    let mut checks: Samples = Vec::new();
+    for (k, s) in &h.checks {
+        let (device, variable) = (k.device.clone().unwrap_or_default(), k.variable.clone().unwrap_or_default());
+        let port = k.port.map(|p| p.to_string()).unwrap_or_default();
+        let labels = vec![("check", k.id.to_string()), ("device", device), ("port", port), ("variable", variable)];
+        checks.push((labels, status_value(*s)));
+    }
     o.family("check_status", "gauge", "Each doctor check: 0 pass, 1 warn, 2 fail (ids: docs/doctor.md)", &checks);
     let count = |s| h.checks.values().filter(|c| **c == s).count() as f64;
     let counts: Samples = [Status::Pass, Status::Warn, Status::Fail]
@@ -153,17 +147,13 @@ pub fn render(h: &Health, round: &Round) -> String {
     o.family("checks", "gauge", "Checks by status", &counts);
 
     let port = |p: &super::PortHealth| vec![("device", p.device.clone()), ("port", p.port.to_string())];
-    let info: Samples = h
-        .ports
-        .iter()
-        .map(|p| {
-            let mut l = port(p);
-            l.push(("kind", p.kind.to_string()));
-            l.push(("link_layer", p.link_layer.clone().unwrap_or_default()));
-            l.push(("rate", p.rate.clone().unwrap_or_default()));
-            (l, 1.0)
-        })
-        .collect();
+    let mut info: Samples = Vec::new();
+    for p in &h.ports {
+        let (layer, rate) = (p.link_layer.clone().unwrap_or_default(), p.rate.clone().unwrap_or_default());
+        let mut l = port(p);
+        l.extend([("kind", p.kind.to_string()), ("link_layer", layer), ("rate", rate)]);
+        info.push((l, 1.0));
+    }
     let help = "One per RDMA port: its device kind, link layer and rate as sysfs prints them; always 1";
     o.family("port_info", "gauge", help, &info);
     type Figure = fn(&super::PortHealth) -> Option<f64>;

@@ -128,11 +128,7 @@ impl Health {
                 _ => None,
             })
             .collect();
-        if seen.len() > 1 {
-            Some("mixed")
-        } else {
-            seen.first().copied()
-        }
+        (seen.len() > 1).then_some("mixed").or(seen.first().copied())
     }
 
     /// The slowest usable port's rate in Gb/s.
@@ -282,15 +278,8 @@ pub fn write_outputs(
 /// `doctor --features/--metrics`: the pod's view of the report doctor just printed.
 pub fn write_for_doctor(inp: &crate::doctor::Inputs, report: &Report, out: &Outputs) -> Result<(), String> {
     let counters = read_counters(inp.sysfs, inp.plan);
-    let none = BTreeMap::new();
-    let h = summarize(&Facts {
-        view: View::Pod,
-        plan: inp.plan,
-        report,
-        memlock: inp.memlock,
-        counters: &counters,
-        skipped: &none,
-    });
+    let (plan, memlock, skipped) = (inp.plan, inp.memlock, &BTreeMap::new());
+    let h = summarize(&Facts { view: View::Pod, plan, report, memlock, counters: &counters, skipped });
     let round = metrics::Round { timestamp: watch::unix_now(), ..Default::default() };
     write_outputs(out, &h, &round, "nccl-wrap doctor", None)
 }

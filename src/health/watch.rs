@@ -225,8 +225,7 @@ pub fn main(r: &Roots, opts: &Options, verbs: &dyn Verbs) -> u8 {
                     return 0;
                 }
                 Ok(Some(libc::SIGHUP)) => break,
-                Ok(_) => {}
-                Err(nix::errno::Errno::EINTR) => {}
+                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
                 Err(e) => {
                     eprintln!("{PREFIX} watch: cannot wait for signals: {e}");
                     return EXIT_CANNOT_RUN;
