@@ -74,7 +74,7 @@ pub(super) fn ports(inp: &Inputs) -> Vec<Check> {
         }
         for p in &dev.ports {
             let at = |attr: &str| inp.sysfs.path(&format!("{base}/{}/{attr}", p.port));
-            let what = format!(
+            let mut what = format!(
                 "{}:{} {} ({}), {}, {}",
                 dev.name,
                 p.port,
@@ -97,11 +97,9 @@ pub(super) fn ports(inp: &Inputs) -> Vec<Check> {
             } else {
                 nw_decide::link_problem(p)
             };
-            let what = if nw_decide::is_efa(dev) && problem.is_none() {
-                format!("{what} (an EFA port: EFA reports no link layer)")
-            } else {
-                what
-            };
+            if nw_decide::is_efa(dev) && problem.is_none() {
+                what += " (an EFA port: EFA reports no link layer)";
+            }
             let mut c = match problem {
                 None => Check::new("ports", Status::Pass, what),
                 Some(why) => Check::new("ports", Status::Fail, format!("{what}: not usable, {why}")).hint(

@@ -256,12 +256,11 @@ pub fn write_outputs(
         for r in refused {
             log::warn!("feature left out, not valid as a Kubernetes label: {r}");
         }
-        if text.len() > features::NFD_MAX_BYTES {
+        let (n, max) = (text.len(), features::NFD_MAX_BYTES);
+        if n > max {
             errors.push(format!(
-                "{}: {} bytes, over NFD's {} byte limit for a feature file; not written",
-                path.display(),
-                text.len(),
-                features::NFD_MAX_BYTES
+                "{}: {n} bytes, over NFD's {max} byte limit for a feature file; not written",
+                path.display()
             ));
         } else if let Err(e) = nw_output::write::atomic(path, text.as_bytes()) {
             errors.push(format!("features: {e}"));
