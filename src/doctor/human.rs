@@ -29,15 +29,9 @@ pub fn human(inp: &Inputs, report: &Report, quiet: bool) -> String {
         out += &matrix(t);
     }
     let count = |k| report.counts.get(k).copied().unwrap_or(0);
-    let _ = writeln!(
-        out,
-        "{} fail, {} warn, {} pass ({} RDMA port(s) usable, from {})",
-        count("fail"),
-        count("warn"),
-        count("pass"),
-        inp.plan.hca.len(),
-        inp.plan.detection.source.describe()
-    );
+    let (fail, warn, pass) = (count("fail"), count("warn"), count("pass"));
+    let (usable, from) = (inp.plan.hca.len(), inp.plan.detection.source.describe());
+    let _ = writeln!(out, "{fail} fail, {warn} warn, {pass} pass ({usable} RDMA port(s) usable, from {from})");
     out
 }
 

@@ -22,16 +22,11 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
     let names = d.devices.iter().map(|x| x.name.as_str()).chain(d.not_openable.iter().map(|x| x.name.as_str()));
     for name in names {
         let Some(uv) = map.get(name) else {
-            out.push(
-                Check::new(
-                    "uverbs",
-                    Status::Fail,
-                    format!("{}: no uverbs device names it in class/infiniband_verbs: libibverbs cannot open it", name),
-                )
-                .ev("device", name)
-                .ev("class_infiniband_verbs", inp.sysfs.path("class/infiniband_verbs").display().to_string())
-                .hint("load ib_uverbs on the host (modprobe ib_uverbs)"),
-            );
+            let summary =
+                format!("{name}: no uverbs device names it in class/infiniband_verbs: libibverbs cannot open it");
+            let dir = inp.sysfs.path("class/infiniband_verbs").display().to_string();
+            let c = Check::new("uverbs", Status::Fail, summary).ev("device", name).ev("class_infiniband_verbs", dir);
+            out.push(c.hint("load ib_uverbs on the host (modprobe ib_uverbs)"));
             continue;
         };
         let dev_attr = format!("class/infiniband_verbs/{uv}/dev");

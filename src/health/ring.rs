@@ -199,13 +199,8 @@ impl Report {
                         (None, None) => p.cause.unwrap_or("?").to_string(),
                     })
                     .collect();
-                format!(
-                    "ring: {} towards {next} ({} pair(s) of {} peers){}",
-                    self.word(),
-                    pairs.len(),
-                    self.peers,
-                    if bad.is_empty() { String::new() } else { format!("; {}", bad.join(", ")) }
-                )
+                let bad = if bad.is_empty() { String::new() } else { format!("; {}", bad.join(", ")) };
+                format!("ring: {} towards {next} ({} pair(s) of {} peers){bad}", self.word(), pairs.len(), self.peers)
             }
         }
     }

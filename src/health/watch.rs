@@ -247,13 +247,9 @@ pub fn verdict(h: &Health) -> String {
             _ => k.id.to_string(),
         })
         .collect();
-    format!(
-        "{}: {} of {} RDMA port(s) usable{}",
-        if h.healthy { "healthy" } else { "NOT healthy" },
-        h.usable(),
-        h.ports.len(),
-        if failing.is_empty() { String::new() } else { format!("; failing: {}", failing.join(", ")) }
-    )
+    let state = if h.healthy { "healthy" } else { "NOT healthy" };
+    let failing = if failing.is_empty() { String::new() } else { format!("; failing: {}", failing.join(", ")) };
+    format!("{state}: {} of {} RDMA port(s) usable{failing}", h.usable(), h.ports.len())
 }
 
 pub fn unix_now() -> f64 {
