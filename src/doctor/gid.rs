@@ -119,10 +119,8 @@ pub(super) fn gid_agreement(inp: &Inputs, roce: &[(&Device, &PortFacts)], agree:
         .iter()
         .map(|(d, p)| {
             let (gp, gv, tp, tv) = gid_entry(inp.sysfs, &d.name, p.port, 0);
-            (
-                format!("{}:{}", d.name, p.port),
-                json!({"gid": file(&gp, gv.as_deref()), "type": file(&tp, tv.as_deref())}),
-            )
+            let files = json!({"gid": file(&gp, gv.as_deref()), "type": file(&tp, tv.as_deref())});
+            (format!("{}:{}", d.name, p.port), files)
         })
         .collect();
     let indices: Map<String, Value> = agree.iter().map(|(l, i)| (l.clone(), json!(i))).collect();

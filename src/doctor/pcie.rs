@@ -66,10 +66,8 @@ pub(super) fn check_one(sysfs: &Sysfs, what: &str, device: &str, pci: &str) -> O
 
 /// One check per chosen NIC and per GPU.
 pub(super) fn checks(inp: &Inputs, gpus: &[Place]) -> Vec<Check> {
-    let mut out: Vec<Check> = gpu::chosen_nics(inp)
-        .iter()
-        .filter_map(|(name, place)| check_one(inp.sysfs, "NIC", name, &place.pci))
-        .collect();
+    let nics = gpu::chosen_nics(inp);
+    let mut out: Vec<Check> = nics.iter().filter_map(|(n, place)| check_one(inp.sysfs, "NIC", n, &place.pci)).collect();
     out.extend(gpus.iter().filter_map(|g| check_one(inp.sysfs, "GPU", &g.pci, &g.pci)));
     out
 }

@@ -355,14 +355,12 @@ fn ring(o: &mut Out, r: &super::ring::Report) {
         let port = p.port.map(|n| n.to_string()).unwrap_or_default();
         vec![("peer", next.to_string()), ("device", p.device.clone()), ("port", port)]
     };
-    let samples: Samples = pairs
-        .iter()
-        .map(|p| {
-            let mut labels = pair(p);
-            labels.push(("cause", p.cause.unwrap_or_default().to_string()));
-            (labels, status_value(p.status))
-        })
-        .collect();
+    let mut samples: Samples = Vec::new();
+    for p in pairs {
+        let mut labels = pair(p);
+        labels.push(("cause", p.cause.unwrap_or_default().to_string()));
+        samples.push((labels, status_value(p.status)));
+    }
     let help = "Each pair of the last ring round towards the successor (peer): 0 pass, 1 warn (slow-pair: below 70 % of this node's rails' median or of its rated speed), 2 fail, with ping's cause id; no device: the test could not run";
     o.family("ring_pair_status", "gauge", help, &samples);
     // kb/s (the pair test's figures) to bytes per second: x 1000 / 8.
