@@ -24,16 +24,9 @@ pub fn summary(plan: &Plan, memlock: &Memlock, quiet: bool) -> String {
         let on_efa = |name: &str| plan.efa.as_ref().is_some_and(|e| e.devices.iter().any(|x| x == name));
         let decisions: Vec<_> = plan.decisions.iter().filter(|x| !on_efa(&x.device)).collect();
         let used = decisions.iter().filter(|x| x.used).count();
-        let from = format!(
-            "from {}{}",
-            d.source.describe(),
-            d.sources
-                .iter()
-                .find(|s| s.status == "used")
-                .filter(|s| !s.inputs.is_empty())
-                .map(|s| format!(" ({})", inputs_shown(&s.inputs)))
-                .unwrap_or_default()
-        );
+        let source = d.sources.iter().find(|s| s.status == "used").filter(|s| !s.inputs.is_empty());
+        let inputs = source.map(|s| format!(" ({})", inputs_shown(&s.inputs))).unwrap_or_default();
+        let from = format!("from {}{inputs}", d.source.describe());
         if plan.efa.is_none() || !decisions.is_empty() {
             line(&format!("{} of {} RDMA port(s) usable, {from}", used, decisions.len()));
         }
@@ -143,16 +136,11 @@ fn ready_lines(plan: &Plan) -> Vec<String> {
     if let Some(u) = &plan.userspace {
         let verbs = match &u.libibverbs {
             Some(v) => {
+                let ok = |p: bool| if p { "ok" } else { "MISSING" };
                 let providers: Vec<String> = u
                     .providers
                     .iter()
-                    .map(|p| {
-                        format!(
-                            "{} {}",
-                            p.name,
-                            if p.library.is_some() && p.config.is_some() { "ok" } else { "MISSING" }
-                        )
-                    })
+                    .map(|p| format!("{} {}", p.name, ok(p.library.is_some() && p.config.is_some())))
                     .collect();
                 let p = if providers.is_empty() {
                     String::new()
@@ -164,12 +152,10 @@ fn ready_lines(plan: &Plan) -> Vec<String> {
             None => "no libibverbs.so.1".into(),
         };
         let nccl = match &u.nccl {
-            Some(n) => format!(
-                "NCCL {} {} ({})",
-                n.version.as_deref().unwrap_or("(version unknown)"),
-                n.found.path,
-                n.found.by
-            ),
+            Some(n) => {
+                let version = n.version.as_deref().unwrap_or("(version unknown)");
+                format!("NCCL {version} {} ({})", n.found.path, n.found.by)
+            }
             None => "no libnccl.so.2 found".into(),
         };
         let plugin = u.net_plugin.as_ref().map(|p| format!(", net plugin {} ({})", p.path, p.by)).unwrap_or_default();

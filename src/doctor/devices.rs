@@ -31,11 +31,10 @@ pub(super) fn check(inp: &Inputs) -> Check {
     let c = if d.devices.is_empty() {
         let among =
             if d.not_ours.is_empty() { String::new() } else { format!(" among the {} visible", d.not_ours.len()) };
-        Check::new(
-            "devices",
-            Status::Fail,
-            format!("no RDMA device of this pod found{among}: NCCL would run over TCP sockets (about 1 GiB/s instead of 80+)"),
-        )
+        let summary = format!(
+            "no RDMA device of this pod found{among}: NCCL would run over TCP sockets (about 1 GiB/s instead of 80+)"
+        );
+        Check::new("devices", Status::Fail, summary)
         .hint("request an RDMA resource for the pod (an SR-IOV pool with isRdma: true, or an RDMA shared device plugin resource) and attach its network; `nccl-wrap env --json` shows what each source said")
     } else if !problems.is_empty() {
         let summary = format!(
@@ -75,7 +74,7 @@ pub(super) fn ports(inp: &Inputs) -> Vec<Check> {
         }
         for p in &dev.ports {
             let at = |attr: &str| inp.sysfs.path(&format!("{base}/{}/{attr}", p.port));
-            let what = format!(
+            let mut what = format!(
                 "{}:{} {} ({}), {}, {}",
                 dev.name,
                 p.port,
@@ -98,11 +97,9 @@ pub(super) fn ports(inp: &Inputs) -> Vec<Check> {
             } else {
                 nw_decide::link_problem(p)
             };
-            let what = if nw_decide::is_efa(dev) && problem.is_none() {
-                format!("{what} (an EFA port: EFA reports no link layer)")
-            } else {
-                what
-            };
+            if nw_decide::is_efa(dev) && problem.is_none() {
+                what += " (an EFA port: EFA reports no link layer)";
+            }
             let mut c = match problem {
                 None => Check::new("ports", Status::Pass, what),
                 Some(why) => Check::new("ports", Status::Fail, format!("{what}: not usable, {why}")).hint(

@@ -21,23 +21,13 @@ pub(super) fn check(inp: &Inputs) -> Option<Check> {
     }
     let n = e.devices.len();
     let c = if missing.is_empty() {
-        Check::new(
-            "efa",
-            Status::Pass,
-            format!(
-                "{n} EFA device(s), each with its uverbs node; net plugin {}, libfabric {}: NCCL will carry its traffic over EFA",
-                e.plugin.as_deref().unwrap_or("?"),
-                e.libfabric.as_deref().unwrap_or("?")
-            ),
-        )
+        let (plugin, libfabric) = (e.plugin.as_deref().unwrap_or("?"), e.libfabric.as_deref().unwrap_or("?"));
+        let summary = format!("{n} EFA device(s), each with its uverbs node; net plugin {plugin}, libfabric {libfabric}: NCCL will carry its traffic over EFA");
+        Check::new("efa", Status::Pass, summary)
     } else {
         Check::new("efa", Status::Fail, format!("{n} EFA device(s), and NCCL will run over TCP sockets: {}", missing.join("; ")))
             .hint("use an image with the EFA installer's libfabric (/opt/amazon/efa/lib) and aws-ofi-nccl (/opt/amazon/ofi-nccl/lib) on LD_LIBRARY_PATH or in ld.so.cache (AWS's Deep Learning Containers have both); request the EFA devices (vpc.amazonaws.com/efa) so that the EFA device plugin mounts their uverbs nodes")
     };
-    Some(
-        c.ev("devices", json!(e.devices))
-            .ev("net_plugin", json!(e.plugin))
-            .ev("libfabric", json!(e.libfabric))
-            .ev("no_uverbs_node", json!(no_node)),
-    )
+    let c = c.ev("devices", json!(e.devices)).ev("net_plugin", json!(e.plugin)).ev("libfabric", json!(e.libfabric));
+    Some(c.ev("no_uverbs_node", json!(no_node)))
 }

@@ -14,13 +14,10 @@ pub(super) fn roce_ports(plan: &Plan) -> Vec<(&Device, &PortFacts)> {
         .collect()
 }
 
-/// What `gids/<i>` and `gid_attrs/types/<i>` of one port hold.
-pub(super) fn gid_entry(
-    sysfs: &Sysfs,
-    dev: &str,
-    port: u32,
-    i: u32,
-) -> (PathBuf, Option<String>, PathBuf, Option<String>) {
+/// `gids/<i>` and `gid_attrs/types/<i>` of one port: each file and what it holds.
+type Entry = (PathBuf, Option<String>, PathBuf, Option<String>);
+
+pub(super) fn gid_entry(sysfs: &Sysfs, dev: &str, port: u32, i: u32) -> Entry {
     let g = format!("class/infiniband/{dev}/ports/{port}/gids/{i}");
     let t = format!("class/infiniband/{dev}/ports/{port}/gid_attrs/types/{i}");
     (sysfs.path(&g), sysfs.attr(&g).ok(), sysfs.path(&t), sysfs.attr(&t).ok())
@@ -45,16 +42,14 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
                 if g.full_match {
                     agree.push((label.clone(), g.index));
                 }
-                let c = match (g.full_match, link_local) {
-                    (true, true) => Check::new(
-                        "gid",
+                let (status, summary, hint) = match (g.full_match, link_local) {
+                    (true, true) => (
                         Status::Warn,
                         format!("{label}: RoCE v2 {at} ({ndev}), an IPv4 link-local address: NCCL uses it, but this port reaches only its own link"),
-                    )
-                    .hint("give the rail a routable address where peers sit on other links or subnets"),
-                    (true, false) => Check::new("gid", Status::Pass, format!("{label}: RoCE v2 {at} ({ndev})")),
-                    (false, _) => Check::new(
-                        "gid",
+                        Some("give the rail a routable address where peers sit on other links or subnets".to_string()),
+                    ),
+                    (true, false) => (Status::Pass, format!("{label}: RoCE v2 {at} ({ndev})"), None),
+                    (false, _) => (
                         Status::Fail,
                         format!(
                             "{label}: no RoCE v2 IPv4 GID; NCCL would settle on index {} ({}, {}), which cannot reach IPv4 RoCE v2 peers",
@@ -62,15 +57,14 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
                             g.address,
                             g.roce.map_or("type unknown", |r| if r.number() == 1 { "RoCE v1" } else { "RoCE v2" })
                         ),
-                    )
-                    .hint(format!(
-                        "give net device {ndev} an IPv4 address (the kernel adds RoCE v1 and v2 GIDs for each address), or set NCCL_IB_ADDR_FAMILY=AF_INET6 if the fabric is IPv6"
-                    )),
+                        Some(format!(
+                            "give net device {ndev} an IPv4 address (the kernel adds RoCE v1 and v2 GIDs for each address), or set NCCL_IB_ADDR_FAMILY=AF_INET6 if the fabric is IPv6"
+                        )),
+                    ),
                 };
-                c.ev("index", g.index)
-                    .ev("gid", file(&gp, gv.as_deref()))
-                    .ev("type", file(&tp, tv.as_deref()))
-                    .ev("ndev", json!(g.ndev))
+                let mut c = Check::new("gid", status, summary).ev("index", g.index).ev("ndev", json!(g.ndev));
+                c.hint = hint;
+                c.ev("gid", file(&gp, gv.as_deref())).ev("type", file(&tp, tv.as_deref()))
             }
         };
         if let (Some(ui), true) = (&user_index, user_kept) {
@@ -125,54 +119,49 @@ pub(super) fn gid_agreement(inp: &Inputs, roce: &[(&Device, &PortFacts)], agree:
         .iter()
         .map(|(d, p)| {
             let (gp, gv, tp, tv) = gid_entry(inp.sysfs, &d.name, p.port, 0);
-            (
-                format!("{}:{}", d.name, p.port),
-                json!({"gid": file(&gp, gv.as_deref()), "type": file(&tp, tv.as_deref())}),
-            )
+            let files = json!({"gid": file(&gp, gv.as_deref()), "type": file(&tp, tv.as_deref())});
+            (format!("{}:{}", d.name, p.port), files)
         })
         .collect();
     let indices: Map<String, Value> = agree.iter().map(|(l, i)| (l.clone(), json!(i))).collect();
     let old_nccl = "NCCL older than 2.21.5 defaults to NCCL_IB_GID_INDEX=0, the fe80 link-local entry (RoCE v1 on mlx5), on every port, and its RDMA connections fail across subnets";
     let first = agree[0].1;
     let list = agree.iter().map(|(l, i)| format!("{l}={i}")).collect::<Vec<_>>().join(", ");
-    let c = if agree.iter().all(|(_, i)| *i == first) {
+    let (status, summary, hint) = if agree.iter().all(|(_, i)| *i == first) {
         let set = match inp.plan.gid_index {
             Some(i) => format!("; nccl-wrap exports NCCL_IB_GID_INDEX={i}"),
             None => String::new(),
         };
         let note = if first == 0 { String::new() } else { format!(" ({old_nccl}; the export prevents that)") };
-        Check::new(
-            "gid",
-            Status::Pass,
-            format!("all {} usable RoCE port(s) agree on GID index {first}{set}{note}", agree.len()),
-        )
+        let n = agree.len();
+        (Status::Pass, format!("all {n} usable RoCE port(s) agree on GID index {first}{set}{note}"), None)
     } else if let Some(range) = &inp.plan.addr_range {
-        Check::new(
-            "gid",
+        (
             Status::Pass,
             format!(
                 "this pod's own GID entries sit at different indices ({list}), so no NCCL_IB_GID_INDEX; nccl-wrap exports NCCL_IB_ADDR_RANGE={range}, within which NCCL's own rule lands on each of them"
             ),
+            None,
         )
     } else if roce.iter().any(|(_, p)| p.nccl_pick.is_some()) {
-        Check::new(
-            "gid",
+        (
             Status::Warn,
             format!(
                 "this pod's own GID entries sit at different indices ({list}) on a shared device: NCCL_IB_GID_INDEX is one value for all ports, and NCCL's own per-port pick is another namespace's or the host's entry on some of them (see gid-owner)"
             ),
+            Some("create the pod's rails in the same order on every device, or give pods' rail addresses a subnet of their own so NCCL_IB_ADDR_RANGE can select them"),
         )
-        .hint("create the pod's rails in the same order on every device, or give pods' rail addresses a subnet of their own so NCCL_IB_ADDR_RANGE can select them")
     } else {
-        Check::new(
-            "gid",
+        (
             Status::Warn,
             format!(
                 "RoCE ports disagree on the GID index ({list}): NCCL_IB_GID_INDEX is one value for all ports, so none is exported; NCCL 2.21.5+ picks per port, but {old_nccl}"
             ),
+            Some("use NCCL 2.21.5 or later, or give every port's net device the same address layout so the tables agree"),
         )
-        .hint("use NCCL 2.21.5 or later, or give every port's net device the same address layout so the tables agree")
     };
+    let mut c = Check::new("gid", status, summary);
+    c.hint = hint.map(String::from);
     c.ev("indices", indices)
         .ev("exported", json!(inp.plan.gid_index))
         .ev("addr_range", json!(inp.plan.addr_range))

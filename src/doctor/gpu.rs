@@ -21,11 +21,8 @@ pub(super) fn gpudirect(inp: &Inputs, gpus: &[Place]) -> Check {
         let summary = format!("{m} is loaded: NICs can DMA to and from the {} GPU(s)' memory", gpus.len());
         Check::new("gpudirect", Status::Pass, summary)
     } else if dmabuf {
-        Check::new(
-            "gpudirect",
-            Status::Pass,
-            format!("nvidia_peermem is not loaded, but DMA-BUF is possible (open kernel modules, kernel {}): NCCL 2.19+ uses it", kernel.as_deref().unwrap_or("?")),
-        )
+        let summary = format!("nvidia_peermem is not loaded, but DMA-BUF is possible (open kernel modules, kernel {}): NCCL 2.19+ uses it", kernel.as_deref().unwrap_or("?"));
+        Check::new("gpudirect", Status::Pass, summary)
     } else {
         let why = match (&driver, open_modules, kernel_ok) {
             (None, _, _) => format!("the driver version ({}) cannot be read", drv_path.display()),
@@ -33,11 +30,8 @@ pub(super) fn gpudirect(inp: &Inputs, gpus: &[Place]) -> Check {
             (Some(_), true, false) => "the kernel is older than 5.12".to_string(),
             _ => String::new(),
         };
-        Check::new(
-            "gpudirect",
-            Status::Warn,
-            format!("nvidia_peermem is not loaded and DMA-BUF cannot be confirmed ({why}): NCCL will stage RDMA traffic through host memory"),
-        )
+        let summary = format!("nvidia_peermem is not loaded and DMA-BUF cannot be confirmed ({why}): NCCL will stage RDMA traffic through host memory");
+        Check::new("gpudirect", Status::Warn, summary)
         .hint("load nvidia_peermem on the host (`modprobe nvidia-peermem`; GPU Operator: driver.rdma.enabled=true), or use the open kernel modules (driver 515+, kernel 5.12+) for DMA-BUF")
     };
     c.ev("gpus", json!(gpu_list))
@@ -92,7 +86,8 @@ pub(super) fn placement(inp: &Inputs, gpus: &[Place]) -> Check {
         if let Some((n, r)) = near {
             worst = worst.max(r);
             if r > Relation::Pxb {
-                far.push(format!("{} (NUMA {}) -> {n} {}", g.pci, numa_text(g.numa), r.name()));
+                let numa = g.numa.map_or("-".to_string(), |n| n.to_string());
+                far.push(format!("{} (NUMA {numa}) -> {n} {}", g.pci, r.name()));
             }
         }
         rows.push(json!({
@@ -101,32 +96,22 @@ pub(super) fn placement(inp: &Inputs, gpus: &[Place]) -> Check {
         }));
     }
     let c = if far.is_empty() {
-        Check::new(
-            "topology",
-            Status::Pass,
-            format!(
-                "each of {} GPU(s) has a chosen NIC at {} or nearer: NCCL uses GPUDirect RDMA for it by default",
-                gpus.len(),
-                worst.name()
-            ),
-        )
+        let summary = format!(
+            "each of {} GPU(s) has a chosen NIC at {} or nearer: NCCL uses GPUDirect RDMA for it by default",
+            gpus.len(),
+            worst.name()
+        );
+        Check::new("topology", Status::Pass, summary)
     } else {
-        Check::new(
-            "topology",
-            Status::Warn,
-            format!(
-                "{} of {} GPU(s) have no chosen NIC behind a shared PCIe switch ({}): NCCL does not use GPUDirect RDMA past PXB by default (NCCL_NET_GDR_LEVEL) and stages through host memory{}",
-                far.len(),
-                gpus.len(),
-                far.join(", "),
-                if worst == Relation::Sys { ", across the CPU interconnect" } else { "" }
-            ),
-        )
+        let summary = format!(
+            "{} of {} GPU(s) have no chosen NIC behind a shared PCIe switch ({}): NCCL does not use GPUDirect RDMA past PXB by default (NCCL_NET_GDR_LEVEL) and stages through host memory{}",
+            far.len(),
+            gpus.len(),
+            far.join(", "),
+            if worst == Relation::Sys { ", across the CPU interconnect" } else { "" }
+        );
+        Check::new("topology", Status::Warn, summary)
         .hint("request VFs of the PFs that share the GPUs' PCIe switches, or align GPUs and NICs on one NUMA node (kubelet Topology Manager policy single-numa-node or restricted)")
     };
     c.ev("gpus", rows).ev("nics", nic_rows)
-}
-
-pub(super) fn numa_text(n: Option<u32>) -> String {
-    n.map_or("-".to_string(), |n| n.to_string())
 }

@@ -29,15 +29,9 @@ pub fn human(inp: &Inputs, report: &Report, quiet: bool) -> String {
         out += &matrix(t);
     }
     let count = |k| report.counts.get(k).copied().unwrap_or(0);
-    let _ = writeln!(
-        out,
-        "{} fail, {} warn, {} pass ({} RDMA port(s) usable, from {})",
-        count("fail"),
-        count("warn"),
-        count("pass"),
-        inp.plan.hca.len(),
-        inp.plan.detection.source.describe()
-    );
+    let (fail, warn, pass) = (count("fail"), count("warn"), count("pass"));
+    let (usable, from) = (inp.plan.hca.len(), inp.plan.detection.source.describe());
+    let _ = writeln!(out, "{fail} fail, {warn} warn, {pass} pass ({usable} RDMA port(s) usable, from {from})");
     out
 }
 
@@ -89,6 +83,7 @@ pub(super) fn matrix(topo: &Check) -> String {
     let s = |v: &Value, k: &str| {
         v.get(k).map_or("-".to_string(), |x| x.as_str().map_or_else(|| x.to_string(), String::from))
     };
+    let numa = |v: &Value| v.get("numa").and_then(Value::as_u64).map_or("-".into(), |n| n.to_string());
     let names: Vec<String> = nics.iter().map(|n| s(n, "name")).collect();
     let w = names.iter().map(String::len).max().unwrap_or(4).max(4) + 2;
     let mut out = String::from("\nGPU/NIC topology (chosen NICs; PIX same switch, PXB several bridges, PHB host bridge, NODE same NUMA node, SYS across NUMA nodes)\n");
@@ -103,20 +98,11 @@ pub(super) fn matrix(topo: &Check) -> String {
             let r = g.get("to").and_then(|t| t.get(n)).and_then(Value::as_str).unwrap_or("-");
             let _ = write!(out, "{r:<w$}");
         }
-        let numa = g.get("numa").and_then(Value::as_u64).map_or("-".into(), |n| n.to_string());
-        let _ = writeln!(out, "{numa:<6}{} ({})", s(g, "bridge"), s(g, "pci"));
+        let _ = writeln!(out, "{:<6}{} ({})", numa(g), s(g, "bridge"), s(g, "pci"));
     }
     for n in nics {
-        let numa = n.get("numa").and_then(Value::as_u64).map_or("-".into(), |n| n.to_string());
-        let _ = writeln!(
-            out,
-            "{:<14}{:<w2$}{numa:<6}{} ({})",
-            s(n, "name"),
-            "",
-            s(n, "bridge"),
-            s(n, "pci"),
-            w2 = w * names.len()
-        );
+        let pad = w * names.len();
+        let _ = writeln!(out, "{:<14}{:<pad$}{:<6}{} ({})", s(n, "name"), "", numa(n), s(n, "bridge"), s(n, "pci"));
     }
     out.push('\n');
     out

@@ -79,9 +79,8 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
         out.push(c);
     }
     if out.is_empty() {
-        out.push(
-            Check::new("iommu", Status::Warn, "no RDMA device of this pod: no IOMMU group to check").ev("cmdline", cmd),
-        );
+        let summary = "no RDMA device of this pod: no IOMMU group to check";
+        out.push(Check::new("iommu", Status::Warn, summary).ev("cmdline", cmd));
     }
     out
 }

@@ -124,7 +124,7 @@ pub fn main(inp: &Inputs, form: Form) -> u8 {
 
 /// [`main`], then `after` with the report (the health files): its error makes the exit status 2.
 pub fn main_then(inp: &Inputs, form: Form, after: impl FnOnce(&Report) -> Result<(), String>) -> u8 {
-    let report = match run(inp) {
+    let report = match run_scoped(inp, Scope::Pod) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("{PREFIX} doctor cannot run: {e}");
@@ -161,10 +161,6 @@ pub fn main_then(inp: &Inputs, form: Form, after: impl FnOnce(&Report) -> Result
 pub enum Scope {
     Pod,
     Node,
-}
-
-pub fn run(inp: &Inputs) -> Result<Report, DoctorError> {
-    run_scoped(inp, Scope::Pod)
 }
 
 /// Runs the check families of `scope`, in doctor's order.
@@ -323,7 +319,7 @@ mod tests {
             selftest: Some(&SelftestOptions { buffer_bytes: 1 << 20, timeout_ms: 2000 }),
             addrs: &|| Ok(Vec::new()),
         };
-        let report = run(&inp).expect("doctor runs");
+        let report = run_scoped(&inp, Scope::Pod).expect("doctor runs");
         let st: Vec<(String, Status)> = report
             .checks
             .iter()
@@ -364,7 +360,7 @@ mod tests {
             selftest: Some(&SelftestOptions { buffer_bytes: 1 << 20, timeout_ms: 2000 }),
             addrs: &|| Ok(Vec::new()),
         };
-        let report = run(&inp).expect("doctor runs");
+        let report = run_scoped(&inp, Scope::Pod).expect("doctor runs");
         let mlx5_11 = report.checks.iter().find(|c| c.id == "selftest" && c.summary.starts_with("mlx5_11"));
         assert!(
             mlx5_11.is_some_and(|c| c.status == Status::Warn && c.summary.ends_with(&format!("not run: {reason}"))),

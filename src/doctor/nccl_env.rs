@@ -10,12 +10,9 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
     if let Some(v) = user_var(inp.vars, IB_DISABLE) {
         let on = v.trim().parse::<i64>().is_ok_and(|n| n != 0);
         let c = if on && inp.plan.rdma {
-            Check::new(
-                "nccl-env",
-                Status::Fail,
-                format!("NCCL_IB_DISABLE={v} is set though this pod has usable RDMA ports: NCCL will use TCP sockets"),
-            )
-            .hint("unset NCCL_IB_DISABLE in the pod spec")
+            let summary =
+                format!("NCCL_IB_DISABLE={v} is set though this pod has usable RDMA ports: NCCL will use TCP sockets");
+            Check::new("nccl-env", Status::Fail, summary).hint("unset NCCL_IB_DISABLE in the pod spec")
         } else {
             Check::new("nccl-env", Status::Pass, format!("NCCL_IB_DISABLE={v}"))
         };
@@ -77,43 +74,27 @@ pub(super) fn ib_hca(inp: &Inputs) -> Check {
         .map(|(n, p)| format!("{n}:{p}"))
         .collect();
     let pod_names: Vec<&str> = plan.detection.devices.iter().map(|d| d.name.as_str()).collect();
-    let foreign: Vec<&String> =
-        selected.iter().filter(|s| !pod_names.iter().any(|n| s.split(':').next() == Some(*n))).collect();
-    let missing: Vec<&String> = ours.iter().filter(|p| !selected.contains(p)).collect();
-    let over = list.over_matches(&names);
-    let unmatched = list.unmatched(&names);
-
-    let mut status = Status::Pass;
-    let mut findings = vec![format!(
-        "NCCL_IB_HCA={user} (set in the environment, kept) selects {}",
-        if selected.is_empty() { "nothing".to_string() } else { selected.join(", ") }
-    )];
-    if selected.is_empty() {
-        status = Status::Fail;
-        findings.push("NCCL will find no IB device and fall back to TCP sockets silently".into());
-    }
-    for (entry, extra) in &over {
-        status = status.max(Status::Warn);
-        findings.push(format!("`{entry}` is a prefix and also matches {}", extra.join(", ")));
-    }
+    let foreign: Vec<&str> = selected
+        .iter()
+        .map(String::as_str)
+        .filter(|s| !pod_names.iter().any(|n| s.split(':').next() == Some(*n)))
+        .collect();
+    let missing: Vec<&str> = ours.iter().filter(|p| !selected.contains(p)).map(String::as_str).collect();
+    let head = format!("NCCL_IB_HCA={user} (set in the environment, kept) selects");
+    let empty = ["nothing", "NCCL will find no IB device and fall back to TCP sockets silently"];
+    let (mut status, mut findings) = selection(&list, &names, &head, &selected.join(", "), empty);
     if !foreign.is_empty() {
         status = Status::Fail;
         findings.push(format!(
-            "{} not this pod's",
-            foreign.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
-                + if foreign.len() == 1 { " is" } else { " are" }
+            "{} {} not this pod's",
+            foreign.join(", "),
+            if foreign.len() == 1 { "is" } else { "are" }
         ));
     }
-    if !unmatched.is_empty() {
-        status = status.max(Status::Warn);
-        findings.push(format!("{} match(es) no visible device", unmatched.join(", ")));
-    }
+    unmatched(&list, &names, "no visible device", &mut status, &mut findings);
     if !missing.is_empty() && !selected.is_empty() {
         status = status.max(Status::Warn);
-        findings.push(format!(
-            "leaves out this pod's {}",
-            missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
-        ));
+        findings.push(format!("leaves out this pod's {}", missing.join(", ")));
     }
     let mut c = base(Check::new("nccl-env", status, findings.join("; ")))
         .ev("value", user.as_str())
@@ -136,25 +117,10 @@ pub(super) fn socket_ifname(inp: &Inputs, value: &str) -> Check {
     let names: Vec<&str> = netdevs.keys().map(String::as_str).collect();
     let list = List::parse(value);
     let selected: Vec<&str> = names.iter().copied().filter(|n| list.selects(n, None)).collect();
-    let over = list.over_matches(&names);
-    let unmatched = list.unmatched(&names);
-    let mut status = Status::Pass;
-    let mut findings = vec![format!(
-        "NCCL_SOCKET_IFNAME={value} selects {}",
-        if selected.is_empty() { "no interface".to_string() } else { selected.join(", ") }
-    )];
-    if selected.is_empty() {
-        status = Status::Fail;
-        findings.push("NCCL's bootstrap will find no socket interface and abort".into());
-    }
-    for (entry, extra) in &over {
-        status = status.max(Status::Warn);
-        findings.push(format!("`{entry}` is a prefix and also matches {}", extra.join(", ")));
-    }
-    if !unmatched.is_empty() {
-        status = status.max(Status::Warn);
-        findings.push(format!("{} match(es) no interface in this namespace", unmatched.join(", ")));
-    }
+    let head = format!("NCCL_SOCKET_IFNAME={value} selects");
+    let empty = ["no interface", "NCCL's bootstrap will find no socket interface and abort"];
+    let (mut status, mut findings) = selection(&list, &names, &head, &selected.join(", "), empty);
+    unmatched(&list, &names, "no interface in this namespace", &mut status, &mut findings);
     let mut c = Check::new("nccl-env", status, findings.join("; "))
         .ev("variable", SOCKET_IFNAME)
         .ev("value", value)
@@ -167,4 +133,29 @@ pub(super) fn socket_ifname(inp: &Inputs, value: &str) -> Check {
         );
     }
     c
+}
+
+/// A list variable's first findings: what it selects (`[none, why]` when nothing: a failure), then
+/// each entry that is a prefix of more names than one.
+fn selection(list: &List, names: &[&str], head: &str, selected: &str, [none, why]: [&str; 2]) -> (Status, Vec<String>) {
+    let mut status = Status::Pass;
+    let mut findings = vec![format!("{head} {}", if selected.is_empty() { none } else { selected })];
+    if selected.is_empty() {
+        status = Status::Fail;
+        findings.push(why.into());
+    }
+    for (entry, extra) in list.over_matches(names) {
+        status = status.max(Status::Warn);
+        findings.push(format!("`{entry}` is a prefix and also matches {}", extra.join(", ")));
+    }
+    (status, findings)
+}
+
+/// The list's entries that match none of `names`: a warning.
+fn unmatched(list: &List, names: &[&str], nothing: &str, status: &mut Status, findings: &mut Vec<String>) {
+    let unmatched = list.unmatched(names);
+    if !unmatched.is_empty() {
+        *status = (*status).max(Status::Warn);
+        findings.push(format!("{} match(es) {nothing}", unmatched.join(", ")));
+    }
 }

@@ -46,33 +46,28 @@ fn read(sysfs: &Sysfs, pci: &str) -> Option<(Link, Link, String)> {
 pub(super) fn check_one(sysfs: &Sysfs, what: &str, device: &str, pci: &str) -> Option<Check> {
     let (cur, max, at) = read(sysfs, pci)?;
     let name = if device == at { format!("{what} {device}") } else { format!("{what} {device} ({at})") };
-    let c = if cur.gts < max.gts || cur.width < max.width {
-        let share = (cur.gts * f64::from(cur.width)) / (max.gts * f64::from(max.width));
-        Check::new(
-            "pcie-link",
-            Status::Warn,
-            format!(
-                "{name}: PCIe link trained down to {} GT/s x{} (it can do {} GT/s x{}): about {:.0} % of its bandwidth",
-                cur.gts, cur.width, max.gts, max.width, share * 100.0
-            ),
-        )
-        .hint("reseat the card or its riser, check the slot's BIOS setting (link speed, bifurcation), and compare with `lspci -vv` (LnkSta vs LnkCap)")
-    } else {
-        Check::new(
-            "pcie-link",
-            Status::Pass,
-            format!("{name}: PCIe link at its maximum, {} GT/s x{}", cur.gts, cur.width),
-        )
-    };
-    Some(c.ev("device", device).ev("pci", pci))
+    if cur.gts >= max.gts && cur.width >= max.width {
+        let summary = format!("{name}: PCIe link at its maximum, {} GT/s x{}", cur.gts, cur.width);
+        return Some(Check::new("pcie-link", Status::Pass, summary).ev("device", device).ev("pci", pci));
+    }
+    let share = (cur.gts * f64::from(cur.width)) / (max.gts * f64::from(max.width));
+    let summary = format!(
+        "{name}: PCIe link trained down to {} GT/s x{} (it can do {} GT/s x{}): about {:.0} % of its bandwidth",
+        cur.gts,
+        cur.width,
+        max.gts,
+        max.width,
+        share * 100.0
+    );
+    Some(Check::new("pcie-link", Status::Warn, summary).ev("device", device).ev("pci", pci).hint(
+        "reseat the card or its riser, check the slot's BIOS setting (link speed, bifurcation), and compare with `lspci -vv` (LnkSta vs LnkCap)",
+    ))
 }
 
 /// One check per chosen NIC and per GPU.
 pub(super) fn checks(inp: &Inputs, gpus: &[Place]) -> Vec<Check> {
-    let mut out: Vec<Check> = gpu::chosen_nics(inp)
-        .iter()
-        .filter_map(|(name, place)| check_one(inp.sysfs, "NIC", name, &place.pci))
-        .collect();
+    let nics = gpu::chosen_nics(inp);
+    let mut out: Vec<Check> = nics.iter().filter_map(|(n, place)| check_one(inp.sysfs, "NIC", n, &place.pci)).collect();
     out.extend(gpus.iter().filter_map(|g| check_one(inp.sysfs, "GPU", &g.pci, &g.pci)));
     out
 }

@@ -24,19 +24,15 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
             continue;
         }
         let best = siblings.iter().map(|c| c.3).fold(0.0, f64::max);
-        let c = if *g < best {
-            Check::new(
-                "port-rate",
-                Status::Warn,
-                format!("{dev}:{port} runs at {g} Gb/s ({text}) while its sibling ports run at {best} Gb/s: the job's collectives go at the slowest rail's pace"),
-            )
+        let mut c = if *g < best {
+            let summary = format!("{dev}:{port} runs at {g} Gb/s ({text}) while its sibling ports run at {best} Gb/s: the job's collectives go at the slowest rail's pace");
+            Check::new("port-rate", Status::Warn, summary)
             .hint("check the cable and transceiver kind, the switch port's configured speed, and `ibstat`/`ethtool` on the host")
         } else {
             Check::new("port-rate", Status::Pass, format!("{dev}:{port} at {g} Gb/s, as fast as its sibling ports"))
         };
-        out.push(
-            c.ev("device", dev.as_str()).ev("port", *port).ev("rate", text.as_str()).ev("siblings_best_gbps", best),
-        );
+        c = c.ev("device", dev.as_str()).ev("port", *port).ev("rate", text.as_str());
+        out.push(c.ev("siblings_best_gbps", best));
     }
     out
 }

@@ -29,49 +29,34 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
             let gid_index = p.gid.as_ref().map(|g| g.index);
             let base =
                 |c: Check| c.ev("device", dev.name.as_str()).ev("port", p.port).ev("gid_index", json!(gid_index));
-            // ibverbs could not be asked about it (this build links no provider for its driver).
-            if let Some(VerbsCheck::NotChecked { reason }) = &p.verbs {
-                out.push(
-                    base(Check::new(
-                        "selftest",
-                        Status::Warn,
-                        format!("{label}: loopback self-test not run: {reason}"),
-                    ))
-                    .hint("NCCL uses the image's own rdma-core: this says nothing against the device"),
-                );
-                continue;
-            }
-            if !names.contains(&dev.name) {
-                out.push(
-                    base(Check::new(
-                        "selftest",
-                        Status::Fail,
-                        format!("{label}: {}", VerbsError::NotListed(dev.name.clone())),
-                    ))
-                    .hint("see the uverbs check for this device"),
-                );
+            let skip = match &p.verbs {
+                // ibverbs could not be asked about it (this build links no provider for its driver).
+                Some(VerbsCheck::NotChecked { reason }) => Some((
+                    Status::Warn,
+                    format!("{label}: loopback self-test not run: {reason}"),
+                    "NCCL uses the image's own rdma-core: this says nothing against the device",
+                )),
+                _ if !names.contains(&dev.name) => Some((
+                    Status::Fail,
+                    format!("{label}: {}", VerbsError::NotListed(dev.name.clone())),
+                    "see the uverbs check for this device",
+                )),
+                _ => None,
+            };
+            if let Some((status, summary, hint)) = skip {
+                out.push(base(Check::new("selftest", status, summary)).hint(hint));
                 continue;
             }
             let queried = inp.verbs.query_port(&dev.name, port, gid_index);
             let r = inp.verbs.selftest(&dev.name, port, gid_index, opts);
-            let mut c = if r.passed {
-                Check::new("selftest", Status::Pass, format!("{label}: loopback RC send passed in {} us", r.micros))
+            let (status, summary) = if r.passed {
+                (Status::Pass, format!("{label}: loopback RC send passed in {} us", r.micros))
             } else {
-                let c = Check::new(
-                    "selftest",
-                    Status::Fail,
-                    format!(
-                        "{label}: loopback RC send failed at {}: {}",
-                        r.step.as_deref().unwrap_or("?"),
-                        r.status.as_deref().unwrap_or("?")
-                    ),
-                );
-                match &r.hint {
-                    Some(h) => c.hint(h.as_str()),
-                    None => c,
-                }
+                let (step, status) = (r.step.as_deref().unwrap_or("?"), r.status.as_deref().unwrap_or("?"));
+                (Status::Fail, format!("{label}: loopback RC send failed at {step}: {status}"))
             };
-            c = c.ev("result", json!(r));
+            let mut c = Check::new("selftest", status, summary).ev("result", json!(r));
+            c.hint = r.hint.clone().filter(|_| !r.passed);
             c = match queried {
                 Ok(vp) => c.ev("query_port", json!(vp)),
                 Err(e) => c.ev("query_port_error", e.to_string()),

@@ -9,15 +9,15 @@ pub(super) fn check(inp: &Inputs) -> Option<Check> {
     let u = inp.plan.userspace.as_ref()?;
     let mut findings = Vec::new();
     let mut status = Status::Pass;
-    match &u.libibverbs {
-        Some(v) => findings.push(format!("libibverbs.so.1 is {} ({})", v.path, v.by)),
-        None => findings.push("no libibverbs.so.1".into()),
-    }
+    findings.push(match &u.libibverbs {
+        Some(v) => format!("libibverbs.so.1 is {} ({})", v.path, v.by),
+        None => "no libibverbs.so.1".into(),
+    });
     for p in &u.providers {
-        match (&p.library, &p.config) {
-            (Some(l), Some(_)) => findings.push(format!("{} provider {l} for {}", p.name, p.devices.join(", "))),
-            _ => findings.push(format!("no usable {} provider for {}", p.name, p.devices.join(", "))),
-        }
+        findings.push(match (&p.library, &p.config) {
+            (Some(l), Some(_)) => format!("{} provider {l} for {}", p.name, p.devices.join(", ")),
+            _ => format!("no usable {} provider for {}", p.name, p.devices.join(", ")),
+        });
     }
     match &u.nccl {
         Some(n) => findings.push(format!(
@@ -53,8 +53,6 @@ pub(super) fn check(inp: &Inputs) -> Option<Check> {
         ));
     }
     let mut c = Check::new("userspace", status, findings.join("; ")).ev("userspace", json!(u));
-    if let Some(h) = hint {
-        c = c.hint(h);
-    }
+    c.hint = hint;
     Some(c)
 }

@@ -77,10 +77,7 @@ pub fn render(h: &Health, written_by: &str, now: u64, expiry: Option<u64>) -> (S
 
 /// Why `name` is not a valid Kubernetes label key (`prefix/name`), or `None`.
 pub fn label_name_error(key: &str) -> Option<String> {
-    let (prefix, name) = match key.split_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, key),
-    };
+    let (prefix, name) = key.split_once('/').map_or((None, key), |(p, n)| (Some(p), n));
     if let Some(p) = prefix {
         let label_ok = |l: &str| {
             !l.is_empty()

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::{Health, View};
-use crate::doctor::Status;
+use crate::doctor::{status_word, Status};
 
 /// What the writer knows besides the health value.
 #[derive(Debug, Clone, Default)]
@@ -112,12 +112,8 @@ pub fn render(h: &Health, round: &Round) -> String {
         o.one(name, "gauge", help, value);
     }
     let devices: Samples = h.devices.iter().map(|(k, n)| (vec![("kind", k.to_string())], *n as f64)).collect();
-    o.family(
-        "rdma_devices",
-        "gauge",
-        "RDMA devices by kind (pf, vf, sf, software, unknown); the node's view counts VFs and SFs but checks only the rest",
-        &devices,
-    );
+    let help = "RDMA devices by kind (pf, vf, sf, software, unknown); the node's view counts VFs and SFs but checks only the rest";
+    o.family("rdma_devices", "gauge", help, &devices);
     #[rustfmt::skip]
     let gauges = [
         ("gid_index_consistent",
@@ -136,49 +132,30 @@ pub fn render(h: &Health, round: &Round) -> String {
     for (name, help, value) in gauges {
         o.one(name, "gauge", help, value);
     }
-    let checks: Samples = h
-        .checks
-        .iter()
-        .map(|(k, s)| {
-            let labels = vec![
-                ("check", k.id.to_string()),
-                ("device", k.device.clone().unwrap_or_default()),
-                ("port", k.port.map(|p| p.to_string()).unwrap_or_default()),
-                ("variable", k.variable.clone().unwrap_or_default()),
-            ];
-            (labels, status_value(*s))
-        })
-        .collect();
+    let mut checks: Samples = Vec::new();
+    for (k, s) in &h.checks {
+        let (device, variable) = (k.device.clone().unwrap_or_default(), k.variable.clone().unwrap_or_default());
+        let port = k.port.map(|p| p.to_string()).unwrap_or_default();
+        let labels = vec![("check", k.id.to_string()), ("device", device), ("port", port), ("variable", variable)];
+        checks.push((labels, status_value(*s)));
+    }
     o.family("check_status", "gauge", "Each doctor check: 0 pass, 1 warn, 2 fail (ids: docs/doctor.md)", &checks);
+    let count = |s| h.checks.values().filter(|c| **c == s).count() as f64;
     let counts: Samples = [Status::Pass, Status::Warn, Status::Fail]
-        .into_iter()
-        .map(|s| {
-            (
-                vec![("status", crate::doctor::status_word(s).to_string())],
-                h.checks.values().filter(|c| **c == s).count() as f64,
-            )
-        })
-        .collect();
+        .map(|s| (vec![("status", status_word(s).to_string())], count(s)))
+        .into();
     o.family("checks", "gauge", "Checks by status", &counts);
 
     let port = |p: &super::PortHealth| vec![("device", p.device.clone()), ("port", p.port.to_string())];
-    let info: Samples = h
-        .ports
-        .iter()
-        .map(|p| {
-            let mut l = port(p);
-            l.push(("kind", p.kind.to_string()));
-            l.push(("link_layer", p.link_layer.clone().unwrap_or_default()));
-            l.push(("rate", p.rate.clone().unwrap_or_default()));
-            (l, 1.0)
-        })
-        .collect();
-    o.family(
-        "port_info",
-        "gauge",
-        "One per RDMA port: its device kind, link layer and rate as sysfs prints them; always 1",
-        &info,
-    );
+    let mut info: Samples = Vec::new();
+    for p in &h.ports {
+        let (layer, rate) = (p.link_layer.clone().unwrap_or_default(), p.rate.clone().unwrap_or_default());
+        let mut l = port(p);
+        l.extend([("kind", p.kind.to_string()), ("link_layer", layer), ("rate", rate)]);
+        info.push((l, 1.0));
+    }
+    let help = "One per RDMA port: its device kind, link layer and rate as sysfs prints them; always 1";
+    o.family("port_info", "gauge", help, &info);
     type Figure = fn(&super::PortHealth) -> Option<f64>;
     #[rustfmt::skip]
     let figures: [(&str, &str, Figure); 5] = [
@@ -378,36 +355,22 @@ fn ring(o: &mut Out, r: &super::ring::Report) {
         let port = p.port.map(|n| n.to_string()).unwrap_or_default();
         vec![("peer", next.to_string()), ("device", p.device.clone()), ("port", port)]
     };
-    let samples: Samples = pairs
-        .iter()
-        .map(|p| {
-            let mut labels = pair(p);
-            labels.push(("cause", p.cause.unwrap_or_default().to_string()));
-            (labels, status_value(p.status))
-        })
-        .collect();
-    o.family(
-        "ring_pair_status",
-        "gauge",
-        "Each pair of the last ring round towards the successor (peer): 0 pass, 1 warn (slow-pair: below 70 % of this node's rails' median or of its rated speed), 2 fail, with ping's cause id; no device: the test could not run",
-        &samples,
-    );
+    let mut samples: Samples = Vec::new();
+    for p in pairs {
+        let mut labels = pair(p);
+        labels.push(("cause", p.cause.unwrap_or_default().to_string()));
+        samples.push((labels, status_value(p.status)));
+    }
+    let help = "Each pair of the last ring round towards the successor (peer): 0 pass, 1 warn (slow-pair: below 70 % of this node's rails' median or of its rated speed), 2 fail, with ping's cause id; no device: the test could not run";
+    o.family("ring_pair_status", "gauge", help, &samples);
     // kb/s (the pair test's figures) to bytes per second: x 1000 / 8.
     let figure = |f: fn(&Pair) -> Option<u64>| -> Samples {
         pairs.iter().filter_map(|p| Some((pair(p), f(p)? as f64 * 125.0))).collect()
     };
-    o.family(
-        "ring_pair_bandwidth_bytes_per_second",
-        "gauge",
-        "Each passing pair's bandwidth in the last ring round towards the successor (peer), bytes per second: a 200 ms run of 64 KiB RDMA writes, host memory to host memory",
-        &figure(|p| p.kbps),
-    );
-    o.family(
-        "ring_pair_rate_bytes_per_second",
-        "gauge",
-        "The rated speed of each pair's slower end (the ports' rate), bytes per second; hardware ports only",
-        &figure(|p| p.rated_kbps),
-    );
+    let help = "Each passing pair's bandwidth in the last ring round towards the successor (peer), bytes per second: a 200 ms run of 64 KiB RDMA writes, host memory to host memory";
+    o.family("ring_pair_bandwidth_bytes_per_second", "gauge", help, &figure(|p| p.kbps));
+    let help = "The rated speed of each pair's slower end (the ports' rate), bytes per second; hardware ports only";
+    o.family("ring_pair_rate_bytes_per_second", "gauge", help, &figure(|p| p.rated_kbps));
 }
 
 #[cfg(test)]

@@ -128,11 +128,7 @@ impl Health {
                 _ => None,
             })
             .collect();
-        if seen.len() > 1 {
-            Some("mixed")
-        } else {
-            seen.first().copied()
-        }
+        (seen.len() > 1).then_some("mixed").or(seen.first().copied())
     }
 
     /// The slowest usable port's rate in Gb/s.
@@ -260,12 +256,11 @@ pub fn write_outputs(
         for r in refused {
             log::warn!("feature left out, not valid as a Kubernetes label: {r}");
         }
-        if text.len() > features::NFD_MAX_BYTES {
+        let (n, max) = (text.len(), features::NFD_MAX_BYTES);
+        if n > max {
             errors.push(format!(
-                "{}: {} bytes, over NFD's {} byte limit for a feature file; not written",
-                path.display(),
-                text.len(),
-                features::NFD_MAX_BYTES
+                "{}: {n} bytes, over NFD's {max} byte limit for a feature file; not written",
+                path.display()
             ));
         } else if let Err(e) = nw_output::write::atomic(path, text.as_bytes()) {
             errors.push(format!("features: {e}"));
@@ -282,15 +277,8 @@ pub fn write_outputs(
 /// `doctor --features/--metrics`: the pod's view of the report doctor just printed.
 pub fn write_for_doctor(inp: &crate::doctor::Inputs, report: &Report, out: &Outputs) -> Result<(), String> {
     let counters = read_counters(inp.sysfs, inp.plan);
-    let none = BTreeMap::new();
-    let h = summarize(&Facts {
-        view: View::Pod,
-        plan: inp.plan,
-        report,
-        memlock: inp.memlock,
-        counters: &counters,
-        skipped: &none,
-    });
+    let (plan, memlock, skipped) = (inp.plan, inp.memlock, &BTreeMap::new());
+    let h = summarize(&Facts { view: View::Pod, plan, report, memlock, counters: &counters, skipped });
     let round = metrics::Round { timestamp: watch::unix_now(), ..Default::default() };
     write_outputs(out, &h, &round, "nccl-wrap doctor", None)
 }

@@ -12,7 +12,7 @@ use nw_output::msg::PREFIX;
 use nw_pairtest::desk;
 use nw_pairtest::door::{Allow, Over, Policy, Tags};
 use nw_pairtest::edge::PairTest;
-use nw_pairtest::exchange::{self, ExchangeError, Session};
+use nw_pairtest::exchange::{ExchangeError, Session};
 use nw_pairtest::output::PairResult;
 use nw_pairtest::slow::{self, Figure};
 use nw_pairtest::wire::Hello;
@@ -33,13 +33,11 @@ pub const LIMITS: Settings = Settings {
 /// silent one (a probe) holds a predecessor's test up this long at most; peers say hello at once.
 pub const HELLO: Duration = Duration::from_millis(500);
 
-pub const MAX_ANSWER_BYTES: u32 = 1 << 20;
-
 /// The largest test a peer may ask an agent to answer (a peer's knobs are its own, within these):
 /// the listener's own settings bound every hello (a larger one is refused, named: [`policy`]).
 pub const ANSWER: Settings = Settings {
     all_pairs: true,
-    bytes: MAX_ANSWER_BYTES,
+    bytes: 1 << 20,
     iters: 1000,
     duration_ms: 500,
     timeout: Duration::from_secs(2),
@@ -108,11 +106,6 @@ pub fn policy(allowed: &Allowed, timeout: Duration, max_peers: Option<usize>) ->
         tags: Tags::Refuse("a gate's pair test; this port is a node agent's ring"),
         ..Policy::new(Allow::Peers(Arc::clone(allowed)), HELLO, Settings { timeout, ..ANSWER })
     }
-}
-
-/// The listener of `port` on every address, both families (the pair test's one dual-stack bind).
-pub fn bind(port: u16) -> Result<TcpListener, String> {
-    exchange::bind_any(port).map_err(|e| format!("ring: {e}"))
 }
 
 /// Answers peers on `l` one at a time until `max_peers` tests or for ever; a stray or a failed
@@ -200,21 +193,14 @@ impl Report {
                 let bad: Vec<String> = pairs
                     .iter()
                     .filter(|p| p.status != Status::Pass)
-                    .map(|p| match p.port {
-                        Some(n) => format!("{}:{n} {}", p.device, p.cause.unwrap_or("?")),
-                        None => match &p.summary {
-                            Some(why) => format!("{}: {why}", p.cause.unwrap_or("?")),
-                            None => p.cause.unwrap_or("?").to_string(),
-                        },
+                    .map(|p| match (p.port, &p.summary) {
+                        (Some(n), _) => format!("{}:{n} {}", p.device, p.cause.unwrap_or("?")),
+                        (None, Some(why)) => format!("{}: {why}", p.cause.unwrap_or("?")),
+                        (None, None) => p.cause.unwrap_or("?").to_string(),
                     })
                     .collect();
-                format!(
-                    "ring: {} towards {next} ({} pair(s) of {} peers){}",
-                    self.word(),
-                    pairs.len(),
-                    self.peers,
-                    if bad.is_empty() { String::new() } else { format!("; {}", bad.join(", ")) }
-                )
+                let bad = if bad.is_empty() { String::new() } else { format!("; {}", bad.join(", ")) };
+                format!("ring: {} towards {next} ({} pair(s) of {} peers){bad}", self.word(), pairs.len(), self.peers)
             }
         }
     }
@@ -388,7 +374,7 @@ mod tests {
         let peers = [ip("10.0.0.1"), ip("10.0.0.2")];
         assert_eq!(refusal(ip("::ffff:10.0.0.2"), &hello(4096), &peers), None);
         assert!(refusal(ip("10.0.0.3"), &hello(4096), &peers).is_some_and(|w| w.contains("not among")));
-        assert!(refusal(ip("10.0.0.1"), &hello(MAX_ANSWER_BYTES + 1), &peers).is_some_and(|w| w.contains("at most")));
+        assert!(refusal(ip("10.0.0.1"), &hello(ANSWER.bytes + 1), &peers).is_some_and(|w| w.contains("at most")));
         assert!(refusal(ip("10.0.0.1"), &hello(4096), &[]).is_some_and(|w| w.contains("none yet")));
         let tagged =
             Hello { gate: Some(nw_pairtest::wire::Tag { job: "j".into(), rank: 1, mac: None }), ..hello(4096) };

@@ -100,7 +100,8 @@ struct Ring<'a> {
 
 /// Binds the ring's port and answers peers on a thread for the agent's life.
 fn start_ring<'a>(r: &Roots, config: &'a ring::Config, verbs: &'a dyn Verbs) -> Result<Ring<'a>, String> {
-    let listener = ring::bind(config.port)?;
+    // The pair test's one dual-stack bind: every address, both families.
+    let listener = nw_pairtest::exchange::bind_any(config.port).map_err(|e| format!("ring: {e}"))?;
     let not_yet = nw_pairtest::edge::cannot("no-port", "the first ring round has not run yet", "wait for it");
     let fabric = std::sync::Arc::new(Rdma::new(Err(not_yet), here::hostname(r.proc_root, r.vars)));
     // The peers known before the listener starts: a predecessor whose first ring round comes
@@ -224,8 +225,7 @@ pub fn main(r: &Roots, opts: &Options, verbs: &dyn Verbs) -> u8 {
                     return 0;
                 }
                 Ok(Some(libc::SIGHUP)) => break,
-                Ok(_) => {}
-                Err(nix::errno::Errno::EINTR) => {}
+                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
                 Err(e) => {
                     eprintln!("{PREFIX} watch: cannot wait for signals: {e}");
                     return EXIT_CANNOT_RUN;
@@ -247,13 +247,9 @@ pub fn verdict(h: &Health) -> String {
             _ => k.id.to_string(),
         })
         .collect();
-    format!(
-        "{}: {} of {} RDMA port(s) usable{}",
-        if h.healthy { "healthy" } else { "NOT healthy" },
-        h.usable(),
-        h.ports.len(),
-        if failing.is_empty() { String::new() } else { format!("; failing: {}", failing.join(", ")) }
-    )
+    let state = if h.healthy { "healthy" } else { "NOT healthy" };
+    let failing = if failing.is_empty() { String::new() } else { format!("; failing: {}", failing.join(", ")) };
+    format!("{state}: {} of {} RDMA port(s) usable{failing}", h.usable(), h.ports.len())
 }
 
 pub fn unix_now() -> f64 {
