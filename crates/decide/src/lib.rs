@@ -25,8 +25,8 @@ mod reasons;
 #[cfg(test)]
 #[path = "same_tables_tests.rs"]
 mod same_tables;
-pub use ready::{asks, ready, settle, Ready};
-pub use reasons::{index_is_kept, Extra};
+pub use ready::{asks, settle};
+pub use reasons::index_is_kept;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct PortDecision {
@@ -402,18 +402,12 @@ pub fn plan_with(
     // On a disagreement (or a --rails that matches nothing), NCCL_IB_HCA is left to NCCL.
     let mut hca_default = false;
     if let Some((decision, report)) = rails.filter(|_| detection.every_visible).and_then(|r| host::classify(&used, r)) {
-        match &decision.verdict {
-            rails::Verdict::Disagreement { why } => {
-                warnings.push(format!("rails not chosen: {why}"));
-                hca_default = true;
-            }
-            rails::Verdict::Unmatched { .. } => {
-                warnings.push(format!(
-                    "{}: NCCL_IB_HCA is left to NCCL's default (every active port); --require-rdma would refuse",
-                    report.why.as_deref().unwrap_or("--rails matches no port")
-                ));
-                hca_default = true;
-            }
+        let left_to_nccl = match &decision.verdict {
+            rails::Verdict::Disagreement { why } => Some(format!("rails not chosen: {why}")),
+            rails::Verdict::Unmatched { .. } => Some(format!(
+                "{}: NCCL_IB_HCA is left to NCCL's default (every active port); --require-rdma would refuse",
+                report.why.as_deref().unwrap_or("--rails matches no port")
+            )),
             rails::Verdict::Confident | rails::Verdict::Override => {
                 for c in &decision.ports {
                     let rails::Class::LeftOut { rule, evidence, fix } = &c.class else { continue };
@@ -423,8 +417,11 @@ pub fn plan_with(
                         x.reason = Some(format!("left out ({}): {evidence}; {fix}", rule.name()));
                     }
                 }
+                None
             }
-        }
+        };
+        hca_default = left_to_nccl.is_some();
+        warnings.extend(left_to_nccl);
         rails_report = Some(report);
     }
     if used.len() > MAX_HCA_ENTRIES {

@@ -8,28 +8,21 @@ use nw_nccl::gid::{self, GidEntry, GidPrefs, RoceType};
 /// One used RoCE port and its entry at a kept index (GID and type text; `None`: unreadable).
 pub(crate) type KeptEntry = (String, Option<String>, Option<String>);
 
-/// What sysfs said beyond the port facts, read only where it matters.
-#[derive(Debug, Clone, Default)]
-pub struct Extra {
-    /// Devices whose `node_type` is `4: RNIC` (iWARP).
-    pub iwarp: Vec<String>,
-    /// A user's kept `NCCL_IB_GID_INDEX`, and the entry it points at on each used RoCE port.
-    pub kept_index: Option<(String, Vec<KeptEntry>)>,
-}
-
 /// The user's `NCCL_IB_GID_INDEX` stays in the child's environment: set, and not replaced.
 pub fn index_is_kept(plan: &Plan, user: Option<&str>) -> bool {
     user.is_some() && !plan.vars.iter().any(|v| v.name == IB_GID_INDEX && v.action != Action::Kept)
 }
 
-pub(crate) fn apply(plan: &mut Plan, extra: &Extra, prefs: &GidPrefs) {
-    for d in plan.decisions.iter_mut().filter(|d| !d.used && extra.iwarp.contains(&d.device)) {
+/// `iwarp`: devices whose `node_type` is `4: RNIC`; `kept_index`: a user's kept
+/// `NCCL_IB_GID_INDEX`, and the entry it points at on each used RoCE port.
+pub(crate) fn apply(plan: &mut Plan, iwarp: &[String], kept_index: Option<(String, Vec<KeptEntry>)>, prefs: &GidPrefs) {
+    for d in plan.decisions.iter_mut().filter(|d| !d.used && iwarp.contains(&d.device)) {
         d.reason = Some(format!(
             "an iWARP device (node_type 4: RNIC): NCCL's verbs transport uses InfiniBand and RoCE ports only{}",
             d.reason.as_deref().map(|r| format!(" (the port rule said: {r})")).unwrap_or_default()
         ));
     }
-    if let Some((value, entries)) = &extra.kept_index {
+    if let Some((value, entries)) = &kept_index {
         let index = value.trim().parse::<u32>().ok();
         let mut bad = Vec::new();
         for (label, g, t) in entries {
