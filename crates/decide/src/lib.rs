@@ -87,10 +87,10 @@ pub struct Plan {
     pub rdma: bool,
     pub vars: Vec<Var>,
     pub warnings: Vec<String>,
-    /// What NCCL in this image will load (see `ready`).
+    /// What NCCL in this image will load (see `settle`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub userspace: Option<Userspace>,
-    /// NCCL's and Gloo's bootstrap interface (see `ready`).
+    /// NCCL's and Gloo's bootstrap interface (see `settle`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bootstrap: Option<Bootstrap>,
     /// Lines the summary prints that are no warnings (a pin not set, and why).
@@ -108,9 +108,9 @@ pub struct Plan {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Efa {
     pub devices: Vec<String>,
-    /// The net plugin NCCL will load (filled by `ready`).
+    /// The net plugin NCCL will load (filled by `settle`).
     pub plugin: Option<String>,
-    /// `libfabric.so.1`, which aws-ofi-nccl loads (filled by `ready`).
+    /// `libfabric.so.1`, which aws-ofi-nccl loads (filled by `settle`).
     pub libfabric: Option<String>,
     /// What the image lacks for them, in words: a warning, and what `--require-rdma` refuses on.
     pub missing: Vec<String>,
@@ -136,16 +136,14 @@ pub fn management_function(d: &Device) -> Option<Management> {
         });
     }
     let shape = f.subsystem.as_deref() == Some("15b3:0087") && f.max_link_width == Some(2);
-    match (&f.vpd_unreadable, shape) {
-        (Some(why), true) => Some(Management {
-            reason: format!(
-                "probably an NVSwitch management function, not a data NIC: a PCIe x2 {}link with subsystem 15b3:0087, as the HGX B200 baseboard's ConnectX-7 bridge (weak evidence: its VPD, which would say SMDL=SW_MNG, cannot be read here: {why})",
-                f.max_link_speed.as_deref().map(|s| format!("{s} ")).unwrap_or_default()
-            ),
-            weak: true,
-        }),
-        _ => None,
-    }
+    let why = f.vpd_unreadable.as_ref().filter(|_| shape)?;
+    Some(Management {
+        reason: format!(
+            "probably an NVSwitch management function, not a data NIC: a PCIe x2 {}link with subsystem 15b3:0087, as the HGX B200 baseboard's ConnectX-7 bridge (weak evidence: its VPD, which would say SMDL=SW_MNG, cannot be read here: {why})",
+            f.max_link_speed.as_deref().map(|s| format!("{s} ")).unwrap_or_default()
+        ),
+        weak: true,
+    })
 }
 
 /// A function that carries no job traffic, and why.
@@ -366,15 +364,13 @@ pub fn plan_with(
             warnings.push(format!("{}: left out, {}", dev.name, m.reason));
         }
         for p in &dev.ports {
-            let mut reason = if let Some(m) = &management {
-                Some(m.reason.clone())
-            } else if on_efa {
-                Some(match p.state_name() {
+            let mut reason = match &management {
+                Some(m) => Some(m.reason.clone()),
+                None if on_efa => Some(match p.state_name() {
                     Some("ACTIVE") => EFA_REASON.to_string(),
                     other => format!("{EFA_REASON}; its port is {}", other.unwrap_or("in an unreadable state")),
-                })
-            } else {
-                port_problem(p, prefs)
+                }),
+                None => port_problem(p, prefs),
             };
             if let (None, Some(VerbsCheck::Port(v)), Some(g)) = (&reason, &p.verbs, &p.gid) {
                 if let Some(vg) = v.gid.as_deref().filter(|vg| *vg != g.gid) {
@@ -382,14 +378,12 @@ pub fn plan_with(
                     warnings.push(format!("{d}:{port}: GID {i} reads {} in sysfs but {vg} through ibverbs", g.gid));
                 }
             }
-            if let (None, Some(t)) = (&reason, &p.selftest) {
-                if !t.passed {
-                    let line = verify::describe_failure(&dev.name, p.port, t);
-                    if choices.require_rdma {
-                        reason = Some(line);
-                    } else {
-                        warnings.push(format!("{line}; the port is kept (--require-rdma would drop it)"));
-                    }
+            if let (None, Some(t)) = (&reason, p.selftest.as_ref().filter(|t| !t.passed)) {
+                let line = verify::describe_failure(&dev.name, p.port, t);
+                if choices.require_rdma {
+                    reason = Some(line);
+                } else {
+                    warnings.push(format!("{line}; the port is kept (--require-rdma would drop it)"));
                 }
             }
             if reason.is_none() {
