@@ -237,10 +237,8 @@ pub fn user_value_problem(name: &str, value: &str, addrs: &[OwnAddr]) -> Option<
 /// the value nccl-wrap chose replaces it (where it chose one).
 pub fn user_values(plan: &mut Plan, vars: &Vars, addrs: &[OwnAddr], override_user: bool) {
     for name in [SOCKET_IFNAME, GLOO_SOCKET_IFNAME] {
-        let Some(user) = crate::user(vars, name) else { continue };
-        let Some(why) = user_value_problem(name, &user, addrs) else { continue };
-        let var = plan.vars.iter_mut().find(|v| v.name == name);
-        let line = match var {
+        let Some(why) = crate::user(vars, name).and_then(|u| user_value_problem(name, &u, addrs)) else { continue };
+        let line = match plan.vars.iter_mut().find(|v| v.name == name) {
             Some(v) if override_user => {
                 v.action = Action::Override;
                 format!("{why}; replaced with {:?} (--override)", v.value)
