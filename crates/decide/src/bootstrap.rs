@@ -2,7 +2,6 @@
 //! default route; never a rail, loopback or link-local only. Pure but for the routing table's
 //! lazy read; a user's `NCCL_SOCKET_IFNAME`/`GLOO_SOCKET_IFNAME` is kept and checked.
 
-use std::ffi::OsStr;
 use std::net::IpAddr;
 
 use serde::Serialize;
@@ -44,10 +43,8 @@ pub struct Bootstrap {
 /// `(where it was given, host)`: the launcher's variables first, then the gate's.
 pub fn coordinator(vars: &Vars, gate: Option<Gate>) -> Option<(String, String)> {
     for v in ["MASTER_ADDR", "PET_MASTER_ADDR"] {
-        if let Some(x) = vars.get(OsStr::new(v)).map(|x| x.to_string_lossy().trim().to_string()) {
-            if !x.is_empty() {
-                return Some((v.to_string(), x));
-            }
+        if let Some(x) = crate::user(vars, v).map(|x| x.trim().to_string()).filter(|x| !x.is_empty()) {
+            return Some((v.to_string(), x));
         }
     }
     let Gate { name, value: g } = gate?;
@@ -208,15 +205,6 @@ pub fn host_rails(plan: &Plan, r: &RailsReport) -> Vec<String> {
     out
 }
 
-/// The interfaces of `addrs` whose every address is link-local.
-fn link_local_only(addrs: &[OwnAddr]) -> Vec<&str> {
-    let mut names: Vec<&str> = addrs.iter().map(|a| a.ifname.as_str()).collect();
-    names.sort_unstable();
-    names.dedup();
-    names.retain(|n| addrs.iter().filter(|a| a.ifname == *n).all(|a| is_link_local(&a.addr)));
-    names
-}
-
 /// Why a user's value of `name` is wrong here, or `None`: Gloo reads plain interface names only,
 /// and NCCL must not be let take a link-local-only interface. A start warns of it; doctor fails it.
 pub fn user_value_problem(name: &str, value: &str, addrs: &[OwnAddr]) -> Option<String> {
@@ -231,7 +219,11 @@ pub fn user_value_problem(name: &str, value: &str, addrs: &[OwnAddr]) -> Option<
         return None;
     }
     let list = List::parse(value);
-    let taken: Vec<&str> = link_local_only(addrs).into_iter().filter(|n| *n != "lo" && list.selects(n, None)).collect();
+    let link_local_only = |n: &str| addrs.iter().filter(|a| a.ifname == n).all(|a| is_link_local(&a.addr));
+    let mut taken: Vec<&str> = addrs.iter().map(|a| a.ifname.as_str()).collect();
+    taken.retain(|n| *n != "lo" && list.selects(n, None) && link_local_only(n));
+    taken.sort_unstable();
+    taken.dedup();
     (!taken.is_empty()).then(|| {
         format!(
             "{name}={:?} lets NCCL take {}, with only link-local addresses (fe80::/10, 169.254.0.0/16): its bootstrap there reaches no other node and hangs (NVIDIA/nccl#1291)",
@@ -245,10 +237,8 @@ pub fn user_value_problem(name: &str, value: &str, addrs: &[OwnAddr]) -> Option<
 /// the value nccl-wrap chose replaces it (where it chose one).
 pub fn user_values(plan: &mut Plan, vars: &Vars, addrs: &[OwnAddr], override_user: bool) {
     for name in [SOCKET_IFNAME, GLOO_SOCKET_IFNAME] {
-        let Some(user) = vars.get(OsStr::new(name)).map(|v| v.to_string_lossy().into_owned()) else { continue };
-        let Some(why) = user_value_problem(name, &user, addrs) else { continue };
-        let var = plan.vars.iter_mut().find(|v| v.name == name);
-        let line = match var {
+        let Some(why) = crate::user(vars, name).and_then(|u| user_value_problem(name, &u, addrs)) else { continue };
+        let line = match plan.vars.iter_mut().find(|v| v.name == name) {
             Some(v) if override_user => {
                 v.action = Action::Override;
                 format!("{why}; replaced with {:?} (--override)", v.value)

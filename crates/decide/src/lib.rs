@@ -25,8 +25,8 @@ mod reasons;
 #[cfg(test)]
 #[path = "same_tables_tests.rs"]
 mod same_tables;
-pub use ready::{asks, ready, settle, Ready};
-pub use reasons::{index_is_kept, Extra};
+pub use ready::{asks, settle};
+pub use reasons::index_is_kept;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct PortDecision {
@@ -48,6 +48,22 @@ pub enum Action {
     Override,
 }
 
+impl Action {
+    /// Kept where the user's `previous` is `wanted` already, or `--override` is not given.
+    fn of(previous: Option<&str>, wanted: &str, override_user: bool) -> Action {
+        match previous {
+            None => Action::Set,
+            Some(p) if p == wanted || !override_user => Action::Kept,
+            Some(_) => Action::Override,
+        }
+    }
+}
+
+/// The user's value of `name`, if set.
+fn user(vars: &Vars, name: &str) -> Option<String> {
+    vars.get(OsStr::new(name)).map(|v| v.to_string_lossy().into_owned())
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Var {
     pub name: &'static str,
@@ -66,39 +82,35 @@ pub struct Plan {
     /// `dev:port` of the ports handed to NCCL, in natural name order.
     pub hca: Vec<String>,
     pub gid_index: Option<u32>,
-    /// `NCCL_IB_ADDR_RANGE` to export where the ports' own entries differ in index but NCCL's
-    /// rule, narrowed to this range, lands on each of them.
+    /// `NCCL_IB_ADDR_RANGE`, where the ports' own entries differ in index (see `gid_choice`).
     pub addr_range: Option<String>,
     pub rdma: bool,
     pub vars: Vec<Var>,
     pub warnings: Vec<String>,
-    /// What NCCL in this image will load (see `ready`).
+    /// What NCCL in this image will load (see `settle`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub userspace: Option<Userspace>,
-    /// NCCL's and Gloo's bootstrap interface (see `ready`).
+    /// NCCL's and Gloo's bootstrap interface (see `settle`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bootstrap: Option<Bootstrap>,
     /// Lines the summary prints that are no warnings (a pin not set, and why).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
-    /// The pod's AWS EFA devices, and what NCCL needs for them (see [`Efa`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub efa: Option<Efa>,
-    /// Where every visible device is the pod's: the rails rule's verdict, each port's class and
-    /// the evidence weighed (see [`host`], docs/rails.md).
+    /// Where every visible device is the pod's: the rails rule's verdict (docs/rails.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rails: Option<host::RailsReport>,
 }
 
-/// The pod's AWS EFA devices. NCCL reaches them through a net plugin (aws-ofi-nccl, over
-/// libfabric's `efa` provider), never through its IB transport: they are named as EFA, never put
-/// in `NCCL_IB_HCA`, and what the plugin needs is checked instead.
+/// The pod's AWS EFA devices, which NCCL reaches through a net plugin (aws-ofi-nccl), never
+/// through its IB transport: never put in `NCCL_IB_HCA`; what the plugin needs is checked instead.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Efa {
     pub devices: Vec<String>,
-    /// The net plugin NCCL will load (filled by `ready`).
+    /// The net plugin NCCL will load (filled by `settle`).
     pub plugin: Option<String>,
-    /// `libfabric.so.1`, which aws-ofi-nccl loads (filled by `ready`).
+    /// `libfabric.so.1`, which aws-ofi-nccl loads (filled by `settle`).
     pub libfabric: Option<String>,
     /// What the image lacks for them, in words: a warning, and what `--require-rdma` refuses on.
     pub missing: Vec<String>,
@@ -109,13 +121,9 @@ pub fn is_efa(d: &Device) -> bool {
     d.driver.as_deref() == Some("efa")
 }
 
-/// Why a device carries no job traffic, where what it says of itself shows it is an NVSwitch
-/// management function (the HGX/DGX B200 and B300 baseboard's ConnectX-7 bridge: Fabric Manager's
-/// "limited PFs" and their FC PFs, which the host sees as mlx5 InfiniBand devices with ACTIVE
-/// ports). Strongest evidence first (docs/field-inputs.md, section 6): the PCI VPD's
-/// `SMDL=SW_MNG`, Fabric Manager's own rule; where VPD cannot be read (root-only on most kernels),
-/// the PCIe shape the bridge has (an x2 link, subsystem 15b3:0087), said to be weak. The device
-/// ID does not tell: it is the data NICs' own.
+/// Why a device is an NVSwitch management function carrying no job traffic (the B200/B300
+/// baseboard's ConnectX-7 bridge, docs/field-inputs.md section 6): its VPD's `SMDL=SW_MNG`, else
+/// (VPD unreadable) its PCIe shape, weakly. Its device ID is the data NICs' own.
 pub fn management_function(d: &Device) -> Option<Management> {
     let f = d.function.as_ref()?;
     if f.vpd_smdl.as_deref() == Some("SW_MNG") {
@@ -128,16 +136,14 @@ pub fn management_function(d: &Device) -> Option<Management> {
         });
     }
     let shape = f.subsystem.as_deref() == Some("15b3:0087") && f.max_link_width == Some(2);
-    match (&f.vpd_unreadable, shape) {
-        (Some(why), true) => Some(Management {
-            reason: format!(
-                "probably an NVSwitch management function, not a data NIC: a PCIe x2 {}link with subsystem 15b3:0087, as the HGX B200 baseboard's ConnectX-7 bridge (weak evidence: its VPD, which would say SMDL=SW_MNG, cannot be read here: {why})",
-                f.max_link_speed.as_deref().map(|s| format!("{s} ")).unwrap_or_default()
-            ),
-            weak: true,
-        }),
-        _ => None,
-    }
+    let why = f.vpd_unreadable.as_ref().filter(|_| shape)?;
+    Some(Management {
+        reason: format!(
+            "probably an NVSwitch management function, not a data NIC: a PCIe x2 {}link with subsystem 15b3:0087, as the HGX B200 baseboard's ConnectX-7 bridge (weak evidence: its VPD, which would say SMDL=SW_MNG, cannot be read here: {why})",
+            f.max_link_speed.as_deref().map(|s| format!("{s} ")).unwrap_or_default()
+        ),
+        weak: true,
+    })
 }
 
 /// A function that carries no job traffic, and why.
@@ -171,11 +177,8 @@ impl Plan {
         self.rails.as_ref().filter(|r| r.verdict == "unmatched").and_then(|r| r.why.as_deref())
     }
 
-    /// The plan without the rails `drop` (`dev:port` as in `hca`, each with why), which the gate
-    /// dropped on every pod of the job (`--gate-prune`): out of `NCCL_IB_HCA` and the ports the
-    /// supervisor watches. Refused where a rail is not one handed to NCCL, or where
-    /// `NCCL_IB_HCA` is the user's, kept. Where NCCL's default was left (the rails rule could not
-    /// tell the rails), the rails left are named in `NCCL_IB_HCA` from now on.
+    /// The plan without the rails `drop` (`dev:port`, each with why) the gate dropped on every pod
+    /// (`--gate-prune`). Refused where a rail is not handed to NCCL or `NCCL_IB_HCA` is the user's.
     pub fn without(&self, drop: &[(String, String)]) -> Result<Plan, String> {
         let mut p = self.clone();
         if let Some((rail, _)) = drop.iter().find(|(r, _)| !p.hca.contains(r)) {
@@ -191,8 +194,7 @@ impl Plan {
                 )
             }
             Some(v) => v.value = value,
-            // NCCL's default left (the rails rule could not tell the rails; no user value): the
-            // gate tested every port that default takes, so the rest are named from now on.
+            // NCCL's default was left: the gate tested every port it takes, so name the rest.
             None => p.vars.push(Var { name: IB_HCA, value, action: Action::Set, previous: None }),
         }
         for d in &mut p.decisions {
@@ -214,7 +216,7 @@ impl Plan {
 pub fn gid_prefs(vars: &Vars) -> (GidPrefs, Vec<String>) {
     let mut prefs = GidPrefs::default();
     let mut warnings = Vec::new();
-    let get = |n: &str| vars.get(OsStr::new(n)).map(|v| v.to_string_lossy().trim().to_string());
+    let get = |n: &str| user(vars, n).map(|v| v.trim().to_string());
     if let Some(f) = get("NCCL_IB_ADDR_FAMILY") {
         match f.as_str() {
             "AF_INET" => prefs.family = Family::Inet,
@@ -239,8 +241,7 @@ pub fn gid_prefs(vars: &Vars) -> (GidPrefs, Vec<String>) {
     (prefs, warnings)
 }
 
-/// NCCL's GID rule (`nw_nccl::gid`) under `prefs`, as observation's walks take it: they read what
-/// it asks for and stop where it accepts.
+/// NCCL's GID rule under `prefs`, as observation's walks take it.
 pub fn gid_rule(prefs: GidPrefs) -> NcclGid {
     NcclGid(prefs)
 }
@@ -263,10 +264,9 @@ impl nw_observe::detect::GidRule for NcclGid {
     }
 }
 
-/// Why a port cannot carry NCCL traffic by what sysfs and ibverbs say, or `None` when it can.
-/// (The self-test is weighed in `plan`, since `--require-rdma` decides what a failure means.)
+/// Why a port cannot carry NCCL traffic by what sysfs and ibverbs say (the self-test is `plan`'s).
 pub fn port_problem(p: &PortFacts, prefs: &GidPrefs) -> Option<String> {
-    sysfs_problem(p, prefs).or_else(|| verbs_problem(p))
+    link_problem(p).or_else(|| gid_problem(p, prefs)).or_else(|| verbs_problem(p))
 }
 
 fn verbs_problem(p: &PortFacts) -> Option<String> {
@@ -296,11 +296,8 @@ pub fn link_problem(p: &PortFacts) -> Option<String> {
     }
 }
 
-/// The link, then for RoCE the GID NCCL would pick.
-fn sysfs_problem(p: &PortFacts, prefs: &GidPrefs) -> Option<String> {
-    if let Some(problem) = link_problem(p) {
-        return Some(problem);
-    }
+/// For RoCE, the GID NCCL would pick.
+fn gid_problem(p: &PortFacts, prefs: &GidPrefs) -> Option<String> {
     if p.link_layer.as_deref() != Some("Ethernet") {
         return None;
     }
@@ -332,8 +329,7 @@ pub struct Choices {
     pub override_user: bool,
     /// A failed self-test drops the port (otherwise it warns).
     pub require_rdma: bool,
-    /// The gate refuses a failing job (`--gate`, not `--gate=warn`): like `--require-rdma`, it
-    /// promises to refuse a crippled job.
+    /// The gate refuses a failing job (`--gate`, not `--gate=warn`).
     pub gate: bool,
 }
 
@@ -368,36 +364,26 @@ pub fn plan_with(
             warnings.push(format!("{}: left out, {}", dev.name, m.reason));
         }
         for p in &dev.ports {
-            let mut reason = if let Some(m) = &management {
-                Some(m.reason.clone())
-            } else if on_efa {
-                Some(match p.state_name() {
+            let mut reason = match &management {
+                Some(m) => Some(m.reason.clone()),
+                None if on_efa => Some(match p.state_name() {
                     Some("ACTIVE") => EFA_REASON.to_string(),
                     other => format!("{EFA_REASON}; its port is {}", other.unwrap_or("in an unreadable state")),
-                })
-            } else {
-                port_problem(p, prefs)
+                }),
+                None => port_problem(p, prefs),
             };
             if let (None, Some(VerbsCheck::Port(v)), Some(g)) = (&reason, &p.verbs, &p.gid) {
-                if v.gid.as_deref().is_some_and(|vg| vg != g.gid) {
-                    warnings.push(format!(
-                        "{}:{}: GID {} reads {} in sysfs but {} through ibverbs",
-                        dev.name,
-                        p.port,
-                        g.index,
-                        g.gid,
-                        v.gid.as_deref().unwrap_or("")
-                    ));
+                if let Some(vg) = v.gid.as_deref().filter(|vg| *vg != g.gid) {
+                    let (d, port, i) = (&dev.name, p.port, g.index);
+                    warnings.push(format!("{d}:{port}: GID {i} reads {} in sysfs but {vg} through ibverbs", g.gid));
                 }
             }
-            if let (None, Some(t)) = (&reason, &p.selftest) {
-                if !t.passed {
-                    let line = verify::describe_failure(&dev.name, p.port, t);
-                    if choices.require_rdma {
-                        reason = Some(line);
-                    } else {
-                        warnings.push(format!("{line}; the port is kept (--require-rdma would drop it)"));
-                    }
+            if let (None, Some(t)) = (&reason, p.selftest.as_ref().filter(|t| !t.passed)) {
+                let line = verify::describe_failure(&dev.name, p.port, t);
+                if choices.require_rdma {
+                    reason = Some(line);
+                } else {
+                    warnings.push(format!("{line}; the port is kept (--require-rdma would drop it)"));
                 }
             }
             if reason.is_none() {
@@ -410,18 +396,12 @@ pub fn plan_with(
     // On a disagreement (or a --rails that matches nothing), NCCL_IB_HCA is left to NCCL.
     let mut hca_default = false;
     if let Some((decision, report)) = rails.filter(|_| detection.every_visible).and_then(|r| host::classify(&used, r)) {
-        match &decision.verdict {
-            rails::Verdict::Disagreement { why } => {
-                warnings.push(format!("rails not chosen: {why}"));
-                hca_default = true;
-            }
-            rails::Verdict::Unmatched { .. } => {
-                warnings.push(format!(
-                    "{}: NCCL_IB_HCA is left to NCCL's default (every active port); --require-rdma would refuse",
-                    report.why.as_deref().unwrap_or("--rails matches no port")
-                ));
-                hca_default = true;
-            }
+        let left_to_nccl = match &decision.verdict {
+            rails::Verdict::Disagreement { why } => Some(format!("rails not chosen: {why}")),
+            rails::Verdict::Unmatched { .. } => Some(format!(
+                "{}: NCCL_IB_HCA is left to NCCL's default (every active port); --require-rdma would refuse",
+                report.why.as_deref().unwrap_or("--rails matches no port")
+            )),
             rails::Verdict::Confident | rails::Verdict::Override => {
                 for c in &decision.ports {
                     let rails::Class::LeftOut { rule, evidence, fix } = &c.class else { continue };
@@ -431,8 +411,11 @@ pub fn plan_with(
                         x.reason = Some(format!("left out ({}): {evidence}; {fix}", rule.name()));
                     }
                 }
+                None
             }
-        }
+        };
+        hca_default = left_to_nccl.is_some();
+        warnings.extend(left_to_nccl);
         rails_report = Some(report);
     }
     if used.len() > MAX_HCA_ENTRIES {
@@ -449,18 +432,10 @@ pub fn plan_with(
     let hca: Vec<String> = used.iter().map(|(d, p)| format!("{d}:{}", p.port)).collect();
     let rdma = !used.is_empty();
     if rdma {
-        if !hca_default {
-            wanted.push((IB_HCA, env::hca_value(used.iter().map(|(d, p)| (*d, p.port)))));
-        }
-        if let Some(i) = gid_index {
-            wanted.push((IB_GID_INDEX, i.to_string()));
-        }
-        if let Some(r) = &addr_range {
-            wanted.push((IB_ADDR_RANGE, r.clone()));
-        }
-        if let Some(k) = pkey {
-            wanted.push((IB_PKEY, k.to_string()));
-        }
+        wanted.extend((!hca_default).then(|| (IB_HCA, env::hca_value(used.iter().map(|(d, p)| (*d, p.port))))));
+        wanted.extend(gid_index.map(|i| (IB_GID_INDEX, i.to_string())));
+        wanted.extend(addr_range.clone().map(|r| (IB_ADDR_RANGE, r)));
+        wanted.extend(pkey.map(|k| (IB_PKEY, k.to_string())));
     } else if efa.is_empty() {
         wanted.push((IB_DISABLE, "1".into()));
         warnings.push(match detection.source {
@@ -472,13 +447,8 @@ pub fn plan_with(
     let vars_out = wanted
         .into_iter()
         .map(|(name, value)| {
-            let previous = vars.get(OsStr::new(name)).map(|v| v.to_string_lossy().into_owned());
-            let action = match (&previous, override_user) {
-                (None, _) => Action::Set,
-                (Some(p), _) if *p == value => Action::Kept,
-                (Some(_), true) => Action::Override,
-                (Some(_), false) => Action::Kept,
-            };
+            let previous = user(vars, name);
+            let action = Action::of(previous.as_deref(), &value, override_user);
             Var { name, value, action, previous }
         })
         .collect::<Vec<_>>();
@@ -490,23 +460,21 @@ pub fn plan_with(
             v.value
         ));
     }
-    if let Some(user) = vars.get(OsStr::new(IB_HCA)) {
-        let list = nw_nccl::list::List::parse(&user.to_string_lossy());
+    if let Some(hca) = user(vars, IB_HCA).filter(|_| !(override_user && rdma)) {
+        let list = nw_nccl::list::List::parse(&hca);
         let prefixes = list.prefix_names();
-        let replaced = override_user && rdma;
-        if !prefixes.is_empty() && !replaced {
+        if !prefixes.is_empty() {
             warnings.push(format!(
-                "NCCL_IB_HCA={:?} is a prefix match: {} also selects devices whose names merely start with it (mlx5_1 selects mlx5_10..mlx5_19); put '=' before the list",
-                user.to_string_lossy(),
+                "NCCL_IB_HCA={hca:?} is a prefix match: {} also selects devices whose names merely start with it (mlx5_1 selects mlx5_10..mlx5_19); put '=' before the list",
                 prefixes.join(", ")
             ));
         }
     }
-    for g in used.iter().filter_map(|(d, p)| p.gid.as_ref().filter(|g| g.owner == Some(Owner::Host)).map(|g| (d, p, g)))
-    {
+    for (d, p) in &used {
+        let Some(g) = p.gid.as_ref().filter(|g| g.owner == Some(Owner::Host)) else { continue };
         warnings.push(format!(
-            "{}:{}: the GID NCCL will use, index {} ({}), is the host's address, not one of this pod's; RDMA from the pod sourced from it may fail: give the pod an address on this device (a macvlan or ipvlan rail)",
-            g.0, g.1.port, g.2.index, g.2.address
+            "{d}:{}: the GID NCCL will use, index {} ({}), is the host's address, not one of this pod's; RDMA from the pod sourced from it may fail: give the pod an address on this device (a macvlan or ipvlan rail)",
+            p.port, g.index, g.address
         ));
     }
     Plan {
@@ -528,9 +496,6 @@ pub fn plan_with(
 
 /// The GID index to export (every port's entry at one index), or else an address range that
 /// makes NCCL's own rule land on each port's entry, or neither, with a warning that says why.
-/// Each port's entry is this pod's own address where the table holds one (a shared device), else
-/// NCCL's pick; nothing exported here may land on another pod's or the host's address while the
-/// pod has its own.
 fn gid_choice(
     used: &[(&str, &PortFacts)],
     prefs: &GidPrefs,
@@ -578,8 +543,7 @@ fn gid_choice(
 }
 
 /// Whether NCCL's rule under `prefs` picks `want` on port `p`: simulated over the table when it
-/// was read; otherwise `want` is NCCL's unnarrowed pick, a full match, so a range that holds it
-/// keeps it (entries before it were no full match without the range, and are none with it).
+/// was read; otherwise `want` is NCCL's unnarrowed pick, which a range that holds it keeps.
 fn nccl_lands_on(p: &PortFacts, want: &GidPick, prefs: &GidPrefs) -> bool {
     if p.table.is_empty() {
         return want.full_match
@@ -593,8 +557,7 @@ fn nccl_lands_on(p: &PortFacts, want: &GidPick, prefs: &GidPrefs) -> bool {
     gid::choose(&mut RowTable { entries: &entries, len: p.table_len }, prefs).is_some_and(|e| e.index == want.index)
 }
 
-/// `NCCL_IB_PKEY`: the pkey index of the pod's IPoIB partition, when it is not the default
-/// index 0 and every InfiniBand port agrees.
+/// `NCCL_IB_PKEY`: the pod's IPoIB partition's pkey index, where not 0 and every port agrees.
 fn pkey_choice(used: &[(&str, &PortFacts)], warnings: &mut Vec<String>) -> Option<u32> {
     let picks: Vec<(String, &nw_observe::detect::port::PkeyPick)> =
         used.iter().filter_map(|(d, p)| p.pkey.as_ref().map(|k| (format!("{d}:{}", p.port), k))).collect();

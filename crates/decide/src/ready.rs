@@ -3,10 +3,7 @@
 //! `NCCL_IB_ADDR_FAMILY`, `NCCL_IGNORE_NET_MISMATCH`). Pure. Never sets a variable the user set,
 //! except through the shared `--override` rule for `NCCL_NET` and `NCCL_IGNORE_NET_MISMATCH`.
 
-use std::ffi::OsStr;
-
-use super::{index_is_kept, reasons, Action, Choices, Extra, Plan, Var};
-use crate::bootstrap::Bootstrap;
+use super::{index_is_kept, reasons, user, Action, Choices, Plan, Var};
 use crate::bootstrap::{self, Gate};
 use nw_nccl::env::{
     version_at_least, GLOO_SOCKET_IFNAME, IB_ADDR_FAMILY, IB_GID_INDEX, IGNORE_NET_MISMATCH, IGNORE_NET_MISMATCH_SINCE,
@@ -17,60 +14,42 @@ use nw_observe::detect::userspace::{Depth, Userspace};
 use nw_observe::detect::Vars;
 use nw_observe::observation::{Answers, Asks};
 
-/// What the plan weighs beyond the ports.
-pub struct Ready {
-    pub userspace: Userspace,
-    pub bootstrap: Bootstrap,
-    pub extra: Extra,
-    /// NCCL's GID preferences as this run sets them (the family included).
-    pub prefs: GidPrefs,
-    /// The family the pod's rails call for (`Unknown` where the user set one).
-    pub family: RailFamily,
-}
-
-fn user(vars: &Vars, name: &str) -> Option<String> {
-    vars.get(OsStr::new(name)).map(|v| v.to_string_lossy().into_owned())
-}
-
 impl Plan {
     /// Why NCCL's IB transport will not start in this image though ports are usable, or `None`.
     pub fn userspace_refusal(&self) -> Option<String> {
-        let u = self.userspace.as_ref()?;
-        let mut why: Vec<String> = Vec::new();
-        if self.rdma || self.efa.is_some() {
-            why.extend(u.missing.iter().map(|m| m.describe()));
-        }
-        if let Some(e) = &self.efa {
-            why.extend(e.missing.iter().cloned());
-        }
+        let why = self.missing(self.userspace.as_ref()?);
         (!why.is_empty()).then(|| why.join("; "))
+    }
+
+    /// What the image lacks for the ports and EFA devices in use, in words.
+    fn missing(&self, u: &Userspace) -> Vec<String> {
+        let used = self.rdma || self.efa.is_some();
+        let mut why: Vec<String> = u.missing.iter().filter(|_| used).map(|m| m.describe()).collect();
+        why.extend(self.efa.iter().flat_map(|e| e.missing.iter().cloned()));
+        why
     }
 }
 
 /// The far reads the plan's second round needs, now that it knows which devices it uses.
 pub fn asks(plan: &Plan, vars: &Vars, gate: Option<Gate>, depth: Depth) -> Asks {
-    let mut used: Vec<String> = plan.decisions.iter().filter(|d| d.used).map(|d| d.device.clone()).collect();
-    used.dedup();
+    let devices = |used: bool| {
+        let mut v: Vec<String> = plan.decisions.iter().filter(|d| d.used == used).map(|d| d.device.clone()).collect();
+        v.dedup();
+        v
+    };
+    let mut used = devices(true);
     // EFA devices are not NCCL_IB_HCA's, but the net plugin loads their provider and libfabric.
     used.extend(plan.efa.iter().flat_map(|e| e.devices.iter().cloned()));
-    let mut node_types: Vec<String> = plan.decisions.iter().filter(|d| !d.used).map(|d| d.device.clone()).collect();
-    node_types.dedup();
     let user = user(vars, IB_GID_INDEX);
     let entries = index_is_kept(plan, user.as_deref()).then(|| {
-        let ports = plan
-            .detection
-            .devices
-            .iter()
-            .flat_map(|d| d.ports.iter().map(move |p| (d, p)))
-            .filter(|(d, p)| p.link_layer.as_deref() == Some("Ethernet") && plan.is_used(&d.name, p.port))
-            .map(|(d, p)| (d.name.clone(), p.port))
-            .collect();
-        (user.unwrap_or_default().trim().to_string(), ports)
+        let roce = plan.used_ports().filter(|(_, p)| p.link_layer.as_deref() == Some("Ethernet"));
+        (user.unwrap_or_default().trim().to_string(), roce.map(|(d, p)| (d.to_string(), p.port)).collect())
     });
-    Asks { used, depth, resolve: bootstrap::to_resolve(vars, gate), node_types, entries }
+    Asks { used, depth, resolve: bootstrap::to_resolve(vars, gate), node_types: devices(false), entries }
 }
 
-/// The second round's decisions over what was read for [`asks`], then [`ready`].
+/// The second round's decisions over what was read for [`asks`]: the image's, the bootstrap's
+/// and the rails' family's (`family`: `Unknown` where the user set one).
 pub fn settle(
     plan: &mut Plan,
     a: Answers,
@@ -85,13 +64,61 @@ pub fn settle(
         None => a.rails,
     };
     let bootstrap = bootstrap::choose(vars, gate, &a.routes, &a.addrs, &rails, a.lookup.as_ref());
-    let addrs = a.addrs;
-    let iwarp = a.node_types.into_iter().filter(|(_, t)| t.starts_with("4:")).map(|(d, _)| d).collect();
-    let user = user(vars, IB_GID_INDEX);
-    let kept_index = index_is_kept(plan, user.as_deref()).then(|| (user.unwrap_or_default(), a.entries));
-    let extra = Extra { iwarp, kept_index };
-    ready(plan, Ready { userspace: a.userspace, bootstrap, extra, prefs, family }, vars, choices);
-    bootstrap::user_values(plan, vars, &addrs, choices.override_user);
+    let iwarp: Vec<String> = a.node_types.into_iter().filter(|(_, t)| t.starts_with("4:")).map(|(d, _)| d).collect();
+    let index = user(vars, IB_GID_INDEX);
+    let kept_index = index_is_kept(plan, index.as_deref()).then(|| (index.unwrap_or_default(), a.entries));
+    let u = a.userspace;
+    efa(plan, &u);
+    let refuse = if choices.require_rdma { "" } else { " (--require-rdma would refuse to start)" };
+    for m in plan.missing(&u) {
+        plan.warnings.push(format!("{m}{refuse}"));
+    }
+    if choices.require_rdma && plan.rdma && u.missing.is_empty() {
+        match &u.net_plugin {
+            None => {
+                let previous = user(vars, NET);
+                let action = Action::of(previous.as_deref(), "IB", choices.override_user);
+                if action == Action::Kept && previous.as_deref() != Some("IB") {
+                    plan.warnings.push(format!(
+                        "NCCL_NET is already set to {:?}; kept, so NCCL may still fall back to sockets (--require-rdma would set NCCL_NET=IB; pass --override to replace it)",
+                        previous.as_deref().unwrap_or("")
+                    ));
+                }
+                plan.vars.push(Var { name: NET, value: "IB".into(), action, previous });
+            }
+            Some(p) => plan.notes.push(format!(
+                "NCCL_NET not pinned: the image's net plugin {} ({}) carries the traffic under its own name, and NCCL_NET=IB would turn it off",
+                p.path, p.by
+            )),
+        }
+    }
+    net_mismatch(plan, &u, vars, choices);
+    if let Some(i) = &bootstrap.ifname {
+        for (name, value) in [(SOCKET_IFNAME, format!("={i}")), (GLOO_SOCKET_IFNAME, i.clone())] {
+            let previous = user(vars, name);
+            let action = if previous.is_some() { Action::Kept } else { Action::Set };
+            plan.vars.push(Var { name, value, action, previous });
+        }
+    }
+    match &family {
+        RailFamily::Inet6 if plan.rdma => {
+            plan.vars.push(Var { name: IB_ADDR_FAMILY, value: "AF_INET6".into(), action: Action::Set, previous: None });
+            plan.notes.push(
+                "the rails carry only IPv6 addresses: NCCL is told NCCL_IB_ADDR_FAMILY=AF_INET6, so that it takes their RoCE v2 IPv6 entries"
+                    .into(),
+            );
+        }
+        RailFamily::Mixed { inet, inet6_only } => plan.warnings.push(format!(
+            "the rails mix address families: {} carry IPv4, {} only IPv6; NCCL_IB_ADDR_FAMILY is one family for all ports, so NCCL (told AF_INET) finds no entry on the IPv6-only ones. Fix: give every rail an IPv4 address, or make every rail IPv6-only (then nccl-wrap exports AF_INET6)",
+            inet.join(", "),
+            inet6_only.join(", ")
+        )),
+        _ => {}
+    }
+    reasons::apply(plan, &iwarp, kept_index, &prefs);
+    plan.userspace = Some(u);
+    plan.bootstrap = Some(bootstrap);
+    bootstrap::user_values(plan, vars, &a.addrs, choices.override_user);
 }
 
 /// `NCCL_IGNORE_NET_MISMATCH=0` under an interlock, unless the image's NCCL is older than 2.30.
@@ -114,12 +141,7 @@ fn net_mismatch(plan: &mut Plan, u: &Userspace, vars: &Vars, choices: Choices) {
         _ => "--gate",
     };
     let previous = user(vars, IGNORE_NET_MISMATCH);
-    let action = match &previous {
-        None => Action::Set,
-        Some(p) if p.trim() == "0" => Action::Kept,
-        Some(_) if choices.override_user => Action::Override,
-        Some(_) => Action::Kept,
-    };
+    let action = Action::of(previous.as_deref().map(str::trim), "0", choices.override_user);
     if action == Action::Kept && previous.as_deref().map(str::trim) != Some("0") {
         plan.warnings.push(format!(
             "{IGNORE_NET_MISMATCH} is already set to {:?}; kept, so ranks handed different numbers of NICs may still start ({asked} would set it to 0; pass --override to replace it)",
@@ -134,7 +156,7 @@ fn net_mismatch(plan: &mut Plan, u: &Userspace, vars: &Vars, choices: Choices) {
 }
 
 /// The pod's EFA devices need aws-ofi-nccl and libfabric: a missing one is a warning naming it.
-fn efa(plan: &mut Plan, u: &Userspace, choices: Choices) {
+fn efa(plan: &mut Plan, u: &Userspace) {
     let Some(e) = plan.efa.as_mut() else { return };
     let n = e.devices.len();
     e.plugin = u.net_plugin.as_ref().map(|p| p.path.clone());
@@ -152,73 +174,4 @@ fn efa(plan: &mut Plan, u: &Userspace, choices: Choices) {
             p.path, p.by, f.path
         )),
     }
-    for m in &e.missing {
-        plan.warnings
-            .push(format!("{m}{}", if choices.require_rdma { "" } else { " (--require-rdma would refuse to start)" }));
-    }
-}
-
-/// Adds the image's and the bootstrap's decisions to `plan`.
-pub fn ready(plan: &mut Plan, r: Ready, vars: &Vars, choices: Choices) {
-    efa(plan, &r.userspace, choices);
-    if plan.rdma || plan.efa.is_some() {
-        for m in &r.userspace.missing {
-            plan.warnings.push(format!(
-                "{}{}",
-                m.describe(),
-                if choices.require_rdma { "" } else { " (--require-rdma would refuse to start)" }
-            ));
-        }
-    }
-    if choices.require_rdma && plan.rdma && r.userspace.missing.is_empty() {
-        match &r.userspace.net_plugin {
-            None => {
-                let previous = user(vars, NET);
-                let action = match &previous {
-                    None => Action::Set,
-                    Some(p) if p == "IB" => Action::Kept,
-                    Some(_) if choices.override_user => Action::Override,
-                    Some(_) => Action::Kept,
-                };
-                if action == Action::Kept && previous.as_deref() != Some("IB") {
-                    plan.warnings.push(format!(
-                        "NCCL_NET is already set to {:?}; kept, so NCCL may still fall back to sockets (--require-rdma would set NCCL_NET=IB; pass --override to replace it)",
-                        previous.as_deref().unwrap_or("")
-                    ));
-                }
-                plan.vars.push(Var { name: NET, value: "IB".into(), action, previous });
-            }
-            Some(p) => plan.notes.push(format!(
-                "NCCL_NET not pinned: the image's net plugin {} ({}) carries the traffic under its own name, and NCCL_NET=IB would turn it off",
-                p.path, p.by
-            )),
-        }
-    }
-    net_mismatch(plan, &r.userspace, vars, choices);
-    if let Some(i) = &r.bootstrap.ifname {
-        for (name, value) in [(SOCKET_IFNAME, format!("={i}")), (GLOO_SOCKET_IFNAME, i.clone())] {
-            match user(vars, name) {
-                None => plan.vars.push(Var { name, value, action: Action::Set, previous: None }),
-                Some(p) => plan.vars.push(Var { name, value, action: Action::Kept, previous: Some(p) }),
-            }
-        }
-    }
-    match &r.family {
-        RailFamily::Inet6 if plan.rdma => {
-            plan.vars.push(Var { name: IB_ADDR_FAMILY, value: "AF_INET6".into(), action: Action::Set, previous: None });
-            plan.notes.push(
-                "the rails carry only IPv6 addresses: NCCL is told NCCL_IB_ADDR_FAMILY=AF_INET6, so that it takes their RoCE v2 IPv6 entries"
-                    .into(),
-            );
-        }
-        RailFamily::Mixed { inet, inet6_only } => plan.warnings.push(format!(
-            "the rails mix address families: {} carry IPv4, {} only IPv6; NCCL_IB_ADDR_FAMILY is one family for all ports, so NCCL (told AF_INET) finds no entry on the IPv6-only ones. Fix: give every rail an IPv4 address, or make every rail IPv6-only (then nccl-wrap exports AF_INET6)",
-            inet.join(", "),
-            inet6_only.join(", ")
-        )),
-        _ => {}
-    }
-    reasons::apply(plan, &r.extra, &r.prefs);
-    plan.userspace = Some(r.userspace);
-    plan.bootstrap = Some(r.bootstrap);
 }

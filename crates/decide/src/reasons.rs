@@ -1,8 +1,6 @@
 //! Reasons that name the real cause where the port-level rule would mislead (iWARP, a kept
 //! `NCCL_IB_GID_INDEX` on an empty or invalid entry, a link-local IPv4 GID). Pure.
 
-use std::net::Ipv6Addr;
-
 use super::{Action, Plan};
 use nw_nccl::env::IB_GID_INDEX;
 use nw_nccl::gid::{self, GidEntry, GidPrefs, RoceType};
@@ -10,44 +8,28 @@ use nw_nccl::gid::{self, GidEntry, GidPrefs, RoceType};
 /// One used RoCE port and its entry at a kept index (GID and type text; `None`: unreadable).
 pub(crate) type KeptEntry = (String, Option<String>, Option<String>);
 
-/// What sysfs said beyond the port facts, read only where it matters.
-#[derive(Debug, Clone, Default)]
-pub struct Extra {
-    /// Devices whose `node_type` is `4: RNIC` (iWARP).
-    pub iwarp: Vec<String>,
-    /// A user's kept `NCCL_IB_GID_INDEX`, and the entry it points at on each used RoCE port.
-    pub kept_index: Option<(String, Vec<KeptEntry>)>,
-}
-
 /// The user's `NCCL_IB_GID_INDEX` stays in the child's environment: set, and not replaced.
 pub fn index_is_kept(plan: &Plan, user: Option<&str>) -> bool {
     user.is_some() && !plan.vars.iter().any(|v| v.name == IB_GID_INDEX && v.action != Action::Kept)
 }
 
-fn is_ipv4_link_local(g: &Ipv6Addr) -> bool {
-    g.to_ipv4_mapped().is_some_and(|v4| v4.is_link_local())
-}
-
-pub(crate) fn apply(plan: &mut Plan, extra: &Extra, prefs: &GidPrefs) {
-    for d in plan.decisions.iter_mut().filter(|d| extra.iwarp.contains(&d.device)) {
-        if !d.used {
-            d.reason = Some(format!(
-                "an iWARP device (node_type 4: RNIC): NCCL's verbs transport uses InfiniBand and RoCE ports only{}",
-                d.reason.as_deref().map(|r| format!(" (the port rule said: {r})")).unwrap_or_default()
-            ));
-        }
+/// `iwarp`: devices whose `node_type` is `4: RNIC`; `kept_index`: a user's kept
+/// `NCCL_IB_GID_INDEX`, and the entry it points at on each used RoCE port.
+pub(crate) fn apply(plan: &mut Plan, iwarp: &[String], kept_index: Option<(String, Vec<KeptEntry>)>, prefs: &GidPrefs) {
+    for d in plan.decisions.iter_mut().filter(|d| !d.used && iwarp.contains(&d.device)) {
+        d.reason = Some(format!(
+            "an iWARP device (node_type 4: RNIC): NCCL's verbs transport uses InfiniBand and RoCE ports only{}",
+            d.reason.as_deref().map(|r| format!(" (the port rule said: {r})")).unwrap_or_default()
+        ));
     }
-    if let Some((value, entries)) = &extra.kept_index {
+    if let Some((value, entries)) = &kept_index {
         let index = value.trim().parse::<u32>().ok();
         let mut bad = Vec::new();
         for (label, g, t) in entries {
             let parsed = g.as_deref().and_then(gid::parse_gid);
             let roce = t.as_deref().and_then(RoceType::parse);
-            let ok = match (index, parsed) {
-                (Some(i), Some(addr)) => gid::is_full_match(&GidEntry { index: i, gid: addr, roce }, prefs),
-                _ => false,
-            };
-            if !ok {
+            let entry = index.zip(parsed).map(|(index, gid)| GidEntry { index, gid, roce });
+            if !entry.is_some_and(|e| gid::is_full_match(&e, prefs)) {
                 bad.push(match parsed {
                     Some(a) if !a.is_unspecified() => format!(
                         "{label} holds {} ({}), no RoCE v{} {} entry",
@@ -75,7 +57,9 @@ pub(crate) fn apply(plan: &mut Plan, extra: &Extra, prefs: &GidPrefs) {
         .used_ports()
         .filter_map(|(d, p)| {
             let g = p.gid.as_ref()?;
-            gid::parse_gid(&g.gid).filter(is_ipv4_link_local).map(|_| format!("{d}:{} ({})", p.port, g.address))
+            gid::parse_gid(&g.gid)
+                .filter(|a| a.to_ipv4_mapped().is_some_and(|v4| v4.is_link_local()))
+                .map(|_| format!("{d}:{} ({})", p.port, g.address))
         })
         .collect();
     if !ll.is_empty() {
