@@ -4,7 +4,7 @@
 use std::ffi::OsStr;
 use std::path::Path;
 
-use super::cause::{Cause, PlanGid};
+use super::cause::{cannot, Cause, PlanGid};
 use super::output::{self, Dropped};
 use super::pair::Planned;
 use super::route::{self, Route};
@@ -45,7 +45,7 @@ impl Here {
 /// This pod's side of every edge, or why it has none: ibverbs not used, no usable port.
 pub fn read(inp: &Inputs) -> Result<Here, Cause> {
     if let Err(VerbsError::Unavailable(reason)) = inp.verbs.device_names() {
-        return Err(Cause::fail(
+        return Err(cannot(
             "no-port",
             format!("ping moves bytes through ibverbs, which are not used here: {reason}"),
             "run against the kernel's /sys, without --skip-verbs",
@@ -53,7 +53,7 @@ pub fn read(inp: &Inputs) -> Result<Here, Cause> {
     }
     let planned = planned(inp.plan);
     if planned.is_empty() {
-        return Err(Cause::fail(
+        return Err(cannot(
             "no-port",
             "no usable RDMA port in this pod: nothing to test (a run would set NCCL_IB_DISABLE=1)",
             "run `nccl-wrap doctor` to see why each port is not used",

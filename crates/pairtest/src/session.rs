@@ -73,14 +73,7 @@ pub fn budget(pairs: usize, rounds: usize, limits: &Settings) -> Duration {
 }
 
 fn peer_count<T>(s: &Session, got: &[T], want: usize, what: &'static str) -> Result<(), ExchangeError> {
-    if got.len() != want {
-        return Err(ExchangeError::Unexpected {
-            peer: s.peer.clone(),
-            want: what,
-            got: "message with another pair count",
-        });
-    }
-    Ok(())
+    (got.len() == want).then_some(()).ok_or_else(|| s.unexpected(what, "message with another pair count"))
 }
 
 /// Each pair's first fault on this end and on the peer's, and the peer's queue pairs.
@@ -124,6 +117,23 @@ fn connect(
         remote[k] = remote[k].take().or(st.fault);
     }
     Ok((local, remote, theirs))
+}
+
+/// Every pair's run from its ends, faults and `figures`.
+fn runs(
+    ends: &[(PortInfo, PortInfo)],
+    local: &[Option<Fault>],
+    remote: &[Option<Fault>],
+    figures: &dyn Fn(usize) -> Option<Figures>,
+) -> Vec<PairRun> {
+    let run = |(k, (l, r)): (usize, &(PortInfo, PortInfo))| PairRun {
+        local: l.clone(),
+        remote: r.clone(),
+        local_fault: local[k].clone(),
+        remote_fault: remote[k].clone(),
+        figures: figures(k),
+    };
+    ends.iter().enumerate().map(run).collect()
 }
 
 /// The initiating end's hellos: ours, and the listener's answer (with the sizes it will run).
@@ -207,17 +217,7 @@ pub(crate) fn initiate(
         for (k, st) in back.into_iter().enumerate() {
             remote[k] = remote[k].take().or(st.fault);
         }
-        Ok(ends
-            .iter()
-            .enumerate()
-            .map(|(k, (l, r))| PairRun {
-                local: l.clone(),
-                remote: r.clone(),
-                local_fault: local[k].clone(),
-                remote_fault: remote[k].clone(),
-                figures: Some(figures[k]),
-            })
-            .collect())
+        Ok(runs(&ends, &local, &remote, &|k| Some(figures[k])))
     })?;
     Ok((runs, theirs.ports))
 }
@@ -276,20 +276,10 @@ pub fn answer(
         peer_count(s, &theirs, pairs.len(), "done")?;
         let done = (0..pairs.len()).map(|k| PairState { pair: k as u16, fault: local[k].clone(), figures: None });
         s.send(&Message::Done(done.collect()))?;
-        Ok(theirs
-            .into_iter()
-            .enumerate()
-            .map(|(k, st)| {
-                remote[k] = remote[k].take().or(st.fault);
-                PairRun {
-                    local: ends[k].0.clone(),
-                    remote: ends[k].1.clone(),
-                    local_fault: local[k].clone(),
-                    remote_fault: remote[k].clone(),
-                    figures: st.figures,
-                }
-            })
-            .collect())
+        for (k, st) in theirs.iter().enumerate() {
+            remote[k] = remote[k].take().or(st.fault.clone());
+        }
+        Ok(runs(&ends, &local, &remote, &|k| theirs[k].figures))
     })?;
     Ok(runs)
 }
