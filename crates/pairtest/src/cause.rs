@@ -170,23 +170,13 @@ fn gid_mismatch(f: &PairFacts) -> Option<Cause> {
     if l.link_layer != LinkLayer::Ethernet {
         return None;
     }
-    if let (Some(a), Some(b)) = (l.gid_type.as_deref(), r.gid_type.as_deref()) {
-        if a != b {
-            return Some(cannot(
-                "gid-mismatch",
-                format!("RoCE versions differ: GID {} here is {a}, the peer's GID {} is {b}", idx(l), idx(r)),
-                hint,
-            ));
-        }
-    }
-    match (family(l), family(r)) {
-        (Some(a), Some(b)) if a != b => Some(cannot(
-            "gid-mismatch",
-            format!("GID families differ: GID {} here is {a}, the peer's GID {} is {b}", idx(l), idx(r)),
-            hint,
-        )),
-        _ => None,
-    }
+    let differ = |what: &str, a: Option<&str>, b: Option<&str>| {
+        let (a, b) = a.zip(b).filter(|(a, b)| a != b)?;
+        let summary = format!("{what} differ: GID {} here is {a}, the peer's GID {} is {b}", idx(l), idx(r));
+        Some(cannot("gid-mismatch", summary, hint))
+    };
+    differ("RoCE versions", l.gid_type.as_deref(), r.gid_type.as_deref())
+        .or_else(|| differ("GID families", family(l), family(r)))
 }
 
 /// A completion error sent from a GID that is not this pod's, or changed since the plan read it:
