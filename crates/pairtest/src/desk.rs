@@ -199,10 +199,9 @@ impl<'l, P: Protocol + Send + 'static> Desk<'l, P> {
                 Arrival::First(s, m)
             }
             Err(e) => {
-                if !matches!(e, ExchangeError::Closed { .. } | ExchangeError::Refused { .. }) {
-                    s.refuse(&e.to_string());
-                } else {
-                    s.close();
+                match e {
+                    ExchangeError::Closed { .. } | ExchangeError::Refused { .. } => s.close(),
+                    _ => s.refuse(&e.to_string()),
                 }
                 let said = self.ledger.count(source, &e.to_string(), false);
                 Arrival::Stray { error: e, said }

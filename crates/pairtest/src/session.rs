@@ -168,10 +168,7 @@ pub(crate) fn initiate(
         let ok =
             |k: usize, local: &[Option<Fault>], remote: &[Option<Fault>]| local[k].is_none() && remote[k].is_none();
         for (k, r) in res.iter().enumerate() {
-            let Ok(r) = r else { continue };
-            if !ok(k, &local, &remote) {
-                continue;
-            }
+            let (Ok(r), None, None) = (r, &local[k], &remote[k]) else { continue };
             match r.latency(limits.iters, Instant::now() + limits.timeout) {
                 Ok(samples) => {
                     // The first round trips warm caches and address translation: leave them out.
@@ -246,10 +243,7 @@ pub fn answer(
         loop {
             let mut any = false;
             for (k, r) in res.iter().enumerate() {
-                let Ok(r) = r else { continue };
-                if local[k].is_some() || remote[k].is_some() {
-                    continue;
-                }
+                let (Ok(r), None, None) = (r, &local[k], &remote[k]) else { continue };
                 match r.respond() {
                     Ok(n) => any |= n > 0,
                     Err(f) => local[k] = Some(f),
