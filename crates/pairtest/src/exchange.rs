@@ -180,22 +180,11 @@ impl Session {
     /// [`Session::send`] for protocol `P`.
     pub fn send_as<P: Protocol>(&mut self, msg: &P) -> Result<(), ExchangeError> {
         let bytes = wire::encode_as(msg).map_err(|source| ExchangeError::Wire { peer: "this end".into(), source })?;
-        let Some(left) = self.remaining() else {
-            return Err(ExchangeError::Timeout { peer: self.peer.clone(), what: "sending", got: 0, want: bytes.len() });
-        };
+        let timeout = |what| ExchangeError::Timeout { peer: self.peer.clone(), what, got: 0, want: bytes.len() };
+        let Some(left) = self.remaining() else { return Err(timeout("sending")) };
         self.stream.set_write_timeout(Some(left)).map_err(|e| self.io(e))?;
-        self.stream.write_all(&bytes).map_err(|e| {
-            if timed_out(&e) {
-                ExchangeError::Timeout {
-                    peer: self.peer.clone(),
-                    what: "sending (the peer does not read)",
-                    got: 0,
-                    want: bytes.len(),
-                }
-            } else {
-                self.io(e)
-            }
-        })
+        let sent = self.stream.write_all(&bytes);
+        sent.map_err(|e| if timed_out(&e) { timeout("sending (the peer does not read)") } else { self.io(e) })
     }
 
     /// Whether anything (a message, the end of the connection) arrives within `timeout`.

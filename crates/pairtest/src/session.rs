@@ -256,12 +256,8 @@ pub fn answer(
                     break;
                 }
                 if Instant::now() >= s.deadline {
-                    return Err(ExchangeError::Timeout {
-                        peer: s.peer.clone(),
-                        what: "the end of the run",
-                        got: 0,
-                        want: 1,
-                    });
+                    let (peer, what) = (s.peer.clone(), "the end of the run");
+                    return Err(ExchangeError::Timeout { peer, what, got: 0, want: 1 });
                 }
                 std::thread::yield_now();
             }
