@@ -25,13 +25,15 @@ impl Cause {
     pub fn new(id: &'static str, status: Status, summary: impl Into<String>, hint: impl Into<String>) -> Cause {
         Cause { id, status, summary: summary.into(), evidence: Map::new(), hint: hint.into() }
     }
-    pub fn fail(id: &'static str, summary: impl Into<String>, hint: impl Into<String>) -> Cause {
-        Cause::new(id, Status::Fail, summary, hint)
-    }
     pub(crate) fn ev(mut self, key: &str, value: impl Into<Value>) -> Cause {
         self.evidence.insert(key.to_owned(), value.into());
         self
     }
+}
+
+/// A failure: why a pair failed, or why the check cannot run at all (exit 2 for ping).
+pub fn cannot(id: &'static str, summary: impl Into<String>, hint: impl Into<String>) -> Cause {
+    Cause::new(id, Status::Fail, summary, hint)
 }
 
 /// Which end hit a fault.
@@ -132,7 +134,7 @@ fn mtu_warning(f: &PairFacts) -> Option<Cause> {
 
 fn memlock(side: Side, fault: &Fault) -> Option<Cause> {
     (fault.step == "reg_mr" && matches!(fault.errno, Some(1 | 11 | 12))).then(|| {
-        Cause::fail(
+        cannot(
             "memlock",
             format!("memory registration refused on the {} end: {}", side.name(), fault.error),
             "registration pins memory under RLIMIT_MEMLOCK: give that container CAP_IPC_LOCK (securityContext.capabilities.add: [IPC_LOCK]) or an unlimited memlock limit; `nccl-wrap doctor` shows the limit",
@@ -142,7 +144,7 @@ fn memlock(side: Side, fault: &Fault) -> Option<Cause> {
 
 fn iommu(side: Side, fault: &Fault) -> Option<Cause> {
     matches!(fault.wc_status, Some(wc::LOC_PROT_ERR | wc::LOC_ACCESS_ERR)).then(|| {
-        Cause::fail(
+        cannot(
             "iommu",
             format!("the adapter on the {} end could not reach registered memory: {}", side.name(), fault.error),
             "usually the IOMMU translating DMA: boot that node with iommu=pt (or intel_iommu=on iommu=pt), and check PCIe ACS; `nccl-wrap doctor` reads the IOMMU group type",
@@ -159,7 +161,7 @@ fn gid_mismatch(f: &PairFacts) -> Option<Cause> {
     let (l, r) = (f.local, f.remote);
     let hint = "both ends must use the same RoCE version and address family: give every rail an IPv4 address (NCCL's default AF_INET) and the same NCCL_IB_ROCE_VERSION_NUM / NCCL_IB_ADDR_FAMILY on every pod";
     if l.link_layer != r.link_layer {
-        return Some(Cause::fail(
+        return Some(cannot(
             "gid-mismatch",
             format!("link layers differ: {} here, {} at the peer", l.link_layer.name(), r.link_layer.name()),
             "InfiniBand and RoCE ports cannot talk to each other: pair rails of the same fabric",
@@ -168,23 +170,13 @@ fn gid_mismatch(f: &PairFacts) -> Option<Cause> {
     if l.link_layer != LinkLayer::Ethernet {
         return None;
     }
-    if let (Some(a), Some(b)) = (l.gid_type.as_deref(), r.gid_type.as_deref()) {
-        if a != b {
-            return Some(Cause::fail(
-                "gid-mismatch",
-                format!("RoCE versions differ: GID {} here is {a}, the peer's GID {} is {b}", idx(l), idx(r)),
-                hint,
-            ));
-        }
-    }
-    match (family(l), family(r)) {
-        (Some(a), Some(b)) if a != b => Some(Cause::fail(
-            "gid-mismatch",
-            format!("GID families differ: GID {} here is {a}, the peer's GID {} is {b}", idx(l), idx(r)),
-            hint,
-        )),
-        _ => None,
-    }
+    let differ = |what: &str, a: Option<&str>, b: Option<&str>| {
+        let (a, b) = a.zip(b).filter(|(a, b)| a != b)?;
+        let summary = format!("{what} differ: GID {} here is {a}, the peer's GID {} is {b}", idx(l), idx(r));
+        Some(cannot("gid-mismatch", summary, hint))
+    };
+    differ("RoCE versions", l.gid_type.as_deref(), r.gid_type.as_deref())
+        .or_else(|| differ("GID families", family(l), family(r)))
 }
 
 /// A completion error sent from a GID that is not this pod's, or changed since the plan read it:
@@ -202,7 +194,7 @@ fn source_gid(side: Side, fault: &Fault, f: &PairFacts) -> Option<Cause> {
     let netdev = f.local.netdev.as_deref().unwrap_or("its net device");
     let used = f.local.gid.as_deref().unwrap_or("?");
     if side == Side::Local && used != plan.gid {
-        return Some(Cause::fail(
+        return Some(cannot(
             "gid-vanished",
             format!(
                 "the source GID changed under the run: index {} held {} ({}) when nccl-wrap read it, {used} when the queue pair used it",
@@ -217,7 +209,7 @@ fn source_gid(side: Side, fault: &Fault, f: &PairFacts) -> Option<Cause> {
         o => o.describe(),
     };
     Some(
-        Cause::fail(
+        cannot(
             "foreign-gid",
             format!(
                 "the queue pair sends from GID index {} ({}), {whose} address, not this pod's: the peer's replies go to that address's owner, and on a shared device the kernel ends the queue pair ({} end: {})",
@@ -249,7 +241,7 @@ fn pkey_mismatch(f: &PairFacts) -> Option<Cause> {
         } else {
             format!("both ends are limited members of partition {base_a:#06x} ({a:#06x}, {b:#06x}): limited members cannot talk to each other")
         };
-        Cause::fail(
+        cannot(
             "pkey-mismatch",
             summary,
             "put both ports in the same partition, at least one as a full member (the subnet manager's partitions.conf; NCCL_IB_PKEY picks the index NCCL uses)",
@@ -261,7 +253,7 @@ fn no_route(f: &PairFacts) -> Option<Cause> {
     let Some(Reach::NoRoute { elsewhere }) = f.reach else { return None };
     let peer = f.remote.gid.as_deref().and_then(parse_gid).and_then(|g| gid_ipv4(&g))?;
     let netdev = f.local.netdev.clone().unwrap_or_else(|| "?".into());
-    let mut c = Cause::fail(
+    let mut c = cannot(
         "no-route",
         format!("the peer's address {peer} is on a subnet {netdev} has no route to (this namespace's main routing table)"),
         "pair rails that share a subnet (rail i with rail i, the default), or add a route for the peer's rail subnet through this rail's net device (the IPAM's routes, or the fabric routing between rails)",
@@ -276,39 +268,39 @@ fn no_route(f: &PairFacts) -> Option<Cause> {
 fn by_fault(f: &PairFacts, side: Side, fault: &Fault) -> Cause {
     let s = side.name();
     match (fault.step.as_str(), fault.wc_status) {
-        ("INIT" | "RTR" | "RTS", _) => Cause::fail(
+        ("INIT" | "RTR" | "RTS", _) => cannot(
             "qp-transition",
             format!("the {s} end's queue pair was refused {}: {}", transition(&fault.step), fault.error),
             transition_hint(&fault.step, f),
         ),
-        (_, Some(wc::RETRY_EXC_ERR)) => Cause::fail(
+        (_, Some(wc::RETRY_EXC_ERR)) => cannot(
             "retry-exceeded",
             format!("the {s} end's packets were never acknowledged ({})", fault.error),
             "the path drops RoCE while TCP flows: check the VLAN of both rails, PFC/ECN on the switch ports, ACLs or firewalls on UDP 4791, and that rail i is paired with the peer's rail i",
         ),
-        (_, Some(wc::RNR_RETRY_EXC_ERR | wc::REM_ACCESS_ERR | 9 | 11 | 7)) => Cause::fail(
+        (_, Some(wc::RNR_RETRY_EXC_ERR | wc::REM_ACCESS_ERR | 9 | 11 | 7)) => cannot(
             "peer",
             format!("the peer's end rejected the work ({})", fault.error),
             "the peer's queue pair or buffer was not ready or not as described: run the same nccl-wrap version on both ends",
         ),
-        (_, Some(_)) => Cause::fail(
+        (_, Some(_)) => cannot(
             "qp-transition",
             format!("the {s} end's queue pair went to the error state: {}", fault.error),
             "a completion error outside the usual ones: check the adapter's firmware log (dmesg) on that node",
         ),
-        ("timeout", _) | ("latency" | "bandwidth", None) => Cause::fail(
+        ("timeout", _) | ("latency" | "bandwidth", None) => cannot(
             "timeout",
             format!("no completion on the {s} end before the deadline ({})", fault.error),
             "the path drops RoCE or the adapter stalls: check the VLAN of both rails, PFC/ECN, ACLs on UDP 4791 and the rail pairing; on software RoCE raise --timeout-ms",
         ),
         ("open" | "query_port" | "query_gid" | "query_pkey" | "alloc_pd" | "create_cq" | "create_qp" | "reg_mr", _) => {
-            Cause::fail(
+            cannot(
                 "no-port",
                 format!("the {s} end could not set up a queue pair at {}: {}", fault.step, fault.error),
                 "the port cannot run RDMA from this container: run `nccl-wrap doctor` there (uverbs nodes, memlock, the port's state)",
             )
         }
-        _ => Cause::fail(
+        _ => cannot(
             "peer",
             format!("the {s} end stopped at {}: {}", fault.step, fault.error),
             "run the same nccl-wrap version on both ends and look at the other end's output",

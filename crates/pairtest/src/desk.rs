@@ -176,20 +176,16 @@ impl<'l, P: Protocol + Send + 'static> Desk<'l, P> {
             // result is sent before the lock is let go, so that a desk that sees no first read
             // under way finds every finished one's result in its channel (see `next`).
             let mut map = reading.lock();
-            let ours = map.as_mut().map(|r| r.remove(&id).is_some()).unwrap_or(false);
-            if ours {
+            if map.as_mut().is_ok_and(|r| r.remove(&id).is_some()) {
                 let _ = tx.send((id, source, s, first));
-                drop(map);
             } else {
                 drop(map);
                 s.close();
             }
         });
         if spawned.is_err() {
-            if let Ok(mut r) = self.reading.lock() {
-                if let Some(x) = r.remove(&id) {
-                    close(&x.stream);
-                }
+            if let Some(x) = self.reading.lock().ok().and_then(|mut r| r.remove(&id)) {
+                close(&x.stream);
             }
             self.unread(None, addr, "no thread to read it".to_owned());
         }
@@ -203,10 +199,9 @@ impl<'l, P: Protocol + Send + 'static> Desk<'l, P> {
                 Arrival::First(s, m)
             }
             Err(e) => {
-                if !matches!(e, ExchangeError::Closed { .. } | ExchangeError::Refused { .. }) {
-                    s.refuse(&e.to_string());
-                } else {
-                    s.close();
+                match e {
+                    ExchangeError::Closed { .. } | ExchangeError::Refused { .. } => s.close(),
+                    _ => s.refuse(&e.to_string()),
                 }
                 let said = self.ledger.count(source, &e.to_string(), false);
                 Arrival::Stray { error: e, said }
@@ -331,8 +326,7 @@ pub fn serve(
                 None => on_peer(session, hello).map_err(|e| (true, e, true)),
             },
             Arrival::First(session, m) => {
-                let e = ExchangeError::Unexpected { peer: session.peer.clone(), want: "hello", got: m.name() };
-                let (e, said) = refused(&desk, &session, e);
+                let (e, said) = refused(&desk, &session, session.unexpected("hello", m.name()));
                 session.refuse(&e.to_string());
                 Err((false, e, said))
             }

@@ -47,16 +47,10 @@ impl Net {
     /// `ADDR` or `ADDR/PREFIX`.
     pub fn parse(spec: &str) -> Result<Net, AllowError> {
         let bad = || AllowError::Net(clean::bounded(spec, 64));
-        let (a, p) = match spec.split_once('/') {
-            Some((a, p)) => (a, Some(p)),
-            None => (spec, None),
-        };
+        let (a, p) = spec.split_once('/').map_or((spec, None), |(a, p)| (a, Some(p)));
         let addr: IpAddr = a.trim().parse().map_err(|_| bad())?;
         let bits = if addr.is_ipv4() { 32 } else { 128 };
-        let prefix = match p {
-            None => bits,
-            Some(p) => p.trim().parse::<u32>().map_err(|_| bad())?,
-        };
+        let prefix = p.map_or(Ok(bits), |p| p.trim().parse::<u32>()).map_err(|_| bad())?;
         if prefix > bits {
             return Err(AllowError::Prefix { addr: addr.to_string(), prefix, bits });
         }
@@ -105,11 +99,8 @@ impl Allow {
             Allow::Anyone => None,
             Allow::Nets(nets) => (!nets.iter().any(|n| n.contains(ip))).then(|| {
                 let list: Vec<String> = nets.iter().take(4).map(|n| format!("{}/{}", n.addr, n.prefix)).collect();
-                format!(
-                    "{ip} is not in the allowed networks ({}{})",
-                    list.join(", "),
-                    if nets.len() > 4 { ", ..." } else { "" }
-                )
+                let more = if nets.len() > 4 { ", ..." } else { "" };
+                format!("{ip} is not in the allowed networks ({}{more})", list.join(", "))
             }),
             Allow::Peers(peers) => {
                 let peers = peers.lock().map(|p| p.clone()).unwrap_or_default();

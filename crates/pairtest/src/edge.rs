@@ -4,7 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::cause::{Cause, Status};
+pub use super::cause::cannot;
+use super::cause::Cause;
 use super::exchange::{self, ExchangeError, Session};
 use super::here::Here;
 use super::output::{self, PairResult};
@@ -12,11 +13,6 @@ use super::pair::Planned;
 use super::session::{self, Opened};
 use super::settings::Settings;
 use super::wire::{Hello, PortInfo};
-
-/// Why the check cannot run at all (exit 2 for ping; a pod's problem for the gate).
-pub fn cannot(id: &'static str, summary: impl Into<String>, hint: impl Into<String>) -> Cause {
-    Cause::new(id, Status::Fail, summary, hint)
-}
 
 /// The peer's failure as a cause: it never came, or it came and misbehaved.
 pub fn peer_cause(e: &ExchangeError) -> Cause {

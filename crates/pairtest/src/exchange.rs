@@ -113,16 +113,15 @@ impl Session {
     fn read_full(&mut self, buf: &mut [u8], what: &'static str) -> Result<(), ExchangeError> {
         let mut got = 0;
         while got < buf.len() {
-            let timeout = |got| ExchangeError::Timeout { peer: self.peer.clone(), what, got, want: buf.len() };
-            let Some(left) = self.remaining() else { return Err(timeout(got)) };
+            let (peer, want) = (self.peer.clone(), buf.len());
+            let Some(left) = self.remaining() else { return Err(ExchangeError::Timeout { peer, what, got, want }) };
             self.stream.set_read_timeout(Some(left)).map_err(|e| self.io(e))?;
             match self.stream.read(&mut buf[got..]) {
-                Ok(0) => return Err(ExchangeError::Closed { peer: self.peer.clone(), what, got, want: buf.len() }),
-                Ok(n) => got += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if timed_out(&e) => {}
+                Ok(n) if n > 0 => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted || timed_out(&e) => {}
+                Ok(_) => return Err(ExchangeError::Closed { peer, what, got, want }),
                 Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
-                    return Err(ExchangeError::Closed { peer: self.peer.clone(), what, got, want: buf.len() })
+                    return Err(ExchangeError::Closed { peer, what, got, want })
                 }
                 Err(e) => return Err(self.io(e)),
             }
@@ -166,7 +165,12 @@ impl Session {
     ) -> Result<T, ExchangeError> {
         let m = self.recv()?;
         let got = m.name();
-        pick(m).ok_or_else(|| ExchangeError::Unexpected { peer: self.peer.clone(), want, got })
+        pick(m).ok_or_else(|| self.unexpected(want, got))
+    }
+
+    /// A `got` message where a `want` message belongs.
+    pub fn unexpected(&self, want: &'static str, got: &'static str) -> ExchangeError {
+        ExchangeError::Unexpected { peer: self.peer.clone(), want, got }
     }
 
     pub fn send(&mut self, msg: &Message) -> Result<(), ExchangeError> {
@@ -176,22 +180,11 @@ impl Session {
     /// [`Session::send`] for protocol `P`.
     pub fn send_as<P: Protocol>(&mut self, msg: &P) -> Result<(), ExchangeError> {
         let bytes = wire::encode_as(msg).map_err(|source| ExchangeError::Wire { peer: "this end".into(), source })?;
-        let Some(left) = self.remaining() else {
-            return Err(ExchangeError::Timeout { peer: self.peer.clone(), what: "sending", got: 0, want: bytes.len() });
-        };
+        let timeout = |what| ExchangeError::Timeout { peer: self.peer.clone(), what, got: 0, want: bytes.len() };
+        let Some(left) = self.remaining() else { return Err(timeout("sending")) };
         self.stream.set_write_timeout(Some(left)).map_err(|e| self.io(e))?;
-        self.stream.write_all(&bytes).map_err(|e| {
-            if timed_out(&e) {
-                ExchangeError::Timeout {
-                    peer: self.peer.clone(),
-                    what: "sending (the peer does not read)",
-                    got: 0,
-                    want: bytes.len(),
-                }
-            } else {
-                self.io(e)
-            }
-        })
+        let sent = self.stream.write_all(&bytes);
+        sent.map_err(|e| if timed_out(&e) { timeout("sending (the peer does not read)") } else { self.io(e) })
     }
 
     /// Whether anything (a message, the end of the connection) arrives within `timeout`.

@@ -4,7 +4,7 @@
 use std::ffi::OsStr;
 use std::path::Path;
 
-use super::cause::{Cause, PlanGid};
+use super::cause::{cannot, Cause, PlanGid};
 use super::output::{self, Dropped};
 use super::pair::Planned;
 use super::route::{self, Route};
@@ -45,7 +45,7 @@ impl Here {
 /// This pod's side of every edge, or why it has none: ibverbs not used, no usable port.
 pub fn read(inp: &Inputs) -> Result<Here, Cause> {
     if let Err(VerbsError::Unavailable(reason)) = inp.verbs.device_names() {
-        return Err(Cause::fail(
+        return Err(cannot(
             "no-port",
             format!("ping moves bytes through ibverbs, which are not used here: {reason}"),
             "run against the kernel's /sys, without --skip-verbs",
@@ -53,7 +53,7 @@ pub fn read(inp: &Inputs) -> Result<Here, Cause> {
     }
     let planned = planned(inp.plan);
     if planned.is_empty() {
-        return Err(Cause::fail(
+        return Err(cannot(
             "no-port",
             "no usable RDMA port in this pod: nothing to test (a run would set NCCL_IB_DISABLE=1)",
             "run `nccl-wrap doctor` to see why each port is not used",
@@ -71,22 +71,13 @@ pub fn read(inp: &Inputs) -> Result<Here, Cause> {
 
 /// The plan's entry at each planned port's GID index, and whose address it held.
 fn plan_gids(plan: &Plan, planned: &[Planned]) -> Vec<PlanGid> {
-    let mut out = Vec::new();
-    for p in planned {
-        let Some(index) = p.gid_index else { continue };
-        let Some(f) = facts(plan, &p.device, u32::from(p.port)) else { continue };
-        if let Some(g) = entry_at(f, index) {
-            out.push(PlanGid {
-                device: p.device.clone(),
-                port: p.port,
-                index,
-                gid: g.gid.clone(),
-                address: g.address.clone(),
-                owner: g.owner,
-            });
-        }
-    }
-    out
+    let gid = |p: &Planned| {
+        let (index, f) = (p.gid_index?, facts(plan, &p.device, u32::from(p.port))?);
+        let g = entry_at(f, index)?;
+        let (gid, address, owner) = (g.gid.clone(), g.address.clone(), g.owner);
+        Some(PlanGid { device: p.device.clone(), port: p.port, index, gid, address, owner })
+    };
+    planned.iter().filter_map(gid).collect()
 }
 
 /// The plan's ports with NCCL_IB_GID_INDEX as NCCL will read it, else each port's own pick.
@@ -138,18 +129,15 @@ fn entry_at(f: &PortFacts, index: u32) -> Option<&GidPick> {
 
 /// The RoCE ports the plan leaves out only for their GID, with the plan's reason.
 pub(crate) fn dropped_for_gid(plan: &Plan) -> Vec<output::Dropped> {
-    let mut out = Vec::new();
-    for d in plan.decisions.iter().filter(|d| !d.used) {
-        let (Some(reason), Ok(port)) = (&d.reason, u8::try_from(d.port)) else { continue };
-        let Some(f) = facts(plan, &d.device, d.port) else { continue };
+    let dropped = |d: &nw_decide::PortDecision| {
+        let (Some(reason), Ok(port)) = (&d.reason, u8::try_from(d.port)) else { return None };
+        let f = facts(plan, &d.device, d.port)?;
         let gid_only = f.link_layer.as_deref() == Some("Ethernet")
             && nw_decide::link_problem(f).is_none()
             && f.gid.as_ref().is_some_and(|g| !g.full_match);
-        if gid_only {
-            out.push(output::Dropped { device: d.device.clone(), port, reason: reason.clone() });
-        }
-    }
-    out
+        gid_only.then(|| output::Dropped { device: d.device.clone(), port, reason: reason.clone() })
+    };
+    plan.decisions.iter().filter(|d| !d.used).filter_map(dropped).collect()
 }
 
 /// This pod's name: the kernel's hostname under the proc root, else `HOSTNAME`.
@@ -163,9 +151,5 @@ pub fn hostname(proc_root: &Path, vars: &Vars) -> String {
         .filter(|c| c.is_ascii_alphanumeric() || "-._".contains(*c))
         .take(253)
         .collect();
-    if h.is_empty() {
-        "unknown".into()
-    } else {
-        h
-    }
+    Some(h).filter(|h| !h.is_empty()).unwrap_or_else(|| "unknown".into())
 }

@@ -5,7 +5,7 @@
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::cause::{self, describe, Cause, PairFacts, PlanGid, Status};
+use super::cause::{self, cannot, describe, Cause, PairFacts, PlanGid, Status};
 use super::route::{self, Reach, Route};
 use super::session::PairRun;
 use super::wire::{parse_gid, PortInfo};
@@ -172,7 +172,7 @@ pub fn unpaired(
     let mut dropped = dropped.iter();
     if !all_pairs {
         for (i, p) in local.iter().enumerate().skip(nr) {
-            let c = Cause::fail(
+            let c = cannot(
                 "no-port",
                 format!(
                     "rail {i} ({}:{}) has no partner: the peer offers {nr} usable port(s), this end {nl}; the peer's rail {i} is missing or unusable there",
@@ -188,7 +188,7 @@ pub fn unpaired(
                 "the peer's rail {i} ({}:{}) has no partner here: this end offers {nl} usable port(s), the peer {nr}",
                 p.device, p.port
             );
-            let mut c = Cause::fail("no-port", "", "");
+            let mut c = cannot("no-port", "", "");
             let local = match d {
                 Some(d) => {
                     summary.push_str(&format!("; {}:{} is not used here: {}", d.device, d.port, d.reason));
@@ -203,7 +203,7 @@ pub fn unpaired(
         }
     }
     for d in dropped {
-        let c = Cause::fail(
+        let c = cannot(
             "no-port",
             format!("{}:{} is not used here, so its rail is not tested: {}", d.device, d.port, d.reason),
             "fix the port as the reason says (`nccl-wrap doctor` on this pod), then run ping again",

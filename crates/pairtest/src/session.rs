@@ -73,14 +73,7 @@ pub fn budget(pairs: usize, rounds: usize, limits: &Settings) -> Duration {
 }
 
 fn peer_count<T>(s: &Session, got: &[T], want: usize, what: &'static str) -> Result<(), ExchangeError> {
-    if got.len() != want {
-        return Err(ExchangeError::Unexpected {
-            peer: s.peer.clone(),
-            want: what,
-            got: "message with another pair count",
-        });
-    }
-    Ok(())
+    (got.len() == want).then_some(()).ok_or_else(|| s.unexpected(what, "message with another pair count"))
 }
 
 /// Each pair's first fault on this end and on the peer's, and the peer's queue pairs.
@@ -126,6 +119,23 @@ fn connect(
     Ok((local, remote, theirs))
 }
 
+/// Every pair's run from its ends, faults and `figures`.
+fn runs(
+    ends: &[(PortInfo, PortInfo)],
+    local: &[Option<Fault>],
+    remote: &[Option<Fault>],
+    figures: &dyn Fn(usize) -> Option<Figures>,
+) -> Vec<PairRun> {
+    let run = |(k, (l, r)): (usize, &(PortInfo, PortInfo))| PairRun {
+        local: l.clone(),
+        remote: r.clone(),
+        local_fault: local[k].clone(),
+        remote_fault: remote[k].clone(),
+        figures: figures(k),
+    };
+    ends.iter().enumerate().map(run).collect()
+}
+
 /// The initiating end's hellos: ours, and the listener's answer (with the sizes it will run).
 pub(crate) fn greet(s: &mut Session, opened: &Opened, host: &str, asked: &Settings) -> Result<Hello, ExchangeError> {
     s.send(&Message::Hello(asked.hello(host, opened.infos.clone())))?;
@@ -158,10 +168,7 @@ pub(crate) fn initiate(
         let ok =
             |k: usize, local: &[Option<Fault>], remote: &[Option<Fault>]| local[k].is_none() && remote[k].is_none();
         for (k, r) in res.iter().enumerate() {
-            let Ok(r) = r else { continue };
-            if !ok(k, &local, &remote) {
-                continue;
-            }
+            let (Ok(r), None, None) = (r, &local[k], &remote[k]) else { continue };
             match r.latency(limits.iters, Instant::now() + limits.timeout) {
                 Ok(samples) => {
                     // The first round trips warm caches and address translation: leave them out.
@@ -207,17 +214,7 @@ pub(crate) fn initiate(
         for (k, st) in back.into_iter().enumerate() {
             remote[k] = remote[k].take().or(st.fault);
         }
-        Ok(ends
-            .iter()
-            .enumerate()
-            .map(|(k, (l, r))| PairRun {
-                local: l.clone(),
-                remote: r.clone(),
-                local_fault: local[k].clone(),
-                remote_fault: remote[k].clone(),
-                figures: Some(figures[k]),
-            })
-            .collect())
+        Ok(runs(&ends, &local, &remote, &|k| Some(figures[k])))
     })?;
     Ok((runs, theirs.ports))
 }
@@ -246,10 +243,7 @@ pub fn answer(
         loop {
             let mut any = false;
             for (k, r) in res.iter().enumerate() {
-                let Ok(r) = r else { continue };
-                if local[k].is_some() || remote[k].is_some() {
-                    continue;
-                }
+                let (Ok(r), None, None) = (r, &local[k], &remote[k]) else { continue };
                 match r.respond() {
                     Ok(n) => any |= n > 0,
                     Err(f) => local[k] = Some(f),
@@ -262,12 +256,8 @@ pub fn answer(
                     break;
                 }
                 if Instant::now() >= s.deadline {
-                    return Err(ExchangeError::Timeout {
-                        peer: s.peer.clone(),
-                        what: "the end of the run",
-                        got: 0,
-                        want: 1,
-                    });
+                    let (peer, what) = (s.peer.clone(), "the end of the run");
+                    return Err(ExchangeError::Timeout { peer, what, got: 0, want: 1 });
                 }
                 std::thread::yield_now();
             }
@@ -276,20 +266,10 @@ pub fn answer(
         peer_count(s, &theirs, pairs.len(), "done")?;
         let done = (0..pairs.len()).map(|k| PairState { pair: k as u16, fault: local[k].clone(), figures: None });
         s.send(&Message::Done(done.collect()))?;
-        Ok(theirs
-            .into_iter()
-            .enumerate()
-            .map(|(k, st)| {
-                remote[k] = remote[k].take().or(st.fault);
-                PairRun {
-                    local: ends[k].0.clone(),
-                    remote: ends[k].1.clone(),
-                    local_fault: local[k].clone(),
-                    remote_fault: remote[k].clone(),
-                    figures: st.figures,
-                }
-            })
-            .collect())
+        for (k, st) in theirs.iter().enumerate() {
+            remote[k] = remote[k].take().or(st.fault.clone());
+        }
+        Ok(runs(&ends, &local, &remote, &|k| theirs[k].figures))
     })?;
     Ok(runs)
 }

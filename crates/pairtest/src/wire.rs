@@ -172,14 +172,7 @@ impl Message {
 pub const LAST_KIND: u8 = 5;
 
 pub(crate) fn kind_name(kind: u8) -> &'static str {
-    match kind {
-        1 => "hello",
-        2 => "setup",
-        3 => "ready",
-        4 => "done",
-        5 => "refuse",
-        _ => "unknown",
-    }
+    ["unknown", "hello", "setup", "ready", "done", "refuse"].get(usize::from(kind)).unwrap_or(&"unknown")
 }
 
 /// The messages one connection carries: [`Message`], or a front end's that adds its kinds.
@@ -357,9 +350,7 @@ fn validate(msg: &Message) -> Result<(), WireError> {
                 order("setup.pair", i, q.pair)?;
                 fail_if(q.qpn >= 1 << 24, "setup.qpn", || format!("{} is not a 24-bit queue pair number", q.qpn))?;
                 fail_if(q.psn >= 1 << 24, "setup.psn", || format!("{} is not a 24-bit packet sequence number", q.psn))?;
-                if let Some(f) = &q.fault {
-                    validate_fault(f)?;
-                }
+                q.fault.as_ref().map_or(Ok(()), validate_fault)?;
             }
             Ok(())
         }
@@ -367,9 +358,7 @@ fn validate(msg: &Message) -> Result<(), WireError> {
             count("pairs", states.len())?;
             for (i, s) in states.iter().enumerate() {
                 order("pair", i, s.pair)?;
-                if let Some(f) = &s.fault {
-                    validate_fault(f)?;
-                }
+                s.fault.as_ref().map_or(Ok(()), validate_fault)?;
                 if let Some(f) = &s.figures {
                     for v in [f.median_us, f.p99_us, f.gbps].into_iter().flatten() {
                         fail_if(!(v.is_finite() && (0.0..1e9).contains(&v)), "figures", || {
@@ -486,13 +475,11 @@ pub fn check_port(p: &PortInfo) -> Result<(), WireError> {
                 })?;
             }
         }
-        LinkLayer::InfiniBand => match p.lid {
-            Some(0) | None => return Err(field("port.lid", "an InfiniBand port without a LID")),
-            Some(lid) if lid >= 0xc000 => {
-                return Err(field("port.lid", format!("{lid:#x} is a multicast LID, not a port's")));
-            }
-            Some(_) => {}
-        },
+        LinkLayer::InfiniBand => {
+            let lid = p.lid.unwrap_or(0);
+            fail_if(lid == 0, "port.lid", || "an InfiniBand port without a LID")?;
+            fail_if(lid >= 0xc000, "port.lid", || format!("{lid:#x} is a multicast LID, not a port's"))?;
+        }
     }
     Ok(())
 }
