@@ -117,7 +117,7 @@ pub fn take_part(
                 continue;
             }
             Ok(m) => {
-                let e = ExchangeError::Unexpected { peer: s.peer.clone(), want: "challenge", got: m.name() };
+                let e = s.unexpected("challenge", m.name());
                 return coordinator_lost(who, me, &e, "answered this pod's knock wrongly");
             }
             Err(e) => return coordinator_lost(who, me, &e, "did not take this pod's join"),
@@ -150,10 +150,7 @@ pub fn take_part(
             (a, gate)
         }
         Ok(Frame::Verdict(v)) => return forged(who, me, &Frame::Verdict(v.clone()), key, &early).unwrap_or(v),
-        Ok(m) => {
-            let e = ExchangeError::Unexpected { peer: s.peer.clone(), want: "assign", got: m.name() };
-            return coordinator_lost(who, me, &e, "answered the join wrongly");
-        }
+        Ok(m) => return coordinator_lost(who, me, &s.unexpected("assign", m.name()), "answered the join wrongly"),
         Err(e) => return coordinator_lost(who, me, &e, "sent no assignment"),
     };
     // The pair test's tag proves the secret to the successor, bound to the nonce it joined with.
@@ -176,8 +173,7 @@ pub fn take_part(
     match s.recv_as::<Frame>() {
         Ok(Frame::Verdict(v)) => forged(who, me, &Frame::Verdict(v.clone()), key, &session).unwrap_or(v),
         got => {
-            let e =
-                got.map_or_else(|e| e, |m| ExchangeError::Unexpected { peer: s.peer, want: "verdict", got: m.name() });
+            let e = got.map_or_else(|e| e, |m| s.unexpected("verdict", m.name()));
             coordinator_lost(who, me, &e, "sent no verdict")
         }
     }
