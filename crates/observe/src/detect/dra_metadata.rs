@@ -527,7 +527,7 @@ struct RawDevice {
     driver: Option<String>,
     pool: Option<String>,
     name: Option<String>,
-    attributes: Option<Entries>,
+    attributes: Option<Entries<Box<RawValue>>>,
     network_data: Option<RawNetworkData>,
 }
 
@@ -552,26 +552,27 @@ struct RawAttribute {
     versions: Option<Vec<String>>,
 }
 
-/// The attribute map in file order, repeated keys included, each value kept as text.
-struct Entries(Vec<(String, Box<RawValue>)>);
+/// A JSON object's entries in file order, repeated keys included (the attribute map here, an SR-IOV
+/// `_INFO` value in `sriov`).
+pub(crate) struct Entries<V>(pub Vec<(String, V)>);
 
-impl<'de> Deserialize<'de> for Entries {
+impl<'de, V: Deserialize<'de>> Deserialize<'de> for Entries<V> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Entries;
+        struct Visit<V>(std::marker::PhantomData<V>);
+        impl<'de, V: Deserialize<'de>> serde::de::Visitor<'de> for Visit<V> {
+            type Value = Entries<V>;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("a map of attributes")
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Entries, A::Error> {
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Entries<V>, A::Error> {
                 let mut out = Vec::new();
-                while let Some(entry) = m.next_entry::<String, Box<RawValue>>()? {
+                while let Some(entry) = m.next_entry::<String, V>()? {
                     out.push(entry);
                 }
                 Ok(Entries(out))
             }
         }
-        d.deserialize_map(V)
+        d.deserialize_map(Visit(std::marker::PhantomData))
     }
 }
 

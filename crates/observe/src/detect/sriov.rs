@@ -7,6 +7,7 @@ use std::ffi::{OsStr, OsString};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use crate::detect::dra_metadata::Entries;
 use crate::detect::names::{self, NameError};
 
 /// Largest value we parse. Real values are a few hundred bytes per device.
@@ -133,12 +134,19 @@ fn checked_value<'v>(name: &str, value: &'v OsStr, problems: &mut Vec<SriovError
 /// Parses one `_INFO` value: an error makes it unusable, an entry's problem goes to `problems` (a
 /// refused `rdma_dev` keeps its device).
 fn parse_info(variable: &str, text: &str, problems: &mut Vec<SriovError>) -> Result<Vec<Allocated>, SriovError> {
-    let value: Entries =
-        serde_json::from_str(text).map_err(|source| SriovError::Json { variable: variable.to_string(), source })?;
-    let entries = match value {
-        Entries::Object(entries) => entries,
-        Entries::Other(found) => return Err(SriovError::NotAnObject { variable: variable.to_string(), found }),
+    let json = |source| SriovError::Json { variable: variable.to_string(), source };
+    let found = match serde_json::from_str::<Value>(text).map_err(json)? {
+        Value::Object(_) => None,
+        Value::Bool(_) => Some("a boolean"),
+        Value::Number(_) => Some("a number"),
+        Value::String(_) => Some("a string"),
+        Value::Null => Some("null"),
+        Value::Array(_) => Some("an array"),
     };
+    if let Some(found) = found {
+        return Err(SriovError::NotAnObject { variable: variable.to_string(), found });
+    }
+    let Entries::<&RawValue>(entries) = serde_json::from_str(text).map_err(json)?;
     let mut map: Vec<(String, &RawValue)> = Vec::with_capacity(entries.len());
     for (id, providers) in entries {
         match map.iter_mut().find(|(k, _)| *k == id) {
@@ -198,54 +206,6 @@ struct Rdma<'a> {
 /// An entry as one line of JSON, for a message (the variable's own spacing is not kept).
 fn compact(raw: &RawValue) -> String {
     serde_json::from_str::<Value>(raw.get()).map_or_else(|_| raw.get().to_string(), |v| v.to_string())
-}
-
-/// A JSON value whose top-level object keeps every entry in order, duplicates included.
-enum Entries<'a> {
-    Object(Vec<(String, &'a RawValue)>),
-    Other(&'static str),
-}
-
-impl<'de: 'a, 'a> serde::Deserialize<'de> for Entries<'a> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Entries<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a JSON value")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Entries<'de>, A::Error> {
-                let mut out = Vec::new();
-                while let Some(entry) = m.next_entry::<String, &RawValue>()? {
-                    out.push(entry);
-                }
-                Ok(Entries::Object(out))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Entries<'de>, E> {
-                Ok(Entries::Other("a boolean"))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Entries<'de>, E> {
-                Ok(Entries::Other("a number"))
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Entries<'de>, E> {
-                Ok(Entries::Other("a number"))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Entries<'de>, E> {
-                Ok(Entries::Other("a number"))
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Entries<'de>, E> {
-                Ok(Entries::Other("a string"))
-            }
-            fn visit_unit<E>(self) -> Result<Entries<'de>, E> {
-                Ok(Entries::Other("null"))
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Entries<'de>, A::Error> {
-                while s.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-                Ok(Entries::Other("an array"))
-            }
-        }
-        d.deserialize_any(V)
-    }
 }
 
 #[cfg(test)]

@@ -211,57 +211,45 @@ fn split(name: &str) -> Option<(&str, Field)> {
 
 impl Field {
     fn apply(self, vf: &mut Vf, variable: &str, value: &str, problems: &mut Vec<SriovDraError>) {
-        let path = |prefix: &'static str, expected: &'static str, problems: &mut Vec<SriovDraError>| {
-            char_device(value, prefix).or_else(|| {
-                problems.push(SriovDraError::BadPath {
-                    variable: variable.to_string(),
-                    value: quoted(value),
-                    expected,
-                });
-                None
-            })
-        };
-        match self {
-            Field::VfDevice => match dra_drivers::pci_address(value) {
-                Some(a) => vf.pci_address = Some(a),
-                None => {
-                    problems.push(SriovDraError::BadPciAddress { variable: variable.to_string(), value: quoted(value) })
+        const RDMA_CM: &str = "/dev/infiniband/rdma_cm";
+        let variable = variable.to_string();
+        let (ok, expected) = match self {
+            Field::VfDevice => {
+                match dra_drivers::pci_address(value) {
+                    Some(a) => vf.pci_address = Some(a),
+                    None => problems.push(SriovDraError::BadPciAddress { variable, value: quoted(value) }),
                 }
-            },
-            Field::Vfio => vf.vfio_device = path("/dev/vfio/", "/dev/vfio/<group>", problems),
-            Field::Uverb => {
-                vf.rdma.get_or_insert_with(Rdma::default).uverbs =
-                    path("/dev/infiniband/uverbs", "/dev/infiniband/uverbs<N>", problems)
-            }
-            Field::Umad => {
-                vf.rdma.get_or_insert_with(Rdma::default).umad =
-                    path("/dev/infiniband/umad", "/dev/infiniband/umad<N>", problems)
-            }
-            Field::Issm => {
-                vf.rdma.get_or_insert_with(Rdma::default).issm =
-                    path("/dev/infiniband/issm", "/dev/infiniband/issm<N>", problems)
-            }
-            Field::Cm => {
-                let ok = value == "/dev/infiniband/rdma_cm";
-                if !ok {
-                    problems.push(SriovDraError::BadPath {
-                        variable: variable.to_string(),
-                        value: quoted(value),
-                        expected: "/dev/infiniband/rdma_cm",
-                    });
-                }
-                vf.rdma.get_or_insert_with(Rdma::default).rdma_cm = ok.then(|| value.to_string());
+                return;
             }
             Field::RdmaDevice => {
                 let rdma = vf.rdma.get_or_insert_with(Rdma::default);
                 if dra_drivers::name_ok(value, dra_drivers::MAX_RDMA_NAME) {
                     rdma.device = Some(value.to_string());
                 } else {
-                    problems
-                        .push(SriovDraError::BadRdmaDevice { variable: variable.to_string(), value: quoted(value) });
+                    problems.push(SriovDraError::BadRdmaDevice { variable, value: quoted(value) });
                 }
+                return;
             }
+            Field::Vfio => (char_device(value, "/dev/vfio/"), "/dev/vfio/<group>"),
+            Field::Uverb => (char_device(value, "/dev/infiniband/uverbs"), "/dev/infiniband/uverbs<N>"),
+            Field::Umad => (char_device(value, "/dev/infiniband/umad"), "/dev/infiniband/umad<N>"),
+            Field::Issm => (char_device(value, "/dev/infiniband/issm"), "/dev/infiniband/issm<N>"),
+            Field::Cm => ((value == RDMA_CM).then(|| value.to_string()), RDMA_CM),
+        };
+        if ok.is_none() {
+            problems.push(SriovDraError::BadPath { variable, value: quoted(value), expected });
         }
+        if self == Field::Vfio {
+            vf.vfio_device = ok;
+            return;
+        }
+        let rdma = vf.rdma.get_or_insert_with(Rdma::default);
+        *match self {
+            Field::Uverb => &mut rdma.uverbs,
+            Field::Umad => &mut rdma.umad,
+            Field::Issm => &mut rdma.issm,
+            _ => &mut rdma.rdma_cm,
+        } = ok;
     }
 }
 
