@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
+use std::io::ErrorKind;
 use std::net::Ipv6Addr;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -24,7 +25,7 @@ use crate::detect::netif::{OwnAddr, Owner};
 use crate::detect::port::PortFacts;
 use crate::detect::sriov;
 use crate::detect::sriov_dra;
-use crate::detect::sysfs::{Attachment, DeviceDir, Sysfs};
+use crate::detect::sysfs::{Attachment, DeviceDir, Sysfs, SysfsError};
 use crate::detect::uverbs::{self, Nodes};
 
 /// The process environment as detection sees it.
@@ -234,7 +235,7 @@ pub fn detect(inp: &Inputs) -> Detection {
             sources.push(SourceReport { source, status: "not needed", inputs: Vec::new(), problems: Vec::new() });
             continue;
         }
-        let (inputs, problems, named) = match source {
+        let (inputs, problems, mut named) = match source {
             Source::DraMetadata => from_dra_metadata(inp),
             Source::SriovDra => from_sriov_dra(inp),
             Source::Sriov => from_sriov(inp),
@@ -246,7 +247,8 @@ pub fn detect(inp: &Inputs) -> Detection {
                 from_sysfs(inp, &visible, &own, &nodes, &mut warnings, &mut untold)
             }
         };
-        let named = dedupe(named);
+        named.sort_unstable_by(|a, b| names::natural_cmp(&a.name, &b.name));
+        named.dedup_by(|a, b| a.name == b.name);
         let status = match (named.is_empty(), inputs.is_empty()) {
             (false, _) => "used",
             (true, true) => "absent",
@@ -463,17 +465,6 @@ fn own_entry(ports: &[PortFacts]) -> Option<String> {
     })
 }
 
-fn dedupe(mut named: Vec<Named>) -> Vec<Named> {
-    named.sort_unstable_by(|a, b| names::natural_cmp(&a.name, &b.name));
-    named.dedup_by(|a, b| a.name == b.name);
-    named
-}
-
-/// Whether a device name failed to open because there is no such name (a rename).
-fn absent(e: &crate::detect::sysfs::SysfsError) -> bool {
-    matches!(e, crate::detect::sysfs::SysfsError::Read { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
-}
-
 /// Resolves a device ID to its RDMA devices through sysfs, or says why it could not. A device the
 /// source called `hint` under another name is marked as named so.
 fn resolve_id(
@@ -599,7 +590,8 @@ fn from_sriov(inp: &Inputs) -> Found {
                 // A renamed device (the plugin gives the host's name) found by its ID: both names shown.
                 let before = named.len();
                 let mut found = Vec::new();
-                let hint = absent(&e).then_some(name);
+                let absent = matches!(&e, SysfsError::Read { source, .. } if source.kind() == ErrorKind::NotFound);
+                let hint = absent.then_some(name);
                 resolve_id(inp, (&dev.device_id, hint), &dev.variable, &mut named, &mut found);
                 if named.len() == before || hint.is_none() {
                     problems.push(format!(
@@ -647,12 +639,6 @@ fn from_annotation(inp: &Inputs) -> Found {
     }
     let inputs = if scan.found { vec![path] } else { Vec::new() };
     (inputs, problems, named)
-}
-
-/// Whether every visible device is an AWS EFA device (its function's driver is `efa`).
-fn all_efa(sysfs: &Sysfs, visible: &[String]) -> bool {
-    !visible.is_empty()
-        && visible.iter().all(|v| sysfs.open_device(v).ok().and_then(|d| sysfs.driver_of(&d)).as_deref() == Some("efa"))
 }
 
 /// The fallback: which of the visible devices are this pod's?
@@ -749,8 +735,11 @@ fn from_sysfs(
             let found = mine.into_iter().map(|n| reuse(n, format!("sysfs (its uverbs node is in {})", dir.display())));
             return (inputs, problems, found.collect());
         }
-        if all_efa(inp.sysfs, visible) {
-            // AWS EFA: NCCL's net plugin opens what the container was given, never through NCCL_IB_HCA.
+        // AWS EFA (every device's function driven by `efa`): NCCL's net plugin opens what the container
+        // was given, never through NCCL_IB_HCA.
+        let efa =
+            |v: &String| inp.sysfs.open_device(v).ok().and_then(|d| inp.sysfs.driver_of(&d)).as_deref() == Some("efa");
+        if visible.iter().all(efa) {
             let all = visible
                 .iter()
                 .map(|n| reuse(n, "sysfs (EFA: NCCL's net plugin takes the devices the container was given)".into()));

@@ -29,10 +29,8 @@ pub struct Allocated {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SriovError {
-    #[error("{variable}: value is not UTF-8; ignored")]
-    NotUtf8 { variable: String },
-    #[error("{variable}: value is {len} bytes, over the {MAX_VALUE_BYTES}-byte bound; ignored")]
-    TooLarge { variable: String, len: usize },
+    #[error(transparent)]
+    Value(#[from] ValueError),
     #[error("{variable}: invalid JSON: {source}")]
     Json { variable: String, source: serde_json::Error },
     #[error("{variable}: expected a JSON object keyed by device ID, found {found}")]
@@ -65,7 +63,7 @@ where
     let mut info_ok = Vec::new();
     for (name, value) in vars {
         let Some(name) = name.to_str().filter(|n| n.starts_with(PREFIX)) else { continue };
-        let Some(text) = checked_value(name, value, &mut scan.problems) else { continue };
+        let Some(text) = checked_value(name, value, MAX_VALUE_BYTES, &mut scan.problems) else { continue };
         if let Some(base) = name.strip_suffix(INFO_SUFFIX) {
             match parse_info(name, text, &mut scan.problems) {
                 Ok(found) => {
@@ -119,14 +117,30 @@ fn twins_disagree(plain: &str, text: &str, from_info: &[Allocated]) -> Option<Sr
     Some(SriovError::TwinsDisagree { info, plain: plain.to_string(), detail: detail.join("; ") })
 }
 
-fn checked_value<'v>(name: &str, value: &'v OsStr, problems: &mut Vec<SriovError>) -> Option<&'v str> {
-    if value.len() > MAX_VALUE_BYTES {
-        problems.push(SriovError::TooLarge { variable: name.to_string(), len: value.len() });
+/// A variable's value that cannot be read (here and in `sriov_dra`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValueError {
+    #[error("{variable}: value is not UTF-8; ignored")]
+    NotUtf8 { variable: String },
+    #[error("{variable}: value is {len} bytes, over the {max}-byte bound; ignored")]
+    TooLarge { variable: String, len: usize, max: usize },
+}
+
+/// The value of variable `name` as text, if within `max` bytes and UTF-8; else says why not.
+pub(crate) fn checked_value<'v, E: From<ValueError>>(
+    name: &str,
+    value: &'v OsStr,
+    max: usize,
+    problems: &mut Vec<E>,
+) -> Option<&'v str> {
+    let variable = name.to_string();
+    if value.len() > max {
+        problems.push(ValueError::TooLarge { variable, len: value.len(), max }.into());
         return None;
     }
     let text = value.to_str();
     if text.is_none() {
-        problems.push(SriovError::NotUtf8 { variable: name.to_string() });
+        problems.push(ValueError::NotUtf8 { variable }.into());
     }
     text
 }

@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 
 use crate::detect::dra_drivers;
+use crate::detect::sriov::{checked_value, ValueError};
 
 /// Every variable of the driver starts so.
 pub const PREFIX: &str = "SRIOVNETWORK_";
@@ -72,10 +73,8 @@ pub struct Scan {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SriovDraError {
-    #[error("{variable}: value is not UTF-8; ignored")]
-    NotUtf8 { variable: String },
-    #[error("{variable}: value is {len} bytes, over the {MAX_VALUE_BYTES}-byte bound; ignored")]
-    TooLarge { variable: String, len: usize },
+    #[error(transparent)]
+    Value(#[from] ValueError),
     #[error("{variable}: device key {key:?} has characters outside [A-Za-z0-9_]; ignored")]
     BadKey { variable: String, key: String },
     #[error("{variable}: {value:?} is not a PCI address")]
@@ -108,7 +107,7 @@ where
         let Some(name) = name.to_str().filter(|n| n.starts_with(PREFIX)) else { continue };
         // The name as messages show it: a variable's name is bytes from outside too.
         let shown = quoted(name);
-        let Some(value) = checked(&shown, value, &mut out.problems) else { continue };
+        let Some(value) = checked_value(&shown, value, MAX_VALUE_BYTES, &mut out.problems) else { continue };
         let variable = name.to_string();
         if name == NAD {
             // A NetworkAttachmentDefinition name is a DNS subdomain.
@@ -267,18 +266,6 @@ fn key_address(key: &str) -> Option<String> {
 /// An environment variable name's part: `[A-Za-z0-9_]`, at most 253 bytes.
 fn key_ok(key: &str) -> bool {
     !key.is_empty() && key.len() <= 253 && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-}
-
-fn checked<'v>(name: &str, value: &'v OsString, problems: &mut Vec<SriovDraError>) -> Option<&'v str> {
-    if value.len() > MAX_VALUE_BYTES {
-        problems.push(SriovDraError::TooLarge { variable: name.to_string(), len: value.len() });
-        return None;
-    }
-    let text = value.to_str();
-    if text.is_none() {
-        problems.push(SriovDraError::NotUtf8 { variable: name.to_string() });
-    }
-    text
 }
 
 fn quoted(s: &str) -> String {
