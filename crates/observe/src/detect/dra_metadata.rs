@@ -265,14 +265,10 @@ fn read(api_version: &'static str, skipped: Vec<String>, body: RawMetadata) -> M
     let mut problems = Vec::new();
     let meta = body.metadata.unwrap_or_default();
     let mut checked = |field: &'static str, v: Option<String>, ok: fn(&str) -> bool| {
-        v.and_then(|v| {
-            if ok(&v) {
-                Some(v)
-            } else {
-                problems.push(Problem::BadClaimField { field, value: printable(&v, 100) });
-                None
-            }
-        })
+        if let Some(bad) = v.as_deref().filter(|v| !ok(v)) {
+            problems.push(Problem::BadClaimField { field, value: printable(bad, 100) });
+        }
+        v.filter(|v| ok(v))
     };
     let claim = Claim {
         name: checked("metadata.name", meta.name, k8s_name),
@@ -375,14 +371,12 @@ fn device(request: &str, raw: RawDevice, problems: &mut Vec<Problem>) -> Option<
 }
 
 fn network(label: &str, raw: RawNetworkData, problems: &mut Vec<Problem>) -> NetworkData {
-    let interface_name = raw.interface_name.filter(|n| !n.is_empty()).and_then(|n| {
-        if dra_drivers::name_ok(&n, dra_drivers::MAX_IFNAME) {
-            Some(n)
-        } else {
-            problems.push(Problem::BadInterfaceName { device: label.to_string(), value: printable(&n, 64) });
-            None
-        }
-    });
+    let name_ok = |n: &str| dra_drivers::name_ok(n, dra_drivers::MAX_IFNAME);
+    let interface_name = raw.interface_name.filter(|n| !n.is_empty());
+    if let Some(n) = interface_name.as_deref().filter(|n| !name_ok(n)) {
+        problems.push(Problem::BadInterfaceName { device: label.to_string(), value: printable(n, 64) });
+    }
+    let interface_name = interface_name.filter(|n| name_ok(n));
     if raw.ips.len() > MAX_ADDRESSES {
         problems.push(Problem::TooManyAddresses { device: label.to_string(), count: raw.ips.len() });
     }
@@ -393,13 +387,11 @@ fn network(label: &str, raw: RawNetworkData, problems: &mut Vec<Problem>) -> Net
             None => problems.push(Problem::BadAddress { device: label.to_string(), value: printable(ip, 64) }),
         }
     }
-    let hardware_address = raw.hardware_address.filter(|h| !h.is_empty()).and_then(|h| match hw_address(&h) {
-        Some(h) => Some(h),
-        None => {
-            problems.push(Problem::BadHardwareAddress { device: label.to_string(), value: printable(&h, 64) });
-            None
-        }
-    });
+    let hardware = raw.hardware_address.filter(|h| !h.is_empty());
+    let hardware_address = hardware.as_deref().and_then(hw_address);
+    if let (Some(h), None) = (&hardware, &hardware_address) {
+        problems.push(Problem::BadHardwareAddress { device: label.to_string(), value: printable(h, 64) });
+    }
     NetworkData { interface_name, addresses, hardware_address }
 }
 

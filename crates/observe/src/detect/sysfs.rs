@@ -244,27 +244,20 @@ impl Sysfs {
     /// Net devices of this namespace: sysfs shows only its own in `class/net`, which tells a pod's VFs
     /// from the host's.
     pub fn netdevs(&self, problems: &mut Vec<SysfsError>) -> NetDevs {
-        self.list("class/net", problems)
-            .into_iter()
-            .map(|name| {
-                let func = self.link_name(&format!("class/net/{name}/device"));
-                (name, func)
-            })
-            .collect()
+        let names = self.list("class/net", problems);
+        names.iter().map(|n| (n.clone(), self.link_name(&format!("class/net/{n}/device")))).collect()
     }
 
     /// Whether the software RDMA device `dev` is bound to this namespace's `ifname`, by identity, not
     /// name (every pod calls its rails `net1`...): port 1's default GID, else `node_guid`, against the
     /// modified EUI-64 of `ifname`'s MAC.
     pub(crate) fn software_identity(&self, dev: &str, ifname: &str) -> Identity {
-        let mac = match self.attr(&format!("class/net/{ifname}/address")) {
-            Ok(text) => match parse_hex::<6>(&text, 1) {
-                Some(mac) => mac,
-                None => {
-                    return Identity::Unknown(format!("class/net/{ifname}/address reads {text:?}, not a MAC address"))
-                }
-            },
+        let text = match self.attr(&format!("class/net/{ifname}/address")) {
+            Ok(text) => text,
             Err(e) => return Identity::Unknown(e.to_string()),
+        };
+        let Some(mac) = parse_hex::<6>(&text, 1) else {
+            return Identity::Unknown(format!("class/net/{ifname}/address reads {text:?}, not a MAC address"));
         };
         let want = eui64(&mac);
         let base = format!("class/infiniband/{dev}");
@@ -437,9 +430,8 @@ impl Sysfs {
             problems.push(SysfsError::Content { path: self.path(&format!("class/net/{ifname}/pkey")), content: raw });
             return None;
         };
-        let port =
-            self.attr(&format!("class/net/{ifname}/dev_port")).ok().and_then(|p| p.parse::<u32>().ok()).unwrap_or(0)
-                + 1;
+        let dev_port = self.attr(&format!("class/net/{ifname}/dev_port")).ok().and_then(|p| p.parse::<u32>().ok());
+        let port = dev_port.unwrap_or(0) + 1;
         let mut found = None;
         for i in 0..MAX_PKEYS {
             let Ok(text) = self.attr(&format!("class/infiniband/{dev}/ports/{port}/pkeys/{i}")) else { break };
