@@ -187,18 +187,15 @@ fn parse_info(variable: &str, text: &str, problems: &mut Vec<SriovError>) -> Res
         };
         // Only `rdma.rdma_dev` is read; any other shape leaves the device to its ID.
         let named = serde_json::from_str::<Providers>(providers.get()).ok().and_then(|p| p.rdma?.rdma_dev);
-        let rdma_dev = named.and_then(|dev| {
-            names::device_name(&dev)
-                .map_err(|source| {
-                    problems.push(SriovError::BadRdmaDev {
-                        variable: variable.to_string(),
-                        device_id: device_id.clone(),
-                        source,
-                    })
-                })
-                .ok()
-                .map(String::from)
-        });
+        let rdma_dev = match named.as_deref().map(names::device_name) {
+            Some(Ok(dev)) => Some(dev.to_string()),
+            Some(Err(source)) => {
+                let (variable, device_id) = (variable.to_string(), device_id.clone());
+                problems.push(SriovError::BadRdmaDev { variable, device_id, source });
+                None
+            }
+            None => None,
+        };
         out.push(Allocated { variable: variable.to_string(), device_id, rdma_dev });
     }
     Ok(out)

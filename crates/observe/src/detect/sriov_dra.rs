@@ -117,16 +117,14 @@ where
                 out.problems.push(SriovDraError::BadNetAttachDef { variable: shown, value: quoted(value) });
             }
         } else if name == PCI_ADDRESSES {
-            let mut list = Vec::new();
-            for a in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                match dra_drivers::pci_address(a) {
-                    Some(a) => list.push(a),
-                    None => {
-                        out.problems.push(SriovDraError::BadPciAddress { variable: shown.clone(), value: quoted(a) })
-                    }
+            let list = value.split(',').map(str::trim).filter(|s| !s.is_empty()).filter_map(|a| {
+                let found = dra_drivers::pci_address(a);
+                if found.is_none() {
+                    out.problems.push(SriovDraError::BadPciAddress { variable: shown.clone(), value: quoted(a) });
                 }
-            }
-            listed = Some(list);
+                found
+            });
+            listed = Some(list.collect::<Vec<_>>());
         } else if let Some((key, field)) = split(name) {
             if !key_ok(key) {
                 out.problems.push(SriovDraError::BadKey { variable: shown, key: quoted(key) });

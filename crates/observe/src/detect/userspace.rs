@@ -317,11 +317,10 @@ pub fn check(root: &Path, vars: &Vars, devices: &[(String, Option<String>)], dep
     let mut providers: Vec<Provider> = Vec::new();
     for (dev, driver) in devices {
         let Some(name) = provider_for(dev, driver.as_deref()) else { continue };
-        match providers.iter_mut().find(|p| p.name == name) {
-            Some(p) => p.devices.push(dev.clone()),
-            None => {
-                providers.push(Provider { name: name.into(), devices: vec![dev.clone()], config: None, library: None })
-            }
+        if let Some(p) = providers.iter_mut().find(|p| p.name == name) {
+            p.devices.push(dev.clone());
+        } else {
+            providers.push(Provider { name: name.into(), devices: vec![dev.clone()], config: None, library: None });
         }
     }
     match &libibverbs {
