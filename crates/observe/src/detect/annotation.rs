@@ -94,6 +94,9 @@ fn attachment(path: &str, entry: &Value, scan: &mut Scan) {
     }
 }
 
+/// Go's one-character escapes (`\n`) and, at the same place, the characters they stand for.
+const ESCAPES: (&str, &str) = ("\"\\'ntrabfv", "\"\\'\n\t\r\u{7}\u{8}\u{c}\u{b}");
+
 /// Undoes Go's `strconv.Quote`: `"..."` with `\" \\ \n \t \r \a \b \f \v \xHH \uHHHH \UHHHHHHHH \ooo`.
 pub fn go_unquote(s: &str) -> Option<String> {
     let inner = s.strip_prefix('"')?.strip_suffix('"')?;
@@ -107,19 +110,7 @@ pub fn go_unquote(s: &str) -> Option<String> {
             continue;
         }
         let e = chars.next()?;
-        let simple = match e {
-            '"' => Some('"'),
-            '\\' => Some('\\'),
-            '\'' => Some('\''),
-            'n' => Some('\n'),
-            't' => Some('\t'),
-            'r' => Some('\r'),
-            'a' => Some('\u{7}'),
-            'b' => Some('\u{8}'),
-            'f' => Some('\u{c}'),
-            'v' => Some('\u{b}'),
-            _ => None,
-        };
+        let simple = ESCAPES.0.find(e).and_then(|i| ESCAPES.1.chars().nth(i));
         if let Some(c) = simple {
             flush(&mut bytes, &mut out)?;
             out.push(c);

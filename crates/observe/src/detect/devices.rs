@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
+use std::io::ErrorKind;
 use std::net::Ipv6Addr;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -24,7 +25,7 @@ use crate::detect::netif::{OwnAddr, Owner};
 use crate::detect::port::PortFacts;
 use crate::detect::sriov;
 use crate::detect::sriov_dra;
-use crate::detect::sysfs::{Attachment, DeviceDir, Sysfs};
+use crate::detect::sysfs::{Attachment, DeviceDir, Sysfs, SysfsError};
 use crate::detect::uverbs::{self, Nodes};
 
 /// The process environment as detection sees it.
@@ -196,6 +197,9 @@ struct Named {
     ports: Option<ReadPorts>,
 }
 
+/// What a source read (inputs, problems) and the devices it named.
+type Found = (Vec<String>, Vec<String>, Vec<Named>);
+
 /// A device's ports as read, and the problems reading them.
 type ReadPorts = (Vec<PortFacts>, Vec<String>);
 
@@ -231,7 +235,7 @@ pub fn detect(inp: &Inputs) -> Detection {
             sources.push(SourceReport { source, status: "not needed", inputs: Vec::new(), problems: Vec::new() });
             continue;
         }
-        let (report, named) = match source {
+        let (inputs, problems, mut named) = match source {
             Source::DraMetadata => from_dra_metadata(inp),
             Source::SriovDra => from_sriov_dra(inp),
             Source::Sriov => from_sriov(inp),
@@ -243,11 +247,17 @@ pub fn detect(inp: &Inputs) -> Detection {
                 from_sysfs(inp, &visible, &own, &nodes, &mut warnings, &mut untold)
             }
         };
-        let (report, named) = (report, dedupe(named));
+        named.sort_unstable_by(|a, b| names::natural_cmp(&a.name, &b.name));
+        named.dedup_by(|a, b| a.name == b.name);
+        let status = match (named.is_empty(), inputs.is_empty()) {
+            (false, _) => "used",
+            (true, true) => "absent",
+            (true, false) => "no devices",
+        };
+        sources.push(SourceReport { source, status, inputs, problems });
         if !named.is_empty() {
             chosen = Some((source, named));
         }
-        sources.push(SourceReport { status: if chosen.is_some() { "used" } else { report.status }, ..report });
     }
 
     let (source, named) = chosen.unwrap_or((Source::None, Vec::new()));
@@ -455,26 +465,6 @@ fn own_entry(ports: &[PortFacts]) -> Option<String> {
     })
 }
 
-fn dedupe(mut named: Vec<Named>) -> Vec<Named> {
-    named.sort_unstable_by(|a, b| names::natural_cmp(&a.name, &b.name));
-    named.dedup_by(|a, b| a.name == b.name);
-    named
-}
-
-fn report(source: Source, inputs: Vec<String>, problems: Vec<String>, found: bool) -> SourceReport {
-    let status = match (found, inputs.is_empty()) {
-        (true, _) => "used",
-        (false, true) => "absent",
-        (false, false) => "no devices",
-    };
-    SourceReport { source, status, inputs, problems }
-}
-
-/// Whether a device name failed to open because there is no such name (a rename).
-fn absent(e: &crate::detect::sysfs::SysfsError) -> bool {
-    matches!(e, crate::detect::sysfs::SysfsError::Read { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
-}
-
 /// Resolves a device ID to its RDMA devices through sysfs, or says why it could not. A device the
 /// source called `hint` under another name is marked as named so.
 fn resolve_id(
@@ -502,9 +492,9 @@ fn resolve_id(
 
 /// The KEP-5304 metadata files: each NIC driver's device, found by its PCI address, else by its
 /// `networkData` interface, else by its RDMA device name (a hint).
-fn from_dra_metadata(inp: &Inputs) -> (SourceReport, Vec<Named>) {
+fn from_dra_metadata(inp: &Inputs) -> Found {
     let Some(root) = inp.dra_metadata else {
-        return (report(Source::DraMetadata, Vec::new(), Vec::new(), false), Vec::new());
+        return Found::default();
     };
     let walk = dra_files::walk(root);
     let mut problems = walk.problems;
@@ -547,11 +537,11 @@ fn from_dra_metadata(inp: &Inputs) -> (SourceReport, Vec<Named>) {
             log::debug!("{origin}: {} RDMA device(s)", named.len() - before);
         }
     }
-    (report(Source::DraMetadata, inputs, problems, !named.is_empty()), named)
+    (inputs, problems, named)
 }
 
 /// The SR-IOV DRA driver's variables: each VF found by its PCI address (`_RDMA_DEVICE` is a hint).
-fn from_sriov_dra(inp: &Inputs) -> (SourceReport, Vec<Named>) {
+fn from_sriov_dra(inp: &Inputs) -> Found {
     let scan = sriov_dra::scan(inp.vars);
     let mut problems: Vec<String> = scan.problems.iter().map(ToString::to_string).collect();
     if !scan.unknown.is_empty() {
@@ -577,7 +567,7 @@ fn from_sriov_dra(inp: &Inputs) -> (SourceReport, Vec<Named>) {
         let hint = vf.rdma.as_ref().and_then(|r| r.device.as_ref());
         resolve_id(inp, (addr, hint), &origin, &mut named, &mut problems);
     }
-    (report(Source::SriovDra, scan.variables, problems, !named.is_empty()), named)
+    (scan.variables, problems, named)
 }
 
 /// A name from outside for a message: printable ASCII only.
@@ -585,7 +575,7 @@ fn printable(s: &str) -> String {
     s.chars().take(100).map(|c| if c.is_ascii_graphic() { c } else { '?' }).collect()
 }
 
-fn from_sriov(inp: &Inputs) -> (SourceReport, Vec<Named>) {
+fn from_sriov(inp: &Inputs) -> Found {
     let scan = sriov::scan(inp.vars);
     let mut problems: Vec<String> = scan.problems.iter().map(ToString::to_string).collect();
     let mut named = Vec::new();
@@ -600,7 +590,8 @@ fn from_sriov(inp: &Inputs) -> (SourceReport, Vec<Named>) {
                 // A renamed device (the plugin gives the host's name) found by its ID: both names shown.
                 let before = named.len();
                 let mut found = Vec::new();
-                let hint = absent(&e).then_some(name);
+                let absent = matches!(&e, SysfsError::Read { source, .. } if source.kind() == ErrorKind::NotFound);
+                let hint = absent.then_some(name);
                 resolve_id(inp, (&dev.device_id, hint), &dev.variable, &mut named, &mut found);
                 if named.len() == before || hint.is_none() {
                     problems.push(format!(
@@ -613,18 +604,15 @@ fn from_sriov(inp: &Inputs) -> (SourceReport, Vec<Named>) {
             None => resolve_id(inp, (&dev.device_id, None), &dev.variable, &mut named, &mut problems),
         }
     }
-    (report(Source::Sriov, scan.variables, problems, !named.is_empty()), named)
+    (scan.variables, problems, named)
 }
 
-fn from_annotation(inp: &Inputs) -> (SourceReport, Vec<Named>) {
+fn from_annotation(inp: &Inputs) -> Found {
     let path = inp.annotations.display().to_string();
     let text = match crate::detect::file::read(inp.annotations, annotation::MAX_FILE_BYTES) {
         Ok(b) => String::from_utf8_lossy(&b).into_owned(),
-        Err(e) if e.is_not_found() => return (report(Source::Annotation, Vec::new(), Vec::new(), false), Vec::new()),
-        Err(e) => {
-            let msg = format!("{e}; the annotation is not used");
-            return (report(Source::Annotation, vec![path], vec![msg], false), Vec::new());
-        }
+        Err(e) if e.is_not_found() => return Found::default(),
+        Err(e) => return (vec![path], vec![format!("{e}; the annotation is not used")], Vec::new()),
     };
     let scan = annotation::scan(&path, &text);
     let mut problems: Vec<String> = scan.problems.iter().map(ToString::to_string).collect();
@@ -650,13 +638,7 @@ fn from_annotation(inp: &Inputs) -> (SourceReport, Vec<Named>) {
         }
     }
     let inputs = if scan.found { vec![path] } else { Vec::new() };
-    (report(Source::Annotation, inputs, problems, !named.is_empty()), named)
-}
-
-/// Whether every visible device is an AWS EFA device (its function's driver is `efa`).
-fn all_efa(sysfs: &Sysfs, visible: &[String]) -> bool {
-    !visible.is_empty()
-        && visible.iter().all(|v| sysfs.open_device(v).ok().and_then(|d| sysfs.driver_of(&d)).as_deref() == Some("efa"))
+    (inputs, problems, named)
 }
 
 /// The fallback: which of the visible devices are this pod's?
@@ -673,17 +655,17 @@ fn from_sysfs(
     nodes: &Nodes,
     warnings: &mut Vec<String>,
     untold: &mut bool,
-) -> (SourceReport, Vec<Named>) {
+) -> Found {
     let class = inp.sysfs.path("class/infiniband").display().to_string();
     if visible.is_empty() {
-        return (report(Source::Sysfs, Vec::new(), Vec::new(), false), Vec::new());
+        return Found::default();
     }
     let mut problems = Vec::new();
     let inputs = vec![class.clone()];
     let named = |name: &String, origin: String, ports| Named { ports, ..Named::new(name, origin) };
     if inp.sysfs.netns_exclusive() == Some(true) {
         let all = visible.iter().map(|n| named(n, "sysfs (exclusive RDMA netns mode)".into(), None));
-        return (report(Source::Sysfs, inputs, problems, true), all.collect());
+        return (inputs, problems, all.collect());
     }
     let mut errs = Vec::new();
     let netdevs = inp.sysfs.netdevs(&mut errs);
@@ -748,17 +730,20 @@ fn from_sysfs(
                     visible.len(),
                     dir.display()
                 ));
-                return (report(Source::Sysfs, inputs, problems, false), Vec::new());
+                return (inputs, problems, Vec::new());
             }
             let found = mine.into_iter().map(|n| reuse(n, format!("sysfs (its uverbs node is in {})", dir.display())));
-            return (report(Source::Sysfs, inputs, problems, true), found.collect());
+            return (inputs, problems, found.collect());
         }
-        if all_efa(inp.sysfs, visible) {
-            // AWS EFA: NCCL's net plugin opens what the container was given, never through NCCL_IB_HCA.
+        // AWS EFA (every device's function driven by `efa`): NCCL's net plugin opens what the container
+        // was given, never through NCCL_IB_HCA.
+        let efa =
+            |v: &String| inp.sysfs.open_device(v).ok().and_then(|d| inp.sysfs.driver_of(&d)).as_deref() == Some("efa");
+        if visible.iter().all(efa) {
             let all = visible
                 .iter()
                 .map(|n| reuse(n, "sysfs (EFA: NCCL's net plugin takes the devices the container was given)".into()));
-            return (report(Source::Sysfs, inputs, problems, true), all.collect());
+            return (inputs, problems, all.collect());
         }
         problems.push(format!(
             "cannot tell which of the {} RDMA devices in {class} are this pod's: no net device in this namespace sits on any of them, and no GID table holds an address of this pod (InfiniBand without IPoIB?); using all of them, as NCCL would by default. Name the pod's devices with the SR-IOV device plugin or the network-status annotation.",
@@ -767,5 +752,5 @@ fn from_sysfs(
         found = visible.iter().map(|n| reuse(n, "sysfs (ownership unknown)".into())).collect();
     }
     *untold = !shared;
-    (report(Source::Sysfs, inputs, problems, true), found)
+    (inputs, problems, found)
 }

@@ -265,14 +265,10 @@ fn read(api_version: &'static str, skipped: Vec<String>, body: RawMetadata) -> M
     let mut problems = Vec::new();
     let meta = body.metadata.unwrap_or_default();
     let mut checked = |field: &'static str, v: Option<String>, ok: fn(&str) -> bool| {
-        v.and_then(|v| {
-            if ok(&v) {
-                Some(v)
-            } else {
-                problems.push(Problem::BadClaimField { field, value: printable(&v, 100) });
-                None
-            }
-        })
+        if let Some(bad) = v.as_deref().filter(|v| !ok(v)) {
+            problems.push(Problem::BadClaimField { field, value: printable(bad, 100) });
+        }
+        v.filter(|v| ok(v))
     };
     let claim = Claim {
         name: checked("metadata.name", meta.name, k8s_name),
@@ -375,14 +371,12 @@ fn device(request: &str, raw: RawDevice, problems: &mut Vec<Problem>) -> Option<
 }
 
 fn network(label: &str, raw: RawNetworkData, problems: &mut Vec<Problem>) -> NetworkData {
-    let interface_name = raw.interface_name.filter(|n| !n.is_empty()).and_then(|n| {
-        if dra_drivers::name_ok(&n, dra_drivers::MAX_IFNAME) {
-            Some(n)
-        } else {
-            problems.push(Problem::BadInterfaceName { device: label.to_string(), value: printable(&n, 64) });
-            None
-        }
-    });
+    let name_ok = |n: &str| dra_drivers::name_ok(n, dra_drivers::MAX_IFNAME);
+    let interface_name = raw.interface_name.filter(|n| !n.is_empty());
+    if let Some(n) = interface_name.as_deref().filter(|n| !name_ok(n)) {
+        problems.push(Problem::BadInterfaceName { device: label.to_string(), value: printable(n, 64) });
+    }
+    let interface_name = interface_name.filter(|n| name_ok(n));
     if raw.ips.len() > MAX_ADDRESSES {
         problems.push(Problem::TooManyAddresses { device: label.to_string(), count: raw.ips.len() });
     }
@@ -393,13 +387,11 @@ fn network(label: &str, raw: RawNetworkData, problems: &mut Vec<Problem>) -> Net
             None => problems.push(Problem::BadAddress { device: label.to_string(), value: printable(ip, 64) }),
         }
     }
-    let hardware_address = raw.hardware_address.filter(|h| !h.is_empty()).and_then(|h| match hw_address(&h) {
-        Some(h) => Some(h),
-        None => {
-            problems.push(Problem::BadHardwareAddress { device: label.to_string(), value: printable(&h, 64) });
-            None
-        }
-    });
+    let hardware = raw.hardware_address.filter(|h| !h.is_empty());
+    let hardware_address = hardware.as_deref().and_then(hw_address);
+    if let (Some(h), None) = (&hardware, &hardware_address) {
+        problems.push(Problem::BadHardwareAddress { device: label.to_string(), value: printable(h, 64) });
+    }
     NetworkData { interface_name, addresses, hardware_address }
 }
 
@@ -527,7 +519,7 @@ struct RawDevice {
     driver: Option<String>,
     pool: Option<String>,
     name: Option<String>,
-    attributes: Option<Entries>,
+    attributes: Option<Entries<Box<RawValue>>>,
     network_data: Option<RawNetworkData>,
 }
 
@@ -552,26 +544,27 @@ struct RawAttribute {
     versions: Option<Vec<String>>,
 }
 
-/// The attribute map in file order, repeated keys included, each value kept as text.
-struct Entries(Vec<(String, Box<RawValue>)>);
+/// A JSON object's entries in file order, repeated keys included (the attribute map here, an SR-IOV
+/// `_INFO` value in `sriov`).
+pub(crate) struct Entries<V>(pub Vec<(String, V)>);
 
-impl<'de> Deserialize<'de> for Entries {
+impl<'de, V: Deserialize<'de>> Deserialize<'de> for Entries<V> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Entries;
+        struct Visit<V>(std::marker::PhantomData<V>);
+        impl<'de, V: Deserialize<'de>> serde::de::Visitor<'de> for Visit<V> {
+            type Value = Entries<V>;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("a map of attributes")
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Entries, A::Error> {
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Entries<V>, A::Error> {
                 let mut out = Vec::new();
-                while let Some(entry) = m.next_entry::<String, Box<RawValue>>()? {
+                while let Some(entry) = m.next_entry::<String, V>()? {
                     out.push(entry);
                 }
                 Ok(Entries(out))
             }
         }
-        d.deserialize_map(V)
+        d.deserialize_map(Visit(std::marker::PhantomData))
     }
 }
 

@@ -7,6 +7,7 @@ use std::ffi::{OsStr, OsString};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use crate::detect::dra_metadata::Entries;
 use crate::detect::names::{self, NameError};
 
 /// Largest value we parse. Real values are a few hundred bytes per device.
@@ -28,10 +29,8 @@ pub struct Allocated {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SriovError {
-    #[error("{variable}: value is not UTF-8; ignored")]
-    NotUtf8 { variable: String },
-    #[error("{variable}: value is {len} bytes, over the {MAX_VALUE_BYTES}-byte bound; ignored")]
-    TooLarge { variable: String, len: usize },
+    #[error(transparent)]
+    Value(#[from] ValueError),
     #[error("{variable}: invalid JSON: {source}")]
     Json { variable: String, source: serde_json::Error },
     #[error("{variable}: expected a JSON object keyed by device ID, found {found}")]
@@ -64,7 +63,7 @@ where
     let mut info_ok = Vec::new();
     for (name, value) in vars {
         let Some(name) = name.to_str().filter(|n| n.starts_with(PREFIX)) else { continue };
-        let Some(text) = checked_value(name, value, &mut scan.problems) else { continue };
+        let Some(text) = checked_value(name, value, MAX_VALUE_BYTES, &mut scan.problems) else { continue };
         if let Some(base) = name.strip_suffix(INFO_SUFFIX) {
             match parse_info(name, text, &mut scan.problems) {
                 Ok(found) => {
@@ -118,14 +117,30 @@ fn twins_disagree(plain: &str, text: &str, from_info: &[Allocated]) -> Option<Sr
     Some(SriovError::TwinsDisagree { info, plain: plain.to_string(), detail: detail.join("; ") })
 }
 
-fn checked_value<'v>(name: &str, value: &'v OsStr, problems: &mut Vec<SriovError>) -> Option<&'v str> {
-    if value.len() > MAX_VALUE_BYTES {
-        problems.push(SriovError::TooLarge { variable: name.to_string(), len: value.len() });
+/// A variable's value that cannot be read (here and in `sriov_dra`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValueError {
+    #[error("{variable}: value is not UTF-8; ignored")]
+    NotUtf8 { variable: String },
+    #[error("{variable}: value is {len} bytes, over the {max}-byte bound; ignored")]
+    TooLarge { variable: String, len: usize, max: usize },
+}
+
+/// The value of variable `name` as text, if within `max` bytes and UTF-8; else says why not.
+pub(crate) fn checked_value<'v, E: From<ValueError>>(
+    name: &str,
+    value: &'v OsStr,
+    max: usize,
+    problems: &mut Vec<E>,
+) -> Option<&'v str> {
+    let variable = name.to_string();
+    if value.len() > max {
+        problems.push(ValueError::TooLarge { variable, len: value.len(), max }.into());
         return None;
     }
     let text = value.to_str();
     if text.is_none() {
-        problems.push(SriovError::NotUtf8 { variable: name.to_string() });
+        problems.push(ValueError::NotUtf8 { variable }.into());
     }
     text
 }
@@ -133,12 +148,19 @@ fn checked_value<'v>(name: &str, value: &'v OsStr, problems: &mut Vec<SriovError
 /// Parses one `_INFO` value: an error makes it unusable, an entry's problem goes to `problems` (a
 /// refused `rdma_dev` keeps its device).
 fn parse_info(variable: &str, text: &str, problems: &mut Vec<SriovError>) -> Result<Vec<Allocated>, SriovError> {
-    let value: Entries =
-        serde_json::from_str(text).map_err(|source| SriovError::Json { variable: variable.to_string(), source })?;
-    let entries = match value {
-        Entries::Object(entries) => entries,
-        Entries::Other(found) => return Err(SriovError::NotAnObject { variable: variable.to_string(), found }),
+    let json = |source| SriovError::Json { variable: variable.to_string(), source };
+    let found = match serde_json::from_str::<Value>(text).map_err(json)? {
+        Value::Object(_) => None,
+        Value::Bool(_) => Some("a boolean"),
+        Value::Number(_) => Some("a number"),
+        Value::String(_) => Some("a string"),
+        Value::Null => Some("null"),
+        Value::Array(_) => Some("an array"),
     };
+    if let Some(found) = found {
+        return Err(SriovError::NotAnObject { variable: variable.to_string(), found });
+    }
+    let Entries::<&RawValue>(entries) = serde_json::from_str(text).map_err(json)?;
     let mut map: Vec<(String, &RawValue)> = Vec::with_capacity(entries.len());
     for (id, providers) in entries {
         match map.iter_mut().find(|(k, _)| *k == id) {
@@ -165,18 +187,15 @@ fn parse_info(variable: &str, text: &str, problems: &mut Vec<SriovError>) -> Res
         };
         // Only `rdma.rdma_dev` is read; any other shape leaves the device to its ID.
         let named = serde_json::from_str::<Providers>(providers.get()).ok().and_then(|p| p.rdma?.rdma_dev);
-        let rdma_dev = named.and_then(|dev| {
-            names::device_name(&dev)
-                .map_err(|source| {
-                    problems.push(SriovError::BadRdmaDev {
-                        variable: variable.to_string(),
-                        device_id: device_id.clone(),
-                        source,
-                    })
-                })
-                .ok()
-                .map(String::from)
-        });
+        let rdma_dev = match named.as_deref().map(names::device_name) {
+            Some(Ok(dev)) => Some(dev.to_string()),
+            Some(Err(source)) => {
+                let (variable, device_id) = (variable.to_string(), device_id.clone());
+                problems.push(SriovError::BadRdmaDev { variable, device_id, source });
+                None
+            }
+            None => None,
+        };
         out.push(Allocated { variable: variable.to_string(), device_id, rdma_dev });
     }
     Ok(out)
@@ -198,54 +217,6 @@ struct Rdma<'a> {
 /// An entry as one line of JSON, for a message (the variable's own spacing is not kept).
 fn compact(raw: &RawValue) -> String {
     serde_json::from_str::<Value>(raw.get()).map_or_else(|_| raw.get().to_string(), |v| v.to_string())
-}
-
-/// A JSON value whose top-level object keeps every entry in order, duplicates included.
-enum Entries<'a> {
-    Object(Vec<(String, &'a RawValue)>),
-    Other(&'static str),
-}
-
-impl<'de: 'a, 'a> serde::Deserialize<'de> for Entries<'a> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Entries<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a JSON value")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Entries<'de>, A::Error> {
-                let mut out = Vec::new();
-                while let Some(entry) = m.next_entry::<String, &RawValue>()? {
-                    out.push(entry);
-                }
-                Ok(Entries::Object(out))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Entries<'de>, E> {
-                Ok(Entries::Other("a boolean"))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Entries<'de>, E> {
-                Ok(Entries::Other("a number"))
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Entries<'de>, E> {
-                Ok(Entries::Other("a number"))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Entries<'de>, E> {
-                Ok(Entries::Other("a number"))
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Entries<'de>, E> {
-                Ok(Entries::Other("a string"))
-            }
-            fn visit_unit<E>(self) -> Result<Entries<'de>, E> {
-                Ok(Entries::Other("null"))
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Entries<'de>, A::Error> {
-                while s.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-                Ok(Entries::Other("an array"))
-            }
-        }
-        d.deserialize_any(V)
-    }
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 
 use crate::detect::dra_drivers;
+use crate::detect::sriov::{checked_value, ValueError};
 
 /// Every variable of the driver starts so.
 pub const PREFIX: &str = "SRIOVNETWORK_";
@@ -72,10 +73,8 @@ pub struct Scan {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SriovDraError {
-    #[error("{variable}: value is not UTF-8; ignored")]
-    NotUtf8 { variable: String },
-    #[error("{variable}: value is {len} bytes, over the {MAX_VALUE_BYTES}-byte bound; ignored")]
-    TooLarge { variable: String, len: usize },
+    #[error(transparent)]
+    Value(#[from] ValueError),
     #[error("{variable}: device key {key:?} has characters outside [A-Za-z0-9_]; ignored")]
     BadKey { variable: String, key: String },
     #[error("{variable}: {value:?} is not a PCI address")]
@@ -108,7 +107,7 @@ where
         let Some(name) = name.to_str().filter(|n| n.starts_with(PREFIX)) else { continue };
         // The name as messages show it: a variable's name is bytes from outside too.
         let shown = quoted(name);
-        let Some(value) = checked(&shown, value, &mut out.problems) else { continue };
+        let Some(value) = checked_value(&shown, value, MAX_VALUE_BYTES, &mut out.problems) else { continue };
         let variable = name.to_string();
         if name == NAD {
             // A NetworkAttachmentDefinition name is a DNS subdomain.
@@ -118,16 +117,14 @@ where
                 out.problems.push(SriovDraError::BadNetAttachDef { variable: shown, value: quoted(value) });
             }
         } else if name == PCI_ADDRESSES {
-            let mut list = Vec::new();
-            for a in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                match dra_drivers::pci_address(a) {
-                    Some(a) => list.push(a),
-                    None => {
-                        out.problems.push(SriovDraError::BadPciAddress { variable: shown.clone(), value: quoted(a) })
-                    }
+            let list = value.split(',').map(str::trim).filter(|s| !s.is_empty()).filter_map(|a| {
+                let found = dra_drivers::pci_address(a);
+                if found.is_none() {
+                    out.problems.push(SriovDraError::BadPciAddress { variable: shown.clone(), value: quoted(a) });
                 }
-            }
-            listed = Some(list);
+                found
+            });
+            listed = Some(list.collect::<Vec<_>>());
         } else if let Some((key, field)) = split(name) {
             if !key_ok(key) {
                 out.problems.push(SriovDraError::BadKey { variable: shown, key: quoted(key) });
@@ -211,57 +208,45 @@ fn split(name: &str) -> Option<(&str, Field)> {
 
 impl Field {
     fn apply(self, vf: &mut Vf, variable: &str, value: &str, problems: &mut Vec<SriovDraError>) {
-        let path = |prefix: &'static str, expected: &'static str, problems: &mut Vec<SriovDraError>| {
-            char_device(value, prefix).or_else(|| {
-                problems.push(SriovDraError::BadPath {
-                    variable: variable.to_string(),
-                    value: quoted(value),
-                    expected,
-                });
-                None
-            })
-        };
-        match self {
-            Field::VfDevice => match dra_drivers::pci_address(value) {
-                Some(a) => vf.pci_address = Some(a),
-                None => {
-                    problems.push(SriovDraError::BadPciAddress { variable: variable.to_string(), value: quoted(value) })
+        const RDMA_CM: &str = "/dev/infiniband/rdma_cm";
+        let variable = variable.to_string();
+        let (ok, expected) = match self {
+            Field::VfDevice => {
+                match dra_drivers::pci_address(value) {
+                    Some(a) => vf.pci_address = Some(a),
+                    None => problems.push(SriovDraError::BadPciAddress { variable, value: quoted(value) }),
                 }
-            },
-            Field::Vfio => vf.vfio_device = path("/dev/vfio/", "/dev/vfio/<group>", problems),
-            Field::Uverb => {
-                vf.rdma.get_or_insert_with(Rdma::default).uverbs =
-                    path("/dev/infiniband/uverbs", "/dev/infiniband/uverbs<N>", problems)
-            }
-            Field::Umad => {
-                vf.rdma.get_or_insert_with(Rdma::default).umad =
-                    path("/dev/infiniband/umad", "/dev/infiniband/umad<N>", problems)
-            }
-            Field::Issm => {
-                vf.rdma.get_or_insert_with(Rdma::default).issm =
-                    path("/dev/infiniband/issm", "/dev/infiniband/issm<N>", problems)
-            }
-            Field::Cm => {
-                let ok = value == "/dev/infiniband/rdma_cm";
-                if !ok {
-                    problems.push(SriovDraError::BadPath {
-                        variable: variable.to_string(),
-                        value: quoted(value),
-                        expected: "/dev/infiniband/rdma_cm",
-                    });
-                }
-                vf.rdma.get_or_insert_with(Rdma::default).rdma_cm = ok.then(|| value.to_string());
+                return;
             }
             Field::RdmaDevice => {
                 let rdma = vf.rdma.get_or_insert_with(Rdma::default);
                 if dra_drivers::name_ok(value, dra_drivers::MAX_RDMA_NAME) {
                     rdma.device = Some(value.to_string());
                 } else {
-                    problems
-                        .push(SriovDraError::BadRdmaDevice { variable: variable.to_string(), value: quoted(value) });
+                    problems.push(SriovDraError::BadRdmaDevice { variable, value: quoted(value) });
                 }
+                return;
             }
+            Field::Vfio => (char_device(value, "/dev/vfio/"), "/dev/vfio/<group>"),
+            Field::Uverb => (char_device(value, "/dev/infiniband/uverbs"), "/dev/infiniband/uverbs<N>"),
+            Field::Umad => (char_device(value, "/dev/infiniband/umad"), "/dev/infiniband/umad<N>"),
+            Field::Issm => (char_device(value, "/dev/infiniband/issm"), "/dev/infiniband/issm<N>"),
+            Field::Cm => ((value == RDMA_CM).then(|| value.to_string()), RDMA_CM),
+        };
+        if ok.is_none() {
+            problems.push(SriovDraError::BadPath { variable, value: quoted(value), expected });
         }
+        if self == Field::Vfio {
+            vf.vfio_device = ok;
+            return;
+        }
+        let rdma = vf.rdma.get_or_insert_with(Rdma::default);
+        *match self {
+            Field::Uverb => &mut rdma.uverbs,
+            Field::Umad => &mut rdma.umad,
+            Field::Issm => &mut rdma.issm,
+            _ => &mut rdma.rdma_cm,
+        } = ok;
     }
 }
 
@@ -279,18 +264,6 @@ fn key_address(key: &str) -> Option<String> {
 /// An environment variable name's part: `[A-Za-z0-9_]`, at most 253 bytes.
 fn key_ok(key: &str) -> bool {
     !key.is_empty() && key.len() <= 253 && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-}
-
-fn checked<'v>(name: &str, value: &'v OsString, problems: &mut Vec<SriovDraError>) -> Option<&'v str> {
-    if value.len() > MAX_VALUE_BYTES {
-        problems.push(SriovDraError::TooLarge { variable: name.to_string(), len: value.len() });
-        return None;
-    }
-    let text = value.to_str();
-    if text.is_none() {
-        problems.push(SriovDraError::NotUtf8 { variable: name.to_string() });
-    }
-    text
 }
 
 fn quoted(s: &str) -> String {

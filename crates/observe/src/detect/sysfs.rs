@@ -244,27 +244,20 @@ impl Sysfs {
     /// Net devices of this namespace: sysfs shows only its own in `class/net`, which tells a pod's VFs
     /// from the host's.
     pub fn netdevs(&self, problems: &mut Vec<SysfsError>) -> NetDevs {
-        self.list("class/net", problems)
-            .into_iter()
-            .map(|name| {
-                let func = self.link_name(&format!("class/net/{name}/device"));
-                (name, func)
-            })
-            .collect()
+        let names = self.list("class/net", problems);
+        names.iter().map(|n| (n.clone(), self.link_name(&format!("class/net/{n}/device")))).collect()
     }
 
     /// Whether the software RDMA device `dev` is bound to this namespace's `ifname`, by identity, not
     /// name (every pod calls its rails `net1`...): port 1's default GID, else `node_guid`, against the
     /// modified EUI-64 of `ifname`'s MAC.
     pub(crate) fn software_identity(&self, dev: &str, ifname: &str) -> Identity {
-        let mac = match self.attr(&format!("class/net/{ifname}/address")) {
-            Ok(text) => match parse_hex::<6>(&text, 1) {
-                Some(mac) => mac,
-                None => {
-                    return Identity::Unknown(format!("class/net/{ifname}/address reads {text:?}, not a MAC address"))
-                }
-            },
+        let text = match self.attr(&format!("class/net/{ifname}/address")) {
+            Ok(text) => text,
             Err(e) => return Identity::Unknown(e.to_string()),
+        };
+        let Some(mac) = parse_hex::<6>(&text, 1) else {
+            return Identity::Unknown(format!("class/net/{ifname}/address reads {text:?}, not a MAC address"));
         };
         let want = eui64(&mac);
         let base = format!("class/infiniband/{dev}");
@@ -395,8 +388,7 @@ impl Sysfs {
         own: &[Ipv6Addr],
         problems: &mut Vec<SysfsError>,
     ) -> Option<(Vec<GidPick>, u32)> {
-        let dir = self.path(&format!("class/infiniband/{dev}/ports/{port}"));
-        let fd = open_dir(&dir).map_err(|source| problems.push(SysfsError::Read { path: dir.clone(), source })).ok()?;
+        let (fd, dir) = self.open_port(dev, port, problems)?;
         let mut table = gids::SysfsGids::new(&fd, &dir, problems);
         Some(gids::rows(&mut table, rule, own, gids::Extent::Whole))
     }
@@ -410,14 +402,18 @@ impl Sysfs {
         tables: &dyn TableSource,
         problems: &mut Vec<SysfsError>,
     ) {
-        let dir = self.path(&format!("class/infiniband/{dev}/ports/{port}"));
-        let Ok(fd) = open_dir(&dir).map_err(|source| problems.push(SysfsError::Read { path: dir.clone(), source }))
-        else {
-            return;
-        };
+        let Some((fd, dir)) = self.open_port(dev, port, problems) else { return };
         let mut table = gids::SysfsGids::new(&fd, &dir, problems);
         table.load(tables, dev, port, &[]);
         gids::with_types(&mut table, rows, rule);
+    }
+
+    /// `dev`'s port directory, opened, and its path; a failure goes to `problems`.
+    fn open_port(&self, dev: &str, port: u32, problems: &mut Vec<SysfsError>) -> Option<(OwnedFd, PathBuf)> {
+        let dir = self.path(&format!("class/infiniband/{dev}/ports/{port}"));
+        let opened = rustix::fs::open(&dir, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty());
+        let fd = opened.map_err(|e| problems.push(SysfsError::Read { path: dir.clone(), source: e.into() })).ok()?;
+        Some((fd, dir))
     }
 
     /// The partition of the IPoIB child `ifname` on `dev`'s port `dev_port` + 1, and where that port's
@@ -429,17 +425,17 @@ impl Sysfs {
         problems: &mut Vec<SysfsError>,
     ) -> Option<(u32, PkeyPick)> {
         let raw = self.attr(&format!("class/net/{ifname}/pkey")).ok()?;
-        let Some(pkey) = raw.strip_prefix("0x").and_then(|h| u16::from_str_radix(h, 16).ok()) else {
+        let hex = |t: &str| t.strip_prefix("0x").and_then(|h| u16::from_str_radix(h, 16).ok());
+        let Some(pkey) = hex(&raw) else {
             problems.push(SysfsError::Content { path: self.path(&format!("class/net/{ifname}/pkey")), content: raw });
             return None;
         };
-        let port =
-            self.attr(&format!("class/net/{ifname}/dev_port")).ok().and_then(|p| p.parse::<u32>().ok()).unwrap_or(0)
-                + 1;
+        let dev_port = self.attr(&format!("class/net/{ifname}/dev_port")).ok().and_then(|p| p.parse::<u32>().ok());
+        let port = dev_port.unwrap_or(0) + 1;
         let mut found = None;
         for i in 0..MAX_PKEYS {
             let Ok(text) = self.attr(&format!("class/infiniband/{dev}/ports/{port}/pkeys/{i}")) else { break };
-            let Some(v) = text.strip_prefix("0x").and_then(|h| u16::from_str_radix(h, 16).ok()) else { continue };
+            let Some(v) = hex(&text) else { continue };
             // The low 15 bits name the partition, the top bit full membership: an exact match wins.
             if v == pkey {
                 found = Some(i);
@@ -471,10 +467,6 @@ fn link_name_at(dir: &OwnedFd, rel: &str) -> Option<String> {
     let target = target.to_str().ok()?;
     let name = target.rsplit('/').next()?;
     names::device_id(name).ok().map(String::from)
-}
-
-fn open_dir(path: &Path) -> io::Result<OwnedFd> {
-    Ok(rustix::fs::open(path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?)
 }
 
 /// Reads a small attribute by path (bounded, non-blocking, regular files only: see `file`).

@@ -149,41 +149,32 @@ impl<'a> Loader<'a> {
     }
 }
 
-/// Kernel driver (an auxiliary one up to its first `.`) -> the rdma-core provider of its devices:
+/// rdma-core provider -> the kernel drivers (an auxiliary one up to its first `.`) of its devices:
 /// every provider rdma-core ships, linked or not, so that a message can name the missing one.
-const PROVIDER_OF: &[(&str, &str)] = &[
-    ("mlx5_core", "mlx5"),
-    ("efa", "efa"),
-    ("bnxt_en", "bnxt_re"),
-    ("bnxt_re", "bnxt_re"),
-    ("ice", "irdma"),
-    ("i40e", "irdma"),
-    ("irdma", "irdma"),
-    ("idpf", "irdma"),
-    ("mana", "mana"),
-    ("mana_ib", "mana"),
-    ("erdma", "erdma"),
-    ("rdma_rxe", "rxe"),
-    ("siw", "siw"),
-    ("mlx4_core", "mlx4"),
-    ("ib_mthca", "mthca"),
-    ("cxgb4", "cxgb4"),
-    ("iw_cxgb4", "cxgb4"),
-    ("qede", "qedr"),
-    ("qedr", "qedr"),
-    ("be2net", "ocrdma"),
-    ("ocrdma", "ocrdma"),
-    ("vmw_pvrdma", "vmw_pvrdma"),
-    ("hfi1", "hfi1verbs"),
-    ("ib_qib", "ipathverbs"),
-    ("hns3", "hns"),
-    ("hns_roce_hw_v2", "hns"),
+const PROVIDER_OF: &[(&str, &[&str])] = &[
+    ("mlx5", &["mlx5_core"]),
+    ("efa", &["efa"]),
+    ("bnxt_re", &["bnxt_en", "bnxt_re"]),
+    ("irdma", &["ice", "i40e", "irdma", "idpf"]),
+    ("mana", &["mana", "mana_ib"]),
+    ("erdma", &["erdma"]),
+    ("rxe", &["rdma_rxe"]),
+    ("siw", &["siw"]),
+    ("mlx4", &["mlx4_core"]),
+    ("mthca", &["ib_mthca"]),
+    ("cxgb4", &["cxgb4", "iw_cxgb4"]),
+    ("qedr", &["qede", "qedr"]),
+    ("ocrdma", &["be2net", "ocrdma"]),
+    ("vmw_pvrdma", &["vmw_pvrdma"]),
+    ("hfi1verbs", &["hfi1"]),
+    ("ipathverbs", &["ib_qib"]),
+    ("hns", &["hns3", "hns_roce_hw_v2"]),
 ];
 
 /// The rdma-core provider that serves devices of kernel driver `driver`, when one is known.
 pub fn provider_of_driver(driver: &str) -> Option<&'static str> {
     let module = driver.split('.').next().unwrap_or(driver);
-    PROVIDER_OF.iter().find(|(d, _)| *d == module).map(|(_, p)| *p)
+    PROVIDER_OF.iter().find(|(_, d)| d.contains(&module)).map(|(p, _)| *p)
 }
 
 /// rdma-core's provider for a device, from its kernel driver or its name (`mlx5_3` -> `mlx5`).
@@ -192,7 +183,7 @@ pub fn provider_for(device: &str, kernel_driver: Option<&str>) -> Option<&'stati
         return Some(p);
     }
     let stem = device.trim_end_matches(|c: char| c.is_ascii_digit()).trim_end_matches('_');
-    PROVIDER_OF.iter().map(|(_, p)| *p).find(|p| *p == stem)
+    PROVIDER_OF.iter().map(|(p, _)| *p).find(|p| *p == stem)
 }
 
 /// Where libibverbs looks for providers: beside it (merged /usr), and the distributions' own paths.
@@ -326,11 +317,10 @@ pub fn check(root: &Path, vars: &Vars, devices: &[(String, Option<String>)], dep
     let mut providers: Vec<Provider> = Vec::new();
     for (dev, driver) in devices {
         let Some(name) = provider_for(dev, driver.as_deref()) else { continue };
-        match providers.iter_mut().find(|p| p.name == name) {
-            Some(p) => p.devices.push(dev.clone()),
-            None => {
-                providers.push(Provider { name: name.into(), devices: vec![dev.clone()], config: None, library: None })
-            }
+        if let Some(p) = providers.iter_mut().find(|p| p.name == name) {
+            p.devices.push(dev.clone());
+        } else {
+            providers.push(Provider { name: name.into(), devices: vec![dev.clone()], config: None, library: None });
         }
     }
     match &libibverbs {
