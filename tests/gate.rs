@@ -103,6 +103,14 @@ fn with_gate_prune_a_rail_failing_on_one_pod_is_dropped_on_every_pod_and_the_job
         );
         assert!(!scratch.log(r.rank).exists(), "no termination message when the command starts");
     }
+    // A pod that did not ask for it: nothing is dropped anywhere, and every pod refuses.
+    let mut one_unasked = pods();
+    one_unasked[1].1.no_prune = true;
+    let ran = run_pods(&j, one_unasked, &scratch);
+    for r in &ran {
+        assert_eq!(r.outcome, Outcome::Refuse, "rank {}: {:?}", r.rank, r.verdict);
+        assert!(r.pruned.is_empty() && r.verdict.dropped.is_empty(), "{r:?}");
+    }
     // Every rail failing, or a pod with one rail more: refused, pruning or not.
     let every = |r| {
         let mut f = fake(r);

@@ -87,6 +87,7 @@ fn a_stale_pods_answer_to_an_earlier_challenge_is_refused_and_the_job_goes_on() 
             nonce: None,
             challenge: Some(earlier),
             bootstrap: None,
+            prune: false,
             mac: None,
         };
         c.write_all(&gate_wire::encode(&Frame::Join(join)).ok()?).ok()?;

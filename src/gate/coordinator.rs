@@ -388,9 +388,19 @@ pub fn run(
     findings.extend(successor::test(me, &Pod { rank: next, host: peer_host }, fabric, &target, limits));
     findings.extend(collect(&mut roster, until + timeout, &who.job, trust));
     let mut v = verdict::decide(who.size, &[], findings, opts.slow);
-    // Rail-specific failures only: every pod joined with the same count (checked above).
+    // Rail-specific failures only: every pod joined with the same count (checked above). Rails
+    // are dropped only where every pod asked for it: a pod that did not would start with fewer.
+    let unasked: Vec<u32> = roster.members.iter().filter(|(_, m)| !m.join.prune).map(|(&r, _)| r).collect();
     if let Some(dropped) = verdict::prune(&v, &rails).filter(|_| opts.prune) {
-        v = Verdict { go: true, dropped, ..v };
+        if unasked.is_empty() {
+            v = Verdict { go: true, dropped, ..v };
+        } else {
+            let ranks: Vec<String> = unasked.iter().map(u32::to_string).collect();
+            eprintln!(
+                "{PREFIX} gate: --gate-prune is set here but not on rank(s) {}: no rail is dropped, the job refuses",
+                ranks.join(", ")
+            );
+        }
     }
     announce(&mut roster, &v, timeout, &who.job, trust);
     v
@@ -425,6 +435,7 @@ mod tests {
             nonce: None,
             challenge: None,
             bootstrap: None,
+            prune: false,
             mac: None,
         }
     }

@@ -76,11 +76,11 @@ pub fn take_part(
     me: &Pod,
     fabric: &dyn PairTest,
     limits: &Settings,
-    wait: Duration,
+    opts: &super::Options,
     cancel: &AtomicBool,
     trust: super::Trust,
 ) -> Verdict {
-    let key = trust.key;
+    let (key, wait) = (trust.key, Duration::from_millis(opts.wait_ms));
     let ports = fabric.ports();
     let problem = ports.as_ref().err().map(|c| verdict::clip(&c.summary, nw_pairtest::wire::MAX_TEXT));
     let join = Join {
@@ -94,6 +94,7 @@ pub fn take_part(
         nonce: Some(trust.nonce.to_owned()),
         challenge: None,
         bootstrap: who.bootstrap.clone(),
+        prune: opts.prune,
         mac: None,
     };
     let early = Bound { job: &who.job, member: trust.nonce, gate: "" };

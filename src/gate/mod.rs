@@ -204,7 +204,7 @@ fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32)
                 coordinator::run(&who, &me, fabric, &limits, joins, trust, opts)
             } else {
                 drop(joins_rx);
-                member::take_part(&who, &me, fabric, &limits, wait, &stop, trust)
+                member::take_part(&who, &me, fabric, &limits, opts, &stop, trust)
             };
             stop.store(true, Ordering::SeqCst);
             v

@@ -192,6 +192,7 @@ mod tests {
             nonce: Some("00112233445566778899aabbccddeeff".into()),
             challenge: None,
             bootstrap: None,
+            prune: false,
             mac: None,
         })
     }

@@ -56,6 +56,9 @@ pub struct Join {
     /// This pod's bootstrap interface, compared with rank 0's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bootstrap: Option<Bootstrap>,
+    /// This pod asks for `--gate-prune`: rank 0 drops rails only where every pod does.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prune: bool,
     /// The job secret's MAC over this frame (`gate::seal`); absent when the job has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
@@ -433,6 +436,7 @@ mod tests {
             nonce: None,
             challenge: None,
             bootstrap: Some(Bootstrap { ifname: "eth0".into(), family: Some("AF_INET".into()) }),
+            prune: true,
             mac: None,
         }
     }

@@ -57,6 +57,8 @@ pub struct Fake {
     pub extra_rails: u8,
     /// The pair over this rail (its place in the list) towards the successor fails as `drops`.
     pub fails_rail: Option<usize>,
+    /// This pod does not ask for `--gate-prune` whatever the job's options say.
+    pub no_prune: bool,
 }
 
 pub fn fake(rank: u32) -> Fake {
@@ -70,6 +72,7 @@ pub fn fake(rank: u32) -> Fake {
         bootstrap_family: Some("AF_INET"),
         extra_rails: 0,
         fails_rail: None,
+        no_prune: false,
     }
 }
 
@@ -244,6 +247,7 @@ pub fn run_pods(j: &Job, pods: Vec<(u32, Fake)>, scratch: &Scratch) -> Vec<Ran> 
             .into_iter()
             .map(|(rank, f)| {
                 let mut opts = options(j, rank, Some(scratch.log(rank)));
+                opts.prune &= !f.no_prune;
                 opts.given.bootstrap =
                     f.bootstrap_family.map(|fam| Bootstrap { ifname: "eth0".into(), family: Some(fam.into()) });
                 let vars = &vars;
@@ -356,6 +360,7 @@ pub fn single_try_join(src: Ipv4Addr, port: u16, job: &str, rank: u32, size: u32
         nonce: None,
         challenge: Some(nonce),
         bootstrap: None,
+        prune: false,
         mac: None,
     };
     if !send(&mut c, &Frame::Join(join)) {
