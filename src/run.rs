@@ -129,7 +129,7 @@ pub fn run(
     let mut pruned = None;
     // A pod that could not drop a rail refuses before it joins: the job then refuses on every
     // pod (a rank missing), never starts split.
-    if let Some(why) = config.gate.as_ref().filter(|_| cli.opts.gate_prune).and_then(|_| plan.without(&[]).err()) {
+    if let Some(why) = config.gate.as_ref().filter(|_| cli.opts.gate_prune).and_then(|_| plan.rails_droppable().err()) {
         return refuse(config, format!("--gate-prune (NCCL_WRAP_GATE_PRUNE) is set and {why}"));
     }
     if let Some(g) = &config.gate {

@@ -390,8 +390,8 @@ pub fn run(
     let mut v = verdict::decide(who.size, &[], findings, opts.slow);
     // Rail-specific failures only: every pod joined with the same count (checked above). Rails
     // are dropped only where every pod asked for it: a pod that did not would start with fewer.
-    let unasked: Vec<u32> = roster.members.iter().filter(|(_, m)| !m.join.prune).map(|(&r, _)| r).collect();
     if let Some(dropped) = verdict::prune(&v, &rails).filter(|_| opts.prune) {
+        let unasked: Vec<u32> = roster.members.iter().filter(|(_, m)| !m.join.prune).map(|(&r, _)| r).collect();
         if unasked.is_empty() {
             v = Verdict { go: true, dropped, ..v };
         } else {

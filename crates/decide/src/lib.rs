@@ -180,19 +180,15 @@ impl Plan {
     /// The plan without the rails `drop` (`dev:port`, each with why) the gate dropped on every pod
     /// (`--gate-prune`). Refused where a rail is not handed to NCCL or `NCCL_IB_HCA` is the user's.
     pub fn without(&self, drop: &[(String, String)]) -> Result<Plan, String> {
-        let mut p = self.clone();
-        if let Some((rail, _)) = drop.iter().find(|(r, _)| !p.hca.contains(r)) {
+        self.rails_droppable()?;
+        if let Some((rail, _)) = drop.iter().find(|(r, _)| !self.hca.contains(r)) {
             return Err(format!("{rail} is not a rail this pod hands NCCL"));
         }
+        let mut p = self.clone();
         p.hca.retain(|h| !drop.iter().any(|(r, _)| r == h));
         let left = p.hca.iter().filter_map(|h| h.rsplit_once(':').and_then(|(d, n)| Some((d, n.parse().ok()?))));
         let value = env::hca_value(left);
         match p.vars.iter_mut().find(|v| v.name == IB_HCA) {
-            Some(v) if v.action == Action::Kept => {
-                return Err(
-                    "NCCL_IB_HCA is the user's, kept (--override replaces it): the rails cannot be dropped".into()
-                )
-            }
             Some(v) => v.value = value,
             // NCCL's default was left: the gate tested every port it takes, so name the rest.
             None => p.vars.push(Var { name: IB_HCA, value, action: Action::Set, previous: None }),
@@ -204,6 +200,16 @@ impl Plan {
             }
         }
         Ok(p)
+    }
+
+    /// Whether `--gate-prune` could drop rails here: not where `NCCL_IB_HCA` is the user's, kept.
+    pub fn rails_droppable(&self) -> Result<(), String> {
+        match self.vars.iter().find(|v| v.name == IB_HCA) {
+            Some(v) if v.action == Action::Kept => {
+                Err("NCCL_IB_HCA is the user's, kept (--override replaces it): the rails cannot be dropped".into())
+            }
+            _ => Ok(()),
+        }
     }
 
     /// The variables a run actually changes: (name, value).
