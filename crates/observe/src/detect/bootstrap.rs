@@ -86,7 +86,7 @@ mod tests {
         );
         let mut problems = Vec::new();
         let ports = sysfs.ports("mlx5_6", &crate::detect::gids::rule::DEFAULT, &mut problems);
-        let (attachment, _) = sysfs.attachment("mlx5_6");
+        let (attachment, _) = sysfs.attachment_of(&sysfs.open_device("mlx5_6").expect("mlx5_6"));
         let d = Device {
             name: "mlx5_6".into(),
             origin: "test".into(),

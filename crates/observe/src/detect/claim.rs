@@ -96,7 +96,7 @@ mod tests {
         // the same as a fresh look-up gives.
         for c in &claims {
             assert_eq!(c.dir.name(), c.name);
-            assert_eq!(c.attachment, sysfs.attachment(&c.name));
+            assert_eq!(c.attachment, sysfs.attachment_of(&sysfs.open_device(&c.name).expect("device")));
             assert!(matches!(c.attachment.0, Attachment::Vf { .. }), "{:?}", c.attachment);
         }
         assert_eq!(claims[0].how, "net device net1 is in this namespace");

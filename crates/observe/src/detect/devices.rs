@@ -14,6 +14,7 @@ use serde::Serialize;
 use crate::detect::annotation;
 use crate::detect::children;
 use crate::detect::claim;
+use crate::detect::dra_drivers;
 use crate::detect::dra_files;
 use crate::detect::dra_metadata::ClaimKind;
 use crate::detect::function::{self, FunctionFacts};
@@ -28,7 +29,6 @@ use crate::detect::sriov_dra;
 use crate::detect::sysfs::{Attachment, DeviceDir, Sysfs, SysfsError};
 use crate::detect::uverbs::{self, Nodes};
 
-/// The process environment as detection sees it.
 pub type Vars = BTreeMap<OsString, OsString>;
 
 /// Where the pod's devices were named (`describe` says it for people).
@@ -57,7 +57,6 @@ impl Source {
     }
 }
 
-/// What one source said.
 #[derive(Debug, Clone, Serialize)]
 pub struct SourceReport {
     pub source: Source,
@@ -73,11 +72,9 @@ pub struct SourceReport {
 #[derive(Debug, Clone, Serialize)]
 pub struct NotOpenable {
     pub name: String,
-    /// What named it.
     pub origin: String,
 }
 
-/// A device this pod will consider, with where it came from and what sysfs says of it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Device {
     pub name: String,
@@ -105,14 +102,11 @@ pub struct Detection {
     pub source: Source,
     pub sources: Vec<SourceReport>,
     pub devices: Vec<Device>,
-    /// Devices visible in this namespace that are not the pod's, unsorted (a start only counts them;
-    /// whatever shows them sorts them).
+    /// Visible devices not the pod's, unsorted (a start only counts them; whatever shows them sorts).
     #[serde(serialize_with = "names::serialize_natural")]
     pub not_ours: Vec<String>,
-    /// Devices named or found whose uverbs node is not in the container: never exported.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub not_openable: Vec<NotOpenable>,
-    /// Devices a source named that do not exist, and other detection warnings.
     #[serde(rename = "detection_warnings")]
     pub warnings: Vec<String>,
     /// This namespace's addresses, read only when RDMA devices are visible: on a shared device they
@@ -154,13 +148,12 @@ pub struct Inputs<'a> {
 pub(crate) const GID_WAIT: Duration = Duration::from_millis(2000);
 const GID_POLL: Duration = Duration::from_millis(10);
 
-/// What detection knows of this pod's addresses while it reads ports.
 struct Own<'a> {
     addrs: Vec<OwnAddr>,
     gids: Vec<Ipv6Addr>,
     rule: &'a dyn GidRule,
     tables: &'a dyn TableSource,
-    /// When waiting for missing entries stops, for every device together.
+    /// When waiting for missing entries stops, for every device.
     deadline: Instant,
 }
 
@@ -180,27 +173,23 @@ impl<'a> Own<'a> {
     }
 }
 
-/// A device name a source gave, before its ports are read.
+/// A device name a source gave, before its ports are read, with what the source already read of it
+/// (its directory, attachment and function, ports).
 #[derive(Default)]
 struct Named {
     name: String,
     origin: String,
-    /// `class/infiniband/<name>` as the source already looked it up, to be read from.
     dir: Option<DeviceDir>,
-    /// Its attachment (and function), where the source already read them to claim it.
     attachment: Option<(Attachment, Option<String>)>,
     /// The device ID the source gave with the name, checked against its attachment once read.
     claimed_id: Option<String>,
-    /// The name the source gave, where the device was found under another (see `Device`).
     named_as: Option<String>,
-    /// Ports the source already read (with their problems), to be used as they are.
     ports: Option<ReadPorts>,
 }
 
 /// What a source read (inputs, problems) and the devices it named.
 type Found = (Vec<String>, Vec<String>, Vec<Named>);
 
-/// A device's ports as read, and the problems reading them.
 type ReadPorts = (Vec<PortFacts>, Vec<String>);
 
 impl Named {
@@ -376,12 +365,11 @@ pub fn function(a: &Attachment) -> Option<&str> {
     }
 }
 
-/// Whether a device is an InfiniBand PF, the only kind an NVSwitch management function can be.
+/// An InfiniBand PF: the only kind an NVSwitch management function can be.
 pub(crate) fn infiniband_pf(attachment: &Attachment, ports: &[PortFacts]) -> bool {
     matches!(attachment, Attachment::Pf { .. }) && ports.iter().any(|p| p.link_layer.as_deref() == Some("InfiniBand"))
 }
 
-/// Reads one device's attachment and ports (unless the source already read them).
 fn read_device(inp: &Inputs, own: &Own, n: Named, dir: &DeviceDir, warnings: &mut Vec<String>) -> Device {
     let (attachment, func) = n.attachment.unwrap_or_else(|| inp.sysfs.attachment_of(dir));
     let (mut ports, mut problems) = n.ports.unwrap_or_else(|| read_ports(inp.sysfs, dir, own, warnings));
@@ -439,7 +427,6 @@ fn missing_entries(dev: &str, p: &PortFacts, own: &Own) -> Vec<String> {
         .collect()
 }
 
-/// Fills each InfiniBand port's partition from the pod's IPoIB child on it.
 fn ipoib_pkeys(sysfs: &Sysfs, dev: &str, func: Option<&str>, ports: &mut [PortFacts], problems: &mut Vec<String>) {
     let Some(func) = func else { return };
     let mut errs = Vec::new();
@@ -545,7 +532,7 @@ fn from_sriov_dra(inp: &Inputs) -> Found {
     let scan = sriov_dra::scan(inp.vars);
     let mut problems: Vec<String> = scan.problems.iter().map(ToString::to_string).collect();
     if !scan.unknown.is_empty() {
-        let shown: Vec<String> = scan.unknown.iter().take(8).map(|v| printable(v)).collect();
+        let shown: Vec<String> = scan.unknown.iter().take(8).map(|v| dra_drivers::printable(v, 100)).collect();
         problems.push(format!(
             "SRIOVNETWORK_* variables of no form nccl-wrap reads (a newer driver's?), not read: {}",
             shown.join(", ")
@@ -568,11 +555,6 @@ fn from_sriov_dra(inp: &Inputs) -> Found {
         resolve_id(inp, (addr, hint), &origin, &mut named, &mut problems);
     }
     (scan.variables, problems, named)
-}
-
-/// A name from outside for a message: printable ASCII only.
-fn printable(s: &str) -> String {
-    s.chars().take(100).map(|c| if c.is_ascii_graphic() { c } else { '?' }).collect()
 }
 
 fn from_sriov(inp: &Inputs) -> Found {

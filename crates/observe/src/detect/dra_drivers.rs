@@ -83,14 +83,8 @@ pub const ATTRIBUTES: &[Attribute] = &[
     },
 ];
 
-/// The driver of that name, if nccl-wrap knows it.
 pub fn driver(name: &str) -> Option<&'static Driver> {
     DRIVERS.iter().find(|d| d.name == name)
-}
-
-/// The attribute of that key, if nccl-wrap reads it.
-pub fn attribute(key: &str) -> Option<&'static Attribute> {
-    ATTRIBUTES.iter().find(|a| a.key == key)
 }
 
 /// The keys that carry `meaning`, in the table's order (its preference).
@@ -174,6 +168,7 @@ mod tests {
         let keys: Vec<_> = keys_for(Meaning::PciAddress).collect();
         assert_eq!(keys[0], "resource.kubernetes.io/pciBusID");
         assert_eq!(keys.len(), 3);
+        let attribute = |key| ATTRIBUTES.iter().find(|a| a.key == key);
         assert_eq!(attribute("dra.net/rdmaDevice").map(|a| a.meaning), Some(Meaning::RdmaDevice));
         assert!(driver("sriov.k8snetworkplumbingwg.io").is_none(), "only the name the driver registers");
     }

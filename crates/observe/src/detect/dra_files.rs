@@ -6,6 +6,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::detect::dra_drivers::printable;
 use crate::detect::dra_metadata::{self, FilePath, Metadata};
 use crate::detect::file;
 
@@ -58,7 +59,7 @@ pub fn walk(root: &Path) -> Walk {
                         out.problems.push(format!(
                             "more than {MAX_FILES} DRA metadata files under {}: {} and later ones are not read",
                             root.display(),
-                            printable(&rel)
+                            printable(&rel, 300)
                         ));
                         return out;
                     }
@@ -82,7 +83,7 @@ fn list(root: &Path, rel: &str, dirs: &mut usize, problems: &mut Vec<String>) ->
             problems.push(format!(
                 "more than {MAX_DIRS} directories under {}: {} and later ones are not read",
                 root.display(),
-                printable(rel)
+                printable(rel, 300)
             ));
             *dirs += 1;
         }
@@ -125,11 +126,7 @@ fn read(root: &Path, rel: &str, problems: &mut Vec<String>) -> Option<Metadata> 
 
 /// A path for a message: its bytes from outside shown only as printable ASCII.
 fn shown(path: &Path) -> String {
-    printable(&path.display().to_string())
-}
-
-fn printable(s: &str) -> String {
-    crate::detect::dra_drivers::printable(s, 300)
+    printable(&path.display().to_string(), 300)
 }
 
 #[cfg(test)]

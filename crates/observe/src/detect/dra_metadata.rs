@@ -1,16 +1,9 @@
-//! Source 1, KEP-5304 device metadata: one file's bytes into typed devices. A driver writes a file
-//! per claim request (k8s.io/dynamic-resource-allocation api/metadata/doc.go @ 3d03671):
-//!
-//! ```text
-//! /var/run/kubernetes.io/dra-device-attributes/resourceclaims/<claim>/<request>/<driver>-metadata.json
-//! /var/run/kubernetes.io/dra-device-attributes/resourceclaimtemplates/<podClaim>/<request>/<driver>-metadata.json
-//! ```
-//!
-//! Each is a JSON stream of the same `DeviceMetadata` once per API version, newest first: like
-//! upstream's `DecodeMetadataFromStream`, the first known version is taken and unknown ones skipped.
-//! Parses only bytes it is handed, within the caller's bound; never opens a file, never panics, never
-//! lets an unchecked name, address or interface out. A malformed file is a [`MetadataError`], a
-//! malformed piece of a good one a [`Problem`].
+//! Source 1, KEP-5304 device metadata (`<CONTAINER_DIR>/<tree>/<claim>/<request>/<driver>-metadata.json`,
+//! k8s.io/dynamic-resource-allocation api/metadata/doc.go @ 3d03671): one file's bytes into typed devices.
+//! Each file is a JSON stream of one `DeviceMetadata` per API version, newest first: like upstream's
+//! `DecodeMetadataFromStream`, the first known version is taken and unknown ones skipped. Parses only bytes
+//! it is handed, within the caller's bound; never opens a file, never panics, never lets an unchecked name,
+//! address or interface out. A malformed file is a [`MetadataError`], a malformed piece of one a [`Problem`].
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -21,8 +14,6 @@ use serde_json::value::RawValue;
 
 use crate::detect::dra_drivers::{self, k8s_name, printable, Meaning};
 
-/// The API group of the metadata objects.
-pub const GROUP: &str = "metadata.resource.k8s.io";
 /// The versions this reader knows, newest first (the SR-IOV DRA driver writes `v1alpha1`).
 pub const KNOWN_VERSIONS: &[&str] = &["metadata.resource.k8s.io/v1beta1", "metadata.resource.k8s.io/v1alpha1"];
 /// Where the files are mounted in a container.
@@ -181,7 +172,6 @@ pub enum AddressFrom {
     DeviceName,
 }
 
-/// One allocated device.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Device {
     /// The claim request it was allocated for.
@@ -212,7 +202,6 @@ pub struct Claim {
     pub generation: Option<i64>,
 }
 
-/// One file, read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Metadata {
     /// The version that was read (one of [`KNOWN_VERSIONS`]).
@@ -260,7 +249,6 @@ pub fn parse(bytes: &[u8], max_bytes: usize) -> Result<Metadata, MetadataError> 
     }
 }
 
-/// The typed view of an object of a known version.
 fn read(api_version: &'static str, skipped: Vec<String>, body: RawMetadata) -> Metadata {
     let mut problems = Vec::new();
     let meta = body.metadata.unwrap_or_default();
@@ -571,6 +559,8 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for Entries<V> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const GROUP: &str = "metadata.resource.k8s.io";
 
     const DRIVER: &str = "sriovnetwork.k8snetworkplumbingwg.io";
 

@@ -3,7 +3,6 @@
 //! file is refused by name, and every read takes one bounded buffer. It must never block, never read
 //! past a bound, and never follow a name it was not given.
 
-use std::fmt;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -15,42 +14,17 @@ pub(crate) const ATTR_MAX: usize = 4096;
 
 const OPEN_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::NONBLOCK).union(OFlags::NOCTTY).union(OFlags::CLOEXEC);
 
-/// What a path is when it is not a regular file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Fifo,
-    Socket,
-    CharDevice,
-    BlockDevice,
-    Directory,
-    Other,
-}
-
-impl fmt::Display for Kind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Kind::Fifo => "a FIFO (named pipe)",
-            Kind::Socket => "a socket",
-            Kind::CharDevice => "a character device",
-            Kind::BlockDevice => "a block device",
-            Kind::Directory => "a directory",
-            Kind::Other => "not a regular file",
-        })
-    }
-}
-
-impl Kind {
-    fn of(t: FileType) -> Option<Kind> {
-        match t {
-            FileType::RegularFile => None,
-            FileType::Fifo => Some(Kind::Fifo),
-            FileType::Socket => Some(Kind::Socket),
-            FileType::CharacterDevice => Some(Kind::CharDevice),
-            FileType::BlockDevice => Some(Kind::BlockDevice),
-            FileType::Directory => Some(Kind::Directory),
-            _ => Some(Kind::Other),
-        }
-    }
+/// What a path is, in words, when it is not a regular file.
+fn kind(t: FileType) -> Option<&'static str> {
+    Some(match t {
+        FileType::RegularFile => return None,
+        FileType::Fifo => "a FIFO (named pipe)",
+        FileType::Socket => "a socket",
+        FileType::CharacterDevice => "a character device",
+        FileType::BlockDevice => "a block device",
+        FileType::Directory => "a directory",
+        _ => "not a regular file",
+    })
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -58,7 +32,7 @@ pub enum FileError {
     #[error("cannot read {path}: {source}")]
     Io { path: PathBuf, source: io::Error },
     #[error("{path} is {kind}, not a regular file: refused, so that reading it cannot block or run unbounded")]
-    NotRegular { path: PathBuf, kind: Kind },
+    NotRegular { path: PathBuf, kind: &'static str },
     #[error("{path} is larger than {limit} bytes: refused, not read")]
     TooLarge { path: PathBuf, limit: usize },
 }
@@ -99,7 +73,7 @@ pub fn read_attr_at(dir: &OwnedFd, dir_path: &Path, name: &str) -> Result<String
     let clean = matches!(read, Ok(b) if !b.is_empty() && b.len() <= ATTR_MAX && !b.contains(&0));
     if !clean {
         let st = rustix::fs::fstat(&fd).map_err(|e| FileError::Io { path: path(), source: e.into() })?;
-        if let Some(kind) = Kind::of(FileType::from_raw_mode(st.st_mode)) {
+        if let Some(kind) = kind(FileType::from_raw_mode(st.st_mode)) {
             return Err(FileError::NotRegular { path: path(), kind });
         }
     }
@@ -120,7 +94,7 @@ fn text(path: impl FnOnce() -> PathBuf, bytes: &[u8]) -> Result<String, FileErro
 
 fn read_open(fd: &OwnedFd, path: &Path, limit: usize) -> Result<Vec<u8>, FileError> {
     let st = rustix::fs::fstat(fd).map_err(|e| FileError::Io { path: path.to_path_buf(), source: e.into() })?;
-    if let Some(kind) = Kind::of(FileType::from_raw_mode(st.st_mode)) {
+    if let Some(kind) = kind(FileType::from_raw_mode(st.st_mode)) {
         return Err(FileError::NotRegular { path: path.to_path_buf(), kind });
     }
     // One byte more than the bound tells a file of exactly `limit` from a larger one; the buffer
@@ -179,7 +153,7 @@ fn open_error(path: &Path, at: Option<(&OwnedFd, &str)>, e: rustix::io::Errno) -
             Some((dir, name)) => rustix::fs::statat(dir, name, rustix::fs::AtFlags::empty()),
             None => rustix::fs::stat(path),
         };
-        if let Some(kind) = st.ok().and_then(|st| Kind::of(FileType::from_raw_mode(st.st_mode))) {
+        if let Some(kind) = st.ok().and_then(|st| kind(FileType::from_raw_mode(st.st_mode))) {
             return FileError::NotRegular { path: path.to_path_buf(), kind };
         }
     }
@@ -213,21 +187,21 @@ mod tests {
         let fifo = d.0.join("state");
         rustix::fs::mknodat(rustix::fs::CWD, &fifo, FileType::Fifo, Mode::RUSR | Mode::WUSR, 0).expect("mkfifo");
         let e = read_attr(&fifo).expect_err("a FIFO is not an attribute");
-        assert!(matches!(e, FileError::NotRegular { kind: Kind::Fifo, .. }), "{e}");
+        assert!(matches!(e, FileError::NotRegular { kind: "a FIFO (named pipe)", .. }), "{e}");
         assert!(e.to_string().contains("is a FIFO") && e.to_string().contains("state"), "{e}");
     }
 
     #[test]
     fn char_devices_directories_and_sockets_are_named() {
         let e = read_attr(Path::new("/dev/zero")).expect_err("/dev/zero");
-        assert!(matches!(e, FileError::NotRegular { kind: Kind::CharDevice, .. }), "{e}");
+        assert!(matches!(e, FileError::NotRegular { kind: "a character device", .. }), "{e}");
         let d = TempDir::new("kinds");
         let e = read_attr(&d.0).expect_err("a directory");
-        assert!(matches!(e, FileError::NotRegular { kind: Kind::Directory, .. }), "{e}");
+        assert!(matches!(e, FileError::NotRegular { kind: "a directory", .. }), "{e}");
         let sock = d.0.join("sock");
         let _listener = std::os::unix::net::UnixListener::bind(&sock).expect("bind");
         let e = read_attr(&sock).expect_err("a socket");
-        assert!(matches!(e, FileError::NotRegular { kind: Kind::Socket, .. }), "{e}");
+        assert!(matches!(e, FileError::NotRegular { kind: "a socket", .. }), "{e}");
     }
 
     #[test]
@@ -246,10 +220,10 @@ mod tests {
             Err(FileError::NotRegular { kind, .. }) => Some(kind),
             _ => None,
         };
-        assert_eq!(kind("fifo"), Some(Kind::Fifo));
-        assert_eq!(kind("zero"), Some(Kind::CharDevice));
-        assert_eq!(kind("dir"), Some(Kind::Directory));
-        assert_eq!(kind("sock"), Some(Kind::Socket));
+        assert_eq!(kind("fifo"), Some("a FIFO (named pipe)"));
+        assert_eq!(kind("zero"), Some("a character device"));
+        assert_eq!(kind("dir"), Some("a directory"));
+        assert_eq!(kind("sock"), Some("a socket"));
         assert!(matches!(read_attr_at(&dir, &d.0, "big"), Err(FileError::TooLarge { .. })));
         assert_eq!(read_attr_at(&dir, &d.0, "empty").expect("an empty regular file"), "");
     }

@@ -90,6 +90,11 @@ impl<'a> SysfsGids<'a> {
         file::read_attr_at(self.port, self.dir, &format!("gid_attrs/ndevs/{i}")).ok()
     }
 
+    /// The net device of the port's default entry (index 0): the device's own, the host's.
+    fn host_ndev(&mut self) -> Option<String> {
+        self.gid(0).filter(|g| !g.is_unspecified()).and_then(|_| self.ndev(0))
+    }
+
     /// The entry at `i` as a row: its type, net device and whose address it holds.
     fn row(&mut self, i: u32, g: Ipv6Addr, rule: &dyn GidRule, own: &[Ipv6Addr], host_ndev: Option<&str>) -> GidPick {
         let roce = self.roce(i);
@@ -176,13 +181,6 @@ pub(crate) fn shared(facts: &mut PortFacts, table: &mut SysfsGids, rule: &dyn Gi
     }
     facts.table = rows;
     facts.table_len = len;
-}
-
-impl SysfsGids<'_> {
-    /// The net device of the port's default entry (index 0): the device's own, the host's.
-    fn host_ndev(&mut self) -> Option<String> {
-        self.gid(0).filter(|g| !g.is_unspecified()).and_then(|_| self.ndev(0))
-    }
 }
 
 /// The non-empty entries as far as `extent` reads, and the length read. Read whole, each row has its

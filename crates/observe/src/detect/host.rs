@@ -20,11 +20,14 @@ pub fn detect(sysfs: &Sysfs, rule: &dyn GidRule) -> (Detection, BTreeMap<&'stati
     let mut skipped: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut devices = Vec::new();
     for name in visible {
-        if let Err(e) = sysfs.rdma_device_status(&name) {
-            warnings.push(format!("{name} cannot be used ({e}); skipped"));
-            continue;
-        }
-        let (attachment, _) = sysfs.attachment(&name);
+        let dir = match sysfs.open_device(&name) {
+            Ok(dir) => dir,
+            Err(e) => {
+                warnings.push(format!("{name} cannot be used ({e}); skipped"));
+                continue;
+            }
+        };
+        let (attachment, _) = sysfs.attachment_of(&dir);
         if matches!(attachment, Attachment::Vf { .. } | Attachment::Sf { .. }) {
             *skipped.entry(attachment.kind()).or_default() += 1;
             continue;

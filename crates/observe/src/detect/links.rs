@@ -59,25 +59,8 @@ const IFLA_INFO_KIND: u16 = 1;
 const IFLA_EXT_MASK: u16 = 29;
 const RTEXT_FILTER_SKIP_STATS: u32 = 1 << 3;
 
-#[derive(Debug, thiserror::Error)]
-pub enum LinksError {
-    #[error("rtnetlink link dump failed at {step}: {source}")]
-    Io { step: &'static str, source: nix::Error },
-    #[error("rtnetlink link dump: {0}")]
-    Reply(String),
-}
-
-impl From<rtnetlink::Error> for LinksError {
-    fn from(e: rtnetlink::Error) -> Self {
-        match e {
-            rtnetlink::Error::Io { step, source } => LinksError::Io { step, source },
-            rtnetlink::Error::Reply(r) => LinksError::Reply(r),
-        }
-    }
-}
-
 /// One dump of this namespace's links.
-pub fn read() -> Result<Kinds, LinksError> {
+pub fn read() -> Result<Kinds, rtnetlink::Error> {
     let mut kinds = Kinds::new();
     rtnetlink::Socket::open()?.dump(RTM_GETLINK, &request(), |ty, payload| {
         add(ty, payload, &mut kinds);
@@ -88,7 +71,10 @@ pub fn read() -> Result<Kinds, LinksError> {
 
 /// `read`, with a failure logged: detection then looks for every address, as it always did.
 pub fn read_or_log() -> Option<Kinds> {
-    read().map_err(|e| log::debug!("{e}; every address of the pod is looked for in other devices' GID tables")).ok()
+    let why = |e| {
+        log::debug!("rtnetlink link dump: {e}; every address of the pod is looked for in other devices' GID tables")
+    };
+    read().map_err(why).ok()
 }
 
 /// The `RTM_GETLINK` dump request's body: every link, statistics left out.
@@ -102,11 +88,11 @@ fn request() -> Vec<u8> {
 }
 
 /// Parses one datagram of the dump into `kinds`; `Ok(true)` at the dump's end.
-pub fn parse(buf: &[u8], kinds: &mut Kinds) -> Result<bool, LinksError> {
-    Ok(rtnetlink::walk(buf, |ty, payload| {
+pub fn parse(buf: &[u8], kinds: &mut Kinds) -> Result<bool, rtnetlink::Error> {
+    rtnetlink::walk(buf, |ty, payload| {
         add(ty, payload, kinds);
         Ok(())
-    })?)
+    })
 }
 
 fn add(ty: u16, payload: &[u8], kinds: &mut Kinds) {

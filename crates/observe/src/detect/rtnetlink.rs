@@ -151,7 +151,7 @@ pub fn walk(mut buf: &[u8], mut each: impl FnMut(u16, &[u8]) -> Result<(), Error
     Ok(false)
 }
 
-/// Route attributes (`struct rtattr`), ending at the first whose length does not fit.
+/// Route attributes (`struct rtattr`), ending at the first whose length does not fit (left unread).
 pub(crate) struct Attrs<'a>(pub(crate) &'a [u8]);
 
 impl<'a> Iterator for Attrs<'a> {
@@ -163,7 +163,6 @@ impl<'a> Iterator for Attrs<'a> {
         }
         let len = usize::from(u16_at(b, 0));
         if len < 4 || len > b.len() {
-            self.0 = &[];
             return None;
         }
         // The top bits of the type are flags (NLA_F_NESTED, NLA_F_NET_BYTEORDER).
@@ -176,15 +175,12 @@ impl<'a> Iterator for Attrs<'a> {
 
 /// The attributes of `b`, once each is checked to fit (a truncated one means a malformed message).
 pub(crate) fn attrs(b: &[u8]) -> Result<Attrs<'_>, Error> {
-    let mut rest = b;
-    while !rest.is_empty() {
-        let len = usize::from(u16_at(rest, 0));
-        if rest.len() < 4 || len < 4 || len > rest.len() {
-            return Err(Error::Reply(format!("attribute length {len} with {} bytes left", rest.len())));
-        }
-        rest = rest.get(align(len)..).unwrap_or(&[]);
+    let mut walked = Attrs(b);
+    while walked.next().is_some() {}
+    match walked.0 {
+        [] => Ok(Attrs(b)),
+        rest => Err(Error::Reply(format!("attribute length {} with {} bytes left", u16_at(rest, 0), rest.len()))),
     }
-    Ok(Attrs(b))
 }
 
 /// Netlink's 4-byte alignment of messages and attributes.

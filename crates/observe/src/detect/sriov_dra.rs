@@ -210,7 +210,7 @@ impl Field {
     fn apply(self, vf: &mut Vf, variable: &str, value: &str, problems: &mut Vec<SriovDraError>) {
         const RDMA_CM: &str = "/dev/infiniband/rdma_cm";
         let variable = variable.to_string();
-        let (ok, expected) = match self {
+        let (slot, prefix, expected) = match self {
             Field::VfDevice => {
                 match dra_drivers::pci_address(value) {
                     Some(a) => vf.pci_address = Some(a),
@@ -219,7 +219,7 @@ impl Field {
                 return;
             }
             Field::RdmaDevice => {
-                let rdma = vf.rdma.get_or_insert_with(Rdma::default);
+                let rdma = rdma(vf);
                 if dra_drivers::name_ok(value, dra_drivers::MAX_RDMA_NAME) {
                     rdma.device = Some(value.to_string());
                 } else {
@@ -227,33 +227,25 @@ impl Field {
                 }
                 return;
             }
-            Field::Vfio => (char_device(value, "/dev/vfio/"), "/dev/vfio/<group>"),
-            Field::Uverb => (char_device(value, "/dev/infiniband/uverbs"), "/dev/infiniband/uverbs<N>"),
-            Field::Umad => (char_device(value, "/dev/infiniband/umad"), "/dev/infiniband/umad<N>"),
-            Field::Issm => (char_device(value, "/dev/infiniband/issm"), "/dev/infiniband/issm<N>"),
-            Field::Cm => ((value == RDMA_CM).then(|| value.to_string()), RDMA_CM),
+            Field::Vfio => (&mut vf.vfio_device, "/dev/vfio/", "/dev/vfio/<group>"),
+            Field::Uverb => (&mut rdma(vf).uverbs, "/dev/infiniband/uverbs", "/dev/infiniband/uverbs<N>"),
+            Field::Umad => (&mut rdma(vf).umad, "/dev/infiniband/umad", "/dev/infiniband/umad<N>"),
+            Field::Issm => (&mut rdma(vf).issm, "/dev/infiniband/issm", "/dev/infiniband/issm<N>"),
+            Field::Cm => (&mut rdma(vf).rdma_cm, RDMA_CM, RDMA_CM),
         };
-        if ok.is_none() {
+        // `rdma_cm` alone has no number; the others end in a decimal one of at most 10 digits.
+        let digits =
+            |n: &str| n.is_empty() == (self == Field::Cm) && n.len() <= 10 && n.bytes().all(|b| b.is_ascii_digit());
+        let ok = value.strip_prefix(prefix).is_some_and(digits);
+        if !ok {
             problems.push(SriovDraError::BadPath { variable, value: quoted(value), expected });
         }
-        if self == Field::Vfio {
-            vf.vfio_device = ok;
-            return;
-        }
-        let rdma = vf.rdma.get_or_insert_with(Rdma::default);
-        *match self {
-            Field::Uverb => &mut rdma.uverbs,
-            Field::Umad => &mut rdma.umad,
-            Field::Issm => &mut rdma.issm,
-            _ => &mut rdma.rdma_cm,
-        } = ok;
+        *slot = ok.then(|| value.to_string());
     }
 }
 
-/// `prefix` then a decimal number of at most 10 digits, nothing else (`/dev/infiniband/uverbs5`).
-fn char_device(value: &str, prefix: &str) -> Option<String> {
-    let n = value.strip_prefix(prefix)?;
-    (!n.is_empty() && n.len() <= 10 && n.bytes().all(|b| b.is_ascii_digit())).then(|| value.to_string())
+fn rdma(vf: &mut Vf) -> &mut Rdma {
+    vf.rdma.get_or_insert_with(Rdma::default)
 }
 
 /// The key `0000_08_00_2` spells `0000:08:00.2`.

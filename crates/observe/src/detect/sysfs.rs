@@ -167,11 +167,6 @@ impl Sysfs {
         self.listed("class/infiniband", names::device_name, problems)
     }
 
-    /// Whether `class/infiniband/<name>` leads to a device, and if not, why (absent, a loop...).
-    pub fn rdma_device_status(&self, name: &str) -> Result<(), SysfsError> {
-        self.open_device(name).map(drop)
-    }
-
     /// `class/infiniband/<name>`, looked up once (`O_PATH`) for its links and ports to be read relative
     /// to it; the error says why the name leads to no device (absent, a loop, not a directory).
     pub(crate) fn open_device(&self, name: &str) -> Result<DeviceDir, SysfsError> {
@@ -205,15 +200,8 @@ impl Sysfs {
         self.link_name(&format!("class/net/{ifname}/device"))
     }
 
-    /// How `dev` is attached, and the name of its function (PCI address or auxiliary ID).
-    pub fn attachment(&self, dev: &str) -> (Attachment, Option<String>) {
-        match self.open_device(dev) {
-            Ok(d) => self.attachment_of(&d),
-            Err(_) => (Attachment::Unknown, None),
-        }
-    }
-
-    /// `attachment`, for a device already looked up: its links read relative to its directory.
+    /// How a device is attached, and the name of its function (PCI address or auxiliary ID), from its
+    /// links read relative to its directory.
     pub(crate) fn attachment_of(&self, d: &DeviceDir) -> (Attachment, Option<String>) {
         match link_name_at(&d.fd, "device") {
             Some(func) => {
@@ -375,9 +363,7 @@ impl Sysfs {
         facts.problems = problems.iter().map(ToString::to_string).collect();
         facts
     }
-}
 
-impl Sysfs {
     /// Every non-empty entry of `dev`'s port `port`, with whose address it holds (given `own`) and
     /// whether `rule` accepts it, and the table's length; `None` when the port cannot be opened.
     pub fn gid_table(

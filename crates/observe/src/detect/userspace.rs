@@ -130,22 +130,19 @@ impl<'a> Loader<'a> {
         if name.contains('/') {
             return exists(self.root, name).then(|| Found { path: name.into(), by: "a path".into() });
         }
-        for d in &self.ld_path {
-            let p = format!("{}/{name}", d.trim_end_matches('/'));
-            if exists(self.root, &p) {
-                return Some(Found { path: p, by: "LD_LIBRARY_PATH".into() });
-            }
-        }
-        if let Some(e) = self.cache.as_deref().and_then(|c| ldcache::find(c, name)) {
-            if exists(self.root, &e.path) {
-                return Some(Found { path: e.path.clone(), by: "ld.so.cache".into() });
-            }
-        }
-        DEFAULT_DIRS
-            .iter()
-            .map(|d| format!("{d}/{name}"))
-            .find(|p| exists(self.root, p))
-            .map(|path| Found { path, by: "default path".into() })
+        let cached = || {
+            let e = self.cache.as_deref().and_then(|c| ldcache::find(c, name))?;
+            exists(self.root, &e.path).then(|| Found { path: e.path, by: "ld.so.cache".into() })
+        };
+        let default = || DEFAULT_DIRS.iter().map(|d| format!("{d}/{name}")).find(|p| exists(self.root, p));
+        self.in_ld_path(name)
+            .or_else(cached)
+            .or_else(|| default().map(|path| Found { path, by: "default path".into() }))
+    }
+
+    fn in_ld_path(&self, name: &str) -> Option<Found> {
+        let mut paths = self.ld_path.iter().map(|d| format!("{}/{name}", d.trim_end_matches('/')));
+        paths.find(|p| exists(self.root, p)).map(|path| Found { path, by: "LD_LIBRARY_PATH".into() })
     }
 }
 
@@ -364,11 +361,7 @@ pub fn check(root: &Path, vars: &Vars, devices: &[(String, Option<String>)], dep
         }
     }
     let nccl_found = loader
-        .ld_path
-        .iter()
-        .map(|d| format!("{}/libnccl.so.2", d.trim_end_matches('/')))
-        .find(|p| exists(root, p))
-        .map(|path| Found { path, by: "LD_LIBRARY_PATH".into() })
+        .in_ld_path("libnccl.so.2")
         .or_else(|| python::wheel_nccl(root, vars).map(|path| Found { path, by: "PyTorch wheel (nvidia-nccl)".into() }))
         .or_else(|| loader.find("libnccl.so.2"));
     let nccl = nccl_found.map(|found| {
