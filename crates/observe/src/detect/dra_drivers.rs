@@ -5,7 +5,6 @@
 
 use crate::detect::names;
 
-/// What an attribute tells nccl-wrap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Meaning {
     /// The device's PCI address (`0000:08:00.2`): how a device is matched to sysfs.
@@ -14,7 +13,6 @@ pub enum Meaning {
     RdmaDevice,
 }
 
-/// One attribute key nccl-wrap understands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Attribute {
     /// The qualified name, `<domain>/<id>`.
@@ -33,7 +31,6 @@ pub enum DeviceNameForm {
     PciDashed,
 }
 
-/// One DRA driver of NICs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Driver {
     /// The driver name, as in `ResourceSlice.spec.driver` and the metadata file's name.

@@ -31,7 +31,6 @@ pub const MAX_DEPTH: usize = 32;
 /// At most this many addresses per interface (`NetworkDeviceData.ips`, k8s.io/api resource/v1).
 pub const MAX_ADDRESSES: usize = 16;
 
-/// Why a file was not read.
 #[derive(Debug, thiserror::Error)]
 pub enum MetadataError {
     #[error("metadata file is {len} bytes, over the {max}-byte bound; not read")]
@@ -87,7 +86,6 @@ pub enum Problem {
     BadHardwareAddress { device: String, value: String },
 }
 
-/// Which kind of claim a file belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClaimKind {
     /// `resourceclaims/<claim>/...`: a claim the pod names.
@@ -140,7 +138,6 @@ pub enum Value {
     Versions(Vec<String>),
 }
 
-/// An address of the device's interface, with its prefix length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Address {
     pub ip: IpAddr,
@@ -163,7 +160,6 @@ pub struct NetworkData {
     pub hardware_address: Option<String>,
 }
 
-/// Where a device's PCI address came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AddressFrom {
     /// An attribute of that key (`dra_drivers::ATTRIBUTES`).
@@ -178,7 +174,6 @@ pub struct Device {
     pub request: String,
     pub driver: String,
     pub pool: String,
-    /// The device's name in its ResourceSlice.
     pub name: String,
     /// Whether `driver` is a NIC driver of `dra_drivers::DRIVERS` (others' devices are not NICs).
     pub nic_driver: bool,
@@ -214,7 +209,6 @@ pub struct Metadata {
     pub problems: Vec<Problem>,
 }
 
-/// Reads one metadata file's bytes, refusing more than `max_bytes`.
 pub fn parse(bytes: &[u8], max_bytes: usize) -> Result<Metadata, MetadataError> {
     if bytes.len() > max_bytes {
         return Err(MetadataError::TooLarge { len: bytes.len(), max: max_bytes });

@@ -23,7 +23,6 @@ pub trait GidRule {
     fn choose(&self, table: &mut dyn GidTable) -> Option<GidEntry>;
     /// Whether the rule takes `entry` outright.
     fn accepts(&self, entry: &GidEntry) -> bool;
-    /// The address family it looks for.
     fn family(&self) -> Family;
     /// The same rule for `family` (rails with only IPv6 addresses call for AF_INET6).
     fn for_family(&self, family: Family) -> Box<dyn GidRule>;
@@ -149,7 +148,6 @@ pub(crate) fn choose(table: &mut SysfsGids, rule: &dyn GidRule) -> Option<GidPic
     Some(GidPick { roce: e.roce, ndev: table.ndev(e.index), full_match: rule.accepts(&e), ..bare(e.index, e.gid) })
 }
 
-/// How far a table is read for its rows.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Extent {
     /// Up to the pod's first own entry the rule accepts: what a run needs.

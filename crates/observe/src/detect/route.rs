@@ -29,7 +29,6 @@ pub struct Route {
 }
 
 impl Route {
-    /// Whether `a` is inside this route's destination prefix.
     pub fn holds(&self, a: &IpAddr) -> bool {
         nw_nccl::prefix::Prefix { addr: self.dest, len: self.prefix }.contains(*a)
     }
@@ -54,7 +53,6 @@ fn ifname_ok(n: &str) -> bool {
     !n.is_empty() && n.len() <= 15 && n.chars().all(|c| c.is_ascii_graphic() && c != '/')
 }
 
-/// The first `N` whitespace-separated fields of a line, or `None` when it has fewer.
 fn fields<const N: usize>(line: &str) -> Option<[&str; N]> {
     let mut it = line.split_ascii_whitespace();
     let mut out = [""; N];
@@ -113,18 +111,10 @@ pub fn parse_v6(text: &str) -> Vec<Route> {
 
 /// Both tables under `proc_root`, or why neither could be read.
 pub fn read(proc_root: &Path) -> Result<Vec<Route>, String> {
-    let mut out = Vec::new();
-    let mut errors = Vec::new();
-    for v6 in [false, true] {
-        match read_family(proc_root, v6) {
-            Ok(r) => out.extend(r),
-            Err(e) => errors.push(e),
-        }
+    match (read_family(proc_root, false), read_family(proc_root, true)) {
+        (Err(v4), Err(v6)) => Err(format!("{v4}; {v6}")),
+        (v4, v6) => Ok(v4.unwrap_or_default().into_iter().chain(v6.unwrap_or_default()).collect()),
     }
-    if out.is_empty() && errors.len() == 2 {
-        return Err(errors.join("; "));
-    }
-    Ok(out)
 }
 
 /// The IPv4 table alone, or why it could not be read.
@@ -148,7 +138,6 @@ pub struct Table<'a> {
 }
 
 impl<'a> Table<'a> {
-    /// The tables under `proc_root`, read on demand.
     pub fn read(proc_root: &'a Path) -> Self {
         Table { proc_root: Some(proc_root), v4: OnceCell::new(), v6: OnceCell::new() }
     }
@@ -159,7 +148,6 @@ impl<'a> Table<'a> {
         Table { proc_root: None, v4: OnceCell::from(v4), v6: OnceCell::from(v6) }
     }
 
-    /// One family's routes.
     pub fn family(&self, v6: bool) -> &[Route] {
         let cell = if v6 { &self.v6 } else { &self.v4 };
         cell.get_or_init(|| self.proc_root.map(|p| read_family(p, v6).unwrap_or_default()).unwrap_or_default())

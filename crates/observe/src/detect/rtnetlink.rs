@@ -95,7 +95,6 @@ fn io(step: &'static str) -> impl Fn(nix::Error) -> Error {
     move |source| Error::Io { step, source }
 }
 
-/// A request with `flags`: the header, then `body`.
 fn request(ty: u16, flags: u16, body: &[u8]) -> Vec<u8> {
     let len = NLMSG_HDR + body.len();
     let mut m = Vec::with_capacity(len);

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::net::Ipv6Addr;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{Mode, OFlags};
@@ -189,9 +189,7 @@ impl Sysfs {
     /// The last component of the symlink at `rel` (`../../../0000:3b:02.6` -> `0000:3b:02.6`): PCI
     /// addresses and auxiliary IDs are unique, so one readlink names the function.
     pub(crate) fn link_name(&self, rel: &str) -> Option<String> {
-        let target = std::fs::read_link(self.path(rel)).ok()?;
-        let name = target.file_name()?.to_str()?;
-        names::device_id(name).ok().map(String::from)
+        link_name_at(rustix::fs::CWD, self.path(rel))
     }
 
     /// The function (PCI address or auxiliary ID) the net device `ifname` sits on, if any.
@@ -448,7 +446,7 @@ pub fn looks_like_pci(id: &str) -> bool {
 }
 
 /// The last component of the symlink `rel` under `dir`, as `Sysfs::link_name` reads it.
-fn link_name_at(dir: &OwnedFd, rel: &str) -> Option<String> {
+fn link_name_at(dir: impl AsFd, rel: impl rustix::path::Arg) -> Option<String> {
     let target = rustix::fs::readlinkat(dir, rel, Vec::new()).ok()?;
     let target = target.to_str().ok()?;
     let name = target.rsplit('/').next()?;

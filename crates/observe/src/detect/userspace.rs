@@ -21,10 +21,8 @@ pub enum Depth {
     Full,
 }
 
-/// Where the loader found a library.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Found {
-    /// The path inside the image.
     pub path: String,
     /// `LD_LIBRARY_PATH`, `ld.so.cache`, `default path`, `PyTorch wheel`, or the variable that named it.
     pub by: String,
@@ -35,7 +33,6 @@ pub struct Found {
 pub struct Provider {
     /// rdma-core's provider name: `mlx5`, `rxe`, `efa`...
     pub name: String,
-    /// The pod's devices that need it.
     pub devices: Vec<String>,
     /// `/etc/libibverbs.d/<name>.driver`, when present.
     pub config: Option<String>,
@@ -43,7 +40,6 @@ pub struct Provider {
     pub library: Option<String>,
 }
 
-/// The NCCL library the command will load.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Nccl {
     #[serde(flatten)]
@@ -98,7 +94,6 @@ const DEFAULT_DIRS: [&str; 6] =
 const DEFAULT_DIRS: [&str; 6] =
     ["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"];
 
-/// The image's loader: its root, `LD_LIBRARY_PATH` and cache.
 pub(crate) struct Loader<'a> {
     root: &'a Path,
     ld_path: Vec<String>,
