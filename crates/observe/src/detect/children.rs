@@ -1,7 +1,6 @@
-//! The pod's children on shared devices (macvlan, ipvlan and VLAN interfaces, by their `links`
-//! kind), which alone can hold its addresses in another device's GID table, and which of them a
-//! device's ports show: a child has one lower device, so once each was seen the walk of shared
-//! devices stops. Kinds unknown: no child is known, and every device is read.
+//! The pod's children on shared devices (macvlan, ipvlan, VLAN interfaces, by `links` kind): only they can hold its
+//! addresses in another device's GID table, and each has one lower device, so once each was seen on a device's
+//! ports the walk of shared devices stops. Kinds unknown: no child is known, and every device is read.
 
 use std::net::Ipv6Addr;
 

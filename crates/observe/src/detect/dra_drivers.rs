@@ -1,9 +1,9 @@
-//! What the DRA NIC drivers publish about a device, as data: the driver names accepted, the
-//! attribute keys that carry a PCI address or an RDMA device, and the forms of device names, one row
-//! each with its source; `dra_metadata` and `sriov_dra` look them up. Facts and their checks only:
-//! never reads a file or the environment.
+//! What the DRA NIC drivers publish about a device, as data with its sources: the driver names, the attribute keys
+//! carrying a PCI address or an RDMA device, and device names' forms, for `dra_metadata` and `sriov_dra` to look
+//! up. Facts and their checks only: never reads a file or the environment.
 
 use crate::detect::names;
+use crate::detect::sysfs::looks_like_pci;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Meaning {
@@ -92,18 +92,9 @@ pub fn keys_for(meaning: Meaning) -> impl Iterator<Item = &'static str> {
 /// A PCI address in sysfs's form, `dddd:bb:ss.f` in lower case, from `s` in that form; anything
 /// else is `None`, since the address becomes part of a sysfs path.
 pub fn pci_address(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    if b.len() != 12 || b[4] != b':' || b[7] != b':' || b[10] != b'.' {
-        return None;
-    }
-    let hex = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_hexdigit);
-    // The function number is 0..7 (3 bits); ARI's larger ones are spelled through the slot.
-    if !(hex(0..4) && hex(5..7) && hex(8..10) && (b'0'..=b'7').contains(&b[11])) {
-        return None;
-    }
-    // Slot numbers are 5 bits: 00..1f.
-    let slot = u8::from_str_radix(&s[8..10], 16).ok()?;
-    (slot < 0x20).then(|| s.to_ascii_lowercase())
+    // The function number is 0..7 (3 bits; ARI's larger ones are spelled through the slot), the slot 5 bits.
+    let ok = looks_like_pci(s) && s.as_bytes()[11] <= b'7' && u8::from_str_radix(&s[8..10], 16).is_ok_and(|s| s < 0x20);
+    ok.then(|| s.to_ascii_lowercase())
 }
 
 /// The PCI address a device name of `form` spells (`pci-0000-8a-00-0`, `0000-08-00-2`), if any.

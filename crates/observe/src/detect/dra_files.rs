@@ -1,7 +1,6 @@
-//! The KEP-5304 device metadata files a container was given: a bounded walk of both trees,
-//! exactly `<tree>/<claim>/<request>/<driver>-metadata.json`, each file read once through
-//! `detect::file` and handed to `dra_metadata::parse`. A malformed file is named and skipped; the
-//! others stand. Reads only; decides nothing.
+//! The KEP-5304 metadata files a container was given: a bounded walk of both trees, exactly
+//! `<tree>/<claim>/<request>/<driver>-metadata.json`, each read once through `detect::file` into `dra_metadata`.
+//! A malformed file is named and skipped; the others stand. Reads only; decides nothing.
 
 use std::io;
 use std::path::{Path, PathBuf};

@@ -1,9 +1,6 @@
-//! Source 1, KEP-5304 device metadata (`<CONTAINER_DIR>/<tree>/<claim>/<request>/<driver>-metadata.json`,
-//! k8s.io/dynamic-resource-allocation api/metadata/doc.go @ 3d03671): one file's bytes into typed devices.
-//! Each file is a JSON stream of one `DeviceMetadata` per API version, newest first: like upstream's
-//! `DecodeMetadataFromStream`, the first known version is taken and unknown ones skipped. Parses only bytes
-//! it is handed, within the caller's bound; never opens a file, never panics, never lets an unchecked name,
-//! address or interface out. A malformed file is a [`MetadataError`], a malformed piece of one a [`Problem`].
+//! Source 1, KEP-5304 device metadata (k8s.io/dynamic-resource-allocation api/metadata/doc.go @ 3d03671): a file's
+//! stream of one `DeviceMetadata` per API version, newest first, of which the first known is read, as upstream's
+//! decoder does. Parses only bytes it is handed; never panics, never lets an unchecked name, address or interface out.
 
 use std::collections::BTreeMap;
 use std::fmt;

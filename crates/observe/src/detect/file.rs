@@ -1,7 +1,6 @@
-//! The one way nccl-wrap reads a file from outside (sysfs, the annotations file, procfs). A hung
-//! entrypoint is the worst failure there is, so every open is non-blocking, anything but a regular
-//! file is refused by name, and every read takes one bounded buffer. It must never block, never read
-//! past a bound, and never follow a name it was not given.
+//! The one way nccl-wrap reads a file from outside (sysfs, the annotations file, procfs): a hung entrypoint is the
+//! worst failure there is, so every open is non-blocking, anything but a regular file is refused by name, and
+//! every read is bounded. It must never block, never read past a bound, never follow a name it was not given.
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};

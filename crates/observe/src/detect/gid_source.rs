@@ -1,6 +1,5 @@
-//! Where a port's whole GID table may come from in one call instead of sysfs's three files an entry
-//! (ibverbs, handed in by main): the seam (`TableSource`), its tables (`Whole`), and the check that
-//! turns raw entries into tables `gids` can trust. A source only replaces reads: what it says goes
+//! Where a port's whole GID table may come from in one call instead of three sysfs files an entry (ibverbs, handed
+//! in by main): the seam, its tables, and the check that makes raw entries trustworthy. What a source says goes
 //! through the same rule as sysfs's entries, so the plan cannot depend on which was asked.
 
 use std::collections::BTreeMap;

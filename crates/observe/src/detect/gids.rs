@@ -1,8 +1,6 @@
-//! A RoCE port's GID table in sysfs (`gids/<i>`, `gid_attrs/types/<i>`, `gid_attrs/ndevs/<i>`),
-//! read lazily and at most once per entry: the pick stops where the [`GidRule`] handed in from above
-//! settles, the pod's own entry at the first of its addresses that rule accepts. Only `doctor` reads
-//! a table whole. A whole-table source (`gid_source`) may answer the far reads instead. Never decides
-//! anything.
+//! A RoCE port's GID table in sysfs (`gids/<i>`, `gid_attrs/{types,ndevs}/<i>`), each entry read lazily and once:
+//! the pick stops where the [`GidRule`] from above settles, the pod's entry at its first address the rule accepts
+//! (`doctor` alone reads a table whole; `gid_source` may answer the far reads). Never decides anything.
 
 use std::collections::BTreeMap;
 use std::net::Ipv6Addr;

@@ -20,13 +20,9 @@ pub fn detect(sysfs: &Sysfs, rule: &dyn GidRule) -> (Detection, BTreeMap<&'stati
     let mut skipped: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut devices = Vec::new();
     for name in visible {
-        let dir = match sysfs.open_device(&name) {
-            Ok(dir) => dir,
-            Err(e) => {
-                warnings.push(format!("{name} cannot be used ({e}); skipped"));
-                continue;
-            }
-        };
+        let opened =
+            sysfs.open_device(&name).map_err(|e| warnings.push(format!("{name} cannot be used ({e}); skipped")));
+        let Ok(dir) = opened else { continue };
         let (attachment, _) = sysfs.attachment_of(&dir);
         if matches!(attachment, Attachment::Vf { .. } | Attachment::Sf { .. }) {
             *skipped.entry(attachment.kind()).or_default() += 1;

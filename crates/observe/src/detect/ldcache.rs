@@ -1,7 +1,6 @@
-//! The dynamic loader's cache, `/etc/ld.so.cache`, parsed as glibc writes it
-//! (`sysdeps/generic/dl-cache.h`: the `glibc-ld.so.cache1.1` format, alone or after the old
-//! `ld.so-1.7.0` table): which file the image's loader would open for a library name. Pure and
-//! bounded: never trusts a count or offset, keeps at most [`MAX_ENTRIES`], opens nothing it names.
+//! `/etc/ld.so.cache` as glibc writes it (`sysdeps/generic/dl-cache.h`: `glibc-ld.so.cache1.1`, alone or after the
+//! old `ld.so-1.7.0` table): which file the image's loader would open for a library name. Pure and bounded: never
+//! trusts a count or offset, keeps at most [`MAX_ENTRIES`], opens nothing it names.
 
 /// The largest cache read: real ones hold a few thousand entries in well under 1 MiB.
 pub(crate) const MAX_BYTES: usize = 4 << 20;

@@ -1,7 +1,6 @@
-//! What kind of link each of this namespace's interfaces is (`veth`, `macvlan`, `vlan`...), from
-//! one rtnetlink dump: only upper devices (macvlan, ipvlan, VLAN children) put the pod's addresses
-//! into another device's GID table (`roce_gid_mgmt.c`), so only they are looked for there. The reply
-//! is outside input, and never a reason to fail the job (on error every address is looked for).
+//! The link kind of each of this namespace's interfaces (`veth`, `macvlan`, `vlan`...), from one rtnetlink dump: only
+//! upper devices put the pod's addresses into another device's GID table (`roce_gid_mgmt.c`), so only they are
+//! looked for there. The reply never fails the job (on error every address is looked for).
 
 use std::collections::BTreeMap;
 

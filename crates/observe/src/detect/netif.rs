@@ -1,7 +1,6 @@
-//! The pod's own IP addresses (one rtnetlink `RTM_GETADDR` dump, each interface named by
-//! `SIOCGIFNAME`: a third of `getifaddrs`' time), and whose address a GID table entry holds. On a
-//! shared device every pod's child is `net1`: an entry is this pod's by address, never by name. A
-//! malformed reply is an error callers take as "no addresses".
+//! The pod's own IP addresses (one rtnetlink `RTM_GETADDR` dump, interfaces named by `SIOCGIFNAME`: a third of
+//! `getifaddrs`' time), and whose address a GID entry holds: by address, never by name (every pod's child is
+//! `net1`). A malformed reply is an error callers take as "no addresses".
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv6Addr};

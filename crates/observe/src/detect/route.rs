@@ -1,7 +1,6 @@
-//! This network namespace's routing table (`/proc/net/route`, `/proc/net/ipv6_route`, through a
-//! proc root) and the interface a destination leaves by, by the kernel's main-table rule (longest
-//! prefix, then lowest metric; `ip rule` is not modelled). Pure and bounded: at most [`MAX_BYTES`]
-//! a file and [`MAX_ROUTES`] routes; a line it cannot parse is skipped.
+//! This namespace's routes (`/proc/net/route`, `/proc/net/ipv6_route` under a proc root) and the interface a
+//! destination leaves by, by the main table's rule (longest prefix, then lowest metric; `ip rule` is not modelled).
+//! Bounded: at most [`MAX_BYTES`] a file and [`MAX_ROUTES`] routes; a line it cannot parse is skipped.
 
 use std::cell::OnceCell;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

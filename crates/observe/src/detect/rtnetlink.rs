@@ -1,7 +1,6 @@
-//! The one way nccl-wrap talks to the kernel's netlink (routing for `links` and `netif`, RDMA for
-//! `verbs::nldev`): a socket with a receive deadline, one request, a receive loop bounded in bytes,
-//! and a walk over the reply that checks every length. Knows nothing of links or addresses itself;
-//! never writes to the kernel beyond the one request.
+//! The one way nccl-wrap talks netlink (routing for `links` and `netif`, RDMA for `verbs::nldev`): a socket with a
+//! receive deadline, one request, a receive loop bounded in bytes, and a walk that checks every length. Knows
+//! nothing of links or addresses; never writes to the kernel beyond the one request.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 

@@ -178,25 +178,17 @@ fn parse_info(variable: &str, text: &str, problems: &mut Vec<SriovError>) -> Res
     }
     let mut out = Vec::new();
     for (id, providers) in &map {
-        let device_id = match names::device_id(id) {
-            Ok(id) => id.to_string(),
-            Err(source) => {
-                problems.push(SriovError::BadDeviceId { variable: variable.to_string(), source });
-                continue;
-            }
-        };
+        let variable = variable.to_string();
+        let bad_id = |source| SriovError::BadDeviceId { variable: variable.clone(), source };
+        let Ok(device_id) = names::device_id(id).map_err(|e| problems.push(bad_id(e))) else { continue };
+        let device_id = device_id.to_string();
         // Only `rdma.rdma_dev` is read; any other shape leaves the device to its ID.
         let named = serde_json::from_str::<Providers>(providers.get()).ok().and_then(|p| p.rdma?.rdma_dev);
-        let rdma_dev = match named.as_deref().map(names::device_name) {
-            Some(Ok(dev)) => Some(dev.to_string()),
-            Some(Err(source)) => {
-                let (variable, device_id) = (variable.to_string(), device_id.clone());
-                problems.push(SriovError::BadRdmaDev { variable, device_id, source });
-                None
-            }
-            None => None,
-        };
-        out.push(Allocated { variable: variable.to_string(), device_id, rdma_dev });
+        let rdma_dev = named.as_deref().map(names::device_name).transpose().map_err(|source| {
+            problems.push(SriovError::BadRdmaDev { variable: variable.clone(), device_id: device_id.clone(), source })
+        });
+        let rdma_dev = rdma_dev.ok().flatten().map(String::from);
+        out.push(Allocated { variable, device_id, rdma_dev });
     }
     Ok(out)
 }

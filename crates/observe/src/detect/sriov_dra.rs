@@ -1,18 +1,8 @@
-//! Source 2: the SR-IOV DRA driver's `SRIOVNETWORK_*` variables into typed devices
-//! (k8snetworkplumbingwg/dra-driver-sriov, pkg/cdi/cdi.go @ cd9404f). `<dev>` is the DRA device
-//! name (`0000-08-00-2`) with `-` made `_`:
-//!
-//! ```text
-//! SRIOVNETWORK_VF_DEVICE_<dev>=0000:08:00.2
-//! SRIOVNETWORK_<dev>_RDMA_UVERB=/dev/infiniband/uverbs5     (and _RDMA_UMAD, _RDMA_ISSM, _RDMA_CM)
-//! SRIOVNETWORK_<dev>_RDMA_DEVICE=mlx5_5                      the host's name at prepare time
-//! SRIOVNETWORK_<dev>_VFIO_DEVICE=/dev/vfio/42                a VF bound to vfio-pci
-//! SRIOVNETWORK_NET_ATTACH_DEF_NAME=<nad>                     set per device, one value survives
-//! SRIOVNETWORK_PCI_ADDRESSES=0000:08:00.2,0000:08:00.3       every device prepared for the pod
-//! ```
-//!
-//! The PCI address matches a device to sysfs; `_RDMA_DEVICE` is a hint. Parses only what it is
-//! handed: never reads a file or sysfs, never lets an unchecked name, address or path out.
+//! Source 2: the SR-IOV DRA driver's `SRIOVNETWORK_*` variables (k8snetworkplumbingwg/dra-driver-sriov,
+//! pkg/cdi/cdi.go @ cd9404f), per device `<dev>` (its DRA name, `0000-08-00-2`, with `-` made `_`): `VF_DEVICE_<dev>`
+//! (the PCI address that finds it in sysfs), `<dev>_RDMA_{UVERB,UMAD,ISSM,CM}`, `<dev>_RDMA_DEVICE` (the host's name
+//! at prepare time: a hint), `<dev>_VFIO_DEVICE`; once, `NET_ATTACH_DEF_NAME` (one value survives) and
+//! `PCI_ADDRESSES` (every device prepared for the pod). Parses only; never lets an unchecked name, address or path out.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;

@@ -1,8 +1,6 @@
-//! The training image's own RDMA userspace: the files NCCL in this container will load
-//! (`libibverbs.so.1`, each driver's provider, NCCL itself, net plugins), found by the image's loader
-//! rules under an image root, or which package would provide a missing one. Only `stat`s, a few
-//! directory listings and bounded reads; never loads a library, runs anything, or follows a name
-//! from outside out of the image root.
+//! The training image's own RDMA userspace: the files NCCL here will load (`libibverbs.so.1`, each driver's provider,
+//! NCCL, net plugins), found by the image's loader rules under its root, or the package that provides a missing one.
+//! `stat`s, a few listings and bounded reads only; never loads or runs anything, never leaves the image root.
 
 use std::ffi::OsStr;
 use std::path::Path;

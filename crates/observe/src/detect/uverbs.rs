@@ -1,7 +1,6 @@
-//! Which RDMA devices this container can open: the `uverbsN` nodes in its `/dev/infiniband`, named
-//! through `class/infiniband_verbs/uverbsN/ibdev`. libibverbs lists only those, so NCCL can open
-//! nothing else; where every node of the node is there (a privileged pod) they tell nothing, and say
-//! so. Listings and `ibdev` reads only; never opens a device node.
+//! Which RDMA devices this container can open: the `uverbsN` nodes in its `/dev/infiniband`, named through
+//! `class/infiniband_verbs/uverbsN/ibdev` (libibverbs lists only those); where every node is there (a privileged
+//! pod) they tell nothing, and say so. Listings and `ibdev` reads only; never opens a device node.
 
 use std::collections::BTreeSet;
 use std::io;
