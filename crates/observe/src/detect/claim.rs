@@ -19,9 +19,8 @@ pub(crate) fn claimed(sysfs: &Sysfs, visible: &[String], netdevs: &NetDevs, prob
         // A device that cannot be looked up has no attachment to claim it by.
         let Ok(dir) = sysfs.open_device(&dev) else { continue };
         let attachment = sysfs.attachment_of(&dir);
-        if let Some(how) = owning_netdev(sysfs, &dev, &attachment, netdevs, problems) {
-            out.push(Claim { name: dev, how, dir, attachment });
-        }
+        let Some(how) = owning_netdev(sysfs, &dev, &attachment, netdevs, problems) else { continue };
+        out.push(Claim { name: dev, how, dir, attachment });
     }
     problems.extend(errs.iter().map(ToString::to_string));
     out

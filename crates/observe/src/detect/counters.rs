@@ -65,9 +65,7 @@ fn read_group(dir: &Path, group: &str, out: &mut Counters, problems: &mut Vec<St
             problems.push(format!("{}: entry {name:?} is not a counter name; skipped", dir.display()));
             continue;
         }
-        if let Some(v) = read_one(&fd, dir, &name, problems) {
-            out.insert(format!("{group}/{name}"), v);
-        }
+        out.extend(read_one(&fd, dir, &name, problems).map(|v| (format!("{group}/{name}"), v)));
     }
 }
 

@@ -62,9 +62,7 @@ pub fn walk(root: &Path) -> Walk {
                         ));
                         return out;
                     }
-                    if let Some(metadata) = read(root, &rel, &mut out.problems) {
-                        out.files.push(File { rel, path, metadata });
-                    }
+                    out.files.extend(read(root, &rel, &mut out.problems).map(|metadata| File { rel, path, metadata }));
                 }
             }
         }

@@ -449,10 +449,7 @@ fn uid(s: &str) -> bool {
 
 /// `<domain>/<id>` or `<id>` (k8s.io/api resource/v1 `QualifiedName`).
 fn qualified_name(s: &str) -> bool {
-    let (domain, id) = match s.split_once('/') {
-        Some((d, i)) => (Some(d), i),
-        None => (None, s),
-    };
+    let (domain, id) = s.split_once('/').map_or((None, s), |(d, i)| (Some(d), i));
     let id_ok = !id.is_empty()
         && id.len() <= 32
         && id.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'));

@@ -141,16 +141,14 @@ fn libcmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     }
 }
 
-/// The cache's entries as they lie in `b` (name, path, flags); one whose strings fall outside, skipped.
-fn raw(b: &[u8]) -> Option<impl Iterator<Item = (&[u8], &[u8], i32)>> {
-    let (data, n) = header(b)?;
-    let entry = move |(flags, key, value): Slot| Some((c_bytes(data, key)?, c_bytes(data, value)?, flags));
-    Some((0..n).filter_map(move |i| slot(data, i).and_then(entry)))
-}
-
-/// Every entry of the cache, in the cache's order, or `None` when the bytes are no cache.
+/// Every entry of the cache, in the cache's order (one whose strings fall outside the bytes skipped), or
+/// `None` when the bytes are no cache.
 pub fn parse(b: &[u8]) -> Option<Vec<Entry>> {
-    Some(raw(b)?.map(|(name, path, flags)| Entry { name: lossy(name), path: lossy(path), flags }).collect())
+    let (data, n) = header(b)?;
+    let entry = |(flags, key, value): Slot| {
+        Some(Entry { name: lossy(c_bytes(data, key)?), path: lossy(c_bytes(data, value)?), flags })
+    };
+    Some((0..n).filter_map(|i| slot(data, i).and_then(entry)).collect())
 }
 
 /// How many entries the table holds (at most [`MAX_ENTRIES`]), or `None` when the bytes are no cache.
@@ -169,33 +167,27 @@ pub fn find(b: &[u8], name: &str) -> Option<Entry> {
         let (flags, key, value) = slot(data, i)?;
         Some((flags, c_bytes(data, key)?, value))
     };
+    let same = |i: usize| name_at(i).filter(|(_, k, _)| libcmp(want, k) == Ordering::Equal);
     let (mut lo, mut hi) = (0usize, n);
-    let mut hit = None;
-    while lo < hi {
+    let mut first = loop {
+        if lo >= hi {
+            return None;
+        }
         let mid = lo + (hi - lo) / 2;
-        let (_, key, _) = name_at(mid)?;
-        match libcmp(want, key) {
-            Ordering::Equal => {
-                hit = Some(mid);
-                break;
-            }
+        match libcmp(want, name_at(mid)?.1) {
+            Ordering::Equal => break mid,
             // Descending order: a smaller name lies further on.
             Ordering::Less => lo = mid + 1,
             Ordering::Greater => hi = mid,
         }
-    }
-    let mut first = hit?;
-    while first > 0 && name_at(first - 1).is_some_and(|(_, k, _)| libcmp(want, k) == Ordering::Equal) {
+    };
+    while first > 0 && same(first - 1).is_some() {
         first -= 1;
     }
-    (first..n).map_while(|i| name_at(i).filter(|(_, k, _)| libcmp(want, k) == Ordering::Equal)).find_map(
-        |(flags, key, value)| {
-            if !native(flags) || key != want {
-                return None;
-            }
-            Some(Entry { name: name.to_owned(), path: lossy(c_bytes(data, value)?), flags })
-        },
-    )
+    (first..n).map_while(same).find_map(|(flags, key, value)| {
+        let path = lossy(c_bytes(data, value).filter(|_| native(flags) && key == want)?);
+        Some(Entry { name: name.to_owned(), path, flags })
+    })
 }
 
 /// The file the cache gives for `name` on this architecture.

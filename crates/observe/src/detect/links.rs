@@ -96,9 +96,7 @@ pub fn parse(buf: &[u8], kinds: &mut Kinds) -> Result<bool, rtnetlink::Error> {
 
 fn add(ty: u16, payload: &[u8], kinds: &mut Kinds) {
     if ty == RTM_NEWLINK {
-        if let Some((name, kind)) = link(payload) {
-            kinds.insert(name, kind);
-        }
+        kinds.extend(link(payload));
     }
 }
 

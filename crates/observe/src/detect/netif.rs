@@ -50,10 +50,7 @@ pub fn read() -> Result<Vec<OwnAddr>, String> {
             continue;
         };
         // Names the kernel allows for RDMA-related devices are kept as given; others are shown escaped.
-        let ifname = match names::device_name(raw) {
-            Ok(n) => n.to_string(),
-            Err(_) => raw.escape_debug().to_string(),
-        };
+        let ifname = names::device_name(raw).map_or_else(|_| raw.escape_debug().to_string(), String::from);
         out.push(OwnAddr { ifname, addr, ifindex: Some(ifindex) });
     }
     Ok(out)

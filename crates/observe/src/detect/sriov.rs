@@ -79,9 +79,7 @@ where
     }
     for (name, text) in plain {
         if info_ok.contains(&name) {
-            if let Some(e) = twins_disagree(&name, &text, &scan.devices) {
-                scan.problems.push(e);
-            }
+            scan.problems.extend(twins_disagree(&name, &text, &scan.devices));
             continue;
         }
         scan.variables.push(name.clone());

@@ -341,15 +341,12 @@ pub fn check(root: &Path, vars: &Vars, devices: &[(String, Option<String>)], dep
                         continue;
                     }
                 }
-                if p.library.is_none() {
-                    missing.push(Missing {
-                        file: format!("{provider_dir}/lib{}-rdmav*.so", p.name),
-                        package: PROVIDER_PKG,
-                        effect,
-                    });
-                } else if p.config.is_none() {
-                    missing.push(Missing { file: conf, package: PROVIDER_PKG, effect });
-                }
+                let file = match (&p.library, &p.config) {
+                    (None, _) => format!("{provider_dir}/lib{}-rdmav*.so", p.name),
+                    (Some(_), None) => conf,
+                    (Some(_), Some(_)) => continue,
+                };
+                missing.push(Missing { file, package: PROVIDER_PKG, effect });
             }
         }
     }
@@ -357,10 +354,7 @@ pub fn check(root: &Path, vars: &Vars, devices: &[(String, Option<String>)], dep
         .in_ld_path("libnccl.so.2")
         .or_else(|| python::wheel_nccl(root, vars).map(|path| Found { path, by: "PyTorch wheel (nvidia-nccl)".into() }))
         .or_else(|| loader.find("libnccl.so.2"));
-    let nccl = nccl_found.map(|found| {
-        let version = nccl_version(root, &found.path, depth);
-        Nccl { found, version }
-    });
+    let nccl = nccl_found.map(|found| Nccl { version: nccl_version(root, &found.path, depth), found });
     // AWS EFA: aws-ofi-nccl loads libfabric; looked for only where a device needs it.
     let libfabric = providers.iter().any(|p| p.name == "efa").then(|| loader.find("libfabric.so.1")).flatten();
     Userspace {
