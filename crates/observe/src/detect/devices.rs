@@ -431,10 +431,9 @@ fn ipoib_pkeys(sysfs: &Sysfs, dev: &str, func: Option<&str>, ports: &mut [PortFa
     let Some(func) = func else { return };
     let mut errs = Vec::new();
     for (ifname, _) in sysfs.netdevs(&mut errs).iter().filter(|(_, f)| f.as_deref() == Some(func)) {
-        if let Some((port, pick)) = sysfs.ipoib_pkey(dev, ifname, &mut errs) {
-            if let Some(p) = ports.iter_mut().find(|p| p.port == port && p.pkey.is_none()) {
-                p.pkey = Some(pick);
-            }
+        let Some((port, pick)) = sysfs.ipoib_pkey(dev, ifname, &mut errs) else { continue };
+        if let Some(p) = ports.iter_mut().find(|p| p.port == port && p.pkey.is_none()) {
+            p.pkey = Some(pick);
         }
     }
     problems.extend(errs.iter().map(ToString::to_string));
@@ -442,14 +441,8 @@ fn ipoib_pkeys(sysfs: &Sysfs, dev: &str, func: Option<&str>, ports: &mut [PortFa
 
 /// Whether a device's ports hold this pod's address, and the first such entry as `net1 10.9.0.52`.
 fn own_entry(ports: &[PortFacts]) -> Option<String> {
-    ports.iter().find_map(|p| {
-        let g = p.gid.as_ref().filter(|g| g.owner == Some(Owner::Pod));
-        g.map(|g| (g.ndev.clone(), g.address.clone()))
-            .or_else(|| {
-                p.table.iter().find(|r| r.owner == Some(Owner::Pod)).map(|r| (r.ndev.clone(), r.address.clone()))
-            })
-            .map(|(ndev, addr)| format!("{} {addr}", ndev.as_deref().unwrap_or("?")))
-    })
+    let g = ports.iter().find_map(|p| p.gid.iter().chain(&p.table).find(|g| g.owner == Some(Owner::Pod)))?;
+    Some(format!("{} {}", g.ndev.as_deref().unwrap_or("?"), g.address))
 }
 
 /// Resolves a device ID to its RDMA devices through sysfs, or says why it could not. A device the
@@ -489,10 +482,7 @@ fn from_dra_metadata(inp: &Inputs) -> Found {
     let mut inputs = Vec::new();
     for f in &walk.files {
         inputs.push(root.join(&f.rel).display().to_string());
-        let claim = match f.path.kind {
-            ClaimKind::Claim => "claim",
-            ClaimKind::Template => "pod claim",
-        };
+        let claim = if f.path.kind == ClaimKind::Claim { "claim" } else { "pod claim" };
         for d in f.metadata.devices.iter().filter(|d| d.nic_driver) {
             let iface = d.network.as_ref().and_then(|n| n.interface_name.as_deref());
             let origin = format!(

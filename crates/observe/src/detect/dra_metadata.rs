@@ -184,8 +184,8 @@ pub struct Device {
     pub network: Option<NetworkData>,
 }
 
-/// The claim the file describes, as far as its fields passed their checks.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The claim the file describes (its `metadata`), as far as its fields passed their checks.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 pub struct Claim {
     pub name: Option<String>,
     pub namespace: Option<String>,
@@ -468,18 +468,10 @@ struct Head {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct RawMetadata {
-    metadata: Option<RawObjectMeta>,
+    metadata: Option<Claim>,
     pod_claim_name: Option<String>,
     #[serde(default)]
     requests: Vec<RawRequest>,
-}
-
-#[derive(Deserialize, Default)]
-struct RawObjectMeta {
-    name: Option<String>,
-    namespace: Option<String>,
-    uid: Option<String>,
-    generation: Option<i64>,
 }
 
 #[derive(Deserialize)]

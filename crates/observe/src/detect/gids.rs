@@ -127,16 +127,9 @@ impl GidTable for SysfsGids<'_> {
         if let Some((whole, _)) = &self.given {
             return whole.entries.get(&i).and_then(|e| e.roce);
         }
-        if let Some(r) = self.types.get(&i) {
-            return *r;
-        }
         // The kernel answers EINVAL for empty entries, as NCCL expects: not a problem to report.
-        let r = file::read_attr_at(self.port, self.dir, &format!("gid_attrs/types/{i}"))
-            .ok()
-            .as_deref()
-            .and_then(RoceType::parse);
-        self.types.insert(i, r);
-        r
+        let read = || file::read_attr_at(self.port, self.dir, &format!("gid_attrs/types/{i}")).ok();
+        *self.types.entry(i).or_insert_with(|| read().as_deref().and_then(RoceType::parse))
     }
 }
 

@@ -248,10 +248,7 @@ impl Sysfs {
         let want = eui64(&mac);
         let base = format!("class/infiniband/{dev}");
         let gid0 = self.attr(&format!("{base}/ports/1/gids/0")).ok().and_then(|t| gid::parse_gid(&t));
-        let from_gid = gid0.filter(|g| g.segments()[0] == 0xfe80).map(|g| {
-            let o = g.octets();
-            [o[8], o[9], o[10], o[11], o[12], o[13], o[14], o[15]]
-        });
+        let from_gid = gid0.filter(|g| g.segments()[0] == 0xfe80).and_then(|g| g.octets()[8..].try_into().ok());
         let from_guid = || self.attr(&format!("{base}/node_guid")).ok().and_then(|t| parse_hex::<8>(&t, 2));
         match from_gid.or_else(from_guid) {
             Some(id) if id == want => Identity::Same,
@@ -274,18 +271,18 @@ impl Sysfs {
     /// Reads every port of `dev` for no pod (the node's view); for Ethernet ports, runs `rule`'s GID
     /// choice over the table.
     pub fn ports(&self, dev: &str, rule: &dyn gids::GidRule, problems: &mut Vec<SysfsError>) -> Vec<PortFacts> {
+        let no_pod = gids::Pod { gids: &[], addrs: &[], tables: &SysfsOnly };
         match self.open_device(dev) {
-            Ok(d) => self.ports_of(&d, rule, &gids::Pod { gids: &[], addrs: &[], tables: &SysfsOnly }, problems),
+            Ok(d) => return self.ports_of(&d, rule, &no_pod, problems),
             Err(SysfsError::Read { source, .. }) if source.kind() != io::ErrorKind::NotFound => {
-                problems.push(SysfsError::Read { path: self.path(&format!("class/infiniband/{dev}/ports/1")), source });
-                Vec::new()
+                problems.push(SysfsError::Read { path: self.path(&format!("class/infiniband/{dev}/ports/1")), source })
             }
             Err(_) => {
                 let base = self.path(&format!("class/infiniband/{dev}/ports"));
-                problems.push(SysfsError::Content { path: base, content: "no port 1".into() });
-                Vec::new()
+                problems.push(SysfsError::Content { path: base, content: "no port 1".into() })
             }
         }
+        Vec::new()
     }
 
     /// `ports`, for a device already looked up, against `pod`. Ports are opened 1, 2, ... until one
