@@ -73,24 +73,18 @@ fn attachment(path: &str, entry: &Value, scan: &mut Scan) {
     };
     let pci_address = field("pci-address").and_then(|a| names::device_id(a).map_err(|e| bad("pci-address", e)).ok());
     let pci_address = pci_address.map(String::from);
-    let mut rdma = Vec::new();
-    for dev in field("rdma-device").into_iter().flat_map(|l| l.split(',')).map(str::trim).filter(|d| !d.is_empty()) {
-        match names::device_name(dev) {
-            Ok(d) => rdma.push(d.to_string()),
-            Err(e) => bad("rdma-device", e),
-        }
-    }
+    let listed = field("rdma-device").into_iter().flat_map(|l| l.split(',')).map(str::trim).filter(|d| !d.is_empty());
+    let mut rdma: Vec<Option<String>> = listed
+        .filter_map(|dev| names::device_name(dev).map_err(|e| bad("rdma-device", e)).ok())
+        .map(|d| Some(d.to_string()))
+        .collect();
+    // An address alone names the device too.
     if rdma.is_empty() && pci_address.is_some() {
-        scan.devices.push(Attached { network, interface, rdma_dev: None, pci_address });
-    } else {
-        for dev in rdma {
-            scan.devices.push(Attached {
-                network: network.clone(),
-                interface: interface.clone(),
-                rdma_dev: Some(dev),
-                pci_address: pci_address.clone(),
-            });
-        }
+        rdma.push(None);
+    }
+    for rdma_dev in rdma {
+        let (network, interface, pci_address) = (network.clone(), interface.clone(), pci_address.clone());
+        scan.devices.push(Attached { network, interface, rdma_dev, pci_address });
     }
 }
 

@@ -6,6 +6,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use crate::detect::devices::Device;
+use crate::detect::port::PortFacts;
 use crate::detect::sysfs::Sysfs;
 
 /// How long a coordinator's name may take to resolve at start.
@@ -40,13 +41,10 @@ pub fn resolve(name: &str, wait: Duration) -> Lookup {
 /// A device's net devices (rails, never the bootstrap's): those its ports named, else what
 /// `device/net` lists.
 pub fn rails(sysfs: &Sysfs, d: &Device) -> Vec<String> {
-    let named: Vec<String> = d
-        .ports
-        .iter()
-        .filter_map(|p| {
-            p.gid.as_ref().and_then(|g| g.ndev.clone()).or_else(|| p.pkey.as_ref().map(|k| k.netdev.clone()))
-        })
-        .collect();
+    let ndev = |p: &PortFacts| {
+        p.gid.as_ref().and_then(|g| g.ndev.clone()).or_else(|| p.pkey.as_ref().map(|k| k.netdev.clone()))
+    };
+    let named: Vec<String> = d.ports.iter().filter_map(ndev).collect();
     if !d.ports.is_empty() && named.len() == d.ports.len() {
         return named;
     }

@@ -58,18 +58,20 @@ const MAX_IFACES: usize = 512;
 
 /// A port's net devices: its GID entry's, its IPoIB child, else `device/net`'s.
 fn netdevs(sysfs: &Sysfs, d: &Device, port: &crate::detect::port::PortFacts) -> Vec<String> {
-    let named: Vec<String> = port
-        .gid
-        .as_ref()
-        .and_then(|g| g.ndev.clone())
-        .into_iter()
-        .chain(port.pkey.as_ref().map(|k| k.netdev.clone()))
-        .collect();
+    let named: Vec<String> =
+        port.gid.iter().filter_map(|g| g.ndev.clone()).chain(port.pkey.iter().map(|k| k.netdev.clone())).collect();
     if !named.is_empty() {
         return named;
     }
     let mut problems = Vec::new();
     sysfs.list(&format!("class/infiniband/{}/device/net", d.name), &mut problems)
+}
+
+/// Adds an interface to look at, once, up to [`MAX_IFACES`].
+fn add(names: &mut Vec<String>, n: &str) {
+    if !names.iter().any(|x| x == n) && names.len() < MAX_IFACES {
+        names.push(n.to_string());
+    }
 }
 
 /// The prefix of the connected route (no gateway) on `ifname` that holds `a`, longest first.
@@ -86,10 +88,9 @@ fn coordinator_ifaces(to: &IpAddr, routes: &[Route], addrs: &[OwnAddr]) -> Vec<S
         return vec![a.ifname.clone()];
     }
     let Some(best) = route::lookup(routes, to) else { return Vec::new() };
-    let longest = best.prefix;
     routes
         .iter()
-        .filter(|r| r.prefix == longest && route::lookup(std::slice::from_ref(*r), to).is_some())
+        .filter(|r| r.prefix == best.prefix && route::lookup(std::slice::from_ref(*r), to).is_some())
         .map(|r| r.ifname.clone())
         .collect()
 }
@@ -113,21 +114,13 @@ pub fn read(
         let gpu = place.as_ref().and_then(|nic| gpus.iter().map(|g| topology::relation(g, nic)).min());
         for p in d.ports.iter().filter(|p| usable.iter().any(|(n, q)| *n == d.name && *q == p.port)) {
             let nd = netdevs(sysfs, d, p);
-            for n in &nd {
-                if !names.contains(n) && names.len() < MAX_IFACES {
-                    names.push(n.clone());
-                }
-            }
+            nd.iter().for_each(|n| add(&mut names, n));
             ports.push(PortEvidence { device: d.name.clone(), port: p.port, pci: pci.clone(), netdevs: nd, gpu });
         }
     }
     let masters: Vec<(String, Option<String>)> =
         names.iter().map(|n| (n.clone(), sysfs.link_name(&format!("class/net/{n}/master")))).collect();
-    for m in masters.iter().filter_map(|(_, m)| m.clone()) {
-        if !names.contains(&m) && names.len() < MAX_IFACES {
-            names.push(m);
-        }
-    }
+    masters.iter().filter_map(|(_, m)| m.as_deref()).for_each(|m| add(&mut names, m));
     let v4 = routes.family(false);
     let any_v6 =
         addrs.iter().any(|a| a.addr.is_ipv6() && names.contains(&a.ifname)) || coordinator.iter().any(IpAddr::is_ipv6);
