@@ -10,7 +10,6 @@ pub const NETWORK_STATUS: &str = "k8s.v1.cni.cncf.io/network-status";
 /// Largest annotations file we read.
 pub(crate) const MAX_FILE_BYTES: usize = 1024 * 1024;
 
-/// One device a network attachment says is the pod's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attached {
     /// The attachment's `name` (e.g. `default/sriov-rdma`), for messages.

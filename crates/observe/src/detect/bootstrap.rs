@@ -12,7 +12,6 @@ use crate::detect::sysfs::Sysfs;
 /// How long a coordinator's name may take to resolve at start.
 pub const RESOLVE_WAIT: Duration = Duration::from_millis(1000);
 
-/// What a name lookup gave.
 pub enum Lookup {
     Addrs(Vec<IpAddr>),
     Failed(String),

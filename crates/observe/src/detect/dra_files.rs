@@ -17,7 +17,6 @@ pub const MAX_DIRS: usize = 256;
 /// At most this many metadata files are read in one walk.
 pub const MAX_FILES: usize = 64;
 
-/// One metadata file and what reading it gave.
 #[derive(Debug)]
 pub struct File {
     /// Its path below the root (`resourceclaims/<claim>/<request>/<driver>-metadata.json`).
@@ -26,7 +25,6 @@ pub struct File {
     pub metadata: Metadata,
 }
 
-/// What one walk found.
 #[derive(Debug, Default)]
 pub struct Walk {
     /// The files read and parsed, in the order walked (trees, then names, in natural order).

@@ -43,7 +43,6 @@ impl FileError {
     }
 }
 
-/// Reads the file at `path`, at most `limit` bytes.
 pub fn read(path: &Path, limit: usize) -> Result<Vec<u8>, FileError> {
     let fd = rustix::fs::open(path, OPEN_FLAGS, Mode::empty()).map_err(|e| open_error(path, None, e))?;
     read_open(&fd, path, limit)

@@ -33,7 +33,6 @@ pub struct FunctionFacts {
     pub max_link_speed: Option<String>,
 }
 
-/// Reads `class/infiniband/<dev>/device`'s facts.
 pub fn read(sysfs: &Sysfs, dev: &str) -> FunctionFacts {
     let attr = |name: &str| sysfs.attr(&format!("class/infiniband/{dev}/device/{name}")).ok();
     let hex = |name: &str| attr(name).map(|v| v.trim_start_matches("0x").to_ascii_lowercase());

@@ -30,7 +30,6 @@ pub trait TableSource {
     fn table(&self, device: &str, port: u32) -> Option<Whole>;
 }
 
-/// No source: every table is read from sysfs.
 pub struct SysfsOnly;
 
 impl TableSource for SysfsOnly {

@@ -58,7 +58,6 @@ const IFLA_INFO_KIND: u16 = 1;
 const IFLA_EXT_MASK: u16 = 29;
 const RTEXT_FILTER_SKIP_STATS: u32 = 1 << 3;
 
-/// One dump of this namespace's links.
 pub fn read() -> Result<Kinds, rtnetlink::Error> {
     let mut kinds = Kinds::new();
     rtnetlink::Socket::open()?.dump(RTM_GETLINK, &request(), |ty, payload| {

@@ -7,7 +7,6 @@ use std::cmp::Ordering;
 /// Longest RDMA device name the kernel allows (IB_DEVICE_NAME_MAX - 1).
 pub(crate) const MAX_DEVICE_NAME: usize = 63;
 
-/// Why a name from outside was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NameError {
     #[error("empty name")]

@@ -34,7 +34,6 @@ pub fn as_gid(addr: IpAddr) -> Ipv6Addr {
     }
 }
 
-/// The addresses of this network namespace, or why they could not be read.
 pub fn read() -> Result<Vec<OwnAddr>, String> {
     let why = |e| format!("cannot list this namespace's addresses (rtnetlink address dump): {e}");
     let sock = rtnetlink::Socket::open().map_err(why)?;
@@ -121,7 +120,6 @@ fn add(ty: u16, payload: &[u8], out: &mut Vec<KernelAddr>) -> Result<(), rtnetli
     Ok(())
 }
 
-/// Whose address a GID table entry holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Owner {

@@ -16,10 +16,8 @@ pub(crate) const MAX_VALUE_BYTES: usize = 64 * 1024;
 const PREFIX: &str = "PCIDEVICE_";
 const INFO_SUFFIX: &str = "_INFO";
 
-/// One device the plugin allocated to this container.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Allocated {
-    /// Variable it came from.
     pub variable: String,
     /// PCI address or auxiliary device ID.
     pub device_id: String,
@@ -45,7 +43,6 @@ pub enum SriovError {
     TwinsDisagree { info: String, plain: String, detail: String },
 }
 
-/// What the plugin's variables say, and what was wrong with them.
 #[derive(Debug, Default)]
 pub struct Scan {
     pub devices: Vec<Allocated>,
@@ -54,10 +51,7 @@ pub struct Scan {
 }
 
 /// Reads every `PCIDEVICE_*` variable; a plain list is used only where its `_INFO` twin is not.
-pub fn scan<'a, I>(vars: I) -> Scan
-where
-    I: IntoIterator<Item = (&'a OsString, &'a OsString)>,
-{
+pub fn scan<'a>(vars: impl IntoIterator<Item = (&'a OsString, &'a OsString)>) -> Scan {
     let mut scan = Scan::default();
     let mut plain = Vec::new();
     let mut info_ok = Vec::new();

@@ -10,7 +10,6 @@ use std::ffi::OsString;
 use crate::detect::dra_drivers;
 use crate::detect::sriov::{checked_value, ValueError};
 
-/// Every variable of the driver starts so.
 pub const PREFIX: &str = "SRIOVNETWORK_";
 /// Largest value read. Real values are a device path or an address list of a few hundred bytes.
 pub const MAX_VALUE_BYTES: usize = 16 * 1024;
@@ -33,7 +32,6 @@ pub struct Rdma {
     pub rdma_cm: Option<String>,
 }
 
-/// One VF the driver prepared for this container.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Vf {
     /// The `<dev>` part of the variables' names (`0000_08_00_2`).
@@ -46,7 +44,6 @@ pub struct Vf {
     pub vfio_device: Option<String>,
 }
 
-/// What the variables say, and what was wrong with them.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Scan {
     /// By key, in key order.
@@ -85,11 +82,7 @@ pub enum SriovDraError {
     TooManyDevices,
 }
 
-/// Reads every `SRIOVNETWORK_*` variable of `vars`; the others are not looked at.
-pub fn scan<'a, I>(vars: I) -> Scan
-where
-    I: IntoIterator<Item = (&'a OsString, &'a OsString)>,
-{
+pub fn scan<'a>(vars: impl IntoIterator<Item = (&'a OsString, &'a OsString)>) -> Scan {
     let mut out = Scan::default();
     let mut by_key: BTreeMap<String, Vf> = BTreeMap::new();
     let mut listed = None;
@@ -166,7 +159,6 @@ where
     out
 }
 
-/// Which per-device variable a name is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Field {
     VfDevice,

@@ -37,7 +37,6 @@ impl Relation {
     }
 }
 
-/// One PCI function's place in the tree.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Place {
     pub pci: String,

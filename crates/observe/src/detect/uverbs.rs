@@ -13,7 +13,6 @@ use crate::detect::sysfs::Sysfs;
 /// More uverbs nodes than a node has devices; the bound on the listing of `/dev/infiniband`.
 const MAX_NODES: usize = 4096;
 
-/// What the container's device nodes say.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Nodes {
     /// They tell nothing, and why (a privileged pod's `/dev`, no uverbs class in sysfs).

@@ -5,7 +5,6 @@
 /// What sysfs shows of VPD is at most the capability's 15-bit address space.
 pub const MAX_BYTES: usize = 32 * 1024;
 
-/// The parts of VPD nccl-wrap reads.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Vpd {
     /// The identifier string, printable ASCII only.
