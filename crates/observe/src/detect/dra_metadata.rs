@@ -233,11 +233,7 @@ pub fn parse(bytes: &[u8], max_bytes: usize) -> Result<Metadata, MetadataError> 
             serde_json::from_str(raw.get()).map_err(|source| MetadataError::Shape { object, api_version, source })?;
         return Ok(read(api_version, skipped, body));
     }
-    if skipped.is_empty() {
-        Err(MetadataError::Empty)
-    } else {
-        Err(MetadataError::NoKnownVersion { unknown: skipped })
-    }
+    Err(if skipped.is_empty() { MetadataError::Empty } else { MetadataError::NoKnownVersion { unknown: skipped } })
 }
 
 fn read(api_version: &'static str, skipped: Vec<String>, body: RawMetadata) -> Metadata {

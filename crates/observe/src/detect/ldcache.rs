@@ -134,11 +134,8 @@ fn libcmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
             }
         }
     }
-    if j < b.len() {
-        Ordering::Less
-    } else {
-        Ordering::Equal
-    }
+    // `a` ended: equal, or a prefix of `b` (`j` never passes `b`'s end).
+    j.cmp(&b.len())
 }
 
 /// Every entry of the cache, in the cache's order (one whose strings fall outside the bytes skipped), or

@@ -39,11 +39,8 @@ impl Route {
     /// As `ip route` prints it: `default via 10.128.0.1 dev eth0`, `10.0.106.0/24 dev net1`.
     pub fn describe(&self) -> String {
         let via = self.gateway.map(|g| format!(" via {g}")).unwrap_or_default();
-        if self.prefix == 0 {
-            format!("default{via} dev {}", self.ifname)
-        } else {
-            format!("{}/{}{via} dev {}", self.dest, self.prefix, self.ifname)
-        }
+        let dest = if self.prefix == 0 { "default".to_string() } else { format!("{}/{}", self.dest, self.prefix) };
+        format!("{dest}{via} dev {}", self.ifname)
     }
 }
 
