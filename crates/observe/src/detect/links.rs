@@ -60,10 +60,7 @@ const RTEXT_FILTER_SKIP_STATS: u32 = 1 << 3;
 
 pub fn read() -> Result<Kinds, rtnetlink::Error> {
     let mut kinds = Kinds::new();
-    rtnetlink::Socket::open()?.dump(RTM_GETLINK, &request(), |ty, payload| {
-        add(ty, payload, &mut kinds);
-        Ok(())
-    })?;
+    rtnetlink::Socket::open()?.dump(RTM_GETLINK, &request(), |ty, payload| add(ty, payload, &mut kinds))?;
     Ok(kinds)
 }
 
@@ -87,16 +84,15 @@ fn request() -> Vec<u8> {
 
 /// Parses one datagram of the dump into `kinds`; `Ok(true)` at the dump's end.
 pub fn parse(buf: &[u8], kinds: &mut Kinds) -> Result<bool, rtnetlink::Error> {
-    rtnetlink::walk(buf, |ty, payload| {
-        add(ty, payload, kinds);
-        Ok(())
-    })
+    rtnetlink::walk(buf, |ty, payload| add(ty, payload, kinds))
 }
 
-fn add(ty: u16, payload: &[u8], kinds: &mut Kinds) {
+/// One message of the dump: a link's name and kind; nothing in it fails the dump.
+fn add(ty: u16, payload: &[u8], kinds: &mut Kinds) -> Result<(), rtnetlink::Error> {
     if ty == RTM_NEWLINK {
         kinds.extend(link(payload));
     }
+    Ok(())
 }
 
 /// The name and kind of one `RTM_NEWLINK` payload (`ifinfomsg` then attributes).
