@@ -287,16 +287,8 @@ fn net_plugin(loader: &Loader, vars: &Vars) -> Option<Found> {
 
 /// Each device with its kernel driver, read only where its name does not tell its provider.
 pub fn drivers<'a>(sysfs: &Sysfs, devices: impl IntoIterator<Item = &'a str>) -> Vec<(String, Option<String>)> {
-    devices
-        .into_iter()
-        .map(|d| {
-            if provider_for(d, None).is_some() {
-                return (d.to_string(), None);
-            }
-            let link = std::fs::read_link(sysfs.path(&format!("class/infiniband/{d}/device/driver"))).ok();
-            (d.to_string(), link.and_then(|l| l.file_name().map(|n| n.to_string_lossy().into_owned())))
-        })
-        .collect()
+    let driver = |d: &str| sysfs.link_name(&format!("class/infiniband/{d}/device/driver"));
+    devices.into_iter().map(|d| (d.to_string(), provider_for(d, None).is_none().then(|| driver(d)).flatten())).collect()
 }
 
 /// The image's userspace for `devices` (each with its kernel driver, when sysfs names one).
