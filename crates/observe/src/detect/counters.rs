@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::path::Path;
 
-use rustix::fs::{Mode, OFlags};
+use rustix::fs::Mode;
 
 use crate::detect::file;
 
@@ -37,7 +37,7 @@ pub fn read(port_dir: &Path, problems: &mut Vec<String>) -> Counters {
 }
 
 fn read_group(dir: &Path, group: &str, out: &mut Counters, problems: &mut Vec<String>) {
-    let fd = match rustix::fs::open(dir, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()) {
+    let fd = match rustix::fs::open(dir, file::DIR_FLAGS, Mode::empty()) {
         Ok(fd) => fd,
         Err(rustix::io::Errno::NOENT) => return,
         Err(e) => {

@@ -310,27 +310,23 @@ fn device(request: &str, raw: RawDevice, problems: &mut Vec<Problem>) -> Option<
         }
     }
     let known = dra_drivers::driver(&driver);
-    if pci_address.is_none() {
-        pci_address = known
-            .and_then(|d| dra_drivers::pci_address_from_name(d.device_names, &name))
-            .map(|a| (a, AddressFrom::DeviceName));
-    }
+    let from_name = || known.and_then(|d| dra_drivers::pci_address_from_name(d.device_names, &name));
+    let pci_address = pci_address.or_else(|| from_name().map(|a| (a, AddressFrom::DeviceName)));
     let mut rdma_device_hint = None;
     for key in dra_drivers::keys_for(Meaning::RdmaDevice) {
-        if let Some(Value::String(s)) = attributes.get(key) {
-            if dra_drivers::name_ok(s, dra_drivers::MAX_RDMA_NAME) {
-                rdma_device_hint.get_or_insert_with(|| s.clone());
-            } else {
-                problems.push(Problem::BadRdmaDevice { device: label.clone(), key, value: printable(s, 64) });
-                refused.push(key);
-            }
+        let Some(Value::String(s)) = attributes.get(key) else { continue };
+        if dra_drivers::name_ok(s, dra_drivers::MAX_RDMA_NAME) {
+            rdma_device_hint.get_or_insert_with(|| s.clone());
+        } else {
+            problems.push(Problem::BadRdmaDevice { device: label.clone(), key, value: printable(s, 64) });
+            refused.push(key);
         }
     }
     for key in refused {
         attributes.remove(key);
     }
     let network = raw.network_data.map(|n| network(&label, n, problems));
-    let (pci_address, pci_address_from) = pci_address.map_or((None, None), |(a, f)| (Some(a), Some(f)));
+    let (pci_address, pci_address_from) = pci_address.unzip();
     Some(Device {
         request: request.to_string(),
         nic_driver: known.is_some(),

@@ -12,6 +12,8 @@ use rustix::fs::{FileType, Mode, OFlags};
 pub(crate) const ATTR_MAX: usize = 4096;
 
 const OPEN_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::NONBLOCK).union(OFlags::NOCTTY).union(OFlags::CLOEXEC);
+/// A directory opened for reads relative to it.
+pub(crate) const DIR_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::CLOEXEC);
 
 /// What a path is, in words, when it is not a regular file.
 fn kind(t: FileType) -> Option<&'static str> {

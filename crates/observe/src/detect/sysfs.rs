@@ -303,12 +303,7 @@ impl Sysfs {
         let mut listed = false;
         while let Some(n) = numbers.next() {
             let dir = self.path(&format!("{base}/{n}"));
-            let opened = rustix::fs::openat(
-                &d.fd,
-                format!("ports/{n}"),
-                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-                Mode::empty(),
-            );
+            let opened = rustix::fs::openat(&d.fd, format!("ports/{n}"), file::DIR_FLAGS, Mode::empty());
             match opened.map_err(io::Error::from) {
                 Ok(fd) => ports.push(self.port(fd, dir, (&d.name, n), rule, pod)),
                 Err(e) if e.kind() == io::ErrorKind::NotFound && n == 1 && !listed => {
@@ -392,7 +387,7 @@ impl Sysfs {
     /// `dev`'s port directory, opened, and its path; a failure goes to `problems`.
     fn open_port(&self, dev: &str, port: u32, problems: &mut Vec<SysfsError>) -> Option<(OwnedFd, PathBuf)> {
         let dir = self.path(&format!("class/infiniband/{dev}/ports/{port}"));
-        let opened = rustix::fs::open(&dir, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty());
+        let opened = rustix::fs::open(&dir, file::DIR_FLAGS, Mode::empty());
         let fd = opened.map_err(|e| problems.push(SysfsError::Read { path: dir.clone(), source: e.into() })).ok()?;
         Some((fd, dir))
     }
