@@ -94,7 +94,7 @@ mod tests {
         // What claimed a device is what its reads go on from: its directory and its attachment,
         // the same as a fresh look-up gives.
         for c in &claims {
-            assert_eq!(c.dir.name(), c.name);
+            assert_eq!(c.dir.name, c.name);
             assert_eq!(c.attachment, sysfs.attachment_of(&sysfs.open_device(&c.name).expect("device")));
             assert!(matches!(c.attachment.0, Attachment::Vf { .. }), "{:?}", c.attachment);
         }

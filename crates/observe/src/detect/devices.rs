@@ -386,7 +386,7 @@ fn read_device(inp: &Inputs, own: &Own, n: Named, dir: &DeviceDir, warnings: &mu
 /// yet its address of NCCL's family, the kernel is still adding entries: read again until they
 /// appear or the shared deadline passes, and say which never came.
 fn read_ports(sysfs: &Sysfs, dir: &DeviceDir, own: &Own, warnings: &mut Vec<String>) -> ReadPorts {
-    let dev = dir.name();
+    let dev = &dir.name;
     let start = Instant::now();
     loop {
         let mut errs = Vec::new();

@@ -52,13 +52,7 @@ impl Attachment {
 /// An RDMA device's directory, `class/infiniband/<name>`, looked up once (`Sysfs::open_device`).
 pub(crate) struct DeviceDir {
     fd: OwnedFd,
-    name: String,
-}
-
-impl DeviceDir {
-    pub fn name(&self) -> &str {
-        &self.name
-    }
+    pub(crate) name: String,
 }
 
 /// Whether a software RDMA device sits on a given net device of this namespace.

@@ -198,10 +198,7 @@ fn provider_library(root: &Path, dir: &str, name: &str, want: Option<u32>) -> Op
         .collect();
     found.sort();
     let exact = found.iter().position(|f| want.is_some() && provider_abi(f) == want);
-    match exact {
-        Some(i) => Some(found.swap_remove(i)),
-        None => found.pop(),
-    }
+    exact.map(|i| found.swap_remove(i)).or_else(|| found.pop())
 }
 
 /// `2.28.9` from `libnccl.so.2.28.9`.
