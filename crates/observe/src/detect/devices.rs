@@ -324,8 +324,8 @@ fn openable(
     warnings: &mut Vec<String>,
     not_openable: &mut Vec<NotOpenable>,
 ) -> bool {
-    let Nodes::Tell { dir, .. } = nodes else { return true };
-    if nodes.openable(name) != Some(false) {
+    let Nodes::Tell { dir, openable } = nodes else { return true };
+    if openable.contains(name) {
         return true;
     }
     if !not_openable.iter().any(|n: &NotOpenable| n.name == name) {

@@ -21,16 +21,6 @@ pub enum Nodes {
     Tell { openable: BTreeSet<String>, dir: PathBuf },
 }
 
-impl Nodes {
-    /// Whether `device` can be opened here; `None` where the nodes tell nothing.
-    pub fn openable(&self, device: &str) -> Option<bool> {
-        match self {
-            Nodes::Silent(_) => None,
-            Nodes::Tell { openable, .. } => Some(openable.contains(device)),
-        }
-    }
-}
-
 /// Reads `<dev_root>/infiniband` against `class/infiniband_verbs`.
 pub fn read(sysfs: &Sysfs, dev_root: &Path) -> Nodes {
     // In listing order: nothing here needs them sorted.
@@ -73,6 +63,15 @@ mod tests {
 
     fn node(name: &str) -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/nodes").join(name)
+    }
+
+    impl Nodes {
+        fn openable(&self, device: &str) -> Option<bool> {
+            match self {
+                Nodes::Silent(_) => None,
+                Nodes::Tell { openable, .. } => Some(openable.contains(device)),
+            }
+        }
     }
 
     fn on(name: &str) -> Nodes {
