@@ -94,19 +94,15 @@ fn twins_disagree(plain: &str, text: &str, from_info: &[Allocated]) -> Option<Sr
     let info = format!("{plain}{INFO_SUFFIX}");
     let listed: Vec<&str> = text.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
     let in_info: Vec<&str> = from_info.iter().filter(|d| d.variable == info).map(|d| d.device_id.as_str()).collect();
-    let only_plain: Vec<&str> = listed.iter().copied().filter(|id| !in_info.contains(id)).collect();
-    let only_info: Vec<&str> = in_info.iter().copied().filter(|id| !listed.contains(id)).collect();
-    if only_plain.is_empty() && only_info.is_empty() {
-        return None;
-    }
-    let mut detail = Vec::new();
-    if !only_plain.is_empty() {
-        detail.push(format!("only {plain} lists {}", only_plain.join(",")));
-    }
-    if !only_info.is_empty() {
-        detail.push(format!("only {info} has {}", only_info.join(",")));
-    }
-    Some(SriovError::TwinsDisagree { info, plain: plain.to_string(), detail: detail.join("; ") })
+    let only = |a: &[&str], b: &[&str]| a.iter().copied().filter(|id| !b.contains(id)).collect::<Vec<_>>().join(",");
+    let sides = [(plain, "lists", only(&listed, &in_info)), (&info, "has", only(&in_info, &listed))];
+    let detail: Vec<String> = sides
+        .iter()
+        .filter(|(.., ids)| !ids.is_empty())
+        .map(|(v, verb, ids)| format!("only {v} {verb} {ids}"))
+        .collect();
+    let plain = plain.to_string();
+    (!detail.is_empty()).then(|| SriovError::TwinsDisagree { info: info.clone(), plain, detail: detail.join("; ") })
 }
 
 /// A variable's value that cannot be read (here and in `sriov_dra`).
