@@ -75,7 +75,7 @@ pub struct NotOpenable {
     pub origin: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Device {
     pub name: String,
     /// The variable, network or rule that named it.

@@ -40,25 +40,13 @@ pub fn detect(sysfs: &Sysfs, rule: &dyn GidRule) -> (Detection, BTreeMap<&'stati
         // Never the counters: reading a management function's floods the kernel log.
         let function = crate::detect::devices::infiniband_pf(&attachment, &ports)
             .then(|| crate::detect::function::read(sysfs, &name));
-        devices.push(Device {
-            name,
-            origin: "the node's view (every device but VFs and SFs)".into(),
-            attachment,
-            ports,
-            problems,
-            named_as: None,
-            driver: None,
-            function,
-        });
+        let origin = "the node's view (every device but VFs and SFs)".into();
+        devices.push(Device { name, origin, attachment, ports, problems, function, ..Device::default() });
     }
     let class = sysfs.path("class/infiniband").display().to_string();
     let found = !devices.is_empty();
-    let report = SourceReport {
-        source: Source::Sysfs,
-        status: if found { "used" } else { "no devices" },
-        inputs: vec![class],
-        problems: Vec::new(),
-    };
+    let status = if found { "used" } else { "no devices" };
+    let report = SourceReport { source: Source::Sysfs, status, inputs: vec![class], problems: Vec::new() };
     // Not `every_visible`: the node agent checks every port, and hands NCCL nothing.
     let source = if found { Source::Sysfs } else { Source::None };
     let detection = Detection { source, sources: vec![report], devices, warnings, ..Detection::default() };

@@ -21,7 +21,7 @@ pub use super::sysfs_error::SysfsError;
 pub use nw_nccl::gid::format_gid;
 
 /// How an RDMA device is attached, which decides how we tell whether it is the pod's.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Attachment {
     /// An SR-IOV virtual function; `pf` is its physical function's address.
@@ -33,6 +33,7 @@ pub enum Attachment {
     /// A software device (rxe, siw) bound to the net device `parent`.
     Software { parent: String },
     /// `device` could not be resolved.
+    #[default]
     Unknown,
 }
 
