@@ -72,14 +72,11 @@ pub fn read_or_log() -> Option<Kinds> {
     read().map_err(why).ok()
 }
 
-/// The `RTM_GETLINK` dump request's body: every link, statistics left out.
+/// The `RTM_GETLINK` dump request's body: every link (`AF_UNSPEC`), then an 8-byte attribute that
+/// leaves statistics out.
 fn request() -> Vec<u8> {
-    let mut m = Vec::with_capacity(IFINFOMSG + 8);
-    m.extend_from_slice(&[0u8; IFINFOMSG]); // AF_UNSPEC: every link
-    m.extend_from_slice(&8u16.to_ne_bytes());
-    m.extend_from_slice(&IFLA_EXT_MASK.to_ne_bytes());
-    m.extend_from_slice(&RTEXT_FILTER_SKIP_STATS.to_ne_bytes());
-    m
+    let attr_header = [8u16.to_ne_bytes(), IFLA_EXT_MASK.to_ne_bytes()].concat();
+    [&[0u8; IFINFOMSG][..], &attr_header, &RTEXT_FILTER_SKIP_STATS.to_ne_bytes()].concat()
 }
 
 /// Parses one datagram of the dump into `kinds`; `Ok(true)` at the dump's end.

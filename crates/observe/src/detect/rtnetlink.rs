@@ -95,15 +95,9 @@ fn io(step: &'static str) -> impl Fn(nix::Error) -> Error {
 }
 
 fn request(ty: u16, flags: u16, body: &[u8]) -> Vec<u8> {
-    let len = NLMSG_HDR + body.len();
-    let mut m = Vec::with_capacity(len);
-    m.extend_from_slice(&u32::try_from(len).unwrap_or(0).to_ne_bytes());
-    m.extend_from_slice(&ty.to_ne_bytes());
-    m.extend_from_slice(&flags.to_ne_bytes());
-    m.extend_from_slice(&1u32.to_ne_bytes()); // sequence: the only request on this socket
-    m.extend_from_slice(&0u32.to_ne_bytes()); // to the kernel
-    m.extend_from_slice(body);
-    m
+    let len = u32::try_from(NLMSG_HDR + body.len()).unwrap_or(0).to_ne_bytes();
+    // Sequence 1 (the only request on this socket), to port 0 (the kernel).
+    [&len[..], &ty.to_ne_bytes(), &flags.to_ne_bytes(), &1u32.to_ne_bytes(), &0u32.to_ne_bytes(), body].concat()
 }
 
 /// The receive loop: datagrams from `recv` walked until the dump's end, at most [`MAX_BYTES`].
