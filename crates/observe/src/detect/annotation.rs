@@ -96,37 +96,30 @@ pub fn go_unquote(s: &str) -> Option<String> {
     let mut out = String::with_capacity(inner.len());
     let mut bytes = Vec::new();
     let mut chars = inner.chars();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            flush(&mut bytes, &mut out)?;
-            out.push(c);
-            continue;
-        }
-        let e = chars.next()?;
-        let simple = ESCAPES.0.find(e).and_then(|i| ESCAPES.1.chars().nth(i));
-        if let Some(c) = simple {
-            flush(&mut bytes, &mut out)?;
-            out.push(c);
-            continue;
-        }
-        let hex = |chars: &mut std::str::Chars, n: usize| -> Option<u32> {
-            let digits: String = chars.by_ref().take(n).collect();
-            (digits.len() == n).then_some(())?;
-            u32::from_str_radix(&digits, 16).ok()
-        };
-        match e {
-            'x' => bytes.push(u8::try_from(hex(&mut chars, 2)?).ok()?),
-            'u' | 'U' => {
-                flush(&mut bytes, &mut out)?;
-                out.push(char::from_u32(hex(&mut chars, if e == 'u' { 4 } else { 8 })?)?);
+    let hex = |chars: &mut std::str::Chars, n: usize| -> Option<u32> {
+        let digits: String = chars.by_ref().take(n).collect();
+        (digits.len() == n).then_some(())?;
+        u32::from_str_radix(&digits, 16).ok()
+    };
+    while let Some(mut c) = chars.next() {
+        if c == '\\' {
+            let e = chars.next()?;
+            match e {
+                'x' => {
+                    bytes.push(u8::try_from(hex(&mut chars, 2)?).ok()?);
+                    continue;
+                }
+                '0'..='7' => {
+                    let rest: String = chars.by_ref().take(2).collect();
+                    bytes.push(u8::try_from(u32::from_str_radix(&format!("{e}{rest}"), 8).ok()?).ok()?);
+                    continue;
+                }
+                'u' | 'U' => c = char::from_u32(hex(&mut chars, if e == 'u' { 4 } else { 8 })?)?,
+                _ => c = ESCAPES.1.chars().nth(ESCAPES.0.find(e)?)?,
             }
-            '0'..='7' => {
-                let rest: String = chars.by_ref().take(2).collect();
-                let v = u32::from_str_radix(&format!("{e}{rest}"), 8).ok()?;
-                bytes.push(u8::try_from(v).ok()?);
-            }
-            _ => return None,
         }
+        flush(&mut bytes, &mut out)?;
+        out.push(c);
     }
     flush(&mut bytes, &mut out)?;
     Some(out)
