@@ -45,8 +45,7 @@ fn native(flags: i32) -> bool {
 }
 
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    let s = b.get(at..at.checked_add(4)?)?;
-    Some(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+    Some(u32::from_le_bytes(b.get(at..at.checked_add(4)?)?.try_into().ok()?))
 }
 
 /// The NUL-terminated bytes at `at` in `b`, or `None` past the end.
@@ -196,29 +195,18 @@ pub fn lookup<'a>(entries: &'a [Entry], name: &str) -> Option<&'a Entry> {
 pub fn encode(entries: &[(&str, &str, i32)]) -> Vec<u8> {
     let mut entries = entries.to_vec();
     entries.sort_by(|a, b| libcmp(b.0.as_bytes(), a.0.as_bytes()));
-    let mut strings = Vec::new();
+    let le = |n: usize| u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes();
     let table_end = HEADER_NEW + entries.len() * ENTRY_NEW;
-    let mut table = Vec::new();
+    let (mut table, mut strings) = (Vec::new(), Vec::new());
     for (name, path, flags) in &entries {
-        let key = table_end + strings.len();
-        strings.extend_from_slice(name.as_bytes());
-        strings.push(0);
-        let value = table_end + strings.len();
-        strings.extend_from_slice(path.as_bytes());
-        strings.push(0);
-        table.extend_from_slice(&flags.to_le_bytes());
-        table.extend_from_slice(&u32::try_from(key).unwrap_or(u32::MAX).to_le_bytes());
-        table.extend_from_slice(&u32::try_from(value).unwrap_or(u32::MAX).to_le_bytes());
-        table.extend_from_slice(&[0; 12]);
+        let key = le(table_end + strings.len());
+        strings.extend([name.as_bytes(), &[0]].concat());
+        let value = le(table_end + strings.len());
+        strings.extend([path.as_bytes(), &[0]].concat());
+        table.extend([&flags.to_le_bytes()[..], &key, &value, &[0; 12]].concat());
     }
-    let mut out = MAGIC_NEW.to_vec();
-    out.extend_from_slice(&u32::try_from(entries.len()).unwrap_or(u32::MAX).to_le_bytes());
-    out.extend_from_slice(&u32::try_from(strings.len()).unwrap_or(u32::MAX).to_le_bytes());
-    out.extend_from_slice(&[2, 0, 0, 0]);
-    out.extend_from_slice(&[0; 16]);
-    out.extend(table);
-    out.extend(strings);
-    out
+    // The header: magic, entry count, the strings' length, format version 2, then 16 unused bytes.
+    [MAGIC_NEW, &le(entries.len()), &le(strings.len()), &[2, 0, 0, 0], &[0; 16], &table, &strings].concat()
 }
 
 /// The flags of a native libc6 entry on this architecture, for [`encode`].
