@@ -95,10 +95,9 @@ pub fn max_entries(lens: &BTreeMap<u32, u32>) -> usize {
     lens.values().map(|&l| usize::try_from(l.min(GID_TABLE_MAX)).unwrap_or(0)).sum()
 }
 
-/// The name of the entry's net device where it is one of this pod's interfaces holding the entry's
-/// address, told by the interface index ibverbs gives. The address decides whose the entry is; the
-/// index only names which of the pod's interfaces, as the name would. Otherwise `None`, and sysfs
-/// names it.
+/// The pod's interface an entry was added for, told by ibverbs' interface index among those holding
+/// the entry's address (the address decides whose the entry is, the index only which of the pod's
+/// interfaces); otherwise `None`, and sysfs names it.
 pub(crate) fn pod_ndev(entry: &Entry, pod: &[OwnAddr]) -> Option<String> {
     let ifindex = entry.ifindex?;
     pod.iter()

@@ -147,10 +147,9 @@ pub(crate) enum Extent {
     Whole,
 }
 
-/// On a shared device the pick may be the host's or another pod's: then read the table up to the
-/// pod's own entry the rule accepts and use it, keeping the pick beside it with its owner. A table
-/// without the pod's addresses tells nothing of owners. This is the far read a whole-table source
-/// answers (`device` names the table).
+/// On a shared device the pick may be the host's or another pod's: then the table is read up to the
+/// pod's entry the rule accepts, which is used, the pick kept beside it with its owner (a table without
+/// the pod's addresses tells nothing of owners). A whole-table source answers this far read.
 pub(crate) fn shared(facts: &mut PortFacts, table: &mut SysfsGids, rule: &dyn GidRule, pod: &Pod, device: &str) {
     let own = pod.gids;
     let Some(pick) = facts.gid.as_mut() else { return };

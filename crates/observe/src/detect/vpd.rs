@@ -55,13 +55,9 @@ fn keywords(data: &[u8], fields: &mut Vec<(String, String)>) {
         let (key, len) = ([data[k], data[k + 1]], usize::from(data[k + 2]));
         let Some(value) = data.get(k + 3..k + 3 + len) else { return };
         if key[0] == b'V' && key[1].is_ascii_alphanumeric() {
-            for part in printable(value).split(':') {
-                if let Some((name, v)) = part.split_once('=') {
-                    if !name.is_empty() && fields.len() < 64 {
-                        fields.push((name.to_string(), v.to_string()));
-                    }
-                }
-            }
+            let text = printable(value);
+            let pairs = text.split(':').filter_map(|p| p.split_once('=')).filter(|(name, _)| !name.is_empty());
+            fields.extend(pairs.map(|(n, v)| (n.to_string(), v.to_string())).take(64 - fields.len()));
         }
         k += 3 + len;
     }
