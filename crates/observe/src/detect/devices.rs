@@ -553,11 +553,10 @@ fn from_sriov(inp: &Inputs) -> Found {
     let mut named = Vec::new();
     for dev in &scan.devices {
         match dev.rdma_dev.as_ref().map(|name| (name, inp.sysfs.open_device(name))) {
-            Some((name, Ok(dir))) => named.push(Named {
-                dir: Some(dir),
-                claimed_id: Some(dev.device_id.clone()),
-                ..Named::new(name, dev.variable.clone())
-            }),
+            Some((name, Ok(dir))) => {
+                let (dir, claimed_id) = (Some(dir), Some(dev.device_id.clone()));
+                named.push(Named { dir, claimed_id, ..Named::new(name, dev.variable.clone()) })
+            }
             Some((name, Err(e))) => {
                 // A renamed device (the plugin gives the host's name) found by its ID: both names shown.
                 let before = named.len();

@@ -298,13 +298,8 @@ fn device(request: &str, raw: RawDevice, problems: &mut Vec<Problem>) -> Option<
             }
             (Some(a), None) => pci_address = Some((a, AddressFrom::Attribute(key))),
             (Some(a), Some((first, AddressFrom::Attribute(first_key)))) if *first != a => {
-                problems.push(Problem::AddressesDisagree {
-                    device: label.clone(),
-                    first_key,
-                    first: first.clone(),
-                    key,
-                    value: a,
-                })
+                let (device, first) = (label.clone(), first.clone());
+                problems.push(Problem::AddressesDisagree { device, first_key, first, key, value: a })
             }
             (Some(_), Some(_)) => {}
         }

@@ -95,14 +95,10 @@ impl<'a> SysfsGids<'a> {
     /// The entry at `i` as a row: its type, net device and whose address it holds.
     fn row(&mut self, i: u32, g: Ipv6Addr, rule: &dyn GidRule, own: &[Ipv6Addr], host_ndev: Option<&str>) -> GidPick {
         let roce = self.roce(i);
-        let dev = self.ndev(i);
-        GidPick {
-            roce,
-            full_match: rule.accepts(&GidEntry { index: i, gid: g, roce }),
-            owner: Some(netif::owner(&g, dev.as_deref(), host_ndev, own)),
-            ndev: dev,
-            ..bare(i, g)
-        }
+        let ndev = self.ndev(i);
+        let full_match = rule.accepts(&GidEntry { index: i, gid: g, roce });
+        let owner = Some(netif::owner(&g, ndev.as_deref(), host_ndev, own));
+        GidPick { roce, full_match, owner, ndev, ..bare(i, g) }
     }
 }
 

@@ -153,12 +153,8 @@ fn parse_info(variable: &str, text: &str, problems: &mut Vec<SriovError>) -> Res
     for (id, providers) in entries {
         match map.iter_mut().find(|(k, _)| *k == id) {
             Some((_, old)) => {
-                problems.push(SriovError::DuplicateId {
-                    variable: variable.to_string(),
-                    device_id: id.clone(),
-                    first: compact(old),
-                    second: compact(providers),
-                });
+                let (first, second) = (compact(old), compact(providers));
+                problems.push(SriovError::DuplicateId { variable: variable.to_string(), device_id: id, first, second });
                 *old = providers;
             }
             None => map.push((id, providers)),

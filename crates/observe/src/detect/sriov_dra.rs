@@ -135,11 +135,10 @@ pub fn scan<'a>(vars: impl IntoIterator<Item = (&'a OsString, &'a OsString)>) ->
                 out.problems.push(SriovDraError::NoVfDevice { key: vf.key.clone() });
                 vf.pci_address = from_key;
             }
-            (Some(a), Some(k)) if *a != k => out.problems.push(SriovDraError::KeyDisagrees {
-                variable: format!("{VF_DEVICE}{}", vf.key),
-                value: a.clone(),
-                from_key: k,
-            }),
+            (Some(a), Some(k)) if *a != k => {
+                let (variable, value) = (format!("{VF_DEVICE}{}", vf.key), a.clone());
+                out.problems.push(SriovDraError::KeyDisagrees { variable, value, from_key: k })
+            }
             _ => {}
         }
     }
@@ -148,9 +147,8 @@ pub fn scan<'a>(vars: impl IntoIterator<Item = (&'a OsString, &'a OsString)>) ->
         let mine: Vec<&str> = out.devices.iter().filter_map(|d| d.pci_address.as_deref()).collect();
         let missing: Vec<&str> = mine.iter().copied().filter(|a| !list.iter().any(|l| l == a)).collect();
         if !missing.is_empty() {
-            out.problems.push(SriovDraError::AddressesDisagree {
-                detail: format!("{} not in {PCI_ADDRESSES}", missing.join(",")),
-            });
+            let detail = format!("{} not in {PCI_ADDRESSES}", missing.join(","));
+            out.problems.push(SriovDraError::AddressesDisagree { detail });
         }
         out.pci_addresses = list;
     }

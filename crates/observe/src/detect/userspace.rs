@@ -318,15 +318,13 @@ pub fn check(root: &Path, vars: &Vars, devices: &[(String, Option<String>)], dep
                 let built_for = p.library.as_deref().and_then(provider_abi);
                 if let (Some(lib), Some(want), Some(has)) = (&p.library, abi, built_for) {
                     if want != has {
-                        missing.push(Missing {
-                            file: format!("{provider_dir}/lib{}-rdmav{want}.so", p.name),
-                            package: PROVIDER_PKG,
-                            effect: format!(
-                                "{lib} is built for libibverbs' private ABI {has}, and the image's libibverbs.so.1 ({}) is ABI {want}: libibverbs skips it (\"couldn't load driver\") and finds no provider for {}; {SOCKETS} (install the providers of the same rdma-core release as libibverbs)",
-                                v.path,
-                                p.devices.join(", ")
-                            ),
-                        });
+                        let effect = format!(
+                            "{lib} is built for libibverbs' private ABI {has}, and the image's libibverbs.so.1 ({}) is ABI {want}: libibverbs skips it (\"couldn't load driver\") and finds no provider for {}; {SOCKETS} (install the providers of the same rdma-core release as libibverbs)",
+                            v.path,
+                            p.devices.join(", ")
+                        );
+                        let file = format!("{provider_dir}/lib{}-rdmav{want}.so", p.name);
+                        missing.push(Missing { file, package: PROVIDER_PKG, effect });
                         continue;
                     }
                 }

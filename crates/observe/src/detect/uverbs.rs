@@ -24,16 +24,14 @@ pub enum Nodes {
 /// Reads `<dev_root>/infiniband` against `class/infiniband_verbs`.
 pub fn read(sysfs: &Sysfs, dev_root: &Path) -> Nodes {
     // In listing order: nothing here needs them sorted.
-    let listed: Vec<String> = file::names(&sysfs.path("class/infiniband_verbs"), MAX_NODES)
+    let class = sysfs.path("class/infiniband_verbs");
+    let listed: Vec<String> = file::names(&class, MAX_NODES)
         .unwrap_or_default()
         .into_iter()
         .filter(|n| n.starts_with("uverbs") && names::device_name(n).is_ok())
         .collect();
     if listed.is_empty() {
-        return Nodes::Silent(format!(
-            "{} lists no uverbs device (ib_uverbs not loaded?)",
-            sysfs.path("class/infiniband_verbs").display()
-        ));
+        return Nodes::Silent(format!("{} lists no uverbs device (ib_uverbs not loaded?)", class.display()));
     }
     let dir = dev_root.join("infiniband");
     let present: BTreeSet<String> = match file::names(&dir, MAX_NODES) {
