@@ -642,14 +642,11 @@ fn from_sysfs(
     let netdevs = inp.sysfs.netdevs(&mut errs);
     problems.extend(errs.iter().map(ToString::to_string));
     // A claimed device goes on with the directory and attachment that claimed it.
-    let mut found: Vec<Named> = claim::claimed(inp.sysfs, visible, &netdevs, &mut problems)
-        .into_iter()
-        .map(|c| Named {
-            dir: Some(c.dir),
-            attachment: Some(c.attachment),
-            ..named(&c.name, format!("sysfs ({})", c.how), None)
-        })
-        .collect();
+    let claimed = claim::claimed(inp.sysfs, visible, &netdevs, &mut problems).into_iter().map(|c| {
+        let (dir, attachment) = (Some(c.dir), Some(c.attachment));
+        Named { dir, attachment, ..named(&c.name, format!("sysfs ({})", c.how), None) }
+    });
+    let mut found: Vec<Named> = claimed.collect();
     // Ports read to look for the pod's addresses, kept for the fallback. Once devices are claimed by
     // function, only child interfaces' addresses (macvlan, ipvlan, VLAN) can be in other devices:
     // a pod whose other interfaces are veths reads no table here.

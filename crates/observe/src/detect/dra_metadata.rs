@@ -112,14 +112,10 @@ pub fn file_path(rel: &str) -> Option<FilePath> {
     if parts.next().is_some() {
         return None;
     }
-    let driver = file.strip_suffix(FILE_SUFFIX)?;
+    let names = [claim, request, file.strip_suffix(FILE_SUFFIX)?];
     // A request name is a DNS label (a subrequest is cut off by the writer).
-    [claim, request, driver].iter().all(|s| k8s_name(s)).then(|| FilePath {
-        kind,
-        claim: claim.to_string(),
-        request: request.to_string(),
-        driver: driver.to_string(),
-    })
+    let [claim, request, driver] = names.map(String::from);
+    names.iter().all(|s| k8s_name(s)).then_some(FilePath { kind, claim, request, driver })
 }
 
 /// A ResourceSlice attribute value (`DeviceAttribute`, k8s.io/api resource/v1: exactly one member).

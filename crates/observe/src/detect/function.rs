@@ -40,12 +40,9 @@ pub fn read(sysfs: &Sysfs, dev: &str) -> FunctionFacts {
         (Some(v), Some(d)) if v.len() <= 4 && d.len() <= 4 => Some(format!("{v}:{d}")),
         _ => None,
     };
-    let mut facts = FunctionFacts {
-        subsystem,
-        max_link_width: attr("max_link_width").and_then(|w| w.parse().ok()),
-        max_link_speed: attr("max_link_speed"),
-        ..FunctionFacts::default()
-    };
+    let (max_link_width, max_link_speed) =
+        (attr("max_link_width").and_then(|w| w.parse().ok()), attr("max_link_speed"));
+    let mut facts = FunctionFacts { subsystem, max_link_width, max_link_speed, ..FunctionFacts::default() };
     // VPD is read through config space, milliseconds a device: only where the link is x8 or narrower
     // (data NICs are x16, the bridge's functions x2) or unknown.
     if facts.max_link_width.is_some_and(|w| w > MAX_VPD_WIDTH) {
