@@ -131,23 +131,17 @@ pub fn read(
         .min_by_key(|r| r.metric)
         .or_else(|| v6.iter().filter(|r| r.is_default()).min_by_key(|r| r.metric))
         .map(|r| r.ifname.clone());
+    let family = |a: &IpAddr| if a.is_ipv6() { v6 } else { v4 };
     let mut to_coordinator: Vec<String> = Vec::new();
     for c in coordinator.iter().filter(|c| !c.is_loopback()) {
-        to_coordinator.extend(coordinator_ifaces(c, if c.is_ipv6() { v6 } else { v4 }, addrs));
+        to_coordinator.extend(coordinator_ifaces(c, family(c), addrs));
     }
-    let ifaces = names
-        .iter()
-        .map(|n| Iface {
-            name: n.clone(),
-            addrs: addrs
-                .iter()
-                .filter(|a| a.ifname == *n)
-                .map(|a| IfAddr { addr: a.addr, prefix: prefix_of(&a.addr, n, if a.addr.is_ipv6() { v6 } else { v4 }) })
-                .collect(),
-            master: masters.iter().find(|(x, _)| x == n).and_then(|(_, m)| m.clone()),
-            default_route: default.as_deref() == Some(n.as_str()),
-            coordinator_route: to_coordinator.contains(n),
-        })
-        .collect();
-    Evidence { ports, ifaces, gpus: gpus.len() }
+    let ifaces = names.iter().map(|n| {
+        let addrs = addrs.iter().filter(|a| a.ifname == *n);
+        let addrs = addrs.map(|a| IfAddr { addr: a.addr, prefix: prefix_of(&a.addr, n, family(&a.addr)) }).collect();
+        let master = masters.iter().find(|(x, _)| x == n).and_then(|(_, m)| m.clone());
+        let (default_route, coordinator_route) = (default.as_deref() == Some(n.as_str()), to_coordinator.contains(n));
+        Iface { name: n.clone(), addrs, master, default_route, coordinator_route }
+    });
+    Evidence { ports, ifaces: ifaces.collect(), gpus: gpus.len() }
 }
