@@ -100,11 +100,8 @@ pub fn abbreviate(names: &[String], n: usize) -> String {
         first.insert(at, name);
         first.truncate(n);
     }
-    let mut s = first.join(", ");
-    if names.len() > n {
-        s.push_str(&format!(", ... ({} more)", names.len() - n));
-    }
-    s
+    let more = names.len().saturating_sub(n);
+    first.join(", ") + &if more > 0 { format!(", ... ({more} more)") } else { String::new() }
 }
 
 /// The bytes that order names as [`natural_cmp`] does: each run of digits becomes `0`, its length

@@ -131,8 +131,7 @@ pub fn walk(mut buf: &[u8], mut each: impl FnMut(u16, &[u8]) -> Result<(), Error
         match u16_at(msg, 4) {
             NLMSG_DONE => return Ok(true),
             NLMSG_ERROR => {
-                let errno =
-                    msg.get(NLMSG_HDR..NLMSG_HDR + 4).map_or(0, |b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
+                let errno = i32::from_ne_bytes(u32_at(msg, NLMSG_HDR).to_ne_bytes());
                 return Err(Error::Reply(format!("kernel answered error {}", errno.unsigned_abs())));
             }
             ty => each(ty, &msg[NLMSG_HDR..])?,
