@@ -8,6 +8,7 @@ use nccl_wrap::cli::{self, Cli, Sub, EXIT_USAGE};
 use nccl_wrap::{doctor, health, install, ping, report, run};
 use nw_decide as plan;
 use nw_nccl as nccl;
+use nw_observe::detect::userspace::Depth;
 use nw_observe::{detect, observation, verbs};
 use nw_output::msg::PREFIX;
 use nw_pairtest as pairtest;
@@ -40,7 +41,9 @@ fn start() -> u8 {
         Err(code) => return code,
     };
     let cli = &config.cli;
-    init_logging();
+    if let Some(filter) = std::env::var_os("NCCL_WRAP_LOG") {
+        env_logger::Builder::new().parse_filters(&filter.to_string_lossy()).target(env_logger::Target::Stderr).init();
+    }
     if let Some(Sub::Watch(w)) = &cli.sub {
         // The node agent runs its own detection every round, in the node's view.
         let sysfs = detect::sysfs::Sysfs::new(&cli.opts.sysfs_root);
@@ -125,11 +128,7 @@ fn start() -> u8 {
     });
     let mut plan = plan::plan_with(detection, &vars, &prefs, choices, rails);
     plan.warnings.extend(pref_warnings);
-    let depth = if matches!(cli.sub, Some(Sub::Doctor { .. })) {
-        detect::userspace::Depth::Full
-    } else {
-        detect::userspace::Depth::Quick
-    };
+    let depth = if matches!(cli.sub, Some(Sub::Doctor { .. })) { Depth::Full } else { Depth::Quick };
     let asks = plan::asks(&plan, &vars, gate, depth);
     let answers = observation::answer(&roots, &vars, &plan.detection, &mut seen, &asks);
     plan::settle(&mut plan, answers, &vars, gate, prefs, family, choices);
@@ -160,23 +159,13 @@ fn start() -> u8 {
                 addrs: &detect::netif::read,
             };
             let form = if json { doctor::Form::Json } else { doctor::Form::Human { quiet: cli.opts.quiet } };
-            if files.is_empty() {
-                doctor::main(&inputs, form)
-            } else {
-                doctor::main_then(&inputs, form, |report| health::write_for_doctor(&inputs, report, files))
-            }
+            doctor::main(&inputs, form, |report| health::write_for_doctor(&inputs, report, files))
         }
         Some(Sub::Ping(ref p)) => ping::main(&inputs, &cli::configs::ping_options(p)),
         None => run::run(&config, &plan, &memlock, &env_list, early_block, &inputs),
         Some(Sub::Install { .. } | Sub::Watch(_) | Sub::Status { .. }) => {
             unreachable!("install, watch and status return before detection")
         }
-    }
-}
-
-fn init_logging() {
-    if let Some(filter) = std::env::var_os("NCCL_WRAP_LOG") {
-        env_logger::Builder::new().parse_filters(&filter.to_string_lossy()).target(env_logger::Target::Stderr).init();
     }
 }
 

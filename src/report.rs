@@ -142,11 +142,8 @@ fn ready_lines(plan: &Plan) -> Vec<String> {
                     .iter()
                     .map(|p| format!("{} {}", p.name, ok(p.library.is_some() && p.config.is_some())))
                     .collect();
-                let p = if providers.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (providers: {})", providers.join(", "))
-                };
+                let p = providers.join(", ");
+                let p = if p.is_empty() { p } else { format!(" (providers: {p})") };
                 format!("libibverbs {}{p}", v.path)
             }
             None => "no libibverbs.so.1".into(),

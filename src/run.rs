@@ -162,7 +162,9 @@ pub fn run(
     let env = nccl::env::child_env(env_list, &plan.exports());
     if supervise::wanted(cli.opts.init) {
         let mut opts = config.supervise.clone();
-        opts.watch.ports = watched_ports(plan);
+        // The post-mortem watches the ports the plan hands to NCCL.
+        let used = plan.decisions.iter().filter(|d| d.used);
+        opts.watch.ports = used.map(|d| portwatch::PortId { device: d.device.clone(), port: d.port }).collect();
         return supervise::run(&cli.command, &env, &opts, blocked);
     }
     if cli.opts.stall_ms > 0 {
@@ -175,15 +177,6 @@ pub fn run(
         );
     }
     exec_or_report(&cli.command, &env)
-}
-
-/// The ports the plan hands to NCCL: the ones the post-mortem watches.
-fn watched_ports(plan: &plan::Plan) -> Vec<portwatch::PortId> {
-    plan.decisions
-        .iter()
-        .filter(|d| d.used)
-        .map(|d| portwatch::PortId { device: d.device.clone(), port: d.port })
-        .collect()
 }
 
 pub fn exec_or_report(argv: &[OsString], env: &[(OsString, OsString)]) -> u8 {

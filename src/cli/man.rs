@@ -10,17 +10,10 @@ use super::{usage, SubName};
 /// Text as roff reads it: a backslash and a hyphen-minus escaped (so that `--quiet` is typed
 /// as it shows), and a line that would start with a control character made plain.
 fn roff(text: &str) -> String {
-    let mut out = String::new();
-    for (i, line) in text.split('\n').enumerate() {
-        if i > 0 {
-            out.push('\n');
-        }
-        if line.starts_with(['.', '\'']) {
-            out.push_str("\\&");
-        }
-        out.push_str(&line.replace('\\', "\\e").replace('-', "\\-"));
-    }
-    out
+    let plain = |line: &str| if line.starts_with(['.', '\'']) { "\\&" } else { "" };
+    let lines: Vec<String> =
+        text.split('\n').map(|l| format!("{}{}", plain(l), l.replace('\\', "\\e").replace('-', "\\-"))).collect();
+    lines.join("\n")
 }
 
 /// One option: its names in bold, its whole help (range, variable, default) below.

@@ -46,14 +46,7 @@ impl SubName {
         [SubName::Env, SubName::Doctor, SubName::Ping, SubName::Watch, SubName::Install, SubName::Status];
 
     pub fn name(self) -> &'static str {
-        match self {
-            SubName::Env => "env",
-            SubName::Doctor => "doctor",
-            SubName::Ping => "ping",
-            SubName::Watch => "watch",
-            SubName::Install => "install",
-            SubName::Status => "status",
-        }
+        ["env", "doctor", "ping", "watch", "install", "status"][self as usize]
     }
 
     /// Its bit in an option's commands (the run's is 1).
@@ -346,13 +339,9 @@ impl Cli {
             }
             if bytes.starts_with(b"-") && bytes.len() > 1 {
                 let text = arg.to_string_lossy();
-                let (name, inline) = match text.split_once('=') {
-                    Some((n, v)) => (n, Some(v)),
-                    None => (&*text, None),
-                };
+                let (name, inline) = text.split_once('=').map_or((&*text, None), |(n, v)| (n, Some(v)));
                 let sub = cli.sub_name();
-                let found = arg.to_str().and_then(|_| find(name, Some(sub)));
-                let Some(index) = found else {
+                let Some(index) = arg.to_str().and_then(|_| find(name, Some(sub))) else {
                     if let Some(sub) = sub.filter(|_| find(name, None).is_some()) {
                         return fail(&cli, ErrorKind::NotHere { option: shown(name), sub: sub.name() });
                     }
@@ -513,8 +502,7 @@ fn near_subcommand(word: &OsStr) -> Option<&'static str> {
 /// Finds the command after a literal `--`, for running it untouched when the options are bad.
 pub fn command_after_dashes(raw: &[OsString]) -> Option<&[OsString]> {
     let pos = raw.iter().position(|a| a == "--")?;
-    let cmd = &raw[pos + 1..];
-    (!cmd.is_empty()).then_some(cmd)
+    Some(&raw[pos + 1..]).filter(|cmd| !cmd.is_empty())
 }
 
 #[cfg(test)]

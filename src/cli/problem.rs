@@ -100,7 +100,7 @@ impl Problem {
             return Problem::new(Origin::Arg, Fault::Unknown, shown(name), why, None);
         }
         let near = closest(bare, OPTS.iter().map(|o| o.long).chain(ALIASES.iter().map(|a| a.0)));
-        let long = near.and_then(long_of_option);
+        let long = near.and_then(|n| super::find(&format!("--{n}"), None)).map(|i| OPTS[i].long);
         Problem {
             belongs: long.map_or_else(|| belongs_by_prefix(bare), |l| belongs(l, false)),
             suggestion: near.map(|n| format!("--{n}")),
@@ -197,11 +197,6 @@ fn belongs_by_prefix(bare: &str) -> Belongs {
     } else {
         Belongs::Other
     }
-}
-
-fn long_of_option(name: &str) -> Option<&'static str> {
-    let long = ALIASES.iter().find(|a| a.0 == name).map_or(name, |a| a.2);
-    OPTS.iter().find(|o| o.long == long).map(|o| o.long)
 }
 
 /// Variables read outside the option table, which are therefore not typos: the log filter and

@@ -105,16 +105,11 @@ fn user_value(
                 .push(format!("the coordinator {c} is reached {}, not through what {var} selects", leaves.join(", ")));
         }
     }
-    let mut c = Check::new("bootstrap", status, findings.join("; "))
+    Check::new("bootstrap", status, findings.join("; "))
         .ev("variable", var)
         .ev("value", value)
         .ev("selects", json!(selected))
         .ev("coordinator", json!(coordinator))
-        .ev("rails", json!(rails));
-    if status != Status::Pass {
-        c = c.hint(format!(
-            "name the interface that routes to the coordinator and every other pod (usually eth0); unset {var} and nccl-wrap exports it"
-        ));
-    }
-    c
+        .ev("rails", json!(rails))
+        .fix(format!("name the interface that routes to the coordinator and every other pod (usually eth0); unset {var} and nccl-wrap exports it"))
 }

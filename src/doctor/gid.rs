@@ -62,9 +62,8 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
                         )),
                     ),
                 };
-                let mut c = Check::new("gid", status, summary).ev("index", g.index).ev("ndev", json!(g.ndev));
-                c.hint = hint;
-                c.ev("gid", file(&gp, gv.as_deref())).ev("type", file(&tp, tv.as_deref()))
+                let c = Check::new("gid", status, summary).hint_opt(hint).ev("index", g.index);
+                c.ev("ndev", json!(g.ndev)).ev("gid", file(&gp, gv.as_deref())).ev("type", file(&tp, tv.as_deref()))
             }
         };
         if let (Some(ui), true) = (&user_index, user_kept) {
@@ -128,10 +127,7 @@ pub(super) fn gid_agreement(inp: &Inputs, roce: &[(&Device, &PortFacts)], agree:
     let first = agree[0].1;
     let list = agree.iter().map(|(l, i)| format!("{l}={i}")).collect::<Vec<_>>().join(", ");
     let (status, summary, hint) = if agree.iter().all(|(_, i)| *i == first) {
-        let set = match inp.plan.gid_index {
-            Some(i) => format!("; nccl-wrap exports NCCL_IB_GID_INDEX={i}"),
-            None => String::new(),
-        };
+        let set = inp.plan.gid_index.map_or(String::new(), |i| format!("; nccl-wrap exports NCCL_IB_GID_INDEX={i}"));
         let note = if first == 0 { String::new() } else { format!(" ({old_nccl}; the export prevents that)") };
         let n = agree.len();
         (Status::Pass, format!("all {n} usable RoCE port(s) agree on GID index {first}{set}{note}"), None)
@@ -160,9 +156,9 @@ pub(super) fn gid_agreement(inp: &Inputs, roce: &[(&Device, &PortFacts)], agree:
             Some("use NCCL 2.21.5 or later, or give every port's net device the same address layout so the tables agree"),
         )
     };
-    let mut c = Check::new("gid", status, summary);
-    c.hint = hint.map(String::from);
-    c.ev("indices", indices)
+    Check::new("gid", status, summary)
+        .hint_opt(hint)
+        .ev("indices", indices)
         .ev("exported", json!(inp.plan.gid_index))
         .ev("addr_range", json!(inp.plan.addr_range))
         .ev("index_0", index0)

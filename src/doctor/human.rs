@@ -72,14 +72,8 @@ pub(super) fn file_line(o: &Map<String, Value>) -> String {
 
 /// `nvidia-smi topo -m` style: a row per GPU, a column per chosen NIC, NUMA and bridge last.
 pub(super) fn matrix(topo: &Check) -> String {
-    let (Some(gpus), Some(nics)) =
-        (topo.evidence.get("gpus").and_then(Value::as_array), topo.evidence.get("nics").and_then(Value::as_array))
-    else {
-        return String::new();
-    };
-    if gpus.is_empty() || nics.is_empty() {
-        return String::new();
-    }
+    let list = |k| topo.evidence.get(k).and_then(Value::as_array).filter(|a| !a.is_empty());
+    let (Some(gpus), Some(nics)) = (list("gpus"), list("nics")) else { return String::new() };
     let s = |v: &Value, k: &str| {
         v.get(k).map_or("-".to_string(), |x| x.as_str().map_or_else(|| x.to_string(), String::from))
     };

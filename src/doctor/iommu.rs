@@ -69,14 +69,13 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
                 Some(fix),
             ),
         };
-        let mut c = Check::new("iommu", status, summary)
+        let c = Check::new("iommu", status, summary)
+            .hint_opt(hint)
             .ev("device", dev.name.as_str())
             .ev("pci", pci.as_str())
             .ev("group", json!(group))
-            .ev("type", file(&type_path, ty.as_deref()))
-            .ev("cmdline", cmd.clone());
-        c.hint = hint.map(String::from);
-        out.push(c);
+            .ev("type", file(&type_path, ty.as_deref()));
+        out.push(c.ev("cmdline", cmd.clone()));
     }
     if out.is_empty() {
         let summary = "no RDMA device of this pod: no IOMMU group to check";

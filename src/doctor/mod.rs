@@ -68,9 +68,20 @@ impl Check {
         self.evidence.insert(key.to_string(), value.into());
         self
     }
-    fn hint(mut self, hint: impl Into<String>) -> Check {
-        self.hint = Some(hint.into());
+    fn hint(self, hint: impl Into<String>) -> Check {
+        self.hint_opt(Some(hint))
+    }
+    fn hint_opt(mut self, hint: Option<impl Into<String>>) -> Check {
+        self.hint = hint.map(Into::into);
         self
+    }
+    /// `hint` as the fix, unless the check passes.
+    fn fix(self, hint: impl Into<String>) -> Check {
+        if self.status == Status::Pass {
+            self
+        } else {
+            self.hint(hint)
+        }
     }
 }
 
@@ -117,13 +128,9 @@ pub enum Form {
     Human { quiet: bool },
 }
 
-/// Runs doctor and prints its report; the exit status says whether anything failed.
-pub fn main(inp: &Inputs, form: Form) -> u8 {
-    main_then(inp, form, |_| Ok(()))
-}
-
-/// [`main`], then `after` with the report (the health files): its error makes the exit status 2.
-pub fn main_then(inp: &Inputs, form: Form, after: impl FnOnce(&Report) -> Result<(), String>) -> u8 {
+/// Runs doctor and prints its report, then `after` with it (the health files): the exit status
+/// says whether anything failed, or is 2 where `after` fails.
+pub fn main(inp: &Inputs, form: Form, after: impl FnOnce(&Report) -> Result<(), String>) -> u8 {
     let report = match run_scoped(inp, Scope::Pod) {
         Ok(r) => r,
         Err(e) => {

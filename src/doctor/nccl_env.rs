@@ -96,19 +96,16 @@ pub(super) fn ib_hca(inp: &Inputs) -> Check {
         status = status.max(Status::Warn);
         findings.push(format!("leaves out this pod's {}", missing.join(", ")));
     }
-    let mut c = base(Check::new("nccl-env", status, findings.join("; ")))
+    base(Check::new("nccl-env", status, findings.join("; ")))
         .ev("value", user.as_str())
         .ev("exclude", list.exclude)
         .ev("exact", list.exact)
         .ev("selects", json!(selected))
-        .ev("visible", json!(names));
-    if status != Status::Pass {
-        c = c.hint(format!(
+        .ev("visible", json!(names))
+        .fix(format!(
             "nccl-wrap keeps a user-set NCCL_IB_HCA: remove it from the pod spec, pass --override (NCCL_WRAP_OVERRIDE=1), or write it exactly: NCCL_IB_HCA='{}' ('=' makes names exact)",
             var.value
-        ));
-    }
-    c
+        ))
 }
 
 pub(super) fn socket_ifname(inp: &Inputs, value: &str) -> Check {
@@ -121,18 +118,15 @@ pub(super) fn socket_ifname(inp: &Inputs, value: &str) -> Check {
     let empty = ["no interface", "NCCL's bootstrap will find no socket interface and abort"];
     let (mut status, mut findings) = selection(&list, &names, &head, &selected.join(", "), empty);
     unmatched(&list, &names, "no interface in this namespace", &mut status, &mut findings);
-    let mut c = Check::new("nccl-env", status, findings.join("; "))
+    Check::new("nccl-env", status, findings.join("; "))
         .ev("variable", SOCKET_IFNAME)
         .ev("value", value)
         .ev("selects", json!(selected))
         .ev("interfaces", json!(names))
-        .ev("class_net", inp.sysfs.path("class/net").display().to_string());
-    if status != Status::Pass {
-        c = c.hint(
+        .ev("class_net", inp.sysfs.path("class/net").display().to_string())
+        .fix(
             "name this namespace's interfaces (`ip -br link`); put '=' before the list for exact names, '^' to exclude",
-        );
-    }
-    c
+        )
 }
 
 /// A list variable's first findings: what it selects (`[none, why]` when nothing: a failure), then

@@ -52,7 +52,5 @@ pub(super) fn check(inp: &Inputs) -> Option<Check> {
             u.missing.iter().map(|m| m.package).collect::<Vec<_>>().join("; ")
         ));
     }
-    let mut c = Check::new("userspace", status, findings.join("; ")).ev("userspace", json!(u));
-    c.hint = hint;
-    Some(c)
+    Some(Check::new("userspace", status, findings.join("; ")).ev("userspace", json!(u)).hint_opt(hint))
 }

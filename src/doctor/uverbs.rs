@@ -72,6 +72,7 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
             },
         };
         let mut c = Check::new("uverbs", status, summary)
+            .hint_opt(hint)
             .ev("device", name)
             .ev("uverbs", uv.as_str())
             .ev("ibdev", file(&inp.sysfs.path(&format!("class/infiniband_verbs/{uv}/ibdev")), Some(name)))
@@ -80,7 +81,6 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
         if let Some(s) = &sys_dev {
             c = c.ev("sysfs_dev", file(&inp.sysfs.path(&dev_attr), Some(s)));
         }
-        c.hint = hint.map(String::from);
         out.push(c);
     }
     if out.is_empty() {

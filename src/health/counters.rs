@@ -20,9 +20,6 @@ fn first_time(problem: &str) -> bool {
     named.insert(problem.to_string())
 }
 
-/// The two directories, as the metrics name them.
-pub const DIRS: [&str; 2] = port_counters::GROUPS;
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Counter {
     /// `counters` or `hw_counters`.
@@ -47,7 +44,7 @@ pub fn read(sysfs: &Sysfs, device: &str, port: u32) -> Vec<Counter> {
     read.into_iter()
         .filter_map(|(key, value)| {
             let (group, name) = port_counters::split(&key);
-            let dir = DIRS.into_iter().find(|d| *d == group)?;
+            let dir = port_counters::GROUPS.into_iter().find(|d| *d == group)?;
             Some(Counter { dir, name: name.to_string(), value })
         })
         .collect()

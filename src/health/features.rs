@@ -119,20 +119,10 @@ fn segment_error(s: &str) -> Option<&'static str> {
     None
 }
 
-/// `2026-11-23T18:30:00Z` for Unix seconds (UTC; days to civil date as in Howard Hinnant's
-/// `civil_from_days`).
+/// `2026-11-23T18:30:00Z` for Unix seconds (UTC).
 pub fn rfc3339(unix: u64) -> String {
-    let days = i64::try_from(unix / 86_400).unwrap_or(i64::MAX / 2);
+    let (year, month, day) = nw_postmortem::utc::civil(i64::try_from(unix / 86_400).unwrap_or(i64::MAX / 2));
     let secs = unix % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
     format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", secs / 3600, secs % 3600 / 60, secs % 60)
 }
 

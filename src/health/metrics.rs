@@ -166,7 +166,7 @@ pub fn render(h: &Health, round: &Round) -> String {
             |p| p.phys_state.map(f64::from)),
         ("port_usable", "1 when the port counts in rdma_ports_usable", |p| Some(flag(p.usable))),
         ("port_rate_bytes_per_second", "The port's signalling rate from ports/N/rate, in bytes per second",
-            |p| p.rate_bytes_per_second()),
+            |p| super::parse_rate_gbps(p.rate.as_deref()?).map(|g| g * 1e9 / 8.0)),
         ("port_gid_index",
             "The RoCE v2 GID index NCCL would pick on the port (RoCE ports with a GID of the wanted family)",
             |p| p.gid_index.map(f64::from)),
@@ -296,6 +296,9 @@ const NAMED: &[Named] = &[
     hw("rx_write_requests", "rx_write_requests_total", "RDMA write requests received"),
 ];
 
+/// The help of a counter [`other_family`] names, after its `DIR/FILE: `.
+const OTHER: &str = "a counter of the driver's, as it counts (node_exporter has no name for it)";
+
 /// The family of a counter node_exporter has no name for (rxe's `rcvd_seq_err`):
 /// `port_hw_<name>_total` or `port_ibta_<name>_total`, lower-cased; its unit is the driver's, so
 /// it is a family of its own, never a label of a shared one.
@@ -313,21 +316,14 @@ fn port_counters(o: &mut Out, h: &Health) {
     for p in &h.ports {
         for c in &p.counters {
             let known = NAMED.iter().enumerate().find(|(_, n)| n.dir == c.dir && n.file == c.name);
-            let (key, help, value) = match known {
-                Some((i, n)) => ((i, n.family.to_string()), n.help(), c.value as f64 * n.scale),
-                None => (
-                    (NAMED.len(), other_family(c.dir, &c.name)),
-                    format!(
-                        "{}/{}: a counter of the driver's, as it counts (node_exporter has no name for it)",
-                        c.dir, c.name
-                    ),
-                    c.value as f64,
-                ),
+            let (i, family, help, scale) = match known {
+                Some((i, n)) => (i, n.family.to_string(), n.help(), n.scale),
+                None => (NAMED.len(), other_family(c.dir, &c.name), format!("{}/{}: {OTHER}", c.dir, c.name), 1.0),
             };
             let labels = vec![("device", p.device.clone()), ("port", p.port.to_string())];
-            let (_, samples) = families.entry(key).or_insert_with(|| (help, Vec::new()));
+            let (_, samples) = families.entry((i, family)).or_insert_with(|| (help, Vec::new()));
             if !samples.iter().any(|(l, _)| *l == labels) {
-                samples.push((labels, value));
+                samples.push((labels, c.value as f64 * scale));
             }
         }
     }

@@ -69,13 +69,6 @@ pub struct PortHealth {
     pub counters: Vec<Counter>,
 }
 
-impl PortHealth {
-    /// `rate` in bytes per second (`400 Gb/sec` -> 5e10).
-    pub fn rate_bytes_per_second(&self) -> Option<f64> {
-        parse_rate_gbps(self.rate.as_deref()?).map(|g| g * 1e9 / 8.0)
-    }
-}
-
 /// One check's outcome, keyed as the metrics key it: id and what it is about.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct CheckKey {
@@ -218,11 +211,7 @@ pub fn summarize(f: &Facts) -> Health {
         *e = (*e).max(c.status);
     }
     let iommu = checks.iter().filter(|(k, _)| k.id == "iommu" && k.device.is_some()).map(|(_, s)| *s).max();
-    let iommu_passthrough = match iommu {
-        Some(Status::Fail) => Some(false),
-        Some(Status::Pass) => Some(true),
-        _ => None,
-    };
+    let iommu_passthrough = iommu.filter(|s| *s != Status::Warn).map(|s| s == Status::Pass);
     let gpudirect = f.report.checks.iter().any(|c| c.id == "gpudirect" && c.status == Status::Pass);
     let mut h = Health {
         view: f.view,
@@ -274,8 +263,11 @@ pub fn write_outputs(
     errors.is_empty().then_some(()).ok_or_else(|| errors.join("; "))
 }
 
-/// `doctor --features/--metrics`: the pod's view of the report doctor just printed.
+/// `doctor --features/--metrics`, where given: the pod's view of the report doctor just printed.
 pub fn write_for_doctor(inp: &crate::doctor::Inputs, report: &Report, out: &Outputs) -> Result<(), String> {
+    if out.is_empty() {
+        return Ok(());
+    }
     let counters = read_counters(inp.sysfs, inp.plan);
     let (plan, memlock, skipped) = (inp.plan, inp.memlock, &BTreeMap::new());
     let h = summarize(&Facts { view: View::Pod, plan, report, memlock, counters: &counters, skipped });

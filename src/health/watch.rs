@@ -98,7 +98,7 @@ struct Ring<'a> {
     verbs: &'a dyn Verbs,
 }
 
-/// Binds the ring's port and answers peers on a thread for the agent's life.
+/// Binds the ring's port and answers peers on a thread for the agent's life, and says so.
 fn start_ring<'a>(r: &Roots, config: &'a ring::Config, verbs: &'a dyn Verbs) -> Result<Ring<'a>, String> {
     // The pair test's one dual-stack bind: every address, both families.
     let listener = nw_pairtest::exchange::bind_any(config.port).map_err(|e| format!("ring: {e}"))?;
@@ -112,6 +112,10 @@ fn start_ring<'a>(r: &Roots, config: &'a ring::Config, verbs: &'a dyn Verbs) -> 
         .name("ring".into())
         .spawn(move || ring::serve(&listener, f.as_ref(), &a, timeout, None))
         .map_err(|e| format!("ring: cannot start the listener's thread: {e}"))?;
+    eprintln!(
+        "{PREFIX} watch: ring ping every {} round(s) towards the next of {}'s addresses, answering on port {}",
+        config.every, config.service, config.port
+    );
     Ok(Ring { config, fabric, allowed, verbs })
 }
 
@@ -152,16 +156,9 @@ pub fn main(r: &Roots, opts: &Options, verbs: &dyn Verbs) -> u8 {
         opts.jitter_pct,
         if files.is_empty() { "no file (stderr only)".to_string() } else { files.join(" and ") }
     );
-    let ring = match opts.ring.as_ref().map(|c| (c, start_ring(r, c, verbs))) {
-        None => None,
-        Some((c, Ok(ring))) => {
-            eprintln!(
-                "{PREFIX} watch: ring ping every {} round(s) towards the next of {}'s addresses, answering on port {}",
-                c.every, c.service, c.port
-            );
-            Some(ring)
-        }
-        Some((_, Err(e))) => {
+    let ring = match opts.ring.as_ref().map(|c| start_ring(r, c, verbs)).transpose() {
+        Ok(ring) => ring,
+        Err(e) => {
             eprintln!("{PREFIX} watch: {e}");
             return EXIT_CANNOT_RUN;
         }
