@@ -12,12 +12,8 @@ pub const SHELLS: [&str; 3] = ["bash", "zsh", "fish"];
 
 /// The completion script for `shell` (one of [`SHELLS`]), or `None` for another.
 pub fn completions(shell: &str) -> Option<String> {
-    match shell {
-        "bash" => Some(bash()),
-        "zsh" => Some(zsh()),
-        "fish" => Some(fish()),
-        _ => None,
-    }
+    let write: [fn() -> String; 3] = [bash, zsh, fish];
+    SHELLS.iter().position(|s| *s == shell).map(|i| write[i]())
 }
 
 /// The run (`run`, no subcommand) and each subcommand: (label, command).
@@ -55,15 +51,10 @@ fn sub_names() -> String {
 
 /// Words of every option of every command that take a value, each once, space-separated.
 fn value_words(pick: impl Fn(&Value) -> bool) -> String {
-    let mut words: Vec<String> = Vec::new();
-    for opt in OPTS.iter().filter(|o| pick(&value(o))) {
-        for w in std::iter::once(format!("--{}", opt.long)).chain(opt.short.map(|c| format!("-{c}"))) {
-            if !words.contains(&w) {
-                words.push(w);
-            }
-        }
-    }
-    words.join(" ")
+    let mut seen = std::collections::BTreeSet::new();
+    let words = OPTS.iter().filter(|o| pick(&value(o)));
+    let words = words.flat_map(|o| std::iter::once(format!("--{}", o.long)).chain(o.short.map(|c| format!("-{c}"))));
+    words.filter(|w| seen.insert(w.clone())).collect::<Vec<_>>().join(" ")
 }
 
 fn bash() -> String {

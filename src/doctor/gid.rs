@@ -179,9 +179,7 @@ pub(super) fn owner_checks(inp: &Inputs) -> Vec<Check> {
     let forced = effective(IB_GID_INDEX);
     let range = effective(IB_ADDR_RANGE);
     let (mut prefs, _) = nw_decide::gid_prefs(inp.vars);
-    if let Some(r) = range.as_deref().and_then(nccl_gid::AddrRange::parse) {
-        prefs.range = Some(r);
-    }
+    prefs.range = range.as_deref().and_then(nccl_gid::AddrRange::parse).or(prefs.range);
     let d = &inp.plan.detection;
     let addrs = if d.source == nw_observe::detect::Source::Sysfs { Ok(d.addresses.clone()) } else { (inp.addrs)() };
     let own: Vec<std::net::Ipv6Addr> = addrs.unwrap_or_default().iter().map(|a| a.gid()).collect();

@@ -71,11 +71,8 @@ pub(super) fn placement(inp: &Inputs, gpus: &[Place]) -> Check {
             .ev("nics", nic_rows);
     }
     if nics.is_empty() {
-        return Check::new(
-            "topology",
-            Status::Warn,
-            format!("{} GPU(s), but no chosen NIC has a PCI function to place", gpus.len()),
-        );
+        let summary = format!("{} GPU(s), but no chosen NIC has a PCI function to place", gpus.len());
+        return Check::new("topology", Status::Warn, summary);
     }
     let mut worst = Relation::Pix;
     let mut far = Vec::new();
