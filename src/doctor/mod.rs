@@ -131,35 +131,26 @@ pub enum Form {
 /// Runs doctor and prints its report, then `after` with it (the health files): the exit status
 /// says whether anything failed, or is 2 where `after` fails.
 pub fn main(inp: &Inputs, form: Form, after: impl FnOnce(&Report) -> Result<(), String>) -> u8 {
-    let report = match run_scoped(inp, Scope::Pod) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("{PREFIX} doctor cannot run: {e}");
-            return EXIT_CANNOT_RUN;
-        }
-    };
+    report_then(inp, form, after).unwrap_or_else(|e| {
+        eprintln!("{PREFIX} {e}");
+        EXIT_CANNOT_RUN
+    })
+}
+
+/// [`main`], its error the line that says why doctor could not finish.
+fn report_then(inp: &Inputs, form: Form, after: impl FnOnce(&Report) -> Result<(), String>) -> Result<u8, String> {
+    let report = run_scoped(inp, Scope::Pod).map_err(|e| format!("doctor cannot run: {e}"))?;
     let text = match form {
-        Form::Json => match serde_json::to_string(&report) {
-            Ok(t) => t + "\n",
-            Err(e) => {
-                eprintln!("{PREFIX} doctor cannot serialise its report: {e}");
-                return EXIT_CANNOT_RUN;
-            }
-        },
+        Form::Json => {
+            serde_json::to_string(&report).map_err(|e| format!("doctor cannot serialise its report: {e}"))? + "\n"
+        }
         Form::Human { quiet } => human(inp, &report, quiet),
     };
     let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        eprintln!("{PREFIX} cannot write to stdout: {e}");
-        return EXIT_CANNOT_RUN;
-    }
-    match after(&report) {
-        Ok(()) => report.exit,
-        Err(e) => {
-            eprintln!("{PREFIX} doctor cannot write its health files: {e}");
-            EXIT_CANNOT_RUN
-        }
-    }
+    let written = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+    written.map_err(|e| format!("cannot write to stdout: {e}"))?;
+    after(&report).map_err(|e| format!("doctor cannot write its health files: {e}"))?;
+    Ok(report.exit)
 }
 
 /// Which checks run: a pod's doctor runs every family; the node agent only those about the node

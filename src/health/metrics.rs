@@ -108,9 +108,7 @@ pub fn render(h: &Health, round: &Round) -> String {
         ("rdma_ports", "RDMA ports in this view", Some(h.ports.len() as f64)),
         ("rdma_ports_usable", usable, Some(h.usable() as f64)),
     ];
-    for (name, help, value) in gauges {
-        o.one(name, "gauge", help, value);
-    }
+    gauges.into_iter().for_each(|(name, help, value)| o.one(name, "gauge", help, value));
     let devices: Samples = h.devices.iter().map(|(k, n)| (vec![("kind", k.to_string())], *n as f64)).collect();
     let help = "RDMA devices by kind (pf, vf, sf, software, unknown); the node's view counts VFs and SFs but checks only the rest";
     o.family("rdma_devices", "gauge", help, &devices);
@@ -129,9 +127,7 @@ pub fn render(h: &Health, round: &Round) -> String {
         ("gpudirect_possible", "1 when NVIDIA GPUs are visible and nvidia_peermem is loaded or DMA-BUF is possible",
             Some(flag(h.gpudirect))),
     ];
-    for (name, help, value) in gauges {
-        o.one(name, "gauge", help, value);
-    }
+    gauges.into_iter().for_each(|(name, help, value)| o.one(name, "gauge", help, value));
     let mut checks: Samples = Vec::new();
     for (k, s) in &h.checks {
         let (device, variable) = (k.device.clone().unwrap_or_default(), k.variable.clone().unwrap_or_default());
@@ -189,9 +185,7 @@ pub fn render(h: &Health, round: &Round) -> String {
             round.cpu_seconds),
         ("agent_max_rss_bytes", "gauge", "The agent's peak resident set size", round.max_rss_bytes.map(|r| r as f64)),
     ];
-    for (name, kind, help, value) in agent {
-        o.one(name, kind, help, value);
-    }
+    agent.into_iter().for_each(|(name, kind, help, value)| o.one(name, kind, help, value));
     o.text
 }
 

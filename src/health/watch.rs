@@ -136,13 +136,15 @@ fn ring_round(r: &Roots, plan: &plan::Plan, ring: &Ring) -> ring::Report {
 /// Runs the agent until a signal (or `rounds`); returns the exit status. `verbs` are the pair
 /// test's, used by `--ring` only.
 pub fn main(r: &Roots, opts: &Options, verbs: &dyn Verbs) -> u8 {
-    let blocked = match Blocked::block() {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("{PREFIX} watch cannot block signals: {e}");
-            return EXIT_CANNOT_RUN;
-        }
-    };
+    agent(r, opts, verbs).unwrap_or_else(|e| {
+        eprintln!("{PREFIX} {e}");
+        EXIT_CANNOT_RUN
+    })
+}
+
+/// [`main`]'s loop; its error is the line that stops the agent.
+fn agent(r: &Roots, opts: &Options, verbs: &dyn Verbs) -> Result<u8, String> {
+    let blocked = Blocked::block().map_err(|e| format!("watch cannot block signals: {e}"))?;
     let memlock = memlock::raise();
     let mut files = Vec::new();
     for p in [&opts.outputs.features, &opts.outputs.metrics].into_iter().flatten() {
@@ -156,13 +158,7 @@ pub fn main(r: &Roots, opts: &Options, verbs: &dyn Verbs) -> u8 {
         opts.jitter_pct,
         if files.is_empty() { "no file (stderr only)".to_string() } else { files.join(" and ") }
     );
-    let ring = match opts.ring.as_ref().map(|c| start_ring(r, c, verbs)).transpose() {
-        Ok(ring) => ring,
-        Err(e) => {
-            eprintln!("{PREFIX} watch: {e}");
-            return EXIT_CANNOT_RUN;
-        }
-    };
+    let ring = opts.ring.as_ref().map(|c| start_ring(r, c, verbs)).transpose().map_err(|e| format!("watch: {e}"))?;
     let mut last_ring: Option<ring::Report> = None;
     let mut rng = seed();
     let mut last: Option<String> = None;
@@ -197,18 +193,17 @@ pub fn main(r: &Roots, opts: &Options, verbs: &dyn Verbs) -> u8 {
             let expiry = timestamp as u64 + (opts.interval * 3).max(Duration::from_secs(120)).as_secs();
             write_outputs(&opts.outputs, h, &round_info, "nccl-wrap watch", Some(expiry))
         });
-        if let Err(e) = written {
-            eprintln!("{PREFIX} watch: round {n}: {e}");
-            if n == 1 {
-                return EXIT_CANNOT_RUN;
-            }
+        match written {
+            Err(e) if n == 1 => return Err(format!("watch: round 1: {e}")),
+            Err(e) => eprintln!("{PREFIX} watch: round {n}: {e}"),
+            Ok(()) => {}
         }
         if let Some(verdict) = health.ok().map(|h| verdict(&h)).filter(|v| last.as_ref() != Some(v)) {
             eprintln!("{PREFIX} watch: {verdict}");
             last = Some(verdict);
         }
         if opts.rounds != 0 && n >= opts.rounds {
-            return 0;
+            return Ok(0);
         }
         let deadline = started + jittered(opts.interval, opts.jitter_pct, &mut rng);
         loop {
@@ -219,14 +214,11 @@ pub fn main(r: &Roots, opts: &Options, verbs: &dyn Verbs) -> u8 {
             match blocked.wait(Some(left)) {
                 Ok(Some(sig)) if [libc::SIGTERM, libc::SIGINT, libc::SIGQUIT].contains(&sig) => {
                     eprintln!("{PREFIX} watch: stopping on signal {sig} after {n} round(s); the files are whole");
-                    return 0;
+                    return Ok(0);
                 }
                 Ok(Some(libc::SIGHUP)) => break,
                 Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-                Err(e) => {
-                    eprintln!("{PREFIX} watch: cannot wait for signals: {e}");
-                    return EXIT_CANNOT_RUN;
-                }
+                Err(e) => return Err(format!("watch: cannot wait for signals: {e}")),
             }
         }
     }

@@ -63,11 +63,10 @@ pub fn main(inp: &Inputs, opts: &Options) -> u8 {
         Mode::Listen { addr, .. } => format!("peers of {addr}"),
         Mode::Ring { .. } => "the next pod of the ring".into(),
     };
-    let (pairs, failed) = (out.pairs, out.failed);
     out.emit(&if opts.json {
-        print::summary_json(pairs, failed, exit)
+        print::summary_json(out.pairs, out.failed, exit)
     } else {
-        print::summary_human(pairs, failed, &peer)
+        print::summary_human(out.pairs, out.failed, &peer)
     });
     exit
 }
