@@ -111,13 +111,9 @@ fn start() -> u8 {
     // port's evidence: read here, decided in the plan.
     let coordinator = plan::bootstrap::coordinator(&vars, gate);
     let evidence = detection.every_visible.then(|| {
-        let usable: Vec<(String, u32)> = detection
-            .devices
-            .iter()
-            .flat_map(|d| d.ports.iter().map(move |p| (d, p)))
-            .filter(|(_, p)| plan::port_problem(p, &prefs).is_none())
-            .map(|(d, p)| (d.name.clone(), p.port))
-            .collect();
+        let ports = detection.devices.iter().flat_map(|d| d.ports.iter().map(move |p| (d, p)));
+        let usable = ports.filter(|(_, p)| plan::port_problem(p, &prefs).is_none());
+        let usable: Vec<(String, u32)> = usable.map(|(d, p)| (d.name.clone(), p.port)).collect();
         observation::rails_evidence(&roots, &detection, &mut seen, &usable, coordinator.as_ref().map(|c| c.1.as_str()))
     });
     let shown = coordinator.as_ref().map(|(v, h)| format!("{v}={h}"));

@@ -91,12 +91,9 @@ fn bash() -> String {
         any = value_words(|v| *v == Value::Any).replace(' ', "|"),
     );
     for (label, cmd) in commands() {
-        let mut words: Vec<String> = Vec::new();
-        for opt in options(cmd) {
-            words.extend(opt.short.map(|c| format!("-{c}")));
-            words.push(format!("--{}", opt.long));
-        }
-        words.extend(["-h", "--help", "-V", "--version"].map(String::from));
+        let words =
+            options(cmd).flat_map(|o| o.short.map(|c| format!("-{c}")).into_iter().chain([format!("--{}", o.long)]));
+        let words: Vec<String> = words.chain(["-h", "--help", "-V", "--version"].map(String::from)).collect();
         let _ = writeln!(s, "        {label}) opts=\"{}\" ;;", words.join(" "));
     }
     let _ = write!(

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::help::{after_help, names, opt_help, ABOUT};
-use super::table::{bit, OPTS, RUN};
+use super::table::{bit, Opt, OPTS, RUN};
 use super::{usage, SubName};
 
 const DESCRIPTION: &str = "A container entrypoint for GPU training over RDMA: it finds the pod's own RDMA \
@@ -72,11 +72,8 @@ pub fn man_page() -> String {
         for opt in OPTS.iter().filter(|o| o.scope & cmd != 0 && o.scope & RUN == 0) {
             item(&mut out, &names(opt), &opt_help(opt, true));
         }
-        let shared: Vec<String> = OPTS
-            .iter()
-            .filter(|o| o.scope & cmd != 0 && o.scope & RUN != 0)
-            .map(|o| o.short.map_or_else(|| format!("--{}", o.long), |c| format!("--{} (-{c})", o.long)))
-            .collect();
+        let name = |o: &Opt| o.short.map_or_else(|| format!("--{}", o.long), |c| format!("--{} (-{c})", o.long));
+        let shared: Vec<String> = OPTS.iter().filter(|o| o.scope & cmd != 0 && o.scope & RUN != 0).map(name).collect();
         if !shared.is_empty() {
             let _ = writeln!(out, ".PP\n{}", roff(&format!("Also the run's {}, as under OPTIONS.", shared.join(", "))));
         }

@@ -206,13 +206,8 @@ pub const READ_ELSEWHERE: &[&str] = &["NCCL_WRAP_LOG", "NCCL_WRAP_TEST_RUNNER"];
 /// The `NCCL_WRAP_*` variables among `names` that nothing reads, each with the closest known
 /// name when one is near (`NCCL_WRAP_REQUIRE_RDAM` -> `NCCL_WRAP_REQUIRE_RDMA`).
 pub fn unknown_variables<'a>(names: impl IntoIterator<Item = &'a OsStr>) -> Vec<Problem> {
-    let known = || {
-        OPTS.iter()
-            .map(|o| o.var)
-            .filter(|v| !v.is_empty())
-            .chain(ALIASES.iter().map(|a| a.1))
-            .chain(READ_ELSEWHERE.iter().copied())
-    };
+    let vars = || OPTS.iter().map(|o| o.var).filter(|v| !v.is_empty());
+    let known = || vars().chain(ALIASES.iter().map(|a| a.1)).chain(READ_ELSEWHERE.iter().copied());
     let mut out: Vec<Problem> = Vec::new();
     for name in names {
         let name = name.to_string_lossy();

@@ -6,12 +6,8 @@ use nw_nccl::gid as nccl_gid;
 use nw_observe::detect::netif::Owner;
 
 pub(super) fn roce_ports(plan: &Plan) -> Vec<(&Device, &PortFacts)> {
-    plan.detection
-        .devices
-        .iter()
-        .flat_map(|d| d.ports.iter().map(move |p| (d, p)))
-        .filter(|(_, p)| p.link_layer.as_deref() == Some("Ethernet"))
-        .collect()
+    let ports = plan.detection.devices.iter().flat_map(|d| d.ports.iter().map(move |p| (d, p)));
+    ports.filter(|(_, p)| p.link_layer.as_deref() == Some("Ethernet")).collect()
 }
 
 /// `gids/<i>` and `gid_attrs/types/<i>` of one port: each file and what it holds.

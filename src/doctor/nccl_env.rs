@@ -28,13 +28,8 @@ pub(super) fn visible_ports(inp: &Inputs) -> Vec<(String, Vec<u32>)> {
         d.devices.iter().map(|x| (x.name.clone(), x.ports.iter().map(|p| p.port).collect())).collect();
     for name in &d.not_ours {
         let mut problems = Vec::new();
-        let ports = inp
-            .sysfs
-            .list(&format!("class/infiniband/{name}/ports"), &mut problems)
-            .into_iter()
-            .filter_map(|p| p.parse().ok())
-            .collect();
-        all.push((name.clone(), ports));
+        let listed = inp.sysfs.list(&format!("class/infiniband/{name}/ports"), &mut problems);
+        all.push((name.clone(), listed.into_iter().filter_map(|p| p.parse().ok()).collect()));
     }
     all.sort_unstable_by(|a, b| nw_observe::detect::names::natural_cmp(&a.0, &b.0));
     all
@@ -67,18 +62,12 @@ pub(super) fn ib_hca(inp: &Inputs) -> Check {
     let list = List::parse(&user);
     let visible = visible_ports(inp);
     let names: Vec<&str> = visible.iter().map(|(n, _)| n.as_str()).collect();
-    let selected: Vec<String> = visible
-        .iter()
-        .flat_map(|(n, ports)| ports.iter().map(move |p| (n, *p)))
-        .filter(|(n, p)| list.selects(n, Some(i64::from(*p))))
-        .map(|(n, p)| format!("{n}:{p}"))
-        .collect();
+    let ports = visible.iter().flat_map(|(n, ports)| ports.iter().map(move |p| (n, *p)));
+    let selected: Vec<String> =
+        ports.filter(|(n, p)| list.selects(n, Some(i64::from(*p)))).map(|(n, p)| format!("{n}:{p}")).collect();
     let pod_names: Vec<&str> = plan.detection.devices.iter().map(|d| d.name.as_str()).collect();
-    let foreign: Vec<&str> = selected
-        .iter()
-        .map(String::as_str)
-        .filter(|s| !pod_names.iter().any(|n| s.split(':').next() == Some(*n)))
-        .collect();
+    let pod_port = |s: &&str| pod_names.iter().any(|n| s.split(':').next() == Some(*n));
+    let foreign: Vec<&str> = selected.iter().map(String::as_str).filter(|s| !pod_port(s)).collect();
     let missing: Vec<&str> = ours.iter().filter(|p| !selected.contains(p)).map(String::as_str).collect();
     let head = format!("NCCL_IB_HCA={user} (set in the environment, kept) selects");
     let empty = ["nothing", "NCCL will find no IB device and fall back to TCP sockets silently"];

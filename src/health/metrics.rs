@@ -40,11 +40,8 @@ impl Out {
         let _ = writeln!(self.text, "# TYPE nccl_wrap_{name} {kind}");
         for (labels, value) in samples {
             let _ = write!(self.text, "nccl_wrap_{name}");
-            let labels: Vec<String> = labels
-                .iter()
-                .filter(|(_, v)| !v.is_empty())
-                .map(|(k, v)| format!("{k}=\"{}\"", escape_value(v)))
-                .collect();
+            let shown = labels.iter().filter(|(_, v)| !v.is_empty());
+            let labels: Vec<String> = shown.map(|(k, v)| format!("{k}=\"{}\"", escape_value(v))).collect();
             if !labels.is_empty() {
                 let _ = write!(self.text, "{{{}}}", labels.join(","));
             }

@@ -112,25 +112,19 @@ impl Health {
 
     /// `ethernet`, `infiniband` or `mixed`, over every port.
     pub fn link_layer(&self) -> Option<&'static str> {
-        let seen: std::collections::BTreeSet<&'static str> = self
-            .ports
-            .iter()
-            .filter_map(|p| match p.link_layer.as_deref() {
-                Some("Ethernet") => Some("ethernet"),
-                Some("InfiniBand") => Some("infiniband"),
-                _ => None,
-            })
-            .collect();
+        let word = |p: &PortHealth| match p.link_layer.as_deref() {
+            Some("Ethernet") => Some("ethernet"),
+            Some("InfiniBand") => Some("infiniband"),
+            _ => None,
+        };
+        let seen: std::collections::BTreeSet<&'static str> = self.ports.iter().filter_map(word).collect();
         (seen.len() > 1).then_some("mixed").or(seen.first().copied())
     }
 
     /// The slowest usable port's rate in Gb/s.
     pub fn min_rate_gbps(&self) -> Option<f64> {
-        self.ports
-            .iter()
-            .filter(|p| p.usable)
-            .filter_map(|p| parse_rate_gbps(p.rate.as_deref()?))
-            .min_by(|a, b| a.total_cmp(b))
+        let rates = self.ports.iter().filter(|p| p.usable).filter_map(|p| parse_rate_gbps(p.rate.as_deref()?));
+        rates.min_by(|a, b| a.total_cmp(b))
     }
 
     /// The worst status of each check id.

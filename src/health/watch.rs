@@ -226,16 +226,12 @@ fn agent(r: &Roots, opts: &Options, verbs: &dyn Verbs) -> Result<u8, String> {
 
 /// The line people read: healthy or not, usable ports, and what fails.
 pub fn verdict(h: &Health) -> String {
-    let failing: Vec<String> = h
-        .checks
-        .iter()
-        .filter(|(_, s)| **s == Status::Fail)
-        .map(|(k, _)| match (&k.device, k.port) {
-            (Some(d), Some(p)) => format!("{} {d}:{p}", k.id),
-            (Some(d), None) => format!("{} {d}", k.id),
-            _ => k.id.to_string(),
-        })
-        .collect();
+    let failing = h.checks.iter().filter(|(_, s)| **s == Status::Fail).map(|(k, _)| match (&k.device, k.port) {
+        (Some(d), Some(p)) => format!("{} {d}:{p}", k.id),
+        (Some(d), None) => format!("{} {d}", k.id),
+        _ => k.id.to_string(),
+    });
+    let failing: Vec<String> = failing.collect();
     let state = if h.healthy { "healthy" } else { "NOT healthy" };
     let failing = if failing.is_empty() { String::new() } else { format!("; failing: {}", failing.join(", ")) };
     format!("{state}: {} of {} RDMA port(s) usable{failing}", h.usable(), h.ports.len())
