@@ -41,6 +41,7 @@ mod uverbs;
 
 pub use human::human;
 use nw_observe::detect::topology::{self, Place, Relation};
+pub use nw_observe::observation::View;
 
 /// NCCL registers at least its own communication buffers; a limit below this refuses them.
 pub const REGISTER_BYTES: u64 = 64 << 20;
@@ -139,7 +140,7 @@ pub fn main(inp: &Inputs, form: Form, after: impl FnOnce(&Report) -> Result<(), 
 
 /// [`main`], its error the line that says why doctor could not finish.
 fn report_then(inp: &Inputs, form: Form, after: impl FnOnce(&Report) -> Result<(), String>) -> Result<u8, String> {
-    let report = run_scoped(inp, Scope::Pod).map_err(|e| format!("doctor cannot run: {e}"))?;
+    let report = run_scoped(inp, View::Pod).map_err(|e| format!("doctor cannot run: {e}"))?;
     let text = match form {
         Form::Json => {
             serde_json::to_string(&report).map_err(|e| format!("doctor cannot serialise its report: {e}"))? + "\n"
@@ -153,17 +154,11 @@ fn report_then(inp: &Inputs, form: Form, after: impl FnOnce(&Report) -> Result<(
     Ok(report.exit)
 }
 
-/// Which checks run: a pod's doctor runs every family; the node agent only those about the node
-/// (not one container's `/dev`, environment and verbs, nor the addresses a pod's rails carry).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    Pod,
-    Node,
-}
-
-/// Runs the check families of `scope`, in doctor's order.
-pub fn run_scoped(inp: &Inputs, scope: Scope) -> Result<Report, DoctorError> {
-    let pod = scope == Scope::Pod;
+/// Runs the check families of `view`, in doctor's order: a pod's doctor runs every family; the
+/// node agent only those about the node (not one container's `/dev`, environment and verbs, nor
+/// the addresses a pod's rails carry).
+pub fn run_scoped(inp: &Inputs, view: View) -> Result<Report, DoctorError> {
+    let pod = view == View::Pod;
     let root = inp.sysfs.path("");
     match std::fs::metadata(&root) {
         Ok(m) if m.is_dir() => {}
@@ -317,7 +312,7 @@ mod tests {
             selftest: Some(&SelftestOptions { buffer_bytes: 1 << 20, timeout_ms: 2000 }),
             addrs: &|| Ok(Vec::new()),
         };
-        let report = run_scoped(&inp, Scope::Pod).expect("doctor runs");
+        let report = run_scoped(&inp, View::Pod).expect("doctor runs");
         let st: Vec<(String, Status)> = report
             .checks
             .iter()
@@ -358,7 +353,7 @@ mod tests {
             selftest: Some(&SelftestOptions { buffer_bytes: 1 << 20, timeout_ms: 2000 }),
             addrs: &|| Ok(Vec::new()),
         };
-        let report = run_scoped(&inp, Scope::Pod).expect("doctor runs");
+        let report = run_scoped(&inp, View::Pod).expect("doctor runs");
         let mlx5_11 = report.checks.iter().find(|c| c.id == "selftest" && c.summary.starts_with("mlx5_11"));
         assert!(
             mlx5_11.is_some_and(|c| c.status == Status::Warn && c.summary.ends_with(&format!("not run: {reason}"))),

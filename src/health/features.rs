@@ -56,7 +56,7 @@ pub fn render(h: &Health, written_by: &str, now: u64, expiry: Option<u64>) -> (S
         out,
         "# nccl-wrap {}: RDMA health of this node ({} view), written by `{written_by}` at {}; names: docs/health.md",
         env!("CARGO_PKG_VERSION"),
-        h.view.name(),
+        super::view_name(h.view),
         rfc3339(now)
     );
     if let Some(t) = expiry {

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::{Health, View};
+use super::{view_name, Health, View};
 use crate::doctor::{status_word, Status};
 
 /// What the writer knows besides the health value.
@@ -88,7 +88,7 @@ pub fn status_value(s: Status) -> f64 {
 /// The whole file.
 pub fn render(h: &Health, round: &Round) -> String {
     let mut o = Out { text: String::new() };
-    let version = vec![("version", env!("CARGO_PKG_VERSION").to_string()), ("view", h.view.name().to_string())];
+    let version = vec![("version", env!("CARGO_PKG_VERSION").to_string()), ("view", view_name(h.view).to_string())];
     o.family(
         "info",
         "gauge",

@@ -13,26 +13,18 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::doctor::{Report, Status};
+use crate::doctor::{Report, Status, View};
 use nw_decide::Plan;
 use nw_observe::detect::sysfs::Sysfs;
 use nw_pid1::memlock::Memlock;
 
 pub use counters::Counter;
 
-/// Whose view the figures are: a pod's devices (doctor) or the node's (watch).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum View {
-    Pod,
-    Node,
-}
-
-impl View {
-    pub fn name(self) -> &'static str {
-        match self {
-            View::Pod => "pod",
-            View::Node => "node",
-        }
+/// Whose view the figures are, as the files name it: a pod's devices (doctor) or the node's (watch).
+pub fn view_name(view: View) -> &'static str {
+    match view {
+        View::Pod => "pod",
+        View::Node => "node",
     }
 }
 

@@ -10,7 +10,7 @@ use nix::libc;
 
 use super::metrics::Round;
 use super::{read_counters, ring, summarize, write_outputs, Facts, Health, Outputs, View};
-use crate::doctor::{self, DoctorError, Scope, Status};
+use crate::doctor::{self, DoctorError, Status};
 use nw_decide as plan;
 use nw_observe::detect::gid_source::SysfsOnly;
 use nw_observe::detect::sysfs::Sysfs;
@@ -85,7 +85,7 @@ pub fn round(
         // Node-scope checks ask for no pod addresses (whose GID entry is a pod's question).
         addrs: &|| Ok(Vec::new()),
     };
-    let report = doctor::run_scoped(&inp, Scope::Node)?;
+    let report = doctor::run_scoped(&inp, View::Node)?;
     let counters = read_counters(r.sysfs, plan);
     Ok(summarize(&Facts { view: View::Node, plan, report: &report, memlock, counters: &counters, skipped }))
 }
