@@ -44,9 +44,9 @@ fn start() -> u8 {
     if let Some(filter) = std::env::var_os("NCCL_WRAP_LOG") {
         env_logger::Builder::new().parse_filters(&filter.to_string_lossy()).target(env_logger::Target::Stderr).init();
     }
+    let sysfs = detect::sysfs::Sysfs::new(&cli.opts.sysfs_root);
     if let Some(Sub::Watch(w)) = &cli.sub {
         // The node agent runs its own detection every round, in the node's view.
-        let sysfs = detect::sysfs::Sysfs::new(&cli.opts.sysfs_root);
         let roots = health::watch::Roots {
             sysfs: &sysfs,
             proc_root: &cli.opts.proc_root,
@@ -70,7 +70,6 @@ fn start() -> u8 {
     // Observe: every read any decision needs; devices opened through ibverbs are closed before
     // the plan, never held while the job runs.
     let (mut prefs, pref_warnings) = plan::gid_prefs(&vars);
-    let sysfs = detect::sysfs::Sysfs::new(&cli.opts.sysfs_root);
     let dra_metadata = cli::configs::dra_metadata_root(&cli.opts);
     let roots = cli::configs::roots(&cli.opts, &sysfs, &dra_metadata);
     let opened = cli::configs::verbs_skipped(&cli.opts).is_none().then(verbs::Opened::new);

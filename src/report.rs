@@ -13,8 +13,6 @@ use nw_observe::detect::userspace::Provider;
 use nw_output::msg::PREFIX;
 use nw_pid1::memlock::Memlock;
 
-pub use nw_output::status::Status;
-
 /// The summary printed before the command runs. `quiet` keeps only warnings.
 pub fn summary(plan: &Plan, memlock: &Memlock, quiet: bool) -> String {
     let mut out = String::new();

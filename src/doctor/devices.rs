@@ -73,7 +73,6 @@ pub(super) fn ports(inp: &Inputs) -> Vec<Check> {
             continue;
         }
         for p in &dev.ports {
-            let at = |attr: &str| inp.sysfs.path(&format!("{base}/{}/{attr}", p.port));
             let mut what = format!(
                 "{}:{} {} ({}), {}, {}",
                 dev.name,
@@ -106,13 +105,12 @@ pub(super) fn ports(inp: &Inputs) -> Vec<Check> {
                     "check the cable and the switch port (ibstat, `ip link` on its net device); for a VF, the PF's link and the VF's link state (`ip link set <pf> vf <n> state auto`); physical state Disabled means the port was disabled administratively (ibportstate, switch configuration)",
                 ),
             };
-            c = c
-                .ev("device", dev.name.as_str())
-                .ev("port", p.port)
-                .ev("state", file(&at("state"), p.state.as_deref()))
-                .ev("phys_state", file(&at("phys_state"), p.phys_state.as_deref()))
-                .ev("link_layer", file(&at("link_layer"), p.link_layer.as_deref()))
-                .ev("rate", file(&at("rate"), p.rate.as_deref()));
+            c = c.ev("device", dev.name.as_str()).ev("port", p.port);
+            let files =
+                [("state", &p.state), ("phys_state", &p.phys_state), ("link_layer", &p.link_layer), ("rate", &p.rate)];
+            for (attr, value) in files {
+                c = c.ev(attr, file(&inp.sysfs.path(&format!("{base}/{}/{attr}", p.port)), value.as_deref()));
+            }
             if !p.problems.is_empty() {
                 c = c.ev("problems", json!(p.problems));
             }

@@ -35,14 +35,7 @@ pub const HELLO: Duration = Duration::from_millis(500);
 
 /// The largest test a peer may ask an agent to answer (a peer's knobs are its own, within these):
 /// the listener's own settings bound every hello (a larger one is refused, named: [`policy`]).
-pub const ANSWER: Settings = Settings {
-    all_pairs: true,
-    bytes: 1 << 20,
-    iters: 1000,
-    duration_ms: 500,
-    timeout: Duration::from_secs(2),
-    gate: None,
-};
+pub const ANSWER: Settings = Settings { all_pairs: true, bytes: 1 << 20, iters: 1000, duration_ms: 500, ..LIMITS };
 
 /// `--ring SERVICE[:PORT]` and `--ring-every`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -24,8 +24,6 @@ use nw_pairtest::Settings;
 pub const EXIT_PASS: u8 = 0;
 pub const EXIT_FAILED: u8 = 1;
 pub const EXIT_CANNOT_RUN: u8 = 2;
-/// The ring's default TCP port (perftest's).
-pub const DEFAULT_PORT: u16 = 18515;
 
 /// What to do: connect to `target`, listen on `listen`, or both in a ring.
 #[derive(Debug, Clone)]
