@@ -243,25 +243,18 @@ fn distance(a: &str, b: &str) -> usize {
     if a.len().abs_diff(b.len()) > 8 || a.len() > 128 {
         return usize::MAX;
     }
-    let w = b.len() + 1;
-    let mut d = vec![0usize; (a.len() + 1) * w];
-    for i in 0..=a.len() {
-        for j in 0..=b.len() {
-            d[i * w + j] = if i == 0 {
-                j
-            } else if j == 0 {
-                i
-            } else {
-                let cost = usize::from(a[i - 1] != b[j - 1]);
-                let mut v = (d[(i - 1) * w + j] + 1).min(d[i * w + j - 1] + 1).min(d[(i - 1) * w + j - 1] + cost);
-                if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                    v = v.min(d[(i - 2) * w + j - 2] + 1);
-                }
-                v
-            };
+    // The first row and column are the distance from an empty prefix: `i + j` where one is 0.
+    let mut d: Vec<Vec<usize>> = (0..=a.len()).map(|i| (0..=b.len()).map(|j| i + j).collect()).collect();
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            d[i][j] = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
+            }
         }
     }
-    d[a.len() * w + b.len()]
+    d[a.len()][b.len()]
 }
 
 /// What the problems mean for a run of the command.

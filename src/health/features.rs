@@ -79,13 +79,9 @@ pub fn render(h: &Health, written_by: &str, now: u64, expiry: Option<u64>) -> (S
 pub fn label_name_error(key: &str) -> Option<String> {
     let (prefix, name) = key.split_once('/').map_or((None, key), |(p, n)| (Some(p), n));
     if let Some(p) = prefix {
-        let label_ok = |l: &str| {
-            !l.is_empty()
-                && l.len() <= 63
-                && l.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
-                && !l.starts_with('-')
-                && !l.ends_with('-')
-        };
+        let dns = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-';
+        let label_ok =
+            |l: &str| (1..=63).contains(&l.len()) && l.bytes().all(dns) && !l.starts_with('-') && !l.ends_with('-');
         if p.is_empty() || p.len() > 253 || !p.split('.').all(label_ok) {
             return Some(format!("prefix {p:?} is not a DNS subdomain"));
         }
@@ -103,20 +99,15 @@ pub fn label_value_error(value: &str) -> Option<String> {
 
 /// At most 63 characters of `[A-Za-z0-9_.-]`, alphanumeric at both ends.
 fn segment_error(s: &str) -> Option<&'static str> {
-    if s.is_empty() {
-        return Some("is empty");
-    }
-    if s.len() > 63 {
-        return Some("is longer than 63 characters");
-    }
-    if !s.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.')) {
-        return Some("has characters outside [A-Za-z0-9_.-]");
-    }
     let ends = |c: Option<u8>| c.is_some_and(|c| c.is_ascii_alphanumeric());
-    if !ends(s.bytes().next()) || !ends(s.bytes().last()) {
-        return Some("does not begin and end with [A-Za-z0-9]");
-    }
-    None
+    let allowed = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.');
+    let faults = [
+        (s.is_empty(), "is empty"),
+        (s.len() > 63, "is longer than 63 characters"),
+        (!s.bytes().all(allowed), "has characters outside [A-Za-z0-9_.-]"),
+        (!ends(s.bytes().next()) || !ends(s.bytes().last()), "does not begin and end with [A-Za-z0-9]"),
+    ];
+    faults.into_iter().find(|(fault, _)| *fault).map(|(_, why)| why)
 }
 
 /// `2026-11-23T18:30:00Z` for Unix seconds (UTC).

@@ -85,10 +85,8 @@ pub fn expand(template: &str, index: u32) -> Result<String, RingError> {
 
 /// At most 253 bytes of `[A-Za-z0-9.-]`, not starting with `-` or `.`.
 pub fn is_host_name(host: &str) -> bool {
-    !host.is_empty()
-        && host.len() <= 253
-        && host.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
-        && !host.starts_with(['-', '.'])
+    let allowed = |b: u8| b.is_ascii_alphanumeric() || b == b'.' || b == b'-';
+    (1..=253).contains(&host.len()) && host.bytes().all(allowed) && !host.starts_with(['-', '.'])
 }
 
 #[cfg(test)]
