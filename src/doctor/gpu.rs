@@ -49,16 +49,13 @@ pub(super) fn kernel_version(text: &str) -> Option<(u32, u32)> {
 
 /// The pod's NICs that carry traffic (falling back to all the pod's devices), placed.
 pub(super) fn chosen_nics(inp: &Inputs) -> Vec<(String, Place)> {
-    let plan = inp.plan;
+    let all = &inp.plan.detection.devices;
     let used: Vec<&Device> =
-        plan.detection.devices.iter().filter(|d| plan.decisions.iter().any(|x| x.used && x.device == d.name)).collect();
-    let devs: Vec<&Device> = if used.is_empty() { plan.detection.devices.iter().collect() } else { used };
-    devs.into_iter()
-        .filter_map(|d| {
-            let pci = pci_function(inp.sysfs, &d.attachment)?;
-            topology::place(inp.sysfs, &pci).map(|p| (d.name.clone(), p))
-        })
-        .collect()
+        all.iter().filter(|d| inp.plan.decisions.iter().any(|x| x.used && x.device == d.name)).collect();
+    let devs = if used.is_empty() { all.iter().collect() } else { used };
+    let place =
+        |d: &&Device| Some((d.name.clone(), topology::place(inp.sysfs, &pci_function(inp.sysfs, &d.attachment)?)?));
+    devs.iter().filter_map(place).collect()
 }
 
 pub(super) fn placement(inp: &Inputs, gpus: &[Place]) -> Check {
