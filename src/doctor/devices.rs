@@ -5,11 +5,6 @@ use super::*;
 pub(super) fn check(inp: &Inputs) -> Check {
     let d = &inp.plan.detection;
     let class = inp.sysfs.path("class/infiniband");
-    let sources: Vec<Value> = d
-        .sources
-        .iter()
-        .map(|s| json!({"source": s.source, "status": s.status, "inputs": s.inputs, "problems": s.problems}))
-        .collect();
     let devs: Vec<Value> = d
         .devices
         .iter()
@@ -48,7 +43,7 @@ pub(super) fn check(inp: &Inputs) -> Check {
     };
     let mut c = c
         .ev("source", json!(d.source))
-        .ev("sources", sources)
+        .ev("sources", json!(d.sources))
         .ev("devices", devs)
         .ev("not_ours", json!(nw_observe::detect::names::sorted_natural(&d.not_ours)))
         .ev("class_infiniband", class.display().to_string());
