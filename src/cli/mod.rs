@@ -75,7 +75,6 @@ impl SubName {
     }
 }
 
-/// A command's usage line: a subcommand's, or the run's.
 pub fn usage(sub: Option<SubName>) -> String {
     match sub {
         None => "nccl-wrap [OPTIONS] -- COMMAND [ARGS]...".into(),

@@ -37,7 +37,6 @@ pub(super) fn visible_ports(inp: &Inputs) -> Vec<(String, Vec<u32>)> {
 
 pub(super) fn ib_hca(inp: &Inputs) -> Check {
     let plan = inp.plan;
-    let ours: Vec<String> = plan.hca.clone();
     let pass = |summary: String| Check::new("nccl-env", Status::Pass, summary).ev("variable", IB_HCA);
     let Some(var) = plan.vars.iter().find(|v| v.name == IB_HCA) else {
         // Not in the plan: no usable port, so nccl-wrap sets NCCL_IB_DISABLE=1 instead.
@@ -50,7 +49,7 @@ pub(super) fn ib_hca(inp: &Inputs) -> Check {
         };
     };
     let base =
-        |c: Check| c.ev("variable", IB_HCA).ev("pod_ports", json!(ours)).ev("nccl_wrap_value", var.value.as_str());
+        |c: Check| c.ev("variable", IB_HCA).ev("pod_ports", json!(plan.hca)).ev("nccl_wrap_value", var.value.as_str());
     let user = match (&var.previous, &var.action) {
         (None, _) => return base(pass(format!("NCCL_IB_HCA not set; nccl-wrap sets it exactly: {}", var.value))),
         (Some(prev), Action::Override) => {
@@ -68,7 +67,7 @@ pub(super) fn ib_hca(inp: &Inputs) -> Check {
     let pod_names: Vec<&str> = plan.detection.devices.iter().map(|d| d.name.as_str()).collect();
     let pod_port = |s: &&str| pod_names.iter().any(|n| s.split(':').next() == Some(*n));
     let foreign: Vec<&str> = selected.iter().map(String::as_str).filter(|s| !pod_port(s)).collect();
-    let missing: Vec<&str> = ours.iter().filter(|p| !selected.contains(p)).map(String::as_str).collect();
+    let missing: Vec<&str> = plan.hca.iter().filter(|p| !selected.contains(p)).map(String::as_str).collect();
     let head = format!("NCCL_IB_HCA={user} (set in the environment, kept) selects");
     let empty = ["nothing", "NCCL will find no IB device and fall back to TCP sockets silently"];
     let (mut status, mut findings) = selection(&list, &names, &head, &selected.join(", "), empty);

@@ -85,7 +85,6 @@ pub fn status_value(s: Status) -> f64 {
     f64::from(s as u8)
 }
 
-/// The whole file.
 pub fn render(h: &Health, round: &Round) -> String {
     let mut o = Out { text: String::new() };
     let version = vec![("version", env!("CARGO_PKG_VERSION").to_string()), ("view", view_name(h.view).to_string())];

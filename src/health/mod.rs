@@ -130,7 +130,6 @@ impl Health {
     }
 }
 
-/// What `summarize` reads.
 pub struct Facts<'a> {
     pub view: View,
     pub plan: &'a Plan,

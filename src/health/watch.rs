@@ -38,7 +38,6 @@ pub struct Options {
     pub ring: Option<ring::Config>,
 }
 
-/// The roots a round reads.
 pub struct Roots<'a> {
     pub sysfs: &'a Sysfs,
     pub proc_root: &'a Path,
