@@ -146,12 +146,10 @@ fn item(out: &mut String, name: &str, text: &str, long: bool) {
         return wrap(out, text, 10, 10);
     }
     const COLUMN: usize = 32;
-    let _ = write!(out, "  {name}");
-    let at = name.len() + 2;
-    if at + 2 > COLUMN {
-        let _ = write!(out, "\n{:COLUMN$}", "");
+    if name.len() + 4 > COLUMN {
+        let _ = write!(out, "  {name}\n{:COLUMN$}", "");
     } else {
-        let _ = write!(out, "{:1$}", "", COLUMN - at);
+        let _ = write!(out, "  {name:<0$}", COLUMN - 2);
     }
     wrap(out, text, COLUMN, COLUMN);
 }

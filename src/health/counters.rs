@@ -13,11 +13,7 @@ static NAMED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
 
 /// Whether `problem` is named for the first time; at most 1,024 are remembered.
 fn first_time(problem: &str) -> bool {
-    let Ok(mut named) = NAMED.lock() else { return false };
-    if named.contains(problem) || named.len() >= 1024 {
-        return false;
-    }
-    named.insert(problem.to_string())
+    NAMED.lock().is_ok_and(|mut named| named.len() < 1024 && named.insert(problem.to_string()))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
