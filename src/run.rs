@@ -121,10 +121,8 @@ pub fn run(
         }
     }
     if cli.opts.require_memlock && !memlock.sufficient() {
-        return refuse(
-            config,
-            format!("--require-memlock (NCCL_WRAP_REQUIRE_MEMLOCK) is set and {}", memlock.describe()),
-        );
+        let why = format!("--require-memlock (NCCL_WRAP_REQUIRE_MEMLOCK) is set and {}", memlock.describe());
+        return refuse(config, why);
     }
     let mut pruned = None;
     // A pod that could not drop a rail refuses before it joins: the job then refuses on every

@@ -414,10 +414,7 @@ impl Cli {
                 return fail(sub, kind);
             }
         }
-        for (index, opt) in OPTS.iter().enumerate() {
-            if given[index] || opt.var.is_empty() || opt.scope & bit(sub) == 0 {
-                continue;
-            }
+        for (opt, _) in OPTS.iter().zip(&given).filter(|(o, g)| !**g && !o.var.is_empty() && o.scope & bit(sub) != 0) {
             let names = std::iter::once(opt.var)
                 .chain(ALIASES.iter().filter(|(_, _, to)| *to == opt.long).map(|(_, var, _)| *var));
             let set = |v: &OsString| !v.is_empty() || opt.ty.empty_is_set();

@@ -237,7 +237,6 @@ from_val! {
     usize: Val::Num(n) => n.try_into().ok(),
 }
 
-/// One option.
 pub(super) struct Opt {
     pub long: &'static str,
     pub short: Option<char>,
