@@ -163,9 +163,7 @@ pub fn all_warnings(plan: &Plan) -> Vec<String> {
     let d = &plan.detection;
     let mut w: Vec<String> = d.sources.iter().flat_map(|s| s.problems.iter().cloned()).collect();
     w.extend(d.warnings.iter().cloned());
-    for dev in &d.devices {
-        w.extend(dev.problems.iter().map(|p| format!("{}: {p}", dev.name)));
-    }
+    w.extend(d.devices.iter().flat_map(|dev| dev.problems.iter().map(|p| format!("{}: {p}", dev.name))));
     w.extend(plan.warnings.iter().cloned());
     w
 }

@@ -39,22 +39,16 @@ pub fn human(inp: &Inputs, report: &Report, quiet: bool) -> String {
 /// for the rest.
 pub(super) fn evidence_lines(ev: &Map<String, Value>) -> Vec<String> {
     let mut out = Vec::new();
-    for (k, v) in ev {
-        evidence_walk(k, v, &mut out);
-    }
+    ev.iter().for_each(|(k, v)| evidence_walk(k, v, &mut out));
     out
 }
 
 pub(super) fn evidence_walk(key: &str, v: &Value, out: &mut Vec<String>) {
     match v {
         Value::Object(o) if o.contains_key("file") => out.push(file_line(o)),
-        Value::Object(o) => {
-            for (k, x) in o {
-                evidence_walk(&format!("{key}.{k}"), x, out);
-            }
-        }
+        Value::Object(o) => o.iter().for_each(|(k, x)| evidence_walk(&format!("{key}.{k}"), x, out)),
         Value::Array(a) if a.iter().any(Value::is_object) => {
-            out.push(format!("{key}: {} entries (--json shows them)", a.len()));
+            out.push(format!("{key}: {} entries (--json shows them)", a.len()))
         }
         Value::String(s) => out.push(format!("{key}: {s}")),
         other => out.push(format!("{key}: {other}")),
