@@ -28,9 +28,8 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
             continue;
         };
         let group_rel = format!("bus/pci/devices/{pci}/iommu_group");
-        let group = std::fs::read_link(inp.sysfs.path(&group_rel))
-            .ok()
-            .and_then(|l| l.file_name().and_then(|n| n.to_str()).map(String::from));
+        let link = std::fs::read_link(inp.sysfs.path(&group_rel)).ok();
+        let group = link.and_then(|l| l.file_name().and_then(|n| n.to_str()).map(String::from));
         let type_path = inp.sysfs.path(&format!("{group_rel}/type"));
         let ty = inp.sysfs.attr(&format!("{group_rel}/type")).ok();
         let (status, summary, hint) = match (&group, ty.as_deref()) {

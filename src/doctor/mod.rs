@@ -17,7 +17,7 @@ use nw_decide::{Action, Plan};
 use nw_nccl::env::{IB_DISABLE, IB_GID_INDEX, IB_HCA};
 use nw_nccl::list::List;
 use nw_observe::detect::port::PortFacts;
-use nw_observe::detect::sysfs::{read_attr, Attachment, Sysfs};
+use nw_observe::detect::sysfs::{looks_like_pci, read_attr, Attachment, Sysfs};
 use nw_observe::detect::{Device, Vars};
 use nw_observe::verbs::{SelftestOptions, Verbs, VerbsError};
 use nw_output::msg::PREFIX;
@@ -217,8 +217,7 @@ fn pci_function(sysfs: &Sysfs, att: &Attachment) -> Option<String> {
         Attachment::Vf { pci, .. } | Attachment::Pf { pci } => Some(pci.clone()),
         Attachment::Sf { id } => {
             let link = std::fs::read_link(sysfs.path(&format!("bus/auxiliary/devices/{id}"))).ok()?;
-            let parts: Vec<&str> = link.iter().filter_map(|c| c.to_str()).collect();
-            parts.iter().rev().find(|c| nw_observe::detect::sysfs::looks_like_pci(c)).map(|s| s.to_string())
+            link.iter().filter_map(|c| c.to_str()).rev().find(|c| looks_like_pci(c)).map(String::from)
         }
         Attachment::Software { .. } | Attachment::Unknown => None,
     }

@@ -37,7 +37,7 @@ fn read(sysfs: &Sysfs, pci: &str) -> Option<(Link, Link, String)> {
     // A VF: its PF's link.
     let pf = std::fs::read_link(sysfs.path(&format!("{dir}/physfn"))).ok()?;
     let pf = pf.file_name()?.to_str()?.to_string();
-    nw_observe::detect::sysfs::looks_like_pci(&pf).then_some(())?;
+    looks_like_pci(&pf).then_some(())?;
     get(&format!("bus/pci/devices/{pf}")).map(|(c, m)| (c, m, pf))
 }
 
