@@ -273,11 +273,7 @@ pub fn verdict(cli: &Cli) -> Verdict {
         || cli.problems.iter().any(|p| p.long == Some("gate") && p.belongs == Belongs::Switch);
     let mut out = Verdict { ignored: Vec::new(), refusal: None };
     for p in &cli.problems {
-        let refuses = match p.belongs {
-            Belongs::Switch => true,
-            Belongs::Gate => gate_asked,
-            Belongs::Other => false,
-        };
+        let refuses = p.belongs == Belongs::Switch || (p.belongs == Belongs::Gate && gate_asked);
         if refuses && out.refusal.is_none() {
             out.refusal = Some(refusal(p));
         } else if !refuses {
