@@ -7,7 +7,6 @@ use super::help::first;
 use super::table::{bit, Opt, Ty, OPTS};
 use super::SubName;
 
-/// The shells a script is written for.
 pub const SHELLS: [&str; 3] = ["bash", "zsh", "fish"];
 
 /// The completion script for `shell` (one of [`SHELLS`]), or `None` for another.
@@ -21,7 +20,6 @@ fn commands() -> impl Iterator<Item = (&'static str, Option<SubName>)> {
     std::iter::once(("run", None)).chain(SubName::ALL.into_iter().map(|s| (s.name(), Some(s))))
 }
 
-/// A command's options, in the table's order.
 fn options(cmd: Option<SubName>) -> impl Iterator<Item = &'static Opt> {
     OPTS.iter().filter(move |o| o.scope & bit(cmd) != 0)
 }
@@ -44,7 +42,6 @@ fn value(opt: &Opt) -> Value {
     }
 }
 
-/// The subcommands' names, space-separated.
 fn sub_names() -> String {
     SubName::ALL.map(SubName::name).join(" ")
 }

@@ -279,7 +279,6 @@ impl Cli {
         cli
     }
 
-    /// Enters subcommand `name`, with its own options' defaults.
     fn enter(&mut self, name: SubName) {
         self.sub = Some(Sub::blank(name));
         self.defaults(|scope| scope & RUN == 0 && scope & name.bit() != 0);

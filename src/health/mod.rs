@@ -119,7 +119,6 @@ impl Health {
         rates.min_by(|a, b| a.total_cmp(b))
     }
 
-    /// The worst status of each check id.
     pub fn worst_by_id(&self) -> BTreeMap<&'static str, Status> {
         let mut out: BTreeMap<&'static str, Status> = BTreeMap::new();
         for (k, s) in &self.checks {

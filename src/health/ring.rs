@@ -144,7 +144,6 @@ pub struct Pair {
     pub rated_kbps: Option<u64>,
 }
 
-/// What a ring round found.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
     /// No test: no peers resolved, alone, or this node not among them.
@@ -277,12 +276,11 @@ pub fn judged(mut pairs: Vec<Pair>) -> Vec<Pair> {
         .iter()
         .map(|p| Figure { kbps: p.kbps.filter(|_| p.status == Status::Pass), rated_kbps: p.rated_kbps })
         .collect();
-    for (p, s) in pairs.iter_mut().zip(slow::judge(&figures, slow::DEFAULT_PCT)) {
-        if let Some(s) = s {
-            p.status = Status::Warn;
-            p.cause = Some("slow-pair");
-            p.summary = Some(s.summary("this node's rails'"));
-        }
+    let flagged = pairs.iter_mut().zip(slow::judge(&figures, slow::DEFAULT_PCT)).filter_map(|(p, s)| Some((p, s?)));
+    for (p, s) in flagged {
+        p.status = Status::Warn;
+        p.cause = Some("slow-pair");
+        p.summary = Some(s.summary("this node's rails'"));
     }
     pairs
 }

@@ -95,12 +95,9 @@ fn check_usage(inp: &Inputs, opts: &Options) -> Result<(Option<(order::Ring, u16
     opts.test.check().map_err(|e| usage(format!("bad test size: {e}"), "see nccl-wrap ping --help for the ranges"))?;
     // An allow-list that cannot be read is never taken for "anyone": the check does not run.
     let hint = "a comma-separated list of CIDRs, e.g. 10.0.0.0/8,fd00::/8";
-    let allow = match &opts.allow {
-        None => Allow::Anyone,
-        Some(spec) => Allow::Nets(
-            door::parse_allow(spec).map_err(|e| usage(format!("--allow (NCCL_WRAP_PING_ALLOW): {e}"), hint))?,
-        ),
-    };
+    let nets = opts.allow.as_deref().map(door::parse_allow).transpose();
+    let nets = nets.map_err(|e| usage(format!("--allow (NCCL_WRAP_PING_ALLOW): {e}"), hint))?;
+    let allow = nets.map_or(Allow::Anyone, Allow::Nets);
     let ring = match &opts.mode {
         Mode::Connect(target) => {
             exchange::split_target(target).map_err(|e| usage(e.to_string(), "the peer is HOST:PORT"))?;
