@@ -11,9 +11,7 @@ pub(super) fn roce_ports(plan: &Plan) -> Vec<(&Device, &PortFacts)> {
 }
 
 /// `gids/<i>` and `gid_attrs/types/<i>` of one port: each file and what it holds.
-type Entry = (PathBuf, Option<String>, PathBuf, Option<String>);
-
-pub(super) fn gid_entry(sysfs: &Sysfs, dev: &str, port: u32, i: u32) -> Entry {
+fn gid_entry(sysfs: &Sysfs, dev: &str, port: u32, i: u32) -> (PathBuf, Option<String>, PathBuf, Option<String>) {
     let g = format!("class/infiniband/{dev}/ports/{port}/gids/{i}");
     let t = format!("class/infiniband/{dev}/ports/{port}/gid_attrs/types/{i}");
     (sysfs.path(&g), sysfs.attr(&g).ok(), sysfs.path(&t), sysfs.attr(&t).ok())
