@@ -78,11 +78,8 @@ impl Check {
     }
     /// `hint` as the fix, unless the check passes.
     fn fix(self, hint: impl Into<String>) -> Check {
-        if self.status == Status::Pass {
-            self
-        } else {
-            self.hint(hint)
-        }
+        let fails = self.status != Status::Pass;
+        self.hint_opt(Some(hint).filter(|_| fails))
     }
 }
 
