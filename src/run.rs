@@ -51,7 +51,8 @@ pub fn judge(cli: cli::Cli, vars: &Vars) -> Result<cli::Config, u8> {
 
 /// Bad options never cost the job: when a command follows `--`, it runs untouched.
 pub fn bad_usage(e: &cli::CliError, raw: &[OsString], env: &[(OsString, OsString)]) -> u8 {
-    if e.is_answer() {
+    // Help and version are answers, not errors.
+    if matches!(e.kind, cli::ErrorKind::Help(_) | cli::ErrorKind::Version(_)) {
         return print(&format!("{e}\n"));
     }
     eprintln!("{PREFIX} {e}");

@@ -257,13 +257,6 @@ pub enum ErrorKind {
     Usage(String),
 }
 
-impl CliError {
-    /// Help and version are answers, not errors.
-    pub fn is_answer(&self) -> bool {
-        matches!(self.kind, ErrorKind::Help(_) | ErrorKind::Version(_))
-    }
-}
-
 /// A word a value-taking option never takes as its value (`--`, `--long`, `-x`; given inline
 /// instead): an option given no value must not swallow an interlock (`--grace --require-rdma`).
 fn is_option_word(word: &OsStr) -> bool {

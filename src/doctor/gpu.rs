@@ -12,7 +12,6 @@ pub(super) fn gpudirect(inp: &Inputs, gpus: &[Place]) -> Check {
     let kernel = read_attr(&os_path).ok();
     let kernel_ok = kernel.as_deref().and_then(kernel_version).is_some_and(|v| v >= (5, 12));
     let dmabuf = open_modules && kernel_ok;
-    let gpu_list: Vec<&str> = gpus.iter().map(|g| g.pci.as_str()).collect();
     let c = if gpus.is_empty() {
         let summary =
             "no NVIDIA GPU visible in sysfs (vendor 0x10de, class 0x0300xx/0x0302xx): GPUDirect RDMA not checked";
@@ -34,7 +33,7 @@ pub(super) fn gpudirect(inp: &Inputs, gpus: &[Place]) -> Check {
         Check::new("gpudirect", Status::Warn, summary)
         .hint("load nvidia_peermem on the host (`modprobe nvidia-peermem`; GPU Operator: driver.rdma.enabled=true), or use the open kernel modules (driver 515+, kernel 5.12+) for DMA-BUF")
     };
-    c.ev("gpus", json!(gpu_list))
+    c.ev("gpus", json!(gpus.iter().map(|g| &g.pci).collect::<Vec<_>>()))
         .ev("peermem_module", json!(peermem))
         .ev("module_dir", inp.sysfs.path("module/nvidia_peermem").display().to_string())
         .ev("driver_version", file(&drv_path, driver.as_deref()))
