@@ -179,10 +179,7 @@ pub fn run(
 }
 
 pub fn exec_or_report(argv: &[OsString], env: &[(OsString, OsString)]) -> u8 {
-    let err = match exec::prepare(argv, env) {
-        Ok(prepared) => exec::exec(&prepared),
-        Err(e) => e,
-    };
+    let err = exec::prepare(argv, env).map_or_else(|e| e, |prepared| exec::exec(&prepared));
     eprintln!("{PREFIX} {err}");
     err.exit_code()
 }

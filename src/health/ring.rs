@@ -69,12 +69,8 @@ pub fn position(peers: &[IpAddr], own: &[IpAddr]) -> Position {
         return Position::Alone { peers: n };
     }
     let own: Vec<IpAddr> = own.iter().map(|a| a.to_canonical()).collect();
-    match sorted.iter().position(|p| own.contains(p)) {
-        None => Position::NotListed { peers: n },
-        Some(i) => {
-            Position::Placed { me: sorted[i], next: sorted[(i + 1) % n], prev: sorted[(i + n - 1) % n], peers: n }
-        }
-    }
+    let Some(i) = sorted.iter().position(|p| own.contains(p)) else { return Position::NotListed { peers: n } };
+    Position::Placed { me: sorted[i], next: sorted[(i + 1) % n], prev: sorted[(i + n - 1) % n], peers: n }
 }
 
 /// The headless Service's addresses through the system resolver (one A/AAAA answer per ready
