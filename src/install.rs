@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use nw_output::msg::PREFIX;
 use nw_output::write;
 
-/// The installed file's name in DIR.
 pub const NAME: &str = "nccl-wrap";
 /// Exit status when the copy failed (usage errors are 2, as everywhere).
 pub const EXIT_FAILED: u8 = 1;

@@ -8,6 +8,7 @@ use nccl_wrap::cli::{self, Cli, Sub, EXIT_USAGE};
 use nccl_wrap::{doctor, health, install, ping, report, run};
 use nw_decide as plan;
 use nw_nccl as nccl;
+use nw_observe::detect::userspace::Depth;
 use nw_observe::{detect, observation, verbs};
 use nw_output::msg::PREFIX;
 use nw_pairtest as pairtest;
@@ -40,10 +41,12 @@ fn start() -> u8 {
         Err(code) => return code,
     };
     let cli = &config.cli;
-    init_logging();
+    if let Some(filter) = std::env::var_os("NCCL_WRAP_LOG") {
+        env_logger::Builder::new().parse_filters(&filter.to_string_lossy()).target(env_logger::Target::Stderr).init();
+    }
+    let sysfs = detect::sysfs::Sysfs::new(&cli.opts.sysfs_root);
     if let Some(Sub::Watch(w)) = &cli.sub {
         // The node agent runs its own detection every round, in the node's view.
-        let sysfs = detect::sysfs::Sysfs::new(&cli.opts.sysfs_root);
         let roots = health::watch::Roots {
             sysfs: &sysfs,
             proc_root: &cli.opts.proc_root,
@@ -67,14 +70,10 @@ fn start() -> u8 {
     // Observe: every read any decision needs; devices opened through ibverbs are closed before
     // the plan, never held while the job runs.
     let (mut prefs, pref_warnings) = plan::gid_prefs(&vars);
-    let sysfs = detect::sysfs::Sysfs::new(&cli.opts.sysfs_root);
     let dra_metadata = cli::configs::dra_metadata_root(&cli.opts);
     let roots = cli::configs::roots(&cli.opts, &sysfs, &dra_metadata);
     let opened = cli::configs::verbs_skipped(&cli.opts).is_none().then(verbs::Opened::new);
-    let tables: &dyn detect::gid_source::TableSource = match &opened {
-        Some(o) => o,
-        None => &detect::gid_source::SysfsOnly,
-    };
+    let tables: &dyn detect::gid_source::TableSource = opened.as_ref().map_or(&detect::gid_source::SysfsOnly, |o| o);
     let observation::Observation { mut detection, family, mut seen, .. } =
         observation::observe(&roots, &vars, observation::View::Pod, &plan::gid_rule(prefs), tables);
     if family == nccl::gid::RailFamily::Inet6 {
@@ -108,13 +107,9 @@ fn start() -> u8 {
     // port's evidence: read here, decided in the plan.
     let coordinator = plan::bootstrap::coordinator(&vars, gate);
     let evidence = detection.every_visible.then(|| {
-        let usable: Vec<(String, u32)> = detection
-            .devices
-            .iter()
-            .flat_map(|d| d.ports.iter().map(move |p| (d, p)))
-            .filter(|(_, p)| plan::port_problem(p, &prefs).is_none())
-            .map(|(d, p)| (d.name.clone(), p.port))
-            .collect();
+        let ports = detection.devices.iter().flat_map(|d| d.ports.iter().map(move |p| (d, p)));
+        let usable = ports.filter(|(_, p)| plan::port_problem(p, &prefs).is_none());
+        let usable: Vec<(String, u32)> = usable.map(|(d, p)| (d.name.clone(), p.port)).collect();
         observation::rails_evidence(&roots, &detection, &mut seen, &usable, coordinator.as_ref().map(|c| c.1.as_str()))
     });
     let shown = coordinator.as_ref().map(|(v, h)| format!("{v}={h}"));
@@ -125,11 +120,7 @@ fn start() -> u8 {
     });
     let mut plan = plan::plan_with(detection, &vars, &prefs, choices, rails);
     plan.warnings.extend(pref_warnings);
-    let depth = if matches!(cli.sub, Some(Sub::Doctor { .. })) {
-        detect::userspace::Depth::Full
-    } else {
-        detect::userspace::Depth::Quick
-    };
+    let depth = if matches!(cli.sub, Some(Sub::Doctor { .. })) { Depth::Full } else { Depth::Quick };
     let asks = plan::asks(&plan, &vars, gate, depth);
     let answers = observation::answer(&roots, &vars, &plan.detection, &mut seen, &asks);
     plan::settle(&mut plan, answers, &vars, gate, prefs, family, choices);
@@ -160,23 +151,13 @@ fn start() -> u8 {
                 addrs: &detect::netif::read,
             };
             let form = if json { doctor::Form::Json } else { doctor::Form::Human { quiet: cli.opts.quiet } };
-            if files.is_empty() {
-                doctor::main(&inputs, form)
-            } else {
-                doctor::main_then(&inputs, form, |report| health::write_for_doctor(&inputs, report, files))
-            }
+            doctor::main(&inputs, form, |report| health::write_for_doctor(&inputs, report, files))
         }
         Some(Sub::Ping(ref p)) => ping::main(&inputs, &cli::configs::ping_options(p)),
         None => run::run(&config, &plan, &memlock, &env_list, early_block, &inputs),
         Some(Sub::Install { .. } | Sub::Watch(_) | Sub::Status { .. }) => {
             unreachable!("install, watch and status return before detection")
         }
-    }
-}
-
-fn init_logging() {
-    if let Some(filter) = std::env::var_os("NCCL_WRAP_LOG") {
-        env_logger::Builder::new().parse_filters(&filter.to_string_lossy()).target(env_logger::Target::Stderr).init();
     }
 }
 

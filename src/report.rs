@@ -8,10 +8,10 @@ use serde::Serialize;
 
 use nw_decide::{Action, Plan};
 use nw_nccl::env::shell_quote;
+use nw_observe::detect::port::PortFacts;
+use nw_observe::detect::userspace::Provider;
 use nw_output::msg::PREFIX;
 use nw_pid1::memlock::Memlock;
-
-pub use nw_output::status::Status;
 
 /// The summary printed before the command runs. `quiet` keeps only warnings.
 pub fn summary(plan: &Plan, memlock: &Memlock, quiet: bool) -> String {
@@ -52,12 +52,9 @@ pub fn summary(plan: &Plan, memlock: &Memlock, quiet: bool) -> String {
             }
             // A device of more than two ports is a multi-plane one (ConnectX-8/9): each active
             // port is a plane, said with its place among them; a name may carry the rest.
-            let planes: Vec<u32> = dev
-                .ports
-                .iter()
-                .filter(|p| dev.ports.len() > 2 && p.state.as_deref().is_some_and(|s| s.contains("ACTIVE")))
-                .map(|p| p.port)
-                .collect();
+            let plane =
+                |p: &&PortFacts| dev.ports.len() > 2 && p.state.as_deref().is_some_and(|s| s.contains("ACTIVE"));
+            let planes: Vec<u32> = dev.ports.iter().filter(plane).map(|p| p.port).collect();
             let named = nw_observe::detect::names::identity(&dev.name);
             for p in &dev.ports {
                 let decision = plan.decisions.iter().find(|x| x.device == dev.name && x.port == p.port);
@@ -137,16 +134,9 @@ fn ready_lines(plan: &Plan) -> Vec<String> {
         let verbs = match &u.libibverbs {
             Some(v) => {
                 let ok = |p: bool| if p { "ok" } else { "MISSING" };
-                let providers: Vec<String> = u
-                    .providers
-                    .iter()
-                    .map(|p| format!("{} {}", p.name, ok(p.library.is_some() && p.config.is_some())))
-                    .collect();
-                let p = if providers.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (providers: {})", providers.join(", "))
-                };
+                let provider = |p: &Provider| format!("{} {}", p.name, ok(p.library.is_some() && p.config.is_some()));
+                let p = u.providers.iter().map(provider).collect::<Vec<_>>().join(", ");
+                let p = if p.is_empty() { p } else { format!(" (providers: {p})") };
                 format!("libibverbs {}{p}", v.path)
             }
             None => "no libibverbs.so.1".into(),
@@ -173,9 +163,7 @@ pub fn all_warnings(plan: &Plan) -> Vec<String> {
     let d = &plan.detection;
     let mut w: Vec<String> = d.sources.iter().flat_map(|s| s.problems.iter().cloned()).collect();
     w.extend(d.warnings.iter().cloned());
-    for dev in &d.devices {
-        w.extend(dev.problems.iter().map(|p| format!("{}: {p}", dev.name)));
-    }
+    w.extend(d.devices.iter().flat_map(|dev| dev.problems.iter().map(|p| format!("{}: {p}", dev.name))));
     w.extend(plan.warnings.iter().cloned());
     w
 }

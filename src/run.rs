@@ -51,7 +51,8 @@ pub fn judge(cli: cli::Cli, vars: &Vars) -> Result<cli::Config, u8> {
 
 /// Bad options never cost the job: when a command follows `--`, it runs untouched.
 pub fn bad_usage(e: &cli::CliError, raw: &[OsString], env: &[(OsString, OsString)]) -> u8 {
-    if e.is_answer() {
+    // Help and version are answers, not errors.
+    if matches!(e.kind, cli::ErrorKind::Help(_) | cli::ErrorKind::Version(_)) {
         return print(&format!("{e}\n"));
     }
     eprintln!("{PREFIX} {e}");
@@ -121,10 +122,8 @@ pub fn run(
         }
     }
     if cli.opts.require_memlock && !memlock.sufficient() {
-        return refuse(
-            config,
-            format!("--require-memlock (NCCL_WRAP_REQUIRE_MEMLOCK) is set and {}", memlock.describe()),
-        );
+        let why = format!("--require-memlock (NCCL_WRAP_REQUIRE_MEMLOCK) is set and {}", memlock.describe());
+        return refuse(config, why);
     }
     let mut pruned = None;
     // A pod that could not drop a rail refuses before it joins: the job then refuses on every
@@ -162,7 +161,9 @@ pub fn run(
     let env = nccl::env::child_env(env_list, &plan.exports());
     if supervise::wanted(cli.opts.init) {
         let mut opts = config.supervise.clone();
-        opts.watch.ports = watched_ports(plan);
+        // The post-mortem watches the ports the plan hands to NCCL.
+        let used = plan.decisions.iter().filter(|d| d.used);
+        opts.watch.ports = used.map(|d| portwatch::PortId { device: d.device.clone(), port: d.port }).collect();
         return supervise::run(&cli.command, &env, &opts, blocked);
     }
     if cli.opts.stall_ms > 0 {
@@ -177,20 +178,8 @@ pub fn run(
     exec_or_report(&cli.command, &env)
 }
 
-/// The ports the plan hands to NCCL: the ones the post-mortem watches.
-fn watched_ports(plan: &plan::Plan) -> Vec<portwatch::PortId> {
-    plan.decisions
-        .iter()
-        .filter(|d| d.used)
-        .map(|d| portwatch::PortId { device: d.device.clone(), port: d.port })
-        .collect()
-}
-
 pub fn exec_or_report(argv: &[OsString], env: &[(OsString, OsString)]) -> u8 {
-    let err = match exec::prepare(argv, env) {
-        Ok(prepared) => exec::exec(&prepared),
-        Err(e) => e,
-    };
+    let err = exec::prepare(argv, env).map_or_else(|e| e, |prepared| exec::exec(&prepared));
     eprintln!("{PREFIX} {err}");
     err.exit_code()
 }

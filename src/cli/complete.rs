@@ -7,17 +7,12 @@ use super::help::first;
 use super::table::{bit, Opt, Ty, OPTS};
 use super::SubName;
 
-/// The shells a script is written for.
 pub const SHELLS: [&str; 3] = ["bash", "zsh", "fish"];
 
 /// The completion script for `shell` (one of [`SHELLS`]), or `None` for another.
 pub fn completions(shell: &str) -> Option<String> {
-    match shell {
-        "bash" => Some(bash()),
-        "zsh" => Some(zsh()),
-        "fish" => Some(fish()),
-        _ => None,
-    }
+    let write: [fn() -> String; 3] = [bash, zsh, fish];
+    SHELLS.iter().position(|s| *s == shell).map(|i| write[i]())
 }
 
 /// The run (`run`, no subcommand) and each subcommand: (label, command).
@@ -25,7 +20,6 @@ fn commands() -> impl Iterator<Item = (&'static str, Option<SubName>)> {
     std::iter::once(("run", None)).chain(SubName::ALL.into_iter().map(|s| (s.name(), Some(s))))
 }
 
-/// A command's options, in the table's order.
 fn options(cmd: Option<SubName>) -> impl Iterator<Item = &'static Opt> {
     OPTS.iter().filter(move |o| o.scope & bit(cmd) != 0)
 }
@@ -48,22 +42,16 @@ fn value(opt: &Opt) -> Value {
     }
 }
 
-/// The subcommands' names, space-separated.
 fn sub_names() -> String {
     SubName::ALL.map(SubName::name).join(" ")
 }
 
 /// Words of every option of every command that take a value, each once, space-separated.
 fn value_words(pick: impl Fn(&Value) -> bool) -> String {
-    let mut words: Vec<String> = Vec::new();
-    for opt in OPTS.iter().filter(|o| pick(&value(o))) {
-        for w in std::iter::once(format!("--{}", opt.long)).chain(opt.short.map(|c| format!("-{c}"))) {
-            if !words.contains(&w) {
-                words.push(w);
-            }
-        }
-    }
-    words.join(" ")
+    let mut seen = std::collections::BTreeSet::new();
+    let words = OPTS.iter().filter(|o| pick(&value(o)));
+    let words = words.flat_map(|o| std::iter::once(format!("--{}", o.long)).chain(o.short.map(|c| format!("-{c}"))));
+    words.filter(|w| seen.insert(w.clone())).collect::<Vec<_>>().join(" ")
 }
 
 fn bash() -> String {
@@ -100,12 +88,9 @@ fn bash() -> String {
         any = value_words(|v| *v == Value::Any).replace(' ', "|"),
     );
     for (label, cmd) in commands() {
-        let mut words: Vec<String> = Vec::new();
-        for opt in options(cmd) {
-            words.extend(opt.short.map(|c| format!("-{c}")));
-            words.push(format!("--{}", opt.long));
-        }
-        words.extend(["-h", "--help", "-V", "--version"].map(String::from));
+        let words =
+            options(cmd).flat_map(|o| o.short.map(|c| format!("-{c}")).into_iter().chain([format!("--{}", o.long)]));
+        let words: Vec<String> = words.chain(["-h", "--help", "-V", "--version"].map(String::from)).collect();
         let _ = writeln!(s, "        {label}) opts=\"{}\" ;;", words.join(" "));
     }
     let _ = write!(

@@ -79,12 +79,8 @@ pub(super) fn help(sub: Option<SubName>, long: bool) -> String {
     for opt in own.chain(OPTS.iter().filter(|o| o.scope & cmd != 0 && o.scope & RUN != 0)) {
         item(&mut out, &names(opt), &opt_help(opt, long), long);
     }
-    item(
-        &mut out,
-        "-h, --help",
-        &short("Print help (-h: a line per option; --help: with variables, ranges, defaults)"),
-        long,
-    );
+    let help = short("Print help (-h: a line per option; --help: with variables, ranges, defaults)");
+    item(&mut out, "-h, --help", &help, long);
     item(&mut out, "-V, --version", "Print the version, the commit, the rdma-core linked and whether static", long);
     let after = after_help(sub);
     if long && !after.is_empty() {
@@ -150,12 +146,10 @@ fn item(out: &mut String, name: &str, text: &str, long: bool) {
         return wrap(out, text, 10, 10);
     }
     const COLUMN: usize = 32;
-    let _ = write!(out, "  {name}");
-    let at = name.len() + 2;
-    if at + 2 > COLUMN {
-        let _ = write!(out, "\n{:COLUMN$}", "");
+    if name.len() + 4 > COLUMN {
+        let _ = write!(out, "  {name}\n{:COLUMN$}", "");
     } else {
-        let _ = write!(out, "{:1$}", "", COLUMN - at);
+        let _ = write!(out, "  {name:<0$}", COLUMN - 2);
     }
     wrap(out, text, COLUMN, COLUMN);
 }

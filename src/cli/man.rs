@@ -4,23 +4,23 @@
 use std::fmt::Write as _;
 
 use super::help::{after_help, names, opt_help, ABOUT};
-use super::table::{bit, OPTS, RUN};
+use super::table::{bit, Opt, OPTS, RUN};
 use super::{usage, SubName};
+
+const DESCRIPTION: &str = "A container entrypoint for GPU training over RDMA: it finds the pod's own RDMA \
+    ports, exports NCCL's settings for them, raises RLIMIT_MEMLOCK, checks that the image's NCCL can use \
+    RDMA, prints a short summary, and runs the command (execve, or supervised as PID 1). Every option is \
+    also an NCCL_WRAP_* variable, read when the option is not given.";
+const SEE_ALSO: &str = "docs/options.md (every option, variable and exit status), docs/doctor.md, \
+    docs/ping.md, docs/gate.md, docs/postmortem.md and docs/health.md in nccl-wrap's source.";
 
 /// Text as roff reads it: a backslash and a hyphen-minus escaped (so that `--quiet` is typed
 /// as it shows), and a line that would start with a control character made plain.
 fn roff(text: &str) -> String {
-    let mut out = String::new();
-    for (i, line) in text.split('\n').enumerate() {
-        if i > 0 {
-            out.push('\n');
-        }
-        if line.starts_with(['.', '\'']) {
-            out.push_str("\\&");
-        }
-        out.push_str(&line.replace('\\', "\\e").replace('-', "\\-"));
-    }
-    out
+    let plain = |line: &str| if line.starts_with(['.', '\'']) { "\\&" } else { "" };
+    let lines: Vec<String> =
+        text.split('\n').map(|l| format!("{}{}", plain(l), l.replace('\\', "\\e").replace('-', "\\-"))).collect();
+    lines.join("\n")
 }
 
 /// One option: its names in bold, its whole help (range, variable, default) below.
@@ -55,16 +55,7 @@ pub fn man_page() -> String {
         let _ = writeln!(out, "{}", roff(&usage(Some(s))));
     }
     out.push_str(".fi\n.SH DESCRIPTION\n");
-    let _ = writeln!(
-        out,
-        "{}",
-        roff(
-            "A container entrypoint for GPU training over RDMA: it finds the pod's own RDMA ports, \
-             exports NCCL's settings for them, raises RLIMIT_MEMLOCK, checks that the image's NCCL \
-             can use RDMA, prints a short summary, and runs the command (execve, or supervised as \
-             PID 1). Every option is also an NCCL_WRAP_* variable, read when the option is not given."
-        )
-    );
+    let _ = writeln!(out, "{}", roff(DESCRIPTION));
     out.push_str(".SH OPTIONS\n");
     for opt in OPTS.iter().filter(|o| o.scope & RUN != 0) {
         item(&mut out, &names(opt), &opt_help(opt, true));
@@ -81,11 +72,8 @@ pub fn man_page() -> String {
         for opt in OPTS.iter().filter(|o| o.scope & cmd != 0 && o.scope & RUN == 0) {
             item(&mut out, &names(opt), &opt_help(opt, true));
         }
-        let shared: Vec<String> = OPTS
-            .iter()
-            .filter(|o| o.scope & cmd != 0 && o.scope & RUN != 0)
-            .map(|o| o.short.map_or_else(|| format!("--{}", o.long), |c| format!("--{} (-{c})", o.long)))
-            .collect();
+        let name = |o: &Opt| o.short.map_or_else(|| format!("--{}", o.long), |c| format!("--{} (-{c})", o.long));
+        let shared: Vec<String> = OPTS.iter().filter(|o| o.scope & cmd != 0 && o.scope & RUN != 0).map(name).collect();
         if !shared.is_empty() {
             let _ = writeln!(out, ".PP\n{}", roff(&format!("Also the run's {}, as under OPTIONS.", shared.join(", "))));
         }
@@ -96,13 +84,6 @@ pub fn man_page() -> String {
     out.push_str(".SH NOTES\n");
     paragraphs(&mut out, after_help(None));
     out.push_str(".SH SEE ALSO\n");
-    let _ = writeln!(
-        out,
-        "{}",
-        roff(
-            "docs/options.md (every option, variable and exit status), docs/doctor.md, docs/ping.md, \
-             docs/gate.md, docs/postmortem.md and docs/health.md in nccl-wrap's source."
-        )
-    );
+    let _ = writeln!(out, "{}", roff(SEE_ALSO));
     out
 }

@@ -46,14 +46,7 @@ impl SubName {
         [SubName::Env, SubName::Doctor, SubName::Ping, SubName::Watch, SubName::Install, SubName::Status];
 
     pub fn name(self) -> &'static str {
-        match self {
-            SubName::Env => "env",
-            SubName::Doctor => "doctor",
-            SubName::Ping => "ping",
-            SubName::Watch => "watch",
-            SubName::Install => "install",
-            SubName::Status => "status",
-        }
+        ["env", "doctor", "ping", "watch", "install", "status"][self as usize]
     }
 
     /// Its bit in an option's commands (the run's is 1).
@@ -82,7 +75,6 @@ impl SubName {
     }
 }
 
-/// A command's usage line: a subcommand's, or the run's.
 pub fn usage(sub: Option<SubName>) -> String {
     match sub {
         None => "nccl-wrap [OPTIONS] -- COMMAND [ARGS]...".into(),
@@ -104,17 +96,6 @@ pub enum Sub {
 }
 
 impl Sub {
-    pub fn name(&self) -> SubName {
-        match self {
-            Sub::Env { .. } => SubName::Env,
-            Sub::Doctor { .. } => SubName::Doctor,
-            Sub::Ping(_) => SubName::Ping,
-            Sub::Watch(_) => SubName::Watch,
-            Sub::Install { .. } => SubName::Install,
-            Sub::Status { .. } => SubName::Status,
-        }
-    }
-
     /// Blank: its own options' defaults are the table's, written on by [`Cli::enter`].
     fn blank(name: SubName) -> Sub {
         match name {
@@ -276,13 +257,6 @@ pub enum ErrorKind {
     Usage(String),
 }
 
-impl CliError {
-    /// Help and version are answers, not errors.
-    pub fn is_answer(&self) -> bool {
-        matches!(self.kind, ErrorKind::Help(_) | ErrorKind::Version(_))
-    }
-}
-
 /// A word a value-taking option never takes as its value (`--`, `--long`, `-x`; given inline
 /// instead): an option given no value must not swallow an interlock (`--grace --require-rdma`).
 fn is_option_word(word: &OsStr) -> bool {
@@ -298,7 +272,6 @@ impl Cli {
         cli
     }
 
-    /// Enters subcommand `name`, with its own options' defaults.
     fn enter(&mut self, name: SubName) {
         self.sub = Some(Sub::blank(name));
         self.defaults(|scope| scope & RUN == 0 && scope & name.bit() != 0);
@@ -313,54 +286,46 @@ impl Cli {
         }
     }
 
-    fn sub_name(&self) -> Option<SubName> {
-        self.sub.as_ref().map(Sub::name)
-    }
-
     /// Parses `args` (the program name first) with `env` looked up for every option not given.
     /// Options may come before or after the subcommand; a subcommand's own options only after it.
     pub fn parse(args: &[OsString], env: impl Fn(&str) -> Option<OsString>) -> Result<Cli, CliError> {
         let mut cli = Cli::new();
-        let fail = |cli: &Cli, kind| Err(CliError { sub: cli.sub_name(), kind });
+        let mut sub: Option<SubName> = None;
+        let fail = |sub, kind| Err(CliError { sub, kind });
         let mut given = vec![false; OPTS.len()];
         let mut rest = args.iter().skip(1).peekable();
         while let Some(arg) = rest.next() {
             let bytes = arg.as_bytes();
             if bytes == b"--" {
                 cli.command.extend(rest.by_ref().cloned());
-                if let (Some(sub), Some(first)) = (cli.sub_name(), cli.command.first()) {
+                if let (Some(s), Some(first)) = (sub, cli.command.first()) {
                     // A subcommand runs no command: dropping it silently would hide a mistake.
-                    let (name, first) = (sub.name(), shown(&first.to_string_lossy()));
+                    let (name, first) = (s.name(), shown(&first.to_string_lossy()));
                     let why = format!(
                         "{name} takes no command, but {first:?} follows `--`: drop `{name}` to run the command"
                     );
-                    return fail(&cli, ErrorKind::Usage(why));
+                    return fail(sub, ErrorKind::Usage(why));
                 }
                 break;
             }
             if bytes == b"-h" || bytes == b"--help" {
-                return fail(&cli, ErrorKind::Help(help::help(cli.sub_name(), bytes == b"--help")));
+                return fail(sub, ErrorKind::Help(help::help(sub, bytes == b"--help")));
             }
             if bytes == b"-V" || bytes == b"--version" {
-                return fail(&cli, ErrorKind::Version(help::version()));
+                return fail(sub, ErrorKind::Version(help::version()));
             }
             if bytes.starts_with(b"-") && bytes.len() > 1 {
                 let text = arg.to_string_lossy();
-                let (name, inline) = match text.split_once('=') {
-                    Some((n, v)) => (n, Some(v)),
-                    None => (&*text, None),
-                };
-                let sub = cli.sub_name();
-                let found = arg.to_str().and_then(|_| find(name, Some(sub)));
-                let Some(index) = found else {
-                    if let Some(sub) = sub.filter(|_| find(name, None).is_some()) {
-                        return fail(&cli, ErrorKind::NotHere { option: shown(name), sub: sub.name() });
+                let (name, inline) = text.split_once('=').map_or((&*text, None), |(n, v)| (n, Some(v)));
+                let Some(index) = arg.to_str().and_then(|_| find(name, Some(sub))) else {
+                    if let Some(s) = sub.filter(|_| find(name, None).is_some()) {
+                        return fail(sub, ErrorKind::NotHere { option: shown(name), sub: s.name() });
                     }
                     // Unknown: with a command after `--` (and no subcommand), named and
                     // skipped with the words up to `--`, which may be its value; otherwise where
                     // the command starts cannot be told, a usage error.
                     if sub.is_some() || !rest.clone().any(|a| a == "--") {
-                        return fail(&cli, ErrorKind::Unexpected(text.into_owned()));
+                        return fail(sub, ErrorKind::Unexpected(text.into_owned()));
                     }
                     while rest.next_if(|a| *a != "--" && !a.as_bytes().starts_with(b"-")).is_some() {}
                     cli.problems.push(Problem::unknown_option(name));
@@ -391,14 +356,15 @@ impl Cli {
             if cli.sub.is_none() && cli.command.is_empty() {
                 if let Some(name) = SubName::ALL.into_iter().find(|s| OsStr::new(s.name()) == arg.as_os_str()) {
                     cli.enter(name);
+                    sub = Some(name);
                     continue;
                 }
                 if arg == "help" {
-                    let sub = rest.next().and_then(|a| SubName::ALL.into_iter().find(|s| a == s.name()));
-                    return fail(&cli, ErrorKind::Help(help::help(sub, true)));
+                    let target = rest.next().and_then(|a| SubName::ALL.into_iter().find(|s| a == s.name()));
+                    return fail(sub, ErrorKind::Help(help::help(target, true)));
                 }
                 if let Some(near) = near_subcommand(arg) {
-                    return fail(&cli, ErrorKind::NotASubcommand { word: shown(&arg.to_string_lossy()), near });
+                    return fail(sub, ErrorKind::NotASubcommand { word: shown(&arg.to_string_lossy()), near });
                 }
             }
             match &mut cli.sub {
@@ -406,7 +372,7 @@ impl Cli {
                     let Some(text) = arg.to_str() else {
                         let value = arg.to_string_lossy().into_owned();
                         let why = "not valid UTF-8".into();
-                        return fail(&cli, ErrorKind::BadValue { source_name: "HOST:PORT".into(), value, why });
+                        return fail(sub, ErrorKind::BadValue { source_name: "HOST:PORT".into(), value, why });
                     };
                     p.target = Some(text.to_owned());
                     // It counts as giving --target: the variable does not stand in for it.
@@ -419,7 +385,7 @@ impl Cli {
                     *dir = PathBuf::from(arg);
                     continue;
                 }
-                Some(_) => return fail(&cli, ErrorKind::Unexpected(arg.to_string_lossy().into_owned())),
+                Some(_) => return fail(sub, ErrorKind::Unexpected(arg.to_string_lossy().into_owned())),
                 None => {}
             }
             // The first word that is neither an option nor a subcommand starts the command.
@@ -427,24 +393,20 @@ impl Cli {
             cli.command.extend(rest.by_ref().cloned());
             break;
         }
-        let sub = cli.sub_name();
         // An option given before the subcommand must be one of the subcommand's.
         if let Some(s) = sub {
             if let Some(opt) = OPTS.iter().zip(&given).find(|(o, g)| **g && o.scope & s.bit() == 0).map(|(o, _)| o) {
-                return fail(&cli, ErrorKind::NotHere { option: format!("--{}", opt.long), sub: s.name() });
+                return fail(sub, ErrorKind::NotHere { option: format!("--{}", opt.long), sub: s.name() });
             }
         }
         // A command line that runs no command is a usage error at its first problem; with a
         // command, each problem is ignored alone or refuses (`verdict`).
         if sub.is_some() || cli.command.is_empty() {
             if let Some(kind) = cli.problems.iter().find(|p| p.origin == Origin::Arg).map(Problem::to_error) {
-                return fail(&cli, kind);
+                return fail(sub, kind);
             }
         }
-        for (index, opt) in OPTS.iter().enumerate() {
-            if given[index] || opt.var.is_empty() || opt.scope & bit(sub) == 0 {
-                continue;
-            }
+        for (opt, _) in OPTS.iter().zip(&given).filter(|(o, g)| !**g && !o.var.is_empty() && o.scope & bit(sub) != 0) {
             let names = std::iter::once(opt.var)
                 .chain(ALIASES.iter().filter(|(_, _, to)| *to == opt.long).map(|(_, var, _)| *var));
             let set = |v: &OsString| !v.is_empty() || opt.ty.empty_is_set();
@@ -461,13 +423,13 @@ impl Cli {
         }
         match &cli.sub {
             Some(Sub::Install { dir }) if dir.as_os_str().is_empty() => {
-                fail(&cli, ErrorKind::Usage("install needs a directory: nccl-wrap install DIR".into()))
+                fail(sub, ErrorKind::Usage("install needs a directory: nccl-wrap install DIR".into()))
             }
             Some(Sub::Ping(p))
                 if [p.target.is_some(), p.listen.is_some(), p.ring].iter().filter(|m| **m).count() != 1 =>
             {
                 let why = "ping needs exactly one of HOST:PORT (connect), --listen [ADDR:]PORT, or --ring (see nccl-wrap ping --help)";
-                fail(&cli, ErrorKind::Usage(why.into()))
+                fail(sub, ErrorKind::Usage(why.into()))
             }
             _ => Ok(cli),
         }
@@ -513,8 +475,7 @@ fn near_subcommand(word: &OsStr) -> Option<&'static str> {
 /// Finds the command after a literal `--`, for running it untouched when the options are bad.
 pub fn command_after_dashes(raw: &[OsString]) -> Option<&[OsString]> {
     let pos = raw.iter().position(|a| a == "--")?;
-    let cmd = &raw[pos + 1..];
-    (!cmd.is_empty()).then_some(cmd)
+    Some(&raw[pos + 1..]).filter(|cmd| !cmd.is_empty())
 }
 
 #[cfg(test)]

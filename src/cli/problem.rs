@@ -100,7 +100,7 @@ impl Problem {
             return Problem::new(Origin::Arg, Fault::Unknown, shown(name), why, None);
         }
         let near = closest(bare, OPTS.iter().map(|o| o.long).chain(ALIASES.iter().map(|a| a.0)));
-        let long = near.and_then(long_of_option);
+        let long = near.and_then(|n| super::find(&format!("--{n}"), None)).map(|i| OPTS[i].long);
         Problem {
             belongs: long.map_or_else(|| belongs_by_prefix(bare), |l| belongs(l, false)),
             suggestion: near.map(|n| format!("--{n}")),
@@ -199,11 +199,6 @@ fn belongs_by_prefix(bare: &str) -> Belongs {
     }
 }
 
-fn long_of_option(name: &str) -> Option<&'static str> {
-    let long = ALIASES.iter().find(|a| a.0 == name).map_or(name, |a| a.2);
-    OPTS.iter().find(|o| o.long == long).map(|o| o.long)
-}
-
 /// Variables read outside the option table, which are therefore not typos: the log filter and
 /// the test runner's emulator, so that a pod that sets them is never refused as mistaken.
 pub const READ_ELSEWHERE: &[&str] = &["NCCL_WRAP_LOG", "NCCL_WRAP_TEST_RUNNER"];
@@ -211,13 +206,8 @@ pub const READ_ELSEWHERE: &[&str] = &["NCCL_WRAP_LOG", "NCCL_WRAP_TEST_RUNNER"];
 /// The `NCCL_WRAP_*` variables among `names` that nothing reads, each with the closest known
 /// name when one is near (`NCCL_WRAP_REQUIRE_RDAM` -> `NCCL_WRAP_REQUIRE_RDMA`).
 pub fn unknown_variables<'a>(names: impl IntoIterator<Item = &'a OsStr>) -> Vec<Problem> {
-    let known = || {
-        OPTS.iter()
-            .map(|o| o.var)
-            .filter(|v| !v.is_empty())
-            .chain(ALIASES.iter().map(|a| a.1))
-            .chain(READ_ELSEWHERE.iter().copied())
-    };
+    let vars = || OPTS.iter().map(|o| o.var).filter(|v| !v.is_empty());
+    let known = || vars().chain(ALIASES.iter().map(|a| a.1)).chain(READ_ELSEWHERE.iter().copied());
     let mut out: Vec<Problem> = Vec::new();
     for name in names {
         let name = name.to_string_lossy();
@@ -253,25 +243,18 @@ fn distance(a: &str, b: &str) -> usize {
     if a.len().abs_diff(b.len()) > 8 || a.len() > 128 {
         return usize::MAX;
     }
-    let w = b.len() + 1;
-    let mut d = vec![0usize; (a.len() + 1) * w];
-    for i in 0..=a.len() {
-        for j in 0..=b.len() {
-            d[i * w + j] = if i == 0 {
-                j
-            } else if j == 0 {
-                i
-            } else {
-                let cost = usize::from(a[i - 1] != b[j - 1]);
-                let mut v = (d[(i - 1) * w + j] + 1).min(d[i * w + j - 1] + 1).min(d[(i - 1) * w + j - 1] + cost);
-                if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                    v = v.min(d[(i - 2) * w + j - 2] + 1);
-                }
-                v
-            };
+    // The first row and column are the distance from an empty prefix: `i + j` where one is 0.
+    let mut d: Vec<Vec<usize>> = (0..=a.len()).map(|i| (0..=b.len()).map(|j| i + j).collect()).collect();
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            d[i][j] = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
+            }
         }
     }
-    d[a.len() * w + b.len()]
+    d[a.len()][b.len()]
 }
 
 /// What the problems mean for a run of the command.
@@ -290,11 +273,7 @@ pub fn verdict(cli: &Cli) -> Verdict {
         || cli.problems.iter().any(|p| p.long == Some("gate") && p.belongs == Belongs::Switch);
     let mut out = Verdict { ignored: Vec::new(), refusal: None };
     for p in &cli.problems {
-        let refuses = match p.belongs {
-            Belongs::Switch => true,
-            Belongs::Gate => gate_asked,
-            Belongs::Other => false,
-        };
+        let refuses = p.belongs == Belongs::Switch || (p.belongs == Belongs::Gate && gate_asked);
         if refuses && out.refusal.is_none() {
             out.refusal = Some(refusal(p));
         } else if !refuses {

@@ -20,7 +20,6 @@ const STATUS: Scope = SubName::Status.bit();
 /// Every command that detects and plans as a run does, so that `env` prints what a run does.
 const PLAN: Scope = RUN | ENV | DOCTOR | PING;
 
-/// The bit of a command: the run's, or a subcommand's.
 pub(super) fn bit(cmd: Option<SubName>) -> Scope {
     cmd.map_or(RUN, SubName::bit)
 }
@@ -55,7 +54,6 @@ pub(super) enum Ty {
     Rails,
 }
 
-/// A value read into its type.
 #[derive(Debug, Clone)]
 pub(super) enum Val {
     Bool(bool),
@@ -130,7 +128,6 @@ impl Ty {
         }
     }
 
-    /// The default, in its type.
     pub(super) fn default(self) -> Option<Val> {
         match self {
             Ty::Flag => Some(Val::Bool(false)),
@@ -237,7 +234,6 @@ from_val! {
     usize: Val::Num(n) => n.try_into().ok(),
 }
 
-/// One option.
 pub(super) struct Opt {
     pub long: &'static str,
     pub short: Option<char>,

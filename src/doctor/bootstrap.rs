@@ -27,9 +27,8 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
         .collect();
     let names: BTreeSet<&str> = addrs.iter().map(|a| a.ifname.as_str()).collect();
     let mut out = Vec::new();
-    for (var, value) in
-        [SOCKET_IFNAME, GLOO_SOCKET_IFNAME].iter().filter_map(|v| user_var(inp.vars, v).map(|x| (*v, x)))
-    {
+    let set = [SOCKET_IFNAME, GLOO_SOCKET_IFNAME].into_iter().filter_map(|v| user_var(inp.vars, v).map(|x| (v, x)));
+    for (var, value) in set {
         // NCCL's list syntax, or Gloo's plain names.
         let (list, want): (_, Vec<&str>) = (List::parse(&value), value.split(',').map(str::trim).collect());
         let selects = |n: &&str| if var == SOCKET_IFNAME { list.selects(n, None) } else { want.contains(n) };
@@ -105,16 +104,11 @@ fn user_value(
                 .push(format!("the coordinator {c} is reached {}, not through what {var} selects", leaves.join(", ")));
         }
     }
-    let mut c = Check::new("bootstrap", status, findings.join("; "))
+    Check::new("bootstrap", status, findings.join("; "))
         .ev("variable", var)
         .ev("value", value)
         .ev("selects", json!(selected))
         .ev("coordinator", json!(coordinator))
-        .ev("rails", json!(rails));
-    if status != Status::Pass {
-        c = c.hint(format!(
-            "name the interface that routes to the coordinator and every other pod (usually eth0); unset {var} and nccl-wrap exports it"
-        ));
-    }
-    c
+        .ev("rails", json!(rails))
+        .fix(format!("name the interface that routes to the coordinator and every other pod (usually eth0); unset {var} and nccl-wrap exports it"))
 }

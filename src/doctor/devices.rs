@@ -5,11 +5,6 @@ use super::*;
 pub(super) fn check(inp: &Inputs) -> Check {
     let d = &inp.plan.detection;
     let class = inp.sysfs.path("class/infiniband");
-    let sources: Vec<Value> = d
-        .sources
-        .iter()
-        .map(|s| json!({"source": s.source, "status": s.status, "inputs": s.inputs, "problems": s.problems}))
-        .collect();
     let devs: Vec<Value> = d
         .devices
         .iter()
@@ -48,7 +43,7 @@ pub(super) fn check(inp: &Inputs) -> Check {
     };
     let mut c = c
         .ev("source", json!(d.source))
-        .ev("sources", sources)
+        .ev("sources", json!(d.sources))
         .ev("devices", devs)
         .ev("not_ours", json!(nw_observe::detect::names::sorted_natural(&d.not_ours)))
         .ev("class_infiniband", class.display().to_string());
@@ -73,7 +68,6 @@ pub(super) fn ports(inp: &Inputs) -> Vec<Check> {
             continue;
         }
         for p in &dev.ports {
-            let at = |attr: &str| inp.sysfs.path(&format!("{base}/{}/{attr}", p.port));
             let mut what = format!(
                 "{}:{} {} ({}), {}, {}",
                 dev.name,
@@ -106,13 +100,12 @@ pub(super) fn ports(inp: &Inputs) -> Vec<Check> {
                     "check the cable and the switch port (ibstat, `ip link` on its net device); for a VF, the PF's link and the VF's link state (`ip link set <pf> vf <n> state auto`); physical state Disabled means the port was disabled administratively (ibportstate, switch configuration)",
                 ),
             };
-            c = c
-                .ev("device", dev.name.as_str())
-                .ev("port", p.port)
-                .ev("state", file(&at("state"), p.state.as_deref()))
-                .ev("phys_state", file(&at("phys_state"), p.phys_state.as_deref()))
-                .ev("link_layer", file(&at("link_layer"), p.link_layer.as_deref()))
-                .ev("rate", file(&at("rate"), p.rate.as_deref()));
+            c = c.ev("device", dev.name.as_str()).ev("port", p.port);
+            let files =
+                [("state", &p.state), ("phys_state", &p.phys_state), ("link_layer", &p.link_layer), ("rate", &p.rate)];
+            for (attr, value) in files {
+                c = c.ev(attr, file(&inp.sysfs.path(&format!("{base}/{}/{attr}", p.port)), value.as_deref()));
+            }
             if !p.problems.is_empty() {
                 c = c.ev("problems", json!(p.problems));
             }

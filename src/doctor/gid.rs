@@ -6,18 +6,12 @@ use nw_nccl::gid as nccl_gid;
 use nw_observe::detect::netif::Owner;
 
 pub(super) fn roce_ports(plan: &Plan) -> Vec<(&Device, &PortFacts)> {
-    plan.detection
-        .devices
-        .iter()
-        .flat_map(|d| d.ports.iter().map(move |p| (d, p)))
-        .filter(|(_, p)| p.link_layer.as_deref() == Some("Ethernet"))
-        .collect()
+    let ports = plan.detection.devices.iter().flat_map(|d| d.ports.iter().map(move |p| (d, p)));
+    ports.filter(|(_, p)| p.link_layer.as_deref() == Some("Ethernet")).collect()
 }
 
 /// `gids/<i>` and `gid_attrs/types/<i>` of one port: each file and what it holds.
-type Entry = (PathBuf, Option<String>, PathBuf, Option<String>);
-
-pub(super) fn gid_entry(sysfs: &Sysfs, dev: &str, port: u32, i: u32) -> Entry {
+fn gid_entry(sysfs: &Sysfs, dev: &str, port: u32, i: u32) -> (PathBuf, Option<String>, PathBuf, Option<String>) {
     let g = format!("class/infiniband/{dev}/ports/{port}/gids/{i}");
     let t = format!("class/infiniband/{dev}/ports/{port}/gid_attrs/types/{i}");
     (sysfs.path(&g), sysfs.attr(&g).ok(), sysfs.path(&t), sysfs.attr(&t).ok())
@@ -62,9 +56,8 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
                         )),
                     ),
                 };
-                let mut c = Check::new("gid", status, summary).ev("index", g.index).ev("ndev", json!(g.ndev));
-                c.hint = hint;
-                c.ev("gid", file(&gp, gv.as_deref())).ev("type", file(&tp, tv.as_deref()))
+                let c = Check::new("gid", status, summary).hint_opt(hint).ev("index", g.index);
+                c.ev("ndev", json!(g.ndev)).ev("gid", file(&gp, gv.as_deref())).ev("type", file(&tp, tv.as_deref()))
             }
         };
         if let (Some(ui), true) = (&user_index, user_kept) {
@@ -128,10 +121,7 @@ pub(super) fn gid_agreement(inp: &Inputs, roce: &[(&Device, &PortFacts)], agree:
     let first = agree[0].1;
     let list = agree.iter().map(|(l, i)| format!("{l}={i}")).collect::<Vec<_>>().join(", ");
     let (status, summary, hint) = if agree.iter().all(|(_, i)| *i == first) {
-        let set = match inp.plan.gid_index {
-            Some(i) => format!("; nccl-wrap exports NCCL_IB_GID_INDEX={i}"),
-            None => String::new(),
-        };
+        let set = inp.plan.gid_index.map_or(String::new(), |i| format!("; nccl-wrap exports NCCL_IB_GID_INDEX={i}"));
         let note = if first == 0 { String::new() } else { format!(" ({old_nccl}; the export prevents that)") };
         let n = agree.len();
         (Status::Pass, format!("all {n} usable RoCE port(s) agree on GID index {first}{set}{note}"), None)
@@ -160,9 +150,9 @@ pub(super) fn gid_agreement(inp: &Inputs, roce: &[(&Device, &PortFacts)], agree:
             Some("use NCCL 2.21.5 or later, or give every port's net device the same address layout so the tables agree"),
         )
     };
-    let mut c = Check::new("gid", status, summary);
-    c.hint = hint.map(String::from);
-    c.ev("indices", indices)
+    Check::new("gid", status, summary)
+        .hint_opt(hint)
+        .ev("indices", indices)
         .ev("exported", json!(inp.plan.gid_index))
         .ev("addr_range", json!(inp.plan.addr_range))
         .ev("index_0", index0)
@@ -183,9 +173,7 @@ pub(super) fn owner_checks(inp: &Inputs) -> Vec<Check> {
     let forced = effective(IB_GID_INDEX);
     let range = effective(IB_ADDR_RANGE);
     let (mut prefs, _) = nw_decide::gid_prefs(inp.vars);
-    if let Some(r) = range.as_deref().and_then(nccl_gid::AddrRange::parse) {
-        prefs.range = Some(r);
-    }
+    prefs.range = range.as_deref().and_then(nccl_gid::AddrRange::parse).or(prefs.range);
     let d = &inp.plan.detection;
     let addrs = if d.source == nw_observe::detect::Source::Sysfs { Ok(d.addresses.clone()) } else { (inp.addrs)() };
     let own: Vec<std::net::Ipv6Addr> = addrs.unwrap_or_default().iter().map(|a| a.gid()).collect();

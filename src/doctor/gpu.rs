@@ -12,7 +12,6 @@ pub(super) fn gpudirect(inp: &Inputs, gpus: &[Place]) -> Check {
     let kernel = read_attr(&os_path).ok();
     let kernel_ok = kernel.as_deref().and_then(kernel_version).is_some_and(|v| v >= (5, 12));
     let dmabuf = open_modules && kernel_ok;
-    let gpu_list: Vec<&str> = gpus.iter().map(|g| g.pci.as_str()).collect();
     let c = if gpus.is_empty() {
         let summary =
             "no NVIDIA GPU visible in sysfs (vendor 0x10de, class 0x0300xx/0x0302xx): GPUDirect RDMA not checked";
@@ -34,7 +33,7 @@ pub(super) fn gpudirect(inp: &Inputs, gpus: &[Place]) -> Check {
         Check::new("gpudirect", Status::Warn, summary)
         .hint("load nvidia_peermem on the host (`modprobe nvidia-peermem`; GPU Operator: driver.rdma.enabled=true), or use the open kernel modules (driver 515+, kernel 5.12+) for DMA-BUF")
     };
-    c.ev("gpus", json!(gpu_list))
+    c.ev("gpus", json!(gpus.iter().map(|g| &g.pci).collect::<Vec<_>>()))
         .ev("peermem_module", json!(peermem))
         .ev("module_dir", inp.sysfs.path("module/nvidia_peermem").display().to_string())
         .ev("driver_version", file(&drv_path, driver.as_deref()))
@@ -49,16 +48,13 @@ pub(super) fn kernel_version(text: &str) -> Option<(u32, u32)> {
 
 /// The pod's NICs that carry traffic (falling back to all the pod's devices), placed.
 pub(super) fn chosen_nics(inp: &Inputs) -> Vec<(String, Place)> {
-    let plan = inp.plan;
+    let all = &inp.plan.detection.devices;
     let used: Vec<&Device> =
-        plan.detection.devices.iter().filter(|d| plan.decisions.iter().any(|x| x.used && x.device == d.name)).collect();
-    let devs: Vec<&Device> = if used.is_empty() { plan.detection.devices.iter().collect() } else { used };
-    devs.into_iter()
-        .filter_map(|d| {
-            let pci = pci_function(inp.sysfs, &d.attachment)?;
-            topology::place(inp.sysfs, &pci).map(|p| (d.name.clone(), p))
-        })
-        .collect()
+        all.iter().filter(|d| inp.plan.decisions.iter().any(|x| x.used && x.device == d.name)).collect();
+    let devs = if used.is_empty() { all.iter().collect() } else { used };
+    let place =
+        |d: &&Device| Some((d.name.clone(), topology::place(inp.sysfs, &pci_function(inp.sysfs, &d.attachment)?)?));
+    devs.iter().filter_map(place).collect()
 }
 
 pub(super) fn placement(inp: &Inputs, gpus: &[Place]) -> Check {
@@ -71,11 +67,8 @@ pub(super) fn placement(inp: &Inputs, gpus: &[Place]) -> Check {
             .ev("nics", nic_rows);
     }
     if nics.is_empty() {
-        return Check::new(
-            "topology",
-            Status::Warn,
-            format!("{} GPU(s), but no chosen NIC has a PCI function to place", gpus.len()),
-        );
+        let summary = format!("{} GPU(s), but no chosen NIC has a PCI function to place", gpus.len());
+        return Check::new("topology", Status::Warn, summary);
     }
     let mut worst = Relation::Pix;
     let mut far = Vec::new();

@@ -39,22 +39,16 @@ pub fn human(inp: &Inputs, report: &Report, quiet: bool) -> String {
 /// for the rest.
 pub(super) fn evidence_lines(ev: &Map<String, Value>) -> Vec<String> {
     let mut out = Vec::new();
-    for (k, v) in ev {
-        evidence_walk(k, v, &mut out);
-    }
+    ev.iter().for_each(|(k, v)| evidence_walk(k, v, &mut out));
     out
 }
 
 pub(super) fn evidence_walk(key: &str, v: &Value, out: &mut Vec<String>) {
     match v {
         Value::Object(o) if o.contains_key("file") => out.push(file_line(o)),
-        Value::Object(o) => {
-            for (k, x) in o {
-                evidence_walk(&format!("{key}.{k}"), x, out);
-            }
-        }
+        Value::Object(o) => o.iter().for_each(|(k, x)| evidence_walk(&format!("{key}.{k}"), x, out)),
         Value::Array(a) if a.iter().any(Value::is_object) => {
-            out.push(format!("{key}: {} entries (--json shows them)", a.len()));
+            out.push(format!("{key}: {} entries (--json shows them)", a.len()))
         }
         Value::String(s) => out.push(format!("{key}: {s}")),
         other => out.push(format!("{key}: {other}")),
@@ -72,14 +66,8 @@ pub(super) fn file_line(o: &Map<String, Value>) -> String {
 
 /// `nvidia-smi topo -m` style: a row per GPU, a column per chosen NIC, NUMA and bridge last.
 pub(super) fn matrix(topo: &Check) -> String {
-    let (Some(gpus), Some(nics)) =
-        (topo.evidence.get("gpus").and_then(Value::as_array), topo.evidence.get("nics").and_then(Value::as_array))
-    else {
-        return String::new();
-    };
-    if gpus.is_empty() || nics.is_empty() {
-        return String::new();
-    }
+    let list = |k| topo.evidence.get(k).and_then(Value::as_array).filter(|a| !a.is_empty());
+    let (Some(gpus), Some(nics)) = (list("gpus"), list("nics")) else { return String::new() };
     let s = |v: &Value, k: &str| {
         v.get(k).map_or("-".to_string(), |x| x.as_str().map_or_else(|| x.to_string(), String::from))
     };

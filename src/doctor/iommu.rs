@@ -28,9 +28,8 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
             continue;
         };
         let group_rel = format!("bus/pci/devices/{pci}/iommu_group");
-        let group = std::fs::read_link(inp.sysfs.path(&group_rel))
-            .ok()
-            .and_then(|l| l.file_name().and_then(|n| n.to_str()).map(String::from));
+        let link = std::fs::read_link(inp.sysfs.path(&group_rel)).ok();
+        let group = link.and_then(|l| l.file_name().and_then(|n| n.to_str()).map(String::from));
         let type_path = inp.sysfs.path(&format!("{group_rel}/type"));
         let ty = inp.sysfs.attr(&format!("{group_rel}/type")).ok();
         let (status, summary, hint) = match (&group, ty.as_deref()) {
@@ -69,14 +68,13 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
                 Some(fix),
             ),
         };
-        let mut c = Check::new("iommu", status, summary)
+        let c = Check::new("iommu", status, summary)
+            .hint_opt(hint)
             .ev("device", dev.name.as_str())
             .ev("pci", pci.as_str())
             .ev("group", json!(group))
-            .ev("type", file(&type_path, ty.as_deref()))
-            .ev("cmdline", cmd.clone());
-        c.hint = hint.map(String::from);
-        out.push(c);
+            .ev("type", file(&type_path, ty.as_deref()));
+        out.push(c.ev("cmdline", cmd.clone()));
     }
     if out.is_empty() {
         let summary = "no RDMA device of this pod: no IOMMU group to check";

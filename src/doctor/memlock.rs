@@ -29,7 +29,8 @@ pub(super) fn check(inp: &Inputs) -> Check {
             Some("capget failed (see NCCL_WRAP_LOG=debug); check CapEff in /proc/self/status for CAP_IPC_LOCK (bit 14) by hand"),
         ),
     };
-    let mut c = Check::new("memlock", status, summary)
+    Check::new("memlock", status, summary)
+        .hint_opt(hint)
         .ev("soft_before_bytes", lim(m.before.soft))
         .ev("hard_before_bytes", lim(m.before.hard))
         .ev("soft_bytes", lim(m.after.soft))
@@ -38,7 +39,5 @@ pub(super) fn check(inp: &Inputs) -> Check {
         .ev("cap_ipc_lock", json!(m.cap_ipc_lock))
         .ev("cap_sys_resource", json!(m.cap_sys_resource))
         .ev("capabilities_from", "capget(2)")
-        .ev("register_bytes", REGISTER_BYTES);
-    c.hint = hint.map(String::from);
-    c
+        .ev("register_bytes", REGISTER_BYTES)
 }

@@ -17,7 +17,7 @@ use nw_decide::{Action, Plan};
 use nw_nccl::env::{IB_DISABLE, IB_GID_INDEX, IB_HCA};
 use nw_nccl::list::List;
 use nw_observe::detect::port::PortFacts;
-use nw_observe::detect::sysfs::{read_attr, Attachment, Sysfs};
+use nw_observe::detect::sysfs::{looks_like_pci, read_attr, Attachment, Sysfs};
 use nw_observe::detect::{Device, Vars};
 use nw_observe::verbs::{SelftestOptions, Verbs, VerbsError};
 use nw_output::msg::PREFIX;
@@ -41,6 +41,7 @@ mod uverbs;
 
 pub use human::human;
 use nw_observe::detect::topology::{self, Place, Relation};
+pub use nw_observe::observation::View;
 
 /// NCCL registers at least its own communication buffers; a limit below this refuses them.
 pub const REGISTER_BYTES: u64 = 64 << 20;
@@ -68,9 +69,17 @@ impl Check {
         self.evidence.insert(key.to_string(), value.into());
         self
     }
-    fn hint(mut self, hint: impl Into<String>) -> Check {
-        self.hint = Some(hint.into());
+    fn hint(self, hint: impl Into<String>) -> Check {
+        self.hint_opt(Some(hint))
+    }
+    fn hint_opt(mut self, hint: Option<impl Into<String>>) -> Check {
+        self.hint = hint.map(Into::into);
         self
+    }
+    /// `hint` as the fix, unless the check passes.
+    fn fix(self, hint: impl Into<String>) -> Check {
+        let fails = self.status != Status::Pass;
+        self.hint_opt(Some(hint).filter(|_| fails))
     }
 }
 
@@ -117,55 +126,36 @@ pub enum Form {
     Human { quiet: bool },
 }
 
-/// Runs doctor and prints its report; the exit status says whether anything failed.
-pub fn main(inp: &Inputs, form: Form) -> u8 {
-    main_then(inp, form, |_| Ok(()))
+/// Runs doctor and prints its report, then `after` with it (the health files): the exit status
+/// says whether anything failed, or is 2 where `after` fails.
+pub fn main(inp: &Inputs, form: Form, after: impl FnOnce(&Report) -> Result<(), String>) -> u8 {
+    report_then(inp, form, after).unwrap_or_else(|e| {
+        eprintln!("{PREFIX} {e}");
+        EXIT_CANNOT_RUN
+    })
 }
 
-/// [`main`], then `after` with the report (the health files): its error makes the exit status 2.
-pub fn main_then(inp: &Inputs, form: Form, after: impl FnOnce(&Report) -> Result<(), String>) -> u8 {
-    let report = match run_scoped(inp, Scope::Pod) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("{PREFIX} doctor cannot run: {e}");
-            return EXIT_CANNOT_RUN;
-        }
-    };
+/// [`main`], its error the line that says why doctor could not finish.
+fn report_then(inp: &Inputs, form: Form, after: impl FnOnce(&Report) -> Result<(), String>) -> Result<u8, String> {
+    let report = run_scoped(inp, View::Pod).map_err(|e| format!("doctor cannot run: {e}"))?;
     let text = match form {
-        Form::Json => match serde_json::to_string(&report) {
-            Ok(t) => t + "\n",
-            Err(e) => {
-                eprintln!("{PREFIX} doctor cannot serialise its report: {e}");
-                return EXIT_CANNOT_RUN;
-            }
-        },
+        Form::Json => {
+            serde_json::to_string(&report).map_err(|e| format!("doctor cannot serialise its report: {e}"))? + "\n"
+        }
         Form::Human { quiet } => human(inp, &report, quiet),
     };
     let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        eprintln!("{PREFIX} cannot write to stdout: {e}");
-        return EXIT_CANNOT_RUN;
-    }
-    match after(&report) {
-        Ok(()) => report.exit,
-        Err(e) => {
-            eprintln!("{PREFIX} doctor cannot write its health files: {e}");
-            EXIT_CANNOT_RUN
-        }
-    }
+    let written = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+    written.map_err(|e| format!("cannot write to stdout: {e}"))?;
+    after(&report).map_err(|e| format!("doctor cannot write its health files: {e}"))?;
+    Ok(report.exit)
 }
 
-/// Which checks run: a pod's doctor runs every family; the node agent only those about the node
-/// (not one container's `/dev`, environment and verbs, nor the addresses a pod's rails carry).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    Pod,
-    Node,
-}
-
-/// Runs the check families of `scope`, in doctor's order.
-pub fn run_scoped(inp: &Inputs, scope: Scope) -> Result<Report, DoctorError> {
-    let pod = scope == Scope::Pod;
+/// Runs the check families of `view`, in doctor's order: a pod's doctor runs every family; the
+/// node agent only those about the node (not one container's `/dev`, environment and verbs, nor
+/// the addresses a pod's rails carry).
+pub fn run_scoped(inp: &Inputs, view: View) -> Result<Report, DoctorError> {
+    let pod = view == View::Pod;
     let root = inp.sysfs.path("");
     match std::fs::metadata(&root) {
         Ok(m) if m.is_dir() => {}
@@ -224,8 +214,7 @@ fn pci_function(sysfs: &Sysfs, att: &Attachment) -> Option<String> {
         Attachment::Vf { pci, .. } | Attachment::Pf { pci } => Some(pci.clone()),
         Attachment::Sf { id } => {
             let link = std::fs::read_link(sysfs.path(&format!("bus/auxiliary/devices/{id}"))).ok()?;
-            let parts: Vec<&str> = link.iter().filter_map(|c| c.to_str()).collect();
-            parts.iter().rev().find(|c| nw_observe::detect::sysfs::looks_like_pci(c)).map(|s| s.to_string())
+            link.iter().filter_map(|c| c.to_str()).rev().find(|c| looks_like_pci(c)).map(String::from)
         }
         Attachment::Software { .. } | Attachment::Unknown => None,
     }
@@ -319,7 +308,7 @@ mod tests {
             selftest: Some(&SelftestOptions { buffer_bytes: 1 << 20, timeout_ms: 2000 }),
             addrs: &|| Ok(Vec::new()),
         };
-        let report = run_scoped(&inp, Scope::Pod).expect("doctor runs");
+        let report = run_scoped(&inp, View::Pod).expect("doctor runs");
         let st: Vec<(String, Status)> = report
             .checks
             .iter()
@@ -360,7 +349,7 @@ mod tests {
             selftest: Some(&SelftestOptions { buffer_bytes: 1 << 20, timeout_ms: 2000 }),
             addrs: &|| Ok(Vec::new()),
         };
-        let report = run_scoped(&inp, Scope::Pod).expect("doctor runs");
+        let report = run_scoped(&inp, View::Pod).expect("doctor runs");
         let mlx5_11 = report.checks.iter().find(|c| c.id == "selftest" && c.summary.starts_with("mlx5_11"));
         assert!(
             mlx5_11.is_some_and(|c| c.status == Status::Warn && c.summary.ends_with(&format!("not run: {reason}"))),

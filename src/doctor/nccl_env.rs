@@ -28,13 +28,8 @@ pub(super) fn visible_ports(inp: &Inputs) -> Vec<(String, Vec<u32>)> {
         d.devices.iter().map(|x| (x.name.clone(), x.ports.iter().map(|p| p.port).collect())).collect();
     for name in &d.not_ours {
         let mut problems = Vec::new();
-        let ports = inp
-            .sysfs
-            .list(&format!("class/infiniband/{name}/ports"), &mut problems)
-            .into_iter()
-            .filter_map(|p| p.parse().ok())
-            .collect();
-        all.push((name.clone(), ports));
+        let listed = inp.sysfs.list(&format!("class/infiniband/{name}/ports"), &mut problems);
+        all.push((name.clone(), listed.into_iter().filter_map(|p| p.parse().ok()).collect()));
     }
     all.sort_unstable_by(|a, b| nw_observe::detect::names::natural_cmp(&a.0, &b.0));
     all
@@ -42,7 +37,6 @@ pub(super) fn visible_ports(inp: &Inputs) -> Vec<(String, Vec<u32>)> {
 
 pub(super) fn ib_hca(inp: &Inputs) -> Check {
     let plan = inp.plan;
-    let ours: Vec<String> = plan.hca.clone();
     let pass = |summary: String| Check::new("nccl-env", Status::Pass, summary).ev("variable", IB_HCA);
     let Some(var) = plan.vars.iter().find(|v| v.name == IB_HCA) else {
         // Not in the plan: no usable port, so nccl-wrap sets NCCL_IB_DISABLE=1 instead.
@@ -55,7 +49,7 @@ pub(super) fn ib_hca(inp: &Inputs) -> Check {
         };
     };
     let base =
-        |c: Check| c.ev("variable", IB_HCA).ev("pod_ports", json!(ours)).ev("nccl_wrap_value", var.value.as_str());
+        |c: Check| c.ev("variable", IB_HCA).ev("pod_ports", json!(plan.hca)).ev("nccl_wrap_value", var.value.as_str());
     let user = match (&var.previous, &var.action) {
         (None, _) => return base(pass(format!("NCCL_IB_HCA not set; nccl-wrap sets it exactly: {}", var.value))),
         (Some(prev), Action::Override) => {
@@ -67,19 +61,13 @@ pub(super) fn ib_hca(inp: &Inputs) -> Check {
     let list = List::parse(&user);
     let visible = visible_ports(inp);
     let names: Vec<&str> = visible.iter().map(|(n, _)| n.as_str()).collect();
-    let selected: Vec<String> = visible
-        .iter()
-        .flat_map(|(n, ports)| ports.iter().map(move |p| (n, *p)))
-        .filter(|(n, p)| list.selects(n, Some(i64::from(*p))))
-        .map(|(n, p)| format!("{n}:{p}"))
-        .collect();
+    let ports = visible.iter().flat_map(|(n, ports)| ports.iter().map(move |p| (n, *p)));
+    let selected: Vec<String> =
+        ports.filter(|(n, p)| list.selects(n, Some(i64::from(*p)))).map(|(n, p)| format!("{n}:{p}")).collect();
     let pod_names: Vec<&str> = plan.detection.devices.iter().map(|d| d.name.as_str()).collect();
-    let foreign: Vec<&str> = selected
-        .iter()
-        .map(String::as_str)
-        .filter(|s| !pod_names.iter().any(|n| s.split(':').next() == Some(*n)))
-        .collect();
-    let missing: Vec<&str> = ours.iter().filter(|p| !selected.contains(p)).map(String::as_str).collect();
+    let pod_port = |s: &&str| pod_names.iter().any(|n| s.split(':').next() == Some(*n));
+    let foreign: Vec<&str> = selected.iter().map(String::as_str).filter(|s| !pod_port(s)).collect();
+    let missing: Vec<&str> = plan.hca.iter().filter(|p| !selected.contains(p)).map(String::as_str).collect();
     let head = format!("NCCL_IB_HCA={user} (set in the environment, kept) selects");
     let empty = ["nothing", "NCCL will find no IB device and fall back to TCP sockets silently"];
     let (mut status, mut findings) = selection(&list, &names, &head, &selected.join(", "), empty);
@@ -96,19 +84,16 @@ pub(super) fn ib_hca(inp: &Inputs) -> Check {
         status = status.max(Status::Warn);
         findings.push(format!("leaves out this pod's {}", missing.join(", ")));
     }
-    let mut c = base(Check::new("nccl-env", status, findings.join("; ")))
+    base(Check::new("nccl-env", status, findings.join("; ")))
         .ev("value", user.as_str())
         .ev("exclude", list.exclude)
         .ev("exact", list.exact)
         .ev("selects", json!(selected))
-        .ev("visible", json!(names));
-    if status != Status::Pass {
-        c = c.hint(format!(
+        .ev("visible", json!(names))
+        .fix(format!(
             "nccl-wrap keeps a user-set NCCL_IB_HCA: remove it from the pod spec, pass --override (NCCL_WRAP_OVERRIDE=1), or write it exactly: NCCL_IB_HCA='{}' ('=' makes names exact)",
             var.value
-        ));
-    }
-    c
+        ))
 }
 
 pub(super) fn socket_ifname(inp: &Inputs, value: &str) -> Check {
@@ -121,18 +106,15 @@ pub(super) fn socket_ifname(inp: &Inputs, value: &str) -> Check {
     let empty = ["no interface", "NCCL's bootstrap will find no socket interface and abort"];
     let (mut status, mut findings) = selection(&list, &names, &head, &selected.join(", "), empty);
     unmatched(&list, &names, "no interface in this namespace", &mut status, &mut findings);
-    let mut c = Check::new("nccl-env", status, findings.join("; "))
+    Check::new("nccl-env", status, findings.join("; "))
         .ev("variable", SOCKET_IFNAME)
         .ev("value", value)
         .ev("selects", json!(selected))
         .ev("interfaces", json!(names))
-        .ev("class_net", inp.sysfs.path("class/net").display().to_string());
-    if status != Status::Pass {
-        c = c.hint(
+        .ev("class_net", inp.sysfs.path("class/net").display().to_string())
+        .fix(
             "name this namespace's interfaces (`ip -br link`); put '=' before the list for exact names, '^' to exclude",
-        );
-    }
-    c
+        )
 }
 
 /// A list variable's first findings: what it selects (`[none, why]` when nothing: a failure), then

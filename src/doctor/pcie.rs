@@ -37,7 +37,7 @@ fn read(sysfs: &Sysfs, pci: &str) -> Option<(Link, Link, String)> {
     // A VF: its PF's link.
     let pf = std::fs::read_link(sysfs.path(&format!("{dir}/physfn"))).ok()?;
     let pf = pf.file_name()?.to_str()?.to_string();
-    nw_observe::detect::sysfs::looks_like_pci(&pf).then_some(())?;
+    looks_like_pci(&pf).then_some(())?;
     get(&format!("bus/pci/devices/{pf}")).map(|(c, m)| (c, m, pf))
 }
 
@@ -50,13 +50,10 @@ pub(super) fn check_one(sysfs: &Sysfs, what: &str, device: &str, pci: &str) -> O
         let summary = format!("{name}: PCIe link at its maximum, {} GT/s x{}", cur.gts, cur.width);
         return Some(Check::new("pcie-link", Status::Pass, summary).ev("device", device).ev("pci", pci));
     }
-    let share = (cur.gts * f64::from(cur.width)) / (max.gts * f64::from(max.width));
+    let (Link { gts, width }, Link { gts: max_gts, width: max_width }) = (cur, max);
+    let share = (gts * f64::from(width)) / (max_gts * f64::from(max_width));
     let summary = format!(
-        "{name}: PCIe link trained down to {} GT/s x{} (it can do {} GT/s x{}): about {:.0} % of its bandwidth",
-        cur.gts,
-        cur.width,
-        max.gts,
-        max.width,
+        "{name}: PCIe link trained down to {gts} GT/s x{width} (it can do {max_gts} GT/s x{max_width}): about {:.0} % of its bandwidth",
         share * 100.0
     );
     Some(Check::new("pcie-link", Status::Warn, summary).ev("device", device).ev("pci", pci).hint(

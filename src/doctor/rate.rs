@@ -9,29 +9,27 @@ pub(super) fn gbps(rate: &str) -> Option<f64> {
 }
 
 pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
-    let plan = inp.plan;
-    let chosen: Vec<(String, u32, String, f64, String)> = plan
-        .used_ports()
-        .filter_map(|(d, p)| {
-            let rate = p.rate.as_deref()?;
-            Some((d.to_string(), p.port, p.link_layer.clone().unwrap_or_default(), gbps(rate)?, rate.to_string()))
-        })
-        .collect();
+    // (device, port, rate as sysfs says it, Gb/s, link layer)
+    let chosen = inp.plan.used_ports().filter_map(|(d, p)| {
+        let rate = p.rate.as_deref()?;
+        Some((d, p.port, rate, gbps(rate)?, p.link_layer.as_deref().unwrap_or_default()))
+    });
+    let chosen: Vec<_> = chosen.collect();
     let mut out = Vec::new();
-    for (dev, port, layer, g, text) in &chosen {
-        let siblings: Vec<&(String, u32, String, f64, String)> = chosen.iter().filter(|c| &c.2 == layer).collect();
+    for &(dev, port, text, g, layer) in &chosen {
+        let siblings: Vec<f64> = chosen.iter().filter(|c| c.4 == layer).map(|c| c.3).collect();
         if siblings.len() < 2 {
             continue;
         }
-        let best = siblings.iter().map(|c| c.3).fold(0.0, f64::max);
-        let mut c = if *g < best {
+        let best = siblings.into_iter().fold(0.0, f64::max);
+        let mut c = if g < best {
             let summary = format!("{dev}:{port} runs at {g} Gb/s ({text}) while its sibling ports run at {best} Gb/s: the job's collectives go at the slowest rail's pace");
             Check::new("port-rate", Status::Warn, summary)
             .hint("check the cable and transceiver kind, the switch port's configured speed, and `ibstat`/`ethtool` on the host")
         } else {
             Check::new("port-rate", Status::Pass, format!("{dev}:{port} at {g} Gb/s, as fast as its sibling ports"))
         };
-        c = c.ev("device", dev.as_str()).ev("port", *port).ev("rate", text.as_str());
+        c = c.ev("device", dev).ev("port", port).ev("rate", text);
         out.push(c.ev("siblings_best_gbps", best));
     }
     out

@@ -7,12 +7,11 @@ use super::{Check, Inputs, Status};
 
 pub(super) fn check(inp: &Inputs) -> Option<Check> {
     let u = inp.plan.userspace.as_ref()?;
-    let mut findings = Vec::new();
     let mut status = Status::Pass;
-    findings.push(match &u.libibverbs {
+    let mut findings = vec![match &u.libibverbs {
         Some(v) => format!("libibverbs.so.1 is {} ({})", v.path, v.by),
         None => "no libibverbs.so.1".into(),
-    });
+    }];
     for p in &u.providers {
         findings.push(match (&p.library, &p.config) {
             (Some(l), Some(_)) => format!("{} provider {l} for {}", p.name, p.devices.join(", ")),
@@ -52,7 +51,5 @@ pub(super) fn check(inp: &Inputs) -> Option<Check> {
             u.missing.iter().map(|m| m.package).collect::<Vec<_>>().join("; ")
         ));
     }
-    let mut c = Check::new("userspace", status, findings.join("; ")).ev("userspace", json!(u));
-    c.hint = hint;
-    Some(c)
+    Some(Check::new("userspace", status, findings.join("; ")).ev("userspace", json!(u)).hint_opt(hint))
 }

@@ -4,13 +4,9 @@ use super::*;
 
 /// RDMA device name -> `uverbsN`, from `class/infiniband_verbs/uverbs*/ibdev`.
 pub(super) fn uverbs_map(sysfs: &Sysfs) -> BTreeMap<String, String> {
-    let mut problems = Vec::new();
-    sysfs
-        .list("class/infiniband_verbs", &mut problems)
-        .into_iter()
-        .filter(|n| n.starts_with("uverbs"))
-        .filter_map(|n| sysfs.attr(&format!("class/infiniband_verbs/{n}/ibdev")).ok().map(|dev| (dev, n)))
-        .collect()
+    let listed = sysfs.list("class/infiniband_verbs", &mut Vec::new());
+    let ibdev = |n: String| sysfs.attr(&format!("class/infiniband_verbs/{n}/ibdev")).ok().map(|dev| (dev, n));
+    listed.into_iter().filter(|n| n.starts_with("uverbs")).filter_map(ibdev).collect()
 }
 
 pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
@@ -72,6 +68,7 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
             },
         };
         let mut c = Check::new("uverbs", status, summary)
+            .hint_opt(hint)
             .ev("device", name)
             .ev("uverbs", uv.as_str())
             .ev("ibdev", file(&inp.sysfs.path(&format!("class/infiniband_verbs/{uv}/ibdev")), Some(name)))
@@ -80,7 +77,6 @@ pub(super) fn checks(inp: &Inputs) -> Vec<Check> {
         if let Some(s) = &sys_dev {
             c = c.ev("sysfs_dev", file(&inp.sysfs.path(&dev_attr), Some(s)));
         }
-        c.hint = hint.map(String::from);
         out.push(c);
     }
     if out.is_empty() {

@@ -13,15 +13,8 @@ static NAMED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
 
 /// Whether `problem` is named for the first time; at most 1,024 are remembered.
 fn first_time(problem: &str) -> bool {
-    let Ok(mut named) = NAMED.lock() else { return false };
-    if named.contains(problem) || named.len() >= 1024 {
-        return false;
-    }
-    named.insert(problem.to_string())
+    NAMED.lock().is_ok_and(|mut named| named.len() < 1024 && named.insert(problem.to_string()))
 }
-
-/// The two directories, as the metrics name them.
-pub const DIRS: [&str; 2] = port_counters::GROUPS;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Counter {
@@ -47,7 +40,7 @@ pub fn read(sysfs: &Sysfs, device: &str, port: u32) -> Vec<Counter> {
     read.into_iter()
         .filter_map(|(key, value)| {
             let (group, name) = port_counters::split(&key);
-            let dir = DIRS.into_iter().find(|d| *d == group)?;
+            let dir = port_counters::GROUPS.into_iter().find(|d| *d == group)?;
             Some(Counter { dir, name: name.to_string(), value })
         })
         .collect()

@@ -56,7 +56,7 @@ pub fn render(h: &Health, written_by: &str, now: u64, expiry: Option<u64>) -> (S
         out,
         "# nccl-wrap {}: RDMA health of this node ({} view), written by `{written_by}` at {}; names: docs/health.md",
         env!("CARGO_PKG_VERSION"),
-        h.view.name(),
+        super::view_name(h.view),
         rfc3339(now)
     );
     if let Some(t) = expiry {
@@ -79,13 +79,9 @@ pub fn render(h: &Health, written_by: &str, now: u64, expiry: Option<u64>) -> (S
 pub fn label_name_error(key: &str) -> Option<String> {
     let (prefix, name) = key.split_once('/').map_or((None, key), |(p, n)| (Some(p), n));
     if let Some(p) = prefix {
-        let label_ok = |l: &str| {
-            !l.is_empty()
-                && l.len() <= 63
-                && l.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
-                && !l.starts_with('-')
-                && !l.ends_with('-')
-        };
+        let dns = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-';
+        let label_ok =
+            |l: &str| (1..=63).contains(&l.len()) && l.bytes().all(dns) && !l.starts_with('-') && !l.ends_with('-');
         if p.is_empty() || p.len() > 253 || !p.split('.').all(label_ok) {
             return Some(format!("prefix {p:?} is not a DNS subdomain"));
         }
@@ -103,36 +99,21 @@ pub fn label_value_error(value: &str) -> Option<String> {
 
 /// At most 63 characters of `[A-Za-z0-9_.-]`, alphanumeric at both ends.
 fn segment_error(s: &str) -> Option<&'static str> {
-    if s.is_empty() {
-        return Some("is empty");
-    }
-    if s.len() > 63 {
-        return Some("is longer than 63 characters");
-    }
-    if !s.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.')) {
-        return Some("has characters outside [A-Za-z0-9_.-]");
-    }
     let ends = |c: Option<u8>| c.is_some_and(|c| c.is_ascii_alphanumeric());
-    if !ends(s.bytes().next()) || !ends(s.bytes().last()) {
-        return Some("does not begin and end with [A-Za-z0-9]");
-    }
-    None
+    let allowed = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.');
+    let faults = [
+        (s.is_empty(), "is empty"),
+        (s.len() > 63, "is longer than 63 characters"),
+        (!s.bytes().all(allowed), "has characters outside [A-Za-z0-9_.-]"),
+        (!ends(s.bytes().next()) || !ends(s.bytes().last()), "does not begin and end with [A-Za-z0-9]"),
+    ];
+    faults.into_iter().find(|(fault, _)| *fault).map(|(_, why)| why)
 }
 
-/// `2026-11-23T18:30:00Z` for Unix seconds (UTC; days to civil date as in Howard Hinnant's
-/// `civil_from_days`).
+/// `2026-11-23T18:30:00Z` for Unix seconds (UTC).
 pub fn rfc3339(unix: u64) -> String {
-    let days = i64::try_from(unix / 86_400).unwrap_or(i64::MAX / 2);
+    let (year, month, day) = nw_postmortem::utc::civil(i64::try_from(unix / 86_400).unwrap_or(i64::MAX / 2));
     let secs = unix % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
     format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", secs / 3600, secs % 3600 / 60, secs % 60)
 }
 

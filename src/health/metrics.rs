@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::{Health, View};
+use super::{view_name, Health, View};
 use crate::doctor::{status_word, Status};
 
 /// What the writer knows besides the health value.
@@ -40,11 +40,8 @@ impl Out {
         let _ = writeln!(self.text, "# TYPE nccl_wrap_{name} {kind}");
         for (labels, value) in samples {
             let _ = write!(self.text, "nccl_wrap_{name}");
-            let labels: Vec<String> = labels
-                .iter()
-                .filter(|(_, v)| !v.is_empty())
-                .map(|(k, v)| format!("{k}=\"{}\"", escape_value(v)))
-                .collect();
+            let shown = labels.iter().filter(|(_, v)| !v.is_empty());
+            let labels: Vec<String> = shown.map(|(k, v)| format!("{k}=\"{}\"", escape_value(v))).collect();
             if !labels.is_empty() {
                 let _ = write!(self.text, "{{{}}}", labels.join(","));
             }
@@ -88,10 +85,9 @@ pub fn status_value(s: Status) -> f64 {
     f64::from(s as u8)
 }
 
-/// The whole file.
 pub fn render(h: &Health, round: &Round) -> String {
     let mut o = Out { text: String::new() };
-    let version = vec![("version", env!("CARGO_PKG_VERSION").to_string()), ("view", h.view.name().to_string())];
+    let version = vec![("version", env!("CARGO_PKG_VERSION").to_string()), ("view", view_name(h.view).to_string())];
     o.family(
         "info",
         "gauge",
@@ -108,9 +104,7 @@ pub fn render(h: &Health, round: &Round) -> String {
         ("rdma_ports", "RDMA ports in this view", Some(h.ports.len() as f64)),
         ("rdma_ports_usable", usable, Some(h.usable() as f64)),
     ];
-    for (name, help, value) in gauges {
-        o.one(name, "gauge", help, value);
-    }
+    gauges.into_iter().for_each(|(name, help, value)| o.one(name, "gauge", help, value));
     let devices: Samples = h.devices.iter().map(|(k, n)| (vec![("kind", k.to_string())], *n as f64)).collect();
     let help = "RDMA devices by kind (pf, vf, sf, software, unknown); the node's view counts VFs and SFs but checks only the rest";
     o.family("rdma_devices", "gauge", help, &devices);
@@ -129,9 +123,7 @@ pub fn render(h: &Health, round: &Round) -> String {
         ("gpudirect_possible", "1 when NVIDIA GPUs are visible and nvidia_peermem is loaded or DMA-BUF is possible",
             Some(flag(h.gpudirect))),
     ];
-    for (name, help, value) in gauges {
-        o.one(name, "gauge", help, value);
-    }
+    gauges.into_iter().for_each(|(name, help, value)| o.one(name, "gauge", help, value));
     let mut checks: Samples = Vec::new();
     for (k, s) in &h.checks {
         let (device, variable) = (k.device.clone().unwrap_or_default(), k.variable.clone().unwrap_or_default());
@@ -166,7 +158,7 @@ pub fn render(h: &Health, round: &Round) -> String {
             |p| p.phys_state.map(f64::from)),
         ("port_usable", "1 when the port counts in rdma_ports_usable", |p| Some(flag(p.usable))),
         ("port_rate_bytes_per_second", "The port's signalling rate from ports/N/rate, in bytes per second",
-            |p| p.rate_bytes_per_second()),
+            |p| super::parse_rate_gbps(p.rate.as_deref()?).map(|g| g * 1e9 / 8.0)),
         ("port_gid_index",
             "The RoCE v2 GID index NCCL would pick on the port (RoCE ports with a GID of the wanted family)",
             |p| p.gid_index.map(f64::from)),
@@ -189,9 +181,7 @@ pub fn render(h: &Health, round: &Round) -> String {
             round.cpu_seconds),
         ("agent_max_rss_bytes", "gauge", "The agent's peak resident set size", round.max_rss_bytes.map(|r| r as f64)),
     ];
-    for (name, kind, help, value) in agent {
-        o.one(name, kind, help, value);
-    }
+    agent.into_iter().for_each(|(name, kind, help, value)| o.one(name, kind, help, value));
     o.text
 }
 
@@ -296,6 +286,9 @@ const NAMED: &[Named] = &[
     hw("rx_write_requests", "rx_write_requests_total", "RDMA write requests received"),
 ];
 
+/// The help of a counter [`other_family`] names, after its `DIR/FILE: `.
+const OTHER: &str = "a counter of the driver's, as it counts (node_exporter has no name for it)";
+
 /// The family of a counter node_exporter has no name for (rxe's `rcvd_seq_err`):
 /// `port_hw_<name>_total` or `port_ibta_<name>_total`, lower-cased; its unit is the driver's, so
 /// it is a family of its own, never a label of a shared one.
@@ -313,21 +306,14 @@ fn port_counters(o: &mut Out, h: &Health) {
     for p in &h.ports {
         for c in &p.counters {
             let known = NAMED.iter().enumerate().find(|(_, n)| n.dir == c.dir && n.file == c.name);
-            let (key, help, value) = match known {
-                Some((i, n)) => ((i, n.family.to_string()), n.help(), c.value as f64 * n.scale),
-                None => (
-                    (NAMED.len(), other_family(c.dir, &c.name)),
-                    format!(
-                        "{}/{}: a counter of the driver's, as it counts (node_exporter has no name for it)",
-                        c.dir, c.name
-                    ),
-                    c.value as f64,
-                ),
+            let (i, family, help, scale) = match known {
+                Some((i, n)) => (i, n.family.to_string(), n.help(), n.scale),
+                None => (NAMED.len(), other_family(c.dir, &c.name), format!("{}/{}: {OTHER}", c.dir, c.name), 1.0),
             };
             let labels = vec![("device", p.device.clone()), ("port", p.port.to_string())];
-            let (_, samples) = families.entry(key).or_insert_with(|| (help, Vec::new()));
+            let (_, samples) = families.entry((i, family)).or_insert_with(|| (help, Vec::new()));
             if !samples.iter().any(|(l, _)| *l == labels) {
-                samples.push((labels, value));
+                samples.push((labels, c.value as f64 * scale));
             }
         }
     }

@@ -13,26 +13,18 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::doctor::{Report, Status};
+use crate::doctor::{Report, Status, View};
 use nw_decide::Plan;
 use nw_observe::detect::sysfs::Sysfs;
 use nw_pid1::memlock::Memlock;
 
 pub use counters::Counter;
 
-/// Whose view the figures are: a pod's devices (doctor) or the node's (watch).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum View {
-    Pod,
-    Node,
-}
-
-impl View {
-    pub fn name(self) -> &'static str {
-        match self {
-            View::Pod => "pod",
-            View::Node => "node",
-        }
+/// Whose view the figures are, as the files name it: a pod's devices (doctor) or the node's (watch).
+pub fn view_name(view: View) -> &'static str {
+    match view {
+        View::Pod => "pod",
+        View::Node => "node",
     }
 }
 
@@ -67,13 +59,6 @@ pub struct PortHealth {
     /// The RoCE v2 GID index NCCL would pick, where the port has one of the wanted family.
     pub gid_index: Option<u32>,
     pub counters: Vec<Counter>,
-}
-
-impl PortHealth {
-    /// `rate` in bytes per second (`400 Gb/sec` -> 5e10).
-    pub fn rate_bytes_per_second(&self) -> Option<f64> {
-        parse_rate_gbps(self.rate.as_deref()?).map(|g| g * 1e9 / 8.0)
-    }
 }
 
 /// One check's outcome, keyed as the metrics key it: id and what it is about.
@@ -119,28 +104,21 @@ impl Health {
 
     /// `ethernet`, `infiniband` or `mixed`, over every port.
     pub fn link_layer(&self) -> Option<&'static str> {
-        let seen: std::collections::BTreeSet<&'static str> = self
-            .ports
-            .iter()
-            .filter_map(|p| match p.link_layer.as_deref() {
-                Some("Ethernet") => Some("ethernet"),
-                Some("InfiniBand") => Some("infiniband"),
-                _ => None,
-            })
-            .collect();
+        let word = |p: &PortHealth| match p.link_layer.as_deref() {
+            Some("Ethernet") => Some("ethernet"),
+            Some("InfiniBand") => Some("infiniband"),
+            _ => None,
+        };
+        let seen: std::collections::BTreeSet<&'static str> = self.ports.iter().filter_map(word).collect();
         (seen.len() > 1).then_some("mixed").or(seen.first().copied())
     }
 
     /// The slowest usable port's rate in Gb/s.
     pub fn min_rate_gbps(&self) -> Option<f64> {
-        self.ports
-            .iter()
-            .filter(|p| p.usable)
-            .filter_map(|p| parse_rate_gbps(p.rate.as_deref()?))
-            .min_by(|a, b| a.total_cmp(b))
+        let rates = self.ports.iter().filter(|p| p.usable).filter_map(|p| parse_rate_gbps(p.rate.as_deref()?));
+        rates.min_by(|a, b| a.total_cmp(b))
     }
 
-    /// The worst status of each check id.
     pub fn worst_by_id(&self) -> BTreeMap<&'static str, Status> {
         let mut out: BTreeMap<&'static str, Status> = BTreeMap::new();
         for (k, s) in &self.checks {
@@ -151,7 +129,6 @@ impl Health {
     }
 }
 
-/// What `summarize` reads.
 pub struct Facts<'a> {
     pub view: View,
     pub plan: &'a Plan,
@@ -166,13 +143,9 @@ pub struct Facts<'a> {
 /// Reads the counters of every port but a management function's (NVSwitch): reading those floods
 /// the kernel log (prometheus/node_exporter#3434) and says nothing of the job's fabric.
 pub fn read_counters(sysfs: &Sysfs, plan: &Plan) -> BTreeMap<(String, u32), Vec<Counter>> {
-    let mut out = BTreeMap::new();
-    for d in plan.detection.devices.iter().filter(|d| nw_decide::management_function(d).is_none()) {
-        for p in &d.ports {
-            out.insert((d.name.clone(), p.port), counters::read(sysfs, &d.name, p.port));
-        }
-    }
-    out
+    let devices = plan.detection.devices.iter().filter(|d| nw_decide::management_function(d).is_none());
+    let ports = devices.flat_map(|d| d.ports.iter().map(move |p| (d, p)));
+    ports.map(|(d, p)| ((d.name.clone(), p.port), counters::read(sysfs, &d.name, p.port))).collect()
 }
 
 /// Doctor's findings and the plan, reduced to what the files say. Pure.
@@ -218,11 +191,7 @@ pub fn summarize(f: &Facts) -> Health {
         *e = (*e).max(c.status);
     }
     let iommu = checks.iter().filter(|(k, _)| k.id == "iommu" && k.device.is_some()).map(|(_, s)| *s).max();
-    let iommu_passthrough = match iommu {
-        Some(Status::Fail) => Some(false),
-        Some(Status::Pass) => Some(true),
-        _ => None,
-    };
+    let iommu_passthrough = iommu.filter(|s| *s != Status::Warn).map(|s| s == Status::Pass);
     let gpudirect = f.report.checks.iter().any(|c| c.id == "gpudirect" && c.status == Status::Pass);
     let mut h = Health {
         view: f.view,
@@ -274,8 +243,11 @@ pub fn write_outputs(
     errors.is_empty().then_some(()).ok_or_else(|| errors.join("; "))
 }
 
-/// `doctor --features/--metrics`: the pod's view of the report doctor just printed.
+/// `doctor --features/--metrics`, where given: the pod's view of the report doctor just printed.
 pub fn write_for_doctor(inp: &crate::doctor::Inputs, report: &Report, out: &Outputs) -> Result<(), String> {
+    if out.is_empty() {
+        return Ok(());
+    }
     let counters = read_counters(inp.sysfs, inp.plan);
     let (plan, memlock, skipped) = (inp.plan, inp.memlock, &BTreeMap::new());
     let h = summarize(&Facts { view: View::Pod, plan, report, memlock, counters: &counters, skipped });

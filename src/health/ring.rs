@@ -35,14 +35,7 @@ pub const HELLO: Duration = Duration::from_millis(500);
 
 /// The largest test a peer may ask an agent to answer (a peer's knobs are its own, within these):
 /// the listener's own settings bound every hello (a larger one is refused, named: [`policy`]).
-pub const ANSWER: Settings = Settings {
-    all_pairs: true,
-    bytes: 1 << 20,
-    iters: 1000,
-    duration_ms: 500,
-    timeout: Duration::from_secs(2),
-    gate: None,
-};
+pub const ANSWER: Settings = Settings { all_pairs: true, bytes: 1 << 20, iters: 1000, duration_ms: 500, ..LIMITS };
 
 /// `--ring SERVICE[:PORT]` and `--ring-every`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,12 +69,8 @@ pub fn position(peers: &[IpAddr], own: &[IpAddr]) -> Position {
         return Position::Alone { peers: n };
     }
     let own: Vec<IpAddr> = own.iter().map(|a| a.to_canonical()).collect();
-    match sorted.iter().position(|p| own.contains(p)) {
-        None => Position::NotListed { peers: n },
-        Some(i) => {
-            Position::Placed { me: sorted[i], next: sorted[(i + 1) % n], prev: sorted[(i + n - 1) % n], peers: n }
-        }
-    }
+    let Some(i) = sorted.iter().position(|p| own.contains(p)) else { return Position::NotListed { peers: n } };
+    Position::Placed { me: sorted[i], next: sorted[(i + 1) % n], prev: sorted[(i + n - 1) % n], peers: n }
 }
 
 /// The headless Service's addresses through the system resolver (one A/AAAA answer per ready
@@ -151,7 +140,6 @@ pub struct Pair {
     pub rated_kbps: Option<u64>,
 }
 
-/// What a ring round found.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
     /// No test: no peers resolved, alone, or this node not among them.
@@ -284,12 +272,11 @@ pub fn judged(mut pairs: Vec<Pair>) -> Vec<Pair> {
         .iter()
         .map(|p| Figure { kbps: p.kbps.filter(|_| p.status == Status::Pass), rated_kbps: p.rated_kbps })
         .collect();
-    for (p, s) in pairs.iter_mut().zip(slow::judge(&figures, slow::DEFAULT_PCT)) {
-        if let Some(s) = s {
-            p.status = Status::Warn;
-            p.cause = Some("slow-pair");
-            p.summary = Some(s.summary("this node's rails'"));
-        }
+    let flagged = pairs.iter_mut().zip(slow::judge(&figures, slow::DEFAULT_PCT)).filter_map(|(p, s)| Some((p, s?)));
+    for (p, s) in flagged {
+        p.status = Status::Warn;
+        p.cause = Some("slow-pair");
+        p.summary = Some(s.summary("this node's rails'"));
     }
     pairs
 }

@@ -10,7 +10,7 @@ use nix::libc;
 
 use super::metrics::Round;
 use super::{read_counters, ring, summarize, write_outputs, Facts, Health, Outputs, View};
-use crate::doctor::{self, DoctorError, Scope, Status};
+use crate::doctor::{self, DoctorError, Status};
 use nw_decide as plan;
 use nw_observe::detect::gid_source::SysfsOnly;
 use nw_observe::detect::sysfs::Sysfs;
@@ -38,7 +38,6 @@ pub struct Options {
     pub ring: Option<ring::Config>,
 }
 
-/// The roots a round reads.
 pub struct Roots<'a> {
     pub sysfs: &'a Sysfs,
     pub proc_root: &'a Path,
@@ -85,7 +84,7 @@ pub fn round(
         // Node-scope checks ask for no pod addresses (whose GID entry is a pod's question).
         addrs: &|| Ok(Vec::new()),
     };
-    let report = doctor::run_scoped(&inp, Scope::Node)?;
+    let report = doctor::run_scoped(&inp, View::Node)?;
     let counters = read_counters(r.sysfs, plan);
     Ok(summarize(&Facts { view: View::Node, plan, report: &report, memlock, counters: &counters, skipped }))
 }
@@ -98,7 +97,7 @@ struct Ring<'a> {
     verbs: &'a dyn Verbs,
 }
 
-/// Binds the ring's port and answers peers on a thread for the agent's life.
+/// Binds the ring's port and answers peers on a thread for the agent's life, and says so.
 fn start_ring<'a>(r: &Roots, config: &'a ring::Config, verbs: &'a dyn Verbs) -> Result<Ring<'a>, String> {
     // The pair test's one dual-stack bind: every address, both families.
     let listener = nw_pairtest::exchange::bind_any(config.port).map_err(|e| format!("ring: {e}"))?;
@@ -112,6 +111,10 @@ fn start_ring<'a>(r: &Roots, config: &'a ring::Config, verbs: &'a dyn Verbs) -> 
         .name("ring".into())
         .spawn(move || ring::serve(&listener, f.as_ref(), &a, timeout, None))
         .map_err(|e| format!("ring: cannot start the listener's thread: {e}"))?;
+    eprintln!(
+        "{PREFIX} watch: ring ping every {} round(s) towards the next of {}'s addresses, answering on port {}",
+        config.every, config.service, config.port
+    );
     Ok(Ring { config, fabric, allowed, verbs })
 }
 
@@ -132,13 +135,15 @@ fn ring_round(r: &Roots, plan: &plan::Plan, ring: &Ring) -> ring::Report {
 /// Runs the agent until a signal (or `rounds`); returns the exit status. `verbs` are the pair
 /// test's, used by `--ring` only.
 pub fn main(r: &Roots, opts: &Options, verbs: &dyn Verbs) -> u8 {
-    let blocked = match Blocked::block() {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("{PREFIX} watch cannot block signals: {e}");
-            return EXIT_CANNOT_RUN;
-        }
-    };
+    agent(r, opts, verbs).unwrap_or_else(|e| {
+        eprintln!("{PREFIX} {e}");
+        EXIT_CANNOT_RUN
+    })
+}
+
+/// [`main`]'s loop; its error is the line that stops the agent.
+fn agent(r: &Roots, opts: &Options, verbs: &dyn Verbs) -> Result<u8, String> {
+    let blocked = Blocked::block().map_err(|e| format!("watch cannot block signals: {e}"))?;
     let memlock = memlock::raise();
     let mut files = Vec::new();
     for p in [&opts.outputs.features, &opts.outputs.metrics].into_iter().flatten() {
@@ -152,20 +157,7 @@ pub fn main(r: &Roots, opts: &Options, verbs: &dyn Verbs) -> u8 {
         opts.jitter_pct,
         if files.is_empty() { "no file (stderr only)".to_string() } else { files.join(" and ") }
     );
-    let ring = match opts.ring.as_ref().map(|c| (c, start_ring(r, c, verbs))) {
-        None => None,
-        Some((c, Ok(ring))) => {
-            eprintln!(
-                "{PREFIX} watch: ring ping every {} round(s) towards the next of {}'s addresses, answering on port {}",
-                c.every, c.service, c.port
-            );
-            Some(ring)
-        }
-        Some((_, Err(e))) => {
-            eprintln!("{PREFIX} watch: {e}");
-            return EXIT_CANNOT_RUN;
-        }
-    };
+    let ring = opts.ring.as_ref().map(|c| start_ring(r, c, verbs)).transpose().map_err(|e| format!("watch: {e}"))?;
     let mut last_ring: Option<ring::Report> = None;
     let mut rng = seed();
     let mut last: Option<String> = None;
@@ -200,18 +192,17 @@ pub fn main(r: &Roots, opts: &Options, verbs: &dyn Verbs) -> u8 {
             let expiry = timestamp as u64 + (opts.interval * 3).max(Duration::from_secs(120)).as_secs();
             write_outputs(&opts.outputs, h, &round_info, "nccl-wrap watch", Some(expiry))
         });
-        if let Err(e) = written {
-            eprintln!("{PREFIX} watch: round {n}: {e}");
-            if n == 1 {
-                return EXIT_CANNOT_RUN;
-            }
+        match written {
+            Err(e) if n == 1 => return Err(format!("watch: round 1: {e}")),
+            Err(e) => eprintln!("{PREFIX} watch: round {n}: {e}"),
+            Ok(()) => {}
         }
         if let Some(verdict) = health.ok().map(|h| verdict(&h)).filter(|v| last.as_ref() != Some(v)) {
             eprintln!("{PREFIX} watch: {verdict}");
             last = Some(verdict);
         }
         if opts.rounds != 0 && n >= opts.rounds {
-            return 0;
+            return Ok(0);
         }
         let deadline = started + jittered(opts.interval, opts.jitter_pct, &mut rng);
         loop {
@@ -222,14 +213,11 @@ pub fn main(r: &Roots, opts: &Options, verbs: &dyn Verbs) -> u8 {
             match blocked.wait(Some(left)) {
                 Ok(Some(sig)) if [libc::SIGTERM, libc::SIGINT, libc::SIGQUIT].contains(&sig) => {
                     eprintln!("{PREFIX} watch: stopping on signal {sig} after {n} round(s); the files are whole");
-                    return 0;
+                    return Ok(0);
                 }
                 Ok(Some(libc::SIGHUP)) => break,
                 Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-                Err(e) => {
-                    eprintln!("{PREFIX} watch: cannot wait for signals: {e}");
-                    return EXIT_CANNOT_RUN;
-                }
+                Err(e) => return Err(format!("watch: cannot wait for signals: {e}")),
             }
         }
     }
@@ -237,16 +225,12 @@ pub fn main(r: &Roots, opts: &Options, verbs: &dyn Verbs) -> u8 {
 
 /// The line people read: healthy or not, usable ports, and what fails.
 pub fn verdict(h: &Health) -> String {
-    let failing: Vec<String> = h
-        .checks
-        .iter()
-        .filter(|(_, s)| **s == Status::Fail)
-        .map(|(k, _)| match (&k.device, k.port) {
-            (Some(d), Some(p)) => format!("{} {d}:{p}", k.id),
-            (Some(d), None) => format!("{} {d}", k.id),
-            _ => k.id.to_string(),
-        })
-        .collect();
+    let failing = h.checks.iter().filter(|(_, s)| **s == Status::Fail).map(|(k, _)| match (&k.device, k.port) {
+        (Some(d), Some(p)) => format!("{} {d}:{p}", k.id),
+        (Some(d), None) => format!("{} {d}", k.id),
+        _ => k.id.to_string(),
+    });
+    let failing: Vec<String> = failing.collect();
     let state = if h.healthy { "healthy" } else { "NOT healthy" };
     let failing = if failing.is_empty() { String::new() } else { format!("; failing: {}", failing.join(", ")) };
     format!("{state}: {} of {} RDMA port(s) usable{failing}", h.usable(), h.ports.len())

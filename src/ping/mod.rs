@@ -24,8 +24,6 @@ use nw_pairtest::Settings;
 pub const EXIT_PASS: u8 = 0;
 pub const EXIT_FAILED: u8 = 1;
 pub const EXIT_CANNOT_RUN: u8 = 2;
-/// The ring's default TCP port (perftest's).
-pub const DEFAULT_PORT: u16 = 18515;
 
 /// What to do: connect to `target`, listen on `listen`, or both in a ring.
 #[derive(Debug, Clone)]
@@ -63,11 +61,10 @@ pub fn main(inp: &Inputs, opts: &Options) -> u8 {
         Mode::Listen { addr, .. } => format!("peers of {addr}"),
         Mode::Ring { .. } => "the next pod of the ring".into(),
     };
-    let (pairs, failed) = (out.pairs, out.failed);
     out.emit(&if opts.json {
-        print::summary_json(pairs, failed, exit)
+        print::summary_json(out.pairs, out.failed, exit)
     } else {
-        print::summary_human(pairs, failed, &peer)
+        print::summary_human(out.pairs, out.failed, &peer)
     });
     exit
 }
@@ -98,12 +95,9 @@ fn check_usage(inp: &Inputs, opts: &Options) -> Result<(Option<(order::Ring, u16
     opts.test.check().map_err(|e| usage(format!("bad test size: {e}"), "see nccl-wrap ping --help for the ranges"))?;
     // An allow-list that cannot be read is never taken for "anyone": the check does not run.
     let hint = "a comma-separated list of CIDRs, e.g. 10.0.0.0/8,fd00::/8";
-    let allow = match &opts.allow {
-        None => Allow::Anyone,
-        Some(spec) => Allow::Nets(
-            door::parse_allow(spec).map_err(|e| usage(format!("--allow (NCCL_WRAP_PING_ALLOW): {e}"), hint))?,
-        ),
-    };
+    let nets = opts.allow.as_deref().map(door::parse_allow).transpose();
+    let nets = nets.map_err(|e| usage(format!("--allow (NCCL_WRAP_PING_ALLOW): {e}"), hint))?;
+    let allow = nets.map_or(Allow::Anyone, Allow::Nets);
     let ring = match &opts.mode {
         Mode::Connect(target) => {
             exchange::split_target(target).map_err(|e| usage(e.to_string(), "the peer is HOST:PORT"))?;

@@ -26,20 +26,10 @@ pub enum RingError {
     BadHost { template: String, host: String },
 }
 
-/// Where this pod's index came from, for the report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IndexSource {
-    Option,
-    JobCompletionIndex,
-    Hostname,
-}
-
 /// This pod's place in the ring and its successor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ring {
     pub index: u32,
-    pub size: u32,
-    pub source: IndexSource,
     pub peer_index: u32,
     pub peer_host: String,
 }
@@ -52,18 +42,13 @@ pub fn resolve(
     vars: &Vars,
     hostname: &str,
 ) -> Result<Ring, RingError> {
-    let (index, source) = match index {
-        Some(i) => (i, IndexSource::Option),
-        None => match vars.get(OsStr::new("JOB_COMPLETION_INDEX")) {
-            Some(v) => {
-                let text = v.to_string_lossy().trim().to_owned();
-                (text.parse::<u32>().map_err(|_| RingError::BadJobIndex(text))?, IndexSource::JobCompletionIndex)
-            }
-            None => (
-                ordinal(hostname).ok_or_else(|| RingError::NoIndex { hostname: hostname.to_owned() })?,
-                IndexSource::Hostname,
-            ),
-        },
+    let index = match (index, vars.get(OsStr::new("JOB_COMPLETION_INDEX"))) {
+        (Some(i), _) => i,
+        (None, Some(v)) => {
+            let text = v.to_string_lossy().trim().to_owned();
+            text.parse::<u32>().map_err(|_| RingError::BadJobIndex(text))?
+        }
+        (None, None) => ordinal(hostname).ok_or_else(|| RingError::NoIndex { hostname: hostname.to_owned() })?,
     };
     let size = size.ok_or(RingError::NoSize)?;
     if size == 0 {
@@ -74,7 +59,7 @@ pub fn resolve(
     }
     let peer_index = (index + 1) % size;
     let peer_host = expand(template.ok_or(RingError::NoTemplate)?, peer_index)?;
-    Ok(Ring { index, size, source, peer_index, peer_host })
+    Ok(Ring { index, peer_index, peer_host })
 }
 
 /// A StatefulSet pod's ordinal: the digits after the hostname's last `-` (`train-12` -> 12).
@@ -100,10 +85,8 @@ pub fn expand(template: &str, index: u32) -> Result<String, RingError> {
 
 /// At most 253 bytes of `[A-Za-z0-9.-]`, not starting with `-` or `.`.
 pub fn is_host_name(host: &str) -> bool {
-    !host.is_empty()
-        && host.len() <= 253
-        && host.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
-        && !host.starts_with(['-', '.'])
+    let allowed = |b: u8| b.is_ascii_alphanumeric() || b == b'.' || b == b'-';
+    (1..=253).contains(&host.len()) && host.bytes().all(allowed) && !host.starts_with(['-', '.'])
 }
 
 #[cfg(test)]
@@ -120,17 +103,11 @@ mod tests {
         let t = Some("train-{index}.train");
         let v = vars(&[("JOB_COMPLETION_INDEX", "2")]);
         let r = resolve(Some(1), Some(4), t, &v, "train-3").expect("ring");
-        assert_eq!(
-            (r.index, r.source, r.peer_index, r.peer_host.as_str()),
-            (1, IndexSource::Option, 2, "train-2.train")
-        );
+        assert_eq!((r.index, r.peer_index, r.peer_host.as_str()), (1, 2, "train-2.train"));
         let r = resolve(None, Some(4), t, &v, "train-3").expect("ring");
-        assert_eq!((r.index, r.source, r.peer_index), (2, IndexSource::JobCompletionIndex, 3));
+        assert_eq!((r.index, r.peer_index), (2, 3));
         let r = resolve(None, Some(4), t, &vars(&[]), "train-3").expect("ring");
-        assert_eq!(
-            (r.index, r.source, r.peer_index, r.peer_host.as_str()),
-            (3, IndexSource::Hostname, 0, "train-0.train")
-        );
+        assert_eq!((r.index, r.peer_index, r.peer_host.as_str()), (3, 0, "train-0.train"));
     }
 
     #[test]

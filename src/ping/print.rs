@@ -32,17 +32,13 @@ pub fn error_json(cause: &Cause) -> String {
 
 fn evidence_lines(c: &Cause, out: &mut String) {
     out.push_str(&format!("  {}: {}\n", c.id, c.summary));
+    let plain = |x: &Value| x.as_str().map_or_else(|| x.to_string(), str::to_owned);
+    let fields = |o: &serde_json::Map<String, Value>| {
+        let set: Vec<_> = o.iter().filter(|(_, x)| !x.is_null()).map(|(k, x)| format!("{k}={}", plain(x))).collect();
+        set.join(" ")
+    };
     for (k, v) in &c.evidence {
-        let text = match v {
-            Value::String(s) => s.clone(),
-            Value::Object(o) => o
-                .iter()
-                .filter(|(_, x)| !x.is_null())
-                .map(|(k, x)| format!("{k}={}", x.as_str().map_or_else(|| x.to_string(), str::to_owned)))
-                .collect::<Vec<_>>()
-                .join(" "),
-            other => other.to_string(),
-        };
+        let text = v.as_object().map_or_else(|| plain(v), fields);
         out.push_str(&format!("  evidence: {k}: {text}\n"));
     }
     out.push_str(&format!("  fix: {}\n", c.hint));

@@ -13,7 +13,7 @@ pub(crate) fn format(t: SystemTime) -> String {
 }
 
 /// Year, month (1-12) and day (1-31) of `days` since 1970-01-01 (proleptic Gregorian).
-fn civil(days: i64) -> (i64, u32, u32) {
+pub fn civil(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097; // [0, 146096]
