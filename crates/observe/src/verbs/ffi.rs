@@ -5,7 +5,7 @@
 
 use std::alloc::{self, Layout};
 use std::cell::RefCell;
-use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr, OsStr};
 use std::io;
 use std::marker::PhantomData;
 use std::os::unix::ffi::OsStrExt;
@@ -31,6 +31,8 @@ extern "C" {
         flags: u32,
         entry_size: usize,
     ) -> isize;
+    /// libibverbs' sysfs root: `SYSFS_PATH` from the environment, or where sysfs is mounted.
+    fn ibv_get_sysfs_path() -> *const c_char;
 }
 
 mod providers {
@@ -43,11 +45,6 @@ pub(crate) use providers::STATIC_PROVIDERS;
 /// out, and libibverbs' netlink discovery, forwarded to [`find_sysfs_devs_nl`] (build.rs).
 mod stubs {
     include!(concat!(env!("OUT_DIR"), "/rdma_stubs.rs"));
-}
-
-extern "C" {
-    /// libibverbs' sysfs root: `SYSFS_PATH` from the environment, or where sysfs is mounted.
-    fn ibv_get_sysfs_path() -> *const c_char;
 }
 
 /// ccan's `struct list_node` (rdma-core v44); a `struct list_head` is one of these.
@@ -166,10 +163,7 @@ fn find_sysfs_devs_nl(list: *mut c_void) -> c_int {
     let found = match devices.and_then(|picked| nldev::uverbs_of(&picked, reachable)) {
         Ok(found) => found,
         Err(e) => {
-            let one = only
-                .as_deref()
-                .and_then(|o| nldev::from_sysfs(Path::new(std::ffi::OsStr::from_bytes(&root)), o, reachable));
-            match one {
+            match only.as_deref().and_then(|o| nldev::from_sysfs(Path::new(OsStr::from_bytes(&root)), o, reachable)) {
                 Some(f) => {
                     log::debug!("{e}; {} listed from its own sysfs files", f.device.name);
                     vec![f]
@@ -263,11 +257,9 @@ unsafe fn list_add(head: *mut ListNode, dev: NonNull<VerbsSysfsDev>) {
     (*head).next = n;
 }
 
-/// `IBV_PORT_ACTIVE`.
 pub const PORT_ACTIVE: u32 = ffi::ibv_port_state::IBV_PORT_ACTIVE;
 /// `IBV_LINK_LAYER_ETHERNET`: RoCE, routed by GID.
 pub const LINK_LAYER_ETHERNET: u8 = 2;
-/// `IBV_WC_SUCCESS`.
 pub const WC_SUCCESS: u32 = ffi::ibv_wc_status::IBV_WC_SUCCESS;
 
 /// What `ibv_query_port` says, as plain values.
@@ -792,75 +784,76 @@ impl<'a> Qp<'a> {
         unsafe { (*self.qp.as_ptr()).qp_num }
     }
 
-    fn modify(&self, attr: &mut ffi::ibv_qp_attr, mask: ffi::ibv_qp_attr_mask) -> io::Result<()> {
+    /// `ibv_modify_qp` with a zeroed attribute that `set` fills: every field `mask` names.
+    fn modify(&self, mask: ffi::ibv_qp_attr_mask, set: impl FnOnce(&mut ffi::ibv_qp_attr)) -> io::Result<()> {
+        // SAFETY: ibv_qp_attr is plain C data (integers and an address vector of integers); all-zero
+        // is a valid value.
+        let mut attr: ffi::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        set(&mut attr);
         // SAFETY: `qp` is live; `attr` is a valid ibv_qp_attr with every field named in `mask`
-        // set by the caller. libibverbs does not keep the pointer.
-        let ret = unsafe { ffi::ibv_modify_qp(self.qp.as_ptr(), attr, mask.0 as c_int) };
+        // set by `set`. libibverbs does not keep the pointer.
+        let ret = unsafe { ffi::ibv_modify_qp(self.qp.as_ptr(), &mut attr, mask.0 as c_int) };
         check_ret(ret)
     }
 
     /// RESET -> INIT on `port`, pkey index 0, remote write/read allowed.
     pub fn to_init(&self, port: u8) -> io::Result<()> {
         use ffi::ibv_qp_attr_mask as M;
-        let mut a = zeroed_qp_attr();
-        a.qp_state = ffi::ibv_qp_state::IBV_QPS_INIT;
-        a.pkey_index = 0;
-        a.port_num = port;
-        a.qp_access_flags = ACCESS.0;
-        self.modify(&mut a, M::IBV_QP_STATE | M::IBV_QP_PKEY_INDEX | M::IBV_QP_PORT | M::IBV_QP_ACCESS_FLAGS)
+        self.modify(M::IBV_QP_STATE | M::IBV_QP_PKEY_INDEX | M::IBV_QP_PORT | M::IBV_QP_ACCESS_FLAGS, |a| {
+            a.qp_state = ffi::ibv_qp_state::IBV_QPS_INIT;
+            a.pkey_index = 0;
+            a.port_num = port;
+            a.qp_access_flags = ACCESS.0;
+        })
     }
 
     /// INIT -> RTR towards the peer `r` describes.
     pub fn to_rtr(&self, r: &RtrAttrs) -> io::Result<()> {
         use ffi::ibv_qp_attr_mask as M;
-        let mut a = zeroed_qp_attr();
-        a.qp_state = ffi::ibv_qp_state::IBV_QPS_RTR;
-        a.path_mtu = r.path_mtu;
-        a.dest_qp_num = r.dest_qpn;
-        a.rq_psn = r.rq_psn;
-        a.max_dest_rd_atomic = 1;
-        a.min_rnr_timer = 12;
-        a.ah_attr.port_num = r.port;
-        match r.route {
-            Route::Lid(lid) => a.ah_attr.dlid = lid,
-            Route::Gid { dgid, sgid_index } => {
-                a.ah_attr.is_global = 1;
-                a.ah_attr.grh.dgid = ffi::ibv_gid { raw: dgid };
-                a.ah_attr.grh.sgid_index = sgid_index;
-                a.ah_attr.grh.hop_limit = 64;
+        let mask = M::IBV_QP_STATE
+            | M::IBV_QP_AV
+            | M::IBV_QP_PATH_MTU
+            | M::IBV_QP_DEST_QPN
+            | M::IBV_QP_RQ_PSN
+            | M::IBV_QP_MAX_DEST_RD_ATOMIC
+            | M::IBV_QP_MIN_RNR_TIMER;
+        self.modify(mask, |a| {
+            a.qp_state = ffi::ibv_qp_state::IBV_QPS_RTR;
+            a.path_mtu = r.path_mtu;
+            a.dest_qp_num = r.dest_qpn;
+            a.rq_psn = r.rq_psn;
+            a.max_dest_rd_atomic = 1;
+            a.min_rnr_timer = 12;
+            a.ah_attr.port_num = r.port;
+            match r.route {
+                Route::Lid(lid) => a.ah_attr.dlid = lid,
+                Route::Gid { dgid, sgid_index } => {
+                    a.ah_attr.is_global = 1;
+                    a.ah_attr.grh.dgid = ffi::ibv_gid { raw: dgid };
+                    a.ah_attr.grh.sgid_index = sgid_index;
+                    a.ah_attr.grh.hop_limit = 64;
+                }
             }
-        }
-        self.modify(
-            &mut a,
-            M::IBV_QP_STATE
-                | M::IBV_QP_AV
-                | M::IBV_QP_PATH_MTU
-                | M::IBV_QP_DEST_QPN
-                | M::IBV_QP_RQ_PSN
-                | M::IBV_QP_MAX_DEST_RD_ATOMIC
-                | M::IBV_QP_MIN_RNR_TIMER,
-        )
+        })
     }
 
     /// RTR -> RTS.
     pub fn to_rts(&self, r: &RtsAttrs) -> io::Result<()> {
         use ffi::ibv_qp_attr_mask as M;
-        let mut a = zeroed_qp_attr();
-        a.qp_state = ffi::ibv_qp_state::IBV_QPS_RTS;
-        a.sq_psn = r.sq_psn;
-        a.timeout = r.timeout;
-        a.retry_cnt = r.retry_cnt;
-        a.rnr_retry = 7;
-        a.max_rd_atomic = 1;
-        self.modify(
-            &mut a,
-            M::IBV_QP_STATE
-                | M::IBV_QP_TIMEOUT
-                | M::IBV_QP_RETRY_CNT
-                | M::IBV_QP_RNR_RETRY
-                | M::IBV_QP_SQ_PSN
-                | M::IBV_QP_MAX_QP_RD_ATOMIC,
-        )
+        let mask = M::IBV_QP_STATE
+            | M::IBV_QP_TIMEOUT
+            | M::IBV_QP_RETRY_CNT
+            | M::IBV_QP_RNR_RETRY
+            | M::IBV_QP_SQ_PSN
+            | M::IBV_QP_MAX_QP_RD_ATOMIC;
+        self.modify(mask, |a| {
+            a.qp_state = ffi::ibv_qp_state::IBV_QPS_RTS;
+            a.sq_psn = r.sq_psn;
+            a.timeout = r.timeout;
+            a.retry_cnt = r.retry_cnt;
+            a.rnr_retry = 7;
+            a.max_rd_atomic = 1;
+        })
     }
 
     pub fn post_recv(&self, wr_id: u64, mr: &Mr<'_>, offset: usize, len: u32) -> io::Result<()> {
@@ -883,12 +876,6 @@ impl Drop for Qp<'_> {
         // stops any DMA it still had queued.
         unsafe { ffi::ibv_destroy_qp(self.qp.as_ptr()) };
     }
-}
-
-fn zeroed_qp_attr() -> ffi::ibv_qp_attr {
-    // SAFETY: ibv_qp_attr is plain C data (integers and an address vector of integers); all-zero
-    // is a valid value.
-    unsafe { std::mem::zeroed() }
 }
 
 #[cfg(test)]

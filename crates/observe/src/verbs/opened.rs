@@ -85,14 +85,10 @@ impl Opened {
             if let Some(answer) = dev.last.take(port) {
                 return Ok(answer);
             }
-            let lens = match &dev.lens {
-                Some(l) => l.clone(),
-                None => {
-                    let l = lens(&dev.ctx).map_err(refused)?;
-                    dev.lens = Some(l.clone());
-                    l
-                }
-            };
+            if dev.lens.is_none() {
+                dev.lens = Some(lens(&dev.ctx).map_err(refused)?);
+            }
+            let lens = dev.lens.clone().unwrap_or_default();
             let raw = dev.ctx.query_gid_table(gid_source::max_entries(&lens))?;
             let tables = gid_source::tables(&raw, &lens).map_err(|e| refused(e.to_string()))?;
             log::debug!("{device}: {} GID entries of {} ports from one ibv_query_gid_table", raw.len(), lens.len());
@@ -183,7 +179,7 @@ impl Verbs for Opened {
     }
 
     fn selftest(&self, device: &str, port: u8, gid_index: Option<u32>, opts: &SelftestOptions) -> SelftestResult {
-        IbVerbs::new().selftest(device, port, gid_index, opts)
+        IbVerbs.selftest(device, port, gid_index, opts)
     }
 
     fn providers(&self) -> Option<&[&'static str]> {
@@ -241,9 +237,9 @@ mod tests {
         assert_eq!(o.table("mlx5_0", 1), None);
         // Asked whether it lists the device, each says the same (no list, or not listed), and
         // neither can query it.
-        assert_eq!(o.is_listed("mlx5_0"), IbVerbs::new().is_listed("mlx5_0"));
+        assert_eq!(o.is_listed("mlx5_0"), IbVerbs.is_listed("mlx5_0"));
         assert!(!matches!(o.is_listed("mlx5_0"), Ok(true)));
-        assert!(o.query_port("mlx5_0", 1, None).is_err() && IbVerbs::new().query_port("mlx5_0", 1, None).is_err());
-        assert_eq!(o.providers(), IbVerbs::new().providers());
+        assert!(o.query_port("mlx5_0", 1, None).is_err() && IbVerbs.query_port("mlx5_0", 1, None).is_err());
+        assert_eq!(o.providers(), IbVerbs.providers());
     }
 }

@@ -52,7 +52,7 @@ pub(super) fn loopback(
     opts: &SelftestOptions,
     start: Instant,
 ) -> Result<(), Failure> {
-    let mut phases = Phases::new(device, port, start);
+    let mut phases = Phases { device, port, last: start };
     let deadline = start + Duration::from_millis(opts.timeout_ms);
     let ctx = Context::open(device)?;
     let attr = ctx.query_port(port)?;
@@ -129,12 +129,10 @@ pub(super) fn loopback(
         off += len;
     }
     phases.lap("rdma_write");
+    let dma = "data corruption on the DMA path: check IOMMU and PCIe ACS settings";
+    let corrupt = |what: &str| Err(Failure::new("verify", what, Some(dma.into())));
     if mr.read(half, half) != pattern {
-        return Err(Failure::new(
-            "verify",
-            "RDMA WRITE completed but the target bytes differ",
-            Some("data corruption on the DMA path: check IOMMU and PCIe ACS settings".into()),
-        ));
+        return corrupt("RDMA WRITE completed but the target bytes differ");
     }
 
     phases.lap("verify_write");
@@ -144,11 +142,7 @@ pub(super) fn loopback(
     wait_for(&cq, &[WR_SEND, WR_RECV], deadline, "SEND/RECV")?;
     phases.lap("send_recv");
     if recv_mr.read(0, MSG_BYTES) != pattern[..MSG_BYTES] {
-        return Err(Failure::new(
-            "verify",
-            "SEND completed but the received bytes differ",
-            Some("data corruption on the DMA path: check IOMMU and PCIe ACS settings".into()),
-        ));
+        return corrupt("SEND completed but the received bytes differ");
     }
     Ok(())
     // Drop order: qp, cq, recv_mr, mr, pd, ctx.
@@ -161,10 +155,7 @@ struct Phases<'a> {
     last: Instant,
 }
 
-impl<'a> Phases<'a> {
-    fn new(device: &'a str, port: u8, start: Instant) -> Self {
-        Phases { device, port, last: start }
-    }
+impl Phases<'_> {
     fn lap(&mut self, what: &str) {
         let now = Instant::now();
         log::debug!("selftest {}/{}: {what} {} us", self.device, self.port, now.duration_since(self.last).as_micros());
