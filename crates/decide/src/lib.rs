@@ -410,11 +410,11 @@ pub fn plan_with(
             )),
             rails::Verdict::Confident | rails::Verdict::Override => {
                 for c in &decision.ports {
-                    let rails::Class::LeftOut { rule, evidence, fix } = &c.class else { continue };
+                    let Some(why) = c.left_out() else { continue };
                     used.retain(|(d, p)| !(*d == c.device && p.port == c.port));
                     if let Some(x) = decisions.iter_mut().find(|x| x.device == c.device && x.port == c.port) {
                         x.used = false;
-                        x.reason = Some(format!("left out ({}): {evidence}; {fix}", rule.name()));
+                        x.reason = Some(why);
                     }
                 }
                 None

@@ -225,18 +225,13 @@ impl Decision {
         matches!(self.verdict, Verdict::Confident | Verdict::Override)
             .then(|| rails.map(|c| (c.device.as_str(), c.port)).collect())
     }
+}
 
-    /// The summary's lines for the ports left out, one each: port, rule, evidence, what to set.
-    pub fn left_out_lines(&self) -> Vec<String> {
-        self.ports
-            .iter()
-            .filter_map(|c| match &c.class {
-                Class::LeftOut { rule, evidence, fix } => {
-                    Some(format!("{}:{} left out ({}): {evidence}; {fix}", c.device, c.port, rule.name()))
-                }
-                _ => None,
-            })
-            .collect()
+impl Classified {
+    /// Why a port left out is: rule, evidence, what to set; `None` for the others.
+    pub fn left_out(&self) -> Option<String> {
+        let Class::LeftOut { rule, evidence, fix } = &self.class else { return None };
+        Some(format!("left out ({}): {evidence}; {fix}", rule.name()))
     }
 }
 
@@ -1251,7 +1246,8 @@ mod tests {
     #[test]
     fn every_port_left_out_is_named_with_rule_evidence_and_fix() {
         let d = run(&oci(), &[], Some("MASTER_ADDR=10.0.2.117"), None);
-        let lines = d.left_out_lines();
+        let lines: Vec<String> =
+            d.ports.iter().filter_map(|c| Some(format!("{}:{} {}", c.device, c.port, c.left_out()?))).collect();
         assert_eq!(lines.len(), 2, "{lines:#?}");
         assert!(lines[0].starts_with("mlx5_2:1 left out (front end): eth0 carries the default route"), "{}", lines[0]);
         assert!(lines[0]

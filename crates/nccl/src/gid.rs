@@ -174,16 +174,13 @@ pub fn format_gid(gid: &Ipv6Addr) -> String {
 /// the two to each other).
 pub fn parse_gid(text: &str) -> Option<Ipv6Addr> {
     let text = text.trim();
-    fixed_form(text.as_bytes()).or_else(|| text.parse().ok())
+    parse_fixed(text).or_else(|| text.parse().ok())
 }
 
-/// sysfs's fixed form alone, untrimmed (what a peer must send on the pair test's wire).
-pub fn parse_fixed(text: &str) -> Option<Ipv6Addr> {
-    fixed_form(text.as_bytes())
-}
-
+/// sysfs's fixed form alone, untrimmed (what a peer must send on the pair test's wire):
 /// `xxxx:xxxx:xxxx:xxxx:xxxx:xxxx:xxxx:xxxx`, and nothing else.
-fn fixed_form(b: &[u8]) -> Option<Ipv6Addr> {
+pub fn parse_fixed(text: &str) -> Option<Ipv6Addr> {
+    let b = text.as_bytes();
     if b.len() != 39 {
         return None;
     }
@@ -201,11 +198,9 @@ fn fixed_form(b: &[u8]) -> Option<Ipv6Addr> {
 }
 
 pub fn family_of(gid: &Ipv6Addr) -> Family {
+    // `::ffff:a.b.c.d`, or its multicast form `ff0e::ffff:a.b.c.d`.
     let o = gid.octets();
-    let mapped = o[..10].iter().all(|&b| b == 0) && o[10] == 0xff && o[11] == 0xff;
-    let mapped_multicast =
-        o[..4] == [0xff, 0x0e, 0, 0] && o[4..10].iter().all(|&b| b == 0) && o[10] == 0xff && o[11] == 0xff;
-    if mapped || mapped_multicast {
+    if o[4..12] == [0, 0, 0, 0, 0, 0, 0xff, 0xff] && (o[..4] == [0; 4] || o[..4] == [0xff, 0x0e, 0, 0]) {
         Family::Inet
     } else {
         Family::Inet6
@@ -237,10 +232,15 @@ fn in_range(gid: &Ipv6Addr, prefs: &GidPrefs) -> bool {
 
 /// Whether `entry` is exactly what NCCL looks for: valid, right family, in range, right version.
 pub fn is_full_match(entry: &GidEntry, prefs: &GidPrefs) -> bool {
-    valid(&entry.gid)
-        && family_of(&entry.gid) == prefs.family
-        && in_range(&entry.gid, prefs)
-        && entry.roce.map(RoceType::number) == Some(prefs.roce_version)
+    full_match(&entry.gid, prefs, || entry.roce)
+}
+
+/// [`is_full_match`], the type asked for last: only where the rest matches.
+fn full_match(gid: &Ipv6Addr, prefs: &GidPrefs, roce: impl FnOnce() -> Option<RoceType>) -> bool {
+    valid(gid)
+        && family_of(gid) == prefs.family
+        && in_range(gid, prefs)
+        && roce().map(RoceType::number) == Some(prefs.roce_version)
 }
 
 /// Memoises type reads: NCCL's rule may ask for the same entry's type several times.
@@ -268,14 +268,8 @@ impl<T: GidTable + ?Sized> Types<'_, T> {
 pub fn choose<T: GidTable + ?Sized>(table: &mut T, prefs: &GidPrefs) -> Option<GidEntry> {
     let mut pick = (0, table.gid(0)?);
     let mut types = Types { table, seen: Vec::new() };
-    let full = |(i, g): (u32, Ipv6Addr), types: &mut Types<T>| {
-        valid(&g)
-            && family_of(&g) == prefs.family
-            && in_range(&g, prefs)
-            && types.version(i) == i32::from(prefs.roce_version)
-    };
     for i in 1..GID_TABLE_MAX {
-        if full(pick, &mut types) {
+        if full_match(&pick.1, prefs, || types.get(pick.0)) {
             break;
         }
         let Some(cand) = types.table.gid(i) else { break };
@@ -377,7 +371,7 @@ mod tests {
             "FD00:0000:0000:0000:0000:0000:0000:00AB",
             "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
         ] {
-            assert_eq!(fixed_form(t.as_bytes()), t.parse().ok(), "{t}");
+            assert_eq!(parse_fixed(t), t.parse().ok(), "{t}");
             assert_eq!(parse_gid(&format!("{t}\n")), t.parse().ok(), "{t}");
         }
         // Not the fixed form: left to the IPv6 parser, which reads or refuses it as before.
@@ -387,10 +381,10 @@ mod tests {
             "fe80:0000:0000:0000:0ac0:ebff:fe3d:ca5g",
             "fe80-0000:0000:0000:0ac0:ebff:fe3d:ca54",
         ] {
-            assert_eq!(fixed_form(t.as_bytes()), None, "{t}");
+            assert_eq!(parse_fixed(t), None, "{t}");
             assert_eq!(parse_gid(t), t.parse().ok(), "{t}");
         }
-        assert_eq!(fixed_form(b"fe80:0000:0000:0000:0ac0:ebff:fe3d:ca5+"), None);
+        assert_eq!(parse_fixed("fe80:0000:0000:0000:0ac0:ebff:fe3d:ca5+"), None);
     }
 
     fn e(index: u32, text: &str, roce: Option<RoceType>) -> GidEntry {

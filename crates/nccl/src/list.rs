@@ -21,26 +21,20 @@ pub struct List {
 
 impl List {
     pub fn parse(value: &str) -> List {
-        let rest = value.strip_prefix('^');
-        let exclude = rest.is_some();
-        let rest = rest.unwrap_or(value);
-        let stripped = rest.strip_prefix('=');
-        let exact = stripped.is_some();
-        let rest = stripped.unwrap_or(rest);
-        let mut entries = Vec::new();
-        for item in rest.split(',') {
-            if entries.len() == MAX_ENTRIES {
-                break;
-            }
-            // An empty name is dropped; a port that reads as -1 is NCCL's "any port".
-            let (name, port) = match item.split_once(':') {
-                Some((n, p)) => (n, Some(atoi(p)).filter(|&p| p != -1)),
-                None => (item, None),
-            };
-            if !name.is_empty() {
-                entries.push(Entry { name: name.to_string(), port });
-            }
-        }
+        let (exclude, rest) = value.strip_prefix('^').map_or((false, value), |r| (true, r));
+        let (exact, rest) = rest.strip_prefix('=').map_or((false, rest), |r| (true, r));
+        let entries = rest
+            .split(',')
+            .filter_map(|item| {
+                // An empty name is dropped; a port that reads as -1 is NCCL's "any port".
+                let (name, port) = match item.split_once(':') {
+                    Some((n, p)) => (n, Some(atoi(p)).filter(|&p| p != -1)),
+                    None => (item, None),
+                };
+                (!name.is_empty()).then(|| Entry { name: name.to_string(), port })
+            })
+            .take(MAX_ENTRIES)
+            .collect();
         List { exclude, exact, entries }
     }
 
