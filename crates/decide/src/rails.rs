@@ -435,17 +435,15 @@ impl<'a> Run<'a> {
 
     /// Rule 0: the user's word; nothing else is weighed.
     fn selected(&mut self, sel: &Selector) -> Verdict {
-        for i in 0..self.all.len() {
-            let Some(f) = self.facts(i) else { continue };
-            let c = match sel.matching_term(f.port) {
+        for (f, slot) in self.all.iter().zip(&mut self.class) {
+            *slot = Some(match sel.matching_term(f.port) {
                 Some(t) => Class::Rail { rule: Rule::Override, evidence: format!("matched by --rails term {t}") },
                 None => Class::LeftOut {
                     rule: Rule::Override,
                     evidence: format!("not matched by --rails {}", sel.text),
                     fix: "add a term for it to --rails if it is a rail".into(),
                 },
-            };
-            self.set(i, c);
+            });
         }
         if self.class.iter().flatten().any(|c| matches!(c, Class::Rail { .. })) {
             Verdict::Override
@@ -456,8 +454,7 @@ impl<'a> Run<'a> {
 
     /// Rule 1; never InfiniBand ports (the IB transport addresses by LID and GID, not IPoIB's).
     fn link_local_only(&mut self) {
-        for i in 0..self.all.len() {
-            let Some(f) = self.facts(i).filter(|f| f.link_local_only()) else { continue };
+        for (f, slot) in self.all.iter().zip(&mut self.class).filter(|(f, _)| f.link_local_only()) {
             let addrs: Vec<String> = f.addrs().take(3).map(ToString::to_string).collect();
             let evidence = if f.role.is_empty() {
                 format!("{} has no net device: its RoCE GIDs are link-local only", f.label)
@@ -474,7 +471,7 @@ impl<'a> Run<'a> {
                 "give {} an address on the compute network; if the link-local network is the job's (nodes cabled back to back), name the rails with --rails",
                 f.role.first().map_or(f.port.device.as_str(), |r| r.name.as_str())
             );
-            self.set(i, Class::LeftOut { rule: Rule::LinkLocalOnly, evidence, fix });
+            *slot = Some(Class::LeftOut { rule: Rule::LinkLocalOnly, evidence, fix });
         }
     }
 
