@@ -75,13 +75,9 @@ pub fn unfit(ifname: &str, addrs: &[OwnAddr], rails: &[String]) -> Option<String
     if own.is_empty() {
         return Some("an interface without an address".into());
     }
-    if own.iter().all(|a| is_link_local(a)) {
-        return Some(
-            "an interface with only link-local addresses (fe80::/10, 169.254.0.0/16), which reach only their own link"
-                .into(),
-        );
-    }
-    None
+    let why =
+        "an interface with only link-local addresses (fe80::/10, 169.254.0.0/16), which reach only their own link";
+    own.iter().all(|a| is_link_local(a)).then(|| why.into())
 }
 
 /// The interface that leaves for `to`: the one holding it, else the route's.

@@ -64,11 +64,7 @@ pub struct Addr {
 
 impl Addr {
     pub fn new(ip: IpAddr, prefix: u8) -> Self {
-        let link_local = match ip {
-            IpAddr::V4(v4) => v4.is_link_local(),
-            IpAddr::V6(v6) => v6.segments().first().is_some_and(|s| s & 0xffc0 == 0xfe80),
-        };
-        Addr { ip, prefix, link_local }
+        Addr { ip, prefix, link_local: nw_observe::detect::bootstrap::is_link_local(&ip) }
     }
 
     /// The network the address is on: (masked address, prefix length).

@@ -372,8 +372,7 @@ fn json(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError>
         let (mut dead, mut gone) = (Vec::new(), Vec::new());
         for m in missing.iter().take(MAX_ITEMS) {
             let is_dead = m.pointer("/status/considered_dead").and_then(Value::as_bool) == Some(true);
-            let list = if is_dead { &mut dead } else { &mut gone };
-            list.push(person(m));
+            (if is_dead { &mut dead } else { &mut gone }).push(person(m));
         }
         view.left_out += missing.len().saturating_sub(MAX_ITEMS);
         let mut errs = Vec::new();
@@ -470,15 +469,14 @@ impl View {
                     let behind: Vec<String> = f
                         .who
                         .iter()
-                        .filter(|w| w.op.is_some_and(|o| o < most))
-                        .map(|w| format!("{} behind by {}", w.name(), most - w.op.unwrap_or(most)))
+                        .filter_map(|w| {
+                            w.op.filter(|&o| o < most).map(|o| format!("{} behind by {}", w.name(), most - o))
+                        })
                         .collect();
                     let coll = f.collective.as_deref().unwrap_or("collective");
-                    let behind = if behind.is_empty() {
-                        String::new()
-                    } else {
-                        format!(": {} (of {most} launched)", behind.join("; "))
-                    };
+                    let behind = (!behind.is_empty())
+                        .then(|| format!(": {} (of {most} launched)", behind.join("; ")))
+                        .unwrap_or_default();
                     out.push(format!("{coll} counts disagree{on}{behind}"));
                 }
                 Kind::Other => out.push(format!("RAS: {}{on}", f.summary)),

@@ -131,20 +131,15 @@ pub fn rails_evidence(
     usable: &[(String, u32)],
     coordinator: Option<&str>,
 ) -> rails::Evidence {
-    let to: Vec<IpAddr> = match coordinator {
+    let to: Vec<IpAddr> = match coordinator.map(|c| (c, c.parse::<IpAddr>())) {
         None => Vec::new(),
-        Some(c) => match c.parse::<IpAddr>() {
-            Ok(a) => vec![a],
-            Err(_) => {
-                let lookup = bootstrap::resolve(c, RESOLVE_WAIT);
-                let found = match &lookup {
-                    Lookup::Addrs(a) => a.clone(),
-                    _ => Vec::new(),
-                };
-                seen.lookup = Some((c.to_string(), lookup));
-                found
-            }
-        },
+        Some((_, Ok(a))) => vec![a],
+        Some((c, Err(_))) => {
+            let lookup = bootstrap::resolve(c, RESOLVE_WAIT);
+            let found = if let Lookup::Addrs(a) = &lookup { a.clone() } else { Vec::new() };
+            seen.lookup = Some((c.to_string(), lookup));
+            found
+        }
     };
     let addrs = seen.addrs(detection).to_vec();
     let routes = route::Table::read(roots.proc_root);
@@ -221,14 +216,12 @@ pub fn answer<'a>(roots: &Roots<'a>, vars: &Vars, detection: &Detection, seen: &
         .filter_map(|d| sysfs.attr(&format!("class/infiniband/{d}/node_type")).ok().map(|t| (d.clone(), t)))
         .collect();
     let mut entries = Vec::new();
-    if let Some((index, ports)) = &asks.entries {
-        for (device, port) in ports {
-            let base = format!("class/infiniband/{device}/ports/{port}");
-            let ok = index.parse::<u32>().is_ok();
-            let g = ok.then(|| sysfs.attr(&format!("{base}/gids/{index}")).ok()).flatten();
-            let t = ok.then(|| sysfs.attr(&format!("{base}/gid_attrs/types/{index}")).ok()).flatten();
-            entries.push((format!("{device}:{port}"), g, t));
-        }
+    for (index, (device, port)) in asks.entries.iter().flat_map(|(i, ports)| ports.iter().map(move |p| (i, p))) {
+        let read = |what: &str| {
+            let at = format!("class/infiniband/{device}/ports/{port}/{what}/{index}");
+            index.parse::<u32>().is_ok().then(|| sysfs.attr(&at).ok()).flatten()
+        };
+        entries.push((format!("{device}:{port}"), read("gids"), read("gid_attrs/types")));
     }
     Answers { userspace, rails, addrs, routes: route::Table::read(roots.proc_root), lookup, node_types, entries }
 }
