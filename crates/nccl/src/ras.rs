@@ -474,9 +474,11 @@ impl View {
                         })
                         .collect();
                     let coll = f.collective.as_deref().unwrap_or("collective");
-                    let behind = (!behind.is_empty())
-                        .then(|| format!(": {} (of {most} launched)", behind.join("; ")))
-                        .unwrap_or_default();
+                    let behind = if behind.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {} (of {most} launched)", behind.join("; "))
+                    };
                     out.push(format!("{coll} counts disagree{on}{behind}"));
                 }
                 Kind::Other => out.push(format!("RAS: {}{on}", f.summary)),

@@ -412,9 +412,40 @@ fn device_name(dev: *mut ffi::ibv_device) -> Option<String> {
     }
 }
 
+/// An ibverbs object, freed exactly once in Drop by `free`, the call that undoes the one that made
+/// it. Its owner type's borrows (a Pd borrows its Context, an Mr its Pd, a Qp its Pd and Cq) drop
+/// every object made from it first.
+struct Owned<T> {
+    ptr: NonNull<T>,
+    free: unsafe extern "C" fn(*mut T) -> c_int,
+}
+
+impl<T> Owned<T> {
+    /// What a create call returned; NULL (with errno set) is its failure.
+    ///
+    /// # Safety
+    /// A non-NULL `ptr` is a live object that `free` destroys and that nothing else frees.
+    unsafe fn new(ptr: *mut T, free: unsafe extern "C" fn(*mut T) -> c_int) -> io::Result<Self> {
+        Ok(Owned { ptr: NonNull::new(ptr).ok_or_else(io::Error::last_os_error)?, free })
+    }
+
+    fn as_ptr(&self) -> *mut T {
+        self.ptr.as_ptr()
+    }
+}
+
+impl<T> Drop for Owned<T> {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` is live and `free` destroys it (Owned::new's contract); it is freed only
+        // here, once, after every object made from it (see the type's header). Destroying a QP
+        // stops any DMA it still had queued; see Mr for the buffer's order.
+        unsafe { (self.free)(self.ptr.as_ptr()) };
+    }
+}
+
 /// An open device (`ibv_open_device`), closed in Drop.
 pub struct Context {
-    ctx: NonNull<ffi::ibv_context>,
+    ctx: Owned<ffi::ibv_context>,
     name: String,
 }
 
@@ -429,13 +460,10 @@ impl Context {
     pub(crate) fn open_in(list: &DeviceList, name: &str) -> Result<Self, VerbsError> {
         let dev = list.find(name).ok_or_else(|| VerbsError::NotListed(name.to_owned()))?;
         // SAFETY: `dev` is an entry of `list`, which is alive for this call. The context
-        // returned is owned by this `Context` and closed once in Drop; it does not depend on
-        // the list staying alive.
-        let ctx = unsafe { ffi::ibv_open_device(dev) };
-        let ctx = NonNull::new(ctx).ok_or_else(|| VerbsError::Open {
-            device: name.to_owned(),
-            errno: errno_text(&io::Error::last_os_error()),
-        })?;
+        // returned is owned by this `Context` and closed once (ibv_close_device); it does not
+        // depend on the list staying alive.
+        let ctx = unsafe { Owned::new(ffi::ibv_open_device(dev), ffi::ibv_close_device) }
+            .map_err(|e| VerbsError::Open { device: name.to_owned(), errno: errno_text(&e) })?;
         Ok(Context { ctx, name: name.to_owned() })
     }
 
@@ -532,35 +560,18 @@ impl Context {
     }
 }
 
-impl Drop for Context {
-    fn drop(&mut self) {
-        // SAFETY: `ctx` came from ibv_open_device and is closed only here; every object
-        // created from it borrows this Context, so all of them were destroyed already.
-        unsafe { ffi::ibv_close_device(self.ctx.as_ptr()) };
-    }
-}
-
 /// A protection domain, deallocated in Drop; cannot outlive its context.
 pub struct Pd<'c> {
-    pd: NonNull<ffi::ibv_pd>,
+    pd: Owned<ffi::ibv_pd>,
     _ctx: PhantomData<&'c Context>,
 }
 
 impl<'c> Pd<'c> {
     pub fn alloc(ctx: &'c Context) -> io::Result<Self> {
         // SAFETY: `ctx` is an open context that outlives the returned Pd ('c). The PD is owned
-        // by the Pd and deallocated once in Drop.
-        let pd = unsafe { ffi::ibv_alloc_pd(ctx.ctx.as_ptr()) };
-        let pd = NonNull::new(pd).ok_or_else(io::Error::last_os_error)?;
+        // by the Pd and deallocated once (ibv_dealloc_pd).
+        let pd = unsafe { Owned::new(ffi::ibv_alloc_pd(ctx.ctx.as_ptr()), ffi::ibv_dealloc_pd) }?;
         Ok(Pd { pd, _ctx: PhantomData })
-    }
-}
-
-impl Drop for Pd<'_> {
-    fn drop(&mut self) {
-        // SAFETY: `pd` came from ibv_alloc_pd and is freed only here; MRs and QPs borrow the
-        // Pd, so they were destroyed first.
-        unsafe { ffi::ibv_dealloc_pd(self.pd.as_ptr()) };
     }
 }
 
@@ -612,7 +623,7 @@ impl DmaBuf {
 impl Drop for DmaBuf {
     fn drop(&mut self) {
         // SAFETY: `ptr` came from alloc_zeroed with `layout` and is freed only here. The MR
-        // that registered it owns this DmaBuf and deregisters before its fields drop.
+        // that registered it owns this DmaBuf and is deregistered first (Mr's field order).
         unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
     }
 }
@@ -624,9 +635,11 @@ const ACCESS: ffi::ibv_access_flags = ffi::ibv_access_flags(
         | ffi::ibv_access_flags::IBV_ACCESS_REMOTE_READ.0,
 );
 
-/// A registered memory region that owns its buffer: deregistered (Drop) before the buffer is freed.
+/// A registered memory region that owns its buffer. Fields drop in order: `mr` is deregistered
+/// before `buf` is freed, so that once ibv_dereg_mr returns the adapter can no longer reach `buf`
+/// through it (a work request still naming it would complete in error).
 pub struct Mr<'p> {
-    mr: NonNull<ffi::ibv_mr>,
+    mr: Owned<ffi::ibv_mr>,
     buf: DmaBuf,
     _pd: PhantomData<&'p Pd<'p>>,
 }
@@ -634,11 +647,13 @@ pub struct Mr<'p> {
 impl<'p> Mr<'p> {
     pub fn register(pd: &'p Pd<'_>, buf: DmaBuf) -> io::Result<Self> {
         // SAFETY: `pd` outlives the Mr ('p). `buf` is a live allocation of `buf.len()` bytes
-        // that the Mr takes ownership of, so it stays allocated until after ibv_dereg_mr in
-        // Drop. None of these flags is an optional-access flag, so the exported ibv_reg_mr is
-        // what the verbs.h macro would pick.
-        let mr = unsafe { ffi::ibv_reg_mr(pd.pd.as_ptr(), buf.ptr.as_ptr().cast(), buf.len(), ACCESS.0 as c_int) };
-        let mr = NonNull::new(mr).ok_or_else(io::Error::last_os_error)?;
+        // that the Mr takes ownership of, so it stays allocated until after ibv_dereg_mr (the
+        // field order). None of these flags is an optional-access flag, so the exported
+        // ibv_reg_mr is what the verbs.h macro would pick.
+        let mr = unsafe {
+            let mr = ffi::ibv_reg_mr(pd.pd.as_ptr(), buf.ptr.as_ptr().cast(), buf.len(), ACCESS.0 as c_int);
+            Owned::new(mr, ffi::ibv_dereg_mr)
+        }?;
         Ok(Mr { mr, buf, _pd: PhantomData })
     }
 
@@ -663,28 +678,20 @@ impl<'p> Mr<'p> {
     }
 }
 
-impl Drop for Mr<'_> {
-    fn drop(&mut self) {
-        // SAFETY: `mr` came from ibv_reg_mr and is deregistered only here. Once ibv_dereg_mr
-        // returns the adapter can no longer reach `buf` through this MR (a work request still
-        // naming it would complete in error), so `buf`, freed after this returns, is never
-        // touched by DMA after it is freed.
-        unsafe { ffi::ibv_dereg_mr(self.mr.as_ptr()) };
-    }
-}
-
 /// A completion queue without a completion channel: we only ever poll it.
 pub struct Cq<'c> {
-    cq: NonNull<ffi::ibv_cq>,
+    cq: Owned<ffi::ibv_cq>,
     _ctx: PhantomData<&'c Context>,
 }
 
 impl<'c> Cq<'c> {
     pub fn create(ctx: &'c Context, entries: c_int) -> io::Result<Self> {
         // SAFETY: `ctx` is open and outlives the Cq ('c). No channel or user context pointer is
-        // passed. The CQ is destroyed once in Drop.
-        let cq = unsafe { ffi::ibv_create_cq(ctx.ctx.as_ptr(), entries, ptr::null_mut(), ptr::null_mut(), 0) };
-        let cq = NonNull::new(cq).ok_or_else(io::Error::last_os_error)?;
+        // passed. The CQ is destroyed once (ibv_destroy_cq).
+        let cq = unsafe {
+            let cq = ffi::ibv_create_cq(ctx.ctx.as_ptr(), entries, ptr::null_mut(), ptr::null_mut(), 0);
+            Owned::new(cq, ffi::ibv_destroy_cq)
+        }?;
         Ok(Cq { cq, _ctx: PhantomData })
     }
 
@@ -712,17 +719,9 @@ impl<'c> Cq<'c> {
     }
 }
 
-impl Drop for Cq<'_> {
-    fn drop(&mut self) {
-        // SAFETY: `cq` came from ibv_create_cq and is destroyed only here; the QP using it
-        // borrows the Cq and was destroyed first.
-        unsafe { ffi::ibv_destroy_cq(self.cq.as_ptr()) };
-    }
-}
-
 /// A reliable-connected queue pair, destroyed in Drop before its CQ and PD.
 pub struct Qp<'a> {
-    qp: NonNull<ffi::ibv_qp>,
+    qp: Owned<ffi::ibv_qp>,
     _deps: PhantomData<(&'a Pd<'a>, &'a Cq<'a>)>,
 }
 
@@ -743,9 +742,8 @@ impl<'a> Qp<'a> {
         init.cap.max_inline_data = caps.inline;
         // SAFETY: `pd` and `cq` are live and outlive the Qp ('a); `init` is a valid
         // ibv_qp_init_attr that libibverbs only reads (and updates cap in place). The QP is
-        // destroyed once in Drop.
-        let qp = unsafe { ffi::ibv_create_qp(pd.pd.as_ptr(), &mut init) };
-        let qp = NonNull::new(qp).ok_or_else(io::Error::last_os_error)?;
+        // destroyed once (ibv_destroy_qp).
+        let qp = unsafe { Owned::new(ffi::ibv_create_qp(pd.pd.as_ptr(), &mut init), ffi::ibv_destroy_qp) }?;
         Ok((Qp { qp, _deps: PhantomData }, init.cap.max_inline_data))
     }
 
@@ -863,18 +861,9 @@ impl<'a> Qp<'a> {
         // SAFETY: `qp` is live; `wr` and `sge` are valid for this call (the provider copies
         // them into its queue before returning). The SGE names `mr`'s buffer by address and
         // lkey: the adapter reaches it only through the MR, and the buffer is freed only after
-        // ibv_dereg_mr (see Mr's Drop), so DMA cannot land in freed memory.
+        // ibv_dereg_mr (Mr's field order), so DMA cannot land in freed memory.
         let ret = unsafe { ffi::ibv_post_recv(self.qp.as_ptr(), &mut wr, &mut bad) };
         check_ret(ret)
-    }
-}
-
-impl Drop for Qp<'_> {
-    fn drop(&mut self) {
-        // SAFETY: `qp` came from ibv_create_qp and is destroyed only here, before the CQ, MRs
-        // and PD it uses (they are borrowed by, or declared before, the Qp). Destroying it
-        // stops any DMA it still had queued.
-        unsafe { ffi::ibv_destroy_qp(self.qp.as_ptr()) };
     }
 }
 
