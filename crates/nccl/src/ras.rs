@@ -44,13 +44,9 @@ pub struct Who {
 }
 
 impl Who {
-    /// `rank 1 (pid 610 on node n1, GPU 0)`, with what is known.
-    pub fn name(&self) -> String {
-        self.name_as(self.rank)
-    }
-
-    /// [`Who::name`] with `rank` for the rank (one filled in from another finding).
-    fn name_as(&self, rank: Option<u32>) -> String {
+    /// `rank 1 (pid 610 on node n1, GPU 0)`, with what is known; `rank` is its own, or one filled
+    /// in from another finding.
+    fn name(&self, rank: Option<u32>) -> String {
         let pid_node = [self.pid.map(|p| format!("pid {p}")), self.node.as_ref().map(|n| format!("on node {n}"))];
         let mut inner = pid_node.into_iter().flatten().collect::<Vec<_>>().join(" ");
         if let Some(g) = self.gpu {
@@ -454,14 +450,14 @@ impl View {
                             (None, None) => true,
                         };
                         if fresh {
-                            out.push(format!("{} {state}", named.name_as(rank)));
+                            out.push(format!("{} {state}", named.name(rank)));
                         }
                     }
                 }
                 Kind::AsyncError => {
                     for w in &f.who {
                         let what = w.what.as_deref().unwrap_or("an error");
-                        out.push(format!("{} reported {what}{on}", w.name()));
+                        out.push(format!("{} reported {what}{on}", w.name(w.rank)));
                     }
                 }
                 Kind::Mismatch => {
@@ -470,7 +466,7 @@ impl View {
                         .who
                         .iter()
                         .filter_map(|w| {
-                            w.op.filter(|&o| o < most).map(|o| format!("{} behind by {}", w.name(), most - o))
+                            w.op.filter(|&o| o < most).map(|o| format!("{} behind by {}", w.name(w.rank), most - o))
                         })
                         .collect();
                     let coll = f.collective.as_deref().unwrap_or("collective");

@@ -33,7 +33,7 @@ fn check(
         Err(e) => return VerbsCheck::Unusable { error: e.to_string() },
         Ok(false) => {
             let why = match verbs.providers() {
-                Some(linked) => driver::why_unlisted(&driver::driver(sysfs, dev), linked),
+                Some(linked) => driver::why_unlisted(driver::driver(sysfs, dev).as_deref(), linked),
                 None => Unlisted::Unreachable,
             };
             return match why {
