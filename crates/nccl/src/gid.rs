@@ -325,18 +325,14 @@ pub enum RailFamily {
 
 /// The family NCCL must be told so its GID choice finds an entry on every rail (net device, its
 /// addresses); fe80 addresses never count, IPv4 link-local ones do, as in NCCL.
-pub fn rail_family(rails: &[(String, Vec<std::net::IpAddr>)]) -> RailFamily {
-    let mut inet = Vec::new();
-    let mut inet6_only = Vec::new();
-    for (name, addrs) in rails {
-        let v4 = addrs.iter().any(|a| matches!(a, std::net::IpAddr::V4(x) if !x.is_unspecified()));
-        let v6 = addrs.iter().any(|a| matches!(a, std::net::IpAddr::V6(x) if valid(x) && x.to_ipv4_mapped().is_none()));
-        if v4 {
-            inet.push(name.clone());
-        } else if v6 {
-            inet6_only.push(name.clone());
-        }
-    }
+pub fn rail_family(rails: &[(String, Vec<IpAddr>)]) -> RailFamily {
+    let v4 = |a: &IpAddr| matches!(a, IpAddr::V4(x) if !x.is_unspecified());
+    let v6 = |a: &IpAddr| matches!(a, IpAddr::V6(x) if valid(x) && x.to_ipv4_mapped().is_none());
+    let names = |pick: &dyn Fn(&[IpAddr]) -> bool| -> Vec<String> {
+        rails.iter().filter(|(_, addrs)| pick(addrs)).map(|(name, _)| name.clone()).collect()
+    };
+    let inet = names(&|a| a.iter().any(v4));
+    let inet6_only = names(&|a| !a.iter().any(v4) && a.iter().any(v6));
     match (inet.is_empty(), inet6_only.is_empty()) {
         (true, true) => RailFamily::Unknown,
         (false, true) => RailFamily::Inet,

@@ -104,18 +104,15 @@ pub fn observe(roots: &Roots, vars: &Vars, view: View, rule: &dyn GidRule, table
     }
     let addrs = seen.addrs(&detection).to_vec();
     let mut rails: Vec<(String, Vec<IpAddr>)> = Vec::new();
-    for d in &detection.devices {
-        if !d.ports.iter().any(|p| p.link_layer.as_deref() == Some("Ethernet")) {
-            continue;
-        }
+    for d in detection.devices.iter().filter(|d| d.ports.iter().any(|p| p.link_layer.as_deref() == Some("Ethernet"))) {
         let mut names = seen.netdevs(roots.sysfs, d).to_vec();
         names.extend(d.ports.iter().filter_map(|p| p.gid.as_ref().and_then(|g| g.ndev.clone())));
         names.sort();
         names.dedup();
-        for n in names {
+        rails.extend(names.into_iter().map(|n| {
             let a = addrs.iter().filter(|a| a.ifname == n).map(|a| a.addr).collect();
-            rails.push((n, a));
-        }
+            (n, a)
+        }));
     }
     let family = rail_family(&rails);
     let detection =
