@@ -1,7 +1,6 @@
 //! "Ready" means NCCL is ready: what the image's userspace, the bootstrap interface and the rails'
-//! family add to the plan (`NCCL_NET`, `NCCL_SOCKET_IFNAME`, `GLOO_SOCKET_IFNAME`,
-//! `NCCL_IB_ADDR_FAMILY`, `NCCL_IGNORE_NET_MISMATCH`). Pure. Never sets a variable the user set,
-//! except through the shared `--override` rule for `NCCL_NET` and `NCCL_IGNORE_NET_MISMATCH`.
+//! family add to the plan (`NCCL_NET`, `*_SOCKET_IFNAME`, `NCCL_IB_ADDR_FAMILY`, `NCCL_IGNORE_NET_MISMATCH`).
+//! Pure. Never sets a variable the user set, but by the `--override` rule (`NCCL_NET`, the mismatch).
 
 use super::{index_is_kept, reasons, user, Action, Choices, Plan, Var};
 use crate::bootstrap::{self, Gate};

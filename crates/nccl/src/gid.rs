@@ -169,9 +169,8 @@ pub fn format_gid(gid: &Ipv6Addr) -> String {
     out
 }
 
-/// Parses sysfs's GID form (`fe80:0000:...`, an IPv6 address): the kernel's fixed `%pI6` form
-/// directly, anything else through the standard parser (a test and the `gid` fuzz target hold
-/// the two to each other).
+/// Parses sysfs's GID form: the kernel's fixed `%pI6` form directly, anything else (an IPv6
+/// address) through the standard parser; a test and the `gid` fuzz target hold the two together.
 pub fn parse_gid(text: &str) -> Option<Ipv6Addr> {
     let text = text.trim();
     parse_fixed(text).or_else(|| text.parse().ok())

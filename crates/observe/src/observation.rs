@@ -1,7 +1,6 @@
-//! The road's first stage for every subcommand: [`observe`] reads what any decision needs in the
-//! pod's or the node's [`View`]; the decision then names its far reads ([`Asks`]) and [`answer`]
-//! reads exactly those. It never decides what a caller could decide from what it returns, never
-//! names a caller; every root is a parameter.
+//! The road's first stage: [`observe`] reads what any decision needs in the pod's or the node's
+//! [`View`]; the decision names its far reads ([`Asks`]) and [`answer`] reads exactly those. It never
+//! decides what a caller could from what it returns, never names a caller; every root is a parameter.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;

@@ -1,7 +1,6 @@
-//! Which kernel driver backs an RDMA device, and whether this build links the provider that serves
-//! it: a device libibverbs does not list is either unreachable from this container or served by a
-//! provider this binary lacks (NCCL, loading the image's rdma-core, may still use it), and only the
-//! first is the device's fault. Reads two small sysfs entries; never opens a device.
+//! Which kernel driver backs an RDMA device, and whether this build links its provider: a device
+//! libibverbs does not list is unreachable from this container (its fault) or served by a provider
+//! this binary lacks (NCCL, loading the image's rdma-core, may still use it). Never opens a device.
 
 use crate::detect::names;
 use crate::detect::sysfs::Sysfs;

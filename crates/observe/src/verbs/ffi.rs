@@ -1,6 +1,5 @@
-//! The FFI fence: the only file under `verbs/` that may use `unsafe`. One owner type per ibverbs
-//! object frees it exactly once in `Drop`, and lifetimes enforce the teardown order (QP, CQ, MR, PD,
-//! context). Only plain values and methods whose preconditions the types guarantee leave it. It must
+//! The FFI fence: the only file under `verbs/` that may use `unsafe`. Each ibverbs object is freed
+//! exactly once in `Drop`, lifetimes enforcing the teardown order (QP, CQ, MR, PD, context). It must
 //! never block (completions are polled), never panic without RDMA, and never hand out a raw pointer.
 
 use std::alloc::{self, Layout};

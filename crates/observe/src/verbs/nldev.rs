@@ -1,9 +1,6 @@
-//! RDMA devices as the kernel's RDMA netlink (`nldev`) tells them: what libibverbs' own discovery
-//! asks (rdma-core `ibdev_nl.c`), answered here so that a start asks only about the devices it
-//! opens instead of scanning every uverbs device of the node. [`devices`] is the one dump;
-//! [`uverbs_of`] asks for the uverbs node of the devices given and says which this container can
-//! reach. Replies are outside input: bounded, under a deadline, every length and name checked; a
-//! failure is the caller's cue to let libibverbs scan sysfs. Fuzz target `nldev`.
+//! RDMA devices as the kernel's RDMA netlink (`nldev`) tells them, answering libibverbs' discovery
+//! (rdma-core `ibdev_nl.c`) for only the devices a start opens. Replies are outside input: bounded,
+//! under a deadline, every length and name checked; a failure lets libibverbs scan sysfs. Fuzz: `nldev`.
 
 use crate::detect::names;
 use crate::detect::rtnetlink::{self, Socket};
@@ -106,11 +103,9 @@ pub(crate) fn uverbs_of(devices: &[NlDevice], reachable: impl Fn(&str) -> bool) 
     Ok(out)
 }
 
-/// What libibverbs' sysfs scan would list for the device `name` alone, from its own files under
-/// `root` (its uverbs node's `dev` and `abi_version`, its `node_type` and ports): where RDMA netlink
-/// does not answer, a listing for one device reads that device's files only. Index, node GUID and
-/// driver stay unknown, as rdma-core's own scan leaves them. `None` where a file does not read or
-/// the node is not `reachable`: libibverbs then scans.
+/// What libibverbs' sysfs scan would list for `name` alone, from its own files under `root`, for
+/// when RDMA netlink does not answer. Index, node GUID and driver stay unknown, as in rdma-core's
+/// scan; `None` where a file does not read or the node is not `reachable` (libibverbs then scans).
 pub(crate) fn from_sysfs(root: &std::path::Path, name: &str, reachable: impl Fn(&str) -> bool) -> Option<Found> {
     let read = |p: std::path::PathBuf| crate::detect::file::read_attr(&p).ok();
     let dev = root.join("class/infiniband").join(names::device_name(name).ok()?);

@@ -1,9 +1,6 @@
-//! The devices of one start, opened once: whole GID tables for detection (`TableSource`, one
-//! `ibv_query_gid_table` a device, only where the kernel answers it with one ioctl, 5.9 and later),
-//! then the probe's port checks through the same contexts. Lazy (a device is discovered and opened
-//! only when first asked of); every failure is a debug line and `None`, so detection reads sysfs.
-//! The kernel's answer is bounded before the call and checked whole after it (`gid_source::tables`).
-//! Dropped before the plan: contexts are never held while the job runs. Never decides anything.
+//! The devices of one start, opened once and lazily: whole GID tables for detection (one
+//! `ibv_query_gid_table` a device, kernel 5.9+, bounded before and checked after), then the probe's
+//! port checks. A failure is a debug line and `None` (sysfs is read); never held while the job runs.
 
 use std::cell::{OnceCell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
