@@ -70,7 +70,7 @@ fn start() -> u8 {
     let sysfs = detect::sysfs::Sysfs::new(&cli.opts.sysfs_root);
     let dra_metadata = cli::configs::dra_metadata_root(&cli.opts);
     let roots = cli::configs::roots(&cli.opts, &sysfs, &dra_metadata);
-    let opened = cli::configs::verbs_skipped(&cli.opts).is_none().then(verbs::Opened::new);
+    let opened = cli::configs::verbs_skipped(&cli.opts).is_none().then(verbs::Opened::default);
     let tables: &dyn detect::gid_source::TableSource = match &opened {
         Some(o) => o,
         None => &detect::gid_source::SysfsOnly,

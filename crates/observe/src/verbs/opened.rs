@@ -37,12 +37,6 @@ struct Device {
 
 impl Default for Opened {
     fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Opened {
-    pub fn new() -> Self {
         Opened {
             kernel: OnceCell::new(),
             devices: RefCell::default(),
@@ -50,7 +44,9 @@ impl Opened {
             everything: RefCell::default(),
         }
     }
+}
 
+impl Opened {
     /// Runs `f` on `device`'s open context, opening it the first time; a failure repeats after.
     fn with<T>(&self, device: &str, f: impl FnOnce(&mut Device) -> Result<T, VerbsError>) -> Result<T, VerbsError> {
         let mut devices = self.devices.borrow_mut();
@@ -68,10 +64,7 @@ impl Opened {
             }
             opened
         });
-        match entry {
-            Ok(dev) => f(dev),
-            Err(e) => Err(e.clone()),
-        }
+        f(entry.as_mut().map_err(|e| e.clone())?)
     }
 
     fn whole(&self, device: &str, port: u32) -> Result<Option<Whole>, VerbsError> {
@@ -133,10 +126,9 @@ struct Last {
 impl Last {
     /// The port's table from the last answer, when there is one it has not had yet.
     fn take(&mut self, port: u32) -> Option<Option<Whole>> {
-        if !self.any || self.served.contains(&port) {
+        if !self.any || !self.served.insert(port) {
             return None;
         }
-        self.served.insert(port);
         Some(self.tables.get(&port).cloned())
     }
 
@@ -230,7 +222,7 @@ mod tests {
             eprintln!("SKIP: this machine has RDMA devices; the lab covers real ones");
             return;
         }
-        let o = Opened::new();
+        let o = Opened::default();
         assert_eq!(o.table("mlx5_0", 1), None);
         // Asked whether it lists the device, each says the same (no list, or not listed), and
         // neither can query it.
