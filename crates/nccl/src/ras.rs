@@ -178,11 +178,13 @@ pub fn parse_within(reply: &str, spent: &mut dyn FnMut() -> bool) -> Result<View
     Ok(View { protocol, errors, ..view })
 }
 
-fn push<T>(list: &mut Vec<T>, item: T, left_out: &mut usize) {
-    if list.len() < MAX_ITEMS {
-        list.push(item);
-    } else {
-        *left_out += 1;
+fn push<T>(list: &mut Vec<T>, items: impl IntoIterator<Item = T>, left_out: &mut usize) {
+    for item in items {
+        if list.len() < MAX_ITEMS {
+            list.push(item);
+        } else {
+            *left_out += 1;
+        }
     }
 }
 
@@ -197,24 +199,20 @@ fn text(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError>
     let mut block: Option<(Vec<Kind>, Option<String>, usize)> = None;
     // Its finding under way: a summary line, then the people under it.
     let mut current: Option<Finding> = None;
-    let mut lines = body.lines().peekable();
-    let mut read = 0usize;
-    while let Some(line) = lines.next() {
-        read += 1;
-        if read % STEP == 0 && spent() {
+    let mut lines = body.lines().enumerate().peekable();
+    while let Some((i, line)) = lines.next() {
+        if i % STEP == STEP - 1 && spent() {
             return Err(ParseError::Budget);
         }
         let t = line.trim();
-        let underline = lines.peek().is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c == b'='));
+        let underline = lines.peek().is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|c| c == b'='));
         let section = (t == "Errors" || t == "Warnings") && underline;
         if !section && (!in_sections || line.bytes().all(|c| c == b'=')) {
             continue;
         }
         if section || t.is_empty() || !line.starts_with(' ') {
             // A section's title, a blank line or the next header ends the block and its finding.
-            if let Some(f) = current.take() {
-                push(&mut view.findings, f, &mut view.left_out);
-            }
+            push(&mut view.findings, current.take(), &mut view.left_out);
             in_sections = true;
             block = (!section && !t.is_empty()).then(|| header(line));
             continue;
@@ -226,22 +224,18 @@ fn text(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError>
         *n += 1;
         if t.starts_with("Rank ") || t.starts_with("Process ") {
             if let Some(f) = current.as_mut() {
-                push(&mut f.who, who(t), &mut view.left_out);
+                push(&mut f.who, [who(t)], &mut view.left_out);
             }
             continue;
         }
-        if let Some(f) = current.take() {
-            push(&mut view.findings, f, &mut view.left_out);
-        }
+        push(&mut view.findings, current.take(), &mut view.left_out);
         // Of the kind its summary speaks of, where the header names several.
         let kind = kind_of_summary(t).filter(|k| kinds.contains(k)).or(kinds.first().copied()).unwrap_or(Kind::Other);
         let collective =
             t.strip_prefix("Communicator ranks have different ").and_then(|r| r.split_whitespace().next()).map(clean);
         current = Some(Finding { kind, comm: comm.clone(), collective, summary: clean(t), who: Vec::new() });
     }
-    if let Some(f) = current {
-        push(&mut view.findings, f, &mut view.left_out);
-    }
+    push(&mut view.findings, current, &mut view.left_out);
     Ok(view)
 }
 
@@ -393,7 +387,7 @@ fn json(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError>
         ] {
             if !who.is_empty() {
                 let f = Finding { kind, comm: comm.clone(), collective: None, summary: summary.into(), who };
-                push(&mut view.findings, f, &mut view.left_out);
+                push(&mut view.findings, [f], &mut view.left_out);
             }
         }
         for (name, list) in counts {
@@ -401,12 +395,12 @@ fn json(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError>
                 let who = list.into_iter().map(|(w, n)| Who { op: Some(n), ..w }).collect();
                 let summary = format!("Communicator ranks have different {name} operation counts");
                 let f = Finding { kind: Kind::Mismatch, comm: comm.clone(), summary, collective: Some(name), who };
-                push(&mut view.findings, f, &mut view.left_out);
+                push(&mut view.findings, [f], &mut view.left_out);
             }
         }
         if let Some(comm) = comm {
             let f = Progress { comm, ranks: u32::try_from(ranks.len()).unwrap_or(u32::MAX), collectives: total };
-            push(&mut view.progress, f, &mut view.left_out);
+            push(&mut view.progress, [f], &mut view.left_out);
         }
     }
     view.left_out += comms.len().saturating_sub(MAX_ITEMS);
