@@ -384,12 +384,13 @@ pub fn classify<'a>(inputs: &'a Inputs<'a>) -> Decision {
     run.link_local_only();
     // 2. The front end: the default route leaves by the port's interface (or its bond).
     let (front, rest): (Vec<usize>, Vec<usize>) =
-        run.open().into_iter().partition(|&i| run.facts(i).is_some_and(|f| f.default_route().is_some()));
+        run.open().into_iter().partition(|&i| run.all.get(i).is_some_and(|f| f.default_route().is_some()));
     if rest.is_empty() {
         let verdict = run.small_node(&front);
         return run.finish(verdict);
     }
-    let near: Vec<usize> = rest.iter().copied().filter(|&i| run.facts(i).is_some_and(|f| f.port.gpu.near())).collect();
+    let near: Vec<usize> =
+        rest.iter().copied().filter(|&i| run.all.get(i).is_some_and(|f| f.port.gpu.near())).collect();
     let step = if near.is_empty() { run.unplaced(&rest) } else { run.placed(&rest, &near) };
     let verdict = match step {
         Ok(rails) => run.front_end(&front, &rails),
@@ -399,10 +400,6 @@ pub fn classify<'a>(inputs: &'a Inputs<'a>) -> Decision {
 }
 
 impl<'a> Run<'a> {
-    fn facts(&self, i: usize) -> Option<&Facts<'a>> {
-        self.all.get(i)
-    }
-
     fn set(&mut self, i: usize, c: Class) {
         if let Some(slot) = self.class.get_mut(i) {
             *slot = Some(c);
@@ -482,7 +479,7 @@ impl<'a> Run<'a> {
             };
         }
         for &i in front {
-            let Some(f) = self.facts(i) else { continue };
+            let Some(f) = self.all.get(i) else { continue };
             let via = f.default_route().unwrap_or("its interface");
             let coord = if f.coordinator_route().is_some() { " and a route to the coordinator" } else { "" };
             let evidence = format!(
@@ -495,7 +492,7 @@ impl<'a> Run<'a> {
 
     /// Rules 3 and 4: of `rest`, `near` are candidates, and a link layer most of them hold wins.
     fn placed(&mut self, rest: &[usize], near: &[usize]) -> Step {
-        let Some((ll, n)) = mode(near.iter().filter_map(|&i| self.facts(i)).map(|f| f.port.link_layer))
+        let Some((ll, n)) = mode(near.iter().filter_map(|&i| self.all.get(i)).map(|f| f.port.link_layer))
             .filter(|(_, n)| n.saturating_mul(2) > near.len())
         else {
             return Err(format!(
@@ -505,7 +502,7 @@ impl<'a> Run<'a> {
         };
         let mut rails = Vec::new();
         for &i in near {
-            let Some(f) = self.facts(i) else { continue };
+            let Some(f) = self.all.get(i) else { continue };
             let c = if f.port.link_layer == ll {
                 rails.push(i);
                 let others = plural(n.saturating_sub(1), "other port", "other ports");
@@ -520,9 +517,9 @@ impl<'a> Run<'a> {
             };
             self.set(i, c);
         }
-        let compute = Compute::of(&rails.iter().filter_map(|&i| self.facts(i)).collect::<Vec<_>>());
+        let compute = Compute::of(&rails.iter().filter_map(|&i| self.all.get(i)).collect::<Vec<_>>());
         for &i in rest.iter().filter(|i| !near.contains(i)) {
-            let Some(f) = self.facts(i) else { continue };
+            let Some(f) = self.all.get(i) else { continue };
             // The rails sit next to GPUs and this port does not: the first clause says so.
             let evidence = compute.unlike(f).join("; ");
             self.set(i, left_out(Rule::Placement, evidence));
@@ -532,7 +529,8 @@ impl<'a> Run<'a> {
 
     /// Rules 5 and 6, where no port of `rest` sits next to a GPU.
     fn unplaced(&mut self, rest: &[usize]) -> Step {
-        let lls: BTreeSet<LinkLayer> = rest.iter().filter_map(|&i| self.facts(i)).map(|f| f.port.link_layer).collect();
+        let lls: BTreeSet<LinkLayer> =
+            rest.iter().filter_map(|&i| self.all.get(i)).map(|f| f.port.link_layer).collect();
         if lls.len() > 1 {
             return Err(format!(
                 "no port sits next to a GPU and the {} ports left mix InfiniBand and Ethernet: nothing tells which is the compute fabric; name the rails with --rails",
@@ -540,14 +538,17 @@ impl<'a> Run<'a> {
             ));
         }
         let coordinator = self.coordinator();
-        let on: Vec<usize> =
-            rest.iter().copied().filter(|&i| self.facts(i).is_some_and(|f| f.coordinator_route().is_some())).collect();
+        let on: Vec<usize> = rest
+            .iter()
+            .copied()
+            .filter(|&i| self.all.get(i).is_some_and(|f| f.coordinator_route().is_some()))
+            .collect();
         if on.is_empty() {
             return self.one_network(rest);
         }
         // 5. The coordinator's network is the compute fabric.
         for &i in rest {
-            let Some(f) = self.facts(i) else { continue };
+            let Some(f) = self.all.get(i) else { continue };
             let c = match f.coordinator_route() {
                 Some(via) => Class::Rail {
                     rule: Rule::CoordinatorNetwork,
@@ -573,7 +574,7 @@ impl<'a> Run<'a> {
     /// Rule 6: the ports of `rest`, all on one network (InfiniBand ports: the one IB fabric).
     fn one_network(&mut self, rest: &[usize]) -> Step {
         let coordinator = self.coordinator();
-        let nets: Vec<BTreeSet<Network>> = rest.iter().filter_map(|&i| self.facts(i)).map(Facts::networks).collect();
+        let nets: Vec<BTreeSet<Network>> = rest.iter().filter_map(|&i| self.all.get(i)).map(Facts::networks).collect();
         let common = nets
             .iter()
             .skip(1)
@@ -599,9 +600,9 @@ impl<'a> Run<'a> {
 
     /// Rule 2, once the rails are known; a front end that looks like a rail otherwise disagrees.
     fn front_end(&mut self, front: &[usize], rails: &[usize]) -> Verdict {
-        let compute = Compute::of(&rails.iter().filter_map(|&i| self.facts(i)).collect::<Vec<_>>());
+        let compute = Compute::of(&rails.iter().filter_map(|&i| self.all.get(i)).collect::<Vec<_>>());
         for &i in front {
-            let Some(f) = self.facts(i) else { continue };
+            let Some(f) = self.all.get(i) else { continue };
             let via = f.default_route().unwrap_or("its interface");
             let looks_like_a_rail = f.port.gpu.near()
                 && compute.link_layer.is_none_or(|ll| ll == f.port.link_layer)
