@@ -6,15 +6,6 @@ use crate::detect::names;
 use crate::detect::sysfs::Sysfs;
 pub use crate::detect::userspace::provider_of_driver as provider_for;
 
-/// Why libibverbs did not list a device.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Unlisted {
-    /// A linked provider serves its driver, so the container cannot reach it (uverbs node).
-    Unreachable,
-    /// No linked provider is known to serve it: the reason, for a "not checked" answer.
-    NoProvider(String),
-}
-
 /// The kernel driver behind `class/infiniband/<dev>`: the name of its `device/driver` link, or
 /// `rdma_rxe` / `siw` for a software device; `None` where neither reads, or the name is outside
 /// `[A-Za-z0-9_.:-]`.
@@ -36,23 +27,22 @@ pub fn software_driver(node_type: &str) -> Option<&'static str> {
     }
 }
 
-/// Why a device of `driver` is missing from the device list of a libibverbs that has `linked`.
-pub fn why_unlisted(driver: Option<&str>, linked: &[&str]) -> Unlisted {
+/// Why a device of `driver` is missing from the device list of a libibverbs that has `linked`,
+/// where no linked provider is known to serve it (for a "not checked" answer); `None`: one does,
+/// so the container cannot reach the device (its uverbs node).
+pub fn missing_provider(driver: Option<&str>, linked: &[&str]) -> Option<String> {
     let has = linked.join(", ");
-    match driver {
-        Some(d) => match provider_for(d) {
-            Some(p) if linked.contains(&p) => Unlisted::Unreachable,
-            Some(p) => Unlisted::NoProvider(format!(
-                "this build links no verbs provider for driver {d} (rdma-core's {p}; the providers it has: {has})"
-            )),
-            None => Unlisted::NoProvider(format!(
-                "this build links no verbs provider for driver {d} (none is known for it; the providers it has: {has})"
-            )),
-        },
-        None => Unlisted::NoProvider(format!(
+    let Some(d) = driver else {
+        return Some(format!(
             "libibverbs does not list it and its kernel driver cannot be read from sysfs, so whether this build has a provider for it is not known (the providers it has: {has})"
-        )),
-    }
+        ));
+    };
+    let known = match provider_for(d) {
+        Some(p) if linked.contains(&p) => return None,
+        Some(p) => format!("rdma-core's {p}"),
+        None => "none is known for it".into(),
+    };
+    Some(format!("this build links no verbs provider for driver {d} ({known}; the providers it has: {has})"))
 }
 
 /// Fake sysfs trees of RDMA devices and their drivers, for this module's and `verify`'s tests.
@@ -160,19 +150,19 @@ mod tests {
     #[test]
     fn a_device_without_a_linked_provider_is_not_checked_and_says_what_the_build_has() {
         let linked = ["mlx5", "rxe"];
-        assert_eq!(why_unlisted(Some("mlx5_core"), &linked), Unlisted::Unreachable);
-        assert_eq!(why_unlisted(Some("rdma_rxe"), &linked), Unlisted::Unreachable);
+        assert_eq!(missing_provider(Some("mlx5_core"), &linked), None);
+        assert_eq!(missing_provider(Some("rdma_rxe"), &linked), None);
         assert_eq!(
-            why_unlisted(Some("mlx4_core"), &linked),
-            Unlisted::NoProvider(
+            missing_provider(Some("mlx4_core"), &linked),
+            Some(
                 "this build links no verbs provider for driver mlx4_core (rdma-core's mlx4; the providers it has: mlx5, rxe)"
                     .into()
             )
         );
-        assert!(matches!(why_unlisted(Some("ionic"), &linked),
-            Unlisted::NoProvider(r) if r.contains("driver ionic (none is known")));
-        assert!(matches!(why_unlisted(None, &linked),
-            Unlisted::NoProvider(r) if r.contains("cannot be read") && r.ends_with("(the providers it has: mlx5, rxe)")));
+        assert!(matches!(missing_provider(Some("ionic"), &linked),
+            Some(r) if r.contains("driver ionic (none is known")));
+        assert!(matches!(missing_provider(None, &linked),
+            Some(r) if r.contains("cannot be read") && r.ends_with("(the providers it has: mlx5, rxe)")));
     }
 
     #[test]
