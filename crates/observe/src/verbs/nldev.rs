@@ -112,28 +112,15 @@ pub(crate) fn from_sysfs(root: &std::path::Path, name: &str, reachable: impl Fn(
     let node = std::fs::read_dir(dev.join("device/infiniband_verbs"))
         .ok()?
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .find(|n| uverbs_name(n))?;
+        .find(|n| uverbs_name(n))
+        .filter(|n| reachable(n))?;
     let at = dev.join("device/infiniband_verbs").join(&node);
     let (major, minor) = read(at.join("dev"))?.split_once(':').map(|(a, b)| (a.parse().ok(), b.parse().ok()))?;
     let node_type = read(dev.join("node_type"))?.split(':').next()?.trim().parse().ok()?;
-    let ports = std::fs::read_dir(dev.join("ports")).ok()?.count();
-    let uverbs = Uverbs {
-        name: node,
-        abi: read(at.join("abi_version"))?.parse().ok()?,
-        major: major?,
-        minor: minor?,
-        driver_id: None,
-    };
-    if !reachable(&uverbs.name) {
-        return None;
-    }
-    let device = NlDevice {
-        index: UNKNOWN_INDEX,
-        name: name.to_string(),
-        node_type,
-        node_guid: 0,
-        ports: u32::try_from(ports).ok()?,
-    };
+    let ports = u32::try_from(std::fs::read_dir(dev.join("ports")).ok()?.count()).ok()?;
+    let abi = read(at.join("abi_version"))?.parse().ok()?;
+    let uverbs = Uverbs { name: node, abi, major: major?, minor: minor?, driver_id: None };
+    let device = NlDevice { index: UNKNOWN_INDEX, name: name.to_string(), node_type, node_guid: 0, ports };
     Some(Found { device, uverbs })
 }
 
