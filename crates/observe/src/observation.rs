@@ -2,7 +2,7 @@
 //! [`View`]; the decision names its far reads ([`Asks`]) and [`answer`] reads exactly those. It never
 //! decides what a caller could from what it returns, never names a caller; every root is a parameter.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::path::Path;
 use std::time::Duration;
@@ -104,10 +104,8 @@ pub fn observe(roots: &Roots, vars: &Vars, view: View, rule: &dyn GidRule, table
     let addrs = seen.addrs(&detection).to_vec();
     let mut rails: Vec<(String, Vec<IpAddr>)> = Vec::new();
     for d in detection.devices.iter().filter(|d| d.ports.iter().any(|p| p.link_layer.as_deref() == Some("Ethernet"))) {
-        let mut names = seen.netdevs(roots.sysfs, d).to_vec();
+        let mut names: BTreeSet<String> = seen.netdevs(roots.sysfs, d).iter().cloned().collect();
         names.extend(d.ports.iter().filter_map(|p| p.gid.as_ref().and_then(|g| g.ndev.clone())));
-        names.sort();
-        names.dedup();
         rails.extend(names.into_iter().map(|n| {
             let a = addrs.iter().filter(|a| a.ifname == n).map(|a| a.addr).collect();
             (n, a)
@@ -193,14 +191,12 @@ pub fn answer<'a>(roots: &Roots<'a>, vars: &Vars, detection: &Detection, seen: &
     let addrs = seen.addrs(detection).to_vec();
     // The pod's other interfaces on a used device's function are rails too (beyond link-local).
     let functions: Vec<&str> = used.iter().filter_map(|d| detect::devices::function(&d.attachment)).collect();
-    let mut others: Vec<&str> = addrs
+    let others: BTreeSet<&str> = addrs
         .iter()
         .filter(|a| !bootstrap::is_link_local(&a.addr))
         .map(|a| a.ifname.as_str())
         .filter(|n| !rails.iter().any(|r| r == n))
         .collect();
-    others.sort_unstable();
-    others.dedup();
     rails.extend(bootstrap::on_functions(sysfs, others, &functions));
     let lookup = asks.resolve.as_deref().map(|n| match seen.lookup.take() {
         Some((name, l)) if name == n => l,
