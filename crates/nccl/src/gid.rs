@@ -2,6 +2,7 @@
 //! and later), reproduced exactly so the exported index is NCCL's own. Pure: the table is read
 //! elsewhere.
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv6Addr};
 
 use serde::Serialize;
@@ -245,20 +246,13 @@ fn full_match(gid: &Ipv6Addr, prefs: &GidPrefs, roce: impl FnOnce() -> Option<Ro
 /// Memoises type reads: NCCL's rule may ask for the same entry's type several times.
 struct Types<'t, T: GidTable + ?Sized> {
     table: &'t mut T,
-    seen: Vec<(u32, Option<RoceType>)>,
+    seen: BTreeMap<u32, Option<RoceType>>,
 }
 
 impl<T: GidTable + ?Sized> Types<'_, T> {
     fn get(&mut self, i: u32) -> Option<RoceType> {
-        if let Some(&(_, r)) = self.seen.iter().find(|(j, _)| *j == i) {
-            return r;
-        }
-        let r = self.table.roce(i);
-        self.seen.push((i, r));
-        r
-    }
-    fn version(&mut self, i: u32) -> i32 {
-        self.get(i).map_or(-1, |r| i32::from(r.number()))
+        let table = &mut self.table;
+        *self.seen.entry(i).or_insert_with(|| table.roce(i))
     }
 }
 
@@ -266,7 +260,7 @@ impl<T: GidTable + ?Sized> Types<'_, T> {
 /// them, and the walk stops at a full match, which the rule never replaces.
 pub fn choose<T: GidTable + ?Sized>(table: &mut T, prefs: &GidPrefs) -> Option<GidEntry> {
     let mut pick = (0, table.gid(0)?);
-    let mut types = Types { table, seen: Vec::new() };
+    let mut types = Types { table, seen: BTreeMap::new() };
     for i in 1..GID_TABLE_MAX {
         if full_match(&pick.1, prefs, || types.get(pick.0)) {
             break;
@@ -297,8 +291,8 @@ fn better<T: GidTable + ?Sized>(
     if cand_family != prefs.family || !valid(&cand.1) || !cand_in_range {
         return false;
     }
-    let (pv, cv) = (types.version(pick.0), types.version(cand.0));
-    (pv != cv || !valid(&pick.1)) && cv == i32::from(prefs.roce_version)
+    let (pv, cv) = (types.get(pick.0), types.get(cand.0));
+    (pv != cv || !valid(&pick.1)) && cv.map(RoceType::number) == Some(prefs.roce_version)
 }
 
 /// Human form of a GID: the IPv4 address for mapped entries, else the IPv6 text.
