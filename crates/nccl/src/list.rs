@@ -45,12 +45,9 @@ impl List {
 
     /// Whether NCCL uses `name` port `port` (`None` for interfaces, which have no port).
     pub fn selects(&self, name: &str, port: Option<i64>) -> bool {
+        let hit = |e: &Entry| self.name_matches(e, name) && e.port.zip(port).is_none_or(|(w, h)| w == h);
         // No entries match everything, so `^` alone selects nothing (NCCL's matchIfList).
-        (self.entries.is_empty() || self.matches_any(name, port)) != self.exclude
-    }
-
-    fn matches_any(&self, name: &str, port: Option<i64>) -> bool {
-        self.entries.iter().any(|e| self.name_matches(e, name) && e.port.zip(port).is_none_or(|(w, h)| w == h))
+        (self.entries.is_empty() || self.entries.iter().any(hit)) != self.exclude
     }
 
     fn name_matches(&self, e: &Entry, name: &str) -> bool {

@@ -372,12 +372,10 @@ fn json(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError>
             if let Some(e) = r.pointer("/status/async_error").and_then(Value::as_u64).filter(|&e| e != 0) {
                 errs.push(Who { what: Some(format!("async_error {e}")), ..person(r) });
             }
-            if let Some(cc) = r.get("collective_counts").and_then(|c| c.as_object()) {
-                for (name, n) in cc.iter().take(32) {
-                    let n = n.as_u64().unwrap_or(0);
-                    total = total.saturating_add(n);
-                    counts.entry(clean(name)).or_default().push((person(r), n));
-                }
+            for (name, n) in r.get("collective_counts").and_then(Value::as_object).into_iter().flatten().take(32) {
+                let n = n.as_u64().unwrap_or(0);
+                total = total.saturating_add(n);
+                counts.entry(clean(name)).or_default().push((person(r), n));
             }
         }
         for (kind, who, summary) in [
