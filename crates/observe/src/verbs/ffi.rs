@@ -527,14 +527,11 @@ impl Context {
                 std::mem::size_of::<ffi::ibv_gid_entry>(),
             )
         };
-        let n = match usize::try_from(n) {
-            Ok(n) if n <= max_entries => n,
-            Ok(_) => return Err(err(io::Error::from_raw_os_error(75))), // EOVERFLOW: more than asked
-            Err(_) => {
-                let errno = n.checked_neg().and_then(|e| i32::try_from(e).ok()).unwrap_or(22);
-                return Err(err(io::Error::from_raw_os_error(errno)));
-            }
-        };
+        // A negated errno, or EOVERFLOW (75) where more came than asked.
+        let n = usize::try_from(n)
+            .map_err(|_| n.checked_neg().and_then(|e| i32::try_from(e).ok()).unwrap_or(22))
+            .and_then(|n| if n <= max_entries { Ok(n) } else { Err(75) })
+            .map_err(|errno| err(io::Error::from_raw_os_error(errno)))?;
         Ok(entries[..n]
             .iter()
             .map(|e| Raw {
