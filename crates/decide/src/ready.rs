@@ -58,10 +58,7 @@ pub fn settle(
     family: RailFamily,
     choices: Choices,
 ) {
-    let rails = match &plan.rails {
-        Some(r) => bootstrap::host_rails(plan, r),
-        None => a.rails,
-    };
+    let rails = plan.rails.as_ref().map_or(a.rails, |r| bootstrap::host_rails(plan, r));
     let bootstrap = bootstrap::choose(vars, gate, &a.routes, &a.addrs, &rails, a.lookup.as_ref());
     let iwarp: Vec<String> = a.node_types.into_iter().filter(|(_, t)| t.starts_with("4:")).map(|(d, _)| d).collect();
     let index = user(vars, IB_GID_INDEX);
