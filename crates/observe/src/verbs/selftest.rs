@@ -57,23 +57,15 @@ pub(super) fn loopback(
     let ctx = Context::open(device)?;
     let attr = ctx.query_port(port)?;
     if attr.state != PORT_ACTIVE {
-        return Err(Failure::new(
-            "query_port",
-            format!("port {port} is {}", port_state_name(attr.state)),
-            Some(
-                "NCCL uses only ACTIVE ports: check the link (phys_state) and, on InfiniBand, the subnet manager"
-                    .into(),
-            ),
-        ));
+        let hint = "NCCL uses only ACTIVE ports: check the link (phys_state) and, on InfiniBand, the subnet manager";
+        let status = format!("port {port} is {}", port_state_name(attr.state));
+        return Err(Failure::new("query_port", status, Some(hint.into())));
     }
     let roce = attr.link_layer == LINK_LAYER_ETHERNET;
     let route = match (roce, gid_index) {
         (true, None) => {
-            return Err(Failure::new(
-                "query_gid",
-                "no GID index given for a RoCE port",
-                Some("RoCE needs a GID index (the RoCE v2 IPv4 entry)".into()),
-            ))
+            let hint = "RoCE needs a GID index (the RoCE v2 IPv4 entry)";
+            return Err(Failure::new("query_gid", "no GID index given for a RoCE port", Some(hint.into())));
         }
         (true, Some(index)) => {
             let sgid = u8::try_from(index).map_err(|_| {
@@ -81,11 +73,8 @@ pub(super) fn loopback(
             })?;
             let gid = ctx.query_gid(port, index)?;
             if gid == [0; 16] {
-                return Err(Failure::new(
-                    "query_gid",
-                    format!("GID {index} is empty"),
-                    Some("choose a populated RoCE v2 entry (see ports/N/gids and gid_attrs/types)".into()),
-                ));
+                let hint = "choose a populated RoCE v2 entry (see ports/N/gids and gid_attrs/types)";
+                return Err(Failure::new("query_gid", format!("GID {index} is empty"), Some(hint.into())));
             }
             Route::Gid { dgid: gid, sgid_index: sgid }
         }
@@ -190,23 +179,16 @@ pub(crate) fn wait_for(cq: &Cq<'_>, want: &[u64], deadline: Instant, what: &str)
     let mut spins = 0u32;
     while !pending.is_empty() {
         match cq.poll_one().map_err(|e| Failure::os("poll", &e, None))? {
-            Some(wc) => {
-                if wc.status != WC_SUCCESS {
-                    let name = wc_status_name(wc.status);
-                    return Err(Failure::new(
-                        "poll",
-                        format!("{name} (vendor_err {:#x}) on {what}", wc.vendor_err),
-                        wc_status_hint(wc.status),
-                    ));
-                }
-                pending.retain(|&id| id != wc.wr_id);
+            Some(wc) if wc.status != WC_SUCCESS => {
+                let name = wc_status_name(wc.status);
+                let status = format!("{name} (vendor_err {:#x}) on {what}", wc.vendor_err);
+                return Err(Failure::new("poll", status, wc_status_hint(wc.status)));
             }
+            Some(wc) => pending.retain(|&id| id != wc.wr_id),
             None if Instant::now() >= deadline => {
-                return Err(Failure::new(
-                    "timeout",
-                    format!("no completion for {what} before the deadline"),
-                    Some("the adapter accepted the work but never finished it: check the port's link and, for RoCE, the GID's net device; raise the timeout on slow (software) devices".into()),
-                ));
+                let hint = "the adapter accepted the work but never finished it: check the port's link and, for RoCE, the GID's net device; raise the timeout on slow (software) devices";
+                let status = format!("no completion for {what} before the deadline");
+                return Err(Failure::new("timeout", status, Some(hint.into())));
             }
             None if spins < 1000 => {
                 spins += 1;
