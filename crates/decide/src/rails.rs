@@ -342,24 +342,18 @@ impl Compute {
 
     /// The ways `f` is unlike the rails, as clauses.
     fn unlike(&self, f: &Facts<'_>) -> Vec<String> {
-        let mut out = Vec::new();
         let (rails, are, sit, run) = if self.count == 1 {
             ("the rail".to_string(), "is", "sits", "runs")
         } else {
             (format!("the {} rails", self.count), "are", "sit", "run")
         };
-        if self.near && !f.port.gpu.near() {
-            out.push(format!("{} while {rails} {sit} next to GPUs", f.port.gpu.describe()));
-        }
-        if let Some(ll) = self.link_layer.filter(|ll| *ll != f.port.link_layer) {
-            out.push(format!("{} where {rails} {are} {ll}", f.port.link_layer));
-        }
-        if let (Some(r), Some(mine)) = (self.rate, f.port.rate_gbps) {
-            if r != mine {
-                out.push(format!("{mine} Gb/s where {rails} {run} at {r}"));
-            }
-        }
-        out
+        let (p, gpu) = (f.port, f.port.gpu.describe());
+        let placed = (self.near && !p.gpu.near()).then(|| format!("{gpu} while {rails} {sit} next to GPUs"));
+        let ll = self.link_layer.filter(|ll| *ll != p.link_layer);
+        let ll = ll.map(|ll| format!("{} where {rails} {are} {ll}", p.link_layer));
+        let rate = self.rate.zip(p.rate_gbps).filter(|(r, mine)| r != mine);
+        let rate = rate.map(|(r, mine)| format!("{mine} Gb/s where {rails} {run} at {r}"));
+        [placed, ll, rate].into_iter().flatten().collect()
     }
 }
 
@@ -448,17 +442,13 @@ impl<'a> Run<'a> {
     /// Rule 1; never InfiniBand ports (the IB transport addresses by LID and GID, not IPoIB's).
     fn link_local_only(&mut self) {
         for (f, slot) in self.all.iter().zip(&mut self.class).filter(|(f, _)| f.link_local_only()) {
-            let addrs: Vec<String> = f.addrs().take(3).map(ToString::to_string).collect();
+            let addrs = f.addrs().take(3).map(ToString::to_string).collect::<Vec<_>>().join(", ");
             let evidence = if f.role.is_empty() {
                 format!("{} has no net device: its RoCE GIDs are link-local only", f.label)
             } else if addrs.is_empty() {
                 format!("{} holds no address: its RoCE GIDs are link-local only", f.label)
             } else {
-                format!(
-                    "{} holds only link-local addresses ({}), which reach only its own link",
-                    f.label,
-                    addrs.join(", ")
-                )
+                format!("{} holds only link-local addresses ({addrs}), which reach only its own link", f.label)
             };
             let fix = format!(
                 "give {} an address on the compute network; if the link-local network is the job's (nodes cabled back to back), name the rails with --rails",
@@ -529,20 +519,15 @@ impl<'a> Run<'a> {
 
     /// Rules 5 and 6, where no port of `rest` sits next to a GPU.
     fn unplaced(&mut self, rest: &[usize]) -> Step {
-        let lls: BTreeSet<LinkLayer> =
-            rest.iter().filter_map(|&i| self.all.get(i)).map(|f| f.port.link_layer).collect();
-        if lls.len() > 1 {
+        if rest.iter().filter_map(|&i| self.all.get(i)).map(|f| f.port.link_layer).collect::<BTreeSet<_>>().len() > 1 {
             return Err(format!(
                 "no port sits next to a GPU and the {} ports left mix InfiniBand and Ethernet: nothing tells which is the compute fabric; name the rails with --rails",
                 rest.len()
             ));
         }
         let coordinator = self.coordinator();
-        let on: Vec<usize> = rest
-            .iter()
-            .copied()
-            .filter(|&i| self.all.get(i).is_some_and(|f| f.coordinator_route().is_some()))
-            .collect();
+        let routes = |i: &usize| self.all.get(*i).is_some_and(|f| f.coordinator_route().is_some());
+        let on: Vec<usize> = rest.iter().copied().filter(routes).collect();
         if on.is_empty() {
             return self.one_network(rest);
         }
@@ -557,11 +542,10 @@ impl<'a> Run<'a> {
                     ),
                 },
                 None => {
-                    let nets: Vec<String> = f.networks().iter().map(ToString::to_string).collect();
+                    let nets = f.networks().iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
                     let evidence = format!(
-                        "{} ({}) has no route to the coordinator ({coordinator}): a network of its own, such as a direct link",
-                        f.label,
-                        nets.join(", ")
+                        "{} ({nets}) has no route to the coordinator ({coordinator}): a network of its own, such as a direct link",
+                        f.label
                     );
                     left_out(Rule::CoordinatorNetwork, evidence)
                 }
