@@ -51,19 +51,14 @@ pub fn atomic_with(path: &Path, mode: u32, fill: impl FnOnce(&mut File) -> io::R
         fill(&mut f).and_then(|()| f.flush()).map_err(write)?;
         f.sync_all().map_err(write)?;
         fs::set_permissions(&tmp, fs::Permissions::from_mode(mode)).map_err(write)?;
-        fs::rename(&tmp, path).map_err(|source| WriteError::Rename {
-            tmp: tmp.clone(),
-            path: path.to_path_buf(),
-            source,
-        })
+        let rename = |source| WriteError::Rename { tmp: tmp.clone(), path: path.to_path_buf(), source };
+        fs::rename(&tmp, path).map_err(rename)
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }
     result?;
-    if let Ok(d) = File::open(&dir) {
-        let _ = d.sync_all();
-    }
+    let _ = File::open(&dir).and_then(|d| d.sync_all());
     Ok(())
 }
 
