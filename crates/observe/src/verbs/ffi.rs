@@ -354,19 +354,14 @@ impl DeviceList {
     pub(crate) fn get(only: Option<&str>) -> Result<Self, VerbsError> {
         // In a static link no provider is loaded from disk; see build.rs.
         REGISTER_PROVIDERS.call_once(providers::register_static_providers);
-        // Discovery on this thread is for `only` until the listing returns (or unwinds).
-        struct Reset;
-        impl Drop for Reset {
-            fn drop(&mut self) {
-                ONLY.with(|o| o.borrow_mut().take());
-            }
-        }
+        // Discovery on this thread is for `only` until the listing returns (it cannot unwind: a
+        // panic in the discovery callback aborts at its `extern "C"` edge).
         ONLY.with(|o| *o.borrow_mut() = only.map(str::to_owned));
-        let _reset = Reset;
         let mut n: c_int = 0;
         // SAFETY: `n` is a valid place for the count. The returned array is owned by this
         // `DeviceList` and released once, in Drop, with ibv_free_device_list.
         let list = unsafe { ffi::ibv_get_device_list(&mut n) };
+        ONLY.with(|o| o.borrow_mut().take());
         match NonNull::new(list) {
             // NULL with errno set: ENOSYS when the kernel has no uverbs, ENOMEM.
             None => Err(VerbsError::DeviceList { errno: errno_text(&io::Error::last_os_error()) }),
