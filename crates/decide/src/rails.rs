@@ -8,6 +8,9 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
+use nw_observe::detect::bootstrap::is_link_local;
+pub use nw_observe::detect::rails::{IfAddr, Iface};
+
 /// Where a port's PCIe function sits relative to the nearest GPU, closest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum GpuDistance {
@@ -53,50 +56,14 @@ impl fmt::Display for LinkLayer {
     }
 }
 
-/// One address of an interface.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Addr {
-    pub ip: IpAddr,
-    pub prefix: u8,
-    /// 169.254.0.0/16 or fe80::/10: reaches only its own link. Set by [`Addr::new`].
-    pub link_local: bool,
-}
-
-impl Addr {
-    pub fn new(ip: IpAddr, prefix: u8) -> Self {
-        Addr { ip, prefix, link_local: nw_observe::detect::bootstrap::is_link_local(&ip) }
-    }
-
-    /// The network the address is on: (masked address, prefix length).
-    fn network(&self) -> (IpAddr, u8) {
-        let p = self.prefix.min(if self.ip.is_ipv4() { 32 } else { 128 });
-        let ip = match self.ip {
-            IpAddr::V4(v4) => IpAddr::V4((u32::from(v4) & u32::MAX.checked_shl(32 - u32::from(p)).unwrap_or(0)).into()),
-            IpAddr::V6(v6) => {
-                IpAddr::V6((u128::from(v6) & u128::MAX.checked_shl(128 - u32::from(p)).unwrap_or(0)).into())
-            }
-        };
-        (ip, p)
-    }
-}
-
-impl fmt::Display for Addr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.ip, self.prefix)
-    }
-}
-
-/// A net device as the rule sees it: a port's own, or the bond master it is enslaved to.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Iface {
-    pub name: String,
-    pub addrs: Vec<Addr>,
-    /// The bond (team, other upper device) this interface is a slave of.
-    pub master: Option<String>,
-    /// The main table's default route leaves by it.
-    pub default_route: bool,
-    /// A longest-prefix route to the coordinator leaves by it.
-    pub coordinator_route: bool,
+/// The network `a` is on: (masked address, prefix length).
+fn network(a: &IfAddr) -> (IpAddr, u8) {
+    let p = a.prefix.min(if a.addr.is_ipv4() { 32 } else { 128 });
+    let ip = match a.addr {
+        IpAddr::V4(v4) => IpAddr::V4((u32::from(v4) & u32::MAX.checked_shl(32 - u32::from(p)).unwrap_or(0)).into()),
+        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & u128::MAX.checked_shl(128 - u32::from(p)).unwrap_or(0)).into()),
+    };
+    (ip, p)
 }
 
 /// One port NCCL alone would take: ACTIVE, LinkUp, InfiniBand or Ethernet.
@@ -241,7 +208,7 @@ struct Facts<'a> {
 }
 
 impl Facts<'_> {
-    fn addrs(&self) -> impl Iterator<Item = &Addr> {
+    fn addrs(&self) -> impl Iterator<Item = &IfAddr> {
         self.role.iter().flat_map(|i| i.addrs.iter())
     }
     fn default_route(&self) -> Option<&str> {
@@ -251,14 +218,14 @@ impl Facts<'_> {
         self.role.iter().find(|i| i.coordinator_route).map(|i| i.name.as_str())
     }
     fn link_local_only(&self) -> bool {
-        self.port.link_layer == LinkLayer::Ethernet && self.addrs().all(|a| a.link_local)
+        self.port.link_layer == LinkLayer::Ethernet && self.addrs().all(|a| is_link_local(&a.addr))
     }
     /// The networks it is on: its interfaces' subnets, or for InfiniBand the one IB fabric.
     fn networks(&self) -> BTreeSet<Network> {
         match self.port.link_layer {
             LinkLayer::InfiniBand => BTreeSet::from([Network::InfiniBand]),
             LinkLayer::Ethernet => {
-                self.addrs().filter(|a| !a.link_local).map(Addr::network).map(|(n, p)| Network::Ip(n, p)).collect()
+                self.addrs().filter(|a| !is_link_local(&a.addr)).map(network).map(|(n, p)| Network::Ip(n, p)).collect()
             }
         }
     }
@@ -442,7 +409,7 @@ impl<'a> Run<'a> {
     /// Rule 1; never InfiniBand ports (the IB transport addresses by LID and GID, not IPoIB's).
     fn link_local_only(&mut self) {
         for (f, slot) in self.all.iter().zip(&mut self.class).filter(|(f, _)| f.link_local_only()) {
-            let addrs = f.addrs().take(3).map(ToString::to_string).collect::<Vec<_>>().join(", ");
+            let addrs = f.addrs().take(3).map(|a| format!("{}/{}", a.addr, a.prefix)).collect::<Vec<_>>().join(", ");
             let evidence = if f.role.is_empty() {
                 format!("{} has no net device: its RoCE GIDs are link-local only", f.label)
             } else if addrs.is_empty() {
@@ -833,13 +800,14 @@ mod tests {
     // The fixture nodes of fixtures/nodes.py (host-*), written out by hand.
     use super::*;
 
-    fn addr(s: &str) -> Addr {
+    fn addr(s: &str) -> IfAddr {
         let (ip, p) = s.split_once('/').expect("address/prefix");
-        Addr::new(ip.parse().expect("ip"), p.parse().expect("prefix"))
+        IfAddr { addr: ip.parse().expect("ip"), prefix: p.parse().expect("prefix") }
     }
 
     fn iface(name: &str, addrs: &[&str]) -> Iface {
-        Iface { name: name.into(), addrs: addrs.iter().map(|a| addr(a)).collect(), ..Iface::default() }
+        let addrs = addrs.iter().map(|a| addr(a)).collect();
+        Iface { name: name.into(), addrs, master: None, default_route: false, coordinator_route: false }
     }
 
     fn port(device: &str, ll: LinkLayer, rate: u32, gpu: GpuDistance, net: Iface) -> Port {
@@ -1046,7 +1014,7 @@ mod tests {
             .into_iter()
             .filter(|p| p.device.ends_with("f1"))
             .map(|mut p| {
-                p.netdevs[0].addrs.retain(|a| a.link_local);
+                p.netdevs[0].addrs.retain(|a| is_link_local(&a.addr));
                 p.netdevs[0].addrs.push(addr("169.254.7.9/16"));
                 p
             })
@@ -1296,7 +1264,7 @@ mod tests {
         assert!(disagreement(&d).contains("mix InfiniBand and Ethernet"));
         assert_eq!(class(&d, "a"), &Class::Unsettled);
         // Prefix lengths past the family's are clamped; malformed PCI addresses are none.
-        assert_eq!(Addr::new("10.0.0.1".parse().expect("ip"), 200).network().1, 32);
+        assert_eq!(network(&IfAddr { addr: "10.0.0.1".parse().expect("ip"), prefix: 200 }).1, 32);
         assert!(["", ":::.", "zz:00.0", "0000:1b:00", "1:2:3:4.0"].iter().all(|a| PciAddr::parse(a).is_none()));
         // Many ports, each on a network of its own: bounded work, a plain disagreement.
         let many: Vec<Port> = (0..2000)
