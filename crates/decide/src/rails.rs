@@ -772,10 +772,6 @@ impl Selector {
         Ok(Selector { terms, text: value.to_string() })
     }
 
-    pub fn terms(&self) -> &[Term] {
-        &self.terms
-    }
-
     /// The first term that takes `p`.
     pub fn matching_term(&self, p: &Port) -> Option<&Term> {
         self.terms.iter().find(|t| match t {
@@ -786,12 +782,6 @@ impl Selector {
                 .any(|n| glob_match(glob, &n.name) || n.master.as_deref().is_some_and(|m| glob_match(glob, m))),
             Term::Pci { addr } => p.pci.as_deref().and_then(PciAddr::parse).is_some_and(|a| a == *addr),
         })
-    }
-}
-
-impl fmt::Display for Selector {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
     }
 }
 
@@ -1206,7 +1196,7 @@ mod tests {
     fn selector_terms_parse_and_match() {
         let s = Selector::parse(" mlx5_1?:1 ,netdev:rdma*, pci:1b:00.0,pci:10000:00:1f.7,rocep*").expect("parse");
         assert_eq!(
-            s.terms().iter().map(ToString::to_string).collect::<Vec<_>>(),
+            s.terms.iter().map(ToString::to_string).collect::<Vec<_>>(),
             ["mlx5_1?:1", "netdev:rdma*", "pci:0000:1b:00.0", "pci:10000:00:1f.7", "rocep*"]
         );
         let p = |dev: &str, n: u32| Port { port: n, ..port(dev, Ethernet, 200, SameSwitch, iface("x", &[])) };
