@@ -335,11 +335,10 @@ fn repair_within(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<String, 
 }
 
 fn json(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError> {
+    let unread = |e: serde_json::Error| ParseError::Json(clean(&e.to_string()));
     let v: Value = match serde_json::from_str(body) {
         Ok(v) => v,
-        Err(_) => {
-            serde_json::from_str(&repair_within(body, spent)?).map_err(|e| ParseError::Json(clean(&e.to_string())))?
-        }
+        Err(_) => serde_json::from_str(&repair_within(body, spent)?).map_err(unread)?,
     };
     let nccl_version = v.get("nccl_version").and_then(Value::as_str).map(clean);
     let mut view = View { format: Format::Json, nccl_version, ..View::default() };

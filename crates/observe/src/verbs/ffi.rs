@@ -699,10 +699,7 @@ impl<'c> Cq<'c> {
         let want = c_int::try_from(out.len().min(wcs.len())).unwrap_or(1);
         // SAFETY: `cq` is a live CQ owned by self; `wcs` has room for `want` <= 32 entries.
         let n = unsafe { ffi::ibv_poll_cq(self.cq.as_ptr(), want, wcs.as_mut_ptr()) };
-        if n < 0 {
-            return Err(io::Error::from_raw_os_error(n.abs()));
-        }
-        let n = n as usize;
+        let n = usize::try_from(n).map_err(|_| io::Error::from_raw_os_error(n.abs()))?;
         for (o, wc) in out.iter_mut().zip(&wcs[..n]) {
             *o = Completion { wr_id: wc.wr_id, status: wc.status, vendor_err: wc.vendor_err };
         }
