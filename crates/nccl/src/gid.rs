@@ -20,27 +20,23 @@ pub enum Family {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum RoceType {
     #[serde(rename = "IB/RoCE v1")]
-    V1,
+    V1 = 1,
     #[serde(rename = "RoCE v2")]
-    V2,
+    V2 = 2,
 }
 
 impl RoceType {
     pub fn parse(text: &str) -> Option<RoceType> {
         let t = text.trim();
-        if t.starts_with("IB/RoCE v1") || t.starts_with("RoCE v1") {
+        let v1 = t.starts_with("IB/RoCE v1") || t.starts_with("RoCE v1");
+        if v1 {
             Some(RoceType::V1)
-        } else if t.starts_with("RoCE v2") {
-            Some(RoceType::V2)
         } else {
-            None
+            t.starts_with("RoCE v2").then_some(RoceType::V2)
         }
     }
     pub fn number(self) -> u8 {
-        match self {
-            RoceType::V1 => 1,
-            RoceType::V2 => 2,
-        }
+        self as u8
     }
 }
 
