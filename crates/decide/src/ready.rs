@@ -66,9 +66,7 @@ pub fn settle(
     let u = a.userspace;
     efa(plan, &u);
     let refuse = if choices.require_rdma { "" } else { " (--require-rdma would refuse to start)" };
-    for m in plan.missing(&u) {
-        plan.warnings.push(format!("{m}{refuse}"));
-    }
+    plan.warnings.extend(plan.missing(&u).into_iter().map(|m| format!("{m}{refuse}")));
     if choices.require_rdma && plan.rdma && u.missing.is_empty() {
         match &u.net_plugin {
             None => {

@@ -57,12 +57,9 @@ impl List {
     /// Each bare-prefix entry that is one of `names` but also selects longer ones (`mlx5_1` and
     /// `mlx5_10`), with those names; a prefix naming nothing itself (`eth`) is deliberate.
     pub fn over_matches<'a>(&self, names: &[&'a str]) -> Vec<(String, Vec<&'a str>)> {
-        if self.exact {
-            return Vec::new();
-        }
         self.entries
             .iter()
-            .filter(|e| names.contains(&e.name.as_str()))
+            .filter(|e| !self.exact && names.contains(&e.name.as_str()))
             .filter_map(|e| {
                 let extra: Vec<&str> =
                     names.iter().copied().filter(|n| *n != e.name && n.starts_with(e.name.as_str())).collect();
@@ -85,10 +82,8 @@ fn atoi(text: &str) -> i64 {
         Some(b'+') => (false, &t[1..]),
         _ => (false, t),
     };
-    let mut v: i128 = 0;
-    for b in digits.bytes().take_while(u8::is_ascii_digit) {
-        v = (v * 10 + i128::from(b - b'0')).min(1 << 63);
-    }
+    let v =
+        digits.bytes().take_while(u8::is_ascii_digit).fold(0i128, |v, b| (v * 10 + i128::from(b - b'0')).min(1 << 63));
     let long = if neg { (-v).max(i128::from(i64::MIN)) } else { v.min(i128::from(i64::MAX)) };
     let int = long as i64 as i32;
     i64::from(int)
