@@ -583,9 +583,9 @@ impl DmaBuf {
         Ok(DmaBuf { ptr, layout })
     }
 
-    #[allow(clippy::len_without_is_empty)] // never empty: at least one byte is allocated
-    pub(crate) fn len(&self) -> usize {
-        self.layout.size()
+    /// Whether `len` bytes at `offset` lie inside the buffer.
+    fn holds(&self, offset: usize, len: usize) -> bool {
+        offset.checked_add(len).is_some_and(|end| end <= self.layout.size())
     }
 
     pub(crate) fn addr(&self, offset: usize) -> u64 {
@@ -594,7 +594,7 @@ impl DmaBuf {
 
     /// Copies out `len` bytes at `offset`; only called when no work request on it is outstanding.
     pub fn read(&self, offset: usize, len: usize) -> Vec<u8> {
-        assert!(offset.checked_add(len).is_some_and(|end| end <= self.len()));
+        assert!(self.holds(offset, len));
         let mut out = vec![0u8; len];
         // SAFETY: the range is inside the allocation (asserted above); `out` is a distinct
         // allocation of `len` bytes. No DMA into the range is in flight (see above).
@@ -604,7 +604,7 @@ impl DmaBuf {
 
     /// Copies `data` in at `offset`, before any work request uses the range.
     pub fn write(&mut self, offset: usize, data: &[u8]) {
-        assert!(offset.checked_add(data.len()).is_some_and(|end| end <= self.len()));
+        assert!(self.holds(offset, data.len()));
         // SAFETY: the range is inside the allocation (asserted above); `data` is a different
         // allocation. No DMA on the range is in flight when this is called.
         unsafe { ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(offset), data.len()) };
@@ -637,12 +637,12 @@ pub struct Mr<'p> {
 
 impl<'p> Mr<'p> {
     pub fn register(pd: &'p Pd<'_>, buf: DmaBuf) -> io::Result<Self> {
-        // SAFETY: `pd` outlives the Mr ('p). `buf` is a live allocation of `buf.len()` bytes
+        // SAFETY: `pd` outlives the Mr ('p). `buf` is a live allocation of `layout.size()` bytes
         // that the Mr takes ownership of, so it stays allocated until after ibv_dereg_mr (the
         // field order). None of these flags is an optional-access flag, so the exported
         // ibv_reg_mr is what the verbs.h macro would pick.
         let mr = unsafe {
-            let mr = ffi::ibv_reg_mr(pd.pd.as_ptr(), buf.ptr.as_ptr().cast(), buf.len(), ACCESS.0 as c_int);
+            let mr = ffi::ibv_reg_mr(pd.pd.as_ptr(), buf.ptr.as_ptr().cast(), buf.layout.size(), ACCESS.0 as c_int);
             Owned::new(mr, ffi::ibv_dereg_mr)
         }?;
         Ok(Mr { mr, buf, _pd: PhantomData })
@@ -753,8 +753,7 @@ impl<'a> Qp<'a> {
                 wr.wr.rdma = ffi::rdma_t { remote_addr, rkey };
             }
         }
-        let end = w.offset.checked_add(w.len as usize);
-        if end.is_none_or(|e| e > mr.buf.len()) {
+        if !mr.buf.holds(w.offset, w.len as usize) {
             return Err(io::Error::from_raw_os_error(22));
         }
         let mut bad: *mut ffi::ibv_send_wr = ptr::null_mut();
