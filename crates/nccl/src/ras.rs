@@ -446,10 +446,9 @@ impl View {
                     }
                 }
                 Kind::AsyncError => {
-                    for w in &f.who {
-                        let what = w.what.as_deref().unwrap_or("an error");
-                        out.push(format!("{} reported {what}{on}", w.name(w.rank)));
-                    }
+                    out.extend(f.who.iter().map(|w| {
+                        format!("{} reported {}{on}", w.name(w.rank), w.what.as_deref().unwrap_or("an error"))
+                    }))
                 }
                 Kind::Mismatch => {
                     let most = f.who.iter().filter_map(|w| w.op).max().unwrap_or(0);
