@@ -238,9 +238,7 @@ fn node_type(knode: u8) -> c_int {
 
 /// `src` into `dst` with a NUL after it (callers check that it fits).
 fn copy_c(dst: &mut [c_char], src: &[u8]) {
-    for (d, s) in dst.iter_mut().zip(src) {
-        *d = *s as c_char;
-    }
+    dst.iter_mut().zip(src).for_each(|(d, s)| *d = *s as c_char);
 }
 
 /// ccan's `list_add`: `dev` at the head of `head`.

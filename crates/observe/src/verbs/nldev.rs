@@ -73,9 +73,7 @@ pub fn devices() -> Result<Vec<NlDevice>, Error> {
     let sock = Socket::open_rdma()?;
     let mut devices = Vec::new();
     sock.dump(CMD_GET, &[], |ty, payload| {
-        if ty == CMD_GET {
-            devices.extend(parse_device(payload));
-        }
+        devices.extend((ty == CMD_GET).then(|| parse_device(payload)).flatten());
         Ok(())
     })?;
     Ok(devices)
