@@ -684,12 +684,6 @@ impl<'c> Cq<'c> {
         Ok(Cq { cq, _ctx: PhantomData })
     }
 
-    /// One non-blocking poll; `Ok(None)` when the queue is empty.
-    pub(crate) fn poll_one(&self) -> io::Result<Option<Completion>> {
-        let mut wc = [Completion::default()];
-        Ok((self.poll_many(&mut wc)? == 1).then_some(wc[0]))
-    }
-
     /// Polls up to `out.len()` completions (at most 32) without waiting; returns how many.
     pub fn poll_many(&self, out: &mut [Completion]) -> io::Result<usize> {
         // SAFETY: ibv_wc is plain C data; all-zero is a valid value.

@@ -6,8 +6,8 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use super::ffi::{
-    Context, Cq, DmaBuf, Mr, Pd, Qp, QpCaps, Route, RtrAttrs, RtsAttrs, SendWr, LINK_LAYER_ETHERNET, PORT_ACTIVE,
-    WC_SUCCESS,
+    Completion, Context, Cq, DmaBuf, Mr, Pd, Qp, QpCaps, Route, RtrAttrs, RtsAttrs, SendWr, LINK_LAYER_ETHERNET,
+    PORT_ACTIVE, WC_SUCCESS,
 };
 use super::probe::{SelftestOptions, VerbsError};
 use super::status::{errno_text, port_state_name, wc_status_name};
@@ -176,9 +176,10 @@ fn connect_to_self(qp: &Qp<'_>, port: u8, mtu: u32, route: &Route) -> Result<(),
 /// briefly, then sleeps so that a software device on the same CPU gets to work.
 pub(crate) fn wait_for(cq: &Cq<'_>, want: &[u64], deadline: Instant, what: &str) -> Result<(), Failure> {
     let mut pending: Vec<u64> = want.to_vec();
-    let mut spins = 0u32;
+    let (mut spins, mut wc) = (0u32, [Completion::default()]);
     while !pending.is_empty() {
-        match cq.poll_one().map_err(|e| Failure::os("poll", &e, None))? {
+        let n = cq.poll_many(&mut wc).map_err(|e| Failure::os("poll", &e, None))?;
+        match (n == 1).then_some(wc[0]) {
             Some(wc) if wc.status != WC_SUCCESS => {
                 let name = wc_status_name(wc.status);
                 let status = format!("{name} (vendor_err {:#x}) on {what}", wc.vendor_err);
