@@ -5,11 +5,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::path::Path;
-use std::time::Duration;
 
 use nw_nccl::gid::{rail_family, Family, RailFamily};
 
-use crate::detect::bootstrap::{self, Lookup};
+use crate::detect::bootstrap::{self, Lookup, RESOLVE_WAIT};
 use crate::detect::gid_source::TableSource;
 use crate::detect::netif::OwnAddr;
 use crate::detect::sysfs::Sysfs;
@@ -169,9 +168,6 @@ pub struct Answers<'a> {
     /// `(device:port, entry, type)` for the kept index.
     pub entries: Vec<(String, Option<String>, Option<String>)>,
 }
-
-/// How long the start waits for the coordinator's name to resolve.
-pub const RESOLVE_WAIT: Duration = bootstrap::RESOLVE_WAIT;
 
 /// The second round: exactly the reads `asks` names.
 pub fn answer<'a>(roots: &Roots<'a>, vars: &Vars, detection: &Detection, seen: &mut Seen, asks: &Asks) -> Answers<'a> {
