@@ -52,7 +52,13 @@ pub(super) fn loopback(
     opts: &SelftestOptions,
     start: Instant,
 ) -> Result<(), Failure> {
-    let mut phases = Phases { device, port, last: start };
+    // Per-phase times, logged at debug level (NCCL_WRAP_LOG=debug).
+    let mut last = start;
+    let mut lap = |what: &str| {
+        let now = Instant::now();
+        log::debug!("selftest {device}/{port}: {what} {} us", now.duration_since(last).as_micros());
+        last = now;
+    };
     let deadline = start + Duration::from_millis(opts.timeout_ms);
     let ctx = Context::open(device)?;
     let attr = ctx.query_port(port)?;
@@ -86,17 +92,17 @@ pub(super) fn loopback(
         return Err(Failure::new("reg_mr", format!("buffer of {} bytes is too small", opts.buffer_bytes), None));
     }
 
-    phases.lap("open+query_port+query_gid");
+    lap("open+query_port+query_gid");
     let pd = Pd::alloc(&ctx).map_err(|e| Failure::os("alloc_pd", &e, None))?;
     let mut buf = DmaBuf::new(opts.buffer_bytes).map_err(|e| Failure::os("reg_mr", &e, None))?;
     let pattern = test_pattern(half, start);
     buf.write(0, &pattern);
-    phases.lap("alloc+pattern");
+    lap("alloc+pattern");
     let mr = Mr::register(&pd, buf).map_err(|e| Failure::os("reg_mr", &e, reg_mr_hint(&e, opts.buffer_bytes)))?;
     let recv_buf = DmaBuf::new(MSG_BYTES).map_err(|e| Failure::os("reg_mr", &e, None))?;
     let recv_mr = Mr::register(&pd, recv_buf)
         .map_err(|e| Failure::os("reg_mr", &e, reg_mr_hint(&e, opts.buffer_bytes + MSG_BYTES)))?;
-    phases.lap("reg_mr");
+    lap("reg_mr");
     let cq = Cq::create(&ctx, 8).map_err(|e| Failure::os("create_cq", &e, None))?;
     let caps = QpCaps { send_wr: 4, recv_wr: 4, inline: 0 };
     let (qp, _) = Qp::create_rc_with(&pd, &cq, caps).map_err(|e| Failure::os("create_qp", &e, None))?;
@@ -106,7 +112,7 @@ pub(super) fn loopback(
     };
 
     connect_to_self(&qp, port, attr.active_mtu, &route)?;
-    phases.lap("create_cq+create_qp+modify_qp");
+    lap("create_cq+create_qp+modify_qp");
 
     // RDMA WRITE: first half -> second half, split where the port's message limit demands.
     let max_msg = (attr.max_msg_sz as usize).clamp(MSG_BYTES, 1 << 30);
@@ -117,39 +123,24 @@ pub(super) fn loopback(
         wait_for(&cq, &[WR_WRITE], deadline, "RDMA WRITE")?;
         off += len;
     }
-    phases.lap("rdma_write");
+    lap("rdma_write");
     let dma = "data corruption on the DMA path: check IOMMU and PCIe ACS settings";
     let corrupt = |what: &str| Err(Failure::new("verify", what, Some(dma.into())));
     if mr.read(half, half) != pattern {
         return corrupt("RDMA WRITE completed but the target bytes differ");
     }
 
-    phases.lap("verify_write");
+    lap("verify_write");
     // SEND/RECV: first MSG_BYTES of the pattern -> the separate receive region.
     qp.post_recv(WR_RECV, &recv_mr, 0, MSG_BYTES as u32).map_err(|e| Failure::os("post_recv", &e, None))?;
     send(WR_SEND, 0, MSG_BYTES, None)?;
     wait_for(&cq, &[WR_SEND, WR_RECV], deadline, "SEND/RECV")?;
-    phases.lap("send_recv");
+    lap("send_recv");
     if recv_mr.read(0, MSG_BYTES) != pattern[..MSG_BYTES] {
         return corrupt("SEND completed but the received bytes differ");
     }
     Ok(())
     // Drop order: qp, cq, recv_mr, mr, pd, ctx.
-}
-
-/// Per-phase times of the self-test, logged at debug level (NCCL_WRAP_LOG=debug).
-struct Phases<'a> {
-    device: &'a str,
-    port: u8,
-    last: Instant,
-}
-
-impl Phases<'_> {
-    fn lap(&mut self, what: &str) {
-        let now = Instant::now();
-        log::debug!("selftest {}/{}: {what} {} us", self.device, self.port, now.duration_since(self.last).as_micros());
-        self.last = now;
-    }
 }
 
 /// RESET -> INIT -> RTR -> RTS with the QP as its own peer.
