@@ -72,7 +72,7 @@ fn start() -> u8 {
     let (mut prefs, pref_warnings) = plan::gid_prefs(&vars);
     let dra_metadata = cli::configs::dra_metadata_root(&cli.opts);
     let roots = cli::configs::roots(&cli.opts, &sysfs, &dra_metadata);
-    let opened = cli::configs::verbs_skipped(&cli.opts).is_none().then(verbs::Opened::new);
+    let opened = cli::configs::verbs_skipped(&cli.opts).is_none().then(verbs::Opened::default);
     let tables: &dyn detect::gid_source::TableSource = opened.as_ref().map_or(&detect::gid_source::SysfsOnly, |o| o);
     let observation::Observation { mut detection, family, mut seen, .. } =
         observation::observe(&roots, &vars, observation::View::Pod, &plan::gid_rule(prefs), tables);

@@ -8,7 +8,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use nccl_wrap::detect::names;
-use nccl_wrap::verbs::driver::{self, Driver, Unlisted};
+use nccl_wrap::verbs::driver;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
@@ -20,20 +20,17 @@ fuzz_target!(|data: &[u8]| {
         assert!(sw == "rdma_rxe" || sw == "siw", "{sw}");
         assert!(driver::provider_for(sw).is_some(), "{sw}");
     }
-    let d = match names::device_id(link) {
-        Ok(name) => Driver::Named(name.to_owned()),
-        Err(_) => Driver::Unreadable,
-    };
-    match (driver::why_unlisted(&d, &linked), &d) {
+    let d = names::device_id(link).ok();
+    match (driver::missing_provider(d, &linked), d) {
         // Unreachable (the container's fault) only when a linked provider serves the driver.
-        (Unlisted::Unreachable, Driver::Named(n)) => {
+        (None, Some(n)) => {
             assert!(driver::provider_for(n).is_some_and(|p| linked.contains(&p)), "{n} {linked:?}")
         }
-        (Unlisted::Unreachable, Driver::Unreadable) => panic!("an unreadable driver is never unreachable"),
-        (Unlisted::NoProvider(reason), _) => {
-            if let Driver::Named(n) = &d {
+        (None, None) => panic!("an unreadable driver is never unreachable"),
+        (Some(reason), _) => {
+            if let Some(n) = d {
                 assert!(!driver::provider_for(n).is_some_and(|p| linked.contains(&p)), "{n} {linked:?}");
-                assert!(reason.contains(n.as_str()), "{reason}");
+                assert!(reason.contains(n), "{reason}");
             }
             // The driver part of the message is validated; only the providers list is the build's.
             let without_list = reason.split("the providers it has:").next().unwrap_or("");

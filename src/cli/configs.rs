@@ -69,7 +69,7 @@ pub fn test_settings(p: &PingArgs) -> pairtest::Settings {
 pub fn verbs_for(opts: &Opts) -> Box<dyn verbs::Verbs> {
     match verbs_skipped(opts) {
         Some(reason) => Box::new(verbs::NoVerbs { reason: reason.to_string() }),
-        None => Box::new(verbs::IbVerbs::new()),
+        None => Box::new(verbs::IbVerbs),
     }
 }
 

@@ -2,6 +2,7 @@
 //! default route; never a rail, loopback or link-local only. Pure but for the routing table's
 //! lazy read; a user's `NCCL_SOCKET_IFNAME`/`GLOO_SOCKET_IFNAME` is kept and checked.
 
+use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use serde::Serialize;
@@ -75,13 +76,9 @@ pub fn unfit(ifname: &str, addrs: &[OwnAddr], rails: &[String]) -> Option<String
     if own.is_empty() {
         return Some("an interface without an address".into());
     }
-    if own.iter().all(|a| is_link_local(a)) {
-        return Some(
-            "an interface with only link-local addresses (fe80::/10, 169.254.0.0/16), which reach only their own link"
-                .into(),
-        );
-    }
-    None
+    let why =
+        "an interface with only link-local addresses (fe80::/10, 169.254.0.0/16), which reach only their own link";
+    own.iter().all(|a| is_link_local(a)).then(|| why.into())
 }
 
 /// The interface that leaves for `to`: the one holding it, else the route's.
@@ -192,17 +189,9 @@ pub fn choose(
 pub fn host_rails(plan: &Plan, r: &RailsReport) -> Vec<String> {
     let to_coordinator: Vec<&str> =
         r.evidence.ifaces.iter().filter(|i| i.coordinator_route).map(|i| i.name.as_str()).collect();
-    let mut out: Vec<String> = r
-        .evidence
-        .ports
-        .iter()
-        .filter(|p| plan.is_used(&p.device, p.port))
-        .flat_map(|p| p.netdevs.iter().cloned())
-        .filter(|n| !to_coordinator.contains(&n.as_str()))
-        .collect();
-    out.sort();
-    out.dedup();
-    out
+    let used = r.evidence.ports.iter().filter(|p| plan.is_used(&p.device, p.port));
+    let rails = used.flat_map(|p| p.netdevs.iter().cloned()).filter(|n| !to_coordinator.contains(&n.as_str()));
+    rails.collect::<BTreeSet<_>>().into_iter().collect()
 }
 
 /// Why a user's value of `name` is wrong here, or `None`: Gloo reads plain interface names only,
@@ -220,10 +209,9 @@ pub fn user_value_problem(name: &str, value: &str, addrs: &[OwnAddr]) -> Option<
     }
     let list = List::parse(value);
     let link_local_only = |n: &str| addrs.iter().filter(|a| a.ifname == n).all(|a| is_link_local(&a.addr));
-    let mut taken: Vec<&str> = addrs.iter().map(|a| a.ifname.as_str()).collect();
-    taken.retain(|n| *n != "lo" && list.selects(n, None) && link_local_only(n));
-    taken.sort_unstable();
-    taken.dedup();
+    let taken: BTreeSet<&str> = addrs.iter().map(|a| a.ifname.as_str()).collect();
+    let taken: Vec<&str> =
+        taken.into_iter().filter(|n| *n != "lo" && list.selects(n, None) && link_local_only(n)).collect();
     (!taken.is_empty()).then(|| {
         format!(
             "{name}={:?} lets NCCL take {}, with only link-local addresses (fe80::/10, 169.254.0.0/16): its bootstrap there reaches no other node and hangs (NVIDIA/nccl#1291)",

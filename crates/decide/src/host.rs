@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::rails::{self, Addr, GpuDistance, Iface, LinkLayer, Port, Selector, Verdict};
+use crate::rails::{self, GpuDistance, Iface, LinkLayer, Port, Selector, Verdict};
 use nw_observe::detect::port::PortFacts;
 use nw_observe::detect::rails::Evidence;
 use nw_observe::detect::topology::Relation;
@@ -45,16 +45,6 @@ fn rate_gbps(rate: Option<&str>) -> Option<u32> {
     (n.is_finite() && (0.0..1.0e6).contains(&n)).then(|| n.round() as u32)
 }
 
-fn iface(i: &nw_observe::detect::rails::Iface) -> Iface {
-    Iface {
-        name: i.name.clone(),
-        addrs: i.addrs.iter().map(|a| Addr::new(a.addr, a.prefix)).collect(),
-        master: i.master.clone(),
-        default_route: i.default_route,
-        coordinator_route: i.coordinator_route,
-    }
-}
-
 /// Classifies `used`; `None` where the rule does not apply: no usable port, a link layer it does
 /// not weigh, no evidence (no GPU, default route, coordinator or `--rails`), or no address of any
 /// port's interface here ("only link-local" would then be said on no evidence).
@@ -77,7 +67,7 @@ pub fn classify(used: &[(&str, &PortFacts)], r: Rails<'_>) -> Option<(rails::Dec
         };
         let seen = ev.ports.iter().find(|e| e.device == *d && e.port == p.port);
         let netdevs = seen
-            .map(|e| e.netdevs.iter().filter_map(|n| ev.ifaces.iter().find(|i| i.name == *n)).map(iface).collect())
+            .map(|e| e.netdevs.iter().filter_map(|n| ev.ifaces.iter().find(|i| i.name == *n)).cloned().collect())
             .unwrap_or_default();
         ports.push(Port {
             device: (*d).to_string(),
@@ -89,12 +79,8 @@ pub fn classify(used: &[(&str, &PortFacts)], r: Rails<'_>) -> Option<(rails::Dec
             gpu: if ev.gpus == 0 { GpuDistance::Unknown } else { gpu(seen.and_then(|e| e.gpu)) },
         });
     }
-    let masters: Vec<Iface> = ev
-        .ifaces
-        .iter()
-        .filter(|i| ev.ifaces.iter().any(|s| s.master.as_deref() == Some(&i.name)))
-        .map(iface)
-        .collect();
+    let masters: Vec<Iface> =
+        ev.ifaces.iter().filter(|i| ev.ifaces.iter().any(|s| s.master.as_deref() == Some(&i.name))).cloned().collect();
     let inputs = rails::Inputs { ports: &ports, masters: &masters, coordinator: r.coordinator, selector: r.selector };
     let decision = rails::classify(&inputs);
     let (verdict, why) = match &decision.verdict {

@@ -223,14 +223,12 @@ pub fn gid_prefs(vars: &Vars) -> (GidPrefs, Vec<String>) {
     let mut prefs = GidPrefs::default();
     let mut warnings = Vec::new();
     let get = |n: &str| user(vars, n).map(|v| v.trim().to_string());
-    if let Some(f) = get("NCCL_IB_ADDR_FAMILY") {
-        match f.as_str() {
-            "AF_INET" => prefs.family = Family::Inet,
-            "AF_INET6" => prefs.family = Family::Inet6,
-            other => warnings.push(format!(
-                "NCCL_IB_ADDR_FAMILY={other:?} is neither AF_INET nor AF_INET6; assuming AF_INET as NCCL does"
-            )),
-        }
+    match get("NCCL_IB_ADDR_FAMILY").as_deref() {
+        None | Some("AF_INET") => {}
+        Some("AF_INET6") => prefs.family = Family::Inet6,
+        Some(other) => warnings.push(format!(
+            "NCCL_IB_ADDR_FAMILY={other:?} is neither AF_INET nor AF_INET6; assuming AF_INET as NCCL does"
+        )),
     }
     if let Some(v) = get("NCCL_IB_ROCE_VERSION_NUM") {
         match v.parse::<u8>() {
@@ -239,9 +237,9 @@ pub fn gid_prefs(vars: &Vars) -> (GidPrefs, Vec<String>) {
         }
     }
     if let Some(r) = get("NCCL_IB_ADDR_RANGE") {
-        match nw_nccl::gid::AddrRange::parse(&r) {
-            Some(range) => prefs.range = Some(range),
-            None => warnings.push(format!("NCCL_IB_ADDR_RANGE={r:?} is not an address/prefix-length; ignored")),
+        prefs.range = AddrRange::parse(&r);
+        if prefs.range.is_none() {
+            warnings.push(format!("NCCL_IB_ADDR_RANGE={r:?} is not an address/prefix-length; ignored"));
         }
     }
     (prefs, warnings)
@@ -410,11 +408,11 @@ pub fn plan_with(
             )),
             rails::Verdict::Confident | rails::Verdict::Override => {
                 for c in &decision.ports {
-                    let rails::Class::LeftOut { rule, evidence, fix } = &c.class else { continue };
+                    let Some(why) = c.left_out() else { continue };
                     used.retain(|(d, p)| !(*d == c.device && p.port == c.port));
                     if let Some(x) = decisions.iter_mut().find(|x| x.device == c.device && x.port == c.port) {
                         x.used = false;
-                        x.reason = Some(format!("left out ({}): {evidence}; {fix}", rule.name()));
+                        x.reason = Some(why);
                     }
                 }
                 None

@@ -8,6 +8,9 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
+use nw_observe::detect::bootstrap::is_link_local;
+pub use nw_observe::detect::rails::{IfAddr, Iface};
+
 /// Where a port's PCIe function sits relative to the nearest GPU, closest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum GpuDistance {
@@ -53,54 +56,14 @@ impl fmt::Display for LinkLayer {
     }
 }
 
-/// One address of an interface.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Addr {
-    pub ip: IpAddr,
-    pub prefix: u8,
-    /// 169.254.0.0/16 or fe80::/10: reaches only its own link. Set by [`Addr::new`].
-    pub link_local: bool,
-}
-
-impl Addr {
-    pub fn new(ip: IpAddr, prefix: u8) -> Self {
-        let link_local = match ip {
-            IpAddr::V4(v4) => v4.is_link_local(),
-            IpAddr::V6(v6) => v6.segments().first().is_some_and(|s| s & 0xffc0 == 0xfe80),
-        };
-        Addr { ip, prefix, link_local }
-    }
-
-    /// The network the address is on: (masked address, prefix length).
-    fn network(&self) -> (IpAddr, u8) {
-        let p = self.prefix.min(if self.ip.is_ipv4() { 32 } else { 128 });
-        let ip = match self.ip {
-            IpAddr::V4(v4) => IpAddr::V4((u32::from(v4) & u32::MAX.checked_shl(32 - u32::from(p)).unwrap_or(0)).into()),
-            IpAddr::V6(v6) => {
-                IpAddr::V6((u128::from(v6) & u128::MAX.checked_shl(128 - u32::from(p)).unwrap_or(0)).into())
-            }
-        };
-        (ip, p)
-    }
-}
-
-impl fmt::Display for Addr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.ip, self.prefix)
-    }
-}
-
-/// A net device as the rule sees it: a port's own, or the bond master it is enslaved to.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Iface {
-    pub name: String,
-    pub addrs: Vec<Addr>,
-    /// The bond (team, other upper device) this interface is a slave of.
-    pub master: Option<String>,
-    /// The main table's default route leaves by it.
-    pub default_route: bool,
-    /// A longest-prefix route to the coordinator leaves by it.
-    pub coordinator_route: bool,
+/// The network `a` is on: (masked address, prefix length).
+fn network(a: &IfAddr) -> (IpAddr, u8) {
+    let p = a.prefix.min(if a.addr.is_ipv4() { 32 } else { 128 });
+    let ip = match a.addr {
+        IpAddr::V4(v4) => IpAddr::V4((u32::from(v4) & u32::MAX.checked_shl(32 - u32::from(p)).unwrap_or(0)).into()),
+        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & u128::MAX.checked_shl(128 - u32::from(p)).unwrap_or(0)).into()),
+    };
+    (ip, p)
 }
 
 /// One port NCCL alone would take: ACTIVE, LinkUp, InfiniBand or Ethernet.
@@ -225,18 +188,13 @@ impl Decision {
         matches!(self.verdict, Verdict::Confident | Verdict::Override)
             .then(|| rails.map(|c| (c.device.as_str(), c.port)).collect())
     }
+}
 
-    /// The summary's lines for the ports left out, one each: port, rule, evidence, what to set.
-    pub fn left_out_lines(&self) -> Vec<String> {
-        self.ports
-            .iter()
-            .filter_map(|c| match &c.class {
-                Class::LeftOut { rule, evidence, fix } => {
-                    Some(format!("{}:{} left out ({}): {evidence}; {fix}", c.device, c.port, rule.name()))
-                }
-                _ => None,
-            })
-            .collect()
+impl Classified {
+    /// Why a port left out is: rule, evidence, what to set; `None` for the others.
+    pub fn left_out(&self) -> Option<String> {
+        let Class::LeftOut { rule, evidence, fix } = &self.class else { return None };
+        Some(format!("left out ({}): {evidence}; {fix}", rule.name()))
     }
 }
 
@@ -250,7 +208,7 @@ struct Facts<'a> {
 }
 
 impl Facts<'_> {
-    fn addrs(&self) -> impl Iterator<Item = &Addr> {
+    fn addrs(&self) -> impl Iterator<Item = &IfAddr> {
         self.role.iter().flat_map(|i| i.addrs.iter())
     }
     fn default_route(&self) -> Option<&str> {
@@ -260,14 +218,14 @@ impl Facts<'_> {
         self.role.iter().find(|i| i.coordinator_route).map(|i| i.name.as_str())
     }
     fn link_local_only(&self) -> bool {
-        self.port.link_layer == LinkLayer::Ethernet && self.addrs().all(|a| a.link_local)
+        self.port.link_layer == LinkLayer::Ethernet && self.addrs().all(|a| is_link_local(&a.addr))
     }
     /// The networks it is on: its interfaces' subnets, or for InfiniBand the one IB fabric.
     fn networks(&self) -> BTreeSet<Network> {
         match self.port.link_layer {
             LinkLayer::InfiniBand => BTreeSet::from([Network::InfiniBand]),
             LinkLayer::Ethernet => {
-                self.addrs().filter(|a| !a.link_local).map(Addr::network).map(|(n, p)| Network::Ip(n, p)).collect()
+                self.addrs().filter(|a| !is_link_local(&a.addr)).map(network).map(|(n, p)| Network::Ip(n, p)).collect()
             }
         }
     }
@@ -321,10 +279,8 @@ fn mode<T: Ord + Copy>(xs: impl Iterator<Item = T>) -> Option<(T, usize)> {
     for x in xs {
         *counts.entry(x).or_default() += 1;
     }
-    counts.into_iter().fold(None, |best, (v, c)| match best {
-        Some((_, bc)) if bc >= c => best,
-        _ => Some((v, c)),
-    })
+    // max_by_key keeps the last of equals: walked from the largest value down, the smallest.
+    counts.into_iter().rev().max_by_key(|&(_, c)| c)
 }
 
 fn plural(n: usize, one: &str, many: &str) -> String {
@@ -351,24 +307,18 @@ impl Compute {
 
     /// The ways `f` is unlike the rails, as clauses.
     fn unlike(&self, f: &Facts<'_>) -> Vec<String> {
-        let mut out = Vec::new();
         let (rails, are, sit, run) = if self.count == 1 {
             ("the rail".to_string(), "is", "sits", "runs")
         } else {
             (format!("the {} rails", self.count), "are", "sit", "run")
         };
-        if self.near && !f.port.gpu.near() {
-            out.push(format!("{} while {rails} {sit} next to GPUs", f.port.gpu.describe()));
-        }
-        if let Some(ll) = self.link_layer.filter(|ll| *ll != f.port.link_layer) {
-            out.push(format!("{} where {rails} {are} {ll}", f.port.link_layer));
-        }
-        if let (Some(r), Some(mine)) = (self.rate, f.port.rate_gbps) {
-            if r != mine {
-                out.push(format!("{mine} Gb/s where {rails} {run} at {r}"));
-            }
-        }
-        out
+        let (p, gpu) = (f.port, f.port.gpu.describe());
+        let placed = (self.near && !p.gpu.near()).then(|| format!("{gpu} while {rails} {sit} next to GPUs"));
+        let ll = self.link_layer.filter(|ll| *ll != p.link_layer);
+        let ll = ll.map(|ll| format!("{} where {rails} {are} {ll}", p.link_layer));
+        let rate = self.rate.zip(p.rate_gbps).filter(|(r, mine)| r != mine);
+        let rate = rate.map(|(r, mine)| format!("{mine} Gb/s where {rails} {run} at {r}"));
+        [placed, ll, rate].into_iter().flatten().collect()
     }
 }
 
@@ -393,12 +343,13 @@ pub fn classify<'a>(inputs: &'a Inputs<'a>) -> Decision {
     run.link_local_only();
     // 2. The front end: the default route leaves by the port's interface (or its bond).
     let (front, rest): (Vec<usize>, Vec<usize>) =
-        run.open().into_iter().partition(|&i| run.facts(i).is_some_and(|f| f.default_route().is_some()));
+        run.open().into_iter().partition(|&i| run.all.get(i).is_some_and(|f| f.default_route().is_some()));
     if rest.is_empty() {
         let verdict = run.small_node(&front);
         return run.finish(verdict);
     }
-    let near: Vec<usize> = rest.iter().copied().filter(|&i| run.facts(i).is_some_and(|f| f.port.gpu.near())).collect();
+    let near: Vec<usize> =
+        rest.iter().copied().filter(|&i| run.all.get(i).is_some_and(|f| f.port.gpu.near())).collect();
     let step = if near.is_empty() { run.unplaced(&rest) } else { run.placed(&rest, &near) };
     let verdict = match step {
         Ok(rails) => run.front_end(&front, &rails),
@@ -408,10 +359,6 @@ pub fn classify<'a>(inputs: &'a Inputs<'a>) -> Decision {
 }
 
 impl<'a> Run<'a> {
-    fn facts(&self, i: usize) -> Option<&Facts<'a>> {
-        self.all.get(i)
-    }
-
     fn set(&mut self, i: usize, c: Class) {
         if let Some(slot) = self.class.get_mut(i) {
             *slot = Some(c);
@@ -440,17 +387,15 @@ impl<'a> Run<'a> {
 
     /// Rule 0: the user's word; nothing else is weighed.
     fn selected(&mut self, sel: &Selector) -> Verdict {
-        for i in 0..self.all.len() {
-            let Some(f) = self.facts(i) else { continue };
-            let c = match sel.matching_term(f.port) {
+        for (f, slot) in self.all.iter().zip(&mut self.class) {
+            *slot = Some(match sel.matching_term(f.port) {
                 Some(t) => Class::Rail { rule: Rule::Override, evidence: format!("matched by --rails term {t}") },
                 None => Class::LeftOut {
                     rule: Rule::Override,
                     evidence: format!("not matched by --rails {}", sel.text),
                     fix: "add a term for it to --rails if it is a rail".into(),
                 },
-            };
-            self.set(i, c);
+            });
         }
         if self.class.iter().flatten().any(|c| matches!(c, Class::Rail { .. })) {
             Verdict::Override
@@ -461,25 +406,20 @@ impl<'a> Run<'a> {
 
     /// Rule 1; never InfiniBand ports (the IB transport addresses by LID and GID, not IPoIB's).
     fn link_local_only(&mut self) {
-        for i in 0..self.all.len() {
-            let Some(f) = self.facts(i).filter(|f| f.link_local_only()) else { continue };
-            let addrs: Vec<String> = f.addrs().take(3).map(ToString::to_string).collect();
+        for (f, slot) in self.all.iter().zip(&mut self.class).filter(|(f, _)| f.link_local_only()) {
+            let addrs = f.addrs().take(3).map(|a| format!("{}/{}", a.addr, a.prefix)).collect::<Vec<_>>().join(", ");
             let evidence = if f.role.is_empty() {
                 format!("{} has no net device: its RoCE GIDs are link-local only", f.label)
             } else if addrs.is_empty() {
                 format!("{} holds no address: its RoCE GIDs are link-local only", f.label)
             } else {
-                format!(
-                    "{} holds only link-local addresses ({}), which reach only its own link",
-                    f.label,
-                    addrs.join(", ")
-                )
+                format!("{} holds only link-local addresses ({addrs}), which reach only its own link", f.label)
             };
             let fix = format!(
                 "give {} an address on the compute network; if the link-local network is the job's (nodes cabled back to back), name the rails with --rails",
                 f.role.first().map_or(f.port.device.as_str(), |r| r.name.as_str())
             );
-            self.set(i, Class::LeftOut { rule: Rule::LinkLocalOnly, evidence, fix });
+            *slot = Some(Class::LeftOut { rule: Rule::LinkLocalOnly, evidence, fix });
         }
     }
 
@@ -494,7 +434,7 @@ impl<'a> Run<'a> {
             };
         }
         for &i in front {
-            let Some(f) = self.facts(i) else { continue };
+            let Some(f) = self.all.get(i) else { continue };
             let via = f.default_route().unwrap_or("its interface");
             let coord = if f.coordinator_route().is_some() { " and a route to the coordinator" } else { "" };
             let evidence = format!(
@@ -507,7 +447,7 @@ impl<'a> Run<'a> {
 
     /// Rules 3 and 4: of `rest`, `near` are candidates, and a link layer most of them hold wins.
     fn placed(&mut self, rest: &[usize], near: &[usize]) -> Step {
-        let Some((ll, n)) = mode(near.iter().filter_map(|&i| self.facts(i)).map(|f| f.port.link_layer))
+        let Some((ll, n)) = mode(near.iter().filter_map(|&i| self.all.get(i)).map(|f| f.port.link_layer))
             .filter(|(_, n)| n.saturating_mul(2) > near.len())
         else {
             return Err(format!(
@@ -517,7 +457,7 @@ impl<'a> Run<'a> {
         };
         let mut rails = Vec::new();
         for &i in near {
-            let Some(f) = self.facts(i) else { continue };
+            let Some(f) = self.all.get(i) else { continue };
             let c = if f.port.link_layer == ll {
                 rails.push(i);
                 let others = plural(n.saturating_sub(1), "other port", "other ports");
@@ -532,9 +472,9 @@ impl<'a> Run<'a> {
             };
             self.set(i, c);
         }
-        let compute = Compute::of(&rails.iter().filter_map(|&i| self.facts(i)).collect::<Vec<_>>());
+        let compute = Compute::of(&rails.iter().filter_map(|&i| self.all.get(i)).collect::<Vec<_>>());
         for &i in rest.iter().filter(|i| !near.contains(i)) {
-            let Some(f) = self.facts(i) else { continue };
+            let Some(f) = self.all.get(i) else { continue };
             // The rails sit next to GPUs and this port does not: the first clause says so.
             let evidence = compute.unlike(f).join("; ");
             self.set(i, left_out(Rule::Placement, evidence));
@@ -544,22 +484,21 @@ impl<'a> Run<'a> {
 
     /// Rules 5 and 6, where no port of `rest` sits next to a GPU.
     fn unplaced(&mut self, rest: &[usize]) -> Step {
-        let lls: BTreeSet<LinkLayer> = rest.iter().filter_map(|&i| self.facts(i)).map(|f| f.port.link_layer).collect();
-        if lls.len() > 1 {
+        if rest.iter().filter_map(|&i| self.all.get(i)).map(|f| f.port.link_layer).collect::<BTreeSet<_>>().len() > 1 {
             return Err(format!(
                 "no port sits next to a GPU and the {} ports left mix InfiniBand and Ethernet: nothing tells which is the compute fabric; name the rails with --rails",
                 rest.len()
             ));
         }
         let coordinator = self.coordinator();
-        let on: Vec<usize> =
-            rest.iter().copied().filter(|&i| self.facts(i).is_some_and(|f| f.coordinator_route().is_some())).collect();
+        let routes = |i: &usize| self.all.get(*i).is_some_and(|f| f.coordinator_route().is_some());
+        let on: Vec<usize> = rest.iter().copied().filter(routes).collect();
         if on.is_empty() {
             return self.one_network(rest);
         }
         // 5. The coordinator's network is the compute fabric.
         for &i in rest {
-            let Some(f) = self.facts(i) else { continue };
+            let Some(f) = self.all.get(i) else { continue };
             let c = match f.coordinator_route() {
                 Some(via) => Class::Rail {
                     rule: Rule::CoordinatorNetwork,
@@ -568,11 +507,10 @@ impl<'a> Run<'a> {
                     ),
                 },
                 None => {
-                    let nets: Vec<String> = f.networks().iter().map(ToString::to_string).collect();
+                    let nets = f.networks().iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
                     let evidence = format!(
-                        "{} ({}) has no route to the coordinator ({coordinator}): a network of its own, such as a direct link",
-                        f.label,
-                        nets.join(", ")
+                        "{} ({nets}) has no route to the coordinator ({coordinator}): a network of its own, such as a direct link",
+                        f.label
                     );
                     left_out(Rule::CoordinatorNetwork, evidence)
                 }
@@ -585,7 +523,7 @@ impl<'a> Run<'a> {
     /// Rule 6: the ports of `rest`, all on one network (InfiniBand ports: the one IB fabric).
     fn one_network(&mut self, rest: &[usize]) -> Step {
         let coordinator = self.coordinator();
-        let nets: Vec<BTreeSet<Network>> = rest.iter().filter_map(|&i| self.facts(i)).map(Facts::networks).collect();
+        let nets: Vec<BTreeSet<Network>> = rest.iter().filter_map(|&i| self.all.get(i)).map(Facts::networks).collect();
         let common = nets
             .iter()
             .skip(1)
@@ -611,9 +549,9 @@ impl<'a> Run<'a> {
 
     /// Rule 2, once the rails are known; a front end that looks like a rail otherwise disagrees.
     fn front_end(&mut self, front: &[usize], rails: &[usize]) -> Verdict {
-        let compute = Compute::of(&rails.iter().filter_map(|&i| self.facts(i)).collect::<Vec<_>>());
+        let compute = Compute::of(&rails.iter().filter_map(|&i| self.all.get(i)).collect::<Vec<_>>());
         for &i in front {
-            let Some(f) = self.facts(i) else { continue };
+            let Some(f) = self.all.get(i) else { continue };
             let via = f.default_route().unwrap_or("its interface");
             let looks_like_a_rail = f.port.gpu.near()
                 && compute.link_layer.is_none_or(|ll| ll == f.port.link_layer)
@@ -832,10 +770,6 @@ impl Selector {
         Ok(Selector { terms, text: value.to_string() })
     }
 
-    pub fn terms(&self) -> &[Term] {
-        &self.terms
-    }
-
     /// The first term that takes `p`.
     pub fn matching_term(&self, p: &Port) -> Option<&Term> {
         self.terms.iter().find(|t| match t {
@@ -849,24 +783,19 @@ impl Selector {
     }
 }
 
-impl fmt::Display for Selector {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     // The fixture nodes of fixtures/nodes.py (host-*), written out by hand.
     use super::*;
 
-    fn addr(s: &str) -> Addr {
+    fn addr(s: &str) -> IfAddr {
         let (ip, p) = s.split_once('/').expect("address/prefix");
-        Addr::new(ip.parse().expect("ip"), p.parse().expect("prefix"))
+        IfAddr { addr: ip.parse().expect("ip"), prefix: p.parse().expect("prefix") }
     }
 
     fn iface(name: &str, addrs: &[&str]) -> Iface {
-        Iface { name: name.into(), addrs: addrs.iter().map(|a| addr(a)).collect(), ..Iface::default() }
+        let addrs = addrs.iter().map(|a| addr(a)).collect();
+        Iface { name: name.into(), addrs, master: None, default_route: false, coordinator_route: false }
     }
 
     fn port(device: &str, ll: LinkLayer, rate: u32, gpu: GpuDistance, net: Iface) -> Port {
@@ -1073,7 +1002,7 @@ mod tests {
             .into_iter()
             .filter(|p| p.device.ends_with("f1"))
             .map(|mut p| {
-                p.netdevs[0].addrs.retain(|a| a.link_local);
+                p.netdevs[0].addrs.retain(|a| is_link_local(&a.addr));
                 p.netdevs[0].addrs.push(addr("169.254.7.9/16"));
                 p
             })
@@ -1251,7 +1180,8 @@ mod tests {
     #[test]
     fn every_port_left_out_is_named_with_rule_evidence_and_fix() {
         let d = run(&oci(), &[], Some("MASTER_ADDR=10.0.2.117"), None);
-        let lines = d.left_out_lines();
+        let lines: Vec<String> =
+            d.ports.iter().filter_map(|c| Some(format!("{}:{} {}", c.device, c.port, c.left_out()?))).collect();
         assert_eq!(lines.len(), 2, "{lines:#?}");
         assert!(lines[0].starts_with("mlx5_2:1 left out (front end): eth0 carries the default route"), "{}", lines[0]);
         assert!(lines[0]
@@ -1264,7 +1194,7 @@ mod tests {
     fn selector_terms_parse_and_match() {
         let s = Selector::parse(" mlx5_1?:1 ,netdev:rdma*, pci:1b:00.0,pci:10000:00:1f.7,rocep*").expect("parse");
         assert_eq!(
-            s.terms().iter().map(ToString::to_string).collect::<Vec<_>>(),
+            s.terms.iter().map(ToString::to_string).collect::<Vec<_>>(),
             ["mlx5_1?:1", "netdev:rdma*", "pci:0000:1b:00.0", "pci:10000:00:1f.7", "rocep*"]
         );
         let p = |dev: &str, n: u32| Port { port: n, ..port(dev, Ethernet, 200, SameSwitch, iface("x", &[])) };
@@ -1322,7 +1252,7 @@ mod tests {
         assert!(disagreement(&d).contains("mix InfiniBand and Ethernet"));
         assert_eq!(class(&d, "a"), &Class::Unsettled);
         // Prefix lengths past the family's are clamped; malformed PCI addresses are none.
-        assert_eq!(Addr::new("10.0.0.1".parse().expect("ip"), 200).network().1, 32);
+        assert_eq!(network(&IfAddr { addr: "10.0.0.1".parse().expect("ip"), prefix: 200 }).1, 32);
         assert!(["", ":::.", "zz:00.0", "0000:1b:00", "1:2:3:4.0"].iter().all(|a| PciAddr::parse(a).is_none()));
         // Many ports, each on a network of its own: bounded work, a plain disagreement.
         let many: Vec<Port> = (0..2000)

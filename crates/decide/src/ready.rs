@@ -1,7 +1,6 @@
 //! "Ready" means NCCL is ready: what the image's userspace, the bootstrap interface and the rails'
-//! family add to the plan (`NCCL_NET`, `NCCL_SOCKET_IFNAME`, `GLOO_SOCKET_IFNAME`,
-//! `NCCL_IB_ADDR_FAMILY`, `NCCL_IGNORE_NET_MISMATCH`). Pure. Never sets a variable the user set,
-//! except through the shared `--override` rule for `NCCL_NET` and `NCCL_IGNORE_NET_MISMATCH`.
+//! family add to the plan (`NCCL_NET`, `*_SOCKET_IFNAME`, `NCCL_IB_ADDR_FAMILY`, `NCCL_IGNORE_NET_MISMATCH`).
+//! Pure. Never sets a variable the user set, but by the `--override` rule (`NCCL_NET`, the mismatch).
 
 use super::{index_is_kept, reasons, user, Action, Choices, Plan, Var};
 use crate::bootstrap::{self, Gate};
@@ -59,10 +58,7 @@ pub fn settle(
     family: RailFamily,
     choices: Choices,
 ) {
-    let rails = match &plan.rails {
-        Some(r) => bootstrap::host_rails(plan, r),
-        None => a.rails,
-    };
+    let rails = plan.rails.as_ref().map_or(a.rails, |r| bootstrap::host_rails(plan, r));
     let bootstrap = bootstrap::choose(vars, gate, &a.routes, &a.addrs, &rails, a.lookup.as_ref());
     let iwarp: Vec<String> = a.node_types.into_iter().filter(|(_, t)| t.starts_with("4:")).map(|(d, _)| d).collect();
     let index = user(vars, IB_GID_INDEX);
@@ -70,9 +66,7 @@ pub fn settle(
     let u = a.userspace;
     efa(plan, &u);
     let refuse = if choices.require_rdma { "" } else { " (--require-rdma would refuse to start)" };
-    for m in plan.missing(&u) {
-        plan.warnings.push(format!("{m}{refuse}"));
-    }
+    plan.warnings.extend(plan.missing(&u).into_iter().map(|m| format!("{m}{refuse}")));
     if choices.require_rdma && plan.rdma && u.missing.is_empty() {
         match &u.net_plugin {
             None => {

@@ -2,6 +2,7 @@
 //! and later), reproduced exactly so the exported index is NCCL's own. Pure: the table is read
 //! elsewhere.
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv6Addr};
 
 use serde::Serialize;
@@ -19,27 +20,23 @@ pub enum Family {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum RoceType {
     #[serde(rename = "IB/RoCE v1")]
-    V1,
+    V1 = 1,
     #[serde(rename = "RoCE v2")]
-    V2,
+    V2 = 2,
 }
 
 impl RoceType {
     pub fn parse(text: &str) -> Option<RoceType> {
         let t = text.trim();
-        if t.starts_with("IB/RoCE v1") || t.starts_with("RoCE v1") {
+        let v1 = t.starts_with("IB/RoCE v1") || t.starts_with("RoCE v1");
+        if v1 {
             Some(RoceType::V1)
-        } else if t.starts_with("RoCE v2") {
-            Some(RoceType::V2)
         } else {
-            None
+            t.starts_with("RoCE v2").then_some(RoceType::V2)
         }
     }
     pub fn number(self) -> u8 {
-        match self {
-            RoceType::V1 => 1,
-            RoceType::V2 => 2,
-        }
+        self as u8
     }
 }
 
@@ -169,21 +166,17 @@ pub fn format_gid(gid: &Ipv6Addr) -> String {
     out
 }
 
-/// Parses sysfs's GID form (`fe80:0000:...`, an IPv6 address): the kernel's fixed `%pI6` form
-/// directly, anything else through the standard parser (a test and the `gid` fuzz target hold
-/// the two to each other).
+/// Parses sysfs's GID form: the kernel's fixed `%pI6` form directly, anything else (an IPv6
+/// address) through the standard parser; a test and the `gid` fuzz target hold the two together.
 pub fn parse_gid(text: &str) -> Option<Ipv6Addr> {
     let text = text.trim();
-    fixed_form(text.as_bytes()).or_else(|| text.parse().ok())
+    parse_fixed(text).or_else(|| text.parse().ok())
 }
 
-/// sysfs's fixed form alone, untrimmed (what a peer must send on the pair test's wire).
-pub fn parse_fixed(text: &str) -> Option<Ipv6Addr> {
-    fixed_form(text.as_bytes())
-}
-
+/// sysfs's fixed form alone, untrimmed (what a peer must send on the pair test's wire):
 /// `xxxx:xxxx:xxxx:xxxx:xxxx:xxxx:xxxx:xxxx`, and nothing else.
-fn fixed_form(b: &[u8]) -> Option<Ipv6Addr> {
+pub fn parse_fixed(text: &str) -> Option<Ipv6Addr> {
+    let b = text.as_bytes();
     if b.len() != 39 {
         return None;
     }
@@ -201,11 +194,9 @@ fn fixed_form(b: &[u8]) -> Option<Ipv6Addr> {
 }
 
 pub fn family_of(gid: &Ipv6Addr) -> Family {
+    // `::ffff:a.b.c.d`, or its multicast form `ff0e::ffff:a.b.c.d`.
     let o = gid.octets();
-    let mapped = o[..10].iter().all(|&b| b == 0) && o[10] == 0xff && o[11] == 0xff;
-    let mapped_multicast =
-        o[..4] == [0xff, 0x0e, 0, 0] && o[4..10].iter().all(|&b| b == 0) && o[10] == 0xff && o[11] == 0xff;
-    if mapped || mapped_multicast {
+    if o[4..12] == [0, 0, 0, 0, 0, 0, 0xff, 0xff] && (o[..4] == [0; 4] || o[..4] == [0xff, 0x0e, 0, 0]) {
         Family::Inet
     } else {
         Family::Inet6
@@ -237,29 +228,27 @@ fn in_range(gid: &Ipv6Addr, prefs: &GidPrefs) -> bool {
 
 /// Whether `entry` is exactly what NCCL looks for: valid, right family, in range, right version.
 pub fn is_full_match(entry: &GidEntry, prefs: &GidPrefs) -> bool {
-    valid(&entry.gid)
-        && family_of(&entry.gid) == prefs.family
-        && in_range(&entry.gid, prefs)
-        && entry.roce.map(RoceType::number) == Some(prefs.roce_version)
+    full_match(&entry.gid, prefs, || entry.roce)
+}
+
+/// [`is_full_match`], the type asked for last: only where the rest matches.
+fn full_match(gid: &Ipv6Addr, prefs: &GidPrefs, roce: impl FnOnce() -> Option<RoceType>) -> bool {
+    valid(gid)
+        && family_of(gid) == prefs.family
+        && in_range(gid, prefs)
+        && roce().map(RoceType::number) == Some(prefs.roce_version)
 }
 
 /// Memoises type reads: NCCL's rule may ask for the same entry's type several times.
 struct Types<'t, T: GidTable + ?Sized> {
     table: &'t mut T,
-    seen: Vec<(u32, Option<RoceType>)>,
+    seen: BTreeMap<u32, Option<RoceType>>,
 }
 
 impl<T: GidTable + ?Sized> Types<'_, T> {
     fn get(&mut self, i: u32) -> Option<RoceType> {
-        if let Some(&(_, r)) = self.seen.iter().find(|(j, _)| *j == i) {
-            return r;
-        }
-        let r = self.table.roce(i);
-        self.seen.push((i, r));
-        r
-    }
-    fn version(&mut self, i: u32) -> i32 {
-        self.get(i).map_or(-1, |r| i32::from(r.number()))
+        let table = &mut self.table;
+        *self.seen.entry(i).or_insert_with(|| table.roce(i))
     }
 }
 
@@ -267,15 +256,9 @@ impl<T: GidTable + ?Sized> Types<'_, T> {
 /// them, and the walk stops at a full match, which the rule never replaces.
 pub fn choose<T: GidTable + ?Sized>(table: &mut T, prefs: &GidPrefs) -> Option<GidEntry> {
     let mut pick = (0, table.gid(0)?);
-    let mut types = Types { table, seen: Vec::new() };
-    let full = |(i, g): (u32, Ipv6Addr), types: &mut Types<T>| {
-        valid(&g)
-            && family_of(&g) == prefs.family
-            && in_range(&g, prefs)
-            && types.version(i) == i32::from(prefs.roce_version)
-    };
+    let mut types = Types { table, seen: BTreeMap::new() };
     for i in 1..GID_TABLE_MAX {
-        if full(pick, &mut types) {
+        if full_match(&pick.1, prefs, || types.get(pick.0)) {
             break;
         }
         let Some(cand) = types.table.gid(i) else { break };
@@ -304,8 +287,8 @@ fn better<T: GidTable + ?Sized>(
     if cand_family != prefs.family || !valid(&cand.1) || !cand_in_range {
         return false;
     }
-    let (pv, cv) = (types.version(pick.0), types.version(cand.0));
-    (pv != cv || !valid(&pick.1)) && cv == i32::from(prefs.roce_version)
+    let (pv, cv) = (types.get(pick.0), types.get(cand.0));
+    (pv != cv || !valid(&pick.1)) && cv.map(RoceType::number) == Some(prefs.roce_version)
 }
 
 /// Human form of a GID: the IPv4 address for mapped entries, else the IPv6 text.
@@ -331,18 +314,14 @@ pub enum RailFamily {
 
 /// The family NCCL must be told so its GID choice finds an entry on every rail (net device, its
 /// addresses); fe80 addresses never count, IPv4 link-local ones do, as in NCCL.
-pub fn rail_family(rails: &[(String, Vec<std::net::IpAddr>)]) -> RailFamily {
-    let mut inet = Vec::new();
-    let mut inet6_only = Vec::new();
-    for (name, addrs) in rails {
-        let v4 = addrs.iter().any(|a| matches!(a, std::net::IpAddr::V4(x) if !x.is_unspecified()));
-        let v6 = addrs.iter().any(|a| matches!(a, std::net::IpAddr::V6(x) if valid(x) && x.to_ipv4_mapped().is_none()));
-        if v4 {
-            inet.push(name.clone());
-        } else if v6 {
-            inet6_only.push(name.clone());
-        }
-    }
+pub fn rail_family(rails: &[(String, Vec<IpAddr>)]) -> RailFamily {
+    let v4 = |a: &IpAddr| matches!(a, IpAddr::V4(x) if !x.is_unspecified());
+    let v6 = |a: &IpAddr| matches!(a, IpAddr::V6(x) if valid(x) && x.to_ipv4_mapped().is_none());
+    let names = |pick: &dyn Fn(&[IpAddr]) -> bool| -> Vec<String> {
+        rails.iter().filter(|(_, addrs)| pick(addrs)).map(|(name, _)| name.clone()).collect()
+    };
+    let inet = names(&|a| a.iter().any(v4));
+    let inet6_only = names(&|a| !a.iter().any(v4) && a.iter().any(v6));
     match (inet.is_empty(), inet6_only.is_empty()) {
         (true, true) => RailFamily::Unknown,
         (false, true) => RailFamily::Inet,
@@ -377,7 +356,7 @@ mod tests {
             "FD00:0000:0000:0000:0000:0000:0000:00AB",
             "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
         ] {
-            assert_eq!(fixed_form(t.as_bytes()), t.parse().ok(), "{t}");
+            assert_eq!(parse_fixed(t), t.parse().ok(), "{t}");
             assert_eq!(parse_gid(&format!("{t}\n")), t.parse().ok(), "{t}");
         }
         // Not the fixed form: left to the IPv6 parser, which reads or refuses it as before.
@@ -387,10 +366,10 @@ mod tests {
             "fe80:0000:0000:0000:0ac0:ebff:fe3d:ca5g",
             "fe80-0000:0000:0000:0ac0:ebff:fe3d:ca54",
         ] {
-            assert_eq!(fixed_form(t.as_bytes()), None, "{t}");
+            assert_eq!(parse_fixed(t), None, "{t}");
             assert_eq!(parse_gid(t), t.parse().ok(), "{t}");
         }
-        assert_eq!(fixed_form(b"fe80:0000:0000:0000:0ac0:ebff:fe3d:ca5+"), None);
+        assert_eq!(parse_fixed("fe80:0000:0000:0000:0ac0:ebff:fe3d:ca5+"), None);
     }
 
     fn e(index: u32, text: &str, roce: Option<RoceType>) -> GidEntry {

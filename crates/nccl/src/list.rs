@@ -21,26 +21,20 @@ pub struct List {
 
 impl List {
     pub fn parse(value: &str) -> List {
-        let rest = value.strip_prefix('^');
-        let exclude = rest.is_some();
-        let rest = rest.unwrap_or(value);
-        let stripped = rest.strip_prefix('=');
-        let exact = stripped.is_some();
-        let rest = stripped.unwrap_or(rest);
-        let mut entries = Vec::new();
-        for item in rest.split(',') {
-            if entries.len() == MAX_ENTRIES {
-                break;
-            }
-            // An empty name is dropped; a port that reads as -1 is NCCL's "any port".
-            let (name, port) = match item.split_once(':') {
-                Some((n, p)) => (n, Some(atoi(p)).filter(|&p| p != -1)),
-                None => (item, None),
-            };
-            if !name.is_empty() {
-                entries.push(Entry { name: name.to_string(), port });
-            }
-        }
+        let (exclude, rest) = value.strip_prefix('^').map_or((false, value), |r| (true, r));
+        let (exact, rest) = rest.strip_prefix('=').map_or((false, rest), |r| (true, r));
+        let entries = rest
+            .split(',')
+            .filter_map(|item| {
+                // An empty name is dropped; a port that reads as -1 is NCCL's "any port".
+                let (name, port) = match item.split_once(':') {
+                    Some((n, p)) => (n, Some(atoi(p)).filter(|&p| p != -1)),
+                    None => (item, None),
+                };
+                (!name.is_empty()).then(|| Entry { name: name.to_string(), port })
+            })
+            .take(MAX_ENTRIES)
+            .collect();
         List { exclude, exact, entries }
     }
 
@@ -51,12 +45,9 @@ impl List {
 
     /// Whether NCCL uses `name` port `port` (`None` for interfaces, which have no port).
     pub fn selects(&self, name: &str, port: Option<i64>) -> bool {
+        let hit = |e: &Entry| self.name_matches(e, name) && e.port.zip(port).is_none_or(|(w, h)| w == h);
         // No entries match everything, so `^` alone selects nothing (NCCL's matchIfList).
-        (self.entries.is_empty() || self.matches_any(name, port)) != self.exclude
-    }
-
-    fn matches_any(&self, name: &str, port: Option<i64>) -> bool {
-        self.entries.iter().any(|e| self.name_matches(e, name) && e.port.zip(port).is_none_or(|(w, h)| w == h))
+        (self.entries.is_empty() || self.entries.iter().any(hit)) != self.exclude
     }
 
     fn name_matches(&self, e: &Entry, name: &str) -> bool {
@@ -66,12 +57,9 @@ impl List {
     /// Each bare-prefix entry that is one of `names` but also selects longer ones (`mlx5_1` and
     /// `mlx5_10`), with those names; a prefix naming nothing itself (`eth`) is deliberate.
     pub fn over_matches<'a>(&self, names: &[&'a str]) -> Vec<(String, Vec<&'a str>)> {
-        if self.exact {
-            return Vec::new();
-        }
         self.entries
             .iter()
-            .filter(|e| names.contains(&e.name.as_str()))
+            .filter(|e| !self.exact && names.contains(&e.name.as_str()))
             .filter_map(|e| {
                 let extra: Vec<&str> =
                     names.iter().copied().filter(|n| *n != e.name && n.starts_with(e.name.as_str())).collect();
@@ -94,10 +82,8 @@ fn atoi(text: &str) -> i64 {
         Some(b'+') => (false, &t[1..]),
         _ => (false, t),
     };
-    let mut v: i128 = 0;
-    for b in digits.bytes().take_while(u8::is_ascii_digit) {
-        v = (v * 10 + i128::from(b - b'0')).min(1 << 63);
-    }
+    let v =
+        digits.bytes().take_while(u8::is_ascii_digit).fold(0i128, |v, b| (v * 10 + i128::from(b - b'0')).min(1 << 63));
     let long = if neg { (-v).max(i128::from(i64::MIN)) } else { v.min(i128::from(i64::MAX)) };
     let int = long as i64 as i32;
     i64::from(int)

@@ -44,13 +44,9 @@ pub struct Who {
 }
 
 impl Who {
-    /// `rank 1 (pid 610 on node n1, GPU 0)`, with what is known.
-    pub fn name(&self) -> String {
-        self.name_as(self.rank)
-    }
-
-    /// [`Who::name`] with `rank` for the rank (one filled in from another finding).
-    fn name_as(&self, rank: Option<u32>) -> String {
+    /// `rank 1 (pid 610 on node n1, GPU 0)`, with what is known; `rank` is its own, or one filled
+    /// in from another finding.
+    fn name(&self, rank: Option<u32>) -> String {
         let pid_node = [self.pid.map(|p| format!("pid {p}")), self.node.as_ref().map(|n| format!("on node {n}"))];
         let mut inner = pid_node.into_iter().flatten().collect::<Vec<_>>().join(" ");
         if let Some(g) = self.gpu {
@@ -182,11 +178,13 @@ pub fn parse_within(reply: &str, spent: &mut dyn FnMut() -> bool) -> Result<View
     Ok(View { protocol, errors, ..view })
 }
 
-fn push<T>(list: &mut Vec<T>, item: T, left_out: &mut usize) {
-    if list.len() < MAX_ITEMS {
-        list.push(item);
-    } else {
-        *left_out += 1;
+fn push<T>(list: &mut Vec<T>, items: impl IntoIterator<Item = T>, left_out: &mut usize) {
+    for item in items {
+        if list.len() < MAX_ITEMS {
+            list.push(item);
+        } else {
+            *left_out += 1;
+        }
     }
 }
 
@@ -201,24 +199,20 @@ fn text(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError>
     let mut block: Option<(Vec<Kind>, Option<String>, usize)> = None;
     // Its finding under way: a summary line, then the people under it.
     let mut current: Option<Finding> = None;
-    let mut lines = body.lines().peekable();
-    let mut read = 0usize;
-    while let Some(line) = lines.next() {
-        read += 1;
-        if read % STEP == 0 && spent() {
+    let mut lines = body.lines().enumerate().peekable();
+    while let Some((i, line)) = lines.next() {
+        if i % STEP == STEP - 1 && spent() {
             return Err(ParseError::Budget);
         }
         let t = line.trim();
-        let underline = lines.peek().is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c == b'='));
+        let underline = lines.peek().is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|c| c == b'='));
         let section = (t == "Errors" || t == "Warnings") && underline;
         if !section && (!in_sections || line.bytes().all(|c| c == b'=')) {
             continue;
         }
         if section || t.is_empty() || !line.starts_with(' ') {
             // A section's title, a blank line or the next header ends the block and its finding.
-            if let Some(f) = current.take() {
-                push(&mut view.findings, f, &mut view.left_out);
-            }
+            push(&mut view.findings, current.take(), &mut view.left_out);
             in_sections = true;
             block = (!section && !t.is_empty()).then(|| header(line));
             continue;
@@ -230,22 +224,18 @@ fn text(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError>
         *n += 1;
         if t.starts_with("Rank ") || t.starts_with("Process ") {
             if let Some(f) = current.as_mut() {
-                push(&mut f.who, who(t), &mut view.left_out);
+                push(&mut f.who, [who(t)], &mut view.left_out);
             }
             continue;
         }
-        if let Some(f) = current.take() {
-            push(&mut view.findings, f, &mut view.left_out);
-        }
+        push(&mut view.findings, current.take(), &mut view.left_out);
         // Of the kind its summary speaks of, where the header names several.
         let kind = kind_of_summary(t).filter(|k| kinds.contains(k)).or(kinds.first().copied()).unwrap_or(Kind::Other);
         let collective =
             t.strip_prefix("Communicator ranks have different ").and_then(|r| r.split_whitespace().next()).map(clean);
         current = Some(Finding { kind, comm: comm.clone(), collective, summary: clean(t), who: Vec::new() });
     }
-    if let Some(f) = current {
-        push(&mut view.findings, f, &mut view.left_out);
-    }
+    push(&mut view.findings, current, &mut view.left_out);
     Ok(view)
 }
 
@@ -345,11 +335,10 @@ fn repair_within(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<String, 
 }
 
 fn json(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError> {
+    let unread = |e: serde_json::Error| ParseError::Json(clean(&e.to_string()));
     let v: Value = match serde_json::from_str(body) {
         Ok(v) => v,
-        Err(_) => {
-            serde_json::from_str(&repair_within(body, spent)?).map_err(|e| ParseError::Json(clean(&e.to_string())))?
-        }
+        Err(_) => serde_json::from_str(&repair_within(body, spent)?).map_err(unread)?,
     };
     let nccl_version = v.get("nccl_version").and_then(Value::as_str).map(clean);
     let mut view = View { format: Format::Json, nccl_version, ..View::default() };
@@ -372,8 +361,7 @@ fn json(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError>
         let (mut dead, mut gone) = (Vec::new(), Vec::new());
         for m in missing.iter().take(MAX_ITEMS) {
             let is_dead = m.pointer("/status/considered_dead").and_then(Value::as_bool) == Some(true);
-            let list = if is_dead { &mut dead } else { &mut gone };
-            list.push(person(m));
+            (if is_dead { &mut dead } else { &mut gone }).push(person(m));
         }
         view.left_out += missing.len().saturating_sub(MAX_ITEMS);
         let mut errs = Vec::new();
@@ -383,12 +371,10 @@ fn json(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError>
             if let Some(e) = r.pointer("/status/async_error").and_then(Value::as_u64).filter(|&e| e != 0) {
                 errs.push(Who { what: Some(format!("async_error {e}")), ..person(r) });
             }
-            if let Some(cc) = r.get("collective_counts").and_then(|c| c.as_object()) {
-                for (name, n) in cc.iter().take(32) {
-                    let n = n.as_u64().unwrap_or(0);
-                    total = total.saturating_add(n);
-                    counts.entry(clean(name)).or_default().push((person(r), n));
-                }
+            for (name, n) in r.get("collective_counts").and_then(Value::as_object).into_iter().flatten().take(32) {
+                let n = n.as_u64().unwrap_or(0);
+                total = total.saturating_add(n);
+                counts.entry(clean(name)).or_default().push((person(r), n));
             }
         }
         for (kind, who, summary) in [
@@ -398,7 +384,7 @@ fn json(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError>
         ] {
             if !who.is_empty() {
                 let f = Finding { kind, comm: comm.clone(), collective: None, summary: summary.into(), who };
-                push(&mut view.findings, f, &mut view.left_out);
+                push(&mut view.findings, [f], &mut view.left_out);
             }
         }
         for (name, list) in counts {
@@ -406,12 +392,12 @@ fn json(body: &str, spent: &mut dyn FnMut() -> bool) -> Result<View, ParseError>
                 let who = list.into_iter().map(|(w, n)| Who { op: Some(n), ..w }).collect();
                 let summary = format!("Communicator ranks have different {name} operation counts");
                 let f = Finding { kind: Kind::Mismatch, comm: comm.clone(), summary, collective: Some(name), who };
-                push(&mut view.findings, f, &mut view.left_out);
+                push(&mut view.findings, [f], &mut view.left_out);
             }
         }
         if let Some(comm) = comm {
             let f = Progress { comm, ranks: u32::try_from(ranks.len()).unwrap_or(u32::MAX), collectives: total };
-            push(&mut view.progress, f, &mut view.left_out);
+            push(&mut view.progress, [f], &mut view.left_out);
         }
     }
     view.left_out += comms.len().saturating_sub(MAX_ITEMS);
@@ -455,23 +441,23 @@ impl View {
                             (None, None) => true,
                         };
                         if fresh {
-                            out.push(format!("{} {state}", named.name_as(rank)));
+                            out.push(format!("{} {state}", named.name(rank)));
                         }
                     }
                 }
                 Kind::AsyncError => {
-                    for w in &f.who {
-                        let what = w.what.as_deref().unwrap_or("an error");
-                        out.push(format!("{} reported {what}{on}", w.name()));
-                    }
+                    out.extend(f.who.iter().map(|w| {
+                        format!("{} reported {}{on}", w.name(w.rank), w.what.as_deref().unwrap_or("an error"))
+                    }))
                 }
                 Kind::Mismatch => {
                     let most = f.who.iter().filter_map(|w| w.op).max().unwrap_or(0);
                     let behind: Vec<String> = f
                         .who
                         .iter()
-                        .filter(|w| w.op.is_some_and(|o| o < most))
-                        .map(|w| format!("{} behind by {}", w.name(), most - w.op.unwrap_or(most)))
+                        .filter_map(|w| {
+                            w.op.filter(|&o| o < most).map(|o| format!("{} behind by {}", w.name(w.rank), most - o))
+                        })
                         .collect();
                     let coll = f.collective.as_deref().unwrap_or("collective");
                     let behind = if behind.is_empty() {

@@ -1,16 +1,14 @@
-//! The road's first stage for every subcommand: [`observe`] reads what any decision needs in the
-//! pod's or the node's [`View`]; the decision then names its far reads ([`Asks`]) and [`answer`]
-//! reads exactly those. It never decides what a caller could decide from what it returns, never
-//! names a caller; every root is a parameter.
+//! The road's first stage: [`observe`] reads what any decision needs in the pod's or the node's
+//! [`View`]; the decision names its far reads ([`Asks`]) and [`answer`] reads exactly those. It never
+//! decides what a caller could from what it returns, never names a caller; every root is a parameter.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::path::Path;
-use std::time::Duration;
 
 use nw_nccl::gid::{rail_family, Family, RailFamily};
 
-use crate::detect::bootstrap::{self, Lookup};
+use crate::detect::bootstrap::{self, Lookup, RESOLVE_WAIT};
 use crate::detect::gid_source::TableSource;
 use crate::detect::netif::OwnAddr;
 use crate::detect::sysfs::Sysfs;
@@ -104,18 +102,13 @@ pub fn observe(roots: &Roots, vars: &Vars, view: View, rule: &dyn GidRule, table
     }
     let addrs = seen.addrs(&detection).to_vec();
     let mut rails: Vec<(String, Vec<IpAddr>)> = Vec::new();
-    for d in &detection.devices {
-        if !d.ports.iter().any(|p| p.link_layer.as_deref() == Some("Ethernet")) {
-            continue;
-        }
-        let mut names = seen.netdevs(roots.sysfs, d).to_vec();
+    for d in detection.devices.iter().filter(|d| d.ports.iter().any(|p| p.link_layer.as_deref() == Some("Ethernet"))) {
+        let mut names: BTreeSet<String> = seen.netdevs(roots.sysfs, d).iter().cloned().collect();
         names.extend(d.ports.iter().filter_map(|p| p.gid.as_ref().and_then(|g| g.ndev.clone())));
-        names.sort();
-        names.dedup();
-        for n in names {
+        rails.extend(names.into_iter().map(|n| {
             let a = addrs.iter().filter(|a| a.ifname == n).map(|a| a.addr).collect();
-            rails.push((n, a));
-        }
+            (n, a)
+        }));
     }
     let family = rail_family(&rails);
     let detection =
@@ -131,20 +124,15 @@ pub fn rails_evidence(
     usable: &[(String, u32)],
     coordinator: Option<&str>,
 ) -> rails::Evidence {
-    let to: Vec<IpAddr> = match coordinator {
+    let to: Vec<IpAddr> = match coordinator.map(|c| (c, c.parse::<IpAddr>())) {
         None => Vec::new(),
-        Some(c) => match c.parse::<IpAddr>() {
-            Ok(a) => vec![a],
-            Err(_) => {
-                let lookup = bootstrap::resolve(c, RESOLVE_WAIT);
-                let found = match &lookup {
-                    Lookup::Addrs(a) => a.clone(),
-                    _ => Vec::new(),
-                };
-                seen.lookup = Some((c.to_string(), lookup));
-                found
-            }
-        },
+        Some((_, Ok(a))) => vec![a],
+        Some((c, Err(_))) => {
+            let lookup = bootstrap::resolve(c, RESOLVE_WAIT);
+            let found = if let Lookup::Addrs(a) = &lookup { a.clone() } else { Vec::new() };
+            seen.lookup = Some((c.to_string(), lookup));
+            found
+        }
     };
     let addrs = seen.addrs(detection).to_vec();
     let routes = route::Table::read(roots.proc_root);
@@ -181,9 +169,6 @@ pub struct Answers<'a> {
     pub entries: Vec<(String, Option<String>, Option<String>)>,
 }
 
-/// How long the start waits for the coordinator's name to resolve.
-pub const RESOLVE_WAIT: Duration = bootstrap::RESOLVE_WAIT;
-
 /// The second round: exactly the reads `asks` names.
 pub fn answer<'a>(roots: &Roots<'a>, vars: &Vars, detection: &Detection, seen: &mut Seen, asks: &Asks) -> Answers<'a> {
     let sysfs = roots.sysfs;
@@ -202,14 +187,12 @@ pub fn answer<'a>(roots: &Roots<'a>, vars: &Vars, detection: &Detection, seen: &
     let addrs = seen.addrs(detection).to_vec();
     // The pod's other interfaces on a used device's function are rails too (beyond link-local).
     let functions: Vec<&str> = used.iter().filter_map(|d| detect::devices::function(&d.attachment)).collect();
-    let mut others: Vec<&str> = addrs
+    let others: BTreeSet<&str> = addrs
         .iter()
         .filter(|a| !bootstrap::is_link_local(&a.addr))
         .map(|a| a.ifname.as_str())
         .filter(|n| !rails.iter().any(|r| r == n))
         .collect();
-    others.sort_unstable();
-    others.dedup();
     rails.extend(bootstrap::on_functions(sysfs, others, &functions));
     let lookup = asks.resolve.as_deref().map(|n| match seen.lookup.take() {
         Some((name, l)) if name == n => l,
@@ -221,14 +204,12 @@ pub fn answer<'a>(roots: &Roots<'a>, vars: &Vars, detection: &Detection, seen: &
         .filter_map(|d| sysfs.attr(&format!("class/infiniband/{d}/node_type")).ok().map(|t| (d.clone(), t)))
         .collect();
     let mut entries = Vec::new();
-    if let Some((index, ports)) = &asks.entries {
-        for (device, port) in ports {
-            let base = format!("class/infiniband/{device}/ports/{port}");
-            let ok = index.parse::<u32>().is_ok();
-            let g = ok.then(|| sysfs.attr(&format!("{base}/gids/{index}")).ok()).flatten();
-            let t = ok.then(|| sysfs.attr(&format!("{base}/gid_attrs/types/{index}")).ok()).flatten();
-            entries.push((format!("{device}:{port}"), g, t));
-        }
+    for (index, (device, port)) in asks.entries.iter().flat_map(|(i, ports)| ports.iter().map(move |p| (i, p))) {
+        let read = |what: &str| {
+            let at = format!("class/infiniband/{device}/ports/{port}/{what}/{index}");
+            index.parse::<u32>().is_ok().then(|| sysfs.attr(&at).ok()).flatten()
+        };
+        entries.push((format!("{device}:{port}"), read("gids"), read("gid_attrs/types")));
     }
     Answers { userspace, rails, addrs, routes: route::Table::read(roots.proc_root), lookup, node_types, entries }
 }

@@ -12,10 +12,7 @@ pub fn clip(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }
-    let mut end = max.saturating_sub(3);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = (0..=max.saturating_sub(3)).rev().find(|&e| text.is_char_boundary(e)).unwrap_or(0);
     format!("{}...", &text[..end])
 }
 

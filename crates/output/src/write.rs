@@ -29,12 +29,6 @@ fn parts(path: &Path) -> Result<(PathBuf, String), WriteError> {
     Ok((dir, name))
 }
 
-/// The temporary name for `path` in this process.
-pub(crate) fn temp_path(path: &Path) -> Option<PathBuf> {
-    let (dir, name) = parts(path).ok()?;
-    Some(dir.join(format!(".{name}.tmp.{}", std::process::id())))
-}
-
 /// Replaces `path` with `bytes`, atomically, readable by all (0644).
 pub fn atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
     atomic_with(path, 0o644, |f| f.write_all(bytes))
@@ -42,8 +36,8 @@ pub fn atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
 
 /// Replaces `path` atomically with what `fill` writes, with `mode`.
 pub fn atomic_with(path: &Path, mode: u32, fill: impl FnOnce(&mut File) -> io::Result<()>) -> Result<(), WriteError> {
-    let (dir, _) = parts(path)?;
-    let tmp = temp_path(path).ok_or_else(|| WriteError::NoName { path: path.to_path_buf() })?;
+    let (dir, name) = parts(path)?;
+    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
     // A leftover of this PID (a previous process of the same id killed mid-write) is replaced.
     let _ = fs::remove_file(&tmp);
     let mut f = OpenOptions::new()
@@ -57,19 +51,14 @@ pub fn atomic_with(path: &Path, mode: u32, fill: impl FnOnce(&mut File) -> io::R
         fill(&mut f).and_then(|()| f.flush()).map_err(write)?;
         f.sync_all().map_err(write)?;
         fs::set_permissions(&tmp, fs::Permissions::from_mode(mode)).map_err(write)?;
-        fs::rename(&tmp, path).map_err(|source| WriteError::Rename {
-            tmp: tmp.clone(),
-            path: path.to_path_buf(),
-            source,
-        })
+        let rename = |source| WriteError::Rename { tmp: tmp.clone(), path: path.to_path_buf(), source };
+        fs::rename(&tmp, path).map_err(rename)
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }
     result?;
-    if let Ok(d) = File::open(&dir) {
-        let _ = d.sync_all();
-    }
+    let _ = File::open(&dir).and_then(|d| d.sync_all());
     Ok(())
 }
 

@@ -11,28 +11,24 @@ use super::probe::{SelftestOptions, Verbs};
 pub fn debug_main(args: Vec<String>) -> i32 {
     // main owns logging setup; this entry runs before it, so it sets up the same filter itself.
     let _ = env_logger::Builder::from_env(env_logger::Env::new().filter("NCCL_WRAP_LOG")).try_init();
-    let v = IbVerbs::new();
+    let v = IbVerbs;
     let start = Instant::now();
-    let micros = |s: Instant| u64::try_from(s.elapsed().as_micros()).unwrap_or(u64::MAX);
+    // Keys print sorted (serde_json's map), so adding this one last changes nothing of the line.
+    let timed = |mut v: serde_json::Value| {
+        v["elapsed_us"] = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX).into();
+        v
+    };
     let arg = |i: usize| args.get(i).map(String::as_str);
     let num = |i: usize| arg(i).and_then(|s| s.parse::<u64>().ok());
     let gid = |i: usize| arg(i).filter(|s| *s != "-").and_then(|s| s.parse::<u32>().ok());
     let (ok, out) = match (arg(0), arg(1), num(2)) {
         (Some("list"), _, _) => match v.device_names() {
-            Ok(d) => {
-                (true, serde_json::json!({"providers": STATIC_PROVIDERS, "devices": d, "elapsed_us": micros(start)}))
-            }
-            Err(e) => (
-                false,
-                serde_json::json!({"providers": STATIC_PROVIDERS, "error": e.to_string(), "elapsed_us": micros(start)}),
-            ),
+            Ok(d) => (true, timed(serde_json::json!({"providers": STATIC_PROVIDERS, "devices": d}))),
+            Err(e) => (false, timed(serde_json::json!({"providers": STATIC_PROVIDERS, "error": e.to_string()}))),
         },
         (Some("port"), Some(dev), Some(port)) => match v.query_port(dev, port as u8, gid(3)) {
-            Ok(p) => (true, serde_json::json!({"device": dev, "port": port, "attr": p, "elapsed_us": micros(start)})),
-            Err(e) => (
-                false,
-                serde_json::json!({"device": dev, "port": port, "error": e.to_string(), "elapsed_us": micros(start)}),
-            ),
+            Ok(p) => (true, timed(serde_json::json!({"device": dev, "port": port, "attr": p}))),
+            Err(e) => (false, timed(serde_json::json!({"device": dev, "port": port, "error": e.to_string()}))),
         },
         (Some("selftest"), Some(dev), Some(port)) => {
             let d = SelftestOptions::default();

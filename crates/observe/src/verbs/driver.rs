@@ -1,44 +1,21 @@
-//! Which kernel driver backs an RDMA device, and whether this build links the provider that serves
-//! it: a device libibverbs does not list is either unreachable from this container or served by a
-//! provider this binary lacks (NCCL, loading the image's rdma-core, may still use it), and only the
-//! first is the device's fault. Reads two small sysfs entries; never opens a device.
+//! Which kernel driver backs an RDMA device, and whether this build links its provider: a device
+//! libibverbs does not list is unreachable from this container (its fault) or served by a provider
+//! this binary lacks (NCCL, loading the image's rdma-core, may still use it). Never opens a device.
 
 use crate::detect::names;
 use crate::detect::sysfs::Sysfs;
 pub use crate::detect::userspace::provider_of_driver as provider_for;
 
-/// The kernel driver of an RDMA device, as sysfs shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Driver {
-    /// The name of the `device/driver` link, or `rdma_rxe` / `siw` for a software device.
-    Named(String),
-    /// No `device/driver` link and no software node type, or a name outside `[A-Za-z0-9_.:-]`.
-    Unreadable,
-}
-
-/// Why libibverbs did not list a device.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Unlisted {
-    /// A linked provider serves its driver, so the container cannot reach it (uverbs node).
-    Unreachable,
-    /// No linked provider is known to serve it: the reason, for a "not checked" answer.
-    NoProvider(String),
-}
-
-/// The kernel driver behind `class/infiniband/<dev>`.
-pub fn driver(sysfs: &Sysfs, dev: &str) -> Driver {
+/// The kernel driver behind `class/infiniband/<dev>`: the name of its `device/driver` link, or
+/// `rdma_rxe` / `siw` for a software device; `None` where neither reads, or the name is outside
+/// `[A-Za-z0-9_.:-]`.
+pub fn driver(sysfs: &Sysfs, dev: &str) -> Option<String> {
     let base = format!("class/infiniband/{dev}");
     if let Ok(target) = std::fs::read_link(sysfs.path(&format!("{base}/device/driver"))) {
-        return match target.file_name().and_then(|n| n.to_str()).map(names::device_id) {
-            Some(Ok(name)) => Driver::Named(name.to_owned()),
-            _ => Driver::Unreadable,
-        };
+        return target.file_name()?.to_str().and_then(|n| names::device_id(n).ok()).map(str::to_owned);
     }
     // Software devices (rxe, siw) have no `device` link; the node type tells them apart.
-    match sysfs.attr(&format!("{base}/node_type")).ok().as_deref().and_then(software_driver) {
-        Some(name) => Driver::Named(name.to_owned()),
-        None => Driver::Unreadable,
-    }
+    sysfs.attr(&format!("{base}/node_type")).ok().as_deref().and_then(software_driver).map(str::to_owned)
 }
 
 /// A software device's driver by its `node_type`: rxe is a channel adapter, siw an iWARP RNIC.
@@ -50,23 +27,22 @@ pub fn software_driver(node_type: &str) -> Option<&'static str> {
     }
 }
 
-/// Why a device of `driver` is missing from the device list of a libibverbs that has `linked`.
-pub fn why_unlisted(driver: &Driver, linked: &[&str]) -> Unlisted {
+/// Why a device of `driver` is missing from the device list of a libibverbs that has `linked`,
+/// where no linked provider is known to serve it (for a "not checked" answer); `None`: one does,
+/// so the container cannot reach the device (its uverbs node).
+pub fn missing_provider(driver: Option<&str>, linked: &[&str]) -> Option<String> {
     let has = linked.join(", ");
-    match driver {
-        Driver::Named(d) => match provider_for(d) {
-            Some(p) if linked.contains(&p) => Unlisted::Unreachable,
-            Some(p) => Unlisted::NoProvider(format!(
-                "this build links no verbs provider for driver {d} (rdma-core's {p}; the providers it has: {has})"
-            )),
-            None => Unlisted::NoProvider(format!(
-                "this build links no verbs provider for driver {d} (none is known for it; the providers it has: {has})"
-            )),
-        },
-        Driver::Unreadable => Unlisted::NoProvider(format!(
+    let Some(d) = driver else {
+        return Some(format!(
             "libibverbs does not list it and its kernel driver cannot be read from sysfs, so whether this build has a provider for it is not known (the providers it has: {has})"
-        )),
-    }
+        ));
+    };
+    let known = match provider_for(d) {
+        Some(p) if linked.contains(&p) => return None,
+        Some(p) => format!("rdma-core's {p}"),
+        None => "none is known for it".into(),
+    };
+    Some(format!("this build links no verbs provider for driver {d} ({known}; the providers it has: {has})"))
 }
 
 /// Fake sysfs trees of RDMA devices and their drivers, for this module's and `verify`'s tests.
@@ -139,15 +115,15 @@ mod tests {
         std::fs::create_dir_all(t.path().join("class/infiniband/siw1")).expect("mkdir");
         std::fs::write(t.path().join("class/infiniband/siw1/node_type"), "4: RNIC\n").expect("write");
         let s = t.sysfs();
-        assert_eq!(driver(&s, "mlx5_0"), Driver::Named("mlx5_core".into()));
-        assert_eq!(driver(&s, "mlx5_2"), Driver::Named("mlx5_core.sf".into()));
-        assert_eq!(driver(&s, "mlx4_0"), Driver::Named("mlx4_core".into()));
-        assert_eq!(driver(&s, "rxe0"), Driver::Named("rdma_rxe".into()));
-        assert_eq!(driver(&s, "siw0"), Driver::Named("siw".into()));
-        assert_eq!(driver(&s, "siw1"), Driver::Named("siw".into()));
-        assert_eq!(driver(&s, "odd0"), Driver::Unreadable);
-        assert_eq!(driver(&s, "gone0"), Driver::Unreadable);
-        assert_eq!(driver(&s, "absent0"), Driver::Unreadable);
+        assert_eq!(driver(&s, "mlx5_0"), Some("mlx5_core".into()));
+        assert_eq!(driver(&s, "mlx5_2"), Some("mlx5_core.sf".into()));
+        assert_eq!(driver(&s, "mlx4_0"), Some("mlx4_core".into()));
+        assert_eq!(driver(&s, "rxe0"), Some("rdma_rxe".into()));
+        assert_eq!(driver(&s, "siw0"), Some("siw".into()));
+        assert_eq!(driver(&s, "siw1"), Some("siw".into()));
+        assert_eq!(driver(&s, "odd0"), None);
+        assert_eq!(driver(&s, "gone0"), None);
+        assert_eq!(driver(&s, "absent0"), None);
     }
 
     #[test]
@@ -155,8 +131,8 @@ mod tests {
         let t = Tree::new("hostile");
         t.hw("mlx5_0", "0000:19:00.0", "pci", "bad\u{1b}[31mname");
         t.hw("mlx5_1", "0000:1a:00.0", "pci", &"x".repeat(200));
-        assert_eq!(driver(&t.sysfs(), "mlx5_0"), Driver::Unreadable);
-        assert_eq!(driver(&t.sysfs(), "mlx5_1"), Driver::Unreadable);
+        assert_eq!(driver(&t.sysfs(), "mlx5_0"), None);
+        assert_eq!(driver(&t.sysfs(), "mlx5_1"), None);
     }
 
     #[test]
@@ -174,19 +150,19 @@ mod tests {
     #[test]
     fn a_device_without_a_linked_provider_is_not_checked_and_says_what_the_build_has() {
         let linked = ["mlx5", "rxe"];
-        assert_eq!(why_unlisted(&Driver::Named("mlx5_core".into()), &linked), Unlisted::Unreachable);
-        assert_eq!(why_unlisted(&Driver::Named("rdma_rxe".into()), &linked), Unlisted::Unreachable);
+        assert_eq!(missing_provider(Some("mlx5_core"), &linked), None);
+        assert_eq!(missing_provider(Some("rdma_rxe"), &linked), None);
         assert_eq!(
-            why_unlisted(&Driver::Named("mlx4_core".into()), &linked),
-            Unlisted::NoProvider(
+            missing_provider(Some("mlx4_core"), &linked),
+            Some(
                 "this build links no verbs provider for driver mlx4_core (rdma-core's mlx4; the providers it has: mlx5, rxe)"
                     .into()
             )
         );
-        assert!(matches!(why_unlisted(&Driver::Named("ionic".into()), &linked),
-            Unlisted::NoProvider(r) if r.contains("driver ionic (none is known")));
-        assert!(matches!(why_unlisted(&Driver::Unreadable, &linked),
-            Unlisted::NoProvider(r) if r.contains("cannot be read") && r.ends_with("(the providers it has: mlx5, rxe)")));
+        assert!(matches!(missing_provider(Some("ionic"), &linked),
+            Some(r) if r.contains("driver ionic (none is known")));
+        assert!(matches!(missing_provider(None, &linked),
+            Some(r) if r.contains("cannot be read") && r.ends_with("(the providers it has: mlx5, rxe)")));
     }
 
     #[test]

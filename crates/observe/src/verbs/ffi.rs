@@ -1,11 +1,10 @@
-//! The FFI fence: the only file under `verbs/` that may use `unsafe`. One owner type per ibverbs
-//! object frees it exactly once in `Drop`, and lifetimes enforce the teardown order (QP, CQ, MR, PD,
-//! context). Only plain values and methods whose preconditions the types guarantee leave it. It must
+//! The FFI fence: the only file under `verbs/` that may use `unsafe`. Each ibverbs object is freed
+//! exactly once in `Drop`, lifetimes enforcing the teardown order (QP, CQ, MR, PD, context). It must
 //! never block (completions are polled), never panic without RDMA, and never hand out a raw pointer.
 
 use std::alloc::{self, Layout};
 use std::cell::RefCell;
-use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr, OsStr};
 use std::io;
 use std::marker::PhantomData;
 use std::os::unix::ffi::OsStrExt;
@@ -31,6 +30,8 @@ extern "C" {
         flags: u32,
         entry_size: usize,
     ) -> isize;
+    /// libibverbs' sysfs root: `SYSFS_PATH` from the environment, or where sysfs is mounted.
+    fn ibv_get_sysfs_path() -> *const c_char;
 }
 
 mod providers {
@@ -43,11 +44,6 @@ pub(crate) use providers::STATIC_PROVIDERS;
 /// out, and libibverbs' netlink discovery, forwarded to [`find_sysfs_devs_nl`] (build.rs).
 mod stubs {
     include!(concat!(env!("OUT_DIR"), "/rdma_stubs.rs"));
-}
-
-extern "C" {
-    /// libibverbs' sysfs root: `SYSFS_PATH` from the environment, or where sysfs is mounted.
-    fn ibv_get_sysfs_path() -> *const c_char;
 }
 
 /// ccan's `struct list_node` (rdma-core v44); a `struct list_head` is one of these.
@@ -166,10 +162,7 @@ fn find_sysfs_devs_nl(list: *mut c_void) -> c_int {
     let found = match devices.and_then(|picked| nldev::uverbs_of(&picked, reachable)) {
         Ok(found) => found,
         Err(e) => {
-            let one = only
-                .as_deref()
-                .and_then(|o| nldev::from_sysfs(Path::new(std::ffi::OsStr::from_bytes(&root)), o, reachable));
-            match one {
+            match only.as_deref().and_then(|o| nldev::from_sysfs(Path::new(OsStr::from_bytes(&root)), o, reachable)) {
                 Some(f) => {
                     log::debug!("{e}; {} listed from its own sysfs files", f.device.name);
                     vec![f]
@@ -245,9 +238,7 @@ fn node_type(knode: u8) -> c_int {
 
 /// `src` into `dst` with a NUL after it (callers check that it fits).
 fn copy_c(dst: &mut [c_char], src: &[u8]) {
-    for (d, s) in dst.iter_mut().zip(src) {
-        *d = *s as c_char;
-    }
+    dst.iter_mut().zip(src).for_each(|(d, s)| *d = *s as c_char);
 }
 
 /// ccan's `list_add`: `dev` at the head of `head`.
@@ -263,11 +254,9 @@ unsafe fn list_add(head: *mut ListNode, dev: NonNull<VerbsSysfsDev>) {
     (*head).next = n;
 }
 
-/// `IBV_PORT_ACTIVE`.
 pub const PORT_ACTIVE: u32 = ffi::ibv_port_state::IBV_PORT_ACTIVE;
 /// `IBV_LINK_LAYER_ETHERNET`: RoCE, routed by GID.
 pub const LINK_LAYER_ETHERNET: u8 = 2;
-/// `IBV_WC_SUCCESS`.
 pub const WC_SUCCESS: u32 = ffi::ibv_wc_status::IBV_WC_SUCCESS;
 
 /// What `ibv_query_port` says, as plain values.
@@ -363,19 +352,14 @@ impl DeviceList {
     pub(crate) fn get(only: Option<&str>) -> Result<Self, VerbsError> {
         // In a static link no provider is loaded from disk; see build.rs.
         REGISTER_PROVIDERS.call_once(providers::register_static_providers);
-        // Discovery on this thread is for `only` until the listing returns (or unwinds).
-        struct Reset;
-        impl Drop for Reset {
-            fn drop(&mut self) {
-                ONLY.with(|o| o.borrow_mut().take());
-            }
-        }
+        // Discovery on this thread is for `only` until the listing returns (it cannot unwind: a
+        // panic in the discovery callback aborts at its `extern "C"` edge).
         ONLY.with(|o| *o.borrow_mut() = only.map(str::to_owned));
-        let _reset = Reset;
         let mut n: c_int = 0;
         // SAFETY: `n` is a valid place for the count. The returned array is owned by this
         // `DeviceList` and released once, in Drop, with ibv_free_device_list.
         let list = unsafe { ffi::ibv_get_device_list(&mut n) };
+        ONLY.with(|o| o.borrow_mut().take());
         match NonNull::new(list) {
             // NULL with errno set: ENOSYS when the kernel has no uverbs, ENOMEM.
             None => Err(VerbsError::DeviceList { errno: errno_text(&io::Error::last_os_error()) }),
@@ -420,9 +404,40 @@ fn device_name(dev: *mut ffi::ibv_device) -> Option<String> {
     }
 }
 
+/// An ibverbs object, freed exactly once in Drop by `free`, the call that undoes the one that made
+/// it. Its owner type's borrows (a Pd borrows its Context, an Mr its Pd, a Qp its Pd and Cq) drop
+/// every object made from it first.
+struct Owned<T> {
+    ptr: NonNull<T>,
+    free: unsafe extern "C" fn(*mut T) -> c_int,
+}
+
+impl<T> Owned<T> {
+    /// What a create call returned; NULL (with errno set) is its failure.
+    ///
+    /// # Safety
+    /// A non-NULL `ptr` is a live object that `free` destroys and that nothing else frees.
+    unsafe fn new(ptr: *mut T, free: unsafe extern "C" fn(*mut T) -> c_int) -> io::Result<Self> {
+        Ok(Owned { ptr: NonNull::new(ptr).ok_or_else(io::Error::last_os_error)?, free })
+    }
+
+    fn as_ptr(&self) -> *mut T {
+        self.ptr.as_ptr()
+    }
+}
+
+impl<T> Drop for Owned<T> {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` is live and `free` destroys it (Owned::new's contract); it is freed only
+        // here, once, after every object made from it (see the type's header). Destroying a QP
+        // stops any DMA it still had queued; see Mr for the buffer's order.
+        unsafe { (self.free)(self.ptr.as_ptr()) };
+    }
+}
+
 /// An open device (`ibv_open_device`), closed in Drop.
 pub struct Context {
-    ctx: NonNull<ffi::ibv_context>,
+    ctx: Owned<ffi::ibv_context>,
     name: String,
 }
 
@@ -437,13 +452,10 @@ impl Context {
     pub(crate) fn open_in(list: &DeviceList, name: &str) -> Result<Self, VerbsError> {
         let dev = list.find(name).ok_or_else(|| VerbsError::NotListed(name.to_owned()))?;
         // SAFETY: `dev` is an entry of `list`, which is alive for this call. The context
-        // returned is owned by this `Context` and closed once in Drop; it does not depend on
-        // the list staying alive.
-        let ctx = unsafe { ffi::ibv_open_device(dev) };
-        let ctx = NonNull::new(ctx).ok_or_else(|| VerbsError::Open {
-            device: name.to_owned(),
-            errno: errno_text(&io::Error::last_os_error()),
-        })?;
+        // returned is owned by this `Context` and closed once (ibv_close_device); it does not
+        // depend on the list staying alive.
+        let ctx = unsafe { Owned::new(ffi::ibv_open_device(dev), ffi::ibv_close_device) }
+            .map_err(|e| VerbsError::Open { device: name.to_owned(), errno: errno_text(&e) })?;
         Ok(Context { ctx, name: name.to_owned() })
     }
 
@@ -508,14 +520,11 @@ impl Context {
                 std::mem::size_of::<ffi::ibv_gid_entry>(),
             )
         };
-        let n = match usize::try_from(n) {
-            Ok(n) if n <= max_entries => n,
-            Ok(_) => return Err(err(io::Error::from_raw_os_error(75))), // EOVERFLOW: more than asked
-            Err(_) => {
-                let errno = n.checked_neg().and_then(|e| i32::try_from(e).ok()).unwrap_or(22);
-                return Err(err(io::Error::from_raw_os_error(errno)));
-            }
-        };
+        // A negated errno, or EOVERFLOW (75) where more came than asked.
+        let n = usize::try_from(n)
+            .map_err(|_| n.checked_neg().and_then(|e| i32::try_from(e).ok()).unwrap_or(22))
+            .and_then(|n| if n <= max_entries { Ok(n) } else { Err(75) })
+            .map_err(|errno| err(io::Error::from_raw_os_error(errno)))?;
         Ok(entries[..n]
             .iter()
             .map(|e| Raw {
@@ -540,35 +549,18 @@ impl Context {
     }
 }
 
-impl Drop for Context {
-    fn drop(&mut self) {
-        // SAFETY: `ctx` came from ibv_open_device and is closed only here; every object
-        // created from it borrows this Context, so all of them were destroyed already.
-        unsafe { ffi::ibv_close_device(self.ctx.as_ptr()) };
-    }
-}
-
 /// A protection domain, deallocated in Drop; cannot outlive its context.
 pub struct Pd<'c> {
-    pd: NonNull<ffi::ibv_pd>,
+    pd: Owned<ffi::ibv_pd>,
     _ctx: PhantomData<&'c Context>,
 }
 
 impl<'c> Pd<'c> {
     pub fn alloc(ctx: &'c Context) -> io::Result<Self> {
         // SAFETY: `ctx` is an open context that outlives the returned Pd ('c). The PD is owned
-        // by the Pd and deallocated once in Drop.
-        let pd = unsafe { ffi::ibv_alloc_pd(ctx.ctx.as_ptr()) };
-        let pd = NonNull::new(pd).ok_or_else(io::Error::last_os_error)?;
+        // by the Pd and deallocated once (ibv_dealloc_pd).
+        let pd = unsafe { Owned::new(ffi::ibv_alloc_pd(ctx.ctx.as_ptr()), ffi::ibv_dealloc_pd) }?;
         Ok(Pd { pd, _ctx: PhantomData })
-    }
-}
-
-impl Drop for Pd<'_> {
-    fn drop(&mut self) {
-        // SAFETY: `pd` came from ibv_alloc_pd and is freed only here; MRs and QPs borrow the
-        // Pd, so they were destroyed first.
-        unsafe { ffi::ibv_dealloc_pd(self.pd.as_ptr()) };
     }
 }
 
@@ -589,9 +581,9 @@ impl DmaBuf {
         Ok(DmaBuf { ptr, layout })
     }
 
-    #[allow(clippy::len_without_is_empty)] // never empty: at least one byte is allocated
-    pub(crate) fn len(&self) -> usize {
-        self.layout.size()
+    /// Whether `len` bytes at `offset` lie inside the buffer.
+    fn holds(&self, offset: usize, len: usize) -> bool {
+        offset.checked_add(len).is_some_and(|end| end <= self.layout.size())
     }
 
     pub(crate) fn addr(&self, offset: usize) -> u64 {
@@ -600,7 +592,7 @@ impl DmaBuf {
 
     /// Copies out `len` bytes at `offset`; only called when no work request on it is outstanding.
     pub fn read(&self, offset: usize, len: usize) -> Vec<u8> {
-        assert!(offset.checked_add(len).is_some_and(|end| end <= self.len()));
+        assert!(self.holds(offset, len));
         let mut out = vec![0u8; len];
         // SAFETY: the range is inside the allocation (asserted above); `out` is a distinct
         // allocation of `len` bytes. No DMA into the range is in flight (see above).
@@ -610,7 +602,7 @@ impl DmaBuf {
 
     /// Copies `data` in at `offset`, before any work request uses the range.
     pub fn write(&mut self, offset: usize, data: &[u8]) {
-        assert!(offset.checked_add(data.len()).is_some_and(|end| end <= self.len()));
+        assert!(self.holds(offset, data.len()));
         // SAFETY: the range is inside the allocation (asserted above); `data` is a different
         // allocation. No DMA on the range is in flight when this is called.
         unsafe { ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(offset), data.len()) };
@@ -620,7 +612,7 @@ impl DmaBuf {
 impl Drop for DmaBuf {
     fn drop(&mut self) {
         // SAFETY: `ptr` came from alloc_zeroed with `layout` and is freed only here. The MR
-        // that registered it owns this DmaBuf and deregisters before its fields drop.
+        // that registered it owns this DmaBuf and is deregistered first (Mr's field order).
         unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
     }
 }
@@ -632,21 +624,25 @@ const ACCESS: ffi::ibv_access_flags = ffi::ibv_access_flags(
         | ffi::ibv_access_flags::IBV_ACCESS_REMOTE_READ.0,
 );
 
-/// A registered memory region that owns its buffer: deregistered (Drop) before the buffer is freed.
+/// A registered memory region that owns its buffer. Fields drop in order: `mr` is deregistered
+/// before `buf` is freed, so that once ibv_dereg_mr returns the adapter can no longer reach `buf`
+/// through it (a work request still naming it would complete in error).
 pub struct Mr<'p> {
-    mr: NonNull<ffi::ibv_mr>,
+    mr: Owned<ffi::ibv_mr>,
     buf: DmaBuf,
     _pd: PhantomData<&'p Pd<'p>>,
 }
 
 impl<'p> Mr<'p> {
     pub fn register(pd: &'p Pd<'_>, buf: DmaBuf) -> io::Result<Self> {
-        // SAFETY: `pd` outlives the Mr ('p). `buf` is a live allocation of `buf.len()` bytes
-        // that the Mr takes ownership of, so it stays allocated until after ibv_dereg_mr in
-        // Drop. None of these flags is an optional-access flag, so the exported ibv_reg_mr is
-        // what the verbs.h macro would pick.
-        let mr = unsafe { ffi::ibv_reg_mr(pd.pd.as_ptr(), buf.ptr.as_ptr().cast(), buf.len(), ACCESS.0 as c_int) };
-        let mr = NonNull::new(mr).ok_or_else(io::Error::last_os_error)?;
+        // SAFETY: `pd` outlives the Mr ('p). `buf` is a live allocation of `layout.size()` bytes
+        // that the Mr takes ownership of, so it stays allocated until after ibv_dereg_mr (the
+        // field order). None of these flags is an optional-access flag, so the exported
+        // ibv_reg_mr is what the verbs.h macro would pick.
+        let mr = unsafe {
+            let mr = ffi::ibv_reg_mr(pd.pd.as_ptr(), buf.ptr.as_ptr().cast(), buf.layout.size(), ACCESS.0 as c_int);
+            Owned::new(mr, ffi::ibv_dereg_mr)
+        }?;
         Ok(Mr { mr, buf, _pd: PhantomData })
     }
 
@@ -671,35 +667,21 @@ impl<'p> Mr<'p> {
     }
 }
 
-impl Drop for Mr<'_> {
-    fn drop(&mut self) {
-        // SAFETY: `mr` came from ibv_reg_mr and is deregistered only here. Once ibv_dereg_mr
-        // returns the adapter can no longer reach `buf` through this MR (a work request still
-        // naming it would complete in error), so `buf`, freed after this returns, is never
-        // touched by DMA after it is freed.
-        unsafe { ffi::ibv_dereg_mr(self.mr.as_ptr()) };
-    }
-}
-
 /// A completion queue without a completion channel: we only ever poll it.
 pub struct Cq<'c> {
-    cq: NonNull<ffi::ibv_cq>,
+    cq: Owned<ffi::ibv_cq>,
     _ctx: PhantomData<&'c Context>,
 }
 
 impl<'c> Cq<'c> {
     pub fn create(ctx: &'c Context, entries: c_int) -> io::Result<Self> {
         // SAFETY: `ctx` is open and outlives the Cq ('c). No channel or user context pointer is
-        // passed. The CQ is destroyed once in Drop.
-        let cq = unsafe { ffi::ibv_create_cq(ctx.ctx.as_ptr(), entries, ptr::null_mut(), ptr::null_mut(), 0) };
-        let cq = NonNull::new(cq).ok_or_else(io::Error::last_os_error)?;
+        // passed. The CQ is destroyed once (ibv_destroy_cq).
+        let cq = unsafe {
+            let cq = ffi::ibv_create_cq(ctx.ctx.as_ptr(), entries, ptr::null_mut(), ptr::null_mut(), 0);
+            Owned::new(cq, ffi::ibv_destroy_cq)
+        }?;
         Ok(Cq { cq, _ctx: PhantomData })
-    }
-
-    /// One non-blocking poll; `Ok(None)` when the queue is empty.
-    pub(crate) fn poll_one(&self) -> io::Result<Option<Completion>> {
-        let mut wc = [Completion::default()];
-        Ok((self.poll_many(&mut wc)? == 1).then_some(wc[0]))
     }
 
     /// Polls up to `out.len()` completions (at most 32) without waiting; returns how many.
@@ -709,10 +691,7 @@ impl<'c> Cq<'c> {
         let want = c_int::try_from(out.len().min(wcs.len())).unwrap_or(1);
         // SAFETY: `cq` is a live CQ owned by self; `wcs` has room for `want` <= 32 entries.
         let n = unsafe { ffi::ibv_poll_cq(self.cq.as_ptr(), want, wcs.as_mut_ptr()) };
-        if n < 0 {
-            return Err(io::Error::from_raw_os_error(n.abs()));
-        }
-        let n = n as usize;
+        let n = usize::try_from(n).map_err(|_| io::Error::from_raw_os_error(n.abs()))?;
         for (o, wc) in out.iter_mut().zip(&wcs[..n]) {
             *o = Completion { wr_id: wc.wr_id, status: wc.status, vendor_err: wc.vendor_err };
         }
@@ -720,17 +699,9 @@ impl<'c> Cq<'c> {
     }
 }
 
-impl Drop for Cq<'_> {
-    fn drop(&mut self) {
-        // SAFETY: `cq` came from ibv_create_cq and is destroyed only here; the QP using it
-        // borrows the Cq and was destroyed first.
-        unsafe { ffi::ibv_destroy_cq(self.cq.as_ptr()) };
-    }
-}
-
 /// A reliable-connected queue pair, destroyed in Drop before its CQ and PD.
 pub struct Qp<'a> {
-    qp: NonNull<ffi::ibv_qp>,
+    qp: Owned<ffi::ibv_qp>,
     _deps: PhantomData<(&'a Pd<'a>, &'a Cq<'a>)>,
 }
 
@@ -751,9 +722,8 @@ impl<'a> Qp<'a> {
         init.cap.max_inline_data = caps.inline;
         // SAFETY: `pd` and `cq` are live and outlive the Qp ('a); `init` is a valid
         // ibv_qp_init_attr that libibverbs only reads (and updates cap in place). The QP is
-        // destroyed once in Drop.
-        let qp = unsafe { ffi::ibv_create_qp(pd.pd.as_ptr(), &mut init) };
-        let qp = NonNull::new(qp).ok_or_else(io::Error::last_os_error)?;
+        // destroyed once (ibv_destroy_qp).
+        let qp = unsafe { Owned::new(ffi::ibv_create_qp(pd.pd.as_ptr(), &mut init), ffi::ibv_destroy_qp) }?;
         Ok((Qp { qp, _deps: PhantomData }, init.cap.max_inline_data))
     }
 
@@ -775,8 +745,7 @@ impl<'a> Qp<'a> {
                 wr.wr.rdma = ffi::rdma_t { remote_addr, rkey };
             }
         }
-        let end = w.offset.checked_add(w.len as usize);
-        if end.is_none_or(|e| e > mr.buf.len()) {
+        if !mr.buf.holds(w.offset, w.len as usize) {
             return Err(io::Error::from_raw_os_error(22));
         }
         let mut bad: *mut ffi::ibv_send_wr = ptr::null_mut();
@@ -792,75 +761,76 @@ impl<'a> Qp<'a> {
         unsafe { (*self.qp.as_ptr()).qp_num }
     }
 
-    fn modify(&self, attr: &mut ffi::ibv_qp_attr, mask: ffi::ibv_qp_attr_mask) -> io::Result<()> {
+    /// `ibv_modify_qp` with a zeroed attribute that `set` fills: every field `mask` names.
+    fn modify(&self, mask: ffi::ibv_qp_attr_mask, set: impl FnOnce(&mut ffi::ibv_qp_attr)) -> io::Result<()> {
+        // SAFETY: ibv_qp_attr is plain C data (integers and an address vector of integers); all-zero
+        // is a valid value.
+        let mut attr: ffi::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        set(&mut attr);
         // SAFETY: `qp` is live; `attr` is a valid ibv_qp_attr with every field named in `mask`
-        // set by the caller. libibverbs does not keep the pointer.
-        let ret = unsafe { ffi::ibv_modify_qp(self.qp.as_ptr(), attr, mask.0 as c_int) };
+        // set by `set`. libibverbs does not keep the pointer.
+        let ret = unsafe { ffi::ibv_modify_qp(self.qp.as_ptr(), &mut attr, mask.0 as c_int) };
         check_ret(ret)
     }
 
     /// RESET -> INIT on `port`, pkey index 0, remote write/read allowed.
     pub fn to_init(&self, port: u8) -> io::Result<()> {
         use ffi::ibv_qp_attr_mask as M;
-        let mut a = zeroed_qp_attr();
-        a.qp_state = ffi::ibv_qp_state::IBV_QPS_INIT;
-        a.pkey_index = 0;
-        a.port_num = port;
-        a.qp_access_flags = ACCESS.0;
-        self.modify(&mut a, M::IBV_QP_STATE | M::IBV_QP_PKEY_INDEX | M::IBV_QP_PORT | M::IBV_QP_ACCESS_FLAGS)
+        self.modify(M::IBV_QP_STATE | M::IBV_QP_PKEY_INDEX | M::IBV_QP_PORT | M::IBV_QP_ACCESS_FLAGS, |a| {
+            a.qp_state = ffi::ibv_qp_state::IBV_QPS_INIT;
+            a.pkey_index = 0;
+            a.port_num = port;
+            a.qp_access_flags = ACCESS.0;
+        })
     }
 
     /// INIT -> RTR towards the peer `r` describes.
     pub fn to_rtr(&self, r: &RtrAttrs) -> io::Result<()> {
         use ffi::ibv_qp_attr_mask as M;
-        let mut a = zeroed_qp_attr();
-        a.qp_state = ffi::ibv_qp_state::IBV_QPS_RTR;
-        a.path_mtu = r.path_mtu;
-        a.dest_qp_num = r.dest_qpn;
-        a.rq_psn = r.rq_psn;
-        a.max_dest_rd_atomic = 1;
-        a.min_rnr_timer = 12;
-        a.ah_attr.port_num = r.port;
-        match r.route {
-            Route::Lid(lid) => a.ah_attr.dlid = lid,
-            Route::Gid { dgid, sgid_index } => {
-                a.ah_attr.is_global = 1;
-                a.ah_attr.grh.dgid = ffi::ibv_gid { raw: dgid };
-                a.ah_attr.grh.sgid_index = sgid_index;
-                a.ah_attr.grh.hop_limit = 64;
+        let mask = M::IBV_QP_STATE
+            | M::IBV_QP_AV
+            | M::IBV_QP_PATH_MTU
+            | M::IBV_QP_DEST_QPN
+            | M::IBV_QP_RQ_PSN
+            | M::IBV_QP_MAX_DEST_RD_ATOMIC
+            | M::IBV_QP_MIN_RNR_TIMER;
+        self.modify(mask, |a| {
+            a.qp_state = ffi::ibv_qp_state::IBV_QPS_RTR;
+            a.path_mtu = r.path_mtu;
+            a.dest_qp_num = r.dest_qpn;
+            a.rq_psn = r.rq_psn;
+            a.max_dest_rd_atomic = 1;
+            a.min_rnr_timer = 12;
+            a.ah_attr.port_num = r.port;
+            match r.route {
+                Route::Lid(lid) => a.ah_attr.dlid = lid,
+                Route::Gid { dgid, sgid_index } => {
+                    a.ah_attr.is_global = 1;
+                    a.ah_attr.grh.dgid = ffi::ibv_gid { raw: dgid };
+                    a.ah_attr.grh.sgid_index = sgid_index;
+                    a.ah_attr.grh.hop_limit = 64;
+                }
             }
-        }
-        self.modify(
-            &mut a,
-            M::IBV_QP_STATE
-                | M::IBV_QP_AV
-                | M::IBV_QP_PATH_MTU
-                | M::IBV_QP_DEST_QPN
-                | M::IBV_QP_RQ_PSN
-                | M::IBV_QP_MAX_DEST_RD_ATOMIC
-                | M::IBV_QP_MIN_RNR_TIMER,
-        )
+        })
     }
 
     /// RTR -> RTS.
     pub fn to_rts(&self, r: &RtsAttrs) -> io::Result<()> {
         use ffi::ibv_qp_attr_mask as M;
-        let mut a = zeroed_qp_attr();
-        a.qp_state = ffi::ibv_qp_state::IBV_QPS_RTS;
-        a.sq_psn = r.sq_psn;
-        a.timeout = r.timeout;
-        a.retry_cnt = r.retry_cnt;
-        a.rnr_retry = 7;
-        a.max_rd_atomic = 1;
-        self.modify(
-            &mut a,
-            M::IBV_QP_STATE
-                | M::IBV_QP_TIMEOUT
-                | M::IBV_QP_RETRY_CNT
-                | M::IBV_QP_RNR_RETRY
-                | M::IBV_QP_SQ_PSN
-                | M::IBV_QP_MAX_QP_RD_ATOMIC,
-        )
+        let mask = M::IBV_QP_STATE
+            | M::IBV_QP_TIMEOUT
+            | M::IBV_QP_RETRY_CNT
+            | M::IBV_QP_RNR_RETRY
+            | M::IBV_QP_SQ_PSN
+            | M::IBV_QP_MAX_QP_RD_ATOMIC;
+        self.modify(mask, |a| {
+            a.qp_state = ffi::ibv_qp_state::IBV_QPS_RTS;
+            a.sq_psn = r.sq_psn;
+            a.timeout = r.timeout;
+            a.retry_cnt = r.retry_cnt;
+            a.rnr_retry = 7;
+            a.max_rd_atomic = 1;
+        })
     }
 
     pub fn post_recv(&self, wr_id: u64, mr: &Mr<'_>, offset: usize, len: u32) -> io::Result<()> {
@@ -870,25 +840,10 @@ impl<'a> Qp<'a> {
         // SAFETY: `qp` is live; `wr` and `sge` are valid for this call (the provider copies
         // them into its queue before returning). The SGE names `mr`'s buffer by address and
         // lkey: the adapter reaches it only through the MR, and the buffer is freed only after
-        // ibv_dereg_mr (see Mr's Drop), so DMA cannot land in freed memory.
+        // ibv_dereg_mr (Mr's field order), so DMA cannot land in freed memory.
         let ret = unsafe { ffi::ibv_post_recv(self.qp.as_ptr(), &mut wr, &mut bad) };
         check_ret(ret)
     }
-}
-
-impl Drop for Qp<'_> {
-    fn drop(&mut self) {
-        // SAFETY: `qp` came from ibv_create_qp and is destroyed only here, before the CQ, MRs
-        // and PD it uses (they are borrowed by, or declared before, the Qp). Destroying it
-        // stops any DMA it still had queued.
-        unsafe { ffi::ibv_destroy_qp(self.qp.as_ptr()) };
-    }
-}
-
-fn zeroed_qp_attr() -> ffi::ibv_qp_attr {
-    // SAFETY: ibv_qp_attr is plain C data (integers and an address vector of integers); all-zero
-    // is a valid value.
-    unsafe { std::mem::zeroed() }
 }
 
 #[cfg(test)]

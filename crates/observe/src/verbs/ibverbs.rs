@@ -13,12 +13,6 @@ use crate::detect::port::{SelftestResult, VerbsPort};
 #[derive(Debug, Default, Clone, Copy)]
 pub struct IbVerbs;
 
-impl IbVerbs {
-    pub fn new() -> Self {
-        IbVerbs
-    }
-}
-
 impl Verbs for IbVerbs {
     fn device_names(&self) -> Result<Vec<String>, VerbsError> {
         Ok(DeviceList::get(None)?.names())
@@ -56,10 +50,7 @@ impl Verbs for IbVerbs {
 /// What an open device says of `port`, and of the GID at `gid_index` when given.
 pub(crate) fn port_of(ctx: &Context, port: u8, gid_index: Option<u32>) -> Result<VerbsPort, VerbsError> {
     let attr = ctx.query_port(port)?;
-    let gid = match gid_index {
-        Some(index) => Some(format_gid(&ctx.query_gid(port, index)?)),
-        None => None,
-    };
+    let gid = gid_index.map(|index| ctx.query_gid(port, index).map(|g| format_gid(&g))).transpose()?;
     Ok(VerbsPort {
         state: port_state_name(attr.state),
         link_layer: link_layer_name(attr.link_layer).to_owned(),
@@ -75,7 +66,7 @@ mod tests {
     /// On a machine without RDMA (this build host, CI) the real verbs must answer cleanly.
     #[test]
     fn no_rdma_is_a_clean_answer() {
-        let v = IbVerbs::new();
+        let v = IbVerbs;
         match v.device_names() {
             Ok(names) => {
                 assert!(!names.iter().any(|n| n == "mlx5_0") || std::path::Path::new("/dev/infiniband").exists())

@@ -1,9 +1,6 @@
-//! RDMA devices as the kernel's RDMA netlink (`nldev`) tells them: what libibverbs' own discovery
-//! asks (rdma-core `ibdev_nl.c`), answered here so that a start asks only about the devices it
-//! opens instead of scanning every uverbs device of the node. [`devices`] is the one dump;
-//! [`uverbs_of`] asks for the uverbs node of the devices given and says which this container can
-//! reach. Replies are outside input: bounded, under a deadline, every length and name checked; a
-//! failure is the caller's cue to let libibverbs scan sysfs. Fuzz target `nldev`.
+//! RDMA devices as the kernel's RDMA netlink (`nldev`) tells them, answering libibverbs' discovery
+//! (rdma-core `ibdev_nl.c`) for only the devices a start opens. Replies are outside input: bounded,
+//! under a deadline, every length and name checked; a failure lets libibverbs scan sysfs. Fuzz: `nldev`.
 
 use crate::detect::names;
 use crate::detect::rtnetlink::{self, Socket};
@@ -76,9 +73,7 @@ pub fn devices() -> Result<Vec<NlDevice>, Error> {
     let sock = Socket::open_rdma()?;
     let mut devices = Vec::new();
     sock.dump(CMD_GET, &[], |ty, payload| {
-        if ty == CMD_GET {
-            devices.extend(parse_device(payload));
-        }
+        devices.extend((ty == CMD_GET).then(|| parse_device(payload)).flatten());
         Ok(())
     })?;
     Ok(devices)
@@ -106,39 +101,24 @@ pub(crate) fn uverbs_of(devices: &[NlDevice], reachable: impl Fn(&str) -> bool) 
     Ok(out)
 }
 
-/// What libibverbs' sysfs scan would list for the device `name` alone, from its own files under
-/// `root` (its uverbs node's `dev` and `abi_version`, its `node_type` and ports): where RDMA netlink
-/// does not answer, a listing for one device reads that device's files only. Index, node GUID and
-/// driver stay unknown, as rdma-core's own scan leaves them. `None` where a file does not read or
-/// the node is not `reachable`: libibverbs then scans.
+/// What libibverbs' sysfs scan would list for `name` alone, from its own files under `root`, for
+/// when RDMA netlink does not answer. Index, node GUID and driver stay unknown, as in rdma-core's
+/// scan; `None` where a file does not read or the node is not `reachable` (libibverbs then scans).
 pub(crate) fn from_sysfs(root: &std::path::Path, name: &str, reachable: impl Fn(&str) -> bool) -> Option<Found> {
     let read = |p: std::path::PathBuf| crate::detect::file::read_attr(&p).ok();
     let dev = root.join("class/infiniband").join(names::device_name(name).ok()?);
     let node = std::fs::read_dir(dev.join("device/infiniband_verbs"))
         .ok()?
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .find(|n| uverbs_name(n))?;
+        .find(|n| uverbs_name(n))
+        .filter(|n| reachable(n))?;
     let at = dev.join("device/infiniband_verbs").join(&node);
     let (major, minor) = read(at.join("dev"))?.split_once(':').map(|(a, b)| (a.parse().ok(), b.parse().ok()))?;
     let node_type = read(dev.join("node_type"))?.split(':').next()?.trim().parse().ok()?;
-    let ports = std::fs::read_dir(dev.join("ports")).ok()?.count();
-    let uverbs = Uverbs {
-        name: node,
-        abi: read(at.join("abi_version"))?.parse().ok()?,
-        major: major?,
-        minor: minor?,
-        driver_id: None,
-    };
-    if !reachable(&uverbs.name) {
-        return None;
-    }
-    let device = NlDevice {
-        index: UNKNOWN_INDEX,
-        name: name.to_string(),
-        node_type,
-        node_guid: 0,
-        ports: u32::try_from(ports).ok()?,
-    };
+    let ports = u32::try_from(std::fs::read_dir(dev.join("ports")).ok()?.count()).ok()?;
+    let abi = read(at.join("abi_version"))?.parse().ok()?;
+    let uverbs = Uverbs { name: node, abi, major: major?, minor: minor?, driver_id: None };
+    let device = NlDevice { index: UNKNOWN_INDEX, name: name.to_string(), node_type, node_guid: 0, ports };
     Some(Found { device, uverbs })
 }
 

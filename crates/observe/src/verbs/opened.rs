@@ -1,9 +1,6 @@
-//! The devices of one start, opened once: whole GID tables for detection (`TableSource`, one
-//! `ibv_query_gid_table` a device, only where the kernel answers it with one ioctl, 5.9 and later),
-//! then the probe's port checks through the same contexts. Lazy (a device is discovered and opened
-//! only when first asked of); every failure is a debug line and `None`, so detection reads sysfs.
-//! The kernel's answer is bounded before the call and checked whole after it (`gid_source::tables`).
-//! Dropped before the plan: contexts are never held while the job runs. Never decides anything.
+//! The devices of one start, opened once and lazily: whole GID tables for detection (one
+//! `ibv_query_gid_table` a device, kernel 5.9+, bounded before and checked after), then the probe's
+//! port checks. A failure is a debug line and `None` (sysfs is read); never held while the job runs.
 
 use std::cell::{OnceCell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
@@ -40,12 +37,6 @@ struct Device {
 
 impl Default for Opened {
     fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Opened {
-    pub fn new() -> Self {
         Opened {
             kernel: OnceCell::new(),
             devices: RefCell::default(),
@@ -53,7 +44,9 @@ impl Opened {
             everything: RefCell::default(),
         }
     }
+}
 
+impl Opened {
     /// Runs `f` on `device`'s open context, opening it the first time; a failure repeats after.
     fn with<T>(&self, device: &str, f: impl FnOnce(&mut Device) -> Result<T, VerbsError>) -> Result<T, VerbsError> {
         let mut devices = self.devices.borrow_mut();
@@ -71,10 +64,7 @@ impl Opened {
             }
             opened
         });
-        match entry {
-            Ok(dev) => f(dev),
-            Err(e) => Err(e.clone()),
-        }
+        f(entry.as_mut().map_err(|e| e.clone())?)
     }
 
     fn whole(&self, device: &str, port: u32) -> Result<Option<Whole>, VerbsError> {
@@ -85,14 +75,10 @@ impl Opened {
             if let Some(answer) = dev.last.take(port) {
                 return Ok(answer);
             }
-            let lens = match &dev.lens {
-                Some(l) => l.clone(),
-                None => {
-                    let l = lens(&dev.ctx).map_err(refused)?;
-                    dev.lens = Some(l.clone());
-                    l
-                }
-            };
+            if dev.lens.is_none() {
+                dev.lens = Some(lens(&dev.ctx).map_err(refused)?);
+            }
+            let lens = dev.lens.clone().unwrap_or_default();
             let raw = dev.ctx.query_gid_table(gid_source::max_entries(&lens))?;
             let tables = gid_source::tables(&raw, &lens).map_err(|e| refused(e.to_string()))?;
             log::debug!("{device}: {} GID entries of {} ports from one ibv_query_gid_table", raw.len(), lens.len());
@@ -140,10 +126,9 @@ struct Last {
 impl Last {
     /// The port's table from the last answer, when there is one it has not had yet.
     fn take(&mut self, port: u32) -> Option<Option<Whole>> {
-        if !self.any || self.served.contains(&port) {
+        if !self.any || !self.served.insert(port) {
             return None;
         }
-        self.served.insert(port);
         Some(self.tables.get(&port).cloned())
     }
 
@@ -183,7 +168,7 @@ impl Verbs for Opened {
     }
 
     fn selftest(&self, device: &str, port: u8, gid_index: Option<u32>, opts: &SelftestOptions) -> SelftestResult {
-        IbVerbs::new().selftest(device, port, gid_index, opts)
+        IbVerbs.selftest(device, port, gid_index, opts)
     }
 
     fn providers(&self) -> Option<&[&'static str]> {
@@ -237,13 +222,13 @@ mod tests {
             eprintln!("SKIP: this machine has RDMA devices; the lab covers real ones");
             return;
         }
-        let o = Opened::new();
+        let o = Opened::default();
         assert_eq!(o.table("mlx5_0", 1), None);
         // Asked whether it lists the device, each says the same (no list, or not listed), and
         // neither can query it.
-        assert_eq!(o.is_listed("mlx5_0"), IbVerbs::new().is_listed("mlx5_0"));
+        assert_eq!(o.is_listed("mlx5_0"), IbVerbs.is_listed("mlx5_0"));
         assert!(!matches!(o.is_listed("mlx5_0"), Ok(true)));
-        assert!(o.query_port("mlx5_0", 1, None).is_err() && IbVerbs::new().query_port("mlx5_0", 1, None).is_err());
-        assert_eq!(o.providers(), IbVerbs::new().providers());
+        assert!(o.query_port("mlx5_0", 1, None).is_err() && IbVerbs.query_port("mlx5_0", 1, None).is_err());
+        assert_eq!(o.providers(), IbVerbs.providers());
     }
 }

@@ -6,8 +6,8 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use super::ffi::{
-    Context, Cq, DmaBuf, Mr, Pd, Qp, QpCaps, Route, RtrAttrs, RtsAttrs, SendWr, LINK_LAYER_ETHERNET, PORT_ACTIVE,
-    WC_SUCCESS,
+    Completion, Context, Cq, DmaBuf, Mr, Pd, Qp, QpCaps, Route, RtrAttrs, RtsAttrs, SendWr, LINK_LAYER_ETHERNET,
+    PORT_ACTIVE, WC_SUCCESS,
 };
 use super::probe::{SelftestOptions, VerbsError};
 use super::status::{errno_text, port_state_name, wc_status_name};
@@ -52,28 +52,26 @@ pub(super) fn loopback(
     opts: &SelftestOptions,
     start: Instant,
 ) -> Result<(), Failure> {
-    let mut phases = Phases::new(device, port, start);
+    // Per-phase times, logged at debug level (NCCL_WRAP_LOG=debug).
+    let mut last = start;
+    let mut lap = |what: &str| {
+        let now = Instant::now();
+        log::debug!("selftest {device}/{port}: {what} {} us", now.duration_since(last).as_micros());
+        last = now;
+    };
     let deadline = start + Duration::from_millis(opts.timeout_ms);
     let ctx = Context::open(device)?;
     let attr = ctx.query_port(port)?;
     if attr.state != PORT_ACTIVE {
-        return Err(Failure::new(
-            "query_port",
-            format!("port {port} is {}", port_state_name(attr.state)),
-            Some(
-                "NCCL uses only ACTIVE ports: check the link (phys_state) and, on InfiniBand, the subnet manager"
-                    .into(),
-            ),
-        ));
+        let hint = "NCCL uses only ACTIVE ports: check the link (phys_state) and, on InfiniBand, the subnet manager";
+        let status = format!("port {port} is {}", port_state_name(attr.state));
+        return Err(Failure::new("query_port", status, Some(hint.into())));
     }
     let roce = attr.link_layer == LINK_LAYER_ETHERNET;
     let route = match (roce, gid_index) {
         (true, None) => {
-            return Err(Failure::new(
-                "query_gid",
-                "no GID index given for a RoCE port",
-                Some("RoCE needs a GID index (the RoCE v2 IPv4 entry)".into()),
-            ))
+            let hint = "RoCE needs a GID index (the RoCE v2 IPv4 entry)";
+            return Err(Failure::new("query_gid", "no GID index given for a RoCE port", Some(hint.into())));
         }
         (true, Some(index)) => {
             let sgid = u8::try_from(index).map_err(|_| {
@@ -81,11 +79,8 @@ pub(super) fn loopback(
             })?;
             let gid = ctx.query_gid(port, index)?;
             if gid == [0; 16] {
-                return Err(Failure::new(
-                    "query_gid",
-                    format!("GID {index} is empty"),
-                    Some("choose a populated RoCE v2 entry (see ports/N/gids and gid_attrs/types)".into()),
-                ));
+                let hint = "choose a populated RoCE v2 entry (see ports/N/gids and gid_attrs/types)";
+                return Err(Failure::new("query_gid", format!("GID {index} is empty"), Some(hint.into())));
             }
             Route::Gid { dgid: gid, sgid_index: sgid }
         }
@@ -97,17 +92,17 @@ pub(super) fn loopback(
         return Err(Failure::new("reg_mr", format!("buffer of {} bytes is too small", opts.buffer_bytes), None));
     }
 
-    phases.lap("open+query_port+query_gid");
+    lap("open+query_port+query_gid");
     let pd = Pd::alloc(&ctx).map_err(|e| Failure::os("alloc_pd", &e, None))?;
     let mut buf = DmaBuf::new(opts.buffer_bytes).map_err(|e| Failure::os("reg_mr", &e, None))?;
     let pattern = test_pattern(half, start);
     buf.write(0, &pattern);
-    phases.lap("alloc+pattern");
+    lap("alloc+pattern");
     let mr = Mr::register(&pd, buf).map_err(|e| Failure::os("reg_mr", &e, reg_mr_hint(&e, opts.buffer_bytes)))?;
     let recv_buf = DmaBuf::new(MSG_BYTES).map_err(|e| Failure::os("reg_mr", &e, None))?;
     let recv_mr = Mr::register(&pd, recv_buf)
         .map_err(|e| Failure::os("reg_mr", &e, reg_mr_hint(&e, opts.buffer_bytes + MSG_BYTES)))?;
-    phases.lap("reg_mr");
+    lap("reg_mr");
     let cq = Cq::create(&ctx, 8).map_err(|e| Failure::os("create_cq", &e, None))?;
     let caps = QpCaps { send_wr: 4, recv_wr: 4, inline: 0 };
     let (qp, _) = Qp::create_rc_with(&pd, &cq, caps).map_err(|e| Failure::os("create_qp", &e, None))?;
@@ -117,7 +112,7 @@ pub(super) fn loopback(
     };
 
     connect_to_self(&qp, port, attr.active_mtu, &route)?;
-    phases.lap("create_cq+create_qp+modify_qp");
+    lap("create_cq+create_qp+modify_qp");
 
     // RDMA WRITE: first half -> second half, split where the port's message limit demands.
     let max_msg = (attr.max_msg_sz as usize).clamp(MSG_BYTES, 1 << 30);
@@ -128,48 +123,24 @@ pub(super) fn loopback(
         wait_for(&cq, &[WR_WRITE], deadline, "RDMA WRITE")?;
         off += len;
     }
-    phases.lap("rdma_write");
+    lap("rdma_write");
+    let dma = "data corruption on the DMA path: check IOMMU and PCIe ACS settings";
+    let corrupt = |what: &str| Err(Failure::new("verify", what, Some(dma.into())));
     if mr.read(half, half) != pattern {
-        return Err(Failure::new(
-            "verify",
-            "RDMA WRITE completed but the target bytes differ",
-            Some("data corruption on the DMA path: check IOMMU and PCIe ACS settings".into()),
-        ));
+        return corrupt("RDMA WRITE completed but the target bytes differ");
     }
 
-    phases.lap("verify_write");
+    lap("verify_write");
     // SEND/RECV: first MSG_BYTES of the pattern -> the separate receive region.
     qp.post_recv(WR_RECV, &recv_mr, 0, MSG_BYTES as u32).map_err(|e| Failure::os("post_recv", &e, None))?;
     send(WR_SEND, 0, MSG_BYTES, None)?;
     wait_for(&cq, &[WR_SEND, WR_RECV], deadline, "SEND/RECV")?;
-    phases.lap("send_recv");
+    lap("send_recv");
     if recv_mr.read(0, MSG_BYTES) != pattern[..MSG_BYTES] {
-        return Err(Failure::new(
-            "verify",
-            "SEND completed but the received bytes differ",
-            Some("data corruption on the DMA path: check IOMMU and PCIe ACS settings".into()),
-        ));
+        return corrupt("SEND completed but the received bytes differ");
     }
     Ok(())
     // Drop order: qp, cq, recv_mr, mr, pd, ctx.
-}
-
-/// Per-phase times of the self-test, logged at debug level (NCCL_WRAP_LOG=debug).
-struct Phases<'a> {
-    device: &'a str,
-    port: u8,
-    last: Instant,
-}
-
-impl<'a> Phases<'a> {
-    fn new(device: &'a str, port: u8, start: Instant) -> Self {
-        Phases { device, port, last: start }
-    }
-    fn lap(&mut self, what: &str) {
-        let now = Instant::now();
-        log::debug!("selftest {}/{}: {what} {} us", self.device, self.port, now.duration_since(self.last).as_micros());
-        self.last = now;
-    }
 }
 
 /// RESET -> INIT -> RTR -> RTS with the QP as its own peer.
@@ -196,26 +167,20 @@ fn connect_to_self(qp: &Qp<'_>, port: u8, mtu: u32, route: &Route) -> Result<(),
 /// briefly, then sleeps so that a software device on the same CPU gets to work.
 pub(crate) fn wait_for(cq: &Cq<'_>, want: &[u64], deadline: Instant, what: &str) -> Result<(), Failure> {
     let mut pending: Vec<u64> = want.to_vec();
-    let mut spins = 0u32;
+    let (mut spins, mut wc) = (0u32, [Completion::default()]);
     while !pending.is_empty() {
-        match cq.poll_one().map_err(|e| Failure::os("poll", &e, None))? {
-            Some(wc) => {
-                if wc.status != WC_SUCCESS {
-                    let name = wc_status_name(wc.status);
-                    return Err(Failure::new(
-                        "poll",
-                        format!("{name} (vendor_err {:#x}) on {what}", wc.vendor_err),
-                        wc_status_hint(wc.status),
-                    ));
-                }
-                pending.retain(|&id| id != wc.wr_id);
+        let n = cq.poll_many(&mut wc).map_err(|e| Failure::os("poll", &e, None))?;
+        match (n == 1).then_some(wc[0]) {
+            Some(wc) if wc.status != WC_SUCCESS => {
+                let name = wc_status_name(wc.status);
+                let status = format!("{name} (vendor_err {:#x}) on {what}", wc.vendor_err);
+                return Err(Failure::new("poll", status, wc_status_hint(wc.status)));
             }
+            Some(wc) => pending.retain(|&id| id != wc.wr_id),
             None if Instant::now() >= deadline => {
-                return Err(Failure::new(
-                    "timeout",
-                    format!("no completion for {what} before the deadline"),
-                    Some("the adapter accepted the work but never finished it: check the port's link and, for RoCE, the GID's net device; raise the timeout on slow (software) devices".into()),
-                ));
+                let hint = "the adapter accepted the work but never finished it: check the port's link and, for RoCE, the GID's net device; raise the timeout on slow (software) devices";
+                let status = format!("no completion for {what} before the deadline");
+                return Err(Failure::new("timeout", status, Some(hint.into())));
             }
             None if spins < 1000 => {
                 spins += 1;

@@ -5,15 +5,8 @@ use std::io;
 
 /// `enum ibv_port_state` as NCCL and sysfs name it.
 pub fn port_state_name(state: u32) -> String {
-    match state {
-        0 => "NOP".into(),
-        1 => "DOWN".into(),
-        2 => "INIT".into(),
-        3 => "ARMED".into(),
-        4 => "ACTIVE".into(),
-        5 => "ACTIVE_DEFER".into(),
-        n => format!("UNKNOWN({n})"),
-    }
+    const NAMES: [&str; 6] = ["NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"];
+    NAMES.get(state as usize).map_or_else(|| format!("UNKNOWN({state})"), |n| (*n).to_owned())
 }
 
 /// `IBV_LINK_LAYER_*` as sysfs spells it.
@@ -54,10 +47,7 @@ pub fn wc_status_name(status: u32) -> String {
         "IBV_WC_TM_ERR",
         "IBV_WC_TM_RNDV_INCOMPLETE",
     ];
-    match NAMES.get(status as usize) {
-        Some(name) => (*name).to_owned(),
-        None => format!("IBV_WC_STATUS_{status}"),
-    }
+    NAMES.get(status as usize).map_or_else(|| format!("IBV_WC_STATUS_{status}"), |n| (*n).to_owned())
 }
 
 /// The completion statuses nccl-wrap explains (`enum ibv_wc_status`; `ffi`'s tests pin them).

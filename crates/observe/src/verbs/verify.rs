@@ -5,7 +5,7 @@
 use crate::detect::port::{PortFacts, SelftestResult, VerbsCheck};
 use crate::detect::sysfs::Sysfs;
 use crate::detect::Detection;
-use crate::verbs::driver::{self, Unlisted};
+use crate::verbs::driver;
 use crate::verbs::probe::{NoVerbs, SelftestOptions, Verbs, VerbsError};
 
 /// Queries every port sysfs reads as ACTIVE, each device once (`is_listed`) and only with a port to
@@ -32,15 +32,10 @@ fn check(
         Err(VerbsError::Unavailable(reason)) => return VerbsCheck::NotChecked { reason: reason.clone() },
         Err(e) => return VerbsCheck::Unusable { error: e.to_string() },
         Ok(false) => {
-            let why = match verbs.providers() {
-                Some(linked) => driver::why_unlisted(&driver::driver(sysfs, dev), linked),
-                None => Unlisted::Unreachable,
-            };
-            return match why {
-                Unlisted::NoProvider(reason) => VerbsCheck::NotChecked { reason },
-                Unlisted::Unreachable => {
-                    VerbsCheck::Unusable { error: VerbsError::NotListed(dev.to_string()).to_string() }
-                }
+            let linked = verbs.providers();
+            return match linked.and_then(|l| driver::missing_provider(driver::driver(sysfs, dev).as_deref(), l)) {
+                Some(reason) => VerbsCheck::NotChecked { reason },
+                None => VerbsCheck::Unusable { error: VerbsError::NotListed(dev.to_string()).to_string() },
             };
         }
         Ok(_) => {}
