@@ -7,19 +7,15 @@ use serde::{Deserialize, Serialize};
 use nw_pairtest::clean;
 use nw_pairtest::wire::{
     self, check_hex as hex, check_host as host, check_name as name, check_params, check_port, check_text as text,
-    fail_if, field, Message, PortInfo, Protocol, WireError, MAX_KBPS, MAX_TEXT,
+    fail_if, field, Message, PortInfo, Protocol, WireError, MAX_KBPS, MAX_PAIRS, MAX_TEXT,
 };
 
-pub use nw_pairtest::wire::check_job;
+pub use nw_pairtest::wire::{check_job, MAX_PORTS};
 
 /// The most pods one job may have.
 pub const MAX_GATE_SIZE: u32 = wire::MAX_JOB_SIZE;
 /// The most findings or missing ranks a verdict lists (the counts cover the rest).
 pub const MAX_LISTED: usize = 64;
-/// NCCL reads at most 32 `NCCL_IB_HCA` entries; no pod has more rails.
-pub const MAX_PORTS: usize = 32;
-/// Every local x remote pair of two 32-port pods.
-const MAX_PAIRS: usize = MAX_PORTS * MAX_PORTS;
 
 /// How a pod's NCCL bootstrap reaches rank 0: its `NCCL_SOCKET_IFNAME` and, when known, the
 /// family of its address towards the coordinator.
@@ -235,8 +231,10 @@ fn validate_finding(f: &Finding) -> Result<(), WireError> {
     text("finding.hint", &f.hint)
 }
 
-/// What one connection of the gate carries: the pair test's own messages and the gate's.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What one connection of the gate carries: the pair test's own messages and the gate's. A gate
+/// frame's payload is its struct's JSON alone (the kind is in the header).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
 pub enum Frame {
     Pair(Message),
     Join(Join),
@@ -346,17 +344,12 @@ impl Protocol for Frame {
         Ok(printable(f))
     }
     fn encode_payload(&self) -> Result<(u8, Vec<u8>), WireError> {
-        validate(self)?;
-        let payload = match self {
-            Frame::Pair(m) => return m.encode_payload(),
-            Frame::Join(j) => serde_json::to_vec(j),
-            Frame::Assign(a) => serde_json::to_vec(a),
-            Frame::Report(r) => serde_json::to_vec(r),
-            Frame::Verdict(v) => serde_json::to_vec(v),
-            Frame::Knock(k) => serde_json::to_vec(k),
-            Frame::Challenge(c) => serde_json::to_vec(c),
+        if let Frame::Pair(m) = self {
+            return m.encode_payload();
         }
-        .map_err(|e| WireError::Json { kind: self.name(), detail: e.to_string() })?;
+        validate(self)?;
+        let payload =
+            serde_json::to_vec(self).map_err(|e| WireError::Json { kind: self.name(), detail: e.to_string() })?;
         Ok((self.kind(), payload))
     }
     fn name(&self) -> &'static str {

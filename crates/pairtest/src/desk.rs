@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::io;
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -81,23 +81,15 @@ impl<'l, P: Protocol + Send + 'static> Desk<'l, P> {
         Desk { l, policy, ledger, tx, rx, reading: Arc::default(), next_id: 0, pending: Vec::new() }
     }
 
-    /// The book of this listener's sources.
-    pub fn ledger(&self) -> &Ledger {
-        &self.ledger
-    }
-
-    /// Counts a first message the front end refuses against its source; whether to say it.
-    pub fn refused(&self, peer: IpAddr, why: &str) -> bool {
-        self.ledger.refused(peer, why)
-    }
-
     /// A stray closed unread, handed out and counted.
     fn unread(&mut self, stream: Option<&TcpStream>, peer: SocketAddr, why: String) {
-        if let Some(s) = stream {
-            close(s);
-        }
-        let said = self.ledger.count(Source::of(peer.ip()), &why, false);
-        self.pending.push(Arrival::Stray { error: ExchangeError::Unread { peer: peer.to_string(), why }, said });
+        stream.into_iter().for_each(close);
+        self.stray(peer.to_string(), Source::of(peer.ip()), why);
+    }
+
+    fn stray(&mut self, peer: String, source: Source, why: String) {
+        let said = self.ledger.count(source, &why, false);
+        self.pending.push(Arrival::Stray { error: ExchangeError::Unread { peer, why }, said });
     }
 
     fn admit(&mut self, stream: TcpStream, addr: SocketAddr) {
@@ -133,9 +125,7 @@ impl<'l, P: Protocol + Send + 'static> Desk<'l, P> {
         });
         let Some(x) = oldest else { return false };
         close(&x.stream);
-        let why = format!("silent for {} ms while newer connections waited", SILENT.as_millis());
-        let said = self.ledger.count(x.source, &why, false);
-        self.pending.push(Arrival::Stray { error: ExchangeError::Unread { peer: x.peer, why }, said });
+        self.stray(x.peer, x.source, format!("silent for {} ms while newer connections waited", SILENT.as_millis()));
         true
     }
 
@@ -308,7 +298,7 @@ pub fn serve(
         };
         // A peer's refusal of ours, said or counted against its source as a stray is.
         let refused = |desk: &Desk<'_, Message>, s: &Session, e: ExchangeError| {
-            let said = s.addrs().is_none_or(|(ip, _)| desk.refused(ip.ip(), &e.to_string()));
+            let said = s.addrs().is_none_or(|(ip, _)| desk.ledger.refused(ip.ip(), &e.to_string()));
             (e, said)
         };
         let outcome = match arrival {

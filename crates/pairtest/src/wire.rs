@@ -13,9 +13,9 @@ pub(crate) const HEADER_LEN: usize = 13;
 /// Hard limit of one payload: a description of 32 ports is about 8 KiB.
 pub(crate) const MAX_PAYLOAD: usize = 64 << 10;
 /// NCCL reads at most 32 `NCCL_IB_HCA` entries; no pod has more rails.
-pub(crate) const MAX_PORTS: usize = 32;
+pub const MAX_PORTS: usize = 32;
 /// Every local x remote pair of two 32-port pods.
-pub(crate) const MAX_PAIRS: usize = MAX_PORTS * MAX_PORTS;
+pub const MAX_PAIRS: usize = MAX_PORTS * MAX_PORTS;
 /// Longest text a peer may send (a failure's detail, a refusal's reason).
 pub const MAX_TEXT: usize = 1024;
 /// Largest bandwidth message (1 GiB, what most adapters allow in one work request).
@@ -140,7 +140,9 @@ pub struct Figures {
 
 impl Eq for Figures {}
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A message's payload is its content's JSON alone (the kind is in the header).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
 pub enum Message {
     Hello(Hello),
     /// Every pair's queue pair, in pair order.
@@ -197,13 +199,8 @@ impl Protocol for Message {
     }
     fn encode_payload(&self) -> Result<(u8, Vec<u8>), WireError> {
         validate(self)?;
-        let payload = match self {
-            Message::Hello(h) => serde_json::to_vec(h),
-            Message::Setup(q) => serde_json::to_vec(q),
-            Message::Ready(s) | Message::Done(s) => serde_json::to_vec(s),
-            Message::Refuse(r) => serde_json::to_vec(r),
-        }
-        .map_err(|e| WireError::Json { kind: self.name(), detail: e.to_string() })?;
+        let payload =
+            serde_json::to_vec(self).map_err(|e| WireError::Json { kind: self.name(), detail: e.to_string() })?;
         Ok((self.kind(), payload))
     }
     fn name(&self) -> &'static str {
@@ -443,18 +440,13 @@ fn validate_hello(h: &Hello) -> Result<(), WireError> {
         format!("{} ports, not 1..={MAX_PORTS}", h.ports.len())
     })?;
     check_params(h.bytes, h.iters, h.duration_ms)?;
-    for p in &h.ports {
-        check_port(p)?;
-    }
-    Ok(())
+    h.ports.iter().try_for_each(check_port)
 }
 
 /// One port as a peer describes it: every field in range.
 pub fn check_port(p: &PortInfo) -> Result<(), WireError> {
     check_name("port.device", &p.device)?;
-    if let Some(n) = &p.netdev {
-        check_name("port.netdev", n)?;
-    }
+    p.netdev.iter().try_for_each(|n| check_name("port.netdev", n))?;
     fail_if(p.port == 0, "port.port", || "port numbers start at 1")?;
     fail_if(p.rate_kbps.is_some_and(|r| r == 0 || r > MAX_KBPS), "port.rate_kbps", || {
         format!("{:?} is not in 1..={MAX_KBPS}", p.rate_kbps)
@@ -469,10 +461,8 @@ pub fn check_port(p: &PortInfo) -> Result<(), WireError> {
         LinkLayer::Ethernet => {
             fail_if(p.gid.is_none(), "port.gid", || "a RoCE port without a GID")?;
             fail_if(p.gid_index.is_none(), "port.gid_index", || "a RoCE port without a GID index")?;
-            if let Some(t) = &p.gid_type {
-                fail_if(!matches!(t.as_str(), "RoCE v2" | "IB/RoCE v1"), "port.gid_type", || {
-                    format!("{:?}", t.escape_debug().to_string())
-                })?;
+            if let Some(t) = p.gid_type.as_deref().filter(|t| !matches!(*t, "RoCE v2" | "IB/RoCE v1")) {
+                return Err(field("port.gid_type", format!("{:?}", t.escape_debug().to_string())));
             }
         }
         LinkLayer::InfiniBand => {

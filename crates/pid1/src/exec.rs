@@ -3,7 +3,7 @@
 
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
 
@@ -59,24 +59,11 @@ pub fn prepare(argv: &[OsString], env: &[(OsString, OsString)]) -> Result<Prepar
     } else {
         path_var
             .split(':')
-            .map(|dir| {
-                let dir = if dir.is_empty() { "." } else { dir };
-                let mut p = PathBuf::from(dir);
-                p.push(OsStr::from_bytes(name.as_bytes()));
-                cstr(p.into_os_string().into_vec())
-            })
+            .map(|dir| cstr(Path::new(if dir.is_empty() { "." } else { dir }).join(&name).into_os_string().into_vec()))
             .collect::<Result<_, _>>()?
     };
     let argv = argv.iter().map(|a| cstr(a.clone().into_vec())).collect::<Result<_, _>>()?;
-    let envp = env
-        .iter()
-        .map(|(n, v)| {
-            let mut kv = n.clone().into_vec();
-            kv.push(b'=');
-            kv.extend_from_slice(v.as_bytes());
-            cstr(kv)
-        })
-        .collect::<Result<_, _>>()?;
+    let envp = env.iter().map(|(n, v)| cstr([n.as_bytes(), b"=", v.as_bytes()].concat())).collect::<Result<_, _>>()?;
     Ok(Prepared { candidates, argv, envp, name, path_var, searched })
 }
 

@@ -64,11 +64,7 @@ fn is_pid1() -> bool {
 /// Blocks signals as early as possible when supervision is wanted, so that a SIGTERM arriving
 /// while detection runs stays pending instead of being lost.
 pub fn block_early(init: Option<bool>) -> Option<sys::Blocked> {
-    if wanted(init) {
-        sys::Blocked::block().ok()
-    } else {
-        None
-    }
+    wanted(init).then(Blocked::block).and_then(Result::ok)
 }
 
 /// Runs the command as a supervised child (`blocked`: [`block_early`]'s); returns the exit status.
@@ -145,13 +141,14 @@ fn supervise(
         }
     };
     if let Err(failure) = child.exec_result() {
-        let _ = until_exit(pid, Target::Process(pid), &blocked, None, &mut Hang::off());
+        let _ = until_exit(pid, pid.as_raw(), &blocked, None, &mut Hang::off());
         take_back_terminal();
         let err = exec::error(prepared, failure);
         say!("{PREFIX} {err}");
         return Ok(err.exit_code());
     }
-    let target = if opts.kill_group { Target::Group(pid) } else { Target::Process(pid) };
+    // kill(2)'s target: the command, or (negative) its process group.
+    let target = if opts.kill_group { -pid.as_raw() } else { pid.as_raw() };
     let ended = until_exit(pid, target, &blocked, Some(&mut watch), hang);
     let code = ended.code;
     take_back_terminal();
@@ -179,16 +176,16 @@ fn holds_terminal() -> bool {
     stdin.is_terminal() && nix::unistd::tcgetpgrp(&stdin) == Ok(nix::unistd::getpgrp())
 }
 
-#[derive(Debug, Clone, Copy)]
-enum Target {
-    Process(Pid),
-    Group(Pid),
-}
-
 /// Forwards signals and reaps every zombie until the main child has ended, polling the watch
 /// when due. The first SIGTERM or SIGINT is held while RAS is asked: it goes on when the answer
 /// is in, at `hang::AT_SIGNAL`, or at once when another signal comes or the command ends.
-fn until_exit(main: Pid, target: Target, blocked: &Blocked, mut watch: Option<&mut Watch>, hang: &mut Hang) -> Exit {
+fn until_exit(
+    main: Pid,
+    target: libc::pid_t,
+    blocked: &Blocked,
+    mut watch: Option<&mut Watch>,
+    hang: &mut Hang,
+) -> Exit {
     let mut forwarded = None;
     // The signal held for RAS's answer, and until when at the latest.
     let mut held: Option<(c_int, Instant)> = None;
@@ -250,11 +247,7 @@ fn until_exit(main: Pid, target: Target, blocked: &Blocked, mut watch: Option<&m
     }
 }
 
-fn forward(target: Target, sig: c_int) {
-    let pid = match target {
-        Target::Process(p) => p.as_raw(),
-        Target::Group(p) => -p.as_raw(),
-    };
+fn forward(pid: libc::pid_t, sig: c_int) {
     log::debug!("forwarding signal {sig} to {pid}");
     match sys::kill(pid, sig) {
         // The command (or its whole group) is already gone; its SIGCHLD is on the way.

@@ -116,9 +116,7 @@ impl Watched {
                 UNREADABLE.to_string()
             }
         };
-        let state = get("state");
-        let phys_state = get("phys_state");
-        Link { state, phys_state }
+        Link { state: get("state"), phys_state: get("phys_state") }
     }
 }
 
@@ -154,8 +152,7 @@ impl Watch {
 
     /// Polls the ports' state if a poll is due; logs each change on stderr as it is seen.
     pub fn poll_if_due(&mut self, now: Instant) {
-        let Some(next) = self.next else { return };
-        if now < next {
+        if self.next.is_none_or(|next| now < next) {
             return;
         }
         self.read_states(Seen::Poll, true);
