@@ -41,7 +41,6 @@ impl Member {
     }
 }
 
-/// Who came, and who did not.
 pub struct Roster {
     pub members: BTreeMap<u32, Member>,
     pub missing: Vec<u32>,

@@ -36,7 +36,6 @@ use nw_pairtest::Settings;
 use seal::Secret;
 use wire::Verdict;
 
-/// The gate's options.
 #[derive(Debug, Clone)]
 pub struct Options {
     /// Report and start anyway.

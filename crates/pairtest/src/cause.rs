@@ -36,7 +36,6 @@ pub fn cannot(id: &'static str, summary: impl Into<String>, hint: impl Into<Stri
     Cause::new(id, Status::Fail, summary, hint)
 }
 
-/// Which end hit a fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Side {
     Local,

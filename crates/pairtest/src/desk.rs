@@ -37,7 +37,6 @@ struct Reader {
     since: Instant,
 }
 
-/// The connections in their first read.
 type Reading = Arc<Mutex<BTreeMap<u64, Reader>>>;
 
 /// A listener under its policy: accepts, reads first messages, hands them out one at a time.

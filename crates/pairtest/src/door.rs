@@ -79,7 +79,6 @@ pub fn parse_allow(spec: &str) -> Result<Vec<Net>, AllowError> {
     Ok(nets)
 }
 
-/// Who may connect.
 #[derive(Debug, Clone, Default)]
 pub enum Allow {
     /// Anyone who reaches the port (the gate: a join proves itself by the job's secret).

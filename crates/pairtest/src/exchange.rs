@@ -230,7 +230,6 @@ impl Session {
     }
 }
 
-/// Where a listener binds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Place {
     /// Every address of both families, at this port ([`bind_any`]).
@@ -307,7 +306,6 @@ pub fn connect(target: &str, wait_until: Instant, run: Duration) -> Result<Sessi
     }
 }
 
-/// A listener on one address.
 pub fn bind(addr: SocketAddr) -> Result<TcpListener, ExchangeError> {
     let l = TcpListener::bind(addr).map_err(|source| ExchangeError::Bind { addr: addr.to_string(), source })?;
     ready(l, addr)

@@ -24,7 +24,6 @@ pub struct Inputs<'a> {
     pub verbs: &'a dyn Verbs,
 }
 
-/// What this pod brings to every edge.
 #[derive(Debug, Clone)]
 pub struct Here {
     pub planned: Vec<Planned>,
@@ -117,7 +116,6 @@ pub(crate) fn planned(plan: &Plan) -> Vec<Planned> {
     out
 }
 
-/// What the plan read of `device` port `port`.
 fn facts<'p>(plan: &'p Plan, device: &str, port: u32) -> Option<&'p PortFacts> {
     plan.detection.devices.iter().find(|d| d.name == device).and_then(|d| d.ports.iter().find(|f| f.port == port))
 }

@@ -129,7 +129,6 @@ pub struct PairState {
     pub(crate) figures: Option<Figures>,
 }
 
-/// What a pair measured.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Figures {
@@ -231,7 +230,6 @@ pub enum WireError {
     Field { field: &'static str, detail: String },
 }
 
-/// `what` out of range where `bad`, with `detail`.
 pub fn fail_if<D: Into<String>>(bad: bool, what: &'static str, detail: impl FnOnce() -> D) -> Result<(), WireError> {
     if bad {
         return Err(field(what, detail()));
@@ -239,7 +237,6 @@ pub fn fail_if<D: Into<String>>(bad: bool, what: &'static str, detail: impl FnOn
     Ok(())
 }
 
-/// A field out of range, named.
 pub fn field(field: &'static str, detail: impl Into<String>) -> WireError {
     WireError::Field { field, detail: detail.into() }
 }

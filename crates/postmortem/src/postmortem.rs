@@ -107,7 +107,6 @@ pub(crate) struct PortReport {
     pub(crate) counters: Vec<Moved>,
 }
 
-/// How the command ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Exit {
     /// nccl-wrap's own exit status: the command's code, or 128+N.

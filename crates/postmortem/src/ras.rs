@@ -99,7 +99,6 @@ impl RasError {
     }
 }
 
-/// A reply read.
 #[derive(Debug, Clone)]
 pub(crate) struct Reply {
     pub(crate) view: View,
@@ -212,7 +211,6 @@ fn read(addr: SocketAddr, text: &str, bytes: usize, budget: Duration) -> Result<
     Ok((view, lines))
 }
 
-/// The CPU time this thread has used.
 fn thread_cpu() -> Duration {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
     Duration::new(u64::try_from(t.tv_sec).unwrap_or(0), u32::try_from(t.tv_nsec).unwrap_or(0))

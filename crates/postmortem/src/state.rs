@@ -9,7 +9,6 @@ use serde::{Deserialize, Serialize};
 use nw_observe::detect::counters::Counters;
 use nw_observe::detect::file::{self, FileError};
 
-/// `/run/nccl-wrap/state.json`.
 pub const DEFAULT_PATH: &str = "/run/nccl-wrap/state.json";
 /// The largest state file read back (hundreds of counters on a few ports are tens of KiB).
 pub(crate) const MAX_STATE: u64 = 1 << 20;
