@@ -201,14 +201,10 @@ pub fn assign(
     let ranks: Vec<u32> = roster.members.keys().copied().collect();
     for r in ranks {
         let next = (r + 1) % who.size;
-        let successor_host = roster.members.get(&next).map_or_else(|| me_host.to_owned(), |m| m.join.host.clone());
-        let (t, succ_nonce) =
-            (target(roster, r, who.size, who.port), successor_nonce(roster, r, who.size, trust.nonce));
-        let Some(m) = roster.members.get_mut(&r) else { continue };
         let a = Assign {
             successor: next,
-            successor_host,
-            target: t,
+            successor_host: roster.members.get(&next).map_or_else(|| me_host.to_owned(), |m| m.join.host.clone()),
+            target: target(roster, r, who.size, who.port),
             predecessor: (r + who.size - 1) % who.size,
             all_pairs: limits.all_pairs,
             bytes: limits.bytes,
@@ -217,13 +213,14 @@ pub fn assign(
             timeout_ms: limits.timeout_ms(),
             results_ms: u32::try_from(results.as_millis()).unwrap_or(u32::MAX),
             nonce: Some(trust.nonce.to_owned()),
-            successor_nonce: Some(succ_nonce).filter(|n| !n.is_empty()),
+            successor_nonce: Some(successor_nonce(roster, r, who.size, trust.nonce)).filter(|n| !n.is_empty()),
             mac: None,
         };
+        let Some(m) = roster.members.get_mut(&r) else { continue };
         m.assigned = true;
         let sealed = seal::seal(Frame::Assign(a), trust.key, &m.bound(&who.job, trust.nonce));
         m.session.set_deadline(Instant::now() + limits.timeout);
-        if let Err(e) = m.session.send_as(&sealed) {
+        if let Err(e) = m.session.send(&sealed) {
             let why = format!("rank {r} could not be told its successor: {e}");
             lost.push(pod_fails(r, &m.join.host, "peer", why, "the pod went away during the gate: look at its logs"));
         }
@@ -270,7 +267,7 @@ pub fn announce(roster: &mut Roster, v: &Verdict, timeout: Duration, job: &str, 
     for (r, m) in roster.members.iter_mut() {
         let sealed = seal::seal(Frame::Verdict(v.clone()), trust.key, &m.bound(job, trust.nonce));
         m.session.set_deadline(Instant::now() + timeout);
-        if let Err(e) = m.session.send_as(&sealed) {
+        if let Err(e) = m.session.send(&sealed) {
             eprintln!("{PREFIX} gate: could not send the verdict to rank {r} ({}): {e}", m.join.host);
         }
     }

@@ -116,7 +116,7 @@ fn dispatch(
             let (theirs, ours) = s.addrs()?;
             let nonce = seal::challenge(trust.nonce, theirs, ours);
             s.set_deadline(Instant::now() + hello);
-            let Err(e) = s.send_as(&Frame::Challenge(Challenge { nonce })) else { return Some(s) };
+            let Err(e) = s.send(&Frame::Challenge(Challenge { nonce })) else { return Some(s) };
             let why = format!("rank {} of job {:?} knocked: {e}", k.rank, k.job);
             refuse(served, ledger, s, &why, None);
         }

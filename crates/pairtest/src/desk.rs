@@ -69,11 +69,6 @@ impl<P> Desk<'_, P> {
 }
 
 impl<'l, P: Protocol + Send + 'static> Desk<'l, P> {
-    pub fn new(l: &'l TcpListener, policy: Policy) -> Desk<'l, P> {
-        let ledger = Ledger::of(&policy);
-        Desk::with_ledger(l, policy, ledger)
-    }
-
     /// A desk whose sources are counted in `ledger`, shared with the front end.
     pub fn with_ledger(l: &'l TcpListener, policy: Policy, ledger: Ledger) -> Desk<'l, P> {
         let (tx, rx) = mpsc::channel();
@@ -286,7 +281,7 @@ pub fn serve(
     let addr = l.local_addr().map_or_else(|_| "the listener".to_owned(), |a| a.to_string());
     let first_until = policy.wait.map(|w| start + w);
     let (mut seen, mut served, mut strays) = (0usize, 0usize, 0usize);
-    let mut desk: Desk<'_, Message> = Desk::new(l, policy.clone());
+    let mut desk: Desk<'_, Message> = Desk::with_ledger(l, policy.clone(), Ledger::of(policy));
     let never = AtomicBool::new(false);
     loop {
         // With `keep`, only the first peer is waited for; without it, strays do not end the wait.

@@ -173,12 +173,8 @@ impl Session {
         ExchangeError::Unexpected { peer: self.peer.clone(), want, got }
     }
 
-    pub fn send(&mut self, msg: &Message) -> Result<(), ExchangeError> {
-        self.send_as(msg)
-    }
-
-    /// [`Session::send`] for protocol `P`.
-    pub fn send_as<P: Protocol>(&mut self, msg: &P) -> Result<(), ExchangeError> {
+    /// Sends one message of protocol `P` (the pair test's, or a front end's) before the deadline.
+    pub fn send<P: Protocol>(&mut self, msg: &P) -> Result<(), ExchangeError> {
         let bytes = wire::encode_as(msg).map_err(|source| ExchangeError::Wire { peer: "this end".into(), source })?;
         let timeout = |what| ExchangeError::Timeout { peer: self.peer.clone(), what, got: 0, want: bytes.len() };
         let Some(left) = self.remaining() else { return Err(timeout("sending")) };

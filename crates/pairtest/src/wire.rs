@@ -194,7 +194,17 @@ impl Protocol for Message {
         (1..=LAST_KIND).contains(&kind)
     }
     fn decode_payload(kind: u8, payload: &[u8]) -> Result<Message, WireError> {
-        decode_payload(kind, payload)
+        let name = kind_name(kind);
+        let msg = match kind {
+            1 => Message::Hello(json(name, payload)?),
+            2 => Message::Setup(json(name, payload)?),
+            3 => Message::Ready(json(name, payload)?),
+            4 => Message::Done(json(name, payload)?),
+            5 => Message::Refuse(json(name, payload)?),
+            other => return Err(WireError::Kind(other)),
+        };
+        validate(&msg)?;
+        Ok(printable(msg))
     }
     fn encode_payload(&self) -> Result<(u8, Vec<u8>), WireError> {
         validate(self)?;
@@ -287,20 +297,6 @@ pub fn decode_as<P: Protocol>(bytes: &[u8]) -> Result<P, WireError> {
 /// serde's message, which quotes the peer's bytes, made printable.
 pub fn json<'a, T: Deserialize<'a>>(name: &'static str, payload: &'a [u8]) -> Result<T, WireError> {
     serde_json::from_slice(payload).map_err(|e| WireError::Json { kind: name, detail: clean::text(&e.to_string()) })
-}
-
-pub(crate) fn decode_payload(kind: u8, payload: &[u8]) -> Result<Message, WireError> {
-    let name = kind_name(kind);
-    let msg = match kind {
-        1 => Message::Hello(json(name, payload)?),
-        2 => Message::Setup(json(name, payload)?),
-        3 => Message::Ready(json(name, payload)?),
-        4 => Message::Done(json(name, payload)?),
-        5 => Message::Refuse(json(name, payload)?),
-        other => return Err(WireError::Kind(other)),
-    };
-    validate(&msg)?;
-    Ok(printable(msg))
 }
 
 /// Every free text a peer sends (a refusal, a fault's error) made printable and bounded.
