@@ -132,23 +132,18 @@ pub fn gather(joins: &Joins, who: &Who, trust: Trust) -> Roster {
             Err(RecvTimeoutError::Disconnected) => break,
         };
         let Some((peer, local)) = s.addrs() else { continue };
-        let j = match check(&j, who).and_then(|()| unsealed(j, peer, local, &who.job, trust)) {
-            Ok(j) => j,
-            Err(why) => {
-                refuse(s, peer, &why, ledger);
-                continue;
-            }
-        };
         // An earlier pod of this rank whose connection has ended is an old run's: replaced.
-        if let Some(m) = members.get(&j.rank).filter(|m| !m.session.readable().unwrap_or(true)) {
-            let why = format!(
+        let taken = |j: Join| match members.get(&j.rank).filter(|m| !m.session.readable().unwrap_or(true)) {
+            Some(m) => Err(format!(
                 "rank {} already joined from {} ({}): refused {peer} ({})",
                 j.rank, m.peer, m.join.host, j.host
-            );
-            refuse(s, peer, &why, ledger);
-            continue;
+            )),
+            None => Ok(j),
+        };
+        match check(&j, who).and_then(|()| unsealed(j, peer, local, &who.job, trust)).and_then(taken) {
+            Ok(j) => _ = members.insert(j.rank, Member { session: s, join: j, peer, local, assigned: false }),
+            Err(why) => refuse(s, peer, &why, ledger),
         }
-        members.insert(j.rank, Member { session: s, join: j, peer, local, assigned: false });
     }
     let missing = (1..who.size).filter(|r| !members.contains_key(r)).collect();
     Roster { members, missing }

@@ -263,11 +263,6 @@ impl<P> Drop for Desk<'_, P> {
     }
 }
 
-/// The counts not yet said, said as the serving ends (whichever way it does).
-fn end(desk: &mut Desk<'_, Message>, on_error: &mut dyn FnMut(&ExchangeError)) {
-    desk.counted(true).iter().for_each(on_error);
-}
-
 /// Accepts peers under `policy` and hands each valid hello to `on_peer`, one at a time. Strays
 /// and refused hellos go to `on_error` (bounded per source and window) and the wait goes on; a
 /// peer failing after its hello ends the serving unless `keep`. Returns the peers completed.
@@ -283,17 +278,17 @@ pub fn serve(
     let (mut seen, mut served, mut strays) = (0usize, 0usize, 0usize);
     let mut desk: Desk<'_, Message> = Desk::with_ledger(l, policy.clone(), Ledger::of(policy));
     let never = AtomicBool::new(false);
-    loop {
+    let result = loop {
         // With `keep`, only the first peer is waited for; without it, strays do not end the wait.
         let until = if policy.keep && seen > 0 { None } else { first_until };
         let Some(arrival) = desk.next(until, &never) else {
-            end(&mut desk, &mut on_error);
-            return Err(ExchangeError::NoPeer { addr, waited_ms: start.elapsed().as_millis(), strays });
+            break Err(ExchangeError::NoPeer { addr, waited_ms: start.elapsed().as_millis(), strays });
         };
-        // A peer's refusal of ours, said or counted against its source as a stray is.
-        let refused = |desk: &Desk<'_, Message>, s: &Session, e: ExchangeError| {
+        // Our refusal of a peer, said or counted against its source as a stray is, then told.
+        let refuse = |desk: &Desk<'_, Message>, s: Session, e: ExchangeError, tell: &str| {
             let said = s.addrs().is_none_or(|(ip, _)| desk.ledger.refused(ip.ip(), &e.to_string()));
-            (e, said)
+            s.refuse(tell);
+            Err((false, e, said))
         };
         let outcome = match arrival {
             Arrival::Counted(e) => {
@@ -303,16 +298,14 @@ pub fn serve(
             Arrival::First(session, Message::Hello(hello)) => match policy.refusal(&hello) {
                 Some(why) => {
                     let e = ExchangeError::NotServed { peer: session.peer.clone(), why: why.clone() };
-                    let (e, said) = refused(&desk, &session, e);
-                    session.refuse(&why);
-                    Err((false, e, said))
+                    refuse(&desk, session, e, &why)
                 }
                 None => on_peer(session, hello).map_err(|e| (true, e, true)),
             },
             Arrival::First(session, m) => {
-                let (e, said) = refused(&desk, &session, session.unexpected("hello", m.name()));
-                session.refuse(&e.to_string());
-                Err((false, e, said))
+                let e = session.unexpected("hello", m.name());
+                let tell = e.to_string();
+                refuse(&desk, session, e, &tell)
             }
             Arrival::Stray { error, said } => Err((false, error, said)),
         };
@@ -326,14 +319,15 @@ pub fn serve(
                 }
                 strays += usize::from(!valid);
                 if (valid && !policy.keep) || (at_max && served == 0) {
-                    end(&mut desk, &mut on_error);
-                    return Err(e);
+                    break Err(e);
                 }
             }
         }
         if (!policy.keep && served > 0) || at_max {
-            end(&mut desk, &mut on_error);
-            return Ok(served);
+            break Ok(served);
         }
-    }
+    };
+    // The counts not yet said, said as the serving ends (whichever way it does).
+    desk.counted(true).iter().for_each(&mut on_error);
+    result
 }

@@ -276,7 +276,8 @@ pub fn connect(target: &str, wait_until: Instant, run: Duration) -> Result<Sessi
     let (host, port) = split_target(target)?;
     let start = Instant::now();
     loop {
-        let attempt = (host.as_str(), port).to_socket_addrs().map_err(|e| (true, e)).and_then(|addrs| {
+        let resolve = |source| ExchangeError::Resolve { host: host.clone(), source };
+        let attempt = (host.as_str(), port).to_socket_addrs().map_err(resolve).and_then(|addrs| {
             let mut last = io::Error::new(io::ErrorKind::NotFound, "the name has no address");
             for a in addrs {
                 let left = wait_until.saturating_duration_since(Instant::now()).max(Duration::from_millis(100));
@@ -285,18 +286,15 @@ pub fn connect(target: &str, wait_until: Instant, run: Duration) -> Result<Sessi
                     Err(e) => last = e,
                 }
             }
-            Err((false, last))
+            Err(ExchangeError::Connect {
+                addr: target.to_owned(),
+                waited_ms: start.elapsed().as_millis(),
+                source: last,
+            })
         });
         match attempt {
             Ok(stream) => return Ok(Session::new(stream, target.to_owned(), Instant::now() + run)),
-            Err((resolve, e)) if Instant::now() >= wait_until => {
-                let waited_ms = start.elapsed().as_millis();
-                return Err(if resolve {
-                    ExchangeError::Resolve { host, source: e }
-                } else {
-                    ExchangeError::Connect { addr: target.to_owned(), waited_ms, source: e }
-                });
-            }
+            Err(e) if Instant::now() >= wait_until => return Err(e),
             Err(_) => std::thread::sleep(Duration::from_millis(200).min(wait_until - Instant::now())),
         }
     }
