@@ -17,15 +17,7 @@ use nw_output::msg::PREFIX;
 use nw_postmortem::hang::{self, Hang};
 use nw_postmortem::portwatch::{self, Watch};
 use nw_postmortem::postmortem::Exit;
-use nw_postmortem::state;
-
-/// `eprintln!` that ignores a failed write (it panics when stderr's reader is gone).
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
-    }};
-}
+use nw_postmortem::{say, state};
 
 /// How long to wait for the last processes after SIGKILL before exiting anyway.
 const AFTER_KILL: Duration = Duration::from_secs(1);
@@ -72,14 +64,14 @@ pub fn run(argv: &[OsString], env: &[(OsString, OsString)], opts: &Options, bloc
     let prepared = match exec::prepare(argv, env) {
         Ok(p) => p,
         Err(e) => {
-            say!("{PREFIX} {e}");
+            say(&format!("{PREFIX} {e}"));
             return e.exit_code();
         }
     };
     let pid1 = is_pid1();
     if !pid1 {
         if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
-            say!("{PREFIX} warning: cannot become a child subreaper ({e}): orphans of the command are reaped by the real init instead");
+            say(&format!("{PREFIX} warning: cannot become a child subreaper ({e}): orphans of the command are reaped by the real init instead"));
         }
     }
     let mut hang = Hang::new(&opts.hang, env);
@@ -87,9 +79,9 @@ pub fn run(argv: &[OsString], env: &[(OsString, OsString)], opts: &Options, bloc
         Ok(code) => code,
         Err(e) => {
             // A supervisor that cannot start must not cost the job: run the command as exec would.
-            say!("{PREFIX} warning: {e}; running the command without supervision");
+            say(&format!("{PREFIX} warning: {e}; running the command without supervision"));
             let err = exec::exec(&prepared);
-            say!("{PREFIX} {err}");
+            say(&format!("{PREFIX} {err}"));
             err.exit_code()
         }
     }
@@ -144,7 +136,7 @@ fn supervise(
         let _ = until_exit(pid, pid.as_raw(), &blocked, None, &mut Hang::off());
         take_back_terminal();
         let err = exec::error(prepared, failure);
-        say!("{PREFIX} {err}");
+        say(&format!("{PREFIX} {err}"));
         return Ok(err.exit_code());
     }
     // kill(2)'s target: the command, or (negative) its process group.
@@ -343,7 +335,7 @@ fn finish(main: Pid, grace: Duration, rest: Rest, blocked: &Blocked) {
             grace.as_secs_f64()
         ),
     };
-    say!("{PREFIX} processes left by the command {why}; sending SIGKILL");
+    say(&format!("{PREFIX} processes left by the command {why}; sending SIGKILL"));
     let _ = sys::kill(who, libc::SIGKILL);
     let _ = reap_until(main, rest, who, Instant::now() + AFTER_KILL, blocked);
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::postmortem::{Exit, Report, Section, Snapshot};
 use crate::ras::{self, Target};
-use crate::utc;
+use crate::{say, utc};
 use nw_nccl::ras::Progress;
 use nw_output::msg::PREFIX;
 
@@ -395,11 +395,6 @@ fn said(lines: &[String]) -> impl Iterator<Item = String> + '_ {
 fn more(total: usize) -> Option<String> {
     let n = total.checked_sub(MAX_SAID).filter(|n| *n > 0)?;
     Some(format!("... and {n} more that RAS named (each in the post-mortem's JSON, --report)"))
-}
-
-/// Writes a line to stderr, ignoring failure (stderr's reader may be gone).
-fn say(text: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "{text}");
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use rustix::fs::{Mode, OFlags};
 
 use crate::kept::Kept;
 use crate::postmortem::{self, Exit, Link, PortReport, Report, Seen, Transition};
-use crate::utc;
+use crate::{say, utc};
 use nw_observe::detect::counters::{self, Counters};
 use nw_observe::detect::file;
 use nw_output::msg::PREFIX;
@@ -176,7 +176,7 @@ impl Watch {
                 seen,
             };
             if log_now {
-                say(&format!("{PREFIX} {}\n", t.line()));
+                say(&format!("{PREFIX} {}", t.line()));
             }
             self.transitions.push(t);
         }
@@ -266,7 +266,7 @@ fn tell(report: &Report, path: Option<&Path>, has_ports: bool) {
         Ok(()) => Some(p.display().to_string()),
         Err(e) => {
             say(&format!(
-                "{PREFIX} warning: cannot write the post-mortem to {} (--report): {e}; check that its directory exists and is writable\n",
+                "{PREFIX} warning: cannot write the post-mortem to {} (--report): {e}; check that its directory exists and is writable",
                 p.display()
             ));
             None
@@ -278,16 +278,11 @@ fn tell(report: &Report, path: Option<&Path>, has_ports: bool) {
     }
     if report.command.code == 0 {
         if let Some(line) = report.clean_line() {
-            say(&format!("{line}\n"));
+            say(&line);
         }
     } else {
-        say(&report.human(written.as_deref()));
+        say(report.human(written.as_deref()).trim_end());
     }
-}
-
-/// Writes to stderr, ignoring failure (`eprint!` panics when stderr's reader has gone).
-fn say(text: &str) {
-    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), text.as_bytes());
 }
 
 #[cfg(test)]
