@@ -184,21 +184,20 @@ pub fn unpaired(
         }
         for (i, p) in remote.iter().enumerate().skip(nl) {
             let d = dropped.next();
-            let mut summary = format!(
-                "the peer's rail {i} ({}:{}) has no partner here: this end offers {nl} usable port(s), the peer {nr}",
-                p.device, p.port
+            let here =
+                d.map(|d| format!("; {}:{} is not used here: {}", d.device, d.port, d.reason)).unwrap_or_default();
+            let mut c = cannot(
+                "no-port",
+                format!(
+                    "the peer's rail {i} ({}:{}) has no partner here: this end offers {nl} usable port(s), the peer {nr}{here}",
+                    p.device, p.port
+                ),
+                "every pod must offer the same rails: fix this end's missing rail (`nccl-wrap doctor` names why a port is not used; a RoCE rail needs its IPv4 address for NCCL's RoCE v2 IPv4 GID)",
             );
-            let mut c = cannot("no-port", "", "");
-            let local = match d {
-                Some(d) => {
-                    summary.push_str(&format!("; {}:{} is not used here: {}", d.device, d.port, d.reason));
-                    c = c.ev("not_used", format!("{}:{}: {}", d.device, d.port, d.reason));
-                    bare(&d.device, d.port)
-                }
-                None => bare("none", 0),
-            };
-            c.summary = summary;
-            c.hint = "every pod must offer the same rails: fix this end's missing rail (`nccl-wrap doctor` names why a port is not used; a RoCE rail needs its IPv4 address for NCCL's RoCE v2 IPv4 GID)".into();
+            if let Some(d) = d {
+                c = c.ev("not_used", format!("{}:{}: {}", d.device, d.port, d.reason));
+            }
+            let local = d.map_or_else(|| bare("none", 0), |d| bare(&d.device, d.port));
             out.push(fail(first + out.len(), peer, local, Some(PortOut::of(p)), counts(c).ev("remote", describe(p))));
         }
     }

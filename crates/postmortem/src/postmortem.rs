@@ -65,7 +65,7 @@ pub(crate) struct Moved {
 }
 
 impl Moved {
-    fn change(&self) -> String {
+    pub(crate) fn change(&self) -> String {
         match self.delta {
             Some(d) => format!("+{d}"),
             None => format!("reset ({} -> {})", self.start, self.exit),

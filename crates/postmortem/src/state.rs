@@ -84,9 +84,8 @@ pub fn read(path: &Path) -> Result<State, StateError> {
         FileError::TooLarge { .. } => StateError::TooLarge { path: path.into(), max: MAX_STATE },
         source @ FileError::NotRegular { .. } => StateError::NotRegular { source },
     })?;
-    let text = String::from_utf8(bytes).map_err(|e| StateError::Invalid { path: path.into(), why: e.to_string() })?;
     let mut state: State =
-        serde_json::from_str(&text).map_err(|e| StateError::Invalid { path: path.into(), why: e.to_string() })?;
+        serde_json::from_slice(&bytes).map_err(|e| StateError::Invalid { path: path.into(), why: e.to_string() })?;
     state.ports.retain(|p| plain_port(&p.port).is_some());
     Ok(state)
 }

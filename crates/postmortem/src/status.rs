@@ -99,9 +99,8 @@ impl Status {
             let moved: Vec<&Moved> =
                 p.counters.iter().filter(|m| m.kind != crate::meaning::Kind::Traffic).take(10).collect();
             for m in &moved {
-                let change = m.delta.map_or_else(|| format!("reset ({} -> {})", m.start, m.exit), |d| format!("+{d}"));
                 let meaning = m.meaning.map(|t| format!(": {t}")).unwrap_or_default();
-                out.push_str(&format!("  {} {change} since the start{meaning}\n", m.name));
+                out.push_str(&format!("  {} {} since the start{meaning}\n", m.name, m.change()));
             }
             if moved.is_empty() {
                 out.push_str("  no error or congestion counter moved since the start\n");
