@@ -44,19 +44,13 @@ impl Here {
 /// This pod's side of every edge, or why it has none: ibverbs not used, no usable port.
 pub fn read(inp: &Inputs) -> Result<Here, Cause> {
     if let Err(VerbsError::Unavailable(reason)) = inp.verbs.device_names() {
-        return Err(cannot(
-            "no-port",
-            format!("ping moves bytes through ibverbs, which are not used here: {reason}"),
-            "run against the kernel's /sys, without --skip-verbs",
-        ));
+        let summary = format!("ping moves bytes through ibverbs, which are not used here: {reason}");
+        return Err(cannot("no-port", summary, "run against the kernel's /sys, without --skip-verbs"));
     }
     let planned = planned(inp.plan);
     if planned.is_empty() {
-        return Err(cannot(
-            "no-port",
-            "no usable RDMA port in this pod: nothing to test (a run would set NCCL_IB_DISABLE=1)",
-            "run `nccl-wrap doctor` to see why each port is not used",
-        ));
+        let summary = "no usable RDMA port in this pod: nothing to test (a run would set NCCL_IB_DISABLE=1)";
+        return Err(cannot("no-port", summary, "run `nccl-wrap doctor` to see why each port is not used"));
     }
     let gids = plan_gids(inp.plan, &planned);
     Ok(Here {

@@ -202,12 +202,9 @@ pub fn unpaired(
         }
     }
     for d in dropped {
-        let c = cannot(
-            "no-port",
-            format!("{}:{} is not used here, so its rail is not tested: {}", d.device, d.port, d.reason),
-            "fix the port as the reason says (`nccl-wrap doctor` on this pod), then run ping again",
-        )
-        .ev("not_used", format!("{}:{}: {}", d.device, d.port, d.reason));
+        let summary = format!("{}:{} is not used here, so its rail is not tested: {}", d.device, d.port, d.reason);
+        let hint = "fix the port as the reason says (`nccl-wrap doctor` on this pod), then run ping again";
+        let c = cannot("no-port", summary, hint).ev("not_used", format!("{}:{}: {}", d.device, d.port, d.reason));
         out.push(fail(first + out.len(), peer, bare(&d.device, d.port), None, counts(c)));
     }
     out
