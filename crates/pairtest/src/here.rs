@@ -79,10 +79,9 @@ pub(crate) fn planned(plan: &Plan) -> Vec<Planned> {
         let value = if v.action == Action::Kept { v.previous.as_deref()? } else { v.value.as_str() };
         value.trim().parse().ok()
     });
-    let mut out = Vec::new();
-    for hca in &plan.hca {
-        let Some((dev, port)) = hca.rsplit_once(':') else { continue };
-        let Ok(port) = port.parse::<u8>() else { continue };
+    let planned = |hca: &String| {
+        let (dev, port) = hca.rsplit_once(':')?;
+        let port = port.parse::<u8>().ok()?;
         let device = plan.detection.devices.iter().find(|d| d.name == dev);
         let facts = device.and_then(|d| d.ports.iter().find(|p| p.port == u32::from(port)));
         // A software device's rate is its net device's, not what it moves: no rate to judge by.
@@ -98,16 +97,16 @@ pub(crate) fn planned(plan: &Plan) -> Vec<Planned> {
             RoceType::V1 => "IB/RoCE v1".to_owned(),
             RoceType::V2 => "RoCE v2".to_owned(),
         });
-        out.push(Planned {
+        Some(Planned {
             device: dev.to_owned(),
             port,
             gid_index,
             gid_type,
             netdev: entry.or(pick).and_then(|g| g.ndev.clone()),
             rate_kbps,
-        });
-    }
-    out
+        })
+    };
+    plan.hca.iter().filter_map(planned).collect()
 }
 
 fn facts<'p>(plan: &'p Plan, device: &str, port: u32) -> Option<&'p PortFacts> {

@@ -151,12 +151,10 @@ fn supervise(
     if let Some(path) = state_file {
         state::withdraw(path);
     }
-    let rest = if pid1 {
-        Rest::Namespace
-    } else if own_group {
-        Rest::Group(pid)
-    } else {
-        Rest::Unknown
+    let rest = match (pid1, own_group) {
+        (true, _) => Rest::Namespace,
+        (false, true) => Rest::Group(pid),
+        (false, false) => Rest::Unknown,
     };
     finish(pid, opts.grace, rest, &blocked);
     Ok(code)
