@@ -55,7 +55,7 @@ pub struct Join {
     /// This pod asks for `--gate-prune`: rank 0 drops rails only where every pod does.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub prune: bool,
-    /// The job secret's MAC over this frame (`gate::seal`); absent when the job has none.
+    /// The job secret's MAC over this frame (`gate::seal`), absent without a secret; assign, report and verdict too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
 }
@@ -99,7 +99,6 @@ pub struct Assign {
     /// The successor's join nonce (rank 0's: the gate's), which the hello towards it is bound to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub successor_nonce: Option<String>,
-    /// The job secret's MAC over this frame (`gate::seal`); absent when the job has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
 }
@@ -134,7 +133,6 @@ pub struct Finding {
 pub struct Report {
     pub rank: u32,
     pub pairs: Vec<Finding>,
-    /// The job secret's MAC over this frame (`gate::seal`); absent when the job has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
 }
@@ -171,7 +169,6 @@ pub struct Verdict {
     /// The rails every pod drops before NCCL starts (`--gate-prune`; only with `go`), by place.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dropped: Vec<Dropped>,
-    /// The job secret's MAC over this frame (`gate::seal`); absent when the job has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
 }

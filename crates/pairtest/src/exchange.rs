@@ -194,11 +194,8 @@ impl Session {
         let mut b = [0u8; 1];
         let r = self.stream.peek(&mut b);
         self.stream.set_nonblocking(false).map_err(|e| self.io(e))?;
-        match r {
-            Ok(_) => Ok(true),
-            Err(e) if timed_out(&e) || e.kind() == io::ErrorKind::Interrupted => Ok(false),
-            Err(_) => Ok(true),
-        }
+        // Data, the end or an error: anything but a peek that would have waited.
+        Ok(!matches!(r, Err(e) if timed_out(&e) || e.kind() == io::ErrorKind::Interrupted))
     }
 
     /// Sets the deadline to `deadline`, earlier or later (the gate's phases each have their own).
