@@ -94,10 +94,7 @@ fn supervise(
     early: Option<Blocked>,
     hang: &mut Hang,
 ) -> Result<u8, SuperviseError> {
-    let blocked = match early {
-        Some(b) => b,
-        None => Blocked::block().map_err(|source| SuperviseError::Block { source })?,
-    };
+    let blocked = early.map_or_else(|| Blocked::block().map_err(|source| SuperviseError::Block { source }), Ok)?;
     let foreground = holds_terminal();
     // On a terminal the command's own group is the foreground: Ctrl-C reaches it once, not twice.
     let own_group = opts.kill_group || foreground;

@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -275,11 +274,8 @@ impl Hang {
         };
         // The headline's own `nccl-wrap:` is for the termination message, read without our prefix.
         let first = text.headline.strip_prefix("nccl-wrap: ").unwrap_or(&text.headline);
-        let mut err = std::io::stderr().lock();
-        for l in std::iter::once(first).chain(text.lines[1..].iter().map(String::as_str)) {
-            let _ = writeln!(err, "{PREFIX} {l}");
-        }
-        drop(err);
+        let rest = text.lines[1..].iter().map(|l| format!("{PREFIX} {l}"));
+        say(&std::iter::once(format!("{PREFIX} {first}")).chain(rest).collect::<Vec<_>>().join("\n"));
         self.terminate(report, &text);
     }
 

@@ -170,12 +170,7 @@ impl Report {
     /// The block on stderr after a failed command; `report_path` named where the JSON was written.
     pub fn human(&self, report_path: Option<&str>) -> String {
         let mut out = String::new();
-        let mut line = |text: String| {
-            out.push_str(PREFIX);
-            out.push(' ');
-            out.push_str(&text);
-            out.push('\n');
-        };
+        let mut line = |text: String| out.push_str(&format!("{PREFIX} {text}\n"));
         let counters = self.notable(&[Kind::Error, Kind::Congestion, Kind::Unknown]);
         let after = format!("after {:.1} s", self.seconds);
         if self.transitions.is_empty() && counters.is_empty() {
