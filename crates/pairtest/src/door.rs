@@ -134,7 +134,6 @@ pub enum Tags {
 /// A listener's policy, the one of every listener of the pair test.
 #[derive(Debug, Clone)]
 pub struct Policy {
-    /// Who may connect.
     pub allow: Allow,
     /// Connections in their first read at once; past it, closed unread.
     pub readers: usize,
@@ -155,7 +154,6 @@ pub struct Policy {
     pub answer: Settings,
     /// A hello asking for more than `answer`.
     pub over: Over,
-    /// A hello tagged for a job.
     pub tags: Tags,
 }
 

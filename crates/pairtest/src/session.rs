@@ -165,18 +165,14 @@ pub(crate) fn initiate(
     let runs = pair::with_pairs(&opened.ctxs, &local_of, limits.bytes, |res| {
         let (mut local, mut remote, qps) = connect(s, &res, &ends, limits.timeout)?;
         let mut figures: Vec<Figures> = vec![Figures { median_us: None, p99_us: None, gbps: None }; pairs.len()];
-        let ok =
-            |k: usize, local: &[Option<Fault>], remote: &[Option<Fault>]| local[k].is_none() && remote[k].is_none();
         for (k, r) in res.iter().enumerate() {
             let (Ok(r), None, None) = (r, &local[k], &remote[k]) else { continue };
             match r.latency(limits.iters, Instant::now() + limits.timeout) {
-                Ok(samples) => {
+                Ok(mut samples) => {
                     // The first round trips warm caches and address translation: leave them out.
-                    let warm = samples.len().min(10).min(samples.len() / 10);
-                    let mut rest = samples;
-                    rest.drain(..warm);
-                    rest.sort_unstable_by(f64::total_cmp);
-                    if let Some((median, p99)) = pair::percentiles(&rest) {
+                    samples.drain(..samples.len().min(10).min(samples.len() / 10));
+                    samples.sort_unstable_by(f64::total_cmp);
+                    if let Some((median, p99)) = pair::percentiles(&samples) {
                         figures[k].median_us = Some(median);
                         figures[k].p99_us = Some(p99);
                     }
@@ -186,17 +182,16 @@ pub(crate) fn initiate(
         }
         let duration = Duration::from_millis(u64::from(limits.duration_ms));
         for round in &rounds {
-            let streams: Vec<(usize, Stream<'_, '_>)> = round
+            let (ks, mut only): (Vec<usize>, Vec<Stream<'_, '_>>) = round
                 .iter()
-                .filter(|&&k| ok(k, &local, &remote))
+                .filter(|&&k| local[k].is_none() && remote[k].is_none())
                 .filter_map(|&k| {
                     res[k].as_ref().ok().map(|r| (k, Stream::new(r, &qps[k], opened.max_msg[local_of[k]])))
                 })
-                .collect();
-            if streams.is_empty() || duration.is_zero() {
+                .unzip();
+            if only.is_empty() || duration.is_zero() {
                 continue;
             }
-            let (ks, mut only): (Vec<usize>, Vec<Stream<'_, '_>>) = streams.into_iter().unzip();
             let start = pair::bandwidth(&mut only, duration, Instant::now() + duration + limits.timeout);
             for (st, k) in only.into_iter().zip(ks) {
                 match st.fault {

@@ -140,7 +140,6 @@ pub struct Report {
     pub(crate) seconds: f64,
     /// The poll period, in milliseconds (0: read at start and exit only).
     pub(crate) watch_ms: u64,
-    /// How many polls ran.
     pub(crate) polls: u64,
     pub(crate) ports: Vec<PortReport>,
     /// The state changes in the order seen: the first and the last ones (`kept::HALF` each).
