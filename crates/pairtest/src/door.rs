@@ -70,13 +70,11 @@ pub fn parse_allow(spec: &str) -> Result<Vec<Net>, AllowError> {
     }
     let nets: Vec<Net> =
         spec.split(',').map(str::trim).filter(|s| !s.is_empty()).map(Net::parse).collect::<Result<_, _>>()?;
-    if nets.len() > MAX_NETS {
-        return Err(AllowError::TooLong);
+    match nets.len() {
+        0 => Err(AllowError::Empty),
+        n if n > MAX_NETS => Err(AllowError::TooLong),
+        _ => Ok(nets),
     }
-    if nets.is_empty() {
-        return Err(AllowError::Empty);
-    }
-    Ok(nets)
 }
 
 #[derive(Debug, Clone, Default)]
