@@ -19,7 +19,7 @@ pub enum ExchangeError {
     Address { addr: String, detail: String },
     #[error("cannot resolve {host}: {source}; is the name right, and does this image resolve names (static binaries need the glibc NSS libraries)?")]
     Resolve { host: String, source: io::Error },
-    #[error("no peer connected to {addr} within {waited_ms} ms{}: start `nccl-wrap ping HOST:PORT` on the other pod, or raise --wait-ms", note(*strays > 0, || format!("{strays} stray connection(s) ignored, each named above")))]
+    #[error("no peer connected to {addr} within {waited_ms} ms{}: start `nccl-wrap ping HOST:PORT` on the other pod, or raise --wait-ms", note((*strays > 0).then(|| format!("{strays} stray connection(s) ignored, each named above"))))]
     NoPeer { addr: String, waited_ms: u128, strays: usize },
     #[error("cannot reach {addr} within {waited_ms} ms (last error: {source}): is `nccl-wrap ping --listen` running there, and is the port open between the pods?")]
     Connect { addr: String, waited_ms: u128, source: io::Error },
@@ -43,13 +43,13 @@ pub enum ExchangeError {
     #[error("{why}")]
     Answer { peer: String, why: String },
     /// A log window's strays of one source not said one by one (`door`'s limits, `ledger`).
-    #[error("{} connection(s) refused from {from} in the last {secs} s{}", nw_output::msg::thousands(*count), note(!last.is_empty(), || format!("the last: {last}")))]
+    #[error("{} connection(s) refused from {from} in the last {secs} s{}", nw_output::msg::thousands(*count), note((!last.is_empty()).then(|| format!("the last: {last}"))))]
     Counted { count: u64, from: String, secs: u64, last: String },
 }
 
-/// ` (TEXT)` where `shown`, else nothing: a note at the end of an error's message.
-fn note(shown: bool, text: impl FnOnce() -> String) -> String {
-    shown.then(|| format!(" ({})", text())).unwrap_or_default()
+/// ` (TEXT)`, or nothing: a note at the end of an error's message.
+fn note(text: Option<String>) -> String {
+    text.map(|t| format!(" ({t})")).unwrap_or_default()
 }
 
 impl ExchangeError {
