@@ -179,9 +179,10 @@ fn query_here(addr: SocketAddr, json: bool, deadline: Duration) -> Result<Reply,
     for _ in 0..ATTEMPTS {
         let left = until.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left + REPORT_GRACE) {
-            Ok(Ok((text, bytes))) => {
+            Ok(Ok(buf)) => {
                 let ms = started.elapsed().as_secs_f64() * 1e3;
-                return read(addr, &text, bytes, CPU_BUDGET).map(|(view, lines)| Reply { view, lines, ms });
+                let text = String::from_utf8_lossy(&buf);
+                return read(addr, &text, buf.len(), CPU_BUDGET).map(|(view, lines)| Reply { view, lines, ms });
             }
             Ok(Err(e)) => {
                 if worst.as_ref().is_none_or(|w| e.weight() > w.weight()) {
@@ -221,7 +222,7 @@ fn millis(d: Duration) -> u64 {
 }
 
 /// One connection: the request, then bytes until the server closes, the cap, or `until`.
-fn attempt(addr: SocketAddr, request: &[u8], until: Instant) -> Result<(String, usize), RasError> {
+fn attempt(addr: SocketAddr, request: &[u8], until: Instant) -> Result<Vec<u8>, RasError> {
     let io = |source| RasError::Io { addr, source };
     let left = until.saturating_duration_since(Instant::now());
     if left.is_zero() {
@@ -245,7 +246,7 @@ fn attempt(addr: SocketAddr, request: &[u8], until: Instant) -> Result<(String, 
         }
         s.set_read_timeout(Some(left)).map_err(io)?;
         match s.read(&mut chunk) {
-            Ok(0) => return Ok((String::from_utf8_lossy(&buf).into_owned(), buf.len())),
+            Ok(0) => return Ok(buf),
             Ok(n) => {
                 if buf.len() + n > MAX_REPLY {
                     return Err(RasError::TooLarge { addr, max: MAX_REPLY });
@@ -255,9 +256,7 @@ fn attempt(addr: SocketAddr, request: &[u8], until: Instant) -> Result<(String, 
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => break,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             // A reset after the whole report (the server closed with bytes unread) is its end.
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset && !buf.is_empty() => {
-                return Ok((String::from_utf8_lossy(&buf).into_owned(), buf.len()));
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset && !buf.is_empty() => return Ok(buf),
             Err(e) => return Err(io(e)),
         }
     }
