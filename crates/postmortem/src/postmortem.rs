@@ -154,10 +154,6 @@ pub struct Report {
 }
 
 impl Report {
-    fn port_names(&self) -> String {
-        self.ports.iter().map(|p| p.port.as_str()).collect::<Vec<_>>().join(", ")
-    }
-
     /// Moved counters of kinds worth a person's attention, with their port.
     fn notable(&self, kinds: &[Kind]) -> Vec<(&str, &Moved)> {
         self.ports
@@ -171,28 +167,18 @@ impl Report {
         let mut out = String::new();
         let mut line = |text: String| out.push_str(&format!("{PREFIX} {text}\n"));
         let counters = self.notable(&[Kind::Error, Kind::Congestion, Kind::Unknown]);
-        let after = format!("after {:.1} s", self.seconds);
+        let (command, after) = (self.command.describe(), format!("after {:.1} s", self.seconds));
         if self.transitions.is_empty() && counters.is_empty() {
-            let states: Vec<String> = self.ports.iter().map(|p| format!("{} {}", p.port, p.exit)).collect();
-            line(format!(
-                "post-mortem: the command {} {after}; its RDMA ports kept their state ({}) and no error counter moved: the failure is probably not on these links",
-                self.command.describe(),
-                states.join(", ")
-            ));
+            let states = self.ports.iter().map(|p| format!("{} {}", p.port, p.exit)).collect::<Vec<_>>().join(", ");
+            line(format!("post-mortem: the command {command} {after}; its RDMA ports kept their state ({states}) and no error counter moved: the failure is probably not on these links"));
         } else {
-            line(format!(
-                "post-mortem: the command {} {after}; on its RDMA ports ({}) since it started:",
-                self.command.describe(),
-                self.port_names()
-            ));
+            let names = self.ports.iter().map(|p| p.port.as_str()).collect::<Vec<_>>().join(", ");
+            line(format!("post-mortem: the command {command} {after}; on its RDMA ports ({names}) since it started:"));
             for (i, t) in self.transitions.iter().enumerate() {
                 if i == crate::kept::HALF && self.transitions_dropped > 0 {
                     line(format!("  ... {} more state changes, not kept", self.transitions_dropped));
                 }
-                let when = match t.seen {
-                    Seen::Poll => "",
-                    Seen::Exit => " (seen at exit)",
-                };
+                let when = if t.seen == Seen::Exit { " (seen at exit)" } else { "" };
                 line(format!("  {}{when}", t.line()));
             }
             for (port, m) in counters.iter().take(MAX_COUNTER_LINES) {
