@@ -325,28 +325,6 @@ fn ready(l: TcpListener, addr: SocketAddr) -> Result<TcpListener, ExchangeError>
     Ok(l)
 }
 
-/// Waits for one connection until `until` (`None`: for ever).
-pub fn accept(l: &TcpListener, until: Option<Instant>) -> Result<(TcpStream, SocketAddr), ExchangeError> {
-    let start = Instant::now();
-    let addr = l.local_addr().map_or_else(|_| "the listener".to_owned(), |a| a.to_string());
-    loop {
-        match l.accept() {
-            Ok((s, peer)) => {
-                s.set_nonblocking(false).map_err(|source| ExchangeError::Io { peer: peer.to_string(), source })?;
-                return Ok((s, peer));
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {}
-            // A connection reset before it was accepted is that peer's problem, not ours.
-            Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}
-            Err(source) => return Err(ExchangeError::Bind { addr, source }),
-        }
-        if until.is_some_and(|u| Instant::now() >= u) {
-            return Err(ExchangeError::NoPeer { addr, waited_ms: start.elapsed().as_millis(), strays: 0 });
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 #[cfg(test)]
 #[path = "exchange_tests.rs"]
 mod tests;
