@@ -37,8 +37,6 @@ struct Reader {
     since: Instant,
 }
 
-type Reading = Arc<Mutex<BTreeMap<u64, Reader>>>;
-
 /// A listener under its policy: accepts, reads first messages, hands them out one at a time.
 pub struct Desk<'l, P = Message> {
     l: &'l TcpListener,
@@ -47,7 +45,7 @@ pub struct Desk<'l, P = Message> {
     tx: Sender<Read<P>>,
     rx: Receiver<Read<P>>,
     /// The connections in their first read, to be shut when the desk closes.
-    reading: Reading,
+    reading: Arc<Mutex<BTreeMap<u64, Reader>>>,
     next_id: u64,
     pending: Vec<Arrival<P>>,
 }
