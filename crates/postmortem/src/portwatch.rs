@@ -69,11 +69,6 @@ fn open_dir(dir: &Path) -> Option<OwnedFd> {
     rustix::fs::open(dir, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).ok()
 }
 
-/// `4: ACTIVE` -> `ACTIVE`.
-fn state_name(raw: &str) -> String {
-    raw.split_once(": ").map_or(raw, |(_, name)| name).trim().to_string()
-}
-
 impl Watched {
     /// A port's first reading: its link, then its counters.
     fn open(root: &Path, device: &str, port: u32, problems: &mut Vec<String>) -> Watched {
@@ -107,7 +102,8 @@ impl Watched {
 
     fn link(&mut self, problems: &mut Vec<String>) -> Link {
         let mut get = |name: &str| match self.attr(name) {
-            Ok(text) => state_name(&text),
+            // `4: ACTIVE` -> `ACTIVE`.
+            Ok(text) => text.split_once(": ").map_or(text.as_str(), |(_, name)| name).trim().to_string(),
             Err(e) => {
                 let text = e.to_string();
                 if !problems.contains(&text) {
