@@ -93,11 +93,10 @@ pub(crate) fn attempt(p: &Prepared, mut execve: impl FnMut(&CStr) -> Errno) -> F
 
 /// The error a [`Failure`] of these candidates means, worded the same whichever process saw it.
 pub(crate) fn error(p: &Prepared, failure: Failure) -> ExecError {
-    match failure {
-        Failure::Candidate(index, errno) => match p.candidates.get(index) {
-            Some(path) => ExecError::Exec { path: PathBuf::from(OsStr::from_bytes(path.as_bytes())), errno },
-            None => ExecError::NotFound(p.name.clone(), format!("PATH={}", p.path_var)),
-        },
-        Failure::NotFound => ExecError::NotFound(p.name.clone(), format!("PATH={}", p.path_var)),
+    if let Failure::Candidate(index, errno) = failure {
+        if let Some(path) = p.candidates.get(index) {
+            return ExecError::Exec { path: PathBuf::from(OsStr::from_bytes(path.as_bytes())), errno };
+        }
     }
+    ExecError::NotFound(p.name.clone(), format!("PATH={}", p.path_var))
 }
