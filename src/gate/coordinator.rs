@@ -13,7 +13,7 @@ use super::verdict::{self, pod_fails, Pod};
 use super::who::Who;
 use nw_output::msg::PREFIX;
 use nw_pairtest::edge::PairTest;
-use nw_pairtest::exchange::{ExchangeError, Session};
+use nw_pairtest::exchange::Session;
 use nw_pairtest::ledger::Ledger;
 use nw_pairtest::session::{budget, pairing, rounds};
 use nw_pairtest::wire::Protocol;
@@ -237,7 +237,6 @@ pub fn collect(roster: &mut Roster, until: Instant, job: &str, trust: Trust) -> 
                 continue;
             }
         }
-        let peer = m.session.peer.clone();
         match got {
             // A pod speaks for its own rank only.
             Ok(Frame::Report(rep)) if rep.rank == r => {
@@ -248,7 +247,7 @@ pub fn collect(roster: &mut Roster, until: Instant, job: &str, trust: Trust) -> 
                 out.push(fails("peer", why, "run the same nccl-wrap on every pod"));
             }
             got => {
-                let e = got.map_or_else(|e| e, |x| ExchangeError::Unexpected { peer, want: "report", got: x.name() });
+                let e = got.map_or_else(|e| e, |x| m.session.unexpected("report", x.name()));
                 let hint = "the pod went away or hung during its pair test: look at its logs";
                 out.push(fails("no-result", format!("rank {r} sent no result: {e}"), hint));
             }
