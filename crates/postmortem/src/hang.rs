@@ -67,23 +67,18 @@ impl Hang {
     /// `env`: the command's environment (the ranks read `NCCL_RAS_ADDR` from the same).
     pub fn new(config: &Config, env: &[(OsString, OsString)]) -> Hang {
         let target = ras::target(env);
-        let mut told_unanswered = false;
-        let next_poll = match (&target, config.stall_ms) {
-            (Target::At(_), ms) if ms > 0 => Some(Instant::now() + period(ms)),
-            (Target::Off(why), ms) if ms > 0 => {
-                say(&format!("{PREFIX} warning: --stall-ms is set but {why}: no stall will be seen"));
-                told_unanswered = true;
-                None
-            }
-            _ => None,
-        };
+        let stall = config.stall_ms > 0;
+        if let (true, Target::Off(why)) = (stall, &target) {
+            say(&format!("{PREFIX} warning: --stall-ms is set but {why}: no stall will be seen"));
+        }
+        let polled = stall && matches!(target, Target::At(_));
         Hang {
             target,
             config: config.clone(),
             snapshots: Vec::new(),
-            told_unanswered,
+            told_unanswered: stall && !polled,
             asked_at_signal: false,
-            next_poll,
+            next_poll: polled.then(|| Instant::now() + period(config.stall_ms)),
             last_progress: None,
             stalled_at: None,
             asking: None,
@@ -188,13 +183,18 @@ impl Hang {
     fn keep(&mut self, why: &'static str, time: String, answer: Result<ras::Reply, NoAnswer>) {
         if let Err(e) = &answer {
             // After the command has ended nothing listening is expected: kept, not said.
-            let expected = why == "exit" && e.refused;
-            if !self.told_unanswered && !expected {
-                say(&format!("{PREFIX} NCCL's RAS not asked about the job ({why}): {}", e.text));
-                self.told_unanswered = true;
+            if why != "exit" || !e.refused {
+                self.say_once(&format!("{PREFIX} NCCL's RAS not asked about the job ({why}): {}", e.text));
             }
         }
         self.snapshots.push(snapshot(why, &time, answer.map_err(|e| e.text)));
+    }
+
+    /// Says that RAS does not answer, once a run.
+    fn say_once(&mut self, text: &str) {
+        if !std::mem::replace(&mut self.told_unanswered, true) {
+            say(text);
+        }
     }
 
     fn stall_answer(&mut self, cost: Duration, answer: Result<ras::Reply, NoAnswer>) {
@@ -202,15 +202,9 @@ impl Hang {
         self.next_poll = Some(Instant::now() + period(self.config.stall_ms).max(cost * 10));
         let reply = match answer {
             Ok(reply) => reply,
-            Err(e) => {
+            Err(NoAnswer { text, .. }) => {
                 // Said once, early: --stall-ms promises a word on a stall.
-                if !self.told_unanswered {
-                    say(&format!(
-                        "{PREFIX} warning: --stall-ms is set but NCCL's RAS does not answer ({}): no stall will be seen until it does",
-                        e.text
-                    ));
-                    self.told_unanswered = true;
-                }
+                self.say_once(&format!("{PREFIX} warning: --stall-ms is set but NCCL's RAS does not answer ({text}): no stall will be seen until it does"));
                 return;
             }
         };
