@@ -218,11 +218,9 @@ impl Hang {
                 if still >= Duration::from_millis(self.config.stall_ms) && self.stalled_at.is_none() {
                     let time = utc::format(SystemTime::now());
                     let snap = snapshot("stall", &time, Ok::<_, String>(reply));
-                    say(&format!(
-                        "{PREFIX} stall: no collective launched for {:.0} s (NCCL's RAS){}",
-                        still.as_secs_f64(),
-                        if snap.lines.is_empty() { ": RAS names no rank behind".to_string() } else { ":".into() }
-                    ));
+                    let behind = if snap.lines.is_empty() { ": RAS names no rank behind" } else { ":" };
+                    let secs = still.as_secs_f64();
+                    say(&format!("{PREFIX} stall: no collective launched for {secs:.0} s (NCCL's RAS){behind}"));
                     for l in said(&snap.lines) {
                         say(&format!("{PREFIX}   {l}"));
                     }
