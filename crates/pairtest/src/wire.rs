@@ -349,12 +349,9 @@ fn validate(msg: &Message) -> Result<(), WireError> {
             for (i, s) in states.iter().enumerate() {
                 order("pair", i, s.pair)?;
                 s.fault.as_ref().map_or(Ok(()), validate_fault)?;
-                if let Some(f) = &s.figures {
-                    for v in [f.median_us, f.p99_us, f.gbps].into_iter().flatten() {
-                        fail_if(!(v.is_finite() && (0.0..1e9).contains(&v)), "figures", || {
-                            format!("{v} is not a measurement")
-                        })?;
-                    }
+                for v in s.figures.iter().flat_map(|f| [f.median_us, f.p99_us, f.gbps]).flatten() {
+                    let bad = !(v.is_finite() && (0.0..1e9).contains(&v));
+                    fail_if(bad, "figures", || format!("{v} is not a measurement"))?;
                 }
             }
             Ok(())
@@ -429,9 +426,8 @@ fn validate_hello(h: &Hello) -> Result<(), WireError> {
         check_hex("hello.gate.mac", g.mac.as_ref(), 64)?;
         fail_if(g.rank >= MAX_JOB_SIZE, "hello.gate.rank", || format!("{} is over the largest job", g.rank))?;
     }
-    fail_if(h.ports.is_empty() || h.ports.len() > MAX_PORTS, "hello.ports", || {
-        format!("{} ports, not 1..={MAX_PORTS}", h.ports.len())
-    })?;
+    let n = h.ports.len();
+    fail_if(n == 0 || n > MAX_PORTS, "hello.ports", || format!("{n} ports, not 1..={MAX_PORTS}"))?;
     check_params(h.bytes, h.iters, h.duration_ms)?;
     h.ports.iter().try_for_each(check_port)
 }
