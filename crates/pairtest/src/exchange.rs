@@ -91,11 +91,6 @@ impl Session {
         Some((canonical(self.stream.peer_addr().ok()?), canonical(self.stream.local_addr().ok()?)))
     }
 
-    /// Pushes the deadline to `deadline` (the run's phases are bounded one by one).
-    pub(crate) fn extend(&mut self, deadline: Instant) {
-        self.deadline = self.deadline.max(deadline);
-    }
-
     fn remaining(&self) -> Option<Duration> {
         self.deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero())
     }

@@ -158,7 +158,7 @@ pub(crate) fn initiate(
     };
     let pairs = pairing(opened.infos.len(), theirs.ports.len(), limits.all_pairs);
     let rounds = rounds(&pairs);
-    s.extend(Instant::now() + budget(pairs.len(), rounds.len(), limits));
+    s.set_deadline(s.deadline.max(Instant::now() + budget(pairs.len(), rounds.len(), limits)));
     let ends: Vec<(PortInfo, PortInfo)> =
         pairs.iter().map(|&(l, r)| (opened.infos[l].clone(), theirs.ports[r].clone())).collect();
     let local_of: Vec<usize> = pairs.iter().map(|p| p.0).collect();
@@ -226,7 +226,7 @@ pub fn answer(
     let (limits, _) = ours.answer(hello, pairs.len());
     // This end's hello carries the sizes it will run, so that the initiator runs the same.
     s.send(&Message::Hello(limits.hello(host, opened.infos.clone())))?;
-    s.extend(Instant::now() + budget(pairs.len(), rounds(&pairs).len(), &limits));
+    s.set_deadline(s.deadline.max(Instant::now() + budget(pairs.len(), rounds(&pairs).len(), &limits)));
     let ends: Vec<(PortInfo, PortInfo)> =
         pairs.iter().map(|&(r, l)| (opened.infos[l].clone(), hello.ports[r].clone())).collect();
     let local_of: Vec<usize> = pairs.iter().map(|p| p.1).collect();
