@@ -296,7 +296,8 @@ pub fn decode_as<P: Protocol>(bytes: &[u8]) -> Result<P, WireError> {
 /// A payload's JSON as the message named `name`, unchecked (a front end's decoding starts here);
 /// serde's message, which quotes the peer's bytes, made printable.
 pub fn json<'a, T: Deserialize<'a>>(name: &'static str, payload: &'a [u8]) -> Result<T, WireError> {
-    serde_json::from_slice(payload).map_err(|e| WireError::Json { kind: name, detail: clean::text(&e.to_string()) })
+    serde_json::from_slice(payload)
+        .map_err(|e| WireError::Json { kind: name, detail: clean::bounded(&e.to_string(), clean::MAX_SHOWN) })
 }
 
 /// Every free text a peer sends (a refusal, a fault's error) made printable and bounded.
