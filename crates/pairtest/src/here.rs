@@ -7,7 +7,7 @@ use std::path::Path;
 use super::cause::{cannot, Cause, PlanGid};
 use super::output::{self, Dropped};
 use super::pair::Planned;
-use super::route::{self, Route};
+use super::route::Route;
 use nw_decide::{Action, Plan};
 use nw_nccl::env::IB_GID_INDEX;
 use nw_nccl::gid::RoceType;
@@ -56,7 +56,8 @@ pub fn read(inp: &Inputs) -> Result<Here, Cause> {
     Ok(Here {
         planned,
         host: hostname(inp.proc_root, inp.vars),
-        routes: route::read(inp.proc_root),
+        // `PROC/net/route`, bounded; none when it cannot be read.
+        routes: nw_observe::detect::route::read_v4(inp.proc_root).ok(),
         dropped: dropped_for_gid(inp.plan),
         gids,
     })
