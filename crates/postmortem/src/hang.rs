@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::postmortem::{Exit, Report, Section, Snapshot};
-use crate::ras::{self, Target};
+use crate::ras::{self, RasError, Target};
 use crate::{say, utc};
 use nw_nccl::ras::Progress;
 use nw_output::msg::PREFIX;
@@ -171,7 +171,8 @@ impl Hang {
 
     /// Keeps the answer of a query that was under way.
     fn record(&mut self, a: Asking, answer: Result<ras::Reply, ras::RasError>) {
-        let answer = answer.map_err(|e| NoAnswer { refused: e.is_refused(), text: e.to_string() });
+        let answer =
+            answer.map_err(|e| NoAnswer { refused: matches!(e, RasError::Refused { .. }), text: e.to_string() });
         if a.why == "stall" {
             self.stall_answer(a.asked.started.elapsed(), answer);
         } else {

@@ -82,11 +82,6 @@ pub(crate) enum RasError {
 }
 
 impl RasError {
-    /// Nothing listens: RAS is off or absent, or the ranks have ended.
-    pub(crate) fn is_refused(&self) -> bool {
-        matches!(self, RasError::Refused { .. })
-    }
-
     /// Which error to tell when every attempt failed: the most informative.
     fn weight(&self) -> u8 {
         match self {
