@@ -148,10 +148,13 @@ fn supervise(
     if let Some(path) = state_file {
         state::withdraw(path);
     }
+    // What the command may have left behind, as kill(2) names it: as PID 1 every other process of
+    // the namespace (all our descendants), else its own group; with neither, nothing we may
+    // signal without hitting others.
     let rest = match (pid1, own_group) {
-        (true, _) => Rest::Namespace,
-        (false, true) => Rest::Group(pid),
-        (false, false) => Rest::Unknown,
+        (true, _) => Some(-1),
+        (false, true) => Some(-pid.as_raw()),
+        (false, false) => None,
     };
     finish(pid, opts.grace, rest, &blocked);
     Ok(code)
@@ -279,47 +282,27 @@ fn exit_code(status: c_int) -> Option<u8> {
     }
 }
 
-/// The processes the command may have left behind, that the grace period applies to.
-#[derive(Debug, Clone, Copy)]
-enum Rest {
-    /// As PID 1, every other process of the namespace (all are our descendants).
-    Namespace,
-    /// The command's own process group.
-    Group(Pid),
-    /// Not PID 1 and no group of its own: nothing we may signal without hitting others.
-    Unknown,
-}
-
-impl Rest {
-    fn kill_arg(self) -> Option<libc::pid_t> {
-        match self {
-            Rest::Namespace => Some(-1),
-            Rest::Group(pg) => Some(-pg.as_raw()),
-            Rest::Unknown => None,
-        }
-    }
-
-    fn remains(self, children_left: bool) -> bool {
-        match self {
-            Rest::Namespace => children_left,
-            Rest::Group(pg) => sys::kill(-pg.as_raw(), 0) != Err(Errno::ESRCH),
-            Rest::Unknown => false,
-        }
+/// Whether any process of `who` (-1: the namespace, whose rest are our children) remains.
+fn remains(who: libc::pid_t, children_left: bool) -> bool {
+    if who == -1 {
+        children_left
+    } else {
+        sys::kill(who, 0) != Err(Errno::ESRCH)
     }
 }
 
 /// After the command exits: SIGTERM the rest, wait up to `grace`, then SIGKILL; other signals
 /// go to the rest, and a second SIGTERM or SIGINT ends the wait at once. As PID 1 with no grace,
 /// exiting makes the kernel SIGKILL the rest of the namespace.
-fn finish(main: Pid, grace: Duration, rest: Rest, blocked: &Blocked) {
+fn finish(main: Pid, grace: Duration, rest: Option<libc::pid_t>, blocked: &Blocked) {
     let (_, left) = reap(main);
-    let Some(who) = rest.kill_arg() else { return };
-    if grace.is_zero() || !rest.remains(left) {
+    let Some(who) = rest else { return };
+    if grace.is_zero() || !remains(who, left) {
         return;
     }
     log::debug!("command exited; sending SIGTERM to {who}, SIGKILL in {grace:?}");
     let _ = sys::kill(who, libc::SIGTERM);
-    let why = match reap_until(main, rest, who, deadline_after(grace), blocked) {
+    let why = match reap_until(main, who, deadline_after(grace), blocked) {
         Waited::Ended => return,
         Waited::Out => format!("did not end within {}s of SIGTERM (--grace)", grace.as_secs_f64()),
         // Not the grace period running out: someone asked nccl-wrap itself to stop meanwhile.
@@ -332,7 +315,7 @@ fn finish(main: Pid, grace: Duration, rest: Rest, blocked: &Blocked) {
     };
     say(&format!("{PREFIX} processes left by the command {why}; sending SIGKILL"));
     let _ = sys::kill(who, libc::SIGKILL);
-    let _ = reap_until(main, rest, who, Instant::now() + AFTER_KILL, blocked);
+    let _ = reap_until(main, who, Instant::now() + AFTER_KILL, blocked);
 }
 
 /// `grace` from now, or a year where the clock cannot add it: never a panic in PID 1.
@@ -352,12 +335,12 @@ enum Waited {
     Asked(c_int, Duration),
 }
 
-/// Reaps until `rest` is gone, the deadline, or SIGTERM/SIGINT; other signals go on to `who`.
-fn reap_until(main: Pid, rest: Rest, who: libc::pid_t, deadline: Instant, blocked: &Blocked) -> Waited {
+/// Reaps until `who` is gone, the deadline, or SIGTERM/SIGINT; other signals go on to `who`.
+fn reap_until(main: Pid, who: libc::pid_t, deadline: Instant, blocked: &Blocked) -> Waited {
     let began = Instant::now();
     loop {
         let (_, left) = reap(main);
-        if !rest.remains(left) {
+        if !remains(who, left) {
             return Waited::Ended;
         }
         let now = Instant::now();
