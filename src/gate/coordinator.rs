@@ -89,14 +89,6 @@ fn unsealed(j: Join, peer: SocketAddr, local: SocketAddr, job: &str, trust: Trus
     Ok(j)
 }
 
-/// Refuses a join, telling the pod why; said on stderr at the rate the port's strays are.
-fn refuse(s: Session, peer: SocketAddr, why: &str, ledger: &Ledger) {
-    if ledger.refused(peer.ip(), why) {
-        eprintln!("{PREFIX} gate: ignored {peer}: {why}");
-    }
-    s.refuse(why);
-}
-
 /// How often rank 0 says whom it still waits for (the wait is 10 minutes by default).
 const WAITING_EVERY: Duration = Duration::from_secs(30);
 
@@ -142,7 +134,13 @@ pub fn gather(joins: &Joins, who: &Who, trust: Trust) -> Roster {
         };
         match check(&j, who).and_then(|()| unsealed(j, peer, local, &who.job, trust)).and_then(taken) {
             Ok(j) => _ = members.insert(j.rank, Member { session: s, join: j, peer, local, assigned: false }),
-            Err(why) => refuse(s, peer, &why, ledger),
+            // Told to the pod, and said on stderr at the rate the port's strays are.
+            Err(why) => {
+                if ledger.refused(peer.ip(), &why) {
+                    eprintln!("{PREFIX} gate: ignored {peer}: {why}");
+                }
+                s.refuse(&why);
+            }
         }
     }
     let missing = (1..who.size).filter(|r| !members.contains_key(r)).collect();
