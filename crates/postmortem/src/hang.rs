@@ -266,16 +266,16 @@ impl Hang {
             return;
         };
         // The headline's own `nccl-wrap:` is for the termination message, read without our prefix.
-        let first = text.headline.strip_prefix("nccl-wrap: ").unwrap_or(&text.headline);
-        let rest = text.lines[1..].iter().map(|l| format!("{PREFIX} {l}"));
+        let first = text[0].strip_prefix("nccl-wrap: ").unwrap_or(&text[0]);
+        let rest = text[1..].iter().map(|l| format!("{PREFIX} {l}"));
         say(&std::iter::once(format!("{PREFIX} {first}")).chain(rest).collect::<Vec<_>>().join("\n"));
         self.terminate(report, &text);
     }
 
     /// The termination message only for a job that failed, not for a stall it got over.
-    fn terminate(&self, report: &Report, text: &Account) {
+    fn terminate(&self, report: &Report, text: &[String]) {
         if let Some(path) = self.config.termination_log.as_ref().filter(|_| report.command.code != 0) {
-            let body = nw_output::termination::fit(&text.headline, &text.lines[1..], text.lines.len() - 1);
+            let body = nw_output::termination::fit(&text[0], &text[1..], text.len() - 1);
             if let Err(e) = nw_output::termination::write(path, &body) {
                 say(&format!("{PREFIX} cannot write the termination message to {}: {e}", path.display()));
             }
@@ -295,14 +295,8 @@ fn snapshot(why: &'static str, time: &str, answer: Result<ras::Reply, impl ToStr
     Snapshot { time: time.to_string(), why, ms, nccl_version, lines, findings, error }
 }
 
-/// What is said: a headline, RAS's latest findings, then the time line.
-pub(crate) struct Account {
-    pub(crate) headline: String,
-    pub(crate) lines: Vec<String>,
-}
-
-/// A failed command's account from its ports alone; `None` where nothing moved.
-pub(crate) fn ports_account(report: &Report) -> Option<Account> {
+/// A failed command's account from its ports alone, its headline first; `None` where nothing moved.
+pub(crate) fn ports_account(report: &Report) -> Option<Vec<String>> {
     let mut lines: Vec<String> = report
         .transitions
         .iter()
@@ -312,13 +306,13 @@ pub(crate) fn ports_account(report: &Report) -> Option<Account> {
     if lines.is_empty() || report.command.code == 0 {
         return None;
     }
-    let headline = format!("nccl-wrap: the command {}; the RDMA ports it used:", report.command.describe());
-    lines.insert(0, headline.clone());
-    Some(Account { headline, lines })
+    lines.insert(0, format!("nccl-wrap: the command {}; the RDMA ports it used:", report.command.describe()));
+    Some(lines)
 }
 
-/// The account of the snapshots and the post-mortem, `None` when RAS named nothing.
-pub(crate) fn account(snapshots: &[Snapshot], report: &Report) -> Option<Account> {
+/// The account of the snapshots and the post-mortem: a headline, RAS's latest findings, then the
+/// time line; `None` when RAS named nothing.
+pub(crate) fn account(snapshots: &[Snapshot], report: &Report) -> Option<Vec<String>> {
     let last = snapshots.iter().rev().find(|s| !s.lines.is_empty())?;
     // When each line was first said: one pass over the snapshots, in the order they were taken.
     let mut first: BTreeMap<&str, &str> = BTreeMap::new();
@@ -333,8 +327,8 @@ pub(crate) fn account(snapshots: &[Snapshot], report: &Report) -> Option<Account
         "exit" => "after the command failed",
         _ => "when the job stalled",
     };
-    let headline = format!("nccl-wrap: the command {}; NCCL's RAS {when} ({}):", report.command.describe(), last.time);
-    let mut lines = vec![headline.clone()];
+    let mut lines =
+        vec![format!("nccl-wrap: the command {}; NCCL's RAS {when} ({}):", report.command.describe(), last.time)];
     let kept = &last.lines[..last.lines.len().min(MAX_SAID)];
     for l in kept {
         lines.push(format!("  {l} (first seen {})", first_seen(l)));
@@ -362,7 +356,7 @@ pub(crate) fn account(snapshots: &[Snapshot], report: &Report) -> Option<Account
             lines.push("  no port moved: look at the process named above".into());
         }
     }
-    Some(Account { headline, lines })
+    Some(lines)
 }
 
 /// The error counters that moved, read at start and exit only.
@@ -440,13 +434,10 @@ mod tests {
             snap("2026-11-24T18:30:00.000Z", "signal", &["rank 21 (pid 7 on node b, GPU 3) not answering"]),
         ];
         let a = account(&snaps, &report(vec![t])).expect("named");
-        assert!(a.headline.contains("when nccl-wrap was told to stop"), "{}", a.headline);
-        assert_eq!(
-            a.lines[1],
-            "  rank 21 (pid 7 on node b, GPU 3) not answering (first seen 2026-11-24T18:24:31.000Z)"
-        );
-        assert_eq!(a.lines[3], "  2026-11-24T18:24:29.000Z mlx5_10:1 port state ACTIVE/LinkUp -> DOWN/LinkUp");
-        assert_eq!(a.lines[4], "  2026-11-24T18:24:31.000Z RAS: rank 21 (pid 7 on node b, GPU 3) not answering");
+        assert!(a[0].contains("when nccl-wrap was told to stop"), "{}", a[0]);
+        assert_eq!(a[1], "  rank 21 (pid 7 on node b, GPU 3) not answering (first seen 2026-11-24T18:24:31.000Z)");
+        assert_eq!(a[3], "  2026-11-24T18:24:29.000Z mlx5_10:1 port state ACTIVE/LinkUp -> DOWN/LinkUp");
+        assert_eq!(a[4], "  2026-11-24T18:24:31.000Z RAS: rank 21 (pid 7 on node b, GPU 3) not answering");
     }
 
     /// Regression: a port's move and RAS's answer in one millisecond were ordered by their text,
@@ -464,8 +455,8 @@ mod tests {
         };
         let a = account(&[snap(at, "signal", &["rank 1 (pid 610 on node a, GPU 0) dead"])], &report(vec![t]))
             .expect("named");
-        assert_eq!(a.lines[3], format!("  {at} mlx5_6:1 port state ACTIVE/LinkUp -> DOWN/LinkUp"));
-        assert_eq!(a.lines[4], format!("  {at} RAS: rank 1 (pid 610 on node a, GPU 0) dead"));
+        assert_eq!(a[3], format!("  {at} mlx5_6:1 port state ACTIVE/LinkUp -> DOWN/LinkUp"));
+        assert_eq!(a[4], format!("  {at} RAS: rank 1 (pid 610 on node a, GPU 0) dead"));
     }
 
     #[test]
@@ -489,13 +480,13 @@ mod tests {
         }];
         let a = account(&[snap("2026-11-24T18:24:31.000Z", "signal", &["rank 1 dead"])], &r).expect("named");
         assert!(
-            a.lines.contains(
+            a.contains(
                 &"  2026-11-24T18:25:00.000Z mlx5_6:1 symbol_error +7 since the start (read at exit)".to_string()
             ),
             "{:?}",
-            a.lines
+            a
         );
-        assert!(a.lines.last().is_some_and(|l| l.contains("error counters moved")), "{:?}", a.lines);
+        assert!(a.last().is_some_and(|l| l.contains("error counters moved")), "{:?}", a);
     }
 
     /// The supervisor's side of the hold: asking returns at once, with until when the signal
@@ -540,20 +531,17 @@ mod tests {
         let t = Instant::now();
         let a = account(&snaps, &report(Vec::new())).expect("named");
         assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
-        assert_eq!(a.lines[1], "  rank 0 not answering (first seen 2026-11-24T18:24:31.000Z)");
-        assert_eq!(a.lines[MAX_SAID], "  rank 255 not answering (first seen 2026-11-24T18:24:31.000Z)");
-        assert_eq!(
-            a.lines[MAX_SAID + 1],
-            "  ... and 65280 more that RAS named (each in the post-mortem's JSON, --report)"
-        );
-        assert!(a.lines.len() < 2 * MAX_SAID + 8, "{}", a.lines.len());
+        assert_eq!(a[1], "  rank 0 not answering (first seen 2026-11-24T18:24:31.000Z)");
+        assert_eq!(a[MAX_SAID], "  rank 255 not answering (first seen 2026-11-24T18:24:31.000Z)");
+        assert_eq!(a[MAX_SAID + 1], "  ... and 65280 more that RAS named (each in the post-mortem's JSON, --report)");
+        assert!(a.len() < 2 * MAX_SAID + 8, "{}", a.len());
     }
 
     #[test]
     fn without_a_port_change_the_process_is_blamed_and_silence_says_nothing() {
         let snaps = [snap("2026-11-24T18:30:00.000Z", "signal", &["rank 1 dead"])];
         let a = account(&snaps, &report(Vec::new())).expect("named");
-        assert!(a.lines.last().is_some_and(|l| l.contains("look at the process")), "{:?}", a.lines);
+        assert!(a.last().is_some_and(|l| l.contains("look at the process")), "{:?}", a);
         assert!(account(&[snap("t", "signal", &[])], &report(Vec::new())).is_none(), "a healthy answer adds nothing");
     }
 
@@ -563,9 +551,9 @@ mod tests {
         let mut r = report(vec![t]);
         r.command = Exit { code: 1, signal: None, forwarded: None };
         let a = ports_account(&r).expect("told");
-        assert!(a.headline.starts_with("nccl-wrap: the command "), "{}", a.headline);
-        assert!(a.headline.ends_with("; the RDMA ports it used:"), "{}", a.headline);
-        assert_eq!(a.lines[1], "  2026-11-24T18:24:29.000Z mlx5_10:1 port state ACTIVE/LinkUp -> DOWN/LinkUp");
+        assert!(a[0].starts_with("nccl-wrap: the command "), "{}", a[0]);
+        assert!(a[0].ends_with("; the RDMA ports it used:"), "{}", a[0]);
+        assert_eq!(a[1], "  2026-11-24T18:24:29.000Z mlx5_10:1 port state ACTIVE/LinkUp -> DOWN/LinkUp");
         // Nothing moved, or the command succeeded: nothing to tell.
         r.transitions.clear();
         assert!(ports_account(&r).is_none());
