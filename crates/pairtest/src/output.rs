@@ -94,8 +94,7 @@ pub struct Local<'a> {
 
 /// A pair's result from what both ends said, with its cause.
 pub fn result(index: usize, peer: &str, run: &PairRun, local: Local) -> PairResult {
-    let routes = local.routes;
-    let reach: Option<Reach> = match (routes, &run.local.netdev, run.remote.gid.as_deref().and_then(parse_gid)) {
+    let reach: Option<Reach> = match (local.routes, &run.local.netdev, run.remote.gid.as_deref().and_then(parse_gid)) {
         (Some(r), Some(dev), Some(gid)) => route::gid_ipv4(&gid).map(|a| route::reach(r, dev, a)),
         _ => None,
     };
