@@ -69,8 +69,7 @@ pub(crate) fn plain_port(name: &str) -> Option<(&str, u32)> {
     let (dev, port) = name.split_once(':')?;
     let ok = !dev.is_empty()
         && dev.len() <= 64
-        && dev != "."
-        && dev != ".."
+        && !matches!(dev, "." | "..")
         && dev.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
     ok.then_some(())?;
     Some((dev, port.parse().ok()?))
