@@ -77,8 +77,9 @@ impl Watched {
             name: format!("{device}:{port}"),
             fd: open_dir(&dir),
             dir,
-            start: unreadable(),
-            last: unreadable(),
+            // Read just below: the link needs the directory held open first.
+            start: Link::default(),
+            last: Link::default(),
             counters: Counters::new(),
         };
         w.start = w.link(problems);
@@ -250,10 +251,6 @@ fn once_each(problems: Vec<String>) -> Vec<String> {
 pub(crate) fn read_now(root: &Path, device: &str, port: u32, problems: &mut Vec<String>) -> (Link, Counters) {
     let w = Watched::open(root, device, port, problems);
     (w.start, w.counters)
-}
-
-fn unreadable() -> Link {
-    Link { state: UNREADABLE.into(), phys_state: UNREADABLE.into() }
 }
 
 /// After the command ended: the post-mortem on stderr, and as JSON to `path` (else a warning).

@@ -12,7 +12,7 @@ use nw_output::msg::PREFIX;
 const MAX_COUNTER_LINES: usize = 10;
 
 /// A port's link as sysfs names it (`ACTIVE`, `LinkUp`), or `unreadable`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub(crate) struct Link {
     pub(crate) state: String,
     pub(crate) phys_state: String,
