@@ -104,11 +104,9 @@ impl Session {
             match self.stream.read(&mut buf[got..]) {
                 Ok(n) if n > 0 => got += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted || timed_out(&e) => {}
-                Ok(_) => return Err(ExchangeError::Closed { peer, what, got, want }),
-                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
-                    return Err(ExchangeError::Closed { peer, what, got, want })
-                }
-                Err(e) => return Err(self.io(e)),
+                Err(e) if e.kind() != io::ErrorKind::ConnectionReset => return Err(self.io(e)),
+                // The end of the stream, or a reset: the peer closed.
+                _ => return Err(ExchangeError::Closed { peer, what, got, want }),
             }
         }
         Ok(())
