@@ -297,11 +297,7 @@ fn snapshot(why: &'static str, time: &str, answer: Result<ras::Reply, impl ToStr
 
 /// A failed command's account from its ports alone, its headline first; `None` where nothing moved.
 pub(crate) fn ports_account(report: &Report) -> Option<Vec<String>> {
-    let mut lines: Vec<String> = report
-        .transitions
-        .iter()
-        .map(|t| format!("  {} {} port state {} -> {}", t.time, t.port, t.from, t.to))
-        .collect();
+    let mut lines: Vec<String> = report.transitions.iter().map(|t| format!("  {}", t.line())).collect();
     lines.extend(error_moves(report).map(|l| format!("  {l}")));
     if lines.is_empty() || report.command.code == 0 {
         return None;

@@ -44,7 +44,7 @@ pub(crate) struct Transition {
 }
 
 impl Transition {
-    /// The line logged when it is seen, and repeated in the post-mortem.
+    /// The line logged when it is seen, repeated in the post-mortem and a failed command's account.
     pub(crate) fn line(&self) -> String {
         format!("{} {} port state {} -> {}", self.time, self.port, self.from, self.to)
     }
