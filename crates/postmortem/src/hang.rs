@@ -331,18 +331,15 @@ pub(crate) fn account(snapshots: &[Snapshot], report: &Report) -> Option<Vec<Str
     }
     lines.extend(more(last.lines.len()).map(|m| format!("  {m}")));
     // Within one millisecond: a port's move, then RAS (asked later), then the counters at exit.
-    let mut timeline: Vec<(String, u8, String)> = report
-        .transitions
-        .iter()
-        .map(|t| (t.time.clone(), 0, format!("{} port state {} -> {}", t.port, t.from, t.to)))
-        .collect();
+    let mut timeline: Vec<(&str, u8, String)> = report.transitions.iter().map(|t| (&*t.time, 0, t.line())).collect();
     for l in kept {
-        timeline.push((first_seen(l).to_string(), 1, format!("RAS: {l}")));
+        let at = first_seen(l);
+        timeline.push((at, 1, format!("{at} RAS: {l}")));
     }
-    timeline.extend(error_moves(report).map(|l| (report.ended.clone(), 2, l)));
-    timeline.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    timeline.extend(error_moves(report).map(|l| (&*report.ended, 2, format!("{} {l}", report.ended))));
+    timeline.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
     lines.push("time line:".into());
-    lines.extend(timeline.into_iter().map(|(t, _, l)| format!("  {t} {l}")));
+    lines.extend(timeline.into_iter().map(|(_, _, l)| format!("  {l}")));
     if report.transitions.is_empty() {
         if report.ports.is_empty() {
             lines.push("  no RDMA port was watched (NCCL on sockets?): look at the process named above".into());
