@@ -48,11 +48,8 @@ pub struct Prepared {
 pub fn prepare(argv: &[OsString], env: &[(OsString, OsString)]) -> Result<Prepared, ExecError> {
     let cstr = |b: Vec<u8>| CString::new(b).map_err(|_| ExecError::Nul);
     let name = argv.first().cloned().unwrap_or_default();
-    let path_var = env
-        .iter()
-        .find(|(n, _)| n.as_bytes() == b"PATH")
-        .map(|(_, v)| v.to_string_lossy().into_owned())
-        .unwrap_or_else(|| DEFAULT_PATH.to_string());
+    let path_var =
+        env.iter().find(|(n, _)| n == "PATH").map_or(DEFAULT_PATH.into(), |(_, v)| v.to_string_lossy().into_owned());
     let searched = !name.as_bytes().contains(&b'/');
     let candidates = if !searched {
         vec![cstr(name.clone().into_vec())?]
