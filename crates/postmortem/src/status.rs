@@ -52,16 +52,13 @@ pub(crate) struct Status {
 pub(crate) fn gather(state_path: &Path, sysfs_root: &Path) -> Result<Status, state::StateError> {
     let st: State = state::read(state_path)?;
     let mut problems = Vec::new();
-    let ports = st
-        .ports
-        .iter()
-        .filter_map(|p| {
-            let (dev, port) = state::plain_port(&p.port)?;
-            let (now, counters) = portwatch::read_now(sysfs_root, dev, port, &mut problems);
-            let start = Link { state: clean(&p.state), phys_state: clean(&p.phys_state) };
-            Some(PortNow { port: p.port.clone(), start, now, counters: postmortem::moved(&p.counters, &counters) })
-        })
-        .collect();
+    let read = |p: &state::PortStart| {
+        let (dev, port) = state::plain_port(&p.port)?;
+        let (now, counters) = portwatch::read_now(sysfs_root, dev, port, &mut problems);
+        let start = Link { state: clean(&p.state), phys_state: clean(&p.phys_state) };
+        Some(PortNow { port: p.port.clone(), start, now, counters: postmortem::moved(&p.counters, &counters) })
+    };
+    let ports = st.ports.iter().filter_map(read).collect();
     let ras = ask(&st.ras);
     Ok(Status { kind: "status", pid: st.pid, started: clean(&st.started), ports, ras, problems })
 }
