@@ -183,19 +183,12 @@ impl Watch {
     pub(crate) fn finish(mut self, exit: Exit) -> Report {
         self.read_states(Seen::Exit, false);
         let ended = SystemTime::now();
-        let ports = self
-            .ports
-            .iter_mut()
-            .map(|w| {
-                let at_exit = counters::read(&w.dir, &mut self.problems);
-                PortReport {
-                    port: w.name.clone(),
-                    start: w.start.clone(),
-                    exit: w.last.clone(),
-                    counters: postmortem::moved(&w.counters, &at_exit),
-                }
-            })
-            .collect();
+        let report = |w: &mut Watched| {
+            let at_exit = counters::read(&w.dir, &mut self.problems);
+            let counters = postmortem::moved(&w.counters, &at_exit);
+            PortReport { port: w.name.clone(), start: w.start.clone(), exit: w.last.clone(), counters }
+        };
+        let ports = self.ports.iter_mut().map(report).collect();
         let (transitions, transitions_dropped) = self.transitions.into_parts();
         Report {
             kind: "postmortem",
