@@ -89,14 +89,11 @@ fn connect(
     let ack_timeout = pair::ack_timeout(timeout);
     let n = res.len();
     let psns: Vec<u32> = (0..n).map(|k| pair::psn(k as u64 + 1)).collect();
-    let mine: Vec<QpInfo> = res
-        .iter()
-        .enumerate()
-        .map(|(k, r)| match r {
-            Ok(r) => r.info(k as u16, psns[k]),
-            Err(f) => QpInfo { pair: k as u16, qpn: 0, psn: 0, addr: 0, rkey: 0, fault: Some(f.clone()) },
-        })
-        .collect();
+    let qp = |(k, r): (usize, &Result<Res<'_>, Fault>)| match r {
+        Ok(r) => r.info(k as u16, psns[k]),
+        Err(f) => QpInfo { pair: k as u16, qpn: 0, psn: 0, addr: 0, rkey: 0, fault: Some(f.clone()) },
+    };
+    let mine: Vec<QpInfo> = res.iter().enumerate().map(qp).collect();
     let mut local: Vec<Option<Fault>> = mine.iter().map(|q| q.fault.clone()).collect();
     s.send(&Message::Setup(mine))?;
     let theirs = s.expect("setup", |m| if let Message::Setup(q) = m { Some(q) } else { None })?;

@@ -75,25 +75,21 @@ impl Moved {
 
 /// The counters whose values at start and exit differ, by kind (errors first), then by name.
 pub(crate) fn moved(start: &Counters, exit: &Counters) -> Vec<Moved> {
-    let mut out: Vec<Moved> = start
-        .iter()
-        .filter_map(|(key, &before)| {
-            let &after = exit.get(key)?;
-            (after != before).then(|| {
-                let (group, name) = counters::split(key);
-                let (kind, meaning) = meaning::of(name);
-                Moved {
-                    name: name.to_string(),
-                    group: group.to_string(),
-                    start: before,
-                    exit: after,
-                    delta: after.checked_sub(before),
-                    kind,
-                    meaning,
-                }
-            })
+    let moved = |(key, &before): (&String, &u64)| {
+        let after = *exit.get(key).filter(|&&after| after != before)?;
+        let (group, name) = counters::split(key);
+        let (kind, meaning) = meaning::of(name);
+        Some(Moved {
+            name: name.to_string(),
+            group: group.to_string(),
+            start: before,
+            exit: after,
+            delta: after.checked_sub(before),
+            kind,
+            meaning,
         })
-        .collect();
+    };
+    let mut out: Vec<Moved> = start.iter().filter_map(moved).collect();
     out.sort_unstable_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
     out
 }
