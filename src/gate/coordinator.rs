@@ -304,17 +304,14 @@ pub fn rail_count_mismatches<'a>(joins: impl IntoIterator<Item = &'a Join>, mine
         .filter(|m| counts.get(m) == Some(&most))
         .unwrap_or_else(|| counts.iter().find(|(_, &c)| c == most).map_or(0, |(&n, _)| n));
     let pods = counts.values().sum::<u32>();
-    let mut found: Vec<Finding> = joins
-        .iter()
-        .filter(|j| j.ports.len() != common)
-        .map(|j| {
-            let (n, names) = (j.ports.len(), verdict::rail_names(&j.ports));
-            let names = if names.is_empty() { "none".to_string() } else { names.join(",") };
-            let why = format!("this pod hands NCCL {n} rail(s) ({names}), {most} of the job's {pods} pods hand it {common}: NCCL pairs rails by their place in the list, and a rank with fewer NICs than its peers starts crippled or spins (NVIDIA/nccl#2428)");
-            let hint = format!("{SAME_RAILS}, or name them with --rails on host-network nodes");
-            pod_fails(j.rank, &j.host, "rail-count", why, &hint)
-        })
-        .collect();
+    let odd = |j: &&Join| {
+        let (n, names) = (j.ports.len(), verdict::rail_names(&j.ports));
+        let names = if names.is_empty() { "none".to_string() } else { names.join(",") };
+        let why = format!("this pod hands NCCL {n} rail(s) ({names}), {most} of the job's {pods} pods hand it {common}: NCCL pairs rails by their place in the list, and a rank with fewer NICs than its peers starts crippled or spins (NVIDIA/nccl#2428)");
+        let hint = format!("{SAME_RAILS}, or name them with --rails on host-network nodes");
+        pod_fails(j.rank, &j.host, "rail-count", why, &hint)
+    };
+    let mut found: Vec<Finding> = joins.iter().filter(|j| j.ports.len() != common).map(odd).collect();
     if let Some(n) = mine.filter(|&n| n != common) {
         let why = format!("rank 0 hands NCCL {n} rail(s), {most} of the job's {pods} pods hand it {common}: NCCL pairs rails by their place in the list");
         found.push(pod_fails(0, "rank 0", "rail-count", why, SAME_RAILS));
