@@ -272,7 +272,7 @@ fn record_a_join(j: &Job, scratch: &Scratch) -> Frame {
         let mut earlier = Session::new(c, from.to_string(), Instant::now() + Duration::from_secs(5));
         assert!(matches!(earlier.recv_as::<Frame>(), Ok(Frame::Knock(_))), "a knock first");
         let challenge = Frame::Challenge(Challenge { nonce: "3c".repeat(16) });
-        earlier.send_as(&challenge).expect("the earlier run's challenge");
+        earlier.send(&challenge).expect("the earlier run's challenge");
         let join = earlier.recv_as::<Frame>().expect("rank 1's join");
         earlier.refuse("the earlier run ends here");
         assert_eq!(pod.join().expect("rank 1").outcome, Outcome::Refuse);
@@ -297,7 +297,7 @@ fn a_verdict_dropping_a_rail_this_pod_does_not_have_is_refused() {
         let (c, from) = l.accept().expect("rank 1 knocks");
         let mut fake0 = Session::new(c, from.to_string(), Instant::now() + Duration::from_secs(5));
         assert!(matches!(fake0.recv_as::<Frame>(), Ok(Frame::Knock(_))), "a knock first");
-        fake0.send_as(&Frame::Challenge(Challenge { nonce: "3c".repeat(16) })).expect("challenge");
+        fake0.send(&Frame::Challenge(Challenge { nonce: "3c".repeat(16) })).expect("challenge");
         assert!(matches!(fake0.recv_as::<Frame>(), Ok(Frame::Join(_))), "its join");
         let failed = Finding {
             rank: 0,
@@ -326,7 +326,7 @@ fn a_verdict_dropping_a_rail_this_pod_does_not_have_is_refused() {
             dropped: vec![Dropped { position: 5, finding: 0 }],
             mac: None,
         };
-        fake0.send_as(&Frame::Verdict(v)).expect("the verdict");
+        fake0.send(&Frame::Verdict(v)).expect("the verdict");
         pod.join().expect("rank 1")
     });
     assert_eq!(ran.outcome, Outcome::Refuse, "{:?}", ran.verdict);
@@ -363,10 +363,10 @@ fn a_join_recorded_from_an_earlier_run_is_refused_and_the_real_pod_still_joins()
             let until = Instant::now() + Duration::from_secs(5);
             let mut s = exchange::connect(&target, until, Duration::from_secs(2)).expect("connect");
             if knock {
-                s.send_as(&Frame::Knock(Knock { job: "llm-train".into(), rank: 1 })).expect("knock");
+                s.send(&Frame::Knock(Knock { job: "llm-train".into(), rank: 1 })).expect("knock");
                 assert!(matches!(s.recv_as::<Frame>(), Ok(Frame::Challenge(_))), "a challenge for the knock");
             }
-            s.send_as(&recorded).expect("the replayed join");
+            s.send(&recorded).expect("the replayed join");
             said.push(s.recv_as::<Frame>().map(|m| format!("{m:?}")).unwrap_or_else(|e| e.to_string()));
         }
     });

@@ -156,7 +156,15 @@ fn a_refusal_with_control_characters_reaches_the_client_printable() {
     let _one = one();
     let (l, port) = listener();
     let server = thread::spawn(move || {
-        let (mut s, _) = exchange::accept(&l, Some(Instant::now() + Duration::from_secs(5))).expect("accept");
+        let until = Instant::now() + Duration::from_secs(5);
+        let mut s = loop {
+            match l.accept() {
+                Ok((s, _)) => break s,
+                Err(e) if Instant::now() >= until => panic!("accept: {e}"),
+                Err(_) => thread::sleep(Duration::from_millis(10)),
+            }
+        };
+        s.set_nonblocking(false).expect("blocking");
         let forged = Message::Refuse("busy\nnccl-wrap: gate: verdict: GO\x1b[2J".into());
         let _ = s.write_all(&wire::encode(&forged).expect("frame"));
         thread::sleep(Duration::from_millis(300));

@@ -13,7 +13,7 @@ use super::verdict::{self, pod_fails, Pod};
 use super::who::Who;
 use nw_output::msg::PREFIX;
 use nw_pairtest::edge::PairTest;
-use nw_pairtest::exchange::{ExchangeError, Session};
+use nw_pairtest::exchange::Session;
 use nw_pairtest::ledger::Ledger;
 use nw_pairtest::session::{budget, pairing, rounds};
 use nw_pairtest::wire::Protocol;
@@ -41,7 +41,6 @@ impl Member {
     }
 }
 
-/// Who came, and who did not.
 pub struct Roster {
     pub members: BTreeMap<u32, Member>,
     pub missing: Vec<u32>,
@@ -90,14 +89,6 @@ fn unsealed(j: Join, peer: SocketAddr, local: SocketAddr, job: &str, trust: Trus
     Ok(j)
 }
 
-/// Refuses a join, telling the pod why; said on stderr at the rate the port's strays are.
-fn refuse(s: Session, peer: SocketAddr, why: &str, ledger: &Ledger) {
-    if ledger.refused(peer.ip(), why) {
-        eprintln!("{PREFIX} gate: ignored {peer}: {why}");
-    }
-    s.refuse(why);
-}
-
 /// How often rank 0 says whom it still waits for (the wait is 10 minutes by default).
 const WAITING_EVERY: Duration = Duration::from_secs(30);
 
@@ -133,23 +124,24 @@ pub fn gather(joins: &Joins, who: &Who, trust: Trust) -> Roster {
             Err(RecvTimeoutError::Disconnected) => break,
         };
         let Some((peer, local)) = s.addrs() else { continue };
-        let j = match check(&j, who).and_then(|()| unsealed(j, peer, local, &who.job, trust)) {
-            Ok(j) => j,
-            Err(why) => {
-                refuse(s, peer, &why, ledger);
-                continue;
-            }
-        };
         // An earlier pod of this rank whose connection has ended is an old run's: replaced.
-        if let Some(m) = members.get(&j.rank).filter(|m| !m.session.readable().unwrap_or(true)) {
-            let why = format!(
+        let taken = |j: Join| match members.get(&j.rank).filter(|m| !m.session.readable().unwrap_or(true)) {
+            Some(m) => Err(format!(
                 "rank {} already joined from {} ({}): refused {peer} ({})",
                 j.rank, m.peer, m.join.host, j.host
-            );
-            refuse(s, peer, &why, ledger);
-            continue;
+            )),
+            None => Ok(j),
+        };
+        match check(&j, who).and_then(|()| unsealed(j, peer, local, &who.job, trust)).and_then(taken) {
+            Ok(j) => _ = members.insert(j.rank, Member { session: s, join: j, peer, local, assigned: false }),
+            // Told to the pod, and said on stderr at the rate the port's strays are.
+            Err(why) => {
+                if ledger.refused(peer.ip(), &why) {
+                    eprintln!("{PREFIX} gate: ignored {peer}: {why}");
+                }
+                s.refuse(&why);
+            }
         }
-        members.insert(j.rank, Member { session: s, join: j, peer, local, assigned: false });
     }
     let missing = (1..who.size).filter(|r| !members.contains_key(r)).collect();
     Roster { members, missing }
@@ -202,14 +194,10 @@ pub fn assign(
     let ranks: Vec<u32> = roster.members.keys().copied().collect();
     for r in ranks {
         let next = (r + 1) % who.size;
-        let successor_host = roster.members.get(&next).map_or_else(|| me_host.to_owned(), |m| m.join.host.clone());
-        let (t, succ_nonce) =
-            (target(roster, r, who.size, who.port), successor_nonce(roster, r, who.size, trust.nonce));
-        let Some(m) = roster.members.get_mut(&r) else { continue };
         let a = Assign {
             successor: next,
-            successor_host,
-            target: t,
+            successor_host: roster.members.get(&next).map_or_else(|| me_host.to_owned(), |m| m.join.host.clone()),
+            target: target(roster, r, who.size, who.port),
             predecessor: (r + who.size - 1) % who.size,
             all_pairs: limits.all_pairs,
             bytes: limits.bytes,
@@ -218,13 +206,14 @@ pub fn assign(
             timeout_ms: limits.timeout_ms(),
             results_ms: u32::try_from(results.as_millis()).unwrap_or(u32::MAX),
             nonce: Some(trust.nonce.to_owned()),
-            successor_nonce: Some(succ_nonce).filter(|n| !n.is_empty()),
+            successor_nonce: Some(successor_nonce(roster, r, who.size, trust.nonce)).filter(|n| !n.is_empty()),
             mac: None,
         };
+        let Some(m) = roster.members.get_mut(&r) else { continue };
         m.assigned = true;
         let sealed = seal::seal(Frame::Assign(a), trust.key, &m.bound(&who.job, trust.nonce));
         m.session.set_deadline(Instant::now() + limits.timeout);
-        if let Err(e) = m.session.send_as(&sealed) {
+        if let Err(e) = m.session.send(&sealed) {
             let why = format!("rank {r} could not be told its successor: {e}");
             lost.push(pod_fails(r, &m.join.host, "peer", why, "the pod went away during the gate: look at its logs"));
         }
@@ -246,7 +235,6 @@ pub fn collect(roster: &mut Roster, until: Instant, job: &str, trust: Trust) -> 
                 continue;
             }
         }
-        let peer = m.session.peer.clone();
         match got {
             // A pod speaks for its own rank only.
             Ok(Frame::Report(rep)) if rep.rank == r => {
@@ -257,7 +245,7 @@ pub fn collect(roster: &mut Roster, until: Instant, job: &str, trust: Trust) -> 
                 out.push(fails("peer", why, "run the same nccl-wrap on every pod"));
             }
             got => {
-                let e = got.map_or_else(|e| e, |x| ExchangeError::Unexpected { peer, want: "report", got: x.name() });
+                let e = got.map_or_else(|e| e, |x| m.session.unexpected("report", x.name()));
                 let hint = "the pod went away or hung during its pair test: look at its logs";
                 out.push(fails("no-result", format!("rank {r} sent no result: {e}"), hint));
             }
@@ -271,7 +259,7 @@ pub fn announce(roster: &mut Roster, v: &Verdict, timeout: Duration, job: &str, 
     for (r, m) in roster.members.iter_mut() {
         let sealed = seal::seal(Frame::Verdict(v.clone()), trust.key, &m.bound(job, trust.nonce));
         m.session.set_deadline(Instant::now() + timeout);
-        if let Err(e) = m.session.send_as(&sealed) {
+        if let Err(e) = m.session.send(&sealed) {
             eprintln!("{PREFIX} gate: could not send the verdict to rank {r} ({}): {e}", m.join.host);
         }
     }
@@ -315,21 +303,17 @@ pub fn rail_count_mismatches<'a>(joins: impl IntoIterator<Item = &'a Join>, mine
     let common = mine
         .filter(|m| counts.get(m) == Some(&most))
         .unwrap_or_else(|| counts.iter().find(|(_, &c)| c == most).map_or(0, |(&n, _)| n));
-    let with = counts.get(&common).copied().unwrap_or(0);
     let pods = counts.values().sum::<u32>();
-    let mut found: Vec<Finding> = joins
-        .iter()
-        .filter(|j| j.ports.len() != common)
-        .map(|j| {
-            let (n, names) = (j.ports.len(), verdict::rail_names(&j.ports));
-            let names = if names.is_empty() { "none".to_string() } else { names.join(",") };
-            let why = format!("this pod hands NCCL {n} rail(s) ({names}), {with} of the job's {pods} pods hand it {common}: NCCL pairs rails by their place in the list, and a rank with fewer NICs than its peers starts crippled or spins (NVIDIA/nccl#2428)");
-            let hint = format!("{SAME_RAILS}, or name them with --rails on host-network nodes");
-            pod_fails(j.rank, &j.host, "rail-count", why, &hint)
-        })
-        .collect();
+    let odd = |j: &&Join| {
+        let (n, names) = (j.ports.len(), verdict::rail_names(&j.ports));
+        let names = if names.is_empty() { "none".to_string() } else { names.join(",") };
+        let why = format!("this pod hands NCCL {n} rail(s) ({names}), {most} of the job's {pods} pods hand it {common}: NCCL pairs rails by their place in the list, and a rank with fewer NICs than its peers starts crippled or spins (NVIDIA/nccl#2428)");
+        let hint = format!("{SAME_RAILS}, or name them with --rails on host-network nodes");
+        pod_fails(j.rank, &j.host, "rail-count", why, &hint)
+    };
+    let mut found: Vec<Finding> = joins.iter().filter(|j| j.ports.len() != common).map(odd).collect();
     if let Some(n) = mine.filter(|&n| n != common) {
-        let why = format!("rank 0 hands NCCL {n} rail(s), {with} of the job's {pods} pods hand it {common}: NCCL pairs rails by their place in the list");
+        let why = format!("rank 0 hands NCCL {n} rail(s), {most} of the job's {pods} pods hand it {common}: NCCL pairs rails by their place in the list");
         found.push(pod_fails(0, "rank 0", "rail-count", why, SAME_RAILS));
     }
     found

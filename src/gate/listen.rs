@@ -5,7 +5,7 @@
 use std::net::TcpListener;
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{self, Sender};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use nw_output::msg::PREFIX;
 use nw_pairtest::desk::{Arrival, Desk};
@@ -24,9 +24,7 @@ use super::wire::{Challenge, Frame, Join, Knock};
 pub struct Listen<'a> {
     pub job: &'a str,
     pub predecessor: u32,
-    /// Deadline of each connection's first message.
-    pub hello: Duration,
-    /// The most this pod answers its predecessor's test with.
+    /// The most this pod answers its predecessor's test with; its timeout bounds each first message.
     pub test: &'a Settings,
     /// With a job secret, the predecessor's test must prove it, bound to this pod's nonce.
     pub trust: super::Trust<'a>,
@@ -64,14 +62,14 @@ fn counted(what: &str) {
 }
 
 /// The gate port's policy: anyone may knock (a join and a pair test prove themselves), each first
-/// message within `hello`.
-pub fn policy(hello: Duration, test: &Settings) -> Policy {
-    Policy::new(Allow::Anyone, hello, test.clone())
+/// message within the test's timeout.
+pub fn policy(test: &Settings) -> Policy {
+    Policy::new(Allow::Anyone, test.timeout, test.clone())
 }
 
 /// Serves until `stop` is set or `until` passes; connections still unjudged are shut on return.
 pub fn serve(l: &TcpListener, opts: Listen<'_>, fabric: &dyn PairTest, until: Instant) -> Served {
-    let mut desk: Desk<'_, Frame> = Desk::with_ledger(l, policy(opts.hello, opts.test), opts.ledger.clone());
+    let mut desk: Desk<'_, Frame> = Desk::with_ledger(l, policy(opts.test), opts.ledger.clone());
     let (stop, mut opts, mut served) = (opts.stop, opts, Served::default());
     while let Some(arrival) = desk.next(Some(until), stop) {
         match arrival {
@@ -107,7 +105,7 @@ fn dispatch(
     mut s: Session,
     first: Frame,
 ) -> Option<Session> {
-    let Listen { job, predecessor, hello, test, trust, ref mut joins, ref ledger, .. } = *opts;
+    let Listen { job, predecessor, test, trust, ref mut joins, ref ledger, .. } = *opts;
     let what = first.name();
     match first {
         Frame::Knock(k) if joins.is_some() => {
@@ -115,8 +113,8 @@ fn dispatch(
             // must answer it, so that a join recorded from an earlier run is refused.
             let (theirs, ours) = s.addrs()?;
             let nonce = seal::challenge(trust.nonce, theirs, ours);
-            s.set_deadline(Instant::now() + hello);
-            let Err(e) = s.send_as(&Frame::Challenge(Challenge { nonce })) else { return Some(s) };
+            s.set_deadline(Instant::now() + test.timeout);
+            let Err(e) = s.send(&Frame::Challenge(Challenge { nonce })) else { return Some(s) };
             let why = format!("rank {} of job {:?} knocked: {e}", k.rank, k.job);
             refuse(served, ledger, s, &why, None);
         }

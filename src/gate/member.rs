@@ -110,7 +110,7 @@ pub fn take_part(
         // The coordinator's challenge for this connection first: the join answers it, so that
         // no one can join as this pod with a join of an earlier run.
         s.set_deadline(Instant::now() + limits.timeout);
-        let challenge = match s.send_as(&knock).and_then(|()| s.recv_as::<Frame>()) {
+        let challenge = match s.send(&knock).and_then(|()| s.recv_as::<Frame>()) {
             Ok(Frame::Challenge(c)) => c.nonce,
             // Closed without a word: the coordinator's door was full, the knock never read.
             Err(ExchangeError::Closed { got: 0, .. }) if Instant::now() < reach_until => {
@@ -125,7 +125,7 @@ pub fn take_part(
         };
         let answered = Join { challenge: Some(challenge.clone()), ..join.clone() };
         let sealed = seal::seal(Frame::Join(answered), key, &Bound { gate: &challenge, ..early });
-        if let Err(e) = s.send_as(&sealed) {
+        if let Err(e) = s.send(&sealed) {
             return coordinator_lost(who, me, &e, "did not take this pod's join");
         }
         arrival(&s, until, cancel);
@@ -167,7 +167,7 @@ pub fn take_part(
     s.set_deadline(until.max(Instant::now()) + theirs.timeout);
     let session = Bound { gate: &gate, ..early };
     let report = seal::seal(Frame::Report(Report { rank: who.rank, pairs, mac: None }), key, &session);
-    if let Err(e) = s.send_as(&report) {
+    if let Err(e) = s.send(&report) {
         return coordinator_lost(who, me, &e, "did not take this pod's results");
     }
     s.set_deadline(until.max(Instant::now()) + theirs.timeout * 3);

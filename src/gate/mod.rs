@@ -36,7 +36,6 @@ use nw_pairtest::Settings;
 use seal::Secret;
 use wire::Verdict;
 
-/// The gate's options.
 #[derive(Debug, Clone)]
 pub struct Options {
     /// Report and start anyway.
@@ -175,7 +174,7 @@ fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32)
     let trust = Trust { key: key.as_ref(), nonce: &nonce };
     let predecessor = (who.rank + who.size - 1) % who.size;
     // The gate port's sources: the listener admits by it, the roster's refusals count there.
-    let ledger = Ledger::of(&listen::policy(timeout, &opts.test));
+    let ledger = Ledger::of(&listen::policy(&opts.test));
     let v = std::thread::scope(|scope| {
         // A stopping signal ends every wait of the gate (and the listener) at once.
         scope.spawn(|| {
@@ -193,7 +192,7 @@ fn check(vars: &Vars, fabric: &dyn PairTest, opts: &Options, signal: &AtomicI32)
         let serve = || {
             let (job, test, stop, ledger) = (&who.job, &opts.test, &stop, ledger.clone());
             let joins = (who.rank == 0).then_some(joins_tx);
-            let l_opts = listen::Listen { job, predecessor, hello: timeout, test, trust, joins, stop, ledger };
+            let l_opts = listen::Listen { job, predecessor, test, trust, joins, stop, ledger };
             // Bounded by the verdict (stop), or else by the longest the gate can last.
             listen::serve(&l, l_opts, fabric, Instant::now() + wait * 2 + timeout * 8 + Duration::from_secs(3600))
         };

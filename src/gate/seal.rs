@@ -17,7 +17,6 @@ const DOMAIN: &[u8] = b"nccl-wrap gate frame v1";
 /// Domain of the coordinator's challenges.
 const CHALLENGE: &[u8] = b"nccl-wrap gate challenge v1";
 
-/// The job's secret, as bytes.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(Vec<u8>);
 
@@ -46,7 +45,6 @@ impl Secret {
     }
 }
 
-/// Why a frame is not taken.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SealError {
     #[error("carries no job-secret MAC, and this pod has a job secret: that pod has no NCCL_WRAP_GATE_SECRET (or _FILE), or is not of this job")]

@@ -13,7 +13,6 @@ use nw_pairtest::wire::{PortInfo, MAX_TEXT};
 
 pub use nw_output::termination::{clip, MAX as TERMINATION_MAX};
 
-/// Who a finding is about: a rank and its pod's name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pod {
     pub rank: u32,
@@ -55,7 +54,6 @@ fn finding(me: &Pod, peer: Option<&Pod>, status: String, c: Option<&Cause>) -> F
     }
 }
 
-/// A finding about a pod that failed as a whole.
 pub fn pod_fails(rank: u32, host: &str, id: &'static str, summary: String, hint: &str) -> Finding {
     of_pod(&Pod { rank, host: host.to_owned() }, None, &Cause::new(id, Status::Fail, summary, hint))
 }

@@ -7,19 +7,15 @@ use serde::{Deserialize, Serialize};
 use nw_pairtest::clean;
 use nw_pairtest::wire::{
     self, check_hex as hex, check_host as host, check_name as name, check_params, check_port, check_text as text,
-    fail_if, field, Message, PortInfo, Protocol, WireError, MAX_KBPS, MAX_TEXT,
+    fail_if, field, Message, PortInfo, Protocol, WireError, MAX_KBPS, MAX_PAIRS, MAX_TEXT,
 };
 
-pub use nw_pairtest::wire::check_job;
+pub use nw_pairtest::wire::{check_job, MAX_PORTS};
 
 /// The most pods one job may have.
 pub const MAX_GATE_SIZE: u32 = wire::MAX_JOB_SIZE;
 /// The most findings or missing ranks a verdict lists (the counts cover the rest).
 pub const MAX_LISTED: usize = 64;
-/// NCCL reads at most 32 `NCCL_IB_HCA` entries; no pod has more rails.
-pub const MAX_PORTS: usize = 32;
-/// Every local x remote pair of two 32-port pods.
-const MAX_PAIRS: usize = MAX_PORTS * MAX_PORTS;
 
 /// How a pod's NCCL bootstrap reaches rank 0: its `NCCL_SOCKET_IFNAME` and, when known, the
 /// family of its address towards the coordinator.
@@ -59,7 +55,7 @@ pub struct Join {
     /// This pod asks for `--gate-prune`: rank 0 drops rails only where every pod does.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub prune: bool,
-    /// The job secret's MAC over this frame (`gate::seal`); absent when the job has none.
+    /// The job secret's MAC over this frame (`gate::seal`), absent without a secret; assign, report and verdict too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
 }
@@ -103,7 +99,6 @@ pub struct Assign {
     /// The successor's join nonce (rank 0's: the gate's), which the hello towards it is bound to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub successor_nonce: Option<String>,
-    /// The job secret's MAC over this frame (`gate::seal`); absent when the job has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
 }
@@ -138,7 +133,6 @@ pub struct Finding {
 pub struct Report {
     pub rank: u32,
     pub pairs: Vec<Finding>,
-    /// The job secret's MAC over this frame (`gate::seal`); absent when the job has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
 }
@@ -175,7 +169,6 @@ pub struct Verdict {
     /// The rails every pod drops before NCCL starts (`--gate-prune`; only with `go`), by place.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dropped: Vec<Dropped>,
-    /// The job secret's MAC over this frame (`gate::seal`); absent when the job has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
 }
@@ -235,8 +228,10 @@ fn validate_finding(f: &Finding) -> Result<(), WireError> {
     text("finding.hint", &f.hint)
 }
 
-/// What one connection of the gate carries: the pair test's own messages and the gate's.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What one connection of the gate carries: the pair test's own messages and the gate's. A gate
+/// frame's payload is its struct's JSON alone (the kind is in the header).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
 pub enum Frame {
     Pair(Message),
     Join(Join),
@@ -346,17 +341,12 @@ impl Protocol for Frame {
         Ok(printable(f))
     }
     fn encode_payload(&self) -> Result<(u8, Vec<u8>), WireError> {
-        validate(self)?;
-        let payload = match self {
-            Frame::Pair(m) => return m.encode_payload(),
-            Frame::Join(j) => serde_json::to_vec(j),
-            Frame::Assign(a) => serde_json::to_vec(a),
-            Frame::Report(r) => serde_json::to_vec(r),
-            Frame::Verdict(v) => serde_json::to_vec(v),
-            Frame::Knock(k) => serde_json::to_vec(k),
-            Frame::Challenge(c) => serde_json::to_vec(c),
+        if let Frame::Pair(m) = self {
+            return m.encode_payload();
         }
-        .map_err(|e| WireError::Json { kind: self.name(), detail: e.to_string() })?;
+        validate(self)?;
+        let payload =
+            serde_json::to_vec(self).map_err(|e| WireError::Json { kind: self.name(), detail: e.to_string() })?;
         Ok((self.kind(), payload))
     }
     fn name(&self) -> &'static str {

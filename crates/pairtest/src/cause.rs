@@ -36,7 +36,6 @@ pub fn cannot(id: &'static str, summary: impl Into<String>, hint: impl Into<Stri
     Cause::new(id, Status::Fail, summary, hint)
 }
 
-/// Which end hit a fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Side {
     Local,
@@ -115,41 +114,24 @@ fn with_ends(c: Cause, f: &PairFacts) -> Cause {
 }
 
 fn mtu_warning(f: &PairFacts) -> Option<Cause> {
-    (f.local.mtu != f.remote.mtu).then(|| {
-        with_ends(
-            Cause::new(
-                "mtu-mismatch",
-                Status::Warn,
-                format!(
-                    "active MTU differs: {} bytes here, {} at the peer; the pair ran with path MTU {}",
-                    f.local.mtu, f.remote.mtu, f.path_mtu
-                ),
-                "set the same MTU on every rail's net device and switch port (9000 gives RoCE its 4096 MTU); NCCL uses the smaller and loses bandwidth",
-            ),
-            f,
-        )
-        .ev("path_mtu_bytes", f.path_mtu)
-    })
+    let (here, there, path) = (f.local.mtu, f.remote.mtu, f.path_mtu);
+    let summary =
+        format!("active MTU differs: {here} bytes here, {there} at the peer; the pair ran with path MTU {path}");
+    let hint = "set the same MTU on every rail's net device and switch port (9000 gives RoCE its 4096 MTU); NCCL uses the smaller and loses bandwidth";
+    let c = (here != there).then(|| Cause::new("mtu-mismatch", Status::Warn, summary, hint))?;
+    Some(with_ends(c, f).ev("path_mtu_bytes", path))
 }
 
 fn memlock(side: Side, fault: &Fault) -> Option<Cause> {
-    (fault.step == "reg_mr" && matches!(fault.errno, Some(1 | 11 | 12))).then(|| {
-        cannot(
-            "memlock",
-            format!("memory registration refused on the {} end: {}", side.name(), fault.error),
-            "registration pins memory under RLIMIT_MEMLOCK: give that container CAP_IPC_LOCK (securityContext.capabilities.add: [IPC_LOCK]) or an unlimited memlock limit; `nccl-wrap doctor` shows the limit",
-        )
-    })
+    let hint = "registration pins memory under RLIMIT_MEMLOCK: give that container CAP_IPC_LOCK (securityContext.capabilities.add: [IPC_LOCK]) or an unlimited memlock limit; `nccl-wrap doctor` shows the limit";
+    let summary = format!("memory registration refused on the {} end: {}", side.name(), fault.error);
+    (fault.step == "reg_mr" && matches!(fault.errno, Some(1 | 11 | 12))).then(|| cannot("memlock", summary, hint))
 }
 
 fn iommu(side: Side, fault: &Fault) -> Option<Cause> {
-    matches!(fault.wc_status, Some(wc::LOC_PROT_ERR | wc::LOC_ACCESS_ERR)).then(|| {
-        cannot(
-            "iommu",
-            format!("the adapter on the {} end could not reach registered memory: {}", side.name(), fault.error),
-            "usually the IOMMU translating DMA: boot that node with iommu=pt (or intel_iommu=on iommu=pt), and check PCIe ACS; `nccl-wrap doctor` reads the IOMMU group type",
-        )
-    })
+    let hint = "usually the IOMMU translating DMA: boot that node with iommu=pt (or intel_iommu=on iommu=pt), and check PCIe ACS; `nccl-wrap doctor` reads the IOMMU group type";
+    let summary = format!("the adapter on the {} end could not reach registered memory: {}", side.name(), fault.error);
+    matches!(fault.wc_status, Some(wc::LOC_PROT_ERR | wc::LOC_ACCESS_ERR)).then(|| cannot("iommu", summary, hint))
 }
 
 fn family(p: &PortInfo) -> Option<&'static str> {
@@ -159,17 +141,15 @@ fn family(p: &PortInfo) -> Option<&'static str> {
 
 fn gid_mismatch(f: &PairFacts) -> Option<Cause> {
     let (l, r) = (f.local, f.remote);
-    let hint = "both ends must use the same RoCE version and address family: give every rail an IPv4 address (NCCL's default AF_INET) and the same NCCL_IB_ROCE_VERSION_NUM / NCCL_IB_ADDR_FAMILY on every pod";
     if l.link_layer != r.link_layer {
-        return Some(cannot(
-            "gid-mismatch",
-            format!("link layers differ: {} here, {} at the peer", l.link_layer.name(), r.link_layer.name()),
-            "InfiniBand and RoCE ports cannot talk to each other: pair rails of the same fabric",
-        ));
+        let summary = format!("link layers differ: {} here, {} at the peer", l.link_layer.name(), r.link_layer.name());
+        let hint = "InfiniBand and RoCE ports cannot talk to each other: pair rails of the same fabric";
+        return Some(cannot("gid-mismatch", summary, hint));
     }
     if l.link_layer != LinkLayer::Ethernet {
         return None;
     }
+    let hint = "both ends must use the same RoCE version and address family: give every rail an IPv4 address (NCCL's default AF_INET) and the same NCCL_IB_ROCE_VERSION_NUM / NCCL_IB_ADDR_FAMILY on every pod";
     let differ = |what: &str, a: Option<&str>, b: Option<&str>| {
         let (a, b) = a.zip(b).filter(|(a, b)| a != b)?;
         let summary = format!("{what} differ: GID {} here is {a}, the peer's GID {} is {b}", idx(l), idx(r));
@@ -241,11 +221,8 @@ fn pkey_mismatch(f: &PairFacts) -> Option<Cause> {
         } else {
             format!("both ends are limited members of partition {base_a:#06x} ({a:#06x}, {b:#06x}): limited members cannot talk to each other")
         };
-        cannot(
-            "pkey-mismatch",
-            summary,
-            "put both ports in the same partition, at least one as a full member (the subnet manager's partitions.conf; NCCL_IB_PKEY picks the index NCCL uses)",
-        )
+        let hint = "put both ports in the same partition, at least one as a full member (the subnet manager's partitions.conf; NCCL_IB_PKEY picks the index NCCL uses)";
+        cannot("pkey-mismatch", summary, hint)
     })
 }
 
@@ -253,12 +230,11 @@ fn no_route(f: &PairFacts) -> Option<Cause> {
     let Some(Reach::NoRoute { elsewhere }) = f.reach else { return None };
     let peer = f.remote.gid.as_deref().and_then(parse_gid).and_then(|g| gid_ipv4(&g))?;
     let netdev = f.local.netdev.clone().unwrap_or_else(|| "?".into());
-    let mut c = cannot(
-        "no-route",
-        format!("the peer's address {peer} is on a subnet {netdev} has no route to (this namespace's main routing table)"),
-        "pair rails that share a subnet (rail i with rail i, the default), or add a route for the peer's rail subnet through this rail's net device (the IPAM's routes, or the fabric routing between rails)",
-    )
-    .ev("peer_address", peer.to_string());
+    let summary = format!(
+        "the peer's address {peer} is on a subnet {netdev} has no route to (this namespace's main routing table)"
+    );
+    let hint = "pair rails that share a subnet (rail i with rail i, the default), or add a route for the peer's rail subnet through this rail's net device (the IPAM's routes, or the fabric routing between rails)";
+    let mut c = cannot("no-route", summary, hint).ev("peer_address", peer.to_string());
     if let Some(e) = elsewhere {
         c = c.ev("best_route", format!("{} (another device: RoCE from {netdev} cannot use it)", e.describe()));
     }

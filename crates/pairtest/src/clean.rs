@@ -30,11 +30,6 @@ pub fn bounded(text: &str, max: usize) -> String {
     out
 }
 
-/// [`bounded`] at [`MAX_SHOWN`].
-pub(crate) fn text(text: &str) -> String {
-    bounded(text, MAX_SHOWN)
-}
-
 /// Whether `text` would print as it is (nothing to escape, within [`MAX_SHOWN`]).
 #[cfg(test)]
 pub(crate) fn is_clean(text: &str) -> bool {
@@ -45,28 +40,32 @@ pub(crate) fn is_clean(text: &str) -> bool {
 mod tests {
     use super::*;
 
+    fn shown_text(t: &str) -> String {
+        bounded(t, MAX_SHOWN)
+    }
+
     #[test]
     fn a_forged_line_and_terminal_escapes_are_written_out() {
         let forged = "bad rail\nnccl-wrap: gate: verdict: GO\x1b[2J\x1b]0;owned\x07\r";
-        let t = text(forged);
+        let t = shown_text(forged);
         assert!(!t.contains('\n') && !t.contains('\x1b') && !t.contains('\r') && !t.contains('\x07'), "{t}");
         assert_eq!(t, "bad rail\\u{a}nccl-wrap: gate: verdict: GO\\u{1b}[2J\\u{1b}]0;owned\\u{7}\\u{d}");
         assert!(!is_clean(forged) && is_clean(&t));
         // C1 controls, separators and bidirectional overrides too.
-        assert_eq!(text("a\u{85}b\u{2028}c\u{202e}d"), "a\\u{85}b\\u{2028}c\\u{202e}d");
+        assert_eq!(shown_text("a\u{85}b\u{2028}c\u{202e}d"), "a\\u{85}b\\u{2028}c\\u{202e}d");
     }
 
     #[test]
     fn long_text_is_cut_and_plain_text_kept() {
-        assert_eq!(text("rxe0:1 retry-exceeded: peer ä"), "rxe0:1 retry-exceeded: peer ä");
+        assert_eq!(shown_text("rxe0:1 retry-exceeded: peer ä"), "rxe0:1 retry-exceeded: peer ä");
         let long = "x".repeat(5000);
-        let t = text(&long);
+        let t = shown_text(&long);
         assert_eq!(t.len(), MAX_SHOWN);
         assert!(t.ends_with("..."));
         // Escapes and wide characters count towards the bound; cleaning is idempotent.
         for hostile in ["\n".repeat(5000), "ä".repeat(5000), "é\u{1b}".repeat(700)] {
             let t = bounded(&hostile, 1024);
-            assert!(t.len() <= 1024 && is_clean(&text(&t)), "{}", t.len());
+            assert!(t.len() <= 1024 && is_clean(&shown_text(&t)), "{}", t.len());
             assert_eq!(bounded(&t, 1024), t);
         }
     }

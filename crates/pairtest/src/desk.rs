@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::io;
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -37,9 +37,6 @@ struct Reader {
     since: Instant,
 }
 
-/// The connections in their first read.
-type Reading = Arc<Mutex<BTreeMap<u64, Reader>>>;
-
 /// A listener under its policy: accepts, reads first messages, hands them out one at a time.
 pub struct Desk<'l, P = Message> {
     l: &'l TcpListener,
@@ -48,7 +45,7 @@ pub struct Desk<'l, P = Message> {
     tx: Sender<Read<P>>,
     rx: Receiver<Read<P>>,
     /// The connections in their first read, to be shut when the desk closes.
-    reading: Reading,
+    reading: Arc<Mutex<BTreeMap<u64, Reader>>>,
     next_id: u64,
     pending: Vec<Arrival<P>>,
 }
@@ -70,34 +67,21 @@ impl<P> Desk<'_, P> {
 }
 
 impl<'l, P: Protocol + Send + 'static> Desk<'l, P> {
-    pub fn new(l: &'l TcpListener, policy: Policy) -> Desk<'l, P> {
-        let ledger = Ledger::of(&policy);
-        Desk::with_ledger(l, policy, ledger)
-    }
-
     /// A desk whose sources are counted in `ledger`, shared with the front end.
     pub fn with_ledger(l: &'l TcpListener, policy: Policy, ledger: Ledger) -> Desk<'l, P> {
         let (tx, rx) = mpsc::channel();
         Desk { l, policy, ledger, tx, rx, reading: Arc::default(), next_id: 0, pending: Vec::new() }
     }
 
-    /// The book of this listener's sources.
-    pub fn ledger(&self) -> &Ledger {
-        &self.ledger
-    }
-
-    /// Counts a first message the front end refuses against its source; whether to say it.
-    pub fn refused(&self, peer: IpAddr, why: &str) -> bool {
-        self.ledger.refused(peer, why)
-    }
-
     /// A stray closed unread, handed out and counted.
     fn unread(&mut self, stream: Option<&TcpStream>, peer: SocketAddr, why: String) {
-        if let Some(s) = stream {
-            close(s);
-        }
-        let said = self.ledger.count(Source::of(peer.ip()), &why, false);
-        self.pending.push(Arrival::Stray { error: ExchangeError::Unread { peer: peer.to_string(), why }, said });
+        stream.into_iter().for_each(close);
+        self.stray(peer.to_string(), Source::of(peer.ip()), why);
+    }
+
+    fn stray(&mut self, peer: String, source: Source, why: String) {
+        let said = self.ledger.count(source, &why, false);
+        self.pending.push(Arrival::Stray { error: ExchangeError::Unread { peer, why }, said });
     }
 
     fn admit(&mut self, stream: TcpStream, addr: SocketAddr) {
@@ -133,9 +117,7 @@ impl<'l, P: Protocol + Send + 'static> Desk<'l, P> {
         });
         let Some(x) = oldest else { return false };
         close(&x.stream);
-        let why = format!("silent for {} ms while newer connections waited", SILENT.as_millis());
-        let said = self.ledger.count(x.source, &why, false);
-        self.pending.push(Arrival::Stray { error: ExchangeError::Unread { peer: x.peer, why }, said });
+        self.stray(x.peer, x.source, format!("silent for {} ms while newer connections waited", SILENT.as_millis()));
         true
     }
 
@@ -279,11 +261,6 @@ impl<P> Drop for Desk<'_, P> {
     }
 }
 
-/// The counts not yet said, said as the serving ends (whichever way it does).
-fn end(desk: &mut Desk<'_, Message>, on_error: &mut dyn FnMut(&ExchangeError)) {
-    desk.counted(true).iter().for_each(on_error);
-}
-
 /// Accepts peers under `policy` and hands each valid hello to `on_peer`, one at a time. Strays
 /// and refused hellos go to `on_error` (bounded per source and window) and the wait goes on; a
 /// peer failing after its hello ends the serving unless `keep`. Returns the peers completed.
@@ -297,19 +274,19 @@ pub fn serve(
     let addr = l.local_addr().map_or_else(|_| "the listener".to_owned(), |a| a.to_string());
     let first_until = policy.wait.map(|w| start + w);
     let (mut seen, mut served, mut strays) = (0usize, 0usize, 0usize);
-    let mut desk: Desk<'_, Message> = Desk::new(l, policy.clone());
+    let mut desk: Desk<'_, Message> = Desk::with_ledger(l, policy.clone(), Ledger::of(policy));
     let never = AtomicBool::new(false);
-    loop {
+    let result = loop {
         // With `keep`, only the first peer is waited for; without it, strays do not end the wait.
         let until = if policy.keep && seen > 0 { None } else { first_until };
         let Some(arrival) = desk.next(until, &never) else {
-            end(&mut desk, &mut on_error);
-            return Err(ExchangeError::NoPeer { addr, waited_ms: start.elapsed().as_millis(), strays });
+            break Err(ExchangeError::NoPeer { addr, waited_ms: start.elapsed().as_millis(), strays });
         };
-        // A peer's refusal of ours, said or counted against its source as a stray is.
-        let refused = |desk: &Desk<'_, Message>, s: &Session, e: ExchangeError| {
-            let said = s.addrs().is_none_or(|(ip, _)| desk.refused(ip.ip(), &e.to_string()));
-            (e, said)
+        // Our refusal of a peer, said or counted against its source as a stray is, then told.
+        let refuse = |desk: &Desk<'_, Message>, s: Session, e: ExchangeError, tell: &str| {
+            let said = s.addrs().is_none_or(|(ip, _)| desk.ledger.refused(ip.ip(), &e.to_string()));
+            s.refuse(tell);
+            Err((false, e, said))
         };
         let outcome = match arrival {
             Arrival::Counted(e) => {
@@ -319,16 +296,14 @@ pub fn serve(
             Arrival::First(session, Message::Hello(hello)) => match policy.refusal(&hello) {
                 Some(why) => {
                     let e = ExchangeError::NotServed { peer: session.peer.clone(), why: why.clone() };
-                    let (e, said) = refused(&desk, &session, e);
-                    session.refuse(&why);
-                    Err((false, e, said))
+                    refuse(&desk, session, e, &why)
                 }
                 None => on_peer(session, hello).map_err(|e| (true, e, true)),
             },
             Arrival::First(session, m) => {
-                let (e, said) = refused(&desk, &session, session.unexpected("hello", m.name()));
-                session.refuse(&e.to_string());
-                Err((false, e, said))
+                let e = session.unexpected("hello", m.name());
+                let tell = e.to_string();
+                refuse(&desk, session, e, &tell)
             }
             Arrival::Stray { error, said } => Err((false, error, said)),
         };
@@ -342,14 +317,15 @@ pub fn serve(
                 }
                 strays += usize::from(!valid);
                 if (valid && !policy.keep) || (at_max && served == 0) {
-                    end(&mut desk, &mut on_error);
-                    return Err(e);
+                    break Err(e);
                 }
             }
         }
         if (!policy.keep && served > 0) || at_max {
-            end(&mut desk, &mut on_error);
-            return Ok(served);
+            break Ok(served);
         }
-    }
+    };
+    // The counts not yet said, said as the serving ends (whichever way it does).
+    desk.counted(true).iter().for_each(&mut on_error);
+    result
 }

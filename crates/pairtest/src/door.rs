@@ -70,16 +70,13 @@ pub fn parse_allow(spec: &str) -> Result<Vec<Net>, AllowError> {
     }
     let nets: Vec<Net> =
         spec.split(',').map(str::trim).filter(|s| !s.is_empty()).map(Net::parse).collect::<Result<_, _>>()?;
-    if nets.len() > MAX_NETS {
-        return Err(AllowError::TooLong);
+    match nets.len() {
+        0 => Err(AllowError::Empty),
+        n if n > MAX_NETS => Err(AllowError::TooLong),
+        _ => Ok(nets),
     }
-    if nets.is_empty() {
-        return Err(AllowError::Empty);
-    }
-    Ok(nets)
 }
 
-/// Who may connect.
 #[derive(Debug, Clone, Default)]
 pub enum Allow {
     /// Anyone who reaches the port (the gate: a join proves itself by the job's secret).
@@ -135,7 +132,6 @@ pub enum Tags {
 /// A listener's policy, the one of every listener of the pair test.
 #[derive(Debug, Clone)]
 pub struct Policy {
-    /// Who may connect.
     pub allow: Allow,
     /// Connections in their first read at once; past it, closed unread.
     pub readers: usize,
@@ -156,7 +152,6 @@ pub struct Policy {
     pub answer: Settings,
     /// A hello asking for more than `answer`.
     pub over: Over,
-    /// A hello tagged for a job.
     pub tags: Tags,
 }
 

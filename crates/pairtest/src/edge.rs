@@ -30,9 +30,10 @@ pub(crate) fn open(planned: &[Planned]) -> Result<Opened, Cause> {
     if opened.infos.is_empty() {
         let why: Vec<String> =
             opened.failed.iter().map(|(p, f)| format!("{}:{} at {}: {}", p.device, p.port, f.step, f.error)).collect();
+        let summary = format!("no port of the plan can be opened through ibverbs: {}", why.join("; "));
         return Err(cannot(
             "no-port",
-            format!("no port of the plan can be opened through ibverbs: {}", why.join("; ")),
+            summary,
             "run `nccl-wrap doctor` (uverbs nodes in the container, the port's state)",
         ));
     }
@@ -46,11 +47,8 @@ fn unopened(opened: &Opened, peer: &str) -> Vec<PairResult> {
         .iter()
         .enumerate()
         .map(|(k, (p, f))| {
-            let c = cannot(
-                "no-port",
-                format!("{}:{} cannot be opened at {}: {}", p.device, p.port, f.step, f.error),
-                "run `nccl-wrap doctor`; this rail is left out of the pairing",
-            );
+            let summary = format!("{}:{} cannot be opened at {}: {}", p.device, p.port, f.step, f.error);
+            let c = cannot("no-port", summary, "run `nccl-wrap doctor`; this rail is left out of the pairing");
             output::unopened(1000 + k, peer, &p.device, p.port, c)
         })
         .collect()

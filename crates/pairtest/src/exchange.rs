@@ -19,7 +19,7 @@ pub enum ExchangeError {
     Address { addr: String, detail: String },
     #[error("cannot resolve {host}: {source}; is the name right, and does this image resolve names (static binaries need the glibc NSS libraries)?")]
     Resolve { host: String, source: io::Error },
-    #[error("no peer connected to {addr} within {waited_ms} ms{}: start `nccl-wrap ping HOST:PORT` on the other pod, or raise --wait-ms", strays_note(*strays))]
+    #[error("no peer connected to {addr} within {waited_ms} ms{}: start `nccl-wrap ping HOST:PORT` on the other pod, or raise --wait-ms", note((*strays > 0).then(|| format!("{strays} stray connection(s) ignored, each named above"))))]
     NoPeer { addr: String, waited_ms: u128, strays: usize },
     #[error("cannot reach {addr} within {waited_ms} ms (last error: {source}): is `nccl-wrap ping --listen` running there, and is the port open between the pods?")]
     Connect { addr: String, waited_ms: u128, source: io::Error },
@@ -43,23 +43,13 @@ pub enum ExchangeError {
     #[error("{why}")]
     Answer { peer: String, why: String },
     /// A log window's strays of one source not said one by one (`door`'s limits, `ledger`).
-    #[error("{} connection(s) refused from {from} in the last {secs} s{}", nw_output::msg::thousands(*count), last_note(last))]
+    #[error("{} connection(s) refused from {from} in the last {secs} s{}", nw_output::msg::thousands(*count), note((!last.is_empty()).then(|| format!("the last: {last}"))))]
     Counted { count: u64, from: String, secs: u64, last: String },
 }
 
-fn last_note(last: &str) -> String {
-    if last.is_empty() {
-        String::new()
-    } else {
-        format!(" (the last: {last})")
-    }
-}
-
-fn strays_note(strays: usize) -> String {
-    match strays {
-        0 => String::new(),
-        n => format!(" ({n} stray connection(s) ignored, each named above)"),
-    }
+/// ` (TEXT)`, or nothing: a note at the end of an error's message.
+fn note(text: Option<String>) -> String {
+    text.map(|t| format!(" ({t})")).unwrap_or_default()
 }
 
 impl ExchangeError {
@@ -101,11 +91,6 @@ impl Session {
         Some((canonical(self.stream.peer_addr().ok()?), canonical(self.stream.local_addr().ok()?)))
     }
 
-    /// Pushes the deadline to `deadline` (the run's phases are bounded one by one).
-    pub(crate) fn extend(&mut self, deadline: Instant) {
-        self.deadline = self.deadline.max(deadline);
-    }
-
     fn remaining(&self) -> Option<Duration> {
         self.deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero())
     }
@@ -119,11 +104,9 @@ impl Session {
             match self.stream.read(&mut buf[got..]) {
                 Ok(n) if n > 0 => got += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted || timed_out(&e) => {}
-                Ok(_) => return Err(ExchangeError::Closed { peer, what, got, want }),
-                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
-                    return Err(ExchangeError::Closed { peer, what, got, want })
-                }
-                Err(e) => return Err(self.io(e)),
+                Err(e) if e.kind() != io::ErrorKind::ConnectionReset => return Err(self.io(e)),
+                // The end of the stream, or a reset: the peer closed.
+                _ => return Err(ExchangeError::Closed { peer, what, got, want }),
             }
         }
         Ok(())
@@ -173,12 +156,8 @@ impl Session {
         ExchangeError::Unexpected { peer: self.peer.clone(), want, got }
     }
 
-    pub fn send(&mut self, msg: &Message) -> Result<(), ExchangeError> {
-        self.send_as(msg)
-    }
-
-    /// [`Session::send`] for protocol `P`.
-    pub fn send_as<P: Protocol>(&mut self, msg: &P) -> Result<(), ExchangeError> {
+    /// Sends one message of protocol `P` (the pair test's, or a front end's) before the deadline.
+    pub fn send<P: Protocol>(&mut self, msg: &P) -> Result<(), ExchangeError> {
         let bytes = wire::encode_as(msg).map_err(|source| ExchangeError::Wire { peer: "this end".into(), source })?;
         let timeout = |what| ExchangeError::Timeout { peer: self.peer.clone(), what, got: 0, want: bytes.len() };
         let Some(left) = self.remaining() else { return Err(timeout("sending")) };
@@ -198,11 +177,8 @@ impl Session {
         let mut b = [0u8; 1];
         let r = self.stream.peek(&mut b);
         self.stream.set_nonblocking(false).map_err(|e| self.io(e))?;
-        match r {
-            Ok(_) => Ok(true),
-            Err(e) if timed_out(&e) || e.kind() == io::ErrorKind::Interrupted => Ok(false),
-            Err(_) => Ok(true),
-        }
+        // Data, the end or an error: anything but a peek that would have waited.
+        Ok(!matches!(r, Err(e) if timed_out(&e) || e.kind() == io::ErrorKind::Interrupted))
     }
 
     /// Sets the deadline to `deadline`, earlier or later (the gate's phases each have their own).
@@ -230,7 +206,6 @@ impl Session {
     }
 }
 
-/// Where a listener binds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Place {
     /// Every address of both families, at this port ([`bind_any`]).
@@ -281,7 +256,8 @@ pub fn connect(target: &str, wait_until: Instant, run: Duration) -> Result<Sessi
     let (host, port) = split_target(target)?;
     let start = Instant::now();
     loop {
-        let attempt = (host.as_str(), port).to_socket_addrs().map_err(|e| (true, e)).and_then(|addrs| {
+        let resolve = |source| ExchangeError::Resolve { host: host.clone(), source };
+        let attempt = (host.as_str(), port).to_socket_addrs().map_err(resolve).and_then(|addrs| {
             let mut last = io::Error::new(io::ErrorKind::NotFound, "the name has no address");
             for a in addrs {
                 let left = wait_until.saturating_duration_since(Instant::now()).max(Duration::from_millis(100));
@@ -290,24 +266,20 @@ pub fn connect(target: &str, wait_until: Instant, run: Duration) -> Result<Sessi
                     Err(e) => last = e,
                 }
             }
-            Err((false, last))
+            Err(ExchangeError::Connect {
+                addr: target.to_owned(),
+                waited_ms: start.elapsed().as_millis(),
+                source: last,
+            })
         });
         match attempt {
             Ok(stream) => return Ok(Session::new(stream, target.to_owned(), Instant::now() + run)),
-            Err((resolve, e)) if Instant::now() >= wait_until => {
-                let waited_ms = start.elapsed().as_millis();
-                return Err(if resolve {
-                    ExchangeError::Resolve { host, source: e }
-                } else {
-                    ExchangeError::Connect { addr: target.to_owned(), waited_ms, source: e }
-                });
-            }
+            Err(e) if Instant::now() >= wait_until => return Err(e),
             Err(_) => std::thread::sleep(Duration::from_millis(200).min(wait_until - Instant::now())),
         }
     }
 }
 
-/// A listener on one address.
 pub fn bind(addr: SocketAddr) -> Result<TcpListener, ExchangeError> {
     let l = TcpListener::bind(addr).map_err(|source| ExchangeError::Bind { addr: addr.to_string(), source })?;
     ready(l, addr)
@@ -344,28 +316,6 @@ fn ready(l: TcpListener, addr: SocketAddr) -> Result<TcpListener, ExchangeError>
     }
     l.set_nonblocking(true).map_err(|source| ExchangeError::Bind { addr: addr.to_string(), source })?;
     Ok(l)
-}
-
-/// Waits for one connection until `until` (`None`: for ever).
-pub fn accept(l: &TcpListener, until: Option<Instant>) -> Result<(TcpStream, SocketAddr), ExchangeError> {
-    let start = Instant::now();
-    let addr = l.local_addr().map_or_else(|_| "the listener".to_owned(), |a| a.to_string());
-    loop {
-        match l.accept() {
-            Ok((s, peer)) => {
-                s.set_nonblocking(false).map_err(|source| ExchangeError::Io { peer: peer.to_string(), source })?;
-                return Ok((s, peer));
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {}
-            // A connection reset before it was accepted is that peer's problem, not ours.
-            Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}
-            Err(source) => return Err(ExchangeError::Bind { addr, source }),
-        }
-        if until.is_some_and(|u| Instant::now() >= u) {
-            return Err(ExchangeError::NoPeer { addr, waited_ms: start.elapsed().as_millis(), strays: 0 });
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 #[cfg(test)]

@@ -12,6 +12,17 @@ use crate::door::{Allow, Policy};
 use crate::settings::Settings;
 use crate::wire::{Hello, LinkLayer, PortInfo};
 
+/// One connection of the (non-blocking) listener within `until`, made blocking, as a test's peer.
+fn accept(l: &TcpListener, until: Option<Instant>) -> io::Result<(TcpStream, SocketAddr)> {
+    loop {
+        match l.accept() {
+            Ok((s, peer)) => return s.set_nonblocking(false).map(|()| (s, peer)),
+            Err(e) if until.is_some_and(|u| Instant::now() >= u) => return Err(e),
+            Err(_) => thread::sleep(Duration::from_millis(10)),
+        }
+    }
+}
+
 fn hello() -> Hello {
     Hello {
         host: "test".into(),

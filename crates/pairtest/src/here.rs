@@ -7,7 +7,7 @@ use std::path::Path;
 use super::cause::{cannot, Cause, PlanGid};
 use super::output::{self, Dropped};
 use super::pair::Planned;
-use super::route::{self, Route};
+use super::route::Route;
 use nw_decide::{Action, Plan};
 use nw_nccl::env::IB_GID_INDEX;
 use nw_nccl::gid::RoceType;
@@ -24,7 +24,6 @@ pub struct Inputs<'a> {
     pub verbs: &'a dyn Verbs,
 }
 
-/// What this pod brings to every edge.
 #[derive(Debug, Clone)]
 pub struct Here {
     pub planned: Vec<Planned>,
@@ -45,25 +44,20 @@ impl Here {
 /// This pod's side of every edge, or why it has none: ibverbs not used, no usable port.
 pub fn read(inp: &Inputs) -> Result<Here, Cause> {
     if let Err(VerbsError::Unavailable(reason)) = inp.verbs.device_names() {
-        return Err(cannot(
-            "no-port",
-            format!("ping moves bytes through ibverbs, which are not used here: {reason}"),
-            "run against the kernel's /sys, without --skip-verbs",
-        ));
+        let summary = format!("ping moves bytes through ibverbs, which are not used here: {reason}");
+        return Err(cannot("no-port", summary, "run against the kernel's /sys, without --skip-verbs"));
     }
     let planned = planned(inp.plan);
     if planned.is_empty() {
-        return Err(cannot(
-            "no-port",
-            "no usable RDMA port in this pod: nothing to test (a run would set NCCL_IB_DISABLE=1)",
-            "run `nccl-wrap doctor` to see why each port is not used",
-        ));
+        let summary = "no usable RDMA port in this pod: nothing to test (a run would set NCCL_IB_DISABLE=1)";
+        return Err(cannot("no-port", summary, "run `nccl-wrap doctor` to see why each port is not used"));
     }
     let gids = plan_gids(inp.plan, &planned);
     Ok(Here {
         planned,
         host: hostname(inp.proc_root, inp.vars),
-        routes: route::read(inp.proc_root),
+        // `PROC/net/route`, bounded; none when it cannot be read.
+        routes: nw_observe::detect::route::read_v4(inp.proc_root).ok(),
         dropped: dropped_for_gid(inp.plan),
         gids,
     })
@@ -86,10 +80,9 @@ pub(crate) fn planned(plan: &Plan) -> Vec<Planned> {
         let value = if v.action == Action::Kept { v.previous.as_deref()? } else { v.value.as_str() };
         value.trim().parse().ok()
     });
-    let mut out = Vec::new();
-    for hca in &plan.hca {
-        let Some((dev, port)) = hca.rsplit_once(':') else { continue };
-        let Ok(port) = port.parse::<u8>() else { continue };
+    let planned = |hca: &String| {
+        let (dev, port) = hca.rsplit_once(':')?;
+        let port = port.parse::<u8>().ok()?;
         let device = plan.detection.devices.iter().find(|d| d.name == dev);
         let facts = device.and_then(|d| d.ports.iter().find(|p| p.port == u32::from(port)));
         // A software device's rate is its net device's, not what it moves: no rate to judge by.
@@ -105,19 +98,18 @@ pub(crate) fn planned(plan: &Plan) -> Vec<Planned> {
             RoceType::V1 => "IB/RoCE v1".to_owned(),
             RoceType::V2 => "RoCE v2".to_owned(),
         });
-        out.push(Planned {
+        Some(Planned {
             device: dev.to_owned(),
             port,
             gid_index,
             gid_type,
             netdev: entry.or(pick).and_then(|g| g.ndev.clone()),
             rate_kbps,
-        });
-    }
-    out
+        })
+    };
+    plan.hca.iter().filter_map(planned).collect()
 }
 
-/// What the plan read of `device` port `port`.
 fn facts<'p>(plan: &'p Plan, device: &str, port: u32) -> Option<&'p PortFacts> {
     plan.detection.devices.iter().find(|d| d.name == device).and_then(|d| d.ports.iter().find(|f| f.port == port))
 }

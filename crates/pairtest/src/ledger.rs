@@ -29,10 +29,7 @@ impl Source {
     /// An IPv4 address (an IPv4-mapped IPv6 one included) as itself; an IPv6 address as its /64.
     pub fn of(ip: IpAddr) -> Source {
         match ip.to_canonical() {
-            IpAddr::V6(v6) => {
-                let bits = u128::from(v6) & !((1u128 << 64) - 1);
-                Source(IpAddr::V6(bits.into()))
-            }
+            IpAddr::V6(v6) => Source(IpAddr::V6((u128::from(v6) & (u128::MAX << 64)).into())),
             v4 => Source(v4),
         }
     }

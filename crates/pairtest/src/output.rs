@@ -94,8 +94,7 @@ pub struct Local<'a> {
 
 /// A pair's result from what both ends said, with its cause.
 pub fn result(index: usize, peer: &str, run: &PairRun, local: Local) -> PairResult {
-    let routes = local.routes;
-    let reach: Option<Reach> = match (routes, &run.local.netdev, run.remote.gid.as_deref().and_then(parse_gid)) {
+    let reach: Option<Reach> = match (local.routes, &run.local.netdev, run.remote.gid.as_deref().and_then(parse_gid)) {
         (Some(r), Some(dev), Some(gid)) => route::gid_ipv4(&gid).map(|a| route::reach(r, dev, a)),
         _ => None,
     };
@@ -184,31 +183,27 @@ pub fn unpaired(
         }
         for (i, p) in remote.iter().enumerate().skip(nl) {
             let d = dropped.next();
-            let mut summary = format!(
-                "the peer's rail {i} ({}:{}) has no partner here: this end offers {nl} usable port(s), the peer {nr}",
-                p.device, p.port
+            let here =
+                d.map(|d| format!("; {}:{} is not used here: {}", d.device, d.port, d.reason)).unwrap_or_default();
+            let mut c = cannot(
+                "no-port",
+                format!(
+                    "the peer's rail {i} ({}:{}) has no partner here: this end offers {nl} usable port(s), the peer {nr}{here}",
+                    p.device, p.port
+                ),
+                "every pod must offer the same rails: fix this end's missing rail (`nccl-wrap doctor` names why a port is not used; a RoCE rail needs its IPv4 address for NCCL's RoCE v2 IPv4 GID)",
             );
-            let mut c = cannot("no-port", "", "");
-            let local = match d {
-                Some(d) => {
-                    summary.push_str(&format!("; {}:{} is not used here: {}", d.device, d.port, d.reason));
-                    c = c.ev("not_used", format!("{}:{}: {}", d.device, d.port, d.reason));
-                    bare(&d.device, d.port)
-                }
-                None => bare("none", 0),
-            };
-            c.summary = summary;
-            c.hint = "every pod must offer the same rails: fix this end's missing rail (`nccl-wrap doctor` names why a port is not used; a RoCE rail needs its IPv4 address for NCCL's RoCE v2 IPv4 GID)".into();
+            if let Some(d) = d {
+                c = c.ev("not_used", format!("{}:{}: {}", d.device, d.port, d.reason));
+            }
+            let local = d.map_or_else(|| bare("none", 0), |d| bare(&d.device, d.port));
             out.push(fail(first + out.len(), peer, local, Some(PortOut::of(p)), counts(c).ev("remote", describe(p))));
         }
     }
     for d in dropped {
-        let c = cannot(
-            "no-port",
-            format!("{}:{} is not used here, so its rail is not tested: {}", d.device, d.port, d.reason),
-            "fix the port as the reason says (`nccl-wrap doctor` on this pod), then run ping again",
-        )
-        .ev("not_used", format!("{}:{}: {}", d.device, d.port, d.reason));
+        let summary = format!("{}:{} is not used here, so its rail is not tested: {}", d.device, d.port, d.reason);
+        let hint = "fix the port as the reason says (`nccl-wrap doctor` on this pod), then run ping again";
+        let c = cannot("no-port", summary, hint).ev("not_used", format!("{}:{}: {}", d.device, d.port, d.reason));
         out.push(fail(first + out.len(), peer, bare(&d.device, d.port), None, counts(c)));
     }
     out

@@ -166,10 +166,9 @@ impl Res<'_> {
         let route = match (local.link_layer, local.gid_index, remote.gid.as_deref().and_then(super::wire::parse_gid)) {
             (LinkLayer::Ethernet, Some(sgid_index), Some(dgid)) => Route::Gid { dgid, sgid_index },
             (LinkLayer::Ethernet, _, _) => return Err(fault("RTR", "the peer sent no GID for a RoCE pair")),
-            (LinkLayer::InfiniBand, _, _) => match remote.lid {
-                Some(lid) => Route::Lid(lid),
-                None => return Err(fault("RTR", "the peer sent no LID for an InfiniBand pair")),
-            },
+            (LinkLayer::InfiniBand, _, _) => {
+                Route::Lid(remote.lid.ok_or_else(|| fault("RTR", "the peer sent no LID for an InfiniBand pair"))?)
+            }
         };
         let path_mtu = mtu_enum(local.mtu.min(remote.mtu));
         let rtr = RtrAttrs { port: local.port, path_mtu, dest_qpn: peer.qpn, rq_psn: peer.psn, route };

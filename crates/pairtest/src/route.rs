@@ -2,14 +2,8 @@
 //! main table: evidence for a failed pair (RoCE v2 is routed like IP), never a verdict alone.
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::path::Path;
 
 pub use nw_observe::detect::route::Route;
-
-/// Reads `PROC/net/route` (bounded, never blocking); `None` when it cannot be read.
-pub fn read(proc_root: &Path) -> Option<Vec<Route>> {
-    nw_observe::detect::route::read_v4(proc_root).ok()
-}
 
 /// What the routes say about reaching `peer` from `netdev`.
 #[derive(Debug, Clone, PartialEq, Eq)]

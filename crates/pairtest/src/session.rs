@@ -89,14 +89,11 @@ fn connect(
     let ack_timeout = pair::ack_timeout(timeout);
     let n = res.len();
     let psns: Vec<u32> = (0..n).map(|k| pair::psn(k as u64 + 1)).collect();
-    let mine: Vec<QpInfo> = res
-        .iter()
-        .enumerate()
-        .map(|(k, r)| match r {
-            Ok(r) => r.info(k as u16, psns[k]),
-            Err(f) => QpInfo { pair: k as u16, qpn: 0, psn: 0, addr: 0, rkey: 0, fault: Some(f.clone()) },
-        })
-        .collect();
+    let qp = |(k, r): (usize, &Result<Res<'_>, Fault>)| match r {
+        Ok(r) => r.info(k as u16, psns[k]),
+        Err(f) => QpInfo { pair: k as u16, qpn: 0, psn: 0, addr: 0, rkey: 0, fault: Some(f.clone()) },
+    };
+    let mine: Vec<QpInfo> = res.iter().enumerate().map(qp).collect();
     let mut local: Vec<Option<Fault>> = mine.iter().map(|q| q.fault.clone()).collect();
     s.send(&Message::Setup(mine))?;
     let theirs = s.expect("setup", |m| if let Message::Setup(q) = m { Some(q) } else { None })?;
@@ -158,25 +155,21 @@ pub(crate) fn initiate(
     };
     let pairs = pairing(opened.infos.len(), theirs.ports.len(), limits.all_pairs);
     let rounds = rounds(&pairs);
-    s.extend(Instant::now() + budget(pairs.len(), rounds.len(), limits));
+    s.set_deadline(s.deadline.max(Instant::now() + budget(pairs.len(), rounds.len(), limits)));
     let ends: Vec<(PortInfo, PortInfo)> =
         pairs.iter().map(|&(l, r)| (opened.infos[l].clone(), theirs.ports[r].clone())).collect();
     let local_of: Vec<usize> = pairs.iter().map(|p| p.0).collect();
     let runs = pair::with_pairs(&opened.ctxs, &local_of, limits.bytes, |res| {
         let (mut local, mut remote, qps) = connect(s, &res, &ends, limits.timeout)?;
         let mut figures: Vec<Figures> = vec![Figures { median_us: None, p99_us: None, gbps: None }; pairs.len()];
-        let ok =
-            |k: usize, local: &[Option<Fault>], remote: &[Option<Fault>]| local[k].is_none() && remote[k].is_none();
         for (k, r) in res.iter().enumerate() {
             let (Ok(r), None, None) = (r, &local[k], &remote[k]) else { continue };
             match r.latency(limits.iters, Instant::now() + limits.timeout) {
-                Ok(samples) => {
+                Ok(mut samples) => {
                     // The first round trips warm caches and address translation: leave them out.
-                    let warm = samples.len().min(10).min(samples.len() / 10);
-                    let mut rest = samples;
-                    rest.drain(..warm);
-                    rest.sort_unstable_by(f64::total_cmp);
-                    if let Some((median, p99)) = pair::percentiles(&rest) {
+                    samples.drain(..samples.len().min(10).min(samples.len() / 10));
+                    samples.sort_unstable_by(f64::total_cmp);
+                    if let Some((median, p99)) = pair::percentiles(&samples) {
                         figures[k].median_us = Some(median);
                         figures[k].p99_us = Some(p99);
                     }
@@ -186,17 +179,16 @@ pub(crate) fn initiate(
         }
         let duration = Duration::from_millis(u64::from(limits.duration_ms));
         for round in &rounds {
-            let streams: Vec<(usize, Stream<'_, '_>)> = round
+            let (ks, mut only): (Vec<usize>, Vec<Stream<'_, '_>>) = round
                 .iter()
-                .filter(|&&k| ok(k, &local, &remote))
+                .filter(|&&k| local[k].is_none() && remote[k].is_none())
                 .filter_map(|&k| {
                     res[k].as_ref().ok().map(|r| (k, Stream::new(r, &qps[k], opened.max_msg[local_of[k]])))
                 })
-                .collect();
-            if streams.is_empty() || duration.is_zero() {
+                .unzip();
+            if only.is_empty() || duration.is_zero() {
                 continue;
             }
-            let (ks, mut only): (Vec<usize>, Vec<Stream<'_, '_>>) = streams.into_iter().unzip();
             let start = pair::bandwidth(&mut only, duration, Instant::now() + duration + limits.timeout);
             for (st, k) in only.into_iter().zip(ks) {
                 match st.fault {
@@ -231,7 +223,7 @@ pub fn answer(
     let (limits, _) = ours.answer(hello, pairs.len());
     // This end's hello carries the sizes it will run, so that the initiator runs the same.
     s.send(&Message::Hello(limits.hello(host, opened.infos.clone())))?;
-    s.extend(Instant::now() + budget(pairs.len(), rounds(&pairs).len(), &limits));
+    s.set_deadline(s.deadline.max(Instant::now() + budget(pairs.len(), rounds(&pairs).len(), &limits)));
     let ends: Vec<(PortInfo, PortInfo)> =
         pairs.iter().map(|&(r, l)| (opened.infos[l].clone(), hello.ports[r].clone())).collect();
     let local_of: Vec<usize> = pairs.iter().map(|p| p.1).collect();

@@ -13,9 +13,9 @@ pub(crate) const HEADER_LEN: usize = 13;
 /// Hard limit of one payload: a description of 32 ports is about 8 KiB.
 pub(crate) const MAX_PAYLOAD: usize = 64 << 10;
 /// NCCL reads at most 32 `NCCL_IB_HCA` entries; no pod has more rails.
-pub(crate) const MAX_PORTS: usize = 32;
+pub const MAX_PORTS: usize = 32;
 /// Every local x remote pair of two 32-port pods.
-pub(crate) const MAX_PAIRS: usize = MAX_PORTS * MAX_PORTS;
+pub const MAX_PAIRS: usize = MAX_PORTS * MAX_PORTS;
 /// Longest text a peer may send (a failure's detail, a refusal's reason).
 pub const MAX_TEXT: usize = 1024;
 /// Largest bandwidth message (1 GiB, what most adapters allow in one work request).
@@ -129,7 +129,6 @@ pub struct PairState {
     pub(crate) figures: Option<Figures>,
 }
 
-/// What a pair measured.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Figures {
@@ -140,7 +139,9 @@ pub struct Figures {
 
 impl Eq for Figures {}
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A message's payload is its content's JSON alone (the kind is in the header).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
 pub enum Message {
     Hello(Hello),
     /// Every pair's queue pair, in pair order.
@@ -193,17 +194,22 @@ impl Protocol for Message {
         (1..=LAST_KIND).contains(&kind)
     }
     fn decode_payload(kind: u8, payload: &[u8]) -> Result<Message, WireError> {
-        decode_payload(kind, payload)
+        let name = kind_name(kind);
+        let msg = match kind {
+            1 => Message::Hello(json(name, payload)?),
+            2 => Message::Setup(json(name, payload)?),
+            3 => Message::Ready(json(name, payload)?),
+            4 => Message::Done(json(name, payload)?),
+            5 => Message::Refuse(json(name, payload)?),
+            other => return Err(WireError::Kind(other)),
+        };
+        validate(&msg)?;
+        Ok(printable(msg))
     }
     fn encode_payload(&self) -> Result<(u8, Vec<u8>), WireError> {
         validate(self)?;
-        let payload = match self {
-            Message::Hello(h) => serde_json::to_vec(h),
-            Message::Setup(q) => serde_json::to_vec(q),
-            Message::Ready(s) | Message::Done(s) => serde_json::to_vec(s),
-            Message::Refuse(r) => serde_json::to_vec(r),
-        }
-        .map_err(|e| WireError::Json { kind: self.name(), detail: e.to_string() })?;
+        let payload =
+            serde_json::to_vec(self).map_err(|e| WireError::Json { kind: self.name(), detail: e.to_string() })?;
         Ok((self.kind(), payload))
     }
     fn name(&self) -> &'static str {
@@ -234,7 +240,6 @@ pub enum WireError {
     Field { field: &'static str, detail: String },
 }
 
-/// `what` out of range where `bad`, with `detail`.
 pub fn fail_if<D: Into<String>>(bad: bool, what: &'static str, detail: impl FnOnce() -> D) -> Result<(), WireError> {
     if bad {
         return Err(field(what, detail()));
@@ -242,7 +247,6 @@ pub fn fail_if<D: Into<String>>(bad: bool, what: &'static str, detail: impl FnOn
     Ok(())
 }
 
-/// A field out of range, named.
 pub fn field(field: &'static str, detail: impl Into<String>) -> WireError {
     WireError::Field { field, detail: detail.into() }
 }
@@ -292,21 +296,8 @@ pub fn decode_as<P: Protocol>(bytes: &[u8]) -> Result<P, WireError> {
 /// A payload's JSON as the message named `name`, unchecked (a front end's decoding starts here);
 /// serde's message, which quotes the peer's bytes, made printable.
 pub fn json<'a, T: Deserialize<'a>>(name: &'static str, payload: &'a [u8]) -> Result<T, WireError> {
-    serde_json::from_slice(payload).map_err(|e| WireError::Json { kind: name, detail: clean::text(&e.to_string()) })
-}
-
-pub(crate) fn decode_payload(kind: u8, payload: &[u8]) -> Result<Message, WireError> {
-    let name = kind_name(kind);
-    let msg = match kind {
-        1 => Message::Hello(json(name, payload)?),
-        2 => Message::Setup(json(name, payload)?),
-        3 => Message::Ready(json(name, payload)?),
-        4 => Message::Done(json(name, payload)?),
-        5 => Message::Refuse(json(name, payload)?),
-        other => return Err(WireError::Kind(other)),
-    };
-    validate(&msg)?;
-    Ok(printable(msg))
+    serde_json::from_slice(payload)
+        .map_err(|e| WireError::Json { kind: name, detail: clean::bounded(&e.to_string(), clean::MAX_SHOWN) })
 }
 
 /// Every free text a peer sends (a refusal, a fault's error) made printable and bounded.
@@ -359,12 +350,9 @@ fn validate(msg: &Message) -> Result<(), WireError> {
             for (i, s) in states.iter().enumerate() {
                 order("pair", i, s.pair)?;
                 s.fault.as_ref().map_or(Ok(()), validate_fault)?;
-                if let Some(f) = &s.figures {
-                    for v in [f.median_us, f.p99_us, f.gbps].into_iter().flatten() {
-                        fail_if(!(v.is_finite() && (0.0..1e9).contains(&v)), "figures", || {
-                            format!("{v} is not a measurement")
-                        })?;
-                    }
+                for v in s.figures.iter().flat_map(|f| [f.median_us, f.p99_us, f.gbps]).flatten() {
+                    let bad = !(v.is_finite() && (0.0..1e9).contains(&v));
+                    fail_if(bad, "figures", || format!("{v} is not a measurement"))?;
                 }
             }
             Ok(())
@@ -439,22 +427,16 @@ fn validate_hello(h: &Hello) -> Result<(), WireError> {
         check_hex("hello.gate.mac", g.mac.as_ref(), 64)?;
         fail_if(g.rank >= MAX_JOB_SIZE, "hello.gate.rank", || format!("{} is over the largest job", g.rank))?;
     }
-    fail_if(h.ports.is_empty() || h.ports.len() > MAX_PORTS, "hello.ports", || {
-        format!("{} ports, not 1..={MAX_PORTS}", h.ports.len())
-    })?;
+    let n = h.ports.len();
+    fail_if(n == 0 || n > MAX_PORTS, "hello.ports", || format!("{n} ports, not 1..={MAX_PORTS}"))?;
     check_params(h.bytes, h.iters, h.duration_ms)?;
-    for p in &h.ports {
-        check_port(p)?;
-    }
-    Ok(())
+    h.ports.iter().try_for_each(check_port)
 }
 
 /// One port as a peer describes it: every field in range.
 pub fn check_port(p: &PortInfo) -> Result<(), WireError> {
     check_name("port.device", &p.device)?;
-    if let Some(n) = &p.netdev {
-        check_name("port.netdev", n)?;
-    }
+    p.netdev.iter().try_for_each(|n| check_name("port.netdev", n))?;
     fail_if(p.port == 0, "port.port", || "port numbers start at 1")?;
     fail_if(p.rate_kbps.is_some_and(|r| r == 0 || r > MAX_KBPS), "port.rate_kbps", || {
         format!("{:?} is not in 1..={MAX_KBPS}", p.rate_kbps)
@@ -469,10 +451,8 @@ pub fn check_port(p: &PortInfo) -> Result<(), WireError> {
         LinkLayer::Ethernet => {
             fail_if(p.gid.is_none(), "port.gid", || "a RoCE port without a GID")?;
             fail_if(p.gid_index.is_none(), "port.gid_index", || "a RoCE port without a GID index")?;
-            if let Some(t) = &p.gid_type {
-                fail_if(!matches!(t.as_str(), "RoCE v2" | "IB/RoCE v1"), "port.gid_type", || {
-                    format!("{:?}", t.escape_debug().to_string())
-                })?;
+            if let Some(t) = p.gid_type.as_deref().filter(|t| !matches!(*t, "RoCE v2" | "IB/RoCE v1")) {
+                return Err(field("port.gid_type", format!("{:?}", t.escape_debug().to_string())));
             }
         }
         LinkLayer::InfiniBand => {

@@ -3,7 +3,7 @@
 
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
 
@@ -48,35 +48,19 @@ pub struct Prepared {
 pub fn prepare(argv: &[OsString], env: &[(OsString, OsString)]) -> Result<Prepared, ExecError> {
     let cstr = |b: Vec<u8>| CString::new(b).map_err(|_| ExecError::Nul);
     let name = argv.first().cloned().unwrap_or_default();
-    let path_var = env
-        .iter()
-        .find(|(n, _)| n.as_bytes() == b"PATH")
-        .map(|(_, v)| v.to_string_lossy().into_owned())
-        .unwrap_or_else(|| DEFAULT_PATH.to_string());
+    let path_var =
+        env.iter().find(|(n, _)| n == "PATH").map_or(DEFAULT_PATH.into(), |(_, v)| v.to_string_lossy().into_owned());
     let searched = !name.as_bytes().contains(&b'/');
     let candidates = if !searched {
         vec![cstr(name.clone().into_vec())?]
     } else {
         path_var
             .split(':')
-            .map(|dir| {
-                let dir = if dir.is_empty() { "." } else { dir };
-                let mut p = PathBuf::from(dir);
-                p.push(OsStr::from_bytes(name.as_bytes()));
-                cstr(p.into_os_string().into_vec())
-            })
+            .map(|dir| cstr(Path::new(if dir.is_empty() { "." } else { dir }).join(&name).into_os_string().into_vec()))
             .collect::<Result<_, _>>()?
     };
     let argv = argv.iter().map(|a| cstr(a.clone().into_vec())).collect::<Result<_, _>>()?;
-    let envp = env
-        .iter()
-        .map(|(n, v)| {
-            let mut kv = n.clone().into_vec();
-            kv.push(b'=');
-            kv.extend_from_slice(v.as_bytes());
-            cstr(kv)
-        })
-        .collect::<Result<_, _>>()?;
+    let envp = env.iter().map(|(n, v)| cstr([n.as_bytes(), b"=", v.as_bytes()].concat())).collect::<Result<_, _>>()?;
     Ok(Prepared { candidates, argv, envp, name, path_var, searched })
 }
 
@@ -106,11 +90,10 @@ pub(crate) fn attempt(p: &Prepared, mut execve: impl FnMut(&CStr) -> Errno) -> F
 
 /// The error a [`Failure`] of these candidates means, worded the same whichever process saw it.
 pub(crate) fn error(p: &Prepared, failure: Failure) -> ExecError {
-    match failure {
-        Failure::Candidate(index, errno) => match p.candidates.get(index) {
-            Some(path) => ExecError::Exec { path: PathBuf::from(OsStr::from_bytes(path.as_bytes())), errno },
-            None => ExecError::NotFound(p.name.clone(), format!("PATH={}", p.path_var)),
-        },
-        Failure::NotFound => ExecError::NotFound(p.name.clone(), format!("PATH={}", p.path_var)),
+    if let Failure::Candidate(index, errno) = failure {
+        if let Some(path) = p.candidates.get(index) {
+            return ExecError::Exec { path: PathBuf::from(OsStr::from_bytes(path.as_bytes())), errno };
+        }
     }
+    ExecError::NotFound(p.name.clone(), format!("PATH={}", p.path_var))
 }

@@ -122,16 +122,9 @@ pub fn raise() -> Memlock {
 
 /// CAP_IPC_LOCK and CAP_SYS_RESOURCE in this thread's effective set (one capget).
 fn effective_caps() -> (Option<bool>, Option<bool>) {
-    match rustix::thread::capabilities(None) {
-        Ok(sets) => (
-            Some(sets.effective.contains(CapabilityFlags::IPC_LOCK)),
-            Some(sets.effective.contains(CapabilityFlags::SYS_RESOURCE)),
-        ),
-        Err(e) => {
-            log::debug!("capget: {e}");
-            (None, None)
-        }
-    }
+    let sets = rustix::thread::capabilities(None).inspect_err(|e| log::debug!("capget: {e}")).ok();
+    let has = |flag| sets.as_ref().map(|s| s.effective.contains(flag));
+    (has(CapabilityFlags::IPC_LOCK), has(CapabilityFlags::SYS_RESOURCE))
 }
 
 #[cfg(test)]

@@ -17,15 +17,7 @@ use nw_output::msg::PREFIX;
 use nw_postmortem::hang::{self, Hang};
 use nw_postmortem::portwatch::{self, Watch};
 use nw_postmortem::postmortem::Exit;
-use nw_postmortem::state;
-
-/// `eprintln!` that ignores a failed write (it panics when stderr's reader is gone).
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
-    }};
-}
+use nw_postmortem::{say, state};
 
 /// How long to wait for the last processes after SIGKILL before exiting anyway.
 const AFTER_KILL: Duration = Duration::from_secs(1);
@@ -64,11 +56,7 @@ fn is_pid1() -> bool {
 /// Blocks signals as early as possible when supervision is wanted, so that a SIGTERM arriving
 /// while detection runs stays pending instead of being lost.
 pub fn block_early(init: Option<bool>) -> Option<sys::Blocked> {
-    if wanted(init) {
-        sys::Blocked::block().ok()
-    } else {
-        None
-    }
+    wanted(init).then(Blocked::block).and_then(Result::ok)
 }
 
 /// Runs the command as a supervised child (`blocked`: [`block_early`]'s); returns the exit status.
@@ -76,14 +64,14 @@ pub fn run(argv: &[OsString], env: &[(OsString, OsString)], opts: &Options, bloc
     let prepared = match exec::prepare(argv, env) {
         Ok(p) => p,
         Err(e) => {
-            say!("{PREFIX} {e}");
+            say(&format!("{PREFIX} {e}"));
             return e.exit_code();
         }
     };
     let pid1 = is_pid1();
     if !pid1 {
         if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
-            say!("{PREFIX} warning: cannot become a child subreaper ({e}): orphans of the command are reaped by the real init instead");
+            say(&format!("{PREFIX} warning: cannot become a child subreaper ({e}): orphans of the command are reaped by the real init instead"));
         }
     }
     let mut hang = Hang::new(&opts.hang, env);
@@ -91,9 +79,9 @@ pub fn run(argv: &[OsString], env: &[(OsString, OsString)], opts: &Options, bloc
         Ok(code) => code,
         Err(e) => {
             // A supervisor that cannot start must not cost the job: run the command as exec would.
-            say!("{PREFIX} warning: {e}; running the command without supervision");
+            say(&format!("{PREFIX} warning: {e}; running the command without supervision"));
             let err = exec::exec(&prepared);
-            say!("{PREFIX} {err}");
+            say(&format!("{PREFIX} {err}"));
             err.exit_code()
         }
     }
@@ -106,10 +94,7 @@ fn supervise(
     early: Option<Blocked>,
     hang: &mut Hang,
 ) -> Result<u8, SuperviseError> {
-    let blocked = match early {
-        Some(b) => b,
-        None => Blocked::block().map_err(|source| SuperviseError::Block { source })?,
-    };
+    let blocked = early.map_or_else(|| Blocked::block().map_err(|source| SuperviseError::Block { source }), Ok)?;
     let foreground = holds_terminal();
     // On a terminal the command's own group is the foreground: Ctrl-C reaches it once, not twice.
     let own_group = opts.kill_group || foreground;
@@ -145,13 +130,14 @@ fn supervise(
         }
     };
     if let Err(failure) = child.exec_result() {
-        let _ = until_exit(pid, Target::Process(pid), &blocked, None, &mut Hang::off());
+        let _ = until_exit(pid, pid.as_raw(), &blocked, None, &mut Hang::off());
         take_back_terminal();
         let err = exec::error(prepared, failure);
-        say!("{PREFIX} {err}");
+        say(&format!("{PREFIX} {err}"));
         return Ok(err.exit_code());
     }
-    let target = if opts.kill_group { Target::Group(pid) } else { Target::Process(pid) };
+    // kill(2)'s target: the command, or (negative) its process group.
+    let target = if opts.kill_group { -pid.as_raw() } else { pid.as_raw() };
     let ended = until_exit(pid, target, &blocked, Some(&mut watch), hang);
     let code = ended.code;
     take_back_terminal();
@@ -162,12 +148,13 @@ fn supervise(
     if let Some(path) = state_file {
         state::withdraw(path);
     }
-    let rest = if pid1 {
-        Rest::Namespace
-    } else if own_group {
-        Rest::Group(pid)
-    } else {
-        Rest::Unknown
+    // What the command may have left behind, as kill(2) names it: as PID 1 every other process of
+    // the namespace (all our descendants), else its own group; with neither, nothing we may
+    // signal without hitting others.
+    let rest = match (pid1, own_group) {
+        (true, _) => Some(-1),
+        (false, true) => Some(-pid.as_raw()),
+        (false, false) => None,
     };
     finish(pid, opts.grace, rest, &blocked);
     Ok(code)
@@ -179,16 +166,16 @@ fn holds_terminal() -> bool {
     stdin.is_terminal() && nix::unistd::tcgetpgrp(&stdin) == Ok(nix::unistd::getpgrp())
 }
 
-#[derive(Debug, Clone, Copy)]
-enum Target {
-    Process(Pid),
-    Group(Pid),
-}
-
 /// Forwards signals and reaps every zombie until the main child has ended, polling the watch
 /// when due. The first SIGTERM or SIGINT is held while RAS is asked: it goes on when the answer
 /// is in, at `hang::AT_SIGNAL`, or at once when another signal comes or the command ends.
-fn until_exit(main: Pid, target: Target, blocked: &Blocked, mut watch: Option<&mut Watch>, hang: &mut Hang) -> Exit {
+fn until_exit(
+    main: Pid,
+    target: libc::pid_t,
+    blocked: &Blocked,
+    mut watch: Option<&mut Watch>,
+    hang: &mut Hang,
+) -> Exit {
     let mut forwarded = None;
     // The signal held for RAS's answer, and until when at the latest.
     let mut held: Option<(c_int, Instant)> = None;
@@ -250,11 +237,7 @@ fn until_exit(main: Pid, target: Target, blocked: &Blocked, mut watch: Option<&m
     }
 }
 
-fn forward(target: Target, sig: c_int) {
-    let pid = match target {
-        Target::Process(p) => p.as_raw(),
-        Target::Group(p) => -p.as_raw(),
-    };
+fn forward(pid: libc::pid_t, sig: c_int) {
     log::debug!("forwarding signal {sig} to {pid}");
     match sys::kill(pid, sig) {
         // The command (or its whole group) is already gone; its SIGCHLD is on the way.
@@ -299,47 +282,27 @@ fn exit_code(status: c_int) -> Option<u8> {
     }
 }
 
-/// The processes the command may have left behind, that the grace period applies to.
-#[derive(Debug, Clone, Copy)]
-enum Rest {
-    /// As PID 1, every other process of the namespace (all are our descendants).
-    Namespace,
-    /// The command's own process group.
-    Group(Pid),
-    /// Not PID 1 and no group of its own: nothing we may signal without hitting others.
-    Unknown,
-}
-
-impl Rest {
-    fn kill_arg(self) -> Option<libc::pid_t> {
-        match self {
-            Rest::Namespace => Some(-1),
-            Rest::Group(pg) => Some(-pg.as_raw()),
-            Rest::Unknown => None,
-        }
-    }
-
-    fn remains(self, children_left: bool) -> bool {
-        match self {
-            Rest::Namespace => children_left,
-            Rest::Group(pg) => sys::kill(-pg.as_raw(), 0) != Err(Errno::ESRCH),
-            Rest::Unknown => false,
-        }
+/// Whether any process of `who` (-1: the namespace, whose rest are our children) remains.
+fn remains(who: libc::pid_t, children_left: bool) -> bool {
+    if who == -1 {
+        children_left
+    } else {
+        sys::kill(who, 0) != Err(Errno::ESRCH)
     }
 }
 
 /// After the command exits: SIGTERM the rest, wait up to `grace`, then SIGKILL; other signals
 /// go to the rest, and a second SIGTERM or SIGINT ends the wait at once. As PID 1 with no grace,
 /// exiting makes the kernel SIGKILL the rest of the namespace.
-fn finish(main: Pid, grace: Duration, rest: Rest, blocked: &Blocked) {
+fn finish(main: Pid, grace: Duration, rest: Option<libc::pid_t>, blocked: &Blocked) {
     let (_, left) = reap(main);
-    let Some(who) = rest.kill_arg() else { return };
-    if grace.is_zero() || !rest.remains(left) {
+    let Some(who) = rest else { return };
+    if grace.is_zero() || !remains(who, left) {
         return;
     }
     log::debug!("command exited; sending SIGTERM to {who}, SIGKILL in {grace:?}");
     let _ = sys::kill(who, libc::SIGTERM);
-    let why = match reap_until(main, rest, who, deadline_after(grace), blocked) {
+    let why = match reap_until(main, who, deadline_after(grace), blocked) {
         Waited::Ended => return,
         Waited::Out => format!("did not end within {}s of SIGTERM (--grace)", grace.as_secs_f64()),
         // Not the grace period running out: someone asked nccl-wrap itself to stop meanwhile.
@@ -350,9 +313,9 @@ fn finish(main: Pid, grace: Duration, rest: Rest, blocked: &Blocked) {
             grace.as_secs_f64()
         ),
     };
-    say!("{PREFIX} processes left by the command {why}; sending SIGKILL");
+    say(&format!("{PREFIX} processes left by the command {why}; sending SIGKILL"));
     let _ = sys::kill(who, libc::SIGKILL);
-    let _ = reap_until(main, rest, who, Instant::now() + AFTER_KILL, blocked);
+    let _ = reap_until(main, who, Instant::now() + AFTER_KILL, blocked);
 }
 
 /// `grace` from now, or a year where the clock cannot add it: never a panic in PID 1.
@@ -372,12 +335,12 @@ enum Waited {
     Asked(c_int, Duration),
 }
 
-/// Reaps until `rest` is gone, the deadline, or SIGTERM/SIGINT; other signals go on to `who`.
-fn reap_until(main: Pid, rest: Rest, who: libc::pid_t, deadline: Instant, blocked: &Blocked) -> Waited {
+/// Reaps until `who` is gone, the deadline, or SIGTERM/SIGINT; other signals go on to `who`.
+fn reap_until(main: Pid, who: libc::pid_t, deadline: Instant, blocked: &Blocked) -> Waited {
     let began = Instant::now();
     loop {
         let (_, left) = reap(main);
-        if !rest.remains(left) {
+        if !remains(who, left) {
             return Waited::Ended;
         }
         let now = Instant::now();

@@ -350,10 +350,9 @@ impl Child {
                 Err(_) => break,
             }
         }
-        if got == REPORT_LEN {
-            Err(decode(&buf))
-        } else {
-            Ok(())
+        match got {
+            REPORT_LEN => Err(decode(&buf)),
+            _ => Ok(()),
         }
     }
 }

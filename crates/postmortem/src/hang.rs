@@ -5,13 +5,12 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::postmortem::{Exit, Report, Section, Snapshot};
-use crate::ras::{self, Target};
-use crate::utc;
+use crate::ras::{self, RasError, Target};
+use crate::{say, utc};
 use nw_nccl::ras::Progress;
 use nw_output::msg::PREFIX;
 
@@ -68,23 +67,18 @@ impl Hang {
     /// `env`: the command's environment (the ranks read `NCCL_RAS_ADDR` from the same).
     pub fn new(config: &Config, env: &[(OsString, OsString)]) -> Hang {
         let target = ras::target(env);
-        let mut told_unanswered = false;
-        let next_poll = match (&target, config.stall_ms) {
-            (Target::At(_), ms) if ms > 0 => Some(Instant::now() + period(ms)),
-            (Target::Off(why), ms) if ms > 0 => {
-                say(&format!("{PREFIX} warning: --stall-ms is set but {why}: no stall will be seen"));
-                told_unanswered = true;
-                None
-            }
-            _ => None,
-        };
+        let stall = config.stall_ms > 0;
+        if let (true, Target::Off(why)) = (stall, &target) {
+            say(&format!("{PREFIX} warning: --stall-ms is set but {why}: no stall will be seen"));
+        }
+        let polled = stall && matches!(target, Target::At(_));
         Hang {
             target,
             config: config.clone(),
             snapshots: Vec::new(),
-            told_unanswered,
+            told_unanswered: stall && !polled,
             asked_at_signal: false,
-            next_poll,
+            next_poll: polled.then(|| Instant::now() + period(config.stall_ms)),
             last_progress: None,
             stalled_at: None,
             asking: None,
@@ -177,7 +171,8 @@ impl Hang {
 
     /// Keeps the answer of a query that was under way.
     fn record(&mut self, a: Asking, answer: Result<ras::Reply, ras::RasError>) {
-        let answer = answer.map_err(|e| NoAnswer { refused: e.is_refused(), text: e.to_string() });
+        let answer =
+            answer.map_err(|e| NoAnswer { refused: matches!(e, RasError::Refused { .. }), text: e.to_string() });
         if a.why == "stall" {
             self.stall_answer(a.asked.started.elapsed(), answer);
         } else {
@@ -189,13 +184,18 @@ impl Hang {
     fn keep(&mut self, why: &'static str, time: String, answer: Result<ras::Reply, NoAnswer>) {
         if let Err(e) = &answer {
             // After the command has ended nothing listening is expected: kept, not said.
-            let expected = why == "exit" && e.refused;
-            if !self.told_unanswered && !expected {
-                say(&format!("{PREFIX} NCCL's RAS not asked about the job ({why}): {}", e.text));
-                self.told_unanswered = true;
+            if why != "exit" || !e.refused {
+                self.say_once(&format!("{PREFIX} NCCL's RAS not asked about the job ({why}): {}", e.text));
             }
         }
         self.snapshots.push(snapshot(why, &time, answer.map_err(|e| e.text)));
+    }
+
+    /// Says that RAS does not answer, once a run.
+    fn say_once(&mut self, text: &str) {
+        if !std::mem::replace(&mut self.told_unanswered, true) {
+            say(text);
+        }
     }
 
     fn stall_answer(&mut self, cost: Duration, answer: Result<ras::Reply, NoAnswer>) {
@@ -203,15 +203,9 @@ impl Hang {
         self.next_poll = Some(Instant::now() + period(self.config.stall_ms).max(cost * 10));
         let reply = match answer {
             Ok(reply) => reply,
-            Err(e) => {
+            Err(NoAnswer { text, .. }) => {
                 // Said once, early: --stall-ms promises a word on a stall.
-                if !self.told_unanswered {
-                    say(&format!(
-                        "{PREFIX} warning: --stall-ms is set but NCCL's RAS does not answer ({}): no stall will be seen until it does",
-                        e.text
-                    ));
-                    self.told_unanswered = true;
-                }
+                self.say_once(&format!("{PREFIX} warning: --stall-ms is set but NCCL's RAS does not answer ({text}): no stall will be seen until it does"));
                 return;
             }
         };
@@ -225,11 +219,9 @@ impl Hang {
                 if still >= Duration::from_millis(self.config.stall_ms) && self.stalled_at.is_none() {
                     let time = utc::format(SystemTime::now());
                     let snap = snapshot("stall", &time, Ok::<_, String>(reply));
-                    say(&format!(
-                        "{PREFIX} stall: no collective launched for {:.0} s (NCCL's RAS){}",
-                        still.as_secs_f64(),
-                        if snap.lines.is_empty() { ": RAS names no rank behind".to_string() } else { ":".into() }
-                    ));
+                    let behind = if snap.lines.is_empty() { ": RAS names no rank behind" } else { ":" };
+                    let secs = still.as_secs_f64();
+                    say(&format!("{PREFIX} stall: no collective launched for {secs:.0} s (NCCL's RAS){behind}"));
                     for l in said(&snap.lines) {
                         say(&format!("{PREFIX}   {l}"));
                     }
@@ -274,19 +266,16 @@ impl Hang {
             return;
         };
         // The headline's own `nccl-wrap:` is for the termination message, read without our prefix.
-        let first = text.headline.strip_prefix("nccl-wrap: ").unwrap_or(&text.headline);
-        let mut err = std::io::stderr().lock();
-        for l in std::iter::once(first).chain(text.lines[1..].iter().map(String::as_str)) {
-            let _ = writeln!(err, "{PREFIX} {l}");
-        }
-        drop(err);
+        let first = text[0].strip_prefix("nccl-wrap: ").unwrap_or(&text[0]);
+        let rest = text[1..].iter().map(|l| format!("{PREFIX} {l}"));
+        say(&std::iter::once(format!("{PREFIX} {first}")).chain(rest).collect::<Vec<_>>().join("\n"));
         self.terminate(report, &text);
     }
 
     /// The termination message only for a job that failed, not for a stall it got over.
-    fn terminate(&self, report: &Report, text: &Account) {
+    fn terminate(&self, report: &Report, text: &[String]) {
         if let Some(path) = self.config.termination_log.as_ref().filter(|_| report.command.code != 0) {
-            let body = nw_output::termination::fit(&text.headline, &text.lines[1..], text.lines.len() - 1);
+            let body = nw_output::termination::fit(&text[0], &text[1..], text.len() - 1);
             if let Err(e) = nw_output::termination::write(path, &body) {
                 say(&format!("{PREFIX} cannot write the termination message to {}: {e}", path.display()));
             }
@@ -306,30 +295,20 @@ fn snapshot(why: &'static str, time: &str, answer: Result<ras::Reply, impl ToStr
     Snapshot { time: time.to_string(), why, ms, nccl_version, lines, findings, error }
 }
 
-/// What is said: a headline, RAS's latest findings, then the time line.
-pub(crate) struct Account {
-    pub(crate) headline: String,
-    pub(crate) lines: Vec<String>,
-}
-
-/// A failed command's account from its ports alone; `None` where nothing moved.
-pub(crate) fn ports_account(report: &Report) -> Option<Account> {
-    let mut lines: Vec<String> = report
-        .transitions
-        .iter()
-        .map(|t| format!("  {} {} port state {} -> {}", t.time, t.port, t.from, t.to))
-        .collect();
+/// A failed command's account from its ports alone, its headline first; `None` where nothing moved.
+pub(crate) fn ports_account(report: &Report) -> Option<Vec<String>> {
+    let mut lines: Vec<String> = report.transitions.iter().map(|t| format!("  {}", t.line())).collect();
     lines.extend(error_moves(report).map(|l| format!("  {l}")));
     if lines.is_empty() || report.command.code == 0 {
         return None;
     }
-    let headline = format!("nccl-wrap: the command {}; the RDMA ports it used:", report.command.describe());
-    lines.insert(0, headline.clone());
-    Some(Account { headline, lines })
+    lines.insert(0, format!("nccl-wrap: the command {}; the RDMA ports it used:", report.command.describe()));
+    Some(lines)
 }
 
-/// The account of the snapshots and the post-mortem, `None` when RAS named nothing.
-pub(crate) fn account(snapshots: &[Snapshot], report: &Report) -> Option<Account> {
+/// The account of the snapshots and the post-mortem: a headline, RAS's latest findings, then the
+/// time line; `None` when RAS named nothing.
+pub(crate) fn account(snapshots: &[Snapshot], report: &Report) -> Option<Vec<String>> {
     let last = snapshots.iter().rev().find(|s| !s.lines.is_empty())?;
     // When each line was first said: one pass over the snapshots, in the order they were taken.
     let mut first: BTreeMap<&str, &str> = BTreeMap::new();
@@ -344,26 +323,23 @@ pub(crate) fn account(snapshots: &[Snapshot], report: &Report) -> Option<Account
         "exit" => "after the command failed",
         _ => "when the job stalled",
     };
-    let headline = format!("nccl-wrap: the command {}; NCCL's RAS {when} ({}):", report.command.describe(), last.time);
-    let mut lines = vec![headline.clone()];
+    let mut lines =
+        vec![format!("nccl-wrap: the command {}; NCCL's RAS {when} ({}):", report.command.describe(), last.time)];
     let kept = &last.lines[..last.lines.len().min(MAX_SAID)];
     for l in kept {
         lines.push(format!("  {l} (first seen {})", first_seen(l)));
     }
     lines.extend(more(last.lines.len()).map(|m| format!("  {m}")));
     // Within one millisecond: a port's move, then RAS (asked later), then the counters at exit.
-    let mut timeline: Vec<(String, u8, String)> = report
-        .transitions
-        .iter()
-        .map(|t| (t.time.clone(), 0, format!("{} port state {} -> {}", t.port, t.from, t.to)))
-        .collect();
+    let mut timeline: Vec<(&str, u8, String)> = report.transitions.iter().map(|t| (&*t.time, 0, t.line())).collect();
     for l in kept {
-        timeline.push((first_seen(l).to_string(), 1, format!("RAS: {l}")));
+        let at = first_seen(l);
+        timeline.push((at, 1, format!("{at} RAS: {l}")));
     }
-    timeline.extend(error_moves(report).map(|l| (report.ended.clone(), 2, l)));
-    timeline.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    timeline.extend(error_moves(report).map(|l| (&*report.ended, 2, format!("{} {l}", report.ended))));
+    timeline.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
     lines.push("time line:".into());
-    lines.extend(timeline.into_iter().map(|(t, _, l)| format!("  {t} {l}")));
+    lines.extend(timeline.into_iter().map(|(_, _, l)| format!("  {l}")));
     if report.transitions.is_empty() {
         if report.ports.is_empty() {
             lines.push("  no RDMA port was watched (NCCL on sockets?): look at the process named above".into());
@@ -373,7 +349,7 @@ pub(crate) fn account(snapshots: &[Snapshot], report: &Report) -> Option<Account
             lines.push("  no port moved: look at the process named above".into());
         }
     }
-    Some(Account { headline, lines })
+    Some(lines)
 }
 
 /// The error counters that moved, read at start and exit only.
@@ -395,11 +371,6 @@ fn said(lines: &[String]) -> impl Iterator<Item = String> + '_ {
 fn more(total: usize) -> Option<String> {
     let n = total.checked_sub(MAX_SAID).filter(|n| *n > 0)?;
     Some(format!("... and {n} more that RAS named (each in the post-mortem's JSON, --report)"))
-}
-
-/// Writes a line to stderr, ignoring failure (stderr's reader may be gone).
-fn say(text: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "{text}");
 }
 
 #[cfg(test)]
@@ -456,13 +427,10 @@ mod tests {
             snap("2026-11-24T18:30:00.000Z", "signal", &["rank 21 (pid 7 on node b, GPU 3) not answering"]),
         ];
         let a = account(&snaps, &report(vec![t])).expect("named");
-        assert!(a.headline.contains("when nccl-wrap was told to stop"), "{}", a.headline);
-        assert_eq!(
-            a.lines[1],
-            "  rank 21 (pid 7 on node b, GPU 3) not answering (first seen 2026-11-24T18:24:31.000Z)"
-        );
-        assert_eq!(a.lines[3], "  2026-11-24T18:24:29.000Z mlx5_10:1 port state ACTIVE/LinkUp -> DOWN/LinkUp");
-        assert_eq!(a.lines[4], "  2026-11-24T18:24:31.000Z RAS: rank 21 (pid 7 on node b, GPU 3) not answering");
+        assert!(a[0].contains("when nccl-wrap was told to stop"), "{}", a[0]);
+        assert_eq!(a[1], "  rank 21 (pid 7 on node b, GPU 3) not answering (first seen 2026-11-24T18:24:31.000Z)");
+        assert_eq!(a[3], "  2026-11-24T18:24:29.000Z mlx5_10:1 port state ACTIVE/LinkUp -> DOWN/LinkUp");
+        assert_eq!(a[4], "  2026-11-24T18:24:31.000Z RAS: rank 21 (pid 7 on node b, GPU 3) not answering");
     }
 
     /// Regression: a port's move and RAS's answer in one millisecond were ordered by their text,
@@ -480,8 +448,8 @@ mod tests {
         };
         let a = account(&[snap(at, "signal", &["rank 1 (pid 610 on node a, GPU 0) dead"])], &report(vec![t]))
             .expect("named");
-        assert_eq!(a.lines[3], format!("  {at} mlx5_6:1 port state ACTIVE/LinkUp -> DOWN/LinkUp"));
-        assert_eq!(a.lines[4], format!("  {at} RAS: rank 1 (pid 610 on node a, GPU 0) dead"));
+        assert_eq!(a[3], format!("  {at} mlx5_6:1 port state ACTIVE/LinkUp -> DOWN/LinkUp"));
+        assert_eq!(a[4], format!("  {at} RAS: rank 1 (pid 610 on node a, GPU 0) dead"));
     }
 
     #[test]
@@ -505,13 +473,13 @@ mod tests {
         }];
         let a = account(&[snap("2026-11-24T18:24:31.000Z", "signal", &["rank 1 dead"])], &r).expect("named");
         assert!(
-            a.lines.contains(
+            a.contains(
                 &"  2026-11-24T18:25:00.000Z mlx5_6:1 symbol_error +7 since the start (read at exit)".to_string()
             ),
             "{:?}",
-            a.lines
+            a
         );
-        assert!(a.lines.last().is_some_and(|l| l.contains("error counters moved")), "{:?}", a.lines);
+        assert!(a.last().is_some_and(|l| l.contains("error counters moved")), "{:?}", a);
     }
 
     /// The supervisor's side of the hold: asking returns at once, with until when the signal
@@ -556,20 +524,17 @@ mod tests {
         let t = Instant::now();
         let a = account(&snaps, &report(Vec::new())).expect("named");
         assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
-        assert_eq!(a.lines[1], "  rank 0 not answering (first seen 2026-11-24T18:24:31.000Z)");
-        assert_eq!(a.lines[MAX_SAID], "  rank 255 not answering (first seen 2026-11-24T18:24:31.000Z)");
-        assert_eq!(
-            a.lines[MAX_SAID + 1],
-            "  ... and 65280 more that RAS named (each in the post-mortem's JSON, --report)"
-        );
-        assert!(a.lines.len() < 2 * MAX_SAID + 8, "{}", a.lines.len());
+        assert_eq!(a[1], "  rank 0 not answering (first seen 2026-11-24T18:24:31.000Z)");
+        assert_eq!(a[MAX_SAID], "  rank 255 not answering (first seen 2026-11-24T18:24:31.000Z)");
+        assert_eq!(a[MAX_SAID + 1], "  ... and 65280 more that RAS named (each in the post-mortem's JSON, --report)");
+        assert!(a.len() < 2 * MAX_SAID + 8, "{}", a.len());
     }
 
     #[test]
     fn without_a_port_change_the_process_is_blamed_and_silence_says_nothing() {
         let snaps = [snap("2026-11-24T18:30:00.000Z", "signal", &["rank 1 dead"])];
         let a = account(&snaps, &report(Vec::new())).expect("named");
-        assert!(a.lines.last().is_some_and(|l| l.contains("look at the process")), "{:?}", a.lines);
+        assert!(a.last().is_some_and(|l| l.contains("look at the process")), "{:?}", a);
         assert!(account(&[snap("t", "signal", &[])], &report(Vec::new())).is_none(), "a healthy answer adds nothing");
     }
 
@@ -579,9 +544,9 @@ mod tests {
         let mut r = report(vec![t]);
         r.command = Exit { code: 1, signal: None, forwarded: None };
         let a = ports_account(&r).expect("told");
-        assert!(a.headline.starts_with("nccl-wrap: the command "), "{}", a.headline);
-        assert!(a.headline.ends_with("; the RDMA ports it used:"), "{}", a.headline);
-        assert_eq!(a.lines[1], "  2026-11-24T18:24:29.000Z mlx5_10:1 port state ACTIVE/LinkUp -> DOWN/LinkUp");
+        assert!(a[0].starts_with("nccl-wrap: the command "), "{}", a[0]);
+        assert!(a[0].ends_with("; the RDMA ports it used:"), "{}", a[0]);
+        assert_eq!(a[1], "  2026-11-24T18:24:29.000Z mlx5_10:1 port state ACTIVE/LinkUp -> DOWN/LinkUp");
         // Nothing moved, or the command succeeded: nothing to tell.
         r.transitions.clear();
         assert!(ports_account(&r).is_none());

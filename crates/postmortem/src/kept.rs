@@ -32,16 +32,6 @@ impl<T> Kept<T> {
         self.last.push_back(item);
     }
 
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.first.len() + self.last.len()
-    }
-
-    #[cfg(test)]
-    pub(crate) fn is_empty(&self) -> bool {
-        self.first.is_empty()
-    }
-
     /// The kept entries in the order seen, and how many between them were dropped.
     pub(crate) fn into_parts(self) -> (Vec<T>, u64) {
         let mut all = self.first;
@@ -53,6 +43,16 @@ impl<T> Kept<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl<T> Kept<T> {
+        pub(crate) fn len(&self) -> usize {
+            self.first.len() + self.last.len()
+        }
+
+        pub(crate) fn is_empty(&self) -> bool {
+            self.first.is_empty()
+        }
+    }
 
     #[test]
     fn keeps_the_first_and_the_last_and_counts_the_rest() {

@@ -12,3 +12,9 @@ pub mod ras;
 pub mod state;
 pub mod status;
 pub mod utc;
+
+/// Writes a line to stderr, ignoring failure (`eprintln!` panics when stderr's reader has gone).
+pub fn say(text: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr().lock(), "{text}");
+}

@@ -19,10 +19,8 @@ pub(crate) enum Kind {
 
 /// The kind of counter `name` (bare, without its group) and what its moving usually means.
 pub(crate) fn of(name: &str) -> (Kind, Option<&'static str>) {
-    match TABLE.iter().find(|(n, _, _)| *n == name) {
-        Some((_, kind, text)) => (*kind, (!text.is_empty()).then_some(*text)),
-        None => (Kind::Unknown, None),
-    }
+    let known = TABLE.iter().find(|(n, _, _)| *n == name);
+    known.map_or((Kind::Unknown, None), |(_, kind, text)| (*kind, (!text.is_empty()).then_some(*text)))
 }
 
 use Kind::{Congestion, Error, Traffic};

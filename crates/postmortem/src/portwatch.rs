@@ -10,7 +10,7 @@ use rustix::fs::{Mode, OFlags};
 
 use crate::kept::Kept;
 use crate::postmortem::{self, Exit, Link, PortReport, Report, Seen, Transition};
-use crate::utc;
+use crate::{say, utc};
 use nw_observe::detect::counters::{self, Counters};
 use nw_observe::detect::file;
 use nw_output::msg::PREFIX;
@@ -69,11 +69,6 @@ fn open_dir(dir: &Path) -> Option<OwnedFd> {
     rustix::fs::open(dir, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).ok()
 }
 
-/// `4: ACTIVE` -> `ACTIVE`.
-fn state_name(raw: &str) -> String {
-    raw.split_once(": ").map_or(raw, |(_, name)| name).trim().to_string()
-}
-
 impl Watched {
     /// A port's first reading: its link, then its counters.
     fn open(root: &Path, device: &str, port: u32, problems: &mut Vec<String>) -> Watched {
@@ -82,8 +77,9 @@ impl Watched {
             name: format!("{device}:{port}"),
             fd: open_dir(&dir),
             dir,
-            start: unreadable(),
-            last: unreadable(),
+            // Read just below: the link needs the directory held open first.
+            start: Link::default(),
+            last: Link::default(),
             counters: Counters::new(),
         };
         w.start = w.link(problems);
@@ -107,7 +103,8 @@ impl Watched {
 
     fn link(&mut self, problems: &mut Vec<String>) -> Link {
         let mut get = |name: &str| match self.attr(name) {
-            Ok(text) => state_name(&text),
+            // `4: ACTIVE` -> `ACTIVE`.
+            Ok(text) => text.split_once(": ").map_or(text.as_str(), |(_, name)| name).trim().to_string(),
             Err(e) => {
                 let text = e.to_string();
                 if !problems.contains(&text) {
@@ -116,9 +113,7 @@ impl Watched {
                 UNREADABLE.to_string()
             }
         };
-        let state = get("state");
-        let phys_state = get("phys_state");
-        Link { state, phys_state }
+        Link { state: get("state"), phys_state: get("phys_state") }
     }
 }
 
@@ -154,8 +149,7 @@ impl Watch {
 
     /// Polls the ports' state if a poll is due; logs each change on stderr as it is seen.
     pub fn poll_if_due(&mut self, now: Instant) {
-        let Some(next) = self.next else { return };
-        if now < next {
+        if self.next.is_none_or(|next| now < next) {
             return;
         }
         self.read_states(Seen::Poll, true);
@@ -179,7 +173,7 @@ impl Watch {
                 seen,
             };
             if log_now {
-                say(&format!("{PREFIX} {}\n", t.line()));
+                say(&format!("{PREFIX} {}", t.line()));
             }
             self.transitions.push(t);
         }
@@ -189,19 +183,12 @@ impl Watch {
     pub(crate) fn finish(mut self, exit: Exit) -> Report {
         self.read_states(Seen::Exit, false);
         let ended = SystemTime::now();
-        let ports = self
-            .ports
-            .iter_mut()
-            .map(|w| {
-                let at_exit = counters::read(&w.dir, &mut self.problems);
-                PortReport {
-                    port: w.name.clone(),
-                    start: w.start.clone(),
-                    exit: w.last.clone(),
-                    counters: postmortem::moved(&w.counters, &at_exit),
-                }
-            })
-            .collect();
+        let report = |w: &mut Watched| {
+            let at_exit = counters::read(&w.dir, &mut self.problems);
+            let counters = postmortem::moved(&w.counters, &at_exit);
+            PortReport { port: w.name.clone(), start: w.start.clone(), exit: w.last.clone(), counters }
+        };
+        let ports = self.ports.iter_mut().map(report).collect();
         let (transitions, transitions_dropped) = self.transitions.into_parts();
         Report {
             kind: "postmortem",
@@ -259,17 +246,13 @@ pub(crate) fn read_now(root: &Path, device: &str, port: u32, problems: &mut Vec<
     (w.start, w.counters)
 }
 
-fn unreadable() -> Link {
-    Link { state: UNREADABLE.into(), phys_state: UNREADABLE.into() }
-}
-
 /// After the command ended: the post-mortem on stderr, and as JSON to `path` (else a warning).
 fn tell(report: &Report, path: Option<&Path>, has_ports: bool) {
     let written = path.and_then(|p| match nw_output::write::atomic(p, format!("{}\n", report.json()).as_bytes()) {
         Ok(()) => Some(p.display().to_string()),
         Err(e) => {
             say(&format!(
-                "{PREFIX} warning: cannot write the post-mortem to {} (--report): {e}; check that its directory exists and is writable\n",
+                "{PREFIX} warning: cannot write the post-mortem to {} (--report): {e}; check that its directory exists and is writable",
                 p.display()
             ));
             None
@@ -281,16 +264,11 @@ fn tell(report: &Report, path: Option<&Path>, has_ports: bool) {
     }
     if report.command.code == 0 {
         if let Some(line) = report.clean_line() {
-            say(&format!("{line}\n"));
+            say(&line);
         }
     } else {
-        say(&report.human(written.as_deref()));
+        say(report.human(written.as_deref()).trim_end());
     }
-}
-
-/// Writes to stderr, ignoring failure (`eprint!` panics when stderr's reader has gone).
-fn say(text: &str) {
-    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), text.as_bytes());
 }
 
 #[cfg(test)]

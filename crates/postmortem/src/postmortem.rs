@@ -12,7 +12,7 @@ use nw_output::msg::PREFIX;
 const MAX_COUNTER_LINES: usize = 10;
 
 /// A port's link as sysfs names it (`ACTIVE`, `LinkUp`), or `unreadable`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub(crate) struct Link {
     pub(crate) state: String,
     pub(crate) phys_state: String,
@@ -44,7 +44,7 @@ pub(crate) struct Transition {
 }
 
 impl Transition {
-    /// The line logged when it is seen, and repeated in the post-mortem.
+    /// The line logged when it is seen, repeated in the post-mortem and a failed command's account.
     pub(crate) fn line(&self) -> String {
         format!("{} {} port state {} -> {}", self.time, self.port, self.from, self.to)
     }
@@ -65,7 +65,7 @@ pub(crate) struct Moved {
 }
 
 impl Moved {
-    fn change(&self) -> String {
+    pub(crate) fn change(&self) -> String {
         match self.delta {
             Some(d) => format!("+{d}"),
             None => format!("reset ({} -> {})", self.start, self.exit),
@@ -75,25 +75,21 @@ impl Moved {
 
 /// The counters whose values at start and exit differ, by kind (errors first), then by name.
 pub(crate) fn moved(start: &Counters, exit: &Counters) -> Vec<Moved> {
-    let mut out: Vec<Moved> = start
-        .iter()
-        .filter_map(|(key, &before)| {
-            let &after = exit.get(key)?;
-            (after != before).then(|| {
-                let (group, name) = counters::split(key);
-                let (kind, meaning) = meaning::of(name);
-                Moved {
-                    name: name.to_string(),
-                    group: group.to_string(),
-                    start: before,
-                    exit: after,
-                    delta: after.checked_sub(before),
-                    kind,
-                    meaning,
-                }
-            })
+    let moved = |(key, &before): (&String, &u64)| {
+        let after = *exit.get(key).filter(|&&after| after != before)?;
+        let (group, name) = counters::split(key);
+        let (kind, meaning) = meaning::of(name);
+        Some(Moved {
+            name: name.to_string(),
+            group: group.to_string(),
+            start: before,
+            exit: after,
+            delta: after.checked_sub(before),
+            kind,
+            meaning,
         })
-        .collect();
+    };
+    let mut out: Vec<Moved> = start.iter().filter_map(moved).collect();
     out.sort_unstable_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
     out
 }
@@ -107,7 +103,6 @@ pub(crate) struct PortReport {
     pub(crate) counters: Vec<Moved>,
 }
 
-/// How the command ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Exit {
     /// nccl-wrap's own exit status: the command's code, or 128+N.
@@ -141,7 +136,6 @@ pub struct Report {
     pub(crate) seconds: f64,
     /// The poll period, in milliseconds (0: read at start and exit only).
     pub(crate) watch_ms: u64,
-    /// How many polls ran.
     pub(crate) polls: u64,
     pub(crate) ports: Vec<PortReport>,
     /// The state changes in the order seen: the first and the last ones (`kept::HALF` each).
@@ -156,10 +150,6 @@ pub struct Report {
 }
 
 impl Report {
-    fn port_names(&self) -> String {
-        self.ports.iter().map(|p| p.port.as_str()).collect::<Vec<_>>().join(", ")
-    }
-
     /// Moved counters of kinds worth a person's attention, with their port.
     fn notable(&self, kinds: &[Kind]) -> Vec<(&str, &Moved)> {
         self.ports
@@ -171,35 +161,20 @@ impl Report {
     /// The block on stderr after a failed command; `report_path` named where the JSON was written.
     pub fn human(&self, report_path: Option<&str>) -> String {
         let mut out = String::new();
-        let mut line = |text: String| {
-            out.push_str(PREFIX);
-            out.push(' ');
-            out.push_str(&text);
-            out.push('\n');
-        };
+        let mut line = |text: String| out.push_str(&format!("{PREFIX} {text}\n"));
         let counters = self.notable(&[Kind::Error, Kind::Congestion, Kind::Unknown]);
-        let after = format!("after {:.1} s", self.seconds);
+        let (command, after) = (self.command.describe(), format!("after {:.1} s", self.seconds));
         if self.transitions.is_empty() && counters.is_empty() {
-            let states: Vec<String> = self.ports.iter().map(|p| format!("{} {}", p.port, p.exit)).collect();
-            line(format!(
-                "post-mortem: the command {} {after}; its RDMA ports kept their state ({}) and no error counter moved: the failure is probably not on these links",
-                self.command.describe(),
-                states.join(", ")
-            ));
+            let states = self.ports.iter().map(|p| format!("{} {}", p.port, p.exit)).collect::<Vec<_>>().join(", ");
+            line(format!("post-mortem: the command {command} {after}; its RDMA ports kept their state ({states}) and no error counter moved: the failure is probably not on these links"));
         } else {
-            line(format!(
-                "post-mortem: the command {} {after}; on its RDMA ports ({}) since it started:",
-                self.command.describe(),
-                self.port_names()
-            ));
+            let names = self.ports.iter().map(|p| p.port.as_str()).collect::<Vec<_>>().join(", ");
+            line(format!("post-mortem: the command {command} {after}; on its RDMA ports ({names}) since it started:"));
             for (i, t) in self.transitions.iter().enumerate() {
                 if i == crate::kept::HALF && self.transitions_dropped > 0 {
                     line(format!("  ... {} more state changes, not kept", self.transitions_dropped));
                 }
-                let when = match t.seen {
-                    Seen::Poll => "",
-                    Seen::Exit => " (seen at exit)",
-                };
+                let when = if t.seen == Seen::Exit { " (seen at exit)" } else { "" };
                 line(format!("  {}{when}", t.line()));
             }
             for (port, m) in counters.iter().take(MAX_COUNTER_LINES) {

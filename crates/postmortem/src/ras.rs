@@ -82,11 +82,6 @@ pub(crate) enum RasError {
 }
 
 impl RasError {
-    /// Nothing listens: RAS is off or absent, or the ranks have ended.
-    pub(crate) fn is_refused(&self) -> bool {
-        matches!(self, RasError::Refused { .. })
-    }
-
     /// Which error to tell when every attempt failed: the most informative.
     fn weight(&self) -> u8 {
         match self {
@@ -99,7 +94,6 @@ impl RasError {
     }
 }
 
-/// A reply read.
 #[derive(Debug, Clone)]
 pub(crate) struct Reply {
     pub(crate) view: View,
@@ -180,9 +174,10 @@ fn query_here(addr: SocketAddr, json: bool, deadline: Duration) -> Result<Reply,
     for _ in 0..ATTEMPTS {
         let left = until.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left + REPORT_GRACE) {
-            Ok(Ok((text, bytes))) => {
+            Ok(Ok(buf)) => {
                 let ms = started.elapsed().as_secs_f64() * 1e3;
-                return read(addr, &text, bytes, CPU_BUDGET).map(|(view, lines)| Reply { view, lines, ms });
+                let text = String::from_utf8_lossy(&buf);
+                return read(addr, &text, buf.len(), CPU_BUDGET).map(|(view, lines)| Reply { view, lines, ms });
             }
             Ok(Err(e)) => {
                 if worst.as_ref().is_none_or(|w| e.weight() > w.weight()) {
@@ -212,7 +207,6 @@ fn read(addr: SocketAddr, text: &str, bytes: usize, budget: Duration) -> Result<
     Ok((view, lines))
 }
 
-/// The CPU time this thread has used.
 fn thread_cpu() -> Duration {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
     Duration::new(u64::try_from(t.tv_sec).unwrap_or(0), u32::try_from(t.tv_nsec).unwrap_or(0))
@@ -223,7 +217,7 @@ fn millis(d: Duration) -> u64 {
 }
 
 /// One connection: the request, then bytes until the server closes, the cap, or `until`.
-fn attempt(addr: SocketAddr, request: &[u8], until: Instant) -> Result<(String, usize), RasError> {
+fn attempt(addr: SocketAddr, request: &[u8], until: Instant) -> Result<Vec<u8>, RasError> {
     let io = |source| RasError::Io { addr, source };
     let left = until.saturating_duration_since(Instant::now());
     if left.is_zero() {
@@ -247,7 +241,7 @@ fn attempt(addr: SocketAddr, request: &[u8], until: Instant) -> Result<(String, 
         }
         s.set_read_timeout(Some(left)).map_err(io)?;
         match s.read(&mut chunk) {
-            Ok(0) => return Ok((String::from_utf8_lossy(&buf).into_owned(), buf.len())),
+            Ok(0) => return Ok(buf),
             Ok(n) => {
                 if buf.len() + n > MAX_REPLY {
                     return Err(RasError::TooLarge { addr, max: MAX_REPLY });
@@ -257,9 +251,7 @@ fn attempt(addr: SocketAddr, request: &[u8], until: Instant) -> Result<(String, 
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => break,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             // A reset after the whole report (the server closed with bytes unread) is its end.
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset && !buf.is_empty() => {
-                return Ok((String::from_utf8_lossy(&buf).into_owned(), buf.len()));
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset && !buf.is_empty() => return Ok(buf),
             Err(e) => return Err(io(e)),
         }
     }

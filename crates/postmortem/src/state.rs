@@ -9,7 +9,6 @@ use serde::{Deserialize, Serialize};
 use nw_observe::detect::counters::Counters;
 use nw_observe::detect::file::{self, FileError};
 
-/// `/run/nccl-wrap/state.json`.
 pub const DEFAULT_PATH: &str = "/run/nccl-wrap/state.json";
 /// The largest state file read back (hundreds of counters on a few ports are tens of KiB).
 pub(crate) const MAX_STATE: u64 = 1 << 20;
@@ -70,8 +69,7 @@ pub(crate) fn plain_port(name: &str) -> Option<(&str, u32)> {
     let (dev, port) = name.split_once(':')?;
     let ok = !dev.is_empty()
         && dev.len() <= 64
-        && dev != "."
-        && dev != ".."
+        && !matches!(dev, "." | "..")
         && dev.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
     ok.then_some(())?;
     Some((dev, port.parse().ok()?))
@@ -85,9 +83,8 @@ pub fn read(path: &Path) -> Result<State, StateError> {
         FileError::TooLarge { .. } => StateError::TooLarge { path: path.into(), max: MAX_STATE },
         source @ FileError::NotRegular { .. } => StateError::NotRegular { source },
     })?;
-    let text = String::from_utf8(bytes).map_err(|e| StateError::Invalid { path: path.into(), why: e.to_string() })?;
     let mut state: State =
-        serde_json::from_str(&text).map_err(|e| StateError::Invalid { path: path.into(), why: e.to_string() })?;
+        serde_json::from_slice(&bytes).map_err(|e| StateError::Invalid { path: path.into(), why: e.to_string() })?;
     state.ports.retain(|p| plain_port(&p.port).is_some());
     Ok(state)
 }

@@ -52,16 +52,13 @@ pub(crate) struct Status {
 pub(crate) fn gather(state_path: &Path, sysfs_root: &Path) -> Result<Status, state::StateError> {
     let st: State = state::read(state_path)?;
     let mut problems = Vec::new();
-    let ports = st
-        .ports
-        .iter()
-        .filter_map(|p| {
-            let (dev, port) = state::plain_port(&p.port)?;
-            let (now, counters) = portwatch::read_now(sysfs_root, dev, port, &mut problems);
-            let start = Link { state: clean(&p.state), phys_state: clean(&p.phys_state) };
-            Some(PortNow { port: p.port.clone(), start, now, counters: postmortem::moved(&p.counters, &counters) })
-        })
-        .collect();
+    let read = |p: &state::PortStart| {
+        let (dev, port) = state::plain_port(&p.port)?;
+        let (now, counters) = portwatch::read_now(sysfs_root, dev, port, &mut problems);
+        let start = Link { state: clean(&p.state), phys_state: clean(&p.phys_state) };
+        Some(PortNow { port: p.port.clone(), start, now, counters: postmortem::moved(&p.counters, &counters) })
+    };
+    let ports = st.ports.iter().filter_map(read).collect();
     let ras = ask(&st.ras);
     Ok(Status { kind: "status", pid: st.pid, started: clean(&st.started), ports, ras, problems })
 }
@@ -99,9 +96,8 @@ impl Status {
             let moved: Vec<&Moved> =
                 p.counters.iter().filter(|m| m.kind != crate::meaning::Kind::Traffic).take(10).collect();
             for m in &moved {
-                let change = m.delta.map_or_else(|| format!("reset ({} -> {})", m.start, m.exit), |d| format!("+{d}"));
                 let meaning = m.meaning.map(|t| format!(": {t}")).unwrap_or_default();
-                out.push_str(&format!("  {} {change} since the start{meaning}\n", m.name));
+                out.push_str(&format!("  {} {} since the start{meaning}\n", m.name, m.change()));
             }
             if moved.is_empty() {
                 out.push_str("  no error or congestion counter moved since the start\n");
