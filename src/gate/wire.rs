@@ -306,7 +306,7 @@ fn validate(f: &Frame) -> Result<(), WireError> {
     }
 }
 
-/// Every free text a pod sends (its problem, a finding's summary and hint) made printable and
+/// Every free text a pod sends (its problem, a finding's or a slow pair's summary and hint) made printable and
 /// bounded, so that no log line, JSON or termination message carries a pod's escape sequence.
 pub(crate) fn printable(mut f: Frame) -> Frame {
     let finding = |f: &mut Finding| {
@@ -316,7 +316,7 @@ pub(crate) fn printable(mut f: Frame) -> Frame {
     match &mut f {
         Frame::Join(j) => j.problem.iter_mut().for_each(|p| *p = clean::bounded(p, MAX_TEXT)),
         Frame::Report(r) => r.pairs.iter_mut().for_each(finding),
-        Frame::Verdict(v) => v.findings.iter_mut().for_each(finding),
+        Frame::Verdict(v) => v.findings.iter_mut().chain(&mut v.slow).for_each(finding),
         Frame::Pair(_) | Frame::Assign(_) | Frame::Knock(_) | Frame::Challenge(_) => {}
     }
     f
@@ -520,6 +520,30 @@ mod tests {
         // Plain ping's hello carries no gate tag, so older peers read it as before.
         let plain = encode(&Frame::Pair(Message::Hello(hello()))).expect("encode");
         assert!(!String::from_utf8_lossy(&plain).contains("gate"));
+    }
+
+    #[test]
+    fn a_verdicts_peer_texts_decode_printable() {
+        let escape = |f: Finding| Finding { summary: "slow\u{1b}]0;pwned\u{7}".into(), hint: "\u{1b}[2J".into(), ..f };
+        let v = Verdict {
+            go: true,
+            size: 4,
+            pairs: 4,
+            failed_total: 0,
+            missing: vec![],
+            missing_total: 0,
+            findings: vec![escape(finding("warn", None))],
+            slow: vec![escape(finding("warn", Some("slow-pair")))],
+            slow_total: 1,
+            dropped: vec![],
+            mac: None,
+        };
+        let m = Frame::Verdict(v);
+        let Ok(Frame::Verdict(got)) = decode(&frame(m.kind(), &payload_of(&m))) else { panic!("verdict") };
+        for f in got.findings.iter().chain(&got.slow) {
+            let text = format!("{}{}", f.summary, f.hint);
+            assert!(!text.contains('\u{1b}') && !text.contains('\u{7}'), "{text:?}");
+        }
     }
 
     #[test]
