@@ -143,9 +143,14 @@ pub struct Facts<'a> {
 /// Reads the counters of every port but a management function's (NVSwitch): reading those floods
 /// the kernel log (prometheus/node_exporter#3434) and says nothing of the job's fabric.
 pub fn read_counters(sysfs: &Sysfs, plan: &Plan) -> BTreeMap<(String, u32), Vec<Counter>> {
-    let devices = plan.detection.devices.iter().filter(|d| nw_decide::management_function(d).is_none());
-    let ports = devices.flat_map(|d| d.ports.iter().map(move |p| (d, p)));
-    ports.map(|(d, p)| ((d.name.clone(), p.port), counters::read(sysfs, &d.name, p.port))).collect()
+    // Inserted one by one: collecting into the map would build a sort of its own into the binary.
+    let mut out = BTreeMap::new();
+    for d in plan.detection.devices.iter().filter(|d| nw_decide::management_function(d).is_none()) {
+        for p in &d.ports {
+            out.insert((d.name.clone(), p.port), counters::read(sysfs, &d.name, p.port));
+        }
+    }
+    out
 }
 
 /// Doctor's findings and the plan, reduced to what the files say. Pure.

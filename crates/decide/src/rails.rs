@@ -279,8 +279,11 @@ fn mode<T: Ord + Copy>(xs: impl Iterator<Item = T>) -> Option<(T, usize)> {
     for x in xs {
         *counts.entry(x).or_default() += 1;
     }
-    // max_by_key keeps the last of equals: walked from the largest value down, the smallest.
-    counts.into_iter().rev().max_by_key(|&(_, c)| c)
+    // The smallest of the most frequent values: a later value wins only with a higher count.
+    counts.into_iter().fold(None, |best, (v, c)| match best {
+        Some((_, bc)) if bc >= c => best,
+        _ => Some((v, c)),
+    })
 }
 
 fn plural(n: usize, one: &str, many: &str) -> String {
