@@ -60,7 +60,10 @@ const RTEXT_FILTER_SKIP_STATS: u32 = 1 << 3;
 
 pub fn read() -> Result<Kinds, rtnetlink::Error> {
     let mut kinds = Kinds::new();
-    rtnetlink::Socket::open()?.dump(RTM_GETLINK, &request(), |ty, payload| add(ty, payload, &mut kinds))?;
+    rtnetlink::Socket::open()?.dump(RTM_GETLINK, &request(), |ty, payload| {
+        add(ty, payload, &mut kinds);
+        Ok(())
+    })?;
     Ok(kinds)
 }
 
@@ -81,15 +84,16 @@ fn request() -> Vec<u8> {
 
 /// Parses one datagram of the dump into `kinds`; `Ok(true)` at the dump's end.
 pub fn parse(buf: &[u8], kinds: &mut Kinds) -> Result<bool, rtnetlink::Error> {
-    rtnetlink::walk(buf, |ty, payload| add(ty, payload, kinds))
+    rtnetlink::walk(buf, |ty, payload| {
+        add(ty, payload, kinds);
+        Ok(())
+    })
 }
 
-/// One message of the dump: a link's name and kind; nothing in it fails the dump.
-fn add(ty: u16, payload: &[u8], kinds: &mut Kinds) -> Result<(), rtnetlink::Error> {
+fn add(ty: u16, payload: &[u8], kinds: &mut Kinds) {
     if ty == RTM_NEWLINK {
         kinds.extend(link(payload));
     }
-    Ok(())
 }
 
 /// The name and kind of one `RTM_NEWLINK` payload (`ifinfomsg` then attributes).
