@@ -80,7 +80,11 @@ fn node(tag: &str) -> Scratch {
 }
 
 fn set(s: &Scratch, rel: &str, text: &str) {
-    std::fs::write(s.root().join(PORT).join(rel), text).unwrap_or_else(|e| panic!("{rel}: {e}"));
+    // Written beside the tree, then renamed over the file: the kernel's attributes never read
+    // half-written, and a poll between a truncate and its write would see a change that never was.
+    let tmp = s.0.join(".set");
+    std::fs::write(&tmp, text).unwrap_or_else(|e| panic!("{rel}: {e}"));
+    std::fs::rename(&tmp, s.root().join(PORT).join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
 }
 
 /// `nccl-wrap --supervise OPTS -- sh -c SCRIPT` on the copied node, environment cleared but for
