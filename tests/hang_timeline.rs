@@ -61,8 +61,12 @@ fn the_termination_message_puts_the_port_and_the_rank_on_one_time_line() {
         .stderr(std::fs::File::create(&stderr).expect("stderr"));
     let mut child = Killed(cmd.spawn().expect("spawn"));
     wait_for("the command", || ready.exists());
-    std::fs::write(port.join("state"), "1: DOWN\n").expect("state");
-    std::fs::write(port.join("counters/symbol_error"), "9\n").expect("counter");
+    // Changed by rename, as sysfs never reads half-written: a poll between a plain write's
+    // truncate and its write would see a transition that never was.
+    for (rel, text) in [("state", "1: DOWN\n"), ("counters/symbol_error", "9\n")] {
+        std::fs::write(s.0.join(".set"), text).expect(rel);
+        std::fs::rename(s.0.join(".set"), port.join(rel)).expect(rel);
+    }
     wait_for("the transition to be seen", || {
         std::fs::read_to_string(&stderr)
             .unwrap_or_default()
