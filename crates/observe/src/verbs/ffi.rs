@@ -359,12 +359,14 @@ impl DeviceList {
         // SAFETY: `n` is a valid place for the count. The returned array is owned by this
         // `DeviceList` and released once, in Drop, with ibv_free_device_list.
         let list = unsafe { ffi::ibv_get_device_list(&mut n) };
-        ONLY.with(|o| o.borrow_mut().take());
-        match NonNull::new(list) {
-            // NULL with errno set: ENOSYS when the kernel has no uverbs, ENOMEM.
+        let got = match NonNull::new(list) {
+            // NULL with errno set: ENOSYS when the kernel has no uverbs, ENOMEM. Read before the
+            // filter's string is freed below.
             None => Err(VerbsError::DeviceList { errno: errno_text(&io::Error::last_os_error()) }),
             Some(list) => Ok(DeviceList { list, len: usize::try_from(n).unwrap_or(0) }),
-        }
+        };
+        ONLY.with(|o| o.borrow_mut().take());
+        got
     }
 
     fn devices(&self) -> impl Iterator<Item = *mut ffi::ibv_device> + '_ {
